@@ -1,0 +1,8 @@
+"""RSA network code: REM kernels, RSA attention, forecasters. Tensors in, tensors out; no I/O."""
+
+from models.attention import RSAAttention
+from models.config import ModelConfig
+from models.forecaster import RSAForecaster
+from models.rem import build_rem
+
+__all__ = ["ModelConfig", "RSAAttention", "RSAForecaster", "build_rem"]

@@ -1,0 +1,90 @@
+"""Model configuration: one frozen dataclass, the only object the top-level forecaster takes."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+# Head types of the paper, in the order of the counts k1..k6 (rsa.md §2).
+REM_TYPES: tuple[tuple[str, bool], ...] = (
+    ("regular", False),
+    ("cyclic_cos", False),
+    ("cyclic_sin", False),
+    ("regular", True),  # dilated
+    ("cyclic_cos", True),
+    ("cyclic_sin", True),
+)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    input_length: int = 96  # L: the window the model reads; the REM is L×L
+    horizon: int = 96  # H: steps forecast
+    channels: int = 7  # C: processed independently with shared weights
+    d_model: int = 32
+    n_heads: int = 4
+    n_layers: int = 1
+    d_ff: int = 64
+    dropout: float = 0.1
+    # Dropout on the T×T attention matrix: off by default, since drawing a mask for every entry
+    # costs more than the whole rest of a training step on a CPU.
+    attn_dropout: float = 0.0
+    # k1..k6: heads per REM type (regular, cyclic-cos, cyclic-sin, then the dilated three);
+    # the remaining n_heads - sum heads are plain softmax heads. All zeros = the baseline.
+    rem_heads: tuple[int, int, int, int, int, int] = (2, 1, 1, 0, 0, 0)
+    dilation: int = 2  # d of the dilated heads
+    masked: bool = False  # encoder over the whole window: symmetric (unmasked) REM
+    gate: Literal["layer", "head"] = "layer"  # one μ per layer (paper) or one per head
+    mu_init: float = 0.0  # σ(0) = 0.5: start with an even mix of softmax and REM
+    # Cyclic heads start at the daily period of hourly data (2π/24); None spreads θ over (0, π].
+    theta_init: float | None = 2 * math.pi / 24
+    # The baseline replaces the REM with a learned positional encoding; RSA models use none
+    # (the REM itself carries the order information).
+    positional: Literal["none", "learned"] = "none"
+    revin: bool = True  # per-window normalisation (RevIN style) with a learned affine
+    linear_residual: bool = True  # a linear map L→H on the normalised input beside the attention stack
+    token_kernel: int = 3  # width of the Conv1d that embeds each step with its neighbours
+
+    def __post_init__(self) -> None:
+        for name in ("input_length", "horizon", "channels", "d_model", "n_heads", "n_layers", "d_ff"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
+        if len(self.rem_heads) != 6 or any(k < 0 for k in self.rem_heads):
+            raise ValueError(f"rem_heads must be six non-negative counts, got {self.rem_heads}")
+        if sum(self.rem_heads) > self.n_heads:
+            raise ValueError(f"sum(rem_heads)={sum(self.rem_heads)} exceeds n_heads={self.n_heads}")
+        if self.dilation < 1:
+            raise ValueError(f"dilation must be >= 1, got {self.dilation}")
+        if self.token_kernel < 1 or self.token_kernel % 2 == 0:
+            raise ValueError(f"token_kernel must be odd and >= 1, got {self.token_kernel}")
+        for name in ("dropout", "attn_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+
+    @property
+    def head_types(self) -> list[tuple[str, int]]:
+        """(kind, dilation) per head; kind "softmax" for a plain head."""
+        types = [
+            (kind, self.dilation if dilated else 1)
+            for (kind, dilated), k in zip(REM_TYPES, self.rem_heads, strict=True)
+            for _ in range(k)
+        ]
+        return types + [("softmax", 1)] * (self.n_heads - len(types))
+
+    def baseline(self) -> ModelConfig:
+        """The same network without REM heads, with a positional encoding instead."""
+        return dataclasses.replace(self, rem_heads=(0, 0, 0, 0, 0, 0), positional="learned")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ModelConfig:
+        d = dict(d)
+        if "rem_heads" in d:
+            d["rem_heads"] = tuple(d["rem_heads"])
+        return cls(**d)

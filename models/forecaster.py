@@ -1,0 +1,132 @@
+"""RSA forecaster: window [B, L, C] -> forecast [B, H, C].
+
+Channel-independent: each channel is a separate univariate sequence through shared weights
+(PatchTST/DLinear practice on ETT, where cross-channel mixing overfits).  Per-window normalisation
+(RevIN) removes each window's level and scale; a linear map L→H on the normalised input runs beside
+the attention stack, which learns the residual structure.  The baseline is the same network with no
+REM heads and a learned positional encoding.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from models.attention import RSAAttention
+from models.config import ModelConfig
+
+__all__ = ["EncoderLayer", "RSAForecaster", "RevIN"]
+
+
+class RevIN(nn.Module):
+    """Reversible instance normalisation over time, per sample and channel, with a learned affine."""
+
+    def __init__(self, channels: int, eps: float = 1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(channels))
+        self.bias = nn.Parameter(torch.zeros(channels))
+
+    def normalise(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        mean = x.mean(dim=1, keepdim=True)  # (B, 1, C)
+        d = x - mean
+        std = torch.sqrt((d * d).mean(dim=1, keepdim=True) + self.eps)  # (B, 1, C); d*d, not Pow, in ONNX
+        return d / std * self.weight + self.bias, mean, std
+
+    def denormalise(self, y: Tensor, mean: Tensor, std: Tensor) -> Tensor:
+        return (y - self.bias) / (self.weight + self.eps * self.eps) * std + mean
+
+
+class EncoderLayer(nn.Module):
+    """Pre-norm transformer block: x + attn(ln(x)), then x + ffn(ln(x))."""
+
+    def __init__(self, attention: RSAAttention, d_model: int, d_ff: int, dropout: float):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.attn = attention
+        self.ffn = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Dropout(dropout), nn.Linear(d_ff, d_model))
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, return_attn: bool = False) -> tuple[Tensor, dict[str, Tensor] | None]:
+        a, maps = self.attn(self.ln1(x), return_attn)
+        x = x + self.drop(a)
+        x = x + self.drop(self.ffn(self.ln2(x)))
+        return x, maps
+
+
+class RSAForecaster(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        L, H, d = cfg.input_length, cfg.horizon, cfg.d_model
+        self.revin = RevIN(cfg.channels) if cfg.revin else None
+        # Each step is embedded with its neighbours (as Informer's TokenEmbedding); replicate padding
+        # keeps the window's edges from seeing the other end.
+        self.embed = nn.Conv1d(1, d, cfg.token_kernel, padding=cfg.token_kernel // 2, padding_mode="replicate")
+        self.pos = nn.Parameter(torch.randn(1, L, d) * 0.02) if cfg.positional == "learned" else None
+        self.drop = nn.Dropout(cfg.dropout)
+        self.layers = nn.ModuleList(
+            EncoderLayer(
+                RSAAttention(
+                    d,
+                    cfg.head_types,
+                    masked=cfg.masked,
+                    gate=cfg.gate,
+                    mu_init=cfg.mu_init,
+                    theta_init=cfg.theta_init,
+                    dropout=cfg.attn_dropout,
+                ),
+                d,
+                cfg.d_ff,
+                cfg.dropout,
+            )
+            for _ in range(cfg.n_layers)
+        )
+        self.norm = nn.LayerNorm(d)
+        self.head = nn.Linear(L * d, H)
+        self.linear = nn.Linear(L, H) if cfg.linear_residual else None
+
+    def forward(self, x: Tensor, return_attn: bool = False) -> Tensor | tuple[Tensor, dict[str, Tensor]]:
+        """x [B, L, C] -> [B, H, C]; with return_attn also the attention matrices:
+        softmax and mixed [B, C, N, Hh, L, L], rem [N, Hh, L, L]."""
+        cfg = self.cfg
+        L, C = cfg.input_length, cfg.channels
+        if self.revin is not None:
+            x, mean, std = self.revin.normalise(x)  # (B, L, C)
+        u = x.transpose(1, 2).reshape(-1, L)  # (B*C, L): one univariate sequence per channel
+        z = self.embed(u.unsqueeze(1)).transpose(1, 2)  # (B*C, L, d)
+        if self.pos is not None:
+            z = z + self.pos
+        z = self.drop(z)
+        maps = []
+        for layer in self.layers:
+            z, m = layer(z, return_attn)
+            maps.append(m)
+        y = self.head(self.norm(z).flatten(1))  # (B*C, H)
+        if self.linear is not None:
+            y = y + self.linear(u)
+        y = y.reshape(-1, C, cfg.horizon).transpose(1, 2)  # (B, H, C)
+        if self.revin is not None:
+            y = self.revin.denormalise(y, mean, std)
+        if not return_attn:
+            return y
+
+        def per_channel(name: str) -> Tensor:
+            s = torch.stack([m[name] for m in maps], dim=1)  # (B*C, N, Hh, L, L)
+            return s.reshape(-1, C, *s.shape[1:])  # (B, C, N, Hh, L, L)
+
+        rem = torch.stack([m["rem"] for m in maps], dim=0)  # (N, Hh, L, L)
+        return y, {"softmax": per_channel("softmax"), "rem": rem, "mixed": per_channel("mixed")}
+
+    def fold(self) -> RSAForecaster:
+        """Freeze every REM and gate for the model's input length (export, fast inference)."""
+        for layer in self.layers:
+            layer.attn.fold(self.cfg.input_length)
+        return self
+
+    def recurrence_report(self) -> list[dict]:
+        """Per layer, per head: kind, dilation, λ/γ/θ and gate: how much recurrence the model uses."""
+        return [
+            {"layer": i, "gate_mode": self.cfg.gate, "heads": layer.attn.head_report()}
+            for i, layer in enumerate(self.layers)
+        ]

@@ -1,0 +1,518 @@
+"""Tests for export/data.py: CSV validation, split protocols, scaling and windows."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from export.data import (
+    ETT_DIR,
+    DataError,
+    Dataset,
+    Split,
+    StandardScaler,
+    load_csv,
+    load_dataset,
+)
+
+ETTH1_SHA256 = "f18de3ad269cef59bb07b5438d79bb3042d3be49bdeecf01c1cd6d29695ee066"
+ETTH2_SHA256 = "a3dc2c597b9218c7ce1cd55eb77b283fd459a1d09d753063f944967dd6b9218b"
+ETT_COLUMNS = ["HUFL", "HULL", "MUFL", "MULL", "LUFL", "LULL", "OT"]
+
+
+# --------------------------------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------------------------------
+
+
+def write_csv(path: Path, header: str, rows: list[str]) -> Path:
+    path.write_text("\n".join([header, *rows]) + "\n", encoding="utf-8")
+    return path
+
+
+def synthetic_csv(
+    tmp_path: Path, n: int, freq: str = "1h", name: str = "data.csv", columns: tuple[str, ...] = ("a", "OT")
+) -> Path:
+    """A regular series of ``n`` rows with distinct, deterministic values per column."""
+    stamps = pd.date_range("2020-01-01", periods=n, freq=freq)
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({c: rng.normal(loc=i, scale=i + 1, size=n) for i, c in enumerate(columns)})
+    frame.insert(0, "date", stamps.strftime("%Y-%m-%d %H:%M:%S"))
+    path = tmp_path / name
+    frame.to_csv(path, index=False)
+    return path
+
+
+def good_rows(n: int = 5) -> list[str]:
+    return [f"2016-07-01 {h:02d}:00:00,{h}.5,{10 + h}" for h in range(n)]
+
+
+@pytest.fixture(scope="module")
+def etth1() -> Dataset:
+    return load_dataset(ETT_DIR / "ETTh1.csv", input_length=96, horizon=96, mode="M")
+
+
+@pytest.fixture(scope="module")
+def etth1_frame() -> pd.DataFrame:
+    return pd.read_csv(ETT_DIR / "ETTh1.csv")
+
+
+# --------------------------------------------------------------------------------------------------
+# bundled ETT files
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "digest"), [("ETTh1.csv", ETTH1_SHA256), ("ETTh2.csv", ETTH2_SHA256)])
+def test_bundled_files_are_verbatim(name: str, digest: str) -> None:
+    path = ETT_DIR / name
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
+    assert digest in (ETT_DIR / "README.md").read_text(encoding="utf-8")
+    license_text = (ETT_DIR / "LICENSE").read_text(encoding="utf-8")
+    assert license_text.startswith("Creative Commons Attribution-NoDerivatives 4.0")
+
+
+def test_etth1_series(etth1: Dataset, etth1_frame: pd.DataFrame) -> None:
+    series = etth1.series
+    assert series.name == "ETTh1"
+    assert series.sha256 == ETTH1_SHA256
+    assert series.columns == ETT_COLUMNS
+    assert series.values.shape == (17420, 7)
+    assert series.values.dtype == np.float64
+    np.testing.assert_array_equal(series.values, etth1_frame[ETT_COLUMNS].to_numpy(np.float64))
+    assert series.timestamps.dtype == np.dtype("datetime64[ns]")
+    assert series.timestamps[0] == np.datetime64("2016-07-01T00:00:00")
+    assert series.timestamps[-1] == np.datetime64("2018-06-26T19:00:00")
+    assert series.frequency == "1h"
+    assert series.frequency_seconds == 3600
+
+
+def test_etth1_borders_and_windows(etth1: Dataset) -> None:
+    assert etth1.protocol == "ett-hour"
+    assert etth1.mode == "M"
+    assert etth1.target == "OT"
+    assert etth1.channels == ETT_COLUMNS
+    assert etth1.borders == {"train": (0, 8640), "val": (8640 - 96, 11520), "test": (11520 - 96, 14400)}
+    assert etth1.train.num_windows == 8640 - 96 - 96 + 1 == 8449
+    assert etth1.val.num_windows == (11520 - 8544) - 192 + 1 == 2785
+    assert etth1.test.num_windows == 2785
+    expected_ranges = [(etth1.train, (0, 8640)), (etth1.val, (8544, 11520)), (etth1.test, (11424, 14400))]
+    for split, (start, end) in expected_ranges:
+        assert split.data.shape == (end - start, 7)
+        assert split.data.dtype == np.float32
+        np.testing.assert_array_equal(split.timestamps, etth1.series.timestamps[start:end])
+        expected = etth1.scaler.transform(etth1.series.values[start:end]).astype(np.float32)
+        np.testing.assert_array_equal(split.data, expected)
+
+
+def test_etth1_scaler_fit_on_train_rows(etth1: Dataset, etth1_frame: pd.DataFrame) -> None:
+    train = etth1_frame[ETT_COLUMNS].iloc[:8640]
+    np.testing.assert_allclose(etth1.scaler.mean, train.mean().to_numpy(), rtol=1e-12)
+    np.testing.assert_allclose(etth1.scaler.std, train.std(ddof=0).to_numpy(), rtol=1e-12)
+    data = etth1.train.data.astype(np.float64)
+    np.testing.assert_allclose(data.mean(axis=0), 0.0, atol=1e-5)
+    np.testing.assert_allclose(data.std(axis=0), 1.0, atol=1e-5)
+
+
+def test_etth1_windows_match_manual_slices(etth1: Dataset) -> None:
+    for split in (etth1.train, etth1.val, etth1.test):
+        idx = np.array([0, 1, 17, split.num_windows // 2, split.num_windows - 1])
+        x, y = split.windows(idx)
+        assert x.shape == (len(idx), 96, 7)
+        assert y.shape == (len(idx), 96, 7)
+        assert x.dtype == torch.float32
+        assert y.dtype == torch.float32
+        for k, i in enumerate(idx):
+            np.testing.assert_array_equal(x[k].numpy(), split.data[i : i + 96])
+            np.testing.assert_array_equal(y[k].numpy(), split.data[i + 96 : i + 192])
+        # a torch index gives the same result
+        x_t, y_t = split.windows(torch.from_numpy(idx))
+        assert torch.equal(x_t, x)
+        assert torch.equal(y_t, y)
+
+
+def test_etth1_first_test_window_input_reaches_into_val(etth1: Dataset) -> None:
+    # the first test target row is row 11520, the first row after the validation range
+    _x, y = etth1.test.windows(np.array([0]))
+    expected = etth1.scaler.transform(etth1.series.values[11520:11616]).astype(np.float32)
+    np.testing.assert_array_equal(y[0].numpy(), expected)
+
+
+def test_etth1_univariate(etth1: Dataset) -> None:
+    ds = load_dataset(ETT_DIR / "ETTh1.csv", input_length=96, horizon=24, mode="S")
+    assert ds.channels == ["OT"]
+    assert ds.train.data.shape == (8640, 1)
+    assert ds.borders == etth1.borders
+    ot = ETT_COLUMNS.index("OT")
+    assert ds.scaler.mean[0] == pytest.approx(etth1.scaler.mean[ot], rel=1e-12)
+    assert ds.scaler.std[0] == pytest.approx(etth1.scaler.std[ot], rel=1e-12)
+    x, y = ds.test.windows(np.array([3]))
+    assert x.shape == (1, 96, 1)
+    assert y.shape == (1, 24, 1)
+
+
+def test_ett_protocol_needs_enough_rows(tmp_path: Path) -> None:
+    path = synthetic_csv(tmp_path, 1000, name="ETTh1.csv")
+    with pytest.raises(DataError, match=r"ett-hour.*14400 rows"):
+        load_dataset(path, 24, 24)
+    # the ratio protocol can still be asked for explicitly
+    assert load_dataset(path, 24, 24, protocol="ratio-70-10-20").protocol == "ratio-70-10-20"
+
+
+# --------------------------------------------------------------------------------------------------
+# ratio protocol, frequency, timestamp column detection
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [1000, 1003, 457])
+def test_ratio_protocol_borders(tmp_path: Path, n: int) -> None:
+    L, H = 48, 12
+    ds = load_dataset(synthetic_csv(tmp_path, n), L, H)
+    num_train, num_test = int(n * 0.7), int(n * 0.2)
+    num_val = n - num_train - num_test
+    assert ds.protocol == "ratio-70-10-20"
+    assert ds.borders == {
+        "train": (0, num_train),
+        "val": (num_train - L, num_train + num_val),
+        "test": (n - num_test - L, n),
+    }
+    assert ds.train.num_windows == num_train - L - H + 1
+    assert ds.val.num_windows == num_val - H + 1
+    assert ds.test.num_windows == num_test - H + 1
+    assert ds.channels == ["a", "OT"]
+    # scaler: training rows only
+    train = ds.series.values[:num_train]
+    np.testing.assert_allclose(ds.scaler.mean, train.mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(ds.scaler.std, train.std(axis=0), rtol=1e-12)
+    assert not np.allclose(ds.scaler.mean, ds.series.values.mean(axis=0), rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("freq", "alias", "seconds"),
+    [
+        ("1h", "1h", 3600),
+        ("15min", "15min", 900),
+        ("1D", "1D", 86400),
+        ("30s", "30s", 30),
+        ("2h", "2h", 7200),
+    ],
+)
+def test_frequency_inference(tmp_path: Path, freq: str, alias: str, seconds: int) -> None:
+    series = load_csv(synthetic_csv(tmp_path, 50, freq=freq))
+    assert series.frequency == alias
+    assert series.frequency_seconds == seconds
+    assert pd.Timedelta(series.frequency).total_seconds() == seconds
+
+
+def test_frequency_is_the_most_common_step_despite_gaps(tmp_path: Path) -> None:
+    stamps = list(pd.date_range("2020-01-01", periods=20, freq="15min"))
+    del stamps[5:8]  # a gap
+    rows = [f"{t},{i}" for i, t in enumerate(stamps)]
+    series = load_csv(write_csv(tmp_path / "gap.csv", "date,v", rows))
+    assert series.frequency_seconds == 900
+    assert len(series.timestamps) == 17
+
+
+def test_daily_dates_without_time(tmp_path: Path) -> None:
+    rows = [f"2021-03-{d:02d},{d}" for d in range(1, 11)]
+    series = load_csv(write_csv(tmp_path / "daily.csv", "day,value", rows))  # first column by parsing
+    assert series.columns == ["value"]
+    assert series.frequency == "1D"
+    assert series.frequency_seconds == 86400
+
+
+def test_timestamp_column_by_name_anywhere(tmp_path: Path) -> None:
+    rows = [f"{i},2020-01-01 0{i}:00:00,{i * 2}" for i in range(5)]
+    series = load_csv(write_csv(tmp_path / "x.csv", "a,TimeStamp,b", rows))
+    assert series.columns == ["a", "b"]
+    np.testing.assert_array_equal(series.values, [[i, i * 2] for i in range(5)])
+
+
+def test_timestamp_column_given(tmp_path: Path) -> None:
+    rows = [f"{i},2020-01-01 0{i}:00:00,{i * 2}" for i in range(5)]
+    path = write_csv(tmp_path / "x.csv", "a,when,b", rows)
+    series = load_csv(path, timestamp_column="when")
+    assert series.columns == ["a", "b"]
+    with pytest.raises(DataError, match=r"x\.csv line 1, column 'nope': no such timestamp column"):
+        load_csv(path, timestamp_column="nope")
+
+
+def test_crlf_bom_and_blank_trailing_lines(tmp_path: Path) -> None:
+    path = tmp_path / "win.csv"
+    path.write_bytes(b"\xef\xbb\xbfdate,v\r\n2020-01-01 00:00:00,1\r\n2020-01-01 01:00:00,2\r\n\r\n")
+    series = load_csv(path)
+    assert series.columns == ["v"]
+    assert series.values[:, 0].tolist() == [1.0, 2.0]
+    assert series.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+    bad = tmp_path / "winbad.csv"
+    bad.write_bytes(b"date,v\r\n2020-01-01 00:00:00,1\r\n2020-01-01 01:00:00,\r\n")
+    with pytest.raises(DataError, match=r"line 3, column 'v': missing value"):
+        load_csv(bad)
+
+
+def test_timezone_offsets_are_converted_to_utc(tmp_path: Path) -> None:
+    rows = ["2020-01-01T02:00:00+02:00,1", "2020-01-01T01:00:00+00:00,2", "2020-01-01T04:00:00+02:00,3"]
+    series = load_csv(write_csv(tmp_path / "tz.csv", "date,v", rows))
+    assert series.timestamps[0] == np.datetime64("2020-01-01T00:00:00")
+    assert series.frequency == "1h"
+
+
+# --------------------------------------------------------------------------------------------------
+# bad input: DataError names the file, the 1-based line and the column
+# --------------------------------------------------------------------------------------------------
+
+HEADER = "date,HULL,OT"
+
+
+def _replace(rows: list[str], i: int, row: str) -> list[str]:
+    rows = list(rows)
+    rows[i] = row
+    return rows
+
+
+BAD_CASES = {
+    "empty cell": (
+        _replace(good_rows(), 2, "2016-07-01 02:00:00,2.5,"),
+        r"line 4, column 'OT': missing value",
+    ),
+    "NaN cell": (
+        _replace(good_rows(), 1, "2016-07-01 01:00:00,NaN,3"),
+        r"line 3, column 'HULL': missing value",
+    ),
+    "short row": (_replace(good_rows(), 3, "2016-07-01 03:00:00,3.5"), r"line 5, column 'OT': missing value"),
+    "not a number": (
+        _replace(good_rows(), 3, "2016-07-01 03:00:00,abc,13"),
+        r"line 5, column 'HULL': not a number: 'abc'",
+    ),
+    "infinite": (
+        _replace(good_rows(), 0, "2016-07-01 00:00:00,inf,13"),
+        r"line 2, column 'HULL': not a finite number: 'inf'",
+    ),
+    "unsorted": (
+        _replace(good_rows(), 4, "2016-07-01 02:30:00,1,2"),
+        re.escape(
+            "line 6, column 'date': timestamp 2016-07-01 02:30:00 is not after the previous row's "
+            "2016-07-01 03:00:00 (timestamps must be strictly increasing)"
+        ),
+    ),
+    "duplicate": (
+        _replace(good_rows(), 3, "2016-07-01 02:00:00,1,2"),
+        r"line 5, column 'date': duplicate timestamp 2016-07-01 02:00:00 \(same as line 4\)",
+    ),
+    "unparsable timestamp": (
+        _replace(good_rows(), 2, "yesterday,1,2"),
+        r"line 4, column 'date': not a timestamp .*'yesterday'",
+    ),
+    "missing timestamp": (_replace(good_rows(), 2, ",1,2"), r"line 4, column 'date': missing timestamp"),
+    "timestamp out of range": (
+        _replace(good_rows(), 4, "3016-07-01 04:00:00,1,2"),
+        r"line 6, column 'date': timestamp '3016-07-01 04:00:00' is outside the supported years",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_CASES))
+def test_bad_cells_name_line_and_column(tmp_path: Path, case: str) -> None:
+    rows, pattern = BAD_CASES[case]
+    path = write_csv(tmp_path / "data.csv", HEADER, rows)
+    for load in (lambda: load_csv(path), lambda: load_dataset(path, 1, 1)):
+        with pytest.raises(DataError, match=r"^data\.csv " + pattern) as info:
+            load()
+        # a DataError of its own, not another exception re-labelled or chained into the traceback
+        assert type(info.value) is DataError
+        assert info.value.__cause__ is None
+        assert info.value.__context__ is None or info.value.__suppress_context__
+
+
+def test_first_offending_cell_is_reported(tmp_path: Path) -> None:
+    rows = good_rows(8)
+    rows[6] = "2016-07-01 06:00:00,x,y"  # later row: not reported
+    rows[3] = "2016-07-01 03:00:00,,oops"  # earliest row; within it the leftmost bad column
+    path = write_csv(tmp_path / "data.csv", HEADER, rows)
+    with pytest.raises(DataError, match=r"line 5, column 'HULL': missing value"):
+        load_csv(path)
+    rows = good_rows(8)
+    rows[5] = "2016-07-01 04:00:00,1,2"  # duplicate at line 7 ...
+    rows[6] = "2016-07-01 06:00:00,1,bad"  # ... comes before the bad number at line 8
+    with pytest.raises(DataError, match=r"line 7, column 'date': duplicate"):
+        load_csv(write_csv(tmp_path / "data.csv", HEADER, rows))
+
+
+def test_unknown_target(tmp_path: Path) -> None:
+    path = write_csv(tmp_path / "data.csv", "date,a,b", [f"2020-01-01 0{i}:00:00,{i},{i}" for i in range(9)])
+    for mode in ("M", "S"):
+        with pytest.raises(DataError, match=r"data\.csv line 1, column 'OT': unknown target column") as info:
+            load_dataset(path, 2, 1, mode=mode)
+        assert type(info.value) is DataError
+    assert load_dataset(path, 2, 1, mode="S", target="b").channels == ["b"]
+
+
+def test_target_cannot_be_the_timestamp_column(tmp_path: Path) -> None:
+    path = synthetic_csv(tmp_path, 100)
+    with pytest.raises(DataError, match=r"line 1, column 'date': unknown target column"):
+        load_dataset(path, 4, 4, target="date")
+
+
+def test_no_timestamp_column(tmp_path: Path) -> None:
+    path = write_csv(tmp_path / "data.csv", "x,y", [f"{i}.5,{i}" for i in range(10)])
+    with pytest.raises(DataError, match=r"data\.csv line 2, column 'x': no timestamp column") as info:
+        load_csv(path)
+    assert type(info.value) is DataError
+
+
+def test_no_numeric_column(tmp_path: Path) -> None:
+    path = write_csv(tmp_path / "data.csv", "date", ["2020-01-01", "2020-01-02"])
+    with pytest.raises(DataError, match=r"line 1, column 'date': no numeric column"):
+        load_csv(path)
+
+
+@pytest.mark.parametrize(
+    ("split", "n", "length", "horizon", "start", "end"),
+    [
+        # n = 100: train rows [0, 70), val [70 - L, 80), test [80 - L, 100)
+        ("train", 100, 60, 11, 0, 70),
+        ("val", 100, 8, 11, 62, 80),
+        # n = 9: train 6 rows, val 2 + L rows, test 1 + L rows (the only split that fails)
+        ("test", 9, 1, 2, 7, 9),
+    ],
+)
+def test_too_short_for_input_length_plus_horizon(
+    tmp_path: Path, split: str, n: int, length: int, horizon: int, start: int, end: int
+) -> None:
+    L, H = length, horizon
+    path = synthetic_csv(tmp_path, n)
+    rows = end - start
+    expected = (
+        rf"data\.csv: too few rows for split '{split}': it has {rows} rows "
+        rf"\(lines {start + 2}-{end + 1}\) but input_length \+ horizon = {L} \+ {H} needs at least {L + H}"
+    )
+    with pytest.raises(DataError, match=expected) as info:
+        load_dataset(path, L, H)
+    assert type(info.value) is DataError
+    load_dataset(path, L, H - 1)  # one step shorter fits
+
+
+def test_train_shorter_than_input_length(tmp_path: Path) -> None:
+    path = synthetic_csv(tmp_path, 100)
+    with pytest.raises(DataError, match=r"too few rows for split 'train': it has 70 rows"):
+        load_dataset(path, 200, 1)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "pattern"),
+    [
+        ({"mode": "MS"}, r"mode must be 'M'.*'MS'"),
+        ({"protocol": "ett"}, r"unknown protocol 'ett'"),
+        ({"input_length": 0}, r"input_length must be a positive integer"),
+        ({"horizon": 1.5}, r"horizon must be a positive integer"),
+    ],
+)
+def test_bad_arguments(tmp_path: Path, kwargs: dict, pattern: str) -> None:
+    args = {"input_length": 4, "horizon": 4, **kwargs}
+    with pytest.raises(DataError, match=pattern):
+        load_dataset(synthetic_csv(tmp_path, 100), **args)
+
+
+@pytest.mark.parametrize(
+    ("content", "pattern"),
+    [
+        (b"", r"data\.csv: the file is empty"),
+        (b"\n \n", r"data\.csv: the file is empty"),
+        (b"date,v\n", r"data\.csv line 1: the file has 0 data row"),
+        (b"date,v\n2020-01-01,1\n", r"data\.csv line 1: the file has 1 data row"),
+        (b"date,v,v\n2020-01-01,1,2\n2020-01-02,1,2\n", r"line 1, column 'v': duplicate column name"),
+        (b"date,,v\n2020-01-01,1,2\n2020-01-02,1,2\n", r"line 1: column 2 has an empty name"),
+        (b"date,v\n2020-01-01,1\n2020-01-02,1,7\n", r"line 3: the row has 3 fields, the header 2"),
+        (b"date,v\n2020-01-01,\xff\n2020-01-02,1\n", r"data\.csv: not UTF-8"),
+    ],
+)
+def test_malformed_files(tmp_path: Path, content: bytes, pattern: str) -> None:
+    path = tmp_path / "data.csv"
+    path.write_bytes(content)
+    with pytest.raises(DataError, match=pattern) as info:
+        load_csv(path)
+    assert type(info.value) is DataError
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match="no such file"):
+        load_csv(tmp_path / "absent.csv")
+
+
+def test_data_error_is_a_value_error() -> None:
+    assert issubclass(DataError, ValueError)
+
+
+# --------------------------------------------------------------------------------------------------
+# StandardScaler and Split
+# --------------------------------------------------------------------------------------------------
+
+
+def test_scaler_constant_column_and_round_trip() -> None:
+    x = np.array([[0.1, 1.0], [0.1, 2.0], [0.1, 4.0]])
+    scaler = StandardScaler().fit(x)
+    assert scaler.std[0] == 1.0
+    z = scaler.transform(x)
+    np.testing.assert_array_equal(z[:, 0], 0.0)
+    np.testing.assert_allclose(z[:, 1].mean(), 0.0, atol=1e-12)
+    np.testing.assert_allclose(z[:, 1].std(), 1.0)
+    np.testing.assert_allclose(scaler.inverse_transform(z), x)
+    # dtype preserved for float32, extra leading dims broadcast
+    z32 = scaler.transform(x.astype(np.float32)[None])
+    assert z32.dtype == np.float32
+    assert z32.shape == (1, 3, 2)
+    restored = StandardScaler.from_dict(scaler.to_dict())
+    np.testing.assert_array_equal(restored.mean, scaler.mean)
+    np.testing.assert_array_equal(restored.std, scaler.std)
+    with pytest.raises(ValueError, match="last dimension 2"):
+        scaler.transform(np.zeros((3, 3)))
+    with pytest.raises(RuntimeError, match="not fitted"):
+        StandardScaler().transform(x)
+
+
+def test_split_windows_bounds() -> None:
+    data = np.arange(20, dtype=np.float32).reshape(10, 2)
+    split = Split("val", data, np.arange(10).astype("datetime64[h]"), input_length=3, horizon=2)
+    assert split.num_windows == 6
+    x, y = split.windows(np.arange(6))
+    assert x[-1, :, 0].tolist() == [10.0, 12.0, 14.0]
+    assert y[-1, :, 0].tolist() == [16.0, 18.0]
+    assert x.is_contiguous()
+    assert y.is_contiguous()
+    for bad in ([6], [-1]):
+        with pytest.raises(IndexError, match=r"\[0, 6\)"):
+            split.windows(np.array(bad))
+    x0, y0 = split.windows(np.array([], dtype=np.int64))
+    assert x0.shape == (0, 3, 2)
+    assert y0.shape == (0, 2, 2)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    rows=st.integers(2, 40),
+    channels=st.integers(1, 3),
+    length=st.integers(1, 10),
+    horizon=st.integers(1, 10),
+    data=st.data(),
+)
+def test_windows_equal_manual_slicing(
+    rows: int, channels: int, length: int, horizon: int, data: st.DataObject
+) -> None:
+    L, H = length, horizon
+    values = np.random.default_rng(rows).normal(size=(rows, channels)).astype(np.float32)
+    split = Split("train", values, np.arange(rows).astype("datetime64[m]"), input_length=L, horizon=H)
+    assert split.num_windows == max(0, rows - L - H + 1)
+    if split.num_windows == 0:
+        return
+    idx = np.array(data.draw(st.lists(st.integers(0, split.num_windows - 1), min_size=1, max_size=8)))
+    x, y = split.windows(idx)
+    for k, i in enumerate(idx):
+        np.testing.assert_array_equal(x[k].numpy(), values[i : i + L])
+        np.testing.assert_array_equal(y[k].numpy(), values[i + L : i + L + H])
