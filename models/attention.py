@@ -120,7 +120,7 @@ class RSAAttention(nn.Module):
         if not self.has_rem:
             P, mixed = None, attn
         elif self.folded_length is not None:
-            if T != self.folded_length:
+            if self.folded_length != T:
                 raise ValueError(f"folded for length {self.folded_length}, got a sequence of {T}")
             P = self.rem_folded
             mixed = self.softmax_scale * attn + self.rem_scaled
@@ -152,7 +152,11 @@ class RSAAttention(nn.Module):
 
     def head_report(self) -> list[dict]:
         """Per head: kind, dilation, λ/γ/θ and gate g_h, for reports and the manifest."""
-        values = self.rem.values() if self.has_rem else [{"lambda": None, "gamma": None, "theta": None}] * self.n_heads
+        values = (
+            self.rem.values()
+            if self.has_rem
+            else [{"lambda": None, "gamma": None, "theta": None}] * self.n_heads
+        )
         gates = self.gates().detach().cpu().tolist()
         return [
             {"head": h, "kind": kind, "dilation": dilation, **values[h], "gate": gates[h]}

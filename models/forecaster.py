@@ -44,7 +44,9 @@ class EncoderLayer(nn.Module):
         super().__init__()
         self.ln1, self.ln2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.attn = attention
-        self.ffn = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Dropout(dropout), nn.Linear(d_ff, d_model))
+        self.ffn = nn.Sequential(
+            nn.Linear(d_model, d_ff), nn.GELU(), nn.Dropout(dropout), nn.Linear(d_ff, d_model)
+        )
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, return_attn: bool = False) -> tuple[Tensor, dict[str, Tensor] | None]:
@@ -62,7 +64,9 @@ class RSAForecaster(nn.Module):
         self.revin = RevIN(cfg.channels) if cfg.revin else None
         # Each step is embedded with its neighbours (as Informer's TokenEmbedding); replicate padding
         # keeps the window's edges from seeing the other end.
-        self.embed = nn.Conv1d(1, d, cfg.token_kernel, padding=cfg.token_kernel // 2, padding_mode="replicate")
+        self.embed = nn.Conv1d(
+            1, d, cfg.token_kernel, padding=cfg.token_kernel // 2, padding_mode="replicate"
+        )
         self.pos = nn.Parameter(torch.randn(1, L, d) * 0.02) if cfg.positional == "learned" else None
         self.drop = nn.Dropout(cfg.dropout)
         self.layers = nn.ModuleList(

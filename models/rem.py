@@ -99,9 +99,13 @@ def build_rem(
     if kind == "regular":
         f = regular_kernel(_as_tensor(lam, "lam", kind, dtype), t)
     elif kind == "cyclic_cos":
-        f = cyclic_cos_kernel(_as_tensor(gamma, "gamma", kind, dtype), _as_tensor(theta, "theta", kind, dtype), t)
+        f = cyclic_cos_kernel(
+            _as_tensor(gamma, "gamma", kind, dtype), _as_tensor(theta, "theta", kind, dtype), t
+        )
     elif kind == "cyclic_sin":
-        f = cyclic_sin_kernel(_as_tensor(gamma, "gamma", kind, dtype), _as_tensor(theta, "theta", kind, dtype), t)
+        f = cyclic_sin_kernel(
+            _as_tensor(gamma, "gamma", kind, dtype), _as_tensor(theta, "theta", kind, dtype), t
+        )
     else:
         raise ValueError(f"unknown REM kind {kind!r}; expected one of {sorted(REM_KINDS)}")
     return f * on
@@ -112,7 +116,9 @@ class _REM(nn.Module):
 
     kind: str
 
-    def __init__(self, n_heads: int, dilation: int = 1, masked: bool = False, theta_init: float | None = None):
+    def __init__(
+        self, n_heads: int, dilation: int = 1, masked: bool = False, theta_init: float | None = None
+    ):
         super().__init__()
         self.n_heads, self.dilation, self.masked = n_heads, dilation, masked
 
@@ -132,7 +138,9 @@ class _REM(nn.Module):
 class RegularREM(_REM):
     kind = "regular"
 
-    def __init__(self, n_heads: int, dilation: int = 1, masked: bool = False, theta_init: float | None = None):
+    def __init__(
+        self, n_heads: int, dilation: int = 1, masked: bool = False, theta_init: float | None = None
+    ):
         super().__init__(n_heads, dilation, masked)
         # η ~ U(1, 2) with a random sign: |λ| ≈ 0.76–0.96, decaying and alternating memories both.
         sign = torch.where(torch.rand(n_heads) < 0.5, -1.0, 1.0)
@@ -150,7 +158,9 @@ class RegularREM(_REM):
 
 
 class _CyclicREM(_REM):
-    def __init__(self, n_heads: int, dilation: int = 1, masked: bool = False, theta_init: float | None = None):
+    def __init__(
+        self, n_heads: int, dilation: int = 1, masked: bool = False, theta_init: float | None = None
+    ):
         super().__init__(n_heads, dilation, masked)
         self.nu = nn.Parameter(torch.empty(n_heads).uniform_(1.0, 2.0))  # γ ≈ 0.73–0.88
         if theta_init is None:  # spread over (0, π]
@@ -184,7 +194,11 @@ class CyclicSinREM(_CyclicREM):
         return cyclic_sin_kernel(self.gamma[:, None, None], self.theta[:, None, None], t)
 
 
-REM_KINDS: dict[str, type[_REM]] = {"regular": RegularREM, "cyclic_cos": CyclicCosREM, "cyclic_sin": CyclicSinREM}
+REM_KINDS: dict[str, type[_REM]] = {
+    "regular": RegularREM,
+    "cyclic_cos": CyclicCosREM,
+    "cyclic_sin": CyclicSinREM,
+}
 
 
 class REMBank(nn.Module):
@@ -194,7 +208,9 @@ class REMBank(nn.Module):
     Consecutive heads of one (kind, dilation) share a module, each head keeping its own parameters.
     """
 
-    def __init__(self, head_types: Sequence[tuple[str, int]], masked: bool = False, theta_init: float | None = None):
+    def __init__(
+        self, head_types: Sequence[tuple[str, int]], masked: bool = False, theta_init: float | None = None
+    ):
         super().__init__()
         self.head_types = list(head_types)
         self.groups = nn.ModuleList()
