@@ -105,7 +105,9 @@ class RSAAttention(nn.Module):
         k = k.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, T, hd)
         v = v.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, T, hd)
 
-        if self.fused and not return_attn and self.folded_length is None:
+        # Attention dropout acts on the whole mixed matrix, which the fused path never forms.
+        dropout_on = self.training and self.attn_drop.p > 0
+        if self.fused and not return_attn and self.folded_length is None and not dropout_on:
             # Fast path, same math: softmax(·)·V never materialises the T×T matrix, and the REM side
             # (g·P)·V is one small batched matmul.
             return self.proj(self._fused(q, k, v).transpose(1, 2).reshape(B, T, D)), None
@@ -139,8 +141,7 @@ class RSAAttention(nn.Module):
         return y, {"softmax": attn, "rem": P, "mixed": mixed}
 
     def _fused(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-        p = self.attn_drop.p if self.training else 0.0
-        y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=self.masked)  # (B, H, T, hd)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=self.masked)  # (B, H, T, hd)
         if not self.has_rem:
             return y
         g, P = self.kernels(q.shape[2])

@@ -226,6 +226,8 @@ class REMBank(nn.Module):
                 self.slots.append((h, n))
             h += n
         self.n_heads = len(self.head_types)
+        if not self.groups:
+            raise ValueError("REMBank needs at least one REM head; a layer of plain heads has no bank")
 
     def forward(self, length: int) -> Tensor:
         p = next(self.parameters())

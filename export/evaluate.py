@@ -1,0 +1,75 @@
+"""Metrics over every window of a split (no dropped last batch), and the evaluate command.
+
+python -m export.evaluate results/runs/etth1-rsa-h96-s0/checkpoint.safetensors [--data CSV] [--split test]
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import torch
+import typer
+
+from export.checkpoint import load_checkpoint
+from export.data import Dataset, Split, load_dataset
+from export.paths import resolve
+from models import RSAForecaster
+
+__all__ = ["evaluate", "load_for_checkpoint"]
+
+log = logging.getLogger(__name__)
+
+
+@torch.no_grad()
+def evaluate(model: RSAForecaster, split: Split, batch_size: int = 512) -> dict[str, float]:
+    """MSE and MAE on the scaled data, averaged over every window, step and channel of `split`."""
+    was_training = model.training
+    model.eval()
+    se = ae = 0.0
+    n = split.num_windows
+    for start in range(0, n, batch_size):
+        x, y = split.windows(torch.arange(start, min(start + batch_size, n)))
+        err = model(x) - y
+        se += float((err * err).sum(dtype=torch.float64))
+        ae += float(err.abs().sum(dtype=torch.float64))
+    count = n * split.horizon * split.data.shape[1]
+    model.train(was_training)
+    return {"mse": se / count, "mae": ae / count, "windows": n}
+
+
+def load_for_checkpoint(info: dict, data: str | None = None) -> Dataset:
+    """The data set a checkpoint was trained on (or another CSV), split the same way."""
+    d = info["data"]
+    cfg = info["model_config"]
+    return load_dataset(
+        resolve(data or d["path"]),
+        cfg["input_length"],
+        cfg["horizon"],
+        mode=d["mode"],
+        target=d["target"],
+        protocol=d["protocol"] if data is None else "auto",
+    )
+
+
+def main(
+    checkpoint: Annotated[Path, typer.Argument(help="checkpoint.safetensors written by export.train")],
+    data: Annotated[str | None, typer.Option(help="CSV to evaluate on (default: the training data)")] = None,
+    split: Annotated[str, typer.Option(help="train, val or test")] = "test",
+    batch_size: int = 512,
+) -> None:
+    """Evaluate a checkpoint: MSE and MAE on the scaled data over every window of a split."""
+    model, info = load_checkpoint(checkpoint)
+    ds = load_for_checkpoint(info, data)
+    if split not in ("train", "val", "test"):
+        raise typer.BadParameter(f"split must be train, val or test, got {split!r}")
+    metrics = evaluate(model, getattr(ds, split), batch_size)
+    typer.echo(
+        json.dumps({"checkpoint": str(checkpoint), "data": str(ds.series.path), "split": split, **metrics})
+    )
+
+
+if __name__ == "__main__":
+    typer.run(main)

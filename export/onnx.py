@@ -1,0 +1,336 @@
+"""ONNX export: checkpoint -> <repository>/<name>/<version>/{model.onnx, inspect.onnx, manifest.json}.
+
+    python -m export.onnx results/runs/etth1-rsa-h96-s0/checkpoint.safetensors --name etth1-rsa
+
+Every REM and gate is folded into constants for the model's input length (rsa.md §4); the data set's
+scaler is inside the graph, so clients send raw values and get raw forecasts.  The command verifies
+its own output (onnx.checker full check, no REM/gate arithmetic left in the graph, ONNX Runtime CPU
+against PyTorch on batches 1, 7 and 64 of real and random windows) and writes the version folder
+only when every check passed.  docs/artifacts.md is the contract the service reads.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import logging
+import shutil
+import tempfile
+import warnings
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import torch
+import typer
+from torch import Tensor, nn
+
+from export.checkpoint import load_checkpoint
+from export.evaluate import load_for_checkpoint
+from models import RSAForecaster
+
+__all__ = [
+    "FORBIDDEN_OPS",
+    "INPUT_NAME",
+    "INSPECT_OUTPUTS",
+    "OUTPUT_NAME",
+    "ExportError",
+    "export_model",
+    "forbidden_nodes",
+]
+
+log = logging.getLogger(__name__)
+
+# Names the service reads (docs/artifacts.md).
+INPUT_NAME = "window"
+OUTPUT_NAME = "forecast"
+INSPECT_OUTPUTS = ("forecast", "attn_softmax", "attn_rem", "attn_mixed")
+OPSET = 18
+TOLERANCE = 1e-4
+BATCH_SIZES = (1, 7, 64)
+# Ops that would mean a REM or gate is still computed from η, ν, θ, μ in the graph.
+FORBIDDEN_OPS = frozenset({"Pow", "Cos", "Sin", "Sigmoid", "Tanh"})
+
+
+class ExportError(RuntimeError):
+    """A check of the exported graphs failed; nothing was written to the repository."""
+
+
+class ForecastGraph(nn.Module):
+    """Raw window [B, L, C] -> raw forecast [B, H, C]: the data set's scaler around the folded model."""
+
+    def __init__(self, model: RSAForecaster, mean: np.ndarray, std: np.ndarray):
+        super().__init__()
+        self.model = model
+        self.register_buffer("mean", torch.as_tensor(mean, dtype=torch.float32).view(1, 1, -1))
+        self.register_buffer("std", torch.as_tensor(std, dtype=torch.float32).view(1, 1, -1))
+
+    def forward(self, window: Tensor) -> Tensor:
+        y = self.model((window - self.mean) / self.std)
+        return y * self.std + self.mean
+
+
+class InspectGraph(ForecastGraph):
+    """The forecast plus, per channel, layer and head, the softmax, REM and mixed matrices."""
+
+    def forward(self, window: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:  # type: ignore[override]
+        y, maps = self.model((window - self.mean) / self.std, return_attn=True)
+        return y * self.std + self.mean, maps["softmax"], maps["rem"], maps["mixed"]
+
+
+def _export(module: nn.Module, example: Tensor, path: Path, output_names: list[str]) -> None:
+    batch = torch.export.Dim("batch", min=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        # The dynamo exporter, explicitly: the TorchScript one is deprecated and loses output shapes.
+        program = torch.onnx.export(
+            module,
+            (example,),
+            dynamo=True,
+            input_names=[INPUT_NAME],
+            output_names=output_names,
+            dynamic_shapes={INPUT_NAME: {0: batch}},
+            opset_version=OPSET,
+            verbose=False,
+        )
+    program.save(str(path))
+
+
+def forbidden_nodes(path: Path) -> list[str]:
+    """Nodes (in the graph, its subgraphs and local functions) whose op computes a REM or a gate."""
+    import onnx
+
+    model = onnx.load(str(path))
+    found: list[str] = []
+
+    def walk(nodes, where: str) -> None:
+        for node in nodes:
+            if node.op_type in FORBIDDEN_OPS:
+                found.append(f"{where}/{node.name or node.op_type} ({node.op_type})")
+            for attr in node.attribute:
+                if attr.g is not None and attr.g.node:
+                    walk(attr.g.node, f"{where}/{node.name}")
+                for g in attr.graphs:
+                    walk(g.node, f"{where}/{node.name}")
+
+    walk(model.graph.node, "graph")
+    for fn in model.functions:
+        walk(fn.node, f"function:{fn.name}")
+    return found
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _session(path: Path):
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+
+
+def _verify(
+    forecast_path: Path, inspect_path: Path, reference: nn.Module, windows: dict[str, np.ndarray]
+) -> dict[str, Any]:
+    """ONNX Runtime (CPU) against PyTorch on every batch; raises ExportError past the tolerance."""
+    fc, insp = _session(forecast_path), _session(inspect_path)
+    worst: dict[str, float] = {}
+    for label, batch in windows.items():
+        with torch.no_grad():
+            y_ref, maps = reference.model(
+                (torch.from_numpy(batch) - reference.mean) / reference.std, return_attn=True
+            )
+            expected = {
+                "forecast": (y_ref * reference.std + reference.mean).numpy(),
+                "attn_softmax": maps["softmax"].numpy(),
+                "attn_rem": maps["rem"].numpy(),
+                "attn_mixed": maps["mixed"].numpy(),
+            }
+        got_fc = fc.run([OUTPUT_NAME], {INPUT_NAME: batch})[0]
+        got = dict(zip(INSPECT_OUTPUTS, insp.run(list(INSPECT_OUTPUTS), {INPUT_NAME: batch}), strict=True))
+        checks = {"model.onnx:forecast": (got_fc, expected["forecast"])}
+        checks.update({f"inspect.onnx:{k}": (got[k], expected[k]) for k in INSPECT_OUTPUTS})
+        for name, (a, b) in checks.items():
+            if a.shape != b.shape:
+                raise ExportError(f"{name} on {label}: shape {a.shape}, PyTorch gives {b.shape}")
+            err = float(np.max(np.abs(a - b)))
+            worst[name] = max(worst.get(name, 0.0), err)
+            if not err <= TOLERANCE:
+                raise ExportError(
+                    f"{name} on {label}: max |ONNX Runtime - PyTorch| = {err:.3g} > {TOLERANCE}"
+                )
+    return {"max_abs_error": max(worst.values()), "per_output": worst}
+
+
+def _check_windows(model: RSAForecaster, info: dict[str, Any], seed: int = 0) -> dict[str, np.ndarray]:
+    """Real test windows (raw scale) and random ones, at every verification batch size."""
+    from export.data import StandardScaler
+
+    cfg = model.cfg
+    scaler = StandardScaler.from_dict(info["data"]["scaler"])
+    rng = np.random.default_rng(seed)
+    out: dict[str, np.ndarray] = {}
+    try:
+        split = load_for_checkpoint(info).test
+    except Exception as e:  # the data set is optional for export; random windows still run
+        log.warning("no real windows for verification (%s); random windows only", e)
+        split = None
+    for b in BATCH_SIZES:
+        if split is not None:
+            starts = np.linspace(0, split.num_windows - 1, num=b).astype(np.int64)
+            x, _ = split.windows(starts)
+            out[f"real windows, batch {b}"] = scaler.inverse_transform(x.numpy()).astype(np.float32)
+        z = rng.standard_normal((b, cfg.input_length, cfg.channels))
+        out[f"random windows, batch {b}"] = scaler.inverse_transform(z).astype(np.float32)
+    return out
+
+
+def _io(path: Path) -> list[dict[str, Any]]:
+    import onnx
+
+    g = onnx.load(str(path)).graph
+    return [
+        {
+            "name": o.name,
+            "dtype": "float32",
+            "shape": [d.dim_param or d.dim_value for d in o.type.tensor_type.shape.dim],
+        }
+        for o in g.output
+    ]
+
+
+def _next_version(model_dir: Path) -> int:
+    versions = [int(p.name) for p in model_dir.glob("*") if p.is_dir() and p.name.isdigit()]
+    return max(versions, default=0) + 1
+
+
+def export_model(
+    checkpoint: str | Path,
+    repository: str | Path,
+    name: str,
+    version: int | None = None,
+    report: str | Path | None = None,
+) -> Path:
+    """Export, verify and publish one model version; returns the version folder."""
+    import onnx
+    import onnxruntime as ort
+
+    checkpoint = Path(checkpoint)
+    model, info = load_checkpoint(checkpoint)
+    report_path = Path(report) if report else checkpoint.with_name("report.json")
+    metrics = None
+    if report_path.exists():
+        rep = json.loads(report_path.read_text())
+        metrics = {"test_mse": rep["test"]["mse"], "test_mae": rep["test"]["mae"], "run": rep.get("name")}
+
+    cfg = model.cfg
+    scaler = info["data"]["scaler"]
+    # Reference: the model as trained (REM computed from its parameters). Exported: a folded copy.
+    reference = ForecastGraph(model, np.array(scaler["mean"]), np.array(scaler["std"])).eval()
+    folded = copy.deepcopy(model).fold()
+    example = torch.zeros(2, cfg.input_length, cfg.channels)
+
+    model_dir = Path(repository) / name
+    version = version if version is not None else _next_version(model_dir)
+    final = model_dir / str(version)
+    if final.exists():
+        raise ExportError(f"{final} exists; choose another --version")
+
+    model_dir.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=model_dir))
+    try:
+        fc_path, insp_path = staging / "model.onnx", staging / "inspect.onnx"
+        _export(ForecastGraph(folded, reference.mean, reference.std).eval(), example, fc_path, [OUTPUT_NAME])
+        _export(
+            InspectGraph(folded, reference.mean, reference.std).eval(),
+            example,
+            insp_path,
+            list(INSPECT_OUTPUTS),
+        )
+        for p in (fc_path, insp_path):
+            onnx.checker.check_model(str(p), full_check=True)
+            bad = forbidden_nodes(p)
+            if bad:
+                raise ExportError(f"{p.name} still computes REM/gate values: {bad[:5]}")
+        verification = _verify(fc_path, insp_path, reference, _check_windows(model, info))
+
+        manifest = {
+            "name": name,
+            "version": version,
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
+            "input_length": cfg.input_length,
+            "horizon": cfg.horizon,
+            "channels": info["data"]["channels"],
+            "frequency": info["data"]["frequency"],
+            "frequency_seconds": info["data"]["frequency_seconds"],
+            "inputs": [
+                {"name": INPUT_NAME, "dtype": "float32", "shape": ["batch", cfg.input_length, cfg.channels]}
+            ],
+            "outputs": _io(fc_path),
+            "inspect_outputs": _io(insp_path),
+            "layers": model.recurrence_report(),
+            "architecture": cfg.to_dict(),
+            "opset": OPSET,
+            "verification": {
+                "onnx": onnx.__version__,
+                "onnxruntime": ort.__version__,
+                "torch": torch.__version__,
+                "provider": "CPUExecutionProvider",
+                "batch_sizes": list(BATCH_SIZES),
+                "tolerance": TOLERANCE,
+                **verification,
+            },
+            "files": {
+                p.name: {"sha256": _sha256(p), "bytes": p.stat().st_size} for p in (fc_path, insp_path)
+            },
+            "metrics": metrics,
+            "dataset": {
+                "name": info["data"]["name"],
+                "file": Path(info["data"]["path"]).name,
+                "sha256": info["data"]["sha256"],
+                "mode": info["data"]["mode"],
+                "target": info["data"]["target"],
+                "protocol": info["data"]["protocol"],
+            },
+            "source_checkpoint": {"file": checkpoint.name, "sha256": _sha256(checkpoint)},
+        }
+        (staging / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        staging.chmod(0o755)  # mkdtemp made it private
+        staging.rename(final)  # publish: the version appears complete or not at all
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        if model_dir.exists() and not any(model_dir.iterdir()):
+            model_dir.rmdir()
+        raise
+    return final
+
+
+def main(
+    checkpoint: Annotated[Path, typer.Argument(help="checkpoint.safetensors written by export.train")],
+    name: Annotated[str, typer.Option(help="model name in the repository")],
+    repository: Annotated[Path, typer.Option(help="model repository folder")] = Path("model_repository"),
+    version: Annotated[int | None, typer.Option(help="version number (default: next free)")] = None,
+    report: Annotated[
+        Path | None, typer.Option(help="training report (default: beside the checkpoint)")
+    ] = None,
+) -> None:
+    """Export a checkpoint to ONNX with precomputed REM kernels, verify it and publish it."""
+    logging.getLogger("torch").setLevel(logging.ERROR)  # the exporter's notes on absent torchvision ops
+    try:
+        final = export_model(checkpoint, repository, name, version, report)
+    except ExportError as e:
+        typer.echo(f"export failed, nothing written: {e}", err=True)
+        raise typer.Exit(1) from None
+    m = json.loads((final / "manifest.json").read_text())
+    typer.echo(
+        f"{final}: verified on batches {m['verification']['batch_sizes']}, "
+        f"max |ORT - PyTorch| = {m['verification']['max_abs_error']:.2e}"
+    )
+
+
+if __name__ == "__main__":
+    typer.run(main)

@@ -1,0 +1,144 @@
+"""Training on a slice of ETTh1: the loss falls, the report is complete, a seed repeats itself."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from safetensors import safe_open
+
+from export.checkpoint import load_checkpoint
+from export.evaluate import evaluate, load_for_checkpoint
+from export.train import TrainConfig, load_config, train
+from tests.utils.data import ettd_slice
+
+TINY = {
+    "input_length": 24,
+    "horizon": 12,
+    "d_model": 8,
+    "d_ff": 16,
+    "n_heads": 2,
+    "rem_heads": (1, 1, 0, 0, 0, 0),
+}
+
+
+@pytest.fixture(scope="module")
+def slice_csv(tmp_path_factory):
+    return ettd_slice(tmp_path_factory.mktemp("data") / "etth1_slice.csv", rows=1200)
+
+
+def tiny_config(csv, out, **kw) -> TrainConfig:
+    return TrainConfig(
+        data=str(csv),
+        model=dict(TINY),
+        epochs=3,
+        batch_size=32,
+        lr=3e-3,
+        out=str(out),
+        threads=1,
+        progress=False,
+        **kw,
+    )
+
+
+@pytest.fixture(scope="module")
+def run(slice_csv, tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs")
+    return train(tiny_config(slice_csv, out, name="a"))
+
+
+def test_loss_falls_and_report_is_complete(run):
+    report = json.loads((run / "report.json").read_text())
+    losses = [e["train_loss"] for e in report["epochs"]]
+    assert losses[-1] < losses[0]
+    for key in (
+        "config",
+        "model_config",
+        "epochs",
+        "test",
+        "wall_time_s",
+        "seconds_per_epoch",
+        "seed",
+        "data",
+        "recurrence",
+        "best_epoch",
+    ):
+        assert key in report, key
+    assert report["data"]["sha256"] and len(report["data"]["sha256"]) == 64
+    assert report["data"]["protocol"] == "ratio-70-10-20"
+    assert set(report["test"]) == {"mse", "mae"} and report["test"]["mse"] > 0
+    for e in report["epochs"]:
+        assert set(e) >= {"epoch", "train_loss", "val_mse", "val_mae", "seconds"}
+    heads = report["recurrence"][0]["heads"]
+    assert [h["kind"] for h in heads] == ["regular", "cyclic_cos"]
+    assert heads[0]["lambda"] is not None and heads[1]["gamma"] is not None and heads[1]["theta"] is not None
+    assert 0 < heads[0]["gate"] < 1
+    png = (run / "forecast.png").read_bytes()
+    assert png.startswith(b"\x89PNG")
+
+
+def test_checkpoint_is_safetensors_and_evaluates_to_the_report(run):
+    path = run / "checkpoint.safetensors"
+    with safe_open(str(path), framework="pt") as f:
+        assert "rsa" in f.metadata()
+    model, info = load_checkpoint(path)
+    ds = load_for_checkpoint(info)
+    metrics = evaluate(model, ds.test, batch_size=7)  # an odd batch size: the last batch is partial
+    report = json.loads((run / "report.json").read_text())
+    assert metrics["windows"] == ds.test.num_windows == report["windows"]["test"]
+    assert metrics["mse"] == pytest.approx(report["test"]["mse"], rel=1e-5)
+    assert metrics["mae"] == pytest.approx(report["test"]["mae"], rel=1e-5)
+
+
+def test_same_seed_same_result(slice_csv, run, tmp_path):
+    again = train(tiny_config(slice_csv, tmp_path, name="a"))
+    a = json.loads((run / "report.json").read_text())
+    b = json.loads((again / "report.json").read_text())
+    assert [e["train_loss"] for e in a["epochs"]] == [e["train_loss"] for e in b["epochs"]]
+    assert a["test"] == b["test"]
+
+
+def test_baseline_variant_has_no_rem(slice_csv, tmp_path):
+    cfg = tiny_config(slice_csv, tmp_path, variant="baseline")
+    cfg.epochs = 1
+    report = json.loads((train(cfg) / "report.json").read_text())
+    assert report["model_config"]["rem_heads"] == [0, 0, 0, 0, 0, 0]
+    assert report["model_config"]["positional"] == "learned"
+    assert all(h["kind"] == "softmax" and h["gate"] == 0 for h in report["recurrence"][0]["heads"])
+
+
+def test_config_file_and_overrides(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("epochs: 2\nmodel:\n  horizon: 48\n")
+    cfg = load_config(f, ["model.d_model=16", "seed=3", "variant=baseline"])
+    assert (cfg.epochs, cfg.horizon, cfg.model["d_model"], cfg.seed, cfg.variant) == (
+        2,
+        48,
+        16,
+        3,
+        "baseline",
+    )
+    with pytest.raises(ValueError, match="unknown settings"):
+        load_config(None, ["epoch=2"])
+    with pytest.raises(ValueError, match="unknown model settings"):
+        load_config(None, ["model.dmodel=2"])
+    with pytest.raises(ValueError, match="variant"):
+        load_config(None, ["variant=informer"])
+
+
+def test_cli_reports_a_bad_csv_without_a_traceback(tmp_path):
+    bad = tmp_path / "bad.csv"
+    rows = ["date,a,b"] + [f"2020-01-01 {h:02d}:00:00,{h},{h}" for h in range(24)]
+    rows[5] = "2020-01-01 04:00:00,1,oops"
+    bad.write_text("\n".join(rows) + "\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "export.train", "--data", str(bad), "--quiet", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "line 6" in proc.stderr and "'b'" in proc.stderr
+    assert "Traceback" not in proc.stderr
