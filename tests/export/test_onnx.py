@@ -1,0 +1,195 @@
+"""ONNX export of a tiny model: folded REM constants, parity with PyTorch, manifest, atomic publish."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+
+import export.onnx as onnx_export
+from export.checkpoint import load_checkpoint, save_checkpoint
+from export.data import load_dataset
+from export.onnx import FORBIDDEN_OPS, ExportError, export_model, forbidden_nodes
+from export.paths import portable
+from models import ModelConfig, RSAForecaster, build_rem
+from tests.utils.data import ettd_slice
+
+CFG = ModelConfig(
+    input_length=16,
+    horizon=8,
+    channels=7,
+    d_model=12,
+    n_heads=3,
+    d_ff=16,
+    rem_heads=(1, 0, 1, 1, 0, 0),
+    dilation=2,
+    theta_init=None,
+)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """An untrained tiny model with the metadata a training run writes (no training: export is tested)."""
+    d = tmp_path_factory.mktemp("ckpt")
+    csv = ettd_slice(d / "etth1_slice.csv", rows=600)
+    ds = load_dataset(csv, CFG.input_length, CFG.horizon)
+    torch.manual_seed(0)
+    model = RSAForecaster(CFG)
+    with torch.no_grad():  # gates away from 0.5 so a mix-up of σ(μ) and 1 − σ(μ) would show
+        model.layers[0].attn.mu.fill_(0.8)
+    meta = {
+        "train_config": {},
+        "data": {
+            "name": ds.series.name,
+            "path": portable(csv),
+            "sha256": ds.series.sha256,
+            "mode": "M",
+            "target": "OT",
+            "protocol": ds.protocol,
+            "channels": ds.channels,
+            "frequency": ds.series.frequency,
+            "frequency_seconds": ds.series.frequency_seconds,
+            "scaler": ds.scaler.to_dict(),
+        },
+    }
+    path = d / "checkpoint.safetensors"
+    save_checkpoint(path, model, meta)
+    (d / "report.json").write_text(json.dumps({"name": "tiny", "test": {"mse": 0.5, "mae": 0.4}}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def version_dir(checkpoint, tmp_path_factory):
+    return export_model(checkpoint, tmp_path_factory.mktemp("repo"), "tiny")
+
+
+def sessions(version_dir):
+    opts = ort.SessionOptions()
+    return (
+        ort.InferenceSession(str(version_dir / "model.onnx"), opts, providers=["CPUExecutionProvider"]),
+        ort.InferenceSession(str(version_dir / "inspect.onnx"), opts, providers=["CPUExecutionProvider"]),
+    )
+
+
+def test_layout_and_manifest(version_dir, checkpoint):
+    assert version_dir.name == "1"
+    assert sorted(p.name for p in version_dir.iterdir()) == ["inspect.onnx", "manifest.json", "model.onnx"]
+    m = json.loads((version_dir / "manifest.json").read_text())
+    for key in (
+        "name",
+        "version",
+        "created",
+        "input_length",
+        "horizon",
+        "channels",
+        "frequency",
+        "layers",
+        "opset",
+        "verification",
+        "files",
+        "metrics",
+        "dataset",
+        "inputs",
+        "outputs",
+        "inspect_outputs",
+    ):
+        assert key in m, key
+    assert (m["name"], m["version"], m["input_length"], m["horizon"]) == ("tiny", 1, 16, 8)
+    assert m["channels"] == ["HUFL", "HULL", "MUFL", "MULL", "LUFL", "LULL", "OT"]
+    assert m["frequency"] == "1h" and m["frequency_seconds"] == 3600
+    assert m["inputs"] == [{"name": "window", "dtype": "float32", "shape": ["batch", 16, 7]}]
+    assert m["outputs"] == [{"name": "forecast", "dtype": "float32", "shape": ["batch", 8, 7]}]
+    assert [o["name"] for o in m["inspect_outputs"]] == ["forecast", "attn_softmax", "attn_rem", "attn_mixed"]
+    assert (
+        m["verification"]["onnxruntime"] == ort.__version__ and m["verification"]["onnx"] == onnx.__version__
+    )
+    assert m["verification"]["max_abs_error"] <= 1e-4
+    assert m["metrics"]["test_mse"] == 0.5
+    for name, info in m["files"].items():
+        assert hashlib.sha256((version_dir / name).read_bytes()).hexdigest() == info["sha256"]
+    heads = m["layers"][0]["heads"]
+    assert [(h["kind"], h["dilation"]) for h in heads] == [("regular", 1), ("cyclic_sin", 1), ("regular", 2)]
+    assert all(h["gate"] == pytest.approx(1 / (1 + np.exp(-0.8))) for h in heads)
+
+
+def test_no_rem_or_gate_arithmetic_left_in_either_graph(version_dir):
+    for name in ("model.onnx", "inspect.onnx"):
+        g = onnx.load(str(version_dir / name))
+        ops = {n.op_type for n in g.graph.node} | {n.op_type for f in g.functions for n in f.node}
+        assert not ops & FORBIDDEN_OPS, (name, ops & FORBIDDEN_OPS)
+        assert forbidden_nodes(version_dir / name) == []
+        names = " ".join(i.name for i in g.graph.initializer)
+        for param in ("eta", "nu", ".theta", ".mu"):
+            assert param not in names, (name, param)
+        onnx.checker.check_model(str(version_dir / name), full_check=True)
+
+
+def test_forbidden_nodes_finds_a_sigmoid(tmp_path):
+    node = onnx.helper.make_node("Sigmoid", ["x"], ["y"], name="gate")
+    graph = onnx.helper.make_graph(
+        [node],
+        "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])],
+    )
+    onnx.save(onnx.helper.make_model(graph), tmp_path / "m.onnx")
+    assert forbidden_nodes(tmp_path / "m.onnx") == ["graph/gate (Sigmoid)"]
+
+
+@pytest.mark.parametrize("batch", [1, 3, 130])
+def test_parity_with_pytorch_on_raw_values(version_dir, checkpoint, batch):
+    model, info = load_checkpoint(checkpoint)
+    mean, std = (np.array(info["data"]["scaler"][k], dtype=np.float32) for k in ("mean", "std"))
+    rng = np.random.default_rng(batch)
+    raw = (rng.standard_normal((batch, 16, 7)) * std + mean).astype(np.float32)
+    with torch.no_grad():
+        y, maps = model(torch.from_numpy((raw - mean) / std), return_attn=True)
+    expected = y.numpy() * std + mean
+    fc, insp = sessions(version_dir)
+    got = fc.run(["forecast"], {"window": raw})[0]
+    np.testing.assert_allclose(got, expected, atol=1e-4, rtol=0)
+    f2, soft, rem, mixed = insp.run(None, {"window": raw})
+    np.testing.assert_allclose(f2, got, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(soft, maps["softmax"].numpy(), atol=1e-5, rtol=0)
+    np.testing.assert_allclose(mixed, maps["mixed"].numpy(), atol=1e-5, rtol=0)
+    np.testing.assert_allclose(rem, maps["rem"].numpy(), atol=1e-6, rtol=0)
+
+
+def test_exported_rem_is_the_paper_matrix(version_dir, checkpoint):
+    model, _ = load_checkpoint(checkpoint)
+    rem = sessions(version_dir)[1].run(["attn_rem"], {"window": np.zeros((1, 16, 7), np.float32)})[0]
+    attn = model.layers[0].attn
+    lam_regular = torch.tanh(attn.rem.groups[0].eta)[0]
+    gamma, theta = torch.sigmoid(attn.rem.groups[1].nu)[0], attn.rem.groups[1].theta[0]
+    lam_dilated = torch.tanh(attn.rem.groups[2].eta)[0]
+    expected = [
+        build_rem("regular", 16, lam=lam_regular.item(), masked=False),
+        build_rem("cyclic_sin", 16, gamma=gamma.item(), theta=theta.item(), masked=False),
+        build_rem("regular", 16, lam=lam_dilated.item(), dilation=2, masked=False),
+    ]
+    for h, p in enumerate(expected):
+        np.testing.assert_allclose(rem[0, h], p.numpy(), atol=1e-6)
+
+
+def test_a_failed_check_writes_nothing(checkpoint, tmp_path, monkeypatch):
+    def broken_export(module, example, path, output_names):
+        path.write_bytes(b"not an onnx model")
+
+    monkeypatch.setattr(onnx_export, "_export", broken_export)
+    with pytest.raises(Exception):  # noqa: B017 - onnx raises its own error types
+        export_model(checkpoint, tmp_path / "repo", "tiny")
+    assert not (tmp_path / "repo" / "tiny").exists()
+
+
+def test_parity_failure_raises_export_error(checkpoint, tmp_path, monkeypatch):
+    monkeypatch.setattr(onnx_export, "TOLERANCE", -1.0)  # no error can be below it
+    repo = tmp_path / "repo"
+    (repo / "tiny" / "1").mkdir(parents=True)  # an existing version stays, the new one never appears
+    with pytest.raises(ExportError, match="max \\|ONNX Runtime - PyTorch\\|"):
+        export_model(checkpoint, repo, "tiny")
+    assert sorted(p.name for p in (repo / "tiny").iterdir()) == ["1"]
