@@ -1,0 +1,49 @@
+"""Attention inspection: per layer and head, the softmax, REM and mixed L×L matrices, as JSON or PNG."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Response
+
+from app.api.deps import DataPlaneDep, ModelName, ModelVersionNumber
+from app.api.routes.responses import INFERENCE_ERRORS
+from app.schemas import AttentionRequest, AttentionResponse, OutputFormat
+
+router = APIRouter(prefix="/v1/models", tags=["attention"])
+
+FormatQuery = Annotated[
+    OutputFormat | None, Query(description="json or png; overrides the body's `format` when given.")
+]
+RESPONSES: dict[int | str, dict[str, Any]] = {
+    **INFERENCE_ERRORS,
+    200: {"content": {"image/png": {}}, "description": "JSON, or a PNG heatmap figure with format=png."},
+}
+
+
+async def _respond(
+    dataplane: DataPlaneDep, name: str, version: int | None, body: AttentionRequest, fmt: OutputFormat | None
+) -> AttentionResponse | Response:
+    if (fmt or body.format) == "png":
+        return Response(await dataplane.attention_png(name, version, body), media_type="image/png")
+    return await dataplane.attention(name, version, body)
+
+
+@router.post("/{name}/attention", response_model=AttentionResponse, responses=RESPONSES)
+async def attention(
+    name: ModelName, body: AttentionRequest, dataplane: DataPlaneDep, format: FormatQuery = None
+) -> AttentionResponse | Response:
+    """Attention matrices of one series with the model's latest loaded version."""
+    return await _respond(dataplane, name, None, body, format)
+
+
+@router.post("/{name}/versions/{version}/attention", response_model=AttentionResponse, responses=RESPONSES)
+async def attention_version(
+    name: ModelName,
+    version: ModelVersionNumber,
+    body: AttentionRequest,
+    dataplane: DataPlaneDep,
+    format: FormatQuery = None,
+) -> AttentionResponse | Response:
+    """Attention matrices of one series with a given model version."""
+    return await _respond(dataplane, name, version, body, format)

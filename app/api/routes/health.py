@@ -1,0 +1,35 @@
+"""Liveness and readiness, kept separate: alive while the process runs; ready once every model is."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+
+from app.registry import ModelRegistry
+from app.schemas import Liveness, ModelReadiness, Readiness
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz", response_model=Liveness)
+async def healthz() -> Liveness:
+    """Always 200 while the process runs."""
+    return Liveness()
+
+
+@router.get("/readyz", response_model=Readiness, responses={503: {"model": Readiness}})
+async def readyz(request: Request, response: Response) -> Readiness:
+    """200 when every configured model version is loaded and warmed up, 503 otherwise."""
+    registry: ModelRegistry | None = getattr(request.app.state, "registry", None)
+    if registry is None:
+        response.status_code = 503
+        return Readiness(ready=False, models=[])
+    models = [
+        ModelReadiness(name=served.name, ready=served.ready, errors=served.errors())
+        for served in registry.models.values()
+    ]
+    if registry.error:
+        models.append(ModelReadiness(name="<repository>", ready=False, errors=[registry.error]))
+    ready = registry.ready
+    if not ready:
+        response.status_code = 503
+    return Readiness(ready=ready, models=models)

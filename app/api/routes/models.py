@@ -1,0 +1,21 @@
+"""Model metadata: versions, manifest fields, load state and the execution provider in use."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from app.api.deps import DataPlaneDep, ModelName
+from app.api.routes.responses import ERRORS
+from app.schemas import ModelInfo, ModelList
+
+router = APIRouter(prefix="/v1/models", tags=["models"])
+
+
+@router.get("", response_model=ModelList)
+async def list_models(dataplane: DataPlaneDep) -> ModelList:
+    return dataplane.models()
+
+
+@router.get("/{name}", response_model=ModelInfo, responses=ERRORS)
+async def get_model(name: ModelName, dataplane: DataPlaneDep) -> ModelInfo:
+    return dataplane.model(name)

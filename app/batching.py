@@ -1,0 +1,313 @@
+"""Dynamic batching: concurrent requests for one model version merged into few session calls.
+
+Requests are queued as `WorkItem`s of ROWS (series). The worker waits until `max_batch_rows` rows are
+queued or the oldest has waited `max_wait_s`, then concatenates up to `max_batch_rows` rows, runs the
+session once off the event loop, and hands each request back exactly its own rows, in order. A request
+bigger than `max_batch_rows` is split over several calls. No HTTP here: errors are domain errors.
+
+Hooks kept for metrics and load tests: every `WorkItem` and `Batch` carries perf_counter stamps per
+stage, `BatcherStats` counts calls/rows/rejections, and `on_batch`/`on_item` callbacks see each one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter, deque
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from time import perf_counter
+
+import numpy as np
+
+from app.errors import InferenceError, ModelNotReady, Overloaded, Timeout
+
+logger = logging.getLogger(__name__)
+
+RunFn = Callable[[np.ndarray], np.ndarray]
+
+
+@dataclass(eq=False)
+class WorkItem:
+    """One submitted request. Stamps are time.perf_counter() seconds."""
+
+    rows: np.ndarray  # [n, ...] the request's inputs, one row per series
+    future: asyncio.Future[np.ndarray]
+    deadline: float
+    t_enqueued: float
+    t_dispatched: float | None = None  # its first rows went into a batch
+    t_completed: float | None = None  # its last rows came back
+    next_row: int = 0  # rows before this index are dispatched
+    rows_pending: int = 0  # rows not yet returned
+    output: np.ndarray | None = None
+    session_calls: int = 0  # >1 when the request was split
+
+    def __post_init__(self) -> None:
+        self.rows_pending = self.n_rows
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.rows.shape[0])
+
+    @property
+    def queue_wait_s(self) -> float | None:
+        return None if self.t_dispatched is None else self.t_dispatched - self.t_enqueued
+
+    @property
+    def total_s(self) -> float | None:
+        return None if self.t_completed is None else self.t_completed - self.t_enqueued
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Rows [start, stop) of one item, placed in a batch."""
+
+    item: WorkItem
+    start: int
+    stop: int
+
+
+@dataclass(eq=False)
+class Batch:
+    """One session call."""
+
+    segments: list[Segment]
+    rows: int
+    t_formed: float
+    t_run_start: float | None = None
+    t_run_end: float | None = None
+    error: BaseException | None = None
+
+    @property
+    def run_s(self) -> float | None:
+        if self.t_run_start is None or self.t_run_end is None:
+            return None
+        return self.t_run_end - self.t_run_start
+
+
+@dataclass
+class BatcherStats:
+    session_calls: int = 0
+    rows: int = 0  # rows sent to the session
+    failed_calls: int = 0
+    rejected_items: int = 0  # refused with Overloaded
+    expired_items: int = 0  # deadline passed before reaching the session
+    dropped_items: int = 0  # cancelled by the caller (timeout, disconnect) before reaching the session
+    batch_rows: Counter[int] = field(default_factory=Counter)  # rows per session call -> calls
+
+
+class DynamicBatcher:
+    """Queue and flush policy for one model version; `run_fn` is the blocking session call."""
+
+    def __init__(
+        self,
+        run_fn: RunFn,
+        *,
+        name: str,
+        max_batch_rows: int,
+        max_wait_s: float,
+        max_queue_rows: int,
+        executor: Executor | None = None,
+        retry_after_s: int = 1,
+        on_batch: Callable[[Batch], None] | None = None,
+        on_item: Callable[[WorkItem], None] | None = None,
+    ) -> None:
+        if max_batch_rows < 1 or max_queue_rows < 1 or max_wait_s < 0:
+            raise ValueError("max_batch_rows and max_queue_rows must be >= 1 and max_wait_s >= 0")
+        self.run_fn = run_fn  # public so tests can wrap it (slow or failing sessions)
+        self.name = name
+        self.max_batch_rows = max_batch_rows
+        self.max_wait_s = max_wait_s
+        self.max_queue_rows = max_queue_rows
+        self.retry_after_s = retry_after_s
+        self.on_batch = on_batch
+        self.on_item = on_item
+        self.stats = BatcherStats()
+        self._executor = executor
+        self._queue: deque[WorkItem] = deque()
+        self._queued_rows = 0
+        self._wakeup = asyncio.Event()
+        self._worker: asyncio.Task[None] | None = None
+        self._closed = False
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the worker task on the running event loop."""
+        if self._worker is None:
+            self._worker = asyncio.get_running_loop().create_task(self._work(), name=f"batcher:{self.name}")
+
+    async def stop(self, drain_timeout_s: float = 5.0) -> None:
+        """Refuse new work, let the worker finish what is queued, then cancel whatever is left."""
+        self._closed = True
+        self._wakeup.set()
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(worker), drain_timeout_s)
+            except TimeoutError:
+                logger.warning("batcher %s: queue not drained in %.1fs; cancelling", self.name,
+                               drain_timeout_s)
+                worker.cancel()
+                await asyncio.gather(worker, return_exceptions=True)
+        while self._queue:
+            self._fail(self._queue.popleft(), ModelNotReady(f"model {self.name} is shutting down"))
+        self._queued_rows = 0
+
+    @property
+    def running(self) -> bool:
+        return self._worker is not None and not self._worker.done()
+
+    @property
+    def queued_rows(self) -> int:
+        return self._queued_rows
+
+    # -- submitting ------------------------------------------------------------------------------
+    async def submit(self, rows: np.ndarray, timeout_s: float) -> np.ndarray:
+        """Queue `rows` ([n, ...], n >= 1) and wait for their outputs ([n, ...], same order)."""
+        if rows.shape[0] < 1:
+            raise ValueError("submit needs at least one row")
+        if self._closed or not self.running:
+            raise ModelNotReady(f"model {self.name} is not serving", retry_after_s=self.retry_after_s)
+        n = int(rows.shape[0])
+        # An empty queue takes any request, so a request is never refused for its size alone.
+        if self._queued_rows and self._queued_rows + n > self.max_queue_rows:
+            self.stats.rejected_items += 1
+            raise Overloaded(
+                f"model {self.name} is overloaded: {self._queued_rows} series queued, "
+                f"{n} more would pass the limit of {self.max_queue_rows}; retry later",
+                limit=self.max_queue_rows,
+                retry_after_s=self.retry_after_s,
+            )
+        now = perf_counter()
+        item = WorkItem(rows, asyncio.get_running_loop().create_future(), now + timeout_s, now)
+        self._queue.append(item)
+        self._queued_rows += n
+        self._wakeup.set()
+        try:
+            return await asyncio.wait_for(item.future, timeout_s)
+        except TimeoutError:
+            raise Timeout(
+                f"model {self.name}: no result within the request timeout of {timeout_s:g}s",
+                limit=timeout_s,
+            ) from None
+
+    # -- worker ----------------------------------------------------------------------------------
+    async def _work(self) -> None:
+        while True:
+            if not self._queue:
+                if self._closed:
+                    return
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            try:
+                await self._gather()
+                batch = self._take_batch()
+                if batch is not None:
+                    await self._execute(batch)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a bug here must not kill the worker: log it and keep serving
+                logger.exception("batcher %s: unexpected error in the worker loop", self.name)
+
+    async def _gather(self) -> None:
+        """Wait for a full batch or for the oldest queued request's max wait, whichever is first."""
+        flush_at = self._queue[0].t_enqueued + self.max_wait_s
+        while self._queued_rows < self.max_batch_rows and not self._closed:
+            remaining = flush_at - perf_counter()
+            if remaining <= 0:
+                return
+            self._wakeup.clear()
+            try:
+                async with asyncio.timeout(remaining):
+                    await self._wakeup.wait()
+            except TimeoutError:
+                return
+
+    def _take_batch(self) -> Batch | None:
+        now = perf_counter()
+        segments: list[Segment] = []
+        rows = 0
+        while self._queue and rows < self.max_batch_rows:
+            item = self._queue[0]
+            if item.future.done() or item.deadline <= now:
+                self._queue.popleft()
+                self._queued_rows -= item.n_rows - item.next_row
+                if item.future.done():
+                    self.stats.dropped_items += 1
+                else:
+                    self.stats.expired_items += 1
+                    item.future.set_exception(Timeout(f"model {self.name}: request expired in the queue"))
+                continue
+            take = min(item.n_rows - item.next_row, self.max_batch_rows - rows)
+            segments.append(Segment(item, item.next_row, item.next_row + take))
+            if item.t_dispatched is None:
+                item.t_dispatched = now
+            item.next_row += take
+            item.session_calls += 1
+            rows += take
+            self._queued_rows -= take
+            if item.next_row == item.n_rows:
+                self._queue.popleft()
+        return Batch(segments, rows, now) if segments else None
+
+    async def _execute(self, batch: Batch) -> None:
+        if len(batch.segments) == 1:
+            seg = batch.segments[0]
+            inputs = seg.item.rows[seg.start : seg.stop]
+        else:
+            inputs = np.concatenate([s.item.rows[s.start : s.stop] for s in batch.segments], axis=0)
+        loop = asyncio.get_running_loop()
+        batch.t_run_start = perf_counter()
+        try:
+            outputs = await loop.run_in_executor(self._executor, self.run_fn, inputs)
+            if not isinstance(outputs, np.ndarray) or outputs.shape[:1] != (batch.rows,):
+                got = getattr(outputs, "shape", type(outputs).__name__)
+                raise RuntimeError(f"session returned {got} for a batch of {batch.rows} rows")
+        except asyncio.CancelledError:
+            batch.error = ModelNotReady(f"model {self.name} is shutting down")
+            self._fail_batch(batch, batch.error)
+            raise
+        except Exception as exc:
+            batch.error = exc
+            self.stats.failed_calls += 1
+            logger.exception("batcher %s: session call on %d rows failed", self.name, batch.rows)
+            self._fail_batch(batch, InferenceError(f"model {self.name}: inference failed: {exc}"))
+            return
+        finally:
+            batch.t_run_end = perf_counter()
+            self.stats.session_calls += 1
+            self.stats.rows += batch.rows
+            self.stats.batch_rows[batch.rows] += 1
+            if self.on_batch is not None:
+                self.on_batch(batch)
+        self._distribute(batch, outputs)
+
+    def _distribute(self, batch: Batch, outputs: np.ndarray) -> None:
+        offset = 0
+        for seg in batch.segments:
+            n = seg.stop - seg.start
+            item = seg.item
+            if not item.future.done():
+                if seg.start == 0 and n == item.n_rows:
+                    item.output = outputs[offset : offset + n]
+                else:
+                    if item.output is None:
+                        item.output = np.empty((item.n_rows, *outputs.shape[1:]), outputs.dtype)
+                    item.output[seg.start : seg.stop] = outputs[offset : offset + n]
+                item.rows_pending -= n
+                if item.rows_pending == 0:
+                    item.t_completed = batch.t_run_end
+                    item.future.set_result(item.output)
+                    if self.on_item is not None:
+                        self.on_item(item)
+            offset += n
+
+    def _fail_batch(self, batch: Batch, error: Exception) -> None:
+        for seg in batch.segments:
+            self._fail(seg.item, error)
+
+    def _fail(self, item: WorkItem, error: Exception) -> None:
+        if not item.future.done():
+            item.future.set_exception(error)

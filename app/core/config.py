@@ -1,0 +1,67 @@
+"""Service settings, read from `RSA_*` environment variables.
+
+Built on demand by the cached `get_settings()`; nothing here runs at import time.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+Device = Literal["auto", "cpu", "cuda"]
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+
+
+class Settings(BaseSettings):
+    """Every knob of the service. `app/README.md` documents each one; keep the two in step."""
+
+    model_config = SettingsConfigDict(env_prefix="RSA_", env_ignore_empty=True, extra="ignore")
+
+    # Where the models live and which of them to load (empty = every model found).
+    model_repository: Path = REPO_ROOT / "model_repository"
+    models: Annotated[list[str], NoDecode] = Field(default_factory=list)
+
+    # ONNX Runtime.
+    device: Device = "auto"  # auto: CUDA when this onnxruntime build offers it, else CPU
+    cuda_device_id: int = Field(default=0, ge=0)
+    gpu_mem_limit_bytes: int | None = Field(default=None, gt=0)  # None: no limit (ORT default)
+    intra_op_threads: int | None = Field(default=None, ge=1)  # None: len(os.sched_getaffinity(0))
+
+    # Dynamic batching (per model version).
+    max_batch_rows: int = Field(default=256, ge=1)  # series per session call, not requests
+    max_batch_wait_ms: float = Field(default=2.0, ge=0)  # how long the first queued series waits
+    max_queue_rows: int = Field(default=16384, ge=1)  # queued series before requests get 503
+    request_timeout_s: float = Field(default=30.0, gt=0)  # queue + session time before a 504
+    retry_after_s: int = Field(default=1, ge=0)  # Retry-After header on 503 responses
+
+    # Request limits.
+    max_series_per_request: int = Field(default=1024, ge=1)
+    max_history_length: int = Field(default=100_000, ge=1)  # points per series
+    max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1)  # 413 above this
+
+    log_level: LogLevel = "INFO"
+
+    @field_validator("models", mode="before")
+    @classmethod
+    def _split_models(cls, value: object) -> object:
+        """`RSA_MODELS=a,b` (comma-separated, blanks ignored) as well as a real list."""
+        if isinstance(value, str):
+            return [name.strip() for name in value.split(",") if name.strip()]
+        return value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_log_level(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, read from the environment on first use."""
+    return Settings()

@@ -1,0 +1,125 @@
+"""Request series -> model input arrays, and the small request-level rules (horizon, channel, timestamps).
+
+Every error is an `InvalidInput` naming the field (e.g. `series[2].values[5]`) and the limit broken.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import numpy as np
+
+from app.errors import InvalidInput
+from app.manifest import Manifest
+from app.schemas import SeriesInput
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+@dataclass(frozen=True)
+class DecodedSeries:
+    """A request series as the model sees it: its last L points, plus what encoding needs."""
+
+    id: str | None
+    window: np.ndarray  # [L, C] float32
+    n_values: int  # full history length sent
+    start: datetime | None
+
+
+def decode_series(series: SeriesInput, manifest: Manifest, field: str, max_history: int) -> DecodedSeries:
+    """Rows or named columns -> the last L points as [L, C] float32, with the field path in every error."""
+    channels = manifest.channels
+    C, L = len(channels), manifest.input_length
+    values = series.values
+    if isinstance(values, dict):
+        unknown = [name for name in values if name not in channels]
+        if unknown:
+            raise InvalidInput(
+                f"{field}.values: unknown channel {unknown[0]!r}; the model's channels are {list(channels)}",
+                field=f"{field}.values.{unknown[0]}", limit=list(channels),
+            )
+        missing = [name for name in channels if name not in values]
+        if missing:
+            raise InvalidInput(
+                f"{field}.values: missing channel {missing[0]!r}; every model channel is required: "
+                f"{list(channels)}",
+                field=f"{field}.values.{missing[0]}", limit=list(channels),
+            )
+        lengths = {name: len(values[name]) for name in channels}
+        n = lengths[channels[0]]
+        for name, length in lengths.items():
+            if length != n:
+                raise InvalidInput(
+                    f"{field}.values.{name} has {length} values but {field}.values.{channels[0]} has {n}; "
+                    "all columns must have the same length",
+                    field=f"{field}.values.{name}", limit=n,
+                )
+        _check_length(n, L, max_history, f"{field}.values")
+        array = np.empty((n, C), np.float32)
+        with np.errstate(over="ignore"):  # overflow to inf is reported below, with its position
+            for c, name in enumerate(channels):
+                array[:, c] = values[name]
+        layout_path = "{field}.values.{channel}[{index}]"
+    else:
+        n = len(values)
+        for i, row in enumerate(values):
+            if len(row) != C:
+                raise InvalidInput(
+                    f"{field}.values[{i}] has {len(row)} values; the model has {C} channels {list(channels)}",
+                    field=f"{field}.values[{i}]", limit=C,
+                )
+        _check_length(n, L, max_history, f"{field}.values")
+        with np.errstate(over="ignore"):
+            array = np.asarray(values, dtype=np.float32)
+        layout_path = "{field}.values[{index}][{c}]"
+    # Finite as float64 (the schema checked that) but maybe not as float32, e.g. 1e39.
+    if not np.isfinite(array).all():
+        index, c = (int(i) for i in np.argwhere(~np.isfinite(array))[0])
+        path = layout_path.format(field=field, channel=channels[c], index=index, c=c)
+        raise InvalidInput(f"{path} is outside the float32 range (|x| <= {FLOAT32_MAX:.4g})",
+                           field=path, limit=FLOAT32_MAX)
+    return DecodedSeries(id=series.id, window=array[n - L :], n_values=n, start=series.start)
+
+
+def _check_length(n: int, input_length: int, max_history: int, field: str) -> None:
+    if n < input_length:
+        raise InvalidInput(
+            f"{field} has {n} points; the model needs at least {input_length} (its input length)",
+            field=field, limit=input_length,
+        )
+    if n > max_history:
+        raise InvalidInput(
+            f"{field} has {n} points; at most {max_history} are accepted per series", field=field,
+            limit=max_history,
+        )
+
+
+def forecast_timestamps(start: datetime, n_values: int, horizon: int, step_s: float) -> list[datetime]:
+    """start + (n_values + k)·step for k in 0..horizon-1: the times right after the last value sent."""
+    step = timedelta(seconds=step_s)
+    return [start + step * (n_values + k) for k in range(horizon)]
+
+
+def resolve_horizon(requested: int | None, manifest: Manifest) -> int:
+    if requested is None:
+        return manifest.horizon
+    if not 1 <= requested <= manifest.horizon:
+        raise InvalidInput(
+            f"horizon must be between 1 and the model horizon {manifest.horizon}, got {requested}",
+            field="horizon", limit=manifest.horizon,
+        )
+    return requested
+
+
+def resolve_channel(channel: int | str, manifest: Manifest) -> int:
+    channels = manifest.channels
+    if isinstance(channel, str):
+        if channel not in channels:
+            raise InvalidInput(f"channel {channel!r} is not one of the model's channels {list(channels)}",
+                               field="channel", limit=list(channels))
+        return channels.index(channel)
+    if not 0 <= channel < len(channels):
+        raise InvalidInput(f"channel index {channel} is out of range 0..{len(channels) - 1}",
+                           field="channel", limit=len(channels) - 1)
+    return channel

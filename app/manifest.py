@@ -1,0 +1,154 @@
+"""`manifest.json` (docs/artifacts.md) parsed and checked into a typed, immutable object."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, model_validator
+
+HeadKind = Literal["regular", "cyclic_cos", "cyclic_sin", "softmax"]
+
+FORECAST_INPUT = "window"
+FORECAST_OUTPUT = "forecast"
+ATTN_SOFTMAX = "attn_softmax"
+ATTN_REM = "attn_rem"
+ATTN_MIXED = "attn_mixed"
+INSPECT_OUTPUTS = (FORECAST_OUTPUT, ATTN_SOFTMAX, ATTN_REM, ATTN_MIXED)
+MODEL_FILE = "model.onnx"
+INSPECT_FILE = "inspect.onnx"
+MANIFEST_FILE = "manifest.json"
+
+
+class ManifestError(ValueError):
+    """The manifest is missing, not JSON, or breaks the artifacts contract."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class TensorSpec(_Frozen):
+    name: str
+    dtype: str
+    shape: tuple[int | str, ...]  # a string is a dynamic axis, e.g. "batch"
+
+
+class HeadSpec(_Frozen):
+    model_config = ConfigDict(frozen=True, extra="ignore", validate_by_name=True)
+
+    head: int = Field(ge=0)
+    kind: HeadKind
+    dilation: PositiveInt = 1
+    lambda_: float | None = Field(default=None, alias="lambda")
+    gamma: float | None = None
+    theta: float | None = None
+    gate: float = Field(ge=0.0, le=1.0)
+
+
+class LayerSpec(_Frozen):
+    layer: int = Field(ge=0)
+    gate_mode: str | None = None
+    heads: tuple[HeadSpec, ...]
+
+
+class FileSpec(_Frozen):
+    sha256: str = Field(pattern=r"^[0-9a-fA-F]{64}$")
+    bytes: int = Field(ge=0)
+
+
+class Manifest(_Frozen):
+    name: str = Field(min_length=1)
+    version: PositiveInt
+    created: str | None = None
+    input_length: PositiveInt
+    horizon: PositiveInt
+    channels: tuple[str, ...] = Field(min_length=1)
+    frequency: str | None = None
+    frequency_seconds: float = Field(gt=0)
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    inspect_outputs: tuple[TensorSpec, ...] = ()
+    layers: tuple[LayerSpec, ...] = ()
+    architecture: dict[str, Any] | None = None
+    opset: int | None = None
+    verification: dict[str, Any] | None = None
+    files: dict[str, FileSpec]
+    metrics: dict[str, Any] | None = None  # null when the exporter had no training report
+    dataset: dict[str, Any] | None = None
+
+    @property
+    def n_channels(self) -> int:
+        return len(self.channels)
+
+    @property
+    def n_layers(self) -> int | None:
+        """Encoder layers N, from the attn_rem shape [N, Hh, L, L] when the manifest states it."""
+        rem = next((t for t in self.inspect_outputs if t.name == ATTN_REM), None)
+        if rem is not None and rem.shape and isinstance(rem.shape[0], int):
+            return rem.shape[0]
+        return len(self.layers) or None
+
+    def head(self, layer: int, head: int) -> HeadSpec | None:
+        """The manifest's entry for a head, or None when the manifest does not list it."""
+        for spec in self.layers:
+            if spec.layer == layer:
+                return next((h for h in spec.heads if h.head == head), None)
+        return None
+
+    def layer(self, layer: int) -> LayerSpec | None:
+        return next((spec for spec in self.layers if spec.layer == layer), None)
+
+    @model_validator(mode="after")
+    def _check_contract(self) -> Manifest:
+        if len(set(self.channels)) != len(self.channels):
+            raise ValueError(f"channels must be unique, got {list(self.channels)}")
+        L, H, C = self.input_length, self.horizon, self.n_channels
+        _expect(self.inputs, FORECAST_INPUT, ("batch", L, C), "inputs")
+        _expect(self.outputs, FORECAST_OUTPUT, ("batch", H, C), "outputs")
+        if self.inspect_outputs:
+            _expect(self.inspect_outputs, FORECAST_OUTPUT, ("batch", H, C), "inspect_outputs")
+            for name in (ATTN_SOFTMAX, ATTN_REM, ATTN_MIXED):
+                if not any(t.name == name for t in self.inspect_outputs):
+                    raise ValueError(f"inspect_outputs has no {name!r}")
+        for required in (MODEL_FILE, INSPECT_FILE):
+            if required not in self.files:
+                raise ValueError(f"files has no entry for {required!r}")
+        return self
+
+
+def _expect(specs: tuple[TensorSpec, ...], name: str, shape: tuple[str | int, ...], where: str) -> None:
+    spec = next((t for t in specs if t.name == name), None)
+    if spec is None:
+        raise ValueError(f"{where} has no tensor named {name!r}")
+    if spec.dtype != "float32":
+        raise ValueError(f"{where}.{name} must be float32, got {spec.dtype}")
+    if len(spec.shape) != len(shape) or any(
+        isinstance(want, int) and got != want for got, want in zip(spec.shape, shape, strict=True)
+    ):
+        raise ValueError(f"{where}.{name} shape {list(spec.shape)} does not match {list(shape)}")
+    if not isinstance(spec.shape[0], str):
+        raise ValueError(f"{where}.{name} must have a dynamic batch axis, got {list(spec.shape)}")
+
+
+def parse_manifest(data: Any) -> Manifest:
+    """Validate a decoded manifest; raises ManifestError naming every broken field."""
+    try:
+        return Manifest.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()
+        )
+        raise ManifestError(f"invalid manifest: {problems}") from exc
+
+
+def load_manifest(path: Path) -> Manifest:
+    """Read and validate `<version>/manifest.json`."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ManifestError(f"{path} is missing") from exc
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ManifestError(f"{path} is not readable JSON: {exc}") from exc
+    return parse_manifest(data)

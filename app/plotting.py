@@ -1,0 +1,63 @@
+"""PNG heatmaps of attention matrices. matplotlib (Agg, object API, no pyplot) is imported on first use."""
+
+from __future__ import annotations
+
+import io
+
+from app.schemas import AttentionResponse, MatrixName
+
+_MAX_PANELS = 256  # a figure beyond this is unreadable anyway
+
+
+def render_attention_png(result: AttentionResponse, matrices: list[MatrixName]) -> bytes:
+    """One row of panels per (layer, head) (or per layer when heads are averaged), one column per matrix."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    rows: list[tuple[str, dict[str, list[list[float]] | None]]] = []
+    for layer in result.layers:
+        if layer.mean is not None:
+            rows.append((f"layer {layer.layer}\nmean of {len(layer.heads)} heads", layer.mean.model_dump()))
+            continue
+        for head in layer.heads:
+            if head.matrices is None:
+                continue
+            label = f"layer {layer.layer}, head {head.head}"
+            if head.kind:
+                label += f": {head.kind}\n{_describe(head.lambda_, head.gamma, head.theta, head.gate)}"
+            rows.append((label, head.matrices.model_dump()))
+    rows = rows[: max(1, _MAX_PANELS // max(1, len(matrices)))]
+    n_rows, n_cols = max(1, len(rows)), len(matrices)
+    figure = Figure(figsize=(3.2 * n_cols + 0.6, 3.0 * n_rows + 0.4), layout="constrained")
+    FigureCanvasAgg(figure)
+    figure.suptitle(f"{result.model} v{result.version}, channel {result.channel.name}")
+    axes = figure.subplots(n_rows, n_cols, squeeze=False)
+    for r, (label, mats) in enumerate(rows):
+        for c, name in enumerate(matrices):
+            ax = axes[r][c]
+            data = mats.get(name)
+            if data is None:
+                ax.set_axis_off()
+                continue
+            image = ax.imshow(data, cmap="viridis", interpolation="nearest")
+            ax.set_title(f"{label}\n{name}", fontsize=8)
+            ax.set_xlabel("key j", fontsize=7)
+            ax.set_ylabel("query i", fontsize=7)
+            ax.tick_params(labelsize=6)
+            figure.colorbar(image, ax=ax, shrink=0.8)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=80)
+    return buffer.getvalue()
+
+
+def _describe(lam: float | None, gamma: float | None, theta: float | None, gate: float | None) -> str:
+    parts = []
+    if lam is not None:
+        parts.append(f"λ={lam:.3g}")
+    if gamma is not None:
+        parts.append(f"γ={gamma:.3g}")
+    if theta is not None:
+        parts.append(f"θ={theta:.3g}")
+    if gate is not None:
+        parts.append(f"g={gate:.3g}")
+    return " ".join(parts) or "-"

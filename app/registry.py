@@ -1,0 +1,215 @@
+"""The served models: each version's manifest, sessions, batcher and load state.
+
+`ModelRegistry.load_all()` loads every discovered version one by one (sessions are created and warmed
+up in a worker thread), so a broken version is recorded as failed and the others still serve.
+
+Two thread pools: `forecast_executor` runs only the batchers' session calls (one in flight per version),
+`executor` runs everything else that blocks (loading, attention, plotting), so a burst of attention
+requests never delays a forecast batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, TypeVar
+
+from app.batching import DynamicBatcher
+from app.core.config import Settings
+from app.errors import ModelNotFound, ModelNotReady, VersionNotFound
+from app.manifest import Manifest
+from app.repository import ModelRef, RepositoryError, VersionRef, discover, read_version
+from app.runtime import OnnxModel, RuntimeOptions
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+LoadState = Literal["loading", "ready", "failed"]
+
+
+@dataclass(eq=False)
+class ModelVersion:
+    name: str
+    version: int
+    path: Path
+    state: LoadState = "loading"
+    error: str | None = None
+    manifest: Manifest | None = None
+    model: OnnxModel | None = None
+    batcher: DynamicBatcher | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.state == "ready"
+
+
+@dataclass(eq=False)
+class ServedModel:
+    name: str
+    versions: dict[int, ModelVersion] = field(default_factory=dict)
+    error: str | None = None  # the model cannot be served at all (missing folder, no version)
+
+    @property
+    def loading(self) -> bool:
+        return any(v.state == "loading" for v in self.versions.values())
+
+    @property
+    def ready(self) -> bool:
+        return self.error is None and bool(self.versions) and all(v.ready for v in self.versions.values())
+
+    @property
+    def latest(self) -> ModelVersion | None:
+        """The highest version that loaded; None while loading or when none did."""
+        if self.loading:
+            return None
+        loaded = [v for v in self.versions.values() if v.ready]
+        return max(loaded, key=lambda v: v.version) if loaded else None
+
+    def errors(self) -> list[str]:
+        found = [self.error] if self.error else []
+        found += [f"version {v.version}: {v.error}" for v in self.versions.values() if v.error]
+        found += [f"version {v.version}: loading" for v in self.versions.values() if v.state == "loading"]
+        return found
+
+
+def runtime_options(settings: Settings) -> RuntimeOptions:
+    return RuntimeOptions(
+        device=settings.device,
+        cuda_device_id=settings.cuda_device_id,
+        gpu_mem_limit_bytes=settings.gpu_mem_limit_bytes,
+        intra_op_threads=settings.intra_op_threads,
+    )
+
+
+class ModelRegistry:
+    """Owns the models and the thread pools their blocking calls run in."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="rsa-aux")
+        self.forecast_executor: ThreadPoolExecutor | None = None  # sized by discover()
+        self.models: dict[str, ServedModel] = {}
+        self.error: str | None = None  # the repository itself is unusable
+        self._options = runtime_options(settings)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def discover(self) -> None:
+        """Find the configured models and their version folders (fast: no file is read)."""
+        try:
+            refs = discover(self.settings.model_repository, self.settings.models or None)
+        except RepositoryError as exc:
+            logger.error("%s", exc)
+            self.error = str(exc)
+            return
+        for ref in refs:
+            self.models[ref.name] = self._served(ref)
+        n_versions = sum(len(served.versions) for served in self.models.values())
+        self.forecast_executor = ThreadPoolExecutor(
+            max_workers=max(1, n_versions), thread_name_prefix="rsa-forecast"
+        )
+
+    @staticmethod
+    def _served(ref: ModelRef) -> ServedModel:
+        served = ServedModel(name=ref.name, error=ref.error)
+        for v in ref.versions:
+            served.versions[v.version] = ModelVersion(name=v.model, version=v.version, path=v.path)
+        return served
+
+    async def load_all(self) -> None:
+        """Load, check and warm up every version; start a batcher for each one that works."""
+        for served in self.models.values():
+            for mv in sorted(served.versions.values(), key=lambda v: v.version):
+                await self._load_version(mv)
+        if self.ready:
+            logger.info("all models ready: %s", ", ".join(sorted(self.models)))
+        else:
+            logger.error("not ready: %s", "; ".join(self.readiness_errors()))
+
+    async def _load_version(self, mv: ModelVersion) -> None:
+        ref = VersionRef(mv.name, mv.version, mv.path)
+        try:
+            manifest, model = await self.run_blocking(self._open, ref)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            mv.state, mv.error = "failed", f"{type(exc).__name__}: {exc}"
+            logger.error("model %s version %s at %s failed to load: %s", mv.name, mv.version, mv.path,
+                         mv.error)
+            return
+        batcher = DynamicBatcher(
+            model.forecast,
+            name=f"{mv.name}/{mv.version}",
+            max_batch_rows=self.settings.max_batch_rows,
+            max_wait_s=self.settings.max_batch_wait_ms / 1000.0,
+            max_queue_rows=self.settings.max_queue_rows,
+            executor=self.forecast_executor,
+            retry_after_s=self.settings.retry_after_s,
+        )
+        batcher.start()
+        mv.manifest, mv.model, mv.batcher, mv.state = manifest, model, batcher, "ready"
+        logger.info("model %s version %s ready on %s (L=%d, H=%d, C=%d)", mv.name, mv.version,
+                    model.provider, manifest.input_length, manifest.horizon, manifest.n_channels)
+
+    def _open(self, ref: VersionRef) -> tuple[Manifest, OnnxModel]:
+        manifest = read_version(ref)
+        model = OnnxModel(ref.path, manifest, self._options)
+        model.load()
+        model.warmup()
+        return manifest, model
+
+    async def stop(self) -> None:
+        """Drain and stop every batcher, then the thread pool."""
+        batchers = [mv.batcher for s in self.models.values() for mv in s.versions.values() if mv.batcher]
+        await asyncio.gather(*(b.stop() for b in batchers), return_exceptions=True)
+        for executor in (self.forecast_executor, self.executor):
+            if executor is not None:
+                await asyncio.to_thread(executor.shutdown, wait=True, cancel_futures=True)
+
+    async def run_blocking(self, fn: Callable[..., T], *args: object) -> T:
+        """Run a blocking call (loading, inspection, plotting) off the event loop."""
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+
+    # -- queries ---------------------------------------------------------------------------------
+    @property
+    def ready(self) -> bool:
+        return self.error is None and bool(self.models) and all(s.ready for s in self.models.values())
+
+    def readiness_errors(self) -> list[str]:
+        errors = [self.error] if self.error else []
+        for served in self.models.values():
+            errors += [f"{served.name}: {e}" for e in served.errors()]
+        return errors
+
+    def model(self, name: str) -> ServedModel:
+        served = self.models.get(name)
+        if served is None:
+            known = ", ".join(sorted(self.models)) or "none"
+            raise ModelNotFound(f"model {name!r} not found; served models: {known}", field="name")
+        return served
+
+    def get(self, name: str, version: int | None = None) -> ModelVersion:
+        """A ready version (the latest loaded one when `version` is None), or a domain error."""
+        served = self.model(name)
+        retry = self.settings.retry_after_s
+        if version is None:
+            mv = served.latest
+            if mv is None:
+                reason = "is still loading" if served.loading else "has no loaded version"
+                details = "; ".join(served.errors())
+                raise ModelNotReady(f"model {name!r} {reason}" + (f" ({details})" if details else ""),
+                                    retry_after_s=retry)
+            return mv
+        mv = served.versions.get(version)
+        if mv is None:
+            known = ", ".join(str(v) for v in sorted(served.versions)) or "none"
+            raise VersionNotFound(f"model {name!r} has no version {version}; versions: {known}",
+                                  field="version")
+        if mv.state == "loading":
+            raise ModelNotReady(f"model {name!r} version {version} is still loading", retry_after_s=retry)
+        if mv.state == "failed":
+            raise ModelNotReady(f"model {name!r} version {version} failed to load: {mv.error}")
+        return mv

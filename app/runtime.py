@@ -1,0 +1,209 @@
+"""ONNX Runtime sessions for one model version: numpy in, numpy out. No web framework here.
+
+`OnnxModel` owns the forecast session (created by `load()`) and the inspection session (created on
+the first `inspect()` call, so forecasting never pays for it). Calls block: run them off the event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+
+from app.manifest import (
+    ATTN_MIXED,
+    ATTN_REM,
+    ATTN_SOFTMAX,
+    FORECAST_INPUT,
+    FORECAST_OUTPUT,
+    INSPECT_FILE,
+    MODEL_FILE,
+    Manifest,
+)
+
+logger = logging.getLogger(__name__)
+
+CUDA = "CUDAExecutionProvider"
+CPU = "CPUExecutionProvider"
+
+ProviderSpec = str | tuple[str, dict[str, Any]]
+
+
+class SessionLoadError(RuntimeError):
+    """The ONNX file could not be loaded or does not match its manifest."""
+
+
+@dataclass(frozen=True)
+class RuntimeOptions:
+    device: str = "auto"  # "auto" | "cpu" | "cuda"
+    cuda_device_id: int = 0
+    gpu_mem_limit_bytes: int | None = None
+    intra_op_threads: int | None = None  # None: the CPUs this process may run on
+
+
+def default_intra_op_threads() -> int:
+    """The CPUs in this process's affinity mask (what a container's cpuset grants), not the host's."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def choose_providers(options: RuntimeOptions) -> list[ProviderSpec]:
+    """CUDA (with explicit options) then CPU when CUDA is allowed and this build has it; else CPU only."""
+    if options.device == "cpu":
+        return [CPU]
+    if CUDA not in ort.get_available_providers():
+        if options.device == "cuda":
+            logger.warning("RSA_DEVICE=cuda but this onnxruntime build has no %s; using %s", CUDA, CPU)
+        return [CPU]
+    cuda_options: dict[str, Any] = {
+        "device_id": options.cuda_device_id,
+        "arena_extend_strategy": "kSameAsRequested",
+        "cudnn_conv_algo_search": "HEURISTIC",
+        "do_copy_in_default_stream": True,
+    }
+    if options.gpu_mem_limit_bytes is not None:
+        cuda_options["gpu_mem_limit"] = options.gpu_mem_limit_bytes
+    return [(CUDA, cuda_options), CPU]
+
+
+def session_options(options: RuntimeOptions) -> ort.SessionOptions:
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.intra_op_num_threads = options.intra_op_threads or default_intra_op_threads()
+    so.inter_op_num_threads = 1
+    return so
+
+
+def create_session(path: Path, options: RuntimeOptions) -> ort.InferenceSession:
+    """A session on the best allowed provider; logs the provider really in use."""
+    providers = choose_providers(options)
+    so = session_options(options)
+    try:
+        session = ort.InferenceSession(str(path), sess_options=so, providers=providers)
+    except Exception as exc:  # ORT raises its own exception types (Fail, InvalidGraph, ...)
+        raise SessionLoadError(f"onnxruntime cannot load {path}: {exc}") from exc
+    in_use = session.get_providers()
+    requested = [p if isinstance(p, str) else p[0] for p in providers]
+    logger.info("%s: providers in use %s (requested %s, intra_op_threads=%d)",
+                path, in_use, requested, so.intra_op_num_threads)
+    if CUDA in requested and in_use[0] != CUDA:
+        logger.warning("%s: %s was requested but the session fell back to %s", path, CUDA, in_use[0])
+    return session
+
+
+def _check_io(
+    session: ort.InferenceSession, manifest: Manifest, outputs: tuple[str, ...], path: Path
+) -> None:
+    """The session's input and outputs are the ones the artifacts contract and the manifest promise."""
+    inputs = session.get_inputs()
+    if len(inputs) != 1 or inputs[0].name != FORECAST_INPUT:
+        names = [i.name for i in inputs]
+        raise SessionLoadError(f"{path}: expected one input {FORECAST_INPUT!r}, got {names}")
+    window = inputs[0]
+    if window.type != "tensor(float)":
+        raise SessionLoadError(f"{path}: input {FORECAST_INPUT!r} is {window.type}, expected tensor(float)")
+    want = (manifest.input_length, manifest.n_channels)
+    shape = list(window.shape)
+    if len(shape) != 3 or any(isinstance(g, int) and g != w for g, w in zip(shape[1:], want, strict=True)):
+        raise SessionLoadError(f"{path}: input shape {shape} does not match [batch, {want[0]}, {want[1]}]")
+    names = {o.name for o in session.get_outputs()}
+    missing = [name for name in outputs if name not in names]
+    if missing:
+        raise SessionLoadError(f"{path}: missing outputs {missing}; it has {sorted(names)}")
+
+
+@dataclass(frozen=True)
+class InspectResult:
+    """Outputs of inspect.onnx for a batch of windows (N layers, Hh heads)."""
+
+    forecast: np.ndarray  # [batch, H, C]
+    softmax: np.ndarray  # [batch, C, N, Hh, L, L]
+    rem: np.ndarray  # [N, Hh, L, L]
+    mixed: np.ndarray  # [batch, C, N, Hh, L, L]
+
+
+class OnnxModel:
+    """The sessions of one model version."""
+
+    def __init__(self, folder: Path, manifest: Manifest, options: RuntimeOptions) -> None:
+        self.folder = folder
+        self.manifest = manifest
+        self.options = options
+        self._session: ort.InferenceSession | None = None
+        self._inspect_session: ort.InferenceSession | None = None
+        self._inspect_lock = threading.Lock()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def load(self) -> None:
+        """Create the forecast session and check it against the manifest."""
+        path = self.folder / MODEL_FILE
+        session = create_session(path, self.options)
+        _check_io(session, self.manifest, (FORECAST_OUTPUT,), path)
+        self._session = session
+
+    def warmup(self) -> None:
+        """One run on a zeros batch, so the first request does not pay for lazy initialisation.
+
+        Also checks the output shape against the manifest, which the graph's metadata may not state.
+        """
+        m = self.manifest
+        out = self.forecast(np.zeros((1, m.input_length, m.n_channels), np.float32))
+        if out.shape != (1, m.horizon, m.n_channels):
+            raise SessionLoadError(
+                f"{self.folder / MODEL_FILE}: forecast shape {list(out.shape)} for one window, the manifest "
+                f"says [1, {m.horizon}, {m.n_channels}]"
+            )
+
+    @property
+    def loaded(self) -> bool:
+        return self._session is not None
+
+    @property
+    def provider(self) -> str:
+        """The execution provider actually running the forecast graph."""
+        return self._require().get_providers()[0]
+
+    @property
+    def inspect_provider(self) -> str | None:
+        return self._inspect_session.get_providers()[0] if self._inspect_session is not None else None
+
+    # -- inference -----------------------------------------------------------------------------
+    def forecast(self, windows: np.ndarray) -> np.ndarray:
+        """[batch, L, C] raw windows -> [batch, H, C] forecasts."""
+        feed = {FORECAST_INPUT: np.ascontiguousarray(windows, dtype=np.float32)}
+        (out,) = self._require().run([FORECAST_OUTPUT], feed)
+        return out
+
+    def inspect(self, windows: np.ndarray) -> InspectResult:
+        """Forecast plus per-layer, per-head attention matrices from inspect.onnx."""
+        session = self._inspect()
+        feed = {FORECAST_INPUT: np.ascontiguousarray(windows, dtype=np.float32)}
+        forecast, softmax, rem, mixed = session.run(
+            [FORECAST_OUTPUT, ATTN_SOFTMAX, ATTN_REM, ATTN_MIXED], feed
+        )
+        return InspectResult(forecast=forecast, softmax=softmax, rem=rem, mixed=mixed)
+
+    def _require(self) -> ort.InferenceSession:
+        if self._session is None:
+            raise RuntimeError(f"{self.folder}: session not loaded; call load() first")
+        return self._session
+
+    def _inspect(self) -> ort.InferenceSession:
+        with self._inspect_lock:
+            if self._inspect_session is None:
+                path = self.folder / INSPECT_FILE
+                session = create_session(path, self.options)
+                _check_io(session, self.manifest, (FORECAST_OUTPUT, ATTN_SOFTMAX, ATTN_REM, ATTN_MIXED), path)
+                L, C = self.manifest.input_length, self.manifest.n_channels
+                session.run([ATTN_MIXED], {FORECAST_INPUT: np.zeros((1, L, C), np.float32)})  # warm-up
+                self._inspect_session = session
+            return self._inspect_session

@@ -1,0 +1,246 @@
+"""Wire formats: the JSON bodies the HTTP API accepts and returns, and nothing else.
+
+Limits that depend on the model (input length, horizon, channels) or on settings (series per request,
+history length) are checked by the data plane, which names the field and the limit in its error.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+
+# Strict: a string or a bool is not a number. allow_inf_nan=False: NaN, Infinity and overflowing
+# literals such as 1e400 (parsed as inf) are rejected with the element's position.
+FiniteFloat = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+
+ROWS_TAG = "rows"
+COLUMNS_TAG = "columns"
+
+
+def _values_layout(value: Any) -> str:
+    return COLUMNS_TAG if isinstance(value, dict) else ROWS_TAG
+
+
+# `values` is either rows of channel values or an object of named columns. The callable
+# discriminator keeps validation errors to the layout the client actually sent.
+SeriesValues = Annotated[
+    Annotated[list[list[FiniteFloat]], Tag(ROWS_TAG)]
+    | Annotated[dict[str, list[FiniteFloat]], Tag(COLUMNS_TAG)],
+    Discriminator(_values_layout),
+]
+
+MatrixName = Literal["softmax", "rem", "mixed"]
+Matrix = list[list[float]]
+OutputFormat = Literal["json", "png"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SeriesInput(_Strict):
+    """One time series: `[[c1, ..., cC], ...]` rows in the model's channel order, or `{"OT": [...]}`."""
+
+    id: str | None = Field(default=None, max_length=256, description="Echoed back in the response.")
+    values: SeriesValues = Field(
+        description="Rows of C channel values (oldest first), or an object of named columns of equal "
+        "length holding every model channel. Only the last `input_length` points are used."
+    )
+    start: datetime | None = Field(
+        default=None, description="Timestamp of the first value; enables forecast timestamps."
+    )
+
+
+class ForecastRequest(_Strict):
+    """```json
+    {"series": [{"id": "a", "values": [[1.0, 2.0, 3.0], ...], "start": "2018-06-01T00:00:00"}],
+     "horizon": 24}
+    ```"""
+
+    series: list[SeriesInput] = Field(min_length=1, description="At most `RSA_MAX_SERIES_PER_REQUEST`.")
+    horizon: int | None = Field(
+        default=None, ge=1, description="Steps to return, 1..model horizon (default: the model horizon)."
+    )
+
+
+class SeriesForecast(BaseModel):
+    id: str | None
+    forecast: list[list[float]] = Field(description="horizon rows of C values, channels as in `channels`.")
+    channels: list[str]
+    timestamps: list[datetime] | None = Field(
+        description="ISO 8601 time of each forecast row when the series had a `start`, else null."
+    )
+
+
+class ForecastResponse(BaseModel):
+    model: str
+    version: int
+    provider: str = Field(description="The ONNX Runtime execution provider that ran the model.")
+    forecasts: list[SeriesForecast]
+
+
+class AttentionRequest(_Strict):
+    """```json
+    {"series": {"values": [[1.0, 2.0, 3.0], ...]}, "matrices": ["mixed"], "channel": "OT",
+     "average_heads": false, "layers": [0], "format": "json"}
+    ```"""
+
+    series: SeriesInput
+    matrices: list[MatrixName] = Field(
+        default_factory=lambda: ["softmax", "rem", "mixed"], min_length=1, description="Which matrices."
+    )
+    channel: int | str = Field(
+        default=0, description="Channel name or index; attention differs per channel (channel-independent)."
+    )
+    average_heads: bool = Field(default=False, description="Return the mean over the heads of each layer.")
+    layers: list[int] | None = Field(default=None, min_length=1, description="Layer indices (default all).")
+    format: OutputFormat = Field(default="json", description="`png` returns an image/png heatmap figure.")
+
+
+class MatrixSet(BaseModel):
+    softmax: Matrix | None = None
+    rem: Matrix | None = None
+    mixed: Matrix | None = None
+
+
+class HeadAttention(BaseModel):
+    """A head's REM parameters from the manifest and, unless heads are averaged, its L×L matrices."""
+
+    model_config = ConfigDict(validate_by_name=True, serialize_by_alias=True)
+
+    head: int
+    kind: str | None = Field(description="regular, cyclic_cos, cyclic_sin or softmax; null if unknown.")
+    dilation: int | None = None
+    lambda_: float | None = Field(default=None, alias="lambda")
+    gamma: float | None = None
+    theta: float | None = None
+    gate: float | None = Field(default=None, description="g in (1 - g)·softmax + g·REM.")
+    matrices: MatrixSet | None = None
+
+
+class LayerAttention(BaseModel):
+    layer: int
+    gate_mode: str | None = None
+    heads: list[HeadAttention]
+    mean: MatrixSet | None = Field(default=None, description="Mean over heads, with `average_heads`.")
+
+
+class ChannelRef(BaseModel):
+    index: int
+    name: str
+
+
+class AttentionResponse(BaseModel):
+    model: str
+    version: int
+    provider: str
+    channel: ChannelRef
+    input_length: int
+    layers: list[LayerAttention]
+
+
+class FileInfo(BaseModel):
+    sha256: str
+    bytes: int
+
+
+class HeadInfo(BaseModel):
+    model_config = ConfigDict(validate_by_name=True, serialize_by_alias=True)
+
+    head: int
+    kind: str
+    dilation: int
+    lambda_: float | None = Field(default=None, alias="lambda")
+    gamma: float | None = None
+    theta: float | None = None
+    gate: float
+
+
+class LayerInfo(BaseModel):
+    layer: int
+    gate_mode: str | None
+    heads: list[HeadInfo]
+
+
+VersionState = Literal["loading", "ready", "failed"]
+
+
+class BatchingStats(BaseModel):
+    """Counters of a version's batcher since start (metrics come later; these prove merging)."""
+
+    session_calls: int
+    rows: int = Field(description="Series sent to the session.")
+    failed_calls: int
+    rejected_requests: int = Field(description="Refused with 503 overloaded.")
+    expired_requests: int = Field(description="Deadline passed in the queue; never reached the session.")
+    dropped_requests: int = Field(description="Cancelled by the caller (timeout, disconnect) while queued.")
+
+
+class VersionInfo(BaseModel):
+    version: int
+    state: VersionState
+    error: str | None = Field(default=None, description="Why the version failed to load.")
+    provider: str | None = Field(default=None, description="session.get_providers()[0] once loaded.")
+    created: str | None = None
+    input_length: int | None = None
+    horizon: int | None = None
+    channels: list[str] | None = None
+    frequency: str | None = None
+    frequency_seconds: float | None = None
+    layers: list[LayerInfo] | None = None
+    architecture: dict[str, Any] | None = None
+    metrics: dict[str, Any] | None = None
+    dataset: dict[str, Any] | None = None
+    verification: dict[str, Any] | None = None
+    opset: int | None = None
+    files: dict[str, FileInfo] | None = None
+    batching: BatchingStats | None = None
+
+
+class ModelInfo(BaseModel):
+    name: str
+    ready: bool = Field(description="Every version of the model is loaded and warmed up.")
+    latest_version: int | None = Field(description="The version `/forecast` without a version serves.")
+    error: str | None = None
+    versions: list[VersionInfo]
+
+
+class ModelList(BaseModel):
+    models: list[ModelInfo]
+
+
+class Liveness(BaseModel):
+    status: Literal["alive"] = "alive"
+
+
+class ModelReadiness(BaseModel):
+    name: str
+    ready: bool
+    errors: list[str] = Field(default_factory=list)
+
+
+class Readiness(BaseModel):
+    ready: bool
+    models: list[ModelReadiness]
+
+
+class ErrorDetail(BaseModel):
+    field: str | None = Field(default=None, description="Where in the request, e.g. series[0].values[3].")
+    message: str
+    type: str | None = None
+
+
+class ErrorBody(BaseModel):
+    code: str = Field(description="Stable machine-readable code, e.g. invalid_input, model_not_found.")
+    message: str
+    field: str | None = Field(default=None, description="The offending request field, when there is one.")
+    limit: Any | None = Field(default=None, description="The limit the field broke, when there is one.")
+    details: list[ErrorDetail] | None = Field(default=None, description="Every validation error found.")
+
+
+class ErrorResponse(BaseModel):
+    """Every error response, whatever its status: `{"error": {"code": ..., "message": ..., ...}}`."""
+
+    error: ErrorBody

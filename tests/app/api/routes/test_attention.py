@@ -1,0 +1,158 @@
+"""POST /v1/models/{name}/attention: matrices equal a direct inspect.onnx call, JSON or PNG."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.app.conftest import ort_run
+
+L, C, N, HH = 8, 3, 1, 2
+URL = "/v1/models/toy/attention"
+GATES = [0.4, 0.0]  # tests/app/fakes.py DEFAULT_HEADS
+
+
+@pytest.fixture(scope="module")
+def series() -> np.ndarray:
+    return np.random.default_rng(42).normal(0, 1, (L + 5, C)).astype(np.float32)
+
+
+def inspect(repo: Path, version: int, window: np.ndarray) -> dict[str, np.ndarray]:
+    names = ["attn_softmax", "attn_rem", "attn_mixed"]
+    outputs = ort_run(repo / "toy" / str(version) / "inspect.onnx", window[None], names)
+    return dict(zip(names, outputs, strict=True))
+
+
+def post(client: TestClient, body: dict[str, Any], url: str = URL, **params: str) -> dict[str, Any]:
+    r = client.post(url, json=body, params=params)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_matrices_equal_direct_inspect_call(
+    client: TestClient, toy_repository: Path, series: np.ndarray
+) -> None:
+    body = post(client, {"series": {"values": series.tolist()}})
+    assert (body["model"], body["version"], body["provider"]) == ("toy", 2, "CPUExecutionProvider")
+    assert body["channel"] == {"index": 0, "name": "HUFL"}
+    assert body["input_length"] == L
+    ref = inspect(toy_repository, 2, series[-L:])
+    assert [layer["layer"] for layer in body["layers"]] == list(range(N))
+    layer = body["layers"][0]
+    assert layer["gate_mode"] == "layer" and layer["mean"] is None
+    assert [h["head"] for h in layer["heads"]] == [0, 1]
+    regular, plain = layer["heads"]
+    assert (regular["kind"], regular["lambda"], regular["gate"]) == ("regular", 0.7, 0.4)
+    assert regular["dilation"] == 1
+    assert (plain["kind"], plain["lambda"], plain["gate"]) == ("softmax", None, 0.0)
+    for h, head in enumerate(layer["heads"]):
+        m = {k: np.array(v) for k, v in head["matrices"].items()}
+        assert m["softmax"].shape == (L, L)
+        np.testing.assert_allclose(m["softmax"], ref["attn_softmax"][0, 0, 0, h], atol=1e-6)
+        np.testing.assert_allclose(m["rem"], ref["attn_rem"][0, h], atol=1e-6)
+        np.testing.assert_allclose(m["mixed"], ref["attn_mixed"][0, 0, 0, h], atol=1e-6)
+        np.testing.assert_allclose(m["softmax"].sum(axis=1), 1.0, atol=1e-5)
+        g = head["gate"]
+        np.testing.assert_allclose(m["mixed"], (1 - g) * m["softmax"] + g * m["rem"], atol=1e-5)
+    assert np.allclose(np.array(plain["matrices"]["rem"]), 0.0)
+    assert np.allclose(np.diag(np.array(regular["matrices"]["rem"])), 0.0)
+
+
+@pytest.mark.parametrize(("channel", "index"), [("OT", 2), (1, 1)])
+def test_channel_option(
+    client: TestClient, toy_repository: Path, series: np.ndarray, channel: Any, index: int
+) -> None:
+    body = post(client, {"series": {"values": series.tolist()}, "channel": channel, "matrices": ["softmax"]})
+    assert body["channel"]["index"] == index
+    ref = inspect(toy_repository, 2, series[-L:])
+    head = body["layers"][0]["heads"][0]
+    np.testing.assert_allclose(np.array(head["matrices"]["softmax"]), ref["attn_softmax"][0, index, 0, 0],
+                               atol=1e-6)
+    assert head["matrices"]["rem"] is None and head["matrices"]["mixed"] is None
+    other = post(client, {"series": {"values": series.tolist()}, "matrices": ["softmax"]})
+    assert not np.allclose(other["layers"][0]["heads"][0]["matrices"]["softmax"], head["matrices"]["softmax"])
+
+
+def test_average_heads_and_layers_subset(
+    client: TestClient, toy_repository: Path, series: np.ndarray
+) -> None:
+    body = post(client, {"series": {"values": series.tolist()}, "average_heads": True, "layers": [0],
+                         "matrices": ["mixed", "rem"]})
+    layer = body["layers"][0]
+    assert all(h["matrices"] is None for h in layer["heads"])
+    assert [h["kind"] for h in layer["heads"]] == ["regular", "softmax"]  # metadata stays
+    ref = inspect(toy_repository, 2, series[-L:])
+    np.testing.assert_allclose(np.array(layer["mean"]["mixed"]), ref["attn_mixed"][0, 0, 0].mean(axis=0),
+                               atol=1e-6)
+    np.testing.assert_allclose(np.array(layer["mean"]["rem"]), ref["attn_rem"][0].mean(axis=0), atol=1e-6)
+    assert layer["mean"]["softmax"] is None
+
+
+def test_explicit_version(client: TestClient, toy_repository: Path, series: np.ndarray) -> None:
+    body = post(client, {"series": {"values": series.tolist()}, "matrices": ["softmax"]},
+                url="/v1/models/toy/versions/1/attention")
+    assert body["version"] == 1
+    ref = inspect(toy_repository, 1, series[-L:])
+    np.testing.assert_allclose(np.array(body["layers"][0]["heads"][1]["matrices"]["softmax"]),
+                               ref["attn_softmax"][0, 0, 0, 1], atol=1e-6)
+
+
+@pytest.mark.parametrize("how", ["query", "field"])
+def test_png(client: TestClient, series: np.ndarray, how: str) -> None:
+    body: dict[str, Any] = {"series": {"values": series.tolist()}}
+    params = {"format": "png"} if how == "query" else {}
+    if how == "field":
+        body.update(format="png", matrices=["mixed"])
+    r = client.post(URL, json=body, params=params)
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"] == "image/png"
+    assert r.content.startswith(b"\x89PNG\r\n\x1a\n")
+
+
+def test_png_averaged_subset(client: TestClient, series: np.ndarray) -> None:
+    body = {"series": {"values": series.tolist()}, "average_heads": True, "matrices": ["mixed"]}
+    r = client.post(URL, json=body, params={"format": "png"})
+    assert r.status_code == 200 and r.content.startswith(b"\x89PNG")
+
+
+def test_query_format_json_overrides_field(client: TestClient, series: np.ndarray) -> None:
+    body = {"series": {"values": series.tolist()}, "format": "png"}
+    r = client.post(URL, json=body, params={"format": "json"})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("application/json")
+
+
+ERRORS: list[tuple[str, dict[str, Any], dict[str, str], int, str, Any]] = [
+    ("unknown channel name", {"channel": "XX"}, {}, 422, "channel", ["HUFL", "MUFL", "OT"]),
+    ("channel index too big", {"channel": 3}, {}, 422, "channel", 2),
+    ("layer out of range", {"layers": [0, 1]}, {}, 422, "layers[1]", 0),
+    ("unknown matrix", {"matrices": ["softmax", "qk"]}, {}, 422, "matrices[1]",
+     "'softmax', 'rem' or 'mixed'"),
+    ("empty matrices", {"matrices": []}, {}, 422, "matrices", 1),
+    ("bad format field", {"format": "gif"}, {}, 422, "format", "'json' or 'png'"),
+    ("bad format query", {}, {"format": "gif"}, 422, "format", "'json' or 'png'"),
+    ("too short", {"series": {"values": [[1.0, 2.0, 3.0]] * (L - 1)}}, {}, 422, "series.values", L),
+    ("series as a list", {"series": [{"values": [[1.0, 2.0, 3.0]] * L}]}, {}, 422, "series", None),
+]
+
+
+@pytest.mark.parametrize(("extra", "params", "status", "field", "limit"), [e[1:] for e in ERRORS],
+                         ids=[e[0] for e in ERRORS])
+def test_invalid_attention_requests(
+    client: TestClient, series: np.ndarray, extra: dict[str, Any], params: dict[str, str], status: int,
+    field: str, limit: Any,
+) -> None:
+    body = {"series": {"values": series.tolist()}, **extra}
+    r = client.post(URL, json=body, params=params)
+    assert r.status_code == status, r.text
+    error = r.json()["error"]
+    assert (error["field"], error["limit"]) == (field, limit)
+
+
+def test_unknown_model_and_version(client: TestClient, series: np.ndarray) -> None:
+    body = {"series": {"values": series.tolist()}}
+    assert client.post("/v1/models/nope/attention", json=body).status_code == 404
+    assert client.post("/v1/models/toy/versions/3/attention", json=body).status_code == 404

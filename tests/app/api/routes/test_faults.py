@@ -1,0 +1,132 @@
+"""Overload (503 + Retry-After), timeouts (504) and failing sessions (500, then service continues)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from app.batching import DynamicBatcher
+from tests.app.conftest import app_state, make_settings, registry_of, running_client, wait_for
+
+L, C = 8, 3
+URL = "/v1/models/toy/versions/2/forecast"
+BODY = {"series": [{"values": np.ones((L, C)).tolist()}]}
+
+
+class GatedSession:
+    """Wraps a batcher's run_fn: each call announces itself and blocks until the gate opens."""
+
+    def __init__(self, batcher: DynamicBatcher) -> None:
+        self.inner = batcher.run_fn
+        self.gate = threading.Event()
+        self.calls = 0
+        batcher.run_fn = self
+
+    def __call__(self, rows: np.ndarray) -> np.ndarray:
+        self.calls += 1
+        assert self.gate.wait(10), "gate never opened"
+        return self.inner(rows)
+
+
+def _batcher(client: TestClient) -> DynamicBatcher:
+    batcher = registry_of(client).get("toy", 2).batcher
+    assert batcher is not None
+    return batcher
+
+
+@pytest.fixture
+def pool() -> Iterator[ThreadPoolExecutor]:
+    with ThreadPoolExecutor(max_workers=4) as executor:
+        yield executor
+
+
+def _submit(pool: ThreadPoolExecutor, client: TestClient) -> Future[Any]:
+    return pool.submit(client.post, URL, json=BODY)
+
+
+def test_full_queue_is_503_with_retry_after(toy_repository: Path, pool: ThreadPoolExecutor) -> None:
+    settings = make_settings(toy_repository, max_queue_rows=1, max_batch_rows=1, max_batch_wait_ms=0,
+                             retry_after_s=3)
+    with running_client(settings) as client:
+        batcher = _batcher(client)
+        session = GatedSession(batcher)
+        in_flight = _submit(pool, client)
+        wait_for(lambda: session.calls == 1, what="first request in the session")
+        queued = _submit(pool, client)
+        wait_for(lambda: batcher.queued_rows == 1, what="second request queued")
+        r = client.post(URL, json=BODY)
+        assert r.status_code == 503, r.text
+        assert r.headers["retry-after"] == "3"
+        error = r.json()["error"]
+        assert (error["code"], error["limit"]) == ("overloaded", 1)
+        session.gate.set()
+        assert in_flight.result(10).status_code == 200
+        assert queued.result(10).status_code == 200
+        assert client.post(URL, json=BODY).status_code == 200
+        assert batcher.stats.rejected_items == 1
+
+
+def test_timeout_is_504_and_expired_request_never_reaches_the_session(
+    toy_repository: Path, pool: ThreadPoolExecutor
+) -> None:
+    settings = make_settings(toy_repository, request_timeout_s=0.3, max_batch_rows=1, max_batch_wait_ms=0)
+    with running_client(settings) as client:
+        batcher = _batcher(client)
+        session = GatedSession(batcher)
+        in_flight = _submit(pool, client)
+        wait_for(lambda: session.calls == 1, what="first request in the session")
+        r = client.post(URL, json=BODY)  # queued behind the blocked call, expires there
+        assert r.status_code == 504, r.text
+        assert r.json()["error"]["code"] == "timeout"
+        assert r.json()["error"]["limit"] == 0.3
+        assert in_flight.result(10).status_code == 504  # its own deadline passed in the session
+        calls_before = batcher.stats.session_calls
+        session.gate.set()
+        wait_for(lambda: batcher.stats.session_calls == calls_before + 1, what="the blocked call to end")
+        ok = client.post(URL, json=BODY)
+        assert ok.status_code == 200, ok.text
+        assert session.calls == 2  # the blocked one and the last one: the expired request was dropped
+        assert batcher.stats.dropped_items + batcher.stats.expired_items == 1
+
+
+def test_session_error_is_500_and_the_batcher_keeps_serving(toy_repository: Path) -> None:
+    with running_client(make_settings(toy_repository)) as client:
+        batcher = _batcher(client)
+        inner = batcher.run_fn
+        failures = iter([True])
+
+        def flaky(rows: np.ndarray) -> np.ndarray:
+            if next(failures, False):
+                raise RuntimeError("CUDA exploded")
+            return inner(rows)
+
+        batcher.run_fn = flaky
+        r = client.post(URL, json=BODY)
+        assert r.status_code == 500, r.text
+        error = r.json()["error"]
+        assert error["code"] == "inference_failed"
+        assert "CUDA exploded" in error["message"]
+        ok = client.post(URL, json=BODY)
+        assert ok.status_code == 200, ok.text
+        assert batcher.running
+        assert batcher.stats.failed_calls == 1
+
+
+def test_unexpected_exception_is_a_json_500(toy_repository: Path) -> None:
+    with running_client(make_settings(toy_repository)) as client:
+        dataplane = app_state(client).dataplane
+
+        async def broken(*args: Any) -> None:
+            raise KeyError("bug")
+
+        dataplane.forecast = broken
+        r = client.post(URL, json=BODY)
+        assert r.status_code == 500
+        assert r.json()["error"]["code"] == "internal_error"

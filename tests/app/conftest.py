@@ -1,0 +1,109 @@
+"""Fixtures for the service tests: a fake model repository and clients whose lifespan has run."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+with warnings.catch_warnings():
+    # Starlette 1.x nudges TestClient users towards `httpx2`; our pinned httpx works, so keep the noise out.
+    warnings.filterwarnings("ignore", message=".*`httpx` with `starlette.testclient` is deprecated.*")
+    from fastapi.testclient import TestClient
+
+from app.core.config import Settings
+from app.main import create_app
+from app.registry import ModelRegistry
+from tests.app.fakes import write_repository
+
+
+def make_settings(repository: Path, **overrides: Any) -> Settings:
+    """Test settings: CPU, one thread per session (the machine is shared), env vars overridden."""
+    values: dict[str, Any] = {
+        "model_repository": repository,
+        "models": [],
+        "device": "cpu",
+        "intra_op_threads": 1,
+        "max_batch_rows": 256,
+        "max_batch_wait_ms": 2.0,
+        "max_queue_rows": 16384,
+        "request_timeout_s": 10.0,
+        "log_level": "INFO",
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+def wait_for(predicate: Callable[[], bool], timeout_s: float = 15.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+def wait_loaded(client: TestClient) -> None:
+    """Until no version is still loading (ready or not)."""
+    def done() -> bool:
+        body = client.get("/readyz").json()
+        return not any("loading" in e for m in body["models"] for e in m["errors"])
+
+    wait_for(done, what="models to finish loading")
+
+
+@contextmanager
+def running_client(settings: Settings, *, ready: bool = True) -> Iterator[TestClient]:
+    """A TestClient whose lifespan ran; by default it waits for /readyz 200."""
+    app = create_app(settings)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        if ready:
+            wait_for(lambda: client.get("/readyz").status_code == 200, what="/readyz 200")
+        else:
+            wait_loaded(client)
+        yield client
+
+
+def app_state(client: TestClient) -> Any:
+    """The app's state (settings, registry, dataplane), as the lifespan left it."""
+    return client.app.state  # type: ignore[attr-defined]  # TestClient.app is typed as a bare ASGI app
+
+
+def registry_of(client: TestClient) -> ModelRegistry:
+    registry: ModelRegistry = app_state(client).registry
+    return registry
+
+
+@pytest.fixture(scope="session")
+def toy_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Model "toy", versions 1 and 2 (different weights). Shared: tests must not modify it."""
+    return write_repository(tmp_path_factory.mktemp("model_repository"))
+
+
+@pytest.fixture(scope="module")
+def client(toy_repository: Path) -> Iterator[TestClient]:
+    with running_client(make_settings(toy_repository)) as c:
+        yield c
+
+
+@cache
+def _reference_session(path: str) -> ort.InferenceSession:
+    return ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+
+
+def ort_run(onnx_path: Path, windows: np.ndarray, outputs: list[str] | None = None) -> list[np.ndarray]:
+    """A direct ONNX Runtime call, the reference every served result is compared with."""
+    session = _reference_session(str(onnx_path))
+    return session.run(outputs, {"window": np.asarray(windows, np.float32)})
+
+
+def ort_forecast(onnx_path: Path, windows: np.ndarray) -> np.ndarray:
+    return ort_run(onnx_path, windows, ["forecast"])[0]

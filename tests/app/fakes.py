@@ -1,0 +1,200 @@
+"""Fake model versions that follow docs/artifacts.md exactly, built with onnx.helper and numpy (no torch).
+
+forecast[b, h, c] = Σ_t window[b, t, c]·W[t, h] + bias[c]   (a per-channel linear map over time)
+attn_softmax      = softmax over j of scale[n, h]·x[b, c, i]·x[b, c, j]   (input-dependent, rows sum to 1)
+attn_rem          = a constant REM per head (λ^|i−j| off the diagonal for a regular head, zeros for softmax)
+attn_mixed        = (1 − g)·attn_softmax + g·attn_rem, computed in the graph from the manifest's gates
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 18
+
+
+@dataclass(frozen=True)
+class HeadDef:
+    kind: str  # regular | cyclic_cos | cyclic_sin | softmax
+    gate: float
+    lam: float | None = None
+    gamma: float | None = None
+    theta: float | None = None
+    dilation: int = 1
+
+
+DEFAULT_HEADS = (HeadDef("regular", gate=0.4, lam=0.7), HeadDef("softmax", gate=0.0))
+
+
+@dataclass(frozen=True)
+class ToySpec:
+    name: str = "toy"
+    version: int = 1
+    input_length: int = 8
+    horizon: int = 4
+    channels: tuple[str, ...] = ("HUFL", "MUFL", "OT")
+    n_layers: int = 1
+    heads: tuple[HeadDef, ...] = DEFAULT_HEADS
+    frequency: str = "1h"
+    frequency_seconds: int = 3600
+    seed: int | None = None  # None: derived from the version, so versions differ
+    manifest_overrides: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_heads(self) -> int:
+        return len(self.heads)
+
+
+def rem_matrix(head: HeadDef, length: int) -> np.ndarray:
+    """Unmasked REM (rsa.md §2): f(|i−j|/d) where d divides i−j, zero diagonal, zeros for softmax heads."""
+    lag = np.abs(np.subtract.outer(np.arange(length), np.arange(length)))
+    out = np.zeros((length, length), np.float64)
+    mask = (lag > 0) & (lag % head.dilation == 0)
+    steps = lag[mask] // head.dilation
+    if head.kind == "regular":
+        assert head.lam is not None
+        out[mask] = head.lam**steps
+    elif head.kind in ("cyclic_cos", "cyclic_sin"):
+        assert head.gamma is not None and head.theta is not None
+        wave = np.cos if head.kind == "cyclic_cos" else np.sin
+        out[mask] = head.gamma**steps * wave(steps * head.theta)
+    return out.astype(np.float32)
+
+
+def _parameters(spec: ToySpec) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(spec.seed if spec.seed is not None else 1000 + spec.version)
+    L, H, C, N, Hh = spec.input_length, spec.horizon, len(spec.channels), spec.n_layers, spec.n_heads
+    rem = np.stack([np.stack([rem_matrix(h, L) for h in spec.heads]) for _ in range(N)])  # [N, Hh, L, L]
+    gates = np.array([[h.gate for h in spec.heads]] * N, np.float32).reshape(N, Hh, 1, 1)
+    return {
+        "W": rng.normal(0, 1 / np.sqrt(L), (L, H)).astype(np.float32),
+        "bias": rng.normal(0, 1, (C, 1)).astype(np.float32),
+        "scale": (0.5 + np.arange(N * Hh, dtype=np.float32).reshape(N, Hh, 1, 1) * 0.25).astype(np.float32),
+        "rem": rem.astype(np.float32),
+        "gate": gates,
+        "one_minus_gate": (1.0 - gates).astype(np.float32),
+    }
+
+
+def _forecast_nodes() -> list[onnx.NodeProto]:
+    return [
+        helper.make_node("Transpose", ["window"], ["x_t"], perm=[0, 2, 1]),  # [B, C, L]
+        helper.make_node("MatMul", ["x_t", "W"], ["y_t"]),  # [B, C, H]
+        helper.make_node("Add", ["y_t", "bias"], ["y_tb"]),
+        helper.make_node("Transpose", ["y_tb"], ["forecast"], perm=[0, 2, 1]),  # [B, H, C]
+    ]
+
+
+def _inspect_nodes() -> list[onnx.NodeProto]:
+    return [
+        helper.make_node("Unsqueeze", ["x_t", "ax3"], ["x_col"]),  # [B, C, L, 1]
+        helper.make_node("Unsqueeze", ["x_t", "ax2"], ["x_row"]),  # [B, C, 1, L]
+        helper.make_node("Mul", ["x_col", "x_row"], ["outer"]),  # [B, C, L, L]
+        helper.make_node("Unsqueeze", ["outer", "ax23"], ["outer6"]),  # [B, C, 1, 1, L, L]
+        helper.make_node("Mul", ["outer6", "scale"], ["scores"]),  # [B, C, N, Hh, L, L]
+        helper.make_node("Softmax", ["scores"], ["attn_softmax"], axis=-1),
+        helper.make_node("Identity", ["rem"], ["attn_rem"]),  # [N, Hh, L, L]
+        helper.make_node("Mul", ["attn_softmax", "one_minus_gate"], ["soft_part"]),
+        helper.make_node("Mul", ["rem", "gate"], ["rem_part"]),
+        helper.make_node("Add", ["soft_part", "rem_part"], ["attn_mixed"]),
+    ]
+
+
+def _save(graph: onnx.GraphProto, path: Path) -> None:
+    opsets = [helper.make_opsetid("", OPSET)]
+    model = helper.make_model(graph, opset_imports=opsets, producer_name="rsa-fakes")
+    model.ir_version = 10
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, path)
+
+
+def _value_info(name: str, shape: list[int | str]) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def build_graphs(spec: ToySpec, folder: Path) -> None:
+    L, H, C, N, Hh = spec.input_length, spec.horizon, len(spec.channels), spec.n_layers, spec.n_heads
+    params = _parameters(spec)
+    window = _value_info("window", ["batch", L, C])
+    forecast = _value_info("forecast", ["batch", H, C])
+    base_init = [numpy_helper.from_array(params[k], k) for k in ("W", "bias")]
+    _save(helper.make_graph(_forecast_nodes(), "toy_forecast", [window], [forecast], base_init),
+          folder / "model.onnx")
+    axes = {"ax2": [2], "ax3": [3], "ax23": [2, 3]}
+    inspect_init = base_init + [
+        numpy_helper.from_array(params[k], k) for k in ("scale", "rem", "gate", "one_minus_gate")
+    ] + [numpy_helper.from_array(np.array(v, np.int64), k) for k, v in axes.items()]
+    outputs = [
+        forecast,
+        _value_info("attn_softmax", ["batch", C, N, Hh, L, L]),
+        _value_info("attn_rem", [N, Hh, L, L]),
+        _value_info("attn_mixed", ["batch", C, N, Hh, L, L]),
+    ]
+    graph = helper.make_graph(_forecast_nodes() + _inspect_nodes(), "toy_inspect", [window], outputs,
+                              inspect_init)
+    _save(graph, folder / "inspect.onnx")
+
+
+def _file_entry(path: Path) -> dict[str, Any]:
+    return {"sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "bytes": path.stat().st_size}
+
+
+def manifest_for(spec: ToySpec, folder: Path) -> dict[str, Any]:
+    L, H, C, N, Hh = spec.input_length, spec.horizon, len(spec.channels), spec.n_layers, spec.n_heads
+    heads = [
+        {"head": i, "kind": h.kind, "dilation": h.dilation, "lambda": h.lam, "gamma": h.gamma,
+         "theta": h.theta, "gate": h.gate}
+        for i, h in enumerate(spec.heads)
+    ]
+    manifest: dict[str, Any] = {
+        "name": spec.name,
+        "version": spec.version,
+        "created": "2026-11-22T01:00:00+00:00",
+        "input_length": L,
+        "horizon": H,
+        "channels": list(spec.channels),
+        "frequency": spec.frequency,
+        "frequency_seconds": spec.frequency_seconds,
+        "inputs": [{"name": "window", "dtype": "float32", "shape": ["batch", L, C]}],
+        "outputs": [{"name": "forecast", "dtype": "float32", "shape": ["batch", H, C]}],
+        "inspect_outputs": [
+            {"name": "forecast", "dtype": "float32", "shape": ["batch", H, C]},
+            {"name": "attn_softmax", "dtype": "float32", "shape": ["batch", C, N, Hh, L, L]},
+            {"name": "attn_rem", "dtype": "float32", "shape": [N, Hh, L, L]},
+            {"name": "attn_mixed", "dtype": "float32", "shape": ["batch", C, N, Hh, L, L]},
+        ],
+        "layers": [{"layer": n, "gate_mode": "layer", "heads": heads} for n in range(N)],
+        "architecture": {"d_model": 8, "n_heads": Hh, "n_layers": N},
+        "opset": OPSET,
+        "verification": {"onnx": onnx.__version__, "provider": "CPUExecutionProvider",
+                         "batch_sizes": [1, 7], "max_abs_error": 0.0, "tolerance": 1e-4},
+        "files": {name: _file_entry(folder / name) for name in ("model.onnx", "inspect.onnx")},
+        "metrics": {"test_mse": 0.5, "test_mae": 0.5},
+        "dataset": {"name": "toy", "file": "toy.csv", "sha256": "0" * 64, "mode": "multivariate",
+                    "target": spec.channels[-1]},
+    }
+    manifest.update(spec.manifest_overrides)
+    return manifest
+
+
+def write_version(repository: Path, spec: ToySpec) -> Path:
+    """<repository>/<name>/<version>/{model.onnx, inspect.onnx, manifest.json}; returns the folder."""
+    folder = repository / spec.name / str(spec.version)
+    folder.mkdir(parents=True, exist_ok=True)
+    build_graphs(spec, folder)
+    (folder / "manifest.json").write_text(json.dumps(manifest_for(spec, folder), indent=2))
+    return folder
+
+
+def write_repository(repository: Path, versions: tuple[int, ...] = (1, 2), name: str = "toy") -> Path:
+    for version in versions:
+        write_version(repository, ToySpec(name=name, version=version))
+    return repository

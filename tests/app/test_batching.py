@@ -1,0 +1,226 @@
+"""DynamicBatcher on its own: merging, splitting, order, overload, deadlines, failures, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from app.batching import Batch, DynamicBatcher, WorkItem
+from app.errors import InferenceError, ModelNotReady, Overloaded, Timeout
+
+
+def double(rows: np.ndarray) -> np.ndarray:
+    return rows * 2.0
+
+
+def make(run_fn: Callable[[np.ndarray], np.ndarray] = double, **kwargs: Any) -> DynamicBatcher:
+    options: dict[str, Any] = {"name": "t", "max_batch_rows": 64, "max_wait_s": 0.01,
+                               "max_queue_rows": 10_000}
+    options.update(kwargs)
+    return DynamicBatcher(run_fn, **options)
+
+
+def run(test: Callable[[], Awaitable[None]]) -> None:
+    asyncio.run(asyncio.wait_for(test(), 20))
+
+
+def rows(start: int, n: int) -> np.ndarray:
+    return np.arange(start, start + n, dtype=np.float32).reshape(n, 1)
+
+
+def test_concurrent_submits_are_merged_and_each_gets_its_own_rows() -> None:
+    async def scenario() -> None:
+        batches: list[Batch] = []
+        batcher = make(max_wait_s=0.05, on_batch=batches.append)
+        batcher.start()
+        inputs = [rows(100 * i, 1 + i % 4) for i in range(20)]
+        outputs = await asyncio.gather(*(batcher.submit(x, 5.0) for x in inputs))
+        for x, y in zip(inputs, outputs, strict=True):
+            np.testing.assert_array_equal(y, x * 2)
+        assert batcher.stats.session_calls == len(batches) < 20
+        assert batcher.stats.rows == sum(len(x) for x in inputs)
+        assert all(b.run_s is not None and b.run_s >= 0 for b in batches)
+        await batcher.stop()
+
+    run(scenario)
+
+
+def test_full_batch_is_flushed_without_waiting() -> None:
+    async def scenario() -> None:
+        batcher = make(max_batch_rows=4, max_wait_s=10.0)
+        batcher.start()
+        started = time.perf_counter()
+        out = await batcher.submit(rows(0, 4), 5.0)
+        assert time.perf_counter() - started < 2.0
+        np.testing.assert_array_equal(out, rows(0, 4) * 2)
+        await batcher.stop()
+
+    run(scenario)
+
+
+def test_large_request_is_split_and_reassembled_in_order() -> None:
+    async def scenario() -> None:
+        seen: list[int] = []
+
+        def record(x: np.ndarray) -> np.ndarray:
+            seen.append(len(x))
+            return x * 2
+
+        batcher = make(record, max_batch_rows=7)
+        batcher.start()
+        x = rows(0, 30)
+        small = rows(1000, 2)
+        big_out, small_out = await asyncio.gather(batcher.submit(x, 5.0), batcher.submit(small, 5.0))
+        np.testing.assert_array_equal(big_out, x * 2)
+        np.testing.assert_array_equal(small_out, small * 2)
+        assert max(seen) <= 7 and sum(seen) == 32
+        await batcher.stop()
+
+    run(scenario)
+
+
+def test_items_record_stage_timings() -> None:
+    async def scenario() -> None:
+        items: list[WorkItem] = []
+        batcher = make(on_item=items.append)
+        batcher.start()
+        await batcher.submit(rows(0, 3), 5.0)
+        (item,) = items
+        assert item.queue_wait_s is not None and item.queue_wait_s >= 0
+        assert item.total_s is not None and item.total_s >= item.queue_wait_s
+        assert item.session_calls == 1
+        await batcher.stop()
+
+    run(scenario)
+
+
+def test_overloaded_when_queue_is_full_but_an_empty_queue_takes_anything() -> None:
+    async def scenario() -> None:
+        gate = threading.Event()
+        calls: list[int] = []
+
+        def blocked(x: np.ndarray) -> np.ndarray:
+            calls.append(len(x))
+            gate.wait(5)
+            return x
+
+        batcher = make(blocked, max_batch_rows=1, max_wait_s=0.0, max_queue_rows=2, retry_after_s=7)
+        batcher.start()
+        first = asyncio.ensure_future(batcher.submit(rows(0, 1), 5.0))
+        while not calls:
+            await asyncio.sleep(0.001)
+        second = asyncio.ensure_future(batcher.submit(rows(1, 2), 5.0))
+        await asyncio.sleep(0)
+        assert batcher.queued_rows == 2
+        with pytest.raises(Overloaded) as info:
+            await batcher.submit(rows(3, 1), 5.0)
+        assert info.value.retry_after_s == 7 and info.value.limit == 2
+        assert batcher.stats.rejected_items == 1
+        gate.set()
+        np.testing.assert_array_equal(await first, rows(0, 1))
+        np.testing.assert_array_equal(await second, rows(1, 2))
+        # With the queue empty, a request larger than the whole queue is still taken.
+        np.testing.assert_array_equal(await batcher.submit(rows(0, 5), 5.0), rows(0, 5))
+        await batcher.stop()
+
+    run(scenario)
+
+
+def test_deadline_expired_in_the_queue_never_reaches_the_session() -> None:
+    async def scenario() -> None:
+        gate = threading.Event()
+        calls: list[np.ndarray] = []
+
+        def blocked(x: np.ndarray) -> np.ndarray:
+            calls.append(x)
+            gate.wait(5)
+            return x
+
+        batcher = make(blocked, max_batch_rows=1, max_wait_s=0.0)
+        batcher.start()
+        first = asyncio.ensure_future(batcher.submit(rows(0, 1), 5.0))
+        while not calls:
+            await asyncio.sleep(0.001)
+        with pytest.raises(Timeout):
+            await batcher.submit(rows(9, 1), 0.05)
+        gate.set()
+        await first
+        np.testing.assert_array_equal(await batcher.submit(rows(5, 1), 5.0), rows(5, 1))
+        assert [float(c[0, 0]) for c in calls] == [0.0, 5.0]
+        assert batcher.stats.dropped_items == 1
+        await batcher.stop()
+
+    run(scenario)
+
+
+def test_failing_session_fails_only_its_batch_and_worker_survives() -> None:
+    async def scenario() -> None:
+        def maybe_fail(x: np.ndarray) -> np.ndarray:
+            if (x < 0).any():
+                raise RuntimeError("boom")
+            return x
+
+        batcher = make(maybe_fail, max_wait_s=0.0)
+        batcher.start()
+        with pytest.raises(InferenceError, match="boom"):
+            await batcher.submit(-rows(1, 2), 5.0)
+        np.testing.assert_array_equal(await batcher.submit(rows(1, 2), 5.0), rows(1, 2))
+        assert batcher.stats.failed_calls == 1 and batcher.running
+        await batcher.stop()
+
+    run(scenario)
+
+
+def test_wrong_output_shape_is_an_inference_error() -> None:
+    async def scenario() -> None:
+        batcher = make(lambda x: x[:1], max_wait_s=0.0)
+        batcher.start()
+        with pytest.raises(InferenceError, match="returned"):
+            await batcher.submit(rows(0, 3), 5.0)
+        await batcher.stop()
+
+    run(scenario)
+
+
+def test_stop_drains_queued_work_then_refuses_new_work() -> None:
+    async def scenario() -> None:
+        batcher = make(max_wait_s=0.2)
+        batcher.start()
+        pending = [asyncio.ensure_future(batcher.submit(rows(i, 1), 5.0)) for i in range(3)]
+        await asyncio.sleep(0)  # let them queue
+        await batcher.stop()
+        for i, task in enumerate(pending):
+            np.testing.assert_array_equal(await task, rows(i, 1) * 2)
+        assert not batcher.running
+        with pytest.raises(ModelNotReady):
+            await batcher.submit(rows(0, 1), 5.0)
+
+    run(scenario)
+
+
+def test_stop_cancels_what_cannot_drain() -> None:
+    async def scenario() -> None:
+        gate = threading.Event()
+        batcher = make(lambda x: (gate.wait(5), x)[1], max_batch_rows=1, max_wait_s=0.0)
+        batcher.start()
+        first = asyncio.ensure_future(batcher.submit(rows(0, 1), 5.0))
+        second = asyncio.ensure_future(batcher.submit(rows(1, 1), 5.0))
+        await asyncio.sleep(0.05)
+        await batcher.stop(drain_timeout_s=0.1)
+        for task in (first, second):
+            with pytest.raises(ModelNotReady):
+                await task
+        gate.set()
+
+    run(scenario)
+
+
+def test_rejects_bad_configuration() -> None:
+    with pytest.raises(ValueError):
+        make(max_batch_rows=0)

@@ -1,0 +1,50 @@
+"""Settings from RSA_* environment variables."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from app.core.config import REPO_ROOT, Settings, get_settings
+
+
+def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith("RSA_"):
+            monkeypatch.delenv(name)
+    s = Settings()
+    assert s.model_repository == REPO_ROOT / "model_repository"
+    assert (s.models, s.device, s.max_series_per_request, s.max_batch_rows) == ([], "auto", 1024, 256)
+    assert (s.max_history_length, s.max_batch_wait_ms, s.intra_op_threads) == (100_000, 2.0, None)
+
+
+def test_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("RSA_MODEL_REPOSITORY", str(tmp_path))
+    monkeypatch.setenv("RSA_MODELS", " etth1-rsa, toy ,,")
+    monkeypatch.setenv("RSA_DEVICE", "cpu")
+    monkeypatch.setenv("RSA_MAX_BATCH_WAIT_MS", "0.5")
+    monkeypatch.setenv("RSA_LOG_LEVEL", "debug")
+    monkeypatch.setenv("RSA_GPU_MEM_LIMIT_BYTES", "")  # empty means unset
+    s = Settings()
+    assert s.model_repository == tmp_path
+    assert s.models == ["etth1-rsa", "toy"]
+    assert (s.device, s.max_batch_wait_ms, s.log_level, s.gpu_mem_limit_bytes) == ("cpu", 0.5, "DEBUG", None)
+
+
+@pytest.mark.parametrize(("name", "value"), [("RSA_DEVICE", "tpu"), ("RSA_MAX_BATCH_ROWS", "0"),
+                                             ("RSA_REQUEST_TIMEOUT_S", "abc")])
+def test_invalid_environment(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValidationError):
+        Settings()
+
+
+def test_get_settings_is_cached() -> None:
+    get_settings.cache_clear()
+    try:
+        assert get_settings() is get_settings()
+    finally:
+        get_settings.cache_clear()

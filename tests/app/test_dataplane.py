@@ -1,0 +1,84 @@
+"""Decoding and the data plane without HTTP: limits, timestamps, and a forecast through the registry."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.dataplane import DataPlane
+from app.decoding import decode_series, forecast_timestamps, resolve_channel, resolve_horizon
+from app.errors import InvalidInput, ModelNotFound, VersionNotFound
+from app.manifest import Manifest, load_manifest
+from app.registry import ModelRegistry
+from app.schemas import ForecastRequest, SeriesInput
+from tests.app.conftest import make_settings, ort_forecast
+
+
+@pytest.fixture(scope="module")
+def manifest(toy_repository: Path) -> Manifest:
+    return load_manifest(toy_repository / "toy" / "1" / "manifest.json")
+
+
+def test_decode_rows_and_columns_agree(manifest: Manifest) -> None:
+    x = np.arange(30, dtype=np.float32).reshape(10, 3)
+    as_rows = decode_series(SeriesInput(values=x.tolist()), manifest, "s", 100)
+    cols = {"OT": x[:, 2].tolist(), "HUFL": x[:, 0].tolist(), "MUFL": x[:, 1].tolist()}
+    as_cols = decode_series(SeriesInput(values=cols), manifest, "s", 100)
+    np.testing.assert_array_equal(as_rows.window, x[-8:])
+    np.testing.assert_array_equal(as_cols.window, x[-8:])
+    assert as_rows.n_values == as_cols.n_values == 10
+    assert as_rows.window.dtype == np.float32
+
+
+def test_decode_limits(manifest: Manifest) -> None:
+    with pytest.raises(InvalidInput) as info:
+        decode_series(SeriesInput(values=[[1.0, 2.0, 3.0]] * 7), manifest, "series[2]", 100)
+    assert (info.value.field, info.value.limit) == ("series[2].values", 8)
+    with pytest.raises(InvalidInput) as info:
+        decode_series(SeriesInput(values=[[1.0, 2.0, 3.0]] * 11), manifest, "s", 10)
+    assert info.value.limit == 10
+    with pytest.raises(InvalidInput) as info:
+        decode_series(SeriesInput(values={"HUFL": [1.0] * 8, "MUFL": [1.0] * 8, "OT": [1e39] * 8}), manifest,
+                      "s", 100)
+    assert info.value.field == "s.values.OT[0]"
+
+
+def test_timestamps() -> None:
+    start = datetime(2020, 1, 1)
+    assert forecast_timestamps(start, 96, 2, 900) == [start + timedelta(minutes=15 * 96),
+                                                      start + timedelta(minutes=15 * 97)]
+
+
+def test_horizon_and_channel(manifest: Manifest) -> None:
+    assert resolve_horizon(None, manifest) == 4 and resolve_horizon(1, manifest) == 1
+    with pytest.raises(InvalidInput):
+        resolve_horizon(5, manifest)
+    assert resolve_channel("OT", manifest) == 2 and resolve_channel(1, manifest) == 1
+    with pytest.raises(InvalidInput):
+        resolve_channel(-1, manifest)
+
+
+def test_forecast_through_registry_without_http(toy_repository: Path) -> None:
+    async def scenario() -> None:
+        registry = ModelRegistry(make_settings(toy_repository))
+        registry.discover()
+        await registry.load_all()
+        assert registry.ready
+        dataplane = DataPlane(registry, registry.settings)
+        x = np.random.default_rng(3).normal(0, 1, (2, 8, 3)).astype(np.float32)
+        request = ForecastRequest(series=[SeriesInput(id=str(i), values=w.tolist()) for i, w in enumerate(x)],
+                                  horizon=3)
+        response = await dataplane.forecast("toy", 1, request)
+        expected = ort_forecast(toy_repository / "toy" / "1" / "model.onnx", x)[:, :3]
+        np.testing.assert_allclose(np.array([f.forecast for f in response.forecasts]), expected, atol=1e-5)
+        with pytest.raises(ModelNotFound):
+            await dataplane.forecast("nope", None, request)
+        with pytest.raises(VersionNotFound):
+            await dataplane.forecast("toy", 3, request)
+        await registry.stop()
+
+    asyncio.run(scenario())

@@ -1,0 +1,87 @@
+"""manifest.json parsing and contract checks."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.manifest import ManifestError, load_manifest, parse_manifest
+
+
+@pytest.fixture
+def raw(toy_repository: Path) -> dict[str, Any]:
+    return json.loads((toy_repository / "toy" / "1" / "manifest.json").read_text())
+
+
+def test_parses_the_fake_manifest(raw: dict[str, Any]) -> None:
+    m = parse_manifest(raw)
+    assert (m.name, m.version, m.input_length, m.horizon, m.n_channels) == ("toy", 1, 8, 4, 3)
+    head = m.head(0, 0)
+    assert head is not None and head.lambda_ == 0.7
+    assert m.head(0, 5) is None and m.layer(3) is None
+
+
+def test_optional_sections_may_be_null(raw: dict[str, Any]) -> None:
+    raw.update(metrics=None, dataset=None, verification=None, architecture=None)
+    raw["source_checkpoint"] = {"file": "x"}  # unknown sections are ignored
+    del raw["created"], raw["frequency"], raw["opset"]
+    m = parse_manifest(raw)
+    assert m.metrics is None and m.created is None
+
+
+def test_docs_example_manifest_parses() -> None:
+    """The example in docs/artifacts.md (with its "…" placeholders filled in) is accepted."""
+    doc = Path(__file__).parents[2] / "docs" / "artifacts.md"
+    if not doc.is_file():
+        pytest.skip("docs/artifacts.md is not in this checkout")
+    text = doc.read_text()
+    example = text.split("```json", 1)[1].split("```", 1)[0].replace('"…"', '"' + "a" * 64 + '"')
+    m = parse_manifest(json.loads(example))
+    assert (m.name, m.input_length, m.channels[-1], m.layers[0].heads[1].kind) == ("etth1-rsa", 96, "OT",
+                                                                                      "cyclic_cos")
+
+
+def _broken(raw: dict[str, Any], path: list[Any], value: Any) -> dict[str, Any]:
+    data = copy.deepcopy(raw)
+    node = data
+    for key in path[:-1]:
+        node = node[key]
+    if value is KeyError:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    return data
+
+
+@pytest.mark.parametrize(("path", "value", "message"), [
+    (["input_length"], KeyError, "input_length"),
+    (["horizon"], 0, "horizon"),
+    (["channels"], ["a", "a", "b"], "unique"),
+    (["frequency_seconds"], -1, "frequency_seconds"),
+    (["inputs", 0, "shape"], ["batch", 9, 3], "does not match"),
+    (["inputs", 0, "name"], "x", "no tensor named 'window'"),
+    (["outputs", 0, "shape"], [1, 4, 3], "dynamic batch"),
+    (["outputs", 0, "dtype"], "float64", "float32"),
+    (["layers", 0, "heads", 0, "kind"], "quantum", "kind"),
+    (["layers", 0, "heads", 0, "gate"], 1.5, "gate"),
+    (["files", "inspect.onnx"], KeyError, "inspect.onnx"),
+    (["files", "model.onnx", "sha256"], "xyz", "sha256"),
+    (["inspect_outputs", 2, "name"], "attn_other", "attn_rem"),
+])
+def test_contract_violations_are_named(
+    raw: dict[str, Any], path: list[Any], value: Any, message: str
+) -> None:
+    with pytest.raises(ManifestError, match=message):
+        parse_manifest(_broken(raw, path, value))
+
+
+def test_unreadable_files(tmp_path: Path) -> None:
+    with pytest.raises(ManifestError, match="missing"):
+        load_manifest(tmp_path / "manifest.json")
+    (tmp_path / "manifest.json").write_text("{not json")
+    with pytest.raises(ManifestError, match="not readable JSON"):
+        load_manifest(tmp_path / "manifest.json")
