@@ -1,0 +1,101 @@
+"""The shipped default model, served from the repository as a fresh clone has it: no training, no torch."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.app.conftest import make_settings, ort_forecast, ort_run, running_client
+
+ROOT = Path(__file__).resolve().parents[2]
+REPOSITORY = ROOT / "model_repository"
+DEFAULT = REPOSITORY / "etth1-rsa" / "1"
+
+
+def etth1_rows(first: int, count: int) -> tuple[list[str], list[list[float]]]:
+    with (ROOT / "data" / "ETT" / "ETTh1.csv").open() as f:
+        rows = list(csv.reader(f))[1 + first : 1 + first + count]
+    return [r[0] for r in rows], [[float(v) for v in r[1:]] for r in rows]
+
+
+@pytest.fixture(scope="module")
+def client():
+    with running_client(make_settings(REPOSITORY, models=["etth1-rsa"])) as c:
+        yield c
+
+
+def test_shipped_model_is_complete_and_small():
+    manifest = json.loads((DEFAULT / "manifest.json").read_text())
+    assert manifest["input_length"] == 96 and manifest["dataset"]["name"] == "ETTh1"
+    assert manifest["dataset"]["mode"] == "M" and len(manifest["channels"]) == 7
+    assert manifest["metrics"]["test_mse"] > 0
+    assert sum(p.stat().st_size for p in DEFAULT.iterdir()) < 8 * 2**20  # a few MB at most
+
+
+def test_forecasts_equal_a_direct_onnxruntime_call(client):
+    starts = [11424, 12000, 14400 - 96 - 96]  # test-split windows
+    series, windows = [], []
+    for s in starts:
+        stamps, values = etth1_rows(s, 96)
+        series.append({"id": str(s), "values": values, "start": stamps[0].replace(" ", "T")})
+        windows.append(values)
+    r = client.post("/v1/models/etth1-rsa/forecast", json={"series": series})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    expected = ort_forecast(DEFAULT / "model.onnx", np.array(windows, np.float32))
+    for i, fc in enumerate(body["forecasts"]):
+        assert fc["id"] == str(starts[i])
+        np.testing.assert_allclose(np.array(fc["forecast"]), expected[i], atol=1e-5, rtol=0)
+    truth_stamps, _ = etth1_rows(starts[0] + 96, 96)
+    assert [t.replace("T", " ") for t in body["forecasts"][0]["timestamps"]] == truth_stamps
+
+
+def test_attention_mixed_is_the_gated_sum(client):
+    _, values = etth1_rows(12000, 96)
+    r = client.post("/v1/models/etth1-rsa/attention", json={"series": {"values": values}, "channel": "OT"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    soft, rem, mixed = ort_run(
+        DEFAULT / "inspect.onnx", np.array([values], np.float32), ["attn_softmax", "attn_rem", "attn_mixed"]
+    )
+    heads = body["layers"][0]["heads"]
+    assert len(heads) == 4
+    for h, head in enumerate(heads):
+        g = head["gate"]
+        s, p, m = (np.array(head["matrices"][k]) for k in ("softmax", "rem", "mixed"))
+        np.testing.assert_allclose(s, soft[0, 6, 0, h], atol=1e-6)
+        np.testing.assert_allclose(p, rem[0, h], atol=1e-6)
+        np.testing.assert_allclose(m, mixed[0, 6, 0, h], atol=1e-6)
+        np.testing.assert_allclose(m, (1 - g) * s + g * p, atol=1e-5)
+
+
+def test_served_without_torch(tmp_path):
+    """A fresh process in which importing torch fails still loads and serves the shipped model."""
+    code = f"""
+import sys
+sys.modules["torch"] = None  # any import of torch now raises ImportError
+sys.path.insert(0, {str(ROOT)!r})
+from fastapi.testclient import TestClient
+from app.core.config import Settings
+from app.main import create_app
+import time
+settings = Settings(model_repository={str(REPOSITORY)!r}, device="cpu", intra_op_threads=1)
+with TestClient(create_app(settings)) as c:
+    for _ in range(500):
+        if c.get("/readyz").status_code == 200:
+            break
+        time.sleep(0.02)
+    r = c.post("/v1/models/etth1-rsa/forecast", json={{"series": [{{"values": [[1.0] * 7] * 96}}]}})
+    assert r.status_code == 200, r.text
+    assert len(r.json()["forecasts"][0]["forecast"]) == 96
+print("served")
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "served" in proc.stdout
