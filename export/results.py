@@ -103,14 +103,14 @@ def render(groups: dict[tuple[str, str, int], list[dict]]) -> str:
     if rsa96:
         m96 = _stat(rsa96, "mse")[0]
         ok = "met" if m96 <= TARGET_H96 else "**missed**"
-        lines.append(f"- RSA MSE at horizon 96 ≤ {TARGET_H96}: {m96:.3f} — {ok}.")
+        lines.append(f"- RSA MSE at horizon 96 ≤ {TARGET_H96:.3f}: {m96:.3f} — {ok}.")
         refs = ", ".join(f"{k} {v}" for k, v in PUBLISHED_H96.items())
         lines.append(f"  Published at this setting (not rerun here): {refs}.")
     have = [h for h in MAIN_HORIZONS if g(("ETTh1", "rsa", h))]
     if len(have) == len(MAIN_HORIZONS):
         mean4 = statistics.fmean(_stat(g(("ETTh1", "rsa", h)), "mse")[0] for h in MAIN_HORIZONS)
         ok = "met" if mean4 <= TARGET_MEAN else "**missed**"
-        lines.append(f"- Mean RSA MSE over horizons 96/192/336/720 ≤ {TARGET_MEAN}: {mean4:.3f} — {ok}.")
+        lines.append(f"- Mean RSA MSE over horizons 96/192/336/720 ≤ {TARGET_MEAN:.3f}: {mean4:.3f} — {ok}.")
     else:
         lines.append(f"- Mean over 96/192/336/720: only horizons {have} have runs — not judged.")
     pairs = [h for h in MAIN_HORIZONS if g(("ETTh1", "rsa", h)) and g(("ETTh1", "baseline", h))]

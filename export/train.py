@@ -48,6 +48,7 @@ class TrainConfig:
     batch_size: int = 64
     lr: float = 1e-3
     weight_decay: float = 0.05
+    rem_lr_mult: float = 1.0  # learning-rate multiplier for η, ν, θ and μ
     patience: int = 3  # early stopping: epochs without a better validation MSE
     seed: int = 0
     threads: int = 0  # 0: the CPUs this process may run on
@@ -121,6 +122,18 @@ def warmup_cosine(total_steps: int, warmup: float = 0.05):
     return factor
 
 
+def param_groups(model: RSAForecaster, cfg: TrainConfig) -> list[dict[str, Any]]:
+    """Weight decay on matrices only (nanoGPT's rule); the REM scalars and gates (η, ν, θ, μ) get no
+    decay and their own learning-rate multiplier: a handful of scalars behind saturating squashes."""
+    rem = {n for n, _ in model.named_parameters() if ".rem." in n or n.endswith(".mu")}
+    named = list(model.named_parameters())
+    return [
+        {"params": [p for n, p in named if n not in rem and p.dim() >= 2], "weight_decay": cfg.weight_decay},
+        {"params": [p for n, p in named if n not in rem and p.dim() < 2], "weight_decay": 0.0},
+        {"params": [p for n, p in named if n in rem], "weight_decay": 0.0, "lr": cfg.lr * cfg.rem_lr_mult},
+    ]
+
+
 def build_model(cfg: TrainConfig, channels: int) -> RSAForecaster:
     mcfg = ModelConfig(**{**cfg.model, "channels": channels})
     return RSAForecaster(mcfg.baseline() if cfg.variant == "baseline" else mcfg)
@@ -143,12 +156,7 @@ def train(cfg: TrainConfig) -> Path:
     run_dir.mkdir(parents=True, exist_ok=True)
     ckpt_path = run_dir / "checkpoint.safetensors"
 
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]  # biases, norms, REM scalars, gates
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=cfg.lr,
-    )
+    opt = torch.optim.AdamW(param_groups(model, cfg), lr=cfg.lr)
     n_train = ds.train.num_windows
     per_epoch = min(n_train, cfg.max_train_windows) if cfg.max_train_windows else n_train
     steps_per_epoch = math.ceil(per_epoch / cfg.batch_size)

@@ -142,3 +142,17 @@ def test_cli_reports_a_bad_csv_without_a_traceback(tmp_path):
     assert proc.returncode == 2
     assert "line 6" in proc.stderr and "'b'" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_evaluate_command_prints_the_report_metrics(run):
+    proc = subprocess.run(
+        [sys.executable, "-m", "export.evaluate", str(run / "checkpoint.safetensors")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    report = json.loads((run / "report.json").read_text())
+    assert out["split"] == "test" and out["windows"] == report["windows"]["test"]
+    assert out["mse"] == pytest.approx(report["test"]["mse"], rel=1e-5)

@@ -1,0 +1,41 @@
+"""The results page is computed from the reports, targets judged from the numbers."""
+
+from __future__ import annotations
+
+import json
+
+from export.results import collect, render
+
+
+def report(tmp_path, data, variant, horizon, seed, mse):
+    d = tmp_path / f"{data}-{variant}-{horizon}-{seed}"
+    d.mkdir()
+    heads = [{"kind": "regular", "dilation": 1, "lambda": 0.9, "gamma": None, "theta": None, "gate": 0.4}]
+    r = {
+        "name": d.name,
+        "variant": variant,
+        "seed": seed,
+        "data": {"name": data, "mode": "M"},
+        "model_config": {"input_length": 96, "horizon": horizon},
+        "test": {"mse": mse, "mae": mse / 2},
+        "seconds_per_epoch": 50.0,
+        "recurrence": [{"layer": 0, "heads": heads}],
+    }
+    (d / "report.json").write_text(json.dumps(r))
+
+
+def test_render_means_targets_and_paper_comparison(tmp_path):
+    for seed, mse in enumerate([0.36, 0.38, 0.39]):
+        report(tmp_path, "ETTh1", "rsa", 96, seed, mse)
+    report(tmp_path, "ETTh1", "baseline", 96, 0, 0.385)
+    for h, (rsa, base) in {192: (0.42, 0.43), 336: (0.45, 0.44), 720: (0.46, 0.47)}.items():
+        report(tmp_path, "ETTh1", "rsa", h, 0, rsa)
+        report(tmp_path, "ETTh1", "baseline", h, 0, base)
+    report(tmp_path, "ETTh1", "rsa", 24, 0, 0.30)
+    page = render(collect(tmp_path))
+    assert "| 96 | 0.377 ± 0.015 | 0.188 ± 0.008 | 0.385 |" in page
+    assert "RSA MSE at horizon 96 ≤ 0.380: 0.377 — met" in page
+    assert "0.427 — met" in page  # (0.3767 + 0.42 + 0.45 + 0.46) / 4
+    assert "wins at [96, 192, 720] of [96, 192, 336, 720] — met" in page
+    assert "| 24 | 0.414 | 0.300 | yes |" in page
+    assert "| 48 | 0.467 | — | — |" in page
