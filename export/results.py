@@ -61,7 +61,7 @@ def _seeds(reports: list[dict] | None) -> str:
     return str(len(reports)) if reports else "0"
 
 
-def render(groups: dict[tuple[str, str, int], list[dict]]) -> str:
+def render(groups: dict[tuple[str, str, int], list[dict]], tuning: list[dict] | None = None) -> str:
     g = groups.get
     lines = [
         "# Results",
@@ -128,6 +128,21 @@ def render(groups: dict[tuple[str, str, int], list[dict]]) -> str:
         better = "—" if not ours else ("yes" if _stat(ours, "mse")[0] < ref else "**no**")
         lines.append(f"| {h} | {ref} | {_fmt(ours)} | {better} |")
 
+    if tuning:
+        lines += ["", "## What we tried (ETTh1, RSA, horizon 96, seed 0; chosen on validation MSE)", ""]
+        lines += [
+            "| run | d_model | dropout | lr | REM lr × | REM heads (k1..k6) | dilation | epochs | best val |"
+            " test |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in tuning:
+            m, c = r["model_config"], r["config"]
+            lines.append(
+                f"| {r['name']} | {m['d_model']} | {m['dropout']} | {c['lr']} | {c.get('rem_lr_mult', 1.0)} |"
+                f" {m['rem_heads']} | {m['dilation']} | {len(r['epochs'])} | {r['val']['mse']:.4f} |"
+                f" {r['test']['mse']:.4f} |"
+            )
+
     lines += ["", "## What the models learned (ETTh1, horizon 96)", ""]
     lines.append("Gate σ(μ) = weight of the REM in each head's attention; λ, γ, θ of each REM head.")
     lines.append("")
@@ -147,10 +162,12 @@ def render(groups: dict[tuple[str, str, int], list[dict]]) -> str:
 
 def main(
     runs: Annotated[Path, typer.Option(help="folder of run folders")] = Path("results/runs"),
+    tuning: Annotated[Path, typer.Option(help="folder of tuning run folders")] = Path("results/tuning"),
     out: Annotated[Path, typer.Option(help="Markdown page to write")] = Path("docs/results.md"),
 ) -> None:
     """Rebuild the results page from the run reports."""
-    text = render(collect(resolve(runs)))
+    tried = [json.loads(p.read_text()) for p in sorted(resolve(tuning).glob("*/report.json"))]
+    text = render(collect(resolve(runs)), tried)
     resolve(out).write_text(text)
     typer.echo(f"wrote {out}")
 
