@@ -193,3 +193,19 @@ def test_parity_failure_raises_export_error(checkpoint, tmp_path, monkeypatch):
     with pytest.raises(ExportError, match="max \\|ONNX Runtime - PyTorch\\|"):
         export_model(checkpoint, repo, "tiny")
     assert sorted(p.name for p in (repo / "tiny").iterdir()) == ["1"]
+
+
+def test_forecast_graph_holds_the_scaled_kernel_and_gate_as_initializers(version_dir, checkpoint):
+    model, _ = load_checkpoint(checkpoint)
+    g, P = model.layers[0].attn.kernels(16)
+    inits = {
+        i.name: onnx.numpy_helper.to_array(i)
+        for i in onnx.load(str(version_dir / "model.onnx")).graph.initializer
+    }
+    np.testing.assert_allclose(
+        inits["model.layers.0.attn.rem_scaled"], (g[:, None, None] * P).detach(), atol=1e-7
+    )
+    np.testing.assert_allclose(
+        inits["model.layers.0.attn.softmax_scale"], (1 - g)[:, None, None].detach(), atol=1e-7
+    )
+    assert inits["model.layers.0.attn.rem_scaled"].shape == (3, 16, 16)
