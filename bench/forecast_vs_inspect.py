@@ -1,6 +1,6 @@
 """Does the forecast path pay for attention inspection?  Side by side, in one run, on one machine:
 
-    .venv/bin/python bench/forecast_vs_inspect.py [model_repository/etth1-rsa/1] [--repeats 200]
+    .venv/bin/python -m bench.forecast_vs_inspect [model_repository/etth1-rsa/1] [--repeats 200]
 
 - model.onnx: the forecast graph (built without inspection outputs) — what /forecast runs;
 - inspect.onnx asked for `forecast` only: what a single graph with extra outputs would cost a forecast;
