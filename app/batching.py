@@ -146,8 +146,9 @@ class DynamicBatcher:
             try:
                 await asyncio.wait_for(asyncio.shield(worker), drain_timeout_s)
             except TimeoutError:
-                logger.warning("batcher %s: queue not drained in %.1fs; cancelling", self.name,
-                               drain_timeout_s)
+                logger.warning(
+                    "batcher %s: queue not drained in %.1fs; cancelling", self.name, drain_timeout_s
+                )
                 worker.cancel()
                 await asyncio.gather(worker, return_exceptions=True)
         while self._queue:

@@ -5,16 +5,19 @@ Knows the request/response schemas and the domain errors, nothing about HTTP.
 
 from __future__ import annotations
 
+import asyncio
+from datetime import datetime
+
 import numpy as np
 
 from app.batching import DynamicBatcher
 from app.core.config import Settings
 from app.decoding import decode_series, forecast_timestamps, resolve_channel, resolve_horizon
-from app.errors import InvalidInput
+from app.errors import InvalidInput, Overloaded, Timeout
 from app.manifest import Manifest
 from app.plotting import render_attention_png
 from app.registry import ModelRegistry, ModelVersion, ServedModel
-from app.runtime import OnnxModel
+from app.runtime import InspectResult, OnnxModel
 from app.schemas import (
     AttentionRequest,
     AttentionResponse,
@@ -42,6 +45,7 @@ class DataPlane:
     def __init__(self, registry: ModelRegistry, settings: Settings) -> None:
         self.registry = registry
         self.settings = settings
+        self._attention_in_flight = 0
 
     # -- forecast --------------------------------------------------------------------------------
     async def forecast(self, name: str, version: int | None, request: ForecastRequest) -> ForecastResponse:
@@ -49,24 +53,28 @@ class DataPlane:
         manifest, model, batcher = _loaded(mv)
         limit = self.settings.max_series_per_request
         if len(request.series) > limit:
-            raise InvalidInput(f"series has {len(request.series)} items; at most {limit} are accepted",
-                               field="series", limit=limit)
+            raise InvalidInput(
+                f"series has {len(request.series)} items; at most {limit} are accepted",
+                field="series",
+                limit=limit,
+            )
         horizon = resolve_horizon(request.horizon, manifest)
         decoded = [
             decode_series(s, manifest, f"series[{i}]", self.settings.max_history_length)
             for i, s in enumerate(request.series)
+        ]
+        # Timestamps before the session call: a start too close to the calendar's end is the
+        # client's mistake, and must not cost a model run first.
+        stamps = [
+            _timestamps(d.start, d.n_values, horizon, manifest.frequency_seconds, f"series[{i}].start")
+            for i, d in enumerate(decoded)
         ]
         windows = np.stack([d.window for d in decoded])  # [S, L, C]
         outputs = await batcher.submit(windows, self.settings.request_timeout_s)  # [S, H, C]
         channels = list(manifest.channels)
         forecasts = [
             SeriesForecast.model_construct(
-                id=d.id,
-                forecast=outputs[i, :horizon].tolist(),
-                channels=channels,
-                timestamps=None if d.start is None else forecast_timestamps(
-                    d.start, d.n_values, horizon, manifest.frequency_seconds
-                ),
+                id=d.id, forecast=outputs[i, :horizon].tolist(), channels=channels, timestamps=stamps[i]
             )
             for i, d in enumerate(decoded)
         ]
@@ -82,7 +90,7 @@ class DataPlane:
         decoded = decode_series(request.series, manifest, "series", self.settings.max_history_length)
         if manifest.n_layers is not None and request.layers is not None:
             _check_layers(request.layers, manifest.n_layers)  # before paying for the session call
-        result = await self.registry.run_blocking(model.inspect, decoded.window[None])
+        result = await self._inspect(mv.name, model, decoded.window[None])
         n_layers = int(result.rem.shape[0])
         layers = request.layers if request.layers is not None else list(range(n_layers))
         _check_layers(layers, n_layers)
@@ -97,9 +105,12 @@ class DataPlane:
         ]
         provider = model.inspect_provider or model.provider
         return AttentionResponse(
-            model=mv.name, version=mv.version, provider=provider,
+            model=mv.name,
+            version=mv.version,
+            provider=provider,
             channel=ChannelRef(index=channel, name=manifest.channels[channel]),
-            input_length=manifest.input_length, layers=out_layers,
+            input_length=manifest.input_length,
+            layers=out_layers,
         )
 
     async def attention_png(self, name: str, version: int | None, request: AttentionRequest) -> bytes:
@@ -107,6 +118,31 @@ class DataPlane:
         result = await self.attention(name, version, request)
         matrices = list(dict.fromkeys(request.matrices))
         return await self.registry.run_blocking(render_attention_png, result, matrices)
+
+    async def _inspect(self, name: str, model: OnnxModel, windows: np.ndarray) -> InspectResult:
+        """The inspection session call, bounded like the batcher: at most `max_attention_in_flight`
+        calls (503 above) and the request timeout (504). A timed-out call still holds its slot until
+        its thread really finishes, so timeouts cannot pile up work behind the bound."""
+        limit = self.settings.max_attention_in_flight
+        if self._attention_in_flight >= limit:
+            raise Overloaded(
+                f"model {name}: {self._attention_in_flight} attention calls in flight; retry later",
+                limit=limit,
+                retry_after_s=self.settings.retry_after_s,
+            )
+        self._attention_in_flight += 1
+        call = asyncio.ensure_future(self.registry.run_blocking(model.inspect, windows))
+        call.add_done_callback(self._release_attention_slot)
+        timeout = self.settings.request_timeout_s
+        try:
+            return await asyncio.wait_for(asyncio.shield(call), timeout)
+        except TimeoutError:
+            raise Timeout(f"model {name}: no attention result within {timeout:g}s", limit=timeout) from None
+
+    def _release_attention_slot(self, call: asyncio.Future) -> None:
+        self._attention_in_flight -= 1
+        if not call.cancelled():
+            call.exception()  # retrieved, so a call whose client timed out logs no "never retrieved"
 
     # -- metadata --------------------------------------------------------------------------------
     def models(self) -> ModelList:
@@ -119,8 +155,11 @@ class DataPlane:
 def _check_layers(layers: list[int], n_layers: int) -> None:
     for i, layer in enumerate(layers):
         if not 0 <= layer < n_layers:
-            raise InvalidInput(f"layers[{i}] = {layer} is out of range 0..{n_layers - 1}",
-                               field=f"layers[{i}]", limit=n_layers - 1)
+            raise InvalidInput(
+                f"layers[{i}] = {layer} is out of range 0..{n_layers - 1}",
+                field=f"layers[{i}]",
+                limit=n_layers - 1,
+            )
 
 
 def describe_version(mv: ModelVersion) -> VersionInfo:
@@ -130,27 +169,50 @@ def describe_version(mv: ModelVersion) -> VersionInfo:
     if mv.batcher is not None:
         s = mv.batcher.stats
         info.batching = BatchingStats(
-            session_calls=s.session_calls, rows=s.rows, failed_calls=s.failed_calls,
-            rejected_requests=s.rejected_items, expired_requests=s.expired_items,
+            session_calls=s.session_calls,
+            rows=s.rows,
+            failed_calls=s.failed_calls,
+            rejected_requests=s.rejected_items,
+            expired_requests=s.expired_items,
             dropped_requests=s.dropped_items,
         )
     m = mv.manifest
     if m is not None:
-        info = info.model_copy(update={
-            "created": m.created, "input_length": m.input_length, "horizon": m.horizon,
-            "channels": list(m.channels), "frequency": m.frequency, "frequency_seconds": m.frequency_seconds,
-            "layers": [
-                LayerInfo(layer=spec.layer, gate_mode=spec.gate_mode, heads=[
-                    HeadInfo(head=h.head, kind=h.kind, dilation=h.dilation, lambda_=h.lambda_, gamma=h.gamma,
-                             theta=h.theta, gate=h.gate)
-                    for h in spec.heads
-                ])
-                for spec in m.layers
-            ],
-            "architecture": m.architecture, "metrics": m.metrics, "dataset": m.dataset,
-            "verification": m.verification, "opset": m.opset,
-            "files": {k: FileInfo(sha256=f.sha256, bytes=f.bytes) for k, f in m.files.items()},
-        })
+        info = info.model_copy(
+            update={
+                "created": m.created,
+                "input_length": m.input_length,
+                "horizon": m.horizon,
+                "channels": list(m.channels),
+                "frequency": m.frequency,
+                "frequency_seconds": m.frequency_seconds,
+                "layers": [
+                    LayerInfo(
+                        layer=spec.layer,
+                        gate_mode=spec.gate_mode,
+                        heads=[
+                            HeadInfo(
+                                head=h.head,
+                                kind=h.kind,
+                                dilation=h.dilation,
+                                lambda_=h.lambda_,
+                                gamma=h.gamma,
+                                theta=h.theta,
+                                gate=h.gate,
+                            )
+                            for h in spec.heads
+                        ],
+                    )
+                    for spec in m.layers
+                ],
+                "architecture": m.architecture,
+                "metrics": m.metrics,
+                "dataset": m.dataset,
+                "verification": m.verification,
+                "opset": m.opset,
+                "files": {k: FileInfo(sha256=f.sha256, bytes=f.bytes) for k, f in m.files.items()},
+            }
+        )
     return info
 
 
@@ -172,7 +234,10 @@ def _matrix_set(
 
 
 def _layer_attention(
-    manifest: Manifest, layer: int, arrays: dict[MatrixName, np.ndarray], wanted: list[MatrixName],
+    manifest: Manifest,
+    layer: int,
+    arrays: dict[MatrixName, np.ndarray],
+    wanted: list[MatrixName],
     average: bool,
 ) -> LayerAttention:
     n_heads = arrays["rem"].shape[1]
@@ -180,16 +245,18 @@ def _layer_attention(
     heads = []
     for h in range(n_heads):
         head = manifest.head(layer, h)
-        heads.append(HeadAttention(
-            head=h,
-            kind=head.kind if head else None,
-            dilation=head.dilation if head else None,
-            lambda_=head.lambda_ if head else None,
-            gamma=head.gamma if head else None,
-            theta=head.theta if head else None,
-            gate=head.gate if head else None,
-            matrices=None if average else _matrix_set(arrays, wanted, (layer, h)),
-        ))
+        heads.append(
+            HeadAttention(
+                head=h,
+                kind=head.kind if head else None,
+                dilation=head.dilation if head else None,
+                lambda_=head.lambda_ if head else None,
+                gamma=head.gamma if head else None,
+                theta=head.theta if head else None,
+                gate=head.gate if head else None,
+                matrices=None if average else _matrix_set(arrays, wanted, (layer, h)),
+            )
+        )
     mean = None
     if average:
         means = {m: arrays[m][layer].mean(axis=0) for m in wanted}
@@ -201,3 +268,16 @@ def _loaded(mv: ModelVersion) -> tuple[Manifest, OnnxModel, DynamicBatcher]:
     """The parts of a version the registry only hands out once it is ready."""
     assert mv.manifest is not None and mv.model is not None and mv.batcher is not None
     return mv.manifest, mv.model, mv.batcher
+
+
+def _timestamps(
+    start: datetime | None, n_values: int, horizon: int, step_s: float, field: str
+) -> list[datetime] | None:
+    if start is None:
+        return None
+    try:
+        return forecast_timestamps(start, n_values, horizon, step_s)
+    except OverflowError:
+        raise InvalidInput(
+            f"{field}: the forecast would run past the last representable date (year 9999)", field=field
+        ) from None

@@ -37,14 +37,16 @@ def decode_series(series: SeriesInput, manifest: Manifest, field: str, max_histo
         if unknown:
             raise InvalidInput(
                 f"{field}.values: unknown channel {unknown[0]!r}; the model's channels are {list(channels)}",
-                field=f"{field}.values.{unknown[0]}", limit=list(channels),
+                field=f"{field}.values.{unknown[0]}",
+                limit=list(channels),
             )
         missing = [name for name in channels if name not in values]
         if missing:
             raise InvalidInput(
                 f"{field}.values: missing channel {missing[0]!r}; every model channel is required: "
                 f"{list(channels)}",
-                field=f"{field}.values.{missing[0]}", limit=list(channels),
+                field=f"{field}.values.{missing[0]}",
+                limit=list(channels),
             )
         lengths = {name: len(values[name]) for name in channels}
         n = lengths[channels[0]]
@@ -53,7 +55,8 @@ def decode_series(series: SeriesInput, manifest: Manifest, field: str, max_histo
                 raise InvalidInput(
                     f"{field}.values.{name} has {length} values but {field}.values.{channels[0]} has {n}; "
                     "all columns must have the same length",
-                    field=f"{field}.values.{name}", limit=n,
+                    field=f"{field}.values.{name}",
+                    limit=n,
                 )
         _check_length(n, L, max_history, f"{field}.values")
         array = np.empty((n, C), np.float32)
@@ -67,7 +70,8 @@ def decode_series(series: SeriesInput, manifest: Manifest, field: str, max_histo
             if len(row) != C:
                 raise InvalidInput(
                     f"{field}.values[{i}] has {len(row)} values; the model has {C} channels {list(channels)}",
-                    field=f"{field}.values[{i}]", limit=C,
+                    field=f"{field}.values[{i}]",
+                    limit=C,
                 )
         _check_length(n, L, max_history, f"{field}.values")
         with np.errstate(over="ignore"):
@@ -77,8 +81,9 @@ def decode_series(series: SeriesInput, manifest: Manifest, field: str, max_histo
     if not np.isfinite(array).all():
         index, c = (int(i) for i in np.argwhere(~np.isfinite(array))[0])
         path = layout_path.format(field=field, channel=channels[c], index=index, c=c)
-        raise InvalidInput(f"{path} is outside the float32 range (|x| <= {FLOAT32_MAX:.4g})",
-                           field=path, limit=FLOAT32_MAX)
+        raise InvalidInput(
+            f"{path} is outside the float32 range (|x| <= {FLOAT32_MAX:.4g})", field=path, limit=FLOAT32_MAX
+        )
     return DecodedSeries(id=series.id, window=array[n - L :], n_values=n, start=series.start)
 
 
@@ -86,11 +91,13 @@ def _check_length(n: int, input_length: int, max_history: int, field: str) -> No
     if n < input_length:
         raise InvalidInput(
             f"{field} has {n} points; the model needs at least {input_length} (its input length)",
-            field=field, limit=input_length,
+            field=field,
+            limit=input_length,
         )
     if n > max_history:
         raise InvalidInput(
-            f"{field} has {n} points; at most {max_history} are accepted per series", field=field,
+            f"{field} has {n} points; at most {max_history} are accepted per series",
+            field=field,
             limit=max_history,
         )
 
@@ -107,7 +114,8 @@ def resolve_horizon(requested: int | None, manifest: Manifest) -> int:
     if not 1 <= requested <= manifest.horizon:
         raise InvalidInput(
             f"horizon must be between 1 and the model horizon {manifest.horizon}, got {requested}",
-            field="horizon", limit=manifest.horizon,
+            field="horizon",
+            limit=manifest.horizon,
         )
     return requested
 
@@ -116,10 +124,16 @@ def resolve_channel(channel: int | str, manifest: Manifest) -> int:
     channels = manifest.channels
     if isinstance(channel, str):
         if channel not in channels:
-            raise InvalidInput(f"channel {channel!r} is not one of the model's channels {list(channels)}",
-                               field="channel", limit=list(channels))
+            raise InvalidInput(
+                f"channel {channel!r} is not one of the model's channels {list(channels)}",
+                field="channel",
+                limit=list(channels),
+            )
         return channels.index(channel)
     if not 0 <= channel < len(channels):
-        raise InvalidInput(f"channel index {channel} is out of range 0..{len(channels) - 1}",
-                           field="channel", limit=len(channels) - 1)
+        raise InvalidInput(
+            f"channel index {channel} is out of range 0..{len(channels) - 1}",
+            field="channel",
+            limit=len(channels) - 1,
+        )
     return channel

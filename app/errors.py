@@ -177,8 +177,15 @@ def register_exception_handlers(app: FastAPI) -> None:
         assert isinstance(exc, ServiceError)
         if exc.status_code >= 500:  # 500 is our fault; 503/504 are load, worth a warning only
             level = logging.ERROR if exc.status_code == 500 else logging.WARNING
-            logger.log(level, "%s %s -> %d %s: %s", request.method, request.url.path, exc.status_code,
-                       exc.code, exc.message)
+            logger.log(
+                level,
+                "%s %s -> %d %s: %s",
+                request.method,
+                request.url.path,
+                exc.status_code,
+                exc.code,
+                exc.message,
+            )
         return error_response_for(exc)
 
     async def on_validation_error(request: Request, exc: Exception) -> JSONResponse:
@@ -193,8 +200,12 @@ def register_exception_handlers(app: FastAPI) -> None:
         settings = getattr(request.app.state, "settings", None)
         if exc.status_code == 413 and settings is not None:  # a streamed body counted past the limit
             limit = settings.max_body_bytes
-            body = ErrorBody(code=code, message=f"request body is over the limit of {limit} bytes",
-                             field="body", limit=limit)
+            body = ErrorBody(
+                code=code,
+                message=f"request body is over the limit of {limit} bytes",
+                field="body",
+                limit=limit,
+            )
         return error_response(exc.status_code, body, dict(exc.headers) if exc.headers else None)
 
     async def on_unexpected_error(request: Request, exc: Exception) -> JSONResponse:

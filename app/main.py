@@ -44,8 +44,11 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     app.state.settings = settings
     app.state.registry = registry
     app.state.dataplane = DataPlane(registry, settings)
-    logger.info("serving from %s: %s", settings.model_repository,
-                ", ".join(f"{s.name} {sorted(s.versions)}" for s in registry.models.values()) or "nothing")
+    logger.info(
+        "serving from %s: %s",
+        settings.model_repository,
+        ", ".join(f"{s.name} {sorted(s.versions)}" for s in registry.models.values()) or "nothing",
+    )
     loader = asyncio.create_task(_load_models(registry), name="load-models")
     try:
         yield

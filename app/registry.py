@@ -137,8 +137,9 @@ class ModelRegistry:
             raise
         except Exception as exc:
             mv.state, mv.error = "failed", f"{type(exc).__name__}: {exc}"
-            logger.error("model %s version %s at %s failed to load: %s", mv.name, mv.version, mv.path,
-                         mv.error)
+            logger.error(
+                "model %s version %s at %s failed to load: %s", mv.name, mv.version, mv.path, mv.error
+            )
             return
         batcher = DynamicBatcher(
             model.forecast,
@@ -151,8 +152,15 @@ class ModelRegistry:
         )
         batcher.start()
         mv.manifest, mv.model, mv.batcher, mv.state = manifest, model, batcher, "ready"
-        logger.info("model %s version %s ready on %s (L=%d, H=%d, C=%d)", mv.name, mv.version,
-                    model.provider, manifest.input_length, manifest.horizon, manifest.n_channels)
+        logger.info(
+            "model %s version %s ready on %s (L=%d, H=%d, C=%d)",
+            mv.name,
+            mv.version,
+            model.provider,
+            manifest.input_length,
+            manifest.horizon,
+            manifest.n_channels,
+        )
 
     def _open(self, ref: VersionRef) -> tuple[Manifest, OnnxModel]:
         manifest = read_version(ref)
@@ -200,14 +208,16 @@ class ModelRegistry:
             if mv is None:
                 reason = "is still loading" if served.loading else "has no loaded version"
                 details = "; ".join(served.errors())
-                raise ModelNotReady(f"model {name!r} {reason}" + (f" ({details})" if details else ""),
-                                    retry_after_s=retry)
+                raise ModelNotReady(
+                    f"model {name!r} {reason}" + (f" ({details})" if details else ""), retry_after_s=retry
+                )
             return mv
         mv = served.versions.get(version)
         if mv is None:
             known = ", ".join(str(v) for v in sorted(served.versions)) or "none"
-            raise VersionNotFound(f"model {name!r} has no version {version}; versions: {known}",
-                                  field="version")
+            raise VersionNotFound(
+                f"model {name!r} has no version {version}; versions: {known}", field="version"
+            )
         if mv.state == "loading":
             raise ModelNotReady(f"model {name!r} version {version} is still loading", retry_after_s=retry)
         if mv.state == "failed":

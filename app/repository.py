@@ -73,8 +73,11 @@ def discover(repository: Path, names: list[str] | None = None) -> list[ModelRef]
             models.append(ModelRef(name=name, error=f"model folder {folder} does not exist"))
             continue
         versions = sorted(
-            (VersionRef(name, number, child) for child in folder.iterdir()
-             if (number := _version_number(child)) is not None),
+            (
+                VersionRef(name, number, child)
+                for child in folder.iterdir()
+                if (number := _version_number(child)) is not None
+            ),
             key=lambda ref: ref.version,
         )
         if not versions:
@@ -115,7 +118,12 @@ def read_version(ref: VersionRef) -> Manifest:
             f"{ref.path / MANIFEST_FILE} says version {manifest.version} but the folder is {ref.version}"
         )
     if manifest.name != ref.model:
-        logger.warning("%s: manifest name %r differs from the folder name %r; serving it as %r",
-                       ref.path, manifest.name, ref.model, ref.model)
+        logger.warning(
+            "%s: manifest name %r differs from the folder name %r; serving it as %r",
+            ref.path,
+            manifest.name,
+            ref.model,
+            ref.model,
+        )
     verify_files(ref.path, manifest)
     return manifest

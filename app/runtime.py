@@ -93,8 +93,13 @@ def create_session(path: Path, options: RuntimeOptions) -> ort.InferenceSession:
         raise SessionLoadError(f"onnxruntime cannot load {path}: {exc}") from exc
     in_use = session.get_providers()
     requested = [p if isinstance(p, str) else p[0] for p in providers]
-    logger.info("%s: providers in use %s (requested %s, intra_op_threads=%d)",
-                path, in_use, requested, so.intra_op_num_threads)
+    logger.info(
+        "%s: providers in use %s (requested %s, intra_op_threads=%d)",
+        path,
+        in_use,
+        requested,
+        so.intra_op_num_threads,
+    )
     if CUDA in requested and in_use[0] != CUDA:
         logger.warning("%s: %s was requested but the session fell back to %s", path, CUDA, in_use[0])
     return session

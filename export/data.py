@@ -83,7 +83,7 @@ class Series:
 
     ``frequency`` is a pandas offset alias that always includes its multiplier ("1h", "15min",
     "1D", "30s"), derived from the most common step between rows (ties: the smaller step).
-    ``frequency_seconds`` is that step in whole seconds (0 only for sub-second data).
+    ``frequency_seconds`` is that step in seconds (fractional for sub-second data).
     """
 
     name: str
@@ -93,7 +93,7 @@ class Series:
     columns: list[str]
     values: np.ndarray
     frequency: str
-    frequency_seconds: int
+    frequency_seconds: float
 
     def __repr__(self) -> str:  # the default repr would print the arrays
         return (
@@ -244,14 +244,14 @@ def _number_problem(cell: str) -> str:
     return f"not a finite number: {cell!r}"
 
 
-def _infer_frequency(stamps: np.ndarray) -> tuple[str, int]:
+def _infer_frequency(stamps: np.ndarray) -> tuple[str, float]:
     """Most common step between consecutive (strictly increasing) timestamps, as alias and seconds."""
     steps = np.diff(stamps.astype("int64"))
     values, counts = np.unique(steps, return_counts=True)
     step = int(values[np.argmax(counts)])  # np.unique sorts, so a tie picks the smaller step
     for alias, unit in _FREQ_UNITS:
         if step % unit == 0:
-            return f"{step // unit}{alias}", step // 10**9
+            return f"{step // unit}{alias}", step / 10**9
     raise AssertionError("unreachable: every step is a whole number of nanoseconds")
 
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import torch
 import typer
 
 from export.checkpoint import load_checkpoint
-from export.data import Dataset, Split, load_dataset
+from export.data import DataError, Dataset, Split, load_dataset
 from export.paths import resolve
 from models import RSAForecaster
 
@@ -44,7 +44,7 @@ def load_for_checkpoint(info: dict, data: str | None = None) -> Dataset:
     """The data set a checkpoint was trained on (or another CSV), split the same way."""
     d = info["data"]
     cfg = info["model_config"]
-    return load_dataset(
+    ds = load_dataset(
         resolve(data or d["path"]),
         cfg["input_length"],
         cfg["horizon"],
@@ -52,19 +52,27 @@ def load_for_checkpoint(info: dict, data: str | None = None) -> Dataset:
         target=d["target"],
         protocol=d["protocol"] if data is None else "auto",
     )
+    if data is None and ds.series.sha256 != d["sha256"]:
+        raise DataError(
+            f"{ds.series.path} has changed since training (sha256 {ds.series.sha256[:12]}…, the checkpoint "
+            f"was trained on {d['sha256'][:12]}…); pass the data file explicitly to evaluate on it anyway"
+        )
+    return ds
 
 
 def main(
     checkpoint: Annotated[Path, typer.Argument(help="checkpoint.safetensors written by export.train")],
     data: Annotated[str | None, typer.Option(help="CSV to evaluate on (default: the training data)")] = None,
-    split: Annotated[str, typer.Option(help="train, val or test")] = "test",
+    split: Annotated[Literal["train", "val", "test"], typer.Option(help="which split")] = "test",
     batch_size: int = 512,
 ) -> None:
     """Evaluate a checkpoint: MSE and MAE on the scaled data over every window of a split."""
     model, info = load_checkpoint(checkpoint)
-    ds = load_for_checkpoint(info, data)
-    if split not in ("train", "val", "test"):
-        raise typer.BadParameter(f"split must be train, val or test, got {split!r}")
+    try:
+        ds = load_for_checkpoint(info, data)
+    except DataError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
     metrics = evaluate(model, getattr(ds, split), batch_size)
     typer.echo(
         json.dumps({"checkpoint": str(checkpoint), "data": str(ds.series.path), "split": split, **metrics})

@@ -28,6 +28,7 @@ import typer
 from torch import Tensor, nn
 
 from export.checkpoint import load_checkpoint
+from export.data import StandardScaler
 from export.evaluate import load_for_checkpoint
 from models import RSAForecaster
 
@@ -134,22 +135,16 @@ def _session(path: Path):
 
 
 def _verify(
-    forecast_path: Path, inspect_path: Path, reference: nn.Module, windows: dict[str, np.ndarray]
+    forecast_path: Path, inspect_path: Path, reference: InspectGraph, windows: dict[str, np.ndarray]
 ) -> dict[str, Any]:
     """ONNX Runtime (CPU) against PyTorch on every batch; raises ExportError past the tolerance."""
     fc, insp = _session(forecast_path), _session(inspect_path)
     worst: dict[str, float] = {}
     for label, batch in windows.items():
         with torch.no_grad():
-            y_ref, maps = reference.model(
-                (torch.from_numpy(batch) - reference.mean) / reference.std, return_attn=True
+            expected = dict(
+                zip(INSPECT_OUTPUTS, (t.numpy() for t in reference(torch.from_numpy(batch))), strict=True)
             )
-            expected = {
-                "forecast": (y_ref * reference.std + reference.mean).numpy(),
-                "attn_softmax": maps["softmax"].numpy(),
-                "attn_rem": maps["rem"].numpy(),
-                "attn_mixed": maps["mixed"].numpy(),
-            }
         got_fc = fc.run([OUTPUT_NAME], {INPUT_NAME: batch})[0]
         got = dict(zip(INSPECT_OUTPUTS, insp.run(list(INSPECT_OUTPUTS), {INPUT_NAME: batch}), strict=True))
         checks = {"model.onnx:forecast": (got_fc, expected["forecast"])}
@@ -168,8 +163,6 @@ def _verify(
 
 def _check_windows(model: RSAForecaster, info: dict[str, Any], seed: int = 0) -> dict[str, np.ndarray]:
     """Real test windows (raw scale) and random ones, at every verification batch size."""
-    from export.data import StandardScaler
-
     cfg = model.cfg
     scaler = StandardScaler.from_dict(info["data"]["scaler"])
     rng = np.random.default_rng(seed)
@@ -229,8 +222,13 @@ def export_model(
 
     cfg = model.cfg
     scaler = info["data"]["scaler"]
+    if version is not None and version < 1:
+        raise ExportError(
+            f"version must be a positive integer (the service serves only those), got {version}"
+        )
     # Reference: the model as trained (REM computed from its parameters). Exported: a folded copy.
-    reference = ForecastGraph(model, np.array(scaler["mean"]), np.array(scaler["std"])).eval()
+    mean, std = np.array(scaler["mean"]), np.array(scaler["std"])
+    reference = InspectGraph(model, mean, std).eval()
     folded = copy.deepcopy(model).fold()
     example = torch.zeros(2, cfg.input_length, cfg.channels)
 

@@ -18,7 +18,7 @@ import typer
 
 from export.paths import resolve
 
-__all__ = ["collect", "render"]
+__all__ = ["collect", "describe_heads", "render"]
 
 # Published references (rsa.md §6 and the issue): RSA-Informer on ETTh1, multivariate.
 PAPER_RSA_INFORMER = {24: 0.414, 48: 0.467, 168: 0.753, 336: 0.895}
@@ -26,6 +26,17 @@ PUBLISHED_H96 = {"DLinear": 0.386, "TimesNet": 0.384, "iTransformer": 0.386, "Pa
 TARGET_H96, TARGET_MEAN = 0.380, 0.440
 MAIN_HORIZONS = (96, 192, 336, 720)
 SYMBOLS = {"lambda": "λ", "gamma": "γ", "theta": "θ"}
+
+
+def describe_heads(heads: list[dict]) -> str:
+    """One line per layer: each head's kind, dilation, λ/γ/θ and gate g (σ(μ), 0 for softmax heads)."""
+    return "; ".join(
+        f"{h['kind']}"
+        + (f"/d{h['dilation']}" if h["dilation"] > 1 else "")
+        + "".join(f" {sym}={h[k]:.3f}" for k, sym in SYMBOLS.items() if h[k] is not None)
+        + f" g={h['gate']:.3f}"
+        for h in heads
+    )
 
 
 def collect(runs_dir: Path) -> dict[tuple[str, str, int], list[dict]]:
@@ -144,18 +155,11 @@ def render(groups: dict[tuple[str, str, int], list[dict]], tuning: list[dict] | 
             )
 
     lines += ["", "## What the models learned (ETTh1, horizon 96)", ""]
-    lines.append("Gate σ(μ) = weight of the REM in each head's attention; λ, γ, θ of each REM head.")
+    lines.append("g = the head's gate σ(μ), the weight of its REM; λ, γ, θ of each REM head.")
     lines.append("")
     for r in rsa96 or []:
         for layer in r["recurrence"]:
-            heads = "; ".join(
-                f"{h['kind']}"
-                + (f"/d{h['dilation']}" if h["dilation"] > 1 else "")
-                + "".join(f" {sym}={h[k]:.3f}" for k, sym in SYMBOLS.items() if h[k] is not None)
-                for h in layer["heads"]
-            )
-            gate = max(h["gate"] for h in layer["heads"])
-            lines.append(f"- seed {r['seed']}, layer {layer['layer']}: σ(μ) = {gate:.3f}; {heads}")
+            lines.append(f"- seed {r['seed']}, layer {layer['layer']}: {describe_heads(layer['heads'])}")
     lines.append("")
     return "\n".join(lines)
 

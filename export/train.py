@@ -30,9 +30,14 @@ from export.data import DataError, Dataset, load_dataset
 from export.evaluate import evaluate
 from export.paths import portable, resolve
 from export.plots import plot_forecasts
+from export.results import describe_heads
 from models import ModelConfig, RSAForecaster
 
-__all__ = ["TrainConfig", "load_config", "train"]
+__all__ = ["TrainConfig", "TrainingError", "load_config", "train"]
+
+
+class TrainingError(RuntimeError):
+    """Training diverged: no usable checkpoint."""
 
 
 @dataclass
@@ -135,7 +140,7 @@ def param_groups(model: RSAForecaster, cfg: TrainConfig) -> list[dict[str, Any]]
 
 
 def build_model(cfg: TrainConfig, channels: int) -> RSAForecaster:
-    mcfg = ModelConfig(**{**cfg.model, "channels": channels})
+    mcfg = ModelConfig.from_dict({**cfg.model, "channels": channels})
     return RSAForecaster(mcfg.baseline() if cfg.variant == "baseline" else mcfg)
 
 
@@ -155,6 +160,7 @@ def train(cfg: TrainConfig) -> Path:
     run_dir = resolve(cfg.out) / cfg.run_name
     run_dir.mkdir(parents=True, exist_ok=True)
     ckpt_path = run_dir / "checkpoint.safetensors"
+    ckpt_path.unlink(missing_ok=True)  # a reused run folder must not lend this run an old checkpoint
 
     opt = torch.optim.AdamW(param_groups(model, cfg), lr=cfg.lr)
     n_train = ds.train.num_windows
@@ -192,6 +198,10 @@ def train(cfg: TrainConfig) -> Path:
             x, y = ds.train.windows(idx)
             loss = torch.nn.functional.mse_loss(model(x), y)
             opt.zero_grad(set_to_none=True)
+            if not math.isfinite(loss.item()):
+                raise TrainingError(
+                    f"epoch {epoch + 1}: training loss is {loss.item()}; lower lr or check the data"
+                )
             loss.backward()
             opt.step()
             sched.step()
@@ -221,6 +231,10 @@ def train(cfg: TrainConfig) -> Path:
         if bad_epochs >= cfg.patience:
             break
 
+    if best["epoch"] < 0:
+        raise TrainingError(
+            f"validation MSE was never finite ({history[-1]['val_mse']}); no checkpoint written"
+        )
     model, _ = load_checkpoint(ckpt_path)
     test = evaluate(model, ds.test)
     plot_forecasts(model, ds, run_dir / "forecast.png", n_windows=cfg.plot_windows, title=cfg.run_name)
@@ -292,7 +306,7 @@ def main(
         raise typer.BadParameter(str(e)) from e
     try:
         run_dir = train(cfg)
-    except DataError as e:  # a user's CSV: say what is wrong where, no stack trace
+    except (DataError, TrainingError) as e:  # say what is wrong, no stack trace
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
     report = json.loads((run_dir / "report.json").read_text())
@@ -302,14 +316,7 @@ def main(
         f"{report['wall_time_s'] / 60:.1f} min) -> {run_dir}"
     )
     for layer in report["recurrence"]:
-        heads = ", ".join(
-            f"{h['kind']}"
-            + (f"/d{h['dilation']}" if h["dilation"] > 1 else "")
-            + "".join(f" {k}={h[k]:.3f}" for k in ("lambda", "gamma", "theta") if h[k] is not None)
-            + f" gate={h['gate']:.3f}"
-            for h in layer["heads"]
-        )
-        typer.echo(f"  layer {layer['layer']}: {heads}")
+        typer.echo(f"  layer {layer['layer']}: {describe_heads(layer['heads'])}")
 
 
 if __name__ == "__main__":

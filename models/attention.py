@@ -30,7 +30,7 @@ class RSAAttention(nn.Module):
             symmetric REMs (zero diagonal in both).
         gate: "layer" for one μ shared by the layer's REM heads (the paper), "head" for one per head.
         mu_init: initial μ (σ(μ) is the weight of the REM).
-        theta_init: initial θ of the cyclic heads (None spreads them over (0, π]).
+        theta_init: initial θ of the cyclic heads (None spreads them over (0, π), ends excluded).
         dropout: dropout on the mixed attention matrix.
     """
 

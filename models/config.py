@@ -38,7 +38,7 @@ class ModelConfig:
     masked: bool = False  # encoder over the whole window: symmetric (unmasked) REM
     gate: Literal["layer", "head"] = "layer"  # one μ per layer (paper) or one per head
     mu_init: float = 0.0  # σ(0) = 0.5: start with an even mix of softmax and REM
-    # Cyclic heads start at the daily period of hourly data (2π/24); None spreads θ over (0, π].
+    # Cyclic heads start at the daily period of hourly data (2π/24); None spreads θ over (0, π).
     theta_init: float | None = 2 * math.pi / 24
     # The baseline replaces the REM with a learned positional encoding; RSA models use none
     # (the REM itself carries the order information).

@@ -163,8 +163,8 @@ class _CyclicREM(_REM):
     ):
         super().__init__(n_heads, dilation, masked)
         self.nu = nn.Parameter(torch.empty(n_heads).uniform_(1.0, 2.0))  # γ ≈ 0.73–0.88
-        if theta_init is None:  # spread over (0, π]
-            theta = torch.arange(1, n_heads + 1, dtype=torch.float32) * (math.pi / n_heads)
+        if theta_init is None:  # spread over (0, π), ends excluded: θ = π makes sin(tθ) vanish
+            theta = torch.arange(1, n_heads + 1, dtype=torch.float32) * (math.pi / (n_heads + 1))
         else:
             theta = torch.full((n_heads,), float(theta_init))
         self.theta = nn.Parameter(theta)

@@ -7,17 +7,8 @@ from typing import Annotated
 
 from fastapi import Depends, Path, Request
 
-from app.core.config import Settings
 from app.dataplane import DataPlane
 from app.errors import ModelNotReady
-from app.registry import ModelRegistry
-
-
-def get_registry(request: Request) -> ModelRegistry:
-    registry: ModelRegistry | None = getattr(request.app.state, "registry", None)
-    if registry is None:
-        raise ModelNotReady("the service is starting", retry_after_s=1)
-    return registry
 
 
 def get_dataplane(request: Request) -> DataPlane:
@@ -27,16 +18,7 @@ def get_dataplane(request: Request) -> DataPlane:
     return dataplane
 
 
-def get_app_settings(request: Request) -> Settings:
-    settings: Settings | None = getattr(request.app.state, "settings", None)
-    if settings is None:
-        raise ModelNotReady("the service is starting", retry_after_s=1)
-    return settings
-
-
-RegistryDep = Annotated[ModelRegistry, Depends(get_registry)]
 DataPlaneDep = Annotated[DataPlane, Depends(get_dataplane)]
-SettingsDep = Annotated[Settings, Depends(get_app_settings)]
 
 ModelName = Annotated[str, Path(description="Model name, a folder of the model repository.")]
 ModelVersionNumber = Annotated[int, Path(ge=1, description="Model version (positive integer).")]

@@ -40,6 +40,9 @@ class Settings(BaseSettings):
     request_timeout_s: float = Field(default=30.0, gt=0)  # queue + session time before a 504
     retry_after_s: int = Field(default=1, ge=0)  # Retry-After header on 503 responses
 
+    # Attention inspection runs outside the batcher: bound the calls in flight (503 above).
+    max_attention_in_flight: int = Field(default=8, ge=1)
+
     # Request limits.
     max_series_per_request: int = Field(default=1024, ge=1)
     max_history_length: int = Field(default=100_000, ge=1)  # points per series

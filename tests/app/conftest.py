@@ -53,6 +53,7 @@ def wait_for(predicate: Callable[[], bool], timeout_s: float = 15.0, what: str =
 
 def wait_loaded(client: TestClient) -> None:
     """Until no version is still loading (ready or not)."""
+
     def done() -> bool:
         body = client.get("/readyz").json()
         return not any("loading" in e for m in body["models"] for e in m["errors"])

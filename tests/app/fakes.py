@@ -126,20 +126,25 @@ def build_graphs(spec: ToySpec, folder: Path) -> None:
     window = _value_info("window", ["batch", L, C])
     forecast = _value_info("forecast", ["batch", H, C])
     base_init = [numpy_helper.from_array(params[k], k) for k in ("W", "bias")]
-    _save(helper.make_graph(_forecast_nodes(), "toy_forecast", [window], [forecast], base_init),
-          folder / "model.onnx")
+    _save(
+        helper.make_graph(_forecast_nodes(), "toy_forecast", [window], [forecast], base_init),
+        folder / "model.onnx",
+    )
     axes = {"ax2": [2], "ax3": [3], "ax23": [2, 3]}
-    inspect_init = base_init + [
-        numpy_helper.from_array(params[k], k) for k in ("scale", "rem", "gate", "one_minus_gate")
-    ] + [numpy_helper.from_array(np.array(v, np.int64), k) for k, v in axes.items()]
+    inspect_init = (
+        base_init
+        + [numpy_helper.from_array(params[k], k) for k in ("scale", "rem", "gate", "one_minus_gate")]
+        + [numpy_helper.from_array(np.array(v, np.int64), k) for k, v in axes.items()]
+    )
     outputs = [
         forecast,
         _value_info("attn_softmax", ["batch", C, N, Hh, L, L]),
         _value_info("attn_rem", [N, Hh, L, L]),
         _value_info("attn_mixed", ["batch", C, N, Hh, L, L]),
     ]
-    graph = helper.make_graph(_forecast_nodes() + _inspect_nodes(), "toy_inspect", [window], outputs,
-                              inspect_init)
+    graph = helper.make_graph(
+        _forecast_nodes() + _inspect_nodes(), "toy_inspect", [window], outputs, inspect_init
+    )
     _save(graph, folder / "inspect.onnx")
 
 
@@ -150,8 +155,15 @@ def _file_entry(path: Path) -> dict[str, Any]:
 def manifest_for(spec: ToySpec, folder: Path) -> dict[str, Any]:
     L, H, C, N, Hh = spec.input_length, spec.horizon, len(spec.channels), spec.n_layers, spec.n_heads
     heads = [
-        {"head": i, "kind": h.kind, "dilation": h.dilation, "lambda": h.lam, "gamma": h.gamma,
-         "theta": h.theta, "gate": h.gate}
+        {
+            "head": i,
+            "kind": h.kind,
+            "dilation": h.dilation,
+            "lambda": h.lam,
+            "gamma": h.gamma,
+            "theta": h.theta,
+            "gate": h.gate,
+        }
         for i, h in enumerate(spec.heads)
     ]
     manifest: dict[str, Any] = {
@@ -174,12 +186,22 @@ def manifest_for(spec: ToySpec, folder: Path) -> dict[str, Any]:
         "layers": [{"layer": n, "gate_mode": "layer", "heads": heads} for n in range(N)],
         "architecture": {"d_model": 8, "n_heads": Hh, "n_layers": N},
         "opset": OPSET,
-        "verification": {"onnx": onnx.__version__, "provider": "CPUExecutionProvider",
-                         "batch_sizes": [1, 7], "max_abs_error": 0.0, "tolerance": 1e-4},
+        "verification": {
+            "onnx": onnx.__version__,
+            "provider": "CPUExecutionProvider",
+            "batch_sizes": [1, 7],
+            "max_abs_error": 0.0,
+            "tolerance": 1e-4,
+        },
         "files": {name: _file_entry(folder / name) for name in ("model.onnx", "inspect.onnx")},
         "metrics": {"test_mse": 0.5, "test_mae": 0.5},
-        "dataset": {"name": "toy", "file": "toy.csv", "sha256": "0" * 64, "mode": "multivariate",
-                    "target": spec.channels[-1]},
+        "dataset": {
+            "name": "toy",
+            "file": "toy.csv",
+            "sha256": "0" * 64,
+            "mode": "multivariate",
+            "target": spec.channels[-1],
+        },
     }
     manifest.update(spec.manifest_overrides)
     return manifest

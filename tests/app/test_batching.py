@@ -20,8 +20,12 @@ def double(rows: np.ndarray) -> np.ndarray:
 
 
 def make(run_fn: Callable[[np.ndarray], np.ndarray] = double, **kwargs: Any) -> DynamicBatcher:
-    options: dict[str, Any] = {"name": "t", "max_batch_rows": 64, "max_wait_s": 0.01,
-                               "max_queue_rows": 10_000}
+    options: dict[str, Any] = {
+        "name": "t",
+        "max_batch_rows": 64,
+        "max_wait_s": 0.01,
+        "max_queue_rows": 10_000,
+    }
     options.update(kwargs)
     return DynamicBatcher(run_fn, **options)
 

@@ -34,8 +34,9 @@ def test_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     assert (s.device, s.max_batch_wait_ms, s.log_level, s.gpu_mem_limit_bytes) == ("cpu", 0.5, "DEBUG", None)
 
 
-@pytest.mark.parametrize(("name", "value"), [("RSA_DEVICE", "tpu"), ("RSA_MAX_BATCH_ROWS", "0"),
-                                             ("RSA_REQUEST_TIMEOUT_S", "abc")])
+@pytest.mark.parametrize(
+    ("name", "value"), [("RSA_DEVICE", "tpu"), ("RSA_MAX_BATCH_ROWS", "0"), ("RSA_REQUEST_TIMEOUT_S", "abc")]
+)
 def test_invalid_environment(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
     monkeypatch.setenv(name, value)
     with pytest.raises(ValidationError):

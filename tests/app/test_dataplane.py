@@ -42,15 +42,18 @@ def test_decode_limits(manifest: Manifest) -> None:
         decode_series(SeriesInput(values=[[1.0, 2.0, 3.0]] * 11), manifest, "s", 10)
     assert info.value.limit == 10
     with pytest.raises(InvalidInput) as info:
-        decode_series(SeriesInput(values={"HUFL": [1.0] * 8, "MUFL": [1.0] * 8, "OT": [1e39] * 8}), manifest,
-                      "s", 100)
+        decode_series(
+            SeriesInput(values={"HUFL": [1.0] * 8, "MUFL": [1.0] * 8, "OT": [1e39] * 8}), manifest, "s", 100
+        )
     assert info.value.field == "s.values.OT[0]"
 
 
 def test_timestamps() -> None:
     start = datetime(2020, 1, 1)
-    assert forecast_timestamps(start, 96, 2, 900) == [start + timedelta(minutes=15 * 96),
-                                                      start + timedelta(minutes=15 * 97)]
+    assert forecast_timestamps(start, 96, 2, 900) == [
+        start + timedelta(minutes=15 * 96),
+        start + timedelta(minutes=15 * 97),
+    ]
 
 
 def test_horizon_and_channel(manifest: Manifest) -> None:
@@ -70,8 +73,9 @@ def test_forecast_through_registry_without_http(toy_repository: Path) -> None:
         assert registry.ready
         dataplane = DataPlane(registry, registry.settings)
         x = np.random.default_rng(3).normal(0, 1, (2, 8, 3)).astype(np.float32)
-        request = ForecastRequest(series=[SeriesInput(id=str(i), values=w.tolist()) for i, w in enumerate(x)],
-                                  horizon=3)
+        request = ForecastRequest(
+            series=[SeriesInput(id=str(i), values=w.tolist()) for i, w in enumerate(x)], horizon=3
+        )
         response = await dataplane.forecast("toy", 1, request)
         expected = ort_forecast(toy_repository / "toy" / "1" / "model.onnx", x)[:, :3]
         np.testing.assert_allclose(np.array([f.forecast for f in response.forecasts]), expected, atol=1e-5)

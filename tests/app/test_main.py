@@ -30,9 +30,16 @@ def test_import_does_not_pull_torch_onnx_or_matplotlib() -> None:
 def test_openapi_documents_every_route(client: TestClient) -> None:
     spec = client.get("/openapi.json").json()
     paths = spec["paths"]
-    for path in ("/healthz", "/readyz", "/v1/models", "/v1/models/{name}", "/v1/models/{name}/forecast",
-                 "/v1/models/{name}/versions/{version}/forecast", "/v1/models/{name}/attention",
-                 "/v1/models/{name}/versions/{version}/attention"):
+    for path in (
+        "/healthz",
+        "/readyz",
+        "/v1/models",
+        "/v1/models/{name}",
+        "/v1/models/{name}/forecast",
+        "/v1/models/{name}/versions/{version}/forecast",
+        "/v1/models/{name}/attention",
+        "/v1/models/{name}/versions/{version}/attention",
+    ):
         assert path in paths, path
     forecast = paths["/v1/models/{name}/forecast"]["post"]
     request_schema = forecast["requestBody"]["content"]["application/json"]["schema"]

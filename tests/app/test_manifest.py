@@ -41,8 +41,12 @@ def test_docs_example_manifest_parses() -> None:
     text = doc.read_text()
     example = text.split("```json", 1)[1].split("```", 1)[0].replace('"…"', '"' + "a" * 64 + '"')
     m = parse_manifest(json.loads(example))
-    assert (m.name, m.input_length, m.channels[-1], m.layers[0].heads[1].kind) == ("etth1-rsa", 96, "OT",
-                                                                                      "cyclic_cos")
+    assert (m.name, m.input_length, m.channels[-1], m.layers[0].heads[1].kind) == (
+        "etth1-rsa",
+        96,
+        "OT",
+        "cyclic_cos",
+    )
 
 
 def _broken(raw: dict[str, Any], path: list[Any], value: Any) -> dict[str, Any]:
@@ -57,21 +61,24 @@ def _broken(raw: dict[str, Any], path: list[Any], value: Any) -> dict[str, Any]:
     return data
 
 
-@pytest.mark.parametrize(("path", "value", "message"), [
-    (["input_length"], KeyError, "input_length"),
-    (["horizon"], 0, "horizon"),
-    (["channels"], ["a", "a", "b"], "unique"),
-    (["frequency_seconds"], -1, "frequency_seconds"),
-    (["inputs", 0, "shape"], ["batch", 9, 3], "does not match"),
-    (["inputs", 0, "name"], "x", "no tensor named 'window'"),
-    (["outputs", 0, "shape"], [1, 4, 3], "dynamic batch"),
-    (["outputs", 0, "dtype"], "float64", "float32"),
-    (["layers", 0, "heads", 0, "kind"], "quantum", "kind"),
-    (["layers", 0, "heads", 0, "gate"], 1.5, "gate"),
-    (["files", "inspect.onnx"], KeyError, "inspect.onnx"),
-    (["files", "model.onnx", "sha256"], "xyz", "sha256"),
-    (["inspect_outputs", 2, "name"], "attn_other", "attn_rem"),
-])
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        (["input_length"], KeyError, "input_length"),
+        (["horizon"], 0, "horizon"),
+        (["channels"], ["a", "a", "b"], "unique"),
+        (["frequency_seconds"], -1, "frequency_seconds"),
+        (["inputs", 0, "shape"], ["batch", 9, 3], "does not match"),
+        (["inputs", 0, "name"], "x", "no tensor named 'window'"),
+        (["outputs", 0, "shape"], [1, 4, 3], "dynamic batch"),
+        (["outputs", 0, "dtype"], "float64", "float32"),
+        (["layers", 0, "heads", 0, "kind"], "quantum", "kind"),
+        (["layers", 0, "heads", 0, "gate"], 1.5, "gate"),
+        (["files", "inspect.onnx"], KeyError, "inspect.onnx"),
+        (["files", "model.onnx", "sha256"], "xyz", "sha256"),
+        (["inspect_outputs", 2, "name"], "attn_other", "attn_rem"),
+    ],
+)
 def test_contract_violations_are_named(
     raw: dict[str, Any], path: list[Any], value: Any, message: str
 ) -> None:

@@ -39,9 +39,16 @@ def test_cuda_gets_explicit_options_when_available(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(ort, "get_available_providers", lambda: [CUDA, CPU])
     providers = choose_providers(RuntimeOptions(device="auto", cuda_device_id=1, gpu_mem_limit_bytes=2**30))
     assert providers == [
-        (CUDA, {"device_id": 1, "arena_extend_strategy": "kSameAsRequested",
-                "cudnn_conv_algo_search": "HEURISTIC", "do_copy_in_default_stream": True,
-                "gpu_mem_limit": 2**30}),
+        (
+            CUDA,
+            {
+                "device_id": 1,
+                "arena_extend_strategy": "kSameAsRequested",
+                "cudnn_conv_algo_search": "HEURISTIC",
+                "do_copy_in_default_stream": True,
+                "gpu_mem_limit": 2**30,
+            },
+        ),
         CPU,
     ]
     cuda, _ = choose_providers(RuntimeOptions(device="cuda"))

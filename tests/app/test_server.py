@@ -45,17 +45,22 @@ def server(toy_repository: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     port = _free_port()
     log = tmp_path_factory.mktemp("uvicorn") / "server.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("RSA_")}
-    env.update({
-        "RSA_MODEL_REPOSITORY": str(toy_repository),
-        "RSA_DEVICE": "auto",  # CUDA requested when the build lists it; this machine falls back to CPU
-        "RSA_INTRA_OP_THREADS": "1",
-        "RSA_MAX_BATCH_WAIT_MS": "25",
-        "RSA_LOG_LEVEL": "info",
-    })
+    env.update(
+        {
+            "RSA_MODEL_REPOSITORY": str(toy_repository),
+            "RSA_DEVICE": "auto",  # CUDA requested when the build lists it; this machine falls back to CPU
+            "RSA_INTRA_OP_THREADS": "1",
+            "RSA_MAX_BATCH_WAIT_MS": "25",
+            "RSA_LOG_LEVEL": "info",
+        }
+    )
     with log.open("wb") as sink:
         process = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "app.main:app", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
         )
     srv = Server(f"http://127.0.0.1:{port}", process, log)
     try:
@@ -84,8 +89,11 @@ def server(toy_repository: Path, tmp_path_factory: pytest.TempPathFactory) -> It
 
 def test_forecast_over_http(server: Server, toy_repository: Path) -> None:
     x = np.random.default_rng(11).normal(0, 2, (3, L + 4, C)).astype(np.float32)
-    body = {"series": [{"id": str(i), "values": s.tolist(), "start": "2018-06-01T00:00:00"}
-                       for i, s in enumerate(x)]}
+    body = {
+        "series": [
+            {"id": str(i), "values": s.tolist(), "start": "2018-06-01T00:00:00"} for i, s in enumerate(x)
+        ]
+    }
     r = httpx.post(f"{server.url}/v1/models/toy/forecast", json=body, timeout=10)
     assert r.status_code == 200, r.text
     data = r.json()
@@ -112,8 +120,11 @@ def test_concurrent_http_requests_are_merged(server: Server, toy_repository: Pat
     n = 24
     x = np.random.default_rng(12).normal(0, 1, (n, L, C)).astype(np.float32)
     before = session_calls()
-    with httpx.Client(base_url=server.url, timeout=30, limits=httpx.Limits(max_connections=n)) as http, \
-            ThreadPoolExecutor(max_workers=n) as pool:
+    with (
+        httpx.Client(base_url=server.url, timeout=30, limits=httpx.Limits(max_connections=n)) as http,
+        ThreadPoolExecutor(max_workers=n) as pool,
+    ):
+
         def call(i: int) -> httpx.Response:
             body = {"series": [{"id": f"c{i}", "values": x[i].tolist()}]}
             return http.post("/v1/models/toy/forecast", json=body)
@@ -136,8 +147,9 @@ def test_errors_over_http(server: Server) -> None:
     assert r.status_code == 422 and r.json()["error"]["field"] == "series[0].values[7][0]"
     r = httpx.post(url, content='{"series": [', headers={"content-type": "application/json"}, timeout=5)
     assert r.status_code == 400 and r.json()["error"]["code"] == "malformed_json"
-    r = httpx.post(f"{server.url}/v1/models/nope/forecast", json={"series": [{"values": [[1, 2, 3]]}]},
-                   timeout=5)
+    r = httpx.post(
+        f"{server.url}/v1/models/nope/forecast", json={"series": [{"values": [[1, 2, 3]]}]}, timeout=5
+    )
     assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
 
 

@@ -204,7 +204,7 @@ def test_ratio_protocol_borders(tmp_path: Path, n: int) -> None:
         ("2h", "2h", 7200),
     ],
 )
-def test_frequency_inference(tmp_path: Path, freq: str, alias: str, seconds: int) -> None:
+def test_frequency_inference(tmp_path: Path, freq: str, alias: str, seconds: float) -> None:
     series = load_csv(synthetic_csv(tmp_path, 50, freq=freq))
     assert series.frequency == alias
     assert series.frequency_seconds == seconds
@@ -516,3 +516,10 @@ def test_windows_equal_manual_slicing(
     for k, i in enumerate(idx):
         np.testing.assert_array_equal(x[k].numpy(), values[i : i + L])
         np.testing.assert_array_equal(y[k].numpy(), values[i + L : i + L + H])
+
+
+def test_sub_second_frequency_keeps_its_fraction() -> None:
+    from export.data import _infer_frequency
+
+    stamps = np.array([0, 250_000_000, 500_000_000, 750_000_000], dtype="datetime64[ns]")
+    assert _infer_frequency(stamps) == ("250ms", 0.25)

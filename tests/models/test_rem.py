@@ -317,7 +317,8 @@ def test_initialisation_ranges():
         sig = lambda x: 1 / (1 + math.exp(-x))  # noqa: E731
         assert ((g >= sig(1.0) - 1e-6) & (g <= sig(2.0) + 1e-6)).all()
         th = cyc.theta.detach()
-        assert ((th > 0) & (th <= math.pi + 1e-6)).all(), "theta_init=None spreads θ over (0, π]"
+        assert ((th > 0) & (th < math.pi)).all(), "theta_init=None spreads θ over (0, π), ends excluded"
+        assert CyclicSinREM(1).theta.item() == pytest.approx(math.pi / 2), "one head: θ = π/2, not π"
         assert len(set(th.tolist())) == 500
         fixed = cls(4, theta_init=0.5)
         assert torch.equal(fixed.theta.detach(), torch.full((4,), 0.5))

@@ -70,8 +70,9 @@ def test_channel_option(
     assert body["channel"]["index"] == index
     ref = inspect(toy_repository, 2, series[-L:])
     head = body["layers"][0]["heads"][0]
-    np.testing.assert_allclose(np.array(head["matrices"]["softmax"]), ref["attn_softmax"][0, index, 0, 0],
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        np.array(head["matrices"]["softmax"]), ref["attn_softmax"][0, index, 0, 0], atol=1e-6
+    )
     assert head["matrices"]["rem"] is None and head["matrices"]["mixed"] is None
     other = post(client, {"series": {"values": series.tolist()}, "matrices": ["softmax"]})
     assert not np.allclose(other["layers"][0]["heads"][0]["matrices"]["softmax"], head["matrices"]["softmax"])
@@ -80,25 +81,39 @@ def test_channel_option(
 def test_average_heads_and_layers_subset(
     client: TestClient, toy_repository: Path, series: np.ndarray
 ) -> None:
-    body = post(client, {"series": {"values": series.tolist()}, "average_heads": True, "layers": [0],
-                         "matrices": ["mixed", "rem"]})
+    body = post(
+        client,
+        {
+            "series": {"values": series.tolist()},
+            "average_heads": True,
+            "layers": [0],
+            "matrices": ["mixed", "rem"],
+        },
+    )
     layer = body["layers"][0]
     assert all(h["matrices"] is None for h in layer["heads"])
     assert [h["kind"] for h in layer["heads"]] == ["regular", "softmax"]  # metadata stays
     ref = inspect(toy_repository, 2, series[-L:])
-    np.testing.assert_allclose(np.array(layer["mean"]["mixed"]), ref["attn_mixed"][0, 0, 0].mean(axis=0),
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        np.array(layer["mean"]["mixed"]), ref["attn_mixed"][0, 0, 0].mean(axis=0), atol=1e-6
+    )
     np.testing.assert_allclose(np.array(layer["mean"]["rem"]), ref["attn_rem"][0].mean(axis=0), atol=1e-6)
     assert layer["mean"]["softmax"] is None
 
 
 def test_explicit_version(client: TestClient, toy_repository: Path, series: np.ndarray) -> None:
-    body = post(client, {"series": {"values": series.tolist()}, "matrices": ["softmax"]},
-                url="/v1/models/toy/versions/1/attention")
+    body = post(
+        client,
+        {"series": {"values": series.tolist()}, "matrices": ["softmax"]},
+        url="/v1/models/toy/versions/1/attention",
+    )
     assert body["version"] == 1
     ref = inspect(toy_repository, 1, series[-L:])
-    np.testing.assert_allclose(np.array(body["layers"][0]["heads"][1]["matrices"]["softmax"]),
-                               ref["attn_softmax"][0, 0, 0, 1], atol=1e-6)
+    np.testing.assert_allclose(
+        np.array(body["layers"][0]["heads"][1]["matrices"]["softmax"]),
+        ref["attn_softmax"][0, 0, 0, 1],
+        atol=1e-6,
+    )
 
 
 @pytest.mark.parametrize("how", ["query", "field"])
@@ -129,8 +144,14 @@ ERRORS: list[tuple[str, dict[str, Any], dict[str, str], int, str, Any]] = [
     ("unknown channel name", {"channel": "XX"}, {}, 422, "channel", ["HUFL", "MUFL", "OT"]),
     ("channel index too big", {"channel": 3}, {}, 422, "channel", 2),
     ("layer out of range", {"layers": [0, 1]}, {}, 422, "layers[1]", 0),
-    ("unknown matrix", {"matrices": ["softmax", "qk"]}, {}, 422, "matrices[1]",
-     "'softmax', 'rem' or 'mixed'"),
+    (
+        "unknown matrix",
+        {"matrices": ["softmax", "qk"]},
+        {},
+        422,
+        "matrices[1]",
+        "'softmax', 'rem' or 'mixed'",
+    ),
     ("empty matrices", {"matrices": []}, {}, 422, "matrices", 1),
     ("bad format field", {"format": "gif"}, {}, 422, "format", "'json' or 'png'"),
     ("bad format query", {}, {"format": "gif"}, 422, "format", "'json' or 'png'"),
@@ -139,11 +160,17 @@ ERRORS: list[tuple[str, dict[str, Any], dict[str, str], int, str, Any]] = [
 ]
 
 
-@pytest.mark.parametrize(("extra", "params", "status", "field", "limit"), [e[1:] for e in ERRORS],
-                         ids=[e[0] for e in ERRORS])
+@pytest.mark.parametrize(
+    ("extra", "params", "status", "field", "limit"), [e[1:] for e in ERRORS], ids=[e[0] for e in ERRORS]
+)
 def test_invalid_attention_requests(
-    client: TestClient, series: np.ndarray, extra: dict[str, Any], params: dict[str, str], status: int,
-    field: str, limit: Any,
+    client: TestClient,
+    series: np.ndarray,
+    extra: dict[str, Any],
+    params: dict[str, str],
+    status: int,
+    field: str,
+    limit: Any,
 ) -> None:
     body = {"series": {"values": series.tolist()}, **extra}
     r = client.post(URL, json=body, params=params)

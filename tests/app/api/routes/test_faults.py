@@ -52,8 +52,9 @@ def _submit(pool: ThreadPoolExecutor, client: TestClient) -> Future[Any]:
 
 
 def test_full_queue_is_503_with_retry_after(toy_repository: Path, pool: ThreadPoolExecutor) -> None:
-    settings = make_settings(toy_repository, max_queue_rows=1, max_batch_rows=1, max_batch_wait_ms=0,
-                             retry_after_s=3)
+    settings = make_settings(
+        toy_repository, max_queue_rows=1, max_batch_rows=1, max_batch_wait_ms=0, retry_after_s=3
+    )
     with running_client(settings) as client:
         batcher = _batcher(client)
         session = GatedSession(batcher)
@@ -130,3 +131,54 @@ def test_unexpected_exception_is_a_json_500(toy_repository: Path) -> None:
         r = client.post(URL, json=BODY)
         assert r.status_code == 500
         assert r.json()["error"]["code"] == "internal_error"
+
+
+ATTENTION_URL = "/v1/models/toy/versions/2/attention"
+ATTENTION_BODY = {"series": {"values": np.ones((L, C)).tolist()}}
+
+
+def _gate_inspect(client: TestClient) -> tuple[threading.Event, list[int]]:
+    """Make the version's inspect() block until the returned event is set; counts the calls."""
+    model = registry_of(client).get("toy", 2).model
+    assert model is not None
+    inner, gate, calls = model.inspect, threading.Event(), [0]
+
+    def gated(windows: np.ndarray) -> Any:
+        calls[0] += 1
+        assert gate.wait(10), "gate never opened"
+        return inner(windows)
+
+    model.inspect = gated  # type: ignore[method-assign]
+    return gate, calls
+
+
+def test_attention_has_a_deadline_and_a_bound(toy_repository: Path, pool: ThreadPoolExecutor) -> None:
+    settings = make_settings(
+        toy_repository, request_timeout_s=0.3, max_attention_in_flight=1, retry_after_s=2
+    )
+    with running_client(settings) as client:
+        gate, calls = _gate_inspect(client)
+        r = client.post(ATTENTION_URL, json=ATTENTION_BODY)
+        assert r.status_code == 504, r.text
+        assert r.json()["error"]["code"] == "timeout"
+        # The timed-out call still runs in its thread and holds the only slot: the next one is refused.
+        r = client.post(ATTENTION_URL, json=ATTENTION_BODY)
+        assert r.status_code == 503, r.text
+        assert r.headers["retry-after"] == "2"
+        assert (r.json()["error"]["code"], r.json()["error"]["limit"]) == ("overloaded", 1)
+        gate.set()
+        wait_for(
+            lambda: client.post(ATTENTION_URL, json=ATTENTION_BODY).status_code == 200, what="slot freed"
+        )
+        assert calls[0] >= 2
+
+
+def test_start_too_late_for_the_calendar_is_422_before_the_session(toy_repository: Path) -> None:
+    with running_client(make_settings(toy_repository)) as client:
+        batcher = _batcher(client)
+        calls = batcher.stats.session_calls
+        body = {"series": [{"values": np.ones((L, C)).tolist(), "start": "9999-12-31T20:00:00"}]}
+        r = client.post(URL, json=body)
+        assert r.status_code == 422, r.text
+        assert r.json()["error"]["field"] == "series[0].start"
+        assert batcher.stats.session_calls == calls

@@ -29,8 +29,15 @@ def test_get_model_reports_manifest_and_provider(client: TestClient) -> None:
         assert version["dataset"]["name"] == "toy"
         assert set(version["files"]) == {"model.onnx", "inspect.onnx"}
         heads = version["layers"][0]["heads"]
-        assert heads[0] == {"head": 0, "kind": "regular", "dilation": 1, "lambda": 0.7, "gamma": None,
-                            "theta": None, "gate": 0.4}
+        assert heads[0] == {
+            "head": 0,
+            "kind": "regular",
+            "dilation": 1,
+            "lambda": 0.7,
+            "gamma": None,
+            "theta": None,
+            "gate": 0.4,
+        }
         assert heads[1]["kind"] == "softmax"
 
 
