@@ -18,6 +18,7 @@ def report(tmp_path, data, variant, horizon, seed, mse):
         "data": {"name": data, "mode": "M"},
         "model_config": {"input_length": 96, "horizon": horizon},
         "test": {"mse": mse, "mae": mse / 2},
+        "val": {"mse": 2 * mse},
         "seconds_per_epoch": 50.0,
         "recurrence": [{"layer": 0, "heads": heads}],
     }
@@ -33,7 +34,7 @@ def test_render_means_targets_and_paper_comparison(tmp_path):
         report(tmp_path, "ETTh1", "baseline", h, 0, base)
     report(tmp_path, "ETTh1", "rsa", 24, 0, 0.30)
     page = render(collect(tmp_path))
-    assert "| 96 | 0.377 ± 0.015 | 0.188 ± 0.008 | 0.385 |" in page
+    assert "| 96 | 0.377 ± 0.015 | 0.188 ± 0.008 | 0.385 | 0.193 | yes | 0.753/0.770 |" in page
     assert "RSA MSE at horizon 96 ≤ 0.380: 0.377 — met" in page
     assert "0.427 — met" in page  # (0.3767 + 0.42 + 0.45 + 0.46) / 4
     assert "wins at [96, 192, 720] of [96, 192, 336, 720] — met" in page
