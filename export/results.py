@@ -154,20 +154,24 @@ def render(groups: dict[tuple[str, str, int], list[dict]], tuning: list[dict] | 
             "for honesty, not used to choose). The first configuration (d_model 32, dropout 0.1, REM lr × 1,",
             "8 epochs) is the reference the rows change one or two things of; the shipped config",
             "combines D and C. F adds the baseline's learned positional encoding to RSA: no better on",
-            "validation beyond noise, so RSA keeps the REM as its only position signal.",
+            "validation beyond noise, so RSA keeps the REM as its only position signal. G gives every",
+            "head its own gate (the paper's option); H starts the gates near zero (μ₀ = −3, σ = 0.05).",
+            "I is a diagnostic, not RSA: no REM and no positional encoding (plain attention with no",
+            "position signal), to tell what the baseline's advantage comes from.",
             "",
         ]
         lines += [
-            "| run | d_model | dropout | lr | epochs | REM lr × | REM heads (k1..k6) | dilation | pos. enc. |"
-            " seed | best val | test |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|",
+            "| run | d_model | dropout | lr | epochs | REM lr × | REM heads (k1..k6) | dilation | gate | μ₀ |"
+            " pos. enc. | seed | best val | test |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in tuning:
             m, c = r["model_config"], r["config"]
             lines.append(
                 f"| {r['name']} | {m['d_model']} | {m['dropout']} | {c['lr']} | {c['epochs']} |"
                 f" {c.get('rem_lr_mult', 1.0)} |"
-                f" {m['rem_heads']} | {m['dilation']} | {m['positional']} | {r['seed']} |"
+                f" {m['rem_heads']} | {m['dilation']} | {m['gate']} | {m['mu_init']} | {m['positional']} |"
+                f" {r['seed']} |"
                 f" {r['val']['mse']:.4f} | {r['test']['mse']:.4f} |"
             )
 
