@@ -242,9 +242,9 @@ def export_model(
     staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=model_dir))
     try:
         fc_path, insp_path = staging / "model.onnx", staging / "inspect.onnx"
-        _export(ForecastGraph(folded, reference.mean, reference.std).eval(), example, fc_path, [OUTPUT_NAME])
+        _export(ForecastGraph(folded, mean, std).eval(), example, fc_path, [OUTPUT_NAME])
         _export(
-            InspectGraph(folded, reference.mean, reference.std).eval(),
+            InspectGraph(folded, mean, std).eval(),
             example,
             insp_path,
             list(INSPECT_OUTPUTS),
