@@ -46,6 +46,10 @@ class ModelConfig:
     revin: bool = True  # per-window normalisation (RevIN style) with a learned affine
     linear_residual: bool = True  # a linear map L→H on the normalised input beside the attention stack
     token_kernel: int = 3  # width of the Conv1d that embeds each step with its neighbours
+    # Seasonal cycle (CycleNet's residual cycle forecasting): a learned table Q [period, channels] is
+    # subtracted from the window and added back to the forecast, aligned by the window's phase.
+    # 0: no cycle, and forward takes no phase.
+    cycle_period: int = 0
 
     def __post_init__(self) -> None:
         for name in ("input_length", "horizon", "channels", "d_model", "n_heads", "n_layers", "d_ff"):
@@ -59,6 +63,8 @@ class ModelConfig:
             raise ValueError(f"sum(rem_heads)={sum(self.rem_heads)} exceeds n_heads={self.n_heads}")
         if self.dilation < 1:
             raise ValueError(f"dilation must be >= 1, got {self.dilation}")
+        if self.cycle_period < 0 or self.cycle_period == 1:
+            raise ValueError(f"cycle_period must be 0 (off) or >= 2, got {self.cycle_period}")
         if self.token_kernel < 1 or self.token_kernel % 2 == 0:
             raise ValueError(f"token_kernel must be odd and >= 1, got {self.token_kernel}")
         for name in ("dropout", "attn_dropout"):

@@ -5,6 +5,11 @@ Channel-independent: each channel is a separate univariate sequence through shar
 (RevIN) removes each window's level and scale; a linear map L→H on the normalised input runs beside
 the attention stack, which learns the residual structure.  The baseline is the same network with no
 REM heads and a learned positional encoding.
+
+With ``cycle_period`` P > 0 the window first loses a learned seasonal cycle Q [P, C] (as in CycleNet,
+Lin et al., NeurIPS 2024), aligned by ``phase`` [B], the position in the cycle of the window's first
+row; the network forecasts what is left and Q's continuation is added back.  A window of 96 hourly
+rows holds only four noisy days; Q is the daily profile learned from every training day.
 """
 
 from __future__ import annotations
@@ -89,12 +94,26 @@ class RSAForecaster(nn.Module):
         self.norm = nn.LayerNorm(d)
         self.head = nn.Linear(L * d, H)
         self.linear = nn.Linear(L, H) if cfg.linear_residual else None
+        self.cycle = nn.Parameter(torch.zeros(cfg.cycle_period, cfg.channels)) if cfg.cycle_period else None
 
-    def forward(self, x: Tensor, return_attn: bool = False) -> Tensor | tuple[Tensor, dict[str, Tensor]]:
-        """x [B, L, C] -> [B, H, C]; with return_attn also the attention matrices:
-        softmax and mixed [B, C, N, Hh, L, L], rem [N, Hh, L, L]."""
+    def cycle_rows(self, phase: Tensor, length: int, offset: int = 0) -> Tensor:
+        """Q at rows offset..offset+length-1 of windows starting at ``phase`` [B] -> [B, length, C]."""
+        assert self.cycle is not None
+        steps = torch.arange(length, device=phase.device)
+        idx = (phase.reshape(-1, 1) + offset + steps) % self.cfg.cycle_period  # (B, length)
+        return self.cycle[idx]
+
+    def forward(
+        self, x: Tensor, return_attn: bool = False, *, phase: Tensor | None = None
+    ) -> Tensor | tuple[Tensor, dict[str, Tensor]]:
+        """x [B, L, C] (and phase [B] int64 when the model has a cycle) -> [B, H, C]; with return_attn
+        also the attention matrices: softmax and mixed [B, C, N, Hh, L, L], rem [N, Hh, L, L]."""
         cfg = self.cfg
         L, C = cfg.input_length, cfg.channels
+        if self.cycle is not None:
+            if phase is None:
+                raise ValueError(f"this model has a seasonal cycle of period {cfg.cycle_period}: pass phase")
+            x = x - self.cycle_rows(phase, L)
         if self.revin is not None:
             x, mean, std = self.revin.normalise(x)  # (B, L, C)
         u = x.transpose(1, 2).reshape(-1, L)  # (B*C, L): one univariate sequence per channel
@@ -112,6 +131,8 @@ class RSAForecaster(nn.Module):
         y = y.reshape(-1, C, cfg.horizon).transpose(1, 2)  # (B, H, C)
         if self.revin is not None:
             y = self.revin.denormalise(y, mean, std)
+        if self.cycle is not None:
+            y = y + self.cycle_rows(phase, cfg.horizon, offset=L)
         if not return_attn:
             return y
 
