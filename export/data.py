@@ -442,6 +442,7 @@ class Split:
     timestamps: np.ndarray
     input_length: int
     horizon: int
+    step_seconds: float = 0.0  # the series' sampling step; needed only for cycle phases
     # Tensor view of ``data`` (shared memory, created once) and the window offsets.
     _tensor: torch.Tensor = field(init=False, repr=False, compare=False)
     _x_offsets: torch.Tensor = field(init=False, repr=False, compare=False)
@@ -474,6 +475,17 @@ class Split:
             )
         starts = starts[:, None]
         return self._tensor[starts + self._x_offsets], self._tensor[starts + self._y_offsets]
+
+    def phases(self, idx: np.ndarray | torch.Tensor | Any, period: int) -> torch.Tensor:
+        """Cycle phase [n] (int64) of windows starting at ``idx``: floor(t / step) mod period for the
+        UTC time t (seconds since the epoch) of each window's first row, as the service computes it."""
+        if self.step_seconds <= 0:
+            raise ValueError(f"{self.name}: split has no step_seconds; cannot place windows in a cycle")
+        starts = idx if isinstance(idx, torch.Tensor) else torch.from_numpy(np.asarray(idx, dtype=np.int64))
+        ns = self.timestamps.astype("datetime64[ns]").astype(np.int64)
+        step_ns = round(self.step_seconds * 1e9)
+        rows = torch.from_numpy(np.floor_divide(ns, step_ns) % period)
+        return rows[starts.reshape(-1).to(torch.long)]
 
     def __repr__(self) -> str:
         return (
@@ -598,6 +610,7 @@ def load_dataset(
             timestamps=series.timestamps[start:end].copy(),
             input_length=L,
             horizon=H,
+            step_seconds=series.frequency_seconds,
         )
         for name, (start, end) in borders.items()
     }

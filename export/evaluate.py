@@ -18,9 +18,17 @@ from export.data import DataError, Dataset, Split, load_dataset
 from export.paths import resolve
 from models import RSAForecaster
 
-__all__ = ["evaluate", "load_for_checkpoint"]
+__all__ = ["evaluate", "load_for_checkpoint", "predict"]
 
 log = logging.getLogger(__name__)
+
+
+def predict(model: RSAForecaster, split: Split, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Forecasts and targets [n, H, C] for the windows starting at ``idx``, with their cycle phases
+    when the model has a cycle."""
+    x, y = split.windows(idx)
+    period = model.cfg.cycle_period
+    return model(x, phase=split.phases(idx, period) if period else None), y
 
 
 @torch.no_grad()
@@ -31,8 +39,8 @@ def evaluate(model: RSAForecaster, split: Split, batch_size: int = 512) -> dict[
     se = ae = 0.0
     n = split.num_windows
     for start in range(0, n, batch_size):
-        x, y = split.windows(torch.arange(start, min(start + batch_size, n)))
-        err = model(x) - y
+        pred, y = predict(model, split, torch.arange(start, min(start + batch_size, n)))
+        err = pred - y
         se += float((err * err).sum(dtype=torch.float64))
         ae += float(err.abs().sum(dtype=torch.float64))
     count = n * split.horizon * split.data.shape[1]

@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 
 # Names the service reads (docs/artifacts.md).
 INPUT_NAME = "window"
+PHASE_NAME = "phase"  # int64 [batch], only for models with a seasonal cycle
 OUTPUT_NAME = "forecast"
 INSPECT_OUTPUTS = ("forecast", "attn_softmax", "attn_rem", "attn_mixed")
 OPSET = 18
@@ -68,31 +69,36 @@ class ForecastGraph(nn.Module):
         self.register_buffer("mean", torch.as_tensor(mean, dtype=torch.float32).view(1, 1, -1))
         self.register_buffer("std", torch.as_tensor(std, dtype=torch.float32).view(1, 1, -1))
 
-    def forward(self, window: Tensor) -> Tensor:
-        y = self.model((window - self.mean) / self.std)
+    def forward(self, window: Tensor, phase: Tensor | None = None) -> Tensor:
+        y = self.model((window - self.mean) / self.std, phase=phase)
         return y * self.std + self.mean
 
 
 class InspectGraph(ForecastGraph):
     """The forecast plus, per channel, layer and head, the softmax, REM and mixed matrices."""
 
-    def forward(self, window: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:  # type: ignore[override]
-        y, maps = self.model((window - self.mean) / self.std, return_attn=True)
+    def forward(  # type: ignore[override]
+        self, window: Tensor, phase: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        y, maps = self.model((window - self.mean) / self.std, return_attn=True, phase=phase)
         return y * self.std + self.mean, maps["softmax"], maps["rem"], maps["mixed"]
 
 
-def _export(module: nn.Module, example: Tensor, path: Path, output_names: list[str]) -> None:
+def _export(module: nn.Module, example: tuple[Tensor, ...], path: Path, output_names: list[str]) -> None:
     batch = torch.export.Dim("batch", min=1)
+    names = [INPUT_NAME, PHASE_NAME][: len(example)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         # The dynamo exporter, explicitly: the TorchScript one is deprecated and loses output shapes.
         program = torch.onnx.export(
             module,
-            (example,),
+            example,
             dynamo=True,
-            input_names=[INPUT_NAME],
+            input_names=names,
             output_names=output_names,
-            dynamic_shapes={INPUT_NAME: {0: batch}},
+            dynamic_shapes={INPUT_NAME: {0: batch}, PHASE_NAME: {0: batch}}
+            if len(example) == 2
+            else {INPUT_NAME: {0: batch}},
             opset_version=OPSET,
             verbose=False,
         )
@@ -134,19 +140,22 @@ def _session(path: Path):
     return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
 
 
+Batch = tuple[np.ndarray, np.ndarray | None]  # raw windows [B, L, C], cycle phases [B] (int64) or None
+
+
 def _verify(
-    forecast_path: Path, inspect_path: Path, reference: InspectGraph, windows: dict[str, np.ndarray]
+    forecast_path: Path, inspect_path: Path, reference: InspectGraph, windows: dict[str, Batch]
 ) -> dict[str, Any]:
     """ONNX Runtime (CPU) against PyTorch on every batch; raises ExportError past the tolerance."""
     fc, insp = _session(forecast_path), _session(inspect_path)
     worst: dict[str, float] = {}
-    for label, batch in windows.items():
+    for label, (batch, phase) in windows.items():
+        feeds = {INPUT_NAME: batch} if phase is None else {INPUT_NAME: batch, PHASE_NAME: phase}
         with torch.no_grad():
-            expected = dict(
-                zip(INSPECT_OUTPUTS, (t.numpy() for t in reference(torch.from_numpy(batch))), strict=True)
-            )
-        got_fc = fc.run([OUTPUT_NAME], {INPUT_NAME: batch})[0]
-        got = dict(zip(INSPECT_OUTPUTS, insp.run(list(INSPECT_OUTPUTS), {INPUT_NAME: batch}), strict=True))
+            outs = reference(torch.from_numpy(batch), None if phase is None else torch.from_numpy(phase))
+            expected = dict(zip(INSPECT_OUTPUTS, (t.numpy() for t in outs), strict=True))
+        got_fc = fc.run([OUTPUT_NAME], feeds)[0]
+        got = dict(zip(INSPECT_OUTPUTS, insp.run(list(INSPECT_OUTPUTS), feeds), strict=True))
         checks = {"model.onnx:forecast": (got_fc, expected["forecast"])}
         checks.update({f"inspect.onnx:{k}": (got[k], expected[k]) for k in INSPECT_OUTPUTS})
         for name, (a, b) in checks.items():
@@ -161,12 +170,14 @@ def _verify(
     return {"max_abs_error": max(worst.values()), "per_output": worst}
 
 
-def _check_windows(model: RSAForecaster, info: dict[str, Any], seed: int = 0) -> dict[str, np.ndarray]:
-    """Real test windows (raw scale) and random ones, at every verification batch size."""
+def _check_windows(model: RSAForecaster, info: dict[str, Any], seed: int = 0) -> dict[str, Batch]:
+    """Real test windows (raw scale, with their phases) and random ones, at every verification batch
+    size."""
     cfg = model.cfg
+    period = cfg.cycle_period
     scaler = StandardScaler.from_dict(info["data"]["scaler"])
     rng = np.random.default_rng(seed)
-    out: dict[str, np.ndarray] = {}
+    out: dict[str, Batch] = {}
     try:
         split = load_for_checkpoint(info).test
     except Exception as e:  # the data set is optional for export; random windows still run
@@ -176,9 +187,11 @@ def _check_windows(model: RSAForecaster, info: dict[str, Any], seed: int = 0) ->
         if split is not None:
             starts = np.linspace(0, split.num_windows - 1, num=b).astype(np.int64)
             x, _ = split.windows(starts)
-            out[f"real windows, batch {b}"] = scaler.inverse_transform(x.numpy()).astype(np.float32)
+            phase = split.phases(starts, period).numpy() if period else None
+            out[f"real windows, batch {b}"] = (scaler.inverse_transform(x.numpy()).astype(np.float32), phase)
         z = rng.standard_normal((b, cfg.input_length, cfg.channels))
-        out[f"random windows, batch {b}"] = scaler.inverse_transform(z).astype(np.float32)
+        phase = rng.integers(0, period, size=b, dtype=np.int64) if period else None
+        out[f"random windows, batch {b}"] = (scaler.inverse_transform(z).astype(np.float32), phase)
     return out
 
 
@@ -230,7 +243,9 @@ def export_model(
     mean, std = np.array(scaler["mean"]), np.array(scaler["std"])
     reference = InspectGraph(model, mean, std).eval()
     folded = copy.deepcopy(model).fold()
-    example = torch.zeros(2, cfg.input_length, cfg.channels)
+    example: tuple[Tensor, ...] = (torch.zeros(2, cfg.input_length, cfg.channels),)
+    if cfg.cycle_period:
+        example += (torch.tensor([0, cfg.cycle_period - 1], dtype=torch.int64),)
 
     model_dir = Path(repository) / name
     version = version if version is not None else _next_version(model_dir)
@@ -267,7 +282,12 @@ def export_model(
             "frequency_seconds": info["data"]["frequency_seconds"],
             "inputs": [
                 {"name": INPUT_NAME, "dtype": "float32", "shape": ["batch", cfg.input_length, cfg.channels]}
-            ],
+            ]
+            + ([{"name": PHASE_NAME, "dtype": "int64", "shape": ["batch"]}] if cfg.cycle_period else []),
+            # phase = floor(unix seconds of the window's first row / step_seconds) mod period
+            "cycle": {"period": cfg.cycle_period, "step_seconds": info["data"]["frequency_seconds"]}
+            if cfg.cycle_period
+            else None,
             "outputs": _io(fc_path),
             "inspect_outputs": _io(insp_path),
             "layers": model.recurrence_report(),

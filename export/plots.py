@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from export.data import Dataset
+from export.evaluate import predict
 from models import RSAForecaster
 
 __all__ = ["plot_forecasts"]
@@ -27,7 +28,7 @@ def plot_forecasts(
     split = ds.test
     starts = np.linspace(0, split.num_windows - 1, num=max(1, n_windows)).astype(np.int64)
     x, y = split.windows(starts)
-    pred = model.eval()(x)
+    pred, _ = predict(model.eval(), split, torch.from_numpy(starts))
     c = ds.channels.index(ds.target) if ds.target in ds.channels else len(ds.channels) - 1
     L, H = split.input_length, split.horizon
     fig, axes = plt.subplots(len(starts), 1, figsize=(10, 2.6 * len(starts)), squeeze=False)

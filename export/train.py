@@ -26,8 +26,10 @@ import yaml
 from tqdm.auto import tqdm
 
 from export.checkpoint import load_checkpoint, save_checkpoint
+from export.cycle import dominant_period, fit_cycle
 from export.data import DataError, Dataset, load_dataset
-from export.evaluate import evaluate
+from export.evaluate import evaluate, predict
+from export.linear_fit import fit_linear_path
 from export.paths import portable, resolve
 from export.plots import plot_forecasts
 from export.results import describe_heads
@@ -54,6 +56,11 @@ class TrainConfig:
     lr: float = 1e-3
     weight_decay: float = 0.05
     rem_lr_mult: float = 1.0  # learning-rate multiplier for η, ν, θ and μ
+    # learned: the residual linear path trains with the rest. least_squares: it is set to its ridge
+    # solution on the training windows and frozen, and the attention head starts at zero, so the
+    # network starts as the least-squares linear model (export/linear_fit.py).
+    linear_path: str = "learned"
+    ridge: float = 1.0  # L2 penalty of the least-squares fit (normalised units)
     patience: int = 3  # early stopping: epochs without a better validation MSE
     seed: int = 0
     threads: int = 0  # 0: the CPUs this process may run on
@@ -65,6 +72,14 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.variant not in ("rsa", "baseline"):
             raise ValueError(f"variant must be 'rsa' or 'baseline', got {self.variant!r}")
+        if self.linear_path not in ("learned", "least_squares"):
+            raise ValueError(f"linear_path must be 'learned' or 'least_squares', got {self.linear_path!r}")
+        if self.linear_path == "least_squares" and not (
+            self.model.get("linear_residual", True) and self.model.get("revin", True)
+        ):
+            raise ValueError("linear_path least_squares needs model.linear_residual and model.revin")
+        if self.ridge < 0:
+            raise ValueError(f"ridge must be >= 0, got {self.ridge}")
         for name in ("epochs", "batch_size", "patience"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -132,11 +147,27 @@ def param_groups(model: RSAForecaster, cfg: TrainConfig) -> list[dict[str, Any]]
     decay and their own learning-rate multiplier: a handful of scalars behind saturating squashes."""
     rem = {n for n, _ in model.named_parameters() if ".rem." in n or n.endswith(".mu")}
     named = list(model.named_parameters())
+
+    def decayed(n: str, p: torch.nn.Parameter) -> bool:  # the cycle table is a profile, not a map
+        return p.dim() >= 2 and n != "cycle"
+
     return [
-        {"params": [p for n, p in named if n not in rem and p.dim() >= 2], "weight_decay": cfg.weight_decay},
-        {"params": [p for n, p in named if n not in rem and p.dim() < 2], "weight_decay": 0.0},
+        {"params": [p for n, p in named if n not in rem and decayed(n, p)], "weight_decay": cfg.weight_decay},
+        {"params": [p for n, p in named if n not in rem and not decayed(n, p)], "weight_decay": 0.0},
         {"params": [p for n, p in named if n in rem], "weight_decay": 0.0, "lr": cfg.lr * cfg.rem_lr_mult},
     ]
+
+
+def resolve_auto(cfg: TrainConfig, ds: Dataset) -> TrainConfig:
+    """``model.cycle_period: auto`` becomes the training data's dominant period (up to the window
+    length); ``model.theta_init: auto`` becomes 2π over that period (or over cycle_period if set)."""
+    model = dict(cfg.model)
+    if model.get("cycle_period") == "auto":
+        model["cycle_period"] = dominant_period(ds.train.data, cfg.input_length)
+    if model.get("theta_init") == "auto":
+        period = model.get("cycle_period") or dominant_period(ds.train.data, cfg.input_length)
+        model["theta_init"] = 2 * math.pi / period
+    return dataclasses.replace(cfg, model=model)
 
 
 def build_model(cfg: TrainConfig, channels: int) -> RSAForecaster:
@@ -156,7 +187,17 @@ def train(cfg: TrainConfig) -> Path:
     ds: Dataset = load_dataset(
         data_path, cfg.input_length, cfg.horizon, mode=cfg.mode, target=cfg.target, protocol=cfg.protocol
     )
+    cfg = resolve_auto(cfg, ds)
     model = build_model(cfg, len(ds.channels))
+    if model.cycle is not None:
+        fit_cycle(model, ds.train)
+    linear_fit = None
+    if cfg.linear_path == "least_squares":
+        linear_fit = {"ridge": cfg.ridge, "train_mse": fit_linear_path(model, ds.train, cfg.ridge)}
+        model.linear.requires_grad_(False)
+        torch.nn.init.zeros_(model.head.weight)
+        torch.nn.init.zeros_(model.head.bias)
+        linear_fit["val_mse"] = evaluate(model, ds.val)["mse"]  # the network at step 0
     run_dir = resolve(cfg.out) / cfg.run_name
     run_dir.mkdir(parents=True, exist_ok=True)
     ckpt_path = run_dir / "checkpoint.safetensors"
@@ -195,8 +236,8 @@ def train(cfg: TrainConfig) -> Path:
         running, seen = 0.0, 0
         batches = tqdm(order.split(cfg.batch_size), leave=False, unit="batch", disable=not cfg.progress)
         for idx in batches:
-            x, y = ds.train.windows(idx)
-            loss = torch.nn.functional.mse_loss(model(x), y)
+            pred, y = predict(model, ds.train, idx)
+            loss = torch.nn.functional.mse_loss(pred, y)
             opt.zero_grad(set_to_none=True)
             if not math.isfinite(loss.item()):
                 raise TrainingError(
@@ -249,6 +290,7 @@ def train(cfg: TrainConfig) -> Path:
         "data": {k: v for k, v in meta["data"].items() if k != "scaler"},
         "windows": {"train": n_train, "val": ds.val.num_windows, "test": ds.test.num_windows},
         "epochs": history,
+        "linear_fit": linear_fit,
         "best_epoch": best["epoch"],
         "val": {"mse": best["val_mse"]},
         "test": {"mse": test["mse"], "mae": test["mae"]},

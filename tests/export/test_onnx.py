@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 
@@ -209,3 +210,66 @@ def test_forecast_graph_holds_the_scaled_kernel_and_gate_as_initializers(version
         inits["model.layers.0.attn.softmax_scale"], (1 - g)[:, None, None].detach(), atol=1e-7
     )
     assert inits["model.layers.0.attn.rem_scaled"].shape == (3, 16, 16)
+
+
+@pytest.fixture(scope="module")
+def cycle_version(tmp_path_factory):
+    """A tiny model with a seasonal cycle of period 24, its table fit from the data."""
+    from export.cycle import fit_cycle
+
+    d = tmp_path_factory.mktemp("cyc")
+    csv = ettd_slice(d / "etth1_slice.csv", rows=600)
+    cfg = dataclasses.replace(CFG, cycle_period=24)
+    ds = load_dataset(csv, cfg.input_length, cfg.horizon)
+    torch.manual_seed(0)
+    model = RSAForecaster(cfg)
+    fit_cycle(model, ds.train)
+    meta = {
+        "train_config": {},
+        "data": {
+            "name": ds.series.name,
+            "path": portable(csv),
+            "sha256": ds.series.sha256,
+            "mode": "M",
+            "target": "OT",
+            "protocol": ds.protocol,
+            "channels": ds.channels,
+            "frequency": ds.series.frequency,
+            "frequency_seconds": ds.series.frequency_seconds,
+            "scaler": ds.scaler.to_dict(),
+        },
+    }
+    save_checkpoint(d / "checkpoint.safetensors", model, meta)
+    return export_model(d / "checkpoint.safetensors", d / "repo", "cyc"), model.eval(), ds
+
+
+def test_cycle_model_takes_a_phase_and_matches_pytorch(cycle_version):
+    version_dir, model, ds = cycle_version
+    manifest = json.loads((version_dir / "manifest.json").read_text())
+    assert manifest["cycle"] == {"period": 24, "step_seconds": 3600}
+    assert [i["name"] for i in manifest["inputs"]] == ["window", "phase"]
+    assert manifest["inputs"][1] == {"name": "phase", "dtype": "int64", "shape": ["batch"]}
+    fc, insp = sessions(version_dir)
+    assert [i.name for i in fc.get_inputs()] == ["window", "phase"]
+    assert [i.name for i in insp.get_inputs()] == ["window", "phase"]
+    # Real test windows, raw scale, with the phases the data gives them (UTC hour for hourly data).
+    starts = np.arange(0, 50, 7)
+    x, _ = ds.test.windows(starts)
+    phase = ds.test.phases(starts, 24).numpy()
+    hours = ds.test.timestamps[starts].astype("datetime64[h]").astype(np.int64) % 24
+    np.testing.assert_array_equal(phase, hours)
+    raw = ds.scaler.inverse_transform(x.numpy()).astype(np.float32)
+    got = fc.run(["forecast"], {"window": raw, "phase": phase})[0]
+    with torch.no_grad():
+        want = model(x, phase=torch.from_numpy(phase)).numpy()
+    np.testing.assert_allclose(ds.scaler.transform(got), want, atol=1e-4)
+    # The phase matters: a shifted phase gives another forecast.
+    other = fc.run(["forecast"], {"window": raw, "phase": (phase + 6) % 24})[0]
+    assert float(np.abs(other - got).max()) > 1e-3
+    assert not forbidden_nodes(version_dir / "model.onnx")
+
+
+def test_cycle_model_without_phase_is_an_error():
+    model = RSAForecaster(dataclasses.replace(CFG, cycle_period=24))
+    with pytest.raises(ValueError, match="pass phase"):
+        model(torch.zeros(1, CFG.input_length, CFG.channels))

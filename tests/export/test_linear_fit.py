@@ -1,0 +1,108 @@
+"""The closed-form linear path: optimal for the model's own loss, and frozen when training uses it."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from safetensors import safe_open
+
+from export.checkpoint import load_checkpoint
+from export.data import Split
+from export.evaluate import evaluate, load_for_checkpoint
+from export.linear_fit import fit_linear_path
+from export.train import TrainConfig, train
+from models import ModelConfig, RSAForecaster
+from tests.export.test_train import tiny_config
+from tests.utils.data import ettd_slice
+
+
+@pytest.fixture(scope="module")
+def slice_csv(tmp_path_factory):
+    return ettd_slice(tmp_path_factory.mktemp("data") / "etth1_slice.csv", rows=1200)
+
+
+def _split(rows: int = 400, channels: int = 3, seed: int = 0) -> Split:
+    rng = np.random.default_rng(seed)
+    t = np.arange(rows)[:, None]
+    data = np.sin(2 * np.pi * t / 24 + rng.uniform(0, 6, channels)) * rng.uniform(1, 3, channels)
+    data = data + 0.3 * rng.standard_normal((rows, channels)) + rng.uniform(-2, 2, channels)
+    return Split("train", data, np.arange(rows), input_length=24, horizon=12)
+
+
+def _model(split: Split) -> RSAForecaster:
+    torch.manual_seed(0)
+    cfg = ModelConfig(
+        input_length=24, horizon=12, channels=3, d_model=8, d_ff=16, n_heads=2, rem_heads=(1, 1, 0, 0, 0, 0)
+    )
+    m = RSAForecaster(cfg)
+    with torch.no_grad():  # a non-trivial RevIN affine: the fit must account for it
+        m.revin.weight.copy_(torch.tensor([1.5, 0.7, 1.0]))
+        m.revin.bias.copy_(torch.tensor([0.2, -0.1, 0.0]))
+    torch.nn.init.zeros_(m.head.weight)
+    torch.nn.init.zeros_(m.head.bias)
+    return m
+
+
+def test_fit_is_a_minimum_of_the_training_mse():
+    split = _split()
+    model = _model(split)
+    reported = fit_linear_path(model, split, ridge=0.0)
+    assert reported == pytest.approx(evaluate(model, split)["mse"], rel=1e-4)
+    # The gradient of the model's own loss w.r.t. the linear path vanishes at the solution.
+    x, y = split.windows(torch.arange(split.num_windows))
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    gw, gb = torch.autograd.grad(loss, [model.linear.weight, model.linear.bias])
+    assert float(gw.abs().max()) < 1e-4 and float(gb.abs().max()) < 1e-4
+    # and any other linear map does worse
+    with torch.no_grad():
+        model.linear.weight.add_(1e-2 * torch.randn_like(model.linear.weight))
+    assert evaluate(model, split)["mse"] > reported
+
+
+def test_ridge_shrinks_the_weights():
+    split = _split()
+    norms = []
+    for ridge in (0.0, 1e3):
+        model = _model(split)
+        fit_linear_path(model, split, ridge=ridge)
+        norms.append(float(model.linear.weight.detach().norm()))
+    assert norms[1] < norms[0]
+
+
+def test_needs_a_linear_path():
+    split = _split()
+    model = RSAForecaster(
+        ModelConfig(
+            input_length=24,
+            horizon=12,
+            channels=3,
+            d_model=8,
+            n_heads=2,
+            rem_heads=(1, 1, 0, 0, 0, 0),
+            linear_residual=False,
+        )
+    )
+    with pytest.raises(ValueError, match="linear_residual"):
+        fit_linear_path(model, split)
+    with pytest.raises(ValueError, match="linear_path"):
+        TrainConfig(linear_path="closed_form")
+    with pytest.raises(ValueError, match="linear_residual"):
+        TrainConfig(linear_path="least_squares", model={"linear_residual": False})
+
+
+def test_training_keeps_the_fitted_linear_path_frozen(slice_csv, tmp_path):
+    run = train(tiny_config(slice_csv, tmp_path, name="ls", linear_path="least_squares"))
+    report = json.loads((run / "report.json").read_text())
+    fit = report["linear_fit"]
+    assert fit["ridge"] == 1.0 and fit["train_mse"] > 0 and fit["val_mse"] > 0
+    model, info = load_checkpoint(run / "checkpoint.safetensors")
+    with safe_open(run / "checkpoint.safetensors", "pt") as f:
+        trained_w, trained_head = f.get_tensor("linear.weight"), f.get_tensor("head.weight")
+    assert float(trained_head.abs().max()) > 0  # the head started at zero and learned
+    # The fit at step 0 (RevIN's affine at ones and zeros), redone: training never moved it.
+    fresh = RSAForecaster(model.cfg)
+    fit_linear_path(fresh, load_for_checkpoint(info).train, ridge=1.0)
+    torch.testing.assert_close(trained_w, fresh.linear.weight, rtol=1e-4, atol=1e-5)
