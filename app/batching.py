@@ -1,9 +1,12 @@
 """Dynamic batching: concurrent requests for one model version merged into few session calls.
 
-Requests are queued as `WorkItem`s of ROWS (series). The worker waits until `max_batch_rows` rows are
-queued or the oldest has waited `max_wait_s`, then concatenates up to `max_batch_rows` rows, runs the
-session once off the event loop, and hands each request back exactly its own rows, in order. A request
-bigger than `max_batch_rows` is split over several calls. No HTTP here: errors are domain errors.
+Requests are queued as `WorkItem`s of ROWS (series). A request's inputs are a feed: named arrays that
+share their first axis, one row per series (`window`, and `phase` for a model with a seasonal cycle).
+The worker waits until `max_batch_rows` rows are queued or the oldest has waited `max_wait_s`, then
+concatenates up to `max_batch_rows` rows of every input, runs the session once off the event loop, and
+hands each request back exactly its own rows, in order. A request bigger than `max_batch_rows` is split
+over several calls, every input sliced alike, so a window never travels without its phase.
+No HTTP here: errors are domain errors.
 
 Hooks kept for metrics and load tests: every `WorkItem` and `Batch` carries perf_counter stamps per
 stage, `BatcherStats` counts calls/rows/rejections, and `on_batch`/`on_item` callbacks see each one.
@@ -14,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from time import perf_counter
@@ -25,14 +28,15 @@ from app.errors import InferenceError, ModelNotReady, Overloaded, Timeout
 
 logger = logging.getLogger(__name__)
 
-RunFn = Callable[[np.ndarray], np.ndarray]
+Feed = Mapping[str, np.ndarray]  # input name -> [n, ...]; every array has the same n
+RunFn = Callable[[Feed], np.ndarray]
 
 
 @dataclass(eq=False)
 class WorkItem:
     """One submitted request. Stamps are time.perf_counter() seconds."""
 
-    rows: np.ndarray  # [n, ...] the request's inputs, one row per series
+    inputs: Feed  # the request's inputs, one row per series in every array
     future: asyncio.Future[np.ndarray]
     deadline: float
     t_enqueued: float
@@ -42,13 +46,15 @@ class WorkItem:
     rows_pending: int = 0  # rows not yet returned
     output: np.ndarray | None = None
     session_calls: int = 0  # >1 when the request was split
+    n_rows: int = field(init=False)
 
     def __post_init__(self) -> None:
+        self.n_rows = feed_rows(self.inputs)  # also checks that every input has one row per series
         self.rows_pending = self.n_rows
 
-    @property
-    def n_rows(self) -> int:
-        return int(self.rows.shape[0])
+    def slice(self, start: int, stop: int) -> dict[str, np.ndarray]:
+        """Rows [start, stop) of every input."""
+        return {name: array[start:stop] for name, array in self.inputs.items()}
 
     @property
     def queue_wait_s(self) -> float | None:
@@ -164,13 +170,13 @@ class DynamicBatcher:
         return self._queued_rows
 
     # -- submitting ------------------------------------------------------------------------------
-    async def submit(self, rows: np.ndarray, timeout_s: float) -> np.ndarray:
-        """Queue `rows` ([n, ...], n >= 1) and wait for their outputs ([n, ...], same order)."""
-        if rows.shape[0] < 1:
+    async def submit(self, inputs: Feed, timeout_s: float) -> np.ndarray:
+        """Queue `inputs` (named [n, ...] arrays, n >= 1); wait for their outputs ([n, ...], same order)."""
+        n = feed_rows(inputs)
+        if n < 1:
             raise ValueError("submit needs at least one row")
         if self._closed or not self.running:
             raise ModelNotReady(f"model {self.name} is not serving", retry_after_s=self.retry_after_s)
-        n = int(rows.shape[0])
         # An empty queue takes any request, so a request is never refused for its size alone.
         if self._queued_rows and self._queued_rows + n > self.max_queue_rows:
             self.stats.rejected_items += 1
@@ -181,7 +187,7 @@ class DynamicBatcher:
                 retry_after_s=self.retry_after_s,
             )
         now = perf_counter()
-        item = WorkItem(rows, asyncio.get_running_loop().create_future(), now + timeout_s, now)
+        item = WorkItem(inputs, asyncio.get_running_loop().create_future(), now + timeout_s, now)
         self._queue.append(item)
         self._queued_rows += n
         self._wakeup.set()
@@ -254,14 +260,10 @@ class DynamicBatcher:
         return Batch(segments, rows, now) if segments else None
 
     async def _execute(self, batch: Batch) -> None:
-        if len(batch.segments) == 1:
-            seg = batch.segments[0]
-            inputs = seg.item.rows[seg.start : seg.stop]
-        else:
-            inputs = np.concatenate([s.item.rows[s.start : s.stop] for s in batch.segments], axis=0)
         loop = asyncio.get_running_loop()
         batch.t_run_start = perf_counter()
         try:
+            inputs = _concatenate(batch.segments)
             outputs = await loop.run_in_executor(self._executor, self.run_fn, inputs)
             if not isinstance(outputs, np.ndarray) or outputs.shape[:1] != (batch.rows,):
                 got = getattr(outputs, "shape", type(outputs).__name__)
@@ -312,3 +314,23 @@ class DynamicBatcher:
     def _fail(self, item: WorkItem, error: Exception) -> None:
         if not item.future.done():
             item.future.set_exception(error)
+
+
+def feed_rows(inputs: Feed) -> int:
+    """The rows in a feed; every input must have that many (one per series)."""
+    lengths = {name: int(array.shape[0]) for name, array in inputs.items()}
+    if len(set(lengths.values())) != 1:
+        raise ValueError(f"a feed needs one or more inputs with equal row counts, got {lengths}")
+    return next(iter(lengths.values()))
+
+
+def _concatenate(segments: list[Segment]) -> dict[str, np.ndarray]:
+    """One feed from the batch's segments, each input concatenated in segment order."""
+    if len(segments) == 1:
+        seg = segments[0]
+        return seg.item.slice(seg.start, seg.stop)
+    parts = [seg.item.slice(seg.start, seg.stop) for seg in segments]
+    names = parts[0].keys()
+    if any(part.keys() != names for part in parts):  # one version's requests all carry the same inputs
+        raise ValueError(f"requests in one batch carry different inputs: {[sorted(p) for p in parts]}")
+    return {name: np.concatenate([part[name] for part in parts], axis=0) for name in parts[0]}

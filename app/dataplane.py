@@ -12,7 +12,7 @@ import numpy as np
 
 from app.batching import DynamicBatcher
 from app.core.config import Settings
-from app.decoding import decode_series, forecast_timestamps, resolve_channel, resolve_horizon
+from app.decoding import DecodedSeries, decode_series, forecast_timestamps, resolve_channel, resolve_horizon
 from app.errors import InvalidInput, Overloaded, Timeout
 from app.manifest import Manifest
 from app.plotting import render_attention_png
@@ -23,6 +23,7 @@ from app.schemas import (
     AttentionResponse,
     BatchingStats,
     ChannelRef,
+    CycleInfo,
     FileInfo,
     ForecastRequest,
     ForecastResponse,
@@ -69,8 +70,8 @@ class DataPlane:
             _timestamps(d.start, d.n_values, horizon, manifest.frequency_seconds, f"series[{i}].start")
             for i, d in enumerate(decoded)
         ]
-        windows = np.stack([d.window for d in decoded])  # [S, L, C]
-        outputs = await batcher.submit(windows, self.settings.request_timeout_s)  # [S, H, C]
+        feed = model.feed(np.stack([d.window for d in decoded]), _phases(decoded))  # [S, L, C] (+ [S])
+        outputs = await batcher.submit(feed, self.settings.request_timeout_s)  # [S, H, C]
         channels = list(manifest.channels)
         forecasts = [
             SeriesForecast.model_construct(
@@ -90,7 +91,7 @@ class DataPlane:
         decoded = decode_series(request.series, manifest, "series", self.settings.max_history_length)
         if manifest.n_layers is not None and request.layers is not None:
             _check_layers(request.layers, manifest.n_layers)  # before paying for the session call
-        result = await self._inspect(mv.name, model, decoded.window[None])
+        result = await self._inspect(mv.name, model, decoded.window[None], _phases([decoded]))
         n_layers = int(result.rem.shape[0])
         layers = request.layers if request.layers is not None else list(range(n_layers))
         _check_layers(layers, n_layers)
@@ -119,7 +120,9 @@ class DataPlane:
         matrices = list(dict.fromkeys(request.matrices))
         return await self.registry.run_blocking(render_attention_png, result, matrices)
 
-    async def _inspect(self, name: str, model: OnnxModel, windows: np.ndarray) -> InspectResult:
+    async def _inspect(
+        self, name: str, model: OnnxModel, windows: np.ndarray, phases: np.ndarray | None
+    ) -> InspectResult:
         """The inspection session call, bounded like the batcher: at most `max_attention_in_flight`
         calls (503 above) and the request timeout (504). A timed-out call still holds its slot until
         its thread really finishes, so timeouts cannot pile up work behind the bound."""
@@ -131,7 +134,7 @@ class DataPlane:
                 retry_after_s=self.settings.retry_after_s,
             )
         self._attention_in_flight += 1
-        call = asyncio.ensure_future(self.registry.run_blocking(model.inspect, windows))
+        call = asyncio.ensure_future(self.registry.run_blocking(model.inspect, windows, phases))
         call.add_done_callback(self._release_attention_slot)
         timeout = self.settings.request_timeout_s
         try:
@@ -186,6 +189,9 @@ def describe_version(mv: ModelVersion) -> VersionInfo:
                 "channels": list(m.channels),
                 "frequency": m.frequency,
                 "frequency_seconds": m.frequency_seconds,
+                "cycle": None
+                if m.cycle is None
+                else CycleInfo(period=m.cycle.period, step_seconds=m.cycle.step_seconds),
                 "layers": [
                     LayerInfo(
                         layer=spec.layer,
@@ -268,6 +274,13 @@ def _loaded(mv: ModelVersion) -> tuple[Manifest, OnnxModel, DynamicBatcher]:
     """The parts of a version the registry only hands out once it is ready."""
     assert mv.manifest is not None and mv.model is not None and mv.batcher is not None
     return mv.manifest, mv.model, mv.batcher
+
+
+def _phases(decoded: list[DecodedSeries]) -> np.ndarray | None:
+    """One int64 phase per series for a cycle model (decoding gave every series one), else None."""
+    if decoded[0].phase is None:
+        return None
+    return np.array([d.phase for d in decoded], np.int64)
 
 
 def _timestamps(

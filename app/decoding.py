@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
+from app.cycle import window_phase
 from app.errors import InvalidInput
 from app.manifest import Manifest
 from app.schemas import SeriesInput
@@ -25,6 +26,7 @@ class DecodedSeries:
     window: np.ndarray  # [L, C] float32
     n_values: int  # full history length sent
     start: datetime | None
+    phase: int | None = None  # the window's phase in the model's cycle; None when the model has none
 
 
 def decode_series(series: SeriesInput, manifest: Manifest, field: str, max_history: int) -> DecodedSeries:
@@ -84,7 +86,22 @@ def decode_series(series: SeriesInput, manifest: Manifest, field: str, max_histo
         raise InvalidInput(
             f"{path} is outside the float32 range (|x| <= {FLOAT32_MAX:.4g})", field=path, limit=FLOAT32_MAX
         )
-    return DecodedSeries(id=series.id, window=array[n - L :], n_values=n, start=series.start)
+    phase = _phase(series.start, n, manifest, field)
+    return DecodedSeries(id=series.id, window=array[n - L :], n_values=n, start=series.start, phase=phase)
+
+
+def _phase(start: datetime | None, n_values: int, manifest: Manifest, field: str) -> int | None:
+    """The window's phase when the model has a cycle; such a model cannot run without `start`."""
+    cycle = manifest.cycle
+    if cycle is None:
+        return None
+    if start is None:
+        raise InvalidInput(
+            f"{field}.start is required by this model: it aligns a seasonal cycle of period "
+            f"{cycle.period} steps of {cycle.step_seconds:g} s to the timestamp of the window's first value",
+            field=f"{field}.start",
+        )
+    return window_phase(start, n_values, manifest.input_length, cycle.period, cycle.step_seconds)
 
 
 def _check_length(n: int, input_length: int, max_history: int, field: str) -> None:

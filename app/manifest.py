@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, model_validator
 
+from app.cycle import step_microseconds
+
 HeadKind = Literal["regular", "cyclic_cos", "cyclic_sin", "softmax"]
 
 FORECAST_INPUT = "window"
+PHASE_INPUT = "phase"
 FORECAST_OUTPUT = "forecast"
 ATTN_SOFTMAX = "attn_softmax"
 ATTN_REM = "attn_rem"
@@ -33,6 +37,13 @@ class TensorSpec(_Frozen):
     name: str
     dtype: str
     shape: tuple[int | str, ...]  # a string is a dynamic axis, e.g. "batch"
+
+
+class CycleSpec(_Frozen):
+    """A learned seasonal cycle (CycleNet style): the graphs take the phase of each window's first row."""
+
+    period: int = Field(ge=2, strict=True)  # steps per cycle, e.g. 24 for a daily cycle of hourly data
+    step_seconds: float = Field(gt=0, allow_inf_nan=False)
 
 
 class HeadSpec(_Frozen):
@@ -77,6 +88,7 @@ class Manifest(_Frozen):
     files: dict[str, FileSpec]
     metrics: dict[str, Any] | None = None  # null when the exporter had no training report
     dataset: dict[str, Any] | None = None
+    cycle: CycleSpec | None = None  # null or absent: the graphs take `window` only
 
     @property
     def n_channels(self) -> int:
@@ -106,6 +118,7 @@ class Manifest(_Frozen):
             raise ValueError(f"channels must be unique, got {list(self.channels)}")
         L, H, C = self.input_length, self.horizon, self.n_channels
         _expect(self.inputs, FORECAST_INPUT, ("batch", L, C), "inputs")
+        _check_cycle(self)
         _expect(self.outputs, FORECAST_OUTPUT, ("batch", H, C), "outputs")
         if self.inspect_outputs:
             _expect(self.inspect_outputs, FORECAST_OUTPUT, ("batch", H, C), "inspect_outputs")
@@ -130,6 +143,40 @@ def _expect(specs: tuple[TensorSpec, ...], name: str, shape: tuple[str | int, ..
         raise ValueError(f"{where}.{name} shape {list(spec.shape)} does not match {list(shape)}")
     if not isinstance(spec.shape[0], str):
         raise ValueError(f"{where}.{name} must have a dynamic batch axis, got {list(spec.shape)}")
+
+
+def input_names(cycle: CycleSpec | None) -> tuple[str, ...]:
+    """The graph inputs, in order, that a model with (or without) a cycle takes."""
+    return (FORECAST_INPUT,) if cycle is None else (FORECAST_INPUT, PHASE_INPUT)
+
+
+def _check_cycle(manifest: Manifest) -> None:
+    """`cycle` and `inputs` agree, and the cycle advances one phase per row of the series."""
+    cycle = manifest.cycle
+    names = tuple(t.name for t in manifest.inputs)
+    want = input_names(cycle)
+    if names != want:
+        why = "cycle is null" if cycle is None else f"cycle has period {cycle.period}"
+        raise ValueError(f"inputs are {list(names)} but {why}, so they must be {list(want)}")
+    if cycle is None:
+        return
+    phase = manifest.inputs[1]
+    if phase.dtype != "int64":
+        raise ValueError(f"inputs.{PHASE_INPUT} must be int64, got {phase.dtype}")
+    if len(phase.shape) != 1 or not isinstance(phase.shape[0], str):
+        raise ValueError(f"inputs.{PHASE_INPUT} shape {list(phase.shape)} must be ['batch'] (dynamic)")
+    # Datetimes have microsecond resolution: both steps are compared, and used, to the microsecond.
+    step_us = step_microseconds(cycle.step_seconds)
+    if step_us < 1:
+        raise ValueError(f"cycle.step_seconds {cycle.step_seconds} is below one microsecond")
+    frequency = manifest.frequency_seconds
+    if not math.isfinite(frequency) or step_us != step_microseconds(frequency):
+        # The graph advances the phase by one per row, so a cycle step other than the row step
+        # could not be aligned by one phase per window.
+        raise ValueError(
+            f"cycle.step_seconds {cycle.step_seconds} differs from frequency_seconds "
+            f"{manifest.frequency_seconds}; the cycle must advance one phase per row"
+        )
 
 
 def parse_manifest(data: Any) -> Manifest:

@@ -142,7 +142,7 @@ class ModelRegistry:
             )
             return
         batcher = DynamicBatcher(
-            model.forecast,
+            model.run_forecast,  # takes the feed the data plane built: window, and phase for a cycle
             name=f"{mv.name}/{mv.version}",
             max_batch_rows=self.settings.max_batch_rows,
             max_wait_s=self.settings.max_batch_wait_ms / 1000.0,

@@ -24,7 +24,9 @@ from app.manifest import (
     FORECAST_OUTPUT,
     INSPECT_FILE,
     MODEL_FILE,
+    PHASE_INPUT,
     Manifest,
+    input_names,
 )
 
 logger = logging.getLogger(__name__)
@@ -33,6 +35,7 @@ CUDA = "CUDAExecutionProvider"
 CPU = "CPUExecutionProvider"
 
 ProviderSpec = str | tuple[str, dict[str, Any]]
+Feed = dict[str, np.ndarray]  # graph input name -> array with one row per window
 
 
 class SessionLoadError(RuntimeError):
@@ -108,11 +111,12 @@ def create_session(path: Path, options: RuntimeOptions) -> ort.InferenceSession:
 def _check_io(
     session: ort.InferenceSession, manifest: Manifest, outputs: tuple[str, ...], path: Path
 ) -> None:
-    """The session's input and outputs are the ones the artifacts contract and the manifest promise."""
+    """The session's inputs and outputs are the ones the artifacts contract and the manifest promise."""
     inputs = session.get_inputs()
-    if len(inputs) != 1 or inputs[0].name != FORECAST_INPUT:
-        names = [i.name for i in inputs]
-        raise SessionLoadError(f"{path}: expected one input {FORECAST_INPUT!r}, got {names}")
+    names = [i.name for i in inputs]
+    want_names = list(input_names(manifest.cycle))
+    if names != want_names:
+        raise SessionLoadError(f"{path}: expected inputs {want_names} (as the manifest says), got {names}")
     window = inputs[0]
     if window.type != "tensor(float)":
         raise SessionLoadError(f"{path}: input {FORECAST_INPUT!r} is {window.type}, expected tensor(float)")
@@ -120,6 +124,13 @@ def _check_io(
     shape = list(window.shape)
     if len(shape) != 3 or any(isinstance(g, int) and g != w for g, w in zip(shape[1:], want, strict=True)):
         raise SessionLoadError(f"{path}: input shape {shape} does not match [batch, {want[0]}, {want[1]}]")
+    if manifest.cycle is not None:
+        phase = inputs[1]
+        if phase.type != "tensor(int64)" or len(phase.shape) != 1:
+            raise SessionLoadError(
+                f"{path}: input {PHASE_INPUT!r} is {phase.type} {list(phase.shape)}, "
+                "expected tensor(int64) [batch]"
+            )
     names = {o.name for o in session.get_outputs()}
     missing = [name for name in outputs if name not in names]
     if missing:
@@ -161,7 +172,7 @@ class OnnxModel:
         Also checks the output shape against the manifest, which the graph's metadata may not state.
         """
         m = self.manifest
-        out = self.forecast(np.zeros((1, m.input_length, m.n_channels), np.float32))
+        out = self.run_forecast(self._zeros_feed())
         if out.shape != (1, m.horizon, m.n_channels):
             raise SessionLoadError(
                 f"{self.folder / MODEL_FILE}: forecast shape {list(out.shape)} for one window, the manifest "
@@ -182,20 +193,46 @@ class OnnxModel:
         return self._inspect_session.get_providers()[0] if self._inspect_session is not None else None
 
     # -- inference -----------------------------------------------------------------------------
-    def forecast(self, windows: np.ndarray) -> np.ndarray:
-        """[batch, L, C] raw windows -> [batch, H, C] forecasts."""
+    def feed(self, windows: np.ndarray, phases: np.ndarray | None = None) -> Feed:
+        """The graph inputs: `window` [batch, L, C], plus `phase` [batch] exactly when the model has a cycle
+        (ONNX Runtime refuses an input the graph does not declare, and needs every one it does)."""
         feed = {FORECAST_INPUT: np.ascontiguousarray(windows, dtype=np.float32)}
+        cycle = self.manifest.cycle
+        if cycle is None:
+            if phases is not None:
+                raise ValueError(f"{self.folder}: the model has no cycle, so it takes no phase")
+            return feed
+        if phases is None:
+            raise ValueError(f"{self.folder}: the model has a cycle (period {cycle.period}); it needs phases")
+        phase = np.ascontiguousarray(phases, dtype=np.int64)
+        if phase.shape != windows.shape[:1]:
+            raise ValueError(f"{self.folder}: {phase.shape} phases for {windows.shape[0]} windows")
+        feed[PHASE_INPUT] = phase
+        return feed
+
+    def run_forecast(self, feed: Feed) -> np.ndarray:
+        """The forecast session on a ready feed (what the batcher calls): [batch, H, C]."""
         (out,) = self._require().run([FORECAST_OUTPUT], feed)
         return out
 
-    def inspect(self, windows: np.ndarray) -> InspectResult:
+    def forecast(self, windows: np.ndarray, phases: np.ndarray | None = None) -> np.ndarray:
+        """[batch, L, C] raw windows (and their [batch] phases, for a cycle model) -> [batch, H, C]."""
+        return self.run_forecast(self.feed(windows, phases))
+
+    def inspect(self, windows: np.ndarray, phases: np.ndarray | None = None) -> InspectResult:
         """Forecast plus per-layer, per-head attention matrices from inspect.onnx."""
         session = self._inspect()
-        feed = {FORECAST_INPUT: np.ascontiguousarray(windows, dtype=np.float32)}
+        feed = self.feed(windows, phases)
         forecast, softmax, rem, mixed = session.run(
             [FORECAST_OUTPUT, ATTN_SOFTMAX, ATTN_REM, ATTN_MIXED], feed
         )
         return InspectResult(forecast=forecast, softmax=softmax, rem=rem, mixed=mixed)
+
+    def _zeros_feed(self) -> Feed:
+        """One all-zeros window (phase 0 when the model has a cycle), for warm-ups."""
+        m = self.manifest
+        phases = None if m.cycle is None else np.zeros(1, np.int64)
+        return self.feed(np.zeros((1, m.input_length, m.n_channels), np.float32), phases)
 
     def _require(self) -> ort.InferenceSession:
         if self._session is None:
@@ -208,7 +245,6 @@ class OnnxModel:
                 path = self.folder / INSPECT_FILE
                 session = create_session(path, self.options)
                 _check_io(session, self.manifest, (FORECAST_OUTPUT, ATTN_SOFTMAX, ATTN_REM, ATTN_MIXED), path)
-                L, C = self.manifest.input_length, self.manifest.n_channels
-                session.run([ATTN_MIXED], {FORECAST_INPUT: np.zeros((1, L, C), np.float32)})  # warm-up
+                session.run([ATTN_MIXED], self._zeros_feed())  # warm-up
                 self._inspect_session = session
             return self._inspect_session

@@ -49,7 +49,9 @@ class SeriesInput(_Strict):
         "length holding every model channel. Only the last `input_length` points are used."
     )
     start: datetime | None = Field(
-        default=None, description="Timestamp of the first value; enables forecast timestamps."
+        default=None,
+        description="Timestamp of the first value; enables forecast timestamps. Required by a model with a "
+        "seasonal `cycle`, which aligns it to the window's first timestamp (naive means UTC).",
     )
 
 
@@ -164,6 +166,13 @@ class LayerInfo(BaseModel):
     heads: list[HeadInfo]
 
 
+class CycleInfo(BaseModel):
+    """A learned seasonal cycle: phase = floor(T / step_seconds) mod period, T the window's first time."""
+
+    period: int = Field(description="Steps per cycle, e.g. 24 for a daily cycle of hourly data.")
+    step_seconds: float
+
+
 VersionState = Literal["loading", "ready", "failed"]
 
 
@@ -189,6 +198,9 @@ class VersionInfo(BaseModel):
     channels: list[str] | None = None
     frequency: str | None = None
     frequency_seconds: float | None = None
+    cycle: CycleInfo | None = Field(
+        default=None, description="The model's seasonal cycle; when set, every series needs a `start`."
+    )
     layers: list[LayerInfo] | None = None
     architecture: dict[str, Any] | None = None
     metrics: dict[str, Any] | None = None

@@ -22,7 +22,7 @@ with warnings.catch_warnings():
 from app.core.config import Settings
 from app.main import create_app
 from app.registry import ModelRegistry
-from tests.app.fakes import write_repository
+from tests.app.fakes import write_cycle_repository, write_repository
 
 
 def make_settings(repository: Path, **overrides: Any) -> Settings:
@@ -89,6 +89,12 @@ def toy_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_repository(tmp_path_factory.mktemp("model_repository"))
 
 
+@pytest.fixture(scope="session")
+def cycle_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Models "hourly" (period 24), "daily" (period 7), "weekly" (period 168) and "plain" (no cycle)."""
+    return write_cycle_repository(tmp_path_factory.mktemp("cycle_repository"))
+
+
 @pytest.fixture(scope="module")
 def client(toy_repository: Path) -> Iterator[TestClient]:
     with running_client(make_settings(toy_repository)) as c:
@@ -100,11 +106,17 @@ def _reference_session(path: str) -> ort.InferenceSession:
     return ort.InferenceSession(path, providers=["CPUExecutionProvider"])
 
 
-def ort_run(onnx_path: Path, windows: np.ndarray, outputs: list[str] | None = None) -> list[np.ndarray]:
-    """A direct ONNX Runtime call, the reference every served result is compared with."""
+def ort_run(
+    onnx_path: Path, windows: np.ndarray, outputs: list[str] | None = None, phases: Any = None
+) -> list[np.ndarray]:
+    """A direct ONNX Runtime call, the reference every served result is compared with. `phases` (one
+    per window) only for a graph with a cycle."""
     session = _reference_session(str(onnx_path))
-    return session.run(outputs, {"window": np.asarray(windows, np.float32)})
+    feed = {"window": np.asarray(windows, np.float32)}
+    if phases is not None:
+        feed["phase"] = np.asarray(phases, np.int64)
+    return session.run(outputs, feed)
 
 
-def ort_forecast(onnx_path: Path, windows: np.ndarray) -> np.ndarray:
-    return ort_run(onnx_path, windows, ["forecast"])[0]
+def ort_forecast(onnx_path: Path, windows: np.ndarray, phases: Any = None) -> np.ndarray:
+    return ort_run(onnx_path, windows, ["forecast"], phases)[0]

@@ -4,6 +4,10 @@ forecast[b, h, c] = Σ_t window[b, t, c]·W[t, h] + bias[c]   (a per-channel lin
 attn_softmax      = softmax over j of scale[n, h]·x[b, c, i]·x[b, c, j]   (input-dependent, rows sum to 1)
 attn_rem          = a constant REM per head (λ^|i−j| off the diagonal for a regular head, zeros for softmax)
 attn_mixed        = (1 − g)·attn_softmax + g·attn_rem, computed in the graph from the manifest's gates
+
+With a cycle of period P (`ToySpec.cycle_period`), CycleNet style: the graphs take `phase` [batch] (int64)
+and a constant Q [P, C]; window[b, t] − Q[(phase[b] + t) mod P] goes through the network above (so the
+attention depends on the phase too) and Q[(phase[b] + L + h) mod P] is added to forecast row h.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ class ToySpec:
     frequency: str = "1h"
     frequency_seconds: int = 3600
     seed: int | None = None  # None: derived from the version, so versions differ
+    cycle_period: int | None = None  # a seasonal cycle of this many steps of frequency_seconds
     manifest_overrides: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -84,13 +89,61 @@ def _parameters(spec: ToySpec) -> dict[str, np.ndarray]:
     }
 
 
-def _forecast_nodes() -> list[onnx.NodeProto]:
+def cycle_table(spec: ToySpec) -> np.ndarray:
+    """Q [P, C]: large and distinct per row, so a phase off by one changes every forecast visibly."""
+    assert spec.cycle_period is not None
+    rng = np.random.default_rng(5000 + spec.version)  # its own stream: W and bias stay as without a cycle
+    return rng.normal(0, 10, (spec.cycle_period, len(spec.channels))).astype(np.float32)
+
+
+def _forecast_nodes(source: str = "window", target: str = "forecast") -> list[onnx.NodeProto]:
     return [
-        helper.make_node("Transpose", ["window"], ["x_t"], perm=[0, 2, 1]),  # [B, C, L]
+        helper.make_node("Transpose", [source], ["x_t"], perm=[0, 2, 1]),  # [B, C, L]
         helper.make_node("MatMul", ["x_t", "W"], ["y_t"]),  # [B, C, H]
         helper.make_node("Add", ["y_t", "bias"], ["y_tb"]),
-        helper.make_node("Transpose", ["y_tb"], ["forecast"], perm=[0, 2, 1]),  # [B, H, C]
+        helper.make_node("Transpose", ["y_tb"], [target], perm=[0, 2, 1]),  # [B, H, C]
     ]
+
+
+def _cycle_rows(offsets: str, out: str) -> list[onnx.NodeProto]:
+    """out [B, n, C] = Q[(phase[b] + offsets[k]) mod P]."""
+    return [
+        helper.make_node("Add", ["phase_col", offsets], [f"{out}_raw"]),  # [B, n]
+        helper.make_node("Mod", [f"{out}_raw", "period"], [f"{out}_idx"]),
+        helper.make_node("Gather", ["Q", f"{out}_idx"], [out], axis=0),  # [B, n, C]
+    ]
+
+
+def _cycle_nodes() -> tuple[list[onnx.NodeProto], list[onnx.NodeProto]]:
+    """Nodes before the network (window − Q → `x_in`) and after it (`y` + Q → forecast)."""
+    before = [
+        helper.make_node("Unsqueeze", ["phase", "ax1"], ["phase_col"]),  # [B, 1]
+        *_cycle_rows("in_offsets", "q_in"),
+        helper.make_node("Sub", ["window", "q_in"], ["x_in"]),
+    ]
+    after = [*_cycle_rows("out_offsets", "q_out"), helper.make_node("Add", ["y", "q_out"], ["forecast"])]
+    return before, after
+
+
+def _cycle_initializers(spec: ToySpec) -> list[onnx.TensorProto]:
+    assert spec.cycle_period is not None
+    L, H = spec.input_length, spec.horizon
+    arrays = {
+        "Q": cycle_table(spec),
+        "period": np.array(spec.cycle_period, np.int64),
+        "in_offsets": np.arange(L, dtype=np.int64),
+        "out_offsets": np.arange(L, L + H, dtype=np.int64),
+        "ax1": np.array([1], np.int64),
+    }
+    return [numpy_helper.from_array(v, k) for k, v in arrays.items()]
+
+
+def _network_nodes(spec: ToySpec) -> tuple[list[onnx.NodeProto], list[onnx.NodeProto], list[onnx.NodeProto]]:
+    """(before, forecast, after): the forecast nodes, wrapped in the cycle's nodes when there is one."""
+    if spec.cycle_period is None:
+        return [], _forecast_nodes(), []
+    before, after = _cycle_nodes()
+    return before, _forecast_nodes("x_in", "y"), after
 
 
 def _inspect_nodes() -> list[onnx.NodeProto]:
@@ -120,14 +173,24 @@ def _value_info(name: str, shape: list[int | str]) -> onnx.ValueInfoProto:
     return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
 
 
+def _inputs(spec: ToySpec) -> list[onnx.ValueInfoProto]:
+    window = _value_info("window", ["batch", spec.input_length, len(spec.channels)])
+    if spec.cycle_period is None:
+        return [window]
+    return [window, helper.make_tensor_value_info("phase", TensorProto.INT64, ["batch"])]
+
+
 def build_graphs(spec: ToySpec, folder: Path) -> None:
     L, H, C, N, Hh = spec.input_length, spec.horizon, len(spec.channels), spec.n_layers, spec.n_heads
     params = _parameters(spec)
-    window = _value_info("window", ["batch", L, C])
+    inputs = _inputs(spec)
     forecast = _value_info("forecast", ["batch", H, C])
     base_init = [numpy_helper.from_array(params[k], k) for k in ("W", "bias")]
+    if spec.cycle_period is not None:
+        base_init += _cycle_initializers(spec)
+    before, network, after = _network_nodes(spec)
     _save(
-        helper.make_graph(_forecast_nodes(), "toy_forecast", [window], [forecast], base_init),
+        helper.make_graph(before + network + after, "toy_forecast", inputs, [forecast], base_init),
         folder / "model.onnx",
     )
     axes = {"ax2": [2], "ax3": [3], "ax23": [2, 3]}
@@ -143,7 +206,7 @@ def build_graphs(spec: ToySpec, folder: Path) -> None:
         _value_info("attn_mixed", ["batch", C, N, Hh, L, L]),
     ]
     graph = helper.make_graph(
-        _forecast_nodes() + _inspect_nodes(), "toy_inspect", [window], outputs, inspect_init
+        before + network + after + _inspect_nodes(), "toy_inspect", inputs, outputs, inspect_init
     )
     _save(graph, folder / "inspect.onnx")
 
@@ -203,6 +266,9 @@ def manifest_for(spec: ToySpec, folder: Path) -> dict[str, Any]:
             "target": spec.channels[-1],
         },
     }
+    if spec.cycle_period is not None:  # without one, no "cycle" key at all, as manifests before it
+        manifest["inputs"].append({"name": "phase", "dtype": "int64", "shape": ["batch"]})
+        manifest["cycle"] = {"period": spec.cycle_period, "step_seconds": spec.frequency_seconds}
     manifest.update(spec.manifest_overrides)
     return manifest
 
@@ -219,4 +285,19 @@ def write_version(repository: Path, spec: ToySpec) -> Path:
 def write_repository(repository: Path, versions: tuple[int, ...] = (1, 2), name: str = "toy") -> Path:
     for version in versions:
         write_version(repository, ToySpec(name=name, version=version))
+    return repository
+
+
+# Models with a seasonal cycle (and one without, served beside them), for tests/app/**/test_cycle*.py.
+CYCLE_SPECS = (
+    ToySpec(name="hourly", cycle_period=24),  # phase = UTC hour of day
+    ToySpec(name="daily", cycle_period=7, frequency="1D", frequency_seconds=86_400),  # days since epoch % 7
+    ToySpec(name="weekly", cycle_period=168),  # UTC hour of the week (weeks from Thursday 1970-01-01)
+    ToySpec(name="plain"),
+)
+
+
+def write_cycle_repository(repository: Path) -> Path:
+    for spec in CYCLE_SPECS:
+        write_version(repository, spec)
     return repository

@@ -1,4 +1,5 @@
-"""DynamicBatcher on its own: merging, splitting, order, overload, deadlines, failures, shutdown."""
+"""DynamicBatcher on its own: merging, splitting, order, overload, deadlines, failures, shutdown, and
+feeds of several inputs (window and phase) that must stay together row by row."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.batching import Batch, DynamicBatcher, WorkItem
+from app.batching import Batch, DynamicBatcher, Feed, WorkItem
 from app.errors import InferenceError, ModelNotReady, Overloaded, Timeout
 
 
@@ -20,6 +21,11 @@ def double(rows: np.ndarray) -> np.ndarray:
 
 
 def make(run_fn: Callable[[np.ndarray], np.ndarray] = double, **kwargs: Any) -> DynamicBatcher:
+    """A batcher over one-input feeds {"x": rows}; `run_fn` sees the rows."""
+    return make_feed(lambda feed: run_fn(feed["x"]), **kwargs)
+
+
+def make_feed(run_fn: Callable[[Feed], np.ndarray], **kwargs: Any) -> DynamicBatcher:
     options: dict[str, Any] = {
         "name": "t",
         "max_batch_rows": 64,
@@ -28,6 +34,10 @@ def make(run_fn: Callable[[np.ndarray], np.ndarray] = double, **kwargs: Any) -> 
     }
     options.update(kwargs)
     return DynamicBatcher(run_fn, **options)
+
+
+async def submit(batcher: DynamicBatcher, x: np.ndarray, timeout_s: float) -> np.ndarray:
+    return await batcher.submit({"x": x}, timeout_s)
 
 
 def run(test: Callable[[], Awaitable[None]]) -> None:
@@ -44,7 +54,7 @@ def test_concurrent_submits_are_merged_and_each_gets_its_own_rows() -> None:
         batcher = make(max_wait_s=0.05, on_batch=batches.append)
         batcher.start()
         inputs = [rows(100 * i, 1 + i % 4) for i in range(20)]
-        outputs = await asyncio.gather(*(batcher.submit(x, 5.0) for x in inputs))
+        outputs = await asyncio.gather(*(submit(batcher, x, 5.0) for x in inputs))
         for x, y in zip(inputs, outputs, strict=True):
             np.testing.assert_array_equal(y, x * 2)
         assert batcher.stats.session_calls == len(batches) < 20
@@ -60,7 +70,7 @@ def test_full_batch_is_flushed_without_waiting() -> None:
         batcher = make(max_batch_rows=4, max_wait_s=10.0)
         batcher.start()
         started = time.perf_counter()
-        out = await batcher.submit(rows(0, 4), 5.0)
+        out = await submit(batcher, rows(0, 4), 5.0)
         assert time.perf_counter() - started < 2.0
         np.testing.assert_array_equal(out, rows(0, 4) * 2)
         await batcher.stop()
@@ -80,7 +90,7 @@ def test_large_request_is_split_and_reassembled_in_order() -> None:
         batcher.start()
         x = rows(0, 30)
         small = rows(1000, 2)
-        big_out, small_out = await asyncio.gather(batcher.submit(x, 5.0), batcher.submit(small, 5.0))
+        big_out, small_out = await asyncio.gather(submit(batcher, x, 5.0), submit(batcher, small, 5.0))
         np.testing.assert_array_equal(big_out, x * 2)
         np.testing.assert_array_equal(small_out, small * 2)
         assert max(seen) <= 7 and sum(seen) == 32
@@ -94,7 +104,7 @@ def test_items_record_stage_timings() -> None:
         items: list[WorkItem] = []
         batcher = make(on_item=items.append)
         batcher.start()
-        await batcher.submit(rows(0, 3), 5.0)
+        await submit(batcher, rows(0, 3), 5.0)
         (item,) = items
         assert item.queue_wait_s is not None and item.queue_wait_s >= 0
         assert item.total_s is not None and item.total_s >= item.queue_wait_s
@@ -116,21 +126,21 @@ def test_overloaded_when_queue_is_full_but_an_empty_queue_takes_anything() -> No
 
         batcher = make(blocked, max_batch_rows=1, max_wait_s=0.0, max_queue_rows=2, retry_after_s=7)
         batcher.start()
-        first = asyncio.ensure_future(batcher.submit(rows(0, 1), 5.0))
+        first = asyncio.ensure_future(submit(batcher, rows(0, 1), 5.0))
         while not calls:
             await asyncio.sleep(0.001)
-        second = asyncio.ensure_future(batcher.submit(rows(1, 2), 5.0))
+        second = asyncio.ensure_future(submit(batcher, rows(1, 2), 5.0))
         await asyncio.sleep(0)
         assert batcher.queued_rows == 2
         with pytest.raises(Overloaded) as info:
-            await batcher.submit(rows(3, 1), 5.0)
+            await submit(batcher, rows(3, 1), 5.0)
         assert info.value.retry_after_s == 7 and info.value.limit == 2
         assert batcher.stats.rejected_items == 1
         gate.set()
         np.testing.assert_array_equal(await first, rows(0, 1))
         np.testing.assert_array_equal(await second, rows(1, 2))
         # With the queue empty, a request larger than the whole queue is still taken.
-        np.testing.assert_array_equal(await batcher.submit(rows(0, 5), 5.0), rows(0, 5))
+        np.testing.assert_array_equal(await submit(batcher, rows(0, 5), 5.0), rows(0, 5))
         await batcher.stop()
 
     run(scenario)
@@ -148,14 +158,14 @@ def test_deadline_expired_in_the_queue_never_reaches_the_session() -> None:
 
         batcher = make(blocked, max_batch_rows=1, max_wait_s=0.0)
         batcher.start()
-        first = asyncio.ensure_future(batcher.submit(rows(0, 1), 5.0))
+        first = asyncio.ensure_future(submit(batcher, rows(0, 1), 5.0))
         while not calls:
             await asyncio.sleep(0.001)
         with pytest.raises(Timeout):
-            await batcher.submit(rows(9, 1), 0.05)
+            await submit(batcher, rows(9, 1), 0.05)
         gate.set()
         await first
-        np.testing.assert_array_equal(await batcher.submit(rows(5, 1), 5.0), rows(5, 1))
+        np.testing.assert_array_equal(await submit(batcher, rows(5, 1), 5.0), rows(5, 1))
         assert [float(c[0, 0]) for c in calls] == [0.0, 5.0]
         assert batcher.stats.dropped_items == 1
         await batcher.stop()
@@ -173,8 +183,8 @@ def test_failing_session_fails_only_its_batch_and_worker_survives() -> None:
         batcher = make(maybe_fail, max_wait_s=0.0)
         batcher.start()
         with pytest.raises(InferenceError, match="boom"):
-            await batcher.submit(-rows(1, 2), 5.0)
-        np.testing.assert_array_equal(await batcher.submit(rows(1, 2), 5.0), rows(1, 2))
+            await submit(batcher, -rows(1, 2), 5.0)
+        np.testing.assert_array_equal(await submit(batcher, rows(1, 2), 5.0), rows(1, 2))
         assert batcher.stats.failed_calls == 1 and batcher.running
         await batcher.stop()
 
@@ -186,7 +196,7 @@ def test_wrong_output_shape_is_an_inference_error() -> None:
         batcher = make(lambda x: x[:1], max_wait_s=0.0)
         batcher.start()
         with pytest.raises(InferenceError, match="returned"):
-            await batcher.submit(rows(0, 3), 5.0)
+            await submit(batcher, rows(0, 3), 5.0)
         await batcher.stop()
 
     run(scenario)
@@ -196,14 +206,14 @@ def test_stop_drains_queued_work_then_refuses_new_work() -> None:
     async def scenario() -> None:
         batcher = make(max_wait_s=0.2)
         batcher.start()
-        pending = [asyncio.ensure_future(batcher.submit(rows(i, 1), 5.0)) for i in range(3)]
+        pending = [asyncio.ensure_future(submit(batcher, rows(i, 1), 5.0)) for i in range(3)]
         await asyncio.sleep(0)  # let them queue
         await batcher.stop()
         for i, task in enumerate(pending):
             np.testing.assert_array_equal(await task, rows(i, 1) * 2)
         assert not batcher.running
         with pytest.raises(ModelNotReady):
-            await batcher.submit(rows(0, 1), 5.0)
+            await submit(batcher, rows(0, 1), 5.0)
 
     run(scenario)
 
@@ -213,8 +223,8 @@ def test_stop_cancels_what_cannot_drain() -> None:
         gate = threading.Event()
         batcher = make(lambda x: (gate.wait(5), x)[1], max_batch_rows=1, max_wait_s=0.0)
         batcher.start()
-        first = asyncio.ensure_future(batcher.submit(rows(0, 1), 5.0))
-        second = asyncio.ensure_future(batcher.submit(rows(1, 1), 5.0))
+        first = asyncio.ensure_future(submit(batcher, rows(0, 1), 5.0))
+        second = asyncio.ensure_future(submit(batcher, rows(1, 1), 5.0))
         await asyncio.sleep(0.05)
         await batcher.stop(drain_timeout_s=0.1)
         for task in (first, second):
@@ -228,3 +238,59 @@ def test_stop_cancels_what_cannot_drain() -> None:
 def test_rejects_bad_configuration() -> None:
     with pytest.raises(ValueError):
         make(max_batch_rows=0)
+
+
+def window_plus_phase(feed: Feed) -> np.ndarray:
+    """A fake cycle model: each row's output is its window value plus 1000·its phase."""
+    return feed["window"] + 1000.0 * feed["phase"][:, None]
+
+
+def test_window_and_phase_rows_stay_together_when_merged_and_split() -> None:
+    async def scenario() -> None:
+        batches: list[Batch] = []
+        batcher = make_feed(window_plus_phase, max_batch_rows=5, max_wait_s=0.05, on_batch=batches.append)
+        batcher.start()
+        rng = np.random.default_rng(0)
+        feeds = [
+            {"window": rows(100 * i, n), "phase": rng.integers(0, 24, n).astype(np.int64)}
+            for i, n in enumerate([1, 3, 7, 2, 12, 1])
+        ]
+        outputs = await asyncio.gather(*(batcher.submit(f, 5.0) for f in feeds))
+        for feed, out in zip(feeds, outputs, strict=True):
+            np.testing.assert_array_equal(out, window_plus_phase(feed))
+        assert len(batches) < sum(len(f["phase"]) for f in feeds)  # merged
+        assert max(b.rows for b in batches) == 5  # and the 7- and 12-row requests were split
+        await batcher.stop()
+
+    run(scenario)
+
+
+def test_a_feed_needs_one_row_per_series_in_every_input() -> None:
+    async def scenario() -> None:
+        batcher = make_feed(window_plus_phase)
+        batcher.start()
+        with pytest.raises(ValueError, match="equal row counts"):
+            await batcher.submit({"window": rows(0, 3), "phase": np.zeros(2, np.int64)}, 5.0)
+        with pytest.raises(ValueError, match="equal row counts"):
+            await batcher.submit({}, 5.0)
+        assert batcher.stats.session_calls == 0
+        await batcher.stop()
+
+    run(scenario)
+
+
+def test_requests_with_different_inputs_fail_their_batch_not_the_worker() -> None:
+    async def scenario() -> None:
+        batcher = make_feed(window_plus_phase, max_wait_s=0.05)
+        batcher.start()
+        with_phase = {"window": rows(0, 1), "phase": np.ones(1, np.int64)}
+        results = await asyncio.gather(
+            batcher.submit(with_phase, 5.0),
+            batcher.submit({"window": rows(1, 1)}, 5.0),
+            return_exceptions=True,
+        )
+        assert all(isinstance(r, InferenceError) for r in results)
+        np.testing.assert_array_equal(await batcher.submit(with_phase, 5.0), [[1000.0]])
+        await batcher.stop()
+
+    run(scenario)

@@ -47,6 +47,12 @@ def test_docs_example_manifest_parses() -> None:
         "OT",
         "cyclic_cos",
     )
+    assert m.cycle is None
+    # The cycle example: the same manifest with its `cycle` and `inputs` replaced.
+    fragment = next(b for b in text.split("```json")[2:] if '"phase"' in b).split("```", 1)[0]
+    m = parse_manifest({**json.loads(example), **json.loads(fragment)})
+    assert m.cycle is not None and (m.cycle.period, m.cycle.step_seconds) == (24, 3600)
+    assert [t.name for t in m.inputs] == ["window", "phase"]
 
 
 def _broken(raw: dict[str, Any], path: list[Any], value: Any) -> dict[str, Any]:
@@ -92,3 +98,74 @@ def test_unreadable_files(tmp_path: Path) -> None:
     (tmp_path / "manifest.json").write_text("{not json")
     with pytest.raises(ManifestError, match="not readable JSON"):
         load_manifest(tmp_path / "manifest.json")
+
+
+# -- the seasonal cycle ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cyclic(cycle_repository: Path) -> dict[str, Any]:
+    return json.loads((cycle_repository / "hourly" / "1" / "manifest.json").read_text())
+
+
+def test_cycle_absent_or_null_means_window_only(raw: dict[str, Any]) -> None:
+    assert "cycle" not in raw  # as every manifest written before the cycle existed
+    assert parse_manifest(raw).cycle is None
+    assert parse_manifest({**raw, "cycle": None}).cycle is None
+
+
+def test_cycle_manifest_parses(cyclic: dict[str, Any]) -> None:
+    m = parse_manifest(cyclic)
+    assert m.cycle is not None and (m.cycle.period, m.cycle.step_seconds) == (24, 3600.0)
+    assert [(t.name, t.dtype, t.shape) for t in m.inputs][1] == ("phase", "int64", ("batch",))
+    float_step = parse_manifest(_broken(cyclic, ["cycle", "step_seconds"], 3600.0))
+    assert float_step.cycle is not None and float_step.cycle.step_seconds == 3600.0
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        (["cycle", "period"], 1, "period"),
+        (["cycle", "period"], 0, "period"),
+        (["cycle", "period"], 2.5, "period"),
+        (["cycle", "period"], "24", "period"),
+        (["cycle", "period"], KeyError, "period"),
+        (["cycle", "step_seconds"], 0, "step_seconds"),
+        (["cycle", "step_seconds"], -3600, "step_seconds"),
+        (["cycle", "step_seconds"], float("inf"), "step_seconds"),
+        (["cycle", "step_seconds"], KeyError, "step_seconds"),
+        (["cycle", "step_seconds"], 1800, "differs from frequency_seconds"),
+        (["frequency_seconds"], float("inf"), "differs from frequency_seconds"),
+        (["cycle"], "daily", "cycle"),
+        (["inputs", 1, "dtype"], "float32", "int64"),
+        (["inputs", 1, "shape"], ["batch", 1], r"must be \['batch'\]"),
+        (["inputs", 1, "shape"], [4], r"must be \['batch'\]"),
+        (["inputs", 1, "name"], "hour", r"must be \['window', 'phase'\]"),
+        (["inputs", 1], KeyError, r"inputs are \['window'\] but cycle has period 24"),
+        (["cycle"], None, r"cycle is null, so they must be \['window'\]"),
+        (["cycle"], KeyError, "cycle is null"),
+    ],
+)
+def test_cycle_violations_are_named(
+    cyclic: dict[str, Any], path: list[Any], value: Any, message: str
+) -> None:
+    with pytest.raises(ManifestError, match=message):
+        parse_manifest(_broken(cyclic, path, value))
+
+
+def test_phase_must_follow_window(cyclic: dict[str, Any]) -> None:
+    swapped = {**cyclic, "inputs": cyclic["inputs"][::-1]}
+    with pytest.raises(ManifestError, match=r"inputs are \['phase', 'window'\]"):
+        parse_manifest(swapped)
+
+
+def test_cycle_step_below_a_microsecond(cyclic: dict[str, Any]) -> None:
+    tiny = {**cyclic, "frequency_seconds": 1e-9, "cycle": {"period": 24, "step_seconds": 1e-9}}
+    with pytest.raises(ManifestError, match="below one microsecond"):
+        parse_manifest(tiny)
+
+
+def test_phase_input_without_cycle(raw: dict[str, Any]) -> None:
+    raw["inputs"].append({"name": "phase", "dtype": "int64", "shape": ["batch"]})
+    with pytest.raises(ManifestError, match="cycle is null"):
+        parse_manifest(raw)

@@ -56,6 +56,20 @@ def test_forecasts_equal_a_direct_onnxruntime_call(client):
     assert [t.replace("T", " ") for t in body["forecasts"][0]["timestamps"]] == truth_stamps
 
 
+def test_shipped_model_has_no_cycle_and_needs_no_start(client):
+    """Written before the seasonal cycle existed: no `cycle` key, `window` only, `start` optional."""
+    manifest = json.loads((DEFAULT / "manifest.json").read_text())
+    assert manifest.get("cycle") is None and [i["name"] for i in manifest["inputs"]] == ["window"]
+    assert client.get("/v1/models/etth1-rsa").json()["versions"][0]["cycle"] is None
+    _, values = etth1_rows(12000, 100)
+    r = client.post("/v1/models/etth1-rsa/forecast", json={"series": [{"values": values}]})
+    assert r.status_code == 200, r.text
+    (fc,) = r.json()["forecasts"]
+    assert fc["timestamps"] is None
+    expected = ort_forecast(DEFAULT / "model.onnx", np.array([values[-96:]], np.float32))
+    np.testing.assert_allclose(np.array(fc["forecast"]), expected[0], atol=1e-5, rtol=0)
+
+
 def test_attention_mixed_is_the_gated_sum(client):
     _, values = etth1_rows(12000, 96)
     r = client.post("/v1/models/etth1-rsa/attention", json={"series": {"values": values}, "channel": "OT"})

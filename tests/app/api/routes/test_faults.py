@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app.batching import DynamicBatcher
+from app.batching import DynamicBatcher, Feed
 from tests.app.conftest import app_state, make_settings, registry_of, running_client, wait_for
 
 L, C = 8, 3
@@ -29,10 +29,10 @@ class GatedSession:
         self.calls = 0
         batcher.run_fn = self
 
-    def __call__(self, rows: np.ndarray) -> np.ndarray:
+    def __call__(self, feed: Feed) -> np.ndarray:
         self.calls += 1
         assert self.gate.wait(10), "gate never opened"
-        return self.inner(rows)
+        return self.inner(feed)
 
 
 def _batcher(client: TestClient) -> DynamicBatcher:
@@ -103,10 +103,10 @@ def test_session_error_is_500_and_the_batcher_keeps_serving(toy_repository: Path
         inner = batcher.run_fn
         failures = iter([True])
 
-        def flaky(rows: np.ndarray) -> np.ndarray:
+        def flaky(feed: Feed) -> np.ndarray:
             if next(failures, False):
                 raise RuntimeError("CUDA exploded")
-            return inner(rows)
+            return inner(feed)
 
         batcher.run_fn = flaky
         r = client.post(URL, json=BODY)
@@ -143,10 +143,10 @@ def _gate_inspect(client: TestClient) -> tuple[threading.Event, list[int]]:
     assert model is not None
     inner, gate, calls = model.inspect, threading.Event(), [0]
 
-    def gated(windows: np.ndarray) -> Any:
+    def gated(windows: np.ndarray, phases: np.ndarray | None = None) -> Any:
         calls[0] += 1
         assert gate.wait(10), "gate never opened"
-        return inner(windows)
+        return inner(windows, phases)
 
     model.inspect = gated  # type: ignore[method-assign]
     return gate, calls
