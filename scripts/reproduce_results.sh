@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every training run behind docs/results.md, two at a time with one thread each (2-core machine),
-# then the results page. About 40 min on the 2-core CI machine. Runs that already have a
+# then the results page. About 30 min on the 2-core CI machine. Runs that already have a
 # report.json are skipped, so an interrupted reproduction resumes where it stopped.
 #   bash scripts/reproduce_results.sh [JOBS]
 set -euo pipefail

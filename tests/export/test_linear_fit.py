@@ -97,7 +97,7 @@ def test_training_keeps_the_fitted_linear_path_frozen(slice_csv, tmp_path):
     run = train(tiny_config(slice_csv, tmp_path, name="ls", linear_path="least_squares"))
     report = json.loads((run / "report.json").read_text())
     fit = report["linear_fit"]
-    assert fit["ridge"] == 1.0 and fit["train_mse"] > 0 and fit["val_mse"] > 0
+    assert fit["ridge"] == 1.0 and min(fit["train_mse"], fit["val_mse"], fit["test_mse"]) > 0
     model, info = load_checkpoint(run / "checkpoint.safetensors")
     with safe_open(run / "checkpoint.safetensors", "pt") as f:
         trained_w, trained_head = f.get_tensor("linear.weight"), f.get_tensor("head.weight")

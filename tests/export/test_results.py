@@ -7,7 +7,7 @@ import json
 from export.results import collect, render
 
 
-def report(tmp_path, data, variant, horizon, seed, mse):
+def report(tmp_path, data, variant, horizon, seed, mse, **extra):
     d = tmp_path / f"{data}-{variant}-{horizon}-{seed}"
     d.mkdir()
     heads = [{"kind": "regular", "dilation": 1, "lambda": 0.9, "gamma": None, "theta": None, "gate": 0.4}]
@@ -22,6 +22,7 @@ def report(tmp_path, data, variant, horizon, seed, mse):
         "seconds_per_epoch": 50.0,
         "recurrence": [{"layer": 0, "heads": heads}],
     }
+    r.update(extra)
     (d / "report.json").write_text(json.dumps(r))
 
 
@@ -34,9 +35,39 @@ def test_render_means_targets_and_paper_comparison(tmp_path):
         report(tmp_path, "ETTh1", "baseline", h, 0, base)
     report(tmp_path, "ETTh1", "rsa", 24, 0, 0.30)
     page = render(collect(tmp_path))
-    assert "| 96 | 0.377 ± 0.015 | 0.188 ± 0.008 | 0.385 | 0.193 | yes | 0.753/0.770 |" in page
+    assert "| 96 | 0.377 ± 0.015 | 0.188 ± 0.008 | 0.385 | 0.193 | yes | — | 0.753/0.770 |" in page
     assert "RSA MSE at horizon 96 ≤ 0.380: 0.377 — met" in page
     assert "0.427 — met" in page  # (0.3767 + 0.42 + 0.45 + 0.46) / 4
     assert "wins at [96, 192, 720] of [96, 192, 336, 720] — met" in page
     assert "| 24 | 0.414 | 0.300 | yes |" in page
     assert "| 48 | 0.467 | — | — |" in page
+
+
+def test_recipe_and_step0_linear_columns(tmp_path):
+    ls = {"linear_path": "least_squares", "lr": 1e-4, "epochs": 4}
+    for seed, lin in enumerate([0.372, 0.374]):
+        report(
+            tmp_path,
+            "ETTh1",
+            "rsa",
+            96,
+            seed,
+            0.37,
+            config=ls,
+            linear_fit={"val_mse": 0.69, "test_mse": lin},
+            model_config={"input_length": 96, "horizon": 96, "cycle_period": 24},
+        )
+    report(
+        tmp_path,
+        "ETTh1",
+        "baseline",
+        96,
+        0,
+        0.375,
+        config=ls,
+        model_config={"input_length": 96, "horizon": 96, "cycle_period": 24},
+    )
+    page = render(collect(tmp_path))
+    row = next(line for line in page.splitlines() if line.startswith("| 96 |"))
+    assert "| 0.373 |" in row  # mean step-0 linear test MSE of the RSA runs
+    assert row.endswith("| LS+net lr 0.0001 × 4 ep, cycle 24 |")
