@@ -1,4 +1,8 @@
-"""The shipped default model, served from the repository as a fresh clone has it: no training, no torch."""
+"""The shipped models, served from the repository as a fresh clone has it: no training, no torch.
+
+etth1-rsa version 2 (the default: the latest) has a seasonal cycle and takes a phase; version 1 is the
+earlier model without one, kept so both kinds of artifact are served from real exports.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +19,8 @@ from tests.app.conftest import make_settings, ort_forecast, ort_run, running_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 REPOSITORY = ROOT / "model_repository"
-DEFAULT = REPOSITORY / "etth1-rsa" / "1"
+V1 = REPOSITORY / "etth1-rsa" / "1"
+DEFAULT = REPOSITORY / "etth1-rsa" / "2"
 
 
 def etth1_rows(first: int, count: int) -> tuple[list[str], list[list[float]]]:
@@ -30,12 +35,34 @@ def client():
         yield c
 
 
-def test_shipped_model_is_complete_and_small():
-    manifest = json.loads((DEFAULT / "manifest.json").read_text())
+def hour_phase(stamp: str) -> int:
+    """The phase of an hourly window with a daily cycle, worked out from the calendar: its UTC hour."""
+    return int(stamp[11:13])
+
+
+@pytest.mark.parametrize("folder", [V1, DEFAULT], ids=["v1", "v2"])
+def test_shipped_model_is_complete_and_small(folder):
+    manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["input_length"] == 96 and manifest["dataset"]["name"] == "ETTh1"
     assert manifest["dataset"]["mode"] == "M" and len(manifest["channels"]) == 7
     assert manifest["metrics"]["test_mse"] > 0
-    assert sum(p.stat().st_size for p in DEFAULT.iterdir()) < 8 * 2**20  # a few MB at most
+    assert sum(p.stat().st_size for p in folder.iterdir()) < 8 * 2**20  # a few MB at most
+
+
+def test_default_has_a_daily_cycle(client):
+    manifest = json.loads((DEFAULT / "manifest.json").read_text())
+    assert manifest["cycle"] == {"period": 24, "step_seconds": 3600}
+    assert [i["name"] for i in manifest["inputs"]] == ["window", "phase"]
+    versions = {v["version"]: v for v in client.get("/v1/models/etth1-rsa").json()["versions"]}
+    assert versions[2]["cycle"] == {"period": 24, "step_seconds": 3600}
+    assert versions[1]["cycle"] is None
+
+
+def test_default_needs_start(client):
+    _, values = etth1_rows(12000, 96)
+    r = client.post("/v1/models/etth1-rsa/forecast", json={"series": [{"values": values}]})
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["field"] == "series[0].start"
 
 
 def test_forecasts_equal_a_direct_onnxruntime_call(client):
@@ -48,7 +75,13 @@ def test_forecasts_equal_a_direct_onnxruntime_call(client):
     r = client.post("/v1/models/etth1-rsa/forecast", json={"series": series})
     assert r.status_code == 200, r.text
     body = r.json()
-    expected = ort_forecast(DEFAULT / "model.onnx", np.array(windows, np.float32))
+    assert body["version"] == 2
+    phases = [hour_phase(x["start"]) for x in series]
+    expected = ort_forecast(DEFAULT / "model.onnx", np.array(windows, np.float32), phases)
+    wrong = ort_forecast(
+        DEFAULT / "model.onnx", np.array(windows, np.float32), [(p + 1) % 24 for p in phases]
+    )
+    assert float(np.abs(wrong - expected).max()) > 1e-3  # the phase matters
     for i, fc in enumerate(body["forecasts"]):
         assert fc["id"] == str(starts[i])
         np.testing.assert_allclose(np.array(fc["forecast"]), expected[i], atol=1e-5, rtol=0)
@@ -56,27 +89,31 @@ def test_forecasts_equal_a_direct_onnxruntime_call(client):
     assert [t.replace("T", " ") for t in body["forecasts"][0]["timestamps"]] == truth_stamps
 
 
-def test_shipped_model_has_no_cycle_and_needs_no_start(client):
+def test_version_1_has_no_cycle_and_needs_no_start(client):
     """Written before the seasonal cycle existed: no `cycle` key, `window` only, `start` optional."""
-    manifest = json.loads((DEFAULT / "manifest.json").read_text())
+    manifest = json.loads((V1 / "manifest.json").read_text())
     assert manifest.get("cycle") is None and [i["name"] for i in manifest["inputs"]] == ["window"]
-    assert client.get("/v1/models/etth1-rsa").json()["versions"][0]["cycle"] is None
     _, values = etth1_rows(12000, 100)
-    r = client.post("/v1/models/etth1-rsa/forecast", json={"series": [{"values": values}]})
+    r = client.post("/v1/models/etth1-rsa/versions/1/forecast", json={"series": [{"values": values}]})
     assert r.status_code == 200, r.text
     (fc,) = r.json()["forecasts"]
     assert fc["timestamps"] is None
-    expected = ort_forecast(DEFAULT / "model.onnx", np.array([values[-96:]], np.float32))
+    expected = ort_forecast(V1 / "model.onnx", np.array([values[-96:]], np.float32))
     np.testing.assert_allclose(np.array(fc["forecast"]), expected[0], atol=1e-5, rtol=0)
 
 
 def test_attention_mixed_is_the_gated_sum(client):
-    _, values = etth1_rows(12000, 96)
-    r = client.post("/v1/models/etth1-rsa/attention", json={"series": {"values": values}, "channel": "OT"})
+    stamps, values = etth1_rows(12000, 96)
+    start = stamps[0].replace(" ", "T")
+    series = {"values": values, "start": start}
+    r = client.post("/v1/models/etth1-rsa/attention", json={"series": series, "channel": "OT"})
     assert r.status_code == 200, r.text
     body = r.json()
     soft, rem, mixed = ort_run(
-        DEFAULT / "inspect.onnx", np.array([values], np.float32), ["attn_softmax", "attn_rem", "attn_mixed"]
+        DEFAULT / "inspect.onnx",
+        np.array([values], np.float32),
+        ["attn_softmax", "attn_rem", "attn_mixed"],
+        [hour_phase(start)],
     )
     heads = body["layers"][0]["heads"]
     assert len(heads) == 4
@@ -105,7 +142,8 @@ with TestClient(create_app(settings)) as c:
         if c.get("/readyz").status_code == 200:
             break
         time.sleep(0.02)
-    r = c.post("/v1/models/etth1-rsa/forecast", json={{"series": [{{"values": [[1.0] * 7] * 96}}]}})
+    one = {{"values": [[1.0] * 7] * 96, "start": "2018-01-01T05:00:00"}}
+    r = c.post("/v1/models/etth1-rsa/forecast", json={{"series": [one]}})
     assert r.status_code == 200, r.text
     assert len(r.json()["forecasts"][0]["forecast"]) == 96
 print("served")
