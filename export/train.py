@@ -88,6 +88,12 @@ class TrainConfig:
         unknown = set(self.model) - {f.name for f in dataclasses.fields(ModelConfig)}
         if unknown:
             raise ValueError(f"unknown model settings {sorted(unknown)}")
+        period = self.model.get("cycle_period", 0)
+        if period != "auto" and (not isinstance(period, int) or isinstance(period, bool) or period < 0):
+            raise ValueError(f"model.cycle_period must be 'auto' or an integer >= 0, got {period!r}")
+        theta = self.model.get("theta_init")
+        if theta is not None and theta != "auto" and not isinstance(theta, int | float):
+            raise ValueError(f"model.theta_init must be 'auto', a number or null, got {theta!r}")
 
     @property
     def horizon(self) -> int:

@@ -73,3 +73,21 @@ def test_fit_cycle_is_the_mean_at_each_phase():
     with pytest.raises(ValueError, match="no rows at cycle phases"):
         fit_cycle(too_long, split)
     assert torch.is_tensor(model.cycle)
+
+
+@pytest.mark.parametrize("model", [{"cycle_period": "weekly"}, {"cycle_period": -1}, {"theta_init": "daily"}])
+def test_train_config_rejects_bad_cycle_settings(model):
+    from export.train import TrainConfig
+
+    with pytest.raises(ValueError, match=r"cycle_period|theta_init"):
+        TrainConfig(model=model)
+
+
+def test_auto_settings_resolve_from_the_training_data():
+    import math
+
+    from export.train import TrainConfig, resolve_auto
+
+    ds = load_dataset("data/ETT/ETTh1.csv", 96, 24)
+    cfg = resolve_auto(TrainConfig(model={"cycle_period": "auto", "theta_init": "auto"}), ds)
+    assert cfg.model["cycle_period"] == 24 and cfg.model["theta_init"] == pytest.approx(2 * math.pi / 24)
