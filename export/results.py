@@ -167,6 +167,15 @@ def render(groups: dict[tuple[str, str, int], list[dict]], tuning: list[dict] | 
     ]
     ok = "met" if len(pairs) == len(MAIN_HORIZONS) and len(wins) >= 3 else "**missed**"
     lines.append(f"- RSA better than the baseline at ≥ 3 of 4 horizons: wins at {wins} of {pairs} — {ok}.")
+    if pairs:
+        diffs = {
+            h: _stat(g(("ETTh1", "rsa", h)), "mse")[0] - _stat(g(("ETTh1", "baseline", h)), "mse")[0]
+            for h in pairs
+        }
+        stds = [sd for h in pairs for v in ("rsa", "baseline") if (sd := _stat(g(("ETTh1", v, h)), "mse")[1])]
+        text = ", ".join(f"{h}: {d:+.4f}" for h, d in diffs.items())
+        noise = f"; seed std ranges {min(stds):.4f}–{max(stds):.4f}" if stds else ""
+        lines.append(f"  RSA − baseline test MSE per horizon: {text}{noise}.")
     lines += ["", "## Against the paper's RSA-Informer (ETTh1, multivariate)", ""]
     lines += ["| horizon | RSA-Informer (paper) | ours (RSA) | better |", "|---|---|---|---|"]
     for h, ref in PAPER_RSA_INFORMER.items():
