@@ -1,6 +1,6 @@
 """Does the forecast path pay for attention inspection?  Side by side, in one run, on one machine:
 
-    .venv/bin/python -m bench.forecast_vs_inspect [model_repository/etth1-rsa/1] [--repeats 200]
+    .venv/bin/python -m bench.forecast_vs_inspect [model_repository/etth1-rsa/2] [--repeats 200]
 
 - model.onnx: the forecast graph (built without inspection outputs) — what /forecast runs;
 - inspect.onnx asked for `forecast` only: what a single graph with extra outputs would cost a forecast;
@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("version_dir", nargs="?", default=str(REPO / "model_repository" / "etth1-rsa" / "1"))
+    ap.add_argument("version_dir", nargs="?", default=str(REPO / "model_repository" / "etth1-rsa" / "2"))
     ap.add_argument("--repeats", type=int, default=200)
     ap.add_argument("--batches", default="1,8,64")
     args = ap.parse_args()
@@ -36,10 +36,15 @@ def main() -> None:
     opts.intra_op_num_threads = 1  # one core each, no thread-pool noise between the three
     fc = ort.InferenceSession(str(vdir / "model.onnx"), opts, providers=["CPUExecutionProvider"])
     insp = ort.InferenceSession(str(vdir / "inspect.onnx"), opts, providers=["CPUExecutionProvider"])
+    period = (manifest.get("cycle") or {}).get("period")
+
+    def feed(x: np.ndarray) -> dict[str, np.ndarray]:  # a cycle model also takes each window's phase
+        return {"window": x} if period is None else {"window": x, "phase": np.arange(len(x)) % period}
+
     cases = {
-        "model.onnx -> forecast": lambda x: fc.run(["forecast"], {"window": x}),
-        "inspect.onnx -> forecast only": lambda x: insp.run(["forecast"], {"window": x}),
-        "inspect.onnx -> all outputs": lambda x: insp.run(None, {"window": x}),
+        "model.onnx -> forecast": lambda x: fc.run(["forecast"], feed(x)),
+        "inspect.onnx -> forecast only": lambda x: insp.run(["forecast"], feed(x)),
+        "inspect.onnx -> all outputs": lambda x: insp.run(None, feed(x)),
     }
     print(f"{vdir}: L={L}, C={C}, provider {fc.get_providers()[0]}, {args.repeats} rounds")
     print(f"{'batch':>5}  {'case':<32}{'median ms':>10}{'ratio':>8}")
