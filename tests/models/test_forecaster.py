@@ -342,8 +342,7 @@ def test_cycle_is_removed_from_the_window_and_continued_in_the_forecast():
     # window 1 starts at phase 3: forecast row k sits at phase (3 + 10 + k) mod 4
     for k in range(6):
         assert rows[1, k].tolist() == model.cycle[(3 + 10 + k) % 4].tolist()
-    # A window that is exactly the cycle forecasts exactly the cycle: the network sees zeros
-    # (RevIN keeps zeros at its bias, the linear path maps to a constant), so compare two phases.
+    # Shift equivariance survives the cycle: Q is removed before RevIN and added back after it.
     x = model.cycle_rows(phase, 10)
     y = model(x, phase=phase)
     y_shifted = model(x + 5.0, phase=phase)
