@@ -447,6 +447,8 @@ class Split:
     _tensor: torch.Tensor = field(init=False, repr=False, compare=False)
     _x_offsets: torch.Tensor = field(init=False, repr=False, compare=False)
     _y_offsets: torch.Tensor = field(init=False, repr=False, compare=False)
+    # floor(t / step) of every row (t in ns since the epoch), computed once; None without a step.
+    _step_index: torch.Tensor | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         data = np.ascontiguousarray(self.data, dtype=np.float32)
@@ -458,6 +460,11 @@ class Split:
         object.__setattr__(self, "_tensor", torch.from_numpy(data))
         object.__setattr__(self, "_x_offsets", torch.arange(self.input_length))
         object.__setattr__(self, "_y_offsets", torch.arange(self.horizon) + self.input_length)
+        step_index = None
+        if self.step_seconds > 0:
+            ns = self.timestamps.astype("datetime64[ns]").astype(np.int64)
+            step_index = torch.from_numpy(np.floor_divide(ns, round(self.step_seconds * 1e9)))
+        object.__setattr__(self, "_step_index", step_index)
 
     @property
     def num_windows(self) -> int:
@@ -479,13 +486,10 @@ class Split:
     def phases(self, idx: np.ndarray | torch.Tensor | Any, period: int) -> torch.Tensor:
         """Cycle phase [n] (int64) of windows starting at ``idx``: floor(t / step) mod period for the
         UTC time t (seconds since the epoch) of each window's first row, as the service computes it."""
-        if self.step_seconds <= 0:
+        if self._step_index is None:
             raise ValueError(f"{self.name}: split has no step_seconds; cannot place windows in a cycle")
         starts = idx if isinstance(idx, torch.Tensor) else torch.from_numpy(np.asarray(idx, dtype=np.int64))
-        ns = self.timestamps.astype("datetime64[ns]").astype(np.int64)
-        step_ns = round(self.step_seconds * 1e9)
-        rows = torch.from_numpy(np.floor_divide(ns, step_ns) % period)
-        return rows[starts.reshape(-1).to(torch.long)]
+        return self._step_index[starts.reshape(-1).to(torch.long)] % period
 
     def __repr__(self) -> str:
         return (

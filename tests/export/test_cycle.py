@@ -40,36 +40,25 @@ def test_dominant_period_of_a_synthetic_weekly_signal():
         dominant_period(values[:20], 30)
 
 
+def tiny_cycle_model(period: int) -> RSAForecaster:
+    heads = (1, 0, 0, 0, 0, 0)
+    return RSAForecaster(
+        ModelConfig(
+            input_length=4, horizon=2, channels=2, d_model=4, n_heads=2, rem_heads=heads, cycle_period=period
+        )
+    )
+
+
 def test_fit_cycle_is_the_mean_at_each_phase():
     stamps = np.datetime64("2020-01-01T00:00") + np.arange(48).astype("timedelta64[h]")
     data = np.arange(48, dtype=np.float64)[:, None] * np.array([[1.0, -2.0]])
     split = Split("train", data, stamps, input_length=4, horizon=2, step_seconds=3600.0)
-    model = RSAForecaster(
-        ModelConfig(
-            input_length=4,
-            horizon=2,
-            channels=2,
-            d_model=4,
-            n_heads=2,
-            rem_heads=(1, 0, 0, 0, 0, 0),
-            cycle_period=24,
-        )
-    )
+    model = tiny_cycle_model(24)
     fit_cycle(model, split)
     # hour h holds rows h and h + 24: mean h + 12
     expected = (np.arange(24) + 12.0)[:, None] * np.array([[1.0, -2.0]])
     np.testing.assert_allclose(model.cycle.detach().numpy(), expected, rtol=1e-6)
-    too_long = RSAForecaster(
-        ModelConfig(
-            input_length=4,
-            horizon=2,
-            channels=2,
-            d_model=4,
-            n_heads=2,
-            rem_heads=(1, 0, 0, 0, 0, 0),
-            cycle_period=96,
-        )
-    )
+    too_long = tiny_cycle_model(96)
     with pytest.raises(ValueError, match="no rows at cycle phases"):
         fit_cycle(too_long, split)
     assert torch.is_tensor(model.cycle)

@@ -33,17 +33,9 @@ CFG = ModelConfig(
 )
 
 
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    """An untrained tiny model with the metadata a training run writes (no training: export is tested)."""
-    d = tmp_path_factory.mktemp("ckpt")
-    csv = ettd_slice(d / "etth1_slice.csv", rows=600)
-    ds = load_dataset(csv, CFG.input_length, CFG.horizon)
-    torch.manual_seed(0)
-    model = RSAForecaster(CFG)
-    with torch.no_grad():  # gates away from 0.5 so a mix-up of σ(μ) and 1 − σ(μ) would show
-        model.layers[0].attn.mu.fill_(0.8)
-    meta = {
+def checkpoint_meta(ds, csv) -> dict:
+    """The metadata a training run saves with its checkpoint."""
+    return {
         "train_config": {},
         "data": {
             "name": ds.series.name,
@@ -58,6 +50,19 @@ def checkpoint(tmp_path_factory):
             "scaler": ds.scaler.to_dict(),
         },
     }
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """An untrained tiny model with the metadata a training run writes (no training: export is tested)."""
+    d = tmp_path_factory.mktemp("ckpt")
+    csv = ettd_slice(d / "etth1_slice.csv", rows=600)
+    ds = load_dataset(csv, CFG.input_length, CFG.horizon)
+    torch.manual_seed(0)
+    model = RSAForecaster(CFG)
+    with torch.no_grad():  # gates away from 0.5 so a mix-up of σ(μ) and 1 − σ(μ) would show
+        model.layers[0].attn.mu.fill_(0.8)
+    meta = checkpoint_meta(ds, csv)
     path = d / "checkpoint.safetensors"
     save_checkpoint(path, model, meta)
     (d / "report.json").write_text(json.dumps({"name": "tiny", "test": {"mse": 0.5, "mae": 0.4}}))
@@ -224,21 +229,7 @@ def cycle_version(tmp_path_factory):
     torch.manual_seed(0)
     model = RSAForecaster(cfg)
     fit_cycle(model, ds.train)
-    meta = {
-        "train_config": {},
-        "data": {
-            "name": ds.series.name,
-            "path": portable(csv),
-            "sha256": ds.series.sha256,
-            "mode": "M",
-            "target": "OT",
-            "protocol": ds.protocol,
-            "channels": ds.channels,
-            "frequency": ds.series.frequency,
-            "frequency_seconds": ds.series.frequency_seconds,
-            "scaler": ds.scaler.to_dict(),
-        },
-    }
+    meta = checkpoint_meta(ds, csv)
     save_checkpoint(d / "checkpoint.safetensors", model, meta)
     return export_model(d / "checkpoint.safetensors", d / "repo", "cyc"), model.eval(), ds
 
