@@ -50,6 +50,10 @@ class ModelConfig:
     # subtracted from the window and added back to the forecast, aligned by the window's phase.
     # 0: no cycle, and forward takes no phase.
     cycle_period: int = 0
+    # How the attention branch reads its tokens out: "flatten" maps all L×d features to H (PatchTST's
+    # flatten head); "last" maps only the last step's d features, so the branch must carry the
+    # window's history to the last step through attention (the state of an RNN, for the REM heads).
+    head: Literal["flatten", "last"] = "flatten"
 
     def __post_init__(self) -> None:
         for name in ("input_length", "horizon", "channels", "d_model", "n_heads", "n_layers", "d_ff"):
@@ -67,6 +71,8 @@ class ModelConfig:
             raise ValueError(f"cycle_period must be 0 (off) or >= 2, got {self.cycle_period}")
         if self.token_kernel < 1 or self.token_kernel % 2 == 0:
             raise ValueError(f"token_kernel must be odd and >= 1, got {self.token_kernel}")
+        if self.head not in ("flatten", "last"):
+            raise ValueError(f"head must be 'flatten' or 'last', got {self.head!r}")
         for name in ("dropout", "attn_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")

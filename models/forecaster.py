@@ -92,7 +92,7 @@ class RSAForecaster(nn.Module):
             for _ in range(cfg.n_layers)
         )
         self.norm = nn.LayerNorm(d)
-        self.head = nn.Linear(L * d, H)
+        self.head = nn.Linear(L * d if cfg.head == "flatten" else d, H)
         self.linear = nn.Linear(L, H) if cfg.linear_residual else None
         self.cycle = nn.Parameter(torch.zeros(cfg.cycle_period, cfg.channels)) if cfg.cycle_period else None
 
@@ -125,7 +125,8 @@ class RSAForecaster(nn.Module):
         for layer in self.layers:
             z, m = layer(z, return_attn)
             maps.append(m)
-        y = self.head(self.norm(z).flatten(1))  # (B*C, H)
+        z = self.norm(z)
+        y = self.head(z.flatten(1) if cfg.head == "flatten" else z[:, -1])  # (B*C, H)
         if self.linear is not None:
             y = y + self.linear(u)
         y = y.reshape(-1, C, cfg.horizon).transpose(1, 2)  # (B, H, C)

@@ -260,6 +260,24 @@ def test_cycle_model_takes_a_phase_and_matches_pytorch(cycle_version):
     assert not forbidden_nodes(version_dir / "model.onnx")
 
 
+def test_last_head_model_matches_pytorch(tmp_path):
+    csv = ettd_slice(tmp_path / "etth1_slice.csv", rows=600)
+    cfg = dataclasses.replace(CFG, head="last", masked=True)
+    ds = load_dataset(csv, cfg.input_length, cfg.horizon)
+    torch.manual_seed(0)
+    model = RSAForecaster(cfg)
+    save_checkpoint(tmp_path / "checkpoint.safetensors", model, checkpoint_meta(ds, csv))
+    version_dir = export_model(tmp_path / "checkpoint.safetensors", tmp_path / "repo", "last")
+    x, _ = ds.test.windows(np.arange(0, 40, 3))
+    raw = ds.scaler.inverse_transform(x.numpy()).astype(np.float32)
+    got = sessions(version_dir)[0].run(["forecast"], {"window": raw})[0]
+    with torch.no_grad():
+        want = model.eval()(x).numpy()
+    np.testing.assert_allclose(ds.scaler.transform(got), want, atol=1e-4)
+    manifest = json.loads((version_dir / "manifest.json").read_text())
+    assert manifest["architecture"]["head"] == "last"
+
+
 def test_cycle_model_without_phase_is_an_error():
     model = RSAForecaster(dataclasses.replace(CFG, cycle_period=24))
     with pytest.raises(ValueError, match="pass phase"):

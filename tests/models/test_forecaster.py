@@ -97,6 +97,29 @@ def test_return_attn_maps_channels_to_their_own_sequences():
                 torch.testing.assert_close(maps["softmax"][b, c], mb["softmax"][0, 0], atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("baseline", [False, True], ids=["rsa", "baseline"])
+def test_last_head_reads_the_last_step_which_sees_the_whole_window(baseline):
+    # No linear path and no RevIN, so the forecast is the attention branch alone.
+    cfg = small_cfg(
+        length=12, horizon=5, channels=2, head="last", masked=True, linear_residual=False, revin=False
+    )
+    model = make_model(cfg.baseline() if baseline else cfg)
+    assert model.head.in_features == cfg.d_model
+    x = window(1, cfg)
+    with torch.no_grad():
+        y = model(x)
+        assert y.shape == (1, 5, 2)
+        for t in (0, 5, 11):  # causal attention carries even the first step to the last one
+            x2 = x.clone()
+            x2[0, t, 0] += 1.0
+            assert (model(x2) - y)[0, :, 0].abs().max() > 1e-6, t
+            torch.testing.assert_close(model(x2)[0, :, 1], y[0, :, 1])  # channels stay independent
+        set_fused(model, False)
+        torch.testing.assert_close(model(x), y, atol=1e-5, rtol=0)
+        model.fold()
+        torch.testing.assert_close(model(x), y, atol=1e-5, rtol=0)
+
+
 # -- folding, paths, batch independence -------------------------------------------------------------------
 @pytest.mark.parametrize("masked", [False, True])
 @pytest.mark.parametrize("gate", ["layer", "head"])
@@ -225,6 +248,7 @@ def test_baseline_layer_is_plain_attention():
         {"attn_dropout": -0.1},
         {"cycle_period": 1},
         {"cycle_period": -24},
+        {"head": "mean"},
     ],
 )
 def test_config_validation(kw):
