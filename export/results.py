@@ -9,6 +9,7 @@ reference numbers, which are labelled as such.
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -83,7 +84,8 @@ def recipe(r: dict) -> str:
     c, m = r.get("config", {}), r.get("model_config", {})
     kind = "LS+net" if c.get("linear_path") == "least_squares" else "net"
     cycle = f", cycle {m['cycle_period']}" if m.get("cycle_period") else ""
-    return f"{kind} lr {c['lr']:g} × {c['epochs']} ep{cycle}" if "lr" in c else kind + cycle
+    head = ", last-step head" if m.get("head") == "last" else ""
+    return f"{kind} lr {c['lr']:g} × {c['epochs']} ep{cycle}{head}" if "lr" in c else kind + cycle + head
 
 
 def _linear_test(reports: list[dict] | None) -> str:
@@ -99,6 +101,44 @@ def _step0(r: dict) -> str:
 
 def _recipes(reports: list[dict] | None) -> str:
     return " / ".join(sorted({recipe(r) for r in reports})) if reports else "—"
+
+
+# Tuning folders of a multi-seed round: <round>-h<horizon>-<rsa|base>-s<seed>, e.g. N-h096-base-s2.
+ROUND_RUN = re.compile(
+    r"^(?P<round>[A-Z][A-Za-z0-9]*)-h(?P<horizon>\d+)-(?P<variant>rsa|base)-s(?P<seed>\d+)$"
+)
+
+
+ROUNDS_TEXT = (
+    "### Multi-seed rounds\n\n"
+    "Rounds run with several seeds for both variants, summarised as the mean over seeds of the best\n"
+    "validation MSE (what a recipe is chosen on) and of the test MSE (reported, never used to choose)."
+)
+
+
+def round_summary(tuning: list[dict]) -> list[str]:
+    """Per multi-seed round and horizon: mean best val and test MSE of RSA and the baseline over seeds."""
+    rounds: dict[tuple[str, int], dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for r in tuning:
+        if m := ROUND_RUN.match(r["name"]):
+            rounds[(m["round"], int(m["horizon"]))][m["variant"]].append(r)
+    if not rounds:
+        return []
+
+    def mean(rs: list[dict], split: str) -> str:
+        return f"{statistics.fmean(r[split]['mse'] for r in rs):.4f}" if rs else "—"
+
+    lines = [
+        "| round | horizon | recipe | seeds (RSA/base) | val RSA | val base | test RSA | test base |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for (name, h), v in sorted(rounds.items()):
+        rsa, base = v.get("rsa", []), v.get("base", [])
+        lines.append(
+            f"| {name} | {h} | {_recipes(rsa + base)} | {len(rsa)}/{len(base)} | {mean(rsa, 'val')} |"
+            f" {mean(base, 'val')} | {mean(rsa, 'test')} | {mean(base, 'test')} |"
+        )
+    return lines
 
 
 def render(groups: dict[tuple[str, str, int], list[dict]], tuning: list[dict] | None = None) -> str:
@@ -186,7 +226,7 @@ def render(groups: dict[tuple[str, str, int], list[dict]], tuning: list[dict] | 
     if tuning:
         lines += [
             "",
-            "## What we tried (ETTh1, RSA)",
+            "## What we tried (ETTh1)",
             "",
             "Variants of the RSA configuration, judged on validation MSE only (the test column is shown",
             "for honesty, not used to choose). Rows A–I are the first round, at horizon 96 with the whole",
@@ -206,19 +246,23 @@ def render(groups: dict[tuple[str, str, int], list[dict]], tuning: list[dict] | 
             "",
         ]
         lines += [
-            "| run | horizon | d_model | dropout | REM lr × | REM heads (k1..k6) | dilation | masked | gate |"
-            " μ₀ | pos. enc. | recipe | seed | val at step 0 | best val | test |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            "| run | variant | horizon | d_model | dropout | REM lr × | REM heads (k1..k6) | dilation |"
+            " masked | gate | μ₀ | pos. enc. | recipe | seed | val at step 0 | best val | test |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
-        for r in tuning:
+        for r in (r for r in tuning if not ROUND_RUN.match(r["name"])):
             m, c = r["model_config"], r["config"]
             lines.append(
-                f"| {r['name']} | {m['horizon']} | {m['d_model']} | {m['dropout']} |"
+                f"| {r['name']} | {r.get('variant', 'rsa')} | {m['horizon']} |"
+                f" {m['d_model']} | {m['dropout']} |"
                 f" {c.get('rem_lr_mult', 1.0)} |"
                 f" {m['rem_heads']} | {m['dilation']} | {'yes' if m.get('masked') else 'no'} | {m['gate']} |"
                 f" {m['mu_init']} | {m['positional']} | {recipe(r)} | {r['seed']} |"
                 f" {_step0(r)} | {r['val']['mse']:.4f} | {r['test']['mse']:.4f} |"
             )
+
+        if summary := round_summary(tuning):
+            lines += ["", ROUNDS_TEXT, "", *summary]
 
     lines += ["", "## What the models learned (ETTh1, horizon 96)", ""]
     lines.append("g = the head's gate σ(μ), the weight of its REM; λ, γ, θ of each REM head.")

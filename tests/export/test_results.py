@@ -71,3 +71,45 @@ def test_recipe_and_step0_linear_columns(tmp_path):
     row = next(line for line in page.splitlines() if line.startswith("| 96 |"))
     assert "| 0.373 |" in row  # mean step-0 linear test MSE of the RSA runs
     assert row.endswith("| LS+net lr 0.0001 × 4 ep, cycle 24 |")
+
+
+def test_multi_seed_rounds_are_summarised_and_single_runs_listed(tmp_path):
+    tuning = []
+    for variant, vals in {"rsa": [0.68, 0.70], "base": [0.69, 0.71]}.items():
+        for seed, val in enumerate(vals):
+            tuning.append(
+                {
+                    "name": f"N-h096-{variant}-s{seed}",
+                    "variant": "rsa" if variant == "rsa" else "baseline",
+                    "seed": seed,
+                    "config": {"linear_path": "least_squares", "lr": 1e-4, "epochs": 4},
+                    "model_config": {"horizon": 96, "cycle_period": 24, "head": "last"},
+                    "val": {"mse": val},
+                    "test": {"mse": val / 2},
+                }
+            )
+    single = {
+        "name": "A",
+        "variant": "rsa",
+        "seed": 0,
+        "config": {"lr": 1e-3, "epochs": 8},
+        "model_config": {
+            "horizon": 96,
+            "d_model": 16,
+            "dropout": 0.2,
+            "rem_heads": [2, 1, 1, 0, 0, 0],
+            "dilation": 2,
+            "gate": "layer",
+            "mu_init": 0.0,
+            "positional": "none",
+        },
+        "val": {"mse": 0.7},
+        "test": {"mse": 0.38},
+    }
+    page = render({}, [*tuning, single])
+    assert (
+        "| N | 96 | LS+net lr 0.0001 × 4 ep, cycle 24, last-step head | 2/2 |"
+        " 0.6900 | 0.7000 | 0.3450 | 0.3500 |" in page
+    )
+    assert "| A | rsa | 96 | 16 |" in page
+    assert "| N-h096-" not in page  # round runs appear only in the summary
