@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
+from app.batching import Feed  # graph input name -> array with one row per window
 from app.manifest import (
     ATTN_MIXED,
     ATTN_REM,
@@ -35,7 +36,6 @@ CUDA = "CUDAExecutionProvider"
 CPU = "CPUExecutionProvider"
 
 ProviderSpec = str | tuple[str, dict[str, Any]]
-Feed = dict[str, np.ndarray]  # graph input name -> array with one row per window
 
 
 class SessionLoadError(RuntimeError):
