@@ -11,6 +11,7 @@ from safetensors import safe_open
 
 from export.checkpoint import load_checkpoint
 from export.evaluate import evaluate, load_for_checkpoint
+from export.paths import REPO_ROOT as ROOT
 from export.train import TrainConfig, load_config, train
 from tests.utils.data import ettd_slice
 
@@ -156,3 +157,28 @@ def test_evaluate_command_prints_the_report_metrics(run):
     report = json.loads((run / "report.json").read_text())
     assert out["split"] == "test" and out["windows"] == report["windows"]["test"]
     assert out["mse"] == pytest.approx(report["test"]["mse"], rel=1e-5)
+
+
+@pytest.mark.parametrize("config", ["etth1-rsa.yaml", "etth1-transformer.yaml"])
+def test_shipped_configs_train(config, slice_csv, tmp_path):
+    """Each shipped config runs as written (one short epoch on a slice, shorter windows)."""
+    overrides = [
+        f"data={slice_csv}",
+        f"out={tmp_path}",
+        "epochs=1",
+        "max_train_windows=64",
+        "model.input_length=48",
+        "model.horizon=24",
+        "threads=1",
+        "progress=false",
+    ]
+    cfg = load_config(ROOT / "configs" / config, overrides)
+    report = json.loads((train(cfg) / "report.json").read_text())
+    m = report["model_config"]
+    assert m["cycle_period"] == 24  # "auto" read the daily period off the slice
+    assert m["rem_heads"] == [2, 1, 1, 0, 0, 0] and m["masked"]
+    if config == "etth1-transformer.yaml":
+        assert (m["linear_residual"], m["head"], report["linear_fit"]) == (False, "last", None)
+    else:
+        assert (m["linear_residual"], m["head"]) == (True, "flatten")
+        assert report["linear_fit"]["val_mse"] > 0
