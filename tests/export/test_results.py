@@ -82,7 +82,8 @@ def test_multi_seed_rounds_are_summarised_and_single_runs_listed(tmp_path):
                     "name": f"N-h096-{variant}-s{seed}",
                     "variant": "rsa" if variant == "rsa" else "baseline",
                     "seed": seed,
-                    "config": {"linear_path": "least_squares", "lr": 1e-4, "epochs": 4},
+                    "config": {"linear_path": "least_squares", "lr": 1e-4, "epochs": 4, "rem_lr_mult": 10},
+                    "linear_fit": {"val_mse": 0.75},
                     "model_config": {"horizon": 96, "cycle_period": 24, "head": "last"},
                     "val": {"mse": val},
                     "test": {"mse": val / 2},
@@ -108,8 +109,33 @@ def test_multi_seed_rounds_are_summarised_and_single_runs_listed(tmp_path):
     }
     page = render({}, [*tuning, single])
     assert (
-        "| N | 96 | LS+net lr 0.0001 × 4 ep, cycle 24, last-step head | 2/2 |"
+        "| N | 96 | LS+net lr 0.0001 × 4 ep, cycle 24, last-step head | 10 | 2/2 | 0.7500 |"
         " 0.6900 | 0.7000 | 0.3450 | 0.3500 |" in page
     )
     assert "| A | rsa | 96 | 16 |" in page
     assert "| N-h096-" not in page  # round runs appear only in the summary
+
+
+def test_round_wins_are_counted_from_mean_test_mse(tmp_path):
+    tuning = []
+    tests = {96: (0.40, 0.44), 192: (0.44, 0.47), 336: (0.46, 0.48), 720: (0.50, 0.49)}
+    for h, (rsa, base) in tests.items():
+        for variant, mse in (("rsa", rsa), ("base", base)):
+            for seed in (0, 1):
+                tuning.append(
+                    {
+                        "name": f"T-h{h:03d}-{variant}-s{seed}",
+                        "variant": "rsa" if variant == "rsa" else "baseline",
+                        "seed": seed,
+                        "config": {"lr": 1e-3, "epochs": 8},
+                        "model_config": {"horizon": h, "head": "last"},
+                        "val": {"mse": 2 * mse},
+                        "test": {"mse": mse + 0.01 * seed},
+                    }
+                )
+    tuning.append({**tuning[0], "name": "U-h096-rsa-s0"})  # a round missing horizons is not judged
+    page = render({}, tuning)
+    assert "round T: [96, 192, 336] (3 of 4)." in page
+    assert "round U" not in page
+    row = next(line for line in page.splitlines() if line.startswith("| T | 720 |"))
+    assert row.endswith("| 0.5050 | 0.4950 | no/no |")
