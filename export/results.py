@@ -88,15 +88,23 @@ def recipe(r: dict) -> str:
     return f"{kind} lr {c['lr']:g} × {c['epochs']} ep{cycle}{head}" if "lr" in c else kind + cycle + head
 
 
+def _fit_mean(reports: list[dict] | None, key: str) -> float | None:
+    """Mean over seeds of the step-0 network's (least-squares linear path with the cycle) `key`
+    ("val_mse" / "test_mse"); None when no report has it."""
+    vals = [r["linear_fit"][key] for r in reports or [] if (r.get("linear_fit") or {}).get(key)]
+    return statistics.fmean(vals) if vals else None
+
+
 def _linear_test(reports: list[dict] | None) -> str:
-    """Test MSE of the network at step 0 (the least-squares linear path with the cycle), mean over seeds."""
-    vals = [r["linear_fit"]["test_mse"] for r in reports or [] if (r.get("linear_fit") or {}).get("test_mse")]
-    return f"{statistics.fmean(vals):.3f}" if vals else "—"
+    """Test MSE of the network at step 0, mean over seeds."""
+    mse = _fit_mean(reports, "test_mse")
+    return f"{mse:.3f}" if mse is not None else "—"
 
 
-def _step0(r: dict) -> str:
-    fit = r.get("linear_fit")
-    return f"{fit['val_mse']:.4f}" if fit else "—"
+def _step0(reports: list[dict]) -> str:
+    """Validation MSE of the network at step 0, mean over seeds."""
+    mse = _fit_mean(reports, "val_mse")
+    return f"{mse:.4f}" if mse is not None else "—"
 
 
 def _recipes(reports: list[dict] | None) -> str:
@@ -129,10 +137,15 @@ def _mean(rs: list[dict], split: str) -> float:
     return statistics.fmean(r[split]["mse"] for r in rs)
 
 
-def _rsa_better(v: dict[str, list[dict]], split: str) -> str:
+def _rsa_below(v: dict[str, list[dict]], split: str) -> bool | None:
+    """Is RSA's mean MSE on `split` below the baseline's? None without both variants."""
     if not (v.get("rsa") and v.get("base")):
-        return "—"
-    return "yes" if _mean(v["rsa"], split) < _mean(v["base"], split) else "no"
+        return None
+    return _mean(v["rsa"], split) < _mean(v["base"], split)
+
+
+def _yes_no(b: bool | None) -> str:
+    return "—" if b is None else ("yes" if b else "no")
 
 
 def round_summary(tuning: list[dict]) -> list[str]:
@@ -144,10 +157,6 @@ def round_summary(tuning: list[dict]) -> list[str]:
     def mean(rs: list[dict], split: str) -> str:
         return f"{_mean(rs, split):.4f}" if rs else "—"
 
-    def step0(rs: list[dict]) -> str:
-        vals = [r["linear_fit"]["val_mse"] for r in rs if r.get("linear_fit")]
-        return f"{statistics.fmean(vals):.4f}" if vals else "—"
-
     lines = [
         "| round | horizon | recipe | REM lr × | seeds (RSA/base) | val at step 0 | val RSA | val base |"
         " test RSA | test base | RSA better (val/test) |",
@@ -158,9 +167,9 @@ def round_summary(tuning: list[dict]) -> list[str]:
         rem_lr = " / ".join(sorted({f"{r['config'].get('rem_lr_mult', 1.0):g}" for r in rsa})) or "—"
         lines.append(
             f"| {name} | {h} | {_recipes(rsa + base)} | {rem_lr} | {len(rsa)}/{len(base)} |"
-            f" {step0(rsa + base)} | {mean(rsa, 'val')} | {mean(base, 'val')} |"
+            f" {_step0(rsa + base)} | {mean(rsa, 'val')} | {mean(base, 'val')} |"
             f" {mean(rsa, 'test')} | {mean(base, 'test')} |"
-            f" {_rsa_better(v, 'val')}/{_rsa_better(v, 'test')} |"
+            f" {_yes_no(_rsa_below(v, 'val'))}/{_yes_no(_rsa_below(v, 'test'))} |"
         )
     return lines
 
@@ -171,7 +180,7 @@ def round_wins(tuning: list[dict]) -> dict[str, list[int]]:
     rounds = tuning_rounds(tuning)
     names = sorted({name for name, _ in rounds})
     return {
-        name: [h for h in MAIN_HORIZONS if _rsa_better(rounds[(name, h)], "test") == "yes"]
+        name: [h for h in MAIN_HORIZONS if _rsa_below(rounds[(name, h)], "test")]
         for name in names
         if all(rounds.get((name, h), {}).get(v) for h in MAIN_HORIZONS for v in ("rsa", "base"))
     }
@@ -320,7 +329,7 @@ def render(groups: dict[tuple[str, str, int], list[dict]], tuning: list[dict] | 
                 f" {c.get('rem_lr_mult', 1.0)} |"
                 f" {m['rem_heads']} | {m['dilation']} | {'yes' if m.get('masked') else 'no'} | {m['gate']} |"
                 f" {m['mu_init']} | {m['positional']} | {recipe(r)} | {r['seed']} |"
-                f" {_step0(r)} | {r['val']['mse']:.4f} | {r['test']['mse']:.4f} |"
+                f" {_step0([r])} | {r['val']['mse']:.4f} | {r['test']['mse']:.4f} |"
             )
 
         if summary := round_summary(tuning):
