@@ -3,4 +3,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh serve
-exec .venv/bin/uvicorn app.main:app --host "${RSA_HOST:-127.0.0.1}" --port "${RSA_PORT:-8000}"
+exec .venv/bin/python -m app

@@ -50,6 +50,13 @@ class Settings(BaseSettings):
 
     log_level: LogLevel = "INFO"
 
+    # The server process (`python -m app`): where it listens and how long in-flight requests may take
+    # to finish after SIGTERM before the process exits anyway (keep it below the orchestrator's grace
+    # period: compose's stop_grace_period, Kubernetes' terminationGracePeriodSeconds).
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    graceful_shutdown_s: float = Field(default=20.0, gt=0)
+
     @field_validator("models", mode="before")
     @classmethod
     def _split_models(cls, value: object) -> object:

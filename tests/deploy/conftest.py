@@ -1,0 +1,19 @@
+"""Shared helpers of the deployment tests: system tools that `scripts/ci-tools.sh` installs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+
+def need_tool(name: str) -> str:
+    """The tool's path; a missing tool skips the test, except under CI, where it is a failure."""
+    path = shutil.which(name)
+    if path is None:
+        message = f"{name} is not installed (scripts/ci-tools.sh installs it as root)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
