@@ -15,6 +15,7 @@ from app.core.config import Settings
 from app.decoding import DecodedSeries, decode_series, forecast_timestamps, resolve_channel, resolve_horizon
 from app.errors import InvalidInput, Overloaded, Timeout
 from app.manifest import Manifest
+from app.observability.context import note_model_version
 from app.plotting import render_attention_png
 from app.registry import ModelRegistry, ModelVersion, ServedModel
 from app.runtime import InspectResult, OnnxModel
@@ -48,9 +49,15 @@ class DataPlane:
         self.settings = settings
         self._attention_in_flight = 0
 
+    def _resolve(self, name: str, version: int | None) -> ModelVersion:
+        """The ready version that serves this request ("latest" resolved), noted for the metrics."""
+        mv = self.registry.get(name, version)
+        note_model_version(mv.name, mv.version)
+        return mv
+
     # -- forecast --------------------------------------------------------------------------------
     async def forecast(self, name: str, version: int | None, request: ForecastRequest) -> ForecastResponse:
-        mv = self.registry.get(name, version)
+        mv = self._resolve(name, version)
         manifest, model, batcher = _loaded(mv)
         limit = self.settings.max_series_per_request
         if len(request.series) > limit:
@@ -85,7 +92,7 @@ class DataPlane:
 
     # -- attention -------------------------------------------------------------------------------
     async def attention(self, name: str, version: int | None, request: AttentionRequest) -> AttentionResponse:
-        mv = self.registry.get(name, version)
+        mv = self._resolve(name, version)
         manifest, model, _ = _loaded(mv)
         channel = resolve_channel(request.channel, manifest)
         decoded = decode_series(request.series, manifest, "series", self.settings.max_history_length)

@@ -16,6 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.observability.context import note_error
 from app.schemas import COLUMNS_TAG, ROWS_TAG, ErrorBody, ErrorDetail, ErrorResponse
 
 logger = logging.getLogger(__name__)
@@ -94,6 +95,7 @@ def error_response(
     body: ErrorBody,
     headers: dict[str, str] | None = None,
 ) -> JSONResponse:
+    note_error(body.code)  # the request's rejection reason, for the metrics middleware
     content = ErrorResponse(error=body).model_dump(mode="json")
     return JSONResponse(content, status_code=status_code, headers=headers)
 

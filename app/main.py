@@ -16,11 +16,12 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
 from app.api.main import api_router
-from app.api.middleware import BodySizeLimitMiddleware
+from app.api.middleware import BodySizeLimitMiddleware, MetricsMiddleware
 from app.core.config import Settings, get_settings
 from app.core.logging import configure_logging
 from app.dataplane import DataPlane
 from app.errors import register_exception_handlers
+from app.observability.metrics import Metrics
 from app.registry import ModelRegistry
 
 logger = logging.getLogger(__name__)
@@ -39,9 +40,12 @@ async def _load_models(registry: ModelRegistry) -> None:
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings_override or get_settings()
     configure_logging(settings.log_level)
-    registry = ModelRegistry(settings)
+    metrics = Metrics(settings.max_batch_rows)
+    registry = ModelRegistry(settings, batcher_hooks=metrics.batcher_hooks)
     registry.discover()
+    metrics.watch(registry)
     app.state.settings = settings
+    app.state.metrics = metrics
     app.state.registry = registry
     app.state.dataplane = DataPlane(registry, settings)
     logger.info(
@@ -75,6 +79,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings_override = settings
     register_exception_handlers(app)
     app.add_middleware(BodySizeLimitMiddleware)
+    app.add_middleware(MetricsMiddleware)  # added last: outermost, so it sees every answer (413 too)
     app.include_router(api_router)
     return app
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, TypeVar
 
-from app.batching import DynamicBatcher
+from app.batching import Batch, DynamicBatcher, WorkItem
 from app.core.config import Settings
 from app.errors import ModelNotFound, ModelNotReady, VersionNotFound
 from app.manifest import Manifest
@@ -29,6 +29,8 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 LoadState = Literal["loading", "ready", "failed"]
+# (model, version, provider) -> the batcher's on_batch and on_item callbacks (the metrics' hooks).
+BatcherHooks = Callable[[str, int, str], tuple[Callable[[Batch], None], Callable[[WorkItem], None]]]
 
 
 @dataclass(eq=False)
@@ -88,8 +90,9 @@ def runtime_options(settings: Settings) -> RuntimeOptions:
 class ModelRegistry:
     """Owns the models and the thread pools their blocking calls run in."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, batcher_hooks: BatcherHooks | None = None) -> None:
         self.settings = settings
+        self.batcher_hooks = batcher_hooks
         self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="rsa-aux")
         self.forecast_executor: ThreadPoolExecutor | None = None  # sized by discover()
         self.models: dict[str, ServedModel] = {}
@@ -141,6 +144,9 @@ class ModelRegistry:
                 "model %s version %s at %s failed to load: %s", mv.name, mv.version, mv.path, mv.error
             )
             return
+        on_batch, on_item = (
+            self.batcher_hooks(mv.name, mv.version, model.provider) if self.batcher_hooks else (None, None)
+        )
         batcher = DynamicBatcher(
             model.run_forecast,  # takes the feed the data plane built: window, and phase for a cycle
             name=f"{mv.name}/{mv.version}",
@@ -149,6 +155,8 @@ class ModelRegistry:
             max_queue_rows=self.settings.max_queue_rows,
             executor=self.forecast_executor,
             retry_after_s=self.settings.retry_after_s,
+            on_batch=on_batch,
+            on_item=on_item,
         )
         batcher.start()
         mv.manifest, mv.model, mv.batcher, mv.state = manifest, model, batcher, "ready"

@@ -6,6 +6,7 @@ the first `inspect()` call, so forecasting never pays for it). Calls block: run 
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import threading
@@ -58,6 +59,24 @@ def default_intra_op_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+_preloaded = False
+
+
+def preload_cuda_libraries() -> None:
+    """Load CUDA, cuDNN and cuBLAS from NVIDIA's PyPI wheels, where they are installed (the image).
+
+    onnxruntime-gpu finds the CUDA libraries on the system library path (NVIDIA's CUDA images) or,
+    after `preload_dlls`, in the `nvidia` packages of site-packages. Only called when those packages
+    exist: elsewhere preload_dlls prints a failure line for every library it cannot find.
+    """
+    global _preloaded
+    if _preloaded or importlib.util.find_spec("nvidia") is None:
+        return
+    _preloaded = True
+    ort.preload_dlls(directory="")  # "": NVIDIA's site packages first, then the default search path
+    logger.info("preloaded the CUDA and cuDNN libraries of NVIDIA's Python wheels")
+
+
 def choose_providers(options: RuntimeOptions) -> list[ProviderSpec]:
     """CUDA (with explicit options) then CPU when CUDA is allowed and this build has it; else CPU only."""
     if options.device == "cpu":
@@ -66,6 +85,7 @@ def choose_providers(options: RuntimeOptions) -> list[ProviderSpec]:
         if options.device == "cuda":
             logger.warning("RSA_DEVICE=cuda but this onnxruntime build has no %s; using %s", CUDA, CPU)
         return [CPU]
+    preload_cuda_libraries()
     cuda_options: dict[str, Any] = {
         "device_id": options.cuda_device_id,
         "arena_extend_strategy": "kSameAsRequested",

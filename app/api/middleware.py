@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import re
+from time import perf_counter
+from typing import Any
+
 from starlette.datastructures import Headers
 from starlette.middleware.body_limit import RequestBodyLimitResponder
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.routing import compile_path
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.errors import PayloadTooLarge, error_response_for
+from app.observability.context import RequestRecord, close_record, open_record
+from app.observability.metrics import UNMATCHED, Metrics
 
 
 class BodySizeLimitMiddleware:
@@ -37,3 +44,80 @@ class BodySizeLimitMiddleware:
             await error_response_for(error)(scope, receive, send)
             return
         await RequestBodyLimitResponder(self.app, limit)(scope, receive, send)
+
+
+# Probes that load balancers and Prometheus call all the time: counted, but kept out of the in-flight
+# gauge and the latency histogram so that they do not dilute what the dashboards show of real work.
+PROBE_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+
+
+class MetricsMiddleware:
+    """Counts and times every HTTP request; the outermost middleware, so it sees every status.
+
+    The endpoint label is the matched route's path template (the router writes the route into the
+    scope); model and version come from the request record the data plane fills in, or from the path
+    when the registry knows that model (a validation error happens before the data plane runs).
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        metrics: Metrics | None = getattr(scope["app"].state, "metrics", None)
+        if scope["type"] != "http" or metrics is None:
+            await self.app(scope, receive, send)
+            return
+        start = perf_counter()
+        probe = scope["path"] in PROBE_PATHS
+        status = 500  # if the app raises before answering, the server error handler answers 500
+        record, token = open_record()
+        if not probe:
+            metrics.in_flight.inc()
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            close_record(token)
+            if not probe:
+                metrics.in_flight.dec()
+            endpoint, params = _route_of(scope)
+            if not record.model:
+                _labels_from_path(scope, params, record)
+            metrics.observe_request(endpoint, record, status, perf_counter() - start, probe)
+
+
+def _route_of(scope: Scope) -> tuple[str, dict[str, Any]]:
+    """The matched route's path template and path parameters. The router leaves them in the scope; a
+    request refused before routing (a body over the size limit) is matched here, after the fact,
+    against the documented paths (FastAPI's included routers do not expose their routes to match)."""
+    route = scope.get("route")
+    if route is not None:
+        return route.path, scope.get("path_params") or {}
+    app = scope["app"]
+    table: list[tuple[re.Pattern[str], str]] | None = getattr(app.state, "route_table", None)
+    if table is None:
+        table = [(compile_path(path)[0], path) for path in app.openapi()["paths"]]
+        app.state.route_table = table
+    for regex, path in table:
+        match = regex.match(scope["path"])
+        if match:
+            return path, match.groupdict()
+    return UNMATCHED, {}
+
+
+def _labels_from_path(scope: Scope, params: dict[str, Any], record: RequestRecord) -> None:
+    """Model and version from the path, only when the registry serves them (bounded label values)."""
+    registry = getattr(scope["app"].state, "registry", None)
+    name = params.get("name")
+    if registry is None or not isinstance(name, str) or name not in registry.models:
+        return
+    record.model = name
+    version = params.get("version")
+    if version is not None and str(version).isdigit() and int(version) in registry.models[name].versions:
+        record.version = str(int(version))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ from typing import Any
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+from app.batching import DynamicBatcher, Feed
 
 OPSET = 18
 
@@ -301,3 +304,18 @@ def write_cycle_repository(repository: Path) -> Path:
     for spec in CYCLE_SPECS:
         write_version(repository, spec)
     return repository
+
+
+class GatedSession:
+    """Wraps a batcher's run_fn: each call announces itself and blocks until the gate opens."""
+
+    def __init__(self, batcher: DynamicBatcher) -> None:
+        self.inner = batcher.run_fn
+        self.gate = threading.Event()
+        self.calls = 0
+        batcher.run_fn = self
+
+    def __call__(self, feed: Feed) -> np.ndarray:
+        self.calls += 1
+        assert self.gate.wait(10), "gate never opened"
+        return self.inner(feed)

@@ -14,25 +14,11 @@ from fastapi.testclient import TestClient
 
 from app.batching import DynamicBatcher, Feed
 from tests.app.conftest import app_state, make_settings, registry_of, running_client, wait_for
+from tests.app.fakes import GatedSession
 
 L, C = 8, 3
 URL = "/v1/models/toy/versions/2/forecast"
 BODY = {"series": [{"values": np.ones((L, C)).tolist()}]}
-
-
-class GatedSession:
-    """Wraps a batcher's run_fn: each call announces itself and blocks until the gate opens."""
-
-    def __init__(self, batcher: DynamicBatcher) -> None:
-        self.inner = batcher.run_fn
-        self.gate = threading.Event()
-        self.calls = 0
-        batcher.run_fn = self
-
-    def __call__(self, feed: Feed) -> np.ndarray:
-        self.calls += 1
-        assert self.gate.wait(10), "gate never opened"
-        return self.inner(feed)
 
 
 def _batcher(client: TestClient) -> DynamicBatcher:

@@ -1,0 +1,89 @@
+"""The metrics module on its own: buckets, hooks and the request record."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from app.batching import Batch, Segment, WorkItem
+from app.errors import ModelNotReady
+from app.observability.context import close_record, note_error, note_model_version, open_record
+from app.observability.metrics import Metrics, batch_buckets
+
+
+@pytest.mark.parametrize(
+    ("largest", "buckets"),
+    [(1, (1,)), (2, (1, 2)), (256, (1, 2, 4, 8, 16, 32, 64, 128, 256)), (100, (1, 2, 4, 8, 16, 32, 64, 100))],
+)
+def test_batch_buckets_are_powers_of_two_up_to_the_largest_batch(
+    largest: int, buckets: tuple[int, ...]
+) -> None:
+    assert batch_buckets(largest) == tuple(float(b) for b in buckets)
+
+
+def _sample(metrics: Metrics, name: str, **labels: str) -> float:
+    value = metrics.registry.get_sample_value(name, labels)
+    return 0.0 if value is None else value
+
+
+def _item(rows: int, waited_s: float) -> WorkItem:
+    future: asyncio.Future[np.ndarray] = asyncio.Future(loop=asyncio.new_event_loop())
+    item = WorkItem({"window": np.zeros((rows, 2, 1), np.float32)}, future, deadline=9.0, t_enqueued=1.0)
+    item.t_dispatched = 1.0 + waited_s
+    return item
+
+
+def test_batcher_hooks_count_rows_failures_and_not_shutdowns() -> None:
+    metrics = Metrics(max_batch_rows=8)
+    on_batch, on_item = metrics.batcher_hooks("m", 3, "CPUExecutionProvider")
+    item = _item(4, waited_s=0.25)
+    ok = Batch([Segment(item, 0, 4)], rows=4, t_formed=1.0, t_run_start=2.0, t_run_end=2.5)
+    failed = Batch([], rows=2, t_formed=1.0, t_run_start=2.0, t_run_end=2.1, error=RuntimeError("x"))
+    cancelled = Batch([], rows=1, t_formed=1.0, t_run_start=2.0, t_run_end=2.1, error=ModelNotReady("stop"))
+    for batch in (ok, failed, cancelled):
+        on_batch(batch)
+    on_item(item)
+    labels = {"model": "m", "version": "3"}
+    assert _sample(metrics, "rsa_rows_total", **labels) == 4
+    assert _sample(metrics, "rsa_session_failures_total", **labels) == 1
+    assert _sample(metrics, "rsa_batch_rows_count", **labels) == 3
+    assert _sample(metrics, "rsa_batch_rows_sum", **labels) == 7
+    run = {**labels, "provider": "CPUExecutionProvider"}
+    assert _sample(metrics, "rsa_session_run_seconds_sum", **run) == pytest.approx(0.5 + 0.1 + 0.1)
+    assert _sample(metrics, "rsa_queue_wait_seconds_sum", **labels) == pytest.approx(0.25)
+    assert _sample(metrics, "rsa_queue_wait_seconds_bucket", le="0.25", **labels) == 1
+
+
+def test_request_record_is_per_request_and_noop_outside() -> None:
+    note_model_version("m", 1)  # no request open: ignored, no error
+    note_error("timeout")
+    record, token = open_record()
+    note_model_version("m", 2)
+    note_error("overloaded")
+    close_record(token)
+    note_model_version("other", 7)  # after closing: does not touch the closed record
+    assert (record.model, record.version, record.error_code) == ("m", "2", "overloaded")
+
+
+def test_observe_request_maps_error_codes_to_reasons() -> None:
+    metrics = Metrics(max_batch_rows=4)
+    record, token = open_record()
+    close_record(token)
+    for code, reason in [("malformed_json", "invalid_input"), ("model_not_ready", "not_ready"), (None, None)]:
+        record.error_code = code
+        metrics.observe_request("/x", record, 400, 0.001, probe=False)
+        if reason is not None:
+            assert (
+                _sample(
+                    metrics,
+                    "rsa_request_rejections_total",
+                    endpoint="/x",
+                    model="",
+                    version="",
+                    reason=reason,
+                )
+                == 1
+            )
+    assert _sample(metrics, "rsa_requests_total", endpoint="/x", model="", version="", code="400") == 3
