@@ -40,7 +40,8 @@ async def _load_models(registry: ModelRegistry) -> None:
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings_override or get_settings()
     configure_logging(settings.log_level)
-    metrics = Metrics(settings.max_batch_rows)
+    model_endpoints = tuple(p for p in app.openapi()["paths"] if p.endswith(("/forecast", "/attention")))
+    metrics = Metrics(settings.max_batch_rows, model_endpoints)
     registry = ModelRegistry(settings, batcher_hooks=metrics.batcher_hooks)
     registry.discover()
     metrics.watch(registry)

@@ -83,6 +83,8 @@ REJECTION_REASONS = {
     "not_found": "not_found",
 }
 
+# The reasons a request for a loaded version can be refused with (not_found needs no version).
+PRECREATED_REASONS = ("overloaded", "timeout", "invalid_input", "not_ready")
 LOAD_STATES = ("loading", "ready", "failed")
 CUDA_PROVIDER = "CUDAExecutionProvider"
 UNMATCHED = "unmatched"  # the endpoint label of a request no route matched
@@ -94,7 +96,11 @@ UNMATCHED = "unmatched"  # the endpoint label of a request no route matched
 class Metrics:
     """The service's metrics on a registry of their own (one per app, so tests can build many apps)."""
 
-    def __init__(self, max_batch_rows: int) -> None:
+    def __init__(self, max_batch_rows: int, model_endpoints: tuple[str, ...] = ()) -> None:
+        # Route templates of the model endpoints: a loaded version's rejection series start at 0 on
+        # each, because rate() cannot see the increment that creates a series (a short overload would
+        # never show on a dashboard).
+        self.model_endpoints = model_endpoints
         # `_created` series double the number of series and nothing on our dashboards reads them.
         prometheus_client.disable_created_metrics()
         self.registry = CollectorRegistry()
@@ -182,6 +188,9 @@ class Metrics:
     ) -> tuple[Callable[[Batch], None], Callable[[WorkItem], None]]:
         """The batcher's `on_batch` and `on_item` callbacks for one version, label children bound once."""
         v = str(version)
+        for endpoint in self.model_endpoints:
+            for reason in PRECREATED_REASONS:
+                self.rejections.labels(endpoint, model, v, reason)
         run = self.session_run.labels(model, v, provider)
         rows = self.batch_rows.labels(model, v)
         done = self.rows.labels(model, v)

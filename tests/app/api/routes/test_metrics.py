@@ -128,6 +128,17 @@ def test_model_info_and_load_state(client: TestClient) -> None:
     assert not any(n.startswith("rsa_gpu_") for n, _ in samples)  # no CUDA in use: absent, not zero
 
 
+def test_rejection_series_of_loaded_versions_start_at_zero(toy_repository: Path) -> None:
+    """rate() cannot count the increment that creates a series: they must exist before the first one."""
+    with running_client(make_settings(toy_repository)) as client:
+        samples = scrape(client)
+    for endpoint in (LATEST, VERSIONED, "/v1/models/{name}/attention"):
+        for reason in ("overloaded", "timeout", "invalid_input", "not_ready"):
+            labels = {"endpoint": endpoint, "model": "toy", "version": "2", "reason": reason}
+            assert ("rsa_request_rejections_total", frozenset(labels.items())) in samples, labels
+    assert total(samples, "rsa_request_rejections_total") == 0
+
+
 def test_failed_version_is_visible(tmp_path: Path) -> None:
     repository = write_repository(tmp_path)
     (repository / "toy" / "1" / "model.onnx").write_bytes(b"not onnx")  # sha256 no longer matches
