@@ -18,11 +18,11 @@ from fastapi.routing import APIRoute
 from app.api.main import api_router
 from app.api.middleware import BodySizeLimitMiddleware, MetricsMiddleware
 from app.core.config import Settings, get_settings
+from app.core.errors import register_exception_handlers
 from app.core.logging import configure_logging
-from app.dataplane import DataPlane
-from app.errors import register_exception_handlers
+from app.inference.registry import ModelRegistry
 from app.observability.metrics import Metrics
-from app.registry import ModelRegistry
+from app.protocols.rsa_v1.handlers import DataPlane
 
 logger = logging.getLogger(__name__)
 

@@ -7,8 +7,8 @@ from typing import Annotated
 
 from fastapi import Depends, Path, Request
 
-from app.dataplane import DataPlane
-from app.errors import ModelNotReady
+from app.core.errors import ModelNotReady
+from app.protocols.rsa_v1.handlers import DataPlane
 
 
 def get_dataplane(request: Request) -> DataPlane:

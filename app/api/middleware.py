@@ -11,7 +11,7 @@ from starlette.middleware.body_limit import RequestBodyLimitResponder
 from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.errors import PayloadTooLarge, error_response_for
+from app.core.errors import PayloadTooLarge, error_response_for
 from app.observability.context import RequestRecord, close_record, open_record
 from app.observability.metrics import UNMATCHED, Metrics
 

@@ -36,12 +36,12 @@ from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
-from app.batching import Batch, WorkItem
-from app.errors import ModelNotReady
+from app.core.errors import ModelNotReady
+from app.inference.batching import Batch, WorkItem
 from app.observability.context import RequestRecord
 
 if TYPE_CHECKING:
-    from app.registry import ModelRegistry
+    from app.inference.registry import ModelRegistry
 
 logger = logging.getLogger(__name__)
 

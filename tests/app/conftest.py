@@ -20,8 +20,8 @@ with warnings.catch_warnings():
     from fastapi.testclient import TestClient
 
 from app.core.config import Settings
+from app.inference.registry import ModelRegistry
 from app.main import create_app
-from app.registry import ModelRegistry
 from tests.app.fakes import write_cycle_repository, write_repository
 
 

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Response
 
 from app.api.deps import DataPlaneDep, ModelName, ModelVersionNumber
 from app.api.routes.responses import INFERENCE_ERRORS
-from app.schemas import AttentionRequest, AttentionResponse, OutputFormat
+from app.protocols.rsa_v1.schemas import AttentionRequest, AttentionResponse, OutputFormat
 
 router = APIRouter(prefix="/v1/models", tags=["attention"])
 

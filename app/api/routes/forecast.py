@@ -6,7 +6,7 @@ from fastapi import APIRouter
 
 from app.api.deps import DataPlaneDep, ModelName, ModelVersionNumber
 from app.api.routes.responses import INFERENCE_ERRORS
-from app.schemas import ForecastRequest, ForecastResponse
+from app.protocols.rsa_v1.schemas import ForecastRequest, ForecastResponse
 
 router = APIRouter(prefix="/v1/models", tags=["forecast"])
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from app.registry import ModelRegistry
-from app.schemas import Liveness, ModelReadiness, Readiness
+from app.inference.registry import ModelRegistry
+from app.protocols.rsa_v1.schemas import Liveness, ModelReadiness, Readiness
 
 router = APIRouter(tags=["health"])
 

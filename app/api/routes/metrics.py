@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from app.errors import ModelNotReady
+from app.core.errors import ModelNotReady
 from app.observability.metrics import Metrics
 
 router = APIRouter(tags=["metrics"])

@@ -6,7 +6,7 @@ from fastapi import APIRouter
 
 from app.api.deps import DataPlaneDep, ModelName
 from app.api.routes.responses import ERRORS
-from app.schemas import ModelInfo, ModelList
+from app.protocols.rsa_v1.schemas import ModelInfo, ModelList
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app.batching import DynamicBatcher, Feed
+from app.inference.batching import DynamicBatcher, Feed
 from tests.app.conftest import app_state, make_settings, registry_of, running_client, wait_for
 from tests.app.fakes import GatedSession
 

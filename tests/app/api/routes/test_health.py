@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from app.artifacts.manifest import Manifest
+from app.artifacts.repository import VersionRef
+from app.inference.registry import ModelRegistry
+from app.inference.session import OnnxModel
 from app.main import create_app
-from app.manifest import Manifest
-from app.registry import ModelRegistry
-from app.repository import VersionRef
-from app.runtime import OnnxModel
 from tests.app.conftest import make_settings, running_client, wait_for
 from tests.app.fakes import ToySpec, write_version
 

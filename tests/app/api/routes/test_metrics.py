@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app.batching import Feed
-from app.runtime import OnnxModel
+from app.inference.batching import Feed
+from app.inference.session import OnnxModel
 from tests.app.conftest import make_settings, registry_of, running_client, wait_for
 from tests.app.fakes import GatedSession, write_repository
 from tests.app.metrics_scrape import delta, scrape, total, value

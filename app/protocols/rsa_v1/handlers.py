@@ -10,16 +10,22 @@ from datetime import datetime
 
 import numpy as np
 
-from app.batching import DynamicBatcher
+from app.artifacts.manifest import Manifest
 from app.core.config import Settings
-from app.decoding import DecodedSeries, decode_series, forecast_timestamps, resolve_channel, resolve_horizon
-from app.errors import InvalidInput, Overloaded, Timeout
-from app.manifest import Manifest
+from app.core.errors import InvalidInput, Overloaded, Timeout
+from app.inference.batching import DynamicBatcher
+from app.inference.registry import ModelRegistry, ModelVersion, ServedModel
+from app.inference.session import InspectResult, OnnxModel
 from app.observability.context import note_model_version
-from app.plotting import render_attention_png
-from app.registry import ModelRegistry, ModelVersion, ServedModel
-from app.runtime import InspectResult, OnnxModel
-from app.schemas import (
+from app.protocols.rsa_v1.codec import (
+    DecodedSeries,
+    decode_series,
+    forecast_timestamps,
+    resolve_channel,
+    resolve_horizon,
+)
+from app.protocols.rsa_v1.plotting import render_attention_png
+from app.protocols.rsa_v1.schemas import (
     AttentionRequest,
     AttentionResponse,
     BatchingStats,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from app.manifest import ManifestError
-from app.repository import IntegrityError, RepositoryError, VersionRef, discover, read_version
+from app.artifacts.manifest import ManifestError
+from app.artifacts.repository import IntegrityError, RepositoryError, VersionRef, discover, read_version
 
 
 @pytest.fixture

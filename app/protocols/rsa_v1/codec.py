@@ -10,10 +10,10 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from app.cycle import window_phase
-from app.errors import InvalidInput
-from app.manifest import Manifest
-from app.schemas import SeriesInput
+from app.artifacts.cycle import window_phase
+from app.artifacts.manifest import Manifest
+from app.core.errors import InvalidInput
+from app.protocols.rsa_v1.schemas import SeriesInput
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 

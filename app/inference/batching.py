@@ -24,7 +24,7 @@ from time import perf_counter
 
 import numpy as np
 
-from app.errors import InferenceError, ModelNotReady, Overloaded, Timeout
+from app.core.errors import InferenceError, ModelNotReady, Overloaded, Timeout
 
 logger = logging.getLogger(__name__)
 

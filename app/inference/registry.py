@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, TypeVar
 
-from app.batching import Batch, DynamicBatcher, WorkItem
+from app.artifacts.manifest import Manifest
+from app.artifacts.repository import ModelRef, RepositoryError, VersionRef, discover, read_version
 from app.core.config import Settings
-from app.errors import ModelNotFound, ModelNotReady, VersionNotFound
-from app.manifest import Manifest
-from app.repository import ModelRef, RepositoryError, VersionRef, discover, read_version
-from app.runtime import OnnxModel, RuntimeOptions
+from app.core.errors import ModelNotFound, ModelNotReady, VersionNotFound
+from app.inference.batching import Batch, DynamicBatcher, WorkItem
+from app.inference.session import OnnxModel, RuntimeOptions
 
 logger = logging.getLogger(__name__)
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.dataplane import DataPlane
-from app.decoding import decode_series, forecast_timestamps, resolve_channel, resolve_horizon
-from app.errors import InvalidInput, ModelNotFound, VersionNotFound
-from app.manifest import Manifest, load_manifest
-from app.registry import ModelRegistry
-from app.schemas import ForecastRequest, SeriesInput
+from app.artifacts.manifest import Manifest, load_manifest
+from app.core.errors import InvalidInput, ModelNotFound, VersionNotFound
+from app.inference.registry import ModelRegistry
+from app.protocols.rsa_v1.codec import decode_series, forecast_timestamps, resolve_channel, resolve_horizon
+from app.protocols.rsa_v1.handlers import DataPlane
+from app.protocols.rsa_v1.schemas import ForecastRequest, SeriesInput
 from tests.app.conftest import make_settings, ort_forecast
 
 

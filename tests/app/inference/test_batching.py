@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.batching import Batch, DynamicBatcher, Feed, WorkItem
-from app.errors import InferenceError, ModelNotReady, Overloaded, Timeout
+from app.core.errors import InferenceError, ModelNotReady, Overloaded, Timeout
+from app.inference.batching import Batch, DynamicBatcher, Feed, WorkItem
 
 
 def double(rows: np.ndarray) -> np.ndarray:

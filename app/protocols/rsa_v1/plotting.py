@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from app.schemas import AttentionResponse, MatrixName
+from app.protocols.rsa_v1.schemas import AttentionResponse, MatrixName
 
 _MAX_PANELS = 256  # a figure beyond this is unreadable anyway
 

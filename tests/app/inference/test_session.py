@@ -11,8 +11,8 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from app.manifest import load_manifest
-from app.runtime import (
+from app.artifacts.manifest import load_manifest
+from app.inference.session import (
     CPU,
     CUDA,
     OnnxModel,
@@ -58,7 +58,7 @@ def test_cuda_gets_explicit_options_when_available(monkeypatch: pytest.MonkeyPat
 def test_no_cuda_in_this_build(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setattr(ort, "get_available_providers", lambda: [CPU])
     assert choose_providers(RuntimeOptions(device="auto")) == [CPU]
-    with caplog.at_level(logging.WARNING, logger="app.runtime"):
+    with caplog.at_level(logging.WARNING, logger="app.inference.session"):
         assert choose_providers(RuntimeOptions(device="cuda")) == [CPU]
     assert "no CUDAExecutionProvider" in caplog.text
 
@@ -69,7 +69,7 @@ def test_cuda_requested_falls_back_to_cpu_with_a_warning(
     """This machine's onnxruntime-gpu lists CUDA but cannot create it: the session must run on CPU."""
     if CUDA not in ort.get_available_providers():
         pytest.skip("this onnxruntime build has no CUDA provider")
-    with caplog.at_level(logging.INFO, logger="app.runtime"):
+    with caplog.at_level(logging.INFO, logger="app.inference.session"):
         model = _model(toy_repository / "toy" / "1", RuntimeOptions(device="auto", intra_op_threads=1))
     if model.provider == CUDA:
         pytest.skip("a GPU is present: no fallback to observe")

@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.manifest import MANIFEST_FILE, Manifest, ManifestError, load_manifest
+from app.artifacts.manifest import MANIFEST_FILE, Manifest, ManifestError, load_manifest
 
 logger = logging.getLogger(__name__)
 

@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.cycle import cycle_phase, step_microseconds, unix_microseconds, window_phase
-from app.decoding import decode_series
-from app.errors import InvalidInput
-from app.manifest import CycleSpec, Manifest, TensorSpec, load_manifest
-from app.runtime import OnnxModel, RuntimeOptions, SessionLoadError
-from app.schemas import SeriesInput
+from app.artifacts.cycle import cycle_phase, step_microseconds, unix_microseconds, window_phase
+from app.artifacts.manifest import CycleSpec, Manifest, TensorSpec, load_manifest
+from app.core.errors import InvalidInput
+from app.inference.session import OnnxModel, RuntimeOptions, SessionLoadError
+from app.protocols.rsa_v1.codec import decode_series
+from app.protocols.rsa_v1.schemas import SeriesInput
 from tests.app.conftest import ort_forecast, ort_run
 
 L, C = 8, 3

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from app.manifest import ManifestError, load_manifest, parse_manifest
+from app.artifacts.manifest import ManifestError, load_manifest, parse_manifest
 
 
 @pytest.fixture
@@ -35,7 +35,7 @@ def test_optional_sections_may_be_null(raw: dict[str, Any]) -> None:
 
 def test_docs_example_manifest_parses() -> None:
     """The example in docs/artifacts.md (with its "…" placeholders filled in) is accepted."""
-    doc = Path(__file__).parents[2] / "docs" / "artifacts.md"
+    doc = Path(__file__).parents[3] / "docs" / "artifacts.md"
     if not doc.is_file():
         pytest.skip("docs/artifacts.md is not in this checkout")
     text = doc.read_text()

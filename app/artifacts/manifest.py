@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, model_validator
 
-from app.cycle import step_microseconds
+from app.artifacts.cycle import step_microseconds
 
 HeadKind = Literal["regular", "cyclic_cos", "cyclic_sin", "softmax"]
 

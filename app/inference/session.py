@@ -17,8 +17,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from app.batching import Feed  # graph input name -> array with one row per window
-from app.manifest import (
+from app.artifacts.manifest import (
     ATTN_MIXED,
     ATTN_REM,
     ATTN_SOFTMAX,
@@ -30,6 +29,7 @@ from app.manifest import (
     Manifest,
     input_names,
 )
+from app.inference.batching import Feed  # graph input name -> array with one row per window
 
 logger = logging.getLogger(__name__)
 
