@@ -15,14 +15,15 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
+from app.api.errors import register_exception_handlers
 from app.api.main import api_router
-from app.api.middleware import BodySizeLimitMiddleware, MetricsMiddleware
+from app.api.middleware import BodySizeLimitMiddleware, RequestMiddleware
 from app.core.config import Settings, get_settings
-from app.core.errors import register_exception_handlers
 from app.core.logging import configure_logging
 from app.inference.registry import ModelRegistry
+from app.inference.service import InferenceService
 from app.observability.metrics import Metrics
-from app.protocols.rsa_v1.handlers import DataPlane
+from app.protocols.rsa_v1.handlers import V1Handlers
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +49,9 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     app.state.settings = settings
     app.state.metrics = metrics
     app.state.registry = registry
-    app.state.dataplane = DataPlane(registry, settings)
+    service = InferenceService(registry, settings)
+    app.state.service = service
+    app.state.v1 = V1Handlers(service)
     logger.info(
         "serving from %s: %s",
         settings.model_repository,
@@ -80,7 +83,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings_override = settings
     register_exception_handlers(app)
     app.add_middleware(BodySizeLimitMiddleware)
-    app.add_middleware(MetricsMiddleware)  # added last: outermost, so it sees every answer (413 too)
+    app.add_middleware(RequestMiddleware)  # added last: outermost, so it sees every answer (413 too)
     app.include_router(api_router)
     return app
 

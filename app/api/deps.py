@@ -8,17 +8,17 @@ from typing import Annotated
 from fastapi import Depends, Path, Request
 
 from app.core.errors import ModelNotReady
-from app.protocols.rsa_v1.handlers import DataPlane
+from app.protocols.rsa_v1.handlers import V1Handlers
 
 
-def get_dataplane(request: Request) -> DataPlane:
-    dataplane: DataPlane | None = getattr(request.app.state, "dataplane", None)
-    if dataplane is None:
+def get_v1_handlers(request: Request) -> V1Handlers:
+    handlers: V1Handlers | None = getattr(request.app.state, "v1", None)
+    if handlers is None:
         raise ModelNotReady("the service is starting", retry_after_s=1)
-    return dataplane
+    return handlers
 
 
-DataPlaneDep = Annotated[DataPlane, Depends(get_dataplane)]
+V1HandlersDep = Annotated[V1Handlers, Depends(get_v1_handlers)]
 
 ModelName = Annotated[str, Path(description="Model name, a folder of the model repository.")]
 ModelVersionNumber = Annotated[int, Path(ge=1, description="Model version (positive integer).")]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from time import perf_counter
 from typing import Any
@@ -11,9 +12,10 @@ from starlette.middleware.body_limit import RequestBodyLimitResponder
 from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.core.errors import PayloadTooLarge, error_response_for
-from app.observability.context import RequestRecord, close_record, open_record
+from app.core.context import RequestRecord, close_record, open_record
+from app.core.errors import InvalidInput, PayloadTooLarge
 from app.observability.metrics import UNMATCHED, Metrics
+from app.protocols.rsa_v1.errors import error_response_for
 
 
 class BodySizeLimitMiddleware:
@@ -51,9 +53,16 @@ class BodySizeLimitMiddleware:
 PROBE_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
 
-class MetricsMiddleware:
-    """Counts and times every HTTP request; the outermost middleware, so it sees every status.
+# A client may shorten (never extend) the server's request timeout for its own request, in seconds.
+TIMEOUT_HEADER = "x-request-timeout"
 
+
+class RequestMiddleware:
+    """Opens each request's context with its deadline, then counts and times it; the outermost
+    middleware, so it sees every status.
+
+    The deadline is set here, on arrival: RSA_REQUEST_TIMEOUT_S, or less when the client's
+    `X-Request-Timeout` header asks for less; it covers parsing, queue, session and encoding.
     The endpoint label is the matched route's path template (the router writes the route into the
     scope); model and version come from the request record the data plane fills in, or from the path
     when the registry knows that model (a validation error happens before the data plane runs).
@@ -70,7 +79,9 @@ class MetricsMiddleware:
         start = perf_counter()
         probe = scope["path"] in PROBE_PATHS
         status = 500  # if the app raises before answering, the server error handler answers 500
-        record, token = open_record()
+        timeout = scope["app"].state.settings.request_timeout_s
+        asked, error = _asked_timeout(scope)
+        record, token = open_record(start, min(timeout, asked or timeout))
         if not probe:
             metrics.in_flight.inc()
 
@@ -81,7 +92,10 @@ class MetricsMiddleware:
             await send(message)
 
         try:
-            await self.app(scope, receive, send_wrapper)
+            if error is not None:
+                await error_response_for(error)(scope, receive, send_wrapper)
+            else:
+                await self.app(scope, receive, send_wrapper)
         finally:
             close_record(token)
             if not probe:
@@ -90,6 +104,24 @@ class MetricsMiddleware:
             if not record.model:
                 _labels_from_path(scope, params, record)
             metrics.observe_request(endpoint, record, status, perf_counter() - start, probe)
+
+
+def _asked_timeout(scope: Scope) -> tuple[float | None, InvalidInput | None]:
+    """The client's X-Request-Timeout in seconds, or the error its value deserves."""
+    raw = Headers(scope=scope).get(TIMEOUT_HEADER)
+    if raw is None:
+        return None, None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds <= 0:
+        return None, InvalidInput(
+            f"header X-Request-Timeout must be a positive number of seconds, got {raw!r}",
+            field="header X-Request-Timeout",
+            limit=0,
+        )
+    return seconds, None
 
 
 def _route_of(scope: Scope) -> tuple[str, dict[str, Any]]:

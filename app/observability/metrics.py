@@ -36,9 +36,9 @@ from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
+from app.core.context import RequestRecord
 from app.core.errors import ModelNotReady
 from app.inference.batching import Batch, WorkItem
-from app.observability.context import RequestRecord
 
 if TYPE_CHECKING:
     from app.inference.registry import ModelRegistry

@@ -74,7 +74,7 @@ def running_client(settings: Settings, *, ready: bool = True) -> Iterator[TestCl
 
 
 def app_state(client: TestClient) -> Any:
-    """The app's state (settings, registry, dataplane), as the lifespan left it."""
+    """The app's state (settings, registry, service, v1 handlers, metrics), as the lifespan left it."""
     return client.app.state  # type: ignore[attr-defined]  # TestClient.app is typed as a bare ASGI app
 
 

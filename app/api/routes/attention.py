@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
-from app.api.deps import DataPlaneDep, ModelName, ModelVersionNumber
+from app.api.deps import ModelName, ModelVersionNumber, V1HandlersDep
 from app.api.routes.responses import INFERENCE_ERRORS
 from app.protocols.rsa_v1.schemas import AttentionRequest, AttentionResponse, OutputFormat
 
@@ -22,19 +22,19 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
 
 
 async def _respond(
-    dataplane: DataPlaneDep, name: str, version: int | None, body: AttentionRequest, fmt: OutputFormat | None
+    v1: V1HandlersDep, name: str, version: int | None, body: AttentionRequest, fmt: OutputFormat | None
 ) -> AttentionResponse | Response:
     if (fmt or body.format) == "png":
-        return Response(await dataplane.attention_png(name, version, body), media_type="image/png")
-    return await dataplane.attention(name, version, body)
+        return Response(await v1.attention_png(name, version, body), media_type="image/png")
+    return await v1.attention(name, version, body)
 
 
 @router.post("/{name}/attention", response_model=AttentionResponse, responses=RESPONSES)
 async def attention(
-    name: ModelName, body: AttentionRequest, dataplane: DataPlaneDep, format: FormatQuery = None
+    name: ModelName, body: AttentionRequest, v1: V1HandlersDep, format: FormatQuery = None
 ) -> AttentionResponse | Response:
     """Attention matrices of one series with the model's latest loaded version."""
-    return await _respond(dataplane, name, None, body, format)
+    return await _respond(v1, name, None, body, format)
 
 
 @router.post("/{name}/versions/{version}/attention", response_model=AttentionResponse, responses=RESPONSES)
@@ -42,8 +42,8 @@ async def attention_version(
     name: ModelName,
     version: ModelVersionNumber,
     body: AttentionRequest,
-    dataplane: DataPlaneDep,
+    v1: V1HandlersDep,
     format: FormatQuery = None,
 ) -> AttentionResponse | Response:
     """Attention matrices of one series with a given model version."""
-    return await _respond(dataplane, name, version, body, format)
+    return await _respond(v1, name, version, body, format)

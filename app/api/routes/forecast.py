@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.api.deps import DataPlaneDep, ModelName, ModelVersionNumber
+from app.api.deps import ModelName, ModelVersionNumber, V1HandlersDep
 from app.api.routes.responses import INFERENCE_ERRORS
 from app.protocols.rsa_v1.schemas import ForecastRequest, ForecastResponse
 
@@ -12,16 +12,16 @@ router = APIRouter(prefix="/v1/models", tags=["forecast"])
 
 
 @router.post("/{name}/forecast", response_model=ForecastResponse, responses=INFERENCE_ERRORS)
-async def forecast(name: ModelName, body: ForecastRequest, dataplane: DataPlaneDep) -> ForecastResponse:
+async def forecast(name: ModelName, body: ForecastRequest, v1: V1HandlersDep) -> ForecastResponse:
     """Forecast one or many series with the model's latest loaded version."""
-    return await dataplane.forecast(name, None, body)
+    return await v1.forecast(name, None, body)
 
 
 @router.post(
     "/{name}/versions/{version}/forecast", response_model=ForecastResponse, responses=INFERENCE_ERRORS
 )
 async def forecast_version(
-    name: ModelName, version: ModelVersionNumber, body: ForecastRequest, dataplane: DataPlaneDep
+    name: ModelName, version: ModelVersionNumber, body: ForecastRequest, v1: V1HandlersDep
 ) -> ForecastResponse:
     """Forecast one or many series with a given model version."""
-    return await dataplane.forecast(name, version, body)
+    return await v1.forecast(name, version, body)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.api.deps import DataPlaneDep, ModelName
+from app.api.deps import ModelName, V1HandlersDep
 from app.api.routes.responses import ERRORS
 from app.protocols.rsa_v1.schemas import ModelInfo, ModelList
 
@@ -12,10 +12,10 @@ router = APIRouter(prefix="/v1/models", tags=["models"])
 
 
 @router.get("", response_model=ModelList)
-async def list_models(dataplane: DataPlaneDep) -> ModelList:
-    return dataplane.models()
+async def list_models(v1: V1HandlersDep) -> ModelList:
+    return v1.models()
 
 
 @router.get("/{name}", response_model=ModelInfo, responses=ERRORS)
-async def get_model(name: ModelName, dataplane: DataPlaneDep) -> ModelInfo:
-    return dataplane.model(name)
+async def get_model(name: ModelName, v1: V1HandlersDep) -> ModelInfo:
+    return v1.model(name)

@@ -1,22 +1,19 @@
-"""The data plane: decode a request into arrays, run it (batcher or inspection session), encode.
-
-Knows the request/response schemas and the domain errors, nothing about HTTP.
-"""
+"""The `/v1` API's handlers: request schemas -> arrays (the codec) -> the inference service -> response
+schemas. Knows this protocol's schemas and the domain errors, nothing about HTTP."""
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Callable
 from datetime import datetime
+from typing import TypeVar
 
 import numpy as np
 
 from app.artifacts.manifest import Manifest
-from app.core.config import Settings
-from app.core.errors import InvalidInput, Overloaded, Timeout
-from app.inference.batching import DynamicBatcher
-from app.inference.registry import ModelRegistry, ModelVersion, ServedModel
+from app.core.errors import InvalidInput
+from app.inference.registry import ModelVersion, ServedModel
+from app.inference.service import InferenceService
 from app.inference.session import InspectResult, OnnxModel
-from app.observability.context import note_model_version
 from app.protocols.rsa_v1.codec import (
     DecodedSeries,
     decode_series,
@@ -46,25 +43,20 @@ from app.protocols.rsa_v1.schemas import (
     VersionInfo,
 )
 
+T = TypeVar("T")
 
-class DataPlane:
-    """Forecast, attention and metadata operations on the registry's models, for any transport."""
 
-    def __init__(self, registry: ModelRegistry, settings: Settings) -> None:
-        self.registry = registry
-        self.settings = settings
-        self._attention_in_flight = 0
+class V1Handlers:
+    """The `/v1` API's operations: decode the request, call the inference service, encode the answer."""
 
-    def _resolve(self, name: str, version: int | None) -> ModelVersion:
-        """The ready version that serves this request ("latest" resolved), noted for the metrics."""
-        mv = self.registry.get(name, version)
-        note_model_version(mv.name, mv.version)
-        return mv
+    def __init__(self, service: InferenceService) -> None:
+        self.service = service
+        self.settings = service.settings
 
     # -- forecast --------------------------------------------------------------------------------
     async def forecast(self, name: str, version: int | None, request: ForecastRequest) -> ForecastResponse:
-        mv = self._resolve(name, version)
-        manifest, model, batcher = _loaded(mv)
+        mv = self.service.resolve(name, version)
+        manifest, model = _loaded(mv)
         limit = self.settings.max_series_per_request
         if len(request.series) > limit:
             raise InvalidInput(
@@ -83,8 +75,8 @@ class DataPlane:
             _timestamps(d.start, d.n_values, horizon, manifest.frequency_seconds, f"series[{i}].start")
             for i, d in enumerate(decoded)
         ]
-        feed = model.feed(np.stack([d.window for d in decoded]), _phases(decoded))  # [S, L, C] (+ [S])
-        outputs = await batcher.submit(feed, self.settings.request_timeout_s)  # [S, H, C]
+        windows = np.stack([d.window for d in decoded])  # [S, L, C]
+        outputs = await self.service.forecast(mv, windows, _phases(decoded))  # [S, H, C]
         channels = list(manifest.channels)
         forecasts = [
             SeriesForecast.model_construct(
@@ -98,74 +90,61 @@ class DataPlane:
 
     # -- attention -------------------------------------------------------------------------------
     async def attention(self, name: str, version: int | None, request: AttentionRequest) -> AttentionResponse:
-        mv = self._resolve(name, version)
-        manifest, model, _ = _loaded(mv)
+        return await self._attention(name, version, request, lambda response: response)
+
+    async def attention_png(self, name: str, version: int | None, request: AttentionRequest) -> bytes:
+        """The attention figure as PNG bytes, rendered inside the inspection slot and deadline."""
+        matrices = list(dict.fromkeys(request.matrices))
+        return await self._attention(
+            name, version, request, lambda response: render_attention_png(response, matrices)
+        )
+
+    async def _attention(
+        self,
+        name: str,
+        version: int | None,
+        request: AttentionRequest,
+        finish: Callable[[AttentionResponse], T],
+    ) -> T:
+        mv = self.service.resolve(name, version)
+        manifest, model = _loaded(mv)
         channel = resolve_channel(request.channel, manifest)
         decoded = decode_series(request.series, manifest, "series", self.settings.max_history_length)
         if manifest.n_layers is not None and request.layers is not None:
             _check_layers(request.layers, manifest.n_layers)  # before paying for the session call
-        result = await self._inspect(mv.name, model, decoded.window[None], _phases([decoded]))
-        n_layers = int(result.rem.shape[0])
-        layers = request.layers if request.layers is not None else list(range(n_layers))
-        _check_layers(layers, n_layers)
-        arrays: dict[MatrixName, np.ndarray] = {
-            "softmax": result.softmax[0, channel],  # [N, Hh, L, L]
-            "rem": result.rem,
-            "mixed": result.mixed[0, channel],
-        }
         wanted = list(dict.fromkeys(request.matrices))
-        out_layers = [
-            _layer_attention(manifest, layer, arrays, wanted, request.average_heads) for layer in layers
-        ]
-        provider = model.inspect_provider or model.provider
-        return AttentionResponse(
-            model=mv.name,
-            version=mv.version,
-            provider=provider,
-            channel=ChannelRef(index=channel, name=manifest.channels[channel]),
-            input_length=manifest.input_length,
-            layers=out_layers,
-        )
 
-    async def attention_png(self, name: str, version: int | None, request: AttentionRequest) -> bytes:
-        """The attention figure as PNG bytes (rendered in the executor: matplotlib is slow)."""
-        result = await self.attention(name, version, request)
-        matrices = list(dict.fromkeys(request.matrices))
-        return await self.registry.run_blocking(render_attention_png, result, matrices)
-
-    async def _inspect(
-        self, name: str, model: OnnxModel, windows: np.ndarray, phases: np.ndarray | None
-    ) -> InspectResult:
-        """The inspection session call, bounded like the batcher: at most `max_attention_in_flight`
-        calls (503 above) and the request timeout (504). A timed-out call still holds its slot until
-        its thread really finishes, so timeouts cannot pile up work behind the bound."""
-        limit = self.settings.max_attention_in_flight
-        if self._attention_in_flight >= limit:
-            raise Overloaded(
-                f"model {name}: {self._attention_in_flight} attention calls in flight; retry later",
-                limit=limit,
-                retry_after_s=self.settings.retry_after_s,
+        def encode(result: InspectResult) -> T:
+            n_layers = int(result.rem.shape[0])
+            layers = request.layers if request.layers is not None else list(range(n_layers))
+            _check_layers(layers, n_layers)
+            arrays: dict[MatrixName, np.ndarray] = {
+                "softmax": result.softmax[0, channel],  # [N, Hh, L, L]
+                "rem": result.rem,
+                "mixed": result.mixed[0, channel],
+            }
+            out_layers = [
+                _layer_attention(manifest, layer, arrays, wanted, request.average_heads) for layer in layers
+            ]
+            return finish(
+                AttentionResponse(
+                    model=mv.name,
+                    version=mv.version,
+                    provider=model.inspect_provider or model.provider,
+                    channel=ChannelRef(index=channel, name=manifest.channels[channel]),
+                    input_length=manifest.input_length,
+                    layers=out_layers,
+                )
             )
-        self._attention_in_flight += 1
-        call = asyncio.ensure_future(self.registry.run_blocking(model.inspect, windows, phases))
-        call.add_done_callback(self._release_attention_slot)
-        timeout = self.settings.request_timeout_s
-        try:
-            return await asyncio.wait_for(asyncio.shield(call), timeout)
-        except TimeoutError:
-            raise Timeout(f"model {name}: no attention result within {timeout:g}s", limit=timeout) from None
 
-    def _release_attention_slot(self, call: asyncio.Future) -> None:
-        self._attention_in_flight -= 1
-        if not call.cancelled():
-            call.exception()  # retrieved, so a call whose client timed out logs no "never retrieved"
+        return await self.service.inspect(mv, decoded.window[None], _phases([decoded]), encode)
 
     # -- metadata --------------------------------------------------------------------------------
     def models(self) -> ModelList:
-        return ModelList(models=[describe_model(served) for served in self.registry.models.values()])
+        return ModelList(models=[describe_model(served) for served in self.service.models()])
 
     def model(self, name: str) -> ModelInfo:
-        return describe_model(self.registry.model(name))
+        return describe_model(self.service.model(name))
 
 
 def _check_layers(layers: list[int], n_layers: int) -> None:
@@ -283,10 +262,10 @@ def _layer_attention(
     return LayerAttention(layer=layer, gate_mode=spec.gate_mode if spec else None, heads=heads, mean=mean)
 
 
-def _loaded(mv: ModelVersion) -> tuple[Manifest, OnnxModel, DynamicBatcher]:
+def _loaded(mv: ModelVersion) -> tuple[Manifest, OnnxModel]:
     """The parts of a version the registry only hands out once it is ready."""
-    assert mv.manifest is not None and mv.model is not None and mv.batcher is not None
-    return mv.manifest, mv.model, mv.batcher
+    assert mv.manifest is not None and mv.model is not None
+    return mv.manifest, mv.model
 
 
 def _phases(decoded: list[DecodedSeries]) -> np.ndarray | None:

@@ -7,9 +7,9 @@ import asyncio
 import numpy as np
 import pytest
 
+from app.core.context import close_record, note_error, note_model_version, open_record
 from app.core.errors import ModelNotReady
 from app.inference.batching import Batch, Segment, WorkItem
-from app.observability.context import close_record, note_error, note_model_version, open_record
 from app.observability.metrics import Metrics, batch_buckets
 
 

@@ -108,12 +108,12 @@ def test_session_error_is_500_and_the_batcher_keeps_serving(toy_repository: Path
 
 def test_unexpected_exception_is_a_json_500(toy_repository: Path) -> None:
     with running_client(make_settings(toy_repository)) as client:
-        dataplane = app_state(client).dataplane
+        handlers = app_state(client).v1
 
         async def broken(*args: Any) -> None:
             raise KeyError("bug")
 
-        dataplane.forecast = broken
+        handlers.forecast = broken
         r = client.post(URL, json=BODY)
         assert r.status_code == 500
         assert r.json()["error"]["code"] == "internal_error"

@@ -1,4 +1,4 @@
-"""Decoding and the data plane without HTTP: limits, timestamps, and a forecast through the registry."""
+"""Decoding and the /v1 handlers without HTTP: limits, timestamps, and a forecast through the registry."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import pytest
 from app.artifacts.manifest import Manifest, load_manifest
 from app.core.errors import InvalidInput, ModelNotFound, VersionNotFound
 from app.inference.registry import ModelRegistry
+from app.inference.service import InferenceService
 from app.protocols.rsa_v1.codec import decode_series, forecast_timestamps, resolve_channel, resolve_horizon
-from app.protocols.rsa_v1.handlers import DataPlane
+from app.protocols.rsa_v1.handlers import V1Handlers
 from app.protocols.rsa_v1.schemas import ForecastRequest, SeriesInput
 from tests.app.conftest import make_settings, ort_forecast
 
@@ -65,24 +66,24 @@ def test_horizon_and_channel(manifest: Manifest) -> None:
         resolve_channel(-1, manifest)
 
 
-def test_forecast_through_registry_without_http(toy_repository: Path) -> None:
+def test_forecast_through_service_without_http(toy_repository: Path) -> None:
     async def scenario() -> None:
         registry = ModelRegistry(make_settings(toy_repository))
         registry.discover()
         await registry.load_all()
         assert registry.ready
-        dataplane = DataPlane(registry, registry.settings)
+        handlers = V1Handlers(InferenceService(registry, registry.settings))
         x = np.random.default_rng(3).normal(0, 1, (2, 8, 3)).astype(np.float32)
         request = ForecastRequest(
             series=[SeriesInput(id=str(i), values=w.tolist()) for i, w in enumerate(x)], horizon=3
         )
-        response = await dataplane.forecast("toy", 1, request)
+        response = await handlers.forecast("toy", 1, request)
         expected = ort_forecast(toy_repository / "toy" / "1" / "model.onnx", x)[:, :3]
         np.testing.assert_allclose(np.array([f.forecast for f in response.forecasts]), expected, atol=1e-5)
         with pytest.raises(ModelNotFound):
-            await dataplane.forecast("nope", None, request)
+            await handlers.forecast("nope", None, request)
         with pytest.raises(VersionNotFound):
-            await dataplane.forecast("toy", 3, request)
+            await handlers.forecast("toy", 3, request)
         await registry.stop()
 
     asyncio.run(scenario())

@@ -1,0 +1,59 @@
+"""The request being served, as the layers below the transport see it.
+
+The transport (the HTTP middleware) opens a `RequestRecord` per request with its deadline; the inference
+service reads the deadline and notes the model version the request resolved to, and the error rendering
+notes the error code, for the metrics. A context variable carries it, so no layer imports another for
+it, and calls outside a request (tests, warm-ups) see no record.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar, Token
+from dataclasses import dataclass
+
+
+@dataclass
+class RequestRecord:
+    deadline: float | None = None  # time.perf_counter() by which the whole answer is due
+    timeout_s: float | None = None  # the budget that deadline was set from
+    model: str = ""
+    version: str = ""
+    error_code: str | None = None
+
+
+_record: ContextVar[RequestRecord | None] = ContextVar("rsa_request_record", default=None)
+
+
+def open_record(
+    start: float | None = None, timeout_s: float | None = None
+) -> tuple[RequestRecord, Token[RequestRecord | None]]:
+    """A request that arrived at `start` (perf_counter) and must be answered within `timeout_s`."""
+    deadline = None if start is None or timeout_s is None else start + timeout_s
+    record = RequestRecord(deadline=deadline, timeout_s=timeout_s)
+    return record, _record.set(record)
+
+
+def close_record(token: Token[RequestRecord | None]) -> None:
+    _record.reset(token)
+
+
+def current_deadline() -> tuple[float, float] | None:
+    """(deadline, its whole budget in seconds) of the request being served, if any."""
+    record = _record.get()
+    if record is None or record.deadline is None or record.timeout_s is None:
+        return None
+    return record.deadline, record.timeout_s
+
+
+def note_model_version(model: str, version: int) -> None:
+    """The current request is served by this model version."""
+    record = _record.get()
+    if record is not None:
+        record.model, record.version = model, str(version)
+
+
+def note_error(code: str) -> None:
+    """The current request is answered with this error code."""
+    record = _record.get()
+    if record is not None:
+        record.error_code = code

@@ -1,0 +1,176 @@
+"""How the `/v1` API renders errors: `{"error": {"code", "message", "field", "limit", "details"}}`.
+
+Every error response of this API has that shape, whatever its status: domain errors (mapped to a status
+here), FastAPI's validation errors (400 for malformed JSON, 422 otherwise, with the field path as the
+client wrote it), and routing errors (404, 405, 413).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.core.context import note_error
+from app.core.errors import (
+    InferenceError,
+    InvalidInput,
+    ModelNotFound,
+    ModelNotReady,
+    Overloaded,
+    PayloadTooLarge,
+    ServiceError,
+    Timeout,
+)
+from app.protocols.rsa_v1.schemas import COLUMNS_TAG, ROWS_TAG, ErrorBody, ErrorDetail, ErrorResponse
+
+logger = logging.getLogger(__name__)
+
+# Domain error -> HTTP status (the most specific class listed wins, through the MRO).
+STATUS: dict[type[ServiceError], int] = {
+    InvalidInput: 422,
+    PayloadTooLarge: 413,
+    ModelNotFound: 404,
+    ModelNotReady: 503,
+    Overloaded: 503,
+    Timeout: 504,
+    InferenceError: 500,
+}
+
+
+def status_of(exc: ServiceError) -> int:
+    for cls in type(exc).__mro__:
+        if cls in STATUS:
+            return STATUS[cls]
+    return 500
+
+
+def error_response(
+    status_code: int,
+    body: ErrorBody,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    note_error(body.code)  # the request's rejection reason, for the metrics middleware
+    content = ErrorResponse(error=body).model_dump(mode="json")
+    return JSONResponse(content, status_code=status_code, headers=headers)
+
+
+def error_response_for(exc: ServiceError) -> JSONResponse:
+    """The response for a domain error; also used by middleware, which runs outside the handlers."""
+    headers = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s is not None else None
+    body = ErrorBody(code=exc.code, message=exc.message, field=exc.field, limit=exc.limit)
+    return error_response(status_of(exc), body, headers)
+
+
+def format_loc(loc: Sequence[int | str]) -> str:
+    """("body", "series", 0, "values", "rows", 3, 1) -> "series[0].values[3][1]".
+
+    Drops the location kind (body/path/query/header) and the tag pydantic adds after `values`
+    for the rows/columns union, which the client never wrote.
+    """
+    parts = list(loc)
+    if len(parts) > 1 and parts[0] in ("body", "path", "query", "header", "cookie"):
+        parts = parts[1:]  # a bare ("body",) stays: the body itself is the problem
+    out = ""
+    previous: int | str | None = None
+    for part in parts:
+        if previous == "values" and part in (ROWS_TAG, COLUMNS_TAG):
+            previous = part
+            continue
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+        previous = part
+    return out
+
+
+_LIMIT_KEYS = ("ge", "gt", "le", "lt", "min_length", "max_length", "expected")
+
+
+def _limit_of(error: dict[str, Any]) -> Any | None:
+    ctx = error.get("ctx") or {}
+    for key in _LIMIT_KEYS:
+        if key in ctx:
+            value = ctx[key]
+            return value if isinstance(value, int | float | str) else str(value)
+    return None
+
+
+def _validation_body(exc: RequestValidationError) -> tuple[int, ErrorBody]:
+    errors = list(exc.errors())
+    details = [
+        ErrorDetail(field=format_loc(e.get("loc", ())) or None, message=str(e.get("msg")), type=e.get("type"))
+        for e in errors
+    ]
+    first = errors[0] if errors else {"msg": "invalid request", "loc": ()}
+    if first.get("type") == "json_invalid":
+        ctx = first.get("ctx") or {}
+        position = first.get("loc", ("body", None))[-1]
+        message = f"malformed JSON body: {ctx.get('error', 'decode error')} at character {position}"
+        return 400, ErrorBody(code="malformed_json", message=message, field="body")
+    field = format_loc(first.get("loc", ())) or None
+    message = f"{field}: {first.get('msg')}" if field else str(first.get("msg"))
+    if len(errors) > 1:
+        message += f" (and {len(errors) - 1} more error{'s' if len(errors) > 2 else ''})"
+    return 422, ErrorBody(
+        code="invalid_input", message=message, field=field, limit=_limit_of(first), details=details
+    )
+
+
+_HTTP_CODES = {
+    400: "bad_request",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+}
+
+
+def register_exception_handlers(app: Any) -> None:
+    """Install this API's renderers as the app's exception handlers."""
+
+    async def on_service_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ServiceError)
+        status = status_of(exc)
+        if status >= 500:  # 500 is our fault; 503/504 are load, worth a warning only
+            level = logging.ERROR if status == 500 else logging.WARNING
+            logger.log(
+                level, "%s %s -> %d %s: %s", request.method, request.url.path, status, exc.code, exc.message
+            )
+        return error_response_for(exc)
+
+    async def on_validation_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        status_code, body = _validation_body(exc)
+        return error_response(status_code, body)
+
+    async def on_http_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        code = _HTTP_CODES.get(exc.status_code, "http_error")
+        body = ErrorBody(code=code, message=str(exc.detail))
+        settings = getattr(request.app.state, "settings", None)
+        if exc.status_code == 413 and settings is not None:  # a streamed body counted past the limit
+            limit = settings.max_body_bytes
+            body = ErrorBody(
+                code=code,
+                message=f"request body is over the limit of {limit} bytes",
+                field="body",
+                limit=limit,
+            )
+        return error_response(exc.status_code, body, dict(exc.headers) if exc.headers else None)
+
+    async def on_unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+        logger.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+        body = ErrorBody(code="internal_error", message="internal server error")
+        return error_response(500, body)
+
+    app.add_exception_handler(ServiceError, on_service_error)
+    app.add_exception_handler(RequestValidationError, on_validation_error)
+    app.add_exception_handler(StarletteHTTPException, on_http_error)
+    app.add_exception_handler(Exception, on_unexpected_error)

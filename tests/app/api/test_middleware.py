@@ -1,0 +1,45 @@
+"""The request middleware: each request's deadline, set on arrival, shortened by X-Request-Timeout."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.app.conftest import make_settings, registry_of, running_client, wait_for
+from tests.app.fakes import GatedSession
+
+URL = "/v1/models/toy/versions/2/forecast"
+BODY = {"series": [{"values": np.ones((8, 3)).tolist()}]}
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-1", "nan", "inf"])
+def test_bad_timeout_header_is_422_naming_it(client, value: str) -> None:  # type: ignore[no-untyped-def]
+    r = client.post(URL, json=BODY, headers={"X-Request-Timeout": value})
+    assert r.status_code == 422, r.text
+    error = r.json()["error"]
+    assert error["field"] == "header X-Request-Timeout" and value in error["message"]
+
+
+def test_client_can_shorten_but_not_extend_the_deadline(toy_repository: Path) -> None:
+    settings = make_settings(toy_repository, request_timeout_s=3.0, max_batch_rows=1, max_batch_wait_ms=0)
+    with running_client(settings) as client, ThreadPoolExecutor(max_workers=2) as pool:
+        batcher = registry_of(client).get("toy", 2).batcher
+        assert batcher is not None
+        session = GatedSession(batcher)
+        blocker = pool.submit(client.post, URL, json=BODY)
+        wait_for(lambda: session.calls == 1, what="first request in the session")
+        t0 = time.monotonic()
+        short = client.post(URL, json=BODY, headers={"X-Request-Timeout": "0.2"})
+        took = time.monotonic() - t0
+        assert short.status_code == 504 and took < 2.0, (short.status_code, took)
+        t0 = time.monotonic()
+        long = client.post(URL, json=BODY, headers={"X-Request-Timeout": "60"})  # capped at the server's 3 s
+        took = time.monotonic() - t0
+        assert long.status_code == 504 and 2.5 < took < 10, (long.status_code, took)
+        session.gate.set()
+        assert blocker.result(10).status_code == 504  # held in the session past its own 3 s
+        assert client.post(URL, json=BODY, headers={"X-Request-Timeout": "5"}).status_code == 200
