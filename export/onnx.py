@@ -27,6 +27,15 @@ import torch
 import typer
 from torch import Tensor, nn
 
+from app.artifacts.contract import (
+    FORECAST_INPUT,
+    FORECAST_OUTPUT,
+    INSPECT_FILE,
+    INSPECT_OUTPUTS,
+    MANIFEST_FILE,
+    MODEL_FILE,
+    PHASE_INPUT,
+)
 from export.checkpoint import load_checkpoint
 from export.data import StandardScaler
 from export.evaluate import load_for_checkpoint
@@ -45,10 +54,10 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 # Names the service reads (docs/artifacts.md).
-INPUT_NAME = "window"
-PHASE_NAME = "phase"  # int64 [batch], only for models with a seasonal cycle
-OUTPUT_NAME = "forecast"
-INSPECT_OUTPUTS = ("forecast", "attn_softmax", "attn_rem", "attn_mixed")
+# The contract's names, from its one copy (a leaf module: importing it pulls in nothing of the service).
+INPUT_NAME = FORECAST_INPUT
+PHASE_NAME = PHASE_INPUT  # int64 [batch], only for models with a seasonal cycle
+OUTPUT_NAME = FORECAST_OUTPUT
 OPSET = 18
 TOLERANCE = 1e-4
 BATCH_SIZES = (1, 7, 64)
@@ -156,8 +165,8 @@ def _verify(
             expected = dict(zip(INSPECT_OUTPUTS, (t.numpy() for t in outs), strict=True))
         got_fc = fc.run([OUTPUT_NAME], feeds)[0]
         got = dict(zip(INSPECT_OUTPUTS, insp.run(list(INSPECT_OUTPUTS), feeds), strict=True))
-        checks = {"model.onnx:forecast": (got_fc, expected["forecast"])}
-        checks.update({f"inspect.onnx:{k}": (got[k], expected[k]) for k in INSPECT_OUTPUTS})
+        checks = {f"{MODEL_FILE}:{OUTPUT_NAME}": (got_fc, expected[OUTPUT_NAME])}
+        checks.update({f"{INSPECT_FILE}:{k}": (got[k], expected[k]) for k in INSPECT_OUTPUTS})
         for name, (a, b) in checks.items():
             if a.shape != b.shape:
                 raise ExportError(f"{name} on {label}: shape {a.shape}, PyTorch gives {b.shape}")
@@ -256,7 +265,7 @@ def export_model(
     model_dir.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=model_dir))
     try:
-        fc_path, insp_path = staging / "model.onnx", staging / "inspect.onnx"
+        fc_path, insp_path = staging / MODEL_FILE, staging / INSPECT_FILE
         _export(ForecastGraph(folded, mean, std).eval(), example, fc_path, [OUTPUT_NAME])
         _export(
             InspectGraph(folded, mean, std).eval(),
@@ -316,7 +325,7 @@ def export_model(
             },
             "source_checkpoint": {"file": checkpoint.name, "sha256": _sha256(checkpoint)},
         }
-        (staging / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
         staging.chmod(0o755)  # mkdtemp made it private
         staging.rename(final)  # publish: the version appears complete or not at all
     except BaseException:
@@ -343,7 +352,7 @@ def main(
     except ExportError as e:
         typer.echo(f"export failed, nothing written: {e}", err=True)
         raise typer.Exit(1) from None
-    m = json.loads((final / "manifest.json").read_text())
+    m = json.loads((final / MANIFEST_FILE).read_text())
     typer.echo(
         f"{final}: verified on batches {m['verification']['batch_sizes']}, "
         f"max |ORT - PyTorch| = {m['verification']['max_abs_error']:.2e}"

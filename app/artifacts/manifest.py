@@ -9,20 +9,20 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, model_validator
 
+from app.artifacts.contract import (
+    ATTN_MIXED,
+    ATTN_REM,
+    ATTN_SOFTMAX,
+    BATCH_AXIS,
+    FORECAST_INPUT,
+    FORECAST_OUTPUT,
+    INSPECT_FILE,
+    MODEL_FILE,
+    PHASE_INPUT,
+)
 from app.artifacts.cycle import step_microseconds
 
 HeadKind = Literal["regular", "cyclic_cos", "cyclic_sin", "softmax"]
-
-FORECAST_INPUT = "window"
-PHASE_INPUT = "phase"
-FORECAST_OUTPUT = "forecast"
-ATTN_SOFTMAX = "attn_softmax"
-ATTN_REM = "attn_rem"
-ATTN_MIXED = "attn_mixed"
-INSPECT_OUTPUTS = (FORECAST_OUTPUT, ATTN_SOFTMAX, ATTN_REM, ATTN_MIXED)
-MODEL_FILE = "model.onnx"
-INSPECT_FILE = "inspect.onnx"
-MANIFEST_FILE = "manifest.json"
 
 
 class ManifestError(ValueError):
@@ -117,11 +117,11 @@ class Manifest(_Frozen):
         if len(set(self.channels)) != len(self.channels):
             raise ValueError(f"channels must be unique, got {list(self.channels)}")
         L, H, C = self.input_length, self.horizon, self.n_channels
-        _expect(self.inputs, FORECAST_INPUT, ("batch", L, C), "inputs")
+        _expect(self.inputs, FORECAST_INPUT, (BATCH_AXIS, L, C), "inputs")
         _check_cycle(self)
-        _expect(self.outputs, FORECAST_OUTPUT, ("batch", H, C), "outputs")
+        _expect(self.outputs, FORECAST_OUTPUT, (BATCH_AXIS, H, C), "outputs")
         if self.inspect_outputs:
-            _expect(self.inspect_outputs, FORECAST_OUTPUT, ("batch", H, C), "inspect_outputs")
+            _expect(self.inspect_outputs, FORECAST_OUTPUT, (BATCH_AXIS, H, C), "inspect_outputs")
             for name in (ATTN_SOFTMAX, ATTN_REM, ATTN_MIXED):
                 if not any(t.name == name for t in self.inspect_outputs):
                     raise ValueError(f"inspect_outputs has no {name!r}")

@@ -13,7 +13,8 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.artifacts.manifest import MANIFEST_FILE, Manifest, ManifestError, load_manifest
+from app.artifacts.contract import MANIFEST_FILE
+from app.artifacts.manifest import Manifest, ManifestError, load_manifest
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from app.artifacts.manifest import (
+from app.artifacts.contract import (
     ATTN_MIXED,
     ATTN_REM,
     ATTN_SOFTMAX,
@@ -26,9 +26,8 @@ from app.artifacts.manifest import (
     INSPECT_FILE,
     MODEL_FILE,
     PHASE_INPUT,
-    Manifest,
-    input_names,
 )
+from app.artifacts.manifest import Manifest, input_names
 from app.inference.batching import Feed  # graph input name -> array with one row per window
 
 logger = logging.getLogger(__name__)

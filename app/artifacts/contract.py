@@ -1,0 +1,25 @@
+"""The artifact contract's names (docs/artifacts.md): the one copy, read by the exporter and the service.
+
+Imports nothing, so `export/` can use it without pulling in the service. The manifest's fields and the
+shapes are documented in docs/artifacts.md and checked in `app/artifacts/manifest.py`.
+"""
+
+from __future__ import annotations
+
+# Files of a version folder: <repository>/<model>/<version>/...
+MODEL_FILE = "model.onnx"  # the forecast graph
+INSPECT_FILE = "inspect.onnx"  # the same network plus attention-inspection outputs
+MANIFEST_FILE = "manifest.json"
+
+# Graph inputs. `phase` exists exactly when the manifest has a `cycle`.
+FORECAST_INPUT = "window"  # float32 [batch, L, C], raw values
+PHASE_INPUT = "phase"  # int64 [batch], each window's phase in the seasonal cycle
+
+# Graph outputs.
+FORECAST_OUTPUT = "forecast"  # float32 [batch, H, C], raw scale
+ATTN_SOFTMAX = "attn_softmax"  # [batch, C, N, Hh, L, L]
+ATTN_REM = "attn_rem"  # [N, Hh, L, L]
+ATTN_MIXED = "attn_mixed"  # [batch, C, N, Hh, L, L]
+INSPECT_OUTPUTS = (FORECAST_OUTPUT, ATTN_SOFTMAX, ATTN_REM, ATTN_MIXED)
+
+BATCH_AXIS = "batch"  # the name of the one dynamic axis in the manifest's shapes
