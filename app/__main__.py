@@ -1,11 +1,17 @@
 """`python -m app`: the service under uvicorn, listening on RSA_HOST:RSA_PORT, one process.
 
 One process per container (scale with replicas): the dynamic batcher and the metrics live in the
-process, so uvicorn's `--workers` would split the batches and the counters. SIGTERM and SIGINT stop
-the server gracefully (no new connections, in-flight requests finish within RSA_GRACEFUL_SHUTDOWN_S,
-then the lifespan drains the batchers) and the process exits 0: uvicorn's own signal handling
-re-raises the signal after shutting down, which makes every stop look like a crash (exit 143) to
-Docker and Kubernetes.
+process, so uvicorn's `--workers` would split the batches and the counters.
+
+Stopping (SIGTERM, or SIGINT): a drain (app/lifecycle.py). For RSA_DRAIN_DELAY_S the service keeps
+serving while /readyz says 503 and every response says `Connection: close`; then uvicorn stops
+accepting, requests in flight finish within RSA_GRACEFUL_SHUTDOWN_S, the batchers empty their queues,
+and the process exits 0. A second signal skips the rest of the delay. uvicorn's own handling would
+stop at once and re-raise the signal afterwards, which makes every stop look like a crash (exit 143).
+
+Slow or idle clients are bounded by uvicorn's limits: at most RSA_MAX_CONNECTIONS connections and
+tasks at once (uvicorn answers 503 above that), idle keep-alive connections closed after
+RSA_KEEP_ALIVE_S.
 """
 
 from __future__ import annotations
@@ -13,16 +19,26 @@ from __future__ import annotations
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
+from time import monotonic
+from types import FrameType
 
 import uvicorn
 
 from app.core.config import get_settings
+from app.lifecycle import Lifecycle
+from app.main import app
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 class Server(uvicorn.Server):
-    """uvicorn's server, with signal handling that stops gracefully and does not re-raise."""
+    """uvicorn's server, stopping by a drain and never re-raising the signal."""
+
+    def __init__(self, config: uvicorn.Config, lifecycle: Lifecycle, drain_delay_s: float) -> None:
+        super().__init__(config)
+        self.lifecycle = lifecycle
+        self.drain_delay_s = drain_delay_s
+        self.stop_at: float | None = None
 
     @contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -33,17 +49,31 @@ class Server(uvicorn.Server):
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
 
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.stop_at is None and self.drain_delay_s > 0 and self.started:
+            self.lifecycle.begin_drain()
+            self.stop_at = monotonic() + self.drain_delay_s  # on_tick stops the server then
+        else:  # a second signal, no delay, or still starting: stop now (in-flight requests still finish)
+            self.lifecycle.begin_drain()
+            self.should_exit = True
+
+    async def on_tick(self, counter: int) -> bool:
+        should_exit = await super().on_tick(counter)
+        return should_exit or (self.stop_at is not None and monotonic() >= self.stop_at)
+
 
 def main() -> None:
     settings = get_settings()
     config = uvicorn.Config(
-        "app.main:app",
+        app,
         host=settings.host,
         port=settings.port,
         timeout_graceful_shutdown=settings.graceful_shutdown_s,
+        timeout_keep_alive=settings.keep_alive_s,
+        limit_concurrency=settings.max_connections,
         log_level=settings.log_level.lower(),
     )
-    Server(config).run()
+    Server(config, app.state.lifecycle, settings.drain_delay_s).run()
 
 
 if __name__ == "__main__":

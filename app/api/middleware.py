@@ -85,10 +85,14 @@ class RequestMiddleware:
         if not probe:
             metrics.in_flight.inc()
 
+        lifecycle = scope["app"].state.lifecycle
+
         async def send_wrapper(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
+                if lifecycle.draining:  # the client reconnects (elsewhere) rather than reuse this one
+                    message["headers"] = [*message.get("headers", []), (b"connection", b"close")]
             await send(message)
 
         try:

@@ -56,6 +56,13 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     graceful_shutdown_s: float = Field(default=20.0, gt=0)
+    # On SIGTERM, readiness answers 503 and responses say `Connection: close` for this long before the
+    # server stops accepting connections: time for load balancers to take the replica out.
+    drain_delay_s: float = Field(default=5.0, ge=0)
+    # uvicorn's limits on what clients can hold: connections and tasks at once (503 above), and how long
+    # an idle keep-alive connection stays open.
+    max_connections: int = Field(default=1024, ge=1)
+    keep_alive_s: float = Field(default=5.0, gt=0)
 
     @field_validator("models", mode="before")
     @classmethod

@@ -177,10 +177,11 @@ class ModelRegistry:
         model.warmup()
         return manifest, model
 
-    async def stop(self) -> None:
-        """Drain and stop every batcher, then the thread pool."""
+    async def stop(self, drain_timeout_s: float = 5.0) -> None:
+        """Drain and stop every batcher (queued requests still run, for up to `drain_timeout_s`), then
+        the thread pools."""
         batchers = [mv.batcher for s in self.models.values() for mv in s.versions.values() if mv.batcher]
-        await asyncio.gather(*(b.stop() for b in batchers), return_exceptions=True)
+        await asyncio.gather(*(b.stop(drain_timeout_s) for b in batchers), return_exceptions=True)
         for executor in (self.forecast_executor, self.executor):
             if executor is not None:
                 await asyncio.to_thread(executor.shutdown, wait=True, cancel_futures=True)

@@ -18,7 +18,8 @@ async def healthz() -> Liveness:
 
 @router.get("/readyz", response_model=Readiness, responses={503: {"model": Readiness}})
 async def readyz(request: Request, response: Response) -> Readiness:
-    """200 when every configured model version is loaded and warmed up, 503 otherwise."""
+    """200 when every configured model version is loaded and warmed up, 503 otherwise, and 503 from the
+    moment a shutdown begins (`draining`), so load balancers stop sending before the server stops."""
     registry: ModelRegistry | None = getattr(request.app.state, "registry", None)
     if registry is None:
         response.status_code = 503
@@ -29,7 +30,8 @@ async def readyz(request: Request, response: Response) -> Readiness:
     ]
     if registry.error:
         models.append(ModelReadiness(name="<repository>", ready=False, errors=[registry.error]))
-    ready = registry.ready
+    draining = request.app.state.lifecycle.draining
+    ready = registry.ready and not draining
     if not ready:
         response.status_code = 503
-    return Readiness(ready=ready, models=models)
+    return Readiness(ready=ready, draining=draining, models=models)

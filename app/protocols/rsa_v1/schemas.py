@@ -235,6 +235,7 @@ class ModelReadiness(BaseModel):
 
 class Readiness(BaseModel):
     ready: bool
+    draining: bool = Field(default=False, description="The service is shutting down: not ready, on purpose.")
     models: list[ModelReadiness]
 
 

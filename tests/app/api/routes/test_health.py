@@ -25,7 +25,7 @@ def test_healthz_and_readyz_when_ready(client: TestClient) -> None:
     assert client.get("/healthz").json() == {"status": "alive"}
     r = client.get("/readyz")
     assert r.status_code == 200
-    assert r.json() == {"ready": True, "models": [{"name": "toy", "ready": True, "errors": []}]}
+    assert r.json() == {"ready": True, "draining": False, "models": [{"name": "toy", "ready": True, "errors": []}]}
 
 
 def test_readyz_is_503_until_models_are_loaded(toy_repository: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,88 @@
+"""Start-up and shutdown: what the service does between its first and its last request.
+
+Start-up (the lifespan): read the settings, build the metrics, the registry, the inference service and
+the protocol handlers, then load and warm up every model version in the background, so /healthz answers
+at once and /readyz turns 200 when all are ready.
+
+Shutdown is a drain, in this order, so that no accepted request is lost:
+1. SIGTERM: `Lifecycle.begin_drain()`. /readyz answers 503 (load balancers stop sending new work) and
+   every response carries `Connection: close` (clients stop reusing their keep-alive connections and
+   reconnect, to another replica), for RSA_DRAIN_DELAY_S, while the service keeps serving.
+2. The server stops accepting connections; requests in flight finish (up to RSA_GRACEFUL_SHUTDOWN_S).
+3. The lifespan ends: the batchers finish what is queued, the thread pools stop, the process exits 0.
+`app/__main__.py` drives this from the signals; under another server, step 1 is skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from time import monotonic
+
+from fastapi import FastAPI
+
+from app.core.config import Settings, get_settings
+from app.core.logging import configure_logging
+from app.inference.registry import ModelRegistry
+from app.inference.service import InferenceService
+from app.observability.metrics import Metrics
+from app.protocols.rsa_v1.handlers import V1Handlers
+
+logger = logging.getLogger(__name__)
+
+
+class Lifecycle:
+    """Whether the service is draining, and since when; shared by the server, readiness and middleware."""
+
+    def __init__(self) -> None:
+        self.drain_started: float | None = None
+
+    @property
+    def draining(self) -> bool:
+        return self.drain_started is not None
+
+    def begin_drain(self) -> None:
+        if self.drain_started is None:
+            self.drain_started = monotonic()
+            logger.info("draining: readiness is 503 and responses say Connection: close")
+
+
+async def _load_models(registry: ModelRegistry) -> None:
+    try:
+        await registry.load_all()
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        logger.exception("loading the models failed")
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    settings: Settings = app.state.settings_override or get_settings()
+    configure_logging(settings.log_level)
+    model_endpoints = tuple(p for p in app.openapi()["paths"] if p.endswith(("/forecast", "/attention")))
+    metrics = Metrics(settings.max_batch_rows, model_endpoints)
+    registry = ModelRegistry(settings, batcher_hooks=metrics.batcher_hooks)
+    registry.discover()
+    metrics.watch(registry)
+    service = InferenceService(registry, settings)
+    app.state.settings = settings
+    app.state.metrics = metrics
+    app.state.registry = registry
+    app.state.service = service
+    app.state.v1 = V1Handlers(service)
+    logger.info(
+        "serving from %s: %s",
+        settings.model_repository,
+        ", ".join(f"{s.name} {sorted(s.versions)}" for s in registry.models.values()) or "nothing",
+    )
+    loader = asyncio.create_task(_load_models(registry), name="load-models")
+    try:
+        yield
+    finally:
+        loader.cancel()
+        await asyncio.gather(loader, return_exceptions=True)
+        await registry.stop(settings.graceful_shutdown_s)
+        logger.info("stopped")
