@@ -49,7 +49,7 @@ class IntegrityError(ValueError):
 
 def _version_number(folder: Path) -> int | None:
     name = folder.name
-    if not folder.is_dir() or not name.isdigit() or name.startswith("0"):
+    if not name.isdigit() or name.startswith("0") or not _is_dir(folder):
         return None
     return int(name)
 
@@ -59,20 +59,29 @@ def discover(repository: Path, names: list[str] | None = None) -> list[ModelRef]
 
     `names` (from RSA_MODELS) selects models; a selected model that is missing or has no version
     folder comes back with an `error`. Raises RepositoryError when there is nothing to serve at all.
+    Errors name models and versions, never a file path: they reach clients (/readyz, /v1/models). The
+    logs, read by operators, have the paths.
     """
-    if not repository.is_dir():
-        raise RepositoryError(f"model repository {repository} does not exist or is not a directory")
-    found = sorted(p.name for p in repository.iterdir() if p.is_dir() and not p.name.startswith("."))
+    try:
+        if not repository.is_dir():
+            raise RepositoryError("the model repository does not exist or is not a directory")
+        found = sorted(p.name for p in repository.iterdir() if _is_dir(p) and not p.name.startswith("."))
+    except OSError as exc:
+        logger.error("model repository %s cannot be read: %s", repository, exc)
+        reason = exc.strerror or type(exc).__name__
+        raise RepositoryError(f"the model repository cannot be read ({reason})") from exc
     selected = list(dict.fromkeys(names)) if names else found
     if not selected:
-        raise RepositoryError(f"model repository {repository} holds no model folder")
-    models: list[ModelRef] = []
-    for name in selected:
-        folder = repository / name
+        raise RepositoryError("the model repository holds no model folder")
+    return [_model(repository / name, name) for name in selected]
+
+
+def _model(folder: Path, name: str) -> ModelRef:
+    """One model's version folders; an unreadable or empty folder is this model's error only."""
+    try:
         if not folder.is_dir():
             logger.error("model %r is configured but %s does not exist", name, folder)
-            models.append(ModelRef(name=name, error=f"model folder {folder} does not exist"))
-            continue
+            return ModelRef(name=name, error=f"model {name!r} has no folder in the repository")
         versions = sorted(
             (
                 VersionRef(name, number, child)
@@ -81,12 +90,27 @@ def discover(repository: Path, names: list[str] | None = None) -> list[ModelRef]
             ),
             key=lambda ref: ref.version,
         )
-        if not versions:
-            logger.error("model %r has no version folder (positive integer) under %s", name, folder)
-            models.append(ModelRef(name=name, error=f"no version folder under {folder}"))
-            continue
-        models.append(ModelRef(name=name, versions=versions))
-    return models
+    except OSError as exc:
+        logger.error("model %r: %s cannot be read: %s", name, folder, exc)
+        reason = exc.strerror or type(exc).__name__
+        return ModelRef(name=name, error=f"model {name!r}: its folder cannot be read ({reason})")
+    if not versions:
+        logger.error("model %r has no version folder (positive integer) under %s", name, folder)
+        return ModelRef(name=name, error=f"model {name!r} has no version folder (a positive integer)")
+    return ModelRef(name=name, versions=versions)
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:  # unreadable: not a model folder we can serve, and not a reason to stop
+        return False
+
+
+def public_message(message: str, folder: Path) -> str:
+    """`message` with the version folder's path taken out, for clients: "model.onnx: ..." rather
+    than an absolute path on the server."""
+    return message.replace(f"{folder}/", "").replace(str(folder), "the version folder")
 
 
 def sha256_of(path: Path) -> str:

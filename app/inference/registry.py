@@ -19,7 +19,14 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 from app.artifacts.manifest import Manifest
-from app.artifacts.repository import ModelRef, RepositoryError, VersionRef, discover, read_version
+from app.artifacts.repository import (
+    ModelRef,
+    RepositoryError,
+    VersionRef,
+    discover,
+    public_message,
+    read_version,
+)
 from app.core.config import Settings
 from app.core.errors import ModelNotFound, ModelNotReady, VersionNotFound
 from app.inference.batching import Batch, DynamicBatcher, WorkItem
@@ -139,10 +146,8 @@ class ModelRegistry:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            mv.state, mv.error = "failed", f"{type(exc).__name__}: {exc}"
-            logger.error(
-                "model %s version %s at %s failed to load: %s", mv.name, mv.version, mv.path, mv.error
-            )
+            logger.error("model %s version %s at %s failed to load: %s", mv.name, mv.version, mv.path, exc)
+            mv.state, mv.error = "failed", f"{type(exc).__name__}: {public_message(str(exc), mv.path)}"
             return
         on_batch, on_item = (
             self.batcher_hooks(mv.name, mv.version, model.provider) if self.batcher_hooks else (None, None)

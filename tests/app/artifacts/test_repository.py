@@ -33,7 +33,7 @@ def test_discovers_integer_version_folders_only(repo: Path) -> None:
 def test_selected_models_and_missing_ones(repo: Path) -> None:
     models = discover(repo, ["ghost", "toy", "toy"])
     assert [m.name for m in models] == ["ghost", "toy"]
-    assert models[0].error is not None and "does not exist" in models[0].error
+    assert models[0].error is not None and "has no folder in the repository" in models[0].error
 
 
 def test_unusable_repository(tmp_path: Path) -> None:

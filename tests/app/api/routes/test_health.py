@@ -25,7 +25,11 @@ def test_healthz_and_readyz_when_ready(client: TestClient) -> None:
     assert client.get("/healthz").json() == {"status": "alive"}
     r = client.get("/readyz")
     assert r.status_code == 200
-    assert r.json() == {"ready": True, "draining": False, "models": [{"name": "toy", "ready": True, "errors": []}]}
+    assert r.json() == {
+        "ready": True,
+        "draining": False,
+        "models": [{"name": "toy", "ready": True, "errors": []}],
+    }
 
 
 def test_readyz_is_503_until_models_are_loaded(toy_repository: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -94,7 +98,7 @@ def test_configured_model_missing(toy_repository: Path) -> None:
         r = client.get("/readyz")
         assert r.status_code == 503
         ghost = next(m for m in r.json()["models"] if m["name"] == "ghost")
-        assert "does not exist" in ghost["errors"][0]
+        assert "has no folder in the repository" in ghost["errors"][0]
         assert client.post("/v1/models/toy/forecast", json=BODY).status_code == 200
         assert client.post("/v1/models/ghost/forecast", json=BODY).status_code == 503
 
