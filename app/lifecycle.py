@@ -25,6 +25,7 @@ from fastapi import FastAPI
 
 from app.core.config import Settings, get_settings
 from app.core.logging import configure_logging
+from app.core.security import ApiKeys
 from app.inference.registry import ModelRegistry
 from app.inference.service import InferenceService
 from app.observability.metrics import Metrics
@@ -68,6 +69,9 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     registry.discover()
     metrics.watch(registry)
     service = InferenceService(registry, settings)
+    app.state.api_keys = ApiKeys.from_settings(
+        [key.get_secret_value() for key in settings.api_keys], settings.api_keys_file
+    )
     app.state.settings = settings
     app.state.metrics = metrics
     app.state.registry = registry

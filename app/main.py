@@ -12,6 +12,7 @@ from fastapi.routing import APIRoute
 from app.api.errors import register_exception_handlers
 from app.api.main import api_router
 from app.api.middleware import BodySizeLimitMiddleware, RequestMiddleware
+from app.api.routes import docs
 from app.core.config import Settings
 from app.lifecycle import Lifecycle, lifespan
 
@@ -28,6 +29,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         lifespan=lifespan,
         generate_unique_id_function=_operation_id,
+        # Self-hosted docs (app/api/routes/docs.py): FastAPI's own load their assets from a CDN.
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
     )
     app.state.settings_override = settings
     app.state.lifecycle = Lifecycle()
@@ -35,6 +40,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodySizeLimitMiddleware)
     app.add_middleware(RequestMiddleware)  # added last: outermost, so it sees every answer (413 too)
     app.include_router(api_router)
+    app.mount(docs.STATIC, docs.static_assets(), name="docs-static")
     return app
 
 

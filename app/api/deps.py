@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Path, Request
+from fastapi import Depends, Header, Path, Request
 
 from app.core.errors import ModelNotReady
+from app.core.security import ApiKeys
 from app.protocols.rsa_v1.handlers import V1Handlers
 
 
@@ -22,3 +23,15 @@ V1HandlersDep = Annotated[V1Handlers, Depends(get_v1_handlers)]
 
 ModelName = Annotated[str, Path(description="Model name, a folder of the model repository.")]
 ModelVersionNumber = Annotated[int, Path(ge=1, description="Model version (positive integer).")]
+
+
+def require_api_key(
+    request: Request,
+    authorization: Annotated[
+        str | None, Header(description="`Bearer <key>` when the service is configured with API keys.")
+    ] = None,
+) -> None:
+    api_keys: ApiKeys | None = getattr(request.app.state, "api_keys", None)
+    if api_keys is None:
+        raise ModelNotReady("the service is starting", retry_after_s=1)
+    api_keys.check(authorization)

@@ -9,7 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -50,6 +50,11 @@ class Settings(BaseSettings):
 
     log_level: LogLevel = "INFO"
 
+    # Access: API keys (bearer tokens), comma-separated and/or one per line in a file (a mounted secret).
+    # Any key configured: every endpoint but /healthz, /readyz and /metrics needs one.
+    api_keys: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
+    api_keys_file: Path | None = None
+
     # The server process (`python -m app`): where it listens and how long in-flight requests may take
     # to finish after SIGTERM before the process exits anyway (keep it below the orchestrator's grace
     # period: compose's stop_grace_period, Kubernetes' terminationGracePeriodSeconds).
@@ -70,6 +75,13 @@ class Settings(BaseSettings):
         """`RSA_MODELS=a,b` (comma-separated, blanks ignored) as well as a real list."""
         if isinstance(value, str):
             return [name.strip() for name in value.split(",") if name.strip()]
+        return value
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _split_api_keys(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [key.strip() for key in value.split(",") if key.strip()]
         return value
 
     @field_validator("log_level", mode="before")

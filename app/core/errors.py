@@ -68,3 +68,15 @@ class InferenceError(ServiceError):
     """The session call failed: a server fault. The batcher keeps serving."""
 
     code = "inference_failed"
+
+
+class Unauthenticated(ServiceError):  # noqa: N818
+    """No credentials where an API key is required."""
+
+    code = "unauthenticated"
+
+
+class PermissionDenied(ServiceError):  # noqa: N818
+    """Credentials that are not valid."""
+
+    code = "forbidden"

@@ -81,6 +81,8 @@ REJECTION_REASONS = {
     "model_not_found": "not_found",
     "version_not_found": "not_found",
     "not_found": "not_found",
+    "unauthenticated": "unauthorized",
+    "forbidden": "unauthorized",
 }
 
 # The reasons a request for a loaded version can be refused with (not_found needs no version).
@@ -129,7 +131,8 @@ class Metrics:
         )
         self.rejections = Counter(
             f"{PREFIX}_request_rejections",
-            "Requests refused, by reason: overloaded, timeout, invalid_input, not_ready, not_found.",
+            "Requests refused, by reason: overloaded, timeout, invalid_input, not_ready, not_found, "
+            "unauthorized.",
             [*request_labels, "reason"],
             registry=r,
         )

@@ -24,8 +24,10 @@ from app.core.errors import (
     ModelNotReady,
     Overloaded,
     PayloadTooLarge,
+    PermissionDenied,
     ServiceError,
     Timeout,
+    Unauthenticated,
 )
 from app.protocols.rsa_v1.schemas import COLUMNS_TAG, ROWS_TAG, ErrorBody, ErrorDetail, ErrorResponse
 
@@ -40,6 +42,8 @@ STATUS: dict[type[ServiceError], int] = {
     Overloaded: 503,
     Timeout: 504,
     InferenceError: 500,
+    Unauthenticated: 401,
+    PermissionDenied: 403,
 }
 
 
@@ -63,6 +67,8 @@ def error_response(
 def error_response_for(exc: ServiceError) -> JSONResponse:
     """The response for a domain error; also used by middleware, which runs outside the handlers."""
     headers = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s is not None else None
+    if isinstance(exc, Unauthenticated):
+        headers = {"WWW-Authenticate": 'Bearer realm="rsa"'}
     body = ErrorBody(code=exc.code, message=exc.message, field=exc.field, limit=exc.limit)
     return error_response(status_of(exc), body, headers)
 

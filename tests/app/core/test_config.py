@@ -49,3 +49,12 @@ def test_get_settings_is_cached() -> None:
         assert get_settings() is get_settings()
     finally:
         get_settings.cache_clear()
+
+
+def test_api_keys_from_the_environment_never_print(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("RSA_API_KEYS", " first-key , second-key ,,")
+    monkeypatch.setenv("RSA_API_KEYS_FILE", str(tmp_path / "keys"))
+    s = Settings()
+    assert [k.get_secret_value() for k in s.api_keys] == ["first-key", "second-key"]
+    assert s.api_keys_file == tmp_path / "keys"
+    assert "first-key" not in repr(s) and "first-key" not in str(s.model_dump())
