@@ -34,6 +34,12 @@ class InvalidInput(ServiceError, ValueError):  # noqa: N818  (kserve's names, ke
     code = "invalid_input"
 
 
+class NonFiniteResult(InvalidInput):
+    """The model's answer for this input is not finite: refused rather than sent as null."""
+
+    code = "non_finite_result"
+
+
 class PayloadTooLarge(ServiceError):  # noqa: N818
     code = "payload_too_large"
 

@@ -77,6 +77,7 @@ REJECTION_REASONS = {
     "bad_request": "invalid_input",
     "method_not_allowed": "invalid_input",
     "unsupported_media_type": "invalid_input",
+    "non_finite_result": "non_finite_result",
     "model_not_ready": "not_ready",
     "model_not_found": "not_found",
     "version_not_found": "not_found",
@@ -131,8 +132,8 @@ class Metrics:
         )
         self.rejections = Counter(
             f"{PREFIX}_request_rejections",
-            "Requests refused, by reason: overloaded, timeout, invalid_input, not_ready, not_found, "
-            "unauthorized.",
+            "Requests refused, by reason: overloaded, timeout, invalid_input, non_finite_result, not_ready, "
+            "not_found, unauthorized.",
             [*request_labels, "reason"],
             registry=r,
         )

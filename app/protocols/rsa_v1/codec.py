@@ -5,6 +5,7 @@ Every error is an `InvalidInput` naming the field (e.g. `series[2].values[5]`) a
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -16,6 +17,15 @@ from app.core.errors import InvalidInput
 from app.protocols.rsa_v1.schemas import SeriesInput
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def input_bound(input_length: int) -> float:
+    """The largest |value| a window may hold: the graph normalises each window by its variance in
+    float32, whose sum of L squared deviations (each at most (2·max|x|)²) must stay below float32's max.
+    Rounded down to a power of ten so that clients read a plain number: 1e17 for L = 96 (measured on
+    the shipped models: the first non-finite forecast comes at 1e19)."""
+    exact = math.sqrt(FLOAT32_MAX / input_length) / 2
+    return float(10 ** math.floor(math.log10(exact)))
 
 
 @dataclass(frozen=True)
@@ -79,12 +89,17 @@ def decode_series(series: SeriesInput, manifest: Manifest, field: str, max_histo
         with np.errstate(over="ignore"):
             array = np.asarray(values, dtype=np.float32)
         layout_path = "{field}.values[{index}][{c}]"
-    # Finite as float64 (the schema checked that) but maybe not as float32, e.g. 1e39.
-    if not np.isfinite(array).all():
-        index, c = (int(i) for i in np.argwhere(~np.isfinite(array))[0])
-        path = layout_path.format(field=field, channel=channels[c], index=index, c=c)
+    # Finite as float64 (the schema checked that) but maybe too large for the model's float32
+    # arithmetic (or for float32 at all, e.g. 1e39, which became inf above). Only the window counts.
+    bound = input_bound(L)
+    window = array[n - L :]
+    if not (np.abs(window) <= bound).all():
+        index, c = (int(i) for i in np.argwhere(~(np.abs(window) <= bound))[0])
+        path = layout_path.format(field=field, channel=channels[c], index=n - L + index, c=c)
         raise InvalidInput(
-            f"{path} is outside the float32 range (|x| <= {FLOAT32_MAX:.4g})", field=path, limit=FLOAT32_MAX
+            f"{path} is too large for the model: its float32 arithmetic needs |x| <= {bound:g}",
+            field=path,
+            limit=bound,
         )
     phase = _phase(series.start, n, manifest, field)
     return DecodedSeries(id=series.id, window=array[n - L :], n_values=n, start=series.start, phase=phase)

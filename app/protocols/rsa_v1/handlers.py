@@ -10,7 +10,7 @@ from typing import TypeVar
 import numpy as np
 
 from app.artifacts.manifest import Manifest
-from app.core.errors import InvalidInput
+from app.core.errors import InvalidInput, NonFiniteResult
 from app.inference.registry import ModelVersion, ServedModel
 from app.inference.service import InferenceService
 from app.inference.session import InspectResult, OnnxModel
@@ -77,6 +77,7 @@ class V1Handlers:
         ]
         windows = np.stack([d.window for d in decoded])  # [S, L, C]
         outputs = await self.service.forecast(mv, windows, _phases(decoded))  # [S, H, C]
+        _require_finite(outputs[:, :horizon], lambda i: f"series[{i}]")
         channels = list(manifest.channels)
         forecasts = [
             SeriesForecast.model_construct(
@@ -115,6 +116,8 @@ class V1Handlers:
         wanted = list(dict.fromkeys(request.matrices))
 
         def encode(result: InspectResult) -> T:
+            for matrices in (result.mixed[:, channel], result.softmax[:, channel]):
+                _require_finite(matrices, lambda _: "series")
             n_layers = int(result.rem.shape[0])
             layers = request.layers if request.layers is not None else list(range(n_layers))
             _check_layers(layers, n_layers)
@@ -145,6 +148,19 @@ class V1Handlers:
 
     def model(self, name: str) -> ModelInfo:
         return describe_model(self.service.model(name))
+
+
+def _require_finite(outputs: np.ndarray, field_of: Callable[[int], str]) -> None:
+    """Never a null where the schema promises a number: a non-finite answer ([S, ...], one row per
+    series) is an error naming the series (within the input bound, yet the model overflowed on it)."""
+    finite = np.isfinite(outputs.reshape(len(outputs), -1)).all(axis=1)
+    if not finite.all():
+        where = field_of(int(np.argmin(finite)))
+        raise NonFiniteResult(
+            f"the model's answer for {where} is not finite: its values are outside what the model can "
+            "handle; rescale them",
+            field=where,
+        )
 
 
 def _check_layers(layers: list[int], n_layers: int) -> None:

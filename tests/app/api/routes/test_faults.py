@@ -168,3 +168,25 @@ def test_start_too_late_for_the_calendar_is_422_before_the_session(toy_repositor
         assert r.status_code == 422, r.text
         assert r.json()["error"]["field"] == "series[0].start"
         assert batcher.stats.session_calls == calls
+
+
+def test_non_finite_forecast_is_never_serialised(toy_repository: Path) -> None:
+    """Within the input bound a model can still overflow: that answer is a 422 naming the series, counted
+    in the metrics, and never a 200 with nulls."""
+    with running_client(make_settings(toy_repository)) as client:
+        batcher = _batcher(client)
+        inner = batcher.run_fn
+
+        def overflowing(feed: Feed) -> np.ndarray:
+            out = inner(feed)
+            out[1, 2, 0] = np.inf
+            return out
+
+        batcher.run_fn = overflowing
+        body = {"series": [{"values": np.ones((L, C)).tolist()} for _ in range(3)]}
+        r = client.post(URL, json=body)
+        assert r.status_code == 422, r.text
+        error = r.json()["error"]
+        assert (error["code"], error["field"]) == ("non_finite_result", "series[1]")
+        metrics = client.get("/metrics").text
+        assert 'reason="non_finite_result"' in metrics

@@ -136,8 +136,15 @@ CASES: list[tuple[str, dict[str, Any], str, Any, str]] = [
         "float32 overflow",
         {"series": [{"values": with_value(4, 2, 1e39)}]},
         "series[0].values[4][2]",
-        float(np.finfo(np.float32).max),
+        1e18,  # the model's bound for L = 8: sqrt(float32 max / 8) / 2, rounded down to a power of ten
         "float32",
+    ),
+    (
+        "finite in float32, too large for the model's arithmetic",
+        {"series": [{"values": with_value(7, 0, -3e19)}]},
+        "series[0].values[7][0]",
+        1e18,
+        "|x| <= 1e+18",
     ),
 ]
 
