@@ -102,6 +102,14 @@ class Manifest(_Frozen):
             return rem.shape[0]
         return len(self.layers) or None
 
+    @property
+    def n_heads(self) -> int | None:
+        """Heads per layer Hh, from the attn_rem shape [N, Hh, L, L] when the manifest states it."""
+        rem = next((t for t in self.inspect_outputs if t.name == ATTN_REM), None)
+        if rem is not None and len(rem.shape) > 1 and isinstance(rem.shape[1], int):
+            return rem.shape[1]
+        return max((len(spec.heads) for spec in self.layers), default=0) or None
+
     def head(self, layer: int, head: int) -> HeadSpec | None:
         """The manifest's entry for a head, or None when the manifest does not list it."""
         for spec in self.layers:

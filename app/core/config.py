@@ -42,6 +42,9 @@ class Settings(BaseSettings):
 
     # Attention inspection runs outside the batcher: bound the calls in flight (503 above).
     max_attention_in_flight: int = Field(default=8, ge=1)
+    # Numbers one attention answer may carry (layers x heads x matrices x L x L), checked before the
+    # session runs: 4 million is about 80 MB of JSON.
+    max_attention_values: int = Field(default=4_000_000, ge=1)
 
     # Request limits.
     max_series_per_request: int = Field(default=1024, ge=1)

@@ -114,6 +114,7 @@ class V1Handlers:
         if manifest.n_layers is not None and request.layers is not None:
             _check_layers(request.layers, manifest.n_layers)  # before paying for the session call
         wanted = list(dict.fromkeys(request.matrices))
+        self._check_attention_size(manifest, request, len(wanted))
 
         def encode(result: InspectResult) -> T:
             for matrices in (result.mixed[:, channel], result.softmax[:, channel]):
@@ -142,6 +143,24 @@ class V1Handlers:
 
         return await self.service.inspect(mv, decoded.window[None], _phases([decoded]), encode)
 
+    def _check_attention_size(self, manifest: Manifest, request: AttentionRequest, n_matrices: int) -> None:
+        """The answer's size, known from the manifest, against RSA_MAX_ATTENTION_VALUES."""
+        n_layers, n_heads = manifest.n_layers, manifest.n_heads
+        if n_layers is None or n_heads is None:
+            return  # an older manifest: the layer check after the session call still applies
+        layers = len(request.layers) if request.layers is not None else n_layers
+        per_layer = 1 if request.average_heads else n_heads
+        values = layers * per_layer * n_matrices * manifest.input_length**2
+        limit = self.settings.max_attention_values
+        if values > limit:
+            raise InvalidInput(
+                f"the answer would hold {values} numbers ({layers} layers x {per_layer} heads x "
+                f"{n_matrices} matrices x {manifest.input_length}^2), over the limit of {limit}: ask for "
+                "fewer `matrices` or `layers`, or set `average_heads`",
+                field="matrices",
+                limit=limit,
+            )
+
     # -- metadata --------------------------------------------------------------------------------
     def models(self) -> ModelList:
         return ModelList(models=[describe_model(served) for served in self.service.models()])
@@ -164,7 +183,12 @@ def _require_finite(outputs: np.ndarray, field_of: Callable[[int], str]) -> None
 
 
 def _check_layers(layers: list[int], n_layers: int) -> None:
+    """Each index in range and named once: a repeated layer would repeat the work and the answer."""
+    seen: set[int] = set()
     for i, layer in enumerate(layers):
+        if layer in seen:
+            raise InvalidInput(f"layers[{i}] = {layer} repeats an earlier entry", field=f"layers[{i}]")
+        seen.add(layer)
         if not 0 <= layer < n_layers:
             raise InvalidInput(
                 f"layers[{i}] = {layer} is out of range 0..{n_layers - 1}",

@@ -91,13 +91,18 @@ class AttentionRequest(_Strict):
 
     series: SeriesInput
     matrices: list[MatrixName] = Field(
-        default_factory=lambda: ["softmax", "rem", "mixed"], min_length=1, description="Which matrices."
+        default_factory=lambda: ["softmax", "rem", "mixed"],
+        min_length=1,
+        max_length=3,
+        description="Which matrices.",
     )
     channel: int | str = Field(
         default=0, description="Channel name or index; attention differs per channel (channel-independent)."
     )
     average_heads: bool = Field(default=False, description="Return the mean over the heads of each layer.")
-    layers: list[int] | None = Field(default=None, min_length=1, description="Layer indices (default all).")
+    layers: list[int] | None = Field(
+        default=None, min_length=1, max_length=64, description="Distinct layer indices (default all)."
+    )
     format: OutputFormat = Field(default="json", description="`png` returns an image/png heatmap figure.")
 
 

@@ -183,3 +183,70 @@ def test_unknown_model_and_version(client: TestClient, series: np.ndarray) -> No
     body = {"series": {"values": series.tolist()}}
     assert client.post("/v1/models/nope/attention", json=body).status_code == 404
     assert client.post("/v1/models/toy/versions/3/attention", json=body).status_code == 404
+
+
+def test_repeated_layers_are_refused(client: TestClient, series: np.ndarray) -> None:
+    r = client.post(URL, json={"series": {"values": series.tolist()}, "layers": [0, 0]})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "layers[1]"
+    r = client.post(URL, json={"series": {"values": series.tolist()}, "matrices": ["rem"] * 4})
+    assert r.status_code == 422 and r.json()["error"]["field"].startswith("matrices")
+
+
+def test_answer_size_is_bounded_before_the_session_runs(toy_repository: Path, series: np.ndarray) -> None:
+    from app.artifacts.manifest import load_manifest
+    from tests.app.conftest import make_settings, registry_of, running_client
+
+    m = load_manifest(toy_repository / "toy" / "2" / "manifest.json")
+    assert m.n_layers and m.n_heads
+    one_matrix_averaged = m.n_layers * m.input_length**2
+    settings = make_settings(toy_repository, max_attention_values=one_matrix_averaged)
+    with running_client(settings) as client:
+        model = registry_of(client).get("toy", 2).model
+        assert model is not None
+        calls = [0]
+        inner = model.inspect
+
+        def counted(*args: Any) -> Any:
+            calls[0] += 1
+            return inner(*args)
+
+        model.inspect = counted  # type: ignore[method-assign]
+        small = {"series": {"values": series.tolist()}, "matrices": ["mixed"], "average_heads": True}
+        assert client.post(URL, json=small).status_code == 200
+        r = client.post(URL, json={"series": {"values": series.tolist()}})  # every head, three matrices
+        assert r.status_code == 422, r.text
+        error = r.json()["error"]
+        assert (error["field"], error["limit"]) == ("matrices", one_matrix_averaged)
+        assert str(m.n_layers * m.n_heads * 3 * m.input_length**2) in error["message"]
+        assert calls[0] == 1  # the refused request never reached the session
+
+
+def test_png_rendering_holds_the_inspection_slot(toy_repository: Path, series: np.ndarray) -> None:
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    import app.protocols.rsa_v1.handlers as handlers
+    from tests.app.conftest import make_settings, running_client, wait_for
+
+    gate, rendering = threading.Event(), threading.Event()
+    real_render = handlers.render_attention_png
+
+    def slow_render(*args: Any) -> bytes:
+        rendering.set()
+        assert gate.wait(10)
+        return real_render(*args)
+
+    body = {"series": {"values": series.tolist()}, "matrices": ["mixed"]}
+    settings = make_settings(toy_repository, max_attention_in_flight=1)
+    with running_client(settings) as client, ThreadPoolExecutor(max_workers=1) as pool:
+        handlers.render_attention_png = slow_render
+        try:
+            png = pool.submit(client.post, URL, json=body, params={"format": "png"})
+            wait_for(rendering.is_set, what="the PNG to be rendering")
+            busy = client.post(URL, json=body)
+            assert busy.status_code == 503 and busy.json()["error"]["code"] == "overloaded"
+            gate.set()
+            assert png.result(10).content.startswith(b"\x89PNG")
+        finally:
+            handlers.render_attention_png = real_render
+        assert client.post(URL, json=body).status_code == 200
