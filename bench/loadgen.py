@@ -85,6 +85,7 @@ class LoadResult:
     time_limit_s: float
     stopped_by_time_limit: bool
     latencies_ms: list[float] = field(repr=False)  # measured answers (any status), in completion order
+    statuses: list[int] = field(repr=False, default_factory=list)  # their status codes, same order
     client_cpu_s: float  # this process, measured phase
     server_cpu_s: float | None = None  # the server process, measured phase, when its pid was given
     server_exit_code: int | None = None  # set by whoever started the server
@@ -108,7 +109,7 @@ class LoadResult:
 
     def summary(self) -> dict[str, Any]:
         """Everything but the raw latencies, plus the derived numbers: what `--json` prints."""
-        out = {k: v for k, v in asdict(self).items() if k != "latencies_ms"}
+        out = {k: v for k, v in asdict(self).items() if k not in ("latencies_ms", "statuses")}
         out.update(
             passed=self.passed,
             error_count=self.error_count,
@@ -253,6 +254,8 @@ async def run_load(
         if len(samples) < MAX_ERROR_SAMPLES:
             samples.append(f"{kind}: {detail}")
 
+    statuses: list[int] = []
+
     async def run_phase(total: int, record: list[float] | None) -> int:
         nonlocal checked, timed_out
         next_i = 0
@@ -284,6 +287,7 @@ async def run_load(
                     continue
                 if record is not None:
                     record.append((time.perf_counter() - t0) * 1e3)
+                    statuses.append(status)
                 done += 1
                 if status != 200:
                     fail(f"status_{status}", f"request {i}: {payload[:200]!r}")
@@ -329,6 +333,7 @@ async def run_load(
         time_limit_s=time_limit_s,
         stopped_by_time_limit=timed_out,
         latencies_ms=latencies,
+        statuses=statuses,
         client_cpu_s=cpu1 - cpu0,
         server_cpu_s=server1 - server0 if server0 is not None and server1 is not None else None,
     )

@@ -8,6 +8,12 @@ hands each request back exactly its own rows, in order. A request bigger than `m
 over several calls, every input sliced alike, so a window never travels without its phase.
 No HTTP here: errors are domain errors.
 
+Admission control: the worker measures how fast it drains rows (an EWMA of seconds per row over
+back-to-back batches, so the time between batches counts too), and `submit` refuses at once (Overloaded,
+with a Retry-After of the time the backlog needs) a request whose rows could not be through the session
+before its deadline: a fast 503 the client can retry elsewhere, rather than a 504 after waiting for
+nothing. An idle batcher admits any request; `max_queue_rows` stays as a hard bound on memory.
+
 Hooks kept for metrics and load tests: every `WorkItem` and `Batch` carries perf_counter stamps per
 stage, `BatcherStats` counts calls/rows/rejections, and `on_batch`/`on_item` callbacks see each one.
 """
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
@@ -133,6 +140,9 @@ class DynamicBatcher:
         self._executor = executor
         self._queue: deque[WorkItem] = deque()
         self._queued_rows = 0
+        self._running_rows = 0  # rows in the session call under way
+        self.row_seconds: float | None = None  # measured drain cost per row; None until a batch ran
+        self._busy_since: float | None = None  # end of the last batch, while batches run back to back
         self._wakeup = asyncio.Event()
         self._worker: asyncio.Task[None] | None = None
         self._closed = False
@@ -177,7 +187,16 @@ class DynamicBatcher:
             raise ValueError("submit needs at least one row")
         if self._closed or not self.running:
             raise ModelNotReady(f"model {self.name} is not serving", retry_after_s=self.retry_after_s)
-        # An empty queue takes any request, so a request is never refused for its size alone.
+        # An idle batcher takes any request, so a request is never refused for its size alone.
+        ahead = self._queued_rows + self._running_rows
+        if ahead and self.row_seconds is not None and (ahead + n) * self.row_seconds > timeout_s:
+            self.stats.rejected_items += 1
+            drain_s = ahead * self.row_seconds
+            raise Overloaded(
+                f"model {self.name} is overloaded: {ahead} series ahead need about {drain_s:.2f}s, "
+                f"more than this request's {timeout_s:.2f}s left; retry later",
+                retry_after_s=max(1, math.ceil(drain_s)),
+            )
         if self._queued_rows and self._queued_rows + n > self.max_queue_rows:
             self.stats.rejected_items += 1
             raise Overloaded(
@@ -262,6 +281,7 @@ class DynamicBatcher:
     async def _execute(self, batch: Batch) -> None:
         loop = asyncio.get_running_loop()
         batch.t_run_start = perf_counter()
+        self._running_rows = batch.rows
         try:
             inputs = _concatenate(batch.segments)
             outputs = await loop.run_in_executor(self._executor, self.run_fn, inputs)
@@ -280,12 +300,23 @@ class DynamicBatcher:
             return
         finally:
             batch.t_run_end = perf_counter()
+            self._running_rows = 0
+            self._measure_drain(batch)
             self.stats.session_calls += 1
             self.stats.rows += batch.rows
             self.stats.batch_rows[batch.rows] += 1
             if self.on_batch is not None:
                 self.on_batch(batch)
         self._distribute(batch, outputs)
+
+    def _measure_drain(self, batch: Batch) -> None:
+        """Seconds per row: from the end of the previous batch when batches ran back to back (the gap
+        between them is part of the cost), else the session call alone; smoothed (EWMA)."""
+        assert batch.t_run_start is not None and batch.t_run_end is not None
+        start = self._busy_since if self._busy_since is not None else batch.t_run_start
+        seconds = (batch.t_run_end - start) / batch.rows
+        self.row_seconds = seconds if self.row_seconds is None else 0.7 * self.row_seconds + 0.3 * seconds
+        self._busy_since = batch.t_run_end if self._queue else None
 
     def _distribute(self, batch: Batch, outputs: np.ndarray) -> None:
         offset = 0

@@ -294,3 +294,52 @@ def test_requests_with_different_inputs_fail_their_batch_not_the_worker() -> Non
         await batcher.stop()
 
     run(scenario)
+
+
+def slow_double(seconds_per_call: float) -> Callable[[np.ndarray], np.ndarray]:
+    def run_fn(x: np.ndarray) -> np.ndarray:
+        time.sleep(seconds_per_call)
+        return x * 2.0
+
+    return run_fn
+
+
+def test_admission_refuses_at_once_what_cannot_finish_in_time() -> None:
+    async def scenario() -> None:
+        batcher = make(slow_double(0.05), max_batch_rows=1, max_wait_s=0)
+        batcher.start()
+        await submit(batcher, rows(0, 1), 5.0)  # one batch measures the drain: about 0.05 s a row
+        assert batcher.row_seconds is not None and 0.04 < batcher.row_seconds < 0.5
+        # 0.3 s of budget: the first requests fit (0.05 s a row ahead of them), later ones cannot
+        pending = [asyncio.ensure_future(submit(batcher, rows(i, 1), 0.3)) for i in range(12)]
+        results = await asyncio.gather(*pending, return_exceptions=True)
+        served = [r for r in results if isinstance(r, np.ndarray)]
+        refused = [r for r in results if isinstance(r, Overloaded)]
+        assert len(served) + len(refused) == 12, results  # no 504: refused up front or served in time
+        assert 2 <= len(served) <= 8 and refused
+        assert all(e.retry_after_s is not None and e.retry_after_s >= 1 for e in refused)
+        assert batcher.stats.rejected_items == len(refused)
+        await batcher.stop()
+
+    run(scenario)
+
+
+def test_refusal_is_immediate_and_an_idle_batcher_takes_any_request() -> None:
+    async def scenario() -> None:
+        batcher = make(slow_double(0.2), max_batch_rows=64, max_wait_s=0)
+        batcher.start()
+        await submit(batcher, rows(0, 1), 5.0)  # measured: about 0.2 s a row
+        # idle again: a request estimated beyond its deadline is still taken (never refused for its size)
+        big = await submit(batcher, rows(0, 8), 1.0)
+        assert big.shape == (8, 1)
+        busy = asyncio.ensure_future(submit(batcher, rows(0, 4), 5.0))
+        await asyncio.sleep(0.05)  # its session call is under way
+        t0 = time.perf_counter()
+        with pytest.raises(Overloaded) as info:
+            await submit(batcher, rows(0, 4), 0.1)
+        assert time.perf_counter() - t0 < 0.05  # at once, not after the deadline
+        assert "more than this request's" in info.value.message
+        await busy
+        await batcher.stop()
+
+    run(scenario)
