@@ -85,10 +85,10 @@ class LoadResult:
     time_limit_s: float
     stopped_by_time_limit: bool
     latencies_ms: list[float] = field(repr=False)  # measured answers (any status), in completion order
-    statuses: list[int] = field(repr=False, default_factory=list)  # their status codes, same order
     client_cpu_s: float  # this process, measured phase
     server_cpu_s: float | None = None  # the server process, measured phase, when its pid was given
     server_exit_code: int | None = None  # set by whoever started the server
+    statuses: list[int] = field(repr=False, default_factory=list)  # status of each measured answer
 
     @property
     def error_count(self) -> int:
@@ -227,9 +227,12 @@ async def run_load(
     series_per_request: int = 1,
     content_type: str = "application/json",
     server_pid: int | None = None,
+    backoff_s: float = 0.0,
 ) -> LoadResult:
     """POST `requests` bodies (body i % len(bodies) for request i) to `url` from `concurrency` workers.
 
+    `backoff_s`: a worker pauses this long after an answer other than 200, as a client honouring
+    a 503's Retry-After would (0: retry at once, an unbounded offered load under overload).
     `warmup` requests go first, checked but not timed. No request starts after `time_limit_s` (from the
     start of the warm-up); one in flight is given up after `request_timeout_s`. Only loopback URLs.
     """
@@ -291,6 +294,8 @@ async def run_load(
                 done += 1
                 if status != 200:
                     fail(f"status_{status}", f"request {i}: {payload[:200]!r}")
+                    if backoff_s:
+                        await asyncio.sleep(backoff_s)
                     continue
                 checked += 1
                 problem = check(b, payload)

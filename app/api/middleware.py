@@ -13,7 +13,7 @@ from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.core.context import RequestRecord, close_record, open_record
-from app.core.errors import InvalidInput, PayloadTooLarge
+from app.core.errors import InvalidInput, Overloaded, PayloadTooLarge, ServiceError
 from app.observability.metrics import UNMATCHED, Metrics
 from app.protocols.rsa_v1.errors import error_response_for
 
@@ -80,7 +80,8 @@ class RequestMiddleware:
         probe = scope["path"] in PROBE_PATHS
         status = 500  # if the app raises before answering, the server error handler answers 500
         timeout = scope["app"].state.settings.request_timeout_s
-        asked, error = _asked_timeout(scope)
+        asked, bad_header = _asked_timeout(scope)
+        error: ServiceError | None = bad_header
         record, token = open_record(start, min(timeout, asked or timeout))
         if not probe:
             metrics.in_flight.inc()
@@ -96,6 +97,8 @@ class RequestMiddleware:
             await send(message)
 
         try:
+            if error is None and scope["method"] == "POST" and scope["path"].endswith("/forecast"):
+                error = _admission(scope)
             if error is not None:
                 await error_response_for(error)(scope, receive, send_wrapper)
             else:
@@ -108,6 +111,24 @@ class RequestMiddleware:
             if not record.model:
                 _labels_from_path(scope, params, record)
             metrics.observe_request(endpoint, record, status, perf_counter() - start, probe)
+
+
+def _admission(scope: Scope) -> Overloaded | None:
+    """A forecast for a version whose backlog cannot clear in time is refused before its body is read:
+    under a sustained overload most requests are refusals, and parsing each one first would take the
+    event loop from the requests that are served."""
+    service = getattr(scope["app"].state, "service", None)
+    endpoint, params = _route_of(scope)
+    if service is None or endpoint == UNMATCHED or not isinstance(params.get("name"), str):
+        return None
+    raw_version = params.get("version")
+    if raw_version is not None and not str(raw_version).isdigit():
+        return None  # the route's own validation answers that
+    try:
+        service.admit_early(params["name"], None if raw_version is None else int(raw_version))
+    except Overloaded as exc:
+        return exc
+    return None
 
 
 def _asked_timeout(scope: Scope) -> tuple[float | None, InvalidInput | None]:

@@ -35,6 +35,11 @@ from app.core.errors import InferenceError, ModelNotReady, Overloaded, Timeout
 
 logger = logging.getLogger(__name__)
 
+# Admit a request only if its rows are predicted through the session within this share of its remaining
+# time: the rest absorbs the drain rate's jitter and the answer's encoding. Filling the queue up to the
+# whole deadline made admitted requests miss it (measured: 504s, goodput 71% of the best).
+ADMIT_FRACTION = 0.75
+
 Feed = Mapping[str, np.ndarray]  # input name -> [n, ...]; every array has the same n
 RunFn = Callable[[Feed], np.ndarray]
 
@@ -180,16 +185,18 @@ class DynamicBatcher:
         return self._queued_rows
 
     # -- submitting ------------------------------------------------------------------------------
-    async def submit(self, inputs: Feed, timeout_s: float) -> np.ndarray:
-        """Queue `inputs` (named [n, ...] arrays, n >= 1); wait for their outputs ([n, ...], same order)."""
-        n = feed_rows(inputs)
-        if n < 1:
-            raise ValueError("submit needs at least one row")
-        if self._closed or not self.running:
-            raise ModelNotReady(f"model {self.name} is not serving", retry_after_s=self.retry_after_s)
+    def admit(self, n: int, timeout_s: float) -> None:
+        """Raise Overloaded unless `n` more rows can be through the session within `timeout_s`.
+
+        Called by `submit`, and before a request's body is even read (with n = 1) so that a saturated
+        version refuses without paying for the parse."""
         # An idle batcher takes any request, so a request is never refused for its size alone.
         ahead = self._queued_rows + self._running_rows
-        if ahead and self.row_seconds is not None and (ahead + n) * self.row_seconds > timeout_s:
+        if (
+            ahead
+            and self.row_seconds is not None
+            and (ahead + n) * self.row_seconds > ADMIT_FRACTION * timeout_s
+        ):
             self.stats.rejected_items += 1
             drain_s = ahead * self.row_seconds
             raise Overloaded(
@@ -205,6 +212,15 @@ class DynamicBatcher:
                 limit=self.max_queue_rows,
                 retry_after_s=self.retry_after_s,
             )
+
+    async def submit(self, inputs: Feed, timeout_s: float) -> np.ndarray:
+        """Queue `inputs` (named [n, ...] arrays, n >= 1); wait for their outputs ([n, ...], same order)."""
+        n = feed_rows(inputs)
+        if n < 1:
+            raise ValueError("submit needs at least one row")
+        if self._closed or not self.running:
+            raise ModelNotReady(f"model {self.name} is not serving", retry_after_s=self.retry_after_s)
+        self.admit(n, timeout_s)
         now = perf_counter()
         item = WorkItem(inputs, asyncio.get_running_loop().create_future(), now + timeout_s, now)
         self._queue.append(item)

@@ -213,6 +213,14 @@ class ModelRegistry:
             raise ModelNotFound(f"model {name!r} not found; served models: {known}", field="name")
         return served
 
+    def find_ready(self, name: str, version: int | None) -> ModelVersion | None:
+        """The ready version `get` would return, or None where `get` would raise."""
+        served = self.models.get(name)
+        if served is None:
+            return None
+        mv = served.latest if version is None else served.versions.get(version)
+        return mv if mv is not None and mv.ready else None
+
     def get(self, name: str, version: int | None = None) -> ModelVersion:
         """A ready version (the latest loaded one when `version` is None), or a domain error."""
         served = self.model(name)

@@ -53,6 +53,20 @@ class InferenceService:
         deadline, budget = current
         return deadline - perf_counter(), budget
 
+    def admit_early(self, name: str, version: int | None) -> None:
+        """Before a forecast request's body is read: refuse (Overloaded) when the version's backlog alone
+        cannot be through in time. Unknown, loading or failed versions pass: the request itself then
+        gets the precise error."""
+        mv = self.registry.find_ready(name, version)
+        if mv is None or mv.batcher is None:
+            return
+        left, _ = self.deadline()
+        try:
+            mv.batcher.admit(1, left)
+        except Exception:
+            note_model_version(mv.name, mv.version)
+            raise
+
     # -- forecast ----------------------------------------------------------------------------------
     async def forecast(self, mv: ModelVersion, windows: np.ndarray, phases: np.ndarray | None) -> np.ndarray:
         """[S, L, C] windows (and [S] phases for a cycle model) -> [S, H, C], through the batcher."""
