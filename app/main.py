@@ -6,15 +6,19 @@ start-up and shutdown live in `app/lifecycle.py`.
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
+from app.api.body import add_body_models
 from app.api.errors import register_exception_handlers
 from app.api.main import api_router
 from app.api.middleware import BodySizeLimitMiddleware, RequestMiddleware
 from app.api.routes import docs
 from app.core.config import Settings
 from app.lifecycle import Lifecycle, lifespan
+from app.protocols.rsa_v1.schemas import AttentionRequest, ForecastRequest
 
 
 def _operation_id(route: APIRoute) -> str:
@@ -41,7 +45,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(RequestMiddleware)  # added last: outermost, so it sees every answer (413 too)
     app.include_router(api_router)
     app.mount(docs.STATIC, docs.static_assets(), name="docs-static")
+    _document_bodies(app)
     return app
+
+
+def _document_bodies(app: FastAPI) -> None:
+    """The OpenAPI document with the request bodies the routes parse themselves (app/api/body.py)."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = add_body_models(generate(), [ForecastRequest, AttentionRequest])
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to extend the schema
 
 
 app = create_app()

@@ -44,6 +44,10 @@ class PayloadTooLarge(ServiceError):  # noqa: N818
     code = "payload_too_large"
 
 
+class UnsupportedMediaType(ServiceError):  # noqa: N818
+    code = "unsupported_media_type"
+
+
 class ModelNotFound(ServiceError, LookupError):  # noqa: N818
     code = "model_not_found"
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 
+from app.api.body import body_schema, parse_body
 from app.api.deps import ModelName, ModelVersionNumber, V1HandlersDep
 from app.api.routes.responses import INFERENCE_ERRORS
 from app.protocols.rsa_v1.schemas import AttentionRequest, AttentionResponse, OutputFormat
@@ -29,21 +30,31 @@ async def _respond(
     return await v1.attention(name, version, body)
 
 
-@router.post("/{name}/attention", response_model=AttentionResponse, responses=RESPONSES)
+@router.post(
+    "/{name}/attention",
+    response_model=AttentionResponse,
+    responses=RESPONSES,
+    openapi_extra=body_schema(AttentionRequest),
+)
 async def attention(
-    name: ModelName, body: AttentionRequest, v1: V1HandlersDep, format: FormatQuery = None
+    name: ModelName, request: Request, v1: V1HandlersDep, format: FormatQuery = None
 ) -> AttentionResponse | Response:
     """Attention matrices of one series with the model's latest loaded version."""
-    return await _respond(v1, name, None, body, format)
+    return await _respond(v1, name, None, await parse_body(request, AttentionRequest), format)
 
 
-@router.post("/{name}/versions/{version}/attention", response_model=AttentionResponse, responses=RESPONSES)
+@router.post(
+    "/{name}/versions/{version}/attention",
+    response_model=AttentionResponse,
+    responses=RESPONSES,
+    openapi_extra=body_schema(AttentionRequest),
+)
 async def attention_version(
     name: ModelName,
     version: ModelVersionNumber,
-    body: AttentionRequest,
+    request: Request,
     v1: V1HandlersDep,
     format: FormatQuery = None,
 ) -> AttentionResponse | Response:
     """Attention matrices of one series with a given model version."""
-    return await _respond(v1, name, version, body, format)
+    return await _respond(v1, name, version, await parse_body(request, AttentionRequest), format)

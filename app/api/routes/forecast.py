@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
+from app.api.body import body_schema, parse_body
 from app.api.deps import ModelName, ModelVersionNumber, V1HandlersDep
 from app.api.routes.responses import INFERENCE_ERRORS
 from app.protocols.rsa_v1.schemas import ForecastRequest, ForecastResponse
@@ -11,17 +12,30 @@ from app.protocols.rsa_v1.schemas import ForecastRequest, ForecastResponse
 router = APIRouter(prefix="/v1/models", tags=["forecast"])
 
 
-@router.post("/{name}/forecast", response_model=ForecastResponse, responses=INFERENCE_ERRORS)
-async def forecast(name: ModelName, body: ForecastRequest, v1: V1HandlersDep) -> ForecastResponse:
-    """Forecast one or many series with the model's latest loaded version."""
-    return await v1.forecast(name, None, body)
+async def _body(request: Request, v1: V1HandlersDep) -> ForecastRequest:
+    context = {"max_series": v1.settings.max_series_per_request}
+    return await parse_body(request, ForecastRequest, context)
 
 
 @router.post(
-    "/{name}/versions/{version}/forecast", response_model=ForecastResponse, responses=INFERENCE_ERRORS
+    "/{name}/forecast",
+    response_model=ForecastResponse,
+    responses=INFERENCE_ERRORS,
+    openapi_extra=body_schema(ForecastRequest),
+)
+async def forecast(name: ModelName, request: Request, v1: V1HandlersDep) -> ForecastResponse:
+    """Forecast one or many series with the model's latest loaded version."""
+    return await v1.forecast(name, None, await _body(request, v1))
+
+
+@router.post(
+    "/{name}/versions/{version}/forecast",
+    response_model=ForecastResponse,
+    responses=INFERENCE_ERRORS,
+    openapi_extra=body_schema(ForecastRequest),
 )
 async def forecast_version(
-    name: ModelName, version: ModelVersionNumber, body: ForecastRequest, v1: V1HandlersDep
+    name: ModelName, version: ModelVersionNumber, request: Request, v1: V1HandlersDep
 ) -> ForecastResponse:
     """Forecast one or many series with a given model version."""
-    return await v1.forecast(name, version, body)
+    return await v1.forecast(name, version, await _body(request, v1))

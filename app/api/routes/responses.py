@@ -16,6 +16,7 @@ INFERENCE_ERRORS: dict[int | str, dict[str, Any]] = {
     **ERRORS,
     400: {"model": ErrorResponse, "description": "Malformed JSON body."},
     413: {"model": ErrorResponse, "description": "Request body above RSA_MAX_BODY_BYTES."},
+    415: {"model": ErrorResponse, "description": "A Content-Type other than JSON."},
     500: {"model": ErrorResponse, "description": "The model failed (a server fault)."},
     504: {"model": ErrorResponse, "description": "No result within RSA_REQUEST_TIMEOUT_S."},
 }

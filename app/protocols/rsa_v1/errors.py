@@ -28,6 +28,7 @@ from app.core.errors import (
     ServiceError,
     Timeout,
     Unauthenticated,
+    UnsupportedMediaType,
 )
 from app.protocols.rsa_v1.schemas import COLUMNS_TAG, ROWS_TAG, ErrorBody, ErrorDetail, ErrorResponse
 
@@ -37,6 +38,7 @@ logger = logging.getLogger(__name__)
 STATUS: dict[type[ServiceError], int] = {
     InvalidInput: 422,
     PayloadTooLarge: 413,
+    UnsupportedMediaType: 415,
     ModelNotFound: 404,
     ModelNotReady: 503,
     Overloaded: 503,
@@ -118,7 +120,8 @@ def _validation_body(exc: RequestValidationError) -> tuple[int, ErrorBody]:
     if first.get("type") == "json_invalid":
         ctx = first.get("ctx") or {}
         position = first.get("loc", ("body", None))[-1]
-        message = f"malformed JSON body: {ctx.get('error', 'decode error')} at character {position}"
+        where = f" at character {position}" if isinstance(position, int) else ""
+        message = f"malformed JSON body: {ctx.get('error', 'decode error')}{where}"
         return 400, ErrorBody(code="malformed_json", message=message, field="body")
     field = format_loc(first.get("loc", ())) or None
     message = f"{field}: {first.get('msg')}" if field else str(first.get("msg"))

@@ -9,7 +9,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+)
+from pydantic_core import PydanticCustomError
 
 # Strict: a string or a bool is not a number. allow_inf_nan=False: NaN, Infinity and overflowing
 # literals such as 1e400 (parsed as inf) are rejected with the element's position.
@@ -65,6 +75,22 @@ class ForecastRequest(_Strict):
     horizon: int | None = Field(
         default=None, ge=1, description="Steps to return, 1..model horizon (default: the model horizon)."
     )
+
+    @field_validator("series", mode="wrap")
+    @classmethod
+    def _at_most_max_series(
+        cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo
+    ) -> Any:
+        """The service's series limit (validation context `max_series`), checked before any series is
+        validated: a request of too many series is refused without paying for its values."""
+        limit = (info.context or {}).get("max_series")
+        if limit is not None and isinstance(value, list) and len(value) > limit:
+            raise PydanticCustomError(
+                "too_long",
+                "series has {actual_length} items; at most {max_length} are accepted",
+                {"max_length": limit, "actual_length": len(value)},
+            )
+        return handler(value)
 
 
 class SeriesForecast(BaseModel):

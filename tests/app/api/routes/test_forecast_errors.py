@@ -62,9 +62,9 @@ CASES: list[tuple[str, dict[str, Any], str, Any, str]] = [
         None,
         "number",
     ),
-    ("values not a list", {"series": [{"values": 5}]}, "series[0].values", None, "list"),
-    ("values a string", {"series": [{"values": "1,2,3"}]}, "series[0].values", None, "list"),
-    ("values flat list", {"series": [{"values": [1.0, 2.0, 3.0]}]}, "series[0].values[0]", None, "list"),
+    ("values not a list", {"series": [{"values": 5}]}, "series[0].values", None, "array"),
+    ("values a string", {"series": [{"values": "1,2,3"}]}, "series[0].values", None, "array"),
+    ("values flat list", {"series": [{"values": [1.0, 2.0, 3.0]}]}, "series[0].values[0]", None, "array"),
     ("missing values", {"series": [{"id": "a"}]}, "series[0].values", None, "required"),
     (
         "ragged row",
@@ -121,7 +121,7 @@ CASES: list[tuple[str, dict[str, Any], str, Any, str]] = [
     ("horizon above model", {"series": [{"values": rows()}], "horizon": 5}, "horizon", 4, "model horizon"),
     ("horizon string", {"series": [{"values": rows()}], "horizon": "x"}, "horizon", None, "integer"),
     ("empty series", {"series": []}, "series", 1, "at least 1"),
-    ("series not a list", {"series": {"values": rows()}}, "series", None, "list"),
+    ("series not a list", {"series": {"values": rows()}}, "series", None, "array"),
     ("missing series", {"horizon": 2}, "series", None, "required"),
     ("unknown field", {"series": [{"values": rows()}], "horizn": 2}, "horizn", None, "not permitted"),
     (
@@ -224,8 +224,12 @@ def test_malformed_json_is_400(client: TestClient, raw: str) -> None:
 def test_empty_body_and_wrong_content_type(client: TestClient) -> None:
     error = error_of(client.post(URL), 422)
     assert error["field"] == "body"
-    error = error_of(client.post(URL, content=b"{}", headers={"content-type": "text/plain"}), 422)
-    assert error["code"] == "invalid_input"
+    error = error_of(client.post(URL, content=b"{}", headers={"content-type": "text/plain"}), 415)
+    assert (error["code"], error["field"]) == ("unsupported_media_type", "header Content-Type")
+    ok = client.post(
+        URL, content=b'{"series": [{"values": [[1, 2, 3]]}]}', headers={"content-type": "text/plain"}
+    )
+    assert ok.status_code == 415  # even a valid body: the declared type is what counts
 
 
 def test_unknown_model_is_404(client: TestClient) -> None:
@@ -253,3 +257,15 @@ def test_bad_version_path_is_422(client: TestClient, version: str, limit: Any) -
 def test_unknown_route_and_method_use_the_error_shape(client: TestClient) -> None:
     assert error_of(client.get("/v2/nothing"), 404)["code"] == "not_found"
     assert error_of(client.get(URL), 405)["code"] == "method_not_allowed"
+
+
+def test_too_many_series_is_refused_before_the_values_are_validated(toy_repository: Path) -> None:
+    from tests.app.conftest import make_settings, running_client
+
+    with running_client(make_settings(toy_repository, max_series_per_request=3)) as client:
+        # the fourth series is malformed: the count is what is reported, so it was checked first
+        body = {"series": [{"values": rows()}] * 3 + [{"values": "not numbers"}]}
+        error = error_of(client.post(URL, json=body), 422)
+        assert (error["field"], error["limit"]) == ("series", 3)
+        assert "at most 3" in error["message"]
+        assert client.post(URL, json={"series": [{"values": rows()}] * 3}).status_code == 200
