@@ -50,12 +50,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 
 def _document_bodies(app: FastAPI) -> None:
-    """The OpenAPI document with the request bodies the routes parse themselves (app/api/body.py)."""
+    """The OpenAPI document with the request bodies the routes parse themselves (app/api/body.py), and
+    API keys as optional: the bearer scheme applies only when keys are configured, which OpenAPI says
+    with an empty requirement beside it."""
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = add_body_models(generate(), [ForecastRequest, AttentionRequest])
+            schema = add_body_models(generate(), [ForecastRequest, AttentionRequest])
+            for operations in schema["paths"].values():
+                for operation in operations.values():
+                    if operation.get("security") and {} not in operation["security"]:
+                        operation["security"] = [{}, *operation["security"]]
+            app.openapi_schema = schema
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to extend the schema

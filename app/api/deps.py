@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Header, Path, Request
+from fastapi import Depends, Path, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.core.errors import ModelNotReady
 from app.core.security import ApiKeys
@@ -25,13 +26,15 @@ ModelName = Annotated[str, Path(description="Model name, a folder of the model r
 ModelVersionNumber = Annotated[int, Path(ge=1, description="Model version (positive integer).")]
 
 
+# Documents the scheme in OpenAPI (securitySchemes); auto_error off so that our own check answers, with
+# 401 for no key and 403 for a wrong one, in the API's error shape.
+bearer = HTTPBearer(auto_error=False, description="An API key, when the service is configured with them.")
+
+
 def require_api_key(
-    request: Request,
-    authorization: Annotated[
-        str | None, Header(description="`Bearer <key>` when the service is configured with API keys.")
-    ] = None,
+    request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 ) -> None:
     api_keys: ApiKeys | None = getattr(request.app.state, "api_keys", None)
     if api_keys is None:
         raise ModelNotReady("the service is starting", retry_after_s=1)
-    api_keys.check(authorization)
+    api_keys.check(None if credentials is None else f"Bearer {credentials.credentials}")

@@ -7,13 +7,12 @@ from fastapi import APIRouter, Depends
 
 from app.api.deps import require_api_key
 from app.api.routes import attention, docs, forecast, health, metrics, models
+from app.api.routes.responses import AUTH_ERRORS
 
 api_router = APIRouter()
 api_router.include_router(health.router)
 api_router.include_router(metrics.router)
 
 protected = [Depends(require_api_key)]
-api_router.include_router(docs.router, dependencies=protected)
-api_router.include_router(models.router, dependencies=protected)
-api_router.include_router(forecast.router, dependencies=protected)
-api_router.include_router(attention.router, dependencies=protected)
+for router in (docs.router, models.router, forecast.router, attention.router):
+    api_router.include_router(router, dependencies=protected, responses=AUTH_ERRORS)

@@ -100,7 +100,7 @@ def test_forecast_over_http(server: Server, toy_repository: Path) -> None:
     assert (data["version"], data["provider"]) == (2, "CPUExecutionProvider")
     expected = ort_forecast(toy_repository / "toy" / "2" / "model.onnx", x[:, -L:])
     np.testing.assert_allclose(np.array([f["forecast"] for f in data["forecasts"]]), expected, atol=1e-5)
-    assert data["forecasts"][0]["timestamps"][0] == "2018-06-01T12:00:00"
+    assert data["forecasts"][0]["timestamps"][0] == "2018-06-01T12:00:00Z"
 
 
 def test_provider_fallback_is_reported_and_logged(server: Server) -> None:

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Request, Response
 
 from app.api.body import body_schema, parse_body
 from app.api.deps import ModelName, ModelVersionNumber, V1HandlersDep
+from app.api.encoding import ModelJSONResponse
 from app.api.routes.responses import INFERENCE_ERRORS
 from app.protocols.rsa_v1.schemas import AttentionRequest, AttentionResponse, OutputFormat
 
@@ -27,7 +28,7 @@ async def _respond(
 ) -> AttentionResponse | Response:
     if (fmt or body.format) == "png":
         return Response(await v1.attention_png(name, version, body), media_type="image/png")
-    return await v1.attention(name, version, body)
+    return ModelJSONResponse(await v1.attention(name, version, body))
 
 
 @router.post(

@@ -6,6 +6,7 @@ from fastapi import APIRouter, Request
 
 from app.api.body import body_schema, parse_body
 from app.api.deps import ModelName, ModelVersionNumber, V1HandlersDep
+from app.api.encoding import ModelJSONResponse
 from app.api.routes.responses import INFERENCE_ERRORS
 from app.protocols.rsa_v1.schemas import ForecastRequest, ForecastResponse
 
@@ -23,9 +24,9 @@ async def _body(request: Request, v1: V1HandlersDep) -> ForecastRequest:
     responses=INFERENCE_ERRORS,
     openapi_extra=body_schema(ForecastRequest),
 )
-async def forecast(name: ModelName, request: Request, v1: V1HandlersDep) -> ForecastResponse:
+async def forecast(name: ModelName, request: Request, v1: V1HandlersDep) -> ModelJSONResponse:
     """Forecast one or many series with the model's latest loaded version."""
-    return await v1.forecast(name, None, await _body(request, v1))
+    return ModelJSONResponse(await v1.forecast(name, None, await _body(request, v1)))
 
 
 @router.post(
@@ -36,6 +37,6 @@ async def forecast(name: ModelName, request: Request, v1: V1HandlersDep) -> Fore
 )
 async def forecast_version(
     name: ModelName, version: ModelVersionNumber, request: Request, v1: V1HandlersDep
-) -> ForecastResponse:
+) -> ModelJSONResponse:
     """Forecast one or many series with a given model version."""
-    return await v1.forecast(name, version, await _body(request, v1))
+    return ModelJSONResponse(await v1.forecast(name, version, await _body(request, v1)))

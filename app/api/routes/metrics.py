@@ -14,7 +14,12 @@ router = APIRouter(tags=["metrics"])
 @router.get(
     "/metrics",
     response_class=Response,
-    responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text or OpenMetrics."}},
+    responses={
+        200: {
+            "content": {"text/plain": {}, "application/openmetrics-text": {}},
+            "description": "Prometheus text, or OpenMetrics when the Accept header asks for it.",
+        }
+    },
 )
 async def metrics(request: Request) -> Response:
     """The service's metrics in the Prometheus text format (OpenMetrics when the scraper asks for it)."""

@@ -20,3 +20,9 @@ INFERENCE_ERRORS: dict[int | str, dict[str, Any]] = {
     500: {"model": ErrorResponse, "description": "The model failed (a server fault)."},
     504: {"model": ErrorResponse, "description": "No result within RSA_REQUEST_TIMEOUT_S."},
 }
+
+# Every route behind `require_api_key` (app/api/main.py), once RSA_API_KEYS or RSA_API_KEYS_FILE is set.
+AUTH_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorResponse, "description": "No API key: send `Authorization: Bearer <key>`."},
+    403: {"model": ErrorResponse, "description": "The API key is not one of the configured keys."},
+}

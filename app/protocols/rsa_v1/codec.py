@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
@@ -101,8 +101,13 @@ def decode_series(series: SeriesInput, manifest: Manifest, field: str, max_histo
             field=path,
             limit=bound,
         )
-    phase = _phase(series.start, n, manifest, field)
-    return DecodedSeries(id=series.id, window=array[n - L :], n_values=n, start=series.start, phase=phase)
+    # A naive start is UTC (the documented rule), made explicit: forecast timestamps then carry an offset
+    # and are the RFC 3339 date-times the schema promises.
+    start = series.start
+    if start is not None and start.tzinfo is None:
+        start = start.replace(tzinfo=UTC)
+    phase = _phase(start, n, manifest, field)
+    return DecodedSeries(id=series.id, window=array[n - L :], n_values=n, start=start, phase=phase)
 
 
 def _phase(start: datetime | None, n_values: int, manifest: Manifest, field: str) -> int | None:

@@ -75,7 +75,7 @@ def test_phase_of_the_last_l_values(client: TestClient, cycle_repository: Path) 
     np.testing.assert_allclose(forecasts(body)[0], ort_forecast(path, x[-L:][None], [phase])[0], atol=1e-4)
     for wrong in (phase - 1, phase + 1, 3):  # one step off, or the phase of the first value sent
         assert not np.allclose(forecasts(body)[0], ort_forecast(path, x[-L:][None], [wrong])[0], atol=1e-2)
-    assert body["forecasts"][0]["timestamps"][0] == "2018-06-01T16:00:00"  # start + n steps, as before
+    assert body["forecasts"][0]["timestamps"][0] == "2018-06-01T16:00:00Z"  # start + n steps, as before
 
 
 @pytest.mark.parametrize(

@@ -90,8 +90,9 @@ def test_timestamps_continue_after_the_last_value(client: TestClient) -> None:
     r = _post(client, {"series": [{"values": _series(8, n).tolist(), "start": start.isoformat()}]})
     assert r.status_code == 200, r.text
     stamps = r.json()["forecasts"][0]["timestamps"]
-    assert stamps == [(start + timedelta(hours=n + k)).isoformat() for k in range(H)]
-    assert stamps[0] == "2018-06-01T11:00:00"
+    # a naive start is UTC, said explicitly in the answer (RFC 3339 date-times carry an offset)
+    assert stamps == [(start + timedelta(hours=n + k)).isoformat() + "Z" for k in range(H)]
+    assert stamps[0] == "2018-06-01T11:00:00Z"
 
 
 def test_timestamps_keep_the_timezone(client: TestClient) -> None:
