@@ -37,8 +37,9 @@ logger = logging.getLogger(__name__)
 
 # Admit a request only if its rows are predicted through the session within this share of its remaining
 # time: the rest absorbs the drain rate's jitter and the answer's encoding. Filling the queue up to the
-# whole deadline made admitted requests miss it (measured: 504s, goodput 71% of the best).
-ADMIT_FRACTION = 0.75
+# whole deadline made admitted requests miss it (measured: 504s, goodput 71% of the best); at 0.75, 1% of
+# the answers were still 504s on a busy machine. The queue still never runs dry, so goodput holds.
+ADMIT_FRACTION = 0.6
 
 Feed = Mapping[str, np.ndarray]  # input name -> [n, ...]; every array has the same n
 RunFn = Callable[[Feed], np.ndarray]
