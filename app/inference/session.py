@@ -6,10 +6,12 @@ the first `inspect()` call, so forecasting never pays for it). Calls block: run 
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import logging
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,10 @@ CUDA = "CUDAExecutionProvider"
 CPU = "CPUExecutionProvider"
 
 ProviderSpec = str | tuple[str, dict[str, Any]]
+
+# After a forecast call of more rows than this, glibc's free heap pages go back to the kernel (see
+# release_free_heap); a call of fewer rows leaves little behind and would pay the ~1 ms it costs.
+TRIM_ABOVE_ROWS = 8
 
 
 class SessionLoadError(RuntimeError):
@@ -96,8 +102,38 @@ def choose_providers(options: RuntimeOptions) -> list[ProviderSpec]:
     return [(CUDA, cuda_options), CPU]
 
 
+def _glibc_malloc_trim() -> Callable[[int], int] | None:
+    """glibc's malloc_trim, or None where the C library has none (musl, macOS)."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+    return trim
+
+
+_malloc_trim = _glibc_malloc_trim()
+
+
+def release_free_heap() -> None:
+    """Hand the free pages of every malloc heap back to the kernel (glibc; a no-op elsewhere).
+
+    Without ONNX Runtime's arena, tensors above glibc's mmap threshold are unmapped when freed, but that
+    threshold rises (up to 32 MiB) as big blocks are freed, and the tensors under it then come from
+    glibc's heaps, whose free fragments stay resident: +60 MiB after mixed 256/64/16-row batches,
+    +130 MiB with 1024 rows (bench/memory.py). Costs about a millisecond.
+    """
+    if _malloc_trim is not None:
+        _malloc_trim(0)
+
+
 def session_options(options: RuntimeOptions) -> ort.SessionOptions:
     so = ort.SessionOptions()
+    # No CPU memory arena: the arena keeps every region it grows for the life of the session, so RSS
+    # would stay at the largest batch ever run (two versions, a few 256-row batches: ~90 MiB -> 2.2 GiB,
+    # for good). Without it memory goes back after each call; bench/memory.py measures both.
+    so.enable_cpu_mem_arena = False
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.intra_op_num_threads = options.intra_op_threads or default_intra_op_threads()
@@ -232,6 +268,8 @@ class OnnxModel:
     def run_forecast(self, feed: Feed) -> np.ndarray:
         """The forecast session on a ready feed (what the batcher calls): [batch, H, C]."""
         (out,) = self._require().run([FORECAST_OUTPUT], feed)
+        if len(feed[FORECAST_INPUT]) > TRIM_ABOVE_ROWS:
+            release_free_heap()  # RSS back near its warm level after a big batch, not stuck at its peak
         return out
 
     def forecast(self, windows: np.ndarray, phases: np.ndarray | None = None) -> np.ndarray:

@@ -130,6 +130,7 @@ def test_environment_for_a_read_only_container() -> None:
     assert env["MPLCONFIGDIR"].startswith("/tmp/")
     assert env["PATH"].startswith("/opt/venv/bin:")
     assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"  # NVML's order: the GPU metrics' device = the CUDA id
+    assert env["GLIBC_TUNABLES"] == "glibc.malloc.hugetlb=1"  # huge pages for the arena-less batches
     assert "compileall" in " ".join(i.args for i in _instructions() if i.keyword == "RUN")
 
 

@@ -115,3 +115,11 @@ def test_model_not_matching_manifest_is_refused(toy_repository: Path, tmp_path: 
     (folder / "model.onnx").write_bytes(b"not onnx")
     with pytest.raises(SessionLoadError, match="cannot load"):
         OnnxModel(folder, manifest, RuntimeOptions(device="cpu")).load()
+
+
+def test_no_cpu_arena_so_memory_is_bounded_by_settings_not_history() -> None:
+    """The arena would keep the largest batch's memory for good (bench/memory.py; tests/bench/test_memory.py
+    checks RSS itself)."""
+    from app.inference.session import RuntimeOptions, session_options
+
+    assert not session_options(RuntimeOptions()).enable_cpu_mem_arena
