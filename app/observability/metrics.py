@@ -1,8 +1,8 @@
 """Every Prometheus object of the service, in one place (names, labels, buckets, help text).
 
 Fed from three sides, none of which imports prometheus-client itself:
-- the HTTP middleware (`app.api.middleware.MetricsMiddleware`) opens a `RequestRecord` per request and
-  reports its endpoint, status and duration; the data plane notes which model version the request
+- the HTTP middleware (`app.api.middleware.RequestMiddleware`) opens a `RequestRecord` per request and
+  reports its endpoint, status and duration; the inference service notes which model version the request
   resolved to and the error rendering notes the error code, both through the record;
 - the batchers call the per-version hooks from `batcher_hooks()` for every session call and request;
 - `ServiceCollector` reads the model registry at scrape time (load state, model info, queued rows, GPU

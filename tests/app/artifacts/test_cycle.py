@@ -1,4 +1,4 @@
-"""Seasonal-cycle phase (app/cycle.py), its decoding rules and the sessions of a model with a cycle.
+"""Seasonal-cycle phase (app/artifacts/cycle.py), its decoding rules and the sessions of a model with a cycle.
 
 Expected phases come from calendar arithmetic on datetimes (UTC hour, days since 1970-01-01), not from
 the microsecond arithmetic under test.
