@@ -64,8 +64,8 @@ class RequestMiddleware:
     The deadline is set here, on arrival: RSA_REQUEST_TIMEOUT_S, or less when the client's
     `X-Request-Timeout` header asks for less; it covers parsing, queue, session and encoding.
     The endpoint label is the matched route's path template (the router writes the route into the
-    scope); model and version come from the request record the data plane fills in, or from the path
-    when the registry knows that model (a validation error happens before the data plane runs).
+    scope); model and version come from the request record the inference service fills in, or from
+    the path when the registry knows that model (a validation error happens before the service runs).
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -121,6 +121,12 @@ def _admission(scope: Scope) -> Overloaded | None:
     endpoint, params = _route_of(scope)
     if service is None or endpoint == UNMATCHED or not isinstance(params.get("name"), str):
         return None
+    api_keys = getattr(scope["app"].state, "api_keys", None)
+    if api_keys is not None and api_keys.enabled:
+        try:  # only a client allowed to forecast learns that the model is busy: others get 401/403
+            api_keys.check(Headers(scope=scope).get("authorization"))
+        except ServiceError:
+            return None
     raw_version = params.get("version")
     if raw_version is not None and not str(raw_version).isdigit():
         return None  # the route's own validation answers that

@@ -59,3 +59,29 @@ def test_docs_work_offline(client) -> None:  # type: ignore[no-untyped-def]
     assert "cdn" not in page.text.lower()
     assert client.get("/openapi.json").json()["info"]["title"] == "RSA forecasting service"
     assert client.get("/redoc").status_code == 404  # ReDoc loads from a CDN: not offered
+
+
+def test_early_admission_answers_only_clients_with_a_key(toy_repository: Path) -> None:
+    """A saturated version refuses before the body is read; without a valid key that refusal must not
+    happen (nor reveal the load): the request gets its 401/403 as usual."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.app.conftest import registry_of, wait_for
+    from tests.app.fakes import GatedSession
+
+    settings = make_settings(toy_repository, api_keys=[SecretStr(KEY)], max_batch_rows=1, max_batch_wait_ms=0)
+    url = "/v1/models/toy/versions/2/forecast"
+    good = {"Authorization": f"Bearer {KEY}"}
+    with running_client(settings) as client, ThreadPoolExecutor(max_workers=1) as pool:
+        batcher = registry_of(client).get("toy", 2).batcher
+        assert batcher is not None
+        session = GatedSession(batcher)
+        busy = pool.submit(client.post, url, json=BODY, headers=good)
+        wait_for(lambda: session.calls == 1, what="a request in the session")
+        batcher.row_seconds = 100.0  # measured drain: the backlog alone cannot clear in time
+        assert client.post(url, json=BODY).status_code == 401
+        assert client.post(url, json=BODY, headers={"Authorization": "Bearer nope"}).status_code == 403
+        refused = client.post(url, json=BODY, headers=good)
+        assert refused.status_code == 503 and refused.json()["error"]["code"] == "overloaded"
+        session.gate.set()
+        assert busy.result(10).status_code == 200
