@@ -201,8 +201,9 @@ class DynamicBatcher:
             self.stats.rejected_items += 1
             drain_s = ahead * self.row_seconds
             raise Overloaded(
-                f"model {self.name} is overloaded: {ahead} series ahead need about {drain_s:.2f}s, "
-                f"more than this request's {timeout_s:.2f}s left; retry later",
+                f"model {self.name} is overloaded: {ahead} series ahead need about {drain_s:.2f}s, too much "
+                f"of the {timeout_s:.2f}s this request has left (at most {ADMIT_FRACTION:.0%} of it is "
+                "queued for); retry later",
                 retry_after_s=max(1, math.ceil(drain_s)),
             )
         if self._queued_rows and self._queued_rows + n > self.max_queue_rows:
