@@ -50,11 +50,10 @@ class Server(uvicorn.Server):
                 signal.signal(sig, handler)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self.lifecycle.begin_drain()
         if self.stop_at is None and self.drain_delay_s > 0 and self.started:
-            self.lifecycle.begin_drain()
             self.stop_at = monotonic() + self.drain_delay_s  # on_tick stops the server then
         else:  # a second signal, no delay, or still starting: stop now (in-flight requests still finish)
-            self.lifecycle.begin_drain()
             self.should_exit = True
 
     async def on_tick(self, counter: int) -> bool:

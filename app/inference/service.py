@@ -63,8 +63,8 @@ class InferenceService:
         left, _ = self.deadline()
         try:
             mv.batcher.admit(1, left)
-        except Exception:
-            note_model_version(mv.name, mv.version)
+        except Overloaded:
+            note_model_version(mv.name, mv.version)  # the refusal is labelled with the version it spares
             raise
 
     # -- forecast ----------------------------------------------------------------------------------

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+
+from bench.loadgen import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,12 +38,6 @@ class LiveService:
             self.process.kill()
             self.process.wait(timeout=5)
             return -9
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextmanager

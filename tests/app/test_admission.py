@@ -24,9 +24,8 @@ import uvicorn
 
 from app.inference.batching import Feed
 from app.main import create_app
-from bench.loadgen import Failure, LoadResult, _Connection, _http_request, run_load
+from bench.loadgen import Failure, LoadResult, _Connection, _http_request, free_port, run_load
 from tests.app.conftest import make_settings
-from tests.app.live import free_port
 
 L, C = 8, 3
 ROWS = 8  # series per request

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ import httpx
 import numpy as np
 import pytest
 
+from bench.loadgen import free_port
 from tests.app.conftest import ort_forecast
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,15 +34,9 @@ class Server:
         return self.log.read_text(errors="replace")
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server(toy_repository: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("uvicorn") / "server.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("RSA_")}
     env.update(

@@ -17,7 +17,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,7 @@ from typing import Any
 import httpx
 import pytest
 
+from bench.loadgen import free_port
 from tests.deploy.conftest import need_tool
 
 pytestmark = pytest.mark.container
@@ -86,12 +86,6 @@ def _podman(*args: str, timeout: float = 60, check: bool = True) -> subprocess.C
     if check and result.returncode != 0:
         pytest.fail(f"podman {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
     return result
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _logs(name: str) -> str:
@@ -172,7 +166,7 @@ def image() -> Build:
 def container(image: Build) -> Iterator[Container]:
     name = f"rsa-test-{uuid.uuid4().hex[:10]}"
     try:
-        yield _run_container(name, _free_port())
+        yield _run_container(name, free_port())
     finally:
         _remove(name)
 
@@ -180,7 +174,7 @@ def container(image: Build) -> Iterator[Container]:
 @pytest.fixture(scope="module")
 def local_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`python -m app` from this checkout, outside any container, with the container's settings."""
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("local-service") / "server.log"
     env = {key: value for key, value in os.environ.items() if not key.startswith("RSA_")}
     env.update(SERVICE_ENV)
@@ -263,7 +257,7 @@ def test_healthcheck_probes_readiness_on_rsa_port(container: Container) -> None:
     assert healthcheck["Test"][0] == "CMD" and "/readyz" in healthcheck["Test"][-1]
     assert healthcheck["Timeout"] <= 10 * 10**9  # nanoseconds
     # The container listens on RSA_PORT, not 8000: the check follows RSA_PORT, so elsewhere it fails.
-    unused = str(_free_port())
+    unused = str(free_port())
     failing = _podman(
         "exec", "-e", f"RSA_PORT={unused}", container.name, *healthcheck["Test"][1:], check=False
     )
@@ -296,7 +290,7 @@ def test_models_replaced_by_a_read_only_mount(image: Build, tmp_path: Path) -> N
         path.chmod(0o755 if path.is_dir() else 0o644)  # the service runs as uid 1000
     name = f"rsa-test-mount-{uuid.uuid4().hex[:10]}"
     try:
-        mounted = _run_container(name, _free_port(), "-v", f"{models}:/models:ro")
+        mounted = _run_container(name, free_port(), "-v", f"{models}:/models:ro")
         listed = httpx.get(f"{mounted.url}/v1/models", timeout=10).json()["models"]
         assert [(m["name"], [v["version"] for v in m["versions"]]) for m in listed] == [("etth1-rsa", [1])]
     finally:

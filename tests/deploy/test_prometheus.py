@@ -12,7 +12,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -27,6 +26,7 @@ from typing import Any
 import httpx
 import pytest
 
+from bench.loadgen import free_port
 from tests.deploy.conftest import need_tool
 from tests.deploy.test_compose import PROMETHEUS_CONFIG, dashboard_queries, load_dashboard
 
@@ -81,12 +81,6 @@ def start(name: str, cmd: list[str], log: Path, env: dict[str, str] | None = Non
     with log.open("wb") as sink:
         process = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT)
     return Proc(name, process, log)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for(what: str, check: Callable[[], bool], procs: list[Proc], timeout_s: float) -> None:
