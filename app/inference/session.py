@@ -210,6 +210,7 @@ class OnnxModel:
         self.manifest = manifest
         self.options = options
         self._session: ort.InferenceSession | None = None
+        self._provider: str | None = None
         self._inspect_session: ort.InferenceSession | None = None
         self._inspect_lock = threading.Lock()
 
@@ -220,6 +221,7 @@ class OnnxModel:
         session = create_session(path, self.options)
         _check_io(session, self.manifest, (FORECAST_OUTPUT,), path)
         self._session = session
+        self._provider = session.get_providers()[0]  # asked once: every answer names it
 
     def warmup(self) -> None:
         """One run on a zeros batch, so the first request does not pay for lazy initialisation.
@@ -241,7 +243,9 @@ class OnnxModel:
     @property
     def provider(self) -> str:
         """The execution provider actually running the forecast graph."""
-        return self._require().get_providers()[0]
+        self._require()
+        assert self._provider is not None
+        return self._provider
 
     @property
     def inspect_provider(self) -> str | None:

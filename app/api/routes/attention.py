@@ -41,7 +41,9 @@ async def attention(
     name: ModelName, request: Request, v1: V1HandlersDep, format: FormatQuery = None
 ) -> AttentionResponse | Response:
     """Attention matrices of one series with the model's latest loaded version."""
-    return await _respond(v1, name, None, await parse_body(request, AttentionRequest), format)
+    return await _respond(
+        v1, name, None, await parse_body(request, AttentionRequest.model_validate_json), format
+    )
 
 
 @router.post(
@@ -58,4 +60,6 @@ async def attention_version(
     format: FormatQuery = None,
 ) -> AttentionResponse | Response:
     """Attention matrices of one series with a given model version."""
-    return await _respond(v1, name, version, await parse_body(request, AttentionRequest), format)
+    return await _respond(
+        v1, name, version, await parse_body(request, AttentionRequest.model_validate_json), format
+    )

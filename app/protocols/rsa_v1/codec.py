@@ -15,6 +15,7 @@ from app.artifacts.cycle import window_phase
 from app.artifacts.manifest import Manifest
 from app.core.errors import InvalidInput
 from app.protocols.rsa_v1.schemas import SeriesInput
+from app.protocols.rsa_v1.wire import SeriesArrays
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
@@ -39,8 +40,11 @@ class DecodedSeries:
     phase: int | None = None  # the window's phase in the model's cycle; None when the model has none
 
 
-def decode_series(series: SeriesInput, manifest: Manifest, field: str, max_history: int) -> DecodedSeries:
-    """Rows or named columns -> the last L points as [L, C] float32, with the field path in every error."""
+def decode_series(
+    series: SeriesInput | SeriesArrays, manifest: Manifest, field: str, max_history: int
+) -> DecodedSeries:
+    """Rows or named columns (lists from the model, or arrays from the fast lane) -> the last L points
+    as [L, C] float32, with the field path in every error."""
     channels = manifest.channels
     C, L = len(channels), manifest.input_length
     values = series.values
@@ -78,10 +82,11 @@ def decode_series(series: SeriesInput, manifest: Manifest, field: str, max_histo
         layout_path = "{field}.values.{channel}[{index}]"
     else:
         n = len(values)
-        for i, row in enumerate(values):
-            if len(row) != C:
+        widths = [values.shape[1]] if isinstance(values, np.ndarray) else [len(row) for row in values]
+        for i, width in enumerate(widths):  # an array's rows are all as wide as its first
+            if width != C:
                 raise InvalidInput(
-                    f"{field}.values[{i}] has {len(row)} values; the model has {C} channels {list(channels)}",
+                    f"{field}.values[{i}] has {width} values; the model has {C} channels {list(channels)}",
                     field=f"{field}.values[{i}]",
                     limit=C,
                 )

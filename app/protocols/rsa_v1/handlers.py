@@ -30,7 +30,6 @@ from app.protocols.rsa_v1.schemas import (
     CycleInfo,
     FileInfo,
     ForecastRequest,
-    ForecastResponse,
     HeadAttention,
     HeadInfo,
     LayerAttention,
@@ -39,9 +38,9 @@ from app.protocols.rsa_v1.schemas import (
     MatrixSet,
     ModelInfo,
     ModelList,
-    SeriesForecast,
     VersionInfo,
 )
+from app.protocols.rsa_v1.wire import ForecastArgs, ForecastResult
 
 T = TypeVar("T")
 
@@ -54,7 +53,9 @@ class V1Handlers:
         self.settings = service.settings
 
     # -- forecast --------------------------------------------------------------------------------
-    async def forecast(self, name: str, version: int | None, request: ForecastRequest) -> ForecastResponse:
+    async def forecast(
+        self, name: str, version: int | None, request: ForecastRequest | ForecastArgs
+    ) -> ForecastResult:
         mv = self.service.resolve(name, version)
         manifest, model = _loaded(mv)
         limit = self.settings.max_series_per_request
@@ -75,18 +76,18 @@ class V1Handlers:
             _timestamps(d.start, d.n_values, horizon, manifest.frequency_seconds, f"series[{i}].start")
             for i, d in enumerate(decoded)
         ]
-        windows = np.stack([d.window for d in decoded])  # [S, L, C]
+        windows = decoded[0].window[None] if len(decoded) == 1 else np.stack([d.window for d in decoded])
         outputs = await self.service.forecast(mv, windows, _phases(decoded))  # [S, H, C]
-        _require_finite(outputs[:, :horizon], lambda i: f"series[{i}]")
-        channels = list(manifest.channels)
-        forecasts = [
-            SeriesForecast.model_construct(
-                id=d.id, forecast=outputs[i, :horizon].tolist(), channels=channels, timestamps=stamps[i]
-            )
-            for i, d in enumerate(decoded)
-        ]
-        return ForecastResponse(
-            model=mv.name, version=mv.version, provider=model.provider, forecasts=forecasts
+        outputs = outputs[:, :horizon]
+        _require_finite(outputs, lambda i: f"series[{i}]")
+        return ForecastResult(
+            model=mv.name,
+            version=mv.version,
+            provider=model.provider,
+            channels=list(manifest.channels),
+            ids=[d.id for d in decoded],
+            outputs=outputs,
+            timestamps=stamps,
         )
 
     # -- attention -------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     s = Settings()
     assert s.model_repository == REPO_ROOT / "model_repository"
     assert (s.models, s.device, s.max_series_per_request, s.max_batch_rows) == ([], "auto", 1024, 256)
-    assert (s.max_history_length, s.max_batch_wait_ms, s.intra_op_threads) == (100_000, 2.0, None)
+    assert (s.max_history_length, s.max_batch_wait_ms, s.intra_op_threads) == (100_000, 0.0, None)
 
 
 def test_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

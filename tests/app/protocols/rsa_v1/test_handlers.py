@@ -79,7 +79,7 @@ def test_forecast_through_service_without_http(toy_repository: Path) -> None:
         )
         response = await handlers.forecast("toy", 1, request)
         expected = ort_forecast(toy_repository / "toy" / "1" / "model.onnx", x)[:, :3]
-        np.testing.assert_allclose(np.array([f.forecast for f in response.forecasts]), expected, atol=1e-5)
+        np.testing.assert_allclose(response.outputs, expected, atol=1e-5)
         with pytest.raises(ModelNotFound):
             await handlers.forecast("nope", None, request)
         with pytest.raises(VersionNotFound):

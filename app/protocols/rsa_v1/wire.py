@@ -1,0 +1,182 @@
+"""The forecast's JSON bytes straight to arrays and back: the `/v1` request path's fast lane.
+
+Reading: orjson parses the body and numpy turns each series' values into one float64 array, with the
+structure, types and limits checked on the parsed objects and arrays rather than per float. That lane
+takes only bodies it can prove valid; anything unusual (a bool or null where a number belongs, ragged
+rows, a string, an unknown field, NaN or an overflowing literal, too many series) goes to the pydantic
+model (`ForecastRequest`), whose errors name the field and the limit exactly as before. So the fast lane
+accepts a subset of what the model accepts and yields the same values (a property test checks both), and
+the OpenAPI document still comes from the model. Measured on 256 series of 96x7: 39 ms through pydantic
+plus 7 ms of list-to-array decoding, against about 26 ms here.
+
+Writing: the answer is encoded by orjson from the float32 outputs widened to float64, so every number is
+written exactly as before (the shortest repr of the same double) and datetimes as pydantic wrote them
+(`Z` for UTC): the same bytes as `ForecastResponse` serialised by pydantic (tested), 4x faster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import orjson
+from pydantic import TypeAdapter, ValidationError
+
+from app.protocols.rsa_v1.schemas import ForecastRequest, SeriesInput
+
+# The request's fields, and the longest id the model allows (SeriesInput.id's max_length).
+_REQUEST_KEYS = frozenset(ForecastRequest.model_fields)
+_SERIES_KEYS = frozenset(SeriesInput.model_fields)
+_MAX_ID_LENGTH = 256
+_DATETIME = TypeAdapter(datetime)
+
+
+@dataclass(frozen=True)
+class SeriesArrays:
+    """One request series with its values as float64 arrays: rows [n, C], or named columns of [n]."""
+
+    id: str | None
+    values: np.ndarray | dict[str, np.ndarray]
+    start: datetime | None
+
+
+@dataclass(frozen=True)
+class ForecastArgs:
+    """A forecast request as the handlers read it (the same attributes as `ForecastRequest`)."""
+
+    series: Sequence[SeriesArrays | SeriesInput]
+    horizon: int | None
+
+
+def parse_forecast(raw: bytes, max_series: int) -> ForecastArgs | ForecastRequest:
+    """The forecast body, validated: through the fast lane when it can, else through the model
+    (raising pydantic's ValidationError, with the series limit checked before any series)."""
+    fast = _fast_forecast(raw, max_series)
+    if fast is not None:
+        return fast
+    return ForecastRequest.model_validate_json(raw, context={"max_series": max_series})
+
+
+def _fast_forecast(raw: bytes, max_series: int) -> ForecastArgs | None:
+    """The parsed request, or None when the body needs the model's validation (or its errors)."""
+    if _may_hold_bool(raw, max_series):
+        return None
+    try:
+        body = orjson.loads(raw)  # refuses NaN, Infinity and literals that overflow a double
+    except orjson.JSONDecodeError:
+        return None
+    if type(body) is not dict or not body.keys() <= _REQUEST_KEYS:
+        return None
+    horizon = body.get("horizon")
+    if horizon is not None and not (type(horizon) is int and horizon >= 1):
+        return None
+    items = body.get("series")
+    if type(items) is not list or not 1 <= len(items) <= max_series:
+        return None
+    series = []
+    for item in items:
+        parsed = _fast_series(item)
+        if parsed is None:
+            return None
+        series.append(parsed)
+    return ForecastArgs(series=series, horizon=horizon)
+
+
+def _fast_series(item: Any) -> SeriesArrays | None:
+    if type(item) is not dict or "values" not in item or not item.keys() <= _SERIES_KEYS:
+        return None
+    id_ = item.get("id")
+    if id_ is not None and not (type(id_) is str and len(id_) <= _MAX_ID_LENGTH):
+        return None
+    start = item.get("start")
+    if start is not None:
+        if type(start) is not str:
+            return None  # a number is a Unix time to pydantic: rare, left to it
+        try:
+            start = _DATETIME.validate_python(start)  # the same parser the model uses on a JSON string
+        except ValidationError:
+            return None
+    values = item["values"]
+    if type(values) is list:
+        rows = _numbers(values, ndim=2)
+        return None if rows is None else SeriesArrays(id=id_, values=rows, start=start)
+    if type(values) is dict:
+        columns = {}
+        for name, column in values.items():
+            array = _numbers(column, ndim=1)
+            if array is None:
+                return None
+            columns[name] = array
+        return SeriesArrays(id=id_, values=columns, start=start) if columns else None
+    return None
+
+
+def _numbers(value: Any, ndim: int) -> np.ndarray | None:
+    """A non-empty rectangular array of JSON numbers as float64, else None (ragged, strings, nulls,
+    nesting other than `ndim`). Bools never reach here (`_may_hold_bool`): numpy would read them as
+    numbers, the model refuses them."""
+    if type(value) is not list or not value:
+        return None
+    try:
+        array = np.array(value)
+    except (ValueError, OverflowError):  # ragged rows; an integer beyond 64 bits
+        return None
+    if array.ndim != ndim or array.size == 0 or array.dtype.kind not in "fi":
+        return None
+    return array.astype(np.float64, copy=False)  # ints as the model reads them: float(int)
+
+
+def _may_hold_bool(raw: bytes, max_series: int) -> bool:
+    """Whether the body may hold `true` or `false` outside a string: numpy would read such a value as
+    a number where the model refuses it, so those bodies go to the model. Found by searching for one
+    letter of each word at a time, which is memchr-fast (0.1 ms for 3.6 MB, against 3 ms for
+    `b"true" in raw`): a valid body's only `u` are that of each "values" key and whatever ids hold, and
+    it has no `f` outside ids. Past one hit per allowed series (plus a few), it gives up and says yes,
+    so that a body of nothing but `u` costs no more here than its parse will."""
+    budget = max_series + 64
+    for letter, word, offset in ((b"f", b"false", 0), (b"u", b"true", 2)):
+        position = raw.find(letter)
+        while position >= 0:
+            budget -= 1
+            if budget < 0 or raw[position - offset : position - offset + len(word)] == word:
+                return True
+            position = raw.find(letter, position + 1)
+    return False
+
+
+# -- answers ---------------------------------------------------------------------------------------
+_DUMP_OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_UTC_Z
+
+
+@dataclass(frozen=True)
+class ForecastResult:
+    """A forecast answer as arrays: outputs [S, horizon, C] and, per series, its id and timestamps."""
+
+    model: str
+    version: int
+    provider: str
+    channels: list[str]
+    ids: list[str | None]
+    outputs: np.ndarray
+    timestamps: list[list[datetime] | None]
+
+
+def encode_forecast(result: ForecastResult) -> bytes:
+    """`ForecastResponse`'s JSON, byte for byte, from the arrays."""
+    wide = result.outputs.astype(np.float64)  # the shortest repr of the double, as pydantic wrote it
+    forecasts = [
+        {"id": id_, "forecast": wide[i], "channels": result.channels, "timestamps": result.timestamps[i]}
+        for i, id_ in enumerate(result.ids)
+    ]
+    return orjson.dumps(
+        {
+            "model": result.model,
+            "version": result.version,
+            "provider": result.provider,
+            "forecasts": forecasts,
+        },
+        option=_DUMP_OPTIONS,
+    )
