@@ -201,6 +201,28 @@ def test_parity_failure_raises_export_error(checkpoint, tmp_path, monkeypatch):
     assert sorted(p.name for p in (repo / "tiny").iterdir()) == ["1"]
 
 
+def test_verification_batch_sizes_can_be_chosen(checkpoint, tmp_path, monkeypatch):
+    """Long inputs verify on smaller batches (the inspection graph grows with batch x L²): the chosen
+    ones are the ones run, and the manifest says so."""
+    seen: list[int] = []
+    check_windows = onnx_export._check_windows
+
+    def recording(model, info, batch_sizes):
+        windows = check_windows(model, info, batch_sizes)
+        seen.extend(len(batch) for batch, _ in windows.values())
+        return windows
+
+    monkeypatch.setattr(onnx_export, "_check_windows", recording)
+    version_dir = export_model(checkpoint, tmp_path / "repo", "tiny", verify_batch_sizes=(2, 3))
+    assert sorted(set(seen)) == [2, 3]
+    m = json.loads((version_dir / "manifest.json").read_text())
+    assert m["verification"]["batch_sizes"] == [2, 3]
+    for bad in ((), (0, 4)):
+        with pytest.raises(ExportError, match="verify_batch_sizes"):
+            export_model(checkpoint, tmp_path / "other", "tiny", verify_batch_sizes=bad)
+    assert not (tmp_path / "other").exists()
+
+
 def test_forecast_graph_holds_the_scaled_kernel_and_gate_as_initializers(version_dir, checkpoint):
     model, _ = load_checkpoint(checkpoint)
     g, P = model.layers[0].attn.kernels(16)
