@@ -1,0 +1,325 @@
+"""Scaling: latency, throughput and server memory as the input length L and the series per request grow.
+
+    .venv/bin/python -m bench.scaling [--lengths 96,192,336,720] [--batches 1,8] [--series 1,16,64,256]
+                                      [--requests 20] [--threads 1] [--max-attention-mib 1024]
+    .venv/bin/python -m bench.scaling --smoke     # tiny sizes: under a minute, for the tests
+
+For each L the shipped architecture (latest `model_repository/etth1-rsa` manifest) with `input_length`
+L, untrained (speed and memory do not depend on the weights), is exported by the project's exporter
+(`export.onnx.export_model`, self-verified) as model `rsa-l<L>` into one temporary model repository.
+
+1. Session: `model.onnx` of every L in a session made as the service makes it
+   (`app.inference.session.create_session`, CPU, `--threads` intra-op threads), timed on real ETTh1
+   test windows at each `--batches` size. Every round runs every L once, in rotating order, so the
+   machine's drift hits all alike; at most `--repeats` rounds, none started after `--budget` s; medians.
+2. Server: per L, the real service (`python -m app` via `bench.loadgen.local_server`, with
+   `RSA_MODEL_REPOSITORY` on the temporary repository and `RSA_MODELS=rsa-l<L>`), then for each
+   `--series` count, in ascending order: one warm-up request and `--requests` more over loopback
+   (`bench.loadgen.run_load`, `--concurrency` connections, every answer checked against onnxruntime),
+   then the server's VmRSS and VmHWM from /proc/<pid>/status.
+
+How to read it:
+- Session table: `ms/win` is latency per window; `xL0` is latency(L) / latency(first L) at that batch,
+  to set against `L/L0` (what a cost linear in L would give) and `(L/L0)^2` (a cost quadratic in L).
+  `slope` is d log(latency) / d log(L) from the previous L at the largest batch: near 1 the linear parts
+  (embedding, feed-forward, the L·d → H head) dominate; as it climbs towards 2 the T×T attention
+  (scores, softmax, the REM mix, ·V: O(L²) per head and window) has taken over.
+- Server table: latency includes JSON parsing and encoding, which grow as L × series (linear). `peak`
+  is VmHWM, the process's high-water mark: it never goes down, which is why the series counts run in
+  ascending order, so each row's peak is that row's working set (or an earlier, smaller one's if
+  higher). `ready` is VmRSS once the model is loaded and warmed up. `attn MiB` is one attention matrix
+  of the call (series × channels × heads × L² float32): the graph holds a few at once, the quadratic
+  memory term. Rows over `--max-attention-mib` are skipped, not run (L = 720 with 256 series would need
+  ~15 GiB per matrix: the service's RSA_MAX_BATCH_ROWS bounds rows per call, not L).
+Compare rows within one run only: the machine's speed drifts between runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.artifacts.contract import FORECAST_OUTPUT, MODEL_FILE
+from bench.engine import (
+    LONG_INPUT_VERIFY_BATCHES,
+    Feed,
+    attention_mib,
+    format_table,
+    interleaved,
+    ints,
+    median_ms,
+    ort_session,
+    parse_with_smoke,
+    quiet_exporter,
+    raw_test_feeds,
+    shipped_architecture,
+    untrained_checkpoint,
+)
+from bench.loadgen import local_server, prepare_forecast_workload, run_load
+from export.checkpoint import load_checkpoint
+from export.data import ETT_DIR
+from export.onnx import export_model
+from models import ModelConfig
+
+
+def model_name(length: int) -> str:
+    return f"rsa-l{length}"
+
+
+@dataclass(frozen=True)
+class Exported:
+    cfg: ModelConfig
+    info: dict[str, Any]  # the checkpoint's metadata: data set, scaler
+
+
+def export_lengths(lengths: Sequence[int], repo: Path, tmp: Path) -> dict[int, Exported]:
+    """The shipped architecture at each L, exported into `repo` as model `rsa-l<L>`, version 1."""
+    exported = {}
+    for length in lengths:
+        cfg = ModelConfig.from_dict({**shipped_architecture(), "input_length": length})
+        checkpoint = untrained_checkpoint(cfg, tmp / f"l{length}.safetensors")
+        export_model(
+            checkpoint, repo, model_name(length), version=1, verify_batch_sizes=LONG_INPUT_VERIFY_BATCHES
+        )
+        model, info = load_checkpoint(checkpoint)
+        exported[length] = Exported(model.cfg, info)
+    return exported
+
+
+# -- 1. the raw session -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SessionRow:
+    length: int
+    ms: dict[int, float | None]  # batch -> median ms; None: skipped (memory)
+    rounds: dict[int, int]
+
+
+def measure_sessions(repo: Path, models: dict[int, Exported], args: argparse.Namespace) -> list[SessionRow]:
+    sessions = {L: ort_session(repo / model_name(L) / "1" / MODEL_FILE, args.threads) for L in models}
+    feeds = {L: raw_test_feeds(m.info, m.cfg, args.batches) for L, m in models.items()}
+    ms: dict[int, dict[int, float | None]] = {L: {} for L in models}
+    rounds: dict[int, dict[int, int]] = {L: {} for L in models}
+
+    def call(feed: Feed, session: Any) -> Callable[[], object]:
+        return lambda: session.run([FORECAST_OUTPUT], feed)
+
+    for b in args.batches:
+        cases = {
+            L: call(feeds[L][b], sessions[L])
+            for L, m in models.items()
+            if attention_mib(m.cfg, b) <= args.max_attention_mib
+        }
+        times = interleaved(cases, repeats=args.repeats, budget_s=args.budget) if cases else {}
+        for L in models:
+            ms[L][b] = median_ms(times[L]) if L in times else None
+            rounds[L][b] = len(times.get(L, []))
+    return [SessionRow(L, ms[L], rounds[L]) for L in models]
+
+
+def session_table(rows: Sequence[SessionRow], batches: Sequence[int]) -> str:
+    L0 = rows[0].length
+    top = max(batches)
+    header = ["L"]
+    for b in batches:
+        header += [f"ms@{b}", f"ms/win@{b}", f"xL0@{b}"]
+    header += ["L/L0", "(L/L0)^2", f"slope@{top}", "rounds"]
+    body = []
+    for i, r in enumerate(rows):
+        line: list[object] = [r.length]
+        for b in batches:
+            ms, base = r.ms[b], rows[0].ms[b]
+            if ms is None:
+                line += ["skipped", "", ""]
+                continue
+            line += [f"{ms:.3f}", f"{ms / b:.3f}", f"{ms / base:.2f}" if base else "-"]
+        prev = rows[i - 1] if i else None
+        slope = "-"
+        if prev is not None and r.ms[top] and prev.ms[top]:
+            slope = f"{math.log(r.ms[top] / prev.ms[top]) / math.log(r.length / prev.length):.2f}"
+        line += [f"{r.length / L0:.2f}", f"{(r.length / L0) ** 2:.2f}", slope, min(r.rounds.values())]
+        body.append(line)
+    return format_table(header, body)
+
+
+# -- 2. the server --------------------------------------------------------------------------------------
+def proc_status_mib(pid: int, key: str) -> float:
+    """VmRSS / VmHWM of a process in MiB (Linux /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) / 1024  # kB
+    raise RuntimeError(f"no {key} in /proc/{pid}/status")
+
+
+@dataclass(frozen=True)
+class ServerRow:
+    length: int
+    series: int
+    attention_mib: float
+    ready_mib: float
+    requests: int = 0  # measured requests answered; 0 with `skipped`
+    p50_ms: float = math.nan
+    rps: float = math.nan
+    peak_mib: float = math.nan
+    errors: int = 0
+    skipped: bool = False
+
+
+def measure_server(repo: Path, length: int, cfg: ModelConfig, args: argparse.Namespace) -> list[ServerRow]:
+    """One service process for this L; the series counts in ascending order (VmHWM only grows)."""
+    env = {
+        "RSA_MODEL_REPOSITORY": str(repo),
+        "RSA_MODELS": model_name(length),
+        "RSA_DEVICE": "cpu",
+        "RSA_INTRA_OP_THREADS": str(args.threads),
+        "RSA_DRAIN_DELAY_S": "0",  # nothing to drain for: stop at once
+    }
+    rows: list[ServerRow] = []
+    with local_server(env) as server:
+        pid = server.process.pid
+        ready = proc_status_mib(pid, "VmRSS")
+        for series in sorted(args.series):
+            mib = attention_mib(cfg, series)
+            if mib > args.max_attention_mib:
+                rows.append(ServerRow(length, series, mib, ready, skipped=True))
+                continue
+            work = prepare_forecast_workload(
+                model_name(length),
+                1,
+                repository=repo,
+                data_dir=ETT_DIR,
+                windows=args.windows,
+                series_per_request=series,
+            )
+            result = asyncio.run(
+                run_load(
+                    server.url + work.path,
+                    work.bodies,
+                    work.checker,
+                    requests=args.requests,
+                    concurrency=args.concurrency,
+                    time_limit_s=args.time_limit,
+                    warmup=1,  # the first call at a size plans the session's memory for it
+                    request_timeout_s=args.time_limit,
+                    series_per_request=series,
+                    server_pid=pid,
+                )
+            )
+            rows.append(
+                ServerRow(
+                    length,
+                    series,
+                    mib,
+                    ready,
+                    requests=result.completed,
+                    p50_ms=result.percentile_ms(50),
+                    rps=result.throughput,
+                    peak_mib=proc_status_mib(pid, "VmHWM"),
+                    errors=result.error_count,
+                )
+            )
+    if server.exit_code != 0:
+        raise SystemExit(f"the service for L={length} exited with {server.exit_code}:\n{server.output()}")
+    return rows
+
+
+def server_table(rows: Sequence[ServerRow]) -> str:
+    header = ["L", "series", "requests", "p50 ms", "req/s", "series/s", "ms/series", "ready MiB"]
+    header += ["peak MiB", "attn MiB", "errors"]
+    body: list[list[object]] = []
+    for r in rows:
+        line: list[object] = [r.length, r.series]
+        if r.skipped:
+            line += ["skipped", "", "", "", "", f"{r.ready_mib:.0f}", "", f"{r.attention_mib:.1f}", ""]
+        else:
+            line += [
+                r.requests,
+                f"{r.p50_ms:.1f}",
+                f"{r.rps:.1f}",
+                f"{r.rps * r.series:.0f}",
+                f"{r.p50_ms / r.series:.3f}",
+                f"{r.ready_mib:.0f}",
+                f"{r.peak_mib:.0f}",
+                f"{r.attention_mib:.1f}",
+                r.errors,
+            ]
+        body.append(line)
+    return format_table(header, body)
+
+
+# -- the command line ---------------------------------------------------------------------------------------
+SMOKE_ARGS = (
+    *("--lengths", "16,32", "--batches", "1,4", "--series", "1,4", "--requests", "3", "--windows", "2"),
+    *("--repeats", "3", "--budget", "1", "--time-limit", "30"),
+)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.scaling",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("--smoke", action="store_true", help=f"tiny sizes (the tests): {' '.join(SMOKE_ARGS)}")
+    ap.add_argument("--lengths", type=ints, default=(96, 192, 336, 720), help="input lengths L, ascending")
+    ap.add_argument("--batches", type=ints, default=(1, 8), help="windows per session call")
+    ap.add_argument("--repeats", type=int, default=50, help="session rounds per batch size, at most")
+    ap.add_argument("--budget", type=float, default=10.0, help="session seconds per batch size, at most")
+    ap.add_argument("--series", type=ints, default=(1, 16, 64, 256), help="series per request")
+    ap.add_argument("--requests", type=int, default=20, help="measured requests per (L, series)")
+    ap.add_argument("--concurrency", type=int, default=1, help="connections sending at once")
+    ap.add_argument("--windows", type=int, default=8, help="distinct request bodies per (L, series)")
+    ap.add_argument("--time-limit", type=float, default=60.0, help="seconds per (L, series), at most")
+    ap.add_argument("--threads", type=int, default=1, help="ORT intra-op threads (session and server)")
+    ap.add_argument("--max-attention-mib", type=float, default=1024.0, help="skip bigger calls")
+    ap.add_argument("--no-server", action="store_true", help="the session table only")
+    args = parse_with_smoke(ap, argv, SMOKE_ARGS)
+    if list(args.lengths) != sorted(set(args.lengths)) or not args.batches or not args.series:
+        ap.error("--lengths must be ascending and distinct; --batches and --series not empty")
+    if min(args.threads, args.repeats, args.requests, args.concurrency, args.windows) < 1:
+        ap.error("--threads, --repeats, --requests, --concurrency and --windows must be >= 1")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    quiet_exporter()
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bench-scaling-") as tmp_name:
+        tmp = Path(tmp_name)
+        repo = tmp / "repo"
+        models = export_lengths(args.lengths, repo, tmp)
+        exported = time.perf_counter() - t0
+        sessions = measure_sessions(repo, models, args)
+        servers = (
+            []
+            if args.no_server
+            else [r for L, m in models.items() for r in measure_server(repo, L, m.cfg, args)]
+        )
+    measured = time.perf_counter() - t0 - exported
+    print(f"exported {len(models)} models in {exported:.0f} s; measured in {measured:.0f} s")
+    print(
+        f"1. ONNX Runtime session (service options, CPU, {args.threads} intra-op thread(s)), medians of "
+        f"interleaved calls; L0 = {args.lengths[0]}; slope = d log(ms) / d log(L) at batch "
+        f"{max(args.batches)}."
+    )
+    print(session_table(sessions, args.batches))
+    if servers:
+        print(
+            f"2. `python -m app` over loopback, {args.requests} requests per row after 1 warm-up, "
+            f"concurrency {args.concurrency}; ready = VmRSS after start-up, peak = VmHWM after the row."
+        )
+        print(server_table(servers))
+    worst = [r for r in servers if r.errors or (not r.skipped and r.requests < args.requests)]
+    if worst:
+        raise SystemExit(f"{len(worst)} server row(s) with errors or unsent requests")
+
+
+if __name__ == "__main__":
+    main()
