@@ -20,7 +20,9 @@ interfere); `--rounds` rounds in rotating order, so that a slow stretch of this 
 land on one variant only, and each figure is the median of the rounds.
 
 `service` is the app's `OnnxModel` as it is in this tree, built and called exactly as the service does
-(in the parent's environment): after the memory fix it must stay within the bound.
+(in the parent's environment): the arena on while calls come back to back (its latency is timed that
+way), and `release_memory` once each burst is over, as the batcher calls it when a version has been
+idle for RSA_MEMORY_RELEASE_IDLE_S. After bursts it must stay within the bound.
 """
 
 from __future__ import annotations
@@ -87,6 +89,12 @@ VARIANTS: dict[str, Variant] = {
             trim_above=TRIM_ABOVE_ROWS,
         ),
         Variant("shrink", "arena on, RunOptions memory.enable_memory_arena_shrinkage=cpu:0", shrink=True),
+        Variant(
+            "shrink+trim",
+            f"shrink, glibc malloc_trim(0) after runs of more than {TRIM_ABOVE_ROWS} rows",
+            shrink=True,
+            trim_above=TRIM_ABOVE_ROWS,
+        ),
         Variant("default+thp", "default, GLIBC_TUNABLES=glibc.malloc.hugetlb=1", thp=True),
         Variant("no-arena+thp", "no-arena, GLIBC_TUNABLES=glibc.malloc.hugetlb=1", arena=False, thp=True),
         Variant(
@@ -110,18 +118,27 @@ VARIANTS: dict[str, Variant] = {
     )
 }
 BASELINE = "default"
-RECOMMENDED = "no-arena+trim"
+RECOMMENDED = "shrink+trim"
 MEMORY_VARIANTS = (
     "default",
     "no-arena",
     "no-arena+trim",
     "shrink",
+    "shrink+trim",
     "default+thp",
     "no-arena+thp",
     "no-arena+trim+thp",
     "service",
 )
-LATENCY_VARIANTS = ("default", "no-arena", "no-arena+trim", "shrink", "default+thp", "no-arena+trim+thp")
+LATENCY_VARIANTS = (
+    "default",
+    "no-arena",
+    "no-arena+trim",
+    "shrink+trim",
+    "default+thp",
+    "no-arena+trim+thp",
+    "service",
+)
 
 
 @dataclass
@@ -181,8 +198,15 @@ def _malloc_trim() -> Callable[[], None]:
 Run = Callable[[int], None]  # batch size -> one forecast call on fresh random windows
 
 
-def _runners(variant: Variant, version_dirs: Sequence[Path], threads: int) -> list[Run]:
-    """One callable per version, running the forecast graph the way the variant says; each warmed up."""
+def _runners(
+    variant: Variant,
+    version_dirs: Sequence[Path],
+    threads: int,
+    idle: list[Callable[[], object]] | None = None,
+) -> list[Run]:
+    """One callable per version, running the forecast graph the way the variant says; each warmed up.
+    `idle` gets what the service does once a version has been idle for a moment (its batcher's release
+    hook), for the service variant; the other variants do all they do in their runs."""
     import numpy as np
     import onnxruntime as ort
 
@@ -219,6 +243,8 @@ def _runners(variant: Variant, version_dirs: Sequence[Path], threads: int) -> li
                 model.run_forecast(feed(n))
 
             runs.append(run_service)
+            if idle is not None:
+                idle.append(model.release_memory)
             continue
         so = session_options(options)  # the service's options, then the variant's memory settings
         so.enable_cpu_mem_arena = variant.arena
@@ -242,18 +268,23 @@ def measure_memory(spec: Mapping[str, Any]) -> MemoryResult:
     variant = VARIANTS[spec["variant"]]
     bursts: list[int] = spec["bursts"]
     res = MemoryResult(variant.name, spec["threads"], bursts, rss_start_mb=_proc_status_mb("VmRSS"))
-    runs = _runners(variant, [Path(p) for p in spec["version_dirs"]], spec["threads"])
+    idle: list[Callable[[], object]] = []
+    runs = _runners(variant, [Path(p) for p in spec["version_dirs"]], spec["threads"], idle)
     res.rss_warm_mb = _proc_status_mb("VmRSS")
     for cycle in range(1 + spec["cycles"]):
         for n in bursts:  # every version sees the big batches, as a few large requests would make
             for _ in range(spec["burst_calls"]):
                 for run in runs:
                     run(n)
+        for release in idle:  # the burst is over: the service's versions go idle
+            release()
         if cycle == 0:
             res.rss_burst_mb = _proc_status_mb("VmRSS")
         for _ in range(spec["small_calls"]):
             for run in runs:
                 run(1)
+        for release in idle:
+            release()
         if cycle == 0:
             res.rss_small_mb = _proc_status_mb("VmRSS")
         else:

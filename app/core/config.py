@@ -40,6 +40,9 @@ class Settings(BaseSettings):
     # call runs still go together into the next one. A lone request paid the whole wait (2 ms: c=1
     # throughput halved, measured); a wait pays only where a bigger batch is nearly free (a GPU).
     max_batch_wait_ms: float = Field(default=0.0, ge=0)
+    # Seconds a version must be idle before its session gives back what big batches grew (its CPU arena
+    # and glibc's free pages): kept while requests keep coming, returned when they stop.
+    memory_release_idle_s: float = Field(default=1.0, ge=0)
     max_queue_rows: int = Field(default=16384, ge=1)  # queued series before requests get 503
     request_timeout_s: float = Field(default=30.0, gt=0)  # queue + session time before a 504
     retry_after_s: int = Field(default=1, ge=0)  # Retry-After header on 503 responses

@@ -14,6 +14,10 @@ with a Retry-After of the time the backlog needs) a request whose rows could not
 before its deadline: a fast 503 the client can retry elsewhere, rather than a 504 after waiting for
 nothing. An idle batcher admits any request; `max_queue_rows` stays as a hard bound on memory.
 
+Memory: after `release_after_s` with nothing queued, once at least one batch ran since the last time,
+the worker calls `release_fn` (off the loop, like the session): the session's arena is kept while
+requests keep coming, and given back when they stop (`OnnxModel.release_memory`).
+
 Hooks kept for metrics and load tests: every `WorkItem` and `Batch` carries perf_counter stamps per
 stage, `BatcherStats` counts calls/rows/rejections, and `on_batch`/`on_item` callbacks see each one.
 """
@@ -113,6 +117,7 @@ class BatcherStats:
     rejected_items: int = 0  # refused with Overloaded
     expired_items: int = 0  # deadline passed before reaching the session
     dropped_items: int = 0  # cancelled by the caller (timeout, disconnect) before reaching the session
+    releases: int = 0  # release_fn calls (idle after batches)
     batch_rows: Counter[int] = field(default_factory=Counter)  # rows per session call -> calls
 
 
@@ -131,9 +136,13 @@ class DynamicBatcher:
         retry_after_s: int = 1,
         on_batch: Callable[[Batch], None] | None = None,
         on_item: Callable[[WorkItem], None] | None = None,
+        release_fn: Callable[[], object] | None = None,
+        release_after_s: float = 1.0,
     ) -> None:
-        if max_batch_rows < 1 or max_queue_rows < 1 or max_wait_s < 0:
-            raise ValueError("max_batch_rows and max_queue_rows must be >= 1 and max_wait_s >= 0")
+        if max_batch_rows < 1 or max_queue_rows < 1 or max_wait_s < 0 or release_after_s < 0:
+            raise ValueError(
+                "max_batch_rows and max_queue_rows must be >= 1, max_wait_s and release_after_s >= 0"
+            )
         self.run_fn = run_fn  # public so tests can wrap it (slow or failing sessions)
         self.name = name
         self.max_batch_rows = max_batch_rows
@@ -142,6 +151,9 @@ class DynamicBatcher:
         self.retry_after_s = retry_after_s
         self.on_batch = on_batch
         self.on_item = on_item
+        self.release_fn = release_fn
+        self.release_after_s = release_after_s
+        self._ran_since_release = False
         self.stats = BatcherStats()
         self._executor = executor
         self._queue: deque[WorkItem] = deque()
@@ -243,6 +255,13 @@ class DynamicBatcher:
                 if self._closed:
                     return
                 self._wakeup.clear()
+                if self.release_fn is not None and self._ran_since_release:
+                    try:
+                        async with asyncio.timeout(self.release_after_s):
+                            await self._wakeup.wait()
+                    except TimeoutError:
+                        await self._release()
+                    continue
                 await self._wakeup.wait()
                 continue
             try:
@@ -319,6 +338,7 @@ class DynamicBatcher:
         finally:
             batch.t_run_end = perf_counter()
             self._running_rows = 0
+            self._ran_since_release = True
             self._measure_drain(batch)
             self.stats.session_calls += 1
             self.stats.rows += batch.rows
@@ -326,6 +346,16 @@ class DynamicBatcher:
             if self.on_batch is not None:
                 self.on_batch(batch)
         self._distribute(batch, outputs)
+
+    async def _release(self) -> None:
+        """`release_fn` off the loop; a request that comes meanwhile waits for it (about a millisecond)."""
+        assert self.release_fn is not None
+        self._ran_since_release = False
+        self.stats.releases += 1
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._executor, self.release_fn)
+        except Exception:  # memory stays as it was: serving goes on
+            logger.exception("batcher %s: releasing memory failed", self.name)
 
     def _measure_drain(self, batch: Batch) -> None:
         """Seconds per row: from the end of the previous batch when batches ran back to back (the gap

@@ -162,6 +162,8 @@ class ModelRegistry:
             retry_after_s=self.settings.retry_after_s,
             on_batch=on_batch,
             on_item=on_item,
+            release_fn=model.release_memory,
+            release_after_s=self.settings.memory_release_idle_s,
         )
         batcher.start()
         mv.manifest, mv.model, mv.batcher, mv.state = manifest, model, batcher, "ready"

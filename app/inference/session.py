@@ -39,9 +39,13 @@ CPU = "CPUExecutionProvider"
 
 ProviderSpec = str | tuple[str, dict[str, Any]]
 
-# After a forecast call of more rows than this, glibc's free heap pages go back to the kernel (see
-# release_free_heap); a call of fewer rows leaves little behind and would pay the ~1 ms it costs.
+# Memory is released (OnnxModel.release_memory) only if a call of more rows than this ran since the last
+# release: a few-row call grows nothing worth the ~1 ms a release costs.
 TRIM_ABOVE_ROWS = 8
+# ONNX Runtime's run option that frees the CPU arena's unused regions at the end of that run
+# (onnxruntime_run_options_config_keys.h); "device:id" pairs.
+ARENA_SHRINK_KEY = "memory.enable_memory_arena_shrinkage"
+ARENA_SHRINK_CPU = "cpu:0"
 
 
 class SessionLoadError(RuntimeError):
@@ -119,10 +123,10 @@ _malloc_trim = _glibc_malloc_trim()
 def release_free_heap() -> None:
     """Hand the free pages of every malloc heap back to the kernel (glibc; a no-op elsewhere).
 
-    Without ONNX Runtime's arena, tensors above glibc's mmap threshold are unmapped when freed, but that
-    threshold rises (up to 32 MiB) as big blocks are freed, and the tensors under it then come from
-    glibc's heaps, whose free fragments stay resident: +60 MiB after mixed 256/64/16-row batches,
-    +130 MiB with 1024 rows (bench/memory.py). Costs about a millisecond.
+    What ONNX Runtime's arena frees on shrinking goes back to glibc; the big regions are unmapped, but
+    glibc serves blocks under its (dynamic, up to 32 MiB) mmap threshold from its heaps, whose free
+    fragments stay resident: +125 MiB after 256/64/16-row bursts with shrinking alone, +10 MiB with this
+    after it (bench/memory.py). Costs about a millisecond.
     """
     if _malloc_trim is not None:
         _malloc_trim(0)
@@ -130,10 +134,11 @@ def release_free_heap() -> None:
 
 def session_options(options: RuntimeOptions) -> ort.SessionOptions:
     so = ort.SessionOptions()
-    # No CPU memory arena: the arena keeps every region it grows for the life of the session, so RSS
-    # would stay at the largest batch ever run (two versions, a few 256-row batches: ~90 MiB -> 2.2 GiB,
-    # for good). Without it memory goes back after each call; bench/memory.py measures both.
-    so.enable_cpu_mem_arena = False
+    # The CPU memory arena stays on: without it every call maps and faults in its tensors afresh, 2.7x
+    # slower at 256 rows (bench/memory.py). An arena keeps every region it grows for the life of the
+    # session (a few 256-row batches: ~90 MiB -> 2.2 GiB, for good), so OnnxModel.release_memory shrinks
+    # it once the version has been idle a moment (the batcher's release hook).
+    so.enable_cpu_mem_arena = True
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.intra_op_num_threads = options.intra_op_threads or default_intra_op_threads()
@@ -213,6 +218,9 @@ class OnnxModel:
         self._provider: str | None = None
         self._inspect_session: ort.InferenceSession | None = None
         self._inspect_lock = threading.Lock()
+        self._grown = False  # a call of more than TRIM_ABOVE_ROWS rows ran since the last release
+        self._shrink = ort.RunOptions()
+        self._shrink.add_run_config_entry(ARENA_SHRINK_KEY, ARENA_SHRINK_CPU)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def load(self) -> None:
@@ -273,8 +281,20 @@ class OnnxModel:
         """The forecast session on a ready feed (what the batcher calls): [batch, H, C]."""
         (out,) = self._require().run([FORECAST_OUTPUT], feed)
         if len(feed[FORECAST_INPUT]) > TRIM_ABOVE_ROWS:
-            release_free_heap()  # RSS back near its warm level after a big batch, not stuck at its peak
+            self._grown = True
         return out
+
+    def release_memory(self) -> bool:
+        """Give back what big calls grew: one zeros window run with arena shrinking (the arena's free
+        regions freed at its end), then glibc's free heap pages. Does nothing (False) when no call of
+        more than TRIM_ABOVE_ROWS rows ran since the last release. Called when the version is idle:
+        shrinking after every call would make each big call grow the arena afresh (2.7x slower)."""
+        if not self._grown:
+            return False
+        self._grown = False
+        self._require().run([FORECAST_OUTPUT], self._zeros_feed(), self._shrink)
+        release_free_heap()
+        return True
 
     def forecast(self, windows: np.ndarray, phases: np.ndarray | None = None) -> np.ndarray:
         """[batch, L, C] raw windows (and their [batch] phases, for a cycle model) -> [batch, H, C]."""

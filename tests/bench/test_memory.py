@@ -38,7 +38,7 @@ def _assert_bursts_were_big(r: MemoryResult) -> None:
 
 
 def test_recommended_settings_give_memory_back_after_bursts() -> None:
-    """No CPU arena, and glibc's free heap pages handed back after calls of more than 8 rows."""
+    """The CPU arena shrunk, then glibc's free heap pages handed back, after calls of more than 8 rows."""
     r = _measure(RECOMMENDED)
     _assert_bursts_were_big(r)
     assert within_margin(r), _explain(r)
@@ -53,7 +53,8 @@ def test_default_arena_keeps_the_peak_of_the_biggest_batch() -> None:
 
 
 def test_service_sessions_give_memory_back_after_bursts() -> None:
-    """app.inference.session.OnnxModel as the service builds and calls it (load, warmup, run_forecast)."""
+    """app.inference.session.OnnxModel as the service builds and calls it (load, warmup, run_forecast,
+    and release_memory once a burst is over, as its batcher does when the version goes idle)."""
     r = _measure("service")
     _assert_bursts_were_big(r)
     assert within_margin(r), _explain(r)

@@ -9,9 +9,11 @@ accepts a subset of what the model accepts and yields the same values (a propert
 the OpenAPI document still comes from the model. Measured on 256 series of 96x7: 39 ms through pydantic
 plus 7 ms of list-to-array decoding, against about 26 ms here.
 
-Writing: the answer is encoded by orjson from the float32 outputs widened to float64, so every number is
-written exactly as before (the shortest repr of the same double) and datetimes as pydantic wrote them
-(`Z` for UTC): the same bytes as `ForecastResponse` serialised by pydantic (tested), 4x faster.
+Writing: the answer is encoded by orjson straight from the float32 outputs, each number in the shortest
+form that reads back as the same float32 (what the model computed, exactly: tested), datetimes as
+pydantic wrote them (`Z` for UTC), and otherwise `ForecastResponse`'s JSON. Widening to float64 first
+wrote 17 digits where 9 carry the value: 44% more bytes, and 1.5x the encoding time (7 against 10 ms
+for 256 series of 96x7).
 """
 
 from __future__ import annotations
@@ -165,10 +167,10 @@ class ForecastResult:
 
 
 def encode_forecast(result: ForecastResult) -> bytes:
-    """`ForecastResponse`'s JSON, byte for byte, from the arrays."""
-    wide = result.outputs.astype(np.float64)  # the shortest repr of the double, as pydantic wrote it
+    """`ForecastResponse`'s JSON from the arrays, each forecast value as its float32's shortest form."""
+    outputs = np.ascontiguousarray(result.outputs, dtype=np.float32)  # orjson writes C-ordered arrays
     forecasts = [
-        {"id": id_, "forecast": wide[i], "channels": result.channels, "timestamps": result.timestamps[i]}
+        {"id": id_, "forecast": outputs[i], "channels": result.channels, "timestamps": result.timestamps[i]}
         for i, id_ in enumerate(result.ids)
     ]
     return orjson.dumps(

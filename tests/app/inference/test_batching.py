@@ -343,3 +343,55 @@ def test_refusal_is_immediate_and_an_idle_batcher_takes_any_request() -> None:
         await batcher.stop()
 
     run(scenario)
+
+
+def test_memory_is_released_once_the_version_has_been_idle_not_between_busy_batches() -> None:
+    """`release_fn` runs off the loop after `release_after_s` with nothing queued, once per busy spell:
+    never while requests keep coming (the session keeps its arena then), never twice for nothing."""
+
+    async def scenario() -> None:
+        events: list[str] = []
+        loop_thread = threading.get_ident()
+
+        def run_fn(x: np.ndarray) -> np.ndarray:
+            events.append("run")
+            return x * 2.0
+
+        def release() -> None:
+            assert threading.get_ident() != loop_thread  # the session's thread, not the event loop
+            events.append("release")
+
+        batcher = make(run_fn, max_wait_s=0.0, release_fn=release, release_after_s=0.2)
+        batcher.start()
+        await asyncio.sleep(0.3)
+        assert events == []  # nothing ran yet: nothing to release
+        for i in range(5):  # back to back, closer together than release_after_s
+            await submit(batcher, rows(i, 2), 5.0)
+            await asyncio.sleep(0.02)
+        assert events == ["run"] * 5
+        await asyncio.sleep(0.4)
+        assert events == ["run"] * 5 + ["release"] and batcher.stats.releases == 1
+        await asyncio.sleep(0.4)
+        assert batcher.stats.releases == 1  # idle and already released: no second call
+        np.testing.assert_array_equal(await submit(batcher, rows(0, 1), 5.0), rows(0, 1) * 2)
+        await asyncio.sleep(0.4)
+        assert events[-2:] == ["run", "release"] and batcher.stats.releases == 2
+        await batcher.stop()
+
+    run(scenario)
+
+
+def test_a_failing_release_leaves_the_batcher_serving() -> None:
+    async def scenario() -> None:
+        def release() -> None:
+            raise RuntimeError("no memory to give back")
+
+        batcher = make(max_wait_s=0.0, release_fn=release, release_after_s=0.0)
+        batcher.start()
+        await submit(batcher, rows(0, 1), 5.0)
+        await asyncio.sleep(0.1)
+        assert batcher.stats.releases == 1
+        np.testing.assert_array_equal(await submit(batcher, rows(3, 2), 5.0), rows(3, 2) * 2)
+        await batcher.stop()
+
+    run(scenario)

@@ -15,6 +15,7 @@ from app.artifacts.manifest import load_manifest
 from app.inference.session import (
     CPU,
     CUDA,
+    TRIM_ABOVE_ROWS,
     OnnxModel,
     RuntimeOptions,
     SessionLoadError,
@@ -117,9 +118,18 @@ def test_model_not_matching_manifest_is_refused(toy_repository: Path, tmp_path: 
         OnnxModel(folder, manifest, RuntimeOptions(device="cpu")).load()
 
 
-def test_no_cpu_arena_so_memory_is_bounded_by_settings_not_history() -> None:
-    """The arena would keep the largest batch's memory for good (bench/memory.py; tests/bench/test_memory.py
-    checks RSS itself)."""
-    from app.inference.session import RuntimeOptions, session_options
-
-    assert not session_options(RuntimeOptions()).enable_cpu_mem_arena
+def test_arena_kept_while_busy_and_released_only_after_big_calls(toy_repository: Path) -> None:
+    """The CPU arena is on (fast back-to-back calls); `release_memory` shrinks it only when a call of more
+    than TRIM_ABOVE_ROWS rows ran since the last release, and the session still answers the same after.
+    (RSS itself: tests/bench/test_memory.py.)"""
+    assert session_options(RuntimeOptions()).enable_cpu_mem_arena
+    folder = toy_repository / "toy" / "1"
+    model = _model(folder, RuntimeOptions(device="cpu", intra_op_threads=1))
+    model.warmup()
+    x = np.random.default_rng(1).normal(0, 1, (TRIM_ABOVE_ROWS + 1, 8, 3)).astype(np.float32)
+    assert not model.release_memory()  # only small calls so far: nothing to give back
+    model.forecast(x[:TRIM_ABOVE_ROWS])
+    assert not model.release_memory()
+    before = model.forecast(x)
+    assert model.release_memory() and not model.release_memory()  # once per big spell
+    np.testing.assert_array_equal(model.forecast(x), before)
