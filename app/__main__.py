@@ -71,6 +71,9 @@ def main() -> None:
         timeout_keep_alive=settings.keep_alive_s,
         limit_concurrency=settings.max_connections,
         log_level=settings.log_level.lower(),
+        # One line per request, written on the event loop: off unless asked for (RSA_ACCESS_LOG); the
+        # metrics count every request by endpoint, model, version and status.
+        access_log=settings.access_log,
     )
     Server(config, app.state.lifecycle, settings.drain_delay_s).run()
 

@@ -32,6 +32,10 @@ class Settings(BaseSettings):
     cuda_device_id: int = Field(default=0, ge=0)
     gpu_mem_limit_bytes: int | None = Field(default=None, gt=0)  # None: no limit (ORT default)
     intra_op_threads: int | None = Field(default=None, ge=1)  # None: len(os.sched_getaffinity(0))
+    # CPU provider: session calls of at most this many rows run on a single-threaded instance of the
+    # graph (intra-op threads cost more CPU than they save on small calls; app/inference/session.py).
+    # 0: one instance only.
+    single_thread_max_rows: int = Field(default=16, ge=0)
 
     # Dynamic batching (per model version).
     max_batch_rows: int = Field(default=256, ge=1)  # series per session call, not requests
@@ -43,6 +47,9 @@ class Settings(BaseSettings):
     # Seconds a version must be idle before its session gives back what big batches grew (its CPU arena
     # and glibc's free pages): kept while requests keep coming, returned when they stop.
     memory_release_idle_s: float = Field(default=1.0, ge=0)
+    # A request of at most this many series that finds its version idle runs the session on the event
+    # loop at once, without the thread hops of a batch (app/inference/batching.py). 0: never.
+    inline_max_rows: int = Field(default=1, ge=0)
     max_queue_rows: int = Field(default=16384, ge=1)  # queued series before requests get 503
     request_timeout_s: float = Field(default=30.0, gt=0)  # queue + session time before a 504
     retry_after_s: int = Field(default=1, ge=0)  # Retry-After header on 503 responses
@@ -59,6 +66,7 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1)  # 413 above this
 
     log_level: LogLevel = "INFO"
+    access_log: bool = False  # uvicorn's line per request (RSA_ACCESS_LOG); the metrics count every request
 
     # Access: API keys (bearer tokens), comma-separated and/or one per line in a file (a mounted secret).
     # Any key configured: every endpoint but /healthz, /readyz and /metrics needs one.

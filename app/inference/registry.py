@@ -91,6 +91,7 @@ def runtime_options(settings: Settings) -> RuntimeOptions:
         cuda_device_id=settings.cuda_device_id,
         gpu_mem_limit_bytes=settings.gpu_mem_limit_bytes,
         intra_op_threads=settings.intra_op_threads,
+        single_thread_max_rows=settings.single_thread_max_rows,
     )
 
 
@@ -164,6 +165,7 @@ class ModelRegistry:
             on_item=on_item,
             release_fn=model.release_memory,
             release_after_s=self.settings.memory_release_idle_s,
+            inline_max_rows=self.settings.inline_max_rows,
         )
         batcher.start()
         mv.manifest, mv.model, mv.batcher, mv.state = manifest, model, batcher, "ready"

@@ -314,6 +314,7 @@ class GatedSession:
         self.gate = threading.Event()
         self.calls = 0
         batcher.run_fn = self
+        batcher.inline_max_rows = 0  # inline, a call would hold the event loop itself on the gate
 
     def __call__(self, feed: Feed) -> np.ndarray:
         self.calls += 1

@@ -107,12 +107,15 @@ def test_provider_fallback_is_reported_and_logged(server: Server) -> None:
 
 
 def test_concurrent_http_requests_are_merged(server: Server, toy_repository: Path) -> None:
+    """Two series a request: above RSA_INLINE_MAX_ROWS, so each goes through the queue (a one-series
+    request that finds its version idle runs at once, unbatched)."""
+
     def session_calls() -> int:
         versions = httpx.get(f"{server.url}/v1/models/toy", timeout=5).json()["versions"]
         return int(versions[1]["batching"]["session_calls"])
 
     n = 24
-    x = np.random.default_rng(12).normal(0, 1, (n, L, C)).astype(np.float32)
+    x = np.random.default_rng(12).normal(0, 1, (2 * n, L, C)).astype(np.float32)
     before = session_calls()
     with (
         httpx.Client(base_url=server.url, timeout=30, limits=httpx.Limits(max_connections=n)) as http,
@@ -120,7 +123,7 @@ def test_concurrent_http_requests_are_merged(server: Server, toy_repository: Pat
     ):
 
         def call(i: int) -> httpx.Response:
-            body = {"series": [{"id": f"c{i}", "values": x[i].tolist()}]}
+            body = {"series": [{"id": f"c{i}", "values": x[k].tolist()} for k in (2 * i, 2 * i + 1)]}
             return http.post("/v1/models/toy/forecast", json=body)
 
         responses = list(pool.map(call, range(n)))
@@ -128,9 +131,10 @@ def test_concurrent_http_requests_are_merged(server: Server, toy_repository: Pat
     expected = ort_forecast(toy_repository / "toy" / "2" / "model.onnx", x)
     for i, r in enumerate(responses):
         assert r.status_code == 200, r.text
-        (f,) = r.json()["forecasts"]
-        assert f["id"] == f"c{i}"
-        np.testing.assert_allclose(np.array(f["forecast"]), expected[i], atol=1e-5)
+        forecasts = r.json()["forecasts"]
+        assert [f["id"] for f in forecasts] == [f"c{i}", f"c{i}"]
+        got = np.array([f["forecast"] for f in forecasts])
+        np.testing.assert_allclose(got, expected[2 * i : 2 * i + 2], atol=1e-5)
     assert calls < n
 
 

@@ -141,45 +141,65 @@ _HTTP_CODES = {
 }
 
 
+async def on_service_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ServiceError)
+    status = status_of(exc)
+    if status >= 500:  # 500 is our fault; 503/504 are load, worth a warning only
+        level = logging.ERROR if status == 500 else logging.WARNING
+        logger.log(
+            level, "%s %s -> %d %s: %s", request.method, request.url.path, status, exc.code, exc.message
+        )
+    return error_response_for(exc)
+
+
+async def on_validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    status_code, body = _validation_body(exc)
+    return error_response(status_code, body)
+
+
+async def on_http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = _HTTP_CODES.get(exc.status_code, "http_error")
+    body = ErrorBody(code=code, message=str(exc.detail))
+    settings = getattr(request.app.state, "settings", None)
+    if exc.status_code == 413 and settings is not None:  # a streamed body counted past the limit
+        limit = settings.max_body_bytes
+        body = ErrorBody(
+            code=code,
+            message=f"request body is over the limit of {limit} bytes",
+            field="body",
+            limit=limit,
+        )
+    return error_response(exc.status_code, body, dict(exc.headers) if exc.headers else None)
+
+
+async def on_unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+    logger.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    body = ErrorBody(code="internal_error", message="internal server error")
+    return error_response(500, body)
+
+
+# The renderers by exception class, most specific first: what the app registers as its exception
+# handlers, and what `render_error` picks from for code that answers outside FastAPI's routing.
+RENDERERS = (
+    (ServiceError, on_service_error),
+    (RequestValidationError, on_validation_error),
+    (StarletteHTTPException, on_http_error),
+)
+
+
+async def render_error(request: Request, exc: Exception) -> JSONResponse:
+    """The response the app's exception handlers would give for `exc`; re-raises what none renders
+    (an unexpected error, for the server error middleware's 500)."""
+    for kind, renderer in RENDERERS:
+        if isinstance(exc, kind):
+            return await renderer(request, exc)
+    raise exc
+
+
 def register_exception_handlers(app: Any) -> None:
     """Install this API's renderers as the app's exception handlers."""
-
-    async def on_service_error(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, ServiceError)
-        status = status_of(exc)
-        if status >= 500:  # 500 is our fault; 503/504 are load, worth a warning only
-            level = logging.ERROR if status == 500 else logging.WARNING
-            logger.log(
-                level, "%s %s -> %d %s: %s", request.method, request.url.path, status, exc.code, exc.message
-            )
-        return error_response_for(exc)
-
-    async def on_validation_error(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, RequestValidationError)
-        status_code, body = _validation_body(exc)
-        return error_response(status_code, body)
-
-    async def on_http_error(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, StarletteHTTPException)
-        code = _HTTP_CODES.get(exc.status_code, "http_error")
-        body = ErrorBody(code=code, message=str(exc.detail))
-        settings = getattr(request.app.state, "settings", None)
-        if exc.status_code == 413 and settings is not None:  # a streamed body counted past the limit
-            limit = settings.max_body_bytes
-            body = ErrorBody(
-                code=code,
-                message=f"request body is over the limit of {limit} bytes",
-                field="body",
-                limit=limit,
-            )
-        return error_response(exc.status_code, body, dict(exc.headers) if exc.headers else None)
-
-    async def on_unexpected_error(request: Request, exc: Exception) -> JSONResponse:
-        logger.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-        body = ErrorBody(code="internal_error", message="internal server error")
-        return error_response(500, body)
-
-    app.add_exception_handler(ServiceError, on_service_error)
-    app.add_exception_handler(RequestValidationError, on_validation_error)
-    app.add_exception_handler(StarletteHTTPException, on_http_error)
+    for kind, renderer in RENDERERS:
+        app.add_exception_handler(kind, renderer)
     app.add_exception_handler(Exception, on_unexpected_error)
