@@ -12,6 +12,7 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
 from app.api.body import add_body_models
+from app.api.dispatch import ForecastDispatch
 from app.api.errors import register_exception_handlers
 from app.api.main import api_router
 from app.api.middleware import BodySizeLimitMiddleware, RequestMiddleware
@@ -41,6 +42,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings_override = settings
     app.state.lifecycle = Lifecycle()
     register_exception_handlers(app)
+    app.add_middleware(ForecastDispatch)  # innermost of ours: after the deadline, admission and size limit
     app.add_middleware(BodySizeLimitMiddleware)
     app.add_middleware(RequestMiddleware)  # added last: outermost, so it sees every answer (413 too)
     app.include_router(api_router)

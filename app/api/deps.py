@@ -1,5 +1,7 @@
 """Dependencies as `Annotated` aliases. Everything comes from `app.state`, set up by the lifespan;
-tests can swap any of them with `app.dependency_overrides`.
+tests can swap any of them with `app.dependency_overrides`. `v1_handlers` and `check_api_key` are the
+dependencies' bodies, also called by the forecast dispatch (app/api/dispatch.py), which answers
+without FastAPI's dependency solving.
 
 Every dependency is `async def` although none awaits: FastAPI runs a plain `def` dependency in a worker
 thread, and those two thread hops were a tenth of the event loop's time per forecast (profiled).
@@ -11,17 +13,30 @@ from typing import Annotated
 
 from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.datastructures import State
 
 from app.core.errors import ModelNotReady
 from app.core.security import ApiKeys
 from app.protocols.rsa_v1.handlers import V1Handlers
 
 
-async def get_v1_handlers(request: Request) -> V1Handlers:
-    handlers: V1Handlers | None = getattr(request.app.state, "v1", None)
+def v1_handlers(state: State) -> V1Handlers:
+    handlers: V1Handlers | None = getattr(state, "v1", None)
     if handlers is None:
         raise ModelNotReady("the service is starting", retry_after_s=1)
     return handlers
+
+
+def check_api_key(state: State, authorization: str | None) -> None:
+    """Raise unless the Authorization header carries a valid key (or no key is configured)."""
+    api_keys: ApiKeys | None = getattr(state, "api_keys", None)
+    if api_keys is None:
+        raise ModelNotReady("the service is starting", retry_after_s=1)
+    api_keys.check(authorization)
+
+
+async def get_v1_handlers(request: Request) -> V1Handlers:
+    return v1_handlers(request.app.state)
 
 
 V1HandlersDep = Annotated[V1Handlers, Depends(get_v1_handlers)]
@@ -38,7 +53,4 @@ bearer = HTTPBearer(auto_error=False, description="An API key, when the service 
 async def require_api_key(
     request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 ) -> None:
-    api_keys: ApiKeys | None = getattr(request.app.state, "api_keys", None)
-    if api_keys is None:
-        raise ModelNotReady("the service is starting", retry_after_s=1)
-    api_keys.check(None if credentials is None else f"Bearer {credentials.credentials}")
+    check_api_key(request.app.state, None if credentials is None else f"Bearer {credentials.credentials}")
