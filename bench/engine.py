@@ -1,6 +1,7 @@
 """The engine: the same trained weights in PyTorch eager and in the service's ONNX Runtime session.
 
     .venv/bin/python -m bench.engine [--threads 1] [--batches 1,8,64,256] [--repeats 200] [--budget 15]
+                                     [--device cpu|cuda]
     .venv/bin/python -m bench.engine --smoke        # tiny sizes: seconds, for the tests
 
 The repository holds no PyTorch checkpoint, so the bench makes one: the shipped model's architecture
@@ -13,7 +14,8 @@ which verifies its own output) into a temporary model repository. Both engines r
   in `eval()` mode under `torch.no_grad()`, exactly as trained: REM kernels computed from η, ν, θ, μ on
   every call, softmax attention through the fused `F.scaled_dot_product_attention` path;
 - ORT: `model.onnx` in a session made by `app.inference.session.create_session` with `RuntimeOptions`
-  (device cpu), as the service makes it: CPU memory arena off, all graph optimisations, sequential.
+  (`--device`, cpu by default), as the service makes it: its CPU arena, all graph optimisations,
+  sequential.
 
 Fairness: torch's intra-op threads are set to ORT's `intra_op_num_threads` (`--threads`, default 1:
 the machine is shared and one thread varies least); ORT's inter-op threads are 1 as in the service,
@@ -182,11 +184,25 @@ def quiet_exporter() -> None:
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
-def ort_session(path: Path, threads: int) -> Any:
-    """A CPU session exactly as the service creates one (no memory arena, ORT_ENABLE_ALL, sequential)."""
-    from app.inference.session import RuntimeOptions, create_session
+def ort_session(path: Path, threads: int, device: str = "cpu") -> Any:
+    """A session exactly as the service creates one (its options, the CPU arena, ORT_ENABLE_ALL), on
+    `device`; stops the bench if that is not the provider really running it (CUDA missing)."""
+    from app.inference.session import CPU, CUDA, RuntimeOptions, create_session
 
-    return create_session(path, RuntimeOptions(device="cpu", intra_op_threads=threads))
+    session = create_session(path, RuntimeOptions(device=device, intra_op_threads=threads))
+    wanted = CUDA if device == "cuda" else CPU
+    if session.get_providers()[0] != wanted:
+        raise SystemExit(f"--device {device}: asked for {wanted}, the session runs {session.get_providers()}")
+    return session
+
+
+def add_device_argument(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="the ONNX Runtime provider (cuda: CUDAExecutionProvider, an error if it cannot run)",
+    )
 
 
 def ints(text: str) -> tuple[int, ...]:
@@ -242,20 +258,25 @@ def train_briefly(out: Path, *, train_windows: int, threads: int, seed: int = 0)
 
 
 def compare(checkpoint: Path, version_dir: Path, args: argparse.Namespace) -> list[EngineRow]:
-    """Check the two engines agree on every batch, then time them side by side."""
+    """Check the two engines agree on every batch, then time them side by side. On CUDA both take host
+    arrays and return host arrays, as the service's session does (copies included in the time)."""
     model, info = load_checkpoint(checkpoint)
     scaler = info["data"]["scaler"]
-    graph = ForecastGraph(model, np.array(scaler["mean"]), np.array(scaler["std"])).eval()
-    session = ort_session(version_dir / MODEL_FILE, args.threads)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: this torch build has no CUDA (the CPU wheel); install a CUDA one")
+    device = torch.device(args.device)
+    graph = ForecastGraph(model, np.array(scaler["mean"]), np.array(scaler["std"])).eval().to(device)
+    session = ort_session(version_dir / MODEL_FILE, args.threads, args.device)
     feeds = raw_test_feeds(info, model.cfg, args.batches)
 
     def run_torch(feed: Feed) -> np.ndarray:
         phase = feed.get(PHASE_INPUT)
         with torch.no_grad():
             out = graph(
-                torch.from_numpy(feed[FORECAST_INPUT]), None if phase is None else torch.from_numpy(phase)
+                torch.from_numpy(feed[FORECAST_INPUT]).to(device),
+                None if phase is None else torch.from_numpy(phase).to(device),
             )
-        return out.numpy()
+        return out.cpu().numpy()  # waits for the device, as session.run does
 
     def run_ort(feed: Feed) -> np.ndarray:
         return session.run([FORECAST_OUTPUT], feed)[0]
@@ -277,7 +298,7 @@ def compare(checkpoint: Path, version_dir: Path, args: argparse.Namespace) -> li
     return rows
 
 
-def report(rows: Sequence[EngineRow], threads: int) -> str:
+def report(rows: Sequence[EngineRow], threads: int, device: str = "cpu") -> str:
     table = format_table(
         ["batch", "torch ms", "ORT ms", "torch win/s", "ORT win/s", "torch/ORT", "max|diff|", "rounds"],
         [
@@ -301,7 +322,7 @@ def report(rows: Sequence[EngineRow], threads: int) -> str:
         f"ORT ahead at every batch size: {'met' if all(r.ratio > 1 for r in rows) else 'NOT met'}",
     ]
     head = (
-        f"Same trained weights, torch eager (no_grad) vs ORT (service session options, CPU), "
+        f"Same trained weights, torch eager (no_grad) vs ORT (service session options), on {device}, "
         f"{threads} intra-op thread(s) each; medians of interleaved calls; win/s = windows per second."
     )
     return "\n".join([head, table, *targets])
@@ -319,6 +340,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--budget", type=float, default=15.0, help="seconds per batch size, at most")
     ap.add_argument("--train-windows", type=int, default=4096, help="training windows (one epoch)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads = ORT intra-op threads")
+    add_device_argument(ap)
     args = parse_with_smoke(ap, argv, SMOKE_ARGS)
     if min(args.threads, args.repeats, args.train_windows, *args.batches) < 1 or not args.batches:
         ap.error("--threads, --repeats, --train-windows and --batches must be >= 1")
@@ -335,7 +357,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         prepared = time.perf_counter() - t0
         rows = compare(checkpoint, version_dir, args)
     print(f"trained ({args.train_windows} windows, 1 epoch) and exported in {prepared:.0f} s")
-    print(report(rows, args.threads))
+    print(report(rows, args.threads, args.device))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """REM folding: precomputed REM kernels in the graph vs recomputing them from λ/γ/θ/μ on every call.
 
     .venv/bin/python -m bench.rem_folding [--lengths 96,720] [--batches 1,16] [--repeats 100] [--budget 15]
+                                          [--device cpu|cuda]
     .venv/bin/python -m bench.rem_folding --smoke       # tiny sizes: seconds, for the tests
 
 For each input length L the shipped architecture (latest `model_repository/etth1-rsa` manifest) with
@@ -48,6 +49,7 @@ from app.artifacts.contract import FORECAST_INPUT, FORECAST_OUTPUT, MODEL_FILE, 
 from bench.engine import (
     LONG_INPUT_VERIFY_BATCHES,
     Feed,
+    add_device_argument,
     attention_mib,
     format_table,
     interleaved,
@@ -172,7 +174,8 @@ class Row:
 
 
 def measure(g: Graphs, args: argparse.Namespace) -> list[Row]:
-    folded, recompute = ort_session(g.folded, args.threads), ort_session(g.recompute, args.threads)
+    folded = ort_session(g.folded, args.threads, args.device)
+    recompute = ort_session(g.recompute, args.threads, args.device)
     if forbidden_nodes(g.folded) or not forbidden_nodes(g.recompute):
         raise SystemExit(f"L={g.cfg.input_length}: the folded graph must have no REM ops, the other some")
     rows = []
@@ -209,7 +212,7 @@ def measure(g: Graphs, args: argparse.Namespace) -> list[Row]:
     return rows
 
 
-def report(rows: Sequence[Row], ops: dict[int, tuple[str, str]], threads: int) -> str:
+def report(rows: Sequence[Row], ops: dict[int, tuple[str, str]], threads: int, device: str) -> str:
     def cell(r: Row) -> list[object]:
         if r.folded_ms is None or r.recompute_ms is None:
             return [r.length, r.batch, "skipped", "", "", "", "", f"{r.attention_mib:.1f}"]
@@ -235,8 +238,8 @@ def report(rows: Sequence[Row], ops: dict[int, tuple[str, str]], threads: int) -
         "attn MiB",
     ]
     lines = [
-        f"ONNX Runtime (service session options, CPU, {threads} intra-op thread(s)); medians of interleaved "
-        "calls; attn MiB = one batch x C x H x L x L float32 matrix.",
+        f"ONNX Runtime (service session options, {device}, {threads} intra-op thread(s)); medians of "
+        "interleaved calls; attn MiB = one batch x C x H x L x L float32 matrix.",
         format_table(header, [cell(r) for r in rows]),
         "REM/gate ops in each graph (folded | recompute):",
         *(f"  L={length}: {f} | {r}" for length, (f, r) in ops.items()),
@@ -259,6 +262,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--repeats", type=int, default=100, help="rounds per (L, batch), at most")
     ap.add_argument("--budget", type=float, default=15.0, help="seconds per (L, batch), at most")
     ap.add_argument("--threads", type=int, default=1, help="ORT intra-op threads")
+    add_device_argument(ap)
     ap.add_argument("--max-attention-mib", type=float, default=1024.0, help="skip bigger (L, batch)")
     args = parse_with_smoke(ap, argv, SMOKE_ARGS)
     if args.threads < 1 or args.repeats < 1 or not args.lengths or not args.batches:
@@ -278,7 +282,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             ops[length] = (rem_ops(g.folded), rem_ops(g.recompute))
             rows += measure(g, args)
     print(f"exported and measured in {time.perf_counter() - t0:.0f} s")
-    print(report(rows, ops, args.threads))
+    print(report(rows, ops, args.threads, args.device))
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.scaling [--lengths 96,192,336,720] [--batches 1,8] [--series 1,16,64,256]
                                       [--requests 20] [--threads 1] [--max-attention-mib 1024]
+                                      [--device cpu|cuda]
     .venv/bin/python -m bench.scaling --smoke     # tiny sizes: under a minute, for the tests
 
 For each L the shipped architecture (latest `model_repository/etth1-rsa` manifest) with `input_length`
@@ -50,6 +51,7 @@ from app.artifacts.contract import FORECAST_OUTPUT, MODEL_FILE
 from bench.engine import (
     LONG_INPUT_VERIFY_BATCHES,
     Feed,
+    add_device_argument,
     attention_mib,
     format_table,
     interleaved,
@@ -102,7 +104,9 @@ class SessionRow:
 
 
 def measure_sessions(repo: Path, models: dict[int, Exported], args: argparse.Namespace) -> list[SessionRow]:
-    sessions = {L: ort_session(repo / model_name(L) / "1" / MODEL_FILE, args.threads) for L in models}
+    sessions = {
+        L: ort_session(repo / model_name(L) / "1" / MODEL_FILE, args.threads, args.device) for L in models
+    }
     feeds = {L: raw_test_feeds(m.info, m.cfg, args.batches) for L, m in models.items()}
     ms: dict[int, dict[int, float | None]] = {L: {} for L in models}
     rounds: dict[int, dict[int, int]] = {L: {} for L in models}
@@ -176,7 +180,7 @@ def measure_server(repo: Path, length: int, cfg: ModelConfig, args: argparse.Nam
     env = {
         "RSA_MODEL_REPOSITORY": str(repo),
         "RSA_MODELS": model_name(length),
-        "RSA_DEVICE": "cpu",
+        "RSA_DEVICE": args.device,
         "RSA_INTRA_OP_THREADS": str(args.threads),
         "RSA_DRAIN_DELAY_S": "0",  # nothing to drain for: stop at once
     }
@@ -277,6 +281,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--windows", type=int, default=8, help="distinct request bodies per (L, series)")
     ap.add_argument("--time-limit", type=float, default=60.0, help="seconds per (L, series), at most")
     ap.add_argument("--threads", type=int, default=1, help="ORT intra-op threads (session and server)")
+    add_device_argument(ap)
     ap.add_argument("--max-attention-mib", type=float, default=1024.0, help="skip bigger calls")
     ap.add_argument("--no-server", action="store_true", help="the session table only")
     args = parse_with_smoke(ap, argv, SMOKE_ARGS)
@@ -305,8 +310,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     measured = time.perf_counter() - t0 - exported
     print(f"exported {len(models)} models in {exported:.0f} s; measured in {measured:.0f} s")
     print(
-        f"1. ONNX Runtime session (service options, CPU, {args.threads} intra-op thread(s)), medians of "
-        f"interleaved calls; L0 = {args.lengths[0]}; slope = d log(ms) / d log(L) at batch "
+        f"1. ONNX Runtime session (service options, {args.device}, {args.threads} intra-op thread(s)), "
+        f"medians of interleaved calls; L0 = {args.lengths[0]}; slope = d log(ms) / d log(L) at batch "
         f"{max(args.batches)}."
     )
     print(session_table(sessions, args.batches))

@@ -48,3 +48,18 @@ def test_format_table_aligns_columns() -> None:
         "a            1.5",
         "long name  12.25",
     ]
+
+
+def test_cuda_is_refused_where_it_cannot_run() -> None:
+    """`--device cuda` never times the CPU instead: without a GPU the session would fall back, so the
+    bench stops; on a GPU host the session really runs on CUDA."""
+    from app.inference.session import CUDA
+
+    model = engine.SHIPPED_MODEL / "1" / "model.onnx"
+    try:
+        session = engine.ort_session(model, 1, "cuda")
+    except SystemExit as exc:
+        assert "asked for CUDAExecutionProvider" in str(exc)
+    else:
+        assert session.get_providers()[0] == CUDA
+    assert engine.ort_session(model, 1, "cpu").get_providers()[0] == "CPUExecutionProvider"
