@@ -9,7 +9,8 @@ Shutdown is a drain, in this order, so that no accepted request is lost:
    every response carries `Connection: close` (clients stop reusing their keep-alive connections and
    reconnect, to another replica), for RSA_DRAIN_DELAY_S, while the service keeps serving.
 2. The server stops accepting connections; requests in flight finish (up to RSA_GRACEFUL_SHUTDOWN_S).
-3. The lifespan ends: the batchers finish what is queued, the thread pools stop, the process exits 0.
+3. The lifespan ends: the batchers finish what is queued, the thread pools and the parse process stop,
+   the process exits 0.
 `app/__main__.py` drives this from the signals; under another server, step 1 is skipped.
 """
 
@@ -25,6 +26,7 @@ from fastapi import FastAPI
 
 from app.core.config import Settings, get_settings
 from app.core.logging import configure_logging
+from app.core.offload import ParseProcess
 from app.core.security import ApiKeys
 from app.inference.registry import ModelRegistry
 from app.inference.service import InferenceService
@@ -77,6 +79,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     app.state.registry = registry
     app.state.service = service
     app.state.v1 = V1Handlers(service)
+    parse_process = app.state.parse_process = ParseProcess(settings.parse_process_min_bytes)
+    starting = asyncio.create_task(parse_process.start(), name="parse-process")
     logger.info(
         "serving from %s: %s",
         settings.model_repository,
@@ -87,6 +91,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
     finally:
         loader.cancel()
-        await asyncio.gather(loader, return_exceptions=True)
+        await asyncio.gather(loader, starting, return_exceptions=True)
         await registry.stop(settings.graceful_shutdown_s)
+        await asyncio.to_thread(parse_process.stop)
         logger.info("stopped")

@@ -6,9 +6,10 @@ model (`app.protocols.rsa_v1.wire`). Validation errors come out exactly as FastA
 RequestValidationError with locations under "body"), so the error rendering and the OpenAPI document
 (`body_schema`) are unchanged.
 
-Parsing runs on the event loop: a worker thread would not free it, since neither pydantic-core nor
-orjson releases the GIL (measured: 250 ms gaps in the loop's thread with pydantic on 10 MB). The fast
-lane keeps a 256-series body (3.6 MB) to about 26 ms.
+Parsing runs on the event loop, except for large bodies with a fast lane: those go to the parse process
+(`app.core.offload`), since a thread would not free the loop (neither pydantic-core nor orjson releases
+the GIL: 250 ms gaps in the loop's thread measured with pydantic on 10 MB). What the fast lane declines
+there is parsed here as any other body, so its errors are the model's.
 """
 
 from __future__ import annotations
@@ -21,12 +22,18 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
 from app.core.errors import UnsupportedMediaType
+from app.core.offload import ParseProcess
 
 T = TypeVar("T")
 
 
-async def parse_body(request: Request, parse: Callable[[bytes], T]) -> T:
-    """The body through `parse` (e.g. `Model.model_validate_json`), which may raise ValidationError."""
+async def parse_body(
+    request: Request, parse: Callable[[bytes], T], offload: Callable[[bytes], T | None] | None = None
+) -> T:
+    """The body through `parse` (e.g. `Model.model_validate_json`), which may raise ValidationError.
+
+    `offload`: a fast lane that may run in the parse process for large bodies (it must pickle, as a
+    module-level function or a partial of one); None from it means "not mine", and `parse` decides."""
     media_type = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
     if media_type != "application/json" and not media_type.endswith("+json"):
         raise UnsupportedMediaType(
@@ -37,7 +44,12 @@ async def parse_body(request: Request, parse: Callable[[bytes], T]) -> T:
     raw = await request.body()
     if not raw:
         raise RequestValidationError([{"type": "missing", "loc": ("body",), "msg": "Field required"}])
+    worker: ParseProcess | None = getattr(request.app.state, "parse_process", None)
     try:
+        if offload is not None and worker is not None and worker.takes(len(raw)):
+            parsed = await worker.run(offload, raw)
+            if parsed is not None:
+                return parsed
         return parse(raw)
     except ValidationError as exc:
         errors = [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]

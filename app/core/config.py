@@ -64,6 +64,9 @@ class Settings(BaseSettings):
     max_series_per_request: int = Field(default=1024, ge=1)
     max_history_length: int = Field(default=100_000, ge=1)  # points per series
     max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1)  # 413 above this
+    # Forecast bodies of at least this many bytes are parsed in a worker process, off the event loop
+    # (app/core/offload.py); 0: no worker, every body parsed on the loop.
+    parse_process_min_bytes: int = Field(default=1024 * 1024, ge=0)
 
     log_level: LogLevel = "INFO"
     access_log: bool = False  # uvicorn's line per request (RSA_ACCESS_LOG); the metrics count every request

@@ -37,6 +37,7 @@ def make_settings(repository: Path, **overrides: Any) -> Settings:
         "max_queue_rows": 16384,
         "request_timeout_s": 10.0,
         "log_level": "INFO",
+        "parse_process_min_bytes": 0,  # no worker process per test app (tests/app/core/test_offload.py)
     }
     values.update(overrides)
     return Settings(**values)

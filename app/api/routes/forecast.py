@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
@@ -9,14 +11,16 @@ from app.api.body import body_schema, parse_body
 from app.api.deps import ModelName, ModelVersionNumber, V1HandlersDep
 from app.api.routes.responses import INFERENCE_ERRORS
 from app.protocols.rsa_v1.schemas import ForecastRequest, ForecastResponse
-from app.protocols.rsa_v1.wire import ForecastArgs, encode_forecast, parse_forecast
+from app.protocols.rsa_v1.wire import ForecastArgs, encode_forecast, fast_forecast, parse_forecast
 
 router = APIRouter(prefix="/v1/models", tags=["forecast"])
 
 
 async def _body(request: Request, v1: V1HandlersDep) -> ForecastArgs | ForecastRequest:
     limit = v1.settings.max_series_per_request
-    return await parse_body(request, lambda raw: parse_forecast(raw, limit))
+    return await parse_body(
+        request, lambda raw: parse_forecast(raw, limit), offload=partial(fast_forecast, max_series=limit)
+    )
 
 
 def _answer(body: bytes) -> Response:

@@ -56,13 +56,13 @@ class ForecastArgs:
 def parse_forecast(raw: bytes, max_series: int) -> ForecastArgs | ForecastRequest:
     """The forecast body, validated: through the fast lane when it can, else through the model
     (raising pydantic's ValidationError, with the series limit checked before any series)."""
-    fast = _fast_forecast(raw, max_series)
+    fast = fast_forecast(raw, max_series)
     if fast is not None:
         return fast
     return ForecastRequest.model_validate_json(raw, context={"max_series": max_series})
 
 
-def _fast_forecast(raw: bytes, max_series: int) -> ForecastArgs | None:
+def fast_forecast(raw: bytes, max_series: int) -> ForecastArgs | None:
     """The parsed request, or None when the body needs the model's validation (or its errors)."""
     if _may_hold_bool(raw, max_series):
         return None

@@ -15,8 +15,8 @@ from app.protocols.rsa_v1.schemas import ForecastRequest, ForecastResponse, Seri
 from app.protocols.rsa_v1.wire import (
     ForecastArgs,
     ForecastResult,
-    _fast_forecast,
     encode_forecast,
+    fast_forecast,
     parse_forecast,
 )
 
@@ -95,7 +95,7 @@ def _same(fast: ForecastArgs, model: ForecastRequest) -> None:
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(bodies())
 def test_the_fast_lane_reads_what_the_model_reads_or_steps_aside(raw: bytes) -> None:
-    fast = _fast_forecast(raw, MAX_SERIES)
+    fast = fast_forecast(raw, MAX_SERIES)
     try:
         model = ForecastRequest.model_validate_json(raw, context={"max_series": MAX_SERIES})
     except ValidationError:
@@ -131,20 +131,20 @@ def test_the_usual_body_takes_the_fast_lane() -> None:
     ],
 )
 def test_bad_bodies_get_the_models_errors(body: bytes) -> None:
-    assert _fast_forecast(body, MAX_SERIES) is None
+    assert fast_forecast(body, MAX_SERIES) is None
     with pytest.raises(ValidationError):
         parse_forecast(body, MAX_SERIES)
 
 
 def test_ragged_rows_go_to_the_model_whose_codec_names_the_row() -> None:
     body = b'{"series": [{"values": [[1.0], [1.0, 2.0]]}]}'
-    assert _fast_forecast(body, MAX_SERIES) is None
+    assert fast_forecast(body, MAX_SERIES) is None
     assert isinstance(parse_forecast(body, MAX_SERIES), ForecastRequest)
 
 
 def test_a_body_of_many_us_is_handed_to_the_model_without_scanning_it_all() -> None:
     body = b'{"series": [{"values": [[1.0]], "id": "' + b"u" * 100 + b'"}]}'
-    assert _fast_forecast(body, MAX_SERIES) is None  # over the search budget: the model's lane
+    assert fast_forecast(body, MAX_SERIES) is None  # over the search budget: the model's lane
     assert isinstance(parse_forecast(body, MAX_SERIES), ForecastRequest)
 
 

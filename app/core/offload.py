@@ -1,0 +1,49 @@
+"""A worker process for request parsing: large bodies are decoded there, off the event loop.
+
+Parsing a large JSON body holds the event loop for its whole length (a 256-series forecast: 24 ms), and a
+thread cannot take it over, since orjson and numpy keep the GIL while they build the arrays. One spawned
+process can: the loop only pays for handing the bytes over and taking the arrays back (pickled), and
+health checks, admission and small requests are served meanwhile. Bodies of at least
+RSA_PARSE_PROCESS_MIN_BYTES go there; smaller ones are parsed on the loop, where a process hop would cost
+more than the parse. The worker starts with the service (spawned, not forked: the parent holds ONNX
+Runtime's threads) and stops with it; it imports the service's modules, about 80 MB of resident memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def _ready() -> bool:
+    return True
+
+
+class ParseProcess:
+    def __init__(self, min_bytes: int) -> None:
+        self.min_bytes = min_bytes
+        self._pool: ProcessPoolExecutor | None = None
+        if min_bytes > 0:
+            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+
+    async def start(self) -> None:
+        """Spawn the worker now, so that the first large request does not wait for it."""
+        if self._pool is not None:
+            await asyncio.get_running_loop().run_in_executor(self._pool, _ready)
+
+    def takes(self, size: int) -> bool:
+        return self._pool is not None and size >= self.min_bytes
+
+    async def run(self, fn: Callable[..., T], *args: object) -> T:
+        """`fn(*args)` in the worker; `fn` and the arguments and result must pickle."""
+        assert self._pool is not None
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    def stop(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)

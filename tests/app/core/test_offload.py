@@ -1,0 +1,60 @@
+"""The parse process: large forecast bodies are parsed in a worker process and answered exactly as on
+the event loop; small ones stay on the loop; what the fast lane declines gets the model's errors."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.core.offload import ParseProcess
+from tests.app.conftest import make_settings, ort_forecast, running_client
+
+L, C = 8, 3
+
+
+def test_only_large_bodies_and_only_when_enabled() -> None:
+    off = ParseProcess(0)
+    assert not off.takes(10**9)
+    off.stop()
+    on = ParseProcess(1000)
+    try:
+        assert on.takes(1000) and not on.takes(999)
+        asyncio.run(on.start())
+        assert asyncio.run(on.run(os.getpid)) != os.getpid()  # really another process
+    finally:
+        on.stop()
+
+
+@pytest.mark.parametrize("min_bytes", [0, 4096])
+def test_large_bodies_answer_the_same_through_the_worker(toy_repository: Path, min_bytes: int) -> None:
+    x = np.random.default_rng(3).normal(0, 1, (64, L, C)).astype(np.float32)
+    body = {"series": [{"id": f"s{i}", "values": w.tolist()} for i, w in enumerate(x)]}
+    with running_client(make_settings(toy_repository, parse_process_min_bytes=min_bytes)) as client:
+        worker = client.app.state.parse_process  # type: ignore[attr-defined]
+        calls: list[int] = []
+        run = worker.run
+
+        async def counted(fn, raw):  # type: ignore[no-untyped-def]
+            calls.append(len(raw))
+            return await run(fn, raw)
+
+        worker.run = counted
+        r = client.post("/v1/models/toy/versions/1/forecast", json=body)
+        assert r.status_code == 200, r.text
+        got = np.array([f["forecast"] for f in r.json()["forecasts"]])
+        np.testing.assert_allclose(
+            got, ort_forecast(toy_repository / "toy" / "1" / "model.onnx", x), atol=1e-5
+        )
+        small = client.post("/v1/models/toy/versions/1/forecast", json={"series": body["series"][:1]})
+        assert small.status_code == 200
+        assert len(calls) == (1 if min_bytes else 0)  # the large body only, and only with a worker
+        # A large body the fast lane declines (a bool where a number belongs): the model's own error.
+        bad = {"series": [*body["series"][:-1], {"values": [[True, 1, 1]] * L}]}
+        r = client.post("/v1/models/toy/versions/1/forecast", json=bad)
+        assert r.status_code == 422 and r.json()["error"]["field"] == "series[63].values[0][0]", r.text
+    if min_bytes:
+        assert worker._pool is not None and not worker._pool._processes  # stopped with the app
