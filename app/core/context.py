@@ -22,19 +22,29 @@ class RequestRecord:
 
 
 _record: ContextVar[RequestRecord | None] = ContextVar("rsa_request_record", default=None)
+_open = 0  # records open in this process: the requests being served, of every protocol
 
 
 def open_record(
     start: float | None = None, timeout_s: float | None = None
 ) -> tuple[RequestRecord, Token[RequestRecord | None]]:
     """A request that arrived at `start` (perf_counter) and must be answered within `timeout_s`."""
+    global _open
     deadline = None if start is None or timeout_s is None else start + timeout_s
     record = RequestRecord(deadline=deadline, timeout_s=timeout_s)
+    _open += 1
     return record, _record.set(record)
 
 
 def close_record(token: Token[RequestRecord | None]) -> None:
+    global _open
+    _open -= 1
     _record.reset(token)
+
+
+def requests_in_flight() -> int:
+    """Requests being served in this process right now (the current one included)."""
+    return _open
 
 
 def current_deadline() -> tuple[float, float] | None:

@@ -28,6 +28,7 @@ from app.artifacts.repository import (
     read_version,
 )
 from app.core.config import Settings
+from app.core.context import requests_in_flight
 from app.core.errors import ModelNotFound, ModelNotReady, VersionNotFound
 from app.inference.batching import Batch, DynamicBatcher, WorkItem
 from app.inference.session import OnnxModel, RuntimeOptions
@@ -83,6 +84,11 @@ class ServedModel:
         found += [f"version {v.version}: {v.error}" for v in self.versions.values() if v.error]
         found += [f"version {v.version}: loading" for v in self.versions.values() if v.state == "loading"]
         return found
+
+
+def _alone() -> bool:
+    """No request in flight but the current one: a session call on the event loop would stop no other."""
+    return requests_in_flight() <= 1
 
 
 def runtime_options(settings: Settings) -> RuntimeOptions:
@@ -166,6 +172,7 @@ class ModelRegistry:
             release_fn=model.release_memory,
             release_after_s=self.settings.memory_release_idle_s,
             inline_max_rows=self.settings.inline_max_rows,
+            inline_when=_alone,
         )
         batcher.start()
         mv.manifest, mv.model, mv.batcher, mv.state = manifest, model, batcher, "ready"

@@ -395,3 +395,31 @@ def test_a_failing_release_leaves_the_batcher_serving() -> None:
         await batcher.stop()
 
     run(scenario)
+
+
+def test_inline_only_when_the_predicate_allows_and_the_batcher_is_idle() -> None:
+    """A one-row request runs on the caller's thread when idle and allowed; otherwise it is queued and
+    runs in the executor."""
+
+    async def scenario() -> None:
+        threads: list[int] = []
+        allowed = [True]
+
+        def run_fn(x: np.ndarray) -> np.ndarray:
+            threads.append(threading.get_ident())
+            return x * 2.0
+
+        batcher = make(run_fn, max_wait_s=0.0, inline_max_rows=1, inline_when=lambda: allowed[0])
+        batcher.start()
+        loop_thread = threading.get_ident()
+        np.testing.assert_array_equal(await submit(batcher, rows(0, 1), 5.0), rows(0, 1) * 2)
+        assert threads[-1] == loop_thread  # inline
+        await submit(batcher, rows(0, 2), 5.0)
+        assert threads[-1] != loop_thread  # over inline_max_rows: the executor
+        allowed[0] = False
+        await submit(batcher, rows(0, 1), 5.0)
+        assert threads[-1] != loop_thread  # not allowed (another request in flight): the executor
+        assert batcher.stats.session_calls == 3
+        await batcher.stop()
+
+    run(scenario)
