@@ -47,8 +47,9 @@ class Settings(BaseSettings):
     # Seconds a version must be idle before its session gives back what big batches grew (its CPU arena
     # and glibc's free pages): kept while requests keep coming, returned when they stop.
     memory_release_idle_s: float = Field(default=1.0, ge=0)
-    # A request of at most this many series that finds its version idle runs the session on the event
-    # loop at once, without the thread hops of a batch (app/inference/batching.py). 0: never.
+    # A request of at most this many series that finds its version idle, with no other request in
+    # flight, runs the session on the event loop at once, without the thread hops of a batch
+    # (app/inference/batching.py). 0: never.
     inline_max_rows: int = Field(default=1, ge=0)
     max_queue_rows: int = Field(default=16384, ge=1)  # queued series before requests get 503
     request_timeout_s: float = Field(default=30.0, gt=0)  # queue + session time before a 504
