@@ -60,6 +60,10 @@ INPUT_NAME = FORECAST_INPUT
 PHASE_NAME = PHASE_INPUT  # int64 [batch], only for models with a seasonal cycle
 OUTPUT_NAME = FORECAST_OUTPUT
 OPSET = 18
+# ONNX Runtime vs PyTorch, on the normalised scale: forecasts are compared in units of each channel's
+# training standard deviation (the attention matrices are scale-free as they are). On the raw scale one
+# float32 rounding step of a series near 13,000 is already 0.001, so an absolute bound failed good
+# models of large-valued data while a real mismatch shows at any scale.
 TOLERANCE = 1e-4
 BATCH_SIZES = (1, 7, 64)
 # Ops that would mean a REM or gate is still computed from η, ν, θ, μ in the graph.
@@ -154,11 +158,18 @@ Batch = tuple[np.ndarray, np.ndarray | None]  # raw windows [B, L, C], cycle pha
 
 
 def _verify(
-    forecast_path: Path, inspect_path: Path, reference: InspectGraph, windows: dict[str, Batch]
+    forecast_path: Path,
+    inspect_path: Path,
+    reference: InspectGraph,
+    windows: dict[str, Batch],
+    scale: np.ndarray,
 ) -> dict[str, Any]:
-    """ONNX Runtime (CPU) against PyTorch on every batch; raises ExportError past the tolerance."""
+    """ONNX Runtime (CPU) against PyTorch on every batch; raises ExportError past the tolerance.
+
+    `scale`: each channel's training std; forecast differences are divided by it (TOLERANCE)."""
     fc, insp = _session(forecast_path), _session(inspect_path)
-    worst: dict[str, float] = {}
+    worst: dict[str, float] = {}  # on the scale compared: normalised for forecasts
+    worst_raw: dict[str, float] = {}
     for label, (batch, phase) in windows.items():
         feeds = {INPUT_NAME: batch} if phase is None else {INPUT_NAME: batch, PHASE_NAME: phase}
         with torch.no_grad():
@@ -171,13 +182,24 @@ def _verify(
         for name, (a, b) in checks.items():
             if a.shape != b.shape:
                 raise ExportError(f"{name} on {label}: shape {a.shape}, PyTorch gives {b.shape}")
-            err = float(np.max(np.abs(a - b)))
+            diff = np.abs(a.astype(np.float64) - b)
+            raw = float(np.max(diff))
+            forecast = name.endswith(f":{OUTPUT_NAME}")
+            err = float(np.max(diff / scale)) if forecast else raw  # [B, H, C] / [C]
             worst[name] = max(worst.get(name, 0.0), err)
+            worst_raw[name] = max(worst_raw.get(name, 0.0), raw)
             if not err <= TOLERANCE:
+                unit = " in units of each channel's training std" if forecast else ""
                 raise ExportError(
-                    f"{name} on {label}: max |ONNX Runtime - PyTorch| = {err:.3g} > {TOLERANCE}"
+                    f"{name} on {label}: max |ONNX Runtime - PyTorch| = {err:.3g}{unit} > {TOLERANCE}"
+                    + (f" (raw: {raw:.3g})" if forecast else "")
                 )
-    return {"max_abs_error": max(worst.values()), "per_output": worst}
+    return {
+        "max_abs_error": max(worst_raw.values()),
+        "max_error": max(worst.values()),
+        "per_output": worst,
+        "scale": "forecasts in units of each channel's training standard deviation",
+    }
 
 
 def _check_windows(
@@ -289,7 +311,8 @@ def export_model(
             bad = forbidden_nodes(p)
             if bad:
                 raise ExportError(f"{p.name} still computes REM/gate values: {bad[:5]}")
-        verification = _verify(fc_path, insp_path, reference, _check_windows(model, info, verify_batch_sizes))
+        windows = _check_windows(model, info, verify_batch_sizes)
+        verification = _verify(fc_path, insp_path, reference, windows, std)
 
         manifest = {
             "name": name,
@@ -366,7 +389,8 @@ def main(
     m = json.loads((final / MANIFEST_FILE).read_text())
     typer.echo(
         f"{final}: verified on batches {m['verification']['batch_sizes']}, "
-        f"max |ORT - PyTorch| = {m['verification']['max_abs_error']:.2e}"
+        f"max |ORT - PyTorch| = {m['verification']['max_error']:.2e} (normalised), "
+        f"{m['verification']['max_abs_error']:.2e} (raw)"
     )
 
 
