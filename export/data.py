@@ -244,8 +244,39 @@ def _number_problem(cell: str) -> str:
     return f"not a finite number: {cell!r}"
 
 
+# A calendar month's mean length in seconds (the Gregorian year / 12): the nominal frequency_seconds of
+# a calendar frequency, which steps by months, not seconds.
+_MEAN_MONTH_S = 365.2425 * 86_400 / 12
+
+
+def _calendar_frequency(stamps: np.ndarray) -> tuple[str, float] | None:
+    """Every stamp on the first day of a month (or every one on the last), at one time of day, steps of
+    whole months that vary in days: the alias of the most common step (`3MS`: quarterly, on the 1st;
+    `12MS`: yearly), and its nominal seconds. None for data that is not so."""
+    if len(stamps) < 2:
+        return None
+    days = stamps.astype("datetime64[D]")
+    if len(np.unique((stamps - days).astype("int64"))) != 1:  # not one time of day
+        return None
+    month = days.astype("datetime64[M]")
+    month_start = bool(np.all(days == month))
+    month_end = bool(np.all(days == (month + 1).astype("datetime64[D]") - 1))
+    if month_start == month_end:  # neither (or one-day months: impossible)
+        return None
+    if len(np.unique(np.diff(days.astype("int64")))) == 1:  # a fixed number of days: a fixed step
+        return None
+    index = month.astype("int64")
+    values, counts = np.unique(np.diff(index), return_counts=True)
+    months = int(values[np.argmax(counts)])
+    return f"{months}M{'S' if month_start else 'E'}", months * _MEAN_MONTH_S
+
+
 def _infer_frequency(stamps: np.ndarray) -> tuple[str, float]:
-    """Most common step between consecutive (strictly increasing) timestamps, as alias and seconds."""
+    """Most common step between consecutive (strictly increasing) timestamps, as alias and seconds;
+    month-anchored data steps whole months (`_calendar_frequency`), all else a fixed step."""
+    calendar_step = _calendar_frequency(stamps)
+    if calendar_step is not None:
+        return calendar_step
     steps = np.diff(stamps.astype("int64"))
     values, counts = np.unique(steps, return_counts=True)
     step = int(values[np.argmax(counts)])  # np.unique sorts, so a tie picks the smaller step

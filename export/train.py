@@ -25,6 +25,7 @@ import typer
 import yaml
 from tqdm.auto import tqdm
 
+from app.artifacts.contract import CALENDAR_FREQUENCY
 from export.checkpoint import load_checkpoint, save_checkpoint
 from export.cycle import dominant_period, fit_cycle
 from export.data import DataError, Dataset, load_dataset
@@ -168,6 +169,12 @@ def resolve_auto(cfg: TrainConfig, ds: Dataset) -> TrainConfig:
     """``model.cycle_period: auto`` becomes the training data's dominant period (up to the window
     length); ``model.theta_init: auto`` becomes 2π over that period (or over cycle_period if set)."""
     model = dict(cfg.model)
+    if model.get("cycle_period") and CALENDAR_FREQUENCY.fullmatch(ds.series.frequency):
+        # A cycle's phase counts fixed steps since the epoch (docs/artifacts.md); months have none.
+        raise ValueError(
+            f"model.cycle_period is {model['cycle_period']!r}, but {ds.series.name} steps calendar months "
+            f"({ds.series.frequency}); seasonal cycles need a fixed step: set model.cycle_period to 0"
+        )
     if model.get("cycle_period") == "auto":
         model["cycle_period"] = dominant_period(ds.train.data, cfg.input_length)
     if model.get("theta_init") == "auto":

@@ -6,6 +6,8 @@ shapes are documented in docs/artifacts.md and checked in `app/artifacts/manifes
 
 from __future__ import annotations
 
+import re
+
 # Files of a version folder: <repository>/<model>/<version>/...
 MODEL_FILE = "model.onnx"  # the forecast graph
 INSPECT_FILE = "inspect.onnx"  # the same network plus attention-inspection outputs
@@ -23,3 +25,8 @@ ATTN_MIXED = "attn_mixed"  # [batch, C, N, Hh, L, L]
 INSPECT_OUTPUTS = (FORECAST_OUTPUT, ATTN_SOFTMAX, ATTN_REM, ATTN_MIXED)
 
 BATCH_AXIS = "batch"  # the name of the one dynamic axis in the manifest's shapes
+
+# A calendar frequency (the manifest's `frequency`): every N months, stamped on the first day of a month
+# ("MS") or on its last ("ME"), as pandas writes them: monthly "1MS", quarterly "3MS", yearly "12MS".
+# Any other frequency is a fixed step of `frequency_seconds`.
+CALENDAR_FREQUENCY = re.compile(r"(?P<months>[1-9][0-9]*)M(?P<anchor>[SE])")

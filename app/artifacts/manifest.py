@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, model_validator
 
+from app.artifacts.calendar import CalendarStep, calendar_step
 from app.artifacts.contract import (
     ATTN_MIXED,
     ATTN_REM,
@@ -95,6 +96,11 @@ class Manifest(_Frozen):
         return len(self.channels)
 
     @property
+    def calendar(self) -> CalendarStep | None:
+        """The calendar step (`frequency` of months, e.g. `3MS`), or None for a fixed step."""
+        return calendar_step(self.frequency)
+
+    @property
     def n_layers(self) -> int | None:
         """Encoder layers N, from the attn_rem shape [N, Hh, L, L] when the manifest states it."""
         rem = next((t for t in self.inspect_outputs if t.name == ATTN_REM), None)
@@ -168,6 +174,9 @@ def _check_cycle(manifest: Manifest) -> None:
         raise ValueError(f"inputs are {list(names)} but {why}, so they must be {list(want)}")
     if cycle is None:
         return
+    if manifest.calendar is not None:
+        # A phase is counted in fixed steps since the epoch: months have no fixed length.
+        raise ValueError(f"a cycle needs a fixed step; frequency {manifest.frequency} steps calendar months")
     phase = manifest.inputs[1]
     if phase.dtype != "int64":
         raise ValueError(f"inputs.{PHASE_INPUT} must be int64, got {phase.dtype}")

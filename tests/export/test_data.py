@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from pathlib import Path
@@ -209,6 +210,41 @@ def test_frequency_inference(tmp_path: Path, freq: str, alias: str, seconds: flo
     assert series.frequency == alias
     assert series.frequency_seconds == seconds
     assert pd.Timedelta(series.frequency).total_seconds() == seconds
+
+
+@pytest.mark.parametrize(
+    ("pandas_freq", "alias", "months"),
+    [("MS", "1MS", 1), ("ME", "1ME", 1), ("QS", "3MS", 3), ("QE", "3ME", 3), ("YS", "12MS", 12)],
+)
+def test_calendar_frequencies_are_months_not_fixed_days(
+    tmp_path: Path, pandas_freq: str, alias: str, months: int
+) -> None:
+    """Monthly, quarterly and yearly data step whole months (they were stored as 31D, 92D, 365D), in an
+    alias pandas itself reads back to the same dates; frequency_seconds is the nominal mean step."""
+    stamps = pd.date_range(
+        "2001-01-01" if pandas_freq.endswith("S") else "2001-01-31", periods=30, freq=pandas_freq
+    )
+    rows = [f"{t.date()},{i}" for i, t in enumerate(stamps)]
+    series = load_csv(write_csv(tmp_path / f"{pandas_freq}.csv", "date,value", rows))
+    assert series.frequency == alias
+    assert series.frequency_seconds == pytest.approx(months * 365.2425 * 86_400 / 12)
+    again = pd.date_range(stamps[0], periods=len(stamps), freq=series.frequency)
+    assert list(again) == list(stamps)
+
+
+def test_a_cycle_is_refused_for_calendar_data(tmp_path: Path) -> None:
+    from export.train import TrainConfig, resolve_auto
+
+    stamps = pd.date_range("1990-01-01", periods=120, freq="MS")
+    rows = [f"{t.date()},{np.sin(i)}" for i, t in enumerate(stamps)]
+    csv = write_csv(tmp_path / "monthly.csv", "date,value", rows)
+    ds = load_dataset(csv, input_length=12, horizon=3, target="value")
+    shape = {"input_length": 12, "horizon": 3}
+    cfg = TrainConfig(data=str(csv), model={**shape, "cycle_period": "auto"})
+    with pytest.raises(ValueError, match=r"calendar months \(1MS\).*cycle_period to 0"):
+        resolve_auto(cfg, ds)
+    fixed = dataclasses.replace(cfg, model={**shape, "cycle_period": 0})
+    assert resolve_auto(fixed, ds).model["cycle_period"] == 0
 
 
 def test_frequency_is_the_most_common_step_despite_gaps(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
+from app.artifacts.calendar import CalendarStep
 from app.artifacts.cycle import window_phase
 from app.artifacts.manifest import Manifest
 from app.core.errors import InvalidInput
@@ -144,8 +145,13 @@ def _check_length(n: int, input_length: int, max_history: int, field: str) -> No
         )
 
 
-def forecast_timestamps(start: datetime, n_values: int, horizon: int, step_s: float) -> list[datetime]:
-    """start + (n_values + k)·step for k in 0..horizon-1: the times right after the last value sent."""
+def forecast_timestamps(
+    start: datetime, n_values: int, horizon: int, step_s: float, months: CalendarStep | None = None
+) -> list[datetime]:
+    """start + (n_values + k)·step for k in 0..horizon-1: the times right after the last value sent.
+    With a calendar step, `step` is that many months on the same anchor (`start` must be on it)."""
+    if months is not None:
+        return [months.advance(start, n_values + k) for k in range(horizon)]
     step = timedelta(seconds=step_s)
     return [start + step * (n_values + k) for k in range(horizon)]
 

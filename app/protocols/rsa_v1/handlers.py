@@ -73,7 +73,7 @@ class V1Handlers:
         # Timestamps before the session call: a start too close to the calendar's end is the
         # client's mistake, and must not cost a model run first.
         stamps = [
-            _timestamps(d.start, d.n_values, horizon, manifest.frequency_seconds, f"series[{i}].start")
+            _timestamps(d.start, d.n_values, horizon, manifest, f"series[{i}].start")
             for i, d in enumerate(decoded)
         ]
         windows = decoded[0].window[None] if len(decoded) == 1 else np.stack([d.window for d in decoded])
@@ -317,12 +317,20 @@ def _phases(decoded: list[DecodedSeries]) -> np.ndarray | None:
 
 
 def _timestamps(
-    start: datetime | None, n_values: int, horizon: int, step_s: float, field: str
+    start: datetime | None, n_values: int, horizon: int, manifest: Manifest, field: str
 ) -> list[datetime] | None:
     if start is None:
         return None
+    months = manifest.calendar
+    if months is not None and not months.on_anchor(start):
+        raise InvalidInput(
+            f"{field} is {start.date().isoformat()}, but model {manifest.name} steps {manifest.frequency} "
+            f"(every {months.months} month(s), stamped on {months.anchor}): start must be on {months.anchor}",
+            field=field,
+            limit=manifest.frequency,
+        )
     try:
-        return forecast_timestamps(start, n_values, horizon, step_s)
+        return forecast_timestamps(start, n_values, horizon, manifest.frequency_seconds, months)
     except OverflowError:
         raise InvalidInput(
             f"{field}: the forecast would run past the last representable date (year 9999)", field=field
