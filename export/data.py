@@ -14,7 +14,9 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import re
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,6 +96,9 @@ class Series:
     values: np.ndarray
     frequency: str
     frequency_seconds: float
+    # What the loader did for the user that they should know of: the delimiter and decimal comma it
+    # detected, values it filled, time zones it converted (printed by the CLI, kept in the report).
+    notes: tuple[str, ...] = ()
 
     def __repr__(self) -> str:  # the default repr would print the arrays
         return (
@@ -107,8 +112,21 @@ def _where(fname: str, line: int, column: str | None = None) -> str:
     return f"{fname} line {line}" + (f", column {column!r}" if column is not None else "")
 
 
-def _read_rows(path: Path) -> tuple[bytes, list[str], list[list[str]], list[int]]:
-    """Read the file once: raw bytes (for the hash), header, data rows and their 1-based lines."""
+# Delimiters tried when the header is not comma-separated (spreadsheet exports in many locales use ';').
+_DELIMITERS = (",", ";", "\t", "|")
+
+
+def _delimiter(text: str) -> str:
+    """The delimiter that splits the header line into the most fields (a comma when none splits it)."""
+    header = text.lstrip().split("\n", 1)[0]
+    counts = {d: header.count(d) for d in _DELIMITERS}
+    best = max(_DELIMITERS, key=lambda d: counts[d])
+    return best if counts[best] > 0 else ","
+
+
+def _read_rows(path: Path) -> tuple[bytes, list[str], list[list[str]], list[int], str]:
+    """Read the file once: raw bytes (for the hash), header, data rows, their 1-based lines, and the
+    delimiter (detected from the header line)."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -125,7 +143,8 @@ def _read_rows(path: Path) -> tuple[bytes, list[str], list[list[str]], list[int]
     if not text.strip():
         raise DataError(f"{fname}: the file is empty")
 
-    reader = csv.reader(io.StringIO(text, newline=""))
+    delimiter = _delimiter(text)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     header: list[str] | None = None
     rows: list[list[str]] = []
     lines: list[int] = []
@@ -146,7 +165,7 @@ def _read_rows(path: Path) -> tuple[bytes, list[str], list[list[str]], list[int]
     except csv.Error as exc:
         raise DataError(f"{_where(fname, reader.line_num)}: malformed CSV: {exc}") from None
     assert header is not None  # the text is not blank, so there is at least one record
-    return raw, header, rows, lines
+    return raw, header, rows, lines, delimiter
 
 
 def _check_header(fname: str, header: list[str], header_line: int = 1) -> None:
@@ -188,7 +207,7 @@ def _find_timestamp_column(
     raise DataError(
         f"{_where(fname, lines[0], header[0])}: no timestamp column: no column is named "
         f"{'/'.join(TIMESTAMP_NAMES)} and the first column's value {first!r} is not a timestamp; "
-        "pass timestamp_column= to name it"
+        f"name it with --timestamp-column (config: timestamp_column); the columns are {header}"
     )
 
 
@@ -232,16 +251,28 @@ def _timestamp_problem(cell: str, fmt: str | None, out_of_range: bool) -> str:
     return f"not a timestamp (or not in the format {fmt!r} of the column's first value): {cell!r}"
 
 
-def _number_problem(cell: str) -> str:
+def _number_problem(cell: str, column: str) -> str:
+    missing = "missing value; fill gaps with --fill linear or --fill ffill (config: fill)"
     if cell.lower() in _MISSING_TOKENS:
-        return "missing value"
+        return missing
     try:
         value = float(cell)
     except ValueError:
-        return f"not a number: {cell!r}"
+        return f"not a number: {cell!r} (a text column can be left out with --drop {column})"
     if np.isnan(value):
-        return "missing value"
+        return missing
     return f"not a finite number: {cell!r}"
+
+
+def _fill(values: np.ndarray, method: str) -> np.ndarray:
+    """NaNs filled in time order: "linear" interpolation between neighbours (the ends take the nearest
+    value), or "ffill" the last value (leading gaps take the first one)."""
+    column = pd.Series(values)
+    if method == "linear":
+        column = column.interpolate(method="linear", limit_direction="both")
+    else:
+        column = column.ffill().bfill()
+    return column.to_numpy(dtype=np.float64)
 
 
 # A calendar month's mean length in seconds (the Gregorian year / 12): the nominal frequency_seconds of
@@ -286,7 +317,14 @@ def _infer_frequency(stamps: np.ndarray) -> tuple[str, float]:
     raise AssertionError("unreachable: every step is a whole number of nanoseconds")
 
 
-def load_csv(path: str | Path, timestamp_column: str | None = None) -> Series:
+# How missing values may be filled (off by default: a gap is an error naming its line).
+FILL_METHODS = ("none", "linear", "ffill")
+_OFFSET = re.compile(r"(Z|[+-]\d{2}:?\d{2})$")
+
+
+def load_csv(
+    path: str | Path, timestamp_column: str | None = None, drop: Sequence[str] = (), fill: str = "none"
+) -> Series:
     """Read and validate a CSV of one timestamp column and numeric columns.
 
     The timestamp column is ``timestamp_column`` if given, else the first column named
@@ -296,11 +334,27 @@ def load_csv(path: str | Path, timestamp_column: str | None = None) -> Series:
     mix; numeric epochs are not recognised) and UTC offsets are converted to naive UTC. Any problem,
     including a missing or unreadable file, raises :class:`DataError` naming the first offending
     line (1-based, header = line 1) and column where there is one.
+
+    The delimiter is the one that splits the header line into the most fields (`,` `;` tab `|`); with
+    another than `,`, decimal commas in the values are read as points. ``drop`` names columns to leave
+    out (text columns, say). ``fill`` "linear" or "ffill" fills missing values (empty, NA, NaN cells)
+    by linear interpolation in time order or by the last value (the first rows from the next value);
+    "none" refuses them. What was detected, filled or converted is in ``Series.notes``.
     """
+    if fill not in FILL_METHODS:
+        raise DataError(f"fill must be one of {list(FILL_METHODS)}, got {fill!r}")
     path = Path(path)
     fname = path.name
-    raw, header, rows, lines = _read_rows(path)
+    raw, header, rows, lines, delimiter = _read_rows(path)
+    notes: list[str] = []
+    if delimiter != ",":
+        notes.append(f"delimiter {delimiter!r} detected")
     _check_header(fname, header)
+    unknown = [name for name in drop if name not in header]
+    if unknown:
+        raise DataError(
+            f"{_where(fname, 1)}: cannot drop {unknown}: no such column; the columns are {header}"
+        )
     if len(rows) < 2:
         raise DataError(
             f"{_where(fname, 1)}: the file has {len(rows)} data row(s); at least 2 are needed "
@@ -318,7 +372,9 @@ def load_csv(path: str | Path, timestamp_column: str | None = None) -> Series:
             raise DataError(f"{_where(fname, line)}: the row has {len(record)} fields, the header {width}")
 
     ts_pos = _find_timestamp_column(fname, header, rows, lines, timestamp_column)
-    value_pos = [pos for pos in range(width) if pos != ts_pos]
+    if header[ts_pos] in drop:
+        raise DataError(f"{_where(fname, 1, header[ts_pos])}: the timestamp column cannot be dropped")
+    value_pos = [pos for pos in range(width) if pos != ts_pos and header[pos] not in drop]
     if not value_pos:
         raise DataError(f"{_where(fname, 1, header[ts_pos])}: no numeric column (only the timestamp column)")
 
@@ -331,6 +387,8 @@ def load_csv(path: str | Path, timestamp_column: str | None = None) -> Series:
 
     ts_cells = column_cells(ts_pos)
     stamps, fmt, out_of_range = _parse_timestamps(ts_cells)
+    if any(_OFFSET.search(str(cell)) for cell in ts_cells[:: max(1, len(ts_cells) // 64)]):
+        notes.append("timestamps with UTC offsets were converted to UTC")
     bad = np.isnat(stamps)
     if bad.any():
         i = int(np.argmax(bad))
@@ -351,17 +409,35 @@ def load_csv(path: str | Path, timestamp_column: str | None = None) -> Series:
         problems.append((i, ts_pos, msg))
 
     values = np.empty((len(rows), len(value_pos)), dtype=np.float64)
+    decimal_commas = False
+    filled = 0
     for j, pos in enumerate(value_pos):
         column = column_cells(pos)
+        if delimiter != "," and any("," in str(c) for c in column):
+            column = np.array([str(c).replace(",", ".") for c in column], dtype=object)
+            decimal_commas = True
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             numbers = pd.to_numeric(pd.Series(column, dtype=object), errors="coerce")
         col_values = numbers.to_numpy(dtype=np.float64, na_value=np.nan)
+        missing = np.array([str(c).lower() in _MISSING_TOKENS for c in column])  # not text: that is an error
         bad = ~np.isfinite(col_values)
+        if fill != "none":
+            bad &= ~missing
         if bad.any():
             i = int(np.argmax(bad))
-            problems.append((i, pos, _number_problem(str(column[i]))))
+            problems.append((i, pos, _number_problem(str(column[i]), header[pos])))
+        elif missing.any():
+            if missing.all():
+                problems.append((0, pos, "no value at all in this column: nothing to fill from"))
+            else:
+                col_values = _fill(col_values, fill)
+                filled += int(missing.sum())
         values[:, j] = col_values
+    if decimal_commas:
+        notes.append("decimal commas were read as decimal points")
+    if filled:
+        notes.append(f"{filled} missing value(s) filled ({fill})")
 
     if problems:
         i, pos, msg = min(problems, key=lambda p: (p[0], p[1]))
@@ -377,6 +453,7 @@ def load_csv(path: str | Path, timestamp_column: str | None = None) -> Series:
         values=values,
         frequency=frequency,
         frequency_seconds=frequency_seconds,
+        notes=tuple(notes),
     )
 
 
@@ -592,18 +669,34 @@ def _positive_int(name: str, value: Any) -> int:
     return int(value)
 
 
+def _auto_target(fname: str, columns: list[str]) -> str:
+    """The target when none is given: OT (the ETT files' convention), else the one numeric column."""
+    if "OT" in columns:
+        return "OT"
+    if len(columns) == 1:
+        return columns[0]
+    raise DataError(
+        f"{_where(fname, 1)}: which column is the target? The numeric columns are {columns}: name one "
+        "with --target (config: target), and leave text or other unwanted columns out with --drop"
+    )
+
+
 def load_dataset(
     path: str | Path,
     input_length: int,
     horizon: int,
     mode: str = "M",
-    target: str = "OT",
+    target: str = "auto",
     timestamp_column: str | None = None,
     protocol: str = "auto",
+    drop: Sequence[str] = (),
+    fill: str = "none",
 ) -> Dataset:
     """Load ``path`` with :func:`load_csv`, split it by ``protocol`` and scale it.
 
-    ``mode`` "M": all numeric columns in and out; "S": only ``target``. ``protocol`` "auto" picks
+    ``mode`` "M": all numeric columns in and out; "S": only ``target``. ``target`` "auto": OT when the
+    file has it (the ETT files), else its one numeric column, else an error asking for one.
+    ``timestamp_column``, ``drop`` and ``fill`` go to :func:`load_csv`. ``protocol`` "auto" picks
     "ett-hour" for ETTh1/ETTh2, "ett-minute" for ETTm1/ETTm2 and "ratio-70-10-20" otherwise. The
     scaler is fit on the training rows of the model's channels only. Every split must hold at least
     one window of ``input_length + horizon`` rows, else :class:`DataError`.
@@ -613,11 +706,14 @@ def load_dataset(
     if mode not in ("M", "S"):
         raise DataError(f"mode must be 'M' (multivariate) or 'S' (univariate target only), got {mode!r}")
 
-    series = load_csv(path, timestamp_column=timestamp_column)
+    series = load_csv(path, timestamp_column=timestamp_column, drop=drop, fill=fill)
     fname = series.path.name
+    if target == "auto":
+        target = _auto_target(fname, series.columns)
     if target not in series.columns:
         raise DataError(
-            f"{_where(fname, 1, target)}: unknown target column; the numeric columns are {series.columns}"
+            f"{_where(fname, 1, target)}: unknown target column; the numeric columns are {series.columns} "
+            "(choose one with --target, config: target)"
         )
     channels = list(series.columns) if mode == "M" else [target]
     values = series.values[:, [series.columns.index(c) for c in channels]]
@@ -632,7 +728,8 @@ def load_dataset(
             lines = f"lines {start + 2}-{end + 1}" if rows > 0 else "no lines"
             raise DataError(
                 f"{fname}: too few rows for split {name!r}: it has {rows} rows ({lines}) but "
-                f"input_length + horizon = {L} + {H} needs at least {L + H}"
+                f"input_length + horizon = {L} + {H} needs at least {L + H}; use a shorter window or "
+                "horizon (--input-length, --horizon) or a longer file"
             )
 
     train_start, train_end = borders["train"]

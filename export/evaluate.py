@@ -52,14 +52,29 @@ def load_for_checkpoint(info: dict, data: str | None = None) -> Dataset:
     """The data set a checkpoint was trained on (or another CSV), split the same way."""
     d = info["data"]
     cfg = info["model_config"]
-    ds = load_dataset(
-        resolve(data or d["path"]),
-        cfg["input_length"],
-        cfg["horizon"],
-        mode=d["mode"],
-        target=d["target"],
-        protocol=d["protocol"] if data is None else "auto",
-    )
+    options = {k: d[k] for k in ("timestamp_column", "drop", "fill") if k in d}  # older checkpoints: none
+    path = resolve(data or d["path"])
+    try:
+        ds = load_dataset(
+            path,
+            cfg["input_length"],
+            cfg["horizon"],
+            mode=d["mode"],
+            target=d["target"],
+            protocol=d["protocol"] if data is None else "auto",
+            **options,
+        )
+    except DataError as e:
+        if data is None:
+            raise
+        raise DataError(
+            f"{e}. The model was trained on {d['path']} and needs the columns {d['channels']}"
+        ) from None
+    if ds.channels != list(d["channels"]):
+        raise DataError(
+            f"{path.name} gives the columns {ds.channels}, but the model was trained on {d['path']} and "
+            f"needs {d['channels']}, in that order"
+        )
     if data is None and ds.series.sha256 != d["sha256"]:
         raise DataError(
             f"{ds.series.path} has changed since training (sha256 {ds.series.sha256[:12]}…, the checkpoint "

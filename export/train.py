@@ -48,7 +48,10 @@ class TrainConfig:
     name: str = ""  # run name; empty: <data>-<variant>-h<horizon>-s<seed>
     data: str = "data/ETT/ETTh1.csv"  # relative paths are relative to the repo root
     mode: str = "M"  # M: all columns in and out; S: the target only
-    target: str = "OT"
+    target: str = "auto"  # auto: OT if the file has it, else its one numeric column (else an error)
+    timestamp_column: str | None = None  # None: a column named date/time/timestamp/datetime, or the first
+    drop: list[str] = field(default_factory=list)  # columns to leave out (text, identifiers)
+    fill: str = "none"  # missing values: none (an error naming the line), linear, ffill
     protocol: str = "auto"  # ETT split for ETT files, chronological 70/10/20 otherwise
     variant: str = "rsa"  # rsa, or baseline: same network, no REM, learned positional encoding
     model: dict[str, Any] = field(default_factory=dict)  # ModelConfig fields (channels comes from the data)
@@ -198,7 +201,15 @@ def train(cfg: TrainConfig) -> Path:
 
     data_path = resolve(cfg.data)
     ds: Dataset = load_dataset(
-        data_path, cfg.input_length, cfg.horizon, mode=cfg.mode, target=cfg.target, protocol=cfg.protocol
+        data_path,
+        cfg.input_length,
+        cfg.horizon,
+        mode=cfg.mode,
+        target=cfg.target,
+        protocol=cfg.protocol,
+        timestamp_column=cfg.timestamp_column,
+        drop=cfg.drop,
+        fill=cfg.fill,
     )
     cfg = resolve_auto(cfg, ds)
     model = build_model(cfg, len(ds.channels))
@@ -237,6 +248,11 @@ def train(cfg: TrainConfig) -> Path:
             "channels": ds.channels,
             "frequency": ds.series.frequency,
             "frequency_seconds": ds.series.frequency_seconds,
+            # How the file was read, so that evaluation and export read it the same way.
+            "timestamp_column": cfg.timestamp_column,
+            "drop": list(cfg.drop),
+            "fill": cfg.fill,
+            "notes": list(ds.series.notes),
             "scaler": ds.scaler.to_dict(),
         },
     }
@@ -335,6 +351,15 @@ def main(
     seed: Annotated[int | None, typer.Option()] = None,
     epochs: Annotated[int | None, typer.Option()] = None,
     data: Annotated[str | None, typer.Option(help="CSV file")] = None,
+    target: Annotated[
+        str | None, typer.Option(help="target column (default: OT, or the file's one numeric column)")
+    ] = None,
+    mode: Annotated[str | None, typer.Option(help="M: every column in and out; S: the target only")] = None,
+    timestamp_column: Annotated[str | None, typer.Option(help="the timestamp column's name")] = None,
+    drop: Annotated[
+        list[str] | None, typer.Option(help="a column to leave out (repeat for more), e.g. a text column")
+    ] = None,
+    fill: Annotated[str | None, typer.Option(help="missing values: none (an error), linear or ffill")] = None,
     out: Annotated[str | None, typer.Option(help="folder for run folders")] = None,
     name: Annotated[str | None, typer.Option(help="run name")] = None,
     set_: Annotated[
@@ -351,11 +376,17 @@ def main(
         ("seed", seed),
         ("epochs", epochs),
         ("data", data),
+        ("target", target),
+        ("mode", mode),
+        ("timestamp_column", timestamp_column),
+        ("fill", fill),
         ("out", out),
         ("name", name),
     ):
         if value is not None:
             overrides.append(f"{key}={value}")
+    if drop:
+        overrides.append(f"drop={json.dumps(list(drop))}")  # a YAML (JSON) list
     if quiet:
         overrides.append("progress=false")
     try:
@@ -375,6 +406,8 @@ def main(
     )
     for layer in report["recurrence"]:
         typer.echo(f"  layer {layer['layer']}: {describe_heads(layer['heads'])}")
+    for note in report["data"]["notes"]:
+        typer.echo(f"  data: {note}")
 
 
 if __name__ == "__main__":

@@ -384,10 +384,22 @@ def test_first_offending_cell_is_reported(tmp_path: Path) -> None:
 def test_unknown_target(tmp_path: Path) -> None:
     path = write_csv(tmp_path / "data.csv", "date,a,b", [f"2020-01-01 0{i}:00:00,{i},{i}" for i in range(9)])
     for mode in ("M", "S"):
-        with pytest.raises(DataError, match=r"data\.csv line 1, column 'OT': unknown target column") as info:
+        with pytest.raises(
+            DataError, match=r"data\.csv line 1, column 'OT': unknown target column.*--target"
+        ):
+            load_dataset(path, 2, 1, mode=mode, target="OT")
+        # No target given and no OT: the error says which flag to pass, with the columns.
+        with pytest.raises(
+            DataError, match=r"which column is the target\? The numeric columns are \['a', 'b'\]"
+        ):
             load_dataset(path, 2, 1, mode=mode)
-        assert type(info.value) is DataError
     assert load_dataset(path, 2, 1, mode="S", target="b").channels == ["b"]
+
+
+def test_a_single_numeric_column_is_the_target(tmp_path: Path) -> None:
+    path = write_csv(tmp_path / "one.csv", "date,load_mw", [f"2020-01-01 0{i}:00:00,{i}" for i in range(9)])
+    ds = load_dataset(path, 2, 1, mode="S")
+    assert ds.target == "load_mw" and ds.channels == ["load_mw"]
 
 
 def test_target_cannot_be_the_timestamp_column(tmp_path: Path) -> None:
@@ -559,3 +571,62 @@ def test_sub_second_frequency_keeps_its_fraction() -> None:
 
     stamps = np.array([0, 250_000_000, 500_000_000, 750_000_000], dtype="datetime64[ns]")
     assert _infer_frequency(stamps) == ("250ms", 0.25)
+
+
+def _hourly(n: int, start: str = "2021-01-01") -> list[pd.Timestamp]:
+    return list(pd.date_range(start, periods=n, freq="h"))
+
+
+def test_semicolons_and_decimal_commas_are_detected_and_said(tmp_path: Path) -> None:
+    rows = [f"{t};{i},5;{2 * i},25" for i, t in enumerate(_hourly(12))]
+    series = load_csv(write_csv(tmp_path / "export.csv", "date;load;price", rows))
+    assert series.columns == ["load", "price"]
+    np.testing.assert_allclose(series.values[3], [3.5, 6.25])
+    assert series.notes == ("delimiter ';' detected", "decimal commas were read as decimal points")
+
+
+def test_a_text_column_is_named_with_the_flag_that_leaves_it_out(tmp_path: Path) -> None:
+    rows = [f"{t},{i},site-{i % 2}" for i, t in enumerate(_hourly(12))]
+    path = write_csv(tmp_path / "mixed.csv", "date,value,site", rows)
+    with pytest.raises(DataError, match=r"column 'site': not a number: 'site-0' \(.*--drop site\)"):
+        load_csv(path)
+    assert load_csv(path, drop=["site"]).columns == ["value"]
+    with pytest.raises(DataError, match=r"cannot drop \['nope'\]: no such column"):
+        load_csv(path, drop=["nope"])
+
+
+def test_missing_values_are_refused_unless_a_fill_is_asked_for(tmp_path: Path) -> None:
+    values = ["1", "2", "", "4", "NA", "NA", "7", "8", "9", "10"]
+    rows = [f"{t},{v}" for t, v in zip(_hourly(10), values, strict=True)]
+    path = write_csv(tmp_path / "gaps.csv", "date,v", rows)
+    with pytest.raises(
+        DataError, match=r"gaps\.csv line 4, column 'v': missing value; fill gaps with --fill"
+    ):
+        load_csv(path)
+    linear = load_csv(path, fill="linear")
+    np.testing.assert_allclose(linear.values[:, 0], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+    assert linear.notes == ("3 missing value(s) filled (linear)",)
+    np.testing.assert_allclose(load_csv(path, fill="ffill").values[:, 0], [1, 2, 2, 4, 4, 4, 7, 8, 9, 10])
+    with pytest.raises(DataError, match="fill must be one of"):
+        load_csv(path, fill="mean")
+    text = write_csv(
+        tmp_path / "text.csv", "date,v", [f"{t},{v}" for t, v in zip(_hourly(3), "1a3", strict=True)]
+    )
+    with pytest.raises(DataError, match="not a number: 'a'"):  # text is never "missing", fill or not
+        load_csv(text, fill="linear")
+
+
+def test_time_zone_offsets_are_converted_to_utc_and_said(tmp_path: Path) -> None:
+    rows = [
+        f"{t.isoformat()},{i}"
+        for i, t in enumerate(pd.date_range("2021-03-27", periods=48, freq="h", tz="Europe/Berlin"))
+    ]
+    series = load_csv(write_csv(tmp_path / "dst.csv", "time,v", rows))
+    assert "timestamps with UTC offsets were converted to UTC" in series.notes
+    assert series.frequency == "1h"  # across the DST change: hours in UTC stay one apart
+
+
+def test_too_few_rows_names_the_flags(tmp_path: Path) -> None:
+    path = write_csv(tmp_path / "short.csv", "date,v", [f"{t},{i}" for i, t in enumerate(_hourly(30))])
+    with pytest.raises(DataError, match=r"--input-length, --horizon"):
+        load_dataset(path, 24, 12)

@@ -182,3 +182,60 @@ def test_shipped_configs_train(config, slice_csv, tmp_path):
     else:
         assert (m["linear_residual"], m["head"]) == (True, "flatten")
         assert report["linear_fit"]["val_mse"] > 0
+
+
+def test_a_spreadsheet_export_trains_with_the_flags_that_answer_its_quirks(tmp_path):
+    """The your-own-data dead ends, in one file: ';' and decimal commas, the timestamp not first and
+    with UTC offsets, a text column, gaps; each answered by a flag, and the run says what it did."""
+    import numpy as np
+    import pandas as pd
+
+    stamps = pd.date_range("2022-01-01", periods=400, freq="h", tz="Europe/Madrid")
+    load = 900 + 100 * np.sin(np.arange(400) * 2 * np.pi / 24)
+    lines = ["site;load_mw;when;temp_c"]
+    for i, t in enumerate(stamps):
+        mw = "" if i in (50, 51, 300) else f"{load[i]:.1f}".replace(".", ",")
+        lines.append(f"north;{mw};{t.isoformat()};{10 + i % 7},5")
+    csv = tmp_path / "grid.csv"
+    csv.write_text("\n".join(lines) + "\n")
+
+    def train_cli(*flags):
+        return subprocess.run(
+            [sys.executable, "-m", "export.train", "--data", str(csv), "--out", str(tmp_path / "runs"),
+             "--quiet", "--input-length", "24", "--horizon", "12", "--epochs", "1",
+             "--set", "model.d_model=8", "--set", "model.d_ff=16", "--set", "model.n_heads=2",
+             "--set", "model.rem_heads=[1,1,0,0,0,0]", *flags],
+            capture_output=True, text=True, timeout=300, cwd=ROOT,
+        )  # fmt: skip
+
+    # Each refusal names the flag that answers it, in the order a user meets them.
+    answers = [
+        ("--timestamp-column", "when"),
+        ("--drop", "site"),
+        ("--fill", "linear"),
+        ("--target", "load_mw"),
+    ]
+    for k, (flag, value) in enumerate(answers):
+        refused = train_cli(*(x for answer in answers[:k] for x in answer))
+        assert refused.returncode == 2 and f"{flag} " in refused.stderr, (flag, refused.stderr)
+        assert value in refused.stderr or flag == "--fill", refused.stderr
+    proc = train_cli(*(x for answer in answers for x in answer), "--name", "grid")
+    assert proc.returncode == 0, proc.stderr
+    for note in ("delimiter ';' detected", "decimal commas", "3 missing value(s) filled (linear)", "UTC"):
+        assert note in proc.stdout, proc.stdout
+    report = json.loads((tmp_path / "runs" / "grid" / "report.json").read_text())
+    assert report["data"]["channels"] == ["load_mw", "temp_c"] and report["data"]["fill"] == "linear"
+    assert report["data"]["drop"] == ["site"] and len(report["data"]["notes"]) == 4
+
+    # Evaluated on a file without one of its columns: which file it was trained on, what it needs.
+    other = tmp_path / "other.csv"
+    other.write_text(
+        "when,load_mw\n" + "\n".join(f"{t.isoformat()},{900 + i}" for i, t in enumerate(stamps)) + "\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "export.evaluate", str(tmp_path / "runs" / "grid" / "checkpoint.safetensors"),
+         "--data", str(other)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stdout
+    assert "trained on" in proc.stderr and "['load_mw', 'temp_c']" in proc.stderr, proc.stderr
