@@ -323,7 +323,11 @@ _OFFSET = re.compile(r"(Z|[+-]\d{2}:?\d{2})$")
 
 
 def load_csv(
-    path: str | Path, timestamp_column: str | None = None, drop: Sequence[str] = (), fill: str = "none"
+    path: str | Path,
+    timestamp_column: str | None = None,
+    drop: Sequence[str] = (),
+    fill: str = "none",
+    keep: Sequence[str] = (),
 ) -> Series:
     """Read and validate a CSV of one timestamp column and numeric columns.
 
@@ -337,9 +341,10 @@ def load_csv(
 
     The delimiter is the one that splits the header line into the most fields (`,` `;` tab `|`); with
     another than `,`, decimal commas in the values are read as points. ``drop`` names columns to leave
-    out (text columns, say). ``fill`` "linear" or "ffill" fills missing values (empty, NA, NaN cells)
-    by linear interpolation in time order or by the last value (the first rows from the next value);
-    "none" refuses them. What was detected, filled or converted is in ``Series.notes``.
+    out (text columns, say); ``keep``, when given, names the only ones to use. ``fill`` "linear" or
+    "ffill" fills missing values (empty, NA, NaN cells) by linear interpolation in time order or by the
+    last value (the first rows from the next value); "none" refuses them. What was detected, filled or
+    converted is in ``Series.notes``.
     """
     if fill not in FILL_METHODS:
         raise DataError(f"fill must be one of {list(FILL_METHODS)}, got {fill!r}")
@@ -350,6 +355,11 @@ def load_csv(
     if delimiter != ",":
         notes.append(f"delimiter {delimiter!r} detected")
     _check_header(fname, header)
+    unknown = [name for name in keep if name not in header]
+    if unknown:
+        raise DataError(
+            f"{_where(fname, 1)}: cannot keep {unknown}: no such column; the columns are {header}"
+        )
     unknown = [name for name in drop if name not in header]
     if unknown:
         raise DataError(
@@ -374,7 +384,11 @@ def load_csv(
     ts_pos = _find_timestamp_column(fname, header, rows, lines, timestamp_column)
     if header[ts_pos] in drop:
         raise DataError(f"{_where(fname, 1, header[ts_pos])}: the timestamp column cannot be dropped")
-    value_pos = [pos for pos in range(width) if pos != ts_pos and header[pos] not in drop]
+    value_pos = [
+        pos
+        for pos in range(width)
+        if pos != ts_pos and header[pos] not in drop and (not keep or header[pos] in keep)
+    ]
     if not value_pos:
         raise DataError(f"{_where(fname, 1, header[ts_pos])}: no numeric column (only the timestamp column)")
 
@@ -691,12 +705,13 @@ def load_dataset(
     protocol: str = "auto",
     drop: Sequence[str] = (),
     fill: str = "none",
+    keep: Sequence[str] = (),
 ) -> Dataset:
     """Load ``path`` with :func:`load_csv`, split it by ``protocol`` and scale it.
 
     ``mode`` "M": all numeric columns in and out; "S": only ``target``. ``target`` "auto": OT when the
     file has it (the ETT files), else its one numeric column, else an error asking for one.
-    ``timestamp_column``, ``drop`` and ``fill`` go to :func:`load_csv`. ``protocol`` "auto" picks
+    ``timestamp_column``, ``drop``, ``keep`` and ``fill`` go to :func:`load_csv`. ``protocol`` "auto" picks
     "ett-hour" for ETTh1/ETTh2, "ett-minute" for ETTm1/ETTm2 and "ratio-70-10-20" otherwise. The
     scaler is fit on the training rows of the model's channels only. Every split must hold at least
     one window of ``input_length + horizon`` rows, else :class:`DataError`.
@@ -706,7 +721,7 @@ def load_dataset(
     if mode not in ("M", "S"):
         raise DataError(f"mode must be 'M' (multivariate) or 'S' (univariate target only), got {mode!r}")
 
-    series = load_csv(path, timestamp_column=timestamp_column, drop=drop, fill=fill)
+    series = load_csv(path, timestamp_column=timestamp_column, drop=drop, fill=fill, keep=keep)
     fname = series.path.name
     if target == "auto":
         target = _auto_target(fname, series.columns)

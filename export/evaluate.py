@@ -52,7 +52,9 @@ def load_for_checkpoint(info: dict, data: str | None = None) -> Dataset:
     """The data set a checkpoint was trained on (or another CSV), split the same way."""
     d = info["data"]
     cfg = info["model_config"]
-    options = {k: d[k] for k in ("timestamp_column", "drop", "fill") if k in d}  # older checkpoints: none
+    options = {
+        k: d[k] for k in ("timestamp_column", "drop", "keep", "fill") if k in d
+    }  # older checkpoints: none
     path = resolve(data or d["path"])
     try:
         ds = load_dataset(

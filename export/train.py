@@ -51,6 +51,7 @@ class TrainConfig:
     target: str = "auto"  # auto: OT if the file has it, else its one numeric column (else an error)
     timestamp_column: str | None = None  # None: a column named date/time/timestamp/datetime, or the first
     drop: list[str] = field(default_factory=list)  # columns to leave out (text, identifiers)
+    keep: list[str] = field(default_factory=list)  # the only value columns to use; empty: all but `drop`
     fill: str = "none"  # missing values: none (an error naming the line), linear, ffill
     protocol: str = "auto"  # ETT split for ETT files, chronological 70/10/20 otherwise
     variant: str = "rsa"  # rsa, or baseline: same network, no REM, learned positional encoding
@@ -210,6 +211,7 @@ def train(cfg: TrainConfig) -> Path:
         timestamp_column=cfg.timestamp_column,
         drop=cfg.drop,
         fill=cfg.fill,
+        keep=cfg.keep,
     )
     cfg = resolve_auto(cfg, ds)
     model = build_model(cfg, len(ds.channels))
@@ -251,6 +253,7 @@ def train(cfg: TrainConfig) -> Path:
             # How the file was read, so that evaluation and export read it the same way.
             "timestamp_column": cfg.timestamp_column,
             "drop": list(cfg.drop),
+            "keep": list(cfg.keep),
             "fill": cfg.fill,
             "notes": list(ds.series.notes),
             "scaler": ds.scaler.to_dict(),
@@ -359,6 +362,9 @@ def main(
     drop: Annotated[
         list[str] | None, typer.Option(help="a column to leave out (repeat for more), e.g. a text column")
     ] = None,
+    keep: Annotated[
+        list[str] | None, typer.Option(help="the only column to use (repeat for more); default: all")
+    ] = None,
     fill: Annotated[str | None, typer.Option(help="missing values: none (an error), linear or ffill")] = None,
     out: Annotated[str | None, typer.Option(help="folder for run folders")] = None,
     name: Annotated[str | None, typer.Option(help="run name")] = None,
@@ -385,8 +391,9 @@ def main(
     ):
         if value is not None:
             overrides.append(f"{key}={value}")
-    if drop:
-        overrides.append(f"drop={json.dumps(list(drop))}")  # a YAML (JSON) list
+    for key, names in (("drop", drop), ("keep", keep)):
+        if names:
+            overrides.append(f"{key}={json.dumps(list(names))}")  # a YAML (JSON) list
     if quiet:
         overrides.append("progress=false")
     try:

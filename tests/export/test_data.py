@@ -591,8 +591,11 @@ def test_a_text_column_is_named_with_the_flag_that_leaves_it_out(tmp_path: Path)
     with pytest.raises(DataError, match=r"column 'site': not a number: 'site-0' \(.*--drop site\)"):
         load_csv(path)
     assert load_csv(path, drop=["site"]).columns == ["value"]
+    assert load_csv(path, keep=["value"]).columns == ["value"]  # or name the ones to use
     with pytest.raises(DataError, match=r"cannot drop \['nope'\]: no such column"):
         load_csv(path, drop=["nope"])
+    with pytest.raises(DataError, match=r"cannot keep \['nope'\]: no such column"):
+        load_csv(path, keep=["nope"])
 
 
 def test_missing_values_are_refused_unless_a_fill_is_asked_for(tmp_path: Path) -> None:
