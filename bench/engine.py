@@ -56,8 +56,8 @@ from export.checkpoint import load_checkpoint, save_checkpoint
 from export.data import ETT_DIR, StandardScaler, load_dataset
 from export.evaluate import load_for_checkpoint
 from export.onnx import TOLERANCE, ForecastGraph, export_model
-from export.paths import REPO_ROOT, portable
-from export.train import load_config, train
+from export.paths import REPO_ROOT
+from export.train import TrainConfig, data_meta, load_config, train
 from models import ModelConfig, RSAForecaster
 
 SHIPPED_MODEL = REPO_ROOT / "model_repository" / "etth1-rsa"
@@ -84,22 +84,7 @@ def untrained_checkpoint(cfg: ModelConfig, path: Path, *, seed: int = 0, csv: Pa
     that the project's exporter takes it. For benches where speed, not accuracy, is measured."""
     ds = load_dataset(csv, cfg.input_length, cfg.horizon)
     torch.manual_seed(seed)
-    meta = {
-        "train_config": {},
-        "data": {
-            "name": ds.series.name,
-            "path": portable(csv),
-            "sha256": ds.series.sha256,
-            "mode": ds.mode,
-            "target": ds.target,
-            "protocol": ds.protocol,
-            "borders": ds.borders,
-            "channels": ds.channels,
-            "frequency": ds.series.frequency,
-            "frequency_seconds": ds.series.frequency_seconds,
-            "scaler": ds.scaler.to_dict(),
-        },
-    }
+    meta = {"train_config": {}, "data": data_meta(ds, csv, TrainConfig(data=str(csv)))}
     save_checkpoint(path, RSAForecaster(dataclasses.replace(cfg, channels=len(ds.channels))), meta)
     return path
 

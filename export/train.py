@@ -187,6 +187,29 @@ def resolve_auto(cfg: TrainConfig, ds: Dataset) -> TrainConfig:
     return dataclasses.replace(cfg, model=model)
 
 
+def data_meta(ds: Dataset, path: Path, cfg: TrainConfig) -> dict[str, Any]:
+    """What a checkpoint keeps of its data: where it came from, how it was read (so that evaluation and
+    export read it the same way), its split, channels, frequency and scaler."""
+    return {
+        "name": ds.series.name,
+        "path": portable(path),
+        "sha256": ds.series.sha256,
+        "mode": ds.mode,
+        "target": ds.target,
+        "protocol": ds.protocol,
+        "borders": ds.borders,
+        "channels": ds.channels,
+        "frequency": ds.series.frequency,
+        "frequency_seconds": ds.series.frequency_seconds,
+        "timestamp_column": cfg.timestamp_column,
+        "drop": list(cfg.drop),
+        "keep": list(cfg.keep),
+        "fill": cfg.fill,
+        "notes": list(ds.series.notes),
+        "scaler": ds.scaler.to_dict(),
+    }
+
+
 def build_model(cfg: TrainConfig, channels: int) -> RSAForecaster:
     mcfg = ModelConfig.from_dict({**cfg.model, "channels": channels})
     return RSAForecaster(mcfg.baseline() if cfg.variant == "baseline" else mcfg)
@@ -237,28 +260,7 @@ def train(cfg: TrainConfig) -> Path:
     per_epoch = min(n_train, cfg.max_train_windows) if cfg.max_train_windows else n_train
     steps_per_epoch = math.ceil(per_epoch / cfg.batch_size)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(cfg.epochs * steps_per_epoch))
-    meta = {
-        "train_config": dataclasses.asdict(cfg),
-        "data": {
-            "name": ds.series.name,
-            "path": portable(data_path),
-            "sha256": ds.series.sha256,
-            "mode": ds.mode,
-            "target": ds.target,
-            "protocol": ds.protocol,
-            "borders": ds.borders,
-            "channels": ds.channels,
-            "frequency": ds.series.frequency,
-            "frequency_seconds": ds.series.frequency_seconds,
-            # How the file was read, so that evaluation and export read it the same way.
-            "timestamp_column": cfg.timestamp_column,
-            "drop": list(cfg.drop),
-            "keep": list(cfg.keep),
-            "fill": cfg.fill,
-            "notes": list(ds.series.notes),
-            "scaler": ds.scaler.to_dict(),
-        },
-    }
+    meta = {"train_config": dataclasses.asdict(cfg), "data": data_meta(ds, data_path, cfg)}
 
     history: list[dict[str, float]] = []
     best = {"val_mse": math.inf, "epoch": -1}

@@ -16,7 +16,7 @@ import export.onnx as onnx_export
 from export.checkpoint import load_checkpoint, save_checkpoint
 from export.data import load_dataset
 from export.onnx import FORBIDDEN_OPS, ExportError, export_model, forbidden_nodes
-from export.paths import portable
+from export.train import TrainConfig, data_meta
 from models import ModelConfig, RSAForecaster, build_rem
 from tests.utils.data import ettd_slice
 
@@ -35,21 +35,7 @@ CFG = ModelConfig(
 
 def checkpoint_meta(ds, csv) -> dict:
     """The metadata a training run saves with its checkpoint."""
-    return {
-        "train_config": {},
-        "data": {
-            "name": ds.series.name,
-            "path": portable(csv),
-            "sha256": ds.series.sha256,
-            "mode": "M",
-            "target": "OT",
-            "protocol": ds.protocol,
-            "channels": ds.channels,
-            "frequency": ds.series.frequency,
-            "frequency_seconds": ds.series.frequency_seconds,
-            "scaler": ds.scaler.to_dict(),
-        },
-    }
+    return {"train_config": {}, "data": data_meta(ds, csv, TrainConfig(data=str(csv)))}
 
 
 @pytest.fixture(scope="module")
