@@ -167,6 +167,7 @@ class DynamicBatcher:
         self.inline_max_rows = inline_max_rows
         self.inline_when = inline_when
         self._ran_since_release = False
+        self._releasing = False  # release_fn runs in the executor: no inline call meanwhile
         self.stats = BatcherStats()
         self._executor = executor
         self._queue: deque[WorkItem] = deque()
@@ -250,7 +251,8 @@ class DynamicBatcher:
         self.admit(n, timeout_s)
         now = perf_counter()
         item = WorkItem(inputs, asyncio.get_running_loop().create_future(), now + timeout_s, now)
-        if n <= self.inline_max_rows and not self._queue and not self._running_rows and self.inline_when():
+        idle = not self._queue and not self._running_rows and not self._releasing
+        if n <= self.inline_max_rows and idle and self.inline_when():
             item.t_dispatched, item.next_row, item.session_calls = now, n, 1
             await self._execute(Batch([Segment(item, 0, n)], n, now), inline=True)  # never suspends
             if self.release_fn is not None:
@@ -375,10 +377,13 @@ class DynamicBatcher:
         assert self.release_fn is not None
         self._ran_since_release = False
         self.stats.releases += 1
+        self._releasing = True
         try:
             await asyncio.get_running_loop().run_in_executor(self._executor, self.release_fn)
         except Exception:  # memory stays as it was: serving goes on
             logger.exception("batcher %s: releasing memory failed", self.name)
+        finally:
+            self._releasing = False
 
     def _measure_drain(self, batch: Batch) -> None:
         """Seconds per row: from the end of the previous batch when batches ran back to back (the gap

@@ -423,3 +423,36 @@ def test_inline_only_when_the_predicate_allows_and_the_batcher_is_idle() -> None
         await batcher.stop()
 
     run(scenario)
+
+
+def test_no_inline_call_while_memory_is_being_released() -> None:
+    """A request that comes while release_fn runs is queued behind it, not run beside it on the loop."""
+
+    async def scenario() -> None:
+        order: list[str] = []
+        releasing = threading.Event()
+        finish_release = threading.Event()
+
+        def release() -> None:
+            order.append("release start")
+            releasing.set()
+            finish_release.wait(5)
+            order.append("release end")
+
+        def run_fn(x: np.ndarray) -> np.ndarray:
+            order.append("run")
+            return x * 2.0
+
+        batcher = make(run_fn, max_wait_s=0.0, release_fn=release, release_after_s=0.0, inline_max_rows=1)
+        batcher.start()
+        await submit(batcher, rows(0, 1), 5.0)  # inline; then the idle release starts
+        await asyncio.get_running_loop().run_in_executor(None, releasing.wait, 5)
+        pending = asyncio.ensure_future(submit(batcher, rows(1, 1), 5.0))
+        await asyncio.sleep(0.05)
+        assert order == ["run", "release start"]  # not run inline beside the release
+        finish_release.set()
+        np.testing.assert_array_equal(await pending, rows(1, 1) * 2)
+        assert order[:4] == ["run", "release start", "release end", "run"]
+        await batcher.stop()
+
+    run(scenario)
