@@ -13,12 +13,16 @@ its peak on 256-series bodies), beside multiprocessing's 12 MB resource tracker.
 from __future__ import annotations
 
 import asyncio
+import logging
 import multiprocessing
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import TypeVar
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 
 def _ready() -> bool:
@@ -40,10 +44,23 @@ class ParseProcess:
     def takes(self, size: int) -> bool:
         return self._pool is not None and size >= self.min_bytes
 
-    async def run(self, fn: Callable[..., T], *args: object) -> T:
-        """`fn(*args)` in the worker; `fn` and the arguments and result must pickle."""
-        assert self._pool is not None
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+    async def run(self, fn: Callable[..., T | None], *args: object) -> T | None:
+        """`fn(*args)` in the worker (`fn`, its arguments and its result must pickle); None when the
+        worker is gone (killed, say, by the OOM killer): from then on every body is parsed on the loop,
+        slower for the health checks under load but never a failed request."""
+        pool = self._pool
+        if pool is None:
+            return None
+        try:
+            return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
+        except BrokenProcessPool:
+            if self._pool is pool:
+                logger.error(
+                    "the parse process is gone; large bodies are parsed on the event loop from now on"
+                )
+                self._pool = None
+                pool.shutdown(wait=False, cancel_futures=True)
+            return None
 
     def stop(self) -> None:
         if self._pool is not None:

@@ -58,3 +58,19 @@ def test_large_bodies_answer_the_same_through_the_worker(toy_repository: Path, m
         assert r.status_code == 422 and r.json()["error"]["field"] == "series[63].values[0][0]", r.text
     if min_bytes:
         assert worker._pool is not None and not worker._pool._processes  # stopped with the app
+
+
+def test_a_dead_worker_means_parsing_on_the_loop_not_failed_requests(toy_repository: Path) -> None:
+    import signal
+
+    x = np.random.default_rng(4).normal(0, 1, (64, L, C)).astype(np.float32)
+    body = {"series": [{"values": w.tolist()} for w in x]}
+    with running_client(make_settings(toy_repository, parse_process_min_bytes=4096)) as client:
+        worker = client.app.state.parse_process  # type: ignore[attr-defined]
+        assert client.post("/v1/models/toy/versions/1/forecast", json=body).status_code == 200
+        for pid in list(worker._pool._processes):
+            os.kill(pid, signal.SIGKILL)
+        for _ in range(2):  # the first meets the broken pool, the second finds it gone
+            r = client.post("/v1/models/toy/versions/1/forecast", json=body)
+            assert r.status_code == 200, r.text
+        assert not worker.takes(10**9)
