@@ -34,12 +34,26 @@ class ParseProcess:
         self.min_bytes = min_bytes
         self._pool: ProcessPoolExecutor | None = None
         if min_bytes > 0:
-            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+            try:  # its queues need semaphores (/dev/shm): a host without them parses on the loop
+                self._pool = ProcessPoolExecutor(
+                    max_workers=1, mp_context=multiprocessing.get_context("spawn")
+                )
+            except OSError as exc:
+                logger.error("no parse process (%s); large bodies are parsed on the event loop", exc)
 
     async def start(self) -> None:
         """Spawn the worker now, so that the first large request does not wait for it."""
-        if self._pool is not None:
-            await asyncio.get_running_loop().run_in_executor(self._pool, _ready)
+        pool = self._pool
+        if pool is None:
+            return
+        try:
+            await asyncio.get_running_loop().run_in_executor(pool, _ready)
+        except Exception as exc:  # whatever stopped it, serving goes on without it
+            logger.error(
+                "the parse process did not start (%s); large bodies are parsed on the event loop", exc
+            )
+            self._pool = None
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def takes(self, size: int) -> bool:
         return self._pool is not None and size >= self.min_bytes
