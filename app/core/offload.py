@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+import signal
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -27,6 +28,13 @@ logger = logging.getLogger(__name__)
 
 def _ready() -> bool:
     return True
+
+
+def _ignore_stop_signals() -> None:
+    """The worker's initializer: Ctrl-C or a SIGTERM to the process group is the parent's to handle (it
+    drains, then stops the worker); the worker must not die first and fail the requests in flight."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 class ParseProcess:
