@@ -44,7 +44,9 @@ class ParseProcess:
         if min_bytes > 0:
             try:  # its queues need semaphores (/dev/shm): a host without them parses on the loop
                 self._pool = ProcessPoolExecutor(
-                    max_workers=1, mp_context=multiprocessing.get_context("spawn")
+                    max_workers=1,
+                    mp_context=multiprocessing.get_context("spawn"),
+                    initializer=_ignore_stop_signals,
                 )
             except OSError as exc:
                 logger.error("no parse process (%s); large bodies are parsed on the event loop", exc)
