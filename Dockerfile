@@ -65,10 +65,10 @@ RUN python -m compileall -q /srv/rsa/app
 # NVML (the GPU memory metrics) numbers devices in PCI bus order; CUDA's default order is fastest-first.
 # PCI order for both, so that RSA_CUDA_DEVICE_ID and the metrics' `device` label name the same GPU.
 # (Set after the pip layer, so changing it does not rebuild that layer.)
-# glibc's malloc asks for transparent huge pages (THP in "madvise" mode, common on hosts): without ONNX
-# Runtime's CPU arena (app/inference/session.py: memory goes back after every big batch) each big call
-# faults its working set back in; 2 MiB pages cut that cost from ~1.5x to ~1.15x per 64-256-row call
-# (bench/memory.py, measured on the development host).
+# glibc's malloc asks for transparent huge pages (THP in "madvise" mode, common on hosts): ONNX Runtime's
+# CPU arena grows in 2 MiB pages instead of 4 KiB ones, also after each idle release
+# (app/inference/session.py); 0.79-0.87x the latency at 1-256 rows (bench/memory.py, default vs
+# default+thp, measured on the development host).
 ENV CUDA_DEVICE_ORDER=PCI_BUS_ID \
     GLIBC_TUNABLES=glibc.malloc.hugetlb=1
 
