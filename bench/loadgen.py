@@ -352,6 +352,17 @@ def _server_cpu(pid: int | None) -> float | None:
 # The workload: real windows of the model's data set, as /v1 forecast requests, with reference answers.
 
 
+def forecast_answer(payload: bytes) -> dict[str, Any] | Failure:
+    """The answer parsed, if it is JSON with a `forecasts` list; else what is wrong with it."""
+    try:
+        data = json.loads(payload)
+    except ValueError as e:
+        return Failure("bad_body", f"not JSON: {e}")
+    if not isinstance(data, dict) or not isinstance(data.get("forecasts"), list):
+        return Failure("bad_body", f"no `forecasts` list in {payload[:120]!r}")
+    return data
+
+
 @dataclass
 class ForecastChecker:
     """Checks a `/v1` forecast answer against the ids and reference forecasts of the body it answers.
@@ -383,12 +394,9 @@ class ForecastChecker:
         return problem
 
     def _check(self, b: int, payload: bytes) -> Failure | None:
-        try:
-            data = json.loads(payload)
-        except ValueError as e:
-            return Failure("bad_body", f"not JSON: {e}")
-        if not isinstance(data, dict) or not isinstance(data.get("forecasts"), list):
-            return Failure("bad_body", f"no `forecasts` list in {payload[:120]!r}")
+        data = forecast_answer(payload)
+        if isinstance(data, Failure):
+            return data
         if (data.get("model"), data.get("version")) != (self.model, self.version):
             return Failure("bad_body", f"answered by {data.get('model')!r} v{data.get('version')!r}")
         forecasts, ids, expected = data["forecasts"], self.ids[b], self.expected[b]

@@ -78,6 +78,7 @@ from bench.loadgen import (
     LocalServer,
     Workload,
     _ready,
+    forecast_answer,
     free_port,
     local_server,
     prepare_forecast_workload,
@@ -233,12 +234,9 @@ class FixedAnswer:
     def __call__(self, b: int, payload: bytes) -> Failure | None:
         if self.answer is None:
             self.parsed += 1
-            try:
-                data = json.loads(payload)
-            except ValueError as e:
-                return Failure("bad_body", f"not JSON: {e}")
-            if not isinstance(data, dict) or not isinstance(data.get("forecasts"), list):
-                return Failure("bad_body", f"no `forecasts` list in {payload[:120]!r}")
+            problem = forecast_answer(payload)
+            if isinstance(problem, Failure):
+                return problem
             self.answer = payload
         elif payload != self.answer:
             return Failure("bad_body", f"not the fixed answer: {payload[:120]!r}")

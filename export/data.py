@@ -317,6 +317,10 @@ def _infer_frequency(stamps: np.ndarray) -> tuple[str, float]:
     raise AssertionError("unreachable: every step is a whole number of nanoseconds")
 
 
+# How a file is read beyond its path (load_dataset's keywords): what a training run records, so that
+# evaluation and export read the same file the same way.
+READ_OPTIONS = ("timestamp_column", "drop", "keep", "fill")
+
 # How missing values may be filled (off by default: a gap is an error naming its line).
 FILL_METHODS = ("none", "linear", "ffill")
 _OFFSET = re.compile(r"(Z|[+-]\d{2}:?\d{2})$")
@@ -434,9 +438,11 @@ def load_csv(
             warnings.simplefilter("ignore")
             numbers = pd.to_numeric(pd.Series(column, dtype=object), errors="coerce")
         col_values = numbers.to_numpy(dtype=np.float64, na_value=np.nan)
-        missing = np.array([str(c).lower() in _MISSING_TOKENS for c in column])  # not text: that is an error
         bad = ~np.isfinite(col_values)
-        if fill != "none":
+        missing = np.zeros_like(bad)  # cells a fill may take: missing tokens, never text
+        if fill != "none" and bad.any():
+            where = np.flatnonzero(bad)
+            missing[where] = [str(column[i]).lower() in _MISSING_TOKENS for i in where]
             bad &= ~missing
         if bad.any():
             i = int(np.argmax(bad))

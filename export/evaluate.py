@@ -14,7 +14,7 @@ import torch
 import typer
 
 from export.checkpoint import load_checkpoint
-from export.data import DataError, Dataset, Split, load_dataset
+from export.data import READ_OPTIONS, DataError, Dataset, Split, load_dataset
 from export.paths import resolve
 from models import RSAForecaster
 
@@ -52,9 +52,7 @@ def load_for_checkpoint(info: dict, data: str | None = None) -> Dataset:
     """The data set a checkpoint was trained on (or another CSV), split the same way."""
     d = info["data"]
     cfg = info["model_config"]
-    options = {
-        k: d[k] for k in ("timestamp_column", "drop", "keep", "fill") if k in d
-    }  # older checkpoints: none
+    options = {k: d[k] for k in READ_OPTIONS if k in d}  # older checkpoints keep none
     path = resolve(data or d["path"])
     try:
         ds = load_dataset(

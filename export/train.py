@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 from app.artifacts.contract import CALENDAR_FREQUENCY
 from export.checkpoint import load_checkpoint, save_checkpoint
 from export.cycle import dominant_period, fit_cycle
-from export.data import DataError, Dataset, load_dataset
+from export.data import READ_OPTIONS, DataError, Dataset, load_dataset
 from export.evaluate import evaluate, predict
 from export.linear_fit import fit_linear_path
 from export.paths import portable, resolve
@@ -187,6 +187,11 @@ def resolve_auto(cfg: TrainConfig, ds: Dataset) -> TrainConfig:
     return dataclasses.replace(cfg, model=model)
 
 
+def read_options(cfg: TrainConfig) -> dict[str, Any]:
+    """How the run reads its file (`READ_OPTIONS`), as load_dataset takes them and a checkpoint keeps them."""
+    return {key: getattr(cfg, key) for key in READ_OPTIONS}
+
+
 def data_meta(ds: Dataset, path: Path, cfg: TrainConfig) -> dict[str, Any]:
     """What a checkpoint keeps of its data: where it came from, how it was read (so that evaluation and
     export read it the same way), its split, channels, frequency and scaler."""
@@ -201,10 +206,7 @@ def data_meta(ds: Dataset, path: Path, cfg: TrainConfig) -> dict[str, Any]:
         "channels": ds.channels,
         "frequency": ds.series.frequency,
         "frequency_seconds": ds.series.frequency_seconds,
-        "timestamp_column": cfg.timestamp_column,
-        "drop": list(cfg.drop),
-        "keep": list(cfg.keep),
-        "fill": cfg.fill,
+        **read_options(cfg),
         "notes": list(ds.series.notes),
         "scaler": ds.scaler.to_dict(),
     }
@@ -231,10 +233,7 @@ def train(cfg: TrainConfig) -> Path:
         mode=cfg.mode,
         target=cfg.target,
         protocol=cfg.protocol,
-        timestamp_column=cfg.timestamp_column,
-        drop=cfg.drop,
-        fill=cfg.fill,
-        keep=cfg.keep,
+        **read_options(cfg),
     )
     cfg = resolve_auto(cfg, ds)
     model = build_model(cfg, len(ds.channels))

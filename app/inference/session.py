@@ -230,7 +230,7 @@ class OnnxModel:
         self._provider: str | None = None
         self._inspect_session: ort.InferenceSession | None = None
         self._inspect_lock = threading.Lock()
-        self._grown: set[int] = set()  # ids of the instances that ran a call of > TRIM_ABOVE_ROWS rows
+        self._grown: set[ort.InferenceSession] = set()  # instances that ran a call of > TRIM_ABOVE_ROWS rows
         self._shrink = ort.RunOptions()
         self._shrink.add_run_config_entry(ARENA_SHRINK_KEY, ARENA_SHRINK_CPU)
 
@@ -302,7 +302,7 @@ class OnnxModel:
             session = self._single
         (out,) = session.run([FORECAST_OUTPUT], feed)
         if rows > TRIM_ABOVE_ROWS:
-            self._grown.add(id(session))
+            self._grown.add(session)
         return out
 
     def release_memory(self) -> bool:
@@ -312,9 +312,8 @@ class OnnxModel:
         shrinking after every call would make each big call grow the arena afresh (2.7x slower)."""
         if not self._grown:
             return False
-        for session in (self._require(), self._single):
-            if session is not None and id(session) in self._grown:
-                session.run([FORECAST_OUTPUT], self._zeros_feed(), self._shrink)
+        for session in self._grown:
+            session.run([FORECAST_OUTPUT], self._zeros_feed(), self._shrink)
         self._grown.clear()
         release_free_heap()
         return True
