@@ -31,6 +31,7 @@ from app.core.security import ApiKeys
 from app.inference.registry import ModelRegistry
 from app.inference.service import InferenceService
 from app.observability.metrics import Metrics
+from app.protocols.oip_v2.handlers import OipV2Handlers
 from app.protocols.rsa_v1.handlers import V1Handlers
 
 logger = logging.getLogger(__name__)
@@ -65,7 +66,9 @@ async def _load_models(registry: ModelRegistry) -> None:
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings_override or get_settings()
     configure_logging(settings.log_level)
-    model_endpoints = tuple(p for p in app.openapi()["paths"] if p.endswith(("/forecast", "/attention")))
+    model_endpoints = tuple(
+        p for p in app.openapi()["paths"] if p.endswith(("/forecast", "/attention", "/infer"))
+    )
     metrics = Metrics(settings.max_batch_rows, model_endpoints)
     registry = ModelRegistry(settings, batcher_hooks=metrics.batcher_hooks)
     registry.discover()
@@ -79,6 +82,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     app.state.registry = registry
     app.state.service = service
     app.state.v1 = V1Handlers(service)
+    lifecycle: Lifecycle = app.state.lifecycle
+    app.state.oip_v2 = OipV2Handlers(service, lambda: lifecycle.draining)
     parse_process = app.state.parse_process = ParseProcess(settings.parse_process_min_bytes)
     starting = asyncio.create_task(parse_process.start(), name="parse-process")
     logger.info(

@@ -19,6 +19,7 @@ from app.api.middleware import BodySizeLimitMiddleware, RequestMiddleware
 from app.api.routes import docs
 from app.core.config import Settings
 from app.lifecycle import Lifecycle, lifespan
+from app.protocols.oip_v2.schemas import InferenceRequest
 from app.protocols.rsa_v1.schemas import AttentionRequest, ForecastRequest
 
 
@@ -59,7 +60,7 @@ def _document_bodies(app: FastAPI) -> None:
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            schema = add_body_models(generate(), [ForecastRequest, AttentionRequest])
+            schema = add_body_models(generate(), [ForecastRequest, AttentionRequest, InferenceRequest])
             for operations in schema["paths"].values():
                 for operation in operations.values():
                     if operation.get("security") and {} not in operation["security"]:

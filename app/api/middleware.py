@@ -12,10 +12,10 @@ from starlette.middleware.body_limit import RequestBodyLimitResponder
 from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.api.errors import error_response_for
 from app.core.context import RequestRecord, close_record, open_record
 from app.core.errors import InvalidInput, Overloaded, PayloadTooLarge, ServiceError
 from app.observability.metrics import UNMATCHED, Metrics
-from app.protocols.rsa_v1.errors import error_response_for
 
 
 class BodySizeLimitMiddleware:
@@ -43,7 +43,7 @@ class BodySizeLimitMiddleware:
                 field="body",
                 limit=limit,
             )
-            await error_response_for(error)(scope, receive, send)
+            await error_response_for(scope["path"], error)(scope, receive, send)
             return
         await RequestBodyLimitResponder(self.app, limit)(scope, receive, send)
 
@@ -100,7 +100,7 @@ class RequestMiddleware:
             if error is None and scope["method"] == "POST" and scope["path"].endswith("/forecast"):
                 error = _admission(scope)
             if error is not None:
-                await error_response_for(error)(scope, receive, send_wrapper)
+                await error_response_for(scope["path"], error)(scope, receive, send_wrapper)
             else:
                 await self.app(scope, receive, send_wrapper)
         finally:

@@ -1,0 +1,143 @@
+"""Open Inference Protocol v2 over REST (KServe's and Triton's `/v2`), with Triton's binary tensor data
+extension and gzip/deflate request bodies; the operations are `app.protocols.oip_v2.handlers`'.
+
+`health` (live, ready) is open like /healthz and /readyz; `router` needs an API key when keys are set.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request, Response
+
+from app.api.body import body_schema
+from app.core.errors import ModelNotReady
+from app.protocols.oip_v2.codec import (
+    HEADER_LENGTH,
+    binary_outputs,
+    decode_inputs,
+    decompress,
+    encode_response,
+    split_body,
+)
+from app.protocols.oip_v2.handlers import OipV2Handlers, parse_version
+from app.protocols.oip_v2.schemas import (
+    ErrorResponse,
+    InferenceRequest,
+    InferenceResponse,
+    ModelMetadata,
+    ModelReady,
+    ServerLive,
+    ServerMetadata,
+    ServerReady,
+)
+
+ERRORS: dict[int | str, dict[str, object]] = {
+    400: {
+        "model": ErrorResponse,
+        "description": "Invalid request: the message names the tensor and the rule.",
+    },
+    404: {"model": ErrorResponse, "description": "Unknown model or version."},
+    503: {"model": ErrorResponse, "description": "Model loading or failed, or overloaded (Retry-After)."},
+}
+
+
+async def get_handlers(request: Request) -> OipV2Handlers:
+    handlers: OipV2Handlers | None = getattr(request.app.state, "oip_v2", None)
+    if handlers is None:
+        raise ModelNotReady("the service is starting", retry_after_s=1)
+    return handlers
+
+
+Handlers = Annotated[OipV2Handlers, Depends(get_handlers)]
+
+health = APIRouter(prefix="/v2/health", tags=["oip-v2"])
+router = APIRouter(prefix="/v2", tags=["oip-v2"])
+
+
+@health.get("/live", response_model=ServerLive)
+async def server_live() -> ServerLive:
+    """200 while the process runs."""
+    return ServerLive(live=True)
+
+
+@health.get("/ready", response_model=ServerReady, responses={503: {"model": ServerReady}})
+async def server_ready(response: Response, v2: Handlers) -> ServerReady:
+    """200 when every configured model version is ready; 503 while loading, failed, or draining."""
+    ready = v2.server_ready()
+    if not ready:
+        response.status_code = 503
+    return ServerReady(ready=ready)
+
+
+@router.get("", response_model=ServerMetadata)
+async def server_metadata(v2: Handlers) -> ServerMetadata:
+    """Server name, version and extensions (`binary_tensor_data`)."""
+    return v2.server_metadata()
+
+
+@router.get("/models/{name}", response_model=ModelMetadata, responses=ERRORS)
+async def model_metadata(name: str, v2: Handlers) -> ModelMetadata:
+    """Inputs, outputs (-1 for the batch axis), versions and platform of the latest version."""
+    return v2.model_metadata(name, None)
+
+
+@router.get("/models/{name}/versions/{version}", response_model=ModelMetadata, responses=ERRORS)
+async def model_version_metadata(name: str, version: str, v2: Handlers) -> ModelMetadata:
+    return v2.model_metadata(name, parse_version(version))
+
+
+def _ready(name: str, ready: bool, response: Response) -> ModelReady:
+    if not ready:
+        response.status_code = 503
+    return ModelReady(name=name, ready=ready)
+
+
+@router.get("/models/{name}/ready", response_model=ModelReady, responses=ERRORS)
+async def model_ready(name: str, response: Response, v2: Handlers) -> ModelReady:
+    """200 when a version of the model is loaded, 503 otherwise."""
+    return _ready(name, v2.model_ready(name, None), response)
+
+
+@router.get("/models/{name}/versions/{version}/ready", response_model=ModelReady, responses=ERRORS)
+async def model_version_ready(name: str, version: str, response: Response, v2: Handlers) -> ModelReady:
+    return _ready(name, v2.model_ready(name, parse_version(version)), response)
+
+
+async def _infer(name: str, version: int | None, request: Request, v2: OipV2Handlers) -> Response:
+    body = decompress(
+        await request.body(), request.headers.get("content-encoding"), v2.settings.max_body_bytes
+    )
+    infer_request, binary = split_body(body, request.headers.get(HEADER_LENGTH))
+    outputs = [o.name for o in infer_request.outputs] if infer_request.outputs else None
+    result = await v2.infer(name, version, decode_inputs(infer_request, binary), outputs, infer_request.id)
+    content, header_length = encode_response(result, binary_outputs(infer_request, list(result.outputs)))
+    if header_length is None:
+        return Response(content, media_type="application/json")
+    return Response(
+        content,
+        media_type="application/octet-stream",
+        headers={"Inference-Header-Content-Length": str(header_length)},
+    )
+
+
+@router.post(
+    "/models/{name}/infer",
+    response_model=InferenceResponse,
+    responses=ERRORS,
+    openapi_extra=body_schema(InferenceRequest),
+)
+async def infer(name: str, request: Request, v2: Handlers) -> Response:
+    """Forecast: `window` FP32 [n, L, C] (and `phase` or `start` INT64 [n] for a cycle model) ->
+    `forecast` FP32 [n, H, C]; JSON or binary tensors (Inference-Header-Content-Length)."""
+    return await _infer(name, None, request, v2)
+
+
+@router.post(
+    "/models/{name}/versions/{version}/infer",
+    response_model=InferenceResponse,
+    responses=ERRORS,
+    openapi_extra=body_schema(InferenceRequest),
+)
+async def infer_version(name: str, version: str, request: Request, v2: Handlers) -> Response:
+    return await _infer(name, parse_version(version), request, v2)

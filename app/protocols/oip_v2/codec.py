@@ -1,0 +1,213 @@
+"""OIP v2 REST bodies <-> tensors: JSON tensors (nested or flat), Triton's binary tensor data extension,
+and compressed request bodies.
+
+Binary extension (https://github.com/triton-inference-server/server/blob/main/docs/protocol/
+extension_binary_data.md): the header `Inference-Header-Content-Length: N` says the body's first N bytes
+are the JSON request; each input whose `parameters.binary_data_size` is set has its raw little-endian,
+row-major bytes after it, in input order. Answers go the same way for the outputs asked in binary
+(`outputs[i].parameters.binary_data`, or `parameters.binary_data_output` for all of them).
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+import orjson
+from pydantic import ValidationError
+
+from app.core.errors import InvalidInput, PayloadTooLarge
+from app.protocols.oip_v2.schemas import InferenceRequest
+
+HEADER_LENGTH = "inference-header-content-length"
+
+# The datatypes a tensor of this service can have, and their numpy dtype (little-endian, as the wire is).
+DTYPES: dict[str, np.dtype] = {"FP32": np.dtype("<f4"), "INT64": np.dtype("<i8")}
+DATATYPE_OF = {dtype: name for name, dtype in DTYPES.items()}
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A decoded input: its name, its declared datatype and shape, and the array in that shape."""
+
+    name: str
+    datatype: str
+    array: np.ndarray
+
+
+@dataclass(frozen=True)
+class InferResult:
+    """What the handlers answer, for any transport: the version that ran, the request id, the outputs."""
+
+    model_name: str
+    model_version: str
+    id: str | None
+    outputs: dict[str, np.ndarray]
+
+
+def decompress(raw: bytes, encoding: str | None, limit: int) -> bytes:
+    """The body as sent under `Content-Encoding` gzip or deflate (zlib, as tritonclient writes it), at most
+    `limit` bytes once inflated (413 above: a small compressed body may not expand without bound)."""
+    if encoding is None or encoding.strip().lower() in ("", "identity"):
+        return raw
+    kind = encoding.strip().lower()
+    if kind not in ("gzip", "deflate"):
+        raise InvalidInput(
+            f"header Content-Encoding {encoding!r} is not supported; use gzip or deflate",
+            field="header Content-Encoding",
+            limit=["gzip", "deflate"],
+        )
+    # 16 + MAX_WBITS: a gzip wrapper; MAX_WBITS: zlib's. Bounded: at most limit + 1 bytes are inflated.
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS if kind == "gzip" else zlib.MAX_WBITS)
+    try:
+        body = inflater.decompress(raw, limit + 1)
+    except zlib.error as exc:
+        raise InvalidInput(f"the {kind} body cannot be inflated: {exc}", field="body") from None
+    if len(body) > limit:
+        raise PayloadTooLarge(
+            f"the request body inflates to more than the limit of {limit} bytes", field="body", limit=limit
+        )
+    if not inflater.eof:
+        raise InvalidInput(f"the {kind} body is truncated", field="body")
+    return body
+
+
+def split_body(body: bytes, header_length: str | None) -> tuple[InferenceRequest, bytes]:
+    """(the JSON request, the binary part after it) of a body, validated."""
+    binary = b""
+    if header_length is not None:
+        if not header_length.strip().isdigit() or int(header_length) > len(body):
+            raise InvalidInput(
+                f"header Inference-Header-Content-Length must be a byte count within the body's "
+                f"{len(body)} bytes, got {header_length!r}",
+                field="header Inference-Header-Content-Length",
+                limit=len(body),
+            )
+        cut = int(header_length)
+        body, binary = body[:cut], body[cut:]
+    try:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidInput(f"malformed JSON request: {exc}", field="body") from None
+    try:
+        return InferenceRequest.model_validate(document), binary
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"]) or "body"
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise InvalidInput(f"{where}: {first['msg']}{more}", field=where) from None
+
+
+def decode_inputs(request: InferenceRequest, binary: bytes) -> list[Tensor]:
+    """Every input as an array of its declared shape and datatype, from JSON `data` or the binary part."""
+    tensors, offset = [], 0
+    for i, item in enumerate(request.inputs):
+        field = f"inputs[{i}] ({item.name})"
+        dtype = DTYPES.get(item.datatype)
+        if dtype is None:
+            raise InvalidInput(
+                f"{field}: datatype {item.datatype!r} is not served; this service takes {sorted(DTYPES)}",
+                field=f"inputs[{i}].datatype",
+                limit=sorted(DTYPES),
+            )
+        if any(d < 0 for d in item.shape):
+            raise InvalidInput(
+                f"{field}: shape {item.shape} has a negative dimension", field=f"{field}.shape"
+            )
+        count = math.prod(item.shape)
+        size = (item.parameters or {}).get("binary_data_size")
+        if size is not None:
+            if item.data is not None:
+                raise InvalidInput(f"{field}: give `data` or `binary_data_size`, not both", field=field)
+            if isinstance(size, bool) or not isinstance(size, int) or size != count * dtype.itemsize:
+                raise InvalidInput(
+                    f"{field}: binary_data_size {size!r} does not fit shape {item.shape} of "
+                    f"{item.datatype} ({count * dtype.itemsize} bytes)",
+                    field=f"{field}.parameters.binary_data_size",
+                    limit=count * dtype.itemsize,
+                )
+            if offset + size > len(binary):
+                raise InvalidInput(
+                    f"{field}: the body's binary part ends after {len(binary) - offset} of its {size} bytes",
+                    field=f"{field}.parameters.binary_data_size",
+                    limit=len(binary) - offset,
+                )
+            array = np.frombuffer(binary, dtype, count, offset).reshape(item.shape)
+            offset += size
+        elif item.data is None:
+            raise InvalidInput(f"{field}: no `data` and no `binary_data_size`", field=f"{field}.data")
+        else:
+            array = _from_json(item.data, dtype, item.shape, field)
+        tensors.append(Tensor(item.name, item.datatype, array))
+    if offset != len(binary):
+        raise InvalidInput(
+            f"the body's binary part has {len(binary)} bytes, but the inputs' binary_data_size add up to "
+            f"{offset}",
+            field="body",
+            limit=offset,
+        )
+    return tensors
+
+
+def _from_json(data: list[object], dtype: np.dtype, shape: list[int], field: str) -> np.ndarray:
+    """Nested or flat JSON numbers -> an array of `shape`; integers only for an integer datatype."""
+    try:
+        flat = np.asarray(data, dtype=np.float64 if dtype.kind == "f" else object).reshape(-1)
+    except (ValueError, TypeError):
+        raise InvalidInput(
+            f"{field}: data must be numbers, flat or nested in equal-length lists", field=f"{field}.data"
+        ) from None
+    if flat.size != math.prod(shape):
+        raise InvalidInput(
+            f"{field}: data has {flat.size} values, but shape {shape} needs {math.prod(shape)}",
+            field=f"{field}.data",
+            limit=math.prod(shape),
+        )
+    if dtype.kind == "f":
+        with np.errstate(over="ignore"):  # out of float32 range: refused by the range check after
+            return flat.astype(dtype).reshape(shape)
+    for index, value in enumerate(flat):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidInput(f"{field}: data[{index}] = {value!r} is not an integer", field=f"{field}.data")
+    try:
+        return flat.astype(dtype).reshape(shape)
+    except OverflowError:
+        raise InvalidInput(f"{field}: a value is outside the int64 range", field=f"{field}.data") from None
+
+
+def binary_outputs(request: InferenceRequest, names: list[str]) -> set[str]:
+    """The outputs to answer in binary: those asked with `binary_data`, else all when the request's
+    `binary_data_output` says so (tritonclient's default when it names no output)."""
+    everything = bool((request.parameters or {}).get("binary_data_output", False))
+    asked = {o.name: o.parameters or {} for o in request.outputs or []}
+    return {name for name in names if bool(asked.get(name, {}).get("binary_data", everything))}
+
+
+def encode_response(result: InferResult, binary: set[str]) -> tuple[bytes, int | None]:
+    """(body, the JSON part's length when a binary part follows it, else None). Arrays go to orjson as
+    they are: each float32 in its shortest exact form, as `/v1` writes them."""
+    outputs: list[dict[str, object]] = []
+    chunks: list[bytes] = []
+    for name, array in result.outputs.items():
+        data = np.ascontiguousarray(array)
+        entry: dict[str, object] = {
+            "name": name,
+            "datatype": DATATYPE_OF[data.dtype],
+            "shape": list(data.shape),
+        }
+        if name in binary:
+            chunks.append(data.tobytes())
+            entry["parameters"] = {"binary_data_size": len(chunks[-1])}
+        else:
+            entry["data"] = data.reshape(-1)
+        outputs.append(entry)
+    body: dict[str, object] = {"model_name": result.model_name, "model_version": result.model_version}
+    if result.id is not None:
+        body["id"] = result.id
+    body["outputs"] = outputs
+    header = orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
+    if not chunks:
+        return header, None
+    return header + b"".join(chunks), len(header)

@@ -1,0 +1,93 @@
+"""How OIP v2 REST renders errors: `{"error": "<message>"}`, as the protocol specifies, with a 4xx status
+for a client's mistake (400 for anything wrong in the request, as Triton answers), 404 for an unknown model
+or version, and the service's usual statuses for the rest (401/403, 413, 503 with Retry-After, 504, 500).
+
+tritonclient raises `InferenceServerException` with that message for any status but 200.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.core.context import note_error
+from app.core.errors import (
+    InferenceError,
+    InvalidInput,
+    ModelNotFound,
+    ModelNotReady,
+    Overloaded,
+    PayloadTooLarge,
+    PermissionDenied,
+    ServiceError,
+    Timeout,
+    Unauthenticated,
+    UnsupportedMediaType,
+)
+
+logger = logging.getLogger(__name__)
+
+STATUS: dict[type[ServiceError], int] = {
+    InvalidInput: 400,
+    PayloadTooLarge: 413,
+    UnsupportedMediaType: 415,
+    ModelNotFound: 404,
+    ModelNotReady: 503,
+    Overloaded: 503,
+    Timeout: 504,
+    InferenceError: 500,
+    Unauthenticated: 401,
+    PermissionDenied: 403,
+}
+
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
+
+
+def status_of(exc: ServiceError) -> int:
+    for cls in type(exc).__mro__:
+        if cls in STATUS:
+            return STATUS[cls]
+    return 500
+
+
+def error_response(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    note_error(code)  # the rejection reason, for the metrics middleware
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+def error_response_for(exc: ServiceError) -> JSONResponse:
+    headers = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s is not None else None
+    if isinstance(exc, Unauthenticated):
+        headers = {"WWW-Authenticate": 'Bearer realm="rsa"'}
+    return error_response(status_of(exc), exc.code, exc.message, headers)
+
+
+async def render_error(request: Request, exc: Exception) -> JSONResponse:
+    """The v2 response for a domain, validation or routing error; re-raises anything else (a bug: the
+    server error middleware answers 500 with `internal_error`)."""
+    if isinstance(exc, ServiceError):
+        status = status_of(exc)
+        if status >= 500:
+            level = logging.ERROR if status == 500 else logging.WARNING
+            logger.log(
+                level, "%s %s -> %d %s: %s", request.method, request.url.path, status, exc.code, exc.message
+            )
+        return error_response_for(exc)
+    if isinstance(exc, RequestValidationError):
+        first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
+        where = ".".join(str(p) for p in first.get("loc", ())[1:]) or "request"
+        return error_response(400, "invalid_input", f"{where}: {first.get('msg')}")
+    if isinstance(exc, StarletteHTTPException):
+        code = _HTTP_CODES.get(exc.status_code, "bad_request" if exc.status_code < 500 else "http_error")
+        return error_response(exc.status_code, code, str(exc.detail))
+    raise exc
+
+
+def internal_error() -> JSONResponse:
+    return error_response(500, "internal_error", "internal server error")

@@ -1,0 +1,214 @@
+"""OIP v2 operations on the inference service, for both transports (REST in `app/api/routes/oip_v2.py`,
+gRPC in `grpc_server.py`): tensors in, tensors out. Knows the protocol's tensor names and rules, nothing
+about HTTP or protobuf.
+
+Tensors of a model version (docs/artifacts.md):
+- input `window` FP32 [n, L, C]: n windows of the last L rows, channels in the manifest's order;
+- input `phase` INT64 [n], only for a model with a seasonal cycle: each window's phase in [0, period);
+  or, instead, `start` INT64 [n]: the Unix time (seconds, UTC) of each window's first row, from which the
+  service computes the phase exactly as `/v1` does (docs/artifacts.md, "Phase");
+- output `forecast` FP32 [n, H, C], on the raw scale; `forecast_lower` / `forecast_upper` name the
+  calibrated interval bounds, refused (no_calibrated_intervals) while no model has them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from app.artifacts.cycle import step_microseconds
+from app.artifacts.manifest import Manifest
+from app.core.errors import InvalidInput, NonFiniteResult, VersionNotFound
+from app.inference.registry import ModelVersion
+from app.inference.service import InferenceService
+from app.protocols.intervals import check_intervals
+from app.protocols.oip_v2.codec import InferResult, Tensor
+from app.protocols.oip_v2.schemas import ModelMetadata, ServerMetadata, TensorMetadata
+from app.protocols.rsa_v1.codec import input_bound
+
+SERVER_NAME = "rsa-forecast"
+SERVER_VERSION = "0.1.0"
+EXTENSIONS = ["binary_tensor_data"]
+PLATFORM = "onnxruntime_onnx"
+FORECAST = "forecast"
+INTERVAL_OUTPUTS = ("forecast_lower", "forecast_upper")
+
+
+def parse_version(raw: str | None) -> int | None:
+    """A path or message version: empty means the latest; otherwise a positive integer."""
+    if raw is None or raw == "":
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise InvalidInput(f"model version must be a positive integer, got {raw!r}", field="version", limit=1)
+    return int(raw)
+
+
+class OipV2Handlers:
+    def __init__(self, service: InferenceService, draining: Callable[[], bool]) -> None:
+        self.service = service
+        self.settings = service.settings
+        self._draining = draining
+
+    # -- health and metadata ---------------------------------------------------------------------
+    def server_ready(self) -> bool:
+        """Every configured version loaded, and not shutting down (as /readyz)."""
+        return self.service.registry.ready and not self._draining()
+
+    def server_metadata(self) -> ServerMetadata:
+        return ServerMetadata(name=SERVER_NAME, version=SERVER_VERSION, extensions=EXTENSIONS)
+
+    def model_ready(self, name: str, version: int | None) -> bool:
+        served = self.service.model(name)
+        if version is None:
+            return served.latest is not None
+        mv = served.versions.get(version)
+        if mv is None:
+            known = ", ".join(str(v) for v in sorted(served.versions)) or "none"
+            raise VersionNotFound(
+                f"model {name!r} has no version {version}; versions: {known}", field="version"
+            )
+        return mv.ready
+
+    def model_metadata(self, name: str, version: int | None) -> ModelMetadata:
+        mv = self.service.resolve(name, version)
+        manifest = _manifest(mv)
+        L, H, C = manifest.input_length, manifest.horizon, len(manifest.channels)
+        inputs = [TensorMetadata(name="window", datatype="FP32", shape=[-1, L, C])]
+        if manifest.cycle is not None:
+            inputs.append(TensorMetadata(name="phase", datatype="INT64", shape=[-1]))
+        return ModelMetadata(
+            name=mv.name,
+            versions=[str(v) for v in sorted(self.service.model(name).versions)],
+            platform=PLATFORM,
+            inputs=inputs,
+            outputs=[TensorMetadata(name=FORECAST, datatype="FP32", shape=[-1, H, C])],
+        )
+
+    # -- infer -----------------------------------------------------------------------------------
+    async def infer(
+        self,
+        name: str,
+        version: int | None,
+        inputs: list[Tensor],
+        outputs: list[str] | None,
+        request_id: str | None,
+    ) -> InferResult:
+        mv = self.service.resolve(name, version)
+        manifest = _manifest(mv)
+        tensors = _by_name(inputs, manifest)
+        window = self._window(tensors, manifest)
+        phases = _phases(tensors, manifest, len(window))
+        for i, output in enumerate(outputs or [FORECAST]):
+            if output in INTERVAL_OUTPUTS:
+                check_intervals(mv, output, f"outputs[{i}]")
+            elif output != FORECAST:
+                raise InvalidInput(
+                    f"outputs[{i}]: {output!r} is not an output of model {mv.name}; its outputs are "
+                    f"[{FORECAST!r}]",
+                    field=f"outputs[{i}]",
+                    limit=[FORECAST],
+                )
+        forecast = await self.service.forecast(mv, window, phases)
+        finite = np.isfinite(forecast.reshape(len(forecast), -1)).all(axis=1)
+        if not finite.all():
+            row = int(np.argmin(finite))
+            raise NonFiniteResult(
+                f"the model's forecast for window {row} is not finite: its values are outside what the model "
+                "can handle; rescale them",
+                field=f"window[{row}]",
+            )
+        return InferResult(mv.name, str(mv.version), request_id, {FORECAST: forecast})
+
+    def _window(self, tensors: dict[str, Tensor], manifest: Manifest) -> np.ndarray:
+        L, C = manifest.input_length, len(manifest.channels)
+        window = tensors.get("window")
+        if window is None:
+            raise InvalidInput(f"input 'window' (FP32 [n, {L}, {C}]) is missing", field="window")
+        array = window.array
+        if window.datatype != "FP32":
+            raise InvalidInput(
+                f"input 'window' must be FP32, got {window.datatype}", field="window.datatype", limit="FP32"
+            )
+        if array.ndim != 3 or array.shape[1:] != (L, C) or array.shape[0] < 1:
+            raise InvalidInput(
+                f"input 'window' has shape {list(array.shape)}; model {manifest.name} takes [n, {L}, {C}] "
+                f"(n >= 1 windows of its input length {L} and its {C} channels {list(manifest.channels)})",
+                field="window.shape",
+                limit=[-1, L, C],
+            )
+        limit = self.settings.max_series_per_request
+        if len(array) > limit:
+            raise InvalidInput(
+                f"input 'window' has {len(array)} windows; at most {limit} are accepted",
+                field="window.shape",
+                limit=limit,
+            )
+        bound = input_bound(L)
+        bad = ~(np.abs(array) <= bound)  # NaN and inf included
+        if bad.any():
+            n, t, c = (int(i) for i in np.argwhere(bad)[0])
+            raise InvalidInput(
+                f"window[{n}][{t}][{c}] = {array[n, t, c]!r} is outside what the model's float32 arithmetic "
+                f"can normalise: |x| <= {bound:g}, finite",
+                field=f"window[{n}][{t}][{c}]",
+                limit=bound,
+            )
+        return array
+
+
+def _manifest(mv: ModelVersion) -> Manifest:
+    assert mv.manifest is not None  # the registry hands out ready versions only
+    return mv.manifest
+
+
+def _by_name(inputs: list[Tensor], manifest: Manifest) -> dict[str, Tensor]:
+    allowed = ["window", "phase", "start"] if manifest.cycle is not None else ["window"]
+    tensors: dict[str, Tensor] = {}
+    for i, tensor in enumerate(inputs):
+        if tensor.name not in allowed:
+            raise InvalidInput(
+                f"inputs[{i}]: {tensor.name!r} is not an input of model {manifest.name}; it takes {allowed}"
+                + ("" if manifest.cycle is not None else " (it has no seasonal cycle, so no phase)"),
+                field=f"inputs[{i}].name",
+                limit=allowed,
+            )
+        if tensor.name in tensors:
+            raise InvalidInput(f"inputs[{i}]: {tensor.name!r} is given twice", field=f"inputs[{i}].name")
+        tensors[tensor.name] = tensor
+    return tensors
+
+
+def _phases(tensors: dict[str, Tensor], manifest: Manifest, n: int) -> np.ndarray | None:
+    """Each window's phase for a cycle model, from `phase` or from `start`; None for a model without."""
+    cycle = manifest.cycle
+    if cycle is None:
+        return None
+    given = [t for t in (tensors.get("phase"), tensors.get("start")) if t is not None]
+    if len(given) != 1:
+        raise InvalidInput(
+            f"model {manifest.name} has a seasonal cycle of period {cycle.period}: give either input 'phase' "
+            "(INT64 [n], each window's phase) or 'start' (INT64 [n], Unix seconds of each window's first "
+            "row), exactly one of them",
+            field="phase",
+        )
+    tensor = given[0]
+    if tensor.datatype != "INT64" or tensor.array.shape != (n,):
+        raise InvalidInput(
+            f"input {tensor.name!r} must be INT64 of shape [{n}] (one per window), got {tensor.datatype} "
+            f"{list(tensor.array.shape)}",
+            field=f"{tensor.name}.shape",
+            limit=[n],
+        )
+    if tensor.name == "start":
+        step_us = step_microseconds(cycle.step_seconds)
+        return np.array([(int(s) * 1_000_000 // step_us) % cycle.period for s in tensor.array], np.int64)
+    bad = (tensor.array < 0) | (tensor.array >= cycle.period)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise InvalidInput(
+            f"phase[{i}] = {int(tensor.array[i])} is outside the cycle's range 0..{cycle.period - 1}",
+            field=f"phase[{i}]",
+            limit=cycle.period - 1,
+        )
+    return tensor.array

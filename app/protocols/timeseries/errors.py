@@ -1,0 +1,110 @@
+"""How the KServe time-series API renders errors: `{"error": {"code", "message", "param", "type"}}`, the
+shape of KServe's `ErrorResponse`. Unlike KServe's own server, every error carries its code: the service's
+stable machine-readable code (`invalid_input`, `no_calibrated_intervals`, `model_not_found`, ...), with
+`param` the request field at fault and `type` KServe's error class name.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.core.context import note_error
+from app.core.errors import (
+    InferenceError,
+    InvalidInput,
+    ModelNotFound,
+    ModelNotReady,
+    Overloaded,
+    PayloadTooLarge,
+    PermissionDenied,
+    ServiceError,
+    Timeout,
+    Unauthenticated,
+    UnsupportedMediaType,
+)
+
+logger = logging.getLogger(__name__)
+
+# Domain error -> (HTTP status, KServe error type).
+STATUS: dict[type[ServiceError], tuple[int, str]] = {
+    InvalidInput: (400, "BadRequestError"),
+    PayloadTooLarge: (413, "BadRequestError"),
+    UnsupportedMediaType: (415, "BadRequestError"),
+    ModelNotFound: (404, "NotFoundError"),
+    ModelNotReady: (503, "ServiceUnavailableError"),
+    Overloaded: (503, "ServiceUnavailableError"),
+    Timeout: (504, "TimeoutError"),
+    InferenceError: (500, "InternalServerError"),
+    Unauthenticated: (401, "AuthenticationError"),
+    PermissionDenied: (403, "PermissionDeniedError"),
+}
+
+_HTTP = {404: ("not_found", "NotFoundError"), 405: ("method_not_allowed", "BadRequestError")}
+
+
+def _status(exc: ServiceError) -> tuple[int, str]:
+    for cls in type(exc).__mro__:
+        if cls in STATUS:
+            return STATUS[cls]
+    return 500, "InternalServerError"
+
+
+def error_response(
+    status: int, code: str, message: str, param: str | None, kind: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    note_error(code)  # the rejection reason, for the metrics middleware
+    body = {"error": {"code": code, "message": message, "param": param, "type": kind}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def error_response_for(exc: ServiceError) -> JSONResponse:
+    status, kind = _status(exc)
+    headers = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s is not None else None
+    if isinstance(exc, Unauthenticated):
+        headers = {"WWW-Authenticate": 'Bearer realm="rsa"'}
+    return error_response(status, exc.code, exc.message, exc.field, kind, headers)
+
+
+def field_path(loc: tuple[int | str, ...]) -> str:
+    """("body", "inputs", 0, "series") -> "inputs[0].series"."""
+    out = ""
+    for part in loc[1:] if len(loc) > 1 and loc[0] == "body" else loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+async def render_error(request: Request, exc: Exception) -> JSONResponse:
+    """The KServe-shaped response for a domain, validation or routing error; re-raises anything else."""
+    if isinstance(exc, ServiceError):
+        status, _ = _status(exc)
+        if status >= 500:
+            level = logging.ERROR if status == 500 else logging.WARNING
+            logger.log(
+                level, "%s %s -> %d %s: %s", request.method, request.url.path, status, exc.code, exc.message
+            )
+        return error_response_for(exc)
+    if isinstance(exc, RequestValidationError):
+        errors = exc.errors()
+        first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+        param = field_path(tuple(first.get("loc", ()))) or None
+        if first.get("type") == "json_invalid":
+            return error_response(
+                400, "malformed_json", f"malformed JSON body: {first.get('msg')}", "body", "BadRequestError"
+            )
+        message = f"{param}: {first.get('msg')}" if param else str(first.get("msg"))
+        if len(errors) > 1:
+            message += f" (and {len(errors) - 1} more)"
+        return error_response(400, "invalid_input", message, param, "BadRequestError")
+    if isinstance(exc, StarletteHTTPException):
+        code, kind = _HTTP.get(exc.status_code, ("bad_request", "BadRequestError"))
+        return error_response(exc.status_code, code, str(exc.detail), None, kind)
+    raise exc
+
+
+def internal_error() -> JSONResponse:
+    return error_response(500, "internal_error", "internal server error", None, "InternalServerError")
