@@ -9,6 +9,8 @@ Shutdown is a drain, in this order, so that no accepted request is lost:
    every response carries `Connection: close` (clients stop reusing their keep-alive connections and
    reconnect, to another replica), for RSA_DRAIN_DELAY_S, while the service keeps serving.
 2. The server stops accepting connections; requests in flight finish (up to RSA_GRACEFUL_SHUTDOWN_S).
+   The gRPC server (when RSA_GRPC_PORT is set) answers ServerReady false from step 1, and stops here:
+   calls in flight finish within the same grace period, new ones are refused.
 3. The lifespan ends: the batchers finish what is queued, the thread pools and the parse process stop,
    the process exits 0.
 `app/__main__.py` drives this from the signals; under another server, step 1 is skipped.
@@ -92,9 +94,20 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         ", ".join(f"{s.name} {sorted(s.versions)}" for s in registry.models.values()) or "nothing",
     )
     loader = asyncio.create_task(_load_models(registry), name="load-models")
+    grpc_server = None
     try:
+        if settings.grpc_port is not None:
+            # Imported only here: its generated messages cannot share a process with tritonclient's
+            # (app/protocols/oip_v2/README.md), and a service without gRPC needs none of it.
+            from app.protocols.oip_v2.grpc_server import GrpcServer
+
+            server = GrpcServer(settings, app.state.oip_v2, app.state.api_keys, metrics)
+            await server.start()  # a port that cannot be bound stops start-up, after the cleanup below
+            grpc_server = server
         yield
     finally:
+        if grpc_server is not None:  # in-flight calls finish (within the grace period), new ones refused
+            await grpc_server.stop()
         loader.cancel()
         await asyncio.gather(loader, starting, return_exceptions=True)
         await registry.stop(settings.graceful_shutdown_s)

@@ -50,7 +50,7 @@ class BodySizeLimitMiddleware:
 
 # Probes that load balancers and Prometheus call all the time: counted, but kept out of the in-flight
 # gauge and the latency histogram so that they do not dilute what the dashboards show of real work.
-PROBE_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+PROBE_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/v2/health/live", "/v2/health/ready"})
 
 
 # A client may shorten (never extend) the server's request timeout for its own request, in seconds.

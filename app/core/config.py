@@ -91,6 +91,11 @@ class Settings(BaseSettings):
     max_connections: int = Field(default=1024, ge=1)
     keep_alive_s: float = Field(default=5.0, gt=0)
 
+    # The Open Inference Protocol v2 gRPC service (app/protocols/oip_v2/grpc_server.py), in this process
+    # beside HTTP, on RSA_HOST. Unset: no gRPC server (the image sets 8001, Triton's port). Off by default so
+    # that every process a test or a benchmark starts does not compete for one fixed port.
+    grpc_port: int | None = Field(default=None, ge=1, le=65535)
+
     @field_validator("models", mode="before")
     @classmethod
     def _split_models(cls, value: object) -> object:

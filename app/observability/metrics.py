@@ -8,6 +8,9 @@ Fed from three sides, none of which imports prometheus-client itself:
 - `ServiceCollector` reads the model registry at scrape time (load state, model info, queued rows, GPU
   memory), so those values are exact and cost nothing between scrapes.
 
+Every request metric carries the protocol it came by (`protocol_of`): `rsa_v1`, `oip_v2` (REST),
+`oip_v2_grpc`, `kserve_timeseries`, or "" for the service's own probes, metrics and docs.
+
 Label values never come from the client: `model` and `version` are set only once the registry knows
 them, so requests for made-up model names cannot grow the number of series.
 
@@ -91,6 +94,20 @@ PRECREATED_REASONS = ("overloaded", "timeout", "invalid_input", "not_ready")
 LOAD_STATES = ("loading", "ready", "failed")
 CUDA_PROVIDER = "CUDAExecutionProvider"
 UNMATCHED = "unmatched"  # the endpoint label of a request no route matched
+GRPC_SERVICE = "/inference.GRPCInferenceService/"  # the endpoint label of a gRPC call is its method path
+
+
+def protocol_of(endpoint: str) -> str:
+    """The protocol label of an endpoint (a route template or a gRPC method path)."""
+    if endpoint.startswith(GRPC_SERVICE):
+        return "oip_v2_grpc"
+    if endpoint == "/v2" or endpoint.startswith("/v2/"):
+        return "oip_v2"
+    if endpoint.startswith("/v1/timeseries/"):
+        return "kserve_timeseries"
+    if endpoint.startswith("/v1/"):
+        return "rsa_v1"
+    return ""
 
 
 # -- the metrics -----------------------------------------------------------------------------------
@@ -111,10 +128,11 @@ class Metrics:
         PlatformCollector(registry=self.registry)
         GCCollector(registry=self.registry)
         r = self.registry
-        request_labels = ["endpoint", "model", "version"]
+        request_labels = ["endpoint", "protocol", "model", "version"]
         self.requests = Counter(
             f"{PREFIX}_requests",
-            "HTTP requests answered, by endpoint (route template), model, version and status code.",
+            "Requests answered, by endpoint (route template or gRPC method), protocol, model, version and "
+            "status code (HTTP status, or the gRPC status name).",
             [*request_labels, "code"],
             registry=r,
         )
@@ -127,7 +145,7 @@ class Metrics:
         )
         self.in_flight = Gauge(
             f"{PREFIX}_requests_in_flight",
-            "HTTP requests being handled now (health, readiness and metrics probes excluded).",
+            "Requests (HTTP and gRPC) being handled now (health, readiness and metrics probes excluded).",
             registry=r,
         )
         self.rejections = Counter(
@@ -177,9 +195,9 @@ class Metrics:
 
     # -- hooks ---------------------------------------------------------------------------------
     def observe_request(
-        self, endpoint: str, record: RequestRecord, status: int, seconds: float, probe: bool
+        self, endpoint: str, record: RequestRecord, status: int | str, seconds: float, probe: bool
     ) -> None:
-        labels = (endpoint, record.model, record.version)
+        labels = (endpoint, protocol_of(endpoint), record.model, record.version)
         self.requests.labels(*labels, str(status)).inc()
         if not probe:
             self.request_duration.labels(*labels).observe(seconds)
@@ -194,7 +212,7 @@ class Metrics:
         v = str(version)
         for endpoint in self.model_endpoints:
             for reason in PRECREATED_REASONS:
-                self.rejections.labels(endpoint, model, v, reason)
+                self.rejections.labels(endpoint, protocol_of(endpoint), model, v, reason)
         run = self.session_run.labels(model, v, provider)
         rows = self.batch_rows.labels(model, v)
         done = self.rows.labels(model, v)

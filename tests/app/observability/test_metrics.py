@@ -10,7 +10,7 @@ import pytest
 from app.core.context import close_record, note_error, note_model_version, open_record
 from app.core.errors import ModelNotReady
 from app.inference.batching import Batch, Segment, WorkItem
-from app.observability.metrics import Metrics, batch_buckets
+from app.observability.metrics import Metrics, batch_buckets, protocol_of
 
 
 @pytest.mark.parametrize(
@@ -80,10 +80,25 @@ def test_observe_request_maps_error_codes_to_reasons() -> None:
                     metrics,
                     "rsa_request_rejections_total",
                     endpoint="/x",
+                    protocol="",
                     model="",
                     version="",
                     reason=reason,
                 )
                 == 1
             )
-    assert _sample(metrics, "rsa_requests_total", endpoint="/x", model="", version="", code="400") == 3
+    labels = {"endpoint": "/x", "protocol": "", "model": "", "version": ""}
+    assert _sample(metrics, "rsa_requests_total", code="400", **labels) == 3
+
+
+def test_every_request_metric_carries_its_protocol() -> None:
+    expected = {
+        "/v1/models/{name}/forecast": "rsa_v1",
+        "/v2/models/{name}/infer": "oip_v2",
+        "/v2": "oip_v2",
+        "/inference.GRPCInferenceService/ModelInfer": "oip_v2_grpc",
+        "/v1/timeseries/forecast": "kserve_timeseries",
+        "/healthz": "",
+        "unmatched": "",
+    }
+    assert {endpoint: protocol_of(endpoint) for endpoint in expected} == expected

@@ -134,7 +134,13 @@ def test_rejection_series_of_loaded_versions_start_at_zero(toy_repository: Path)
         samples = scrape(client)
     for endpoint in (LATEST, VERSIONED, "/v1/models/{name}/attention"):
         for reason in ("overloaded", "timeout", "invalid_input", "not_ready"):
-            labels = {"endpoint": endpoint, "model": "toy", "version": "2", "reason": reason}
+            labels = {
+                "endpoint": endpoint,
+                "protocol": "rsa_v1",
+                "model": "toy",
+                "version": "2",
+                "reason": reason,
+            }
             assert ("rsa_request_rejections_total", frozenset(labels.items())) in samples, labels
     assert total(samples, "rsa_request_rejections_total") == 0
 

@@ -1,0 +1,272 @@
+"""The Open Inference Protocol v2 over gRPC: KServe's `inference.GRPCInferenceService` (ServerLive,
+ServerReady, ModelReady, ServerMetadata, ModelMetadata, ModelInfer), served by grpc.aio on the service's
+own event loop, beside HTTP, on RSA_GRPC_PORT.
+
+Every RPC goes through what an HTTP request does: a request record with its deadline (the server's
+timeout, or less when the client's gRPC deadline is shorter), the API keys (metadata `authorization:
+Bearer <key>`; the health RPCs are open, like /healthz), the same handlers and batcher, and the metrics
+(endpoint `/inference.GRPCInferenceService/<Method>`, protocol `oip_v2_grpc`, code the gRPC status name).
+The repository-model RPCs of the proto are not served (UNIMPLEMENTED): models load at start-up.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Awaitable, Callable
+from time import perf_counter
+from typing import TypeVar
+
+import grpc
+import numpy as np
+
+from app.core.config import Settings
+from app.core.context import close_record, note_error, open_record
+from app.core.errors import (
+    InferenceError,
+    InvalidInput,
+    ModelNotFound,
+    ModelNotReady,
+    Overloaded,
+    PayloadTooLarge,
+    PermissionDenied,
+    ServiceError,
+    Timeout,
+    Unauthenticated,
+)
+from app.core.security import ApiKeys
+from app.observability.metrics import GRPC_SERVICE, Metrics
+from app.protocols.oip_v2 import grpc_predict_v2_pb2 as pb
+from app.protocols.oip_v2 import grpc_predict_v2_pb2_grpc as pb_grpc
+from app.protocols.oip_v2.codec import DATATYPE_OF, DTYPES, InferResult, Tensor
+from app.protocols.oip_v2.handlers import OipV2Handlers, parse_version
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+PROBES = frozenset({"ServerLive", "ServerReady"})
+
+STATUS: dict[type[ServiceError], grpc.StatusCode] = {
+    InvalidInput: grpc.StatusCode.INVALID_ARGUMENT,
+    PayloadTooLarge: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    ModelNotFound: grpc.StatusCode.NOT_FOUND,
+    ModelNotReady: grpc.StatusCode.UNAVAILABLE,
+    Overloaded: grpc.StatusCode.UNAVAILABLE,  # retryable, as gRPC clients treat UNAVAILABLE
+    Timeout: grpc.StatusCode.DEADLINE_EXCEEDED,
+    InferenceError: grpc.StatusCode.INTERNAL,
+    Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
+    PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
+}
+
+
+def status_of(exc: ServiceError) -> grpc.StatusCode:
+    for cls in type(exc).__mro__:
+        if cls in STATUS:
+            return STATUS[cls]
+    return grpc.StatusCode.INTERNAL
+
+
+def decode_inputs(request: pb.ModelInferRequest) -> list[Tensor]:
+    """The request's tensors, from `raw_input_contents` (one per input, in order) or typed `contents`."""
+    raw = list(request.raw_input_contents)
+    if raw and len(raw) != len(request.inputs):
+        raise InvalidInput(
+            f"raw_input_contents has {len(raw)} entries for {len(request.inputs)} inputs: give one per input",
+            field="raw_input_contents",
+            limit=len(request.inputs),
+        )
+    tensors = []
+    for i, item in enumerate(request.inputs):
+        field = f"inputs[{i}] ({item.name})"
+        dtype = DTYPES.get(item.datatype)
+        if dtype is None:
+            raise InvalidInput(
+                f"{field}: datatype {item.datatype!r} is not served; this service takes {sorted(DTYPES)}",
+                field=f"inputs[{i}].datatype",
+                limit=sorted(DTYPES),
+            )
+        shape = list(item.shape)
+        if any(d < 0 for d in shape):
+            raise InvalidInput(f"{field}: shape {shape} has a negative dimension", field=f"{field}.shape")
+        count = math.prod(shape)
+        if raw:
+            if len(raw[i]) != count * dtype.itemsize:
+                raise InvalidInput(
+                    f"{field}: raw_input_contents[{i}] has {len(raw[i])} bytes; shape {shape} of "
+                    f"{item.datatype} needs {count * dtype.itemsize}",
+                    field=f"raw_input_contents[{i}]",
+                    limit=count * dtype.itemsize,
+                )
+            array = np.frombuffer(raw[i], dtype).reshape(shape)
+        else:
+            values = item.contents.fp32_contents if item.datatype == "FP32" else item.contents.int64_contents
+            if len(values) != count:
+                raise InvalidInput(
+                    f"{field}: contents has {len(values)} values, but shape {shape} needs {count}",
+                    field=f"{field}.contents",
+                    limit=count,
+                )
+            array = np.array(values, dtype).reshape(shape)
+        tensors.append(Tensor(item.name, item.datatype, array))
+    return tensors
+
+
+def encode_response(result: InferResult) -> pb.ModelInferResponse:
+    """Outputs as raw little-endian bytes (`raw_output_contents`), as Triton answers."""
+    response = pb.ModelInferResponse(
+        model_name=result.model_name, model_version=result.model_version, id=result.id or ""
+    )
+    for name, array in result.outputs.items():
+        data = np.ascontiguousarray(array)
+        response.outputs.add(name=name, datatype=DATATYPE_OF[data.dtype], shape=list(data.shape))
+        response.raw_output_contents.append(data.tobytes())
+    return response
+
+
+class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
+    def __init__(self, handlers: OipV2Handlers, api_keys: ApiKeys, metrics: Metrics) -> None:
+        self.handlers = handlers
+        self.api_keys = api_keys
+        self.metrics = metrics
+        self.timeout_s = handlers.settings.request_timeout_s
+
+    async def _serve(
+        self, method: str, context: grpc.aio.ServicerContext, run: Callable[[], Awaitable[T]]
+    ) -> T:
+        """`run` within a request record (deadline, labels), behind the API keys unless a probe, counted in
+        the metrics; a domain error ends the call with its gRPC status and our message."""
+        start = perf_counter()
+        remaining = context.time_remaining()
+        timeout = self.timeout_s if remaining is None else min(self.timeout_s, remaining)
+        record, token = open_record(start, timeout)
+        probe = method in PROBES
+        if not probe:
+            self.metrics.in_flight.inc()
+        code, message = grpc.StatusCode.OK, ""
+        try:
+            if not probe:
+                self.api_keys.check(_authorization(context))
+            return await run()
+        except ServiceError as exc:
+            code, message = status_of(exc), exc.message
+            note_error(exc.code)
+            if code in (
+                grpc.StatusCode.INTERNAL,
+                grpc.StatusCode.UNAVAILABLE,
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+            ):
+                logger.warning("gRPC %s -> %s %s: %s", method, code.name, exc.code, exc.message)
+        except Exception:
+            logger.exception("unhandled error in gRPC %s", method)
+            code, message = grpc.StatusCode.INTERNAL, "internal server error"
+            note_error("internal_error")
+        finally:
+            close_record(token)
+            if not probe:
+                self.metrics.in_flight.dec()
+            self.metrics.observe_request(
+                GRPC_SERVICE + method, record, code.name, perf_counter() - start, probe
+            )
+        await context.abort(code, message)  # raises: the call ends here with that status
+        raise AssertionError("unreachable: context.abort raises")
+
+    async def ServerLive(  # noqa: N802  (the proto's method names)
+        self, request: pb.ServerLiveRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ServerLiveResponse:
+        async def run() -> pb.ServerLiveResponse:
+            return pb.ServerLiveResponse(live=True)
+
+        return await self._serve("ServerLive", context, run)
+
+    async def ServerReady(  # noqa: N802
+        self, request: pb.ServerReadyRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ServerReadyResponse:
+        async def run() -> pb.ServerReadyResponse:
+            return pb.ServerReadyResponse(ready=self.handlers.server_ready())
+
+        return await self._serve("ServerReady", context, run)
+
+    async def ModelReady(  # noqa: N802
+        self, request: pb.ModelReadyRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ModelReadyResponse:
+        async def run() -> pb.ModelReadyResponse:
+            ready = self.handlers.model_ready(request.name, parse_version(request.version))
+            return pb.ModelReadyResponse(ready=ready)
+
+        return await self._serve("ModelReady", context, run)
+
+    async def ServerMetadata(  # noqa: N802
+        self, request: pb.ServerMetadataRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ServerMetadataResponse:
+        async def run() -> pb.ServerMetadataResponse:
+            meta = self.handlers.server_metadata()
+            return pb.ServerMetadataResponse(name=meta.name, version=meta.version, extensions=meta.extensions)
+
+        return await self._serve("ServerMetadata", context, run)
+
+    async def ModelMetadata(  # noqa: N802
+        self, request: pb.ModelMetadataRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ModelMetadataResponse:
+        async def run() -> pb.ModelMetadataResponse:
+            meta = self.handlers.model_metadata(request.name, parse_version(request.version))
+            tensors = pb.ModelMetadataResponse.TensorMetadata
+            return pb.ModelMetadataResponse(
+                name=meta.name,
+                versions=meta.versions,
+                platform=meta.platform,
+                inputs=[tensors(name=t.name, datatype=t.datatype, shape=t.shape) for t in meta.inputs],
+                outputs=[tensors(name=t.name, datatype=t.datatype, shape=t.shape) for t in meta.outputs],
+            )
+
+        return await self._serve("ModelMetadata", context, run)
+
+    async def ModelInfer(  # noqa: N802
+        self, request: pb.ModelInferRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ModelInferResponse:
+        async def run() -> pb.ModelInferResponse:
+            version = parse_version(request.model_version)
+            outputs = [o.name for o in request.outputs] or None
+            result = await self.handlers.infer(
+                request.model_name, version, decode_inputs(request), outputs, request.id or None
+            )
+            return encode_response(result)
+
+        return await self._serve("ModelInfer", context, run)
+
+
+def _authorization(context: grpc.aio.ServicerContext) -> str | None:
+    for key, value in context.invocation_metadata() or ():
+        if key == "authorization":
+            return value if isinstance(value, str) else value.decode()
+    return None
+
+
+class GrpcServer:
+    """The gRPC server's life: bound and started with the service, stopped (in-flight calls finish within
+    the grace period, new ones refused) when it shuts down."""
+
+    def __init__(
+        self, settings: Settings, handlers: OipV2Handlers, api_keys: ApiKeys, metrics: Metrics
+    ) -> None:
+        assert settings.grpc_port is not None
+        self.address = f"{settings.host}:{settings.grpc_port}"
+        self.grace_s = settings.graceful_shutdown_s
+        # Messages up to the HTTP body limit; the default 4 MiB would refuse a batch /v1 accepts.
+        limit = settings.max_body_bytes
+        self.server = grpc.aio.server(
+            options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", -1)]
+        )
+        pb_grpc.add_GRPCInferenceServiceServicer_to_server(
+            InferenceServicer(handlers, api_keys, metrics), self.server
+        )
+
+    async def start(self) -> None:
+        try:
+            self.server.add_insecure_port(self.address)
+        except RuntimeError as exc:  # grpc.aio's way to say the port cannot be bound
+            raise RuntimeError(f"RSA_GRPC_PORT: cannot listen on {self.address}: {exc}") from exc
+        await self.server.start()
+        logger.info("gRPC (OIP v2, inference.GRPCInferenceService) on %s", self.address)
+
+    async def stop(self) -> None:
+        await self.server.stop(self.grace_s)

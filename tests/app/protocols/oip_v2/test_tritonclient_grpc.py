@@ -1,0 +1,107 @@
+"""The real `tritonclient.grpc`, unchanged, against the service's gRPC port (same process as HTTP): health,
+metadata, infer with raw tensors giving exactly `/v1`'s numbers, errors as InferenceServerException with
+our message, and the calls in the metrics under their own protocol."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+from prometheus_client.parser import text_string_to_metric_families
+from tritonclient.utils import InferenceServerException
+
+from tests.app.metrics_scrape import value
+from tests.app.protocols.conftest import C, H, L, Served, v1_forecast, windows
+
+
+@pytest.fixture(scope="module")
+def client(served: Served) -> Iterator[grpcclient.InferenceServerClient]:
+    c = grpcclient.InferenceServerClient(served.grpc_target)
+    yield c
+    c.close()
+
+
+def _input(name: str, array: np.ndarray, datatype: str) -> grpcclient.InferInput:
+    item = grpcclient.InferInput(name, list(array.shape), datatype)
+    item.set_data_from_numpy(array)  # raw_input_contents, as the client always sends
+    return item
+
+
+def test_live_ready_and_metadata(client: grpcclient.InferenceServerClient) -> None:
+    assert client.is_server_live() and client.is_server_ready()
+    assert client.is_model_ready("plain") and client.is_model_ready("hourly", "1")
+    assert "binary_tensor_data" in client.get_server_metadata(as_json=True)["extensions"]
+    meta = client.get_model_metadata("plain", as_json=True)
+    assert meta["platform"] == "onnxruntime_onnx" and meta["versions"] == ["1"]
+    # as_json writes int64 fields as strings (protobuf's JSON mapping)
+    assert meta["inputs"] == [{"name": "window", "datatype": "FP32", "shape": ["-1", str(L), str(C)]}]
+    assert meta["outputs"] == [{"name": "forecast", "datatype": "FP32", "shape": ["-1", str(H), str(C)]}]
+
+
+def test_infer_gives_exactly_the_v1_numbers(client: grpcclient.InferenceServerClient, served: Served) -> None:
+    batch = windows(6, seed=11)
+    result = client.infer("plain", [_input("window", batch, "FP32")], request_id="g-1")
+    got = result.as_numpy("forecast")
+    assert got.dtype == np.float32 and got.shape == (6, H, C)
+    np.testing.assert_array_equal(got, v1_forecast(served.url, "plain", batch))
+    response = result.get_response()
+    assert (response.id, response.model_name, response.model_version) == ("g-1", "plain", "1")
+
+    starts = [datetime(2024, 5, 2, 23, tzinfo=UTC) + timedelta(hours=5 * i) for i in range(3)]
+    cyc = windows(3, seed=12)
+    phase = np.array([s.hour for s in starts], np.int64)
+    result = client.infer("hourly", [_input("window", cyc, "FP32"), _input("phase", phase, "INT64")])
+    np.testing.assert_array_equal(result.as_numpy("forecast"), v1_forecast(served.url, "hourly", cyc, starts))
+
+
+def test_errors_surface_as_inference_server_exception_with_our_message(
+    client: grpcclient.InferenceServerClient,
+) -> None:
+    with pytest.raises(InferenceServerException) as info:
+        client.infer("plain", [_input("window", np.zeros((1, L, C + 1), np.float32), "FP32")])
+    assert info.value.status() == "StatusCode.INVALID_ARGUMENT"
+    assert f"model plain takes [n, {L}, {C}]" in info.value.message()
+    with pytest.raises(InferenceServerException) as info:
+        client.get_model_metadata("nope")
+    assert info.value.status() == "StatusCode.NOT_FOUND" and "model 'nope' not found" in info.value.message()
+    with pytest.raises(InferenceServerException) as info:
+        client.infer(
+            "plain",
+            [_input("window", windows(1), "FP32")],
+            outputs=[grpcclient.InferRequestedOutput("forecast_upper")],
+        )
+    assert "no calibrated prediction intervals" in info.value.message()
+
+
+def test_grpc_calls_are_in_the_metrics_with_their_protocol(
+    client: grpcclient.InferenceServerClient, served: Served
+) -> None:
+    def scrape() -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+        text = httpx.get(f"{served.url}/metrics", timeout=10).text
+        return {
+            (s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+        }
+
+    infer = {
+        "endpoint": "/inference.GRPCInferenceService/ModelInfer",
+        "protocol": "oip_v2_grpc",
+        "model": "plain",
+        "version": "1",
+    }
+    before = scrape()
+    client.infer("plain", [_input("window", windows(2), "FP32")])
+    with pytest.raises(InferenceServerException):
+        client.infer("plain", [_input("window", np.zeros((1, L + 2, C), np.float32), "FP32")])
+    after = scrape()
+    for name, labels in (
+        ("rsa_requests_total", {**infer, "code": "OK"}),
+        ("rsa_requests_total", {**infer, "code": "INVALID_ARGUMENT"}),
+        ("rsa_request_rejections_total", {**infer, "reason": "invalid_input"}),
+    ):
+        assert value(after, name, **labels) - value(before, name, **labels) == 1, (name, labels)
