@@ -38,7 +38,8 @@ from app.artifacts.contract import (
     PHASE_INPUT,
 )
 from export.checkpoint import load_checkpoint
-from export.data import StandardScaler
+from export.conformal import for_checkpoint as calibrate_intervals
+from export.data import READ_OPTIONS, StandardScaler
 from export.evaluate import load_for_checkpoint
 from models import RSAForecaster
 
@@ -349,6 +350,7 @@ def export_model(
                 p.name: {"sha256": _sha256(p), "bytes": p.stat().st_size} for p in (fc_path, insp_path)
             },
             "metrics": metrics,
+            "intervals": calibrate_intervals(fc_path, info),  # docs/intervals.md; None without the data
             "dataset": {
                 "name": info["data"]["name"],
                 "file": Path(info["data"]["path"]).name,
@@ -356,6 +358,9 @@ def export_model(
                 "mode": info["data"]["mode"],
                 "target": info["data"]["target"],
                 "protocol": info["data"]["protocol"],
+                **{
+                    k: info["data"][k] for k in ("path", *READ_OPTIONS) if k in info["data"]
+                },  # to calibrate again
             },
             "source_checkpoint": {"file": checkpoint.name, "sha256": _sha256(checkpoint)},
         }

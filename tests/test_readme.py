@@ -44,6 +44,10 @@ def test_curl_example_answer_is_what_the_service_says():
     for a, b in zip(got["forecasts"], printed["forecasts"], strict=True):
         assert (a["id"], a["channels"], a["timestamps"]) == (b["id"], b["channels"], b["timestamps"])
         np.testing.assert_allclose(a["forecast"], b["forecast"], atol=1e-4)
+        bands = [k for k in b if k.startswith(("lo-", "hi-", "q-"))]  # the prediction intervals shown
+        assert bands and bands == [k for k in a if k.startswith(("lo-", "hi-", "q-"))]
+        for k in bands:
+            np.testing.assert_allclose(a[k], b[k], atol=1e-4)
 
 
 def test_bring_your_own_csv_walkthrough_works_as_printed(tmp_path: Path) -> None:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import math
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, model_validator
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, PrivateAttr, ValidationError, model_validator
 
 from app.artifacts.calendar import CalendarStep, calendar_step
 from app.artifacts.contract import (
@@ -70,6 +72,46 @@ class FileSpec(_Frozen):
     bytes: int = Field(ge=0)
 
 
+class IntervalsSpec(_Frozen):
+    """Split-conformal prediction intervals (docs/intervals.md): per calibrated level (percent), horizon
+    step and channel, a width on the raw scale; the interval is forecast ± width."""
+
+    method: Literal["split_conformal"]
+    # The only kinds the service computes; a future exporter's other kinds are refused, not misread.
+    residuals: Literal["absolute"]
+    scale: Literal["none"]
+    levels: tuple[float, ...] = Field(min_length=1)
+    widths: tuple[tuple[tuple[float, ...], ...], ...]  # [levels][H][C]
+    calibration: dict[str, Any] | None = None
+    # `widths` as float32 [K, H, C], built once at load: what every request's arithmetic uses.
+    _array: np.ndarray = PrivateAttr()
+
+    @property
+    def array(self) -> np.ndarray:
+        return self._array
+
+    @model_validator(mode="after")
+    def _check(self) -> IntervalsSpec:
+        levels = self.levels
+        if not all(0 < level < 100 for level in levels):
+            raise ValueError(f"intervals.levels must lie strictly between 0 and 100, got {list(levels)}")
+        if any(b <= a for a, b in pairwise(levels)):
+            raise ValueError(f"intervals.levels must be strictly increasing, got {list(levels)}")
+        try:
+            array = np.asarray(self.widths, dtype=np.float32)
+        except ValueError:
+            raise ValueError("intervals.widths must be [levels][horizon][channels] numbers") from None
+        if array.ndim != 3 or array.shape[0] != len(levels):
+            raise ValueError(f"intervals.widths must be [levels][horizon][channels], got shape {array.shape}")
+        if not (np.isfinite(array).all() and (array >= 0).all()):
+            raise ValueError("intervals.widths must be finite and >= 0")
+        if (np.diff(array, axis=0) < 0).any():
+            raise ValueError("intervals.widths must not narrow as the level grows")
+        array.setflags(write=False)
+        self._array = array
+        return self
+
+
 class Manifest(_Frozen):
     name: str = Field(min_length=1)
     version: PositiveInt
@@ -90,6 +132,7 @@ class Manifest(_Frozen):
     metrics: dict[str, Any] | None = None  # null when the exporter had no training report
     dataset: dict[str, Any] | None = None
     cycle: CycleSpec | None = None  # null or absent: the graphs take `window` only
+    intervals: IntervalsSpec | None = None  # null or absent: no prediction intervals (exported before them)
 
     @property
     def n_channels(self) -> int:
@@ -139,6 +182,10 @@ class Manifest(_Frozen):
             for name in (ATTN_SOFTMAX, ATTN_REM, ATTN_MIXED):
                 if not any(t.name == name for t in self.inspect_outputs):
                     raise ValueError(f"inspect_outputs has no {name!r}")
+        if self.intervals is not None and self.intervals.array.shape[1:] != (H, C):
+            raise ValueError(
+                f"intervals.widths is {list(self.intervals.array.shape)}, it must be [levels, {H}, {C}]"
+            )
         for required in (MODEL_FILE, INSPECT_FILE):
             if required not in self.files:
                 raise ValueError(f"files has no entry for {required!r}")

@@ -1,7 +1,8 @@
 """The shipped models, served from the repository as a fresh clone has it: no training, no torch.
 
-etth1-rsa version 2 (the default: the latest) has a seasonal cycle and takes a phase; version 1 is the
-earlier model without one, kept so both kinds of artifact are served from real exports.
+etth1-rsa version 3 (the default: the latest) is version 2's graphs with calibrated prediction intervals
+(export.conformal); both have a seasonal cycle and take a phase. Version 1 is the earlier model without one,
+kept so both kinds of artifact are served from real exports.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from tests.app.conftest import make_settings, ort_forecast, ort_run, running_cli
 ROOT = Path(__file__).resolve().parents[2]
 REPOSITORY = ROOT / "model_repository"
 V1 = REPOSITORY / "etth1-rsa" / "1"
-DEFAULT = REPOSITORY / "etth1-rsa" / "2"
+V2 = REPOSITORY / "etth1-rsa" / "2"
+DEFAULT = REPOSITORY / "etth1-rsa" / "3"
 
 
 def etth1_rows(first: int, count: int) -> tuple[list[str], list[list[float]]]:
@@ -40,7 +42,7 @@ def hour_phase(stamp: str) -> int:
     return int(stamp[11:13])
 
 
-@pytest.mark.parametrize("folder", [V1, DEFAULT], ids=["v1", "v2"])
+@pytest.mark.parametrize("folder", [V1, V2, DEFAULT], ids=["v1", "v2", "v3"])
 def test_shipped_model_is_complete_and_small(folder):
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["input_length"] == 96 and manifest["dataset"]["name"] == "ETTh1"
@@ -54,7 +56,7 @@ def test_default_has_a_daily_cycle(client):
     assert manifest["cycle"] == {"period": 24, "step_seconds": 3600}
     assert [i["name"] for i in manifest["inputs"]] == ["window", "phase"]
     versions = {v["version"]: v for v in client.get("/v1/models/etth1-rsa").json()["versions"]}
-    assert versions[2]["cycle"] == {"period": 24, "step_seconds": 3600}
+    assert versions[2]["cycle"] == versions[3]["cycle"] == {"period": 24, "step_seconds": 3600}
     assert versions[1]["cycle"] is None
 
 
@@ -75,7 +77,7 @@ def test_forecasts_equal_a_direct_onnxruntime_call(client):
     r = client.post("/v1/models/etth1-rsa/forecast", json={"series": series})
     assert r.status_code == 200, r.text
     body = r.json()
-    assert body["version"] == 2
+    assert body["version"] == 3
     phases = [hour_phase(x["start"]) for x in series]
     expected = ort_forecast(DEFAULT / "model.onnx", np.array(windows, np.float32), phases)
     wrong = ort_forecast(
@@ -87,6 +89,33 @@ def test_forecasts_equal_a_direct_onnxruntime_call(client):
         np.testing.assert_allclose(np.array(fc["forecast"]), expected[i], atol=1e-5, rtol=0)
     truth_stamps, _ = etth1_rows(starts[0] + 96, 96)
     assert [t.replace("T", " ").removesuffix("Z") for t in body["forecasts"][0]["timestamps"]] == truth_stamps
+
+
+def test_default_is_version_2_with_intervals_for_every_horizon(client):
+    """The same graphs byte for byte; the bounds are the forecast ± the manifest's widths, a request's
+    horizon taking the first steps' widths; version 2 has no intervals and says so."""
+    for name in ("model.onnx", "inspect.onnx"):
+        assert (DEFAULT / name).read_bytes() == (V2 / name).read_bytes()
+    widths = np.asarray(
+        json.loads((DEFAULT / "manifest.json").read_text())["intervals"]["widths"], np.float32
+    )
+    assert widths.shape == (5, 96, 7)
+    stamps, values = etth1_rows(12000, 96)
+    request = {"series": [{"values": values, "start": stamps[0].replace(" ", "T")}], "level": [80, 95]}
+    for horizon in (3, 96):
+        r = client.post("/v1/models/etth1-rsa/forecast", json={**request, "horizon": horizon})
+        assert r.status_code == 200, r.text
+        answer = r.json()["forecasts"][0]
+        f = np.array(answer["forecast"], np.float32)
+        for level, k in ((80, 1), (95, 3)):
+            np.testing.assert_array_equal(
+                np.array(answer[f"lo-{level}"], np.float32), f - widths[k, :horizon]
+            )
+            np.testing.assert_array_equal(
+                np.array(answer[f"hi-{level}"], np.float32), f + widths[k, :horizon]
+            )
+    r = client.post("/v1/models/etth1-rsa/versions/2/forecast", json=request)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "level"
 
 
 def test_version_1_has_no_cycle_and_needs_no_start(client):

@@ -11,6 +11,13 @@ import numpy as np
 
 from app.artifacts.manifest import Manifest
 from app.core.errors import InvalidInput, NonFiniteResult
+from app.inference.intervals import (
+    available_quantiles,
+    check_levels,
+    check_quantiles,
+    level_bounds,
+    quantile_bounds,
+)
 from app.inference.registry import ModelVersion, ServedModel
 from app.inference.service import InferenceService
 from app.inference.session import InspectResult, OnnxModel
@@ -32,6 +39,7 @@ from app.protocols.rsa_v1.schemas import (
     ForecastRequest,
     HeadAttention,
     HeadInfo,
+    IntervalsInfo,
     LayerAttention,
     LayerInfo,
     MatrixName,
@@ -66,6 +74,7 @@ class V1Handlers:
                 limit=limit,
             )
         horizon = resolve_horizon(request.horizon, manifest)
+        _check_interval_request(manifest, request)  # before the session call: a bad level costs no run
         decoded = [
             decode_series(s, manifest, f"series[{i}]", self.settings.max_history_length)
             for i, s in enumerate(request.series)
@@ -80,6 +89,9 @@ class V1Handlers:
         outputs = await self.service.forecast(mv, windows, _phases(decoded))  # [S, H, C]
         outputs = outputs[:, :horizon]
         _require_finite(outputs, lambda i: f"series[{i}]")
+        bands = _bands(manifest, outputs, request)
+        for band in bands.values():
+            _require_finite(band, lambda i: f"series[{i}]")
         return ForecastResult(
             model=mv.name,
             version=mv.version,
@@ -88,6 +100,7 @@ class V1Handlers:
             ids=[d.id for d in decoded],
             outputs=outputs,
             timestamps=stamps,
+            bands=bands,
         )
 
     # -- attention -------------------------------------------------------------------------------
@@ -170,6 +183,33 @@ class V1Handlers:
         return describe_model(self.service.model(name))
 
 
+def _check_interval_request(manifest: Manifest, request: ForecastRequest | ForecastArgs) -> None:
+    """`level` or `quantiles` (never both), each calibrated in this version (InvalidInput otherwise)."""
+    if request.level is not None and request.quantiles is not None:
+        raise InvalidInput("give `level` or `quantiles`, not both", field="quantiles")
+    if request.level is not None:
+        check_levels(manifest.intervals, request.level)
+    elif request.quantiles is not None:
+        check_quantiles(manifest.intervals, request.quantiles)
+
+
+def _bands(
+    manifest: Manifest, outputs: np.ndarray, request: ForecastRequest | ForecastArgs
+) -> dict[str, np.ndarray]:
+    """The answer's extra arrays by key, TimeGPT's names: `lo-80`, `hi-80` per level; `q-5` per quantile."""
+    if request.level is not None:
+        bounds = level_bounds(manifest.intervals, outputs, request.level)
+        return {
+            name: array
+            for level, (lo, hi) in bounds.items()
+            for name, array in ((f"lo-{level:g}", lo), (f"hi-{level:g}", hi))
+        }
+    if request.quantiles is not None:
+        values = quantile_bounds(manifest.intervals, outputs, request.quantiles)
+        return {f"q-{100 * q:g}": values[p] for p, q in enumerate(request.quantiles)}
+    return {}
+
+
 def _require_finite(outputs: np.ndarray, field_of: Callable[[int], str]) -> None:
     """Never a null where the schema promises a number: a non-finite answer ([S, ...], one row per
     series) is an error naming the series (within the input bound, yet the model overflowed on it)."""
@@ -225,6 +265,14 @@ def describe_version(mv: ModelVersion) -> VersionInfo:
                 "cycle": None
                 if m.cycle is None
                 else CycleInfo(period=m.cycle.period, step_seconds=m.cycle.step_seconds),
+                "intervals": None
+                if m.intervals is None
+                else IntervalsInfo(
+                    method=m.intervals.method,
+                    levels=list(m.intervals.levels),
+                    quantiles=[round(q, 6) for q in available_quantiles(m.intervals)],
+                    calibration=m.intervals.calibration,
+                ),
                 "layers": [
                     LayerInfo(
                         layer=spec.layer,

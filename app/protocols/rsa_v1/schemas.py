@@ -75,6 +75,18 @@ class ForecastRequest(_Strict):
     horizon: int | None = Field(
         default=None, ge=1, description="Steps to return, 1..model horizon (default: the model horizon)."
     )
+    level: list[FiniteFloat] | None = Field(
+        default=None,
+        description="Prediction intervals to add, as percentages (TimeGPT's `level`), e.g. [80, 95]: each "
+        "series then has `lo-80`, `hi-80`, ... shaped like `forecast`. Only the levels the model version "
+        "calibrated (`intervals.levels` in /v1/models; 50, 80, 90, 95, 99 by default); not with `quantiles`.",
+    )
+    quantiles: list[FiniteFloat] | None = Field(
+        default=None,
+        description="Quantiles to add, as probabilities, e.g. [0.05, 0.5, 0.95]: each series then has `q-5`, "
+        "`q-50`, `q-95` shaped like `forecast`. q < 0.5 is the lower bound of level 100(1 - 2q), q > 0.5 the "
+        "upper bound of level 100(2q - 1), 0.5 the forecast; not with `level`.",
+    )
 
     @field_validator("series", mode="wrap")
     @classmethod
@@ -94,6 +106,11 @@ class ForecastRequest(_Strict):
 
 
 class SeriesForecast(BaseModel):
+    """With `level`, also `lo-{level}` and `hi-{level}`; with `quantiles`, `q-{100·q}`: arrays shaped like
+    `forecast`, on its timestamps."""
+
+    model_config = ConfigDict(extra="allow")
+
     id: str | None
     forecast: list[list[float]] = Field(description="horizon rows of C values, channels as in `channels`.")
     channels: list[str]
@@ -204,6 +221,15 @@ class CycleInfo(BaseModel):
     step_seconds: float
 
 
+class IntervalsInfo(BaseModel):
+    """The version's prediction intervals: what `level` and `quantiles` may ask for."""
+
+    method: str
+    levels: list[float] = Field(description="Calibrated levels, in percent.")
+    quantiles: list[float] = Field(description="The probabilities these levels answer.")
+    calibration: dict[str, Any] | None = None
+
+
 VersionState = Literal["loading", "ready", "failed"]
 
 
@@ -231,6 +257,9 @@ class VersionInfo(BaseModel):
     frequency_seconds: float | None = None
     cycle: CycleInfo | None = Field(
         default=None, description="The model's seasonal cycle; when set, every series needs a `start`."
+    )
+    intervals: IntervalsInfo | None = Field(
+        default=None, description="Calibrated prediction intervals; null: the version has none."
     )
     layers: list[LayerInfo] | None = None
     architecture: dict[str, Any] | None = None

@@ -19,7 +19,7 @@ for 256 series of 96x7).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -51,6 +51,8 @@ class ForecastArgs:
 
     series: Sequence[SeriesArrays | SeriesInput]
     horizon: int | None
+    level: list[float] | None = None
+    quantiles: list[float] | None = None
 
 
 def parse_forecast(raw: bytes, max_series: int) -> ForecastArgs | ForecastRequest:
@@ -75,6 +77,9 @@ def fast_forecast(raw: bytes, max_series: int) -> ForecastArgs | None:
     horizon = body.get("horizon")
     if horizon is not None and not (type(horizon) is int and horizon >= 1):
         return None
+    level, quantiles = _fast_floats(body.get("level")), _fast_floats(body.get("quantiles"))
+    if level is _REFUSED or quantiles is _REFUSED:
+        return None
     items = body.get("series")
     if type(items) is not list or not 1 <= len(items) <= max_series:
         return None
@@ -84,7 +89,30 @@ def fast_forecast(raw: bytes, max_series: int) -> ForecastArgs | None:
         if parsed is None:
             return None
         series.append(parsed)
-    return ForecastArgs(series=series, horizon=horizon)
+    return ForecastArgs(series=series, horizon=horizon, level=level, quantiles=quantiles)
+
+
+_REFUSED: Any = object()  # `_fast_floats`' answer for a value the model must judge
+
+
+def _fast_floats(value: Any) -> list[float] | None:
+    """`level` or `quantiles`: absent or null, a list of JSON numbers as floats, or `_REFUSED` for anything
+    else (left to the model's errors). Their ranges and the artifact's levels are checked by
+    `app.inference.intervals`, for both lanes alike."""
+    if value is None:
+        return None
+    if type(value) is not list:
+        return _REFUSED
+    out = []
+    for item in value:
+        kind = type(item)
+        if kind is float:
+            out.append(item)
+        elif kind is int and abs(item) < 2**63:  # far beyond any valid value, and exactly a float's
+            out.append(float(item))
+        else:
+            return _REFUSED
+    return out
 
 
 def _fast_series(item: Any) -> SeriesArrays | None:
@@ -164,15 +192,35 @@ class ForecastResult:
     ids: list[str | None]
     outputs: np.ndarray
     timestamps: list[list[datetime] | None]
+    # Interval bounds or quantiles by answer key (`lo-80`, `q-95`), each [S, horizon, C] like `outputs`.
+    bands: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def encode_forecast(result: ForecastResult) -> bytes:
     """`ForecastResponse`'s JSON from the arrays, each forecast value as its float32's shortest form."""
     outputs = np.ascontiguousarray(result.outputs, dtype=np.float32)  # orjson writes C-ordered arrays
-    forecasts = [
-        {"id": id_, "forecast": outputs[i], "channels": result.channels, "timestamps": result.timestamps[i]}
-        for i, id_ in enumerate(result.ids)
-    ]
+    if result.bands:
+        bands = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in result.bands.items()}
+        forecasts = [
+            {
+                "id": id_,
+                "forecast": outputs[i],
+                **{k: v[i] for k, v in bands.items()},
+                "channels": result.channels,
+                "timestamps": result.timestamps[i],
+            }
+            for i, id_ in enumerate(result.ids)
+        ]
+    else:
+        forecasts = [
+            {
+                "id": id_,
+                "forecast": outputs[i],
+                "channels": result.channels,
+                "timestamps": result.timestamps[i],
+            }
+            for i, id_ in enumerate(result.ids)
+        ]
     return orjson.dumps(
         {
             "model": result.model,

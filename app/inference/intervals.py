@@ -1,0 +1,166 @@
+"""Prediction intervals from the artifact's calibrated widths: protocol-neutral numpy, no inference.
+
+A version's manifest may hold split-conformal widths per level, horizon step and channel
+(`IntervalsSpec`, docs/intervals.md); the interval at level a is forecast ± width[a], in float32 as the
+forecast is. Levels are percentages (TimeGPT's `level`); quantiles are probabilities mapped onto them
+the TimeGPT way: q < 0.5 is the lower bound of level 100·(1 − 2q), q > 0.5 the upper bound of level
+100·(2q − 1), q = 0.5 the forecast itself. Only calibrated levels are served (no interpolation: the
+coverage guarantee holds at the levels calibrated, and more levels cost nothing to calibrate at export).
+
+Every protocol calls the same four functions; `field` names the request field in its errors
+(`level`, `quantiles`, or a protocol's own path), which are `InvalidInput` with the field and limit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from app.artifacts.manifest import IntervalsSpec
+from app.core.errors import InvalidInput
+
+__all__ = [
+    "MAX_REQUESTED",
+    "available_quantiles",
+    "check_levels",
+    "check_quantiles",
+    "level_bounds",
+    "quantile_bounds",
+]
+
+# Most levels or quantiles one request may ask for: more than any artifact calibrates, and a bound on
+# the work (and the answer) a request can cause.
+MAX_REQUESTED = 32
+
+
+def _no_intervals(field: str) -> InvalidInput:
+    return InvalidInput(
+        f"{field}: this model version has no prediction intervals (it was exported without calibration); "
+        "re-export it with `python -m export.conformal <version folder>` or leave the field out",
+        field=field,
+    )
+
+
+def _check_values(values: Sequence[float], field: str, low: float, high: float) -> None:
+    if not values:
+        raise InvalidInput(
+            f"{field} is empty; ask for at least one value or leave it out", field=field, limit=1
+        )
+    if len(values) > MAX_REQUESTED:
+        raise InvalidInput(
+            f"{field} has {len(values)} items; at most {MAX_REQUESTED} are accepted",
+            field=field,
+            limit=MAX_REQUESTED,
+        )
+    seen: set[float] = set()
+    for i, value in enumerate(values):
+        if not (math.isfinite(value) and low < value < high):
+            raise InvalidInput(
+                f"{field}[{i}] = {value} is out of range: it must lie strictly between {low:g} and {high:g}",
+                field=f"{field}[{i}]",
+                limit=[low, high],
+            )
+        if value in seen:
+            raise InvalidInput(f"{field}[{i}] = {value} repeats an earlier entry", field=f"{field}[{i}]")
+        seen.add(value)
+
+
+def _index(intervals: IntervalsSpec, level: float) -> int | None:
+    """The calibrated level's position; float noise of the quantile mapping (100·(1 − 2·0.05)) ignored."""
+    for k, calibrated in enumerate(intervals.levels):
+        if math.isclose(level, calibrated, rel_tol=1e-9, abs_tol=1e-9):
+            return k
+    return None
+
+
+def _not_calibrated(intervals: IntervalsSpec, what: str, field: str, available: list[float]) -> InvalidInput:
+    return InvalidInput(
+        f"{field}: {what} is not calibrated for this model version; available: "
+        + ", ".join(f"{v:g}" for v in available),
+        field=field,
+        limit=available,
+    )
+
+
+def check_levels(intervals: IntervalsSpec | None, levels: Sequence[float], field: str = "level") -> list[int]:
+    """The calibrated positions of `levels` (percent), or InvalidInput naming `field[i]`."""
+    if intervals is None:
+        raise _no_intervals(field)
+    _check_values(levels, field, 0.0, 100.0)
+    positions = []
+    for i, level in enumerate(levels):
+        k = _index(intervals, level)
+        if k is None:
+            raise _not_calibrated(intervals, f"level {level:g}", f"{field}[{i}]", list(intervals.levels))
+        positions.append(k)
+    return positions
+
+
+def available_quantiles(intervals: IntervalsSpec) -> list[float]:
+    """Every probability the artifact can answer, ascending: both bounds of each level, and 0.5."""
+    lower = [(100 - level) / 200 for level in intervals.levels]
+    return sorted([*lower, 0.5, *(1 - q for q in lower)])
+
+
+def check_quantiles(
+    intervals: IntervalsSpec | None, probabilities: Sequence[float], field: str = "quantiles"
+) -> list[tuple[int, int]]:
+    """Per probability, (calibrated level position, side): side -1 lower bound, +1 upper, 0 the forecast
+    (position -1 then); or InvalidInput naming `field[i]`."""
+    if intervals is None:
+        raise _no_intervals(field)
+    _check_values(probabilities, field, 0.0, 1.0)
+    out = []
+    for i, q in enumerate(probabilities):
+        if q == 0.5:
+            out.append((-1, 0))
+            continue
+        k = _index(intervals, 100 * abs(1 - 2 * q))
+        if k is None:
+            available = [round(v, 6) for v in available_quantiles(intervals)]
+            raise _not_calibrated(intervals, f"quantile {q:g}", f"{field}[{i}]", available)
+        out.append((k, -1 if q < 0.5 else 1))
+    return out
+
+
+def _widths(intervals: IntervalsSpec, forecast: np.ndarray) -> np.ndarray:
+    """The widths [K, h, C] for a forecast [S, h, C] of a horizon h up to the model's: step k's width
+    is step k's, whatever horizon was asked."""
+    return intervals.array[:, : forecast.shape[1]]
+
+
+def level_bounds(
+    intervals: IntervalsSpec | None, forecast: np.ndarray, levels: Sequence[float], field: str = "level"
+) -> dict[float, tuple[np.ndarray, np.ndarray]]:
+    """Per requested level (percent), the lower and upper bounds [S, h, C] float32 of `forecast`
+    [S, h, C] float32: forecast − width and forecast + width."""
+    positions = check_levels(intervals, levels, field)
+    assert intervals is not None
+    widths = _widths(intervals, forecast)
+    return {
+        level: (forecast - widths[k], forecast + widths[k])
+        for level, k in zip(levels, positions, strict=True)
+    }
+
+
+def quantile_bounds(
+    intervals: IntervalsSpec | None,
+    forecast: np.ndarray,
+    probabilities: Sequence[float],
+    field: str = "quantiles",
+) -> np.ndarray:
+    """The requested quantiles [P, S, h, C] float32 of `forecast` [S, h, C] float32, in request order."""
+    sides = check_quantiles(intervals, probabilities, field)
+    assert intervals is not None
+    widths = _widths(intervals, forecast)
+    out = np.empty((len(sides), *forecast.shape), dtype=np.float32)
+    for p, (k, side) in enumerate(sides):
+        if side == 0:
+            out[p] = forecast
+        elif side < 0:
+            np.subtract(forecast, widths[k], out=out[p])
+        else:
+            np.add(forecast, widths[k], out=out[p])
+    return out

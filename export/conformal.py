@@ -1,0 +1,488 @@
+"""Split-conformal prediction intervals per horizon step and channel, from an exported ONNX model.
+
+    python -m export.conformal model_repository/etth1-rsa/2   # calibrate, publish version 3, evaluate
+    python -m export.conformal model_repository/etth1-rsa/3   # has intervals: evaluate only
+
+Calibration runs the version's `model.onnx` (ONNX Runtime, CPU) over every window of the validation
+split of the data set its manifest names, read the way training read it, and keeps, per level, horizon
+step and channel, the conformal quantile of the absolute residuals |y - forecast| on the raw scale
+(order statistic ceil((n + 1)·level) of n windows, the finite-sample correction). The service answers
+forecast ± that width: constants in the manifest's `intervals` block, no extra inference. A version
+without intervals is published again as a new version: the same graphs byte for byte, the manifest
+with the block. docs/intervals.md has the method, the choices we measured and the limits.
+
+Evaluation (the report under results/intervals/, read by export/results.py): coverage, mean width and
+the interval (Winkler) score per level on every test window, per horizon step and per request horizon
+(the service slices the widths to the horizon asked), beside the variants we measured against: signed
+residuals, residuals scaled by each window's own spread, and a naive baseline pooled over the steps.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import typer
+
+from app.artifacts.contract import (
+    FORECAST_INPUT,
+    FORECAST_OUTPUT,
+    INSPECT_FILE,
+    MANIFEST_FILE,
+    MODEL_FILE,
+    PHASE_INPUT,
+)
+from export.data import ETT_DIR, READ_OPTIONS, DataError, Dataset, Split, load_dataset
+from export.paths import portable, resolve
+
+__all__ = [
+    "DEFAULT_LEVELS",
+    "SplitForecasts",
+    "calibrate",
+    "conformal_quantile",
+    "evaluate",
+    "for_checkpoint",
+    "intervals_block",
+    "publish",
+    "split_forecasts",
+]
+
+log = logging.getLogger(__name__)
+
+# Percent. Their quantiles (TimeGPT's mapping, docs/intervals.md) are 0.005 ... 0.995.
+DEFAULT_LEVELS: tuple[float, ...] = (50, 80, 90, 95, 99)
+CALIBRATION_SPLIT = "val"
+# Rows per ONNX Runtime call: a few MB of input, far below what a session call costs to start.
+_BATCH = 256
+# The window-scaled variant divides by each window's own spread; a flat window (ETTh1's LULL and LUFL
+# hold a few) would divide by zero, so the spread has a floor: this share of the channel's median
+# spread over the calibration windows. Fixed before looking at the test split.
+_SCALE_FLOOR = 0.1
+
+
+@dataclass(frozen=True)
+class SplitForecasts:
+    """Every window of a split on the raw scale: inputs [N, L, C] (float32, what the service feeds),
+    targets [N, H, C] (float64, the file's values) and the model's forecasts [N, H, C] (float32)."""
+
+    windows: np.ndarray
+    targets: np.ndarray
+    forecasts: np.ndarray
+
+    @property
+    def residuals(self) -> np.ndarray:
+        return self.targets - self.forecasts
+
+
+def _session(model_path: Path):
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    opts.intra_op_num_threads = 1  # the machine is shared; calibration is a few seconds either way
+    return ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
+
+
+def _raw_rows(ds: Dataset, split: Split) -> np.ndarray:
+    """The split's rows as the file holds them (float64), channels in the model's order."""
+    start, end = ds.borders[split.name]
+    columns = [ds.series.columns.index(c) for c in ds.channels]
+    return ds.series.values[start:end][:, columns]
+
+
+def split_forecasts(model_path: Path, ds: Dataset, split: Split, period: int | None) -> SplitForecasts:
+    """Run every window of `split` (stride 1, none dropped) through the ONNX graph."""
+    raw = _raw_rows(ds, split)
+    L, H, n = split.input_length, split.horizon, split.num_windows
+    # [N, C, L] views -> [N, L, C]; the graph wants C-ordered float32 like a request's window.
+    windows = np.lib.stride_tricks.sliding_window_view(raw, L, axis=0)[:n].transpose(0, 2, 1)
+    targets = np.lib.stride_tricks.sliding_window_view(raw, H, axis=0)[L : L + n].transpose(0, 2, 1)
+    windows = np.ascontiguousarray(windows, dtype=np.float32)
+    phases = split.phases(np.arange(n), period).numpy() if period else None
+    session = _session(model_path)
+    out = []
+    for i in range(0, n, _BATCH):
+        feeds: dict[str, np.ndarray] = {FORECAST_INPUT: windows[i : i + _BATCH]}
+        if phases is not None:
+            feeds[PHASE_INPUT] = phases[i : i + _BATCH]
+        out.append(session.run([FORECAST_OUTPUT], feeds)[0])
+    return SplitForecasts(windows, np.ascontiguousarray(targets, dtype=np.float64), np.concatenate(out))
+
+
+def conformal_quantile(scores: np.ndarray, level: float) -> np.ndarray:
+    """The split-conformal quantile over axis 0 of `scores` [n, ...] at `level` (a fraction): the
+    ceil((n + 1)·level)-th smallest score, the largest when that rank passes n (docs/intervals.md)."""
+    n = scores.shape[0]
+    rank = min(math.ceil((n + 1) * level), n)
+    return np.partition(scores, rank - 1, axis=0)[rank - 1]
+
+
+def _lower_quantile(scores: np.ndarray, level: float) -> np.ndarray:
+    """The mirror image of `conformal_quantile` for a lower tail: the floor((n + 1)·level)-th smallest."""
+    n = scores.shape[0]
+    rank = max(math.floor((n + 1) * level), 1)
+    return np.partition(scores, rank - 1, axis=0)[rank - 1]
+
+
+def _float32_up(values: np.ndarray) -> np.ndarray:
+    """float32 no smaller than `values` (the served width must not undercut the calibrated one)."""
+    out = values.astype(np.float32)
+    low = out.astype(np.float64) < values
+    out[low] = np.nextafter(out[low], np.float32(np.inf))
+    return out
+
+
+def calibrate(residuals: np.ndarray, levels: Sequence[float]) -> np.ndarray:
+    """Widths [K, H, C] (float32): per level (percent), step and channel, the conformal quantile of the
+    absolute residuals [n, H, C]."""
+    scores = np.abs(residuals)
+    return np.stack([_float32_up(conformal_quantile(scores, level / 100)) for level in levels])
+
+
+def _float32_text(value: np.float32) -> float:
+    """The float whose shortest repr is the float32's shortest repr, so that JSON holds e.g. 2.54 (what
+    the service casts back to exactly this float32) rather than 2.5399999618530273."""
+    return float(str(value))
+
+
+def intervals_block(
+    widths: np.ndarray, levels: Sequence[float], calibration: dict[str, Any]
+) -> dict[str, Any]:
+    """The manifest's `intervals` object (docs/artifacts.md)."""
+    return {
+        "method": "split_conformal",
+        "residuals": "absolute",
+        "scale": "none",
+        "levels": [float(level) for level in levels],
+        "widths": [
+            [[_float32_text(v) for v in row] for row in per_level] for per_level in widths.astype(np.float32)
+        ],
+        "calibration": calibration,
+    }
+
+
+def _calibration_record(ds: Dataset, n_windows: int) -> dict[str, Any]:
+    start, end = ds.borders[CALIBRATION_SPLIT]
+    return {
+        "split": CALIBRATION_SPLIT,
+        "rows": [start, end],
+        "windows": n_windows,
+        "dataset": ds.series.path.name,
+        "sha256": ds.series.sha256,
+    }
+
+
+def calibrate_dataset(
+    model_path: Path, ds: Dataset, period: int | None, levels: Sequence[float] = DEFAULT_LEVELS
+) -> dict[str, Any]:
+    """The `intervals` block of the graph at `model_path`, calibrated on the data set's validation split."""
+    val = split_forecasts(model_path, ds, ds.val, period)
+    return intervals_block(
+        calibrate(val.residuals, levels), levels, _calibration_record(ds, len(val.targets))
+    )
+
+
+def for_checkpoint(model_path: Path, info: dict[str, Any]) -> dict[str, Any] | None:
+    """The export's hook: intervals for a graph just exported from a checkpoint, or None (logged) when
+    its data set cannot be read (export itself does not need it)."""
+    from export.evaluate import load_for_checkpoint
+
+    try:
+        ds = load_for_checkpoint(info)
+    except (DataError, OSError) as e:
+        log.warning("no prediction intervals: the training data cannot be read (%s)", e)
+        return None
+    return calibrate_dataset(model_path, ds, info["model_config"].get("cycle_period"))
+
+
+# -- an exported version ---------------------------------------------------------------------------
+
+
+def load_for_manifest(manifest: dict[str, Any], data: Path | None = None) -> Dataset:
+    """The data set a version was trained on (or `data`), split the way training split it."""
+    d = manifest.get("dataset") or {}
+    if data is None and not d:
+        raise DataError("the manifest names no data set; pass --data")
+    path = data or (resolve(d["path"]) if d.get("path") else ETT_DIR / d["file"])
+    options = {k: d[k] for k in READ_OPTIONS if d.get(k) is not None}
+    ds = load_dataset(
+        path,
+        manifest["input_length"],
+        manifest["horizon"],
+        mode=d.get("mode", "M"),
+        target=d.get("target", "auto"),
+        protocol=d.get("protocol", "auto") if data is None else "auto",
+        **options,
+    )
+    if ds.channels != list(manifest["channels"]):
+        raise DataError(
+            f"{path.name} gives the columns {ds.channels}; the model needs {manifest['channels']}"
+        )
+    if data is None and d.get("sha256") and ds.series.sha256 != d["sha256"]:
+        raise DataError(f"{path} has changed since training (sha256 differs); pass --data to use it anyway")
+    return ds
+
+
+def _next_version(model_dir: Path) -> int:
+    return max((int(p.name) for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit()), default=0) + 1
+
+
+def publish(source: Path, block: dict[str, Any], version: int | None = None) -> Path:
+    """`source` (a version folder) again as a new version of the same model with `block` as its
+    intervals: graphs copied byte for byte (their sha256 checked), the manifest otherwise unchanged but
+    for version, creation time and where it came from. Written to a temporary folder, renamed into place."""
+    manifest = json.loads((source / MANIFEST_FILE).read_text())
+    model_dir = source.parent
+    version = version or _next_version(model_dir)
+    final = model_dir / str(version)
+    if final.exists():
+        raise FileExistsError(f"{final} exists; choose another --version")
+    staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=model_dir))
+    try:
+        for name in (MODEL_FILE, INSPECT_FILE):
+            shutil.copyfile(source / name, staging / name)
+            spec = manifest["files"][name]
+            if _sha256(staging / name) != spec["sha256"]:
+                raise ValueError(f"{source / name} differs from its manifest's sha256")
+        manifest.update(
+            version=version,
+            created=datetime.now(UTC).isoformat(timespec="seconds"),
+            intervals=block,
+            derived_from={"version": int(source.name), "change": "prediction intervals added"},
+        )
+        (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
+        staging.chmod(0o755)
+        staging.rename(final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return final
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# -- evaluation ------------------------------------------------------------------------------------
+
+Bounds = Callable[[float], tuple[np.ndarray, np.ndarray]]  # level (percent) -> lower, upper [N, H, C]
+
+
+def _winkler(lo: np.ndarray, hi: np.ndarray, y: np.ndarray, alpha: float) -> np.ndarray:
+    """The interval score (Gneiting & Raftery 2007): width plus 2/α times the distance to a miss."""
+    return (hi - lo) + (2 / alpha) * (np.maximum(lo - y, 0) + np.maximum(y - hi, 0))
+
+
+def _score(bounds: Bounds, test: SplitForecasts, levels: Sequence[float], std: np.ndarray) -> list[dict]:
+    """Per level: coverage (share of every test value inside), mean width and interval score in units of
+    each channel's training std, coverage per horizon step, per channel, and per request horizon."""
+    y = test.targets
+    H = y.shape[1]
+    out = []
+    for level in levels:
+        lo, hi = bounds(level)
+        inside = (y >= lo) & (y <= hi)
+        width = (hi - lo) / std
+        score = _winkler(lo, hi, y, 1 - level / 100) / std
+        out.append(
+            {
+                "level": float(level),
+                "coverage": float(inside.mean()),
+                "width": float(width.mean()),
+                "winkler": float(score.mean()),
+                "coverage_by_step": [round(float(v), 5) for v in inside.mean(axis=(0, 2))],
+                "width_by_step": [round(float(v), 5) for v in width.mean(axis=(0, 2))],
+                "coverage_by_channel": [round(float(v), 5) for v in inside.mean(axis=(0, 1))],
+                "by_request_horizon": {
+                    str(h): {
+                        "coverage": float(inside[:, :h].mean()),
+                        "width": float(width[:, :h].mean()),
+                        "winkler": float(score[:, :h].mean()),
+                    }
+                    for h in sorted({h for h in (24, 48, 96, 192, 336, 720) if h < H} | {H})
+                },
+            }
+        )
+    return out
+
+
+def _spread(windows: np.ndarray) -> np.ndarray:
+    """Each window's per-channel standard deviation [N, 1, C] (population, as RevIN's)."""
+    return windows.astype(np.float64).std(axis=1)[:, None, :]
+
+
+def evaluate(
+    val: SplitForecasts, test: SplitForecasts, levels: Sequence[float], widths: np.ndarray, std: np.ndarray
+) -> dict[str, list[dict]]:
+    """The served intervals (`widths`, as the artifact holds them) and the variants, scored on `test`."""
+    f, r = test.forecasts.astype(np.float64), val.residuals
+    k = {level: i for i, level in enumerate(levels)}
+
+    def served(level: float) -> tuple[np.ndarray, np.ndarray]:
+        # float32 arithmetic, exactly what the service sends
+        w = widths[k[level]]
+        return test.forecasts - w, test.forecasts + w
+
+    def signed(level: float) -> tuple[np.ndarray, np.ndarray]:
+        a = 1 - level / 100
+        return f + _lower_quantile(r, a / 2), f + conformal_quantile(r, 1 - a / 2)
+
+    spread_val, spread_test = _spread(val.windows), _spread(test.windows)
+    floor = _SCALE_FLOOR * np.median(spread_val, axis=0)
+    s_val, s_test = np.maximum(spread_val, floor), np.maximum(spread_test, floor)
+
+    def scaled(level: float) -> tuple[np.ndarray, np.ndarray]:
+        w = conformal_quantile(np.abs(r) / s_val, level / 100) * s_test
+        return f - w, f + w
+
+    pooled_scores = np.abs(r).reshape(-1, r.shape[2])  # every step of every window, per channel
+
+    def pooled(level: float) -> tuple[np.ndarray, np.ndarray]:
+        w = conformal_quantile(pooled_scores, level / 100)
+        return f - w, f + w
+
+    return {
+        name: _score(bounds, test, levels, std)
+        for name, bounds in (
+            ("served", served),
+            ("signed", signed),
+            ("scaled", scaled),
+            ("pooled", pooled),
+        )
+    }
+
+
+def plot_bands(
+    test: SplitForecasts,
+    widths: np.ndarray,
+    levels: Sequence[float],
+    channels: list[str],
+    channel: str,
+    path: Path,
+) -> list[int]:
+    """Three evenly spaced test windows of `channel` with their 80% and 95% bands; returns the windows."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    c = channels.index(channel)
+    n, L, H = len(test.targets), test.windows.shape[1], test.targets.shape[1]
+    starts = [int(s) for s in np.linspace(0, n - 1, num=3).astype(np.int64)]
+    fig, axes = plt.subplots(len(starts), 1, figsize=(10, 2.6 * len(starts)), squeeze=False)
+    steps = np.arange(L, L + H)
+    for ax, s in zip(axes[:, 0], starts, strict=True):
+        f = test.forecasts[s, :, c]
+        for level, shade in ((95, "0.85"), (80, "0.65")):
+            w = widths[list(levels).index(level), :, c]
+            ax.fill_between(steps, f - w, f + w, color=shade, lw=0, label=f"{level}% interval")
+        ax.plot(np.arange(L), test.windows[s, :, c], color="0.4", lw=1, label="input")
+        ax.plot(steps, test.targets[s, :, c], color="k", lw=1.2, label="truth")
+        ax.plot(steps, f, color="tab:red", lw=1.2, label="forecast")
+        ax.axvline(L - 0.5, color="0.8", lw=0.8)
+        ax.set_ylabel(f"{channel} (raw)")
+        ax.set_title(f"test window {s}", fontsize=9)
+    axes[0, 0].legend(loc="upper left", fontsize=8, ncol=5)
+    axes[-1, 0].set_xlabel("step")
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return starts
+
+
+def write_report(version_dir: Path, out_root: Path, data: Path | None = None) -> Path:
+    """Evaluate a version that has intervals on its data set's test split: report.json and bands.png in
+    `<out_root>/<model>-v<version>/`; returns that folder."""
+    manifest = json.loads((version_dir / MANIFEST_FILE).read_text())
+    block = manifest["intervals"]
+    levels = block["levels"]
+    widths = np.asarray(block["widths"], dtype=np.float32)
+    ds = load_for_manifest(manifest, data)
+    period = (manifest.get("cycle") or {}).get("period")
+    model_path = version_dir / MODEL_FILE
+    val = split_forecasts(model_path, ds, ds.val, period)
+    test = split_forecasts(model_path, ds, ds.test, period)
+    std = np.asarray(ds.scaler.std, dtype=np.float64)
+    folder = out_root / f"{manifest['name']}-v{manifest['version']}"
+    folder.mkdir(parents=True, exist_ok=True)
+    channel = ds.target if ds.target in ds.channels else ds.channels[-1]
+    shown = plot_bands(test, widths, levels, ds.channels, channel, folder / "bands.png")
+    start, end = ds.borders["test"]
+    report = {
+        "model": manifest["name"],
+        "version": manifest["version"],
+        "dataset": ds.series.path.name,
+        "horizon": manifest["horizon"],
+        "input_length": manifest["input_length"],
+        "channels": ds.channels,
+        "levels": levels,
+        "calibration": block["calibration"],
+        "test": {"split": "test", "rows": [start, end], "windows": len(test.targets)},
+        "units": "width and interval score in units of each channel's training standard deviation",
+        "scale_floor": _SCALE_FLOOR,
+        "variants": evaluate(val, test, levels, widths, std),
+        "plot": {"file": "bands.png", "channel": channel, "windows": shown},
+        "command": f"python -m export.conformal {portable(version_dir)}",
+    }
+    (folder / "report.json").write_text(json.dumps(report, indent=1) + "\n")
+    return folder
+
+
+def main(
+    version_dir: Annotated[
+        Path, typer.Argument(help="an exported version folder, e.g. model_repository/etth1-rsa/2")
+    ],
+    data: Annotated[
+        Path | None, typer.Option(help="CSV to calibrate and evaluate on (default: the training data)")
+    ] = None,
+    level: Annotated[
+        list[float] | None,
+        typer.Option(help="a level to calibrate, in percent (repeatable; default 50 80 90 95 99)"),
+    ] = None,
+    version: Annotated[int | None, typer.Option(help="the new version's number (default: next free)")] = None,
+    out: Annotated[Path, typer.Option(help="where the evaluation report goes")] = Path("results/intervals"),
+) -> None:
+    """Calibrate prediction intervals for an exported version (published as a new version), then
+    evaluate them on the test split."""
+    version_dir = resolve(version_dir)
+    manifest = json.loads((version_dir / MANIFEST_FILE).read_text())
+    levels = sorted(level) if level else list(DEFAULT_LEVELS)
+    if not all(0 < v < 100 for v in levels) or len(set(levels)) != len(levels):
+        typer.echo("error: --level takes distinct percentages strictly between 0 and 100", err=True)
+        raise typer.Exit(2)
+    try:
+        if not manifest.get("intervals"):
+            ds = load_for_manifest(manifest, data)
+            period = (manifest.get("cycle") or {}).get("period")
+            block = calibrate_dataset(version_dir / MODEL_FILE, ds, period, levels)
+            version_dir = publish(version_dir, block, version)
+            typer.echo(
+                f"{portable(version_dir)}: intervals at levels {levels} from "
+                f"{block['calibration']['windows']} validation windows"
+            )
+        folder = write_report(version_dir, resolve(out), data)
+    except (DataError, FileExistsError, ValueError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    report = json.loads((folder / "report.json").read_text())
+    for row in report["variants"]["served"]:
+        typer.echo(
+            f"level {row['level']:g}: test coverage {100 * row['coverage']:.1f}%, "
+            f"mean width {row['width']:.3f}, interval score {row['winkler']:.3f}"
+        )
+    typer.echo(f"wrote {portable(folder)}")
+
+
+if __name__ == "__main__":
+    typer.run(main)

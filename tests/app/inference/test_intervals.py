@@ -1,0 +1,134 @@
+"""The interval arithmetic every protocol shares: bounds = forecast ± the artifact's widths, in float32."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.artifacts.manifest import IntervalsSpec
+from app.core.errors import InvalidInput
+from app.inference.intervals import (
+    MAX_REQUESTED,
+    available_quantiles,
+    check_levels,
+    check_quantiles,
+    level_bounds,
+    quantile_bounds,
+)
+
+LEVELS = (50.0, 80.0, 90.0, 95.0, 99.0)
+H, C = 6, 3
+
+
+def spec(levels: tuple[float, ...] = LEVELS) -> IntervalsSpec:
+    rng = np.random.default_rng(0)
+    # Widening with the level and with the step, as calibrated widths do; float32 values with many digits.
+    base = np.sort(rng.uniform(0.1, 2.0, size=(len(levels), 1, C)), axis=0)
+    widths = (base * np.linspace(1.0, 1.5, H)[None, :, None]).astype(np.float32)
+    return IntervalsSpec(
+        method="split_conformal",
+        residuals="absolute",
+        scale="none",
+        levels=levels,
+        widths=widths.astype(np.float64).tolist(),
+    )
+
+
+def forecast(series: int = 2, horizon: int = H) -> np.ndarray:
+    return np.random.default_rng(1).normal(100.0, 30.0, size=(series, horizon, C)).astype(np.float32)
+
+
+def test_level_bounds_are_the_forecast_plus_and_minus_the_widths_exactly() -> None:
+    s, f = spec(), forecast()
+    bounds = level_bounds(s, f, [80, 95])
+    assert list(bounds) == [80, 95]
+    for level, (lo, hi) in bounds.items():
+        w = s.array[LEVELS.index(level)]
+        assert lo.dtype == hi.dtype == np.float32 and lo.shape == f.shape
+        np.testing.assert_array_equal(lo, f - w)
+        np.testing.assert_array_equal(hi, f + w)
+        assert (lo <= f).all() and (f <= hi).all()
+
+
+def test_bounds_widen_with_the_level() -> None:
+    bounds = level_bounds(spec(), forecast(), list(LEVELS))
+    los = np.stack([lo for lo, _ in bounds.values()])
+    his = np.stack([hi for _, hi in bounds.values()])
+    assert (np.diff(los, axis=0) <= 0).all() and (np.diff(his, axis=0) >= 0).all()
+
+
+def test_a_shorter_horizon_takes_the_first_steps_widths() -> None:
+    s, f = spec(), forecast(horizon=2)
+    lo, hi = level_bounds(s, f, [90])[90]
+    np.testing.assert_array_equal(hi, f + s.array[2, :2])
+    np.testing.assert_array_equal(lo, f - s.array[2, :2])
+
+
+def test_quantiles_map_onto_levels_the_timegpt_way() -> None:
+    s, f = spec(), forecast()
+    probabilities = [0.05, 0.5, 0.9, 0.005, 0.995, 0.25]
+    q = quantile_bounds(s, f, probabilities)
+    assert q.shape == (6, *f.shape) and q.dtype == np.float32
+    np.testing.assert_array_equal(q[0], f - s.array[2])  # 0.05: lower bound of 90
+    np.testing.assert_array_equal(q[1], f)  # the median is the point forecast
+    np.testing.assert_array_equal(q[2], f + s.array[1])  # 0.9: upper bound of 80
+    np.testing.assert_array_equal(q[3], f - s.array[4])  # 0.005: lower bound of 99
+    np.testing.assert_array_equal(q[4], f + s.array[4])
+    np.testing.assert_array_equal(q[5], f - s.array[0])  # 0.25: lower bound of 50
+    ordered = quantile_bounds(s, f, available_quantiles(s))
+    assert (np.diff(ordered, axis=0) >= 0).all()  # quantiles never cross
+    assert available_quantiles(s) == pytest.approx(
+        [0.005, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.975, 0.995]
+    )
+
+
+@pytest.mark.parametrize(
+    ("levels", "field", "limit"),
+    [
+        ([85], "level[0]", list(LEVELS)),
+        ([80, 0], "level[1]", [0.0, 100.0]),
+        ([100], "level[0]", [0.0, 100.0]),
+        ([-5], "level[0]", [0.0, 100.0]),
+        ([80, 95, 80], "level[2]", None),
+        ([], "level", 1),
+        ([float(v) for v in range(1, MAX_REQUESTED + 2)], "level", MAX_REQUESTED),
+    ],
+)
+def test_bad_levels_name_the_field(levels: list[float], field: str, limit: object) -> None:
+    with pytest.raises(InvalidInput) as info:
+        check_levels(spec(), levels)
+    assert info.value.field == field and info.value.limit == limit
+    if field == "level[0]" and limit == list(LEVELS):
+        assert "available: 50, 80, 90, 95, 99" in info.value.message
+
+
+@pytest.mark.parametrize(
+    ("probabilities", "field"),
+    [
+        ([0.3], "quantiles[0]"),
+        ([0.1, 1.0], "quantiles[1]"),
+        ([0.0], "quantiles[0]"),
+        ([0.9, 0.9], "quantiles[1]"),
+    ],
+)
+def test_bad_quantiles_name_the_field(probabilities: list[float], field: str) -> None:
+    with pytest.raises(InvalidInput) as info:
+        check_quantiles(spec(), probabilities)
+    assert info.value.field == field
+
+
+def test_a_protocol_names_its_own_field() -> None:
+    with pytest.raises(InvalidInput) as info:
+        quantile_bounds(spec(), forecast(), [0.3], field="parameters.quantiles")
+    assert info.value.field == "parameters.quantiles[0]"
+    assert "0.005, 0.025" in info.value.message
+
+
+def test_a_model_without_intervals_is_a_clear_error() -> None:
+    for call, field in (
+        (lambda: level_bounds(None, forecast(), [80]), "level"),
+        (lambda: quantile_bounds(None, forecast(), [0.1]), "quantiles"),
+    ):
+        with pytest.raises(InvalidInput) as info:
+            call()
+        assert info.value.field == field and "no prediction intervals" in info.value.message
