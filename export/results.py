@@ -186,7 +186,88 @@ def round_wins(tuning: list[dict]) -> dict[str, list[int]]:
     }
 
 
-def render(groups: dict[tuple[str, str, int], list[dict]], tuning: list[dict] | None = None) -> str:
+TARGET_LEVELS = (80, 90, 95)  # the issue's coverage target: within ±3 points of nominal at these
+VARIANT_NAMES = {
+    "served": "served: per step, absolute",
+    "signed": "signed residuals, per step",
+    "scaled": "scaled by the window's spread",
+    "pooled": "naive: pooled over steps",
+}
+
+
+def interval_section(reports: list[dict]) -> list[str]:
+    """The prediction-interval evaluation (export.conformal's reports): coverage, width and interval
+    score per level on every test window, per request horizon, beside the variants measured."""
+    lines: list[str] = []
+    for r in reports:
+        name = f"{r['model']} v{r['version']}"
+        lines += [
+            f"## Prediction intervals ({name}, {r['dataset']}, H = {r['horizon']})",
+            "",
+            f"Split conformal per horizon step and channel (docs/intervals.md), calibrated on the "
+            f"{r['calibration']['windows']} windows of the validation split, evaluated on all "
+            f"{r['test']['windows']} test windows, every step and channel. Width and interval (Winkler) "
+            "score in units of each channel's training std (lower is better); coverage: share of true "
+            f"values inside. Rerun: `{r['command']}`.",
+            "",
+            "| level | coverage | off nominal | mean width | interval score |"
+            + "".join(f" {VARIANT_NAMES[v]} cov / width / score |" for v in r["variants"] if v != "served"),
+            "|---|---|---|---|---|" + "---|" * (len(r["variants"]) - 1),
+        ]
+        served = r["variants"]["served"]
+        for i, row in enumerate(served):
+            off = 100 * row["coverage"] - row["level"]
+            others = "".join(
+                f" {100 * rows[i]['coverage']:.1f}% / {rows[i]['width']:.3f} / {rows[i]['winkler']:.3f} |"
+                for v, rows in r["variants"].items()
+                if v != "served"
+            )
+            lines.append(
+                f"| {row['level']:g}% | {100 * row['coverage']:.1f}% | {off:+.1f} | {row['width']:.3f} |"
+                f" {row['winkler']:.3f} |{others}"
+            )
+        targeted = [row for row in served if row["level"] in TARGET_LEVELS]
+        off = {row["level"]: 100 * row["coverage"] - row["level"] for row in targeted}
+        within = [f"{v:g}%" for v, d in off.items() if abs(d) <= 3]
+        outside = [f"{v:g}% ({d:+.1f})" for v, d in off.items() if abs(d) > 3]
+        horizons = list(served[0]["by_request_horizon"])
+        lines += [
+            "",
+            "Target: coverage within ±3 points of nominal at 80/90/95%. "
+            f"Met at: {', '.join(within) or 'none'}; missed at: {', '.join(outside) or 'none'}.",
+            "",
+            "Served intervals by request horizon (a request of horizon h gets the first h steps' widths):",
+            "",
+            "| level |" + "".join(f" h = {h}: coverage / width |" for h in horizons),
+            "|---|" + "---|" * len(horizons),
+        ]
+        for row in served:
+            by_h = row["by_request_horizon"]
+            cells = "".join(f" {100 * by_h[h]['coverage']:.1f}% / {by_h[h]['width']:.3f} |" for h in horizons)
+            lines.append(f"| {row['level']:g}% |{cells}")
+        lines += [
+            "",
+            "Coverage per channel ("
+            + ", ".join(r["channels"])
+            + "): "
+            + "; ".join(
+                f"{row['level']:g}%: " + " ".join(f"{100 * c:.1f}" for c in row["coverage_by_channel"])
+                for row in served
+            )
+            + ".",
+            "",
+            f"![{r['plot']['channel']} test windows {r['plot']['windows']} with 80% and 95% bands]"
+            f"(../{r['folder']}/{r['plot']['file']})",
+            "",
+        ]
+    return lines
+
+
+def render(
+    groups: dict[tuple[str, str, int], list[dict]],
+    tuning: list[dict] | None = None,
+    intervals: list[dict] | None = None,
+) -> str:
     g = groups.get
     lines = [
         "# Results",
@@ -342,12 +423,16 @@ def render(groups: dict[tuple[str, str, int], list[dict]], tuning: list[dict] | 
         for layer in r["recurrence"]:
             lines.append(f"- seed {r['seed']}, layer {layer['layer']}: {describe_heads(layer['heads'])}")
     lines.append("")
+    lines += interval_section(intervals or [])
     return "\n".join(lines)
 
 
 def main(
     runs: Annotated[Path, typer.Option(help="folder of run folders")] = Path("results/runs"),
     tuning: Annotated[Path, typer.Option(help="folder of tuning run folders")] = Path("results/tuning"),
+    intervals: Annotated[Path, typer.Option(help="folder of interval evaluations (export.conformal)")] = Path(
+        "results/intervals"
+    ),
     out: Annotated[Path, typer.Option(help="Markdown page to write")] = Path("docs/results.md"),
 ) -> None:
     """Rebuild the results page from the run reports."""
@@ -356,7 +441,11 @@ def main(
         {**json.loads(p.read_text()), "name": p.parent.name}
         for p in sorted(resolve(tuning).glob("*/report.json"))
     ]
-    text = render(collect(resolve(runs)), tried)
+    evaluated = [
+        {**json.loads(p.read_text()), "folder": str(p.parent.relative_to(resolve(".")))}
+        for p in sorted(resolve(intervals).glob("*/report.json"))
+    ]
+    text = render(collect(resolve(runs)), tried, evaluated)
     resolve(out).write_text(text)
     typer.echo(f"wrote {out}")
 

@@ -17,6 +17,7 @@ from export.conformal import calibrate, conformal_quantile, load_for_manifest, p
 from export.conformal import calibrate_dataset as calibrate_version
 from export.data import load_dataset
 from export.onnx import export_model
+from export.results import interval_section
 from export.train import TrainConfig, data_meta
 from models import ModelConfig, RSAForecaster
 from tests.utils.data import ettd_slice
@@ -125,6 +126,9 @@ def test_a_published_version_covers_the_test_split(version: Path, tmp_path: Path
         assert abs(row["coverage"] - row["level"] / 100) < 0.03, row
         assert len(row["coverage_by_step"]) == H
     assert set(report["variants"]) == {"served", "signed", "scaled", "pooled"}
+    page = "\n".join(interval_section([{**report, "folder": "results/intervals/noise-v2"}]))
+    assert "## Prediction intervals (noise v2" in page and "| 90% |" in page
+    assert "Target: coverage within ±3 points of nominal at 80/90/95%. Met at: 80%, 90%, 95%;" in page
     with pytest.raises(FileExistsError):
         publish(version, block, version=2)
 
