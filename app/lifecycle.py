@@ -35,6 +35,7 @@ from app.inference.service import InferenceService
 from app.observability.metrics import Metrics
 from app.protocols.oip_v2.handlers import OipV2Handlers
 from app.protocols.rsa_v1.handlers import V1Handlers
+from app.protocols.timeseries.handlers import TimeSeriesHandlers
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +87,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     app.state.v1 = V1Handlers(service)
     lifecycle: Lifecycle = app.state.lifecycle
     app.state.oip_v2 = OipV2Handlers(service, lambda: lifecycle.draining)
+    app.state.timeseries = TimeSeriesHandlers(service)
     parse_process = app.state.parse_process = ParseProcess(settings.parse_process_min_bytes)
     starting = asyncio.create_task(parse_process.start(), name="parse-process")
     logger.info(

@@ -21,6 +21,7 @@ from app.core.config import Settings
 from app.lifecycle import Lifecycle, lifespan
 from app.protocols.oip_v2.schemas import InferenceRequest
 from app.protocols.rsa_v1.schemas import AttentionRequest, ForecastRequest
+from app.protocols.timeseries.schemas import TimeSeriesForecastRequest
 
 
 def _operation_id(route: APIRoute) -> str:
@@ -60,7 +61,8 @@ def _document_bodies(app: FastAPI) -> None:
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            schema = add_body_models(generate(), [ForecastRequest, AttentionRequest, InferenceRequest])
+            bodies = [ForecastRequest, AttentionRequest, InferenceRequest, TimeSeriesForecastRequest]
+            schema = add_body_models(generate(), bodies)
             for operations in schema["paths"].values():
                 for operation in operations.values():
                     if operation.get("security") and {} not in operation["security"]:

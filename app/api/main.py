@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends
 
 from app.api.deps import require_api_key
-from app.api.routes import attention, docs, forecast, health, metrics, models, oip_v2
+from app.api.routes import attention, docs, forecast, health, metrics, models, oip_v2, timeseries
 from app.api.routes.responses import AUTH_ERRORS
 
 api_router = APIRouter()
@@ -15,5 +15,6 @@ api_router.include_router(metrics.router)
 api_router.include_router(oip_v2.health)  # OIP v2's liveness and readiness, open like /healthz
 
 protected = [Depends(require_api_key)]
-for router in (docs.router, models.router, forecast.router, attention.router, oip_v2.router):
+routers = (docs.router, models.router, forecast.router, attention.router, oip_v2.router, timeseries.router)
+for router in routers:
     api_router.include_router(router, dependencies=protected, responses=AUTH_ERRORS)

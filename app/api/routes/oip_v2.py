@@ -22,7 +22,7 @@ from app.protocols.oip_v2.codec import (
 )
 from app.protocols.oip_v2.handlers import OipV2Handlers, parse_version
 from app.protocols.oip_v2.schemas import (
-    ErrorResponse,
+    InferenceErrorResponse,
     InferenceRequest,
     InferenceResponse,
     ModelMetadata,
@@ -34,11 +34,14 @@ from app.protocols.oip_v2.schemas import (
 
 ERRORS: dict[int | str, dict[str, object]] = {
     400: {
-        "model": ErrorResponse,
+        "model": InferenceErrorResponse,
         "description": "Invalid request: the message names the tensor and the rule.",
     },
-    404: {"model": ErrorResponse, "description": "Unknown model or version."},
-    503: {"model": ErrorResponse, "description": "Model loading or failed, or overloaded (Retry-After)."},
+    404: {"model": InferenceErrorResponse, "description": "Unknown model or version."},
+    503: {
+        "model": InferenceErrorResponse,
+        "description": "Model loading or failed, or overloaded (Retry-After).",
+    },
 }
 
 

@@ -92,7 +92,7 @@ class ModelReady(BaseModel):
     ready: bool
 
 
-class ErrorResponse(BaseModel):
+class InferenceErrorResponse(BaseModel):
     """Every v2 error: `{"error": "<message>"}`, as the protocol specifies."""
 
     error: str

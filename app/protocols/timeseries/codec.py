@@ -1,0 +1,131 @@
+"""KServe time series <-> the model's arrays: frequencies checked against the model's step, series to
+[L, C] windows (the last L points) with their phase, forecasts to KServe's content entries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import numpy as np
+
+from app.artifacts.cycle import window_phase
+from app.artifacts.manifest import Manifest
+from app.core.errors import InvalidInput
+from app.protocols.rsa_v1.codec import forecast_timestamps, input_bound
+from app.protocols.timeseries.schemas import TimeSeriesInput
+
+# KServe's frequency codes: a fixed step in seconds, or a number of calendar months.
+SECONDS = {"second": 1, "S": 1, "minute": 60, "T": 60, "hour": 3600, "H": 3600, "day": 86_400, "D": 86_400}
+SECONDS |= {"week": 604_800, "W": 604_800}
+MONTHS = {"month": 1, "M": 1, "quarter": 3, "Q": 3, "year": 12, "Y": 12}
+
+
+@dataclass(frozen=True)
+class DecodedInput:
+    window: np.ndarray  # [L, C] float32
+    n_values: int
+    start: datetime
+    phase: int | None
+
+
+def check_frequency(item: TimeSeriesInput, manifest: Manifest, field: str) -> None:
+    """The series' frequency must be the model's step: a model forecasts the steps it was trained on."""
+    months = manifest.calendar
+    if months is not None:
+        fits = MONTHS.get(item.frequency) == months.months
+        codes = [code for code, m in MONTHS.items() if m == months.months]
+    else:
+        fits = SECONDS.get(item.frequency) == manifest.frequency_seconds
+        codes = [code for code, s in SECONDS.items() if s == manifest.frequency_seconds]
+    if not fits:
+        wanted = f"one of {codes}" if codes else "a frequency this API cannot name"
+        raise InvalidInput(
+            f"{field} is {item.frequency!r}, but model {manifest.name} steps {manifest.frequency}: "
+            f"the frequency must be {wanted}",
+            field=field,
+            limit=codes,
+        )
+
+
+def decode_input(item: TimeSeriesInput, manifest: Manifest, field: str, max_history: int) -> DecodedInput:
+    channels = manifest.channels
+    C, L = len(channels), manifest.input_length
+    if item.type == "univariate_time_series":
+        if C != 1:
+            raise InvalidInput(
+                f"{field}.type: model {manifest.name} forecasts {C} channels {list(channels)} together; "
+                "send a multivariate_time_series whose rows hold one value per channel",
+                field=f"{field}.type",
+                limit="multivariate_time_series",
+            )
+        if any(isinstance(v, list) for v in item.series):
+            raise InvalidInput(
+                f"{field}.series: a univariate series is a list of numbers", field=f"{field}.series"
+            )
+        array = np.asarray(item.series, np.float64).reshape(-1, 1)
+    else:
+        for t, row in enumerate(item.series):
+            if not isinstance(row, list) or len(row) != C:
+                width = len(row) if isinstance(row, list) else 1
+                raise InvalidInput(
+                    f"{field}.series[{t}] has {width} values; model {manifest.name} has {C} channels "
+                    f"{list(channels)}",
+                    field=f"{field}.series[{t}]",
+                    limit=C,
+                )
+        array = np.asarray(item.series, np.float64).reshape(-1, C)
+    n = len(array)
+    if n < L:
+        raise InvalidInput(
+            f"{field}.series has {n} points; model {manifest.name} needs at least {L} (its input length)",
+            field=f"{field}.series",
+            limit=L,
+        )
+    if n > max_history:
+        raise InvalidInput(
+            f"{field}.series has {n} points; at most {max_history} are accepted per series",
+            field=f"{field}.series",
+            limit=max_history,
+        )
+    window = array[n - L :]
+    bound = input_bound(L)
+    if not (np.abs(window) <= bound).all():
+        t, c = (int(i) for i in np.argwhere(~(np.abs(window) <= bound))[0])
+        path = f"{field}.series[{n - L + t}]" + (f"[{c}]" if item.type == "multivariate_time_series" else "")
+        raise InvalidInput(
+            f"{path} is too large for the model: its float32 arithmetic needs |x| <= {bound:g}",
+            field=path,
+            limit=bound,
+        )
+    start = item.start_timestamp
+    if start is None:
+        raise InvalidInput(
+            f"{field}.start_timestamp is required: it dates the forecast (and aligns a seasonal cycle)",
+            field=f"{field}.start_timestamp",
+        )
+    start = start if start.tzinfo is not None else start.replace(tzinfo=UTC)  # naive is UTC, as in /v1
+    months = manifest.calendar
+    if months is not None and not months.on_anchor(start):
+        raise InvalidInput(
+            f"{field}.start_timestamp must be on {months.anchor}: model {manifest.name} steps "
+            f"{manifest.frequency}",
+            field=f"{field}.start_timestamp",
+            limit=manifest.frequency,
+        )
+    cycle = manifest.cycle
+    phase = None if cycle is None else window_phase(start, n, L, cycle.period, cycle.step_seconds)
+    return DecodedInput(window.astype(np.float32), n, start, phase)
+
+
+def forecast_start(decoded: DecodedInput, manifest: Manifest, field: str) -> str:
+    """ISO 8601 time of the first forecast step: the step after the last value sent."""
+    try:
+        first = forecast_timestamps(
+            decoded.start, decoded.n_values, 1, manifest.frequency_seconds, manifest.calendar
+        )
+    except OverflowError:
+        raise InvalidInput(
+            f"{field}.start_timestamp: the forecast would run past year 9999",
+            field=f"{field}.start_timestamp",
+        ) from None
+    return first[0].isoformat().replace("+00:00", "Z")

@@ -1,0 +1,102 @@
+"""KServe's time-series forecast API (`/v1/timeseries/...`), request and response as KServe defines them
+(kserve/protocol/rest/timeseries/types.py): the same fields, names and frequency codes; extra fields are
+allowed, as there."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Frequency = Literal[
+    "second",
+    "S",
+    "minute",
+    "T",
+    "hour",
+    "H",
+    "day",
+    "D",
+    "week",
+    "W",
+    "month",
+    "M",
+    "quarter",
+    "Q",
+    "year",
+    "Y",
+]
+SeriesType = Literal["univariate_time_series", "multivariate_time_series"]
+Value = Annotated[float, Field(allow_inf_nan=False)]
+
+
+class TimeSeriesInput(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    type: SeriesType
+    name: str
+    series: list[Value] | list[list[Value]] = Field(
+        description="Univariate: a list of values; multivariate: rows of one value per model channel."
+    )
+    frequency: Frequency
+    start_timestamp: datetime | None = Field(
+        default=None, description="ISO 8601 time of the first value (required by this service)."
+    )
+
+
+class ForecastOptions(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    horizon: int = Field(ge=1, description="Steps to forecast, at most the model's horizon.")
+    quantiles: list[Annotated[float, Field(gt=0, lt=1)]] | None = Field(
+        default=None,
+        description="Quantile levels, e.g. [0.1, 0.5, 0.9]: only for models with calibrated intervals.",
+    )
+
+
+class TimeSeriesForecastRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    model: str
+    inputs: list[TimeSeriesInput] = Field(min_length=1)
+    options: ForecastOptions
+    metadata: dict[str, Any] | None = None
+
+
+class TimeSeriesForecast(BaseModel):
+    type: SeriesType
+    name: str
+    mean_forecast: list[float] | list[list[float]]
+    frequency: Frequency
+    start_timestamp: str = Field(description="ISO 8601 time of the first forecast step.")
+    quantiles: dict[str, list[float] | list[list[float]]] | None = None
+
+
+class TimeSeriesError(BaseModel):
+    code: str | None = Field(description="This service's machine-readable code, e.g. invalid_input.")
+    message: str
+    param: str | None = Field(description="The request field at fault, e.g. inputs[0].series.")
+    type: str = Field(description="KServe's error class, e.g. BadRequestError.")
+
+
+class TimeSeriesErrorResponse(BaseModel):
+    error: TimeSeriesError
+
+
+class ForecastOutput(BaseModel):
+    type: Literal["time_series_forecast"]
+    id: str
+    status: Literal["completed"]
+    content: list[TimeSeriesForecast]
+    error: TimeSeriesError | None = None
+
+
+class TimeSeriesForecastResponse(BaseModel):
+    id: str
+    created_at: int = Field(description="Unix time of the answer.")
+    status: Literal["completed"]
+    error: TimeSeriesError | None = None
+    model: str
+    outputs: list[ForecastOutput]
+    usage: None = None

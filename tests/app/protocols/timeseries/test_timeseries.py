@@ -1,0 +1,160 @@
+"""KServe's time-series forecast API: requests shaped like KServe's documented example (two inputs, a
+frequency, a start timestamp, a horizon, quantiles), a multivariate one, the numbers equal to `/v1`'s, and
+every error in KServe's shape with its code."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.app.conftest import make_settings, running_client
+from tests.app.fakes import ToySpec, write_version
+
+L, H = 8, 4
+URL = "/v1/timeseries/forecast"
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    repository = tmp_path_factory.mktemp("timeseries")
+    write_version(repository, ToySpec(name="univariate", channels=("value",)))
+    write_version(repository, ToySpec(name="hourly", cycle_period=24))  # 3 channels, a daily cycle
+    with running_client(make_settings(Path(repository))) as c:
+        yield c
+
+
+def _series(n: int, width: int | None, seed: int) -> list[Any]:
+    values = np.random.default_rng(seed).normal(10, 2, (n, width or 1)).astype(np.float32)
+    return values[:, 0].tolist() if width is None else values.tolist()
+
+
+def documented_example(quantiles: list[float] | None) -> dict[str, Any]:
+    """KServe's documented request ("Request Example"), with this model's name, input length and step."""
+    options: dict[str, Any] = {"horizon": 3, "other_options": "value"}
+    if quantiles is not None:
+        options["quantiles"] = quantiles
+    return {
+        "model": "univariate",
+        "inputs": [
+            {
+                "type": "univariate_time_series",
+                "name": "stock_price",
+                "series": _series(L + 2, None, seed=1),
+                "frequency": "H",
+                "start_timestamp": "2025-06-05T13:10:00Z",
+            },
+            {
+                "type": "univariate_time_series",
+                "name": "humidity",
+                "series": _series(L, None, seed=2),
+                "frequency": "hour",
+                "start_timestamp": "2025-06-05T13:10:00Z",
+            },
+        ],
+        "options": options,
+        "metadata": {"request_id": "user_defined_request_id", "other_data": "value"},
+        "other_properties": "value",
+    }
+
+
+def _v1(client: TestClient, model: str, values: list[Any], start: str, horizon: int) -> np.ndarray:
+    rows = [[v] for v in values] if not isinstance(values[0], list) else values
+    body = {"series": [{"values": rows, "start": start}], "horizon": horizon}
+    r = client.post(f"/v1/models/{model}/forecast", json=body)
+    assert r.status_code == 200, r.text
+    return np.array(r.json()["forecasts"][0]["forecast"], np.float32)
+
+
+def test_documented_example_with_quantiles_is_refused_with_a_code(client: TestClient) -> None:
+    r = client.post(URL, json=documented_example([0.1, 0.5, 0.9]))
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert set(error) == {"code", "message", "param", "type"}
+    assert error["code"] == "no_calibrated_intervals" and error["param"] == "options.quantiles"
+    assert error["type"] == "BadRequestError" and "no calibrated prediction intervals" in error["message"]
+
+
+def test_documented_example_without_quantiles_answers_in_kserves_shape(client: TestClient) -> None:
+    body = documented_example(None)
+    r = client.post(URL, json=body)
+    assert r.status_code == 200, r.text
+    answer = r.json()
+    assert set(answer) == {"id", "created_at", "status", "error", "model", "outputs", "usage"}
+    assert answer["status"] == "completed" and answer["model"] == "univariate" and answer["error"] is None
+    assert len(answer["outputs"]) == 2
+    for item, output in zip(body["inputs"], answer["outputs"], strict=True):
+        assert output["type"] == "time_series_forecast" and output["status"] == "completed"
+        (content,) = output["content"]
+        assert (content["type"], content["name"], content["frequency"]) == (
+            item["type"],
+            item["name"],
+            item["frequency"],
+        )
+        first = datetime(2025, 6, 5, 13, 10, tzinfo=UTC) + timedelta(hours=len(item["series"]))
+        assert content["start_timestamp"] == first.isoformat().replace("+00:00", "Z")
+        expected = _v1(client, "univariate", item["series"], item["start_timestamp"], 3)[:, 0]
+        np.testing.assert_array_equal(np.array(content["mean_forecast"], np.float32), expected)
+
+
+def test_multivariate_series_on_a_multivariate_cycle_model(client: TestClient) -> None:
+    series = _series(L + 5, 3, seed=3)
+    start = "2024-02-29T22:00:00+00:00"
+    body = {
+        "model": "hourly",
+        "inputs": [
+            {
+                "type": "multivariate_time_series",
+                "name": "grid",
+                "series": series,
+                "frequency": "H",
+                "start_timestamp": start,
+            }
+        ],
+        "options": {"horizon": H},
+    }
+    r = client.post(URL, json=body)
+    assert r.status_code == 200, r.text
+    (content,) = r.json()["outputs"][0]["content"]
+    assert (
+        content["type"] == "multivariate_time_series" and content["start_timestamp"] == "2024-03-01T11:00:00Z"
+    )
+    got = np.array(content["mean_forecast"], np.float32)
+    assert got.shape == (H, 3)
+    np.testing.assert_array_equal(got, _v1(client, "hourly", series, start, H))
+
+
+@pytest.mark.parametrize(
+    ("change", "status", "code", "param"),
+    [
+        (lambda b: b.update(model="nope"), 404, "model_not_found", "name"),
+        (lambda b: b["options"].update(horizon=H + 1), 400, "invalid_input", "options.horizon"),
+        (lambda b: b["inputs"][1].update(frequency="D"), 400, "invalid_input", "inputs[1].frequency"),
+        (lambda b: b["inputs"][0].update(series=[1.0, 2.0]), 400, "invalid_input", "inputs[0].series"),
+        (lambda b: b["inputs"][0].pop("start_timestamp"), 400, "invalid_input", "inputs[0].start_timestamp"),
+        (lambda b: b["inputs"][0].update(type="weird"), 400, "invalid_input", "inputs[0].type"),
+        (lambda b: b.update(model="hourly"), 400, "invalid_input", "inputs[0].type"),
+    ],
+    ids=["model", "horizon", "frequency", "too-short", "no-start", "bad-type", "univariate-on-3-channels"],
+)
+def test_every_error_has_kserves_shape_and_a_code(
+    client: TestClient, change: Any, status: int, code: str, param: str
+) -> None:
+    body = documented_example(None)
+    change(body)
+    r = client.post(URL, json=body)
+    assert r.status_code == status, r.text
+    error = r.json()["error"]
+    assert (error["code"], error["param"]) == (code, param), error
+    assert error["message"] and error["type"]
+
+
+def test_malformed_json_and_models_list(client: TestClient) -> None:
+    r = client.post(URL, content=b"{", headers={"content-type": "application/json"})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "malformed_json"
+    assert sorted(client.get("/v1/timeseries/models").json()) == ["hourly", "univariate"]
