@@ -37,6 +37,7 @@ ENV PATH=/opt/venv/bin:$PATH \
     MPLCONFIGDIR=/tmp/matplotlib \
     RSA_HOST=0.0.0.0 \
     RSA_PORT=8000 \
+    RSA_GRPC_PORT=8001 \
     RSA_MODEL_REPOSITORY=/models
 
 # Only the requirement files, so that the pip layer (~1.5 GB of wheels) is rebuilt only when a
@@ -74,7 +75,8 @@ ENV CUDA_DEVICE_ORDER=PCI_BUS_ID \
 
 USER 1000:1000
 WORKDIR /srv/rsa
-EXPOSE 8000
+# 8000: HTTP (/v1, OIP v2 REST, KServe time series, probes, metrics); 8001: OIP v2 gRPC.
+EXPOSE 8000 8001
 
 # Ready, not just alive: 200 only once every model is loaded and warmed up. Python's urllib, so no
 # curl in the image; 127.0.0.1 reaches the service whether RSA_HOST is 0.0.0.0 or the loopback.

@@ -169,6 +169,8 @@ def test_rsa_service_runs_on_the_gpu_read_only_and_stops_gracefully(compose: dic
     assert duration_s(rsa["stop_grace_period"]) > SERVICE_GRACEFUL_SHUTDOWN_S
     port = environment(rsa).get("RSA_PORT", "8000")
     assert f"{port}:{port}" in rsa["ports"]
+    grpc_port = environment(rsa)["RSA_GRPC_PORT"]  # OIP v2 gRPC, published like HTTP
+    assert f"{grpc_port}:{grpc_port}" in rsa["ports"]
     assert environment(rsa).get("RSA_HOST", "0.0.0.0") == "0.0.0.0"  # reachable from the compose network
 
 

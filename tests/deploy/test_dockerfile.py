@@ -106,7 +106,7 @@ def test_runs_python_m_app_as_non_root_and_stops_on_sigterm() -> None:
     instructions = _instructions()
     assert json.loads(_only("CMD").args) == ["python", "-m", "app"]  # exec form: python is PID 1
     assert _only("STOPSIGNAL").args == "SIGTERM"
-    assert _only("EXPOSE").args == "8000"
+    assert _only("EXPOSE").args == "8000 8001"  # HTTP, and OIP v2 gRPC
     users = [i.args for i in instructions if i.keyword == "USER"]
     assert users and users[-1].split(":")[0] not in {"0", "root"}
     assert _index("USER") < _index("CMD")
@@ -125,6 +125,7 @@ def test_environment_for_a_read_only_container() -> None:
     env = _env()
     assert env["RSA_HOST"] == "0.0.0.0"  # reachable from outside the container
     assert env["RSA_PORT"] == "8000"
+    assert env["RSA_GRPC_PORT"] == "8001"  # the OIP v2 gRPC service, on Triton's port
     assert env["RSA_MODEL_REPOSITORY"] == "/models"  # where a read-only mount replaces the models
     assert env["PYTHONDONTWRITEBYTECODE"] == "1"
     assert env["MPLCONFIGDIR"].startswith("/tmp/")
