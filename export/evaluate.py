@@ -5,6 +5,7 @@ python -m export.evaluate results/runs/etth1-rsa-h96-s0/checkpoint.safetensors [
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 from pathlib import Path
@@ -18,7 +19,7 @@ from export.data import READ_OPTIONS, DataError, Dataset, Split, load_dataset
 from export.paths import resolve
 from models import RSAForecaster
 
-__all__ = ["evaluate", "load_for_checkpoint", "predict"]
+__all__ = ["ablations", "evaluate", "load_for_checkpoint", "predict"]
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,25 @@ def evaluate(model: RSAForecaster, split: Split, batch_size: int = 512) -> dict[
     count = n * split.horizon * split.data.shape[1]
     model.train(was_training)
     return {"mse": se / count, "mae": ae / count, "windows": n}
+
+
+@torch.no_grad()
+def ablations(model: RSAForecaster, split: Split) -> dict[str, float]:
+    """MSE on `split` with the recurrence taken out of the trained model, two ways: `gates_zero`, every
+    REM head's gate forced to 0 (its softmax alone at full weight), and `rem_zero`, every REM replaced
+    by zeros (the softmax keeps its weight 1 − g, as if the memory were empty)."""
+    out = {}
+    for name in ("gates_zero", "rem_zero"):
+        ablated = copy.deepcopy(model).fold()
+        for layer in ablated.layers:
+            attn = layer.attn
+            if not attn.has_rem:
+                continue
+            attn.rem_scaled.zero_()
+            if name == "gates_zero":
+                attn.softmax_scale.fill_(1.0)
+        out[name] = evaluate(ablated, split)["mse"]
+    return out
 
 
 def load_for_checkpoint(info: dict, data: str | None = None) -> Dataset:

@@ -26,11 +26,12 @@ import yaml
 from tqdm.auto import tqdm
 
 from app.artifacts.contract import CALENDAR_FREQUENCY
+from export.bank import expand_bank
 from export.checkpoint import load_checkpoint, save_checkpoint
 from export.cycle import dominant_period, fit_cycle
 from export.data import READ_OPTIONS, DataError, Dataset, load_dataset
-from export.evaluate import evaluate, predict
-from export.linear_fit import fit_linear_path
+from export.evaluate import ablations, evaluate, predict
+from export.linear_fit import fit_head, fit_linear_path
 from export.paths import portable, resolve
 from export.plots import plot_forecasts
 from export.results import describe_heads
@@ -66,6 +67,17 @@ class TrainConfig:
     # network starts as the least-squares linear model (export/linear_fit.py).
     linear_path: str = "learned"
     ridge: float = 1.0  # L2 penalty of the least-squares fit (normalised units)
+    # learned: the head starts at PyTorch's random init. least_squares: at its ridge solution on the
+    # features the untrained network gives every training window (export/linear_fit.fit_head).
+    readout: str = "learned"
+    readout_ridge: float = 1.0
+    # The untrained network (step 0) as a selection candidate: a trained epoch replaces the best model
+    # only when it improves validation MSE by at least min_gain (relative), so long horizons keep the
+    # least-squares start when training improves validation by a hair (rsa.md §7).
+    select_step0: bool = False
+    min_gain: float = 0.0
+    # Report beside the run what a full least-squares map L→H (with the cycle) scores at the same L.
+    reference_least_squares: bool = False
     patience: int = 3  # early stopping: epochs without a better validation MSE
     seed: int = 0
     threads: int = 0  # 0: the CPUs this process may run on
@@ -83,8 +95,13 @@ class TrainConfig:
             self.model.get("linear_residual", True) and self.model.get("revin", True)
         ):
             raise ValueError("linear_path least_squares needs model.linear_residual and model.revin")
-        if self.ridge < 0:
-            raise ValueError(f"ridge must be >= 0, got {self.ridge}")
+        if self.readout not in ("learned", "least_squares"):
+            raise ValueError(f"readout must be 'learned' or 'least_squares', got {self.readout!r}")
+        if self.readout == "least_squares" and not self.model.get("revin", True):
+            raise ValueError("readout least_squares needs model.revin")
+        for name in ("ridge", "readout_ridge", "min_gain"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         for name in ("epochs", "batch_size", "patience"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -184,6 +201,11 @@ def resolve_auto(cfg: TrainConfig, ds: Dataset) -> TrainConfig:
     if model.get("theta_init") == "auto":
         period = model.get("cycle_period") or dominant_period(ds.train.data, cfg.input_length)
         model["theta_init"] = 2 * math.pi / period
+    if model.get("rem_bank"):
+        if cfg.variant == "baseline":  # the baseline has no REM heads, only their number
+            model["rem_bank"] = []
+        else:
+            model["rem_bank"] = expand_bank(model["rem_bank"], int(model.get("cycle_period") or 0))
     return dataclasses.replace(cfg, model=model)
 
 
@@ -209,6 +231,36 @@ def data_meta(ds: Dataset, path: Path, cfg: TrainConfig) -> dict[str, Any]:
         **read_options(cfg),
         "notes": list(ds.series.notes),
         "scaler": ds.scaler.to_dict(),
+    }
+
+
+@torch.no_grad()
+def least_squares_reference(cfg: TrainConfig, ds: Dataset) -> dict[str, float]:
+    """What a full least-squares map L→H scores at this run's L, with the same seasonal cycle and RevIN:
+    the reference a recurrence must beat to earn its place (its test MSE is reported, never used)."""
+    period = int(cfg.model.get("cycle_period") or 0)
+    ref = RSAForecaster(
+        ModelConfig(
+            input_length=cfg.input_length,
+            horizon=cfg.horizon,
+            channels=len(ds.channels),
+            d_model=1,
+            n_heads=1,
+            rem_heads=(0, 0, 0, 0, 0, 0),
+            head="last",
+            cycle_period=period,
+        )
+    )
+    if ref.cycle is not None:
+        fit_cycle(ref, ds.train)
+    torch.nn.init.zeros_(ref.head.weight)
+    torch.nn.init.zeros_(ref.head.bias)
+    train_mse = fit_linear_path(ref, ds.train, cfg.ridge)
+    return {
+        "ridge": cfg.ridge,
+        "train_mse": train_mse,
+        "val_mse": evaluate(ref, ds.val)["mse"],
+        "test_mse": evaluate(ref, ds.test)["mse"],
     }
 
 
@@ -249,6 +301,10 @@ def train(cfg: TrainConfig) -> Path:
         # what the attention stack adds. Its test MSE is reported, never used to choose anything.
         linear_fit["val_mse"] = evaluate(model, ds.val)["mse"]
         linear_fit["test_mse"] = evaluate(model, ds.test)["mse"]
+    readout_fit = None
+    if cfg.readout == "least_squares":
+        readout_fit = {"ridge": cfg.readout_ridge, "train_mse": fit_head(model, ds.train, cfg.readout_ridge)}
+    reference = least_squares_reference(cfg, ds) if cfg.reference_least_squares else None
     run_dir = resolve(cfg.out) / cfg.run_name
     run_dir.mkdir(parents=True, exist_ok=True)
     ckpt_path = run_dir / "checkpoint.safetensors"
@@ -263,6 +319,12 @@ def train(cfg: TrainConfig) -> Path:
 
     history: list[dict[str, float]] = []
     best = {"val_mse": math.inf, "epoch": -1}
+    step0 = None
+    if cfg.select_step0:
+        # The untrained network's test MSE is reported, never used to choose anything.
+        step0 = {"val_mse": evaluate(model, ds.val)["mse"], "test_mse": evaluate(model, ds.test)["mse"]}
+        best = {"val_mse": step0["val_mse"], "epoch": 0}
+        save_checkpoint(ckpt_path, model, meta)
     bad_epochs = 0
     epochs_bar = tqdm(range(cfg.epochs), desc=cfg.run_name, unit="epoch", disable=not cfg.progress)
     for epoch in epochs_bar:
@@ -297,7 +359,7 @@ def train(cfg: TrainConfig) -> Path:
                 "seconds": seconds,
             }
         )
-        improved = val["mse"] < best["val_mse"]
+        improved = val["mse"] < best["val_mse"] * (1.0 - cfg.min_gain)
         if improved:
             best = {"val_mse": val["mse"], "epoch": epoch + 1}
             save_checkpoint(ckpt_path, model, meta)
@@ -314,6 +376,8 @@ def train(cfg: TrainConfig) -> Path:
         )
     model, _ = load_checkpoint(ckpt_path)
     test = evaluate(model, ds.test)
+    has_rem = any(kind != "softmax" for kind, _ in model.cfg.head_types)
+    ablation = ablations(model, ds.test) if has_rem else None
     plot_forecasts(model, ds, run_dir / "forecast.png", n_windows=cfg.plot_windows, title=cfg.run_name)
     wall = time.perf_counter() - t_start
     report = {
@@ -327,6 +391,10 @@ def train(cfg: TrainConfig) -> Path:
         "windows": {"train": n_train, "val": ds.val.num_windows, "test": ds.test.num_windows},
         "epochs": history,
         "linear_fit": linear_fit,
+        "readout_fit": readout_fit,
+        "step0": step0,
+        "least_squares_reference": reference,
+        "ablation": ablation,
         "best_epoch": best["epoch"],
         "val": {"mse": best["val_mse"]},
         "test": {"mse": test["mse"], "mae": test["mae"]},

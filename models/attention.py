@@ -32,6 +32,7 @@ class RSAAttention(nn.Module):
         mu_init: initial μ (σ(μ) is the weight of the REM).
         theta_init: initial θ of the cyclic heads (None spreads them over (0, π), ends excluded).
         dropout: dropout on the mixed attention matrix.
+        rem_init: starting (λ or γ, θ) per REM head, in head order (None: random starts).
     """
 
     def __init__(
@@ -43,6 +44,7 @@ class RSAAttention(nn.Module):
         mu_init: float = 0.0,
         theta_init: float | None = None,
         dropout: float = 0.0,
+        rem_init: Sequence[tuple[float, float]] | None = None,
     ):
         super().__init__()
         self.n_heads = len(head_types)
@@ -59,7 +61,7 @@ class RSAAttention(nn.Module):
         is_rem = torch.tensor([kind != "softmax" for kind, _ in self.head_types], dtype=torch.float32)
         self.has_rem = bool(is_rem.any())
         if self.has_rem:
-            self.rem = REMBank(self.head_types, masked=masked, theta_init=theta_init)
+            self.rem = REMBank(self.head_types, masked=masked, theta_init=theta_init, init=rem_init)
             self.mu = nn.Parameter(torch.full((1 if gate == "layer" else self.n_heads,), float(mu_init)))
             self.register_buffer("is_rem", is_rem, persistent=False)
         # Training fast path through F.scaled_dot_product_attention (equal math; the explicit path
@@ -82,13 +84,25 @@ class RSAAttention(nn.Module):
             return self.gates(), z
         return self.gates(), self.rem(length)
 
+    def last_kernels(self, length: int) -> tuple[Tensor, Tensor]:
+        """(g [H], P's last row [H, T]): all that a read-out at the last step uses of the REM."""
+        if not self.has_rem:
+            return self.gates(), self.qkv.weight.new_zeros(self.n_heads, length)
+        return self.gates(), self.rem.last_row(length)
+
     @torch.no_grad()
-    def fold(self, length: int) -> None:
+    def fold(self, length: int, last_row: bool = False) -> None:
         """Freeze REM and gate for sequences of `length` into two buffers (rsa.md §4):
-        softmax_scale = 1 − g  [H, 1, 1] and rem_scaled = g · P  [H, T, T]."""
-        g, P = self.kernels(length)
-        self.register_buffer("softmax_scale", (1.0 - g)[:, None, None].clone(), persistent=False)
-        self.register_buffer("rem_scaled", (g[:, None, None] * P).clone(), persistent=False)
+        softmax_scale = 1 − g  [H, 1, 1] and rem_scaled = g · P  [H, T, T]; with `last_row`, only
+        what forward_last uses: [H, 1] and [H, T]."""
+        if last_row:
+            g, P = self.last_kernels(length)
+            scale = (1.0 - g)[:, None]
+        else:
+            g, P = self.kernels(length)
+            scale = (1.0 - g)[:, None, None]
+        self.register_buffer("softmax_scale", scale.clone(), persistent=False)
+        self.register_buffer("rem_scaled", (g.view(-1, *[1] * (P.dim() - 1)) * P).clone(), persistent=False)
         self.register_buffer("rem_folded", P.clone(), persistent=False)
         self.folded_length = length
 
@@ -138,6 +152,35 @@ class RSAAttention(nn.Module):
             return y, None
         if P is None:
             P = torch.zeros(self.n_heads, T, T, device=x.device, dtype=x.dtype)
+        return y, {"softmax": attn, "rem": P, "mixed": mixed}
+
+    def forward_last(self, x: Tensor, return_attn: bool = False) -> tuple[Tensor, dict[str, Tensor] | None]:
+        """The output at the last step only, x [B, T, D] -> [B, D]: exactly row T − 1 of forward (the
+        last query sees every key, masked or not), in O(T) per head. With return_attn, the rows that
+        made it: softmax and mixed [B, H, T], rem [H, T]."""
+        B, T, D = x.shape
+        q, k, v = self.qkv(x).split(D, dim=2)
+        q = q[:, -1].view(B, self.n_heads, 1, self.head_dim)  # (B, H, 1, hd)
+        k = k.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, T, hd)
+        v = v.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, T, hd)
+        scores = (q @ k.transpose(-2, -1)).squeeze(2) * (1.0 / math.sqrt(self.head_dim))  # (B, H, T)
+        attn = F.softmax(scores, dim=-1)
+        if not self.has_rem:
+            P, mixed = None, attn
+        elif self.folded_length is not None:
+            if self.folded_length != T or self.rem_folded.dim() != 2:
+                raise ValueError(f"folded for length {self.folded_length} and full rows; got {T}, last row")
+            P = self.rem_folded
+            mixed = self.softmax_scale * attn + self.rem_scaled
+        else:
+            g, P = self.last_kernels(T)
+            mixed = (1.0 - g)[:, None] * attn + g[:, None] * P  # (B, H, T)
+        y = (mixed.unsqueeze(2) @ v).reshape(B, D)  # (B, H, 1, hd) -> (B, D)
+        y = self.proj(y)
+        if not return_attn:
+            return y, None
+        if P is None:
+            P = torch.zeros(self.n_heads, T, device=x.device, dtype=x.dtype)
         return y, {"softmax": attn, "rem": P, "mixed": mixed}
 
     def _fused(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:

@@ -53,7 +53,14 @@ class ModelConfig:
     # How the attention branch reads its tokens out: "flatten" maps all L×d features to H (PatchTST's
     # flatten head); "last" maps only the last step's d features, so the branch must carry the
     # window's history to the last step through attention (the state of an RNN, for the REM heads).
-    head: Literal["flatten", "last"] = "flatten"
+    # "state": one layer read out at the last step only, with no LayerNorm and no FFN: for one layer
+    # this is exact and costs O(L) per head (only the last query row is formed), and the REM heads'
+    # outputs are the states of their linear RNNs after the whole window (rsa.md §7).
+    head: Literal["flatten", "last", "state"] = "flatten"
+    # Explicit REM heads, each (kind, dilation, λ or γ, θ): their kinds and starting values, in head
+    # order, in place of the rem_heads counts' random starts (a deterministic bank of memories);
+    # heads beyond them are plain softmax heads. Empty: rem_heads decides.
+    rem_bank: tuple[tuple[str, int, float, float], ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("input_length", "horizon", "channels", "d_model", "n_heads", "n_layers", "d_ff"):
@@ -71,8 +78,16 @@ class ModelConfig:
             raise ValueError(f"cycle_period must be 0 (off) or >= 2, got {self.cycle_period}")
         if self.token_kernel < 1 or self.token_kernel % 2 == 0:
             raise ValueError(f"token_kernel must be odd and >= 1, got {self.token_kernel}")
-        if self.head not in ("flatten", "last"):
-            raise ValueError(f"head must be 'flatten' or 'last', got {self.head!r}")
+        if self.head not in ("flatten", "last", "state"):
+            raise ValueError(f"head must be 'flatten', 'last' or 'state', got {self.head!r}")
+        if self.head == "state" and self.n_layers != 1:
+            raise ValueError(f"head 'state' reads one layer at its last step; n_layers is {self.n_layers}")
+        if self.rem_bank and any(self.rem_heads):
+            raise ValueError("set rem_bank or rem_heads, not both")
+        if len(self.rem_bank) > self.n_heads:
+            raise ValueError(f"rem_bank has {len(self.rem_bank)} heads; n_heads is {self.n_heads}")
+        for i, spec in enumerate(self.rem_bank):
+            _check_bank_head(i, spec)
         for name in ("dropout", "attn_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
@@ -80,6 +95,9 @@ class ModelConfig:
     @property
     def head_types(self) -> list[tuple[str, int]]:
         """(kind, dilation) per head; kind "softmax" for a plain head."""
+        if self.rem_bank:
+            bank = [(kind, dilation) for kind, dilation, _, _ in self.rem_bank]
+            return bank + [("softmax", 1)] * (self.n_heads - len(bank))
         types = [
             (kind, self.dilation if dilated else 1)
             for (kind, dilated), k in zip(REM_TYPES, self.rem_heads, strict=True)
@@ -89,7 +107,7 @@ class ModelConfig:
 
     def baseline(self) -> ModelConfig:
         """The same network without REM heads, with a positional encoding instead."""
-        return dataclasses.replace(self, rem_heads=(0, 0, 0, 0, 0, 0), positional="learned")
+        return dataclasses.replace(self, rem_heads=(0, 0, 0, 0, 0, 0), rem_bank=(), positional="learned")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -99,4 +117,18 @@ class ModelConfig:
         d = dict(d)
         if "rem_heads" in d:
             d["rem_heads"] = tuple(d["rem_heads"])
+        if "rem_bank" in d:
+            d["rem_bank"] = tuple((str(k), int(dil), float(a), float(b)) for k, dil, a, b in d["rem_bank"])
         return cls(**d)
+
+
+def _check_bank_head(i: int, spec: tuple[str, int, float, float]) -> None:
+    kind, dilation, a, _ = spec
+    if kind not in ("regular", "cyclic_cos", "cyclic_sin"):
+        raise ValueError(f"rem_bank[{i}]: kind must be regular, cyclic_cos or cyclic_sin, got {kind!r}")
+    if dilation < 1:
+        raise ValueError(f"rem_bank[{i}]: dilation must be >= 1, got {dilation}")
+    if kind == "regular" and not -1.0 < a < 1.0:
+        raise ValueError(f"rem_bank[{i}]: λ must be in (-1, 1), got {a}")
+    if kind != "regular" and not 0.0 < a < 1.0:
+        raise ValueError(f"rem_bank[{i}]: γ must be in (0, 1), got {a}")

@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from models.attention import RSAAttention
 from models.config import ModelConfig
 
-__all__ = ["EncoderLayer", "RSAForecaster", "RevIN"]
+__all__ = ["EncoderLayer", "LastStepLayer", "RSAForecaster", "RevIN"]
 
 
 class RevIN(nn.Module):
@@ -61,6 +61,21 @@ class EncoderLayer(nn.Module):
         return x, maps
 
 
+class LastStepLayer(nn.Module):
+    """One RSA layer read out at its last step: x [B, T, d] -> x_T + attn(x)_T [B, d].
+
+    No LayerNorm and no FFN: each REM head's output stays a linear function of the window, the state
+    of its linear RNN after the last step, mixed with its softmax read through the head's gate."""
+
+    def __init__(self, attention: RSAAttention):
+        super().__init__()
+        self.attn = attention
+
+    def forward(self, x: Tensor, return_attn: bool = False) -> tuple[Tensor, dict[str, Tensor] | None]:
+        a, maps = self.attn.forward_last(x, return_attn)
+        return x[:, -1] + a, maps
+
+
 class RSAForecaster(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -74,24 +89,28 @@ class RSAForecaster(nn.Module):
         )
         self.pos = nn.Parameter(torch.randn(1, L, d) * 0.02) if cfg.positional == "learned" else None
         self.drop = nn.Dropout(cfg.dropout)
-        self.layers = nn.ModuleList(
-            EncoderLayer(
-                RSAAttention(
-                    d,
-                    cfg.head_types,
-                    masked=cfg.masked,
-                    gate=cfg.gate,
-                    mu_init=cfg.mu_init,
-                    theta_init=cfg.theta_init,
-                    dropout=cfg.attn_dropout,
-                ),
+        rem_init = [(a, b) for _, _, a, b in cfg.rem_bank] or None
+
+        def attention() -> RSAAttention:
+            return RSAAttention(
                 d,
-                cfg.d_ff,
-                cfg.dropout,
+                cfg.head_types,
+                masked=cfg.masked,
+                gate=cfg.gate,
+                mu_init=cfg.mu_init,
+                theta_init=cfg.theta_init,
+                dropout=cfg.attn_dropout,
+                rem_init=rem_init,
             )
-            for _ in range(cfg.n_layers)
-        )
-        self.norm = nn.LayerNorm(d)
+
+        if cfg.head == "state":
+            self.layers = nn.ModuleList([LastStepLayer(attention())])
+            self.norm: nn.Module = nn.Identity()
+        else:
+            self.layers = nn.ModuleList(
+                EncoderLayer(attention(), d, cfg.d_ff, cfg.dropout) for _ in range(cfg.n_layers)
+            )
+            self.norm = nn.LayerNorm(d)
         self.head = nn.Linear(L * d if cfg.head == "flatten" else d, H)
         self.linear = nn.Linear(L, H) if cfg.linear_residual else None
         self.cycle = nn.Parameter(torch.zeros(cfg.cycle_period, cfg.channels)) if cfg.cycle_period else None
@@ -103,19 +122,21 @@ class RSAForecaster(nn.Module):
         idx = (phase.reshape(-1, 1) + offset + steps) % self.cfg.cycle_period  # (B, length)
         return self.cycle[idx]
 
-    def forward(
-        self, x: Tensor, return_attn: bool = False, *, phase: Tensor | None = None
-    ) -> Tensor | tuple[Tensor, dict[str, Tensor]]:
-        """x [B, L, C] (and phase [B] int64 when the model has a cycle) -> [B, H, C]; with return_attn
-        also the attention matrices: softmax and mixed [B, C, N, Hh, L, L], rem [N, Hh, L, L]."""
+    def encode(
+        self, x: Tensor, phase: Tensor | None = None, return_attn: bool = False
+    ) -> tuple[Tensor, Tensor, tuple[Tensor, Tensor] | None, list[dict[str, Tensor] | None]]:
+        """x [B, L, C] -> (the features the head reads [B*C, F], the normalised input u [B*C, L],
+        RevIN's (mean, std) [B, 1, C] or None, each layer's attention maps)."""
         cfg = self.cfg
-        L, C = cfg.input_length, cfg.channels
+        L = cfg.input_length
         if self.cycle is not None:
             if phase is None:
                 raise ValueError(f"this model has a seasonal cycle of period {cfg.cycle_period}: pass phase")
             x = x - self.cycle_rows(phase, L)
+        stats = None
         if self.revin is not None:
             x, mean, std = self.revin.normalise(x)  # (B, L, C)
+            stats = (mean, std)
         u = x.transpose(1, 2).reshape(-1, L)  # (B*C, L): one univariate sequence per channel
         z = self.embed(u.unsqueeze(1)).transpose(1, 2)  # (B*C, L, d)
         if self.pos is not None:
@@ -123,15 +144,28 @@ class RSAForecaster(nn.Module):
         z = self.drop(z)
         maps = []
         for layer in self.layers:
-            z, m = layer(z, return_attn)
+            z, m = layer(z, return_attn)  # (B*C, L, d); (B*C, d) for the "state" head
             maps.append(m)
         z = self.norm(z)
-        y = self.head(z.flatten(1) if cfg.head == "flatten" else z[:, -1])  # (B*C, H)
+        if cfg.head == "flatten":
+            return z.flatten(1), u, stats, maps
+        return (z if cfg.head == "state" else z[:, -1]), u, stats, maps
+
+    def forward(
+        self, x: Tensor, return_attn: bool = False, *, phase: Tensor | None = None
+    ) -> Tensor | tuple[Tensor, dict[str, Tensor]]:
+        """x [B, L, C] (and phase [B] int64 when the model has a cycle) -> [B, H, C]; with return_attn
+        also the attention matrices: softmax and mixed [B, C, N, Hh, L, L], rem [N, Hh, L, L] (for the
+        "state" head, their last rows only: [B, C, 1, Hh, L] and [1, Hh, L])."""
+        cfg = self.cfg
+        L, C = cfg.input_length, cfg.channels
+        features, u, stats, maps = self.encode(x, phase, return_attn)
+        y = self.head(features)  # (B*C, H)
         if self.linear is not None:
             y = y + self.linear(u)
         y = y.reshape(-1, C, cfg.horizon).transpose(1, 2)  # (B, H, C)
-        if self.revin is not None:
-            y = self.revin.denormalise(y, mean, std)
+        if stats is not None:
+            y = self.revin.denormalise(y, *stats)
         if self.cycle is not None:
             y = y + self.cycle_rows(phase, cfg.horizon, offset=L)
         if not return_attn:
@@ -147,7 +181,7 @@ class RSAForecaster(nn.Module):
     def fold(self) -> RSAForecaster:
         """Freeze every REM and gate for the model's input length (export, fast inference)."""
         for layer in self.layers:
-            layer.attn.fold(self.cfg.input_length)
+            layer.attn.fold(self.cfg.input_length, last_row=self.cfg.head == "state")
         return self
 
     def recurrence_report(self) -> list[dict]:

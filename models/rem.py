@@ -31,6 +31,7 @@ __all__ = [
     "cyclic_cos_kernel",
     "cyclic_sin_kernel",
     "lag_lattice",
+    "lag_row",
     "regular_kernel",
 ]
 
@@ -53,6 +54,19 @@ def lag_lattice(
     if masked:
         on = on & (lag > 0)
     t = torch.where(on, lag.abs() // dilation, torch.ones_like(lag))
+    return t.to(dtype), on.to(dtype)
+
+
+def lag_row(length: int, dilation: int = 1, *, device=None, dtype=torch.float32) -> tuple[Tensor, Tensor]:
+    """The last row of ``lag_lattice`` (query i = T − 1), masked or not alike (no j lies after it):
+    (t [T], on [T]). A model read out at its last step needs only this row of each REM."""
+    if length < 1:
+        raise ValueError(f"length must be >= 1, got {length}")
+    if dilation < 1:
+        raise ValueError(f"dilation must be >= 1, got {dilation}")
+    lag = (length - 1) - torch.arange(length, device=device)  # (T,) lag of each key from the last query
+    on = (lag > 0) & (lag % dilation == 0)
+    t = torch.where(on, lag // dilation, torch.ones_like(lag))
     return t.to(dtype), on.to(dtype)
 
 
@@ -117,10 +131,17 @@ class _REM(nn.Module):
     kind: str
 
     def __init__(
-        self, n_heads: int, dilation: int = 1, masked: bool = False, theta_init: float | None = None
+        self,
+        n_heads: int,
+        dilation: int = 1,
+        masked: bool = False,
+        theta_init: float | None = None,
+        init: Sequence[tuple[float, float]] | None = None,
     ):
         super().__init__()
         self.n_heads, self.dilation, self.masked = n_heads, dilation, masked
+        if init is not None and len(init) != n_heads:
+            raise ValueError(f"init has {len(init)} values for {n_heads} heads")
 
     def kernel(self, t: Tensor) -> Tensor:
         raise NotImplementedError
@@ -129,6 +150,12 @@ class _REM(nn.Module):
         p = next(self.parameters())
         t, on = lag_lattice(length, self.dilation, self.masked, device=p.device, dtype=p.dtype)
         return self.kernel(t) * on  # (n, T, T)
+
+    def last_row(self, length: int) -> Tensor:
+        """Row T − 1 of forward(length), without forming the T×T matrix: (n, T)."""
+        p = next(self.parameters())
+        t, on = lag_row(length, self.dilation, device=p.device, dtype=p.dtype)
+        return (self.kernel(t[None, :]) * on)[:, 0]  # kernel broadcasts (n, 1, 1) against (1, T)
 
     def values(self) -> list[dict[str, float | None]]:
         """The constrained parameters per head, for reports and the manifest."""
@@ -139,9 +166,17 @@ class RegularREM(_REM):
     kind = "regular"
 
     def __init__(
-        self, n_heads: int, dilation: int = 1, masked: bool = False, theta_init: float | None = None
+        self,
+        n_heads: int,
+        dilation: int = 1,
+        masked: bool = False,
+        theta_init: float | None = None,
+        init: Sequence[tuple[float, float]] | None = None,
     ):
-        super().__init__(n_heads, dilation, masked)
+        super().__init__(n_heads, dilation, masked, init=init)
+        if init is not None:  # λ given: η = atanh(λ)
+            self.eta = nn.Parameter(torch.atanh(torch.tensor([a for a, _ in init], dtype=torch.float32)))
+            return
         # η ~ U(1, 2) with a random sign: |λ| ≈ 0.76–0.96, decaying and alternating memories both.
         sign = torch.where(torch.rand(n_heads) < 0.5, -1.0, 1.0)
         self.eta = nn.Parameter(sign * torch.empty(n_heads).uniform_(1.0, 2.0))
@@ -159,9 +194,18 @@ class RegularREM(_REM):
 
 class _CyclicREM(_REM):
     def __init__(
-        self, n_heads: int, dilation: int = 1, masked: bool = False, theta_init: float | None = None
+        self,
+        n_heads: int,
+        dilation: int = 1,
+        masked: bool = False,
+        theta_init: float | None = None,
+        init: Sequence[tuple[float, float]] | None = None,
     ):
-        super().__init__(n_heads, dilation, masked)
+        super().__init__(n_heads, dilation, masked, init=init)
+        if init is not None:  # (γ, θ) given: ν = logit(γ)
+            self.nu = nn.Parameter(torch.logit(torch.tensor([a for a, _ in init], dtype=torch.float32)))
+            self.theta = nn.Parameter(torch.tensor([b for _, b in init], dtype=torch.float32))
+            return
         self.nu = nn.Parameter(torch.empty(n_heads).uniform_(1.0, 2.0))  # γ ≈ 0.73–0.88
         if theta_init is None:  # spread over (0, π), ends excluded: θ = π makes sin(tθ) vanish
             theta = torch.arange(1, n_heads + 1, dtype=torch.float32) * (math.pi / (n_heads + 1))
@@ -209,8 +253,14 @@ class REMBank(nn.Module):
     """
 
     def __init__(
-        self, head_types: Sequence[tuple[str, int]], masked: bool = False, theta_init: float | None = None
+        self,
+        head_types: Sequence[tuple[str, int]],
+        masked: bool = False,
+        theta_init: float | None = None,
+        init: Sequence[tuple[float, float]] | None = None,
     ):
+        """init: the starting (λ or γ, θ) of each REM head in head order (softmax heads skipped);
+        None draws them at random (θ from theta_init)."""
         super().__init__()
         self.head_types = list(head_types)
         self.groups = nn.ModuleList()
@@ -222,7 +272,9 @@ class REMBank(nn.Module):
             while h + n < len(self.head_types) and self.head_types[h + n] == (kind, dilation):
                 n += 1
             if kind != "softmax":
-                self.groups.append(REM_KINDS[kind](n, dilation, masked, theta_init))
+                done = sum(k for _, k in self.slots)  # REM heads before this group
+                values = None if init is None else init[done : done + n]
+                self.groups.append(REM_KINDS[kind](n, dilation, masked, theta_init, values))
                 self.slots.append((h, n))
             h += n
         self.n_heads = len(self.head_types)
@@ -235,6 +287,14 @@ class REMBank(nn.Module):
         for (first, n), group in zip(self.slots, self.groups, strict=True):
             out[first : first + n] = group(length)
         return out  # (H, T, T)
+
+    def last_row(self, length: int) -> Tensor:
+        """Row T − 1 of every head's REM: (H, T), zeros for softmax heads."""
+        p = next(self.parameters())
+        out = torch.zeros(self.n_heads, length, device=p.device, dtype=p.dtype)
+        for (first, n), group in zip(self.slots, self.groups, strict=True):
+            out[first : first + n] = group.last_row(length)
+        return out
 
     def values(self) -> list[dict[str, float | None]]:
         """Per head: λ/γ/θ (None where the kind has no such parameter, or for a softmax head)."""

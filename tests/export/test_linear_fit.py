@@ -12,7 +12,7 @@ from safetensors import safe_open
 from export.checkpoint import load_checkpoint
 from export.data import Split
 from export.evaluate import evaluate, load_for_checkpoint
-from export.linear_fit import fit_linear_path
+from export.linear_fit import fit_head, fit_linear_path
 from export.train import TrainConfig, train
 from models import ModelConfig, RSAForecaster
 from tests.export.test_train import tiny_config
@@ -106,3 +106,70 @@ def test_training_keeps_the_fitted_linear_path_frozen(slice_csv, tmp_path):
     fresh = RSAForecaster(model.cfg)
     fit_linear_path(fresh, load_for_checkpoint(info).train, ridge=1.0)
     torch.testing.assert_close(trained_w, fresh.linear.weight, rtol=1e-4, atol=1e-5)
+
+
+def _state_model(linear_residual: bool = False) -> RSAForecaster:
+    torch.manual_seed(0)
+    cfg = ModelConfig(
+        input_length=24,
+        horizon=12,
+        channels=3,
+        d_model=4,
+        n_heads=4,
+        rem_heads=(0, 0, 0, 0, 0, 0),
+        rem_bank=(("regular", 1, 0.9, 0.0), ("regular", 1, -0.5, 0.0), ("cyclic_cos", 1, 0.95, 0.26)),
+        masked=True,
+        gate="head",
+        mu_init=3.0,
+        head="state",
+        linear_residual=linear_residual,
+        dropout=0.0,
+    )
+    return RSAForecaster(cfg)
+
+
+@pytest.mark.parametrize("linear_residual", [False, True])
+def test_fit_head_is_a_minimum_of_the_training_mse(linear_residual):
+    split = _split()
+    model = _state_model(linear_residual)
+    reported = fit_head(model, split, ridge=0.0)
+    assert reported == pytest.approx(evaluate(model, split)["mse"], rel=1e-4)
+    x, y = split.windows(torch.arange(split.num_windows))
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    gw, gb = torch.autograd.grad(loss, [model.head.weight, model.head.bias])
+    assert float(gw.abs().max()) < 1e-4 and float(gb.abs().max()) < 1e-4
+    assert model.training  # the fit leaves the mode as it found it
+
+
+def test_readout_least_squares_starts_training_from_the_fit(slice_csv, tmp_path):
+    cfg = tiny_config(
+        slice_csv,
+        tmp_path,
+        name="state",
+        readout="least_squares",
+        select_step0=True,
+        min_gain=0.5,  # no epoch can improve validation by half: step 0 is kept
+        reference_least_squares=True,
+    )
+    cfg.model.update(
+        rem_heads=[0, 0, 0, 0, 0, 0],
+        rem_bank={"regular": [0.9, -0.5], "cyclic": {"harmonics": [1], "gamma": [0.95]}},
+        cycle_period=24,
+        d_model=4,
+        n_heads=4,
+        head="state",
+        linear_residual=False,
+        masked=True,
+        gate="head",
+        mu_init=3.0,
+    )
+    report = json.loads((train(cfg) / "report.json").read_text())
+    assert report["best_epoch"] == 0 and report["step0"]["val_mse"] == report["val"]["mse"]
+    assert report["test"]["mse"] == pytest.approx(report["step0"]["test_mse"], rel=1e-5)
+    assert report["readout_fit"]["train_mse"] > 0
+    ref = report["least_squares_reference"]
+    assert ref["ridge"] == 1.0 and 0 < ref["train_mse"] < ref["val_mse"] + ref["test_mse"]
+    # The recurrence taken out of the model that was fit on its states: it must lose.
+    assert min(report["ablation"].values()) > report["test"]["mse"]
+    kinds = [h["kind"] for h in report["recurrence"][0]["heads"]]
+    assert kinds == ["regular", "regular", "cyclic_cos", "cyclic_sin"]

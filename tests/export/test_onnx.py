@@ -286,6 +286,51 @@ def test_last_head_model_matches_pytorch(tmp_path):
     assert manifest["architecture"]["head"] == "last"
 
 
+def test_state_head_model_exports_the_last_rem_row_and_matches_pytorch(tmp_path):
+    """A model read at its last step: the graphs hold each head's last REM row ([heads, L]), not L×L,
+    and the inspection outputs are the rows that made the forecast."""
+    csv = ettd_slice(tmp_path / "etth1_slice.csv", rows=600)
+    bank = (("regular", 1, 0.99, 0.0), ("regular", 1, -0.6, 0.0), ("cyclic_sin", 1, 0.9, 0.26))
+    cfg = dataclasses.replace(
+        CFG,
+        d_model=4,
+        n_heads=4,
+        rem_heads=(0, 0, 0, 0, 0, 0),
+        rem_bank=bank,
+        head="state",
+        masked=True,
+        gate="head",
+        mu_init=2.0,
+        linear_residual=False,
+    )
+    ds = load_dataset(csv, cfg.input_length, cfg.horizon)
+    torch.manual_seed(0)
+    model = RSAForecaster(cfg).eval()
+    save_checkpoint(tmp_path / "checkpoint.safetensors", model, checkpoint_meta(ds, csv))
+    version_dir = export_model(tmp_path / "checkpoint.safetensors", tmp_path / "repo", "state")
+    manifest = json.loads((version_dir / "manifest.json").read_text())
+    L, C = cfg.input_length, cfg.channels
+    shapes = {o["name"]: o["shape"] for o in manifest["inspect_outputs"]}
+    assert shapes["attn_rem"] == [1, 4, L] and shapes["attn_mixed"] == ["batch", C, 1, 4, L]
+    x, _ = ds.test.windows(np.arange(0, 40, 3))
+    raw = ds.scaler.inverse_transform(x.numpy()).astype(np.float32)
+    fc, insp = sessions(version_dir)
+    got = fc.run(["forecast"], {"window": raw})[0]
+    with torch.no_grad():
+        want, maps = model(x, return_attn=True)
+    np.testing.assert_allclose(ds.scaler.transform(got), want.numpy(), atol=1e-4)
+    rem = insp.run(["attn_rem"], {"window": raw})[0]
+    np.testing.assert_allclose(rem, maps["rem"].numpy(), atol=1e-6)
+    # λ^t at lag t from the last step, nothing at lag 0 (the masked REM is strictly causal)
+    assert rem[0, 0, -3:] == pytest.approx([0.99**2, 0.99, 0.0], abs=1e-6)
+    forecast_consts = {
+        tuple(onnx.numpy_helper.to_array(t).shape)
+        for t in onnx.load(str(version_dir / "model.onnx")).graph.initializer
+    }
+    assert (4, L) in forecast_consts and (4, L, L) not in forecast_consts
+    assert not forbidden_nodes(version_dir / "model.onnx")
+
+
 def test_cycle_model_without_phase_is_an_error():
     model = RSAForecaster(dataclasses.replace(CFG, cycle_period=24))
     with pytest.raises(ValueError, match="pass phase"):

@@ -159,7 +159,7 @@ def test_evaluate_command_prints_the_report_metrics(run):
     assert out["mse"] == pytest.approx(report["test"]["mse"], rel=1e-5)
 
 
-@pytest.mark.parametrize("config", ["etth1-rsa.yaml", "etth1-transformer.yaml"])
+@pytest.mark.parametrize("config", ["etth1-rsa.yaml", "etth1-transformer.yaml", "etth1-rsa-long.yaml"])
 def test_shipped_configs_train(config, slice_csv, tmp_path):
     """Each shipped config runs as written (one short epoch on a slice, shorter windows)."""
     overrides = [
@@ -176,6 +176,12 @@ def test_shipped_configs_train(config, slice_csv, tmp_path):
     report = json.loads((train(cfg) / "report.json").read_text())
     m = report["model_config"]
     assert m["cycle_period"] == 24  # "auto" read the daily period off the slice
+    if config == "etth1-rsa-long.yaml":  # a bank of 36 REM heads read at the last step, from least squares
+        assert (m["head"], m["n_heads"], len(m["rem_bank"]), m["linear_residual"]) == ("state", 36, 36, False)
+        assert {r[1] for r in m["rem_bank"]} == {1, 24}  # the dilated heads step whole days
+        assert report["readout_fit"] and report["step0"] and report["least_squares_reference"]
+        assert report["ablation"]["gates_zero"] > 0
+        return
     assert m["rem_heads"] == [2, 1, 1, 0, 0, 0] and m["masked"]
     if config == "etth1-transformer.yaml":
         assert (m["linear_residual"], m["head"], report["linear_fit"]) == (False, "last", None)

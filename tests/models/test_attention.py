@@ -297,3 +297,39 @@ def test_head_report():
 def test_d_model_must_divide_heads():
     with pytest.raises(ValueError):
         RSAAttention(10, MIXED_TYPES)
+
+
+# -- the last-step read-out (rsa.md §7) ---------------------------------------------------------------
+@pytest.mark.parametrize("masked", [True, False])
+@pytest.mark.parametrize("head_types", [MIXED_TYPES, SOFTMAX_TYPES])
+def test_forward_last_is_the_last_row_of_forward(head_types, masked):
+    attn = make_attn(head_types, masked=masked)
+    x = torch.randn(3, 29, D_MODEL, dtype=torch.float64)
+    full, maps = attn(x, return_attn=True)
+    last, rows = attn.forward_last(x, return_attn=True)
+    torch.testing.assert_close(last, full[:, -1])
+    for name in ("softmax", "mixed"):
+        torch.testing.assert_close(rows[name], maps[name][:, :, -1])
+    torch.testing.assert_close(rows["rem"], maps["rem"][:, -1])
+
+
+def test_forward_last_folded_matches_unfolded_and_refuses_another_length():
+    attn = make_attn(ALL_REM_TYPES, masked=True, gate="head", mu_init=2.0)
+    x = torch.randn(2, 17, D_MODEL, dtype=torch.float64)
+    want, _ = attn.forward_last(x)
+    attn.fold(17, last_row=True)
+    assert attn.rem_scaled.shape == (4, 17) and attn.softmax_scale.shape == (4, 1)
+    got, _ = attn.forward_last(x)
+    torch.testing.assert_close(got, want)
+    with pytest.raises(ValueError, match="folded for length 17"):
+        attn.forward_last(torch.randn(2, 18, D_MODEL, dtype=torch.float64))
+
+
+def test_rem_init_sets_each_heads_starting_values():
+    # ALL_REM_TYPES: regular, cyclic_cos (dilation 2), cyclic_sin, regular (dilation 3)
+    init = [(0.995, 0.0), (0.9, 0.3), (0.8, 0.5), (-0.7, 0.0)]
+    values = make_attn(ALL_REM_TYPES, rem_init=init).rem.values()
+    assert values[0]["lambda"] == pytest.approx(0.995, abs=1e-6)
+    assert (values[1]["gamma"], values[1]["theta"]) == pytest.approx((0.9, 0.3), abs=1e-6)
+    assert (values[2]["gamma"], values[2]["theta"]) == pytest.approx((0.8, 0.5), abs=1e-6)
+    assert values[3]["lambda"] == pytest.approx(-0.7, abs=1e-6)

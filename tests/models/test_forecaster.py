@@ -394,3 +394,91 @@ def test_cycle_gets_gradients_and_phase_is_required():
     assert model.cycle.grad is not None and float(model.cycle.grad.abs().sum()) > 0
     with pytest.raises(ValueError, match="pass phase"):
         model(x)
+
+
+# -- the "state" head: one layer read at its last step (rsa.md §7) ------------------------------------
+BANK = (
+    ("regular", 1, 0.995, 0.0),
+    ("regular", 1, -0.6, 0.0),
+    ("cyclic_cos", 1, 0.97, 2 * math.pi / 24),
+    ("cyclic_sin", 1, 0.97, 2 * math.pi / 24),
+    ("regular", 24, 0.9, 0.0),
+)
+STATE = ModelConfig(
+    input_length=60,
+    horizon=12,
+    channels=3,
+    d_model=6,
+    n_heads=6,
+    rem_heads=(0, 0, 0, 0, 0, 0),
+    rem_bank=BANK,
+    masked=True,
+    gate="head",
+    mu_init=3.0,
+    head="state",
+    linear_residual=False,
+    dropout=0.0,
+)
+
+
+def test_state_head_is_the_last_step_of_the_layer_without_norms():
+    """Reading only the last query row gives what the whole layer gives at its last step."""
+    torch.manual_seed(0)
+    model = RSAForecaster(STATE).eval()
+    x = torch.randn(2, 60, 3)
+    layer = model.layers[0]
+    z = model.embed(x.transpose(1, 2).reshape(-1, 1, 60)).transpose(1, 2)
+    full, _ = layer.attn(z)
+    want = z[:, -1] + full[:, -1]
+    got, _ = layer(z)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_state_head_shapes_fold_and_bank_values():
+    torch.manual_seed(0)
+    model = RSAForecaster(STATE).eval()
+    x = torch.randn(4, 60, 3)
+    y, maps = model(x, return_attn=True)
+    assert y.shape == (4, 12, 3)
+    assert maps["softmax"].shape == maps["mixed"].shape == (4, 3, 1, 6, 60)
+    assert maps["rem"].shape == (1, 6, 60)
+    heads = model.recurrence_report()[0]["heads"]
+    assert [h["kind"] for h in heads] == [
+        "regular",
+        "regular",
+        "cyclic_cos",
+        "cyclic_sin",
+        "regular",
+        "softmax",
+    ]
+    assert heads[0]["lambda"] == pytest.approx(0.995, abs=1e-6) and heads[4]["dilation"] == 24
+    assert heads[0]["gate"] == pytest.approx(1 / (1 + math.exp(-3.0)), abs=1e-6) and heads[5]["gate"] == 0.0
+    # The dilated head's REM row is non-zero only at lags 24 and 48 from the last step.
+    assert torch.nonzero(maps["rem"][0, 4]).flatten().tolist() == [59 - 48, 59 - 24]
+    folded = RSAForecaster(STATE).eval()
+    folded.load_state_dict(model.state_dict())
+    folded.fold()
+    torch.testing.assert_close(folded(x), y)
+
+
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        ({"head": "state", "n_layers": 2}, "one layer"),
+        ({"rem_bank": BANK, "rem_heads": (1, 0, 0, 0, 0, 0)}, "not both"),
+        ({"rem_bank": (("regular", 1, 1.0, 0.0),)}, "λ must be"),
+        ({"rem_bank": (("cyclic_cos", 1, 0.0, 0.3),)}, "γ must be"),
+        ({"rem_bank": (("pyramid", 1, 0.5, 0.0),)}, "kind must be"),
+        ({"rem_bank": BANK * 2}, "n_heads"),
+    ],
+)
+def test_state_and_bank_config_validation(kw, match):
+    base = dict(d_model=6, n_heads=6, rem_heads=(0, 0, 0, 0, 0, 0))
+    with pytest.raises(ValueError, match=match):
+        ModelConfig(**{**base, **kw})
+
+
+def test_bank_round_trips_and_baseline_drops_it():
+    assert ModelConfig.from_dict(STATE.to_dict()) == STATE
+    base = STATE.baseline()
+    assert base.rem_bank == () and all(kind == "softmax" for kind, _ in base.head_types)

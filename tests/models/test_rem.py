@@ -22,6 +22,7 @@ from models.rem import (
     REMBank,
     build_rem,
     lag_lattice,
+    lag_row,
 )
 
 KINDS = ("regular", "cyclic_cos", "cyclic_sin")
@@ -402,3 +403,15 @@ def test_rem_bank_gradients_flow():
     for name, p in bank.named_parameters():
         assert p.grad is not None and torch.isfinite(p.grad).all(), name
         assert (p.grad != 0).all(), name
+
+
+@pytest.mark.parametrize("dilation", [1, 3, 24])
+def test_last_row_is_the_last_row_of_the_bank(dilation):
+    types = [("regular", 1), ("cyclic_cos", dilation), ("cyclic_sin", dilation), ("softmax", 1)]
+    torch.manual_seed(0)
+    bank = REMBank(types, masked=True)
+    torch.testing.assert_close(bank.last_row(50), bank(50)[:, -1])
+    t, on = lag_row(50, dilation)
+    full_t, full_on = lag_lattice(50, dilation, masked=True)
+    torch.testing.assert_close(on, full_on[-1])
+    torch.testing.assert_close(t * on, full_t[-1] * full_on[-1])
