@@ -145,7 +145,7 @@ class Manifest(_Frozen):
 
     @property
     def n_layers(self) -> int | None:
-        """Encoder layers N, from the attn_rem shape [N, Hh, L, L] when the manifest states it."""
+        """Encoder layers N, from the attn_rem shape [N, Hh, L, L] or [N, Hh, L], when the manifest has it."""
         rem = next((t for t in self.inspect_outputs if t.name == ATTN_REM), None)
         if rem is not None and rem.shape and isinstance(rem.shape[0], int):
             return rem.shape[0]
@@ -158,6 +158,13 @@ class Manifest(_Frozen):
         if rem is not None and len(rem.shape) > 1 and isinstance(rem.shape[1], int):
             return rem.shape[1]
         return max((len(spec.heads) for spec in self.layers), default=0) or None
+
+    @property
+    def last_query_only(self) -> bool:
+        """The inspection graph gives the last query's row per head (attn_rem [N, Hh, L]) rather than
+        L×L matrices: a model read out at its last step computes nothing else (docs/artifacts.md)."""
+        rem = next((t for t in self.inspect_outputs if t.name == ATTN_REM), None)
+        return rem is not None and len(rem.shape) == 3
 
     def head(self, layer: int, head: int) -> HeadSpec | None:
         """The manifest's entry for a head, or None when the manifest does not list it."""

@@ -137,7 +137,7 @@ class V1Handlers:
             layers = request.layers if request.layers is not None else list(range(n_layers))
             _check_layers(layers, n_layers)
             arrays: dict[MatrixName, np.ndarray] = {
-                "softmax": result.softmax[0, channel],  # [N, Hh, L, L]
+                "softmax": result.softmax[0, channel],  # [N, Hh, L, L], or [N, Hh, L] (last query)
                 "rem": result.rem,
                 "mixed": result.mixed[0, channel],
             }
@@ -151,6 +151,7 @@ class V1Handlers:
                     provider=model.inspect_provider or model.provider,
                     channel=ChannelRef(index=channel, name=manifest.channels[channel]),
                     input_length=manifest.input_length,
+                    query="last" if result.rem.ndim == 3 else "all",
                     layers=out_layers,
                 )
             )
@@ -164,12 +165,14 @@ class V1Handlers:
             return  # an older manifest: the layer check after the session call still applies
         layers = len(request.layers) if request.layers is not None else n_layers
         per_layer = 1 if request.average_heads else n_heads
-        values = layers * per_layer * n_matrices * manifest.input_length**2
+        L = manifest.input_length
+        per_matrix, size = (L, f"{L}") if manifest.last_query_only else (L * L, f"{L}^2")
+        values = layers * per_layer * n_matrices * per_matrix
         limit = self.settings.max_attention_values
         if values > limit:
             raise InvalidInput(
                 f"the answer would hold {values} numbers ({layers} layers x {per_layer} heads x "
-                f"{n_matrices} matrices x {manifest.input_length}^2), over the limit of {limit}: ask for "
+                f"{n_matrices} matrices x {size}), over the limit of {limit}: ask for "
                 "fewer `matrices` or `layers`, or set `average_heads`",
                 field="matrices",
                 limit=limit,

@@ -42,7 +42,8 @@ SeriesValues = Annotated[
 ]
 
 MatrixName = Literal["softmax", "rem", "mixed"]
-Matrix = list[list[float]]
+# L×L (query i, key j), or for a model read out at its last step the last query's row over the L keys.
+Matrix = list[list[float]] | list[float]
 OutputFormat = Literal["json", "png"]
 
 
@@ -188,6 +189,11 @@ class AttentionResponse(BaseModel):
     provider: str
     channel: ChannelRef
     input_length: int
+    query: Literal["all", "last"] = Field(
+        default="all",
+        description="all: each matrix is L×L (query i, key j). last: the model reads its last step only, "
+        "and each matrix is that query's row, L weights over the keys (oldest first).",
+    )
     layers: list[LayerAttention]
 
 
