@@ -7,8 +7,11 @@ the TimeGPT way: q < 0.5 is the lower bound of level 100·(1 − 2q), q > 0.5 th
 100·(2q − 1), q = 0.5 the forecast itself. Only calibrated levels are served (no interpolation: the
 coverage guarantee holds at the levels calibrated, and more levels cost nothing to calibrate at export).
 
-Every protocol calls the same four functions; `field` names the request field in its errors
-(`level`, `quantiles`, or a protocol's own path), which are `InvalidInput` with the field and limit.
+Every protocol (`/v1`'s `level`/`quantiles`, KServe time series' `options.quantiles`, OIP v2's interval
+outputs) asks here, so one place decides what is served and how it is refused; `field` names the request
+field in the errors (`level`, `options.quantiles[1]`, `outputs[0]`), which are `InvalidInput` subclasses
+with their own codes: `no_calibrated_intervals` for a version exported without intervals,
+`interval_not_calibrated` for a level or quantile it has no widths for (the message lists those it has).
 """
 
 from __future__ import annotations
@@ -23,11 +26,14 @@ from app.core.errors import InvalidInput
 
 __all__ = [
     "MAX_REQUESTED",
+    "IntervalNotCalibrated",
+    "NoCalibratedIntervals",
     "available_quantiles",
     "check_levels",
     "check_quantiles",
     "level_bounds",
     "quantile_bounds",
+    "require_intervals",
 ]
 
 # Most levels or quantiles one request may ask for: more than any artifact calibrates, and a bound on
@@ -35,12 +41,28 @@ __all__ = [
 MAX_REQUESTED = 32
 
 
-def _no_intervals(field: str) -> InvalidInput:
-    return InvalidInput(
-        f"{field}: this model version has no prediction intervals (it was exported without calibration); "
-        "re-export it with `python -m export.conformal <version folder>` or leave the field out",
-        field=field,
-    )
+class NoCalibratedIntervals(InvalidInput):
+    """Intervals asked of a version exported without them: no request can make them appear."""
+
+    code = "no_calibrated_intervals"
+
+
+class IntervalNotCalibrated(InvalidInput):
+    """A level or quantile the version has no widths for; the message lists the ones it has."""
+
+    code = "interval_not_calibrated"
+
+
+def require_intervals(intervals: IntervalsSpec | None, field: str) -> IntervalsSpec:
+    """The version's intervals, or NoCalibratedIntervals naming `field`."""
+    if intervals is None:
+        raise NoCalibratedIntervals(
+            f"{field}: this model version has no prediction intervals (it was exported without calibration); "
+            f"ask for the point forecast only (leave {field} out), or re-export it with "
+            "`python -m export.conformal <version folder>`",
+            field=field,
+        )
+    return intervals
 
 
 def _check_values(values: Sequence[float], field: str, low: float, high: float) -> None:
@@ -75,8 +97,8 @@ def _index(intervals: IntervalsSpec, level: float) -> int | None:
     return None
 
 
-def _not_calibrated(intervals: IntervalsSpec, what: str, field: str, available: list[float]) -> InvalidInput:
-    return InvalidInput(
+def _not_calibrated(what: str, field: str, available: list[float]) -> IntervalNotCalibrated:
+    return IntervalNotCalibrated(
         f"{field}: {what} is not calibrated for this model version; available: "
         + ", ".join(f"{v:g}" for v in available),
         field=field,
@@ -84,18 +106,19 @@ def _not_calibrated(intervals: IntervalsSpec, what: str, field: str, available: 
     )
 
 
+def _check_level(intervals: IntervalsSpec, level: float, field: str) -> int:
+    """The calibrated position of one `level` (percent), or IntervalNotCalibrated naming `field`."""
+    k = _index(intervals, level)
+    if k is None:
+        raise _not_calibrated(f"level {level:g}", field, list(intervals.levels))
+    return k
+
+
 def check_levels(intervals: IntervalsSpec | None, levels: Sequence[float], field: str = "level") -> list[int]:
     """The calibrated positions of `levels` (percent), or InvalidInput naming `field[i]`."""
-    if intervals is None:
-        raise _no_intervals(field)
+    spec = require_intervals(intervals, field)
     _check_values(levels, field, 0.0, 100.0)
-    positions = []
-    for i, level in enumerate(levels):
-        k = _index(intervals, level)
-        if k is None:
-            raise _not_calibrated(intervals, f"level {level:g}", f"{field}[{i}]", list(intervals.levels))
-        positions.append(k)
-    return positions
+    return [_check_level(spec, level, f"{field}[{i}]") for i, level in enumerate(levels)]
 
 
 def available_quantiles(intervals: IntervalsSpec) -> list[float]:
@@ -109,18 +132,17 @@ def check_quantiles(
 ) -> list[tuple[int, int]]:
     """Per probability, (calibrated level position, side): side -1 lower bound, +1 upper, 0 the forecast
     (position -1 then); or InvalidInput naming `field[i]`."""
-    if intervals is None:
-        raise _no_intervals(field)
+    spec = require_intervals(intervals, field)
     _check_values(probabilities, field, 0.0, 1.0)
     out = []
     for i, q in enumerate(probabilities):
         if q == 0.5:
             out.append((-1, 0))
             continue
-        k = _index(intervals, 100 * abs(1 - 2 * q))
+        k = _index(spec, 100 * abs(1 - 2 * q))
         if k is None:
-            available = [round(v, 6) for v in available_quantiles(intervals)]
-            raise _not_calibrated(intervals, f"quantile {q:g}", f"{field}[{i}]", available)
+            available = [round(v, 6) for v in available_quantiles(spec)]
+            raise _not_calibrated(f"quantile {q:g}", f"{field}[{i}]", available)
         out.append((k, -1 if q < 0.5 else 1))
     return out
 

@@ -75,6 +75,8 @@ REJECTION_REASONS = {
     "overloaded": "overloaded",
     "timeout": "timeout",
     "invalid_input": "invalid_input",
+    "no_calibrated_intervals": "invalid_input",
+    "interval_not_calibrated": "invalid_input",
     "malformed_json": "invalid_input",
     "payload_too_large": "invalid_input",
     "bad_request": "invalid_input",

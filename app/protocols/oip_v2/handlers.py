@@ -7,8 +7,17 @@ Tensors of a model version (docs/artifacts.md):
 - input `phase` INT64 [n], only for a model with a seasonal cycle: each window's phase in [0, period);
   or, instead, `start` INT64 [n]: the Unix time (seconds, UTC) of each window's first row, from which the
   service computes the phase exactly as `/v1` does (docs/artifacts.md, "Phase");
-- output `forecast` FP32 [n, H, C], on the raw scale; `forecast_lower` / `forecast_upper` name the
-  calibrated interval bounds, refused (no_calibrated_intervals) while no model has them.
+- output `forecast` FP32 [n, H, C], on the raw scale;
+- outputs `forecast_lo_{level}` and `forecast_hi_{level}` FP32 [n, H, C] for each calibrated level of a
+  version with prediction intervals (`forecast_lo_80`, `forecast_hi_80`, ...; the level as `/v1` writes it
+  in `lo-80`): forecast − and + the manifest's widths (`app.inference.intervals`, as `/v1`'s `level`).
+  One tensor per bound and level, rather than `forecast_lower`/`forecast_upper` chosen by a request
+  parameter, so that model metadata lists every output a client may ask for and the stock Triton
+  clients ask for them by name alone. Asking one of a version without intervals is a 400
+  (no_calibrated_intervals); any other unknown output a 400 listing the version's outputs.
+
+A request that names no output gets every output of the version, as the protocol specifies; name
+`forecast` alone to keep the answer to the point forecast.
 """
 
 from __future__ import annotations
@@ -20,9 +29,9 @@ import numpy as np
 from app.artifacts.cycle import step_microseconds
 from app.artifacts.manifest import Manifest
 from app.core.errors import InvalidInput, NonFiniteResult, VersionNotFound
+from app.inference.intervals import level_bounds, require_intervals
 from app.inference.registry import ModelVersion
 from app.inference.service import InferenceService
-from app.protocols.intervals import check_intervals
 from app.protocols.oip_v2.codec import InferResult, Tensor
 from app.protocols.oip_v2.schemas import ModelMetadata, ServerMetadata, TensorMetadata
 from app.protocols.rsa_v1.codec import input_bound
@@ -32,7 +41,18 @@ SERVER_VERSION = "0.1.0"
 EXTENSIONS = ["binary_tensor_data"]
 PLATFORM = "onnxruntime_onnx"
 FORECAST = "forecast"
-INTERVAL_OUTPUTS = ("forecast_lower", "forecast_upper")
+LOWER, UPPER = "forecast_lo_", "forecast_hi_"  # + the level: the interval outputs' names
+
+
+def output_names(manifest: Manifest) -> dict[str, tuple[float, int] | None]:
+    """The version's outputs in metadata order: `forecast` (None), then per calibrated level its lower
+    and upper bound, (level, -1) and (level, +1)."""
+    names: dict[str, tuple[float, int] | None] = {FORECAST: None}
+    if manifest.intervals is not None:
+        for level in manifest.intervals.levels:
+            names[f"{LOWER}{level:g}"] = (level, -1)
+            names[f"{UPPER}{level:g}"] = (level, 1)
+    return names
 
 
 def parse_version(raw: str | None) -> int | None:
@@ -77,12 +97,13 @@ class OipV2Handlers:
         inputs = [TensorMetadata(name="window", datatype="FP32", shape=[-1, L, C])]
         if manifest.cycle is not None:
             inputs.append(TensorMetadata(name="phase", datatype="INT64", shape=[-1]))
+        outputs = output_names(manifest)
         return ModelMetadata(
             name=mv.name,
             versions=[str(v) for v in sorted(self.service.model(name).versions)],
             platform=PLATFORM,
             inputs=inputs,
-            outputs=[TensorMetadata(name=FORECAST, datatype="FP32", shape=[-1, H, C])],
+            outputs=[TensorMetadata(name=out, datatype="FP32", shape=[-1, H, C]) for out in outputs],
         )
 
     # -- infer -----------------------------------------------------------------------------------
@@ -99,18 +120,27 @@ class OipV2Handlers:
         tensors = _by_name(inputs, manifest)
         window = self._window(tensors, manifest)
         phases = _phases(tensors, manifest, len(window))
-        for i, output in enumerate(outputs or [FORECAST]):
-            if output in INTERVAL_OUTPUTS:
-                check_intervals(mv, output, f"outputs[{i}]")
-            elif output != FORECAST:
-                raise InvalidInput(
-                    f"outputs[{i}]: {output!r} is not an output of model {mv.name}; its outputs are "
-                    f"[{FORECAST!r}]",
-                    field=f"outputs[{i}]",
-                    limit=[FORECAST],
-                )
+        served = output_names(manifest)
+        for i, output in enumerate(outputs or ()):
+            if output in served:
+                continue
+            if output.startswith((LOWER, UPPER)):
+                require_intervals(manifest.intervals, f"outputs[{i}] ({output})")
+            raise InvalidInput(
+                f"outputs[{i}]: {output!r} is not an output of model {mv.name} version {mv.version}; its "
+                f"outputs are {list(served)}",
+                field=f"outputs[{i}]",
+                limit=list(served),
+            )
         forecast = await self.service.forecast(mv, window, phases)
-        finite = np.isfinite(forecast.reshape(len(forecast), -1)).all(axis=1)
+        # in request order, each once; none named: all of them
+        kinds = {out: served[out] for out in outputs} if outputs else served
+        levels = list(dict.fromkeys(kind[0] for kind in kinds.values() if kind is not None))
+        bounds = level_bounds(manifest.intervals, forecast, levels, "outputs") if levels else {}
+        answer: dict[str, np.ndarray] = {}
+        for out, kind in kinds.items():
+            answer[out] = forecast if kind is None else bounds[kind[0]][0 if kind[1] < 0 else 1]
+        finite = np.isfinite(np.stack(list(answer.values()))).all(axis=(0, 2, 3))
         if not finite.all():
             row = int(np.argmin(finite))
             raise NonFiniteResult(
@@ -118,7 +148,7 @@ class OipV2Handlers:
                 "can handle; rescale them",
                 field=f"window[{row}]",
             )
-        return InferResult(mv.name, str(mv.version), request_id, {FORECAST: forecast})
+        return InferResult(mv.name, str(mv.version), request_id, answer)
 
     def _window(self, tensors: dict[str, Tensor], manifest: Manifest) -> np.ndarray:
         L, C = manifest.input_length, len(manifest.channels)

@@ -1,7 +1,7 @@
 """How the KServe time-series API renders errors: `{"error": {"code", "message", "param", "type"}}`, the
 shape of KServe's `ErrorResponse`. Unlike KServe's own server, every error carries its code: the service's
-stable machine-readable code (`invalid_input`, `no_calibrated_intervals`, `model_not_found`, ...), with
-`param` the request field at fault and `type` KServe's error class name.
+stable machine-readable code (`invalid_input`, `no_calibrated_intervals`, `interval_not_calibrated`,
+`model_not_found`, ...), with `param` the request field at fault and `type` KServe's error class name.
 """
 
 from __future__ import annotations

@@ -2,8 +2,11 @@
 call (so they share the session with every other protocol's requests), answered in KServe's shape.
 
 Beyond KServe's own server: multivariate series for multivariate models (rows of one value per channel,
-in the manifest's order), every error with its code, and quantiles only from calibrated intervals
-(`app.protocols.intervals.check_intervals`; a clear 400 `no_calibrated_intervals` until a model has them).
+in the manifest's order), every error with its code, and `options.quantiles` answered from the version's
+calibrated intervals (`app.inference.intervals`, as `/v1`'s `quantiles`): each output's
+`content[].quantiles` holds, per requested probability keyed by `str(q)` as KServe writes it ("0.1"), a
+list shaped like `mean_forecast`; a version without intervals is a 400 `no_calibrated_intervals`, an
+uncalibrated probability a 400 `interval_not_calibrated` listing the available ones.
 """
 
 from __future__ import annotations
@@ -15,8 +18,8 @@ import numpy as np
 import orjson
 
 from app.core.errors import InvalidInput, NonFiniteResult
+from app.inference.intervals import check_quantiles, quantile_bounds
 from app.inference.service import InferenceService
-from app.protocols.intervals import check_intervals
 from app.protocols.timeseries.codec import check_frequency, decode_input, forecast_start
 from app.protocols.timeseries.schemas import TimeSeriesForecastRequest
 
@@ -42,8 +45,11 @@ class TimeSeriesHandlers:
                 field="options.horizon",
                 limit=manifest.horizon,
             )
-        if request.options.quantiles:  # before any series work: nothing else can make the answer possible
-            check_intervals(mv, request.options.quantiles, "options.quantiles")
+        # An empty list asks for nothing, as in KServe's server. Checked before any series work: a
+        # quantile the version cannot answer makes the whole request impossible.
+        quantiles = request.options.quantiles or None
+        if quantiles is not None:
+            check_quantiles(manifest.intervals, quantiles, "options.quantiles")
         limit = self.settings.max_series_per_request
         if len(request.inputs) > limit:
             raise InvalidInput(
@@ -59,24 +65,29 @@ class TimeSeriesHandlers:
         windows = np.stack([d.window for d in decoded])
         phases = None if manifest.cycle is None else np.array([d.phase for d in decoded], np.int64)
         forecast = (await self.service.forecast(mv, windows, phases))[:, :horizon]
-        finite = np.isfinite(forecast.reshape(len(forecast), -1)).all(axis=1)
-        if not finite.all():
-            i = int(np.argmin(finite))
-            raise NonFiniteResult(
-                f"the model's forecast for inputs[{i}] is not finite: its values are outside what the model "
-                "can handle; rescale them",
-                field=f"inputs[{i}]",
-            )
+        # Each [S, h, C], from the first h steps' widths (as /v1 answers a shorter horizon), keyed as
+        # KServe keys them: str(q) of the probability as sent, "0.1".
+        bands: dict[str, np.ndarray] = {}
+        if quantiles is not None:
+            values = quantile_bounds(manifest.intervals, forecast, quantiles, "options.quantiles")
+            bands = {str(q): values[p] for p, q in enumerate(quantiles)}
+        _require_finite(np.stack([forecast, *bands.values()]))
         outputs = []
         for i, item in enumerate(request.inputs):
-            mean = forecast[i, :, 0] if item.type == "univariate_time_series" else forecast[i]
-            content = {
+            univariate = item.type == "univariate_time_series"
+            mean = forecast[i, :, 0] if univariate else forecast[i]
+            content: dict[str, object] = {
                 "type": item.type,
                 "name": item.name,
                 "mean_forecast": np.ascontiguousarray(mean),
                 "frequency": item.frequency,
                 "start_timestamp": starts[i],
             }
+            if bands:
+                content["quantiles"] = {
+                    key: np.ascontiguousarray(band[i, :, 0] if univariate else band[i])
+                    for key, band in bands.items()
+                }
             outputs.append(
                 {
                     "type": "time_series_forecast",
@@ -95,3 +106,16 @@ class TimeSeriesHandlers:
             "usage": None,
         }
         return orjson.dumps(response, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def _require_finite(arrays: np.ndarray) -> None:
+    """Never a null where KServe's schema promises a number: `arrays` [K, S, h, C] (the forecast, then
+    any quantiles) must be finite for every input, or the error names the first input that is not."""
+    finite = np.isfinite(arrays).all(axis=(0, 2, 3))
+    if not finite.all():
+        i = int(np.argmin(finite))
+        raise NonFiniteResult(
+            f"the model's forecast for inputs[{i}] is not finite: its values are outside what the model "
+            "can handle; rescale them",
+            field=f"inputs[{i}]",
+        )

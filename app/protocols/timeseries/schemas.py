@@ -51,7 +51,9 @@ class ForecastOptions(BaseModel):
     horizon: int = Field(ge=1, description="Steps to forecast, at most the model's horizon.")
     quantiles: list[Annotated[float, Field(gt=0, lt=1)]] | None = Field(
         default=None,
-        description="Quantile levels, e.g. [0.1, 0.5, 0.9]: only for models with calibrated intervals.",
+        description="Quantile levels, e.g. [0.1, 0.5, 0.9], each answered from the model's calibrated "
+        "intervals (GET /v1/models/{name} lists them under intervals.quantiles); q < 0.5 is the lower bound "
+        "of level 100(1 - 2q), q > 0.5 the upper bound of level 100(2q - 1), 0.5 the mean forecast.",
     )
 
 
@@ -70,7 +72,10 @@ class TimeSeriesForecast(BaseModel):
     mean_forecast: list[float] | list[list[float]]
     frequency: Frequency
     start_timestamp: str = Field(description="ISO 8601 time of the first forecast step.")
-    quantiles: dict[str, list[float] | list[list[float]]] | None = None
+    quantiles: dict[str, list[float] | list[list[float]]] | None = Field(
+        default=None,
+        description='Per requested quantile, keyed as sent ("0.1"): values shaped like mean_forecast.',
+    )
 
 
 class TimeSeriesError(BaseModel):

@@ -1,6 +1,7 @@
 """The README's interoperability examples work as printed: the tritonclient snippet against a real service
-on the shipped model (only the port is this test's), and the KServe time-series curl request, whose numbers
-are the README's `/v1` example answer."""
+on the shipped model (only the port is this test's), its forecast and 80% interval outputs `/v1`'s, and the
+KServe time-series curl request, whose mean forecast and quantiles are the README's `/v1` example answer's
+`forecast`, `lo-80` and `hi-80`, as the README says."""
 
 from __future__ import annotations
 
@@ -38,10 +39,12 @@ def test_tritonclient_snippet_works_as_printed(tmp_path: Path) -> None:
             {"values": window[i].tolist(), "start": f"2024-01-01T{hour:02d}:00:00Z"}
             for i, hour in enumerate((0, 12))
         ]
-        r = httpx.post(f"{service.url}/v1/models/etth1-rsa/forecast", json={"series": series}, timeout=30)
+        body = {"series": series, "level": [80]}
+        r = httpx.post(f"{service.url}/v1/models/etth1-rsa/forecast", json=body, timeout=30)
         assert r.status_code == 200, r.text
-        v1 = np.array([f["forecast"] for f in r.json()["forecasts"]], np.float32)
-    np.testing.assert_array_equal(forecast, v1)
+    for name, key in (("forecast", "forecast"), ("lo_80", "lo-80"), ("hi_80", "hi-80")):
+        v1 = np.array([f[key] for f in r.json()["forecasts"]], np.float32)
+        np.testing.assert_array_equal(scope[name], v1, err_msg=name)
 
 
 def test_timeseries_curl_works_as_printed() -> None:
@@ -49,12 +52,14 @@ def test_timeseries_curl_works_as_printed() -> None:
     path = re.search(r"127\.0\.0\.1:8000(\S+)", curl).group(1)  # type: ignore[union-attr]
     body = json.loads((ROOT / re.search(r"-d @(\S+)", curl).group(1)).read_text())  # type: ignore[union-attr]
     printed = json.loads(_block("json", '"forecasts"'))["forecasts"][0]
+    assert body["options"]["quantiles"] == [0.1, 0.9]  # the 80% interval's bounds, as the README says
     with running_client(make_settings(ROOT / "model_repository")) as client:
         r = client.post(path, json=body)
-        # the shipped model has calibrated intervals, which this protocol does not serve yet: a clear 400
-        refused = client.post(path, json={**body, "options": {"horizon": 3, "quantiles": [0.1, 0.9]}})
     assert r.status_code == 200, r.text
-    assert refused.status_code == 400 and refused.json()["error"]["code"] == "intervals_not_served"
     (content,) = r.json()["outputs"][0]["content"]
     assert content["start_timestamp"] == printed["timestamps"][0].replace("+00:00", "Z")
+    assert content["start_timestamp"] in README  # the README names it
     np.testing.assert_allclose(content["mean_forecast"], printed["forecast"], atol=1e-4)
+    assert list(content["quantiles"]) == ["0.1", "0.9"]
+    np.testing.assert_allclose(content["quantiles"]["0.1"], printed["lo-80"], atol=1e-4)
+    np.testing.assert_allclose(content["quantiles"]["0.9"], printed["hi-80"], atol=1e-4)

@@ -1,6 +1,7 @@
 """The real `tritonclient.grpc`, unchanged, against the service's gRPC port (same process as HTTP): health,
-metadata, infer with raw tensors giving exactly `/v1`'s numbers, errors as InferenceServerException with
-our message, and the calls in the metrics under their own protocol."""
+metadata, infer with raw tensors giving exactly `/v1`'s numbers (the shipped model's interval outputs its
+`level` bounds), errors as InferenceServerException with our message, and the calls in the metrics under
+their own protocol."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tritonclient.utils import InferenceServerException
 
 from tests.app.metrics_scrape import value
-from tests.app.protocols.conftest import C, H, L, Served, v1_forecast, windows
+from tests.app.protocols.conftest import C, H, L, Served, shipped_windows, v1_answer, v1_forecast, windows
 
 
 @pytest.fixture(scope="module")
@@ -72,9 +73,33 @@ def test_errors_surface_as_inference_server_exception_with_our_message(
         client.infer(
             "plain",
             [_input("window", windows(1), "FP32")],
-            outputs=[grpcclient.InferRequestedOutput("forecast_upper")],
+            outputs=[grpcclient.InferRequestedOutput("forecast_hi_80")],
         )
-    assert "no calibrated prediction intervals" in info.value.message()
+    assert info.value.status() == "StatusCode.INVALID_ARGUMENT"
+    assert "this model version has no prediction intervals" in info.value.message()
+
+
+def test_interval_outputs_are_listed_and_are_the_v1_level_bounds(
+    client: grpcclient.InferenceServerClient, served: Served
+) -> None:
+    outputs = client.get_model_metadata("etth1-rsa", as_json=True)["outputs"]
+    names = [o["name"] for o in outputs]
+    assert names[0] == "forecast" and {"forecast_lo_80", "forecast_hi_80", "forecast_lo_95"} <= set(names)
+    assert {o["datatype"] for o in outputs} == {"FP32"} and {o["shape"][0] for o in outputs} == {"-1"}
+    batch, starts = shipped_windows(4, seed=13)
+    phase = np.array([s.hour for s in starts], np.int64)
+    asked = ["forecast_lo_95", "forecast_hi_95", "forecast"]
+    result = client.infer(
+        "etth1-rsa",
+        [_input("window", batch, "FP32"), _input("phase", phase, "INT64")],
+        outputs=[grpcclient.InferRequestedOutput(name) for name in asked],
+    )
+    assert [o.name for o in result.get_response().outputs] == asked
+    v1 = v1_answer(served.url, "etth1-rsa", batch, starts, level=[95])
+    for name, key in zip(asked, ["lo-95", "hi-95", "forecast"], strict=True):
+        got = result.as_numpy(name)
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got, v1[key], err_msg=name)
 
 
 def test_grpc_calls_are_in_the_metrics_with_their_protocol(

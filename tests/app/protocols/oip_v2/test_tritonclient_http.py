@@ -1,6 +1,6 @@
 """The real `tritonclient.http`, unchanged, against the service: health, metadata, infer with binary and
-JSON tensors (and compressed bodies) giving exactly `/v1`'s numbers, and errors as InferenceServerException
-with our message."""
+JSON tensors (and compressed bodies) giving exactly `/v1`'s numbers, the shipped model's interval outputs
+giving exactly `/v1`'s `level` bounds, and errors as InferenceServerException with our message."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.app.protocols.conftest import C, H, L, Served, v1_forecast, windows
+from tests.app.protocols.conftest import C, H, L, Served, shipped_windows, v1_answer, v1_forecast, windows
 
 
 @pytest.fixture(scope="module")
@@ -112,16 +112,89 @@ def test_errors_surface_as_inference_server_exception_with_our_message(
     assert info.value.status() == "404" and "model 'nope' not found" in info.value.message()
 
 
-def test_interval_outputs_are_refused_until_the_model_has_calibrated_intervals(
+def _levels(served: Served) -> list[float]:
+    """The shipped model's calibrated levels, as `/v1` lists them for its latest version."""
+    versions = httpx.get(f"{served.url}/v1/models/etth1-rsa", timeout=10).json()["versions"]
+    return max(versions, key=lambda v: v["version"])["intervals"]["levels"]
+
+
+def test_metadata_lists_an_interval_output_per_bound_and_calibrated_level(
+    client: httpclient.InferenceServerClient, served: Served
+) -> None:
+    meta = client.get_model_metadata("etth1-rsa")
+    (shape,) = {tuple(o["shape"]) for o in meta["outputs"]}
+    assert shape[0] == -1 and {o["datatype"] for o in meta["outputs"]} == {"FP32"}
+    names = ["forecast"] + [f"forecast_{b}_{level:g}" for level in _levels(served) for b in ("lo", "hi")]
+    assert [o["name"] for o in meta["outputs"]] == names and "forecast_lo_80" in names
+
+
+@pytest.mark.parametrize("binary", [True, False], ids=["binary", "json"])
+def test_interval_outputs_are_the_v1_level_bounds(
+    client: httpclient.InferenceServerClient, served: Served, binary: bool
+) -> None:
+    batch, starts = shipped_windows(3, seed=4)
+    unix = np.array([int(s.timestamp()) for s in starts], np.int64)
+    names = ["forecast_hi_95", "forecast", "forecast_lo_80", "forecast_hi_80"]  # any order, any subset
+    result = client.infer(
+        "etth1-rsa",
+        [_input("window", batch, "FP32", binary), _input("start", unix, "INT64", binary)],
+        outputs=[httpclient.InferRequestedOutput(name, binary_data=binary) for name in names],
+    )
+    assert [o["name"] for o in result.get_response()["outputs"]] == names
+    v1 = v1_answer(served.url, "etth1-rsa", batch, starts, level=[80, 95])
+    for name, key in zip(names, ["hi-95", "forecast", "lo-80", "hi-80"], strict=True):
+        got = result.as_numpy(name)
+        assert got.dtype == np.float32 and got.shape == v1[key].shape
+        np.testing.assert_array_equal(got, v1[key], err_msg=name)
+    assert (result.as_numpy("forecast_lo_80") < result.as_numpy("forecast")).all()
+
+
+def test_no_output_named_answers_every_output_of_the_model(
+    client: httpclient.InferenceServerClient, served: Served
+) -> None:
+    batch, starts = shipped_windows(2, seed=5)
+    phase = np.array([s.hour for s in starts], np.int64)
+    result = client.infer(
+        "etth1-rsa", [_input("window", batch, "FP32", True), _input("phase", phase, "INT64", True)]
+    )
+    listed = [o["name"] for o in client.get_model_metadata("etth1-rsa")["outputs"]]
+    assert [o["name"] for o in result.get_response()["outputs"]] == listed
+    levels = _levels(served)
+    v1 = v1_answer(served.url, "etth1-rsa", batch, starts, level=levels)
+    for level in levels:
+        for bound in ("lo", "hi"):
+            got = result.as_numpy(f"forecast_{bound}_{level:g}")
+            np.testing.assert_array_equal(got, v1[f"{bound}-{level:g}"])
+
+
+def test_unknown_or_uncalibrated_interval_outputs_are_a_400_with_our_message(
     client: httpclient.InferenceServerClient,
 ) -> None:
     with pytest.raises(InferenceServerException) as info:
         client.infer(
             "plain",
             [_input("window", windows(1), "FP32", True)],
-            outputs=[httpclient.InferRequestedOutput("forecast_lower")],
+            outputs=[httpclient.InferRequestedOutput("forecast_lo_80")],
         )
-    assert info.value.status() == "400" and "no calibrated prediction intervals" in info.value.message()
+    assert info.value.status() == "400"
+    message = info.value.message()
+    assert "outputs[0] (forecast_lo_80): this model version has no prediction intervals" in message
+    batch, starts = shipped_windows(1)
+    inputs = [
+        _input("window", batch, "FP32", True),
+        _input("start", np.array([int(starts[0].timestamp())], np.int64), "INT64", True),
+    ]
+    for name in ("forecast_lo_85", "forecast_median"):
+        with pytest.raises(InferenceServerException) as info:
+            client.infer(
+                "etth1-rsa",
+                inputs,
+                outputs=[httpclient.InferRequestedOutput("forecast"), httpclient.InferRequestedOutput(name)],
+            )
+        assert info.value.status() == "400"
+        message = info.value.message()
+        assert f"outputs[1]: '{name}' is not an output of model etth1-rsa" in message
+        assert "'forecast_lo_80', 'forecast_hi_80'" in message  # the outputs it has
 
 
 def test_errors_are_the_protocols_shape(served: Served) -> None:

@@ -1,6 +1,6 @@
 """KServe's time-series forecast API: requests shaped like KServe's documented example (two inputs, a
-frequency, a start timestamp, a horizon, quantiles), a multivariate one, the numbers equal to `/v1`'s, and
-every error in KServe's shape with its code."""
+frequency, a start timestamp, a horizon, quantiles), a multivariate one, the numbers (and the quantiles,
+from calibrated intervals) equal to `/v1`'s, and every error in KServe's shape with its code."""
 
 from __future__ import annotations
 
@@ -18,13 +18,30 @@ from tests.app.fakes import ToySpec, write_version
 
 L, H = 8, 4
 URL = "/v1/timeseries/forecast"
+LEVELS = [50.0, 80.0, 90.0, 95.0, 99.0]
+QUANTILES = [0.005, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.975, 0.995]  # what LEVELS answer
+
+
+def intervals(channels: int, seed: int) -> dict[str, Any]:
+    """A manifest `intervals` block: widths per level, step and channel, growing with the level."""
+    widths = np.sort(np.random.default_rng(seed).uniform(0.1, 3, (len(LEVELS), H, channels)), axis=0)
+    return {
+        "method": "split_conformal",
+        "residuals": "absolute",
+        "scale": "none",
+        "levels": LEVELS,
+        "widths": widths.astype(np.float32).astype(np.float64).tolist(),
+        "calibration": {"split": "val", "windows": 100},
+    }
 
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     repository = tmp_path_factory.mktemp("timeseries")
-    write_version(repository, ToySpec(name="univariate", channels=("value",)))
-    write_version(repository, ToySpec(name="hourly", cycle_period=24))  # 3 channels, a daily cycle
+    univariate = {"intervals": intervals(1, seed=7)}
+    write_version(repository, ToySpec(name="univariate", channels=("value",), manifest_overrides=univariate))
+    write_version(repository, ToySpec(name="hourly", cycle_period=24))  # 3 channels, a cycle, no intervals
+    write_version(repository, ToySpec(name="banded", manifest_overrides={"intervals": intervals(3, seed=8)}))
     with running_client(make_settings(Path(repository))) as c:
         yield c
 
@@ -63,21 +80,108 @@ def documented_example(quantiles: list[float] | None) -> dict[str, Any]:
     }
 
 
-def _v1(client: TestClient, model: str, values: list[Any], start: str, horizon: int) -> np.ndarray:
+def _v1_answer(
+    client: TestClient, model: str, values: list[Any], start: str, horizon: int, **extra: object
+) -> dict[str, Any]:
     rows = [[v] for v in values] if not isinstance(values[0], list) else values
-    body = {"series": [{"values": rows, "start": start}], "horizon": horizon}
+    body = {"series": [{"values": rows, "start": start}], "horizon": horizon, **extra}
     r = client.post(f"/v1/models/{model}/forecast", json=body)
     assert r.status_code == 200, r.text
-    return np.array(r.json()["forecasts"][0]["forecast"], np.float32)
+    answer: dict[str, Any] = r.json()["forecasts"][0]
+    return answer
 
 
-def test_documented_example_with_quantiles_is_refused_with_a_code(client: TestClient) -> None:
-    r = client.post(URL, json=documented_example([0.1, 0.5, 0.9]))
+def _v1(client: TestClient, model: str, values: list[Any], start: str, horizon: int) -> np.ndarray:
+    return np.array(_v1_answer(client, model, values, start, horizon)["forecast"], np.float32)
+
+
+def test_documented_example_with_quantiles_answers_the_v1_quantiles(client: TestClient) -> None:
+    quantiles = [0.1, 0.5, 0.9]
+    body = documented_example(quantiles)
+    r = client.post(URL, json=body)
+    assert r.status_code == 200, r.text
+    for item, output in zip(body["inputs"], r.json()["outputs"], strict=True):
+        (content,) = output["content"]
+        assert list(content["quantiles"]) == ["0.1", "0.5", "0.9"]  # KServe's keys: str(q), in request order
+        v1 = _v1_answer(client, "univariate", item["series"], item["start_timestamp"], 3, quantiles=quantiles)
+        for q, key in zip(quantiles, ("q-10", "q-50", "q-90"), strict=True):
+            got = content["quantiles"][str(q)]
+            assert len(got) == len(content["mean_forecast"]) == 3 and all(isinstance(v, float) for v in got)
+            np.testing.assert_array_equal(np.array(got, np.float32), np.array(v1[key], np.float32)[:, 0])
+        assert content["quantiles"]["0.5"] == content["mean_forecast"]
+        assert np.less(content["quantiles"]["0.1"], content["quantiles"]["0.9"]).all()
+
+
+def test_multivariate_quantiles_are_shaped_like_the_mean_and_use_the_first_steps_widths(
+    client: TestClient,
+) -> None:
+    series = _series(L + 3, 3, seed=9)
+    start = "2024-05-01T00:00:00Z"
+    item = {"type": "multivariate_time_series", "name": "m", "series": series, "frequency": "H"}
+    quantiles = [0.995, 0.025, 0.25]
+    for horizon in (2, H):
+        body = {
+            "model": "banded",
+            "inputs": [{**item, "start_timestamp": start}],
+            "options": {"horizon": horizon, "quantiles": quantiles},
+        }
+        r = client.post(URL, json=body)
+        assert r.status_code == 200, r.text
+        (content,) = r.json()["outputs"][0]["content"]
+        v1 = _v1_answer(client, "banded", series, start, horizon, quantiles=quantiles)
+        assert list(content["quantiles"]) == ["0.995", "0.025", "0.25"]
+        for q in quantiles:
+            got = np.array(content["quantiles"][str(q)], np.float32)
+            assert got.shape == np.array(content["mean_forecast"]).shape == (horizon, 3)
+            np.testing.assert_array_equal(got, np.array(v1[f"q-{100 * q:g}"], np.float32))
+
+
+def test_quantiles_of_a_model_without_intervals_are_a_400_with_a_code(client: TestClient) -> None:
+    body = {
+        "model": "hourly",
+        "inputs": [
+            {
+                "type": "multivariate_time_series",
+                "name": "grid",
+                "series": _series(L, 3, seed=3),
+                "frequency": "H",
+                "start_timestamp": "2024-01-01T00:00:00Z",
+            }
+        ],
+        "options": {"horizon": 2, "quantiles": [0.1, 0.9]},
+    }
+    r = client.post(URL, json=body)
     assert r.status_code == 400, r.text
     error = r.json()["error"]
     assert set(error) == {"code", "message", "param", "type"}
     assert error["code"] == "no_calibrated_intervals" and error["param"] == "options.quantiles"
-    assert error["type"] == "BadRequestError" and "no calibrated prediction intervals" in error["message"]
+    assert error["type"] == "BadRequestError" and "has no prediction intervals" in error["message"]
+    body["options"]["quantiles"] = []  # asks for nothing, as in KServe's server
+    r = client.post(URL, json=body)
+    assert r.status_code == 200 and "quantiles" not in r.json()["outputs"][0]["content"][0]
+
+
+@pytest.mark.parametrize(
+    ("quantiles", "code", "param"),
+    [
+        ([0.1, 0.3], "interval_not_calibrated", "options.quantiles[1]"),
+        ([0.9, 0.9], "invalid_input", "options.quantiles[1]"),
+        ([0.0], "invalid_input", "options.quantiles[0]"),
+        ([0.5, 1.2], "invalid_input", "options.quantiles[1]"),
+        ([0.5] * 40, "invalid_input", "options.quantiles"),
+    ],
+    ids=["uncalibrated", "repeated", "zero", "above-one", "too-many"],
+)
+def test_a_bad_quantile_is_a_400_naming_the_param(
+    client: TestClient, quantiles: list[float], code: str, param: str
+) -> None:
+    r = client.post(URL, json=documented_example(quantiles))
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert (error["code"], error["param"], error["type"]) == (code, param, "BadRequestError"), error
+    if code == "interval_not_calibrated":
+        assert "quantile 0.3 is not calibrated" in error["message"]
+        assert "available: " + ", ".join(f"{q:g}" for q in QUANTILES) in error["message"]
 
 
 def test_documented_example_without_quantiles_answers_in_kserves_shape(client: TestClient) -> None:
@@ -157,4 +261,4 @@ def test_every_error_has_kserves_shape_and_a_code(
 def test_malformed_json_and_models_list(client: TestClient) -> None:
     r = client.post(URL, content=b"{", headers={"content-type": "application/json"})
     assert r.status_code == 400 and r.json()["error"]["code"] == "malformed_json"
-    assert sorted(client.get("/v1/timeseries/models").json()) == ["hourly", "univariate"]
+    assert sorted(client.get("/v1/timeseries/models").json()) == ["banded", "hourly", "univariate"]
