@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every training run behind docs/results.md, two at a time with one thread each (2-core machine),
-# then the results page. About 75 min on the 2-core CI machine (27 main runs, 18 of round T). Runs
+# then the results page: 36 long-window runs (results/long), 27 main L = 96 runs (results/runs) and
+# 18 of round T (results/tuning); the long runs take 3-6 min each at one thread. Runs
 # that already have a report.json are skipped, so an interrupted reproduction resumes where it stopped.
 #   bash scripts/reproduce_results.sh [JOBS]
 set -euo pipefail
@@ -9,6 +10,13 @@ cd "$(dirname "$0")/.."
 jobs="${1:-2}"
 runs() {
     # round variant horizon seed data
+    # The long-window RSA (rsa.md §7), the page's headline: a bank of linear RNNs read at the last step.
+    for s in 0 1 2; do
+        for v in rsa baseline; do
+            for h in 96 192 336 720; do echo "long $v $h $s ETTh1"; done
+            for h in 96 336; do echo "long $v $h $s ETTh2"; done
+        done
+    done
     for h in 96 192 336 720; do
         for s in 0 1 2; do echo "main rsa $h $s ETTh1"; echo "main baseline $h $s ETTh1"; done
     done
@@ -22,8 +30,9 @@ runs() {
 }
 one() {
     read -r round variant horizon seed data <<<"$1"
-    if [ "$round" = main ]; then
+    if [ "$round" = main ] || [ "$round" = long ]; then
         config=configs/etth1-rsa.yaml out=results/runs
+        [ "$round" = long ] && config=configs/etth1-rsa-long.yaml out=results/long
         name="$(echo "$data" | tr 'A-Z' 'a-z')-$variant-h$horizon-s$seed"
     else
         config=configs/etth1-transformer.yaml out=results/tuning
