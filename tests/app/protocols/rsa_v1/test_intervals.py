@@ -140,7 +140,7 @@ def test_bad_requests_get_422_naming_the_field(client: TestClient, extra: dict, 
 
 def test_an_uncalibrated_level_lists_the_available_ones(client: TestClient):
     error = client.post("/v1/models/toy/forecast", json=body(level=[85])).json()["error"]
-    assert error["limit"] == LEVELS
+    assert error["limit"] == LEVELS and error["code"] == "interval_not_calibrated"
     assert "available: 50, 80, 90, 95, 99" in error["message"]
 
 
@@ -149,6 +149,7 @@ def test_a_model_without_intervals_refuses_clearly(client: TestClient):
         r = client.post("/v1/models/toy/versions/1/forecast", json=body(**extra))
         assert r.status_code == 422
         assert r.json()["error"]["field"] == field
+        assert r.json()["error"]["code"] == "no_calibrated_intervals"
         assert "no prediction intervals" in r.json()["error"]["message"]
     assert client.post("/v1/models/toy/versions/1/forecast", json=body()).status_code == 200
 
