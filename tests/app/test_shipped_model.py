@@ -1,8 +1,9 @@
 """The shipped models, served from the repository as a fresh clone has it: no training, no torch.
 
-etth1-rsa version 3 (the default: the latest) is version 2's graphs with calibrated prediction intervals
-(export.conformal); both have a seasonal cycle and take a phase. Version 1 is the earlier model without one,
-kept so both kinds of artifact are served from real exports.
+etth1-rsa version 4 (the default: the latest) is the long-window RSA read at its last step (L = 512, 36 REM
+heads, docs/rsa.md §7) with calibrated prediction intervals. Version 3 is version 2's graphs with intervals
+(export.conformal); versions 2-4 have a seasonal cycle and take a phase. Version 1 is the earlier model
+without one, kept so every kind of artifact is served from real exports.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ ROOT = Path(__file__).resolve().parents[2]
 REPOSITORY = ROOT / "model_repository"
 V1 = REPOSITORY / "etth1-rsa" / "1"
 V2 = REPOSITORY / "etth1-rsa" / "2"
-DEFAULT = REPOSITORY / "etth1-rsa" / "3"
+V3 = REPOSITORY / "etth1-rsa" / "3"
+DEFAULT = REPOSITORY / "etth1-rsa" / "4"
+L = 512  # the default's input length
 
 
 def etth1_rows(first: int, count: int) -> tuple[list[str], list[list[float]]]:
@@ -42,10 +45,13 @@ def hour_phase(stamp: str) -> int:
     return int(stamp[11:13])
 
 
-@pytest.mark.parametrize("folder", [V1, V2, DEFAULT], ids=["v1", "v2", "v3"])
+@pytest.mark.parametrize("folder", [V1, V2, V3, DEFAULT], ids=["v1", "v2", "v3", "v4"])
 def test_shipped_model_is_complete_and_small(folder):
     manifest = json.loads((folder / "manifest.json").read_text())
-    assert manifest["input_length"] == 96 and manifest["dataset"]["name"] == "ETTh1"
+    assert (
+        manifest["input_length"] == (L if folder == DEFAULT else 96)
+        and manifest["dataset"]["name"] == "ETTh1"
+    )
     assert manifest["dataset"]["mode"] == "M" and len(manifest["channels"]) == 7
     assert manifest["metrics"]["test_mse"] > 0
     assert sum(p.stat().st_size for p in folder.iterdir()) < 8 * 2**20  # a few MB at most
@@ -56,28 +62,33 @@ def test_default_has_a_daily_cycle(client):
     assert manifest["cycle"] == {"period": 24, "step_seconds": 3600}
     assert [i["name"] for i in manifest["inputs"]] == ["window", "phase"]
     versions = {v["version"]: v for v in client.get("/v1/models/etth1-rsa").json()["versions"]}
-    assert versions[2]["cycle"] == versions[3]["cycle"] == {"period": 24, "step_seconds": 3600}
+    assert (
+        versions[2]["cycle"]
+        == versions[3]["cycle"]
+        == versions[4]["cycle"]
+        == {"period": 24, "step_seconds": 3600}
+    )
     assert versions[1]["cycle"] is None
 
 
 def test_default_needs_start(client):
-    _, values = etth1_rows(12000, 96)
+    _, values = etth1_rows(12000, L)
     r = client.post("/v1/models/etth1-rsa/forecast", json={"series": [{"values": values}]})
     assert r.status_code == 422, r.text
     assert r.json()["error"]["field"] == "series[0].start"
 
 
 def test_forecasts_equal_a_direct_onnxruntime_call(client):
-    starts = [11424, 12000, 14400 - 96 - 96]  # test-split windows
+    starts = [11520 - L, 12000, 14400 - L - 96]  # test-split windows
     series, windows = [], []
     for s in starts:
-        stamps, values = etth1_rows(s, 96)
+        stamps, values = etth1_rows(s, L)
         series.append({"id": str(s), "values": values, "start": stamps[0].replace(" ", "T")})
         windows.append(values)
     r = client.post("/v1/models/etth1-rsa/forecast", json={"series": series})
     assert r.status_code == 200, r.text
     body = r.json()
-    assert body["version"] == 3
+    assert body["version"] == 4
     phases = [hour_phase(x["start"]) for x in series]
     expected = ort_forecast(DEFAULT / "model.onnx", np.array(windows, np.float32), phases)
     wrong = ort_forecast(
@@ -87,23 +98,25 @@ def test_forecasts_equal_a_direct_onnxruntime_call(client):
     for i, fc in enumerate(body["forecasts"]):
         assert fc["id"] == str(starts[i])
         np.testing.assert_allclose(np.array(fc["forecast"]), expected[i], atol=1e-5, rtol=0)
-    truth_stamps, _ = etth1_rows(starts[0] + 96, 96)
+    truth_stamps, _ = etth1_rows(starts[0] + L, 96)
     assert [t.replace("T", " ").removesuffix("Z") for t in body["forecasts"][0]["timestamps"]] == truth_stamps
 
 
-def test_default_is_version_2_with_intervals_for_every_horizon(client):
-    """The same graphs byte for byte; the bounds are the forecast ± the manifest's widths, a request's
-    horizon taking the first steps' widths; version 2 has no intervals and says so."""
-    for name in ("model.onnx", "inspect.onnx"):
-        assert (DEFAULT / name).read_bytes() == (V2 / name).read_bytes()
-    widths = np.asarray(
-        json.loads((DEFAULT / "manifest.json").read_text())["intervals"]["widths"], np.float32
-    )
+@pytest.mark.parametrize("version", [3, 4])
+def test_versions_3_and_4_have_intervals_for_every_horizon(client, version):
+    """Version 3 is version 2's graphs byte for byte; the bounds are the forecast ± the manifest's widths, a
+    request's horizon taking the first steps' widths; version 2 has no intervals and says so."""
+    folder = REPOSITORY / "etth1-rsa" / str(version)
+    if version == 3:
+        for name in ("model.onnx", "inspect.onnx"):
+            assert (folder / name).read_bytes() == (V2 / name).read_bytes()
+    widths = np.asarray(json.loads((folder / "manifest.json").read_text())["intervals"]["widths"], np.float32)
     assert widths.shape == (5, 96, 7)
-    stamps, values = etth1_rows(12000, 96)
+    stamps, values = etth1_rows(12000, L)  # version 3 reads the last 96 of them
     request = {"series": [{"values": values, "start": stamps[0].replace(" ", "T")}], "level": [80, 95]}
     for horizon in (3, 96):
-        r = client.post("/v1/models/etth1-rsa/forecast", json={**request, "horizon": horizon})
+        url = f"/v1/models/etth1-rsa/versions/{version}/forecast"
+        r = client.post(url, json={**request, "horizon": horizon})
         assert r.status_code == 200, r.text
         answer = r.json()["forecasts"][0]
         f = np.array(answer["forecast"], np.float32)
@@ -131,15 +144,16 @@ def test_version_1_has_no_cycle_and_needs_no_start(client):
     np.testing.assert_allclose(np.array(fc["forecast"]), expected[0], atol=1e-5, rtol=0)
 
 
-def test_attention_mixed_is_the_gated_sum(client):
+def test_version_3_attention_mixed_is_the_gated_sum(client):
     stamps, values = etth1_rows(12000, 96)
     start = stamps[0].replace(" ", "T")
     series = {"values": values, "start": start}
-    r = client.post("/v1/models/etth1-rsa/attention", json={"series": series, "channel": "OT"})
+    r = client.post("/v1/models/etth1-rsa/versions/3/attention", json={"series": series, "channel": "OT"})
     assert r.status_code == 200, r.text
     body = r.json()
+    assert body["query"] == "all"
     soft, rem, mixed = ort_run(
-        DEFAULT / "inspect.onnx",
+        V3 / "inspect.onnx",
         np.array([values], np.float32),
         ["attn_softmax", "attn_rem", "attn_mixed"],
         [hour_phase(start)],
@@ -153,6 +167,42 @@ def test_attention_mixed_is_the_gated_sum(client):
         np.testing.assert_allclose(p, rem[0, h], atol=1e-6)
         np.testing.assert_allclose(m, mixed[0, 6, 0, h], atol=1e-6)
         np.testing.assert_allclose(m, (1 - g) * s + g * p, atol=1e-5)
+
+
+def test_default_attention_is_the_last_querys_row_per_head(client):
+    """Version 4 reads its last step: per head the last query's softmax, REM and mixed rows over the 512
+    keys, the REM row that of the head's linear RNN (λ^t at lag t), and a PNG of 36 heads x lags."""
+    stamps, values = etth1_rows(12000, L)
+    start = stamps[0].replace(" ", "T")
+    request = {"series": {"values": values, "start": start}, "channel": "OT"}
+    r = client.post("/v1/models/etth1-rsa/attention", json=request)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert (body["version"], body["query"], body["input_length"]) == (4, "last", L)
+    soft, rem, mixed = ort_run(
+        DEFAULT / "inspect.onnx",
+        np.array([values], np.float32),
+        ["attn_softmax", "attn_rem", "attn_mixed"],
+        [hour_phase(start)],
+    )
+    assert rem.shape == (1, 36, L) and soft.shape == mixed.shape == (1, 7, 1, 36, L)
+    heads = body["layers"][0]["heads"]
+    assert len(heads) == 36 and {h["kind"] for h in heads} == {"regular", "cyclic_cos", "cyclic_sin"}
+    for h, head in enumerate(heads):
+        g = head["gate"]
+        s, p, m = (np.array(head["matrices"][k]) for k in ("softmax", "rem", "mixed"))
+        assert s.shape == (L,)
+        np.testing.assert_allclose(s, soft[0, 6, 0, h], atol=1e-6)
+        np.testing.assert_allclose(p, rem[0, h], atol=1e-6)
+        np.testing.assert_allclose(m, (1 - g) * s + g * p, atol=1e-5)
+        if head["kind"] == "regular" and head["dilation"] == 1:
+            lags = np.arange(L - 1, -1, -1.0)
+            np.testing.assert_allclose(p[:-1], head["lambda"] ** lags[:-1], rtol=1e-4, atol=1e-6)
+            assert p[-1] == 0.0  # strictly causal: nothing at lag 0
+    png = client.post("/v1/models/etth1-rsa/attention", params={"format": "png"}, json=request)
+    assert png.status_code == 200 and png.headers["content-type"] == "image/png"
+    width, height = int.from_bytes(png.content[16:20], "big"), int.from_bytes(png.content[20:24], "big")
+    assert 800 < width < 2000 and 400 < height < 1200  # one figure, not 36 x 3 panels
 
 
 def test_served_without_torch(tmp_path):
@@ -171,7 +221,7 @@ with TestClient(create_app(settings)) as c:
         if c.get("/readyz").status_code == 200:
             break
         time.sleep(0.02)
-    one = {{"values": [[1.0] * 7] * 96, "start": "2018-01-01T05:00:00"}}
+    one = {{"values": [[1.0] * 7] * {L}, "start": "2018-01-01T05:00:00"}}
     r = c.post("/v1/models/etth1-rsa/forecast", json={{"series": [one]}})
     assert r.status_code == 200, r.text
     assert len(r.json()["forecasts"][0]["forecast"]) == 96

@@ -45,6 +45,11 @@ MAX_BURSTS = 5
 
 ROUNDS = 2  # of the whole mix below, each followed by a scrape (see the `traffic` fixture)
 N_GOOD_LATEST, N_GOOD_V1, SERIES_PER_GOOD = 4, 2, 2
+# The shipped versions as the repository has them; "latest" is the highest.
+VERSIONS = sorted(
+    (p.name for p in (ROOT / "model_repository" / "etth1-rsa").iterdir() if p.name.isdigit()), key=int
+)
+LATEST = VERSIONS[-1]
 N_BAD_JSON, N_BAD_SHAPE, N_UNKNOWN_MODEL, N_UNKNOWN_VERSION = 2, 2, 2, 1
 FORECAST_ENDPOINTS = 'endpoint=~"/v1/models/.*forecast"'
 START_TIMEOUT_S = 30.0
@@ -240,8 +245,10 @@ COUNTERS = {
 
 
 def good_body(n_series: int) -> dict[str, Any]:
+    """The README's example as n series, without its `level`: version 1 has no prediction intervals."""
     [series] = EXAMPLE["series"]
-    return {**EXAMPLE, "series": [{**series, "id": f"s{i}"} for i in range(n_series)]}
+    point = {k: v for k, v in EXAMPLE.items() if k != "level"}
+    return {**point, "series": [{**series, "id": f"s{i}"} for i in range(n_series)]}
 
 
 @pytest.fixture(scope="module")
@@ -283,7 +290,7 @@ def traffic(prometheus: Prometheus) -> Traffic:
                 responses = list(pool.map(one, range(BURST)))
             for r in responses:
                 if r.status_code == 200:
-                    answered(r, "2", 1)
+                    answered(r, LATEST, 1)
                 else:
                     assert r.status_code == 503 and r.json()["error"]["code"] == "overloaded", r.text
             return sum(r.status_code == 503 for r in responses)
@@ -291,7 +298,7 @@ def traffic(prometheus: Prometheus) -> Traffic:
         for _ in range(ROUNDS):
             for _ in range(N_GOOD_LATEST):
                 r = send(latest, f"/{MODEL}/forecast", json=good_body(SERIES_PER_GOOD))
-                answered(r, "2", SERIES_PER_GOOD)
+                answered(r, LATEST, SERIES_PER_GOOD)
             for _ in range(N_GOOD_V1):  # version 1 has no seasonal cycle; `start` only dates the forecast
                 r = send(pinned, f"/{MODEL}/versions/1/forecast", json=good_body(SERIES_PER_GOOD))
                 answered(r, "1", SERIES_PER_GOOD)
@@ -361,7 +368,7 @@ def test_rejections_by_reason(prometheus: Prometheus, traffic: Traffic) -> None:
 def test_label_values_never_come_from_the_client(prometheus: Prometheus, traffic: Traffic) -> None:
     series = prometheus.query('{__name__=~"rsa_.*"}')
     assert {s["metric"].get("model", "") for s in series} <= {"", MODEL}
-    assert {s["metric"].get("version", "") for s in series} <= {"", "1", "2"}
+    assert {s["metric"].get("version", "") for s in series} <= {"", *VERSIONS}
     endpoints = {s["metric"]["endpoint"] for s in series if "endpoint" in s["metric"]}
     assert "unmatched" in endpoints and not any("no-such" in e or "/no/" in e for e in endpoints)
 
@@ -378,7 +385,7 @@ def test_rows_and_batches_add_up(prometheus: Prometheus, traffic: Traffic) -> No
     assert calls.keys() == rows.keys()
     assert all(1 <= calls[v] <= traffic.ok_by_version[v] for v in calls)
     # The burst was merged: the latest version ran fewer calls than it answered requests.
-    assert calls["2"] < traffic.ok_by_version["2"]
+    assert calls[LATEST] < traffic.ok_by_version[LATEST]
 
 
 def test_p99_latency_is_a_finite_number_of_seconds(prometheus: Prometheus, traffic: Traffic) -> None:
@@ -398,7 +405,10 @@ def test_models_loaded_and_their_provider(prometheus: Prometheus, traffic: Traff
     for s in info:
         assert s["metric"]["model"] == MODEL and float(s["value"][1]) == 1
         assert s["metric"]["onnxruntime_version"] and int(s["metric"]["horizon"]) > 0
-        assert int(s["metric"]["input_length"]) == 96
+        manifest = json.loads(
+            (ROOT / "model_repository" / MODEL / s["metric"]["version"] / "manifest.json").read_text()
+        )
+        assert int(s["metric"]["input_length"]) == manifest["input_length"]
     states = prometheus.query("rsa_model_load_state")
     by_state = {(s["metric"]["version"], s["metric"]["state"]): float(s["value"][1]) for s in states}
     assert by_state == {
