@@ -15,6 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.api.errors import error_response_for
 from app.core.context import RequestRecord, close_record, open_record
 from app.core.errors import InvalidInput, Overloaded, PayloadTooLarge, ServiceError
+from app.core.numbers import decimal
 from app.observability.metrics import UNMATCHED, Metrics
 
 
@@ -36,8 +37,9 @@ class BodySizeLimitMiddleware:
             await self.app(scope, receive, send)
             return
         limit: int = settings.max_body_bytes
-        declared = Headers(scope=scope).get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
+        raw = Headers(scope=scope).get("content-length")
+        declared = None if raw is None else decimal(raw)
+        if declared is not None and declared > limit:
             error = PayloadTooLarge(
                 f"request body of {declared} bytes is over the limit of {limit} bytes",
                 field="body",
@@ -128,10 +130,11 @@ def _admission(scope: Scope) -> Overloaded | None:
         except ServiceError:
             return None
     raw_version = params.get("version")
-    if raw_version is not None and not str(raw_version).isdigit():
+    version = None if raw_version is None else decimal(str(raw_version))
+    if raw_version is not None and version is None:
         return None  # the route's own validation answers that
     try:
-        service.admit_early(params["name"], None if raw_version is None else int(raw_version))
+        service.admit_early(params["name"], version)
     except Overloaded as exc:
         return exc
     return None
@@ -181,6 +184,7 @@ def _labels_from_path(scope: Scope, params: dict[str, Any], record: RequestRecor
     if registry is None or not isinstance(name, str) or name not in registry.models:
         return
     record.model = name
-    version = params.get("version")
-    if version is not None and str(version).isdigit() and int(version) in registry.models[name].versions:
-        record.version = str(int(version))
+    raw = params.get("version")
+    version = None if raw is None else decimal(str(raw))
+    if version is not None and version in registry.models[name].versions:
+        record.version = str(version)

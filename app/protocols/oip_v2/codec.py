@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,6 +20,7 @@ import orjson
 from pydantic import ValidationError
 
 from app.core.errors import InvalidInput, PayloadTooLarge
+from app.core.numbers import decimal
 from app.protocols.oip_v2.schemas import InferenceRequest
 
 HEADER_LENGTH = "inference-header-content-length"
@@ -59,33 +61,52 @@ def decompress(raw: bytes, encoding: str | None, limit: int) -> bytes:
             field="header Content-Encoding",
             limit=["gzip", "deflate"],
         )
-    # 16 + MAX_WBITS: a gzip wrapper; MAX_WBITS: zlib's. Bounded: at most limit + 1 bytes are inflated.
-    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS if kind == "gzip" else zlib.MAX_WBITS)
-    try:
-        body = inflater.decompress(raw, limit + 1)
-    except zlib.error as exc:
-        raise InvalidInput(f"the {kind} body cannot be inflated: {exc}", field="body") from None
-    if len(body) > limit:
-        raise PayloadTooLarge(
-            f"the request body inflates to more than the limit of {limit} bytes", field="body", limit=limit
-        )
-    if not inflater.eof:
-        raise InvalidInput(f"the {kind} body is truncated", field="body")
-    return body
+    # 16 + MAX_WBITS: a gzip wrapper; MAX_WBITS: zlib's. Bounded: at most limit + 1 bytes are inflated in
+    # all. A gzip body may hold several members, one after the other (RFC 1952 section 2.2, what `cat a.gz
+    # b.gz` makes): each is inflated in turn. Anything else after a stream's end is refused, not dropped.
+    wbits = 16 + zlib.MAX_WBITS if kind == "gzip" else zlib.MAX_WBITS
+    parts: list[bytes] = []
+    size, rest, members = 0, raw, 0
+    while True:
+        inflater = zlib.decompressobj(wbits)
+        try:
+            # max_length is never 0 here (which would mean unbounded): size <= limit
+            part = inflater.decompress(rest, limit + 1 - size)
+        except zlib.error as exc:
+            after = f" after its {members} complete stream(s), {len(rest)} bytes" if members else ""
+            raise InvalidInput(f"the {kind} body{after} cannot be inflated: {exc}", field="body") from None
+        size += len(part)
+        parts.append(part)
+        if size > limit:
+            raise PayloadTooLarge(
+                f"the request body inflates to more than the limit of {limit} bytes",
+                field="body",
+                limit=limit,
+            )
+        if not inflater.eof:
+            raise InvalidInput(f"the {kind} body is truncated", field="body")
+        members += 1
+        rest = inflater.unused_data
+        if not rest:
+            return b"".join(parts)
+        if kind == "deflate":
+            raise InvalidInput(
+                f"the deflate body has {len(rest)} bytes after the end of its stream", field="body"
+            )
 
 
 def split_body(body: bytes, header_length: str | None) -> tuple[InferenceRequest, bytes]:
     """(the JSON request, the binary part after it) of a body, validated."""
     binary = b""
     if header_length is not None:
-        if not header_length.strip().isdigit() or int(header_length) > len(body):
+        cut = decimal(header_length.strip())
+        if cut is None or cut > len(body):
             raise InvalidInput(
                 f"header Inference-Header-Content-Length must be a byte count within the body's "
                 f"{len(body)} bytes, got {header_length!r}",
                 field="header Inference-Header-Content-Length",
                 limit=len(body),
             )
-        cut = int(header_length)
         body, binary = body[:cut], body[cut:]
     try:
         document = orjson.loads(body)
@@ -151,14 +172,32 @@ def decode_inputs(request: InferenceRequest, binary: bytes) -> list[Tensor]:
     return tensors
 
 
-def _from_json(data: list[object], dtype: np.dtype, shape: list[int], field: str) -> np.ndarray:
-    """Nested or flat JSON numbers -> an array of `shape`; integers only for an integer datatype."""
+def _from_json(data: object, dtype: np.dtype, shape: list[int], field: str) -> np.ndarray:
+    """Nested or flat JSON numbers -> an array of `shape`; integers only for an integer datatype.
+
+    numpy infers the array's type from the JSON values themselves (no dtype given): a string or a null
+    among them, or booleans only, leave it non-numeric and are refused, where `np.asarray(data, float64)`
+    would have read "1.5" and true as numbers and null as NaN. (numpy promotes a boolean among numbers to
+    1 or 0; finding one would mean walking every value in Python, several times the parse.)"""
+    if not isinstance(data, list):
+        raise InvalidInput(f"{field}: data must be a list of numbers, flat or nested", field=f"{field}.data")
     try:
-        flat = np.asarray(data, dtype=np.float64 if dtype.kind == "f" else object).reshape(-1)
-    except (ValueError, TypeError):
+        values = np.asarray(data)
+    except ValueError:  # ragged nesting
         raise InvalidInput(
             f"{field}: data must be numbers, flat or nested in equal-length lists", field=f"{field}.data"
         ) from None
+    integers = dtype.kind != "f"
+    if values.dtype.kind not in "fiu" or (integers and values.dtype.kind == "f" and values.size):
+        bad = _first_not_of(data, integers)
+        if bad is None:  # integers only, some beyond int64: numpy holds int64 with uint64 as float64
+            raise InvalidInput(f"{field}: a value is outside the int64 range", field=f"{field}.data")
+        raise InvalidInput(
+            f"{field}: {DATATYPE_OF[dtype]} data must be JSON {'integers' if integers else 'numbers'}, "
+            f"but data[{bad[0]}] = {_json(bad[1])}",
+            field=f"{field}.data",
+        )
+    flat = values.reshape(-1)
     if flat.size != math.prod(shape):
         raise InvalidInput(
             f"{field}: data has {flat.size} values, but shape {shape} needs {math.prod(shape)}",
@@ -168,13 +207,32 @@ def _from_json(data: list[object], dtype: np.dtype, shape: list[int], field: str
     if dtype.kind == "f":
         with np.errstate(over="ignore"):  # out of float32 range: refused by the range check after
             return flat.astype(dtype).reshape(shape)
-    for index, value in enumerate(flat):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise InvalidInput(f"{field}: data[{index}] = {value!r} is not an integer", field=f"{field}.data")
-    try:
-        return flat.astype(dtype).reshape(shape)
-    except OverflowError:
-        raise InvalidInput(f"{field}: a value is outside the int64 range", field=f"{field}.data") from None
+    if values.dtype.kind == "u" and flat.max() > np.iinfo(np.int64).max:  # numpy's type for 2**63 and up
+        raise InvalidInput(f"{field}: a value is outside the int64 range", field=f"{field}.data")
+    return flat.astype(dtype).reshape(shape)
+
+
+def _leaves(data: list[object]) -> Iterator[object]:
+    for item in data:
+        if isinstance(item, list):
+            yield from _leaves(item)
+        else:
+            yield item
+
+
+def _first_not_of(data: list[object], integers: bool) -> tuple[int, object] | None:
+    """The first value, in row-major order, that is not a JSON integer (`integers`) or number, to name it
+    in the error (a bool is an int to Python, never to JSON)."""
+    allowed: tuple[type, ...] = (int,) if integers else (int, float)
+    for index, value in enumerate(_leaves(data)):
+        if isinstance(value, bool) or not isinstance(value, allowed):
+            return index, value
+    return None
+
+
+def _json(value: object) -> str:
+    """A value as the client wrote it in JSON (null, true, "1.5"), for the error message."""
+    return orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY).decode()
 
 
 def binary_outputs(request: InferenceRequest, names: list[str]) -> set[str]:

@@ -89,6 +89,12 @@ def decode_inputs(request: pb.ModelInferRequest) -> list[Tensor]:
         if any(d < 0 for d in shape):
             raise InvalidInput(f"{field}: shape {shape} has a negative dimension", field=f"{field}.shape")
         count = math.prod(shape)
+        if raw and item.HasField("contents"):
+            # Triton refuses this too: one of the two would be silently dropped
+            raise InvalidInput(
+                f"{field}: give `contents` or raw_input_contents, not both",
+                field=f"inputs[{i}].contents",
+            )
         if raw:
             if len(raw[i]) != count * dtype.itemsize:
                 raise InvalidInput(

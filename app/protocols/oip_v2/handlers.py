@@ -29,6 +29,7 @@ import numpy as np
 from app.artifacts.cycle import step_microseconds
 from app.artifacts.manifest import Manifest
 from app.core.errors import InvalidInput, NonFiniteResult, VersionNotFound
+from app.core.numbers import decimal
 from app.inference.intervals import level_bounds, require_intervals
 from app.inference.registry import ModelVersion
 from app.inference.service import InferenceService
@@ -59,9 +60,10 @@ def parse_version(raw: str | None) -> int | None:
     """A path or message version: empty means the latest; otherwise a positive integer."""
     if raw is None or raw == "":
         return None
-    if not raw.isdigit() or int(raw) < 1:
+    version = decimal(raw)
+    if version is None or version < 1:
         raise InvalidInput(f"model version must be a positive integer, got {raw!r}", field="version", limit=1)
-    return int(raw)
+    return version
 
 
 class OipV2Handlers:

@@ -43,3 +43,20 @@ def test_client_can_shorten_but_not_extend_the_deadline(toy_repository: Path) ->
         session.gate.set()
         assert blocker.result(10).status_code == 504  # held in the session past its own 3 s
         assert client.post(URL, json=BODY, headers={"X-Request-Timeout": "5"}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [
+        ("POST", "/v1/models/toy/versions/%C2%B2/forecast", 422),  # /v1's usual path validation
+        ("GET", "/v2/models/toy/versions/%C2%B2/ready", 400),
+        ("GET", "/v2/models/toy/versions/%C2%B2", 400),
+        ("POST", "/v2/models/toy/versions/%C2%B2/infer", 400),
+    ],
+)
+def test_a_non_ascii_digit_version_is_a_client_error(client, method: str, path: str, status: int) -> None:  # type: ignore[no-untyped-def]
+    # "²".isdigit() is True and int("²") raises: admission and the metrics labels must not 500 on it
+    r = client.request(method, path, json=BODY if method == "POST" else None)
+    assert r.status_code == status, r.text
+    error = r.json()["error"]
+    assert "version" in (error if isinstance(error, str) else str(error))

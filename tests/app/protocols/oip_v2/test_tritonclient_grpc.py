@@ -8,11 +8,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
+import grpc
 import httpx
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 from prometheus_client.parser import text_string_to_metric_families
+from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
 from tests.app.metrics_scrape import value
@@ -77,6 +79,30 @@ def test_errors_surface_as_inference_server_exception_with_our_message(
         )
     assert info.value.status() == "StatusCode.INVALID_ARGUMENT"
     assert "this model version has no prediction intervals" in info.value.message()
+
+
+@pytest.mark.parametrize("version", ["²", "1²", "٣"])
+def test_a_version_that_is_not_ascii_digits_is_invalid_argument(
+    client: grpcclient.InferenceServerClient, version: str
+) -> None:
+    # "²".isdigit() is True but int("²") raises: that was INTERNAL
+    for call in (client.is_model_ready, client.get_model_metadata):
+        with pytest.raises(InferenceServerException) as info:
+            call("plain", version)
+        assert info.value.status() == "StatusCode.INVALID_ARGUMENT", info.value
+        assert "model version must be a positive integer" in info.value.message()
+
+
+def test_typed_contents_beside_raw_input_contents_is_invalid_argument(served: Served) -> None:
+    # Triton refuses it too: which of the two would be the tensor is ambiguous
+    request = service_pb2.ModelInferRequest(model_name="plain")
+    item = request.inputs.add(name="window", datatype="FP32", shape=[1, L, C])
+    item.contents.fp32_contents.extend([1.0] * (L * C))
+    request.raw_input_contents.append(np.zeros((1, L, C), np.float32).tobytes())
+    with grpc.insecure_channel(served.grpc_target) as channel, pytest.raises(grpc.RpcError) as info:
+        service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(request, timeout=30)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "inputs[0] (window): give `contents` or raw_input_contents, not both" in str(info.value.details())
 
 
 def test_interval_outputs_are_listed_and_are_the_v1_level_bounds(

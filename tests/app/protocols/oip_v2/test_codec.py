@@ -1,0 +1,112 @@
+"""The OIP v2 REST codec on its own: compressed bodies, the binary header's length, JSON tensor data."""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+
+import numpy as np
+import orjson
+import pytest
+
+from app.core.errors import InvalidInput, PayloadTooLarge
+from app.protocols.oip_v2.codec import DTYPES, decode_inputs, decompress, split_body
+
+BODY = b'{"inputs": [{"name": "window", "shape": [1], "datatype": "FP32", "data": [1.0]}]}'
+
+
+# -- decompress ------------------------------------------------------------------------------------
+
+
+def test_multi_member_gzip_is_every_member_inflated() -> None:
+    # RFC 1952: a gzip file is a series of members (what `cat a.gz b.gz` makes)
+    assert decompress(gzip.compress(b"abc") + gzip.compress(b"def"), "gzip", 100) == b"abcdef"
+    assert decompress(gzip.compress(b"abc"), "gzip", 100) == b"abc"
+
+
+def test_the_limit_counts_every_member() -> None:
+    body = gzip.compress(b"x" * 60) + gzip.compress(b"y" * 60)
+    assert decompress(body, "gzip", 120) == b"x" * 60 + b"y" * 60
+    with pytest.raises(PayloadTooLarge):
+        decompress(body, "gzip", 119)
+
+
+@pytest.mark.parametrize(
+    ("encoding", "body"),
+    [("gzip", gzip.compress(b"abc") + b"garbage"), ("deflate", zlib.compress(b"abc") + b"garbage")],
+)
+def test_trailing_garbage_after_the_stream_is_refused(encoding: str, body: bytes) -> None:
+    with pytest.raises(InvalidInput) as info:
+        decompress(body, encoding, 100)
+    assert info.value.field == "body" and "7 bytes" in info.value.message
+
+
+def test_a_truncated_member_is_refused() -> None:
+    with pytest.raises(InvalidInput, match="truncated"):
+        decompress(gzip.compress(b"abc") + gzip.compress(b"def")[:-4], "gzip", 100)
+
+
+# -- Inference-Header-Content-Length -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("header", ["²", "1²", "٣", "-1", "x", str(len(BODY) + 1)])
+def test_a_header_length_that_is_not_ascii_digits_within_the_body_is_400(header: str) -> None:
+    # Starlette decodes header bytes as latin-1: a byte 0xB2 arrives as "²", which isdigit() but not int()
+    with pytest.raises(InvalidInput) as info:
+        split_body(BODY, header)
+    assert info.value.field == "header Inference-Header-Content-Length"
+
+
+def test_a_header_length_splits_the_body() -> None:
+    request, binary = split_body(BODY + b"\x00\x01", f" {len(BODY)} ")
+    assert request.inputs[0].name == "window" and binary == b"\x00\x01"
+
+
+# -- JSON tensor data ------------------------------------------------------------------------------
+
+
+def _decode(data: object, datatype: str = "FP32", shape: list[int] | None = None) -> np.ndarray:
+    item = {"name": "window", "shape": shape or [2], "datatype": datatype, "data": data}
+    request, binary = split_body(orjson.dumps({"inputs": [item]}), None)
+    return decode_inputs(request, binary)[0].array
+
+
+@pytest.mark.parametrize(
+    ("data", "named"),
+    [
+        (["1.5", 2.0], 'data[0] = "1.5"'),
+        ([True, False], "data[0] = true"),
+        ([1.0, None], "data[1] = null"),
+        ([[1.0], ["x"]], 'data[1] = "x"'),
+        ([1.0, {"a": 1}], 'data[1] = {"a":1}'),
+    ],
+)
+def test_fp32_data_must_be_json_numbers(data: list[object], named: str) -> None:
+    with pytest.raises(InvalidInput) as info:
+        _decode(data, shape=[2] if not isinstance(data[0], list) else [2, 1])
+    assert info.value.field == "inputs[0] (window).data"
+    assert named in info.value.message and "FP32 data must be JSON numbers" in info.value.message
+
+
+@pytest.mark.parametrize(("data", "named"), [([1, 2.5], "data[1] = 2.5"), ([True, 1.5], "data[0] = true")])
+def test_int64_data_must_be_json_integers(data: list[object], named: str) -> None:
+    with pytest.raises(InvalidInput) as info:
+        _decode(data, "INT64")
+    assert named in info.value.message and "INT64 data must be JSON integers" in info.value.message
+
+
+def test_int64_out_of_range_is_refused() -> None:
+    with pytest.raises(InvalidInput, match="outside the int64 range"):
+        _decode([1, 2**63], "INT64")
+
+
+def test_numbers_decode_to_the_declared_type() -> None:
+    got = _decode([[1, 2.5], [3, -4]], shape=[2, 2])
+    assert got.dtype == DTYPES["FP32"] and got.tolist() == [[1.0, 2.5], [3.0, -4.0]]
+    got = _decode([7, -8], "INT64")
+    assert got.dtype == DTYPES["INT64"] and got.tolist() == [7, -8]
+
+
+def test_ragged_data_is_refused() -> None:
+    with pytest.raises(InvalidInput, match="equal-length lists"):
+        _decode([[1.0], [2.0, 3.0]], shape=[2, 1])
