@@ -76,7 +76,6 @@ def _check_values(values: Sequence[float], field: str, low: float, high: float) 
             field=field,
             limit=MAX_REQUESTED,
         )
-    seen: set[float] = set()
     for i, value in enumerate(values):
         if not (math.isfinite(value) and low < value < high):
             raise InvalidInput(
@@ -84,9 +83,21 @@ def _check_values(values: Sequence[float], field: str, low: float, high: float) 
                 field=f"{field}[{i}]",
                 limit=[low, high],
             )
-        if value in seen:
-            raise InvalidInput(f"{field}[{i}] = {value} repeats an earlier entry", field=f"{field}[{i}]")
-        seen.add(value)
+
+
+def _check_distinct(values: Sequence[float], resolved: Sequence[object], field: str) -> None:
+    """No two entries that resolve to the same bound: `_index` takes values within float noise of a
+    calibrated level, so 0.1 and 0.1 + 1e-12 are one quantile, and two of them would leave one answer
+    under one name (the bounds are keyed by what they resolve to), the other silently gone."""
+    first: dict[object, int] = {}
+    for i, key in enumerate(resolved):
+        if key in first:
+            j = first[key]
+            raise InvalidInput(
+                f"{field}[{i}] = {values[i]} repeats {field}[{j}] = {values[j]} (the same calibrated bound)",
+                field=f"{field}[{i}]",
+            )
+        first[key] = i
 
 
 def _index(intervals: IntervalsSpec, level: float) -> int | None:
@@ -118,7 +129,9 @@ def check_levels(intervals: IntervalsSpec | None, levels: Sequence[float], field
     """The calibrated positions of `levels` (percent), or InvalidInput naming `field[i]`."""
     spec = require_intervals(intervals, field)
     _check_values(levels, field, 0.0, 100.0)
-    return [_check_level(spec, level, f"{field}[{i}]") for i, level in enumerate(levels)]
+    positions = [_check_level(spec, level, f"{field}[{i}]") for i, level in enumerate(levels)]
+    _check_distinct(levels, positions, field)
+    return positions
 
 
 def available_quantiles(intervals: IntervalsSpec) -> list[float]:
@@ -144,6 +157,7 @@ def check_quantiles(
             available = [round(v, 6) for v in available_quantiles(spec)]
             raise _not_calibrated(f"quantile {q:g}", f"{field}[{i}]", available)
         out.append((k, -1 if q < 0.5 else 1))
+    _check_distinct(probabilities, out, field)
     return out
 
 

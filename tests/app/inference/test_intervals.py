@@ -90,6 +90,7 @@ def test_quantiles_map_onto_levels_the_timegpt_way() -> None:
         ([100], "level[0]", [0.0, 100.0]),
         ([-5], "level[0]", [0.0, 100.0]),
         ([80, 95, 80], "level[2]", None),
+        ([80, 95, 80 + 1e-12], "level[2]", None),  # the same calibrated level, within float noise
         ([], "level", 1),
         ([float(v) for v in range(1, MAX_REQUESTED + 2)], "level", MAX_REQUESTED),
     ],
@@ -109,6 +110,8 @@ def test_bad_levels_name_the_field(levels: list[float], field: str, limit: objec
         ([0.1, 1.0], "quantiles[1]"),
         ([0.0], "quantiles[0]"),
         ([0.9, 0.9], "quantiles[1]"),
+        ([0.1, 0.5, 0.1 + 1e-12], "quantiles[2]"),  # both q-10: one array would have disappeared
+        ([0.5, 0.5], "quantiles[1]"),
     ],
 )
 def test_bad_quantiles_name_the_field(probabilities: list[float], field: str) -> None:
