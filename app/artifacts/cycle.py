@@ -33,6 +33,11 @@ def cycle_phase(first_row: datetime, period: int, step_seconds: float) -> int:
     return _phase(unix_microseconds(first_row), step_microseconds(step_seconds), period)
 
 
+def unix_seconds_phase(first_row_s: int, period: int, step_seconds: float) -> int:
+    """The phase of a window whose first row is at `first_row_s`, whole Unix seconds (OIP v2's `start`)."""
+    return _phase(first_row_s * _US_PER_S, step_microseconds(step_seconds), period)
+
+
 def window_phase(start: datetime, n_values: int, input_length: int, period: int, step_seconds: float) -> int:
     """Phase of the last `input_length` of `n_values` rows starting at `start`: T = start + (n − L)·step."""
     step_us = step_microseconds(step_seconds)

@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from app.artifacts.cycle import step_microseconds
+from app.artifacts.cycle import unix_seconds_phase
 from app.artifacts.manifest import Manifest
 from app.core.errors import InvalidInput, NonFiniteResult, VersionNotFound
 from app.core.numbers import decimal
@@ -233,8 +233,8 @@ def _phases(tensors: dict[str, Tensor], manifest: Manifest, n: int) -> np.ndarra
             limit=[n],
         )
     if tensor.name == "start":
-        step_us = step_microseconds(cycle.step_seconds)
-        return np.array([(int(s) * 1_000_000 // step_us) % cycle.period for s in tensor.array], np.int64)
+        phases = [unix_seconds_phase(int(s), cycle.period, cycle.step_seconds) for s in tensor.array]
+        return np.array(phases, np.int64)
     bad = (tensor.array < 0) | (tensor.array >= cycle.period)
     if bad.any():
         i = int(np.argmax(bad))

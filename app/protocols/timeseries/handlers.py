@@ -17,7 +17,7 @@ import uuid
 import numpy as np
 import orjson
 
-from app.core.errors import InvalidInput, NonFiniteResult
+from app.core.errors import InvalidInput, ModelNotFound, NonFiniteResult
 from app.inference.intervals import check_quantiles, quantile_bounds
 from app.inference.service import InferenceService
 from app.protocols.timeseries.codec import check_frequency, decode_input, forecast_start
@@ -35,7 +35,11 @@ class TimeSeriesHandlers:
 
     async def forecast(self, request: TimeSeriesForecastRequest) -> bytes:
         """The KServe response as JSON bytes (each float32 in its shortest exact form, as `/v1` writes)."""
-        mv = self.service.resolve(request.model, None)
+        try:
+            mv = self.service.resolve(request.model, None)
+        except ModelNotFound as exc:
+            exc.field = "model"  # KServe's request field; the registry names the path's `name`
+            raise
         manifest = mv.manifest
         assert manifest is not None  # the registry hands out ready versions only
         horizon = request.options.horizon

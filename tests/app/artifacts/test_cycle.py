@@ -13,7 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.artifacts.cycle import cycle_phase, step_microseconds, unix_microseconds, window_phase
+from app.artifacts.cycle import (
+    cycle_phase,
+    step_microseconds,
+    unix_microseconds,
+    unix_seconds_phase,
+    window_phase,
+)
 from app.artifacts.manifest import CycleSpec, Manifest, TensorSpec, load_manifest
 from app.core.errors import InvalidInput
 from app.inference.session import OnnxModel, RuntimeOptions, SessionLoadError
@@ -93,6 +99,14 @@ def test_window_phase_is_the_phase_of_the_first_of_the_last_l_rows(n: int, perio
     start = datetime(2018, 6, 1, 21, tzinfo=timezone(timedelta(hours=2)))
     first_row = start + timedelta(seconds=step) * (n - L)
     assert window_phase(start, n, L, period, step) == cycle_phase(first_row, period, step)
+
+
+@pytest.mark.parametrize("t", [0, 1, 3599, 1_700_003_600, -1, -86_401, -62_135_596_800])
+@pytest.mark.parametrize(("period", "step"), [(24, 3600), (7, 86_400), (96, 900.0)])
+def test_unix_seconds_phase_is_the_phase_of_that_time(t: int, period: int, step: float) -> None:
+    # OIP v2's `start` (Unix seconds) and /v1's timestamps go through the one formula
+    first_row = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(seconds=t)
+    assert unix_seconds_phase(t, period, step) == cycle_phase(first_row, period, step)
 
 
 # -- decoding ------------------------------------------------------------------------------------

@@ -236,7 +236,7 @@ def test_multivariate_series_on_a_multivariate_cycle_model(client: TestClient) -
 @pytest.mark.parametrize(
     ("change", "status", "code", "param"),
     [
-        (lambda b: b.update(model="nope"), 404, "model_not_found", "name"),
+        (lambda b: b.update(model="nope"), 404, "model_not_found", "model"),  # KServe's field
         (lambda b: b["options"].update(horizon=H + 1), 400, "invalid_input", "options.horizon"),
         (lambda b: b["inputs"][1].update(frequency="D"), 400, "invalid_input", "inputs[1].frequency"),
         (lambda b: b["inputs"][0].update(series=[1.0, 2.0]), 400, "invalid_input", "inputs[0].series"),
