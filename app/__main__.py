@@ -4,10 +4,11 @@ One process per container (scale with replicas): the dynamic batcher and the met
 process, so uvicorn's `--workers` would split the batches and the counters.
 
 Stopping (SIGTERM, or SIGINT): a drain (app/lifecycle.py). For RSA_DRAIN_DELAY_S the service keeps
-serving while /readyz says 503 and every response says `Connection: close`; then uvicorn stops
-accepting, requests in flight finish within RSA_GRACEFUL_SHUTDOWN_S, the batchers empty their queues,
-and the process exits 0. A second signal skips the rest of the delay. uvicorn's own handling would
-stop at once and re-raise the signal afterwards, which makes every stop look like a crash (exit 143).
+serving while /readyz says 503 and every response says `Connection: close`; then uvicorn and the gRPC
+server stop accepting, requests and calls in flight finish within RSA_GRACEFUL_SHUTDOWN_S, the
+batchers empty their queues, and the process exits 0. A second signal skips the rest of the delay.
+uvicorn's own handling would stop at once and re-raise the signal afterwards, which makes every stop
+look like a crash (exit 143).
 
 Slow or idle clients are bounded by uvicorn's limits: at most RSA_MAX_CONNECTIONS connections and
 tasks at once (uvicorn answers 503 above that), idle keep-alive connections closed after
@@ -17,6 +18,7 @@ RSA_KEEP_ALIVE_S.
 from __future__ import annotations
 
 import signal
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from time import monotonic
@@ -55,6 +57,11 @@ class Server(uvicorn.Server):
             self.stop_at = monotonic() + self.drain_delay_s  # on_tick stops the server then
         else:  # a second signal, no delay, or still starting: stop now (in-flight requests still finish)
             self.should_exit = True
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        # the gRPC server stops accepting with HTTP, and its calls finish during HTTP's own wait
+        self.lifecycle.begin_stop()
+        await super().shutdown(sockets)
 
     async def on_tick(self, counter: int) -> bool:
         should_exit = await super().on_tick(counter)

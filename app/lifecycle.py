@@ -8,19 +8,22 @@ Shutdown is a drain, in this order, so that no accepted request is lost:
 1. SIGTERM: `Lifecycle.begin_drain()`. /readyz answers 503 (load balancers stop sending new work) and
    every response carries `Connection: close` (clients stop reusing their keep-alive connections and
    reconnect, to another replica), for RSA_DRAIN_DELAY_S, while the service keeps serving.
-2. The server stops accepting connections; requests in flight finish (up to RSA_GRACEFUL_SHUTDOWN_S).
-   The gRPC server (when RSA_GRPC_PORT is set) answers ServerReady false from step 1, and stops here:
-   calls in flight finish within the same grace period, new ones are refused.
-3. The lifespan ends: the batchers finish what is queued, the thread pools and the parse process stop,
-   the process exits 0.
-`app/__main__.py` drives this from the signals; under another server, step 1 is skipped.
+2. `Lifecycle.begin_stop()`: the HTTP server stops accepting connections and the gRPC server (when
+   RSA_GRPC_PORT is set; it answers ServerReady false from step 1) stops accepting calls, both at once;
+   requests and calls in flight finish, side by side, within RSA_GRACEFUL_SHUTDOWN_S. gRPC stops here
+   rather than in the lifespan's end, which uvicorn reaches only after its own wait: it would take new
+   calls through that whole wait, then wait a second grace period, past compose's stop_grace_period.
+3. The lifespan ends: the batchers finish what is queued, within what is left of the grace period since
+   step 2; the thread pools and the parse process stop, the process exits 0.
+`app/__main__.py` drives steps 1 and 2 from the signals; under another server, both happen when the
+lifespan ends.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from time import monotonic
 
@@ -41,10 +44,14 @@ logger = logging.getLogger(__name__)
 
 
 class Lifecycle:
-    """Whether the service is draining, and since when; shared by the server, readiness and middleware."""
+    """Whether the service is draining, and since when; shared by the server, readiness and middleware.
+    Also what else stops when the HTTP server stops accepting (`on_stop`, `begin_stop`)."""
 
     def __init__(self) -> None:
         self.drain_started: float | None = None
+        self.stop_started: float | None = None
+        self._stoppers: list[Callable[[], Awaitable[None]]] = []
+        self._stopping: list[asyncio.Future[None]] = []
 
     @property
     def draining(self) -> bool:
@@ -54,6 +61,27 @@ class Lifecycle:
         if self.drain_started is None:
             self.drain_started = monotonic()
             logger.info("draining: readiness is 503 and responses say Connection: close")
+
+    def on_stop(self, stop: Callable[[], Awaitable[None]]) -> None:
+        """`stop()` runs when the service stops accepting work (`begin_stop`)."""
+        self._stoppers.append(stop)
+
+    def begin_stop(self) -> None:
+        """The HTTP server stops accepting now: every other server stops with it, on this event loop,
+        while the HTTP server waits for its requests in flight."""
+        if self.stop_started is not None:
+            return
+        self.begin_drain()
+        self.stop_started = monotonic()
+        self._stopping = [asyncio.ensure_future(stop()) for stop in self._stoppers]
+
+    async def stopped(self, grace_s: float) -> float:
+        """Once every `on_stop` has finished (begun now if `begin_stop` was not called): the seconds left
+        of `grace_s` since the stop began, for what still has to stop."""
+        self.begin_stop()
+        await asyncio.gather(*self._stopping, return_exceptions=True)
+        assert self.stop_started is not None
+        return max(0.0, grace_s - (monotonic() - self.stop_started))
 
 
 async def _load_models(registry: ModelRegistry) -> None:
@@ -96,7 +124,6 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         ", ".join(f"{s.name} {sorted(s.versions)}" for s in registry.models.values()) or "nothing",
     )
     loader = asyncio.create_task(_load_models(registry), name="load-models")
-    grpc_server = None
     try:
         if settings.grpc_port is not None:
             # Imported only here: its generated messages cannot share a process with tritonclient's
@@ -105,13 +132,13 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 
             server = GrpcServer(settings, app.state.oip_v2, app.state.api_keys, metrics)
             await server.start()  # a port that cannot be bound stops start-up, after the cleanup below
-            grpc_server = server
+            # in-flight calls finish (within the grace period), new ones refused: with HTTP's own wait
+            lifecycle.on_stop(server.stop)
         yield
     finally:
-        if grpc_server is not None:  # in-flight calls finish (within the grace period), new ones refused
-            await grpc_server.stop()
+        left_s = await lifecycle.stopped(settings.graceful_shutdown_s)
         loader.cancel()
         await asyncio.gather(loader, starting, return_exceptions=True)
-        await registry.stop(settings.graceful_shutdown_s)
+        await registry.stop(left_s)
         await asyncio.to_thread(parse_process.stop)
         logger.info("stopped")

@@ -5,6 +5,7 @@ process exits 0. Repeated, since a lost request is a race."""
 from __future__ import annotations
 
 import signal
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ import httpx
 import numpy as np
 import pytest
 
+from bench.loadgen import free_port
 from tests.app.live import live_service
 
 L, C = 8, 3
@@ -93,3 +95,56 @@ def test_sigterm_under_load_loses_no_accepted_request(toy_repository: Path, tmp_
     assert sum(o.ok for o in outcomes) > before  # served during the drain, too
     assert all(o.told_to_close for o in outcomes)  # every client was told, on its own connection
     assert "draining" in service.output()
+
+
+def test_grpc_stops_accepting_with_http_and_the_process_exits_within_the_grace(
+    toy_repository: Path, tmp_path: Path
+) -> None:
+    # tritonclient's generated messages, in this test process only (the server has its own)
+    import grpc
+    from tritonclient.grpc import service_pb2, service_pb2_grpc
+
+    grace_s = 3.0
+    grpc_port = free_port()
+    env = {
+        "RSA_DRAIN_DELAY_S": str(DRAIN_DELAY_S),
+        "RSA_GRACEFUL_SHUTDOWN_S": str(grace_s),
+        "RSA_GRPC_PORT": str(grpc_port),
+    }
+    with (
+        live_service(toy_repository, tmp_path / "service.log", **env) as service,
+        grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel,
+    ):
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        assert stub.ServerReady(service_pb2.ServerReadyRequest(), timeout=5).ready
+        # An upload that never ends keeps uvicorn's graceful wait busy for the whole grace period.
+        port = int(service.url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port)) as slow:
+            slow.sendall(
+                f"POST {URL} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                "Content-Length: 1000\r\n\r\n{".encode()
+            )
+            time.sleep(0.2)
+            signalled = time.monotonic()
+            service.process.send_signal(signal.SIGTERM)
+            time.sleep(0.2)
+            # draining: still serving, but not ready, over gRPC as over HTTP
+            assert not stub.ServerReady(service_pb2.ServerReadyRequest(), timeout=5).ready
+            assert stub.ServerLive(service_pb2.ServerLiveRequest(), timeout=5).live
+            while True:  # until HTTP stops accepting, at the end of the drain delay
+                try:
+                    httpx.get(f"{service.url}/healthz", timeout=1)
+                except httpx.TransportError:
+                    break
+                assert time.monotonic() - signalled < DRAIN_DELAY_S + 2, "HTTP never stopped accepting"
+                time.sleep(0.05)
+            # HTTP is waiting for the slow upload now: gRPC must refuse new calls already
+            with pytest.raises(grpc.RpcError) as info:
+                stub.ServerLive(service_pb2.ServerLiveRequest(), timeout=2)
+            assert info.value.code() == grpc.StatusCode.UNAVAILABLE, info.value
+            assert time.monotonic() - signalled < DRAIN_DELAY_S + grace_s - 0.5  # within HTTP's wait
+            code = service.process.wait(timeout=30)
+        took = time.monotonic() - signalled
+        assert code == 0, service.output()
+        # one grace period, HTTP's and gRPC's side by side, then the lifespan's end: not two in a row
+        assert took < DRAIN_DELAY_S + grace_s + 1.5, (took, service.output())
