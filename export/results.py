@@ -210,6 +210,29 @@ def interval_section(reports: list[dict]) -> list[str]:
     """The prediction-interval evaluation (export.conformal's reports): coverage, width and interval
     score per level on every test window, per request horizon, beside the variants measured."""
     lines: list[str] = []
+    if len(reports) > 1:
+        levels = [row["level"] for row in reports[0]["variants"]["served"]]
+        lines += [
+            "## Prediction intervals: coverage on the test split, every model evaluated",
+            "",
+            "Each model's served intervals (split conformal per step and channel, calibrated on its",
+            "validation windows), on every test window; the sections below give each in full.",
+            "",
+            "| model | L | H | "
+            + " | ".join(f"coverage {v:g}%" for v in levels)
+            + " | width 90% | score 90% |",
+            "|---|---|---|" + "---|" * (len(levels) + 2),
+        ]
+        for r in reports:
+            served = {row["level"]: row for row in r["variants"]["served"]}
+            cov = " | ".join(f"{100 * served[v]['coverage']:.1f}%" if v in served else "—" for v in levels)
+            at90 = served.get(90.0) or served.get(90)
+            width, score = (f"{at90['width']:.3f}", f"{at90['winkler']:.3f}") if at90 else ("—", "—")
+            lines.append(
+                f"| {r['model']} v{r['version']} | {r['input_length']} | {r['horizon']} | {cov} |"
+                f" {width} | {score} |"
+            )
+        lines.append("")
     for r in reports:
         name = f"{r['model']} v{r['version']}"
         lines += [
