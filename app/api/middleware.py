@@ -99,7 +99,7 @@ class RequestMiddleware:
             await send(message)
 
         try:
-            if error is None and scope["method"] == "POST" and scope["path"].endswith("/forecast"):
+            if error is None and scope["method"] == "POST" and scope["path"].endswith(ADMITTED):
                 error = _admission(scope)
             if error is not None:
                 await error_response_for(scope["path"], error)(scope, receive, send_wrapper)
@@ -115,10 +115,15 @@ class RequestMiddleware:
             metrics.observe_request(endpoint, record, status, perf_counter() - start, probe)
 
 
+# The model calls, whose version is in the path: /v1's forecast and OIP v2's infer (KServe's time series
+# names its model in the body, read only after admission).
+ADMITTED = ("/forecast", "/infer")
+
+
 def _admission(scope: Scope) -> Overloaded | None:
-    """A forecast for a version whose backlog cannot clear in time is refused before its body is read:
-    under a sustained overload most requests are refusals, and parsing each one first would take the
-    event loop from the requests that are served."""
+    """A forecast (or OIP v2 infer) for a version whose backlog cannot clear in time is refused before its
+    body is read: under a sustained overload most requests are refusals, and parsing each one first would
+    take the event loop from the requests that are served."""
     service = getattr(scope["app"].state, "service", None)
     endpoint, params = _route_of(scope)
     if service is None or endpoint == UNMATCHED or not isinstance(params.get("name"), str):

@@ -29,6 +29,17 @@ class ServiceError(Exception):
         self.limit = limit
         self.retry_after_s = retry_after_s
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Raised in the parse process, it comes back pickled: by default only the message would
+        # (`args`), and the error would lose the field it names.
+        return (_restore, (type(self), self.message, self.field, self.limit, self.retry_after_s))
+
+
+def _restore(
+    cls: type[ServiceError], message: str, field: str | None, limit: Any | None, retry_after_s: int | None
+) -> ServiceError:
+    return cls(message, field=field, limit=limit, retry_after_s=retry_after_s)
+
 
 class InvalidInput(ServiceError, ValueError):  # noqa: N818  (kserve's names, kept short on purpose)
     code = "invalid_input"

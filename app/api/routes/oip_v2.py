@@ -12,14 +12,9 @@ from fastapi import APIRouter, Depends, Request, Response
 
 from app.api.body import body_schema
 from app.core.errors import ModelNotReady
-from app.protocols.oip_v2.codec import (
-    HEADER_LENGTH,
-    binary_outputs,
-    decode_inputs,
-    decompress,
-    encode_response,
-    split_body,
-)
+from app.core.numbers import decimal
+from app.core.offload import ParseProcess
+from app.protocols.oip_v2.codec import HEADER_LENGTH, Tensor, binary_outputs, encode_response, parse_infer
 from app.protocols.oip_v2.handlers import OipV2Handlers, parse_version
 from app.protocols.oip_v2.schemas import (
     InferenceErrorResponse,
@@ -107,13 +102,26 @@ async def model_version_ready(name: str, version: str, response: Response, v2: H
     return _ready(name, v2.model_ready(name, parse_version(version)), response)
 
 
+async def _parse(request: Request, limit: int) -> tuple[InferenceRequest, list[Tensor]]:
+    """The body's request and tensors; a body whose JSON part is large is parsed in the parse process,
+    as /v1's are, so that the event loop keeps serving meanwhile (1024 windows of 512 x 7 as JSON: about
+    a second of parsing). Binary tensors cost next to nothing to decode: only their JSON header counts."""
+    raw = await request.body()
+    encoding, header = request.headers.get("content-encoding"), request.headers.get(HEADER_LENGTH)
+    # compressed: the JSON part's size is unknown before inflating, so the whole body counts
+    json_size = decimal(header.strip()) if header is not None and encoding is None else None
+    worker: ParseProcess | None = getattr(request.app.state, "parse_process", None)
+    if worker is not None and worker.takes(len(raw) if json_size is None else json_size):
+        parsed = await worker.run(parse_infer, raw, encoding, header, limit)
+        if parsed is not None:  # None: the worker is gone, the loop parses
+            return parsed
+    return parse_infer(raw, encoding, header, limit)
+
+
 async def _infer(name: str, version: int | None, request: Request, v2: OipV2Handlers) -> Response:
-    body = decompress(
-        await request.body(), request.headers.get("content-encoding"), v2.settings.max_body_bytes
-    )
-    infer_request, binary = split_body(body, request.headers.get(HEADER_LENGTH))
+    infer_request, inputs = await _parse(request, v2.settings.max_body_bytes)
     outputs = [o.name for o in infer_request.outputs] if infer_request.outputs else None
-    result = await v2.infer(name, version, decode_inputs(infer_request, binary), outputs, infer_request.id)
+    result = await v2.infer(name, version, inputs, outputs, infer_request.id)
     content, header_length = encode_response(result, binary_outputs(infer_request, list(result.outputs)))
     if header_length is None:
         return Response(content, media_type="application/json")

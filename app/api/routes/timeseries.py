@@ -10,6 +10,7 @@ from starlette.responses import Response
 
 from app.api.body import body_schema, parse_body
 from app.core.errors import ModelNotReady
+from app.protocols.timeseries.codec import parse_request
 from app.protocols.timeseries.handlers import TimeSeriesHandlers
 from app.protocols.timeseries.schemas import (
     TimeSeriesErrorResponse,
@@ -53,5 +54,5 @@ async def models(ts: Handlers) -> list[str]:
 )
 async def forecast(request: Request, ts: Handlers) -> Response:
     """Forecast KServe `univariate_time_series` (one-channel models) or `multivariate_time_series` inputs."""
-    body = await parse_body(request, TimeSeriesForecastRequest.model_validate_json)
+    body = await parse_body(request, TimeSeriesForecastRequest.model_validate_json, offload=parse_request)
     return Response(await ts.forecast(body), media_type="application/json")

@@ -112,13 +112,33 @@ def split_body(body: bytes, header_length: str | None) -> tuple[InferenceRequest
         document = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise InvalidInput(f"malformed JSON request: {exc}", field="body") from None
+    # The tensors' `data` skip pydantic: walking a list[Any] of millions of numbers was most of the parse
+    # (`_from_json` checks them, with numpy, as it builds the array).
+    inputs = document.get("inputs") if isinstance(document, dict) else None
+    data = [item.pop("data", None) if isinstance(item, dict) else None for item in inputs or ()]
     try:
-        return InferenceRequest.model_validate(document), binary
+        request = InferenceRequest.model_validate(document)
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(p) for p in first["loc"]) or "body"
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
         raise InvalidInput(f"{where}: {first['msg']}{more}", field=where) from None
+    for item, values in zip(request.inputs, data, strict=True):
+        item.data = values  # no validate_assignment: as parsed, for `_from_json`
+    return request, binary
+
+
+def parse_infer(
+    raw: bytes, encoding: str | None, header_length: str | None, limit: int
+) -> tuple[InferenceRequest, list[Tensor]]:
+    """A whole infer body -> (the request, its inputs decoded): what the REST route runs, on the event
+    loop or, for a large body, in the parse process (`app.core.offload`), since the JSON numbers cost
+    about as much to parse there as /v1's. Module-level, so it pickles."""
+    request, binary = split_body(decompress(raw, encoding, limit), header_length)
+    tensors = decode_inputs(request, binary)
+    for item in request.inputs:  # decoded: the lists would only be pickled back, at a second's cost
+        item.data = None
+    return request, tensors
 
 
 def decode_inputs(request: InferenceRequest, binary: bytes) -> list[Tensor]:

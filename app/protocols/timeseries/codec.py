@@ -7,17 +7,28 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import numpy as np
+from pydantic import ValidationError
 
 from app.artifacts.cycle import window_phase
 from app.artifacts.manifest import Manifest
 from app.core.errors import InvalidInput
 from app.protocols.rsa_v1.codec import forecast_timestamps, input_bound
-from app.protocols.timeseries.schemas import TimeSeriesInput
+from app.protocols.timeseries.schemas import TimeSeriesForecastRequest, TimeSeriesInput
 
 # KServe's frequency codes: a fixed step in seconds, or a number of calendar months.
 SECONDS = {"second": 1, "S": 1, "minute": 60, "T": 60, "hour": 3600, "H": 3600, "day": 86_400, "D": 86_400}
 SECONDS |= {"week": 604_800, "W": 604_800}
 MONTHS = {"month": 1, "M": 1, "quarter": 3, "Q": 3, "year": 12, "Y": 12}
+
+
+def parse_request(raw: bytes) -> TimeSeriesForecastRequest | None:
+    """The request, for the parse process (`app.api.body.parse_body`'s offload: large bodies are parsed
+    there, off the event loop); None when it is invalid, so that the loop parses it again for the
+    error, rendered as any other (a ValidationError does not survive pickling whole)."""
+    try:
+        return TimeSeriesForecastRequest.model_validate_json(raw)
+    except ValidationError:
+        return None
 
 
 @dataclass(frozen=True)

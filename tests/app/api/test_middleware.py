@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from app.core.errors import Overloaded
 from tests.app.conftest import make_settings, registry_of, running_client, wait_for
 from tests.app.fakes import GatedSession
 
@@ -60,3 +61,20 @@ def test_a_non_ascii_digit_version_is_a_client_error(client, method: str, path: 
     assert r.status_code == status, r.text
     error = r.json()["error"]
     assert "version" in (error if isinstance(error, str) else str(error))
+
+
+def test_oip_v2_infer_is_admitted_before_its_body_is_read(toy_repository: Path) -> None:
+    with running_client(make_settings(toy_repository)) as client:
+        asked: list[tuple[str, int | None]] = []
+
+        def overloaded(name: str, version: int | None) -> None:
+            asked.append((name, version))
+            raise Overloaded("model toy is overloaded", retry_after_s=1)
+
+        client.app.state.service.admit_early = overloaded  # type: ignore[attr-defined]
+        # not even JSON: parsed, it would be a 400; refused first, it is the 503
+        r = client.post("/v2/models/toy/versions/2/infer", content=b"not json")
+        assert r.status_code == 503 and r.json() == {"error": "model toy is overloaded"}, r.text
+        assert r.headers["retry-after"] == "1"
+        assert client.post("/v2/models/toy/infer", content=b"not json").status_code == 503
+        assert asked == [("toy", 2), ("toy", None)]
