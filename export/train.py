@@ -41,7 +41,7 @@ __all__ = ["TrainConfig", "TrainingError", "load_config", "train"]
 
 
 class TrainingError(RuntimeError):
-    """Training diverged: no usable checkpoint."""
+    """No usable checkpoint: training diverged, or the model settings cannot build a model."""
 
 
 @dataclass
@@ -287,8 +287,11 @@ def train(cfg: TrainConfig) -> Path:
         protocol=cfg.protocol,
         **read_options(cfg),
     )
-    cfg = resolve_auto(cfg, ds)
-    model = build_model(cfg, len(ds.channels))
+    try:
+        cfg = resolve_auto(cfg, ds)
+        model = build_model(cfg, len(ds.channels))
+    except ValueError as e:  # settings that only the data or the whole model config can judge
+        raise TrainingError(f"model settings: {e}") from None
     if model.cycle is not None:
         fit_cycle(model, ds.train)
     linear_fit = None

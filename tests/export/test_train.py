@@ -145,6 +145,39 @@ def test_cli_reports_a_bad_csv_without_a_traceback(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ("model.n_heads=5", "d_model (36) must be divisible by n_heads (5)"),
+        ("model.rem_bank.regular=[1.5]", "rem_bank[0]: λ must be in (-1, 1), got 1.5"),
+    ],
+)
+def test_cli_reports_bad_model_settings_without_a_traceback(slice_csv, tmp_path, setting, message):
+    """Settings only a whole model config can judge (here the long config's 36 heads of width 36)."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "export.train",
+            str(ROOT / "configs" / "etth1-rsa-long.yaml"),
+            "--data",
+            str(slice_csv),
+            "--set",
+            setting,
+            "--set",
+            "model.input_length=48",
+            "--quiet",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert f"error: model settings: {message}" in proc.stderr and "Traceback" not in proc.stderr
+
+
 def test_evaluate_command_prints_the_report_metrics(run):
     proc = subprocess.run(
         [sys.executable, "-m", "export.evaluate", str(run / "checkpoint.safetensors")],
