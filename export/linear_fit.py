@@ -47,9 +47,11 @@ class _NormalEquations:
         return sol, rss / self.count
 
 
-def _targets(model: RSAForecaster, split: Split, idx: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """For the windows at idx: (x [n, L, C] as the model reads it, the normalised target [n*C, H],
-    its row weights [n*C, 1], the normalised input u [n*C, L]).
+def _targets(
+    model: RSAForecaster, split: Split, idx: Tensor
+) -> tuple[Tensor, Tensor | None, Tensor, Tensor, Tensor]:
+    """For the windows at idx: (x [n, L, C] as the model reads it, their cycle phases or None, the
+    normalised target [n*C, H], its row weights [n*C, 1], the normalised input u [n*C, L]).
 
     The loss is on the scaled data, y = out·std/revin.weight + …, so each normalised residual weighs
     its window's variance: weighted least squares over all windows and channels."""
@@ -66,7 +68,7 @@ def _targets(model: RSAForecaster, split: Split, idx: Tensor) -> tuple[Tensor, T
     t = yn.transpose(1, 2).reshape(-1, H)
     w = (std / model.revin.weight).square().transpose(1, 2).reshape(-1, 1)
     u = xn.transpose(1, 2).reshape(-1, L)
-    return x, t, w, u
+    return x, phase, t, w, u
 
 
 @torch.no_grad()
@@ -77,7 +79,7 @@ def fit_linear_path(model: RSAForecaster, split: Split, ridge: float = 1.0, batc
     L, H = model.cfg.input_length, model.cfg.horizon
     eq = _NormalEquations(L, H)
     for idx in torch.arange(split.num_windows).split(batch):
-        _, t, w, u = _targets(model, split, idx)
+        _, _, t, w, u = _targets(model, split, idx)
         eq.add(u, t, w)
     sol, mse = eq.solve(ridge)
     model.linear.weight.copy_(sol[:-1].T.float())
@@ -95,8 +97,7 @@ def fit_head(model: RSAForecaster, split: Split, ridge: float = 1.0, batch: int 
     model.eval()
     eq = _NormalEquations(model.head.in_features, model.cfg.horizon)
     for idx in torch.arange(split.num_windows).split(batch):
-        x, t, w, u = _targets(model, split, idx)
-        phase = split.phases(idx, model.cfg.cycle_period) if model.cycle is not None else None
+        x, phase, t, w, u = _targets(model, split, idx)
         features, _, _, _ = model.encode(x, phase)
         if model.linear is not None:
             t = t - model.linear(u)

@@ -16,42 +16,17 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.core.context import note_error
 from app.core.errors import (
-    InferenceError,
-    InvalidInput,
-    ModelNotFound,
-    ModelNotReady,
-    Overloaded,
-    PayloadTooLarge,
-    PermissionDenied,
     ServiceError,
-    Timeout,
-    Unauthenticated,
-    UnsupportedMediaType,
 )
+from app.protocols.status import HTTP_STATUS, error_headers, lookup
 
 logger = logging.getLogger(__name__)
-
-STATUS: dict[type[ServiceError], int] = {
-    InvalidInput: 400,
-    PayloadTooLarge: 413,
-    UnsupportedMediaType: 415,
-    ModelNotFound: 404,
-    ModelNotReady: 503,
-    Overloaded: 503,
-    Timeout: 504,
-    InferenceError: 500,
-    Unauthenticated: 401,
-    PermissionDenied: 403,
-}
 
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
 
 
 def status_of(exc: ServiceError) -> int:
-    for cls in type(exc).__mro__:
-        if cls in STATUS:
-            return STATUS[cls]
-    return 500
+    return lookup(HTTP_STATUS, exc, 500)
 
 
 def error_response(
@@ -62,10 +37,7 @@ def error_response(
 
 
 def error_response_for(exc: ServiceError) -> JSONResponse:
-    headers = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s is not None else None
-    if isinstance(exc, Unauthenticated):
-        headers = {"WWW-Authenticate": 'Bearer realm="rsa"'}
-    return error_response(status_of(exc), exc.code, exc.message, headers)
+    return error_response(status_of(exc), exc.code, exc.message, error_headers(exc))
 
 
 async def render_error(request: Request, exc: Exception) -> JSONResponse:

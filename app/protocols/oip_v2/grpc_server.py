@@ -40,6 +40,7 @@ from app.protocols.oip_v2 import grpc_predict_v2_pb2 as pb
 from app.protocols.oip_v2 import grpc_predict_v2_pb2_grpc as pb_grpc
 from app.protocols.oip_v2.codec import DATATYPE_OF, DTYPES, InferResult, Tensor
 from app.protocols.oip_v2.handlers import OipV2Handlers, parse_version
+from app.protocols.status import lookup
 
 logger = logging.getLogger(__name__)
 
@@ -60,10 +61,7 @@ STATUS: dict[type[ServiceError], grpc.StatusCode] = {
 
 
 def status_of(exc: ServiceError) -> grpc.StatusCode:
-    for cls in type(exc).__mro__:
-        if cls in STATUS:
-            return STATUS[cls]
-    return grpc.StatusCode.INTERNAL
+    return lookup(STATUS, exc, grpc.StatusCode.INTERNAL)
 
 
 def decode_inputs(request: pb.ModelInferRequest) -> list[Tensor]:

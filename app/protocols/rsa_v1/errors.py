@@ -18,42 +18,21 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.core.context import note_error
 from app.core.errors import (
-    InferenceError,
     InvalidInput,
-    ModelNotFound,
-    ModelNotReady,
-    Overloaded,
-    PayloadTooLarge,
-    PermissionDenied,
     ServiceError,
-    Timeout,
-    Unauthenticated,
-    UnsupportedMediaType,
 )
 from app.protocols.rsa_v1.schemas import COLUMNS_TAG, ROWS_TAG, ErrorBody, ErrorDetail, ErrorResponse
+from app.protocols.status import HTTP_STATUS, error_headers, lookup
 
 logger = logging.getLogger(__name__)
 
-# Domain error -> HTTP status (the most specific class listed wins, through the MRO).
-STATUS: dict[type[ServiceError], int] = {
-    InvalidInput: 422,
-    PayloadTooLarge: 413,
-    UnsupportedMediaType: 415,
-    ModelNotFound: 404,
-    ModelNotReady: 503,
-    Overloaded: 503,
-    Timeout: 504,
-    InferenceError: 500,
-    Unauthenticated: 401,
-    PermissionDenied: 403,
-}
+# Domain error -> HTTP status: the shared table, but a request the schema accepts and the model cannot
+# serve is 422 here, as FastAPI answers its own validation errors.
+STATUS: dict[type[ServiceError], int] = {**HTTP_STATUS, InvalidInput: 422}
 
 
 def status_of(exc: ServiceError) -> int:
-    for cls in type(exc).__mro__:
-        if cls in STATUS:
-            return STATUS[cls]
-    return 500
+    return lookup(STATUS, exc, 500)
 
 
 def error_response(
@@ -68,11 +47,8 @@ def error_response(
 
 def error_response_for(exc: ServiceError) -> JSONResponse:
     """The response for a domain error; also used by middleware, which runs outside the handlers."""
-    headers = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s is not None else None
-    if isinstance(exc, Unauthenticated):
-        headers = {"WWW-Authenticate": 'Bearer realm="rsa"'}
     body = ErrorBody(code=exc.code, message=exc.message, field=exc.field, limit=exc.limit)
-    return error_response(status_of(exc), body, headers)
+    return error_response(status_of(exc), body, error_headers(exc))
 
 
 def format_loc(loc: Sequence[int | str]) -> str:

@@ -15,43 +15,31 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.core.context import note_error
 from app.core.errors import (
-    InferenceError,
-    InvalidInput,
-    ModelNotFound,
-    ModelNotReady,
-    Overloaded,
-    PayloadTooLarge,
-    PermissionDenied,
     ServiceError,
-    Timeout,
-    Unauthenticated,
-    UnsupportedMediaType,
 )
+from app.protocols.status import HTTP_STATUS, error_headers, lookup
 
 logger = logging.getLogger(__name__)
 
-# Domain error -> (HTTP status, KServe error type).
-STATUS: dict[type[ServiceError], tuple[int, str]] = {
-    InvalidInput: (400, "BadRequestError"),
-    PayloadTooLarge: (413, "BadRequestError"),
-    UnsupportedMediaType: (415, "BadRequestError"),
-    ModelNotFound: (404, "NotFoundError"),
-    ModelNotReady: (503, "ServiceUnavailableError"),
-    Overloaded: (503, "ServiceUnavailableError"),
-    Timeout: (504, "TimeoutError"),
-    InferenceError: (500, "InternalServerError"),
-    Unauthenticated: (401, "AuthenticationError"),
-    PermissionDenied: (403, "PermissionDeniedError"),
+# HTTP status -> KServe's error type.
+KIND = {
+    400: "BadRequestError",
+    413: "BadRequestError",
+    415: "BadRequestError",
+    404: "NotFoundError",
+    503: "ServiceUnavailableError",
+    504: "TimeoutError",
+    500: "InternalServerError",
+    401: "AuthenticationError",
+    403: "PermissionDeniedError",
 }
 
 _HTTP = {404: ("not_found", "NotFoundError"), 405: ("method_not_allowed", "BadRequestError")}
 
 
 def _status(exc: ServiceError) -> tuple[int, str]:
-    for cls in type(exc).__mro__:
-        if cls in STATUS:
-            return STATUS[cls]
-    return 500, "InternalServerError"
+    status = lookup(HTTP_STATUS, exc, 500)
+    return status, KIND[status]
 
 
 def error_response(
@@ -64,10 +52,7 @@ def error_response(
 
 def error_response_for(exc: ServiceError) -> JSONResponse:
     status, kind = _status(exc)
-    headers = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s is not None else None
-    if isinstance(exc, Unauthenticated):
-        headers = {"WWW-Authenticate": 'Bearer realm="rsa"'}
-    return error_response(status, exc.code, exc.message, exc.field, kind, headers)
+    return error_response(status, exc.code, exc.message, exc.field, kind, error_headers(exc))
 
 
 def field_path(loc: tuple[int | str, ...]) -> str:

@@ -1,0 +1,53 @@
+"""Domain errors -> a protocol's status: the one lookup every protocol room uses, and the HTTP table they
+share. Each room keeps its own choices where they differ (/v1 answers 422 for invalid input, OIP v2 and
+KServe 400; gRPC has its own codes) by passing its own table."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TypeVar
+
+from app.core.errors import (
+    InferenceError,
+    InvalidInput,
+    ModelNotFound,
+    ModelNotReady,
+    Overloaded,
+    PayloadTooLarge,
+    PermissionDenied,
+    ServiceError,
+    Timeout,
+    Unauthenticated,
+    UnsupportedMediaType,
+)
+
+T = TypeVar("T")
+
+HTTP_STATUS: dict[type[ServiceError], int] = {
+    InvalidInput: 400,
+    PayloadTooLarge: 413,
+    UnsupportedMediaType: 415,
+    ModelNotFound: 404,
+    ModelNotReady: 503,
+    Overloaded: 503,
+    Timeout: 504,
+    InferenceError: 500,
+    Unauthenticated: 401,
+    PermissionDenied: 403,
+}
+
+
+def lookup(table: Mapping[type[ServiceError], T], exc: ServiceError, default: T) -> T:
+    """The entry of the most specific class of `exc` the table lists (through the MRO), else `default`."""
+    for cls in type(exc).__mro__:
+        if cls in table:
+            return table[cls]
+    return default
+
+
+def error_headers(exc: ServiceError) -> dict[str, str] | None:
+    """The HTTP headers an error answer carries: the challenge for a missing key, Retry-After for a
+    refusal that knows when to come back."""
+    if isinstance(exc, Unauthenticated):
+        return {"WWW-Authenticate": 'Bearer realm="rsa"'}
+    return {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s is not None else None
