@@ -40,7 +40,10 @@ JSON_HEADERS = {"content-type": "application/json"}
 # enough for the rest of the burst to find the queue full (503 overloaded).
 MAX_QUEUE_ROWS = 4
 MAX_BATCH_WAIT_MS = 250
-BURST = 24  # concurrent one-series requests per overload round
+BURST = 24  # concurrent requests per overload round
+# Series per burst request: three such requests overflow MAX_QUEUE_ROWS, two merge. With one series each, the
+# default model's fast calls (L = 512, last step only) could drain the queue as fast as 60 KB bodies arrive.
+BURST_SERIES = 2
 MAX_BURSTS = 5
 
 ROUNDS = 2  # of the whole mix below, each followed by a scrape (see the `traffic` fixture)
@@ -279,18 +282,19 @@ def traffic(prometheus: Prometheus) -> Traffic:
             t.rows_by_version[version] += n_series
 
         def burst() -> int:
-            """BURST concurrent one-series requests against the latest version's small queue; the 503s."""
+            """BURST concurrent requests of BURST_SERIES series against the latest version's small queue;
+            the 503s."""
             barrier = threading.Barrier(BURST)
 
             def one(_: int) -> httpx.Response:
                 barrier.wait(timeout=10)  # all threads post at once
-                return send(latest, f"/{MODEL}/forecast", json=good_body(1))
+                return send(latest, f"/{MODEL}/forecast", json=good_body(BURST_SERIES))
 
             with ThreadPoolExecutor(BURST) as pool:
                 responses = list(pool.map(one, range(BURST)))
             for r in responses:
                 if r.status_code == 200:
-                    answered(r, LATEST, 1)
+                    answered(r, LATEST, BURST_SERIES)
                 else:
                     assert r.status_code == 503 and r.json()["error"]["code"] == "overloaded", r.text
             return sum(r.status_code == 503 for r in responses)
