@@ -33,9 +33,13 @@ class Settings(BaseSettings):
     gpu_mem_limit_bytes: int | None = Field(default=None, gt=0)  # None: no limit (ORT default)
     intra_op_threads: int | None = Field(default=None, ge=1)  # None: len(os.sched_getaffinity(0))
     # CPU provider: session calls of at most this many rows run on a single-threaded instance of the
-    # graph (intra-op threads cost more CPU than they save on small calls; app/inference/session.py).
-    # 0: one instance only.
-    single_thread_max_rows: int = Field(default=16, ge=0)
+    # graph (intra-op threads cost more CPU than they save on small calls; app/inference/session.py),
+    # up to `single_thread_calls` of them at once per version, each keeping one core busy (as Triton's
+    # instance count; app/inference/batching.py). 64, not 16: at concurrency 64 two single-threaded
+    # calls side by side did 899-997 req/s where 16 did 725-836 (same run; bench/serving.py's load).
+    # 0: one instance only, one call at a time.
+    single_thread_max_rows: int = Field(default=64, ge=0)
+    single_thread_calls: int | None = Field(default=None, ge=1)  # None: one per CPU this process may use
 
     # Dynamic batching (per model version).
     max_batch_rows: int = Field(default=256, ge=1)  # series per session call, not requests

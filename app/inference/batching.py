@@ -8,6 +8,15 @@ hands each request back exactly its own rows, in order. A request bigger than `m
 over several calls, every input sliced alike, so a window never travels without its phase.
 No HTTP here: errors are domain errors.
 
+Concurrent calls: up to `max_calls` session calls may run at once, each on its own executor thread, but
+only calls of at most `concurrent_max_rows` rows; a bigger call runs alone. On the CPU provider a small
+call runs on the single-threaded instance of the graph (app/inference/session.py), so one call keeps
+one core busy: two calls at once keep two, where one call at a time left the second core to the event
+loop alone and idle half the time (measured at concurrency 16: the whole process at 1.0 core). A big
+call uses every intra-op thread, so it waits for the small ones to finish and they wait for it. As
+Triton's instance groups, without a second copy of the weights: an ONNX Runtime session runs calls
+from several threads at once.
+
 Admission control: the worker measures how fast it drains rows (an EWMA of seconds per row over
 back-to-back batches, so the time between batches counts too), and `submit` refuses at once (Overloaded,
 with a Retry-After of the time the backlog needs) a request whose rows could not be through the session
@@ -15,12 +24,14 @@ before its deadline: a fast 503 the client can retry elsewhere, rather than a 50
 nothing. An idle batcher admits any request; `max_queue_rows` stays as a hard bound on memory.
 
 Inline calls: a request of at most `inline_max_rows` rows that finds the batcher idle (nothing queued,
-nothing running) and `inline_when()` true runs the session at once on the caller's thread, the event
-loop, without the two thread hops (121 us measured here) of the executor path: there was nothing to
-batch it with, and the loop is held for a small call's time only (under a millisecond for one row of
-the shipped model). The service passes "no other request in flight": with others being parsed, a call
-on the loop would stop them, and one in the executor overlaps with them (measured at concurrency 16:
-551 req/s inline when merely idle, 706 without inline calls).
+nothing running), `inline_when()` true and the event loop with nothing else to do runs `inline_fn` at
+once on the caller's thread, the event loop, without the two thread hops (121 us measured here) of the
+executor path: there was nothing to batch it with, and the loop is held for a small call's time only
+(under a millisecond for one row of the shipped model). The service passes "no other request in
+flight"; but a request still unread on another connection is in no count, so the loop's selector is
+asked too (`_loop_has_other_work`). Without that question, at concurrency 16 every request ran inline
+(all 5,562 calls of a run were of one row, the loop thread at 100%, the executor idle): the loop read,
+ran and answered one request at a time, and nothing overlapped.
 
 Memory: after `release_after_s` with nothing queued, once at least one batch ran since the last time,
 the worker calls `release_fn` (off the loop, like the session): the session's arena is kept while
@@ -35,6 +46,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import selectors
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
@@ -52,6 +64,12 @@ logger = logging.getLogger(__name__)
 # whole deadline made admitted requests miss it (measured: 504s, goodput 71% of the best); at 0.75, 1% of
 # the answers were still 504s on a busy machine. The queue still never runs dry, so goodput holds.
 ADMIT_FRACTION = 0.6
+
+# Where the loop's selector cannot be asked (not asyncio's own loop): loop passes an inline candidate
+# yields first. A request that arrived on another connection meanwhile needs three to be counted: its
+# socket polled (uvicorn creates its task), its task's first step (the request middleware counts it in
+# flight), and ours after it.
+INLINE_LOOK_PASSES = 3
 
 Feed = Mapping[str, np.ndarray]  # input name -> [n, ...]; every array has the same n
 RunFn = Callable[[Feed], np.ndarray]
@@ -148,11 +166,17 @@ class DynamicBatcher:
         release_after_s: float = 1.0,
         inline_max_rows: int = 0,
         inline_when: Callable[[], bool] = lambda: True,
+        inline_fn: RunFn | None = None,
+        max_calls: int = 1,
+        concurrent_max_rows: int = 0,
     ) -> None:
-        if max_batch_rows < 1 or max_queue_rows < 1 or min(max_wait_s, release_after_s, inline_max_rows) < 0:
+        if (
+            min(max_batch_rows, max_queue_rows, max_calls) < 1
+            or min(max_wait_s, release_after_s, inline_max_rows, concurrent_max_rows) < 0
+        ):
             raise ValueError(
-                "max_batch_rows and max_queue_rows must be >= 1; max_wait_s, release_after_s and "
-                "inline_max_rows >= 0"
+                "max_batch_rows, max_queue_rows and max_calls must be >= 1; max_wait_s, release_after_s, "
+                "inline_max_rows and concurrent_max_rows >= 0"
             )
         self.run_fn = run_fn  # public so tests can wrap it (slow or failing sessions)
         self.name = name
@@ -166,13 +190,18 @@ class DynamicBatcher:
         self.release_after_s = release_after_s
         self.inline_max_rows = inline_max_rows
         self.inline_when = inline_when
+        self.inline_fn = inline_fn  # the session call for inline calls; None: run_fn
+        self.max_calls = max_calls
+        self.concurrent_max_rows = concurrent_max_rows
         self._ran_since_release = False
         self._releasing = False  # release_fn runs in the executor: no inline call meanwhile
         self.stats = BatcherStats()
         self._executor = executor
         self._queue: deque[WorkItem] = deque()
         self._queued_rows = 0
-        self._running_rows = 0  # rows in the session call under way
+        self._running_rows = 0  # rows in the session calls under way
+        self._calls: set[asyncio.Task[None]] = set()  # the worker's session calls under way
+        self._exclusive = False  # a call of more than concurrent_max_rows rows is under way
         self.row_seconds: float | None = None  # measured drain cost per row; None until a batch ran
         self._busy_since: float | None = None  # end of the last batch, while batches run back to back
         self._wakeup = asyncio.Event()
@@ -199,6 +228,10 @@ class DynamicBatcher:
                 )
                 worker.cancel()
                 await asyncio.gather(worker, return_exceptions=True)
+                calls = list(self._calls)
+                for call in calls:
+                    call.cancel()
+                await asyncio.gather(*calls, return_exceptions=True)
         while self._queue:
             self._fail(self._queue.popleft(), ModelNotReady(f"model {self.name} is shutting down"))
         self._queued_rows = 0
@@ -251,8 +284,12 @@ class DynamicBatcher:
         self.admit(n, timeout_s)
         now = perf_counter()
         item = WorkItem(inputs, asyncio.get_running_loop().create_future(), now + timeout_s, now)
-        idle = not self._queue and not self._running_rows and not self._releasing
-        if n <= self.inline_max_rows and idle and self.inline_when():
+        inline = n <= self.inline_max_rows and self._idle() and self.inline_when()
+        if inline:  # and not if the loop has other work: a request not yet read counts for nothing yet
+            inline = not await _loop_has_other_work() and self._idle() and self.inline_when()
+        if self._closed:  # stopped while the loop passes ran
+            raise ModelNotReady(f"model {self.name} is not serving", retry_after_s=self.retry_after_s)
+        if inline:
             item.t_dispatched, item.next_row, item.session_calls = now, n, 1
             await self._execute(Batch([Segment(item, 0, n)], n, now), inline=True)  # never suspends
             if self.release_fn is not None:
@@ -269,10 +306,17 @@ class DynamicBatcher:
                 limit=timeout_s,
             ) from None
 
+    def _idle(self) -> bool:
+        return not self._queue and not self._calls and not self._releasing
+
     # -- worker ----------------------------------------------------------------------------------
     async def _work(self) -> None:
         while True:
             if not self._queue:
+                if self._calls:  # a finishing call or a new request wakes us
+                    self._wakeup.clear()
+                    await self._wakeup.wait()
+                    continue
                 if self._closed:
                     return
                 self._wakeup.clear()
@@ -286,14 +330,44 @@ class DynamicBatcher:
                 await self._wakeup.wait()
                 continue
             try:
+                await self._free_call()
+                if not self._queue:
+                    continue
                 await self._gather()
                 batch = self._take_batch()
                 if batch is not None:
-                    await self._execute(batch)
+                    await self._launch(batch)
             except asyncio.CancelledError:
                 raise
             except Exception:  # a bug here must not kill the worker: log it and keep serving
                 logger.exception("batcher %s: unexpected error in the worker loop", self.name)
+
+    async def _launch(self, batch: Batch) -> None:
+        """Start `batch`'s session call as a task of its own; a big call once no other runs."""
+        if batch.rows > self.concurrent_max_rows:
+            try:
+                while self._calls:
+                    await asyncio.wait(self._calls)
+            except asyncio.CancelledError:  # stopped meanwhile: its requests are answered, not lost
+                self._fail_batch(batch, ModelNotReady(f"model {self.name} is shutting down"))
+                raise
+            self._exclusive = True
+        call = asyncio.get_running_loop().create_task(self._execute(batch))
+        self._calls.add(call)
+        call.add_done_callback(self._call_done)
+
+    async def _free_call(self) -> None:
+        """Wait until another session call may start: fewer than max_calls under way, none of them big."""
+        while self._calls and (self._exclusive or len(self._calls) >= self.max_calls):
+            await asyncio.wait(self._calls, return_when=asyncio.FIRST_COMPLETED)
+
+    def _call_done(self, call: asyncio.Task[None]) -> None:
+        self._calls.discard(call)
+        if not call.cancelled() and call.exception() is not None:  # _execute fails its own batch first
+            logger.error("batcher %s: a session call failed", self.name, exc_info=call.exception())
+        if not self._calls:
+            self._exclusive = False
+        self._wakeup.set()
 
     async def _gather(self) -> None:
         """Wait for a full batch or for the oldest queued request's max wait, whichever is first."""
@@ -313,7 +387,12 @@ class DynamicBatcher:
         now = perf_counter()
         segments: list[Segment] = []
         rows = 0
-        while self._queue and rows < self.max_batch_rows:
+        limit = self.max_batch_rows
+        if self.max_calls > 1 and self._queued_rows <= self.concurrent_max_rows * self.max_calls:
+            # Small work is shared out over the calls that may run at once: a bigger batch is no cheaper
+            # per row on one thread, and the rows wait for the whole call.
+            limit = min(limit, max(1, math.ceil(self._queued_rows / self.max_calls)))
+        while self._queue and rows < limit:
             item = self._queue[0]
             if item.future.done() or item.deadline <= now:
                 self._queue.popleft()
@@ -324,7 +403,7 @@ class DynamicBatcher:
                     self.stats.expired_items += 1
                     item.future.set_exception(Timeout(f"model {self.name}: request expired in the queue"))
                 continue
-            take = min(item.n_rows - item.next_row, self.max_batch_rows - rows)
+            take = min(item.n_rows - item.next_row, limit - rows)
             segments.append(Segment(item, item.next_row, item.next_row + take))
             if item.t_dispatched is None:
                 item.t_dispatched = now
@@ -339,11 +418,11 @@ class DynamicBatcher:
     async def _execute(self, batch: Batch, inline: bool = False) -> None:
         """One session call, in the executor, or `inline` on this thread (then it never suspends)."""
         batch.t_run_start = perf_counter()
-        self._running_rows = batch.rows
+        self._running_rows += batch.rows
         try:
             inputs = _concatenate(batch.segments)
             if inline:
-                outputs = self.run_fn(inputs)
+                outputs = (self.inline_fn or self.run_fn)(inputs)
             else:
                 loop = asyncio.get_running_loop()
                 outputs = await loop.run_in_executor(self._executor, self.run_fn, inputs)
@@ -362,7 +441,7 @@ class DynamicBatcher:
             return
         finally:
             batch.t_run_end = perf_counter()
-            self._running_rows = 0
+            self._running_rows -= batch.rows
             self._ran_since_release = True
             self._measure_drain(batch)
             self.stats.session_calls += 1
@@ -386,13 +465,14 @@ class DynamicBatcher:
             self._releasing = False
 
     def _measure_drain(self, batch: Batch) -> None:
-        """Seconds per row: from the end of the previous batch when batches ran back to back (the gap
-        between them is part of the cost), else the session call alone; smoothed (EWMA)."""
+        """Seconds per row: from the end of the previous call when calls ran back to back or side by side
+        (the time between the ends is what the rows cost the queue), else the session call alone;
+        smoothed (EWMA)."""
         assert batch.t_run_start is not None and batch.t_run_end is not None
-        start = self._busy_since if self._busy_since is not None else batch.t_run_start
+        start = batch.t_run_start if self._busy_since is None else self._busy_since
         seconds = (batch.t_run_end - start) / batch.rows
         self.row_seconds = seconds if self.row_seconds is None else 0.7 * self.row_seconds + 0.3 * seconds
-        self._busy_since = batch.t_run_end if self._queue else None
+        self._busy_since = batch.t_run_end if self._queue or self._running_rows else None
 
     def _distribute(self, batch: Batch, outputs: np.ndarray) -> None:
         offset = 0
@@ -441,3 +521,21 @@ def _concatenate(segments: list[Segment]) -> dict[str, np.ndarray]:
     if any(part.keys() != names for part in parts):  # one version's requests all carry the same inputs
         raise ValueError(f"requests in one batch carry different inputs: {[sorted(p) for p in parts]}")
     return {name: np.concatenate([part[name] for part in parts], axis=0) for name in parts[0]}
+
+
+async def _loop_has_other_work() -> bool:
+    """Whether the event loop has anything else to do now: a callback ready to run, or a socket ready
+    to read or accept on (a request not yet read is in no count of requests in flight).
+
+    asyncio's selector loops poll level-triggered, so asking the selector with a zero timeout takes
+    nothing from the loop (one syscall, a few microseconds). Any other loop: False, after the passes
+    that let such work show itself in the counts.
+    """
+    loop = asyncio.get_running_loop()
+    selector = getattr(loop, "_selector", None)
+    ready = getattr(loop, "_ready", None)
+    if isinstance(selector, selectors.BaseSelector) and isinstance(ready, deque):
+        return bool(ready) or bool(selector.select(0))
+    for _ in range(INLINE_LOOK_PASSES):
+        await asyncio.sleep(0)
+    return False

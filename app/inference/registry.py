@@ -3,7 +3,8 @@
 `ModelRegistry.load_all()` loads every discovered version one by one (sessions are created and warmed
 up in a worker thread), so a broken version is recorded as failed and the others still serve.
 
-Two thread pools: `forecast_executor` runs only the batchers' session calls (one in flight per version),
+Two thread pools: `forecast_executor` runs only the batchers' session calls (on the CPU provider up to
+`single_thread_calls` small ones at once per version, else one),
 `executor` runs everything else that blocks (loading, attention, plotting), so a burst of attention
 requests never delays a forecast batch.
 """
@@ -15,6 +16,7 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Literal, TypeVar
 
@@ -31,7 +33,7 @@ from app.core.config import Settings
 from app.core.context import requests_in_flight
 from app.core.errors import ModelNotFound, ModelNotReady, VersionNotFound
 from app.inference.batching import Batch, DynamicBatcher, WorkItem
-from app.inference.session import OnnxModel, RuntimeOptions
+from app.inference.session import OnnxModel, RuntimeOptions, default_intra_op_threads
 
 logger = logging.getLogger(__name__)
 
@@ -112,6 +114,9 @@ class ModelRegistry:
         self.models: dict[str, ServedModel] = {}
         self.error: str | None = None  # the repository itself is unusable
         self._options = runtime_options(settings)
+        # small calls of one version at once on the CPU provider (a version on CUDA, or with no
+        # single-threaded instance, runs one call at a time)
+        self._calls_per_version = settings.single_thread_calls or default_intra_op_threads()
 
     # -- lifecycle ---------------------------------------------------------------------------
     def discover(self) -> None:
@@ -126,7 +131,7 @@ class ModelRegistry:
             self.models[ref.name] = self._served(ref)
         n_versions = sum(len(served.versions) for served in self.models.values())
         self.forecast_executor = ThreadPoolExecutor(
-            max_workers=max(1, n_versions), thread_name_prefix="rsa-forecast"
+            max_workers=max(1, n_versions * self._calls_per_version), thread_name_prefix="rsa-forecast"
         )
 
     @staticmethod
@@ -173,6 +178,9 @@ class ModelRegistry:
             release_after_s=self.settings.memory_release_idle_s,
             inline_max_rows=self.settings.inline_max_rows,
             inline_when=_alone,
+            inline_fn=partial(model.run_forecast, alone=True),
+            max_calls=self._calls_per_version if model.single_thread_rows else 1,
+            concurrent_max_rows=model.single_thread_rows,
         )
         batcher.start()
         mv.manifest, mv.model, mv.batcher, mv.state = manifest, model, batcher, "ready"

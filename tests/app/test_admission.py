@@ -68,6 +68,7 @@ def slow_server(repository: Path) -> Iterator[str]:
             return inner(feed)
 
         batcher.run_fn = slow
+        batcher.inline_fn = None  # inline calls too: they run run_fn when inline_fn is None
         yield url
     finally:
         server.should_exit = True

@@ -4,6 +4,7 @@ feeds of several inputs (window and phase) that must stay together row by row.""
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -235,9 +236,45 @@ def test_stop_cancels_what_cannot_drain() -> None:
     run(scenario)
 
 
-def test_rejects_bad_configuration() -> None:
+@pytest.mark.parametrize("max_calls", [1, 2])
+def test_stop_drains_calls_side_by_side_or_fails_them_when_it_cannot(max_calls: int) -> None:
+    """Calls under way and queued rows finish within the drain; past it, every request still gets an
+    answer (ModelNotReady), whether its call was running, waiting to run alone, or queued."""
+
+    async def scenario() -> None:
+        batcher = make(
+            lambda x: (time.sleep(0.05), x * 2)[1], max_wait_s=0.0, max_calls=max_calls, concurrent_max_rows=2
+        )
+        batcher.start()
+        inputs = [rows(0, 1), rows(1, 1), rows(2, 5), rows(7, 1)]  # the 5-row call must run alone
+        tasks = [asyncio.ensure_future(submit(batcher, x, 5.0)) for x in inputs]
+        await asyncio.sleep(0.01)
+        await batcher.stop(drain_timeout_s=5.0)
+        for x, task in zip(inputs, tasks, strict=True):
+            np.testing.assert_array_equal(await task, x * 2)
+
+        gate = threading.Event()
+        batcher = make(
+            lambda x: (gate.wait(5), x)[1], max_wait_s=0.0, max_calls=max_calls, concurrent_max_rows=2
+        )
+        batcher.start()
+        tasks = [asyncio.ensure_future(submit(batcher, x, 5.0)) for x in inputs]
+        await asyncio.sleep(0.05)
+        await batcher.stop(drain_timeout_s=0.1)
+        for task in tasks:
+            with pytest.raises(ModelNotReady):
+                await task
+        gate.set()
+
+    run(scenario)
+
+
+@pytest.mark.parametrize(
+    "bad", [{"max_batch_rows": 0}, {"max_calls": 0}, {"concurrent_max_rows": -1}, {"inline_max_rows": -1}]
+)
+def test_rejects_bad_configuration(bad: dict[str, int]) -> None:
     with pytest.raises(ValueError):
-        make(max_batch_rows=0)
+        make(**bad)
 
 
 def window_plus_phase(feed: Feed) -> np.ndarray:
@@ -412,14 +449,100 @@ def test_inline_only_when_the_predicate_allows_and_the_batcher_is_idle() -> None
         batcher = make(run_fn, max_wait_s=0.0, inline_max_rows=1, inline_when=lambda: allowed[0])
         batcher.start()
         loop_thread = threading.get_ident()
+        await quiet_loop()
         np.testing.assert_array_equal(await submit(batcher, rows(0, 1), 5.0), rows(0, 1) * 2)
         assert threads[-1] == loop_thread  # inline
+        await quiet_loop()
         await submit(batcher, rows(0, 2), 5.0)
         assert threads[-1] != loop_thread  # over inline_max_rows: the executor
         allowed[0] = False
+        await quiet_loop()
         await submit(batcher, rows(0, 1), 5.0)
         assert threads[-1] != loop_thread  # not allowed (another request in flight): the executor
         assert batcher.stats.session_calls == 3
+        await batcher.stop()
+
+    run(scenario)
+
+
+async def quiet_loop() -> None:
+    """Return once nothing else is ready to run on the loop (the worker parked, callbacks run)."""
+    await asyncio.sleep(0.01)
+
+
+def test_no_inline_call_while_the_loop_has_other_work() -> None:
+    """An idle batcher still queues a one-row request when the loop has a callback ready or a socket
+    ready to read (a request on another connection not yet read, so in no count): holding the loop for
+    a session call would stop it."""
+
+    async def scenario() -> None:
+        threads: list[int] = []
+
+        def run_fn(x: np.ndarray) -> np.ndarray:
+            threads.append(threading.get_ident())
+            return x * 2.0
+
+        batcher = make(run_fn, max_wait_s=0.0, inline_max_rows=1)
+        batcher.start()
+        loop = asyncio.get_running_loop()
+        loop_thread = threading.get_ident()
+
+        loop.call_soon(lambda: None)
+        await submit(batcher, rows(0, 1), 5.0)
+        assert threads[-1] != loop_thread  # a callback was ready
+
+        a, b = socket.socketpair()
+        with a, b:
+            loop.add_reader(a.fileno(), lambda: None)
+            try:
+                b.send(b"GET")
+                await quiet_loop()  # the reader's callback keeps running: the data stays unread
+                await submit(batcher, rows(0, 1), 5.0)
+                assert threads[-1] != loop_thread  # a socket was ready to read
+            finally:
+                loop.remove_reader(a.fileno())
+        await quiet_loop()
+        await submit(batcher, rows(0, 1), 5.0)
+        assert threads[-1] == loop_thread  # nothing else: inline
+        await batcher.stop()
+
+    run(scenario)
+
+
+def test_small_calls_run_side_by_side_up_to_max_calls_and_a_big_one_alone() -> None:
+    """With max_calls=2, queued small rows are shared over two calls that run at once; a call of more
+    than concurrent_max_rows rows runs with no other; every request still gets its own rows."""
+
+    async def scenario() -> None:
+        lock = threading.Lock()
+        running = [0]
+        overlaps: list[tuple[int, int]] = []  # (rows of the call, calls running when it started)
+
+        def run_fn(x: np.ndarray) -> np.ndarray:
+            with lock:
+                running[0] += 1
+                overlaps.append((len(x), running[0]))
+            time.sleep(0.05)
+            with lock:
+                running[0] -= 1
+            return x * 2.0
+
+        batcher = make(run_fn, max_wait_s=0.0, max_calls=2, concurrent_max_rows=4)
+        batcher.start()
+        small = [rows(10 * i, 1) for i in range(6)]
+        outputs = await asyncio.gather(*(submit(batcher, x, 5.0) for x in small))
+        for x, y in zip(small, outputs, strict=True):
+            np.testing.assert_array_equal(y, x * 2)
+        assert max(n for _, n in overlaps) == 2  # two small calls at once
+        assert all(rows_ <= 4 for rows_, _ in overlaps)
+
+        overlaps.clear()
+        big, tail = rows(100, 9), [rows(200 + i, 1) for i in range(3)]
+        outputs = await asyncio.gather(submit(batcher, big, 5.0), *(submit(batcher, x, 5.0) for x in tail))
+        for x, y in zip([big, *tail], outputs, strict=True):
+            np.testing.assert_array_equal(y, x * 2)
+        assert any(rows_ > 4 for rows_, _ in overlaps)
+        assert all(n == 1 for rows_, n in overlaps if rows_ > 4)  # the big call ran alone
         await batcher.stop()
 
     run(scenario)

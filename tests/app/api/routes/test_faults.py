@@ -95,6 +95,7 @@ def test_session_error_is_500_and_the_batcher_keeps_serving(toy_repository: Path
             return inner(feed)
 
         batcher.run_fn = flaky
+        batcher.inline_fn = None  # inline calls too: they run run_fn when inline_fn is None
         r = client.post(URL, json=BODY)
         assert r.status_code == 500, r.text
         error = r.json()["error"]
@@ -183,6 +184,7 @@ def test_non_finite_forecast_is_never_serialised(toy_repository: Path) -> None:
             return out
 
         batcher.run_fn = overflowing
+        batcher.inline_fn = None  # inline calls too: they run run_fn when inline_fn is None
         body = {"series": [{"values": np.ones((L, C)).tolist()} for _ in range(3)]}
         r = client.post(URL, json=body)
         assert r.status_code == 422, r.text

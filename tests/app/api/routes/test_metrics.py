@@ -208,6 +208,7 @@ def test_session_failures_and_payload_too_large(toy_repository: Path) -> None:
             raise RuntimeError("device lost")
 
         batcher.run_fn = broken
+        batcher.inline_fn = None  # inline calls too: they run run_fn when inline_fn is None
         before = scrape(client)
         assert client.post("/v1/models/toy/versions/2/forecast", json=_body()).status_code == 500
         assert client.post("/v1/models/toy/versions/2/forecast", json=_body(20)).status_code == 413
