@@ -40,6 +40,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         docs_url=None,
         redoc_url=None,
         openapi_url=None,
+        # The service is observed through its Prometheus metrics (/metrics) and logs; FastAPI's native
+        # OpenTelemetry would look up the global providers on every request to find none configured.
+        telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.state.settings_override = settings
     app.state.lifecycle = Lifecycle()

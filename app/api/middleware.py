@@ -47,6 +47,9 @@ class BodySizeLimitMiddleware:
             )
             await error_response_for(scope["path"], error)(scope, receive, send)
             return
+        if declared is not None:  # the server's HTTP parser delivers exactly that many bytes, no more
+            await self.app(scope, receive, send)
+            return
         await RequestBodyLimitResponder(self.app, limit)(scope, receive, send)
 
 
