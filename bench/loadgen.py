@@ -38,7 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -196,10 +196,29 @@ class _Connection:
         self.reader = self.writer = None
 
 
-def _http_request(method: str, host: str, port: int, path: str, body: bytes, content_type: str) -> bytes:
+# The headers `_http_request` writes itself: another value for one of them would make a second copy.
+OWN_HEADERS = frozenset({"host", "content-type", "content-length", "connection"})
+
+
+def _http_request(
+    method: str,
+    host: str,
+    port: int,
+    path: str,
+    body: bytes,
+    content_type: str,
+    headers: Mapping[str, str] | None = None,
+) -> bytes:
+    """The request's bytes; `headers` are sent after the client's own (none of which they may name)."""
+    extra = ""
+    for name, value in (headers or {}).items():
+        # a line break would end the header (or the head) early; a colon in a name would split it wrong
+        if name.lower() in OWN_HEADERS or ":" in name or any(c in name + value for c in "\r\n"):
+            raise ValueError(f"header {name!r}: {value!r} cannot be sent")
+        extra += f"{name}: {value}\r\n"
     head = (
         f"{method} {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: {content_type}\r\n"
-        f"Content-Length: {len(body)}\r\nConnection: keep-alive\r\n\r\n"
+        f"Content-Length: {len(body)}\r\n{extra}Connection: keep-alive\r\n\r\n"
     )
     return head.encode("ascii") + body
 
@@ -226,10 +245,13 @@ async def run_load(
     request_timeout_s: float = 30.0,
     series_per_request: int = 1,
     content_type: str = "application/json",
+    headers: Mapping[str, str] | None = None,
     server_pid: int | None = None,
     backoff_s: float = 0.0,
 ) -> LoadResult:
     """POST `requests` bodies (body i % len(bodies) for request i) to `url` from `concurrency` workers.
+
+    `headers`: sent with every body, after Host, Content-Type and Content-Length (which they may not name).
 
     `backoff_s`: a worker pauses this long after an answer other than 200, as a client honouring
     a 503's Retry-After would (0: retry at once, an unbounded offered load under overload).
@@ -243,7 +265,7 @@ async def run_load(
         raise ValueError("need bodies, requests >= 1, concurrency >= 1, warmup >= 0, time_limit_s > 0")
     host, port = parts.hostname, parts.port or 80
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    wire = [_http_request("POST", host, port, path, b, content_type) for b in bodies]
+    wire = [_http_request("POST", host, port, path, b, content_type, headers) for b in bodies]
     connections = [_Connection(host, port) for _ in range(concurrency)]
     errors: dict[str, int] = {}
     samples: list[str] = []
@@ -435,6 +457,8 @@ class Workload:
     input_length: int
     horizon: int
     channels: int
+    content_type: str = "application/json"  # of every body
+    headers: dict[str, str] = field(default_factory=dict)  # sent with every body (run_load's `headers`)
 
 
 def _read_data(csv_path: Path, channels: Sequence[str]) -> tuple[list[str], np.ndarray]:

@@ -20,14 +20,22 @@ What runs, one after another on this machine, all with version 1 of the shipped 
      only shortens the stop), every other setting its default.
    Each server gets one-series requests at every `--concurrency` (default 1,16,64), `--requests` per
    cell after `--warmup` untimed ones, then (minimal, LitServe, the service) `--big-requests` requests
-   of `--big-series` series at `--big-concurrency` after one warm-up request per connection.
+   of `--big-series` series at `--big-concurrency` after one warm-up request per connection. The
+   service then gets the same big requests again, same counts and warm-up, in the same process: the
+   same windows through OIP v2 REST infer (POST /v2/models/etth1-rsa/versions/1/infer) with Triton's
+   binary tensor data extension (`window` FP32 [series, 96, 7] as raw bytes after a JSON header whose
+   length the Inference-Header-Content-Length header gives; `forecast` asked in binary), bodies built
+   once like the JSON ones: the server neither parses the request's 3 MB of JSON numbers nor writes
+   the answer's.
 
 How: bench.loadgen's `run_load`, the raw asyncio HTTP/1.1 keep-alive client, one connection per
 concurrent worker, in this process (the servers get the rest of the machine: nothing else of the
 benchmark runs while a cell is measured). Every answer is checked against onnxruntime's forecast of
-the same window by bench.loadgen's `ForecastChecker`, except the floor's: its fixed answer is only
-checked to be the same JSON answer every time. Server CPU is the whole process tree's (LitServe runs
-several processes) over the measured phase, per request; client CPU is this process's.
+the same window by bench.loadgen's `ForecastChecker` (OIP v2 binary answers by `OipBinaryChecker`: the
+JSON header's output and binary_data_size, then the raw float32 forecast, same tolerances), except the
+floor's: its fixed answer is only checked to be the same JSON answer every time. Server CPU is the
+whole process tree's (LitServe runs several processes) over the measured phase, per request; client
+CPU is this process's.
 
 LitServe lives apart from .venv, in .venv/litserve, put on PYTHONPATH for its process only: litserve
 requires uvicorn[standard], whose uvloop would otherwise become uvicorn's loop for `python -m app`
@@ -39,11 +47,12 @@ LitServe makes no network calls; `generate_client_file=False` keeps it from writ
 
 Reading it: stdout is Markdown, to paste into BENCHMARKS.md. Table 1 is req/s with p50/p99 latency
 per concurrency (raw ORT: windows/s and latency of the session call alone); table 2 is windows/s for
-256-series requests against raw ORT at batch 256; then server (client) CPU ms per request, which says
-whose CPU was the limit on a 2-core machine, and the issue's targets, met or missed (not asserted).
-A cell with errors or cut by `--seconds` says so; the exit code is 1 if any server failed to start, an
-answer was wrong, or a server did not stop cleanly. The load average before and after is printed: the
-machine may be shared, and a busy neighbour lowers every number of the run it overlaps.
+256-series requests against raw ORT at batch 256 (the service twice: /v1 JSON, OIP v2 binary); then
+server (client) CPU ms per request, which says whose CPU was the limit on a 2-core machine, and the
+issue's targets, met or missed (not asserted). A cell with errors or cut by `--seconds` says so; the
+exit code is 1 if any server failed to start, an answer was wrong, or a server did not stop cleanly.
+The load average before and after is printed: the machine may be shared, and a busy neighbour lowers
+every number of the run it overlaps.
 
 On a GPU host: `--device cuda` runs raw ORT and the peers with the CUDA provider first (a peer refuses
 to start if CUDA is not what runs its session) and the service with RSA_DEVICE=cuda.
@@ -114,6 +123,7 @@ class Server:
     takes_big: bool = False  # measured with `--big-series` requests too
     stop_signal: signal.Signals = signal.SIGTERM
     litserve: bool = False  # needs .venv/litserve on its PYTHONPATH
+    takes_v2_binary: bool = False  # with takes_big: the big requests again, OIP v2 with binary tensors
 
 
 SERVERS = (
@@ -135,8 +145,14 @@ SERVERS = (
         stop_signal=signal.SIGINT,  # LitServe stops its worker processes on KeyboardInterrupt only
         litserve=True,
     ),
-    Server("service", "this service (`python -m app`)", None, takes_big=True),
+    Server("service", "this service (`python -m app`)", None, takes_big=True, takes_v2_binary=True),
 )
+
+# Cell.protocol: how a cell's bodies were sent.
+V1 = "v1"  # /v1 forecast, JSON
+V2_BINARY = "v2-binary"  # OIP v2 REST infer, binary tensors
+V2_BINARY_LABEL = "this service, OIP v2 binary tensors (`/v2/.../infer`)"
+FP32 = np.dtype("<f4")  # the wire's FP32: little-endian whatever this machine is
 
 
 def ensure_litserve() -> None:
@@ -246,12 +262,88 @@ class FixedAnswer:
         return [len(self.answer)] if self.answer is not None else []
 
 
+@dataclass
+class OipBinaryChecker(ForecastChecker):
+    """Checks an OIP v2 infer answer whose `forecast` is binary (Triton's binary tensor data extension):
+    the JSON header, then the tensor's raw little-endian float32 bytes, which `expected[b]` says the size
+    of. Same references, tolerances and memo as ForecastChecker; a tensor has no series ids (its rows are
+    the request's, in order): `ids` only name a row in a failure.
+    """
+
+    def _check(self, b: int, payload: bytes) -> Failure | None:
+        expected = self.expected[b]
+        size = FP32.itemsize * expected.size
+        cut = len(payload) - size
+        if cut <= 0:
+            return Failure("bad_body", f"{len(payload)} bytes: no room for a header and {size} binary bytes")
+        try:
+            header = json.loads(payload[:cut])
+        except ValueError as e:  # also a binary part of another size, which moves the cut
+            return Failure("bad_body", f"no JSON header before the last {size} bytes: {e}")
+        if not isinstance(header, dict):
+            return Failure("bad_body", f"the header is not a JSON object: {payload[:120]!r}")
+        if (header.get("model_name"), header.get("model_version")) != (self.model, str(self.version)):
+            got = f"{header.get('model_name')!r} v{header.get('model_version')!r}"
+            return Failure("bad_body", f"answered by {got}")
+        outputs = header.get("outputs")
+        if not isinstance(outputs, list) or len(outputs) != 1 or not isinstance(outputs[0], dict):
+            return Failure("bad_body", f"outputs {outputs!r}: expected `forecast` alone")
+        out = outputs[0]
+        described = (out.get("name"), out.get("datatype"), out.get("shape"))
+        if described != ("forecast", "FP32", list(expected.shape)):
+            return Failure("bad_body", f"output {described}, expected forecast FP32 {list(expected.shape)}")
+        said = (out.get("parameters") or {}).get("binary_data_size")
+        if said != size:
+            return Failure("bad_body", f"binary_data_size {said!r}, expected {size}")
+        values = np.frombuffer(payload, FP32, offset=cut).reshape(expected.shape)
+        if not np.isfinite(values).all():
+            return Failure("bad_body", "the forecast has non-finite values")
+        close = np.isclose(values, expected, rtol=self.rtol, atol=self.atol).all(axis=(1, 2))
+        if not close.all():
+            k = int(np.argmin(close))
+            worst = float(np.abs(values[k] - expected[k]).max())
+            return Failure(
+                "mismatch", f"forecast[{k}] ({self.ids[b][k]}) off the reference by up to {worst:.3g}"
+            )
+        return None
+
+
+def oip_binary_workload(work: Workload) -> Workload:
+    """`work`'s windows as OIP v2 infer requests with binary tensors: one JSON header for every body
+    (each has the same number of series), then the body's windows as raw float32; `forecast` asked in
+    binary. The checker holds `work`'s references. Built once, before anything is measured."""
+    windows = windows_of(work)
+    if any(x.shape != windows[0].shape for x in windows):
+        raise ValueError("one JSON header for every body needs the same number of series in each")
+    size = FP32.itemsize * windows[0].size
+    window = {"name": "window", "datatype": "FP32", "shape": list(windows[0].shape)}
+    header = json.dumps(
+        {
+            "inputs": [window | {"parameters": {"binary_data_size": size}}],
+            "outputs": [{"name": "forecast", "parameters": {"binary_data": True}}],
+        },
+        separators=(",", ":"),
+    ).encode()
+    c = work.checker
+    return Workload(
+        path=f"/v2/models/{c.model}/versions/{c.version}/infer",
+        bodies=[header + x.astype(FP32, copy=False).tobytes() for x in windows],
+        checker=OipBinaryChecker(c.model, c.version, c.ids, c.expected),
+        windows=work.windows,
+        input_length=work.input_length,
+        horizon=work.horizon,
+        channels=work.channels,
+        content_type="application/octet-stream",
+        headers={"Inference-Header-Content-Length": str(len(header))},
+    )
+
+
 def fresh_checker(server: Server, work: Workload) -> ForecastChecker | FixedAnswer:
-    """A checker of this server's own: its memo of verified answers is per server."""
+    """A checker of this server's own: its memo of verified answers is per server (and per protocol)."""
     if not server.numeric_check:
         return FixedAnswer()
     c = work.checker
-    return ForecastChecker(c.model, c.version, c.ids, c.expected)
+    return type(c)(c.model, c.version, c.ids, c.expected)
 
 
 def answer_sizes(check: ForecastChecker | FixedAnswer) -> list[int]:
@@ -291,6 +383,7 @@ class Cell:
     result: LoadResult
     parsed: int  # answers parsed and compared in this cell (the rest byte-identical to a verified one)
     answer_bytes: float | None  # mean size of the distinct answers verified so far
+    protocol: str = V1
 
     @property
     def ok(self) -> bool:
@@ -306,6 +399,7 @@ class Cell:
     def summary(self) -> dict[str, Any]:
         return {
             "server": self.server,
+            "protocol": self.protocol,
             "parsed_answers": self.parsed,
             "answer_bytes": self.answer_bytes,
             "server_cpu_ms_per_request": self.cpu_ms(self.result.server_cpu_s),
@@ -328,13 +422,20 @@ def measure(
     check: ForecastChecker | FixedAnswer,
     load: Load,
     series: int,
+    protocol: str = V1,
 ) -> Cell:
     """Warm-up, then the measured phase with the server's process-tree CPU around it."""
     url = live.url + work.path
     pid = live.process.pid
 
     async def both() -> tuple[LoadResult, LoadResult, float, float]:
-        common = {"concurrency": load.concurrency, "time_limit_s": load.seconds, "series_per_request": series}
+        common = {
+            "concurrency": load.concurrency,
+            "time_limit_s": load.seconds,
+            "series_per_request": series,
+            "content_type": work.content_type,
+            "headers": work.headers,
+        }
         warm = await run_load(url, work.bodies, check, requests=load.warmup, **common)
         cpu0 = tree_cpu_s(pid)
         result = await run_load(url, work.bodies, check, requests=load.requests, **common)
@@ -357,6 +458,7 @@ def measure(
         result=result,
         parsed=check.parsed - parsed0,
         answer_bytes=statistics.mean(sizes) if sizes else None,
+        protocol=protocol,
     )
 
 
@@ -432,7 +534,9 @@ class ServerRun:
         }
 
 
-def run_server(server: Server, small: Workload, big: Workload, args: argparse.Namespace) -> ServerRun:
+def run_server(
+    server: Server, small: Workload, big: Workload, big_v2: Workload, args: argparse.Namespace
+) -> ServerRun:
     print(f"[serving] {server.key}: starting", file=sys.stderr)
     run = ServerRun(server)
     small_check, big_check = fresh_checker(server, small), fresh_checker(server, big)
@@ -448,6 +552,12 @@ def run_server(server: Server, small: Workload, big: Workload, args: argparse.Na
                 load = Load(c, args.big_requests, c, args.seconds)
                 run.cells.append(measure(server, live, big, big_check, load, args.big_series))
                 _progress(run.cells[-1])
+                if server.takes_v2_binary:  # the same windows, right after, in the same process
+                    v2_check = fresh_checker(server, big_v2)
+                    run.cells.append(
+                        measure(server, live, big_v2, v2_check, load, args.big_series, V2_BINARY)
+                    )
+                    _progress(run.cells[-1])
     except RuntimeError as e:  # it did not become ready
         run.error = f"did not start: {e}"
     if live is not None:
@@ -460,7 +570,7 @@ def run_server(server: Server, small: Workload, big: Workload, args: argparse.Na
 def _progress(cell: Cell) -> None:
     r = cell.result
     print(
-        f"[serving] {cell.server} c={cell.concurrency} x{cell.series_per_request}: "
+        f"[serving] {cell.server} {cell.protocol} c={cell.concurrency} x{cell.series_per_request}: "
         f"{r.completed}/{r.requests} in {r.duration_s:.1f} s, {r.throughput:.0f} req/s, "
         f"p50 {r.percentile_ms(50):.2f} ms, {r.error_count} errors",
         file=sys.stderr,
@@ -477,10 +587,11 @@ class Report:
     load_after: tuple[float, float, float]
     duration_s: float
 
-    def cell(self, server: str, concurrency: int, series: int = 1) -> Cell | None:
+    def cell(self, server: str, concurrency: int, series: int = 1, protocol: str = V1) -> Cell | None:
         for run in self.runs:
             for c in run.cells:
-                if (c.server, c.concurrency, c.series_per_request) == (server, concurrency, series):
+                key = (c.concurrency, c.series_per_request, c.protocol)
+                if c.server == server and key == (concurrency, series, protocol):
                     return c
         return None
 
@@ -498,10 +609,11 @@ def execute(args: argparse.Namespace) -> Report:
     print("[serving] preparing the request bodies and reference forecasts", file=sys.stderr)
     small = prepare_forecast_workload(windows=args.windows)
     big = prepare_forecast_workload(windows=args.big_windows, series_per_request=args.big_series)
+    big_v2 = oip_binary_workload(big)
     print("[serving] raw ONNX Runtime in this process", file=sys.stderr)
     raw_small = raw_ort(windows_of(small), args.requests, args.seconds, args.device)
     raw_big = raw_ort(windows_of(big), args.big_requests, args.seconds, args.device)
-    runs = [run_server(s, small, big, args) for s in servers]
+    runs = [run_server(s, small, big, big_v2, args) for s in servers]
     config = {k: v for k, v in vars(args).items() if k != "json"} | {"model_dir": str(MODEL_DIR)}
     return Report(config, raw_small, raw_big, runs, load_before, os.getloadavg(), time.perf_counter() - t0)
 
@@ -568,30 +680,35 @@ def big_table(report: Report) -> list[str]:
         ]
     ]
     for run in report.runs:
-        if not run.server.takes_big:
-            continue
-        cell = report.cell(run.server.key, c, n)
-        if cell is None:
-            rows.append([_label(run), "—", "—", "—", "—"])
-            continue
-        rows.append(
-            [
-                _label(run),
-                f"{cell.windows_per_s:,.0f}{_flags(cell)}",
-                f"{cell.result.percentile_ms(50):.1f}",
-                f"{cell.result.percentile_ms(99):.1f}",
-                f"{cell.windows_per_s / raw.windows_per_s:.2f}",
-            ]
-        )
+        if run.server.takes_big:
+            rows.append(_big_row(_label(run), report.cell(run.server.key, c, n), raw))
+        if run.server.takes_v2_binary:
+            label = V2_BINARY_LABEL + (" — **failed**" if run.error else "")
+            rows.append(_big_row(label, report.cell(run.server.key, c, n, V2_BINARY), raw))
     return _table([f"{n} series per request, c={c}", "windows/s", "p50 ms", "p99 ms", "÷ raw ORT"], rows)
+
+
+def _big_row(label: str, cell: Cell | None, raw: Raw) -> list[str]:
+    if cell is None:
+        return [label, "—", "—", "—", "—"]
+    return [
+        label,
+        f"{cell.windows_per_s:,.0f}{_flags(cell)}",
+        f"{cell.result.percentile_ms(50):.1f}",
+        f"{cell.result.percentile_ms(99):.1f}",
+        f"{cell.windows_per_s / raw.windows_per_s:.2f}",
+    ]
 
 
 def cpu_table(report: Report) -> list[str]:
     conc = report.config["concurrency"]
     big = (report.config["big_concurrency"], report.config["big_series"])
+    v2 = any(run.server.takes_v2_binary for run in report.runs)  # a column only when a server has the cell
     rows = []
     for run in report.runs:
         cells = [report.cell(run.server.key, c) for c in conc] + [report.cell(run.server.key, *big)]
+        if v2:
+            cells.append(report.cell(run.server.key, *big, V2_BINARY))
         sizes = [c.answer_bytes for c in cells[:1] if c is not None and c.answer_bytes is not None]
         rows.append(
             [
@@ -602,6 +719,8 @@ def cpu_table(report: Report) -> list[str]:
             ]
         )
     header = ["server", *(f"c={c}" for c in conc), f"{big[1]} series, c={big[0]}"]
+    if v2:
+        header.append(f"{big[1]} series, c={big[0]}, OIP v2 binary")
     return _table([*header, "answer bytes (1 series)", "exit code"], rows)
 
 
@@ -682,10 +801,12 @@ def targets(report: Report) -> list[Target]:
             pair = [svc[c], report.cell(peer, c)]
             out.append(_target(f"service / {peer} req/s, c={c}", "> 1", pair, _rps_ratio, _ahead))
     raw = report.raw_big.windows_per_s
-    big = report.cell("service", report.config["big_concurrency"], report.config["big_series"])
-    what = f"service windows/s ÷ raw ORT batch {report.raw_big.batch}"
+    big = (report.config["big_concurrency"], report.config["big_series"])
     goal = f"≥ {MIN_BIG_VS_RAW}"
-    out.append(_target(what, goal, [big], lambda cell: cell.windows_per_s / raw, _big_ok))
+    for protocol, how in ((V1, ""), (V2_BINARY, " (OIP v2 binary)")):
+        what = f"service{how} windows/s ÷ raw ORT batch {report.raw_big.batch}"
+        cell = report.cell("service", *big, protocol)
+        out.append(_target(what, goal, [cell], lambda c: c.windows_per_s / raw, _big_ok))
     return out
 
 
@@ -734,7 +855,8 @@ def format_report(report: Report) -> str:
         if run.error:
             lines += ["", f"{run.server.key}: {run.error}"]
         for cell in run.cells:
-            lines += [f"{cell.server} c={cell.concurrency}: {s}" for s in cell.result.error_samples]
+            how = "" if cell.protocol == V1 else f" {cell.protocol}"
+            lines += [f"{cell.server}{how} c={cell.concurrency}: {s}" for s in cell.result.error_samples]
     return "\n".join(lines)
 
 

@@ -124,8 +124,9 @@ Reply = Callable[[int], Awaitable[bytes | list[bytes] | None]]
 
 
 async def _with_server(
-    reply: Reply, run: Callable[[str], Awaitable[loadgen.LoadResult]]
+    reply: Reply, run: Callable[[str], Awaitable[loadgen.LoadResult]], heads: list[bytes] | None = None
 ) -> loadgen.LoadResult:
+    """`heads`, if given, collects each request's head as it arrives."""
     seen = 0
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -133,6 +134,8 @@ async def _with_server(
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
+                if heads is not None:
+                    heads.append(head)
                 length = next(
                     int(line.split(b":")[1])
                     for line in head.split(b"\r\n")
@@ -225,3 +228,49 @@ def test_only_loopback_is_load_tested() -> None:
         asyncio.run(
             run_load("http://192.0.2.1/x", [b"{}"], _good_or_bad, requests=1, concurrency=1, time_limit_s=1)
         )
+
+
+def test_extra_headers_go_with_every_body() -> None:
+    async def fast(k: int) -> bytes:
+        return _ok(b"good")
+
+    heads: list[bytes] = []
+    headers = {"Inference-Header-Content-Length": "2"}
+    result = asyncio.run(
+        _with_server(
+            fast,
+            lambda url: run_load(
+                url,
+                [b"{}", b"[]xyz"],
+                _good_or_bad,
+                requests=6,
+                concurrency=2,
+                time_limit_s=60,
+                content_type="application/octet-stream",
+                headers=headers,
+            ),
+            heads,
+        )
+    )
+    assert result.passed and len(heads) == 6
+    for head in heads:
+        lines = head.lower().split(b"\r\n")
+        assert lines.count(b"inference-header-content-length: 2") == 1, head
+        assert lines.count(b"content-type: application/octet-stream") == 1, head
+        assert sum(line.startswith(b"content-length:") for line in lines) == 1, head
+    # Without `headers`, the request is what it always was.
+    plain = loadgen._http_request("POST", "h", 1, "/p", b"{}", "application/json")
+    assert plain == (
+        b"POST /p HTTP/1.1\r\nHost: h:1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n"
+        b"Connection: keep-alive\r\n\r\n{}"
+    )
+    assert plain == loadgen._http_request("POST", "h", 1, "/p", b"{}", "application/json", {})
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{"Content-Length": "3"}, {"host": "x"}, {"X-A": "1\r\nX-B: 2"}, {"X-A\n": "1"}, {"X:A": "1"}],
+)
+def test_extra_headers_cannot_break_the_request(headers: dict[str, str]) -> None:
+    with pytest.raises(ValueError, match="cannot be sent"):
+        loadgen._http_request("POST", "h", 1, "/p", b"{}", "application/json", headers)
