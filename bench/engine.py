@@ -74,10 +74,22 @@ K = TypeVar("K", bound=Hashable)  # what names a timed case
 
 
 # -- shared helpers ---------------------------------------------------------------------------------------
-def shipped_architecture(model_dir: Path = SHIPPED_MODEL) -> dict[str, Any]:
-    """The ModelConfig of the latest shipped version, from its manifest."""
+def shipped_architecture(model_dir: Path = SHIPPED_MODEL, version: int | None = None) -> dict[str, Any]:
+    """The ModelConfig of a shipped version (None: the latest), from its manifest."""
     versions = sorted((p for p in model_dir.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
-    return json.loads((versions[-1] / MANIFEST_FILE).read_text())["architecture"]
+    chosen = versions[-1] if version is None else model_dir / str(version)
+    return json.loads((chosen / MANIFEST_FILE).read_text())["architecture"]
+
+
+def add_architecture_argument(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument(
+        "--architecture",
+        type=int,
+        default=1,
+        metavar="VERSION",
+        help="the shipped version whose architecture is exported at each L (default 1: full L×L "
+        "attention, the serving benchmark's model; 4, the default model, forms only the last query row)",
+    )
 
 
 def untrained_checkpoint(cfg: ModelConfig, path: Path, *, seed: int = 0, csv: Path = ETTH1) -> Path:
@@ -108,8 +120,10 @@ def raw_test_feeds(info: Mapping[str, Any], cfg: ModelConfig, batches: Sequence[
 
 def attention_mib(cfg: ModelConfig, rows: int) -> float:
     """One attention matrix of the forecast graph in MiB: rows × channels sequences × heads × L × L
-    float32. The graph holds a few of them at once: what makes memory grow as L²."""
-    return rows * cfg.channels * cfg.n_heads * cfg.input_length**2 * 4 / 2**20
+    float32. The graph holds a few of them at once: what makes memory grow as L². A last-step model
+    (head "state") forms only the last query's row: × L, not × L²."""
+    queries = 1 if cfg.head == "state" else cfg.input_length
+    return rows * cfg.channels * cfg.n_heads * queries * cfg.input_length * 4 / 2**20
 
 
 def interleaved(

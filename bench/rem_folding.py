@@ -4,8 +4,9 @@
                                           [--device cpu|cuda]
     .venv/bin/python -m bench.rem_folding --smoke       # tiny sizes: seconds, for the tests
 
-For each input length L the shipped architecture (latest `model_repository/etth1-rsa` manifest) with
-`input_length` L, untrained (speed does not depend on the weights), goes through two exports:
+For each input length L the architecture of a shipped version (`--architecture`, default 1, the
+full-attention model whose H×L×L REM kernels folding precomputes) with `input_length` L, untrained
+(speed does not depend on the weights), goes through two exports:
 
 - folded: `export.onnx.export_model`, as the exporter writes every model: σ(μ)·P and 1 − σ(μ) are
   constant initializers (rsa.md §4);
@@ -49,6 +50,7 @@ from app.artifacts.contract import FORECAST_INPUT, FORECAST_OUTPUT, MODEL_FILE, 
 from bench.engine import (
     LONG_INPUT_VERIFY_BATCHES,
     Feed,
+    add_architecture_argument,
     add_device_argument,
     attention_mib,
     format_table,
@@ -132,8 +134,8 @@ class Graphs:
     feeds: dict[int, Feed]
 
 
-def build_graphs(length: int, batches: Sequence[int], tmp: Path) -> Graphs:
-    cfg = ModelConfig.from_dict({**shipped_architecture(), "input_length": length})
+def build_graphs(length: int, batches: Sequence[int], tmp: Path, version: int) -> Graphs:
+    cfg = ModelConfig.from_dict({**shipped_architecture(version=version), "input_length": length})
     checkpoint = untrained_checkpoint(cfg, tmp / f"l{length}.safetensors")
     folded = export_model(
         checkpoint, tmp / "repo", f"rem-l{length}", version=1, verify_batch_sizes=LONG_INPUT_VERIFY_BATCHES
@@ -263,6 +265,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--budget", type=float, default=15.0, help="seconds per (L, batch), at most")
     ap.add_argument("--threads", type=int, default=1, help="ORT intra-op threads")
     add_device_argument(ap)
+    add_architecture_argument(ap)
     ap.add_argument("--max-attention-mib", type=float, default=1024.0, help="skip bigger (L, batch)")
     args = parse_with_smoke(ap, argv, SMOKE_ARGS)
     if args.threads < 1 or args.repeats < 1 or not args.lengths or not args.batches:
@@ -278,10 +281,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-rem-") as tmp:
         for length in args.lengths:
-            g = build_graphs(length, args.batches, Path(tmp))
+            g = build_graphs(length, args.batches, Path(tmp), args.architecture)
             ops[length] = (rem_ops(g.folded), rem_ops(g.recompute))
             rows += measure(g, args)
-    print(f"exported and measured in {time.perf_counter() - t0:.0f} s")
+    print(
+        f"architecture of etth1-rsa version {args.architecture}; exported and measured in "
+        f"{time.perf_counter() - t0:.0f} s"
+    )
     print(report(rows, ops, args.threads, args.device))
 
 

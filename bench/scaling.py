@@ -5,7 +5,8 @@
                                       [--device cpu|cuda]
     .venv/bin/python -m bench.scaling --smoke     # tiny sizes: under a minute, for the tests
 
-For each L the shipped architecture (latest `model_repository/etth1-rsa` manifest) with `input_length`
+For each L the architecture of a shipped version (`--architecture`, default 1: the full-attention model
+the serving benchmark uses; 4, the default model, forms only the last query row) with `input_length`
 L, untrained (speed and memory do not depend on the weights), is exported by the project's exporter
 (`export.onnx.export_model`, self-verified) as model `rsa-l<L>` into one temporary model repository.
 
@@ -51,6 +52,7 @@ from app.artifacts.contract import FORECAST_OUTPUT, MODEL_FILE
 from bench.engine import (
     LONG_INPUT_VERIFY_BATCHES,
     Feed,
+    add_architecture_argument,
     add_device_argument,
     attention_mib,
     format_table,
@@ -81,11 +83,11 @@ class Exported:
     info: dict[str, Any]  # the checkpoint's metadata: data set, scaler
 
 
-def export_lengths(lengths: Sequence[int], repo: Path, tmp: Path) -> dict[int, Exported]:
-    """The shipped architecture at each L, exported into `repo` as model `rsa-l<L>`, version 1."""
+def export_lengths(lengths: Sequence[int], repo: Path, tmp: Path, version: int) -> dict[int, Exported]:
+    """Shipped `version`'s architecture at each L, exported into `repo` as model `rsa-l<L>`, version 1."""
     exported = {}
     for length in lengths:
-        cfg = ModelConfig.from_dict({**shipped_architecture(), "input_length": length})
+        cfg = ModelConfig.from_dict({**shipped_architecture(version=version), "input_length": length})
         checkpoint = untrained_checkpoint(cfg, tmp / f"l{length}.safetensors")
         export_model(
             checkpoint, repo, model_name(length), version=1, verify_batch_sizes=LONG_INPUT_VERIFY_BATCHES
@@ -282,6 +284,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--time-limit", type=float, default=60.0, help="seconds per (L, series), at most")
     ap.add_argument("--threads", type=int, default=1, help="ORT intra-op threads (session and server)")
     add_device_argument(ap)
+    add_architecture_argument(ap)
     ap.add_argument("--max-attention-mib", type=float, default=1024.0, help="skip bigger calls")
     ap.add_argument("--no-server", action="store_true", help="the session table only")
     args = parse_with_smoke(ap, argv, SMOKE_ARGS)
@@ -299,7 +302,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-scaling-") as tmp_name:
         tmp = Path(tmp_name)
         repo = tmp / "repo"
-        models = export_lengths(args.lengths, repo, tmp)
+        models = export_lengths(args.lengths, repo, tmp, args.architecture)
         exported = time.perf_counter() - t0
         sessions = measure_sessions(repo, models, args)
         servers = (
@@ -308,7 +311,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             else [r for L, m in models.items() for r in measure_server(repo, L, m.cfg, args)]
         )
     measured = time.perf_counter() - t0 - exported
-    print(f"exported {len(models)} models in {exported:.0f} s; measured in {measured:.0f} s")
+    print(
+        f"architecture of etth1-rsa version {args.architecture}; exported {len(models)} models in "
+        f"{exported:.0f} s; measured in {measured:.0f} s"
+    )
     print(
         f"1. ONNX Runtime session (service options, {args.device}, {args.threads} intra-op thread(s)), "
         f"medians of interleaved calls; L0 = {args.lengths[0]}; slope = d log(ms) / d log(L) at batch "

@@ -61,8 +61,12 @@ log = logging.getLogger(__name__)
 # Percent. Their quantiles (TimeGPT's mapping, docs/intervals.md) are 0.005 ... 0.995.
 DEFAULT_LEVELS: tuple[float, ...] = (50, 80, 90, 95, 99)
 CALIBRATION_SPLIT = "val"
-# Rows per ONNX Runtime call: a few MB of input, far below what a session call costs to start.
+# Rows per ONNX Runtime call: a few MB of input, far below what a session call costs to start; fewer
+# where one attention matrix of the call (rows × channels × heads × queries × L float32, the graph holds
+# a few at once) would pass _ATTENTION_BYTES: 256 rows of a full-attention L = 720 model are 14.5 GB per
+# matrix, and the exporter was killed for memory on this 24 GB machine.
 _BATCH = 256
+_ATTENTION_BYTES = 256 * 2**20
 # The window-scaled variant divides by each window's own spread; a flat window (ETTh1's LULL and LUFL
 # hold a few) would divide by zero, so the spread has a floor: this share of the channel's median
 # spread over the calibration windows. Fixed before looking at the test split.
@@ -99,8 +103,21 @@ def _raw_rows(ds: Dataset, split: Split) -> np.ndarray:
     return ds.series.values[start:end][:, columns]
 
 
-def split_forecasts(model_path: Path, ds: Dataset, split: Split, period: int | None) -> SplitForecasts:
-    """Run every window of `split` (stride 1, none dropped) through the ONNX graph."""
+def calibration_batch(architecture: dict[str, Any] | None) -> int:
+    """Rows per session call for a model of this architecture (a ModelConfig as a dict; None, a graph
+    that states none: the plain cap)."""
+    if architecture is None:
+        return _BATCH
+    length = architecture["input_length"]
+    queries = 1 if architecture.get("head") == "state" else length  # a last-step model forms one row
+    per_row = architecture["channels"] * architecture["n_heads"] * queries * length * 4
+    return max(1, min(_BATCH, _ATTENTION_BYTES // per_row))
+
+
+def split_forecasts(
+    model_path: Path, ds: Dataset, split: Split, period: int | None, batch: int = _BATCH
+) -> SplitForecasts:
+    """Run every window of `split` (stride 1, none dropped) through the ONNX graph, `batch` at a time."""
     raw = _raw_rows(ds, split)
     L, H, n = split.input_length, split.horizon, split.num_windows
     # [N, C, L] views -> [N, L, C]; the graph wants C-ordered float32 like a request's window.
@@ -110,10 +127,10 @@ def split_forecasts(model_path: Path, ds: Dataset, split: Split, period: int | N
     phases = split.phases(np.arange(n), period).numpy() if period else None
     session = _session(model_path)
     out = []
-    for i in range(0, n, _BATCH):
-        feeds: dict[str, np.ndarray] = {FORECAST_INPUT: windows[i : i + _BATCH]}
+    for i in range(0, n, batch):
+        feeds: dict[str, np.ndarray] = {FORECAST_INPUT: windows[i : i + batch]}
         if phases is not None:
-            feeds[PHASE_INPUT] = phases[i : i + _BATCH]
+            feeds[PHASE_INPUT] = phases[i : i + batch]
         out.append(session.run([FORECAST_OUTPUT], feeds)[0])
     return SplitForecasts(windows, np.ascontiguousarray(targets, dtype=np.float64), np.concatenate(out))
 
@@ -182,10 +199,14 @@ def _calibration_record(ds: Dataset, n_windows: int) -> dict[str, Any]:
 
 
 def calibrate_dataset(
-    model_path: Path, ds: Dataset, period: int | None, levels: Sequence[float] = DEFAULT_LEVELS
+    model_path: Path,
+    ds: Dataset,
+    period: int | None,
+    levels: Sequence[float] = DEFAULT_LEVELS,
+    batch: int = _BATCH,
 ) -> dict[str, Any]:
     """The `intervals` block of the graph at `model_path`, calibrated on the data set's validation split."""
-    val = split_forecasts(model_path, ds, ds.val, period)
+    val = split_forecasts(model_path, ds, ds.val, period, batch)
     return intervals_block(
         calibrate(val.residuals, levels), levels, _calibration_record(ds, len(val.targets))
     )
@@ -201,7 +222,8 @@ def for_checkpoint(model_path: Path, info: dict[str, Any]) -> dict[str, Any] | N
     except (DataError, OSError) as e:
         log.warning("no prediction intervals: the training data cannot be read (%s)", e)
         return None
-    return calibrate_dataset(model_path, ds, info["model_config"].get("cycle_period"))
+    config = info["model_config"]
+    return calibrate_dataset(model_path, ds, config.get("cycle_period"), batch=calibration_batch(config))
 
 
 # -- an exported version ---------------------------------------------------------------------------
@@ -411,8 +433,9 @@ def write_report(version_dir: Path, out_root: Path, data: Path | None = None) ->
     ds = load_for_manifest(manifest, data)
     period = (manifest.get("cycle") or {}).get("period")
     model_path = version_dir / MODEL_FILE
-    val = split_forecasts(model_path, ds, ds.val, period)
-    test = split_forecasts(model_path, ds, ds.test, period)
+    batch = calibration_batch(manifest.get("architecture"))
+    val = split_forecasts(model_path, ds, ds.val, period, batch)
+    test = split_forecasts(model_path, ds, ds.test, period, batch)
     std = np.asarray(ds.scaler.std, dtype=np.float64)
     folder = out_root / f"{manifest['name']}-v{manifest['version']}"
     folder.mkdir(parents=True, exist_ok=True)
@@ -465,7 +488,8 @@ def main(
         if not manifest.get("intervals"):
             ds = load_for_manifest(manifest, data)
             period = (manifest.get("cycle") or {}).get("period")
-            block = calibrate_dataset(version_dir / MODEL_FILE, ds, period, levels)
+            batch = calibration_batch(manifest.get("architecture"))
+            block = calibrate_dataset(version_dir / MODEL_FILE, ds, period, levels, batch)
             version_dir = publish(version_dir, block, version)
             typer.echo(
                 f"{portable(version_dir)}: intervals at levels {levels} from "

@@ -13,7 +13,14 @@ from onnx import TensorProto, helper, numpy_helper, save
 
 from app.artifacts.manifest import load_manifest
 from export.checkpoint import save_checkpoint
-from export.conformal import calibrate, conformal_quantile, load_for_manifest, publish, write_report
+from export.conformal import (
+    calibrate,
+    calibration_batch,
+    conformal_quantile,
+    load_for_manifest,
+    publish,
+    write_report,
+)
 from export.conformal import calibrate_dataset as calibrate_version
 from export.data import load_dataset
 from export.onnx import export_model
@@ -144,3 +151,15 @@ def test_the_export_writes_intervals(tmp_path: Path) -> None:
     intervals = load_manifest(folder / "manifest.json").intervals
     assert intervals is not None and intervals.array.shape == (5, cfg.horizon, 7)
     assert intervals.calibration is not None and intervals.calibration["windows"] == ds.val.num_windows
+
+
+def test_calibration_calls_stay_within_the_attention_memory_budget() -> None:
+    """256 rows of a full-attention L = 720 model would be 14.5 GB per attention matrix (the exporter
+    was killed for memory): the batch shrinks with L², a last-step model's only with L, never below 1."""
+    full = {"input_length": 96, "channels": 7, "n_heads": 4, "head": "flatten"}
+    assert calibration_batch(full) == 256  # 1.03 MB per row: 260 would fit, the cap is 256
+    assert calibration_batch({**full, "input_length": 720}) == 4
+    assert calibration_batch({**full, "input_length": 100_000}) == 1
+    state = {"input_length": 512, "channels": 7, "n_heads": 36, "head": "state"}
+    assert calibration_batch(state) == 256  # one query row: 0.5 MB per row
+    assert calibration_batch(None) == 256  # a graph whose manifest states no architecture
