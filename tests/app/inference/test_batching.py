@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from app.core.errors import InferenceError, ModelNotReady, Overloaded, Timeout
-from app.inference.batching import Batch, DynamicBatcher, Feed, WorkItem
+from app.inference.batching import SHARED_CALL_ROWS, Batch, DynamicBatcher, Feed, WorkItem
 
 
 def double(rows: np.ndarray) -> np.ndarray:
@@ -510,8 +510,9 @@ def test_no_inline_call_while_the_loop_has_other_work() -> None:
 
 
 def test_small_calls_run_side_by_side_up_to_max_calls_and_a_big_one_alone() -> None:
-    """With max_calls=2, queued small rows are shared over two calls that run at once; a call of more
-    than concurrent_max_rows rows runs with no other; every request still gets its own rows."""
+    """With max_calls=2, queued small rows go out in calls of at most SHARED_CALL_ROWS rows, two at once
+    (a request of several rows is split over them); more queued rows than the small calls may hold
+    make one big call, which runs with no other; every request still gets its own rows."""
 
     async def scenario() -> None:
         lock = threading.Lock()
@@ -527,22 +528,22 @@ def test_small_calls_run_side_by_side_up_to_max_calls_and_a_big_one_alone() -> N
                 running[0] -= 1
             return x * 2.0
 
-        batcher = make(run_fn, max_wait_s=0.0, max_calls=2, concurrent_max_rows=4)
+        batcher = make(run_fn, max_wait_s=0.0, max_calls=2, concurrent_max_rows=16)
         batcher.start()
-        small = [rows(10 * i, 1) for i in range(6)]
+        small = [rows(10 * i, 1 + i % 3) for i in range(8)] + [rows(500, 9)]
         outputs = await asyncio.gather(*(submit(batcher, x, 5.0) for x in small))
         for x, y in zip(small, outputs, strict=True):
             np.testing.assert_array_equal(y, x * 2)
         assert max(n for _, n in overlaps) == 2  # two small calls at once
-        assert all(rows_ <= 4 for rows_, _ in overlaps)
+        assert max(rows_ for rows_, _ in overlaps) == SHARED_CALL_ROWS
 
         overlaps.clear()
-        big, tail = rows(100, 9), [rows(200 + i, 1) for i in range(3)]
+        big, tail = rows(100, 40), [rows(200 + i, 1) for i in range(3)]  # 43 rows > 2 calls x 16
         outputs = await asyncio.gather(submit(batcher, big, 5.0), *(submit(batcher, x, 5.0) for x in tail))
         for x, y in zip([big, *tail], outputs, strict=True):
             np.testing.assert_array_equal(y, x * 2)
-        assert any(rows_ > 4 for rows_, _ in overlaps)
-        assert all(n == 1 for rows_, n in overlaps if rows_ > 4)  # the big call ran alone
+        assert any(rows_ > 16 for rows_, _ in overlaps)
+        assert all(n == 1 for rows_, n in overlaps if rows_ > 16)  # the big call ran alone
         await batcher.stop()
 
     run(scenario)
