@@ -69,7 +69,7 @@ ADMIT_FRACTION = 0.6
 # Rows per call while small work is shared out over calls side by side. Measured with the service at
 # concurrency 16 and 64, two rounds each (bench.loadgen): calls of at most 4 rows had p99 22.8-23.5 and
 # 90-94 ms where calls splitting the queue evenly had 32-36 and 98-134 ms, at the same throughput;
-# 8 rows 26-36 and 91-131 ms; 2 rows no better tail than 4, for twice the thread hops.
+# 8 rows 26-36 and 91-131 ms; 2 rows 80-100 ms at c=64, within the same spread, for twice the hops.
 SHARED_CALL_ROWS = 4
 
 # Where the loop's selector cannot be asked (not asyncio's own loop): loop passes an inline candidate
