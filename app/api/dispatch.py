@@ -43,20 +43,31 @@ LATEST = MatchedRoute("/v1/models/{name}/forecast")
 VERSIONED = MatchedRoute("/v1/models/{name}/versions/{version}/forecast")
 
 
+def forecast_route(path: str) -> tuple[MatchedRoute, dict[str, str]] | None:
+    """The forecast route this path takes, and its path parameters (as Starlette gives them); None for
+    any other path."""
+    match = _FORECAST_PATH.fullmatch(path)
+    if match is None:
+        return None
+    if match["version"] is None:
+        return LATEST, {"name": match["name"]}
+    return VERSIONED, {"name": match["name"], "version": match["version"]}
+
+
 class ForecastDispatch:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        match = None
+        matched = None
         if scope["type"] == "http" and scope["method"] == "POST":
-            match = _FORECAST_PATH.fullmatch(scope["path"])
-        if match is None:
+            matched = forecast_route(scope["path"])
+        if matched is None:
             await self.app(scope, receive, send)
             return
-        name, version = match["name"], match["version"]
-        scope["route"] = LATEST if version is None else VERSIONED
-        scope["path_params"] = {k: v for k, v in match.groupdict().items() if v is not None}
+        scope["route"], params = matched
+        scope["path_params"] = params
+        name, version = params["name"], params.get("version")
         request = Request(scope, receive)
         state = request.app.state
         response: Response

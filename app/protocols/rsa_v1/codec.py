@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import cache
 
 import numpy as np
 
@@ -21,6 +22,7 @@ from app.protocols.rsa_v1.wire import SeriesArrays
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
+@cache
 def input_bound(input_length: int) -> float:
     """The largest |value| a window may hold: the graph normalises each window by its variance in
     float32, whose sum of L squared deviations (each at most (2·max|x|)²) must stay below float32's max.
@@ -76,10 +78,9 @@ def decode_series(
                     limit=n,
                 )
         _check_length(n, L, max_history, f"{field}.values")
-        array = np.empty((n, C), np.float32)
-        with np.errstate(over="ignore"):  # overflow to inf is reported below, with its position
-            for c, name in enumerate(channels):
-                array[:, c] = values[name]
+        array = np.empty((n, C), np.float64)
+        for c, name in enumerate(channels):
+            array[:, c] = values[name]
         layout_path = "{field}.values.{channel}[{index}]"
     else:
         n = len(values)
@@ -92,14 +93,14 @@ def decode_series(
                     limit=C,
                 )
         _check_length(n, L, max_history, f"{field}.values")
-        with np.errstate(over="ignore"):
-            array = np.asarray(values, dtype=np.float32)
+        array = np.asarray(values, dtype=np.float64)
         layout_path = "{field}.values[{index}][{c}]"
     # Finite as float64 (the schema checked that) but maybe too large for the model's float32
-    # arithmetic (or for float32 at all, e.g. 1e39, which became inf above). Only the window counts.
+    # arithmetic (or for float32 at all, e.g. 1e39). Only the window counts, checked as sent (float64),
+    # so the float32 cast after it cannot overflow.
     bound = input_bound(L)
     window = array[n - L :]
-    if not (np.abs(window) <= bound).all():
+    if not np.abs(window).max() <= bound:
         index, c = (int(i) for i in np.argwhere(~(np.abs(window) <= bound))[0])
         path = layout_path.format(field=field, channel=channels[c], index=n - L + index, c=c)
         raise InvalidInput(
@@ -113,7 +114,7 @@ def decode_series(
     if start is not None and start.tzinfo is None:
         start = start.replace(tzinfo=UTC)
     phase = _phase(start, n, manifest, field)
-    return DecodedSeries(id=series.id, window=array[n - L :], n_values=n, start=start, phase=phase)
+    return DecodedSeries(id=series.id, window=window.astype(np.float32), n_values=n, start=start, phase=phase)
 
 
 def _phase(start: datetime | None, n_values: int, manifest: Manifest, field: str) -> int | None:

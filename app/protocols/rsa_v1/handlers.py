@@ -216,6 +216,8 @@ def _bands(
 def _require_finite(outputs: np.ndarray, field_of: Callable[[int], str]) -> None:
     """Never a null where the schema promises a number: a non-finite answer ([S, ...], one row per
     series) is an error naming the series (within the input bound, yet the model overflowed on it)."""
+    if np.isfinite(outputs).all():  # the usual case, in one pass; the row is looked for only if not
+        return
     finite = np.isfinite(outputs.reshape(len(outputs), -1)).all(axis=1)
     if not finite.all():
         where = field_of(int(np.argmin(finite)))
