@@ -166,6 +166,16 @@ class Manifest(_Frozen):
         rem = next((t for t in self.inspect_outputs if t.name == ATTN_REM), None)
         return rem is not None and len(rem.shape) == 3
 
+    @property
+    def attention_bytes_per_row(self) -> int | None:
+        """Bytes of one series' attention matrices (attn_softmax without its batch axis): what a session
+        call forms per row on top of its inputs, [C, N, Hh, L, L] or [C, N, Hh, L] for a last-step model.
+        None when the manifest has no inspection outputs (then nothing bounds a call but its rows)."""
+        softmax = next((t for t in self.inspect_outputs if t.name == ATTN_SOFTMAX), None)
+        if softmax is None or not all(isinstance(d, int) for d in softmax.shape[1:]):
+            return None
+        return math.prod(softmax.shape[1:]) * np.dtype(softmax.dtype).itemsize  # type: ignore[arg-type]
+
     def head(self, layer: int, head: int) -> HeadSpec | None:
         """The manifest's entry for a head, or None when the manifest does not list it."""
         for spec in self.layers:

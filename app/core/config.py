@@ -43,6 +43,13 @@ class Settings(BaseSettings):
 
     # Dynamic batching (per model version).
     max_batch_rows: int = Field(default=256, ge=1)  # series per session call, not requests
+    # Attention memory one session call may form, in MiB: a version's rows per call are also capped at
+    # this over its attention bytes per series (the manifest's attn_softmax shape), so a long window does
+    # not take the host down: a full-attention L = 720 model forms 55 MiB per series, 14 GiB for 256.
+    # The default keeps every shipped model at max_batch_rows (1 MiB per series at L = 96) and caps that
+    # one at 4 rows, where a CPU loses nothing (per-series cost is flat in the rows; BENCHMARKS.md §4);
+    # raise it on a GPU with memory to spare.
+    call_attention_mib: float = Field(default=256.0, gt=0)
     # How long the first queued series waits for company while the session is free. 0 (as Triton's
     # default queue delay): an idle version runs a request at once, and requests that arrive while a
     # call runs still go together into the next one. A lone request paid the whole wait (2 ms: c=1

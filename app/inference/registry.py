@@ -93,6 +93,16 @@ def _alone() -> bool:
     return requests_in_flight() <= 1
 
 
+def rows_per_call(manifest: Manifest, settings: Settings) -> int:
+    """Series per session call for this version: `max_batch_rows`, fewer where that many would form more
+    attention than `call_attention_mib` (at least one: a request of more series is split over calls)."""
+    per_row = manifest.attention_bytes_per_row
+    if per_row is None:
+        return settings.max_batch_rows
+    budget = int(settings.call_attention_mib * 2**20)
+    return max(1, min(settings.max_batch_rows, budget // per_row))
+
+
 def runtime_options(settings: Settings) -> RuntimeOptions:
     return RuntimeOptions(
         device=settings.device,
@@ -167,7 +177,7 @@ class ModelRegistry:
         batcher = DynamicBatcher(
             model.run_forecast,  # takes the feed the data plane built: window, and phase for a cycle
             name=f"{mv.name}/{mv.version}",
-            max_batch_rows=self.settings.max_batch_rows,
+            max_batch_rows=rows_per_call(manifest, self.settings),
             max_wait_s=self.settings.max_batch_wait_ms / 1000.0,
             max_queue_rows=self.settings.max_queue_rows,
             executor=self.forecast_executor,
@@ -185,13 +195,14 @@ class ModelRegistry:
         batcher.start()
         mv.manifest, mv.model, mv.batcher, mv.state = manifest, model, batcher, "ready"
         logger.info(
-            "model %s version %s ready on %s (L=%d, H=%d, C=%d)",
+            "model %s version %s ready on %s (L=%d, H=%d, C=%d, at most %d series per session call)",
             mv.name,
             mv.version,
             model.provider,
             manifest.input_length,
             manifest.horizon,
             manifest.n_channels,
+            batcher.max_batch_rows,
         )
 
     def _open(self, ref: VersionRef) -> tuple[Manifest, OnnxModel]:

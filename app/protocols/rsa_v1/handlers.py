@@ -250,6 +250,7 @@ def describe_version(mv: ModelVersion) -> VersionInfo:
     if mv.batcher is not None:
         s = mv.batcher.stats
         info.batching = BatchingStats(
+            max_series_per_call=mv.batcher.max_batch_rows,
             session_calls=s.session_calls,
             rows=s.rows,
             failed_calls=s.failed_calls,

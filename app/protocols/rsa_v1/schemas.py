@@ -242,6 +242,10 @@ VersionState = Literal["loading", "ready", "failed"]
 class BatchingStats(BaseModel):
     """Counters of a version's batcher since start (metrics come later; these prove merging)."""
 
+    max_series_per_call: int = Field(
+        description="RSA_MAX_BATCH_ROWS, or fewer where that many series would form more attention "
+        "memory than RSA_CALL_ATTENTION_MIB; a request of more series is split over calls."
+    )
     session_calls: int
     rows: int = Field(description="Series sent to the session.")
     failed_calls: int

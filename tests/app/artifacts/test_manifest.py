@@ -25,6 +25,17 @@ def test_parses_the_fake_manifest(raw: dict[str, Any]) -> None:
     assert m.head(0, 5) is None and m.layer(3) is None
 
 
+def test_attention_bytes_per_row(raw: dict[str, Any]) -> None:
+    # The toy's attn_softmax: [batch, C=3, N=1, Hh=2, L=8, L=8] float32.
+    assert parse_manifest(raw).attention_bytes_per_row == 3 * 1 * 2 * 8 * 8 * 4
+    last_step = copy.deepcopy(raw)
+    last_step["inspect_outputs"][1]["shape"] = ["batch", 3, 1, 2, 8]
+    last_step["inspect_outputs"][2]["shape"] = [1, 2, 8]
+    last_step["inspect_outputs"][3]["shape"] = ["batch", 3, 1, 2, 8]
+    assert parse_manifest(last_step).attention_bytes_per_row == 3 * 1 * 2 * 8 * 4
+    assert parse_manifest({**raw, "inspect_outputs": []}).attention_bytes_per_row is None
+
+
 def test_optional_sections_may_be_null(raw: dict[str, Any]) -> None:
     raw.update(metrics=None, dataset=None, verification=None, architecture=None)
     raw["source_checkpoint"] = {"file": "x"}  # unknown sections are ignored

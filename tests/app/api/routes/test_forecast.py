@@ -141,3 +141,35 @@ def test_request_larger_than_max_batch_rows_is_split(toy_repository: Path) -> No
     expected = ort_forecast(toy_repository / "toy" / "2" / "model.onnx", windows)
     got = np.array([f["forecast"] for f in r.json()["forecasts"]])
     np.testing.assert_allclose(got, expected, atol=1e-5)
+
+
+def test_rows_per_call_are_capped_by_attention_memory(toy_repository: Path) -> None:
+    # RSA_CALL_ATTENTION_MIB for 5.5 series of the toy's attention ([C=3, N=1, Hh=2, L, L] float32):
+    # calls of at most 5 rows, whatever RSA_MAX_BATCH_ROWS allows, and the answer as from one call.
+    per_series = C * 1 * 2 * L * L * 4
+    settings = make_settings(toy_repository, max_batch_rows=256, call_attention_mib=5.5 * per_series / 2**20)
+    windows = np.random.default_rng(2).normal(0, 1, (23, L, C)).astype(np.float32)
+    with running_client(settings) as client:
+        batcher = registry_of(client).get("toy", 2).batcher
+        assert batcher is not None
+        before = batcher.stats.session_calls
+        r = _post(client, {"series": [{"values": w.tolist()} for w in windows]})
+        assert r.status_code == 200, r.text
+        assert batcher.stats.session_calls - before == 5  # ceil(23 / 5)
+        assert max(batcher.stats.batch_rows) == 5
+        described = client.get("/v1/models/toy").json()["versions"]
+        assert [v["batching"]["max_series_per_call"] for v in described] == [5, 5]
+    expected = ort_forecast(toy_repository / "toy" / "2" / "model.onnx", windows)
+    got = np.array([f["forecast"] for f in r.json()["forecasts"]])
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+
+
+def test_rows_per_call_are_at_least_one(toy_repository: Path) -> None:
+    with running_client(make_settings(toy_repository, call_attention_mib=1e-9)) as client:
+        batcher = registry_of(client).get("toy", 2).batcher
+        assert batcher is not None and batcher.max_batch_rows == 1
+        windows = np.random.default_rng(3).normal(0, 1, (3, L, C)).astype(np.float32)
+        r = _post(client, {"series": [{"values": w.tolist()} for w in windows]})
+        assert r.status_code == 200, r.text
+    expected = ort_forecast(toy_repository / "toy" / "2" / "model.onnx", windows)
+    np.testing.assert_allclose(np.array([f["forecast"] for f in r.json()["forecasts"]]), expected, atol=1e-5)
