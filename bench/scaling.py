@@ -31,8 +31,10 @@ How to read it:
   ascending order, so each row's peak is that row's working set (or an earlier, smaller one's if
   higher). `ready` is VmRSS once the model is loaded and warmed up. `attn MiB` is one attention matrix
   of the call (series × channels × heads × L² float32): the graph holds a few at once, the quadratic
-  memory term. Rows over `--max-attention-mib` are skipped, not run (L = 720 with 256 series would need
-  ~15 GiB per matrix: the service's RSA_MAX_BATCH_ROWS bounds rows per call, not L).
+  memory term. `per call` is the series the service puts in one session call (its version's
+  `max_series_per_call`: RSA_MAX_BATCH_ROWS, capped by RSA_CALL_ATTENTION_MIB), so a request of more is
+  split and `attn MiB` is that of one such call. Rows whose call would form more than
+  `--max-attention-mib` are skipped, not run.
 Compare rows within one run only: the machine's speed drifts between runs.
 """
 
@@ -40,9 +42,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import math
 import tempfile
 import time
+import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,8 +171,9 @@ def proc_status_mib(pid: int, key: str) -> float:
 class ServerRow:
     length: int
     series: int
-    attention_mib: float
+    attention_mib: float  # of one session call
     ready_mib: float
+    per_call: int  # series per session call
     requests: int = 0  # measured requests answered; 0 with `skipped`
     p50_ms: float = math.nan
     rps: float = math.nan
@@ -190,10 +195,12 @@ def measure_server(repo: Path, length: int, cfg: ModelConfig, args: argparse.Nam
     with local_server(env) as server:
         pid = server.process.pid
         ready = proc_status_mib(pid, "VmRSS")
+        cap = max_series_per_call(server.url, model_name(length))
         for series in sorted(args.series):
-            mib = attention_mib(cfg, series)
+            per_call = min(series, cap)
+            mib = attention_mib(cfg, per_call)
             if mib > args.max_attention_mib:
-                rows.append(ServerRow(length, series, mib, ready, skipped=True))
+                rows.append(ServerRow(length, series, mib, ready, per_call, skipped=True))
                 continue
             work = prepare_forecast_workload(
                 model_name(length),
@@ -223,6 +230,7 @@ def measure_server(repo: Path, length: int, cfg: ModelConfig, args: argparse.Nam
                     series,
                     mib,
                     ready,
+                    per_call,
                     requests=result.completed,
                     p50_ms=result.percentile_ms(50),
                     rps=result.throughput,
@@ -235,12 +243,19 @@ def measure_server(repo: Path, length: int, cfg: ModelConfig, args: argparse.Nam
     return rows
 
 
+def max_series_per_call(url: str, model: str) -> int:
+    """What the service says its version 1 puts in one session call."""
+    with urllib.request.urlopen(f"{url}/v1/models/{model}", timeout=10) as answer:
+        versions = json.load(answer)["versions"]
+    return int(next(v for v in versions if v["version"] == 1)["batching"]["max_series_per_call"])
+
+
 def server_table(rows: Sequence[ServerRow]) -> str:
-    header = ["L", "series", "requests", "p50 ms", "req/s", "series/s", "ms/series", "ready MiB"]
-    header += ["peak MiB", "attn MiB", "errors"]
+    header = ["L", "series", "per call", "requests", "p50 ms", "req/s", "series/s", "ms/series"]
+    header += ["ready MiB", "peak MiB", "attn MiB", "errors"]
     body: list[list[object]] = []
     for r in rows:
-        line: list[object] = [r.length, r.series]
+        line: list[object] = [r.length, r.series, r.per_call]
         if r.skipped:
             line += ["skipped", "", "", "", "", f"{r.ready_mib:.0f}", "", f"{r.attention_mib:.1f}", ""]
         else:
