@@ -296,7 +296,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--requests", type=int, default=20, help="measured requests per (L, series)")
     ap.add_argument("--concurrency", type=int, default=1, help="connections sending at once")
     ap.add_argument("--windows", type=int, default=8, help="distinct request bodies per (L, series)")
-    ap.add_argument("--time-limit", type=float, default=60.0, help="seconds per (L, series), at most")
+    ap.add_argument("--time-limit", type=float, default=160.0, help="seconds per (L, series), at most")
     ap.add_argument("--threads", type=int, default=1, help="ORT intra-op threads (session and server)")
     add_device_argument(ap)
     add_architecture_argument(ap)
