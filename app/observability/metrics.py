@@ -148,7 +148,7 @@ class Metrics:
         # Each request's label children, looked up once per label set: `labels()` takes a lock and
         # builds its key on every call, a few microseconds of every request. Bounded as the series are
         # (route templates, served versions, status codes).
-        self._request_children: dict[tuple[str, str, str, int | str], tuple[Counter, Histogram]] = {}
+        self._request_children: dict[tuple[object, ...], tuple[Counter, Histogram | None]] = {}
         self.in_flight = Gauge(
             f"{PREFIX}_requests_in_flight",
             "Requests (HTTP and gRPC) being handled now (health, readiness and metrics probes excluded).",
@@ -203,15 +203,17 @@ class Metrics:
     def observe_request(
         self, endpoint: str, record: RequestRecord, status: int | str, seconds: float, probe: bool
     ) -> None:
-        key = (endpoint, record.model, record.version, status)
+        key = (endpoint, record.model, record.version, status, probe)
         children = self._request_children.get(key)
         if children is None:
             labels = (endpoint, protocol_of(endpoint), record.model, record.version)
-            children = self.requests.labels(*labels, str(status)), self.request_duration.labels(*labels)
+            # A probe has no duration series at all (not even an empty one).
+            duration = None if probe else self.request_duration.labels(*labels)
+            children = self.requests.labels(*labels, str(status)), duration
             self._request_children[key] = children
         count, duration = children
         count.inc()
-        if not probe:
+        if duration is not None:
             duration.observe(seconds)
         reason = REJECTION_REASONS.get(record.error_code or "")
         if reason is not None:

@@ -91,6 +91,21 @@ def test_observe_request_maps_error_codes_to_reasons() -> None:
     assert _sample(metrics, "rsa_requests_total", code="400", **labels) == 3
 
 
+def test_observe_request_counts_every_time_and_times_no_probe() -> None:
+    metrics = Metrics(max_batch_rows=4)
+    record, token = open_record()
+    close_record(token)
+    for _ in range(3):  # the label children are looked up once, then reused: every call still counts
+        metrics.observe_request("/v1/models/{name}/forecast", record, 200, 0.002, probe=False)
+        metrics.observe_request("/healthz", record, 200, 0.001, probe=True)
+    forecast = {"endpoint": "/v1/models/{name}/forecast", "protocol": "rsa_v1", "model": "", "version": ""}
+    health = {"endpoint": "/healthz", "protocol": "", "model": "", "version": ""}
+    assert _sample(metrics, "rsa_requests_total", code="200", **forecast) == 3
+    assert _sample(metrics, "rsa_requests_total", code="200", **health) == 3
+    assert _sample(metrics, "rsa_request_duration_seconds_count", **forecast) == 3
+    assert metrics.registry.get_sample_value("rsa_request_duration_seconds_count", health) is None  # none
+
+
 def test_every_request_metric_carries_its_protocol() -> None:
     expected = {
         "/v1/models/{name}/forecast": "rsa_v1",
