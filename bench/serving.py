@@ -28,6 +28,12 @@ What runs, one after another on this machine, all with version 1 of the shipped 
    once like the JSON ones: the server neither parses the request's 3 MB of JSON numbers nor writes
    the answer's.
 
+3. `--rounds` (default 3) - 1 more rounds of the minimal server and the service alone, one-window cells
+   only, each started afresh, which of the two goes first alternating. This machine runs a process at
+   one of two speeds and switches between them, even within a run (BENCHMARKS.md §1): one round's
+   ratio may compare a slowed server with a fast one. The targets against the minimal server are the
+   median over the rounds of each round's ratio, every round's value shown beside it.
+
 How: bench.loadgen's `run_load`, the raw asyncio HTTP/1.1 keep-alive client, one connection per
 concurrent worker, in this process (the servers get the rest of the machine: nothing else of the
 benchmark runs while a cell is measured). Every answer is checked against onnxruntime's forecast of
@@ -535,8 +541,15 @@ class ServerRun:
 
 
 def run_server(
-    server: Server, small: Workload, big: Workload, big_v2: Workload, args: argparse.Namespace
+    server: Server,
+    small: Workload,
+    big: Workload,
+    big_v2: Workload,
+    args: argparse.Namespace,
+    small_only: bool = False,
 ) -> ServerRun:
+    """`server` started, measured at every concurrency (then on big requests, unless `small_only`),
+    stopped."""
     print(f"[serving] {server.key}: starting", file=sys.stderr)
     run = ServerRun(server)
     small_check, big_check = fresh_checker(server, small), fresh_checker(server, big)
@@ -547,7 +560,7 @@ def run_server(
                 load = Load(c, args.requests, args.warmup, args.seconds)
                 run.cells.append(measure(server, live, small, small_check, load, 1))
                 _progress(run.cells[-1])
-            if server.takes_big:
+            if server.takes_big and not small_only:
                 c = args.big_concurrency
                 load = Load(c, args.big_requests, c, args.seconds)
                 run.cells.append(measure(server, live, big, big_check, load, args.big_series))
@@ -586,6 +599,10 @@ class Report:
     load_before: tuple[float, float, float]
     load_after: tuple[float, float, float]
     duration_s: float
+    # Rounds after the first, each the minimal server and the service started afresh one after the
+    # other (one-window cells only): the targets against the minimal server are the median of the
+    # rounds, each ratio from two servers measured moments apart.
+    rounds: list[tuple[ServerRun, ServerRun]] = field(default_factory=list)
 
     def cell(self, server: str, concurrency: int, series: int = 1, protocol: str = V1) -> Cell | None:
         for run in self.runs:
@@ -597,7 +614,18 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return all(r.ok for r in self.runs)
+        return all(r.ok for r in self.runs) and all(a.ok and b.ok for a, b in self.rounds)
+
+    def round_cells(self, concurrency: int) -> list[tuple[Cell | None, Cell | None]]:
+        """(service, minimal) one-window cells at this concurrency, round by round, the first run's first."""
+        pairs = [(self.cell("service", concurrency), self.cell("minimal", concurrency))]
+        for minimal, service in self.rounds:
+            pairs.append((_cell_of(service, concurrency), _cell_of(minimal, concurrency)))
+        return pairs
+
+
+def _cell_of(run: ServerRun, concurrency: int) -> Cell | None:
+    return next((c for c in run.cells if c.concurrency == concurrency and c.series_per_request == 1), None)
 
 
 def execute(args: argparse.Namespace) -> Report:
@@ -614,8 +642,15 @@ def execute(args: argparse.Namespace) -> Report:
     raw_small = raw_ort(windows_of(small), args.requests, args.seconds, args.device)
     raw_big = raw_ort(windows_of(big), args.big_requests, args.seconds, args.device)
     runs = [run_server(s, small, big, big_v2, args) for s in servers]
+    rounds: list[tuple[ServerRun, ServerRun]] = []
+    pair = [s for s in servers if s.key in ("minimal", "service")]
+    for k in range(1, args.rounds if len(pair) == 2 else 1):
+        order = pair if k % 2 == 0 else pair[::-1]  # alternate which of the two goes first
+        done = {s.key: run_server(s, small, big, big_v2, args, small_only=True) for s in order}
+        rounds.append((done["minimal"], done["service"]))
     config = {k: v for k, v in vars(args).items() if k != "json"} | {"model_dir": str(MODEL_DIR)}
-    return Report(config, raw_small, raw_big, runs, load_before, os.getloadavg(), time.perf_counter() - t0)
+    elapsed = time.perf_counter() - t0
+    return Report(config, raw_small, raw_big, runs, load_before, os.getloadavg(), elapsed, rounds)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -738,17 +773,16 @@ class Target:
     goal: str
     met: bool | None
     shaky: bool = False  # a cell behind it had errors or was cut by the time limit
+    rounds: tuple[float, ...] = ()  # each round's value, when `value` is their median
 
     def row(self) -> list[str]:
         if self.value is None or self.met is None:
             return [self.what, "—", self.goal, "no data"]
         verdict = "met" if self.met else "**missed**"
-        return [
-            self.what,
-            f"{self.value:.2f}",
-            self.goal,
-            verdict + (" (errors or cut)" if self.shaky else ""),
-        ]
+        measured = f"{self.value:.2f}"
+        if len(self.rounds) > 1:
+            measured += " (" + ", ".join(f"{v:.2f}" for v in self.rounds) + ")"
+        return [self.what, measured, self.goal, verdict + (" (errors or cut)" if self.shaky else "")]
 
 
 def _shaky(*cells: Cell) -> bool:
@@ -769,6 +803,22 @@ def _target(
     return Target(what, v, goal, ok(v), _shaky(*present))
 
 
+def _median_target(
+    what: str,
+    goal: str,
+    pairs: Sequence[tuple[Cell | None, Cell | None]],
+    value: Callable[[Cell, Cell], float],
+    ok: Callable[[float], bool],
+) -> Target:
+    """The median over rounds of `value` on each round's (service, minimal) cells."""
+    if any(a is None or b is None for a, b in pairs):
+        return Target(what, None, goal, None)
+    complete = [(a, b) for a, b in pairs if a is not None and b is not None]
+    each = tuple(value(a, b) for a, b in complete)
+    v = statistics.median(each)
+    return Target(what, v, goal, ok(v), _shaky(*(c for pair in complete for c in pair)), each)
+
+
 def _rps_ratio(a: Cell, b: Cell) -> float:
     return a.result.throughput / b.result.throughput
 
@@ -787,15 +837,16 @@ def targets(report: Report) -> list[Target]:
     svc = {c: report.cell("service", c) for c in conc}
     out = []
     for c in conc:
-        pair = [svc[c], report.cell("minimal", c)]
+        pairs = report.round_cells(c)
         goal = f"≥ {MIN_THROUGHPUT_VS_MINIMAL}"
-        out.append(_target(f"service / minimal req/s, c={c}", goal, pair, _rps_ratio, _at_least_minimal))
+        what = f"service / minimal req/s, c={c}"
+        out.append(_median_target(what, goal, pairs, _rps_ratio, _at_least_minimal))
         goal = f"≤ {MAX_P99_VS_MINIMAL}"
-        out.append(_target(f"service p99 / minimal p99, c={c}", goal, pair, _p99_ratio, _p99_ok))
+        out.append(_median_target(f"service p99 / minimal p99, c={c}", goal, pairs, _p99_ratio, _p99_ok))
     if 1 in conc:
-        pair = [svc[1], report.cell("minimal", 1)]
         goal = f"≤ {MAX_P50_OVER_MINIMAL_MS} ms"
-        out.append(_target("service p50 − minimal p50, c=1 (ms)", goal, pair, _p50_gap_ms, _p50_gap_ok))
+        what = "service p50 − minimal p50, c=1 (ms)"
+        out.append(_median_target(what, goal, report.round_cells(1), _p50_gap_ms, _p50_gap_ok))
     for peer in ("litserve", "naive"):
         for c in conc:
             pair = [svc[c], report.cell(peer, c)]
@@ -839,7 +890,9 @@ def format_report(report: Report) -> str:
         f"Model {MODEL_DIR.relative_to(REPO)}, device {cfg['device']}, {os.cpu_count()} CPUs; "
         f"{cfg['requests']} requests per cell after {cfg['warmup']} warm-up, one 96×7 window each; "
         f"load average before {report.load_before[0]:.2f}, after {report.load_after[0]:.2f}; "
-        f"run took {report.duration_s:.0f} s.",
+        f"run took {report.duration_s:.0f} s. The tables show the first round; the targets against the "
+        f"minimal server are the median of {1 + len(report.rounds)} round(s), each round's value in "
+        "parentheses.",
         "",
         *throughput_table(report),
         "",
@@ -868,8 +921,16 @@ def report_json(report: Report) -> dict[str, Any]:
         "duration_s": report.duration_s,
         "raw_ort": [report.raw_small.summary(), report.raw_big.summary()],
         "servers": [r.summary() for r in report.runs],
+        "rounds": [{"minimal": a.summary(), "service": b.summary()} for a, b in report.rounds],
         "targets": [
-            {"what": t.what, "value": t.value, "goal": t.goal, "met": t.met, "shaky": t.shaky}
+            {
+                "what": t.what,
+                "value": t.value,
+                "goal": t.goal,
+                "met": t.met,
+                "shaky": t.shaky,
+                "rounds": list(t.rounds),
+            }
             for t in targets(report)
         ],
         "passed": report.ok,
@@ -889,6 +950,7 @@ SMOKE = {
     "big_windows": 2,
     "big_requests": 2,
     "big_concurrency": 2,
+    "rounds": 2,
 }
 
 
@@ -921,6 +983,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument(
         "--servers", type=_server_list, default=[s.key for s in SERVERS], help="subset, e.g. service"
     )
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="rounds of the minimal server and the service (one-window cells; the targets against the "
+        "minimal server are their median)",
+    )
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("--json", type=Path, metavar="PATH", help="write the raw results there")
     ap.add_argument("--smoke", action="store_true", help="tiny counts (" + ", ".join(SMOKE) + ")")
@@ -928,7 +997,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.smoke:
         vars(args).update(SMOKE)
     counts = (args.requests, args.warmup, args.windows, args.big_series, args.big_windows, args.big_requests)
-    if min(counts) < 1 or args.big_concurrency < 1 or args.seconds <= 0:
+    if min(counts) < 1 or args.big_concurrency < 1 or args.rounds < 1 or args.seconds <= 0:
         ap.error("every count must be >= 1, and --seconds > 0")
     return args
 

@@ -43,6 +43,23 @@ def test_smoke_run_measures_every_server(tmp_path: Path, capsys: pytest.CaptureF
     assert "service windows/s ÷ raw ORT batch 256" in targets
     assert "service (OIP v2 binary) windows/s ÷ raw ORT batch 256" in targets
     assert all(t["value"] is not None and t["met"] is not None for t in targets.values()), targets
+    # A second round of the minimal server and the service: the targets against the minimal server are
+    # the median of both rounds' ratios, each from cells that ran cleanly.
+    assert len(data["rounds"]) == 1, data["rounds"]
+    for run in data["rounds"][0].values():
+        assert run["error"] is None and [c["concurrency"] for c in run["cells"]] == [1, 4], run
+        assert all(c["errors"] == {} and c["completed"] == c["requests"] for c in run["cells"]), run
+    first, second = data["servers"], data["rounds"][0]
+    rps = {
+        s["server"]: s["cells"][0]["throughput_rps"] for s in first if s["server"] in ("minimal", "service")
+    }
+    again = {k: v["cells"][0]["throughput_rps"] for k, v in second.items()}
+    c1 = targets["service / minimal req/s, c=1"]
+    assert c1["rounds"] == pytest.approx(
+        [rps["service"] / rps["minimal"], again["service"] / again["minimal"]]
+    )
+    assert c1["value"] == pytest.approx(sum(c1["rounds"]) / 2)  # the median of two
+    assert all(len(t["rounds"]) == 2 for w, t in targets.items() if "minimal" in w), targets
     assert "| this service (`python -m app`) |" in out
     assert "| this service, OIP v2 binary tensors (`/v2/.../infer`) |" in out
     assert "| 256 series, c=2, OIP v2 binary |" in out
