@@ -172,9 +172,12 @@ class Manifest(_Frozen):
         call forms per row on top of its inputs, [C, N, Hh, L, L] or [C, N, Hh, L] for a last-step model.
         None when the manifest has no inspection outputs (then nothing bounds a call but its rows)."""
         softmax = next((t for t in self.inspect_outputs if t.name == ATTN_SOFTMAX), None)
-        if softmax is None or not all(isinstance(d, int) for d in softmax.shape[1:]):
+        if softmax is None:
             return None
-        return math.prod(softmax.shape[1:]) * np.dtype(softmax.dtype).itemsize  # type: ignore[arg-type]
+        dims = [d for d in softmax.shape[1:] if isinstance(d, int)]
+        if len(dims) != len(softmax.shape) - 1:  # another dynamic axis: no size to read
+            return None
+        return math.prod(dims) * np.dtype(softmax.dtype).itemsize
 
     def head(self, layer: int, head: int) -> HeadSpec | None:
         """The manifest's entry for a head, or None when the manifest does not list it."""
