@@ -28,11 +28,11 @@ What runs, one after another on this machine, all with version 1 of the shipped 
    once like the JSON ones: the server neither parses the request's 3 MB of JSON numbers nor writes
    the answer's.
 
-3. `--rounds` (default 3) - 1 more rounds of the minimal server and the service alone, one-window cells
-   only, each started afresh, which of the two goes first alternating. This machine runs a process at
-   one of two speeds and switches between them, even within a run (BENCHMARKS.md §1): one round's
-   ratio may compare a slowed server with a fast one. The targets against the minimal server are the
-   median over the rounds of each round's ratio, every round's value shown beside it.
+3. with `--rounds N` (default 3), N − 1 more rounds of the minimal server and the service alone,
+   one-window cells only, each started afresh, which of the two goes first alternating. This machine
+   runs a process at one of two speeds and switches between them, even within a run (BENCHMARKS.md
+   §1): one round's ratio may compare a slowed server with a fast one. The targets against the minimal
+   server are the median over the rounds of each round's ratio, every round's value shown beside it.
 
 How: bench.loadgen's `run_load`, the raw asyncio HTTP/1.1 keep-alive client, one connection per
 concurrent worker, in this process (the servers get the rest of the machine: nothing else of the
