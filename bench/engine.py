@@ -53,6 +53,7 @@ import torch
 
 from app.artifacts.contract import FORECAST_INPUT, FORECAST_OUTPUT, MANIFEST_FILE, MODEL_FILE, PHASE_INPUT
 from export.checkpoint import load_checkpoint, save_checkpoint
+from export.conformal import attention_bytes_per_row
 from export.data import ETT_DIR, StandardScaler, load_dataset
 from export.evaluate import load_for_checkpoint
 from export.onnx import TOLERANCE, ForecastGraph, export_model
@@ -122,8 +123,7 @@ def attention_mib(cfg: ModelConfig, rows: int) -> float:
     """One attention matrix of the forecast graph in MiB: rows × channels sequences × heads × L × L
     float32. The graph holds a few of them at once: what makes memory grow as L². A last-step model
     (head "state") forms only the last query's row: × L, not × L²."""
-    queries = 1 if cfg.head == "state" else cfg.input_length
-    return rows * cfg.channels * cfg.n_heads * queries * cfg.input_length * 4 / 2**20
+    return rows * attention_bytes_per_row(cfg.to_dict()) / 2**20
 
 
 def interleaved(

@@ -24,7 +24,7 @@ import logging
 import math
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -103,15 +103,20 @@ def _raw_rows(ds: Dataset, split: Split) -> np.ndarray:
     return ds.series.values[start:end][:, columns]
 
 
+def attention_bytes_per_row(architecture: Mapping[str, Any]) -> int:
+    """Bytes of one attention matrix per window of a model of this architecture (a ModelConfig as a
+    dict): channels × heads × queries × L float32, one query row for a last-step model."""
+    length = architecture["input_length"]
+    queries = 1 if architecture.get("head") == "state" else length
+    return architecture["channels"] * architecture["n_heads"] * queries * length * 4
+
+
 def calibration_batch(architecture: dict[str, Any] | None) -> int:
     """Rows per session call for a model of this architecture (a ModelConfig as a dict; None, a graph
     that states none: the plain cap)."""
     if architecture is None:
         return _BATCH
-    length = architecture["input_length"]
-    queries = 1 if architecture.get("head") == "state" else length  # a last-step model forms one row
-    per_row = architecture["channels"] * architecture["n_heads"] * queries * length * 4
-    return max(1, min(_BATCH, _ATTENTION_BYTES // per_row))
+    return max(1, min(_BATCH, _ATTENTION_BYTES // attention_bytes_per_row(architecture)))
 
 
 def split_forecasts(

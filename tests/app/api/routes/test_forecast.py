@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from app.core.config import Settings
 from tests.app.conftest import make_settings, ort_forecast, registry_of, running_client
 
 L, H, C = 8, 4, 3
@@ -128,19 +129,27 @@ def test_concurrent_requests_are_merged_and_split_back(toy_repository: Path) -> 
         np.testing.assert_allclose(np.array([f["forecast"] for f in body["forecasts"]]), expected, atol=1e-5)
 
 
-def test_request_larger_than_max_batch_rows_is_split(toy_repository: Path) -> None:
-    windows = np.random.default_rng(1).normal(0, 1, (23, L, C)).astype(np.float32)
-    with running_client(make_settings(toy_repository, max_batch_rows=5)) as client:
+def _split_in_calls_of_five(toy_repository: Path, settings: Settings, seed: int) -> list[dict]:
+    """23 series in one request: answered in ceil(23 / 5) = 5 calls of at most 5 rows, as from one call;
+    the versions as `GET /v1/models/toy` describes them afterwards."""
+    windows = np.random.default_rng(seed).normal(0, 1, (23, L, C)).astype(np.float32)
+    with running_client(settings) as client:
         batcher = registry_of(client).get("toy", 2).batcher
         assert batcher is not None
         before = batcher.stats.session_calls
         r = _post(client, {"series": [{"values": w.tolist()} for w in windows]})
         assert r.status_code == 200, r.text
-        assert batcher.stats.session_calls - before == 5  # ceil(23 / 5)
+        assert batcher.stats.session_calls - before == 5
         assert max(batcher.stats.batch_rows) == 5
+        described = client.get("/v1/models/toy").json()["versions"]
     expected = ort_forecast(toy_repository / "toy" / "2" / "model.onnx", windows)
     got = np.array([f["forecast"] for f in r.json()["forecasts"]])
     np.testing.assert_allclose(got, expected, atol=1e-5)
+    return described
+
+
+def test_request_larger_than_max_batch_rows_is_split(toy_repository: Path) -> None:
+    _split_in_calls_of_five(toy_repository, make_settings(toy_repository, max_batch_rows=5), seed=1)
 
 
 def test_rows_per_call_are_capped_by_attention_memory(toy_repository: Path) -> None:
@@ -148,20 +157,8 @@ def test_rows_per_call_are_capped_by_attention_memory(toy_repository: Path) -> N
     # calls of at most 5 rows, whatever RSA_MAX_BATCH_ROWS allows, and the answer as from one call.
     per_series = C * 1 * 2 * L * L * 4
     settings = make_settings(toy_repository, max_batch_rows=256, call_attention_mib=5.5 * per_series / 2**20)
-    windows = np.random.default_rng(2).normal(0, 1, (23, L, C)).astype(np.float32)
-    with running_client(settings) as client:
-        batcher = registry_of(client).get("toy", 2).batcher
-        assert batcher is not None
-        before = batcher.stats.session_calls
-        r = _post(client, {"series": [{"values": w.tolist()} for w in windows]})
-        assert r.status_code == 200, r.text
-        assert batcher.stats.session_calls - before == 5  # ceil(23 / 5)
-        assert max(batcher.stats.batch_rows) == 5
-        described = client.get("/v1/models/toy").json()["versions"]
-        assert [v["batching"]["max_series_per_call"] for v in described] == [5, 5]
-    expected = ort_forecast(toy_repository / "toy" / "2" / "model.onnx", windows)
-    got = np.array([f["forecast"] for f in r.json()["forecasts"]])
-    np.testing.assert_allclose(got, expected, atol=1e-5)
+    described = _split_in_calls_of_five(toy_repository, settings, seed=2)
+    assert [v["batching"]["max_series_per_call"] for v in described] == [5, 5]
 
 
 def test_rows_per_call_are_at_least_one(toy_repository: Path) -> None:
