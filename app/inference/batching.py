@@ -251,6 +251,13 @@ class DynamicBatcher:
     def queued_rows(self) -> int:
         return self._queued_rows
 
+    @property
+    def backlog_s(self) -> float:
+        """Seconds the session needs for the rows queued and running now, at the measured drain rate (0
+        until a call ran, and when nothing waits): the signal to scale replicas on."""
+        ahead = self._queued_rows + self._running_rows
+        return ahead * self.row_seconds if ahead and self.row_seconds is not None else 0.0
+
     # -- submitting ------------------------------------------------------------------------------
     def admit(self, n: int, timeout_s: float) -> None:
         """Raise Overloaded unless `n` more rows can be through the session within `timeout_s`.

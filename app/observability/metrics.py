@@ -329,6 +329,12 @@ class ServiceCollector(Collector):
             "Rows (series) waiting in the batcher queue of each model version.",
             labels=["model", "version"],
         )
+        backlog = GaugeMetricFamily(
+            f"{PREFIX}_backlog_seconds",
+            "Seconds of session time the rows queued and running for each model version need, at its "
+            "measured drain rate: what scaling replicas on load should read.",
+            labels=["model", "version"],
+        )
         cuda_devices: set[int] = set()
         if self._registry.error:  # the repository itself is unusable: nothing can load
             state.add_metric(["", "", "failed"], 1)
@@ -352,11 +358,13 @@ class ServiceCollector(Collector):
                     },
                 )
                 queued.add_metric([served.name, v], mv.batcher.queued_rows)
+                backlog.add_metric([served.name, v], mv.batcher.backlog_s)
                 if provider == CUDA_PROVIDER:
                     cuda_devices.add(mv.model.options.cuda_device_id)
         yield state
         yield info
         yield queued
+        yield backlog
         if cuda_devices:
             yield from self._gpu_metrics(cuda_devices)
 

@@ -39,6 +39,7 @@ def test_exposition_formats_and_families(client: TestClient) -> None:
         "rsa_batch_rows_bucket",
         "rsa_rows_total",
         "rsa_queue_rows",
+        "rsa_backlog_seconds",
         "rsa_model_info",
         "rsa_model_load_state",
         "process_resident_memory_bytes",
@@ -180,12 +181,18 @@ def test_overload_timeout_and_in_flight(toy_repository: Path) -> None:
         during = scrape(client)
         assert value(during, "rsa_requests_in_flight") == 2
         assert value(during, "rsa_queue_rows", model="toy", version="2") == 1
+        assert value(during, "rsa_backlog_seconds", model="toy", version="2") == 0  # no call measured yet
         assert client.post(url, json=_body()).status_code == 503
         session.gate.set()
         assert first.result(10).status_code == 200 and queued.result(10).status_code == 200
         # a request that outlives its deadline behind a closed gate
         session.gate.clear()
         slow = pool.submit(client.post, url, json=_body())
+        wait_for(lambda: session.calls == 3, what="the slow request in the session")
+        # one row running, at the drain rate the first calls measured
+        assert batcher.row_seconds is not None
+        backlog = value(scrape(client), "rsa_backlog_seconds", model="toy", version="2")
+        assert backlog == pytest.approx(batcher.row_seconds)
         assert slow.result(10).status_code == 504
         session.gate.set()
         wait_for(lambda: value(scrape(client), "rsa_requests_in_flight") == 0, what="no request in flight")
