@@ -187,7 +187,8 @@ def quiet_exporter() -> None:
 def ort_session(path: Path, threads: int, device: str = "cpu") -> Any:
     """A session exactly as the service creates one (its options, the CPU arena, ORT_ENABLE_ALL), on
     `device`; stops the bench if that is not the provider really running it (CUDA missing)."""
-    from app.inference.session import CPU, CUDA, RuntimeOptions, create_session
+    from app.inference.providers import CPU, CUDA, RuntimeOptions
+    from app.inference.session import create_session
 
     session = create_session(path, RuntimeOptions(device=device, intra_op_threads=threads))
     wanted = CUDA if device == "cuda" else CPU

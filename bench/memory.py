@@ -211,7 +211,9 @@ def _runners(
     import onnxruntime as ort
 
     from app.artifacts.manifest import load_manifest
-    from app.inference.session import OnnxModel, RuntimeOptions, session_options
+    from app.inference.model import OnnxModel
+    from app.inference.providers import RuntimeOptions
+    from app.inference.session import session_options
 
     options = RuntimeOptions(device="cpu", intra_op_threads=threads)
     rng = np.random.default_rng(0)

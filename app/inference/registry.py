@@ -33,14 +33,21 @@ from app.core.config import Settings
 from app.core.context import requests_in_flight
 from app.core.errors import ModelNotFound, ModelNotReady, VersionNotFound
 from app.inference.batching import Batch, DynamicBatcher, WorkItem
-from app.inference.session import OnnxModel, RuntimeOptions, default_intra_op_threads
+from app.inference.model import OnnxModel
+from app.inference.providers import RuntimeOptions
+from app.inference.runners import Fault
+from app.inference.session import default_intra_op_threads
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 LoadState = Literal["loading", "ready", "failed"]
-# (model, version, provider) -> the batcher's on_batch and on_item callbacks (the metrics' hooks).
-BatcherHooks = Callable[[str, int, str], tuple[Callable[[Batch], None], Callable[[WorkItem], None]]]
+# (model, version, provider) -> the batcher's on_batch and on_item callbacks and the runner's on_retry
+# (the metrics' hooks).
+BatcherHooks = Callable[
+    [str, int, str],
+    tuple[Callable[[Batch], None], Callable[[WorkItem], None], Callable[[Fault], None]],
+]
 
 
 @dataclass(eq=False)
@@ -110,6 +117,11 @@ def runtime_options(settings: Settings) -> RuntimeOptions:
         gpu_mem_limit_bytes=settings.gpu_mem_limit_bytes,
         intra_op_threads=settings.intra_op_threads,
         single_thread_max_rows=settings.single_thread_max_rows,
+        single_thread_calls=settings.single_thread_calls,
+        cuda_tf32=settings.cuda_tf32,
+        cuda_io_binding=settings.cuda_io_binding,
+        cuda_graphs=settings.cuda_graphs,
+        batch_buckets=tuple(settings.batch_buckets),
     )
 
 
@@ -171,9 +183,12 @@ class ModelRegistry:
             logger.error("model %s version %s at %s failed to load: %s", mv.name, mv.version, mv.path, exc)
             mv.state, mv.error = "failed", f"{type(exc).__name__}: {public_message(str(exc), mv.path)}"
             return
-        on_batch, on_item = (
-            self.batcher_hooks(mv.name, mv.version, model.provider) if self.batcher_hooks else (None, None)
+        on_batch, on_item, on_retry = (
+            self.batcher_hooks(mv.name, mv.version, model.provider)
+            if self.batcher_hooks
+            else (None, None, None)
         )
+        model.runner.on_retry = on_retry
         batcher = DynamicBatcher(
             model.run_forecast,  # takes the feed the data plane built: window, and phase for a cycle
             name=f"{mv.name}/{mv.version}",
@@ -186,11 +201,11 @@ class ModelRegistry:
             on_item=on_item,
             release_fn=model.release_memory,
             release_after_s=self.settings.memory_release_idle_s,
-            inline_max_rows=self.settings.inline_max_rows,
+            inline_max_rows=self.settings.inline_max_rows if model.policy.inline else 0,
             inline_when=_alone,
             inline_fn=partial(model.run_forecast, alone=True),
-            max_calls=self._calls_per_version if model.single_thread_rows else 1,
-            concurrent_max_rows=model.single_thread_rows,
+            max_calls=model.policy.max_calls,
+            concurrent_max_rows=model.policy.concurrent_max_rows,
         )
         batcher.start()
         mv.manifest, mv.model, mv.batcher, mv.state = manifest, model, batcher, "ready"
@@ -207,7 +222,7 @@ class ModelRegistry:
 
     def _open(self, ref: VersionRef) -> tuple[Manifest, OnnxModel]:
         manifest = read_version(ref)
-        model = OnnxModel(ref.path, manifest, self._options)
+        model = OnnxModel(ref.path, manifest, self._options, rows_per_call(manifest, self.settings))
         model.load()
         model.warmup()
         return manifest, model

@@ -20,8 +20,8 @@ import numpy as np
 from app.core.config import Settings
 from app.core.context import current_deadline, note_model_version
 from app.core.errors import Overloaded, Timeout
+from app.inference.model import InspectResult
 from app.inference.registry import ModelRegistry, ModelVersion, ServedModel
-from app.inference.session import InspectResult
 
 T = TypeVar("T")
 

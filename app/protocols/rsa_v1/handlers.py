@@ -18,9 +18,9 @@ from app.inference.intervals import (
     level_bounds,
     quantile_bounds,
 )
+from app.inference.model import InspectResult, OnnxModel
 from app.inference.registry import ModelVersion, ServedModel
 from app.inference.service import InferenceService
-from app.inference.session import InspectResult, OnnxModel
 from app.protocols.rsa_v1.codec import (
     DecodedSeries,
     decode_series,

@@ -1,8 +1,7 @@
-"""ONNX Runtime sessions: provider choice and fallback, threads, IO checks, lazy inspection session."""
+"""Sessions and a version's OnnxModel: threads, IO checks, the lazy inspection session, arena release."""
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 from pathlib import Path
@@ -12,17 +11,10 @@ import onnxruntime as ort
 import pytest
 
 from app.artifacts.manifest import load_manifest
-from app.inference.session import (
-    CPU,
-    CUDA,
-    TRIM_ABOVE_ROWS,
-    OnnxModel,
-    RuntimeOptions,
-    SessionLoadError,
-    choose_providers,
-    default_intra_op_threads,
-    session_options,
-)
+from app.inference.model import OnnxModel
+from app.inference.providers import CPU, RuntimeOptions
+from app.inference.runners import TRIM_ABOVE_ROWS
+from app.inference.session import SessionLoadError, default_intra_op_threads, session_options
 from tests.app.conftest import ort_forecast, ort_run
 
 
@@ -30,54 +22,6 @@ def _model(folder: Path, options: RuntimeOptions) -> OnnxModel:
     model = OnnxModel(folder, load_manifest(folder / "manifest.json"), options)
     model.load()
     return model
-
-
-def test_cpu_device_requests_cpu_only() -> None:
-    assert choose_providers(RuntimeOptions(device="cpu")) == [CPU]
-
-
-def test_cuda_gets_explicit_options_when_available(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ort, "get_available_providers", lambda: [CUDA, CPU])
-    providers = choose_providers(RuntimeOptions(device="auto", cuda_device_id=1, gpu_mem_limit_bytes=2**30))
-    assert providers == [
-        (
-            CUDA,
-            {
-                "device_id": 1,
-                "arena_extend_strategy": "kSameAsRequested",
-                "cudnn_conv_algo_search": "HEURISTIC",
-                "do_copy_in_default_stream": True,
-                "gpu_mem_limit": 2**30,
-            },
-        ),
-        CPU,
-    ]
-    cuda, _ = choose_providers(RuntimeOptions(device="cuda"))
-    assert isinstance(cuda, tuple) and "gpu_mem_limit" not in cuda[1]
-
-
-def test_no_cuda_in_this_build(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    monkeypatch.setattr(ort, "get_available_providers", lambda: [CPU])
-    assert choose_providers(RuntimeOptions(device="auto")) == [CPU]
-    with caplog.at_level(logging.WARNING, logger="app.inference.session"):
-        assert choose_providers(RuntimeOptions(device="cuda")) == [CPU]
-    assert "no CUDAExecutionProvider" in caplog.text
-
-
-def test_cuda_requested_falls_back_to_cpu_with_a_warning(
-    toy_repository: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    """This machine's onnxruntime-gpu lists CUDA but cannot create it: the session must run on CPU."""
-    if CUDA not in ort.get_available_providers():
-        pytest.skip("this onnxruntime build has no CUDA provider")
-    with caplog.at_level(logging.INFO, logger="app.inference.session"):
-        model = _model(toy_repository / "toy" / "1", RuntimeOptions(device="auto", intra_op_threads=1))
-    if model.provider == CUDA:
-        pytest.skip("a GPU is present: no fallback to observe")
-    assert model.provider == CPU
-    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
-    assert any("fell back to CPUExecutionProvider" in r.getMessage() for r in warnings)
-    assert any("providers in use ['CPUExecutionProvider']" in r.getMessage() for r in caplog.records)
 
 
 def test_threads_default_to_cpu_affinity() -> None:

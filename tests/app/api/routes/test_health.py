@@ -12,8 +12,8 @@ from fastapi.testclient import TestClient
 
 from app.artifacts.manifest import Manifest
 from app.artifacts.repository import VersionRef
+from app.inference.model import OnnxModel
 from app.inference.registry import ModelRegistry
-from app.inference.session import OnnxModel
 from app.main import create_app
 from tests.app.conftest import make_settings, running_client, wait_for
 from tests.app.fakes import ToySpec, write_version

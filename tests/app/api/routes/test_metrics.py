@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.inference.batching import Feed
-from app.inference.session import OnnxModel
+from app.inference.model import OnnxModel
 from tests.app.conftest import make_settings, registry_of, running_client, wait_for
 from tests.app.fakes import GatedSession, write_repository
 from tests.app.metrics_scrape import delta, scrape, total, value

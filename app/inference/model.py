@@ -1,0 +1,160 @@
+"""One model version's sessions: its forecast runner and its inspection session. Numpy in, numpy out.
+
+`OnnxModel.load()` creates the forecast runner (app/inference/runners.py: one per provider); the
+inspection session is created on the first `inspect()` call, so forecasting never pays for it. Calls
+block: run them off the event loop.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+from app.artifacts.contract import (
+    ATTN_MIXED,
+    ATTN_REM,
+    ATTN_SOFTMAX,
+    FORECAST_INPUT,
+    FORECAST_OUTPUT,
+    INSPECT_FILE,
+    MODEL_FILE,
+    PHASE_INPUT,
+)
+from app.artifacts.manifest import Manifest
+from app.inference.batching import Feed  # graph input name -> array with one row per window
+from app.inference.providers import RuntimeOptions
+from app.inference.runners import CallPolicy, Runner, create_runner
+from app.inference.session import SessionLoadError, check_io, create_session
+
+
+@dataclass(frozen=True)
+class InspectResult:
+    """Outputs of inspect.onnx for a batch of windows (N layers, Hh heads)."""
+
+    forecast: np.ndarray  # [batch, H, C]
+    softmax: np.ndarray  # [batch, C, N, Hh, L, L]
+    rem: np.ndarray  # [N, Hh, L, L]
+    mixed: np.ndarray  # [batch, C, N, Hh, L, L]
+
+
+class OnnxModel:
+    """The sessions of one model version: `runner` for forecasts (at most `max_rows` rows per call, as
+    the batcher sizes them), the inspection session for attention."""
+
+    def __init__(
+        self, folder: Path, manifest: Manifest, options: RuntimeOptions, max_rows: int = 256
+    ) -> None:
+        self.folder = folder
+        self.manifest = manifest
+        self.options = options
+        self.max_rows = max_rows
+        self._runner: Runner | None = None
+        self._inspect_session: ort.InferenceSession | None = None
+        self._inspect_lock = threading.Lock()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def load(self) -> None:
+        """Create the forecast runner on the best allowed provider and check it against the manifest."""
+        self._runner = create_runner(self.folder / MODEL_FILE, self.manifest, self.options, self.max_rows)
+
+    def warmup(self) -> None:
+        """Runs so that the first request does not pay for lazy initialisation (every batch bucket, and
+        its CUDA graph, on a bound runner). Also checks the output shape against the manifest, which the
+        graph's metadata may not state."""
+        m = self.manifest
+        out = self.runner.warmup(self._zeros_feed())
+        if out.shape != (1, m.horizon, m.n_channels):
+            raise SessionLoadError(
+                f"{self.folder / MODEL_FILE}: forecast shape {list(out.shape)} for one window, the manifest "
+                f"says [1, {m.horizon}, {m.n_channels}]"
+            )
+
+    def close(self) -> None:
+        """Drop the sessions (an unloaded version): ONNX Runtime frees them with their last reference."""
+        if self._runner is not None:
+            self._runner.close()
+        self._runner = None
+        with self._inspect_lock:
+            self._inspect_session = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._runner is not None
+
+    @property
+    def runner(self) -> Runner:
+        if self._runner is None:
+            raise RuntimeError(f"{self.folder}: session not loaded; call load() first")
+        return self._runner
+
+    @property
+    def provider(self) -> str:
+        """The execution provider actually running the forecast graph."""
+        return self.runner.provider
+
+    @property
+    def policy(self) -> CallPolicy:
+        return self.runner.policy
+
+    @property
+    def inspect_provider(self) -> str | None:
+        return self._inspect_session.get_providers()[0] if self._inspect_session is not None else None
+
+    # -- inference -----------------------------------------------------------------------------
+    def feed(self, windows: np.ndarray, phases: np.ndarray | None = None) -> Feed:
+        """The graph inputs: `window` [batch, L, C], plus `phase` [batch] exactly when the model has a cycle
+        (ONNX Runtime refuses an input the graph does not declare, and needs every one it does)."""
+        feed = {FORECAST_INPUT: np.ascontiguousarray(windows, dtype=np.float32)}
+        cycle = self.manifest.cycle
+        if cycle is None:
+            if phases is not None:
+                raise ValueError(f"{self.folder}: the model has no cycle, so it takes no phase")
+            return feed
+        if phases is None:
+            raise ValueError(f"{self.folder}: the model has a cycle (period {cycle.period}); it needs phases")
+        phase = np.ascontiguousarray(phases, dtype=np.int64)
+        if phase.shape != windows.shape[:1]:
+            raise ValueError(f"{self.folder}: {phase.shape} phases for {windows.shape[0]} windows")
+        feed[PHASE_INPUT] = phase
+        return feed
+
+    def run_forecast(self, feed: Feed, alone: bool = False) -> np.ndarray:
+        """The forecast runner on a ready feed (what the batcher calls): [batch, H, C]."""
+        return self.runner.run(feed, alone)
+
+    def release_memory(self) -> bool:
+        """What the runner can give back once the version is idle (the batcher's release hook)."""
+        return self.runner.release_memory()
+
+    def forecast(self, windows: np.ndarray, phases: np.ndarray | None = None) -> np.ndarray:
+        """[batch, L, C] raw windows (and their [batch] phases, for a cycle model) -> [batch, H, C]."""
+        return self.run_forecast(self.feed(windows, phases))
+
+    def inspect(self, windows: np.ndarray, phases: np.ndarray | None = None) -> InspectResult:
+        """Forecast plus per-layer, per-head attention matrices from inspect.onnx."""
+        session = self._inspect()
+        feed = self.feed(windows, phases)
+        forecast, softmax, rem, mixed = session.run(
+            [FORECAST_OUTPUT, ATTN_SOFTMAX, ATTN_REM, ATTN_MIXED], feed
+        )
+        return InspectResult(forecast=forecast, softmax=softmax, rem=rem, mixed=mixed)
+
+    def _zeros_feed(self) -> Feed:
+        """One all-zeros window (phase 0 when the model has a cycle), for warm-ups."""
+        m = self.manifest
+        phases = None if m.cycle is None else np.zeros(1, np.int64)
+        return self.feed(np.zeros((1, m.input_length, m.n_channels), np.float32), phases)
+
+    def _inspect(self) -> ort.InferenceSession:
+        with self._inspect_lock:
+            if self._inspect_session is None:
+                path = self.folder / INSPECT_FILE
+                session = create_session(path, self.options)
+                check_io(session, self.manifest, (FORECAST_OUTPUT, ATTN_SOFTMAX, ATTN_REM, ATTN_MIXED), path)
+                session.run([ATTN_MIXED], self._zeros_feed())  # warm-up
+                self._inspect_session = session
+            return self._inspect_session
