@@ -91,6 +91,19 @@ class InferenceError(ServiceError):
     code = "inference_failed"
 
 
+class DeviceError(ServiceError):
+    """The execution provider failed under a call (a CUDA, cuBLAS or cuDNN error, a lost device): the
+    request was fine and may succeed when retried. The batcher keeps serving."""
+
+    code = "device_error"
+
+
+class DeviceOutOfMemory(DeviceError):  # noqa: N818
+    """The device ran out of memory on a call, and again on half of it."""
+
+    code = "device_out_of_memory"
+
+
 class Unauthenticated(ServiceError):  # noqa: N818
     """No credentials where an API key is required."""
 

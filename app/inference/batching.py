@@ -56,7 +56,7 @@ from time import perf_counter
 
 import numpy as np
 
-from app.core.errors import InferenceError, ModelNotReady, Overloaded, Timeout
+from app.core.errors import InferenceError, ModelNotReady, Overloaded, ServiceError, Timeout
 
 logger = logging.getLogger(__name__)
 
@@ -448,6 +448,14 @@ class DynamicBatcher:
             batch.error = ModelNotReady(f"model {self.name} is shutting down")
             self._fail_batch(batch, batch.error)
             raise
+        except ServiceError as exc:  # the runner's own verdict (a device fault: 503, retryable)
+            batch.error = exc
+            self.stats.failed_calls += 1
+            logger.error("batcher %s: session call on %d rows failed: %s", self.name, batch.rows, exc)
+            self._fail_batch(
+                batch, type(exc)(f"model {self.name}: {exc.message}", retry_after_s=exc.retry_after_s)
+            )
+            return
         except Exception as exc:
             batch.error = exc
             self.stats.failed_calls += 1

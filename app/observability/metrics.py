@@ -83,6 +83,8 @@ REJECTION_REASONS = {
     "method_not_allowed": "invalid_input",
     "unsupported_media_type": "invalid_input",
     "non_finite_result": "non_finite_result",
+    "device_error": "device_error",
+    "device_out_of_memory": "device_error",
     "model_not_ready": "not_ready",
     "model_not_found": "not_found",
     "version_not_found": "not_found",
@@ -157,7 +159,7 @@ class Metrics:
         self.rejections = Counter(
             f"{PREFIX}_request_rejections",
             "Requests refused, by reason: overloaded, timeout, invalid_input, non_finite_result, not_ready, "
-            "not_found, unauthorized.",
+            "not_found, unauthorized, device_error.",
             [*request_labels, "reason"],
             registry=r,
         )
@@ -190,8 +192,15 @@ class Metrics:
         )
         self.session_failures = Counter(
             f"{PREFIX}_session_failures",
-            "Session calls that raised (each fails the requests in its batch with a 500).",
+            "Session calls that raised (each fails the requests in its batch: 500, or 503 for a device "
+            "fault).",
             ["model", "version"],
+            registry=r,
+        )
+        self.session_retries = Counter(
+            f"{PREFIX}_session_retries",
+            "Session calls retried in two halves, by reason (out_of_memory: the device ran out of memory).",
+            ["model", "version", "reason"],
             registry=r,
         )
 
@@ -222,8 +231,9 @@ class Metrics:
 
     def batcher_hooks(
         self, model: str, version: int, provider: str
-    ) -> tuple[Callable[[Batch], None], Callable[[WorkItem], None]]:
-        """The batcher's `on_batch` and `on_item` callbacks for one version, label children bound once."""
+    ) -> tuple[Callable[[Batch], None], Callable[[WorkItem], None], Callable[[str], None]]:
+        """The batcher's `on_batch` and `on_item` callbacks and the runner's `on_retry` for one version,
+        label children bound once."""
         v = str(version)
         for endpoint in self.model_endpoints:
             for reason in PRECREATED_REASONS:
@@ -247,7 +257,10 @@ class Metrics:
             if item.queue_wait_s is not None:
                 wait.observe(item.queue_wait_s)
 
-        return on_batch, on_item
+        def on_retry(reason: str) -> None:
+            self.session_retries.labels(model, v, reason).inc()
+
+        return on_batch, on_item, on_retry
 
     def render(self, accept: str | None) -> tuple[bytes, str]:
         """The exposition in the format the scraper asked for (OpenMetrics or Prometheus text)."""

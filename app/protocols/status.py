@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import TypeVar
 
 from app.core.errors import (
+    DeviceError,
     InferenceError,
     InvalidInput,
     ModelNotFound,
@@ -32,6 +33,7 @@ HTTP_STATUS: dict[type[ServiceError], int] = {
     Overloaded: 503,
     Timeout: 504,
     InferenceError: 500,
+    DeviceError: 503,
     Unauthenticated: 401,
     PermissionDenied: 403,
 }

@@ -23,6 +23,7 @@ import numpy as np
 from app.core.config import Settings
 from app.core.context import close_record, note_error, open_record
 from app.core.errors import (
+    DeviceError,
     InferenceError,
     InvalidInput,
     ModelNotFound,
@@ -55,6 +56,7 @@ STATUS: dict[type[ServiceError], grpc.StatusCode] = {
     Overloaded: grpc.StatusCode.UNAVAILABLE,  # retryable, as gRPC clients treat UNAVAILABLE
     Timeout: grpc.StatusCode.DEADLINE_EXCEEDED,
     InferenceError: grpc.StatusCode.INTERNAL,
+    DeviceError: grpc.StatusCode.UNAVAILABLE,  # the device failed under a valid request: retry
     Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
     PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
 }

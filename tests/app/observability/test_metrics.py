@@ -37,7 +37,7 @@ def _item(rows: int, waited_s: float) -> WorkItem:
 
 def test_batcher_hooks_count_rows_failures_and_not_shutdowns() -> None:
     metrics = Metrics(max_batch_rows=8)
-    on_batch, on_item = metrics.batcher_hooks("m", 3, "CPUExecutionProvider")
+    on_batch, on_item, _ = metrics.batcher_hooks("m", 3, "CPUExecutionProvider")
     item = _item(4, waited_s=0.25)
     ok = Batch([Segment(item, 0, 4)], rows=4, t_formed=1.0, t_run_start=2.0, t_run_end=2.5)
     failed = Batch([], rows=2, t_formed=1.0, t_run_start=2.0, t_run_end=2.1, error=RuntimeError("x"))

@@ -11,10 +11,12 @@ from typing import Any
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from onnxruntime.capi import onnxruntime_pybind11_state as ort_errors
 
 from app.inference.batching import DynamicBatcher, Feed
-from tests.app.conftest import app_state, make_settings, registry_of, running_client, wait_for
+from tests.app.conftest import app_state, make_settings, ort_forecast, registry_of, running_client, wait_for
 from tests.app.fakes import GatedSession
+from tests.app.metrics_scrape import delta, scrape
 
 L, C = 8, 3
 URL = "/v1/models/toy/versions/2/forecast"
@@ -192,3 +194,52 @@ def test_non_finite_forecast_is_never_serialised(toy_repository: Path) -> None:
         assert (error["code"], error["field"]) == ("non_finite_result", "series[1]")
         metrics = client.get("/metrics").text
         assert 'reason="non_finite_result"' in metrics
+
+
+CUDA_OOM = "[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : CUDA failure 2: out of memory ; GPU=0"
+
+
+def test_device_faults_are_503_with_their_own_codes_and_the_service_keeps_serving(
+    toy_repository: Path,
+) -> None:
+    """Out of memory: retried in halves (answers exact), then 503 device_out_of_memory once a half fails
+    too; any other provider fault 503 device_error; both with Retry-After, on /v1 and OIP v2 alike."""
+    with running_client(make_settings(toy_repository)) as client:
+        runner = registry_of(client).get("toy", 2).model.runner  # type: ignore[union-attr]
+        inner, fits, error = runner._call, [2], [ort_errors.RuntimeException(CUDA_OOM)]
+
+        def faulty(feed: Feed, alone: bool) -> np.ndarray:
+            if len(feed["window"]) > fits[0]:
+                raise error[0]
+            return inner(feed, alone)
+
+        runner._call = faulty  # type: ignore[method-assign]
+        rng = np.random.default_rng(0)
+        windows = rng.normal(0, 1, (3, L, C))
+        body = {"series": [{"values": w.tolist()} for w in windows]}
+        before = scrape(client)
+        r = client.post(URL, json=body)  # 3 rows: out of memory, then 2 + 1 fit
+        assert r.status_code == 200, r.text
+        want = ort_forecast(toy_repository / "toy" / "2" / "model.onnx", windows)
+        got = np.array([s["forecast"] for s in r.json()["forecasts"]], np.float32)
+        np.testing.assert_array_equal(got, want)
+        fits[0] = 0
+        r = client.post(URL, json=body)
+        assert r.status_code == 503 and r.headers["retry-after"] == "1", r.text
+        assert r.json()["error"]["code"] == "device_out_of_memory"
+        assert "out of memory on a call of 2 series" in r.json()["error"]["message"]
+        error[0] = ort_errors.EPFail("CUBLAS failure 13: CUBLAS_STATUS_EXECUTION_FAILED")
+        v2 = client.post(
+            "/v2/models/toy/versions/2/infer",
+            json={
+                "inputs": [{"name": "window", "datatype": "FP32", "shape": [1, L, C], "data": [0.0] * L * C}]
+            },
+        )
+        assert v2.status_code == 503 and "CUBLAS failure 13" in v2.json()["error"], v2.text
+        fits[0] = 8
+        assert client.post(URL, json=body).status_code == 200  # serving on
+        after = scrape(client)
+    labels = {"model": "toy", "version": "2"}
+    assert delta(before, after, "rsa_session_retries_total", reason="out_of_memory", **labels) == 2
+    assert delta(before, after, "rsa_session_failures_total", **labels) == 2
+    assert delta(before, after, "rsa_request_rejections_total", reason="device_error", **labels) == 2
