@@ -29,6 +29,7 @@ import typer
 from torch import Tensor, nn
 
 from app.artifacts.contract import (
+    CUDA_EXACT_OPTIONS,
     FORECAST_INPUT,
     FORECAST_OUTPUT,
     INSPECT_FILE,
@@ -147,12 +148,30 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _session(path: Path):
+CPU = "CPUExecutionProvider"
+CUDA = "CUDAExecutionProvider"
+
+
+def cuda_provider() -> tuple[str, dict[str, Any]] | None:
+    """The CUDA provider with the options the service runs it with (TF32 off: the contract's), where this
+    machine can run it (a CUDA device for torch, and onnxruntime-gpu); else None."""
+    import onnxruntime as ort
+
+    if not torch.cuda.is_available() or CUDA not in ort.get_available_providers():
+        return None
+    return CUDA, {"device_id": 0, **CUDA_EXACT_OPTIONS}
+
+
+def _session(path: Path, provider: str | tuple[str, dict[str, Any]] = CPU):
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
-    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    name = provider if isinstance(provider, str) else provider[0]
+    session = ort.InferenceSession(str(path), opts, providers=[provider])
+    if session.get_providers()[0] != name:
+        raise ExportError(f"{path.name}: asked ONNX Runtime for {name}, it runs {session.get_providers()}")
+    return session
 
 
 Batch = tuple[np.ndarray, np.ndarray | None]  # raw windows [B, L, C], cycle phases [B] (int64) or None
@@ -164,11 +183,13 @@ def _verify(
     reference: InspectGraph,
     windows: dict[str, Batch],
     scale: np.ndarray,
+    provider: str | tuple[str, dict[str, Any]] = CPU,
 ) -> dict[str, Any]:
-    """ONNX Runtime (CPU) against PyTorch on every batch; raises ExportError past the tolerance.
+    """ONNX Runtime (on `provider`) against PyTorch on every batch; raises ExportError past the tolerance.
 
     `scale`: each channel's training std; forecast differences are divided by it (TOLERANCE)."""
-    fc, insp = _session(forecast_path), _session(inspect_path)
+    fc, insp = _session(forecast_path, provider), _session(inspect_path, provider)
+    on = provider if isinstance(provider, str) else provider[0]
     worst: dict[str, float] = {}  # on the scale compared: normalised for forecasts
     worst_raw: dict[str, float] = {}
     for label, (batch, phase) in windows.items():
@@ -192,7 +213,7 @@ def _verify(
             if not err <= TOLERANCE:
                 unit = " in units of each channel's training std" if forecast else ""
                 raise ExportError(
-                    f"{name} on {label}: max |ONNX Runtime - PyTorch| = {err:.3g}{unit} > {TOLERANCE}"
+                    f"{name} on {label} ({on}): max |ONNX Runtime - PyTorch| = {err:.3g}{unit} > {TOLERANCE}"
                     + (f" (raw: {raw:.3g})" if forecast else "")
                 )
     return {
@@ -314,6 +335,15 @@ def export_model(
                 raise ExportError(f"{p.name} still computes REM/gate values: {bad[:5]}")
         windows = _check_windows(model, info, verify_batch_sizes)
         verification = _verify(fc_path, insp_path, reference, windows, std)
+        # Where a GPU is at hand, the same check on the CUDA provider as the service runs it: a graph whose
+        # GPU numbers are not the verified ones is not published.
+        cuda = cuda_provider()
+        if cuda is not None:
+            verification["cuda"] = {
+                "provider": CUDA,
+                "options": dict(CUDA_EXACT_OPTIONS),
+                **_verify(fc_path, insp_path, reference, windows, std, cuda),
+            }
 
         manifest = {
             "name": name,
@@ -341,7 +371,7 @@ def export_model(
                 "onnx": onnx.__version__,
                 "onnxruntime": ort.__version__,
                 "torch": torch.__version__,
-                "provider": "CPUExecutionProvider",
+                "provider": CPU,
                 "batch_sizes": list(verify_batch_sizes),
                 "tolerance": TOLERANCE,
                 **verification,

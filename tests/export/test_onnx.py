@@ -187,6 +187,28 @@ def test_parity_failure_raises_export_error(checkpoint, tmp_path, monkeypatch):
     assert sorted(p.name for p in (repo / "tiny").iterdir()) == ["1"]
 
 
+def test_cuda_parity_is_recorded_beside_the_cpu_one_where_cuda_runs(checkpoint, tmp_path, monkeypatch):
+    """This machine has no GPU (cuda_provider() is None, the manifest has no `cuda` entry); the same code
+    with a stand-in provider shows what a GPU host records. The real CUDA check runs in tests/gpu/."""
+    assert onnx_export.cuda_provider() is None
+    plain = export_model(checkpoint, tmp_path / "plain", "tiny", verify_batch_sizes=(2,))
+    assert "cuda" not in json.loads((plain / "manifest.json").read_text())["verification"]
+    monkeypatch.setattr(onnx_export, "cuda_provider", lambda: ("CPUExecutionProvider", {}))
+    version_dir = export_model(checkpoint, tmp_path / "repo", "tiny", verify_batch_sizes=(2,))
+    verification = json.loads((version_dir / "manifest.json").read_text())["verification"]
+    assert verification["provider"] == "CPUExecutionProvider"
+    cuda = verification["cuda"]
+    assert cuda["provider"] == "CUDAExecutionProvider" and cuda["options"] == {"use_tf32": "0"}
+    assert 0 <= cuda["max_error"] <= onnx_export.TOLERANCE and set(cuda["per_output"]) == set(
+        verification["per_output"]
+    )
+
+
+def test_a_provider_that_does_not_run_is_an_error(version_dir):
+    with pytest.raises(ExportError, match="asked ONNX Runtime for CUDAExecutionProvider"):
+        onnx_export._session(version_dir / "model.onnx", ("CUDAExecutionProvider", {"device_id": 0}))
+
+
 def test_verification_batch_sizes_can_be_chosen(checkpoint, tmp_path, monkeypatch):
     """Long inputs verify on smaller batches (the inspection graph grows with batch x L²): the chosen
     ones are the ones run, and the manifest says so."""
