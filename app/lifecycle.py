@@ -1,8 +1,10 @@
 """Start-up and shutdown: what the service does between its first and its last request.
 
-Start-up (the lifespan): read the settings, build the metrics, the registry, the inference service and
-the protocol handlers, then load and warm up every model version in the background, so /healthz answers
-at once and /readyz turns 200 when all are ready.
+Start-up (the lifespan): read the settings, build the metrics, the engine (app/engine: in this process,
+or a client of the engine process when the supervisor started this one as a front end), the inference
+service and the protocol handlers into one `Runtime` (app/runtime.py); the engine loads and warms up
+every model version in the background, so /healthz answers at once and /readyz turns 200 when all are
+ready.
 
 Shutdown is a drain, in this order, so that no accepted request is lost:
 1. SIGTERM: `Lifecycle.begin_drain()`. /readyz answers 503 (load balancers stop sending new work) and
@@ -23,22 +25,27 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from time import monotonic
 
 from fastapi import FastAPI
 
 from app.core.config import Settings, get_settings
+from app.core.context import requests_in_flight
 from app.core.logging import configure_logging
 from app.core.offload import ParseProcess
 from app.core.security import ApiKeys
-from app.inference.registry import ModelRegistry
+from app.engine.api import Engine
+from app.engine.local import LocalEngine
 from app.inference.service import InferenceService
-from app.observability.metrics import Metrics
+from app.observability.metrics import MULTIPROC_ENV, EngineMetrics, RequestMetrics
 from app.protocols.oip_v2.handlers import OipV2Handlers
 from app.protocols.rsa_v1.handlers import V1Handlers
 from app.protocols.timeseries.handlers import TimeSeriesHandlers
+from app.runtime import Runtime
 
 logger = logging.getLogger(__name__)
 
@@ -84,13 +91,21 @@ class Lifecycle:
         return max(0.0, grace_s - (monotonic() - self.stop_started))
 
 
-async def _load_models(registry: ModelRegistry) -> None:
-    try:
-        await registry.load_all()
-    except asyncio.CancelledError:
-        raise
-    except Exception:
-        logger.exception("loading the models failed")
+def build_engine(settings: Settings) -> Engine:
+    """The engine this process talks to: an engine process's (RSA_ENGINE_ADDRESS, set by the supervisor
+    for its front ends) or one in this process."""
+    if settings.engine_address:
+        from app.engine.client import RemoteEngine
+
+        return RemoteEngine(settings.engine_address, settings)
+    engine_metrics = EngineMetrics(settings.max_batch_rows)
+    return LocalEngine(
+        settings,
+        hooks=engine_metrics.hooks,
+        alone=lambda: requests_in_flight() <= 1,
+        collect=engine_metrics.collect,
+        forget=engine_metrics.forget,
+    )
 
 
 @asynccontextmanager
@@ -100,45 +115,52 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     model_endpoints = tuple(
         p for p in app.openapi()["paths"] if p.endswith(("/forecast", "/attention", "/infer"))
     )
-    metrics = Metrics(settings.max_batch_rows, model_endpoints)
-    registry = ModelRegistry(settings, batcher_hooks=metrics.batcher_hooks)
-    registry.discover()
-    metrics.watch(registry)
-    service = InferenceService(registry, settings)
-    app.state.api_keys = ApiKeys.from_settings(
-        [key.get_secret_value() for key in settings.api_keys], settings.api_keys_file
-    )
-    app.state.settings = settings
-    app.state.metrics = metrics
-    app.state.registry = registry
-    app.state.service = service
-    app.state.v1 = V1Handlers(service)
+    multiprocess = os.environ.get(MULTIPROC_ENV)
+    metrics = RequestMetrics(model_endpoints, Path(multiprocess) if multiprocess else None)
+    engine = build_engine(settings)
+    engine.on_catalog(metrics.on_catalog)
+    service = InferenceService(engine, settings)
     lifecycle: Lifecycle = app.state.lifecycle
-    app.state.oip_v2 = OipV2Handlers(service, lambda: lifecycle.draining)
-    app.state.timeseries = TimeSeriesHandlers(service)
-    parse_process = app.state.parse_process = ParseProcess(settings.parse_process_min_bytes)
-    starting = asyncio.create_task(parse_process.start(), name="parse-process")
-    logger.info(
-        "serving from %s: %s",
-        settings.model_repository,
-        ", ".join(f"{s.name} {sorted(s.versions)}" for s in registry.models.values()) or "nothing",
+    parse_process = ParseProcess(settings.parse_process_min_bytes)
+    runtime = Runtime(
+        settings=settings,
+        engine=engine,
+        service=service,
+        metrics=metrics,
+        api_keys=ApiKeys.from_settings(
+            [key.get_secret_value() for key in settings.api_keys], settings.api_keys_file
+        ),
+        parse_process=parse_process,
+        v1=V1Handlers(service),
+        oip_v2=OipV2Handlers(service, lambda: lifecycle.draining),
+        timeseries=TimeSeriesHandlers(service),
     )
-    loader = asyncio.create_task(_load_models(registry), name="load-models")
+    starting = asyncio.create_task(parse_process.start(), name="parse-process")
+    await engine.start()
+    metrics.on_catalog(engine.catalog)
+    app.state.runtime = runtime
+    logger.info(
+        "serving from %s (%s): %s",
+        settings.model_repository,
+        engine.describe()["engine"],
+        ", ".join(f"{m.name} {sorted(m.versions)}" for m in engine.catalog.models.values()) or "nothing yet",
+    )
     try:
         if settings.grpc_port is not None:
             # Imported only here: its generated messages cannot share a process with tritonclient's
             # (app/protocols/oip_v2/README.md), and a service without gRPC needs none of it.
             from app.protocols.oip_v2.grpc_server import GrpcServer
 
-            server = GrpcServer(settings, app.state.oip_v2, app.state.api_keys, metrics)
+            server = GrpcServer(settings, runtime.oip_v2, runtime.api_keys, metrics)
             await server.start()  # a port that cannot be bound stops start-up, after the cleanup below
             # in-flight calls finish (within the grace period), new ones refused: with HTTP's own wait
             lifecycle.on_stop(server.stop)
         yield
     finally:
         left_s = await lifecycle.stopped(settings.graceful_shutdown_s)
-        loader.cancel()
-        await asyncio.gather(loader, starting, return_exceptions=True)
-        await registry.stop(left_s)
+        await asyncio.gather(starting, return_exceptions=True)
+        await engine.stop(left_s)
+        service.close()
         await asyncio.to_thread(parse_process.stop)
+        app.state.runtime = None
         logger.info("stopped")

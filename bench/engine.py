@@ -13,7 +13,7 @@ which verifies its own output) into a temporary model repository. Both engines r
 - torch: `ForecastGraph` (the exporter's wrapper: scaler, model, unscaler) around the checkpoint's model
   in `eval()` mode under `torch.no_grad()`, exactly as trained: REM kernels computed from η, ν, θ, μ on
   every call, softmax attention through the fused `F.scaled_dot_product_attention` path;
-- ORT: `model.onnx` in a session made by `app.inference.session.create_session` with `RuntimeOptions`
+- ORT: `model.onnx` in a session made by `app.engine.session.create_session` with `RuntimeOptions`
   (`--device`, cpu by default), as the service makes it: its CPU arena, all graph optimisations,
   sequential.
 
@@ -187,8 +187,8 @@ def quiet_exporter() -> None:
 def ort_session(path: Path, threads: int, device: str = "cpu") -> Any:
     """A session exactly as the service creates one (its options, the CPU arena, ORT_ENABLE_ALL), on
     `device`; stops the bench if that is not the provider really running it (CUDA missing)."""
-    from app.inference.providers import CPU, CUDA, RuntimeOptions
-    from app.inference.session import create_session
+    from app.engine.providers import CPU, CUDA, RuntimeOptions
+    from app.engine.session import create_session
 
     session = create_session(path, RuntimeOptions(device=device, intra_op_threads=threads))
     wanted = CUDA if device == "cuda" else CPU

@@ -8,7 +8,7 @@ the largest batch it ever ran. Each variant (`VARIANTS`) is measured in a fresh 
 process, and glibc's heap state from one variant would skew the next), which
 
 1. loads the forecast session (`model.onnx`) of every version with the service's session options
-   (`app.inference.session.session_options`) plus the variant's memory settings, and warms each up
+   (`app.engine.session.session_options`) plus the variant's memory settings, and warms each up
    with one window, as the service does;
 2. records VmRSS (`/proc/self/status`; no psutil in the image) after the warm-up, right after bursts of
    big batches on every version, after a few one-window calls, and after more cycles of the same
@@ -66,7 +66,7 @@ class Variant:
     same_as_requested: bool = False  # one env-wide CPU arena that grows by exactly what is asked
     trim_above: int | None = None  # glibc malloc_trim(0) after runs of more rows than this
     thp: bool | None = False  # GLIBC_TUNABLES=THP_TUNABLE in the process; None: the parent's environment
-    service: bool = False  # app.inference.session.OnnxModel as it is in the tree (load, warmup, run_forecast)
+    service: bool = False  # app.engine.session.OnnxModel as it is in the tree (load, warmup, run_forecast)
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -113,7 +113,7 @@ VARIANTS: dict[str, Variant] = {
         ),
         Variant("no-pattern", "no-arena and enable_mem_pattern=False", arena=False, mem_pattern=False),
         Variant(
-            "service", "app.inference.session.OnnxModel as in this tree, parent's env", thp=None, service=True
+            "service", "app.engine.session.OnnxModel as in this tree, parent's env", thp=None, service=True
         ),
     )
 }
@@ -211,9 +211,9 @@ def _runners(
     import onnxruntime as ort
 
     from app.artifacts.manifest import load_manifest
-    from app.inference.model import OnnxModel
-    from app.inference.providers import RuntimeOptions
-    from app.inference.session import session_options
+    from app.engine.model import OnnxModel
+    from app.engine.providers import RuntimeOptions
+    from app.engine.session import session_options
 
     options = RuntimeOptions(device="cpu", intra_op_threads=threads)
     rng = np.random.default_rng(0)
@@ -469,7 +469,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(
         f"Latency: session.run on the latest version, intra_op_threads={args.threads}; median of "
         f"{args.latency_repeats} calls in a fresh process per variant and round, median of {args.rounds} "
-        f"rounds; x = ratio to {BASELINE}. service: whichever variant app/inference/session.py is."
+        f"rounds; x = ratio to {BASELINE}. service: whichever variant app/engine/session.py is."
     )
     print(table(memory, latency))
 

@@ -17,7 +17,7 @@ full-attention model whose H×L×L REM kernels folding precomputes) with `input_
   the exporter's optimiser and ONNX Runtime's constant folding would fold them back into constants,
   and both graphs would be the same.
 
-Both run in sessions made as the service makes them (`app.inference.session.create_session`, CPU,
+Both run in sessions made as the service makes them (`app.engine.session.create_session`, CPU,
 `--threads` intra-op threads), on the same real ETTh1 test windows (raw scale, with cycle phases).
 Before timing, the bench checks that the folded graph holds no REM arithmetic and the recompute
 graph does (the op counts are printed), and that both give the same forecasts (max |diff|).

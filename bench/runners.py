@@ -6,7 +6,7 @@ per bucket; the shipped versions, one process, the same windows.
                                       [--repeats 300] [--budget 10] [--threads N]
     .venv/bin/python -m bench.runners --smoke       # tiny sizes, CPU: seconds, for the tests
 
-Each runner is built as the service builds it (`app.inference.runners`, `create_session` with the
+Each runner is built as the service builds it (`app.engine.runners`, `create_session` with the
 service's options: on CUDA TF32 off); its buckets are the batch sizes asked for, so each timed call fills
 its bucket exactly, and one size between buckets (3 rows in the bucket of 8) is checked too. Before
 anything is timed, every runner's answers are compared with the plain session's, bit for bit (the
@@ -29,9 +29,9 @@ import numpy as np
 import onnxruntime as ort
 
 from app.artifacts.manifest import Manifest, load_manifest
-from app.inference.providers import CPU, CUDA, RuntimeOptions
-from app.inference.runners import BoundRunner, PlainRunner, Runner
-from app.inference.session import create_session
+from app.engine.providers import CPU, CUDA, RuntimeOptions
+from app.engine.runners import BoundRunner, PlainRunner, Runner
+from app.engine.session import create_session
 from bench.engine import format_table, interleaved, ints, median_ms, parse_with_smoke
 from export.paths import REPO_ROOT
 

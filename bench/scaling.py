@@ -11,7 +11,7 @@ L, untrained (speed and memory do not depend on the weights), is exported by the
 (`export.onnx.export_model`, self-verified) as model `rsa-l<L>` into one temporary model repository.
 
 1. Session: `model.onnx` of every L in a session made as the service makes it
-   (`app.inference.session.create_session`, CPU, `--threads` intra-op threads), timed on real ETTh1
+   (`app.engine.session.create_session`, CPU, `--threads` intra-op threads), timed on real ETTh1
    test windows at each `--batches` size. Every round runs every L once, in rotating order, so the
    machine's drift hits all alike; at most `--repeats` rounds, none started after `--budget` s; medians.
 2. Server: per L, the real service (`python -m app` via `bench.loadgen.local_server`, with

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from app.core.errors import UnsupportedMediaType
 from app.core.offload import ParseProcess
+from app.runtime import maybe_runtime
 
 T = TypeVar("T")
 
@@ -44,7 +45,8 @@ async def parse_body(
     raw = await request.body()
     if not raw:
         raise RequestValidationError([{"type": "missing", "loc": ("body",), "msg": "Field required"}])
-    worker: ParseProcess | None = getattr(request.app.state, "parse_process", None)
+    runtime = maybe_runtime(request.app)
+    worker: ParseProcess | None = runtime.parse_process if runtime is not None else None
     try:
         if offload is not None and worker is not None and worker.takes(len(raw)):
             parsed = await worker.run(offload, raw)

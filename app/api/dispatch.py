@@ -24,9 +24,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.api.deps import check_api_key, v1_handlers
+from app.api.deps import check_api_key
 from app.api.routes.forecast import forecast, forecast_version
 from app.protocols.rsa_v1.errors import render_error
+from app.runtime import runtime_of
 
 # The two routes as Starlette matches them (`name` any one segment), with a version in its plain form only.
 _FORECAST_PATH = re.compile(r"/v1/models/(?P<name>[^/]+)(?:/versions/(?P<version>[1-9][0-9]*))?/forecast")
@@ -69,14 +70,14 @@ class ForecastDispatch:
         scope["path_params"] = params
         name, version = params["name"], params.get("version")
         request = Request(scope, receive)
-        state = request.app.state
         response: Response
         try:
-            check_api_key(state, request.headers.get("authorization"))
+            runtime = runtime_of(request.app)
+            check_api_key(runtime, request.headers.get("authorization"))
             if version is None:
-                response = await forecast(name, request, v1_handlers(state))
+                response = await forecast(name, request, runtime.v1)
             else:
-                response = await forecast_version(name, int(version), request, v1_handlers(state))
+                response = await forecast_version(name, int(version), request, runtime.v1)
         except Exception as exc:
             response = await render_error(request, exc)
         await response(scope, receive, send)

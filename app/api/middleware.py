@@ -17,13 +17,15 @@ from app.api.errors import error_response_for
 from app.core.context import RequestRecord, close_record, open_record
 from app.core.errors import InvalidInput, Overloaded, PayloadTooLarge, ServiceError
 from app.core.numbers import decimal
-from app.observability.metrics import UNMATCHED, Metrics
+from app.engine.catalog import Catalog
+from app.observability.metrics import UNMATCHED
+from app.runtime import Runtime, maybe_runtime
 
 
 class BodySizeLimitMiddleware:
     """Caps request bodies at `settings.max_body_bytes` with a 413 in the usual error JSON.
 
-    The limit is read per request from `app.state.settings` (set by the lifespan), so building the app
+    The limit is read per request from the runtime's settings (set by the lifespan), so building the app
     needs no settings. A declared Content-Length above the limit is refused before the body is read;
     a streamed body is counted by Starlette's responder, whose 413 FastAPI re-raises inside the route
     as an HTTPException that our handler renders.
@@ -33,11 +35,11 @@ class BodySizeLimitMiddleware:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        settings = getattr(scope["app"].state, "settings", None) if scope["type"] == "http" else None
-        if settings is None:
+        runtime = maybe_runtime(scope["app"]) if scope["type"] == "http" else None
+        if runtime is None:
             await self.app(scope, receive, send)
             return
-        limit: int = settings.max_body_bytes
+        limit: int = runtime.settings.max_body_bytes
         raw = Headers(scope=scope).get("content-length")
         declared = None if raw is None else decimal(raw)
         if declared is not None and declared > limit:
@@ -78,14 +80,15 @@ class RequestMiddleware:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        metrics: Metrics | None = getattr(scope["app"].state, "metrics", None)
-        if scope["type"] != "http" or metrics is None:
+        runtime = maybe_runtime(scope["app"]) if scope["type"] == "http" else None
+        if runtime is None:
             await self.app(scope, receive, send)
             return
+        metrics = runtime.metrics
         start = perf_counter()
         probe = scope["path"] in PROBE_PATHS
         status = 500  # if the app raises before answering, the server error handler answers 500
-        timeout = scope["app"].state.settings.request_timeout_s
+        timeout = runtime.settings.request_timeout_s
         asked, bad_header = _asked_timeout(scope)
         error: ServiceError | None = bad_header
         record, token = open_record(start, min(timeout, asked or timeout))
@@ -104,18 +107,20 @@ class RequestMiddleware:
 
         try:
             if error is None and scope["method"] == "POST" and scope["path"].endswith(ADMITTED):
-                error = _admission(scope)
+                error = await _admission(scope, runtime)
             if error is not None:
                 await error_response_for(scope["path"], error)(scope, receive, send_wrapper)
             else:
                 await self.app(scope, receive, send_wrapper)
         finally:
             close_record(token)
+            if record.reservation is not None:  # admitted early, never submitted (an error, a disconnect)
+                runtime.engine.release(record.reservation)
             if not probe:
                 metrics.in_flight.dec()
             endpoint, params = _route_of(scope)
             if not record.model:
-                _labels_from_path(scope, params, record)
+                _labels_from_path(runtime.engine.catalog, params, record)
             metrics.observe_request(endpoint, record, status, perf_counter() - start, probe)
 
 
@@ -124,26 +129,31 @@ class RequestMiddleware:
 ADMITTED = ("/forecast", "/infer")
 
 
-def _admission(scope: Scope) -> Overloaded | None:
-    """A forecast (or OIP v2 infer) for a version whose backlog cannot clear in time is refused before its
-    body is read: under a sustained overload most requests are refusals, and parsing each one first would
-    take the event loop from the requests that are served."""
-    service = getattr(scope["app"].state, "service", None)
+async def _admission(scope: Scope, runtime: Runtime) -> Overloaded | None:
+    """A forecast (or OIP v2 infer) is admitted before its body is read: refused when its rows (estimated
+    from the body's size) could not clear in time behind all the work already admitted, else counted
+    until it submits. Under a sustained overload most requests are refusals, and reading and parsing
+    each one first would take the event loop from the requests that are served, and leave the refusals
+    of big bodies until they had been parsed."""
     endpoint, params = _route_of(scope)
-    if service is None or endpoint == UNMATCHED or not isinstance(params.get("name"), str):
+    if endpoint == UNMATCHED or not isinstance(params.get("name"), str):
         return None
-    api_keys = getattr(scope["app"].state, "api_keys", None)
-    if api_keys is not None and api_keys.enabled:
+    headers = Headers(scope=scope)
+    if runtime.api_keys.enabled:
         try:  # only a client allowed to forecast learns that the model is busy: others get 401/403
-            api_keys.check(Headers(scope=scope).get("authorization"))
+            runtime.api_keys.check(headers.get("authorization"))
         except ServiceError:
             return None
     raw_version = params.get("version")
     version = None if raw_version is None else decimal(str(raw_version))
     if raw_version is not None and version is None:
         return None  # the route's own validation answers that
+    length = headers.get("content-length")
+    binary = headers.get("inference-header-content-length") is not None  # OIP v2 binary tensors
     try:
-        service.admit_early(params["name"], version)
+        await runtime.service.admit_early(
+            params["name"], version, decimal(length) if length is not None else None, binary
+        )
     except Overloaded as exc:
         return exc
     return None
@@ -189,14 +199,13 @@ def _route_of(scope: Scope) -> tuple[str, dict[str, Any]]:
     return UNMATCHED, {}
 
 
-def _labels_from_path(scope: Scope, params: dict[str, Any], record: RequestRecord) -> None:
-    """Model and version from the path, only when the registry serves them (bounded label values)."""
-    registry = getattr(scope["app"].state, "registry", None)
+def _labels_from_path(catalog: Catalog, params: dict[str, Any], record: RequestRecord) -> None:
+    """Model and version from the path, only when the catalog serves them (bounded label values)."""
     name = params.get("name")
-    if registry is None or not isinstance(name, str) or name not in registry.models:
+    if not isinstance(name, str) or name not in catalog.models:
         return
     record.model = name
     raw = params.get("version")
     version = None if raw is None else decimal(str(raw))
-    if version is not None and version in registry.models[name].versions:
+    if version is not None and version in catalog.models[name].versions:
         record.version = str(version)

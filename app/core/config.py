@@ -33,9 +33,9 @@ class Settings(BaseSettings):
     gpu_mem_limit_bytes: int | None = Field(default=None, gt=0)  # None: no limit (ORT default)
     intra_op_threads: int | None = Field(default=None, ge=1)  # None: len(os.sched_getaffinity(0))
     # CPU provider: session calls of at most this many rows run on a single-threaded instance of the
-    # graph (intra-op threads cost more CPU than they save on small calls; app/inference/session.py),
+    # graph (intra-op threads cost more CPU than they save on small calls; app/engine/session.py),
     # up to `single_thread_calls` of them at once per version, each keeping one core busy (as Triton's
-    # instance count; app/inference/batching.py). 64, not 16: at concurrency 64 two single-threaded
+    # instance count; app/engine/batching.py). 64, not 16: at concurrency 64 two single-threaded
     # calls side by side did 899-997 req/s where 16 did 725-836 (same run; bench/serving.py's load).
     # 0: one instance only, one call at a time.
     single_thread_max_rows: int = Field(default=64, ge=0)
@@ -72,7 +72,7 @@ class Settings(BaseSettings):
     memory_release_idle_s: float = Field(default=1.0, ge=0)
     # A request of at most this many series that finds its version idle, with no other request in
     # flight, runs the session on the event loop at once, without the thread hops of a batch
-    # (app/inference/batching.py). 0: never.
+    # (app/engine/batching.py). 0: never.
     inline_max_rows: int = Field(default=1, ge=0)
     max_queue_rows: int = Field(default=16384, ge=1)  # queued series before requests get 503
     request_timeout_s: float = Field(default=30.0, gt=0)  # queue + session time before a 504
@@ -113,6 +113,13 @@ class Settings(BaseSettings):
     # an idle keep-alive connection stays open.
     max_connections: int = Field(default=1024, ge=1)
     keep_alive_s: float = Field(default=5.0, gt=0)
+
+    # Processes: RSA_WORKERS front ends (HTTP and gRPC: parsing, validation, encoding), each on its own
+    # SO_REUSEPORT socket, feeding one engine process (sessions, queues, batching, admission) through
+    # `engine_address`. 1: one process does everything (the default: one process per container, scaled
+    # by replicas). The supervisor sets RSA_ENGINE_ADDRESS for its front ends; nobody else needs to.
+    workers: int = Field(default=1, ge=1, le=256)
+    engine_address: str | None = None
 
     # The Open Inference Protocol v2 gRPC service (app/protocols/oip_v2/grpc_server.py), in this process
     # beside HTTP, on RSA_HOST. Unset: no gRPC server (the image sets 8001, Triton's port). Off by default so

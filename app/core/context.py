@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass
@@ -19,6 +20,9 @@ class RequestRecord:
     model: str = ""
     version: str = ""
     error_code: str | None = None
+    # Rows the engine reserved for this request before its body was read (an engine Reservation): taken
+    # by the submit, else released when the request ends.
+    reservation: Any = None
 
 
 _record: ContextVar[RequestRecord | None] = ContextVar("rsa_request_record", default=None)
@@ -67,3 +71,22 @@ def note_error(code: str) -> None:
     record = _record.get()
     if record is not None:
         record.error_code = code
+
+
+def note_reservation(reservation: Any) -> None:
+    """The engine reserved rows for the current request (early admission)."""
+    record = _record.get()
+    if record is not None:
+        record.reservation = reservation
+
+
+def take_reservation(name: str, version: int) -> Any:
+    """The current request's reservation, if it was made for this version; it is the caller's from now."""
+    record = _record.get()
+    if record is None or record.reservation is None:
+        return None
+    reservation, record.reservation = record.reservation, None
+    if (reservation.name, reservation.version) != (name, version):
+        record.reservation = reservation  # another version's: left for the middleware to release
+        return None
+    return reservation

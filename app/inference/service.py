@@ -1,49 +1,87 @@
-"""The protocol-neutral inference service: forecast and inspect on the registry's models.
+"""The protocol-neutral inference service: forecast and inspect, for every protocol, on the engine API.
 
-Arrays in, arrays out; every protocol's handlers (today `/v1`) decode their wire format into arrays,
-call this, and encode what comes back. It raises domain errors only and knows no HTTP.
+Arrays in, arrays out; every protocol's handlers decode their wire format into arrays (with the rules of
+app/inference/windows.py), call this, and encode what comes back. It raises domain errors only and knows
+no HTTP. It reads the engine's catalog and calls the engine (app/engine/api.py), local or remote alike.
 
 Deadlines: a request's deadline is set once, when it arrives (the request context, `app.core.context`),
 and covers everything: parsing, the queue, the session and encoding. Work is sized against what is left
 of it, never against a fresh timeout.
+
+Early admission: before a forecast's body is read, `admit_early` asks the engine to count the rows the body
+will hold (estimated from its size) against the version's backlog; the reservation rides in the request
+context until `forecast` submits the parsed rows with it, or the request ends and the middleware releases
+it.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from time import perf_counter
 from typing import TypeVar
 
 import numpy as np
 
+from app.artifacts.feed import build_feed
 from app.core.config import Settings
-from app.core.context import current_deadline, note_model_version
-from app.core.errors import Overloaded, Timeout
-from app.inference.model import InspectResult
-from app.inference.registry import ModelRegistry, ModelVersion, ServedModel
+from app.core.context import current_deadline, note_model_version, note_reservation, take_reservation
+from app.core.errors import ModelNotReady, Overloaded, Timeout
+from app.engine.api import Engine, VersionStats
+from app.engine.catalog import Catalog, ModelEntry, VersionEntry
+from app.engine.model import InspectResult
 
 T = TypeVar("T")
 
+# Bytes a series' value takes in a JSON body at least as dense as clients send them ("12.345678," is 10;
+# the flood that needed early reservations sent 7.6 per value): the early estimate of a body's rows errs
+# towards more rows, hence towards refusing sooner under load (an idle version admits anything).
+JSON_BYTES_PER_VALUE = 8
+BINARY_BYTES_PER_VALUE = 4  # float32 tensors (OIP v2 binary data)
+
+
+def estimated_rows(body_bytes: int | None, entry: VersionEntry, binary: bool, limit: int) -> int:
+    """The series a body of this size holds at most, about (1 when its size is unknown)."""
+    manifest = entry.manifest
+    if body_bytes is None or manifest is None:
+        return 1
+    per_value = BINARY_BYTES_PER_VALUE if binary else JSON_BYTES_PER_VALUE
+    per_row = manifest.input_length * manifest.n_channels * per_value
+    return max(1, min(limit, body_bytes // per_row))
+
 
 class InferenceService:
-    def __init__(self, registry: ModelRegistry, settings: Settings) -> None:
-        self.registry = registry
+    def __init__(self, engine: Engine, settings: Settings) -> None:
+        self.engine = engine
         self.settings = settings
         self._inspect_in_flight = 0
+        # Encoding and rendering of inspection answers (PNG figures): off the event loop, and apart from
+        # the engine's own threads.
+        self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="rsa-render")
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
 
     # -- models ------------------------------------------------------------------------------------
-    def resolve(self, name: str, version: int | None) -> ModelVersion:
+    @property
+    def catalog(self) -> Catalog:
+        return self.engine.catalog
+
+    def resolve(self, name: str, version: int | None) -> VersionEntry:
         """The ready version that serves this request ("latest" resolved), noted for the metrics."""
-        mv = self.registry.get(name, version)
-        note_model_version(mv.name, mv.version)
-        return mv
+        entry = self.engine.catalog.resolve(name, version, self.settings.retry_after_s)
+        note_model_version(entry.name, entry.version)
+        return entry
 
-    def models(self) -> list[ServedModel]:
-        return list(self.registry.models.values())
+    def models(self) -> list[ModelEntry]:
+        return list(self.engine.catalog.models.values())
 
-    def model(self, name: str) -> ServedModel:
-        return self.registry.model(name)
+    def model(self, name: str) -> ModelEntry:
+        return self.engine.catalog.model(name)
+
+    async def stats(self, entry: VersionEntry) -> VersionStats | None:
+        return await self.engine.stats(entry.name, entry.version)
 
     def deadline(self) -> tuple[float, float]:
         """(seconds left, the whole budget) of this request; outside a request, a fresh timeout."""
@@ -53,67 +91,86 @@ class InferenceService:
         deadline, budget = current
         return deadline - perf_counter(), budget
 
-    def admit_early(self, name: str, version: int | None) -> None:
-        """Before a forecast request's body is read: refuse (Overloaded) when the version's backlog alone
-        cannot be through in time. Unknown, loading or failed versions pass: the request itself then
-        gets the precise error."""
-        mv = self.registry.find_ready(name, version)
-        if mv is None or mv.batcher is None:
+    async def admit_early(self, name: str, version: int | None, body_bytes: int | None, binary: bool) -> None:
+        """Before a forecast request's body is read: refuse (Overloaded) when its rows, estimated from the
+        body's size, could not be through in time behind all the work already admitted; else reserve
+        them for it. Unknown, loading or failed versions pass: the request itself then gets the precise
+        error."""
+        entry = self.engine.catalog.find_ready(name, version)
+        if entry is None:
             return
+        rows = estimated_rows(body_bytes, entry, binary, self.settings.max_series_per_request)
         left, _ = self.deadline()
         try:
-            mv.batcher.admit(1, left)
+            reservation = await self.engine.admit(entry.name, entry.version, rows, left)
         except Overloaded:
-            note_model_version(mv.name, mv.version)  # the refusal is labelled with the version it spares
+            note_model_version(
+                entry.name, entry.version
+            )  # the refusal is labelled with the version it spares
             raise
+        if reservation is not None:
+            note_reservation(reservation)
 
     # -- forecast ----------------------------------------------------------------------------------
-    async def forecast(self, mv: ModelVersion, windows: np.ndarray, phases: np.ndarray | None) -> np.ndarray:
-        """[S, L, C] windows (and [S] phases for a cycle model) -> [S, H, C], through the batcher."""
-        model, batcher = mv.model, mv.batcher
-        assert model is not None and batcher is not None  # the registry hands out ready versions only
-        left, budget = self._time_left(mv)
+    async def forecast(
+        self, entry: VersionEntry, windows: np.ndarray, phases: np.ndarray | None, latest: bool = False
+    ) -> np.ndarray:
+        """[S, L, C] windows (and [S] phases for a cycle model) -> [S, H, C], through the engine's batcher.
+        `latest`: the request named no version, so if its version went away between resolving and
+        submitting (an unload), the new latest serves it when it takes the same inputs."""
+        assert entry.manifest is not None  # the catalog resolves ready versions only
+        feed = build_feed(entry.manifest, windows, phases)
+        left, budget = self._time_left(entry)
+        reservation = take_reservation(entry.name, entry.version)
         try:
-            return await batcher.submit(model.feed(windows, phases), left)
+            return await self.engine.submit(entry.name, entry.version, feed, left, reservation)
         except Timeout:
             raise Timeout(
-                f"model {mv.name}: no result within the request's deadline of {budget:g}s", limit=budget
+                f"model {entry.name}: no result within the request's deadline of {budget:g}s", limit=budget
             ) from None
+        except ModelNotReady:
+            now = self.engine.catalog.find_ready(entry.name, None) if latest else None
+            if now is None or now.version == entry.version or not _same_inputs(now, entry):
+                raise
+            note_model_version(now.name, now.version)
+            left, _ = self._time_left(now)
+            return await self.engine.submit(now.name, now.version, feed, left)
 
     # -- inspect -----------------------------------------------------------------------------------
     async def inspect(
         self,
-        mv: ModelVersion,
+        entry: VersionEntry,
         windows: np.ndarray,
         phases: np.ndarray | None,
         finish: Callable[[InspectResult], T],
     ) -> T:
-        """The inspection session, then `finish` (encoding, rendering) on its result, in one worker
-        thread call: at most `max_attention_in_flight` such calls (Overloaded above) and the request's
-        deadline (Timeout). A call whose client timed out still holds its slot until its thread
-        really finishes, so timeouts cannot pile up work behind the bound."""
-        model = mv.model
-        assert model is not None
+        """The inspection graph, then `finish` (encoding, rendering) on its result in a worker thread: at
+        most `max_attention_in_flight` such calls (Overloaded above) and the request's deadline (Timeout).
+        A call whose client timed out still holds its slot until it really finishes, so timeouts cannot
+        pile up work behind the bound."""
+        assert entry.manifest is not None
         limit = self.settings.max_attention_in_flight
         if self._inspect_in_flight >= limit:
             raise Overloaded(
-                f"model {mv.name}: {self._inspect_in_flight} attention calls in flight; retry later",
+                f"model {entry.name}: {self._inspect_in_flight} attention calls in flight; retry later",
                 limit=limit,
                 retry_after_s=self.settings.retry_after_s,
             )
-        timeout, budget = self._time_left(mv)
+        timeout, budget = self._time_left(entry)
+        feed = build_feed(entry.manifest, windows, phases)
 
-        def run() -> T:
-            return finish(model.inspect(windows, phases))
+        async def run() -> T:
+            result = await self.engine.inspect(entry.name, entry.version, feed)
+            return await asyncio.get_running_loop().run_in_executor(self._executor, finish, result)
 
         self._inspect_in_flight += 1
-        call = asyncio.ensure_future(self.registry.run_blocking(run))
+        call = asyncio.ensure_future(run())
         call.add_done_callback(self._release_inspect_slot)
         try:
             return await asyncio.wait_for(asyncio.shield(call), timeout)
         except TimeoutError:
             raise Timeout(
-                f"model {mv.name}: no attention result within the request's deadline of {budget:g}s",
+                f"model {entry.name}: no attention result within the request's deadline of {budget:g}s",
                 limit=budget,
             ) from None
 
@@ -122,11 +179,23 @@ class InferenceService:
         if not call.cancelled():
             call.exception()  # retrieved, so a call whose client timed out logs no "never retrieved"
 
-    def _time_left(self, mv: ModelVersion) -> tuple[float, float]:
+    def _time_left(self, entry: VersionEntry) -> tuple[float, float]:
         left, budget = self.deadline()
         if left <= 0:
             raise Timeout(
-                f"model {mv.name}: the request's deadline of {budget:g}s passed before it reached the model",
+                f"model {entry.name}: the request's deadline of {budget:g}s passed before it reached the "
+                "model",
                 limit=budget,
             )
         return left, budget
+
+
+def _same_inputs(a: VersionEntry, b: VersionEntry) -> bool:
+    """Whether windows decoded for `b` feed `a` as they are."""
+    ma, mb = a.manifest, b.manifest
+    return (
+        ma is not None
+        and mb is not None
+        and (ma.input_length, ma.channels, ma.cycle, ma.horizon)
+        == (mb.input_length, mb.channels, mb.cycle, mb.horizon)
+    )

@@ -1,27 +1,39 @@
 """Every Prometheus object of the service, in one place (names, labels, buckets, help text).
 
-Fed from three sides, none of which imports prometheus-client itself:
-- the HTTP middleware (`app.api.middleware.RequestMiddleware`) opens a `RequestRecord` per request and
-  reports its endpoint, status and duration; the inference service notes which model version the request
-  resolved to and the error rendering notes the error code, both through the record;
-- the batchers call the per-version hooks from `batcher_hooks()` for every session call and request;
-- `ServiceCollector` reads the model registry at scrape time (load state, model info, queued rows, GPU
-  memory), so those values are exact and cost nothing between scrapes.
+Two sides, as the service has two (app/engine/api.py):
+- `RequestMetrics`, the front end's: every request by endpoint, protocol, model, version and status, its
+  duration, the requests in flight and the refusals. The HTTP middleware (`app.api.middleware`) and the
+  gRPC server report each request; the inference service notes which model version it resolved to and
+  the error rendering notes the error code, through the request record (`app.core.context`).
+- `EngineMetrics`, the engine's: session calls, rows per call, queue waits, failures and retries (the
+  batchers' and runners' hooks), and at scrape time the state of every version (load state, model info,
+  queued rows, backlog seconds) and GPU memory (NVML, only where the CUDA provider is in use), plus the
+  engine process's standard process metrics.
+
+`/metrics` on a front end renders both (`render`): its request metrics and the engine's families. With one
+process (the default) both live in it. With several front ends (RSA_WORKERS > 1) each front end's request
+metrics are written by prometheus-client's multiprocess mode to files shared by all of them (the
+supervisor's PROMETHEUS_MULTIPROC_DIR) and summed at scrape time, and the engine's families come from the
+engine process; nothing is counted twice (each family has one source), and the counts of a front end that
+died are folded into an archive file by the supervisor (`compact_dead_process`), not lost.
 
 Every request metric carries the protocol it came by (`protocol_of`): `rsa_v1`, `oip_v2` (REST),
 `oip_v2_grpc`, `kserve_timeseries`, or "" for the service's own probes, metrics and docs.
 
-Label values never come from the client: `model` and `version` are set only once the registry knows
-them, so requests for made-up model names cannot grow the number of series.
-
-One process per container: the service runs one uvicorn process (`python -m app`), so there is no
-multiprocess aggregation to do; scale with replicas and let Prometheus sum over instances.
+Label values never come from the client: `model` and `version` are set only once the catalog knows them,
+so requests for made-up model names cannot grow the number of series; the series of a version that is no
+longer served are dropped (`forget`, and at scrape time for the multiprocess files).
 """
 
 from __future__ import annotations
 
+import fcntl
+import glob
 import logging
-from collections.abc import Callable, Iterator
+import os
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import onnxruntime as ort
@@ -41,10 +53,11 @@ from prometheus_client.registry import Collector
 
 from app.core.context import RequestRecord
 from app.core.errors import ModelNotReady
-from app.inference.batching import Batch, WorkItem
+from app.engine.batching import Batch, WorkItem
+from app.engine.catalog import LOAD_STATES, Catalog
 
 if TYPE_CHECKING:
-    from app.inference.registry import ModelRegistry
+    from app.engine.local import LocalEngine
 
 logger = logging.getLogger(__name__)
 
@@ -95,10 +108,11 @@ REJECTION_REASONS = {
 
 # The reasons a request for a loaded version can be refused with (not_found needs no version).
 PRECREATED_REASONS = ("overloaded", "timeout", "invalid_input", "not_ready")
-LOAD_STATES = ("loading", "ready", "failed")
 CUDA_PROVIDER = "CUDAExecutionProvider"
 UNMATCHED = "unmatched"  # the endpoint label of a request no route matched
 GRPC_SERVICE = "/inference.GRPCInferenceService/"  # the endpoint label of a gRPC call is its method path
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"  # prometheus-client's own variable
+LOCK_FILE = ".lock"  # scrapes read the multiprocess files under a shared lock, compaction takes it whole
 
 
 def protocol_of(endpoint: str) -> str:
@@ -114,24 +128,35 @@ def protocol_of(endpoint: str) -> str:
     return ""
 
 
-# -- the metrics -----------------------------------------------------------------------------------
+def batch_buckets(max_batch_rows: int) -> tuple[float, ...]:
+    """1, 2, 4, ... up to the largest batch (itself the last bucket when not a power of two)."""
+    buckets = [1]
+    while buckets[-1] < max_batch_rows:
+        buckets.append(min(buckets[-1] * 2, max_batch_rows))
+    return tuple(float(b) for b in buckets)
 
 
-class Metrics:
-    """The service's metrics on a registry of their own (one per app, so tests can build many apps)."""
+def _registry() -> CollectorRegistry:
+    # `_created` series double the number of series and nothing on our dashboards reads them.
+    prometheus_client.disable_created_metrics()
+    return CollectorRegistry()
 
-    def __init__(self, max_batch_rows: int, model_endpoints: tuple[str, ...] = ()) -> None:
+
+# -- the front end's side --------------------------------------------------------------------------------
+
+
+class RequestMetrics:
+    """Requests as one front end answers them. `multiprocess_dir`: the directory prometheus-client's
+    multiprocess mode writes to (set in this process's environment before prometheus-client was
+    imported: the supervisor does); then `families` reads every front end's files."""
+
+    def __init__(self, model_endpoints: tuple[str, ...] = (), multiprocess_dir: Path | None = None) -> None:
         # Route templates of the model endpoints: a loaded version's rejection series start at 0 on
         # each, because rate() cannot see the increment that creates a series (a short overload would
         # never show on a dashboard).
         self.model_endpoints = model_endpoints
-        # `_created` series double the number of series and nothing on our dashboards reads them.
-        prometheus_client.disable_created_metrics()
-        self.registry = CollectorRegistry()
-        ProcessCollector(registry=self.registry)
-        PlatformCollector(registry=self.registry)
-        GCCollector(registry=self.registry)
-        r = self.registry
+        self.multiprocess_dir = multiprocess_dir
+        self.registry = r = _registry()
         request_labels = ["endpoint", "protocol", "model", "version"]
         self.requests = Counter(
             f"{PREFIX}_requests",
@@ -155,6 +180,7 @@ class Metrics:
             f"{PREFIX}_requests_in_flight",
             "Requests (HTTP and gRPC) being handled now (health, readiness and metrics probes excluded).",
             registry=r,
+            multiprocess_mode="livesum",  # several front ends: the sum over the live ones
         )
         self.rejections = Counter(
             f"{PREFIX}_request_rejections",
@@ -163,6 +189,137 @@ class Metrics:
             [*request_labels, "reason"],
             registry=r,
         )
+        self._served: set[tuple[str, str]] = set()  # (model, version) of the catalog's versions
+
+    def observe_request(
+        self, endpoint: str, record: RequestRecord, status: int | str, seconds: float, probe: bool
+    ) -> None:
+        key = (endpoint, record.model, record.version, status, probe)
+        children = self._request_children.get(key)
+        if children is None:
+            labels = (endpoint, protocol_of(endpoint), record.model, record.version)
+            # A probe has no duration series at all (not even an empty one).
+            duration = None if probe else self.request_duration.labels(*labels)
+            children = self.requests.labels(*labels, str(status)), duration
+            self._request_children[key] = children
+        count, duration = children
+        count.inc()
+        if duration is not None:
+            duration.observe(seconds)
+        reason = REJECTION_REASONS.get(record.error_code or "")
+        if reason is not None:
+            labels = (endpoint, protocol_of(endpoint), record.model, record.version)
+            self.rejections.labels(*labels, reason).inc()
+
+    def on_catalog(self, catalog: Catalog) -> None:
+        """A new catalog: rejection series at 0 for every ready version on every model endpoint; the series
+        of versions no longer served are removed."""
+        served = {(v.name, str(v.version)) for v in catalog.versions()}
+        for model, version in self._served - served:
+            self.forget(model, version)
+        for entry in catalog.versions():
+            if entry.ready:
+                for endpoint in self.model_endpoints:
+                    for reason in PRECREATED_REASONS:
+                        self.rejections.labels(
+                            endpoint, protocol_of(endpoint), entry.name, str(entry.version), reason
+                        )
+        self._served = served
+
+    def forget(self, model: str, version: str) -> None:
+        """Remove every series of a version that is no longer served."""
+        gone = [key for key in self._request_children if key[1] == model and key[2] == version]
+        for key in gone:
+            del self._request_children[key]
+        for metric in (self.requests, self.request_duration, self.rejections):
+            for labels in [k for k in metric._metrics if k[2] == model and k[3] == version]:
+                metric.remove(*labels)
+
+    def families(self) -> list[Metric]:
+        """The request metrics now: this process's, or every front end's files in multiprocess mode,
+        without the series of versions the catalog no longer serves."""
+        if self.multiprocess_dir is None:
+            return list(self.registry.collect())
+        from prometheus_client.multiprocess import MultiProcessCollector
+
+        scrape = CollectorRegistry()
+        with _files_locked(self.multiprocess_dir, fcntl.LOCK_SH):
+            MultiProcessCollector(scrape, str(self.multiprocess_dir))
+            collected = list(scrape.collect())
+        return [_without_gone(family, self._served) for family in collected]
+
+
+def _without_gone(family: Metric, served: set[tuple[str, str]]) -> Metric:
+    """`family` without the samples of a (model, version) that is not served (version "" always stays)."""
+    kept = [
+        s
+        for s in family.samples
+        if not s.labels.get("version") or (s.labels.get("model", ""), s.labels["version"]) in served
+    ]
+    if len(kept) == len(family.samples):
+        return family
+    copy = Metric(family.name, family.documentation, family.type, family.unit)
+    copy.samples = kept
+    return copy
+
+
+@contextmanager
+def _files_locked(directory: Path, mode: int) -> Iterator[None]:
+    with (directory / LOCK_FILE).open("a") as handle:
+        fcntl.flock(handle, mode)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def compact_dead_process(directory: Path, pid: int) -> int:
+    """Fold a dead front end's multiprocess files into archive files, so that its counts stay (never
+    lost) and its files do not pile up over restarts; its live gauges (in flight) are simply removed.
+    Under the exclusive lock, so that no scrape sees a count twice or not at all. Returns the files
+    removed. (prometheus-client's own `mark_process_dead` only removes the live gauge files.)"""
+    from prometheus_client.mmap_dict import MmapedDict
+
+    removed = 0
+    with _files_locked(directory, fcntl.LOCK_EX):
+        for path in glob.glob(str(directory / f"*_{pid}.db")):
+            kind = Path(path).name.split("_")[0]
+            if kind == "gauge":  # gauge_livesum_<pid>.db and the like: the values of a live process only
+                os.unlink(path)
+                removed += 1
+                continue
+            archive = directory / f"{kind}_archive.db"
+            totals: dict[str, tuple[float, float]] = {}
+            for source in (archive, Path(path)):
+                if source.exists():
+                    for key, value, timestamp, _ in MmapedDict.read_all_values_from_file(str(source)):
+                        before = totals.get(key, (0.0, 0.0))
+                        totals[key] = (before[0] + value, max(before[1], timestamp))
+            staging = directory / f"{kind}_archive.tmp"  # not *.db: no scrape reads it half written
+            staging.unlink(missing_ok=True)
+            merged = MmapedDict(str(staging))
+            for key, (value, timestamp) in totals.items():
+                merged.write_value(key, value, timestamp)
+            merged.close()
+            os.replace(staging, archive)
+            os.unlink(path)
+            removed += 1
+    return removed
+
+
+# -- the engine's side -----------------------------------------------------------------------------------
+
+
+class EngineMetrics:
+    """Session calls and queues, fed by the batchers' and runners' hooks, and the versions' state read at
+    scrape time; on a registry of their own (one per engine, so tests can build many)."""
+
+    def __init__(self, max_batch_rows: int, gpu: GpuMemory | None = None) -> None:
+        self.registry = r = _registry()
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        GCCollector(registry=r)
+        self.gpu = gpu or GpuMemory()
         self.queue_wait = Histogram(
             f"{PREFIX}_queue_wait_seconds",
             "Time a request's rows waited in the batcher queue before their first session call.",
@@ -204,40 +361,12 @@ class Metrics:
             registry=r,
         )
 
-    def watch(self, registry: ModelRegistry, gpu: GpuMemory | None = None) -> None:
-        """Export the registry's load state, model info and queues (and GPU memory) at scrape time."""
-        self.registry.register(ServiceCollector(registry, gpu or GpuMemory()))
-
-    # -- hooks ---------------------------------------------------------------------------------
-    def observe_request(
-        self, endpoint: str, record: RequestRecord, status: int | str, seconds: float, probe: bool
-    ) -> None:
-        key = (endpoint, record.model, record.version, status, probe)
-        children = self._request_children.get(key)
-        if children is None:
-            labels = (endpoint, protocol_of(endpoint), record.model, record.version)
-            # A probe has no duration series at all (not even an empty one).
-            duration = None if probe else self.request_duration.labels(*labels)
-            children = self.requests.labels(*labels, str(status)), duration
-            self._request_children[key] = children
-        count, duration = children
-        count.inc()
-        if duration is not None:
-            duration.observe(seconds)
-        reason = REJECTION_REASONS.get(record.error_code or "")
-        if reason is not None:
-            labels = (endpoint, protocol_of(endpoint), record.model, record.version)
-            self.rejections.labels(*labels, reason).inc()
-
-    def batcher_hooks(
+    def hooks(
         self, model: str, version: int, provider: str
     ) -> tuple[Callable[[Batch], None], Callable[[WorkItem], None], Callable[[str], None]]:
         """The batcher's `on_batch` and `on_item` callbacks and the runner's `on_retry` for one version,
         label children bound once."""
         v = str(version)
-        for endpoint in self.model_endpoints:
-            for reason in PRECREATED_REASONS:
-                self.rejections.labels(endpoint, protocol_of(endpoint), model, v, reason)
         run = self.session_run.labels(model, v, provider)
         rows = self.batch_rows.labels(model, v)
         done = self.rows.labels(model, v)
@@ -262,21 +391,83 @@ class Metrics:
 
         return on_batch, on_item, on_retry
 
-    def render(self, accept: str | None) -> tuple[bytes, str]:
-        """The exposition in the format the scraper asked for (OpenMetrics or Prometheus text)."""
-        encoder, content_type = choose_encoder(accept or "")
-        return encoder(self.registry), content_type
+    def forget(self, model: str, version: int) -> None:
+        """Remove every series of an unloaded version."""
+        v = str(version)
+        for metric in (
+            self.queue_wait,
+            self.session_run,
+            self.batch_rows,
+            self.rows,
+            self.session_failures,
+            self.session_retries,
+        ):
+            for labels in [k for k in metric._metrics if k[0] == model and k[1] == v]:
+                metric.remove(*labels)
+
+    def collect(self, engine: LocalEngine) -> Iterator[Metric]:
+        """Everything the engine exports now: its registry, then the versions' state."""
+        yield from self.registry.collect()
+        yield from _state(engine, self.gpu)
 
 
-def batch_buckets(max_batch_rows: int) -> tuple[float, ...]:
-    """1, 2, 4, ... up to the largest batch (itself the last bucket when not a power of two)."""
-    buckets = [1]
-    while buckets[-1] < max_batch_rows:
-        buckets.append(min(buckets[-1] * 2, max_batch_rows))
-    return tuple(float(b) for b in buckets)
-
-
-# -- scrape-time state -----------------------------------------------------------------------------
+def _state(engine: LocalEngine, gpu: GpuMemory) -> Iterator[Metric]:
+    state = GaugeMetricFamily(
+        f"{PREFIX}_model_load_state",
+        "Load state of each model version: 1 for its current state (loading, ready, failed, unloading), "
+        "else 0.",
+        labels=["model", "version", "state"],
+    )
+    info = InfoMetricFamily(
+        f"{PREFIX}_model",
+        "One series per loaded model version: the execution provider in use, onnxruntime version, "
+        "input length and horizon.",
+        labels=["model", "version"],
+    )
+    queued = GaugeMetricFamily(
+        f"{PREFIX}_queue_rows",
+        "Rows (series) waiting in the batcher queue of each model version.",
+        labels=["model", "version"],
+    )
+    backlog = GaugeMetricFamily(
+        f"{PREFIX}_backlog_seconds",
+        "Seconds of session time every row admitted to each model version and not yet answered needs "
+        "(queued, running, or reserved by a request still being read), at its measured drain rate: what "
+        "scaling replicas on load should read.",
+        labels=["model", "version"],
+    )
+    cuda_devices: set[int] = set()
+    if engine.error:  # the repository itself is unusable: nothing can load
+        state.add_metric(["", "", "failed"], 1)
+    for served in engine.models.values():
+        if served.error and not served.versions:  # a model folder with no usable version
+            state.add_metric([served.name, "", "failed"], 1)
+        for sv in served.versions.values():
+            v = str(sv.version)
+            for s in LOAD_STATES:
+                state.add_metric([served.name, v, s], 1 if sv.state == s else 0)
+            if sv.state != "ready" or sv.model is None or sv.manifest is None or sv.batcher is None:
+                continue
+            provider = sv.model.provider
+            info.add_metric(
+                [served.name, v],
+                {
+                    "provider": provider,
+                    "onnxruntime_version": ort.__version__,
+                    "input_length": str(sv.manifest.input_length),
+                    "horizon": str(sv.manifest.horizon),
+                },
+            )
+            queued.add_metric([served.name, v], sv.batcher.queued_rows)
+            backlog.add_metric([served.name, v], sv.batcher.backlog_s)
+            if provider == CUDA_PROVIDER:
+                cuda_devices.add(sv.model.options.cuda_device_id)
+    yield state
+    yield info
+    yield queued
+    yield backlog
+    if cuda_devices:
+        yield from _gpu_metrics(gpu, cuda_devices)
 
 
 class GpuMemory:
@@ -318,81 +509,37 @@ class GpuMemory:
         return self._nvml
 
 
-class ServiceCollector(Collector):
-    """Load state and info per model version, queued rows, and GPU memory where CUDA is in use."""
+def _gpu_metrics(gpu: GpuMemory, devices: set[int]) -> Iterator[Metric]:
+    used = GaugeMetricFamily(
+        f"{PREFIX}_gpu_memory_used_bytes", "GPU memory in use on the device (NVML).", labels=["device"]
+    )
+    total = GaugeMetricFamily(
+        f"{PREFIX}_gpu_memory_total_bytes", "GPU memory of the device (NVML).", labels=["device"]
+    )
+    readings = list(gpu.read(devices))
+    if not readings:
+        return
+    for device, used_bytes, total_bytes in readings:
+        used.add_metric([str(device)], used_bytes)
+        total.add_metric([str(device)], total_bytes)
+    yield used
+    yield total
 
-    def __init__(self, registry: ModelRegistry, gpu: GpuMemory) -> None:
-        self._registry = registry
-        self._gpu = gpu
+
+# -- the exposition --------------------------------------------------------------------------------------
+
+
+class _Families(Collector):
+    def __init__(self, families: Iterable[Metric]) -> None:
+        self._families = list(families)
 
     def collect(self) -> Iterator[Metric]:
-        state = GaugeMetricFamily(
-            f"{PREFIX}_model_load_state",
-            "Load state of each model version: 1 for its current state (loading, ready, failed), else 0.",
-            labels=["model", "version", "state"],
-        )
-        info = InfoMetricFamily(
-            f"{PREFIX}_model",
-            "One series per loaded model version: the execution provider in use, onnxruntime version, "
-            "input length and horizon.",
-            labels=["model", "version"],
-        )
-        queued = GaugeMetricFamily(
-            f"{PREFIX}_queue_rows",
-            "Rows (series) waiting in the batcher queue of each model version.",
-            labels=["model", "version"],
-        )
-        backlog = GaugeMetricFamily(
-            f"{PREFIX}_backlog_seconds",
-            "Seconds of session time the rows queued and running for each model version need, at its "
-            "measured drain rate: what scaling replicas on load should read.",
-            labels=["model", "version"],
-        )
-        cuda_devices: set[int] = set()
-        if self._registry.error:  # the repository itself is unusable: nothing can load
-            state.add_metric(["", "", "failed"], 1)
-        for served in self._registry.models.values():
-            if served.error and not served.versions:  # a model folder with no usable version
-                state.add_metric([served.name, "", "failed"], 1)
-            for mv in served.versions.values():
-                v = str(mv.version)
-                for s in LOAD_STATES:
-                    state.add_metric([served.name, v, s], 1 if mv.state == s else 0)
-                if mv.state != "ready" or mv.model is None or mv.manifest is None or mv.batcher is None:
-                    continue
-                provider = mv.model.provider
-                info.add_metric(
-                    [served.name, v],
-                    {
-                        "provider": provider,
-                        "onnxruntime_version": ort.__version__,
-                        "input_length": str(mv.manifest.input_length),
-                        "horizon": str(mv.manifest.horizon),
-                    },
-                )
-                queued.add_metric([served.name, v], mv.batcher.queued_rows)
-                backlog.add_metric([served.name, v], mv.batcher.backlog_s)
-                if provider == CUDA_PROVIDER:
-                    cuda_devices.add(mv.model.options.cuda_device_id)
-        yield state
-        yield info
-        yield queued
-        yield backlog
-        if cuda_devices:
-            yield from self._gpu_metrics(cuda_devices)
+        return iter(self._families)
 
-    def _gpu_metrics(self, devices: set[int]) -> Iterator[Metric]:
-        used = GaugeMetricFamily(
-            f"{PREFIX}_gpu_memory_used_bytes", "GPU memory in use on the device (NVML).", labels=["device"]
-        )
-        total = GaugeMetricFamily(
-            f"{PREFIX}_gpu_memory_total_bytes", "GPU memory of the device (NVML).", labels=["device"]
-        )
-        readings = list(self._gpu.read(devices))
-        if not readings:
-            return
-        for device, used_bytes, total_bytes in readings:
-            used.add_metric([str(device)], used_bytes)
-            total.add_metric([str(device)], total_bytes)
-        yield used
-        yield total
+
+def render(families: Iterable[Metric], accept: str | None) -> tuple[bytes, str]:
+    """The families in the format the scraper asked for (OpenMetrics or Prometheus text)."""
+    scrape = CollectorRegistry()
+    scrape.register(_Families(families))
+    encoder, content_type = choose_encoder(accept or "")
+    return encoder(scrape), content_type

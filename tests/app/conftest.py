@@ -20,8 +20,9 @@ with warnings.catch_warnings():
     from fastapi.testclient import TestClient
 
 from app.core.config import Settings
-from app.inference.registry import ModelRegistry
+from app.engine.local import LocalEngine
 from app.main import create_app
+from app.runtime import Runtime
 from tests.app.fakes import write_cycle_repository, write_repository
 
 
@@ -74,14 +75,17 @@ def running_client(settings: Settings, *, ready: bool = True) -> Iterator[TestCl
         yield client
 
 
-def app_state(client: TestClient) -> Any:
-    """The app's state (settings, registry, service, v1 handlers, metrics), as the lifespan left it."""
-    return client.app.state  # type: ignore[attr-defined]  # TestClient.app is typed as a bare ASGI app
+def runtime_of(client: TestClient) -> Runtime:
+    """The app's runtime (settings, engine, service, handlers, metrics), as the lifespan built it."""
+    runtime: Runtime = client.app.state.runtime  # type: ignore[attr-defined]  # typed as a bare ASGI app
+    return runtime
 
 
-def registry_of(client: TestClient) -> ModelRegistry:
-    registry: ModelRegistry = app_state(client).registry
-    return registry
+def engine_of(client: TestClient) -> LocalEngine:
+    """The app's engine, in this process (what tests reach into: batchers, runners)."""
+    engine = runtime_of(client).engine
+    assert isinstance(engine, LocalEngine)
+    return engine
 
 
 @pytest.fixture(scope="session")

@@ -23,7 +23,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from app.inference.batching import DynamicBatcher, Feed
+from app.engine.batching import DynamicBatcher, Feed
 
 OPSET = 18
 

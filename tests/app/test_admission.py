@@ -22,7 +22,7 @@ import httpx
 import numpy as np
 import uvicorn
 
-from app.inference.batching import Feed
+from app.engine.batching import Feed
 from app.main import create_app
 from bench.loadgen import Failure, LoadResult, _Connection, _http_request, free_port, run_load
 from tests.app.conftest import make_settings
@@ -60,7 +60,7 @@ def slow_server(repository: Path) -> Iterator[str]:
                 pass
             assert time.monotonic() < deadline, "server not ready"
             time.sleep(0.05)
-        batcher = app.state.registry.get("toy", 2).batcher
+        batcher = app.state.runtime.engine.get("toy", 2).batcher
         inner = batcher.run_fn
 
         def slow(feed: Feed) -> np.ndarray:

@@ -9,7 +9,7 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from tests.app.conftest import app_state, make_settings, running_client
+from tests.app.conftest import make_settings, running_client, runtime_of
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,4 +53,4 @@ def test_settings_are_resolved_at_startup_not_at_build(toy_repository: Path) -> 
     app = create_app()  # no settings read here
     assert not hasattr(app.state, "settings")
     with running_client(make_settings(toy_repository)) as client:
-        assert app_state(client).settings.model_repository == toy_repository
+        assert runtime_of(client).settings.model_repository == toy_repository

@@ -103,7 +103,7 @@ def test_provider_fallback_is_reported_and_logged(server: Server) -> None:
     out = server.output()
     assert "providers in use ['CPUExecutionProvider']" in out
     if "CUDAExecutionProvider" in out:  # the build offered CUDA: the fallback must be a WARNING line
-        assert "WARNING app.inference.session" in out and "fell back to CPUExecutionProvider" in out
+        assert "WARNING app.engine.session" in out and "fell back to CPUExecutionProvider" in out
 
 
 def test_concurrent_http_requests_are_merged(server: Server, toy_repository: Path) -> None:

@@ -53,7 +53,7 @@ def test_format_table_aligns_columns() -> None:
 def test_cuda_is_refused_where_it_cannot_run() -> None:
     """`--device cuda` never times the CPU instead: without a GPU the session would fall back, so the
     bench stops; on a GPU host the session really runs on CUDA."""
-    from app.inference.providers import CUDA
+    from app.engine.providers import CUDA
 
     model = engine.SHIPPED_MODEL / "1" / "model.onnx"
     try:

@@ -53,7 +53,7 @@ def test_default_arena_keeps_the_peak_of_the_biggest_batch() -> None:
 
 
 def test_service_sessions_give_memory_back_after_bursts() -> None:
-    """app.inference.session.OnnxModel as the service builds and calls it (load, warmup, run_forecast,
+    """app.engine.session.OnnxModel as the service builds and calls it (load, warmup, run_forecast,
     and release_memory once a burst is over, as its batcher does when the version goes idle)."""
     r = _measure("service")
     _assert_bursts_were_big(r)

@@ -25,7 +25,7 @@ def test_smoke_run_checks_and_times_the_runners(capsys: pytest.CaptureFixture[st
 
 def test_cuda_is_refused_where_it_cannot_run() -> None:
     """No GPU here: asking for CUDA stops the bench rather than timing the CPU under a CUDA label."""
-    from app.inference.providers import cuda_device_count
+    from app.engine.providers import cuda_device_count
 
     if cuda_device_count():
         pytest.skip("a GPU is visible: the CUDA rows run (the GPU lane)")

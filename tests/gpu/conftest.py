@@ -14,7 +14,7 @@ import onnxruntime as ort
 import pytest
 
 from app.artifacts.manifest import Manifest
-from app.inference.providers import CUDA, cuda_device_count
+from app.engine.providers import CUDA, cuda_device_count
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]

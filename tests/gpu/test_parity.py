@@ -11,8 +11,8 @@ import pytest
 
 from app.artifacts.manifest import load_manifest
 from app.core.config import Settings
-from app.inference.providers import CPU, CUDA, RuntimeOptions
-from app.inference.session import create_session
+from app.engine.providers import CPU, CUDA, RuntimeOptions
+from app.engine.session import create_session
 from tests.gpu.conftest import SHIPPED, channel_std, real_windows
 
 TOLERANCE = 1e-4  # the exporter's (export.onnx.TOLERANCE), in units of each channel's training std

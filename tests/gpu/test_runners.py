@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from app.artifacts.manifest import load_manifest
-from app.inference.model import OnnxModel
-from app.inference.providers import CUDA, RuntimeOptions
-from app.inference.runners import BoundRunner, PlainRunner, default_buckets
-from app.inference.session import create_session
+from app.engine.model import OnnxModel
+from app.engine.providers import CUDA, RuntimeOptions
+from app.engine.runners import BoundRunner, PlainRunner, default_buckets
+from app.engine.session import create_session
 from tests.gpu.conftest import SHIPPED, real_windows
 
 ROWS = (1, 2, 3, 7, 8, 64, 200, 256)

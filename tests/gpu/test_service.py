@@ -7,8 +7,8 @@ import json
 
 import numpy as np
 
-from app.inference.runners import BoundRunner
-from tests.app.conftest import make_settings, registry_of, running_client
+from app.engine.runners import BoundRunner
+from tests.app.conftest import engine_of, make_settings, running_client
 from tests.app.metrics_scrape import scrape, total
 from tests.gpu.conftest import REPO, channel_std
 
@@ -24,7 +24,7 @@ def _forecast(device: str, **settings: object) -> tuple[dict, dict]:
         assert r.status_code == 200, r.text
         metrics = scrape(client)
         if device == "cuda":
-            latest = registry_of(client).get("etth1-rsa")
+            latest = engine_of(client).get("etth1-rsa")
             assert isinstance(latest.model.runner, BoundRunner)  # type: ignore[union-attr]
         return r.json(), metrics
 

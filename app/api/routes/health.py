@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from app.inference.registry import ModelRegistry
 from app.protocols.rsa_v1.schemas import Liveness, ModelReadiness, Readiness
+from app.runtime import maybe_runtime
 
 router = APIRouter(tags=["health"])
 
@@ -20,18 +20,19 @@ async def healthz() -> Liveness:
 async def readyz(request: Request, response: Response) -> Readiness:
     """200 when every configured model version is loaded and warmed up, 503 otherwise, and 503 from the
     moment a shutdown begins (`draining`), so load balancers stop sending before the server stops."""
-    registry: ModelRegistry | None = getattr(request.app.state, "registry", None)
-    if registry is None:
+    runtime = maybe_runtime(request.app)
+    if runtime is None:
         response.status_code = 503
         return Readiness(ready=False, models=[])
+    catalog = runtime.engine.catalog
     models = [
         ModelReadiness(name=served.name, ready=served.ready, errors=served.errors())
-        for served in registry.models.values()
+        for served in catalog.models.values()
     ]
-    if registry.error:
-        models.append(ModelReadiness(name="<repository>", ready=False, errors=[registry.error]))
+    if catalog.error:
+        models.append(ModelReadiness(name="<repository>", ready=False, errors=[catalog.error]))
     draining = request.app.state.lifecycle.draining
-    ready = registry.ready and not draining
+    ready = catalog.ready and not draining
     if not ready:
         response.status_code = 503
     return Readiness(ready=ready, draining=draining, models=models)

@@ -1,12 +1,13 @@
-"""Prometheus metrics. Answered on the event loop from in-memory counters and the registry's state:
-it never waits behind the forecast queue, whose session calls run in their own threads."""
+"""Prometheus metrics: this front end's request metrics (every front end's, with RSA_WORKERS > 1) and the
+engine's. Answered on the event loop from in-memory counters and the engine's state: it never waits
+behind the forecast queue, whose session calls run in their own threads (or process)."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from app.core.errors import ModelNotReady
-from app.observability.metrics import Metrics
+from app.observability.metrics import render
+from app.runtime import runtime_of
 
 router = APIRouter(tags=["metrics"])
 
@@ -23,8 +24,7 @@ router = APIRouter(tags=["metrics"])
 )
 async def metrics(request: Request) -> Response:
     """The service's metrics in the Prometheus text format (OpenMetrics when the scraper asks for it)."""
-    registry: Metrics | None = getattr(request.app.state, "metrics", None)
-    if registry is None:
-        raise ModelNotReady("the service is starting", retry_after_s=1)
-    body, content_type = registry.render(request.headers.get("accept"))
+    runtime = runtime_of(request.app)
+    families = [*runtime.metrics.families(), *await runtime.engine.metric_families()]
+    body, content_type = render(families, request.headers.get("accept"))
     return Response(body, media_type=content_type)

@@ -13,9 +13,9 @@ router = APIRouter(prefix="/v1/models", tags=["models"])
 
 @router.get("", response_model=ModelList)
 async def list_models(v1: V1HandlersDep) -> ModelList:
-    return v1.models()
+    return await v1.models()
 
 
 @router.get("/{name}", response_model=ModelInfo, responses=ERRORS)
 async def get_model(name: ModelName, v1: V1HandlersDep) -> ModelInfo:
-    return v1.model(name)
+    return await v1.model(name)

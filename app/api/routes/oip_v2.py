@@ -11,7 +11,6 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request, Response
 
 from app.api.body import body_schema
-from app.core.errors import ModelNotReady
 from app.core.numbers import decimal
 from app.core.offload import ParseProcess
 from app.protocols.oip_v2.codec import HEADER_LENGTH, Tensor, binary_outputs, encode_response, parse_infer
@@ -26,6 +25,7 @@ from app.protocols.oip_v2.schemas import (
     ServerMetadata,
     ServerReady,
 )
+from app.runtime import maybe_runtime, runtime_of
 
 ERRORS: dict[int | str, dict[str, object]] = {
     400: {
@@ -41,10 +41,7 @@ ERRORS: dict[int | str, dict[str, object]] = {
 
 
 async def get_handlers(request: Request) -> OipV2Handlers:
-    handlers: OipV2Handlers | None = getattr(request.app.state, "oip_v2", None)
-    if handlers is None:
-        raise ModelNotReady("the service is starting", retry_after_s=1)
-    return handlers
+    return runtime_of(request.app).oip_v2
 
 
 Handlers = Annotated[OipV2Handlers, Depends(get_handlers)]
@@ -110,7 +107,8 @@ async def _parse(request: Request, limit: int) -> tuple[InferenceRequest, list[T
     encoding, header = request.headers.get("content-encoding"), request.headers.get(HEADER_LENGTH)
     # compressed: the JSON part's size is unknown before inflating, so the whole body counts
     json_size = decimal(header.strip()) if header is not None and encoding is None else None
-    worker: ParseProcess | None = getattr(request.app.state, "parse_process", None)
+    runtime = maybe_runtime(request.app)
+    worker: ParseProcess | None = runtime.parse_process if runtime is not None else None
     if worker is not None and worker.takes(len(raw) if json_size is None else json_size):
         parsed = await worker.run(parse_infer, raw, encoding, header, limit)
         if parsed is not None:  # None: the worker is gone, the loop parses

@@ -9,7 +9,6 @@ from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
 from app.api.body import body_schema, parse_body
-from app.core.errors import ModelNotReady
 from app.protocols.timeseries.codec import parse_request
 from app.protocols.timeseries.handlers import TimeSeriesHandlers
 from app.protocols.timeseries.schemas import (
@@ -17,6 +16,7 @@ from app.protocols.timeseries.schemas import (
     TimeSeriesForecastRequest,
     TimeSeriesForecastResponse,
 )
+from app.runtime import runtime_of
 
 router = APIRouter(prefix="/v1/timeseries", tags=["kserve-timeseries"])
 
@@ -31,10 +31,7 @@ ERRORS: dict[int | str, dict[str, object]] = {
 
 
 async def get_handlers(request: Request) -> TimeSeriesHandlers:
-    handlers: TimeSeriesHandlers | None = getattr(request.app.state, "timeseries", None)
-    if handlers is None:
-        raise ModelNotReady("the service is starting", retry_after_s=1)
-    return handlers
+    return runtime_of(request.app).timeseries
 
 
 Handlers = Annotated[TimeSeriesHandlers, Depends(get_handlers)]

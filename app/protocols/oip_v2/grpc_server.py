@@ -36,7 +36,7 @@ from app.core.errors import (
     Unauthenticated,
 )
 from app.core.security import ApiKeys
-from app.observability.metrics import GRPC_SERVICE, Metrics
+from app.observability.metrics import GRPC_SERVICE, RequestMetrics
 from app.protocols.oip_v2 import grpc_predict_v2_pb2 as pb
 from app.protocols.oip_v2 import grpc_predict_v2_pb2_grpc as pb_grpc
 from app.protocols.oip_v2.codec import DATATYPE_OF, DTYPES, InferResult, Tensor
@@ -130,7 +130,7 @@ def encode_response(result: InferResult) -> pb.ModelInferResponse:
 
 
 class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
-    def __init__(self, handlers: OipV2Handlers, api_keys: ApiKeys, metrics: Metrics) -> None:
+    def __init__(self, handlers: OipV2Handlers, api_keys: ApiKeys, metrics: RequestMetrics) -> None:
         self.handlers = handlers
         self.api_keys = api_keys
         self.metrics = metrics
@@ -252,7 +252,7 @@ class GrpcServer:
     the grace period, new ones refused) when it shuts down."""
 
     def __init__(
-        self, settings: Settings, handlers: OipV2Handlers, api_keys: ApiKeys, metrics: Metrics
+        self, settings: Settings, handlers: OipV2Handlers, api_keys: ApiKeys, metrics: RequestMetrics
     ) -> None:
         assert settings.grpc_port is not None
         self.address = f"{settings.host}:{settings.grpc_port}"

@@ -28,14 +28,14 @@ import numpy as np
 
 from app.artifacts.cycle import unix_seconds_phase
 from app.artifacts.manifest import Manifest
-from app.core.errors import InvalidInput, NonFiniteResult, VersionNotFound
+from app.core.errors import InvalidInput, VersionNotFound
 from app.core.numbers import decimal
+from app.engine.catalog import VersionEntry
 from app.inference.intervals import level_bounds, require_intervals
-from app.inference.registry import ModelVersion
 from app.inference.service import InferenceService
+from app.inference.windows import check_windows, require_finite
 from app.protocols.oip_v2.codec import InferResult, Tensor
 from app.protocols.oip_v2.schemas import ModelMetadata, ServerMetadata, TensorMetadata
-from app.protocols.rsa_v1.codec import input_bound
 
 SERVER_NAME = "rsa-forecast"
 SERVER_VERSION = "0.1.0"
@@ -75,7 +75,7 @@ class OipV2Handlers:
     # -- health and metadata ---------------------------------------------------------------------
     def server_ready(self) -> bool:
         """Every configured version loaded, and not shutting down (as /readyz)."""
-        return self.service.registry.ready and not self._draining()
+        return self.service.catalog.ready and not self._draining()
 
     def server_metadata(self) -> ServerMetadata:
         return ServerMetadata(name=SERVER_NAME, version=SERVER_VERSION, extensions=EXTENSIONS)
@@ -93,15 +93,15 @@ class OipV2Handlers:
         return mv.ready
 
     def model_metadata(self, name: str, version: int | None) -> ModelMetadata:
-        mv = self.service.resolve(name, version)
-        manifest = _manifest(mv)
+        entry = self.service.resolve(name, version)
+        manifest = _manifest(entry)
         L, H, C = manifest.input_length, manifest.horizon, len(manifest.channels)
         inputs = [TensorMetadata(name="window", datatype="FP32", shape=[-1, L, C])]
         if manifest.cycle is not None:
             inputs.append(TensorMetadata(name="phase", datatype="INT64", shape=[-1]))
         outputs = output_names(manifest)
         return ModelMetadata(
-            name=mv.name,
+            name=entry.name,
             versions=[str(v) for v in sorted(self.service.model(name).versions)],
             platform=PLATFORM,
             inputs=inputs,
@@ -117,8 +117,8 @@ class OipV2Handlers:
         outputs: list[str] | None,
         request_id: str | None,
     ) -> InferResult:
-        mv = self.service.resolve(name, version)
-        manifest = _manifest(mv)
+        entry = self.service.resolve(name, version)
+        manifest = _manifest(entry)
         tensors = _by_name(inputs, manifest)
         window = self._window(tensors, manifest)
         phases = _phases(tensors, manifest, len(window))
@@ -129,12 +129,12 @@ class OipV2Handlers:
             if output.startswith((LOWER, UPPER)):
                 require_intervals(manifest.intervals, f"outputs[{i}] ({output})")
             raise InvalidInput(
-                f"outputs[{i}]: {output!r} is not an output of model {mv.name} version {mv.version}; its "
-                f"outputs are {list(served)}",
+                f"outputs[{i}]: {output!r} is not an output of model {entry.name} version {entry.version}; "
+                f"its outputs are {list(served)}",
                 field=f"outputs[{i}]",
                 limit=list(served),
             )
-        forecast = await self.service.forecast(mv, window, phases)
+        forecast = await self.service.forecast(entry, window, phases, latest=version is None)
         # in request order, each once; none named: all of them
         kinds = {out: served[out] for out in outputs} if outputs else served
         levels = list(dict.fromkeys(kind[0] for kind in kinds.values() if kind is not None))
@@ -142,15 +142,8 @@ class OipV2Handlers:
         answer: dict[str, np.ndarray] = {}
         for out, kind in kinds.items():
             answer[out] = forecast if kind is None else bounds[kind[0]][0 if kind[1] < 0 else 1]
-        finite = np.isfinite(np.stack(list(answer.values()))).all(axis=(0, 2, 3))
-        if not finite.all():
-            row = int(np.argmin(finite))
-            raise NonFiniteResult(
-                f"the model's forecast for window {row} is not finite: its values are outside what the model "
-                "can handle; rescale them",
-                field=f"window[{row}]",
-            )
-        return InferResult(mv.name, str(mv.version), request_id, answer)
+        require_finite(list(answer.values()), lambda row: f"window[{row}]")
+        return InferResult(entry.name, str(entry.version), request_id, answer)
 
     def _window(self, tensors: dict[str, Tensor], manifest: Manifest) -> np.ndarray:
         L, C = manifest.input_length, len(manifest.channels)
@@ -176,22 +169,13 @@ class OipV2Handlers:
                 field="window.shape",
                 limit=limit,
             )
-        bound = input_bound(L)
-        bad = ~(np.abs(array) <= bound)  # NaN and inf included
-        if bad.any():
-            n, t, c = (int(i) for i in np.argwhere(bad)[0])
-            raise InvalidInput(
-                f"window[{n}][{t}][{c}] = {array[n, t, c]!r} is outside what the model's float32 arithmetic "
-                f"can normalise: |x| <= {bound:g}, finite",
-                field=f"window[{n}][{t}][{c}]",
-                limit=bound,
-            )
+        check_windows(array, L, lambda n, t, c: f"window[{n}][{t}][{c}]")
         return array
 
 
-def _manifest(mv: ModelVersion) -> Manifest:
-    assert mv.manifest is not None  # the registry hands out ready versions only
-    return mv.manifest
+def _manifest(entry: VersionEntry) -> Manifest:
+    assert entry.manifest is not None  # the catalog resolves ready versions only
+    return entry.manifest
 
 
 def _by_name(inputs: list[Tensor], manifest: Manifest) -> dict[str, Tensor]:

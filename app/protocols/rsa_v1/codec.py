@@ -1,35 +1,21 @@
-"""Request series -> model input arrays, and the small request-level rules (horizon, channel, timestamps).
+"""Request series -> model input arrays (by the rules of app/inference/windows.py), the channel, timestamps.
 
 Every error is an `InvalidInput` naming the field (e.g. `series[2].values[5]`) and the limit broken.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from functools import cache
+from datetime import datetime, timedelta
 
 import numpy as np
 
 from app.artifacts.calendar import CalendarStep
-from app.artifacts.cycle import window_phase
 from app.artifacts.manifest import Manifest
 from app.core.errors import InvalidInput
+from app.inference.windows import last_window, utc, window_phase_of
 from app.protocols.rsa_v1.schemas import SeriesInput
 from app.protocols.rsa_v1.wire import SeriesArrays
-
-FLOAT32_MAX = float(np.finfo(np.float32).max)
-
-
-@cache
-def input_bound(input_length: int) -> float:
-    """The largest |value| a window may hold: the graph normalises each window by its variance in
-    float32, whose sum of L squared deviations (each at most (2·max|x|)²) must stay below float32's max.
-    Rounded down to a power of ten so that clients read a plain number: 1e17 for L = 96 (measured on
-    the shipped models: the first non-finite forecast comes at 1e19)."""
-    exact = math.sqrt(FLOAT32_MAX / input_length) / 2
-    return float(10 ** math.floor(math.log10(exact)))
 
 
 @dataclass(frozen=True)
@@ -49,7 +35,7 @@ def decode_series(
     """Rows or named columns (lists from the model, or arrays from the fast lane) -> the last L points
     as [L, C] float32, with the field path in every error."""
     channels = manifest.channels
-    C, L = len(channels), manifest.input_length
+    C = len(channels)
     values = series.values
     if isinstance(values, dict):
         unknown = [name for name in values if name not in channels]
@@ -77,11 +63,13 @@ def decode_series(
                     field=f"{field}.values.{name}",
                     limit=n,
                 )
-        _check_length(n, L, max_history, f"{field}.values")
         array = np.empty((n, C), np.float64)
         for c, name in enumerate(channels):
             array[:, c] = values[name]
-        layout_path = "{field}.values.{channel}[{index}]"
+
+        def path_of(row: int, c: int) -> str:
+            return f"{field}.values.{channels[c]}[{row}]"
+
     else:
         n = len(values)
         widths = [values.shape[1]] if isinstance(values, np.ndarray) else [len(row) for row in values]
@@ -92,58 +80,18 @@ def decode_series(
                     field=f"{field}.values[{i}]",
                     limit=C,
                 )
-        _check_length(n, L, max_history, f"{field}.values")
         array = np.asarray(values, dtype=np.float64)
-        layout_path = "{field}.values[{index}][{c}]"
-    # Finite as float64 (the schema checked that) but maybe too large for the model's float32
-    # arithmetic (or for float32 at all, e.g. 1e39). Only the window counts, checked as sent (float64),
-    # so the float32 cast after it cannot overflow.
-    bound = input_bound(L)
-    window = array[n - L :]
-    if not np.abs(window).max() <= bound:
-        index, c = (int(i) for i in np.argwhere(~(np.abs(window) <= bound))[0])
-        path = layout_path.format(field=field, channel=channels[c], index=n - L + index, c=c)
-        raise InvalidInput(
-            f"{path} is too large for the model: its float32 arithmetic needs |x| <= {bound:g}",
-            field=path,
-            limit=bound,
-        )
+
+        def path_of(row: int, c: int) -> str:
+            return f"{field}.values[{row}][{c}]"
+
+    # Finite as float64 (the schema checked that) but maybe too large for the model's float32 arithmetic.
+    window = last_window(array, manifest, max_history, f"{field}.values", path_of)
     # A naive start is UTC (the documented rule), made explicit: forecast timestamps then carry an offset
     # and are the RFC 3339 date-times the schema promises.
-    start = series.start
-    if start is not None and start.tzinfo is None:
-        start = start.replace(tzinfo=UTC)
-    phase = _phase(start, n, manifest, field)
-    return DecodedSeries(id=series.id, window=window.astype(np.float32), n_values=n, start=start, phase=phase)
-
-
-def _phase(start: datetime | None, n_values: int, manifest: Manifest, field: str) -> int | None:
-    """The window's phase when the model has a cycle; such a model cannot run without `start`."""
-    cycle = manifest.cycle
-    if cycle is None:
-        return None
-    if start is None:
-        raise InvalidInput(
-            f"{field}.start is required by this model: it aligns a seasonal cycle of period "
-            f"{cycle.period} steps of {cycle.step_seconds:g} s to the timestamp of the window's first value",
-            field=f"{field}.start",
-        )
-    return window_phase(start, n_values, manifest.input_length, cycle.period, cycle.step_seconds)
-
-
-def _check_length(n: int, input_length: int, max_history: int, field: str) -> None:
-    if n < input_length:
-        raise InvalidInput(
-            f"{field} has {n} points; the model needs at least {input_length} (its input length)",
-            field=field,
-            limit=input_length,
-        )
-    if n > max_history:
-        raise InvalidInput(
-            f"{field} has {n} points; at most {max_history} are accepted per series",
-            field=field,
-            limit=max_history,
-        )
+    start = None if series.start is None else utc(series.start)
+    phase = window_phase_of(manifest, start, n, f"{field}.start")
+    return DecodedSeries(id=series.id, window=window, n_values=n, start=start, phase=phase)
 
 
 def forecast_timestamps(
@@ -155,18 +103,6 @@ def forecast_timestamps(
         return [months.advance(start, n_values + k) for k in range(horizon)]
     step = timedelta(seconds=step_s)
     return [start + step * (n_values + k) for k in range(horizon)]
-
-
-def resolve_horizon(requested: int | None, manifest: Manifest) -> int:
-    if requested is None:
-        return manifest.horizon
-    if not 1 <= requested <= manifest.horizon:
-        raise InvalidInput(
-            f"horizon must be between 1 and the model horizon {manifest.horizon}, got {requested}",
-            field="horizon",
-            limit=manifest.horizon,
-        )
-    return requested
 
 
 def resolve_channel(channel: int | str, manifest: Manifest) -> int:

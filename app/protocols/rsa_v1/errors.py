@@ -138,7 +138,8 @@ async def on_http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = _HTTP_CODES.get(exc.status_code, "http_error")
     body = ErrorBody(code=code, message=str(exc.detail))
-    settings = getattr(request.app.state, "settings", None)
+    runtime = getattr(request.app.state, "runtime", None)  # None before start-up
+    settings = runtime.settings if runtime is not None else None
     if exc.status_code == 413 and settings is not None:  # a streamed body counted past the limit
         limit = settings.max_body_bytes
         body = ErrorBody(

@@ -10,7 +10,10 @@ from typing import TypeVar
 import numpy as np
 
 from app.artifacts.manifest import Manifest
-from app.core.errors import InvalidInput, NonFiniteResult
+from app.core.errors import InvalidInput
+from app.engine.api import VersionStats
+from app.engine.catalog import ModelEntry, VersionEntry
+from app.engine.model import InspectResult
 from app.inference.intervals import (
     available_quantiles,
     check_levels,
@@ -18,15 +21,13 @@ from app.inference.intervals import (
     level_bounds,
     quantile_bounds,
 )
-from app.inference.model import InspectResult, OnnxModel
-from app.inference.registry import ModelVersion, ServedModel
 from app.inference.service import InferenceService
+from app.inference.windows import check_calendar_anchor, check_horizon, check_series_count, require_finite
 from app.protocols.rsa_v1.codec import (
     DecodedSeries,
     decode_series,
     forecast_timestamps,
     resolve_channel,
-    resolve_horizon,
 )
 from app.protocols.rsa_v1.plotting import render_attention_png
 from app.protocols.rsa_v1.schemas import (
@@ -64,16 +65,10 @@ class V1Handlers:
     async def forecast(
         self, name: str, version: int | None, request: ForecastRequest | ForecastArgs
     ) -> ForecastResult:
-        mv = self.service.resolve(name, version)
-        manifest, model = _loaded(mv)
-        limit = self.settings.max_series_per_request
-        if len(request.series) > limit:
-            raise InvalidInput(
-                f"series has {len(request.series)} items; at most {limit} are accepted",
-                field="series",
-                limit=limit,
-            )
-        horizon = resolve_horizon(request.horizon, manifest)
+        entry = self.service.resolve(name, version)
+        manifest = _manifest(entry)
+        check_series_count(len(request.series), self.settings.max_series_per_request, "series", "items")
+        horizon = check_horizon(request.horizon, manifest)
         _check_interval_request(manifest, request)  # before the session call: a bad level costs no run
         decoded = [
             decode_series(s, manifest, f"series[{i}]", self.settings.max_history_length)
@@ -86,16 +81,14 @@ class V1Handlers:
             for i, d in enumerate(decoded)
         ]
         windows = decoded[0].window[None] if len(decoded) == 1 else np.stack([d.window for d in decoded])
-        outputs = await self.service.forecast(mv, windows, _phases(decoded))  # [S, H, C]
-        outputs = outputs[:, :horizon]
-        _require_finite(outputs, lambda i: f"series[{i}]")
+        outputs = await self.service.forecast(entry, windows, _phases(decoded), latest=version is None)
+        outputs = outputs[:, :horizon]  # [S, h, C]
         bands = _bands(manifest, outputs, request)
-        for band in bands.values():
-            _require_finite(band, lambda i: f"series[{i}]")
+        require_finite([outputs, *bands.values()], lambda i: f"series[{i}]")
         return ForecastResult(
-            model=mv.name,
-            version=mv.version,
-            provider=model.provider,
+            model=entry.name,
+            version=entry.version,
+            provider=entry.provider or "",
             channels=list(manifest.channels),
             ids=[d.id for d in decoded],
             outputs=outputs,
@@ -121,8 +114,8 @@ class V1Handlers:
         request: AttentionRequest,
         finish: Callable[[AttentionResponse], T],
     ) -> T:
-        mv = self.service.resolve(name, version)
-        manifest, model = _loaded(mv)
+        entry = self.service.resolve(name, version)
+        manifest = _manifest(entry)
         channel = resolve_channel(request.channel, manifest)
         decoded = decode_series(request.series, manifest, "series", self.settings.max_history_length)
         if manifest.n_layers is not None and request.layers is not None:
@@ -131,8 +124,7 @@ class V1Handlers:
         self._check_attention_size(manifest, request, len(wanted))
 
         def encode(result: InspectResult) -> T:
-            for matrices in (result.mixed[:, channel], result.softmax[:, channel]):
-                _require_finite(matrices, lambda _: "series")
+            require_finite([result.mixed[:, channel], result.softmax[:, channel]], lambda _: "series")
             n_layers = int(result.rem.shape[0])
             layers = request.layers if request.layers is not None else list(range(n_layers))
             _check_layers(layers, n_layers)
@@ -146,9 +138,9 @@ class V1Handlers:
             ]
             return finish(
                 AttentionResponse(
-                    model=mv.name,
-                    version=mv.version,
-                    provider=model.inspect_provider or model.provider,
+                    model=entry.name,
+                    version=entry.version,
+                    provider=entry.provider or "",
                     channel=ChannelRef(index=channel, name=manifest.channels[channel]),
                     input_length=manifest.input_length,
                     query="last" if result.rem.ndim == 3 else "all",
@@ -156,7 +148,7 @@ class V1Handlers:
                 )
             )
 
-        return await self.service.inspect(mv, decoded.window[None], _phases([decoded]), encode)
+        return await self.service.inspect(entry, decoded.window[None], _phases([decoded]), encode)
 
     def _check_attention_size(self, manifest: Manifest, request: AttentionRequest, n_matrices: int) -> None:
         """The answer's size, known from the manifest, against RSA_MAX_ATTENTION_VALUES."""
@@ -179,11 +171,15 @@ class V1Handlers:
             )
 
     # -- metadata --------------------------------------------------------------------------------
-    def models(self) -> ModelList:
-        return ModelList(models=[describe_model(served) for served in self.service.models()])
+    async def models(self) -> ModelList:
+        return ModelList(models=[await self._describe(served) for served in self.service.models()])
 
-    def model(self, name: str) -> ModelInfo:
-        return describe_model(self.service.model(name))
+    async def model(self, name: str) -> ModelInfo:
+        return await self._describe(self.service.model(name))
+
+    async def _describe(self, served: ModelEntry) -> ModelInfo:
+        stats = {v.version: await self.service.stats(v) for v in served.sorted() if v.ready}
+        return describe_model(served, stats)
 
 
 def _check_interval_request(manifest: Manifest, request: ForecastRequest | ForecastArgs) -> None:
@@ -213,21 +209,6 @@ def _bands(
     return {}
 
 
-def _require_finite(outputs: np.ndarray, field_of: Callable[[int], str]) -> None:
-    """Never a null where the schema promises a number: a non-finite answer ([S, ...], one row per
-    series) is an error naming the series (within the input bound, yet the model overflowed on it)."""
-    if np.isfinite(outputs).all():  # the usual case, in one pass; the row is looked for only if not
-        return
-    finite = np.isfinite(outputs.reshape(len(outputs), -1)).all(axis=1)
-    if not finite.all():
-        where = field_of(int(np.argmin(finite)))
-        raise NonFiniteResult(
-            f"the model's answer for {where} is not finite: its values are outside what the model can "
-            "handle; rescale them",
-            field=where,
-        )
-
-
 def _check_layers(layers: list[int], n_layers: int) -> None:
     """Each index in range and named once: a repeated layer would repeat the work and the answer."""
     seen: set[int] = set()
@@ -243,22 +224,19 @@ def _check_layers(layers: list[int], n_layers: int) -> None:
             )
 
 
-def describe_version(mv: ModelVersion) -> VersionInfo:
-    info = VersionInfo(version=mv.version, state=mv.state, error=mv.error)
-    if mv.model is not None and mv.model.loaded:
-        info.provider = mv.model.provider
-    if mv.batcher is not None:
-        s = mv.batcher.stats
+def describe_version(entry: VersionEntry, stats: VersionStats | None) -> VersionInfo:
+    info = VersionInfo(version=entry.version, state=entry.state, error=entry.error, provider=entry.provider)
+    if stats is not None:
         info.batching = BatchingStats(
-            max_series_per_call=mv.batcher.max_batch_rows,
-            session_calls=s.session_calls,
-            rows=s.rows,
-            failed_calls=s.failed_calls,
-            rejected_requests=s.rejected_items,
-            expired_requests=s.expired_items,
-            dropped_requests=s.dropped_items,
+            max_series_per_call=stats.max_series_per_call,
+            session_calls=stats.session_calls,
+            rows=stats.rows,
+            failed_calls=stats.failed_calls,
+            rejected_requests=stats.rejected_requests,
+            expired_requests=stats.expired_requests,
+            dropped_requests=stats.dropped_requests,
         )
-    m = mv.manifest
+    m = entry.manifest
     if m is not None:
         info = info.model_copy(
             update={
@@ -309,14 +287,14 @@ def describe_version(mv: ModelVersion) -> VersionInfo:
     return info
 
 
-def describe_model(served: ServedModel) -> ModelInfo:
+def describe_model(served: ModelEntry, stats: dict[int, VersionStats | None]) -> ModelInfo:
     latest = served.latest
     return ModelInfo(
         name=served.name,
         ready=served.ready,
         latest_version=latest.version if latest else None,
         error=served.error,
-        versions=[describe_version(mv) for _, mv in sorted(served.versions.items())],
+        versions=[describe_version(v, stats.get(v.version)) for v in served.sorted()],
     )
 
 
@@ -357,10 +335,10 @@ def _layer_attention(
     return LayerAttention(layer=layer, gate_mode=spec.gate_mode if spec else None, heads=heads, mean=mean)
 
 
-def _loaded(mv: ModelVersion) -> tuple[Manifest, OnnxModel]:
-    """The parts of a version the registry only hands out once it is ready."""
-    assert mv.manifest is not None and mv.model is not None
-    return mv.manifest, mv.model
+def _manifest(entry: VersionEntry) -> Manifest:
+    """A ready version's manifest (the catalog resolves ready versions only)."""
+    assert entry.manifest is not None
+    return entry.manifest
 
 
 def _phases(decoded: list[DecodedSeries]) -> np.ndarray | None:
@@ -375,16 +353,9 @@ def _timestamps(
 ) -> list[datetime] | None:
     if start is None:
         return None
-    months = manifest.calendar
-    if months is not None and not months.on_anchor(start):
-        raise InvalidInput(
-            f"{field} is {start.date().isoformat()}, but model {manifest.name} steps {manifest.frequency} "
-            f"(every {months.months} month(s), stamped on {months.anchor}): start must be on {months.anchor}",
-            field=field,
-            limit=manifest.frequency,
-        )
+    check_calendar_anchor(manifest, start, field)
     try:
-        return forecast_timestamps(start, n_values, horizon, manifest.frequency_seconds, months)
+        return forecast_timestamps(start, n_values, horizon, manifest.frequency_seconds, manifest.calendar)
     except OverflowError:
         raise InvalidInput(
             f"{field}: the forecast would run past the last representable date (year 9999)", field=field

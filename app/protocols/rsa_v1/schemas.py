@@ -236,7 +236,7 @@ class IntervalsInfo(BaseModel):
     calibration: dict[str, Any] | None = None
 
 
-VersionState = Literal["loading", "ready", "failed"]
+VersionState = Literal["loading", "ready", "failed", "unloading"]
 
 
 class BatchingStats(BaseModel):

@@ -4,15 +4,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 import numpy as np
 from pydantic import ValidationError
 
-from app.artifacts.cycle import window_phase
 from app.artifacts.manifest import Manifest
 from app.core.errors import InvalidInput
-from app.protocols.rsa_v1.codec import forecast_timestamps, input_bound
+from app.inference.windows import check_calendar_anchor, last_window, utc, window_phase_of
+from app.protocols.rsa_v1.codec import forecast_timestamps
 from app.protocols.timeseries.schemas import TimeSeriesForecastRequest, TimeSeriesInput
 
 # KServe's frequency codes: a fixed step in seconds, or a number of calendar months.
@@ -60,7 +60,7 @@ def check_frequency(item: TimeSeriesInput, manifest: Manifest, field: str) -> No
 
 def decode_input(item: TimeSeriesInput, manifest: Manifest, field: str, max_history: int) -> DecodedInput:
     channels = manifest.channels
-    C, L = len(channels), manifest.input_length
+    C = len(channels)
     if item.type == "univariate_time_series":
         if C != 1:
             raise InvalidInput(
@@ -86,46 +86,22 @@ def decode_input(item: TimeSeriesInput, manifest: Manifest, field: str, max_hist
                 )
         array = np.asarray(item.series, np.float64).reshape(-1, C)
     n = len(array)
-    if n < L:
-        raise InvalidInput(
-            f"{field}.series has {n} points; model {manifest.name} needs at least {L} (its input length)",
-            field=f"{field}.series",
-            limit=L,
-        )
-    if n > max_history:
-        raise InvalidInput(
-            f"{field}.series has {n} points; at most {max_history} are accepted per series",
-            field=f"{field}.series",
-            limit=max_history,
-        )
-    window = array[n - L :]
-    bound = input_bound(L)
-    if not (np.abs(window) <= bound).all():
-        t, c = (int(i) for i in np.argwhere(~(np.abs(window) <= bound))[0])
-        path = f"{field}.series[{n - L + t}]" + (f"[{c}]" if item.type == "multivariate_time_series" else "")
-        raise InvalidInput(
-            f"{path} is too large for the model: its float32 arithmetic needs |x| <= {bound:g}",
-            field=path,
-            limit=bound,
-        )
+    multivariate = item.type == "multivariate_time_series"
+
+    def path_of(row: int, c: int) -> str:
+        return f"{field}.series[{row}]" + (f"[{c}]" if multivariate else "")
+
+    window = last_window(array, manifest, max_history, f"{field}.series", path_of)
     start = item.start_timestamp
     if start is None:
         raise InvalidInput(
             f"{field}.start_timestamp is required: it dates the forecast (and aligns a seasonal cycle)",
             field=f"{field}.start_timestamp",
         )
-    start = start if start.tzinfo is not None else start.replace(tzinfo=UTC)  # naive is UTC, as in /v1
-    months = manifest.calendar
-    if months is not None and not months.on_anchor(start):
-        raise InvalidInput(
-            f"{field}.start_timestamp must be on {months.anchor}: model {manifest.name} steps "
-            f"{manifest.frequency}",
-            field=f"{field}.start_timestamp",
-            limit=manifest.frequency,
-        )
-    cycle = manifest.cycle
-    phase = None if cycle is None else window_phase(start, n, L, cycle.period, cycle.step_seconds)
-    return DecodedInput(window.astype(np.float32), n, start, phase)
+    start = utc(start)  # naive is UTC, as in /v1
+    check_calendar_anchor(manifest, start, f"{field}.start_timestamp")
+    phase = window_phase_of(manifest, start, n, f"{field}.start_timestamp")
+    return DecodedInput(window, n, start, phase)
 
 
 def forecast_start(decoded: DecodedInput, manifest: Manifest, field: str) -> str:

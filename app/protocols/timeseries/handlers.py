@@ -17,9 +17,10 @@ import uuid
 import numpy as np
 import orjson
 
-from app.core.errors import InvalidInput, ModelNotFound, NonFiniteResult
+from app.core.errors import ModelNotFound
 from app.inference.intervals import check_quantiles, quantile_bounds
 from app.inference.service import InferenceService
+from app.inference.windows import check_horizon, check_series_count, require_finite
 from app.protocols.timeseries.codec import check_frequency, decode_input, forecast_start
 from app.protocols.timeseries.schemas import TimeSeriesForecastRequest
 
@@ -36,31 +37,19 @@ class TimeSeriesHandlers:
     async def forecast(self, request: TimeSeriesForecastRequest) -> bytes:
         """The KServe response as JSON bytes (each float32 in its shortest exact form, as `/v1` writes)."""
         try:
-            mv = self.service.resolve(request.model, None)
+            entry = self.service.resolve(request.model, None)
         except ModelNotFound as exc:
-            exc.field = "model"  # KServe's request field; the registry names the path's `name`
+            exc.field = "model"  # KServe's request field; the catalog names the path's `name`
             raise
-        manifest = mv.manifest
-        assert manifest is not None  # the registry hands out ready versions only
-        horizon = request.options.horizon
-        if horizon > manifest.horizon:
-            raise InvalidInput(
-                f"options.horizon is {horizon}; model {mv.name} forecasts at most {manifest.horizon} steps",
-                field="options.horizon",
-                limit=manifest.horizon,
-            )
+        manifest = entry.manifest
+        assert manifest is not None  # the catalog resolves ready versions only
+        horizon = check_horizon(request.options.horizon, manifest, "options.horizon")
         # An empty list asks for nothing, as in KServe's server. Checked before any series work: a
         # quantile the version cannot answer makes the whole request impossible.
         quantiles = request.options.quantiles or None
         if quantiles is not None:
             check_quantiles(manifest.intervals, quantiles, "options.quantiles")
-        limit = self.settings.max_series_per_request
-        if len(request.inputs) > limit:
-            raise InvalidInput(
-                f"inputs has {len(request.inputs)} series; at most {limit} are accepted",
-                field="inputs",
-                limit=limit,
-            )
+        check_series_count(len(request.inputs), self.settings.max_series_per_request, "inputs")
         decoded = []
         for i, item in enumerate(request.inputs):
             check_frequency(item, manifest, f"inputs[{i}].frequency")
@@ -68,14 +57,14 @@ class TimeSeriesHandlers:
         starts = [forecast_start(d, manifest, f"inputs[{i}]") for i, d in enumerate(decoded)]
         windows = np.stack([d.window for d in decoded])
         phases = None if manifest.cycle is None else np.array([d.phase for d in decoded], np.int64)
-        forecast = (await self.service.forecast(mv, windows, phases))[:, :horizon]
+        forecast = (await self.service.forecast(entry, windows, phases, latest=True))[:, :horizon]
         # Each [S, h, C], from the first h steps' widths (as /v1 answers a shorter horizon), keyed as
         # KServe keys them: str(q) of the probability as sent, "0.1".
         bands: dict[str, np.ndarray] = {}
         if quantiles is not None:
             values = quantile_bounds(manifest.intervals, forecast, quantiles, "options.quantiles")
             bands = {str(q): values[p] for p, q in enumerate(quantiles)}
-        _require_finite(np.stack([forecast, *bands.values()]))
+        require_finite([forecast, *bands.values()], lambda i: f"inputs[{i}]")
         outputs = []
         for i, item in enumerate(request.inputs):
             univariate = item.type == "univariate_time_series"
@@ -105,21 +94,8 @@ class TimeSeriesHandlers:
             "created_at": int(time.time()),
             "status": "completed",
             "error": None,
-            "model": mv.name,
+            "model": entry.name,
             "outputs": outputs,
             "usage": None,
         }
         return orjson.dumps(response, option=orjson.OPT_SERIALIZE_NUMPY)
-
-
-def _require_finite(arrays: np.ndarray) -> None:
-    """Never a null where KServe's schema promises a number: `arrays` [K, S, h, C] (the forecast, then
-    any quantiles) must be finite for every input, or the error names the first input that is not."""
-    finite = np.isfinite(arrays).all(axis=(0, 2, 3))
-    if not finite.all():
-        i = int(np.argmin(finite))
-        raise NonFiniteResult(
-            f"the model's forecast for inputs[{i}] is not finite: its values are outside what the model "
-            "can handle; rescale them",
-            field=f"inputs[{i}]",
-        )

@@ -66,14 +66,14 @@ def test_early_admission_answers_only_clients_with_a_key(toy_repository: Path) -
     happen (nor reveal the load): the request gets its 401/403 as usual."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from tests.app.conftest import registry_of, wait_for
+    from tests.app.conftest import engine_of, wait_for
     from tests.app.fakes import GatedSession
 
     settings = make_settings(toy_repository, api_keys=[SecretStr(KEY)], max_batch_rows=1, max_batch_wait_ms=0)
     url = "/v1/models/toy/versions/2/forecast"
     good = {"Authorization": f"Bearer {KEY}"}
     with running_client(settings) as client, ThreadPoolExecutor(max_workers=1) as pool:
-        batcher = registry_of(client).get("toy", 2).batcher
+        batcher = engine_of(client).get("toy", 2).batcher
         assert batcher is not None
         session = GatedSession(batcher)
         busy = pool.submit(client.post, url, json=BODY, headers=good)

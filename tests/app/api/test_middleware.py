@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from app.core.errors import Overloaded
-from tests.app.conftest import make_settings, registry_of, running_client, wait_for
+from tests.app.conftest import engine_of, make_settings, running_client, wait_for
 from tests.app.fakes import GatedSession
 
 URL = "/v1/models/toy/versions/2/forecast"
@@ -28,7 +28,7 @@ def test_bad_timeout_header_is_422_naming_it(client, value: str) -> None:  # typ
 def test_client_can_shorten_but_not_extend_the_deadline(toy_repository: Path) -> None:
     settings = make_settings(toy_repository, request_timeout_s=3.0, max_batch_rows=1, max_batch_wait_ms=0)
     with running_client(settings) as client, ThreadPoolExecutor(max_workers=2) as pool:
-        batcher = registry_of(client).get("toy", 2).batcher
+        batcher = engine_of(client).get("toy", 2).batcher
         assert batcher is not None
         session = GatedSession(batcher)
         blocker = pool.submit(client.post, URL, json=BODY)
@@ -67,11 +67,11 @@ def test_oip_v2_infer_is_admitted_before_its_body_is_read(toy_repository: Path) 
     with running_client(make_settings(toy_repository)) as client:
         asked: list[tuple[str, int | None]] = []
 
-        def overloaded(name: str, version: int | None) -> None:
+        async def overloaded(name: str, version: int | None, body_bytes: int | None, binary: bool) -> None:
             asked.append((name, version))
             raise Overloaded("model toy is overloaded", retry_after_s=1)
 
-        client.app.state.service.admit_early = overloaded  # type: ignore[attr-defined]
+        client.app.state.runtime.service.admit_early = overloaded  # type: ignore[attr-defined]
         # not even JSON: parsed, it would be a 400; refused first, it is the 503
         r = client.post("/v2/models/toy/versions/2/infer", content=b"not json")
         assert r.status_code == 503 and r.json() == {"error": "model toy is overloaded"}, r.text

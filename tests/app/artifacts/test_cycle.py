@@ -22,9 +22,9 @@ from app.artifacts.cycle import (
 )
 from app.artifacts.manifest import CycleSpec, Manifest, TensorSpec, load_manifest
 from app.core.errors import InvalidInput
-from app.inference.model import OnnxModel
-from app.inference.providers import RuntimeOptions
-from app.inference.session import SessionLoadError
+from app.engine.model import OnnxModel
+from app.engine.providers import RuntimeOptions
+from app.engine.session import SessionLoadError
 from app.protocols.rsa_v1.codec import decode_series
 from app.protocols.rsa_v1.schemas import SeriesInput
 from tests.app.conftest import ort_forecast, ort_run

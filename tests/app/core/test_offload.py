@@ -40,7 +40,7 @@ def test_large_bodies_answer_the_same_through_the_worker(toy_repository: Path, m
     x = np.random.default_rng(3).normal(0, 1, (64, L, C)).astype(np.float32)
     body = {"series": [{"id": f"s{i}", "values": w.tolist()} for i, w in enumerate(x)]}
     with running_client(make_settings(toy_repository, parse_process_min_bytes=min_bytes)) as client:
-        worker = client.app.state.parse_process  # type: ignore[attr-defined]
+        worker = client.app.state.runtime.parse_process  # type: ignore[attr-defined]
         calls: list[int] = []
         run = worker.run
 
@@ -70,7 +70,7 @@ def test_a_dead_worker_means_parsing_on_the_loop_not_failed_requests(toy_reposit
     x = np.random.default_rng(4).normal(0, 1, (64, L, C)).astype(np.float32)
     body = {"series": [{"values": w.tolist()} for w in x]}
     with running_client(make_settings(toy_repository, parse_process_min_bytes=4096)) as client:
-        worker = client.app.state.parse_process  # type: ignore[attr-defined]
+        worker = client.app.state.runtime.parse_process  # type: ignore[attr-defined]
         assert client.post("/v1/models/toy/versions/1/forecast", json=body).status_code == 200
         for pid in list(worker._pool._processes):
             os.kill(pid, signal.SIGKILL)

@@ -9,8 +9,8 @@ import pytest
 
 from app.core.context import close_record, note_error, note_model_version, open_record
 from app.core.errors import ModelNotReady
-from app.inference.batching import Batch, Segment, WorkItem
-from app.observability.metrics import Metrics, batch_buckets, protocol_of
+from app.engine.batching import Batch, Segment, WorkItem
+from app.observability.metrics import EngineMetrics, RequestMetrics, batch_buckets, protocol_of
 
 
 @pytest.mark.parametrize(
@@ -23,7 +23,7 @@ def test_batch_buckets_are_powers_of_two_up_to_the_largest_batch(
     assert batch_buckets(largest) == tuple(float(b) for b in buckets)
 
 
-def _sample(metrics: Metrics, name: str, **labels: str) -> float:
+def _sample(metrics: EngineMetrics | RequestMetrics, name: str, **labels: str) -> float:
     value = metrics.registry.get_sample_value(name, labels)
     return 0.0 if value is None else value
 
@@ -36,8 +36,8 @@ def _item(rows: int, waited_s: float) -> WorkItem:
 
 
 def test_batcher_hooks_count_rows_failures_and_not_shutdowns() -> None:
-    metrics = Metrics(max_batch_rows=8)
-    on_batch, on_item, _ = metrics.batcher_hooks("m", 3, "CPUExecutionProvider")
+    metrics = EngineMetrics(max_batch_rows=8)
+    on_batch, on_item, _ = metrics.hooks("m", 3, "CPUExecutionProvider")
     item = _item(4, waited_s=0.25)
     ok = Batch([Segment(item, 0, 4)], rows=4, t_formed=1.0, t_run_start=2.0, t_run_end=2.5)
     failed = Batch([], rows=2, t_formed=1.0, t_run_start=2.0, t_run_end=2.1, error=RuntimeError("x"))
@@ -68,7 +68,7 @@ def test_request_record_is_per_request_and_noop_outside() -> None:
 
 
 def test_observe_request_maps_error_codes_to_reasons() -> None:
-    metrics = Metrics(max_batch_rows=4)
+    metrics = RequestMetrics()
     record, token = open_record()
     close_record(token)
     for code, reason in [("malformed_json", "invalid_input"), ("model_not_ready", "not_ready"), (None, None)]:
@@ -92,7 +92,7 @@ def test_observe_request_maps_error_codes_to_reasons() -> None:
 
 
 def test_observe_request_counts_every_time_and_times_no_probe() -> None:
-    metrics = Metrics(max_batch_rows=4)
+    metrics = RequestMetrics()
     record, token = open_record()
     close_record(token)
     for _ in range(3):  # the label children are looked up once, then reused: every call still counts

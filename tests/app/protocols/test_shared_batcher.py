@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tests.app.conftest import make_settings, ort_forecast, registry_of, running_client, wait_for
+from tests.app.conftest import engine_of, make_settings, ort_forecast, running_client, wait_for
 from tests.app.fakes import GatedSession
 from tests.app.metrics_scrape import delta, scrape
 
@@ -38,7 +38,7 @@ def test_three_protocols_share_one_session_call(toy_repository: Path) -> None:
     }
     settings = make_settings(toy_repository, max_batch_wait_ms=0)
     with running_client(settings) as client, ThreadPoolExecutor(max_workers=4) as pool:
-        batcher = registry_of(client).get("toy", 2).batcher
+        batcher = engine_of(client).get("toy", 2).batcher
         assert batcher is not None
         session = GatedSession(batcher)
         before = scrape(client)

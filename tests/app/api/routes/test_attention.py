@@ -194,23 +194,23 @@ def test_repeated_layers_are_refused(client: TestClient, series: np.ndarray) -> 
 
 def test_answer_size_is_bounded_before_the_session_runs(toy_repository: Path, series: np.ndarray) -> None:
     from app.artifacts.manifest import load_manifest
-    from tests.app.conftest import make_settings, registry_of, running_client
+    from tests.app.conftest import engine_of, make_settings, running_client
 
     m = load_manifest(toy_repository / "toy" / "2" / "manifest.json")
     assert m.n_layers and m.n_heads
     one_matrix_averaged = m.n_layers * m.input_length**2
     settings = make_settings(toy_repository, max_attention_values=one_matrix_averaged)
     with running_client(settings) as client:
-        model = registry_of(client).get("toy", 2).model
+        model = engine_of(client).get("toy", 2).model
         assert model is not None
         calls = [0]
-        inner = model.inspect
+        inner = model.inspect_feed
 
         def counted(*args: Any) -> Any:
             calls[0] += 1
             return inner(*args)
 
-        model.inspect = counted  # type: ignore[method-assign]
+        model.inspect_feed = counted  # type: ignore[method-assign]
         small = {"series": {"values": series.tolist()}, "matrices": ["mixed"], "average_heads": True}
         assert client.post(URL, json=small).status_code == 200
         r = client.post(URL, json={"series": {"values": series.tolist()}})  # every head, three matrices

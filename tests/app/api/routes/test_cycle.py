@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.app.conftest import make_settings, ort_forecast, ort_run, registry_of, running_client
+from tests.app.conftest import engine_of, make_settings, ort_forecast, ort_run, running_client
 
 L, H, C = 8, 4, 3
 
@@ -135,7 +135,7 @@ def test_several_series_with_different_starts(client: TestClient, cycle_reposito
 
 
 def test_missing_start_is_422_naming_the_field(client: TestClient) -> None:
-    batcher = registry_of(client).get("hourly", 1).batcher
+    batcher = engine_of(client).get("hourly", 1).batcher
     assert batcher is not None
     calls = batcher.stats.session_calls
     series = [{"values": values(3).tolist(), "start": "2018-06-01T00:00:00"}, {"values": values(4).tolist()}]
@@ -223,7 +223,7 @@ def test_concurrent_requests_merge_and_each_keeps_its_phases(cycle_repository: P
     ]
     settings = make_settings(cycle_repository, max_batch_wait_ms=20.0, max_batch_rows=16)
     with running_client(settings) as client:
-        batcher = registry_of(client).get("hourly", 1).batcher
+        batcher = engine_of(client).get("hourly", 1).batcher
         assert batcher is not None
         calls_before = batcher.stats.session_calls
 
@@ -251,7 +251,7 @@ def test_request_split_over_session_calls_keeps_phases(cycle_repository: Path) -
     xs = [values(40 + i) for i in range(11)]
     starts = [f"2018-06-01T{h:02d}:00:00" for h in range(0, 22, 2)]
     with running_client(make_settings(cycle_repository, max_batch_rows=4)) as client:
-        batcher = registry_of(client).get("hourly", 1).batcher
+        batcher = engine_of(client).get("hourly", 1).batcher
         assert batcher is not None
         before = batcher.stats.session_calls
         body = post(

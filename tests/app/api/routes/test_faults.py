@@ -13,8 +13,8 @@ import pytest
 from fastapi.testclient import TestClient
 from onnxruntime.capi import onnxruntime_pybind11_state as ort_errors
 
-from app.inference.batching import DynamicBatcher, Feed
-from tests.app.conftest import app_state, make_settings, ort_forecast, registry_of, running_client, wait_for
+from app.engine.batching import DynamicBatcher, Feed
+from tests.app.conftest import engine_of, make_settings, ort_forecast, running_client, runtime_of, wait_for
 from tests.app.fakes import GatedSession
 from tests.app.metrics_scrape import delta, scrape
 
@@ -24,7 +24,7 @@ BODY = {"series": [{"values": np.ones((L, C)).tolist()}]}
 
 
 def _batcher(client: TestClient) -> DynamicBatcher:
-    batcher = registry_of(client).get("toy", 2).batcher
+    batcher = engine_of(client).get("toy", 2).batcher
     assert batcher is not None
     return batcher
 
@@ -111,7 +111,7 @@ def test_session_error_is_500_and_the_batcher_keeps_serving(toy_repository: Path
 
 def test_unexpected_exception_is_a_json_500(toy_repository: Path) -> None:
     with running_client(make_settings(toy_repository)) as client:
-        handlers = app_state(client).v1
+        handlers = runtime_of(client).v1
 
         async def broken(*args: Any) -> None:
             raise KeyError("bug")
@@ -127,17 +127,17 @@ ATTENTION_BODY = {"series": {"values": np.ones((L, C)).tolist()}}
 
 
 def _gate_inspect(client: TestClient) -> tuple[threading.Event, list[int]]:
-    """Make the version's inspect() block until the returned event is set; counts the calls."""
-    model = registry_of(client).get("toy", 2).model
+    """Make the version's inspection block until the returned event is set; counts the calls."""
+    model = engine_of(client).get("toy", 2).model
     assert model is not None
-    inner, gate, calls = model.inspect, threading.Event(), [0]
+    inner, gate, calls = model.inspect_feed, threading.Event(), [0]
 
-    def gated(windows: np.ndarray, phases: np.ndarray | None = None) -> Any:
+    def gated(feed: Feed) -> Any:
         calls[0] += 1
         assert gate.wait(10), "gate never opened"
-        return inner(windows, phases)
+        return inner(feed)
 
-    model.inspect = gated  # type: ignore[method-assign]
+    model.inspect_feed = gated  # type: ignore[method-assign]
     return gate, calls
 
 
@@ -205,7 +205,7 @@ def test_device_faults_are_503_with_their_own_codes_and_the_service_keeps_servin
     """Out of memory: retried in halves (answers exact), then 503 device_out_of_memory once a half fails
     too; any other provider fault 503 device_error; both with Retry-After, on /v1 and OIP v2 alike."""
     with running_client(make_settings(toy_repository)) as client:
-        runner = registry_of(client).get("toy", 2).model.runner  # type: ignore[union-attr]
+        runner = engine_of(client).get("toy", 2).model.runner  # type: ignore[union-attr]
         inner, fits, error = runner._call, [2], [ort_errors.RuntimeException(CUDA_OOM)]
 
         def faulty(feed: Feed, alone: bool) -> np.ndarray:

@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.core.config import Settings
-from tests.app.conftest import make_settings, ort_forecast, registry_of, running_client
+from tests.app.conftest import engine_of, make_settings, ort_forecast, running_client
 
 L, H, C = 8, 4, 3
 CHANNELS = ["HUFL", "MUFL", "OT"]
@@ -108,7 +108,7 @@ def test_concurrent_requests_are_merged_and_split_back(toy_repository: Path) -> 
     # Distinct series per client, and a varying number of series per request.
     requests = [rng.normal(0, 5, (1 + i % 3, L, C)).astype(np.float32) for i in range(n_clients)]
     with running_client(settings) as client:
-        batcher = registry_of(client).get("toy", 2).batcher
+        batcher = engine_of(client).get("toy", 2).batcher
         assert batcher is not None
         calls_before = batcher.stats.session_calls
 
@@ -134,7 +134,7 @@ def _split_in_calls_of_five(toy_repository: Path, settings: Settings, seed: int)
     the versions as `GET /v1/models/toy` describes them afterwards."""
     windows = np.random.default_rng(seed).normal(0, 1, (23, L, C)).astype(np.float32)
     with running_client(settings) as client:
-        batcher = registry_of(client).get("toy", 2).batcher
+        batcher = engine_of(client).get("toy", 2).batcher
         assert batcher is not None
         before = batcher.stats.session_calls
         r = _post(client, {"series": [{"values": w.tolist()} for w in windows]})
@@ -163,7 +163,7 @@ def test_rows_per_call_are_capped_by_attention_memory(toy_repository: Path) -> N
 
 def test_rows_per_call_are_at_least_one(toy_repository: Path) -> None:
     with running_client(make_settings(toy_repository, call_attention_mib=1e-9)) as client:
-        batcher = registry_of(client).get("toy", 2).batcher
+        batcher = engine_of(client).get("toy", 2).batcher
         assert batcher is not None and batcher.max_batch_rows == 1
         windows = np.random.default_rng(3).normal(0, 1, (3, L, C)).astype(np.float32)
         r = _post(client, {"series": [{"values": w.tolist()} for w in windows]})

@@ -12,8 +12,8 @@ from fastapi.testclient import TestClient
 
 from app.artifacts.manifest import Manifest
 from app.artifacts.repository import VersionRef
-from app.inference.model import OnnxModel
-from app.inference.registry import ModelRegistry
+from app.engine.local import LocalEngine
+from app.engine.model import OnnxModel
 from app.main import create_app
 from tests.app.conftest import make_settings, running_client, wait_for
 from tests.app.fakes import ToySpec, write_version
@@ -34,13 +34,13 @@ def test_healthz_and_readyz_when_ready(client: TestClient) -> None:
 
 def test_readyz_is_503_until_models_are_loaded(toy_repository: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     release = threading.Event()
-    real_open = ModelRegistry._open
+    real_open = LocalEngine._open
 
-    def slow_open(self: ModelRegistry, ref: VersionRef) -> tuple[Manifest, OnnxModel]:
+    def slow_open(self: LocalEngine, ref: VersionRef) -> tuple[Manifest, OnnxModel, float]:
         assert release.wait(10)
         return real_open(self, ref)
 
-    monkeypatch.setattr(ModelRegistry, "_open", slow_open)
+    monkeypatch.setattr(LocalEngine, "_open", slow_open)
     with TestClient(create_app(make_settings(toy_repository)), raise_server_exceptions=False) as client:
         assert client.get("/healthz").status_code == 200
         r = client.get("/readyz")

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app.inference.batching import Feed
-from app.inference.model import OnnxModel
-from tests.app.conftest import make_settings, registry_of, running_client, wait_for
+from app.engine.batching import Feed
+from app.engine.model import OnnxModel
+from tests.app.conftest import engine_of, make_settings, running_client, wait_for
 from tests.app.fakes import GatedSession, write_repository
 from tests.app.metrics_scrape import delta, scrape, total, value
 
@@ -170,7 +170,7 @@ def test_overload_timeout_and_in_flight(toy_repository: Path) -> None:
     url = "/v1/models/toy/versions/2/forecast"
     with running_client(settings) as client, ThreadPoolExecutor(max_workers=2) as pool:
         before = scrape(client)
-        batcher = registry_of(client).get("toy", 2).batcher
+        batcher = engine_of(client).get("toy", 2).batcher
         assert batcher is not None
         session = GatedSession(batcher)
         first = pool.submit(client.post, url, json=_body())
@@ -181,7 +181,10 @@ def test_overload_timeout_and_in_flight(toy_repository: Path) -> None:
         during = scrape(client)
         assert value(during, "rsa_requests_in_flight") == 2
         assert value(during, "rsa_queue_rows", model="toy", version="2") == 1
-        assert value(during, "rsa_backlog_seconds", model="toy", version="2") == 0  # no call measured yet
+        # one row running and one queued, at the drain rate the version measured at load
+        assert batcher.row_seconds is not None and batcher.row_seconds > 0
+        backlog = value(during, "rsa_backlog_seconds", model="toy", version="2")
+        assert backlog == pytest.approx(2 * batcher.row_seconds, rel=1e-6)
         assert client.post(url, json=_body()).status_code == 503
         session.gate.set()
         assert first.result(10).status_code == 200 and queued.result(10).status_code == 200
@@ -208,7 +211,7 @@ def test_overload_timeout_and_in_flight(toy_repository: Path) -> None:
 
 def test_session_failures_and_payload_too_large(toy_repository: Path) -> None:
     with running_client(make_settings(toy_repository, max_body_bytes=2000)) as client:
-        batcher = registry_of(client).get("toy", 2).batcher
+        batcher = engine_of(client).get("toy", 2).batcher
         assert batcher is not None
 
         def broken(feed: Feed) -> np.ndarray:

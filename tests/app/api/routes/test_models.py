@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
-from tests.app.conftest import registry_of
+from tests.app.conftest import engine_of
 
 
 def test_list_models(client: TestClient) -> None:
@@ -42,7 +42,7 @@ def test_get_model_reports_manifest_and_provider(client: TestClient) -> None:
 
 
 def test_provider_is_what_the_session_says(client: TestClient) -> None:
-    model = registry_of(client).get("toy", 1).model
+    model = engine_of(client).get("toy", 1).model
     assert model is not None
     session_provider = model.runner.session.get_providers()[0]  # type: ignore[attr-defined]
     assert client.get("/v1/models/toy").json()["versions"][0]["provider"] == session_provider

@@ -28,7 +28,7 @@ def client(toy_repository: Path) -> Iterator[TestClient]:
 @pytest.fixture
 def offloaded(client: TestClient) -> Iterator[list[str]]:
     """The names of the functions the parse process ran, during one test."""
-    worker = client.app.state.parse_process  # type: ignore[attr-defined]
+    worker = client.app.state.runtime.parse_process  # type: ignore[attr-defined]
     calls: list[str] = []
     run = worker.run
 

@@ -11,9 +11,10 @@ import pytest
 
 from app.artifacts.manifest import Manifest, load_manifest
 from app.core.errors import InvalidInput, ModelNotFound, VersionNotFound
-from app.inference.registry import ModelRegistry
+from app.engine.local import LocalEngine
 from app.inference.service import InferenceService
-from app.protocols.rsa_v1.codec import decode_series, forecast_timestamps, resolve_channel, resolve_horizon
+from app.inference.windows import check_horizon
+from app.protocols.rsa_v1.codec import decode_series, forecast_timestamps, resolve_channel
 from app.protocols.rsa_v1.handlers import V1Handlers
 from app.protocols.rsa_v1.schemas import ForecastRequest, SeriesInput
 from tests.app.conftest import make_settings, ort_forecast
@@ -58,9 +59,9 @@ def test_timestamps() -> None:
 
 
 def test_horizon_and_channel(manifest: Manifest) -> None:
-    assert resolve_horizon(None, manifest) == 4 and resolve_horizon(1, manifest) == 1
+    assert check_horizon(None, manifest) == 4 and check_horizon(1, manifest) == 1
     with pytest.raises(InvalidInput):
-        resolve_horizon(5, manifest)
+        check_horizon(5, manifest)
     assert resolve_channel("OT", manifest) == 2 and resolve_channel(1, manifest) == 1
     with pytest.raises(InvalidInput):
         resolve_channel(-1, manifest)
@@ -68,11 +69,12 @@ def test_horizon_and_channel(manifest: Manifest) -> None:
 
 def test_forecast_through_service_without_http(toy_repository: Path) -> None:
     async def scenario() -> None:
-        registry = ModelRegistry(make_settings(toy_repository))
-        registry.discover()
-        await registry.load_all()
-        assert registry.ready
-        handlers = V1Handlers(InferenceService(registry, registry.settings))
+        engine = LocalEngine(make_settings(toy_repository))
+        await engine.start()
+        while engine.catalog.loading_any:
+            await asyncio.sleep(0.01)
+        assert engine.catalog.ready
+        handlers = V1Handlers(InferenceService(engine, engine.settings))
         x = np.random.default_rng(3).normal(0, 1, (2, 8, 3)).astype(np.float32)
         request = ForecastRequest(
             series=[SeriesInput(id=str(i), values=w.tolist()) for i, w in enumerate(x)], horizon=3
@@ -84,6 +86,6 @@ def test_forecast_through_service_without_http(toy_repository: Path) -> None:
             await handlers.forecast("nope", None, request)
         with pytest.raises(VersionNotFound):
             await handlers.forecast("toy", 3, request)
-        await registry.stop()
+        await engine.stop()
 
     asyncio.run(scenario())

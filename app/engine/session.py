@@ -1,7 +1,7 @@
 """ONNX Runtime sessions: how one is made and checked against its manifest. No web framework here.
 
-What runs a version's forecast calls is its runner (`app/inference/runners.py`); the version's sessions
-as a whole are `app/inference/model.py`'s `OnnxModel`.
+What runs a version's forecast calls is its runner (`app/engine/runners.py`); the version's sessions
+as a whole are `app/engine/model.py`'s `OnnxModel`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import onnxruntime as ort
 
 from app.artifacts.contract import FORECAST_INPUT, PHASE_INPUT
 from app.artifacts.manifest import Manifest, input_names
-from app.inference.providers import CUDA, RuntimeOptions, choose_providers
+from app.engine.providers import CUDA, RuntimeOptions, choose_providers
 
 logger = logging.getLogger(__name__)
 

@@ -12,10 +12,10 @@ from onnxruntime.capi import onnxruntime_pybind11_state as ort_errors
 
 from app.artifacts.manifest import Manifest, load_manifest
 from app.core.errors import DeviceError, DeviceOutOfMemory
-from app.inference.batching import Feed
-from app.inference.model import OnnxModel
-from app.inference.providers import CPU, RuntimeOptions
-from app.inference.runners import (
+from app.engine.batching import Feed
+from app.engine.model import OnnxModel
+from app.engine.providers import CPU, RuntimeOptions
+from app.engine.runners import (
     BoundRunner,
     CpuRunner,
     Runner,
@@ -23,7 +23,7 @@ from app.inference.runners import (
     create_runner,
     default_buckets,
 )
-from app.inference.session import create_session
+from app.engine.session import create_session
 
 REPO = Path(__file__).resolve().parents[3]
 SHIPPED = sorted((REPO / "model_repository" / "etth1-rsa").iterdir())

@@ -1,6 +1,6 @@
 """One model version's sessions: its forecast runner and its inspection session. Numpy in, numpy out.
 
-`OnnxModel.load()` creates the forecast runner (app/inference/runners.py: one per provider); the
+`OnnxModel.load()` creates the forecast runner (app/engine/runners.py: one per provider); the
 inspection session is created on the first `inspect()` call, so forecasting never pays for it. Calls
 block: run them off the event loop.
 """
@@ -18,17 +18,16 @@ from app.artifacts.contract import (
     ATTN_MIXED,
     ATTN_REM,
     ATTN_SOFTMAX,
-    FORECAST_INPUT,
     FORECAST_OUTPUT,
     INSPECT_FILE,
     MODEL_FILE,
-    PHASE_INPUT,
 )
+from app.artifacts.feed import build_feed
 from app.artifacts.manifest import Manifest
-from app.inference.batching import Feed  # graph input name -> array with one row per window
-from app.inference.providers import RuntimeOptions
-from app.inference.runners import CallPolicy, Runner, create_runner
-from app.inference.session import SessionLoadError, check_io, create_session
+from app.engine.batching import Feed  # graph input name -> array with one row per window
+from app.engine.providers import RuntimeOptions
+from app.engine.runners import CallPolicy, Runner, create_runner
+from app.engine.session import SessionLoadError, check_io, create_session
 
 
 @dataclass(frozen=True)
@@ -106,21 +105,8 @@ class OnnxModel:
 
     # -- inference -----------------------------------------------------------------------------
     def feed(self, windows: np.ndarray, phases: np.ndarray | None = None) -> Feed:
-        """The graph inputs: `window` [batch, L, C], plus `phase` [batch] exactly when the model has a cycle
-        (ONNX Runtime refuses an input the graph does not declare, and needs every one it does)."""
-        feed = {FORECAST_INPUT: np.ascontiguousarray(windows, dtype=np.float32)}
-        cycle = self.manifest.cycle
-        if cycle is None:
-            if phases is not None:
-                raise ValueError(f"{self.folder}: the model has no cycle, so it takes no phase")
-            return feed
-        if phases is None:
-            raise ValueError(f"{self.folder}: the model has a cycle (period {cycle.period}); it needs phases")
-        phase = np.ascontiguousarray(phases, dtype=np.int64)
-        if phase.shape != windows.shape[:1]:
-            raise ValueError(f"{self.folder}: {phase.shape} phases for {windows.shape[0]} windows")
-        feed[PHASE_INPUT] = phase
-        return feed
+        """The graph inputs for windows (and their phases, for a cycle model)."""
+        return build_feed(self.manifest, windows, phases)
 
     def run_forecast(self, feed: Feed, alone: bool = False) -> np.ndarray:
         """The forecast runner on a ready feed (what the batcher calls): [batch, H, C]."""
@@ -136,9 +122,11 @@ class OnnxModel:
 
     def inspect(self, windows: np.ndarray, phases: np.ndarray | None = None) -> InspectResult:
         """Forecast plus per-layer, per-head attention matrices from inspect.onnx."""
-        session = self._inspect()
-        feed = self.feed(windows, phases)
-        forecast, softmax, rem, mixed = session.run(
+        return self.inspect_feed(self.feed(windows, phases))
+
+    def inspect_feed(self, feed: Feed) -> InspectResult:
+        """`inspect` on a ready feed (what the engine calls)."""
+        forecast, softmax, rem, mixed = self._inspect().run(
             [FORECAST_OUTPUT, ATTN_SOFTMAX, ATTN_REM, ATTN_MIXED], feed
         )
         return InspectResult(forecast=forecast, softmax=softmax, rem=rem, mixed=mixed)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from app.core.errors import InferenceError, ModelNotReady, Overloaded, Timeout
-from app.inference.batching import SHARED_CALL_ROWS, Batch, DynamicBatcher, Feed, WorkItem
+from app.engine.batching import SHARED_CALL_ROWS, Batch, DynamicBatcher, Feed, WorkItem
 
 
 def double(rows: np.ndarray) -> np.ndarray:

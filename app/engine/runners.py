@@ -1,7 +1,7 @@
 """A runner per provider: how one version's forecast graph is called, and how its calls may be scheduled.
 
 Every runner takes a feed (named arrays, one row per series) and returns the forecast [n, H, C]; the
-batcher (app/inference/batching.py) reads its `policy` to know how many calls may run side by side and
+batcher (app/engine/batching.py) reads its `policy` to know how many calls may run side by side and
 whether a small call may run on the event loop.
 
 - `CpuRunner`: the CPU provider as the service has always run it: the configured instance (every intra-op
@@ -42,9 +42,9 @@ from onnxruntime.capi import onnxruntime_pybind11_state as ort_errors
 from app.artifacts.contract import FORECAST_INPUT, FORECAST_OUTPUT
 from app.artifacts.manifest import Manifest, input_names
 from app.core.errors import DeviceError, DeviceOutOfMemory
-from app.inference.batching import Feed, feed_rows
-from app.inference.providers import CPU, CUDA, RuntimeOptions
-from app.inference.session import (
+from app.engine.batching import Feed, feed_rows
+from app.engine.providers import CPU, CUDA, RuntimeOptions
+from app.engine.session import (
     SessionLoadError,
     check_io,
     create_session,

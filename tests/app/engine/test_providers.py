@@ -8,8 +8,8 @@ import onnxruntime as ort
 import pytest
 
 from app.artifacts.contract import CUDA_EXACT_OPTIONS
-from app.inference import providers
-from app.inference.providers import CPU, CUDA, RuntimeOptions, choose_providers, cuda_provider_options
+from app.engine import providers
+from app.engine.providers import CPU, CUDA, RuntimeOptions, choose_providers, cuda_provider_options
 
 
 @pytest.fixture
@@ -54,7 +54,7 @@ def test_tf32_and_graphs_are_explicit_opt_ins() -> None:
 def test_no_cuda_in_this_build(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setattr(ort, "get_available_providers", lambda: [CPU])
     monkeypatch.setattr(providers, "_said", set())
-    with caplog.at_level(logging.INFO, logger="app.inference.providers"):
+    with caplog.at_level(logging.INFO, logger="app.engine.providers"):
         assert choose_providers(RuntimeOptions(device="auto")) == [CPU]
         assert choose_providers(RuntimeOptions(device="cuda")) == [CPU]
     assert [r.levelno for r in caplog.records] == [logging.INFO, logging.WARNING]
@@ -69,7 +69,7 @@ def test_cuda_is_not_asked_for_without_a_visible_gpu(
     monkeypatch.setattr(ort, "get_available_providers", lambda: [CUDA, CPU])
     monkeypatch.setattr(providers, "cuda_device_count", lambda: 0)
     monkeypatch.setattr(providers, "_said", set())
-    with caplog.at_level(logging.INFO, logger="app.inference.providers"):
+    with caplog.at_level(logging.INFO, logger="app.engine.providers"):
         for _ in range(3):  # three versions load: one line
             assert choose_providers(RuntimeOptions(device="auto")) == [CPU]
     assert len(caplog.records) == 1 and caplog.records[0].levelno == logging.INFO
@@ -86,7 +86,7 @@ def test_a_session_on_a_cpu_host_logs_no_cuda_error(
     toy_repository, capfd: pytest.CaptureFixture[str]
 ) -> None:
     """What a user saw with RSA_DEVICE=auto: ONNX Runtime's own error lines about the CUDA libraries."""
-    from app.inference.session import create_session
+    from app.engine.session import create_session
 
     create_session(
         toy_repository / "toy" / "1" / "model.onnx", RuntimeOptions(device="auto", intra_op_threads=1)

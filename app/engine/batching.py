@@ -10,7 +10,7 @@ No HTTP here: errors are domain errors.
 
 Concurrent calls: up to `max_calls` session calls may run at once, each on its own executor thread, but
 only calls of at most `concurrent_max_rows` rows; a bigger call runs alone. On the CPU provider a small
-call runs on the single-threaded instance of the graph (app/inference/session.py), so one call keeps
+call runs on the single-threaded instance of the graph (app/engine/session.py), so one call keeps
 one core busy: two calls at once keep two, where one call at a time left the second core to the event
 loop alone and idle half the time (measured at concurrency 16: the whole process at 1.0 core). Queued
 small work goes out in calls of at most SHARED_CALL_ROWS rows, which keeps the tail short. A big
@@ -19,10 +19,12 @@ Triton's instance groups, without a second copy of the weights: an ONNX Runtime 
 from several threads at once.
 
 Admission control: the worker measures how fast it drains rows (an EWMA of seconds per row over
-back-to-back batches, so the time between batches counts too), and `submit` refuses at once (Overloaded,
-with a Retry-After of the time the backlog needs) a request whose rows could not be through the session
-before its deadline: a fast 503 the client can retry elsewhere, rather than a 504 after waiting for
-nothing. An idle batcher admits any request; `max_queue_rows` stays as a hard bound on memory.
+back-to-back batches, so the time between batches counts too; seeded by the caller, e.g. a timed call at
+load), and `submit` refuses at once (Overloaded, with a Retry-After of the time the backlog needs) a
+request whose rows could not be through the session before its deadline: a fast 503 the client can retry
+elsewhere, rather than a 504 after waiting for nothing. Every admitted row counts until it is answered:
+queued, running, or reserved (`reserve`) by a request admitted before its body was read and parsed. An
+idle batcher admits any request; `max_queue_rows` stays as a hard bound on memory.
 
 Inline calls: a request of at most `inline_max_rows` rows that finds the batcher idle (nothing queued,
 nothing running), `inline_when()` true and the event loop with nothing else to do runs `inline_fn` at
@@ -45,6 +47,7 @@ stage, `BatcherStats` counts calls/rows/rejections, and `on_batch`/`on_item` cal
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import math
 import selectors
@@ -176,6 +179,7 @@ class DynamicBatcher:
         inline_fn: RunFn | None = None,
         max_calls: int = 1,
         concurrent_max_rows: int = 0,
+        row_seconds: float | None = None,
     ) -> None:
         if (
             min(max_batch_rows, max_queue_rows, max_calls) < 1
@@ -209,7 +213,12 @@ class DynamicBatcher:
         self._running_rows = 0  # rows in the session calls under way
         self._calls: set[asyncio.Task[None]] = set()  # the worker's session calls under way
         self._exclusive = False  # a call of more than concurrent_max_rows rows is under way
-        self.row_seconds: float | None = None  # measured drain cost per row; None until a batch ran
+        # measured drain cost per row (seeded by a timed call at load); None: not known yet
+        self.row_seconds: float | None = row_seconds
+        # Rows admitted before their request's body was read (`reserve`): id -> (rows, expiry)
+        self._reserved: dict[int, tuple[int, float]] = {}
+        self._reserved_rows = 0
+        self._reservation_ids = itertools.count(1)
         self._busy_since: float | None = None  # end of the last batch, while batches run back to back
         self._wakeup = asyncio.Event()
         self._worker: asyncio.Task[None] | None = None
@@ -242,6 +251,8 @@ class DynamicBatcher:
         while self._queue:
             self._fail(self._queue.popleft(), ModelNotReady(f"model {self.name} is shutting down"))
         self._queued_rows = 0
+        self._reserved.clear()
+        self._reserved_rows = 0
 
     @property
     def running(self) -> bool:
@@ -252,10 +263,16 @@ class DynamicBatcher:
         return self._queued_rows
 
     @property
+    def ahead_rows(self) -> int:
+        """Rows admitted and not yet answered: queued, running, and reserved by requests still parsing."""
+        self._expire_reservations()
+        return self._queued_rows + self._running_rows + self._reserved_rows
+
+    @property
     def backlog_s(self) -> float:
-        """Seconds the session needs for the rows queued and running now, at the measured drain rate (0
-        until a call ran, and when nothing waits): the signal to scale replicas on."""
-        ahead = self._queued_rows + self._running_rows
+        """Seconds the session needs for every row admitted and not yet answered, at the measured drain
+        rate (0 when nothing waits): the signal to scale replicas on."""
+        ahead = self.ahead_rows
         return ahead * self.row_seconds if ahead and self.row_seconds is not None else 0.0
 
     # -- submitting ------------------------------------------------------------------------------
@@ -265,7 +282,7 @@ class DynamicBatcher:
         Called by `submit`, and before a request's body is even read (with n = 1) so that a saturated
         version refuses without paying for the parse."""
         # An idle batcher takes any request, so a request is never refused for its size alone.
-        ahead = self._queued_rows + self._running_rows
+        ahead = self.ahead_rows
         if (
             ahead
             and self.row_seconds is not None
@@ -288,14 +305,45 @@ class DynamicBatcher:
                 retry_after_s=self.retry_after_s,
             )
 
-    async def submit(self, inputs: Feed, timeout_s: float) -> np.ndarray:
-        """Queue `inputs` (named [n, ...] arrays, n >= 1); wait for their outputs ([n, ...], same order)."""
+    def reserve(self, n: int, timeout_s: float) -> int:
+        """Admit `n` rows of a request whose body is still to be read (an estimate), and count them as
+        ahead of later requests until it submits (`submit(..., reservation=)`), is released, or its
+        deadline passes. Without this, bodies being read and parsed were in no count, and a flood of big
+        requests was refused only once they had been parsed, seconds later. Raises Overloaded."""
+        if self._closed or not self.running:
+            raise ModelNotReady(f"model {self.name} is not serving", retry_after_s=self.retry_after_s)
+        self.admit(n, timeout_s)
+        key = next(self._reservation_ids)
+        self._reserved[key] = (n, perf_counter() + timeout_s)
+        self._reserved_rows += n
+        return key
+
+    def release(self, key: int) -> int:
+        """The reservation's rows stop counting (0 when it was already gone); returns them."""
+        entry = self._reserved.pop(key, None)
+        if entry is None:
+            return 0
+        self._reserved_rows -= entry[0]
+        return entry[0]
+
+    def _expire_reservations(self) -> None:
+        if self._reserved:
+            now = perf_counter()
+            for key in [k for k, (_, expiry) in self._reserved.items() if expiry <= now]:
+                self.release(key)
+
+    async def submit(self, inputs: Feed, timeout_s: float, reservation: int | None = None) -> np.ndarray:
+        """Queue `inputs` (named [n, ...] arrays, n >= 1); wait for their outputs ([n, ...], same order).
+        A request admitted by `reserve` is admitted for its reserved rows; only rows beyond them are
+        judged again."""
         n = feed_rows(inputs)
         if n < 1:
             raise ValueError("submit needs at least one row")
         if self._closed or not self.running:
             raise ModelNotReady(f"model {self.name} is not serving", retry_after_s=self.retry_after_s)
-        self.admit(n, timeout_s)
+        reserved = self.release(reservation) if reservation is not None else 0
+        if n > reserved:
+            self.admit(n - reserved if reserved else n, timeout_s)
         now = perf_counter()
         item = WorkItem(inputs, asyncio.get_running_loop().create_future(), now + timeout_s, now)
         inline = n <= self.inline_max_rows and self._idle() and self.inline_when()

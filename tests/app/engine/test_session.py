@@ -11,10 +11,10 @@ import onnxruntime as ort
 import pytest
 
 from app.artifacts.manifest import load_manifest
-from app.inference.model import OnnxModel
-from app.inference.providers import CPU, RuntimeOptions
-from app.inference.runners import TRIM_ABOVE_ROWS
-from app.inference.session import SessionLoadError, default_intra_op_threads, session_options
+from app.engine.model import OnnxModel
+from app.engine.providers import CPU, RuntimeOptions
+from app.engine.runners import TRIM_ABOVE_ROWS
+from app.engine.session import SessionLoadError, default_intra_op_threads, session_options
 from tests.app.conftest import ort_forecast, ort_run
 
 

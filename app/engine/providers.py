@@ -38,7 +38,7 @@ class RuntimeOptions:
     gpu_mem_limit_bytes: int | None = None
     intra_op_threads: int | None = None  # None: the CPUs this process may run on
     # On the CPU provider, calls of at most this many rows run on a second, single-threaded instance of
-    # the forecast session (0: none). See app/inference/runners.py.
+    # the forecast session (0: none). See app/engine/runners.py.
     single_thread_max_rows: int = 0
     single_thread_calls: int | None = None  # such calls side by side per version; None: one per CPU
     # CUDA: TF32 matmuls (faster on Ampere and newer, ~1e-3 relative error: off unless asked for).

@@ -1,0 +1,385 @@
+"""The local engine: the served versions' sessions, batchers and admission, in this process.
+
+`LocalEngine.start()` discovers the model repository and loads every version in the background (sessions
+created and warmed up in a worker thread, the newest version of each model first), so a broken version
+is recorded as failed and the others still serve. Each change of a version's state swaps in a new
+`Catalog` (app/engine/catalog.py), which is all the front end reads.
+
+Two thread pools: `forecast_executor` runs only the batchers' session calls (on the CPU provider up to
+`single_thread_calls` small ones at once per version, else one); `executor` runs everything else that
+blocks (loading, inspection), so a burst of attention requests never delays a forecast batch.
+
+Admission (`admit`, `submit`): every version's batcher counts the rows queued, running, and reserved by
+requests admitted before their body was read, at the drain rate it measures (seeded at load by a timed
+call, so that the first burst is judged too). A request whose rows could not be through in time is
+refused at once; see app/engine/batching.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, TypeVar
+
+import numpy as np
+from prometheus_client.core import Metric
+
+from app.artifacts.manifest import Manifest
+from app.artifacts.repository import (
+    ModelRef,
+    RepositoryError,
+    VersionRef,
+    discover,
+    public_message,
+    read_version,
+)
+from app.core.config import Settings
+from app.core.errors import ModelNotReady
+from app.engine.api import Engine, IndexEntry, Reservation, VersionStats
+from app.engine.batching import Batch, DynamicBatcher, Feed, WorkItem
+from app.engine.catalog import Catalog, LoadState, ModelEntry, VersionEntry
+from app.engine.model import InspectResult, OnnxModel
+from app.engine.providers import RuntimeOptions
+from app.engine.runners import Fault
+from app.engine.session import default_intra_op_threads
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+# (model, version, provider) -> the batcher's on_batch and on_item callbacks and the runner's on_retry
+# (the metrics' hooks).
+VersionHooks = Callable[
+    [str, int, str],
+    tuple[Callable[[Batch], None], Callable[[WorkItem], None], Callable[[Fault], None]],
+]
+# Rows timed at load to seed a version's drain rate (per row), at most its rows per call.
+COST_PROBE_ROWS = 8
+
+
+@dataclass(eq=False)
+class ServedVersion:
+    """A version as the engine holds it (mutable; the front end sees its `entry()` in the catalog)."""
+
+    name: str
+    version: int
+    path: Path
+    state: LoadState = "loading"
+    error: str | None = None
+    manifest: Manifest | None = None
+    model: OnnxModel | None = None
+    batcher: DynamicBatcher | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.state == "ready"
+
+    def entry(self) -> VersionEntry:
+        return VersionEntry(
+            name=self.name,
+            version=self.version,
+            state=self.state,
+            error=self.error,
+            manifest=self.manifest,
+            provider=self.model.provider if self.model is not None and self.model.loaded else None,
+            max_series_per_call=self.batcher.max_batch_rows if self.batcher is not None else None,
+        )
+
+
+@dataclass(eq=False)
+class ServedModel:
+    name: str
+    versions: dict[int, ServedVersion] = field(default_factory=dict)
+    error: str | None = None  # the model cannot be served at all (missing folder, no version)
+
+
+def rows_per_call(manifest: Manifest, settings: Settings) -> int:
+    """Series per session call for this version: `max_batch_rows`, fewer where that many would form more
+    attention than `call_attention_mib` (at least one: a request of more series is split over calls)."""
+    per_row = manifest.attention_bytes_per_row
+    if per_row is None:
+        return settings.max_batch_rows
+    budget = int(settings.call_attention_mib * 2**20)
+    return max(1, min(settings.max_batch_rows, budget // per_row))
+
+
+def runtime_options(settings: Settings) -> RuntimeOptions:
+    return RuntimeOptions(
+        device=settings.device,
+        cuda_device_id=settings.cuda_device_id,
+        gpu_mem_limit_bytes=settings.gpu_mem_limit_bytes,
+        intra_op_threads=settings.intra_op_threads,
+        single_thread_max_rows=settings.single_thread_max_rows,
+        single_thread_calls=settings.single_thread_calls,
+        cuda_tf32=settings.cuda_tf32,
+        cuda_io_binding=settings.cuda_io_binding,
+        cuda_graphs=settings.cuda_graphs,
+        batch_buckets=tuple(settings.batch_buckets),
+    )
+
+
+class LocalEngine(Engine):
+    """The engine in this process. `alone()`: whether a small call may run inline on the event loop now
+    (nothing else in flight; app/engine/batching.py); `hooks`: the metrics' per-version callbacks."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        hooks: VersionHooks | None = None,
+        alone: Callable[[], bool] = lambda: True,
+        collect: Callable[[LocalEngine], Iterator[Metric]] | None = None,
+        forget: Callable[[str, int], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.hooks = hooks
+        self.alone = alone
+        self._collect = collect
+        self._forget = forget  # the metrics' series of an unloaded version
+        self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="rsa-aux")
+        self.forecast_executor: ThreadPoolExecutor | None = None  # sized by discover()
+        self.models: dict[str, ServedModel] = {}
+        self.error: str | None = None  # the repository itself is unusable
+        self._options = runtime_options(settings)
+        # small calls of one version at once on the CPU provider (a version on CUDA, or with no
+        # single-threaded instance, runs one call at a time)
+        self._calls_per_version = settings.single_thread_calls or default_intra_op_threads()
+        self._catalog = Catalog()
+        self._listeners: list[Callable[[Catalog], None]] = []
+        self._loader: asyncio.Task[None] | None = None
+        self._reservation_ids = itertools.count(1)
+
+    def describe(self) -> dict[str, Any]:
+        return {"engine": "local", "repository": str(self.settings.model_repository)}
+
+    # -- the catalog -------------------------------------------------------------------------------
+    @property
+    def catalog(self) -> Catalog:
+        return self._catalog
+
+    def on_catalog(self, listener: Callable[[Catalog], None]) -> None:
+        self._listeners.append(listener)
+
+    def _publish(self) -> None:
+        """Swap in a catalog of the versions as they are now, then tell the listeners."""
+        models = {
+            served.name: ModelEntry(
+                served.name,
+                MappingProxyType({v: sv.entry() for v, sv in sorted(served.versions.items())}),
+                served.error,
+            )
+            for served in self.models.values()
+        }
+        self._catalog = Catalog(MappingProxyType(models), self.error, self._catalog.generation + 1)
+        for listener in self._listeners:
+            try:
+                listener(self._catalog)
+            except Exception:  # a listener must never stop a load or an unload
+                logger.exception("a catalog listener failed")
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    async def start(self) -> None:
+        self.discover()
+        self._loader = asyncio.get_running_loop().create_task(self._load_all(), name="load-models")
+
+    def discover(self) -> None:
+        """Find the configured models and their version folders (fast: no file is read)."""
+        try:
+            refs = discover(self.settings.model_repository, self.settings.models or None)
+        except RepositoryError as exc:
+            logger.error("%s", exc)
+            self.error = str(exc)
+            refs = []
+        for ref in refs:
+            self.models[ref.name] = self._served(ref)
+        n_versions = sum(len(served.versions) for served in self.models.values())
+        self.forecast_executor = ThreadPoolExecutor(
+            max_workers=max(1, n_versions * self._calls_per_version), thread_name_prefix="rsa-forecast"
+        )
+        self._publish()
+
+    @staticmethod
+    def _served(ref: ModelRef) -> ServedModel:
+        served = ServedModel(name=ref.name, error=ref.error)
+        for v in ref.versions:
+            served.versions[v.version] = ServedVersion(name=v.model, version=v.version, path=v.path)
+        return served
+
+    async def _load_all(self) -> None:
+        """Load, check and warm up every version, the newest of each model first (it is what unversioned
+        requests get, and it serves as soon as it is ready); start a batcher for each one that works."""
+        try:
+            for served in self.models.values():
+                for sv in sorted(served.versions.values(), key=lambda v: -v.version):
+                    await self._load_version(sv)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("loading the models failed")
+            return
+        if self.catalog.ready:
+            logger.info("all models ready: %s", ", ".join(sorted(self.models)))
+        else:
+            logger.error("not ready: %s", "; ".join(self.catalog.readiness_errors()))
+
+    async def _load_version(self, sv: ServedVersion) -> None:
+        ref = VersionRef(sv.name, sv.version, sv.path)
+        try:
+            manifest, model, seconds_per_row = await self.run_blocking(self._open, ref)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            logger.error("model %s version %s at %s failed to load: %s", sv.name, sv.version, sv.path, exc)
+            sv.state, sv.error = "failed", f"{type(exc).__name__}: {public_message(str(exc), sv.path)}"
+            self._publish()
+            return
+        on_batch, on_item, on_retry = (
+            self.hooks(sv.name, sv.version, model.provider) if self.hooks else (None, None, None)
+        )
+        model.runner.on_retry = on_retry
+        batcher = DynamicBatcher(
+            model.run_forecast,  # takes the feed the data plane built: window, and phase for a cycle
+            name=f"{sv.name}/{sv.version}",
+            max_batch_rows=model.max_rows,
+            max_wait_s=self.settings.max_batch_wait_ms / 1000.0,
+            max_queue_rows=self.settings.max_queue_rows,
+            executor=self.forecast_executor,
+            retry_after_s=self.settings.retry_after_s,
+            on_batch=on_batch,
+            on_item=on_item,
+            release_fn=model.release_memory,
+            release_after_s=self.settings.memory_release_idle_s,
+            inline_max_rows=self.settings.inline_max_rows if model.policy.inline else 0,
+            inline_when=self.alone,
+            inline_fn=partial(model.run_forecast, alone=True),
+            max_calls=model.policy.max_calls,
+            concurrent_max_rows=model.policy.concurrent_max_rows,
+            row_seconds=seconds_per_row,
+        )
+        batcher.start()
+        sv.manifest, sv.model, sv.batcher, sv.state = manifest, model, batcher, "ready"
+        self._publish()
+        logger.info(
+            "model %s version %s ready on %s (L=%d, H=%d, C=%d, at most %d series per session call, "
+            "%.2f ms per series measured at load)",
+            sv.name,
+            sv.version,
+            model.provider,
+            manifest.input_length,
+            manifest.horizon,
+            manifest.n_channels,
+            batcher.max_batch_rows,
+            1e3 * seconds_per_row,
+        )
+
+    def _open(self, ref: VersionRef) -> tuple[Manifest, OnnxModel, float]:
+        """Read, check, load and warm up a version; time a small call (seconds per row) to seed its drain
+        rate, the best of three, as a busy batcher would measure it."""
+        manifest = read_version(ref)
+        model = OnnxModel(ref.path, manifest, self._options, rows_per_call(manifest, self.settings))
+        model.load()
+        model.warmup()
+        rows = min(COST_PROBE_ROWS, model.max_rows)
+        feed = model.feed(
+            np.zeros((rows, manifest.input_length, manifest.n_channels), np.float32),
+            None if manifest.cycle is None else np.zeros(rows, np.int64),
+        )
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.perf_counter()
+            model.run_forecast(feed)
+            best = min(best, time.perf_counter() - t0)
+        model.release_memory()
+        return manifest, model, best / rows
+
+    async def stop(self, drain_timeout_s: float = 5.0) -> None:
+        """Drain and stop every batcher (queued requests still run, for up to `drain_timeout_s`), then
+        the thread pools."""
+        if self._loader is not None:
+            self._loader.cancel()
+            await asyncio.gather(self._loader, return_exceptions=True)
+        batchers = [sv.batcher for s in self.models.values() for sv in s.versions.values() if sv.batcher]
+        await asyncio.gather(*(b.stop(drain_timeout_s) for b in batchers), return_exceptions=True)
+        for executor in (self.forecast_executor, self.executor):
+            if executor is not None:
+                await asyncio.to_thread(executor.shutdown, wait=True, cancel_futures=True)
+
+    async def run_blocking(self, fn: Callable[..., T], *args: object) -> T:
+        """Run a blocking call (loading, inspection) off the event loop."""
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+
+    # -- serving -----------------------------------------------------------------------------------
+    def get(self, name: str, version: int | None = None) -> ServedVersion:
+        """A ready version as the engine holds it (the latest when `version` is None), or a domain error."""
+        entry = self.catalog.resolve(name, version, self.settings.retry_after_s)
+        return self.models[entry.name].versions[entry.version]
+
+    def _batcher(self, name: str, version: int) -> DynamicBatcher:
+        sv = self.get(name, version)
+        assert sv.batcher is not None  # ready versions have one
+        return sv.batcher
+
+    async def admit(self, name: str, version: int | None, rows: int, timeout_s: float) -> Reservation | None:
+        entry = self.catalog.find_ready(name, version)
+        if entry is None:
+            return None
+        batcher = self._batcher(entry.name, entry.version)
+        key = batcher.reserve(rows, timeout_s)  # raises Overloaded
+        return Reservation(key, entry.name, entry.version, rows)
+
+    def release(self, reservation: Reservation) -> None:
+        served = self.models.get(reservation.name)
+        sv = served.versions.get(reservation.version) if served is not None else None
+        if sv is not None and sv.batcher is not None:
+            sv.batcher.release(reservation.id)
+
+    async def submit(
+        self, name: str, version: int, feed: Feed, timeout_s: float, reservation: Reservation | None = None
+    ) -> np.ndarray:
+        batcher = self._batcher(name, version)
+        return await batcher.submit(feed, timeout_s, None if reservation is None else reservation.id)
+
+    async def inspect(self, name: str, version: int, feed: Feed) -> InspectResult:
+        model = self.get(name, version).model
+        assert model is not None
+        return await self.run_blocking(model.inspect_feed, feed)
+
+    async def stats(self, name: str, version: int) -> VersionStats | None:
+        served = self.models.get(name)
+        sv = served.versions.get(version) if served is not None else None
+        if sv is None or sv.batcher is None:
+            return None
+        s = sv.batcher.stats
+        return VersionStats(
+            max_series_per_call=sv.batcher.max_batch_rows,
+            session_calls=s.session_calls,
+            rows=s.rows,
+            failed_calls=s.failed_calls,
+            rejected_requests=s.rejected_items,
+            expired_requests=s.expired_items,
+            dropped_requests=s.dropped_items,
+        )
+
+    async def metric_families(self) -> list[Metric]:
+        return list(self._collect(self)) if self._collect is not None else []
+
+    def served_versions(self) -> Iterator[ServedVersion]:
+        for served in self.models.values():
+            yield from served.versions.values()
+
+    # -- the model repository (issue 27) -----------------------------------------------------------
+    async def index(self, ready_only: bool = False) -> list[IndexEntry]:
+        raise ModelNotReady("the repository API is not served by this engine yet")
+
+    async def load(self, name: str) -> None:
+        raise ModelNotReady("the repository API is not served by this engine yet")
+
+    async def unload(self, name: str) -> None:
+        raise ModelNotReady("the repository API is not served by this engine yet")
