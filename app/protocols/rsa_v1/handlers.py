@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -33,14 +33,11 @@ from app.protocols.rsa_v1.schemas import (
     AttentionRequest,
     AttentionResponse,
     BatchingStats,
-    ChannelRef,
     CycleInfo,
     FileInfo,
     ForecastRequest,
-    HeadAttention,
     HeadInfo,
     IntervalsInfo,
-    LayerAttention,
     LayerInfo,
     MatrixName,
     MatrixSet,
@@ -48,9 +45,10 @@ from app.protocols.rsa_v1.schemas import (
     ModelList,
     VersionInfo,
 )
-from app.protocols.rsa_v1.wire import ForecastArgs, ForecastResult
+from app.protocols.rsa_v1.wire import ForecastArgs, ForecastResult, encode_attention
 
 T = TypeVar("T")
+_MATRIX_FIELDS: tuple[MatrixName, ...] = tuple(MatrixSet.model_fields)  # type: ignore[assignment]
 
 
 class V1Handlers:
@@ -104,22 +102,28 @@ class V1Handlers:
         )
 
     # -- attention -------------------------------------------------------------------------------
-    async def attention(self, name: str, version: int | None, request: AttentionRequest) -> AttentionResponse:
-        return await self._attention(name, version, request, lambda response: response)
+    async def attention(self, name: str, version: int | None, request: AttentionRequest) -> bytes:
+        """`AttentionResponse`'s JSON bytes, encoded inside the inspection slot and deadline."""
+        return await self._attention(name, version, request, encode_attention)
 
     async def attention_png(self, name: str, version: int | None, request: AttentionRequest) -> bytes:
-        """The attention figure as PNG bytes, rendered inside the inspection slot and deadline."""
+        """The attention figure as PNG bytes, rendered inside the inspection slot and deadline. The figure
+        reads the schema's objects, made from the same JSON (one builder for both answers; matplotlib's
+        rendering costs far more than that validation)."""
         matrices = list(dict.fromkeys(request.matrices))
-        return await self._attention(
-            name, version, request, lambda response: render_attention_png(response, matrices)
-        )
+
+        def render(document: dict[str, Any]) -> bytes:
+            response = AttentionResponse.model_validate_json(encode_attention(document))
+            return render_attention_png(response, matrices)
+
+        return await self._attention(name, version, request, render)
 
     async def _attention(
         self,
         name: str,
         version: int | None,
         request: AttentionRequest,
-        finish: Callable[[AttentionResponse], T],
+        finish: Callable[[dict[str, Any]], T],
     ) -> T:
         mv = self.service.resolve(name, version)
         manifest, model = _loaded(mv)
@@ -136,24 +140,29 @@ class V1Handlers:
             n_layers = int(result.rem.shape[0])
             layers = request.layers if request.layers is not None else list(range(n_layers))
             _check_layers(layers, n_layers)
+            # C-ordered float32, as orjson writes numpy arrays (the session's outputs already are).
             arrays: dict[MatrixName, np.ndarray] = {
-                "softmax": result.softmax[0, channel],  # [N, Hh, L, L], or [N, Hh, L] (last query)
-                "rem": result.rem,
-                "mixed": result.mixed[0, channel],
+                name: np.ascontiguousarray(array, dtype=np.float32)
+                for name, array in (
+                    ("softmax", result.softmax[0, channel]),  # [N, Hh, L, L], or [N, Hh, L] (last query)
+                    ("rem", result.rem),
+                    ("mixed", result.mixed[0, channel]),
+                )
             }
             out_layers = [
                 _layer_attention(manifest, layer, arrays, wanted, request.average_heads) for layer in layers
             ]
+            # `AttentionResponse`'s fields, in its order, with arrays where it has matrices.
             return finish(
-                AttentionResponse(
-                    model=mv.name,
-                    version=mv.version,
-                    provider=model.inspect_provider or model.provider,
-                    channel=ChannelRef(index=channel, name=manifest.channels[channel]),
-                    input_length=manifest.input_length,
-                    query="last" if result.rem.ndim == 3 else "all",
-                    layers=out_layers,
-                )
+                {
+                    "model": mv.name,
+                    "version": mv.version,
+                    "provider": model.inspect_provider or model.provider,
+                    "channel": {"index": channel, "name": manifest.channels[channel]},
+                    "input_length": manifest.input_length,
+                    "query": "last" if result.rem.ndim == 3 else "all",
+                    "layers": out_layers,
+                }
             )
 
         return await self.service.inspect(mv, decoded.window[None], _phases([decoded]), encode)
@@ -321,9 +330,10 @@ def describe_model(served: ServedModel) -> ModelInfo:
 
 
 def _matrix_set(
-    arrays: dict[MatrixName, np.ndarray], wanted: list[MatrixName], select: tuple[int, int]
-) -> MatrixSet:
-    return MatrixSet.model_construct(**{m: np.asarray(arrays[m][select]).tolist() for m in wanted})
+    arrays: dict[MatrixName, np.ndarray], wanted: list[MatrixName], select: tuple[int, ...]
+) -> dict[str, np.ndarray | None]:
+    """`MatrixSet`'s fields, in its order: the wanted matrices' arrays, null for the others."""
+    return {m: arrays[m][select] if m in wanted else None for m in _MATRIX_FIELDS}
 
 
 def _layer_attention(
@@ -332,29 +342,37 @@ def _layer_attention(
     arrays: dict[MatrixName, np.ndarray],
     wanted: list[MatrixName],
     average: bool,
-) -> LayerAttention:
+) -> dict[str, Any]:
+    """`LayerAttention` as JSON-ready objects (`HeadAttention`'s fields in its order, `lambda` by its
+    alias), the matrices as arrays for orjson; tests/app/attention_json.py checks that the answer
+    parses to what the schema's pydantic encoder wrote."""
     n_heads = arrays["rem"].shape[1]
     spec = manifest.layer(layer)
     heads = []
     for h in range(n_heads):
         head = manifest.head(layer, h)
         heads.append(
-            HeadAttention(
-                head=h,
-                kind=head.kind if head else None,
-                dilation=head.dilation if head else None,
-                lambda_=head.lambda_ if head else None,
-                gamma=head.gamma if head else None,
-                theta=head.theta if head else None,
-                gate=head.gate if head else None,
-                matrices=None if average else _matrix_set(arrays, wanted, (layer, h)),
-            )
+            {
+                "head": h,
+                "kind": head.kind if head else None,
+                "dilation": head.dilation if head else None,
+                "lambda": head.lambda_ if head else None,
+                "gamma": head.gamma if head else None,
+                "theta": head.theta if head else None,
+                "gate": head.gate if head else None,
+                "matrices": None if average else _matrix_set(arrays, wanted, (layer, h)),
+            }
         )
     mean = None
     if average:
         means = {m: arrays[m][layer].mean(axis=0) for m in wanted}
-        mean = MatrixSet.model_construct(**{m: v.tolist() for m, v in means.items()})
-    return LayerAttention(layer=layer, gate_mode=spec.gate_mode if spec else None, heads=heads, mean=mean)
+        mean = _matrix_set(means, wanted, ())
+    return {
+        "layer": layer,
+        "gate_mode": spec.gate_mode if spec else None,
+        "heads": heads,
+        "mean": mean,
+    }
 
 
 def _loaded(mv: ModelVersion) -> tuple[Manifest, OnnxModel]:
