@@ -142,6 +142,10 @@
       ...versions.map((v) => new Option(v.version === state.model.latest_version ? `${v.version} (latest)` : `${v.version}`, v.version)),
     );
     if (state.model && state.model.latest_version != null) $("version").value = state.model.latest_version;
+    if (state.model && versions.length === 0) {
+      const states = state.model.versions.map((v) => `version ${v.version}: ${v.state}${v.error ? ` (${v.error})` : ""}`);
+      showError("model", `model ${state.model.name} has no ready version yet; reload the page later. ${states.join("; ")}`);
+    }
     if (state.model && location.pathname !== `/ui/${encodeURIComponent(state.model.name)}`) {
       history.replaceState(null, "", `/ui/${encodeURIComponent(state.model.name)}`);
     }
