@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 import numpy as np
 
@@ -40,7 +40,6 @@ from app.protocols.rsa_v1.schemas import (
     IntervalsInfo,
     LayerInfo,
     MatrixName,
-    MatrixSet,
     ModelInfo,
     ModelList,
     VersionInfo,
@@ -48,7 +47,7 @@ from app.protocols.rsa_v1.schemas import (
 from app.protocols.rsa_v1.wire import ForecastArgs, ForecastResult, encode_attention
 
 T = TypeVar("T")
-_MATRIX_FIELDS: tuple[MatrixName, ...] = tuple(MatrixSet.model_fields)  # type: ignore[assignment]
+_MATRIX_FIELDS: tuple[MatrixName, ...] = get_args(MatrixName)  # softmax, rem, mixed: MatrixSet's field order
 
 
 class V1Handlers:
@@ -142,8 +141,8 @@ class V1Handlers:
             _check_layers(layers, n_layers)
             # C-ordered float32, as orjson writes numpy arrays (the session's outputs already are).
             arrays: dict[MatrixName, np.ndarray] = {
-                name: np.ascontiguousarray(array, dtype=np.float32)
-                for name, array in (
+                key: np.ascontiguousarray(array, dtype=np.float32)
+                for key, array in (
                     ("softmax", result.softmax[0, channel]),  # [N, Hh, L, L], or [N, Hh, L] (last query)
                     ("rem", result.rem),
                     ("mixed", result.mixed[0, channel]),
