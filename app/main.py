@@ -16,7 +16,7 @@ from app.api.dispatch import ForecastDispatch
 from app.api.errors import register_exception_handlers
 from app.api.main import api_router
 from app.api.middleware import BodySizeLimitMiddleware, RequestMiddleware
-from app.api.routes import docs
+from app.api.routes import docs, ui
 from app.core.config import Settings
 from app.lifecycle import Lifecycle, lifespan
 from app.protocols.oip_v2.schemas import InferenceRequest
@@ -52,6 +52,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(RequestMiddleware)  # added last: outermost, so it sees every answer (413 too)
     app.include_router(api_router)
     app.mount(docs.STATIC, docs.static_assets(), name="docs-static")
+    app.mount(ui.STATIC, ui.static_assets(), name="ui-static")
     _document_bodies(app)
     return app
 

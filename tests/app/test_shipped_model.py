@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.app.attention_json import assert_encoded_as_before
 from tests.app.conftest import make_settings, ort_forecast, ort_run, running_client
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -203,6 +204,18 @@ def test_default_attention_is_the_last_querys_row_per_head(client):
     assert png.status_code == 200 and png.headers["content-type"] == "image/png"
     width, height = int.from_bytes(png.content[16:20], "big"), int.from_bytes(png.content[20:24], "big")
     assert 800 < width < 2000 and 400 < height < 1200  # one figure, not 36 x 3 panels
+
+
+@pytest.mark.parametrize("version", [3, 4])
+def test_attention_json_parses_as_the_pydantic_encoder_wrote_it(client, version):
+    """The orjson answer of the default (36 last-query rows) and of version 3 (L×L matrices) against
+    the pydantic encoder's, from the same document."""
+    n = L if version == 4 else 96
+    stamps, values = etth1_rows(12000, n)
+    series = {"values": values, "start": stamps[0].replace(" ", "T")}
+    url = f"/v1/models/etth1-rsa/versions/{version}/attention"
+    answer = assert_encoded_as_before(client, url, {"series": series})
+    assert answer["query"] == ("last" if version == 4 else "all")
 
 
 def test_served_without_torch(tmp_path):

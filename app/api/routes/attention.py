@@ -8,7 +8,6 @@ from fastapi import APIRouter, Query, Request, Response
 
 from app.api.body import body_schema, parse_body
 from app.api.deps import ModelName, ModelVersionNumber, V1HandlersDep
-from app.api.encoding import ModelJSONResponse
 from app.api.routes.responses import INFERENCE_ERRORS
 from app.protocols.rsa_v1.schemas import AttentionRequest, AttentionResponse, OutputFormat
 
@@ -28,7 +27,9 @@ async def _respond(
 ) -> AttentionResponse | Response:
     if (fmt or body.format) == "png":
         return Response(await v1.attention_png(name, version, body), media_type="image/png")
-    return ModelJSONResponse(await v1.attention(name, version, body))
+    # JSON bytes encoded by orjson from the arrays (app/protocols/rsa_v1/wire.py); `response_model`
+    # stays for the OpenAPI document.
+    return Response(await v1.attention(name, version, body), media_type="application/json")
 
 
 @router.post(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar, get_args
 
 import numpy as np
 
@@ -34,24 +34,21 @@ from app.protocols.rsa_v1.schemas import (
     AttentionRequest,
     AttentionResponse,
     BatchingStats,
-    ChannelRef,
     CycleInfo,
     FileInfo,
     ForecastRequest,
-    HeadAttention,
     HeadInfo,
     IntervalsInfo,
-    LayerAttention,
     LayerInfo,
     MatrixName,
-    MatrixSet,
     ModelInfo,
     ModelList,
     VersionInfo,
 )
-from app.protocols.rsa_v1.wire import ForecastArgs, ForecastResult
+from app.protocols.rsa_v1.wire import ForecastArgs, ForecastResult, encode_attention
 
 T = TypeVar("T")
+_MATRIX_FIELDS: tuple[MatrixName, ...] = get_args(MatrixName)  # softmax, rem, mixed: MatrixSet's field order
 
 
 class V1Handlers:
@@ -97,22 +94,28 @@ class V1Handlers:
         )
 
     # -- attention -------------------------------------------------------------------------------
-    async def attention(self, name: str, version: int | None, request: AttentionRequest) -> AttentionResponse:
-        return await self._attention(name, version, request, lambda response: response)
+    async def attention(self, name: str, version: int | None, request: AttentionRequest) -> bytes:
+        """`AttentionResponse`'s JSON bytes, encoded inside the inspection slot and deadline."""
+        return await self._attention(name, version, request, encode_attention)
 
     async def attention_png(self, name: str, version: int | None, request: AttentionRequest) -> bytes:
-        """The attention figure as PNG bytes, rendered inside the inspection slot and deadline."""
+        """The attention figure as PNG bytes, rendered inside the inspection slot and deadline. The figure
+        reads the schema's objects, made from the same JSON (one builder for both answers; matplotlib's
+        rendering costs far more than that validation)."""
         matrices = list(dict.fromkeys(request.matrices))
-        return await self._attention(
-            name, version, request, lambda response: render_attention_png(response, matrices)
-        )
+
+        def render(document: dict[str, Any]) -> bytes:
+            response = AttentionResponse.model_validate_json(encode_attention(document))
+            return render_attention_png(response, matrices)
+
+        return await self._attention(name, version, request, render)
 
     async def _attention(
         self,
         name: str,
         version: int | None,
         request: AttentionRequest,
-        finish: Callable[[AttentionResponse], T],
+        finish: Callable[[dict[str, Any]], T],
     ) -> T:
         entry = self.service.resolve(name, version)
         manifest = _manifest(entry)
@@ -128,24 +131,29 @@ class V1Handlers:
             n_layers = int(result.rem.shape[0])
             layers = request.layers if request.layers is not None else list(range(n_layers))
             _check_layers(layers, n_layers)
+            # C-ordered float32, as orjson writes numpy arrays (the session's outputs already are).
             arrays: dict[MatrixName, np.ndarray] = {
-                "softmax": result.softmax[0, channel],  # [N, Hh, L, L], or [N, Hh, L] (last query)
-                "rem": result.rem,
-                "mixed": result.mixed[0, channel],
+                key: np.ascontiguousarray(array, dtype=np.float32)
+                for key, array in (
+                    ("softmax", result.softmax[0, channel]),  # [N, Hh, L, L], or [N, Hh, L] (last query)
+                    ("rem", result.rem),
+                    ("mixed", result.mixed[0, channel]),
+                )
             }
             out_layers = [
                 _layer_attention(manifest, layer, arrays, wanted, request.average_heads) for layer in layers
             ]
+            # `AttentionResponse`'s fields, in its order, with arrays where it has matrices.
             return finish(
-                AttentionResponse(
-                    model=entry.name,
-                    version=entry.version,
-                    provider=entry.provider or "",
-                    channel=ChannelRef(index=channel, name=manifest.channels[channel]),
-                    input_length=manifest.input_length,
-                    query="last" if result.rem.ndim == 3 else "all",
-                    layers=out_layers,
-                )
+                {
+                    "model": entry.name,
+                    "version": entry.version,
+                    "provider": entry.provider or "",
+                    "channel": {"index": channel, "name": manifest.channels[channel]},
+                    "input_length": manifest.input_length,
+                    "query": "last" if result.rem.ndim == 3 else "all",
+                    "layers": out_layers,
+                }
             )
 
         return await self.service.inspect(entry, decoded.window[None], _phases([decoded]), encode)
@@ -299,9 +307,10 @@ def describe_model(served: ModelEntry, stats: dict[int, VersionStats | None]) ->
 
 
 def _matrix_set(
-    arrays: dict[MatrixName, np.ndarray], wanted: list[MatrixName], select: tuple[int, int]
-) -> MatrixSet:
-    return MatrixSet.model_construct(**{m: np.asarray(arrays[m][select]).tolist() for m in wanted})
+    arrays: dict[MatrixName, np.ndarray], wanted: list[MatrixName], select: tuple[int, ...]
+) -> dict[str, np.ndarray | None]:
+    """`MatrixSet`'s fields, in its order: the wanted matrices' arrays, null for the others."""
+    return {m: arrays[m][select] if m in wanted else None for m in _MATRIX_FIELDS}
 
 
 def _layer_attention(
@@ -310,29 +319,37 @@ def _layer_attention(
     arrays: dict[MatrixName, np.ndarray],
     wanted: list[MatrixName],
     average: bool,
-) -> LayerAttention:
+) -> dict[str, Any]:
+    """`LayerAttention` as JSON-ready objects (`HeadAttention`'s fields in its order, `lambda` by its
+    alias), the matrices as arrays for orjson; tests/app/attention_json.py checks that the answer
+    parses to what the schema's pydantic encoder wrote."""
     n_heads = arrays["rem"].shape[1]
     spec = manifest.layer(layer)
     heads = []
     for h in range(n_heads):
         head = manifest.head(layer, h)
         heads.append(
-            HeadAttention(
-                head=h,
-                kind=head.kind if head else None,
-                dilation=head.dilation if head else None,
-                lambda_=head.lambda_ if head else None,
-                gamma=head.gamma if head else None,
-                theta=head.theta if head else None,
-                gate=head.gate if head else None,
-                matrices=None if average else _matrix_set(arrays, wanted, (layer, h)),
-            )
+            {
+                "head": h,
+                "kind": head.kind if head else None,
+                "dilation": head.dilation if head else None,
+                "lambda": head.lambda_ if head else None,
+                "gamma": head.gamma if head else None,
+                "theta": head.theta if head else None,
+                "gate": head.gate if head else None,
+                "matrices": None if average else _matrix_set(arrays, wanted, (layer, h)),
+            }
         )
     mean = None
     if average:
         means = {m: arrays[m][layer].mean(axis=0) for m in wanted}
-        mean = MatrixSet.model_construct(**{m: v.tolist() for m, v in means.items()})
-    return LayerAttention(layer=layer, gate_mode=spec.gate_mode if spec else None, heads=heads, mean=mean)
+        mean = _matrix_set(means, wanted, ())
+    return {
+        "layer": layer,
+        "gate_mode": spec.gate_mode if spec else None,
+        "heads": heads,
+        "mean": mean,
+    }
 
 
 def _manifest(entry: VersionEntry) -> Manifest:

@@ -230,3 +230,11 @@ def encode_forecast(result: ForecastResult) -> bytes:
         },
         option=_DUMP_OPTIONS,
     )
+
+
+def encode_attention(document: dict[str, Any]) -> bytes:
+    """`AttentionResponse`'s JSON from its fields with the matrices as float32 arrays (the handlers
+    build it), each weight in its float32's shortest form, as forecasts are: the same numbers that
+    pydantic-core wrote widened to 17 digits from lists. For the default model's 36 heads × 3 rows of
+    512, 686 kB in 0.9 ms against 1,129 kB in 3.5 ms (`python -m bench.attention_encoding`)."""
+    return orjson.dumps(document, option=_DUMP_OPTIONS)

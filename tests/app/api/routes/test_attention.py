@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.app.attention_json import assert_encoded_as_before
 from tests.app.conftest import ort_run
 
 L, C, N, HH = 8, 3, 1, 2
@@ -250,3 +251,20 @@ def test_png_rendering_holds_the_inspection_slot(toy_repository: Path, series: n
         finally:
             handlers.render_attention_png = real_render
         assert client.post(URL, json=body).status_code == 200
+
+
+ENCODING_CASES: list[tuple[str, str, dict[str, Any]]] = [
+    ("every matrix", URL, {}),
+    ("one matrix, a channel by name", URL, {"matrices": ["rem"], "channel": "OT"}),
+    ("heads averaged", URL, {"average_heads": True, "matrices": ["mixed", "softmax"]}),
+    ("version 1", "/v1/models/toy/versions/1/attention", {"layers": [0]}),
+]
+
+
+@pytest.mark.parametrize(
+    ("url", "extra"), [c[1:] for c in ENCODING_CASES], ids=[c[0] for c in ENCODING_CASES]
+)
+def test_json_parses_as_the_pydantic_encoder_wrote_it(
+    client: TestClient, series: np.ndarray, url: str, extra: dict[str, Any]
+) -> None:
+    assert_encoded_as_before(client, url, {"series": {"values": series.tolist()}, **extra})

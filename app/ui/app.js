@@ -1,0 +1,927 @@
+// The forecast and recurrence inspector (app/ui/index.html): calls the service's /v1 API from the
+// browser and draws its answers, the forecast with uPlot (vendored) and the attention on <canvas>.
+// No build step, no other host: everything it loads comes from /ui/static.
+"use strict";
+
+(() => {
+  // What the page holds, also read by the browser tests (tests/app/ui): the API key lives here and
+  // nowhere else (not in storage, not in the address).
+  const state = {
+    key: "",
+    models: [],
+    model: null, // the chosen model's entry of GET /v1/models
+    version: null, // the chosen version's entry
+    input: null, // the parsed data: {values, start, id, horizon}
+    forecast: null, // {request, response}
+    attention: null, // {request, response}
+    plots: [], // one uPlot per channel
+    timings: {},
+  };
+  window.__rsaState = state;
+
+  const $ = (id) => document.getElementById(id);
+  const MATRICES = ["softmax", "rem", "mixed"];
+  const MATRIX_TITLES = { softmax: "softmax attention", rem: "REM", mixed: "mixed: (1 − g)·softmax + g·REM" };
+
+  // ---------------------------------------------------------------------------------------------
+  // The model's kind. Manifests that have it say so in `architecture.kind`; older ones are told apart
+  // by their fields: a model whose head reads the last step (`head` "state" or "last") with no linear
+  // residual is read at its last step, and when every head is a REM head (no plain softmax head) it is
+  // RSA's recurrence half: fixed REM kernels read at the last step with a least-squares read-out
+  // ("rem_readout"). Anything else is a full RSA-Transformer: gated softmax attention mixed with REM.
+  function modelKind(version) {
+    const arch = version.architecture || {};
+    if (arch.kind) return arch.kind;
+    const heads = (version.layers || []).flatMap((layer) => layer.heads);
+    const lastStep = (arch.head === "state" || arch.head === "last") && arch.linear_residual === false;
+    const allRem = heads.length > 0 && heads.every((h) => h.kind !== "softmax");
+    return lastStep && allRem ? "rem_readout" : "rsa_transformer";
+  }
+  const KIND_TEXT = {
+    rem_readout: "REM read-out: fixed REM kernels read at the last step, least-squares read-out",
+    rsa_transformer: "RSA-Transformer: gated softmax attention mixed with REM",
+  };
+
+  // ---------------------------------------------------------------------------------------------
+  // The API. Every call carries the key when one was typed; errors keep the API's own shape.
+  class ApiError extends Error {
+    constructor(status, error) {
+      super(error.message);
+      this.status = status;
+      this.code = error.code;
+      this.field = error.field;
+    }
+  }
+
+  async function api(method, path, body) {
+    const headers = {};
+    if (body !== undefined) headers["content-type"] = "application/json";
+    if (state.key) headers.authorization = `Bearer ${state.key}`;
+    const response = await fetch(path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    if (!response.ok) {
+      let error = { code: "http_error", message: `${response.status} ${response.statusText}` };
+      try {
+        error = (await response.json()).error || error;
+      } catch (_) {
+        /* not the API's error shape: keep the status line */
+      }
+      throw new ApiError(response.status, error);
+    }
+    return response;
+  }
+
+  // Where the API's error goes: the input that holds the field it names.
+  function slotFor(error) {
+    if (error.code === "unauthenticated" || error.code === "forbidden") return "key";
+    const field = error.field || "";
+    if (/^series(\[\d+\])?\.start/.test(field)) return "start";
+    if (field.startsWith("series")) return "data";
+    if (field === "horizon") return "horizon";
+    if (field.startsWith("level") || field.startsWith("quantiles")) return "levels";
+    if (field === "channel") return "channel";
+    if (field.startsWith("matrices") || field.startsWith("layers")) return "attention";
+    if (error.code === "model_not_found" || error.code === "version_not_found") return "model";
+    return "general";
+  }
+  const SLOT_INPUTS = { key: "api-key", data: "data", start: "start", horizon: "horizon", channel: "channel" };
+
+  function showError(slot, message, field) {
+    const box = document.querySelector(`[data-error-for="${slot}"]`);
+    box.textContent = message;
+    if (field) box.dataset.field = field;
+    const input = SLOT_INPUTS[slot] && $(SLOT_INPUTS[slot]);
+    if (input) input.setAttribute("aria-invalid", "true");
+  }
+
+  function showApiError(error) {
+    if (error instanceof ApiError) showError(slotFor(error), error.message, error.field);
+    else showError("general", String(error.message || error));
+  }
+
+  function clearErrors(slots) {
+    for (const box of document.querySelectorAll("[data-error-for]")) {
+      if (slots && !slots.includes(box.dataset.errorFor)) continue;
+      box.textContent = "";
+      delete box.dataset.field;
+      const input = SLOT_INPUTS[box.dataset.errorFor] && $(SLOT_INPUTS[box.dataset.errorFor]);
+      if (input) input.removeAttribute("aria-invalid");
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Models and versions.
+  async function loadModels() {
+    clearErrors(["key", "model"]);
+    let list;
+    try {
+      list = await (await api("GET", "/v1/models")).json();
+    } catch (error) {
+      showApiError(error);
+      return;
+    }
+    state.models = list.models;
+    const select = $("model");
+    select.replaceChildren(...state.models.map((m) => new Option(m.name, m.name)));
+    const wanted = decodeURIComponent(location.pathname.replace(/^\/ui\/?/, "").split("/")[0] || "");
+    if (wanted && !state.models.some((m) => m.name === wanted)) {
+      showError("model", `model ${wanted} is not served here; the service has: ${state.models.map((m) => m.name).join(", ")}`);
+    } else if (wanted) {
+      select.value = wanted;
+    }
+    chooseModel();
+  }
+
+  function chooseModel() {
+    state.model = state.models.find((m) => m.name === $("model").value) || null;
+    const versions = state.model ? state.model.versions.filter((v) => v.state === "ready") : [];
+    $("version").replaceChildren(
+      ...versions.map((v) => new Option(v.version === state.model.latest_version ? `${v.version} (latest)` : `${v.version}`, v.version)),
+    );
+    if (state.model && state.model.latest_version != null) $("version").value = state.model.latest_version;
+    if (state.model && versions.length === 0) {
+      const states = state.model.versions.map((v) => `version ${v.version}: ${v.state}${v.error ? ` (${v.error})` : ""}`);
+      showError("model", `model ${state.model.name} has no ready version yet; reload the page later. ${states.join("; ")}`);
+    }
+    if (state.model && location.pathname !== `/ui/${encodeURIComponent(state.model.name)}`) {
+      history.replaceState(null, "", `/ui/${encodeURIComponent(state.model.name)}`);
+    }
+    chooseVersion();
+  }
+
+  function chooseVersion() {
+    const number = Number($("version").value);
+    state.version = state.model ? state.model.versions.find((v) => v.version === number) || null : null;
+    const v = state.version;
+    const info = $("model-info");
+    if (!v) {
+      info.replaceChildren();
+      return;
+    }
+    const kind = modelKind(v);
+    const heads = (v.layers || []).flatMap((layer) => layer.heads);
+    const counts = {};
+    for (const h of heads) counts[h.kind] = (counts[h.kind] || 0) + 1;
+    const rows = [
+      ["kind", KIND_TEXT[kind] || kind, "kind"],
+      ["input length L", `${v.input_length}`],
+      ["horizon H", `${v.horizon}`],
+      ["channels", (v.channels || []).join(", ")],
+      ["frequency", v.cycle ? `${v.frequency}, seasonal cycle of ${v.cycle.period} steps (needs start)` : `${v.frequency}`],
+      ["calibrated levels", v.intervals ? v.intervals.levels.map((l) => `${l}%`).join(", ") : "none"],
+      ["heads", `${heads.length} in ${(v.layers || []).length} layer(s): ${Object.entries(counts).map(([k, n]) => `${n} ${k}`).join(", ")}`],
+    ];
+    if (v.architecture && v.architecture.description) rows.splice(1, 0, ["description", v.architecture.description]);
+    if (v.metrics && v.metrics.test_mse != null) rows.push(["test MSE", `${Number(v.metrics.test_mse).toFixed(4)}`]);
+    rows.push(["provider", v.provider || "?"]);
+    info.replaceChildren(
+      ...rows.flatMap(([term, text, cls]) => {
+        const dt = document.createElement("dt");
+        dt.textContent = term;
+        const dd = document.createElement("dd");
+        dd.textContent = text;
+        if (cls) dd.className = cls;
+        dd.dataset.term = term;
+        return [dt, dd];
+      }),
+    );
+    info.dataset.kind = kind;
+    $("horizon").value = v.horizon;
+    $("horizon").max = v.horizon;
+    const levels = $("levels");
+    const boxes = (v.intervals ? v.intervals.levels : []).map((level) => {
+      const label = document.createElement("label");
+      const box = document.createElement("input");
+      box.type = "checkbox";
+      box.value = level;
+      box.checked = level === 80 || level === 95;
+      label.append(box, ` ${level}%`);
+      return label;
+    });
+    const legend = document.createElement("legend");
+    legend.textContent = "intervals";
+    levels.replaceChildren(legend, ...(boxes.length ? boxes : [document.createTextNode("none calibrated")]));
+    $("channel").replaceChildren(...(v.channels || []).map((c, i) => new Option(c, i)));
+    const target = v.dataset && v.dataset.target;
+    if (target && v.channels.includes(target)) $("channel").value = v.channels.indexOf(target);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Data in: CSV (with or without a header, an optional date column) or JSON (a forecast request, a
+  // series, rows or named columns). Cells that are not numbers are sent as they are, so that the API
+  // refuses them in its own words, naming their position.
+  const NUMBER = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
+  const TIME_HEADER = /^(date|time|timestamp|datetime|ds)$/i;
+
+  function parseData(text) {
+    const trimmed = text.trim();
+    if (!trimmed) throw new Error("no data: paste CSV or JSON, drop a CSV file, or use the example");
+    if (trimmed.startsWith("{") || trimmed.startsWith("[")) return parseJson(trimmed);
+    return parseCsv(trimmed);
+  }
+
+  function parseJson(text) {
+    let doc;
+    try {
+      doc = JSON.parse(text);
+    } catch (error) {
+      throw new Error(`the data is not valid JSON: ${error.message}`);
+    }
+    let series = doc;
+    let horizon = null;
+    if (doc && Array.isArray(doc.series)) {
+      series = doc.series[0] || {};
+      horizon = doc.horizon ?? null;
+    } else if (doc && doc.series && typeof doc.series === "object") {
+      series = doc.series;
+    } else if (!doc || doc.values === undefined) {
+      series = { values: doc };
+    }
+    return { values: series.values, start: series.start ?? null, id: series.id ?? null, horizon, format: "JSON" };
+  }
+
+  function cell(text) {
+    if (NUMBER.test(text)) return Number(text);
+    return text === "" || /^(nan|null|na)$/i.test(text) ? null : text;
+  }
+
+  function parseCsv(text) {
+    const lines = text.split(/\r?\n/).filter((line) => line.trim() !== "");
+    const first = lines[0];
+    const delimiter = [",", ";", "\t"].reduce((best, d) => (first.split(d).length > first.split(best).length ? d : best), ",");
+    const rows = lines.map((line) => line.split(delimiter).map((c) => c.trim().replace(/^"(.*)"$/, "$1")));
+    const hasHeader = rows[0].some((c) => c !== "" && !NUMBER.test(c) && Number.isNaN(Date.parse(c)));
+    const header = hasHeader ? rows[0] : null;
+    const body = hasHeader ? rows.slice(1) : rows;
+    let timeColumn = header ? header.findIndex((name) => TIME_HEADER.test(name)) : -1;
+    if (timeColumn < 0 && body.length && !NUMBER.test(body[0][0]) && !Number.isNaN(Date.parse(body[0][0]))) timeColumn = 0;
+    const start = timeColumn >= 0 && body.length ? body[0][timeColumn].replace(" ", "T") : null;
+    const keep = (row) => row.filter((_, i) => i !== timeColumn);
+    let values;
+    if (header) {
+      values = {};
+      keep(header).forEach((name, j) => {
+        values[name] = body.map((row) => cell(keep(row)[j] ?? ""));
+      });
+    } else {
+      values = body.map((row) => keep(row).map(cell));
+    }
+    return { values, start, id: null, horizon: null, format: "CSV" };
+  }
+
+  function readInput() {
+    const input = parseData($("data").value);
+    state.input = input;
+    return input;
+  }
+
+  function summarise(input) {
+    const v = input.values;
+    let text;
+    if (Array.isArray(v)) text = `${input.format}: ${v.length} rows of ${Array.isArray(v[0]) ? v[0].length : 1} values`;
+    else if (v && typeof v === "object") {
+      const names = Object.keys(v);
+      text = `${input.format}: ${names.length} columns (${names.join(", ")}) of ${Array.isArray(v[names[0]]) ? v[names[0]].length : "?"} values`;
+    } else text = `${input.format}`;
+    if (input.start) text += `, first time ${input.start}`;
+    if (input.horizon != null) text += ` (its horizon ${input.horizon} is not used: the horizon field below is)`;
+    $("data-summary").textContent = text;
+  }
+
+  function useText(text) {
+    $("data").value = text;
+    clearErrors(["data", "start"]);
+    try {
+      const input = readInput();
+      if (input.start) $("start").value = input.start;
+      summarise(input);
+    } catch (error) {
+      showError("data", error.message);
+    }
+  }
+
+  async function loadExample() {
+    const response = await fetch("/ui/static/examples/forecast_request.json");
+    useText(await response.text());
+  }
+
+  function readFile(file) {
+    const reader = new FileReader();
+    reader.onload = () => useText(String(reader.result));
+    reader.onerror = () => showError("data", `could not read ${file.name}: ${reader.error}`);
+    reader.readAsText(file);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Time. The API's timestamps are UTC (`Z`); a `start` without a zone is UTC too. Steps are the
+  // manifest's `frequency_seconds`, or whole months for a calendar frequency (`3MS`, `1ME`).
+  function parseTime(text) {
+    if (!text) return null;
+    const zoned = /([zZ]|[+-]\d\d:?\d\d)$/.test(text) ? text : `${text}Z`;
+    const ms = Date.parse(zoned);
+    return Number.isNaN(ms) ? null : ms / 1000;
+  }
+
+  function stepper(version) {
+    const months = /^(\d*)M([SE])$/.exec(version.frequency || "");
+    if (months) {
+      const n = Number(months[1] || 1);
+      const end = months[2] === "E";
+      return (t0, k) => {
+        const d = new Date(t0 * 1000);
+        const month = d.getUTCMonth() + n * k;
+        const day = end ? 0 : 1; // day 0 of the next month: the month's end
+        const t = Date.UTC(d.getUTCFullYear(), end ? month + 1 : month, day, d.getUTCHours(), d.getUTCMinutes(), d.getUTCSeconds());
+        return t / 1000;
+      };
+    }
+    return (t0, k) => t0 + k * version.frequency_seconds;
+  }
+
+  // The window's values per channel, in the model's channel order (only what the model reads: the
+  // last L points).
+  function windowValues(values, version) {
+    const L = version.input_length;
+    return version.channels.map((name, c) => {
+      const column = Array.isArray(values) ? values.map((row) => row[c]) : values[name];
+      return column.slice(-L).map(Number);
+    });
+  }
+
+  function historyLength(values, version) {
+    return Array.isArray(values) ? values.length : values[version.channels[0]].length;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Submitting: the forecast and the attention, side by side.
+  async function submit(event) {
+    event.preventDefault();
+    clearErrors();
+    if (!state.version) {
+      showError("general", "choose a model first");
+      return;
+    }
+    let input;
+    try {
+      input = readInput();
+      summarise(input);
+    } catch (error) {
+      showError("data", error.message);
+      return;
+    }
+    const series = { values: input.values };
+    if (input.id != null) series.id = input.id;
+    const start = $("start").value.trim();
+    if (start) series.start = start;
+    const body = { series: [series] };
+    const horizon = $("horizon").value.trim();
+    if (horizon !== "") body.horizon = Number.isNaN(Number(horizon)) ? horizon : Number(horizon);
+    const levels = [...$("levels").querySelectorAll("input:checked")].map((box) => Number(box.value));
+    if (levels.length) body.level = levels;
+    $("submit").disabled = true;
+    $("status").textContent = "asking the service…";
+    try {
+      await Promise.all([runForecast(body), runAttention()]);
+    } finally {
+      $("submit").disabled = false;
+    }
+  }
+
+  function versionPath(op) {
+    return `/v1/models/${encodeURIComponent(state.model.name)}/versions/${state.version.version}/${op}`;
+  }
+
+  async function runForecast(body) {
+    const version = state.version;
+    performance.mark("forecast-request");
+    try {
+      const response = await api("POST", versionPath("forecast"), body);
+      performance.mark("forecast-response");
+      const answer = await response.json();
+      state.forecast = { request: body, response: answer };
+      $("forecast-view").hidden = false;
+      renderForecast(body.series[0], answer, version);
+      await nextPaint();
+      performance.mark("forecast-rendered");
+      state.timings.forecast = measure("forecast");
+      $("status").textContent = "";
+    } catch (error) {
+      showApiError(error);
+      $("status").textContent = "";
+    }
+  }
+
+  async function runAttention() {
+    if (!state.input) return;
+    clearErrors(["channel", "attention"]);
+    const series = { values: state.input.values };
+    const start = $("start").value.trim();
+    if (start) series.start = start;
+    const body = { series, channel: Number($("channel").value), matrices: MATRICES };
+    const version = state.version;
+    performance.mark("attention-request");
+    try {
+      const response = await api("POST", versionPath("attention"), body);
+      performance.mark("attention-response");
+      const answer = await response.json();
+      performance.mark("attention-parsed");
+      state.attention = { request: body, response: answer };
+      $("recurrence-view").hidden = false;
+      renderAttention(answer, version);
+      await nextPaint();
+      performance.mark("attention-rendered");
+      state.timings.attention = measure("attention");
+    } catch (error) {
+      // The forecast already names the data's problems; say only what the attention adds.
+      if (!(error instanceof ApiError) || !["data", "start"].includes(slotFor(error))) showApiError(error);
+    }
+  }
+
+  // After the browser has painted what was drawn: one frame, then a task.
+  function nextPaint() {
+    return new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
+  }
+
+  // Performance API measures: the server's part (request to response headers) and the page's
+  // (the body read and parsed, drawn and painted), in ms; the tests read them.
+  function measure(what) {
+    const names = { server: [`${what}-request`, `${what}-response`], page: [`${what}-response`, `${what}-rendered`] };
+    if (what === "attention") {
+      names.parse = ["attention-response", "attention-parsed"];
+      names.draw = ["attention-parsed", "attention-rendered"];
+    }
+    const out = {};
+    for (const [part, [from, to]] of Object.entries(names)) {
+      out[part] = performance.measure(`${what}: ${part}`, from, to).duration;
+    }
+    return out;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // The forecast: one uPlot per channel, input window then forecast, bands for each level.
+  const FORECAST = "#c2410c";
+  const INPUT = "#334e68";
+
+  function bandKeys(answer) {
+    const levels = Object.keys(answer)
+      .filter((k) => k.startsWith("lo-"))
+      .map((k) => Number(k.slice(3)))
+      .sort((a, b) => b - a); // widest first, so narrower bands are drawn over it
+    return levels;
+  }
+
+  function renderForecast(series, answer, version) {
+    const fc = answer.forecasts[0];
+    const values = windowValues(series.values, version);
+    const n = historyLength(series.values, version);
+    const W = values[0].length;
+    const H = fc.forecast.length;
+    const t0 = parseTime(series.start);
+    const step = stepper(version);
+    const timed = t0 != null && fc.timestamps != null;
+    // x: the window's times (start + i·step for its last W points), then the forecast's own timestamps.
+    const x = timed
+      ? [...Array.from({ length: W }, (_, i) => step(t0, n - W + i)), ...fc.timestamps.map(parseTime)]
+      : [...Array.from({ length: W }, (_, i) => i - W + 1), ...Array.from({ length: H }, (_, k) => k + 1)];
+    const levels = bandKeys(fc);
+    for (const plot of state.plots) plot.destroy();
+    state.plots = [];
+    const container = $("charts");
+    container.replaceChildren();
+    const width = chartWidth(container);
+    fc.channels.forEach((name, c) => {
+      const nulls = (k) => new Array(k).fill(null);
+      const data = [x, [...values[c], ...nulls(H)], [...nulls(W), ...fc.forecast.map((row) => row[c])]];
+      const seriesOpts = [
+        { label: timed ? "time (UTC)" : "step", value: timed ? formatTime : (u, v) => (v == null ? "–" : v) },
+        { label: "input", stroke: INPUT, width: 1.25, value: formatValue },
+        { label: "forecast", stroke: FORECAST, width: 2, value: formatValue },
+      ];
+      const bands = [];
+      levels.forEach((level, i) => {
+        const alpha = 0.13 + 0.14 * i;
+        data.push([...nulls(W), ...fc[`lo-${level}`].map((row) => row[c])]);
+        data.push([...nulls(W), ...fc[`hi-${level}`].map((row) => row[c])]);
+        const lo = data.length - 2;
+        const hi = data.length - 1;
+        const stroke = `rgba(194, 65, 12, ${0.3 + 0.15 * i})`;
+        seriesOpts.push({ label: `lo-${level}`, stroke, width: 0.75, value: formatValue });
+        seriesOpts.push({ label: `hi-${level}`, stroke, width: 0.75, value: formatValue });
+        bands.push({ series: [hi, lo], fill: `rgba(194, 65, 12, ${alpha})` });
+      });
+      const box = document.createElement("div");
+      box.className = "chart";
+      box.dataset.channel = name;
+      container.append(box);
+      const target = version.dataset && version.dataset.target === name ? " (target)" : "";
+      const plot = new uPlot(
+        {
+          title: `${name}${target}`,
+          width,
+          height: 230,
+          tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), "Etc/UTC"),
+          scales: { x: { time: timed } },
+          series: seriesOpts,
+          bands,
+          axes: [{ size: 44, values: timed ? timeTicks : undefined }, { size: 56, values: (u, splits) => splits.map(formatTick) }],
+          cursor: { sync: { key: "forecast" }, drag: { x: true, y: false }, bind: { mousedown: panOnShift } },
+          legend: { live: true },
+          hooks: { setScale: [syncZoom] },
+          plugins: [wheelZoom()],
+        },
+        data,
+        box,
+      );
+      state.plots.push(plot);
+    });
+  }
+
+  function chartWidth(container) {
+    const total = container.clientWidth || 1200;
+    const columns = Math.max(1, Math.floor((total + 16) / (560 + 16)));
+    return Math.floor((total - 16 * (columns - 1)) / columns);
+  }
+
+  function formatValue(u, v) {
+    return v == null ? "–" : v.toFixed(3);
+  }
+
+  function formatTick(v) {
+    return Math.abs(v) >= 1000 || (Math.abs(v) < 0.01 && v !== 0) ? v.toExponential(1) : `${+v.toFixed(3)}`;
+  }
+
+  const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+
+  // Time ticks in UTC: "Jan 27", with the hour when ticks are less than a day apart, and the year on
+  // the first tick and where it changes.
+  function timeTicks(u, splits) {
+    const spacing = splits.length > 1 ? splits[1] - splits[0] : 86400;
+    let year = null;
+    return splits.map((ts) => {
+      const d = new Date(ts * 1000);
+      let text = `${MONTHS[d.getUTCMonth()]} ${d.getUTCDate()}`;
+      if (spacing < 86400) text += ` ${String(d.getUTCHours()).padStart(2, "0")}:${String(d.getUTCMinutes()).padStart(2, "0")}`;
+      if (d.getUTCFullYear() !== year) {
+        year = d.getUTCFullYear();
+        text += `\n${year}`;
+      }
+      return text;
+    });
+  }
+
+  function formatTime(u, ts) {
+    if (ts == null) return "–";
+    return new Date(ts * 1000).toISOString().replace("T", " ").replace(/:00\.000Z$/, "").replace(/\.000Z$/, "");
+  }
+
+  // Zooming one channel's chart zooms them all to the same times.
+  let syncing = false;
+  function syncZoom(u, key) {
+    if (key !== "x" || syncing) return;
+    syncing = true;
+    const { min, max } = u.scales.x;
+    for (const other of state.plots) if (other !== u) other.setScale("x", { min, max });
+    syncing = false;
+  }
+
+  // Shift+drag pans along time; a plain drag keeps uPlot's zoom-to-selection.
+  function panOnShift(u, target, handler) {
+    return (event) => {
+      if (!event.shiftKey) return handler(event);
+      const x0 = event.clientX;
+      const { min, max } = u.scales.x;
+      const perPixel = (max - min) / u.bbox.width * devicePixelRatio;
+      const move = (e) => u.setScale("x", { min: min - (e.clientX - x0) * perPixel, max: max - (e.clientX - x0) * perPixel });
+      const up = () => {
+        document.removeEventListener("mousemove", move);
+        document.removeEventListener("mouseup", up);
+      };
+      document.addEventListener("mousemove", move);
+      document.addEventListener("mouseup", up);
+      return null;
+    };
+  }
+
+  // The wheel zooms time around the pointer.
+  function wheelZoom() {
+    return {
+      hooks: {
+        ready: (u) => {
+          u.over.addEventListener(
+            "wheel",
+            (e) => {
+              e.preventDefault();
+              const { min, max } = u.scales.x;
+              const at = u.posToVal(e.offsetX, "x");
+              const factor = e.deltaY < 0 ? 0.8 : 1.25;
+              u.setScale("x", { min: at - (at - min) * factor, max: at + (max - at) * factor });
+            },
+            { passive: false },
+          );
+        },
+      },
+    };
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // The recurrence: per layer, one row per head (label, gate, then each matrix as a heatmap), the
+  // heads sorted by their weight; colour scales per matrix and layer.
+
+  // Colour maps as stops (matplotlib's viridis; ColorBrewer's RdBu, reversed: blue < 0 < red).
+  const VIRIDIS = ["#440154", "#482878", "#3e4989", "#31688e", "#26828e", "#1f9e89", "#35b779", "#6ece58", "#b5de2b", "#fde725"];
+  const RDBU = ["#053061", "#2166ac", "#4393c3", "#92c5de", "#d1e5f0", "#f7f7f7", "#fddbc7", "#f4a582", "#d6604d", "#b2182b", "#67001f"];
+
+  function lut(stops) {
+    const rgb = stops.map((s) => [1, 3, 5].map((i) => parseInt(s.slice(i, i + 2), 16)));
+    const table = new Uint8ClampedArray(256 * 3);
+    for (let i = 0; i < 256; i++) {
+      const pos = (i / 255) * (rgb.length - 1);
+      const k = Math.min(rgb.length - 2, Math.floor(pos));
+      const f = pos - k;
+      for (let ch = 0; ch < 3; ch++) table[i * 3 + ch] = rgb[k][ch] * (1 - f) + rgb[k + 1][ch] * f;
+    }
+    return table;
+  }
+  const LUTS = { sequential: lut(VIRIDIS), diverging: lut(RDBU) };
+
+  // A percentile of many values, from an even sample of at most 100k of them.
+  function percentile(arrays, q, abs) {
+    let total = 0;
+    for (const a of arrays) total += a.length;
+    const stride = Math.max(1, Math.floor(total / 100000));
+    const sample = new Float32Array(Math.ceil(total / stride) + arrays.length);
+    let n = 0;
+    for (const a of arrays) for (let i = 0; i < a.length; i += stride) sample[n++] = abs ? Math.abs(a[i]) : a[i];
+    const sorted = sample.subarray(0, n).sort();
+    return sorted[Math.min(n - 1, Math.max(0, Math.round(q * (n - 1))))];
+  }
+
+  // The scale of one matrix in one layer: non-negative weights (softmax) get a sequential map between
+  // their 1st and 99th percentiles; signed ones (REM, mixed) a diverging map, white at 0, symmetric at
+  // the 99th percentile of |w|. Values beyond the limits take the end colours.
+  function colourScale(arrays) {
+    let min = Infinity;
+    for (const a of arrays) for (let i = 0; i < a.length; i++) if (a[i] < min) min = a[i];
+    if (min >= 0) {
+      const lo = percentile(arrays, 0.01, false);
+      let hi = percentile(arrays, 0.99, false);
+      if (!(hi > lo)) hi = lo + 1e-12;
+      return { kind: "sequential", lo, hi, note: "1st–99th percentile" };
+    }
+    const hi = percentile(arrays, 0.99, true) || 1e-12;
+    return { kind: "diverging", lo: -hi, hi, note: "±99th percentile of |w|" };
+  }
+
+  function paint(canvas, values, width, height, scale) {
+    canvas.width = width;
+    canvas.height = height;
+    const ctx = canvas.getContext("2d");
+    const image = ctx.createImageData(width, height);
+    const table = LUTS[scale.kind];
+    const span = scale.hi - scale.lo;
+    for (let i = 0; i < values.length; i++) {
+      const t = Math.min(255, Math.max(0, Math.round(((values[i] - scale.lo) / span) * 255)));
+      image.data[i * 4] = table[t * 3];
+      image.data[i * 4 + 1] = table[t * 3 + 1];
+      image.data[i * 4 + 2] = table[t * 3 + 2];
+      image.data[i * 4 + 3] = 255;
+    }
+    ctx.putImageData(image, 0, 0);
+  }
+
+  function flat(matrix) {
+    if (matrix == null) return null;
+    return Array.isArray(matrix[0]) ? Float32Array.from(matrix.flat()) : Float32Array.from(matrix);
+  }
+
+  // A head's weight: the sum of |mixed| over the lags (for L×L matrices, its mean over the queries):
+  // how much of the values the head passes on.
+  function headWeight(mixed, rows) {
+    let sum = 0;
+    for (let i = 0; i < mixed.length; i++) sum += Math.abs(mixed[i]);
+    return sum / rows;
+  }
+
+  // λ for a regular head; γ and θ for a cyclic one, θ as 2π/period when the period is a whole number
+  // of steps (θ = 0.2618 is a 24-step cycle); d for a dilated head.
+  function describeHead(h) {
+    const parts = [];
+    if (h.lambda != null) parts.push(`λ=${fmt(h.lambda)}`);
+    if (h.gamma != null) parts.push(`γ=${fmt(h.gamma)}`);
+    if (h.theta != null) {
+      const period = (2 * Math.PI) / Math.abs(h.theta);
+      const whole = Math.round(period);
+      parts.push(Math.abs(period - whole) < 0.01 && whole > 1 ? `θ=${h.theta < 0 ? "−" : ""}2π/${whole}` : `θ=${fmt(h.theta)}`);
+    }
+    if ((h.dilation || 1) > 1) parts.push(`d=${h.dilation}`);
+    return parts.join(" ");
+  }
+
+  function fmt(v) {
+    return Number(v).toPrecision(3).replace(/\.?0+$/, "").replace(/\.?0+e/, "e");
+  }
+
+  // Lag ticks: whole cycles when the model has one (1, 2, 4, 7, 14 or 28 of them), else 1-2-5 steps;
+  // at most 8 ticks.
+  function niceStep(L, period) {
+    if (period && L / period >= 2) {
+      const cycles = [1, 2, 4, 7, 14, 28].find((k) => L / (k * period) <= 8);
+      if (cycles) return cycles * period;
+    }
+    const target = L / 8;
+    const base = 10 ** Math.floor(Math.log10(target));
+    return [1, 2, 5, 10].map((m) => m * base).find((s) => s >= target);
+  }
+
+  function renderAttention(answer, version) {
+    const container = $("layers");
+    container.replaceChildren();
+    const L = answer.input_length;
+    const rows = answer.query === "last";
+    const period = version.cycle ? version.cycle.period : null;
+    for (const layer of answer.layers) {
+      const present = MATRICES.filter((m) => layer.heads.some((h) => h.matrices && h.matrices[m] != null));
+      const heads = layer.heads.map((h) => {
+        const data = {};
+        for (const m of present) data[m] = flat(h.matrices[m]);
+        const weight = data.mixed ? headWeight(data.mixed, rows ? 1 : L) : h.head;
+        return { ...h, data, weight };
+      });
+      const scales = {};
+      for (const m of present) scales[m] = colourScale(heads.map((h) => h.data[m]));
+      const section = document.createElement("section");
+      section.className = "layer";
+      section.dataset.layer = layer.layer;
+      const title = document.createElement("h3");
+      title.textContent = `layer ${layer.layer}: ${heads.length} heads, ${rows ? "the last step's row over the L keys" : "L × L (rows: query i, columns: key j)"}, channel ${answer.channel.name}`;
+      section.append(title, scaleLegend(present, scales, layer));
+      const grid = document.createElement("div");
+      grid.className = "heads";
+      grid.style.setProperty("--columns", present.length);
+      const header = document.createElement("div");
+      header.className = "heads-header";
+      const labels = document.createElement("div");
+      labels.className = "head-label";
+      labels.append(textCell("head", "number"), textCell("kind", "head-kind"), textCell("parameters", "params"), textCell("Σ|mixed|", "weight"));
+      header.append(labels, textCell("gate g"), ...present.map((m) => textCell(MATRIX_TITLES[m])));
+      grid.append(header);
+      for (const h of sortHeads(heads)) grid.append(headRow(h, present, scales, L, rows, version, answer));
+      grid.append(lagAxis(present.length, L, rows, period, version));
+      section.append(grid);
+      container.append(section);
+    }
+  }
+
+  function sortHeads(heads) {
+    const by = $("sort").value;
+    const sorted = [...heads];
+    if (by === "weight") sorted.sort((a, b) => b.weight - a.weight || a.head - b.head);
+    else if (by === "kind") sorted.sort((a, b) => String(a.kind).localeCompare(String(b.kind)) || b.weight - a.weight);
+    else sorted.sort((a, b) => a.head - b.head);
+    return sorted;
+  }
+
+  function textCell(text, cls) {
+    const div = document.createElement("div");
+    div.textContent = text;
+    if (cls) div.className = cls;
+    return div;
+  }
+
+  function headRow(h, present, scales, L, rows, version, answer) {
+    const row = document.createElement("div");
+    row.className = rows ? "head-row" : "head-row square";
+    row.dataset.head = h.head;
+    const label = document.createElement("div");
+    label.className = "head-label";
+    label.append(
+      textCell(`#${h.head}`, "number"),
+      textCell(h.kind || "?", "head-kind"),
+      textCell(describeHead(h), "params"),
+      textCell(h.data.mixed ? fmt(h.weight) : "", "weight"),
+    );
+    const gate = document.createElement("div");
+    gate.className = "gate";
+    const track = document.createElement("div");
+    track.className = "track";
+    const bar = document.createElement("div");
+    bar.className = "bar";
+    bar.style.width = `${Math.max(0, Math.min(1, h.gate ?? 0)) * 100}%`;
+    track.append(bar);
+    gate.append(track, h.gate == null ? "–" : Number(h.gate).toFixed(2));
+    row.append(label, gate);
+    for (const m of present) {
+      const canvas = document.createElement("canvas");
+      canvas.dataset.matrix = m;
+      paint(canvas, h.data[m], L, rows ? 1 : L, scales[m]);
+      canvas.addEventListener("mousemove", (e) => {
+        const rect = canvas.getBoundingClientRect();
+        const j = Math.min(L - 1, Math.floor(((e.clientX - rect.left) / rect.width) * L));
+        const i = rows ? 0 : Math.min(L - 1, Math.floor(((e.clientY - rect.top) / rect.height) * L));
+        const value = h.data[m][rows ? j : i * L + j];
+        const where = rows ? `lag ${L - 1 - j}` : `query ${i}, key ${j}`;
+        $("readout").textContent = `head ${h.head} (${h.kind}) · ${where} · ${m} = ${value.toPrecision(4)}`;
+      });
+      row.append(canvas);
+    }
+    return row;
+  }
+
+  function scaleLegend(present, scales, layer) {
+    const box = document.createElement("div");
+    box.className = "scales";
+    for (const m of present) {
+      const s = scales[m];
+      const item = document.createElement("div");
+      item.className = "scale";
+      item.dataset.matrix = m;
+      const canvas = document.createElement("canvas");
+      const ramp = new Float32Array(256).map((_, i) => s.lo + ((s.hi - s.lo) * i) / 255);
+      paint(canvas, ramp, 256, 1, s);
+      const ends = document.createElement("div");
+      ends.className = "ends";
+      ends.append(textCell(fmt(s.lo)), textCell(s.kind === "diverging" ? "0" : ""), textCell(fmt(s.hi)));
+      item.append(textCell(`${m}: ${s.kind === "sequential" ? "sequential" : "diverging"}, limits at the ${s.note}`), canvas, ends);
+      box.append(item);
+    }
+    const gate = document.createElement("div");
+    gate.className = "gate-legend";
+    const track = document.createElement("div");
+    track.className = "gate";
+    const t = document.createElement("div");
+    t.className = "track";
+    const bar = document.createElement("div");
+    bar.className = "bar";
+    bar.style.width = "100%";
+    t.append(bar);
+    track.append(t);
+    gate.append(track, `gate g per head (bar from 0 to 1${layer.gate_mode ? `, one per ${layer.gate_mode}` : ""}): mixed = (1 − g)·softmax + g·REM`);
+    box.append(gate);
+    return box;
+  }
+
+  function lagAxis(columns, L, rows, period, version) {
+    const axis = document.createElement("div");
+    axis.className = "heads-axis";
+    axis.append(textCell(""), textCell(""));
+    const step = niceStep(L, period);
+    for (let c = 0; c < columns; c++) {
+      const cellBox = document.createElement("div");
+      const ticks = document.createElement("div");
+      ticks.className = "axis";
+      for (let lag = 0; lag < L; lag += step) {
+        // Key j sits at lag L-1-j; column j's centre is at (j + 0.5) / L of the width.
+        const j = rows ? L - 1 - lag : lag;
+        const tick = document.createElement("span");
+        tick.textContent = `${lag}`;
+        const at = (j + 0.5) / L;
+        tick.style.left = `${at * 100}%`;
+        if (at > 0.97) tick.style.transform = "translateX(-100%)"; // the newest lag, flush right
+        if (at < 0.03) tick.style.transform = "none";
+        ticks.append(tick);
+      }
+      const unit = version.frequency ? ` (one step = ${version.frequency})` : "";
+      cellBox.append(ticks, textCell(rows ? `lag before the last input${unit}` : "key j", "axis-title"));
+      axis.append(cellBox);
+    }
+    return axis;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  function start() {
+    $("key-form").addEventListener("submit", (e) => {
+      e.preventDefault();
+      state.key = $("api-key").value.trim();
+      loadModels();
+    });
+    $("api-key").addEventListener("change", () => {
+      state.key = $("api-key").value.trim();
+      loadModels();
+    });
+    $("model").addEventListener("change", chooseModel);
+    $("version").addEventListener("change", chooseVersion);
+    $("inputs").addEventListener("submit", submit);
+    $("load-example").addEventListener("click", () => loadExample().catch(showApiError));
+    $("file").addEventListener("change", (e) => e.target.files[0] && readFile(e.target.files[0]));
+    const area = $("data");
+    area.addEventListener("dragover", (e) => {
+      e.preventDefault();
+      area.classList.add("dropping");
+    });
+    area.addEventListener("dragleave", () => area.classList.remove("dropping"));
+    area.addEventListener("drop", (e) => {
+      e.preventDefault();
+      area.classList.remove("dropping");
+      const file = e.dataTransfer.files[0];
+      if (file) readFile(file);
+    });
+    $("channel").addEventListener("change", () => state.input && runAttention());
+    $("sort").addEventListener("change", () => state.attention && renderAttention(state.attention.response, state.version));
+    loadModels();
+  }
+
+  start();
+})();
