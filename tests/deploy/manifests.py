@@ -36,7 +36,8 @@ def _render(overlay: str, kubectl: str) -> str:
 
 def render(overlay: str) -> list[Doc]:
     """The overlay's objects as `kubectl kustomize` renders them (no kubectl: skipped; under CI, failed)."""
-    # Not in Debian's packages, hence not in scripts/ci-tools.sh; the CI machines have kubectl 1.32.
+    # Not from scripts/ci-tools.sh: Debian's kubernetes-client (1.20) predates kustomize components. The CI
+    # machines have kubectl 1.32.
     kubectl = need_tool("kubectl", "see https://kubernetes.io/docs/tasks/tools/; it renders the overlays")
     text = _render(overlay, kubectl)
     return [doc for doc in yaml.safe_load_all(text) if doc]
