@@ -548,9 +548,13 @@ def test_service_and_budget_select_the_pods(rendered: dict[str, list[Doc]], over
     mounts = {m["name"]: m for m in deployment["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]}
     assert mounts.keys() == volumes.keys()
     if overlay != "cpu":  # the model volume; the cpu overlay serves the model in the image
-        assert mounts["models"] == {"name": "models", "mountPath": "/models", "readOnly": True}
+        mount = {"name": "models", "mountPath": "/models", "subPath": "model_repository", "readOnly": True}
+        assert mounts["models"] == mount
         claim = volumes["models"]["persistentVolumeClaim"]["claimName"]
         assert find(docs, "PersistentVolumeClaim")["metadata"]["name"] == claim
+        # The folder KServe's storageUri names on the same claim.
+        uri = find(rendered["kserve"], "InferenceService")["spec"]["predictor"]["model"]["storageUri"]
+        assert uri == f"pvc://{claim}/{mount['subPath']}"
 
 
 def test_the_kserve_budget_selects_the_predictor_pods(rendered: dict[str, list[Doc]]) -> None:
