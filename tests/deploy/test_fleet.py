@@ -56,9 +56,9 @@ STOP_TIMEOUT_S = 30.0  # the drain delay + the service's graceful shutdown (20 s
 # Continuous load during the rolling restart: one-series requests from 4 connections, in rounds of
 # ROLLING_ROUND requests, until the restart is over (at most ROLLING_MAX_ROUNDS).
 ROLLING_CONCURRENCY, ROLLING_ROUND, ROLLING_MAX_ROUNDS = 4, 200, 200
-# The load step's heavy phase: LOAD_REQUESTS requests from 12 connections, each of 14 series (bodies under
+# The load step's heavy phase: LOAD_REQUESTS requests from 16 connections, each of 14 series (bodies under
 # 1 MiB, so parsed on the event loop), 8-12 s here; no phase sends past LOAD_SECONDS (a slower machine).
-LOAD_CONCURRENCY, LOAD_SERIES, LOAD_REQUESTS, LOAD_SECONDS = 12, 14, 120, 20.0
+LOAD_CONCURRENCY, LOAD_SERIES, LOAD_REQUESTS, LOAD_SECONDS = 16, 14, 120, 20.0
 LIGHT_REQUESTS = 1500  # one series each, from ROLLING_CONCURRENCY connections: about 3 s here
 
 
@@ -75,10 +75,9 @@ class Fleet:
     restarts: int = 0
     log: list[str] = field(default_factory=list)
 
-    def start_replica(self, i: int) -> None:
-        env = {**self.env, "RSA_PORT": str(self.ports[i])}
-        log = self.work / f"replica-{i}-{self.restarts}.log"
-        self.replicas[i] = start(f"replica {i}", [sys.executable, "-m", "app"], log, env)
+    def restart_replica(self, i: int) -> None:
+        self.restarts += 1
+        self.replicas[i] = _replica(self.work, self.env, self.ports[i], i, self.restarts)
 
     def wait_ready(self, i: int) -> None:
         url = f"http://127.0.0.1:{self.ports[i]}/readyz"
@@ -114,6 +113,11 @@ class Fleet:
             procs,
             20,
         )
+
+
+def _replica(work: Path, env: dict[str, str], port: int, i: int, generation: int) -> Proc:
+    log = work / f"replica-{i}-{generation}.log"
+    return start(f"replica {i}", [sys.executable, "-m", "app"], log, {**env, "RSA_PORT": str(port)})
 
 
 def _haproxy_config(port: int, replica_ports: list[int]) -> str:
@@ -183,15 +187,13 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     )
     (work / "haproxy.cfg").write_text(_haproxy_config(lb_port, ports), encoding="utf-8")
     (work / "prometheus.yml").write_text(_prometheus_config(ports), encoding="utf-8")
-    f = Fleet(
-        work, ports, [], None, f"http://127.0.0.1:{lb_port}", None, f"http://127.0.0.1:{prom_port}", env
-    )  # type: ignore[arg-type]
-    f.replicas = [None] * REPLICAS  # type: ignore[list-item]
+    started: list[Proc] = []
+    f: Fleet | None = None
     try:
-        for i in range(REPLICAS):
-            f.start_replica(i)
-        f.haproxy = start("haproxy", [haproxy, "-db", "-f", str(work / "haproxy.cfg")], work / "haproxy.log")
-        f.prometheus = start(
+        started += [_replica(work, env, port, i, 0) for i, port in enumerate(ports)]
+        lb = start("haproxy", [haproxy, "-db", "-f", str(work / "haproxy.cfg")], work / "haproxy.log")
+        started.append(lb)
+        server = start(
             "prometheus",
             [
                 prometheus,
@@ -201,6 +203,9 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
             ],
             work / "prometheus.log",
         )
+        started.append(server)
+        lb_url, prom_url = f"http://127.0.0.1:{lb_port}", f"http://127.0.0.1:{prom_port}"
+        f = Fleet(work, ports, started[:REPLICAS], lb, lb_url, server, prom_url, env)
         for i in range(REPLICAS):
             f.wait_ready(i)
         procs = [*f.replicas, f.haproxy, f.prometheus]
@@ -214,7 +219,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         f.wait_for_scrape_after(time.time())
         yield f
     finally:
-        procs = [p for p in [f.prometheus, f.haproxy, *f.replicas] if p is not None]
+        procs = [*started, *(f.replicas if f is not None else [])]
         for proc in procs:  # all at once: each replica drains for DRAIN_DELAY_S
             if proc.process.poll() is None:
                 proc.process.send_signal(signal.SIGTERM)
@@ -291,8 +296,7 @@ def test_rolling_restart_under_load_loses_nothing(fleet: Fleet, capsys: pytest.C
             t0 = time.monotonic()
             exits.append(old.process.wait(timeout=STOP_TIMEOUT_S))
             stopped_s = time.monotonic() - t0
-            fleet.restarts += 1
-            fleet.start_replica(i)
+            fleet.restart_replica(i)
             fleet.wait_ready(i)
             wait_for(
                 f"replica {i} back in rotation",
@@ -353,7 +357,7 @@ def test_backlog_query_crosses_the_threshold_under_load(
     fleet: Fleet, query: tuple[str, float, int, int], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Idle, light load (one series per request from 4 connections), heavy load (14 series per request
-    from 12), idle again: the query stays under the threshold but under the heavy load."""
+    from 16), idle again: the query stays under the threshold but under the heavy load."""
     expr, threshold, lo, hi = query
     light = prepare_forecast_workload(MODEL, VERSION, windows=16)
     heavy = prepare_forecast_workload(MODEL, VERSION, windows=16, series_per_request=LOAD_SERIES)
