@@ -22,24 +22,25 @@ Doc = dict[str, Any]
 
 
 @cache
-def _render(overlay: str, kubectl: str) -> str:
+def _render(folder: str, kubectl: str) -> str:
     result = subprocess.run(
-        [kubectl, "kustomize", str(KUBERNETES_DIR / "overlays" / overlay)],
+        [kubectl, "kustomize", str(KUBERNETES_DIR / folder)],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
-    assert result.returncode == 0, f"kubectl kustomize overlays/{overlay}:\n{result.stderr}"
+    assert result.returncode == 0, f"kubectl kustomize {folder}:\n{result.stderr}"
     return result.stdout
 
 
-def render(overlay: str) -> list[Doc]:
-    """The overlay's objects as `kubectl kustomize` renders them (no kubectl: skipped; under CI, failed)."""
+def render(overlay: str, folder: str = "overlays") -> list[Doc]:
+    """The objects of deploy/kubernetes/<folder>/<overlay> as `kubectl kustomize` renders them (no kubectl:
+    skipped; under CI, failed)."""
     # Not from scripts/ci-tools.sh: Debian's kubernetes-client (1.20) predates kustomize components. The CI
     # machines have kubectl 1.32.
     kubectl = need_tool("kubectl", "see https://kubernetes.io/docs/tasks/tools/; it renders the overlays")
-    text = _render(overlay, kubectl)
+    text = _render(f"{folder}/{overlay}", kubectl)
     return [doc for doc in yaml.safe_load_all(text) if doc]
 
 

@@ -71,6 +71,19 @@ def test_every_overlay_renders_what_it_should(rendered: dict[str, list[Doc]]) ->
         assert find(docs, "Namespace")["metadata"]["name"] == NAMESPACE
 
 
+def test_shared_applies_alone_into_the_namespace(rendered: dict[str, list[Doc]]) -> None:
+    """README: `kubectl apply -k deploy/kubernetes/shared` first, to fill the claim before any pod runs."""
+    shared = render("shared", folder=".")
+    assert sorted(d["kind"] for d in shared) == ["Namespace", "PersistentVolumeClaim"]
+    claim = find(shared, "PersistentVolumeClaim")
+    assert claim["metadata"]["namespace"] == NAMESPACE
+    assert (
+        claim
+        == find(rendered["gpu"], "PersistentVolumeClaim")
+        == find(rendered["kserve"], "PersistentVolumeClaim")
+    )
+
+
 def _objects() -> Iterator[Any]:
     for overlay in KINDS:
         for kind in KINDS[overlay]:
