@@ -9,10 +9,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# Where KServe's storage initializer puts the storageUri of an InferenceService (its
+# DefaultModelLocalMountPath); for a custom container it also rewrites STORAGE_URI to this path.
+KSERVE_MODEL_DIR = Path("/mnt/models")
 
 Device = Literal["auto", "cpu", "cuda"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
@@ -26,6 +29,10 @@ class Settings(BaseSettings):
     # Where the models live and which of them to load (empty = every model found).
     model_repository: Path = REPO_ROOT / "model_repository"
     models: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # KServe's variable, not ours: set (a custom-container InferenceService), the model repository is
+    # KSERVE_MODEL_DIR, where KServe downloaded it. It wins over RSA_MODEL_REPOSITORY, which the image
+    # sets to /models: as a mere default it would never apply there.
+    storage_uri: str | None = Field(default=None, validation_alias="STORAGE_URI")
 
     # ONNX Runtime.
     device: Device = "auto"  # auto: CUDA when this onnxruntime build offers it, else CPU
@@ -125,6 +132,12 @@ class Settings(BaseSettings):
     # beside HTTP, on RSA_HOST. Unset: no gRPC server (the image sets 8001, Triton's port). Off by default so
     # that every process a test or a benchmark starts does not compete for one fixed port.
     grpc_port: int | None = Field(default=None, ge=1, le=65535)
+
+    @model_validator(mode="after")
+    def _models_from_kserve_storage(self) -> Settings:
+        if self.storage_uri:
+            self.model_repository = KSERVE_MODEL_DIR
+        return self
 
     @field_validator("models", mode="before")
     @classmethod

@@ -282,19 +282,40 @@ def test_read_only_root(container: Container) -> None:
     assert response.headers["content-type"] == "image/png"
 
 
-def test_models_replaced_by_a_read_only_mount(image: Build, tmp_path: Path) -> None:
-    """A read-only mount over /models (RSA_MODEL_REPOSITORY) replaces the shipped models."""
+def _version_1_only(tmp_path: Path) -> Path:
+    """A model repository holding the shipped model's version 1 alone (the image holds all four)."""
     models = tmp_path / "models"
     shutil.copytree(ROOT / "model_repository" / "etth1-rsa" / "1", models / "etth1-rsa" / "1")
     for path in [models, *models.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)  # the service runs as uid 1000
-    name = f"rsa-test-mount-{uuid.uuid4().hex[:10]}"
+    return models
+
+
+def _served_versions(image: Build, name: str, *run_args: str) -> list[tuple[str, list[int]]]:
+    """The models and versions a container of the image serves, started with `run_args`."""
     try:
-        mounted = _run_container(name, free_port(), "-v", f"{models}:/models:ro")
+        mounted = _run_container(name, free_port(), *run_args)
         listed = httpx.get(f"{mounted.url}/v1/models", timeout=10).json()["models"]
-        assert [(m["name"], [v["version"] for v in m["versions"]]) for m in listed] == [("etth1-rsa", [1])]
+        return [(m["name"], [v["version"] for v in m["versions"]]) for m in listed]
     finally:
         _remove(name)
+
+
+def test_models_replaced_by_a_read_only_mount(image: Build, tmp_path: Path) -> None:
+    """A read-only mount over /models (RSA_MODEL_REPOSITORY) replaces the shipped models."""
+    models = _version_1_only(tmp_path)
+    name = f"rsa-test-mount-{uuid.uuid4().hex[:10]}"
+    assert _served_versions(image, name, "-v", f"{models}:/models:ro") == [("etth1-rsa", [1])]
+
+
+def test_kserve_storage_uri_serves_mnt_models(image: Build, tmp_path: Path) -> None:
+    """As KServe runs a custom container: STORAGE_URI set, the model repository at /mnt/models (where its
+    storage initializer downloads it, read-only). The image's RSA_MODEL_REPOSITORY=/models, which holds
+    every shipped version, is not what it serves."""
+    models = _version_1_only(tmp_path)
+    name = f"rsa-test-kserve-{uuid.uuid4().hex[:10]}"
+    kserve = ["-v", f"{models}:/mnt/models:ro", "-e", "STORAGE_URI=s3://bucket/rsa/model_repository"]
+    assert _served_versions(image, name, *kserve) == [("etth1-rsa", [1])]
 
 
 def test_holds_the_service_only(container: Container) -> None:

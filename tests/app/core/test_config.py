@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from app.core.config import REPO_ROOT, Settings, get_settings
+from app.core.config import KSERVE_MODEL_DIR, REPO_ROOT, Settings, get_settings
 
 
 def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -58,3 +58,17 @@ def test_api_keys_from_the_environment_never_print(monkeypatch: pytest.MonkeyPat
     assert [k.get_secret_value() for k in s.api_keys] == ["first-key", "second-key"]
     assert s.api_keys_file == tmp_path / "keys"
     assert "first-key" not in repr(s) and "first-key" not in str(s.model_dump())
+
+
+def test_kserve_storage_uri_means_the_models_are_at_mnt_models(monkeypatch: pytest.MonkeyPatch) -> None:
+    """KServe's storage initializer downloads STORAGE_URI into /mnt/models: that wins over
+    RSA_MODEL_REPOSITORY (which the image sets), and without STORAGE_URI nothing changes."""
+    monkeypatch.setenv("RSA_MODEL_REPOSITORY", "/models")
+    assert Settings().model_repository == Path("/models")
+    monkeypatch.setenv("STORAGE_URI", "")  # empty means unset
+    assert Settings().model_repository == Path("/models")
+    for uri in ("s3://bucket/rsa/model_repository", "/mnt/models"):  # as written, and as KServe rewrites it
+        monkeypatch.setenv("STORAGE_URI", uri)
+        assert Settings().model_repository == KSERVE_MODEL_DIR == Path("/mnt/models")
+    monkeypatch.delenv("RSA_MODEL_REPOSITORY")
+    assert Settings().model_repository == KSERVE_MODEL_DIR
