@@ -1,7 +1,10 @@
-"""`python -m app`: the service under uvicorn, listening on RSA_HOST:RSA_PORT, one process.
+"""`python -m app`: the service under uvicorn, listening on RSA_HOST:RSA_PORT.
 
-One process per container (scale with replicas): the dynamic batcher and the metrics live in the
-process, so uvicorn's `--workers` would split the batches and the counters.
+One process by default (RSA_WORKERS=1; one process per container, scaled by replicas). With RSA_WORKERS=N
+> 1 this process is the supervisor of one engine process and N front-end processes (app/supervisor.py);
+a front end is this same command with RSA_ENGINE_ADDRESS set (by the supervisor), listening on its own
+SO_REUSEPORT socket and on a private Unix socket for the supervisor's pings. (uvicorn's own `--workers`
+would split the batches and the counters; the supervisor keeps one engine for all.)
 
 Stopping (SIGTERM, or SIGINT): a drain (app/lifecycle.py). For RSA_DRAIN_DELAY_S the service keeps
 serving while /readyz says 503 and every response says `Connection: close`; then uvicorn and the gRPC
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import signal
 import socket
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from time import monotonic
@@ -26,7 +30,8 @@ from types import FrameType
 
 import uvicorn
 
-from app.core.config import get_settings
+from app.core.config import Settings, get_settings
+from app.core.process import die_with_parent
 from app.lifecycle import Lifecycle
 from app.main import app
 
@@ -68,8 +73,32 @@ class Server(uvicorn.Server):
         return should_exit or (self.stop_at is not None and monotonic() >= self.stop_at)
 
 
+def front_end_sockets(settings: Settings) -> list[socket.socket]:
+    """A front end's sockets: RSA_HOST:RSA_PORT with SO_REUSEPORT (every front end binds its own, and the
+    kernel spreads new connections over them), and its private Unix socket for the supervisor's pings."""
+    family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+    shared = socket.socket(family, socket.SOCK_STREAM)
+    shared.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    shared.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    shared.bind((settings.host, settings.port))
+    sockets = [shared]
+    if settings.control_socket is not None:
+        private = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        private.bind(str(settings.control_socket))
+        sockets.append(private)
+    return sockets
+
+
 def main() -> None:
     settings = get_settings()
+    if settings.workers > 1 and settings.engine_address is None:
+        from app.supervisor import Supervisor
+
+        sys.exit(Supervisor(settings).run())
+    sockets = None
+    if settings.engine_address is not None:  # a front end of the supervisor's
+        die_with_parent()
+        sockets = front_end_sockets(settings)
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -82,7 +111,7 @@ def main() -> None:
         # metrics count every request by endpoint, model, version and status.
         access_log=settings.access_log,
     )
-    Server(config, app.state.lifecycle, settings.drain_delay_s).run()
+    Server(config, app.state.lifecycle, settings.drain_delay_s).run(sockets=sockets)
 
 
 if __name__ == "__main__":

@@ -61,6 +61,9 @@ class BodySizeLimitMiddleware:
 PROBE_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/v2/health/live", "/v2/health/ready"})
 
 
+# What the supervisor asks each front end on its private Unix socket (no client address there).
+SUPERVISOR_PING = "/healthz"
+
 # A client may shorten (never extend) the server's request timeout for its own request, in seconds.
 TIMEOUT_HEADER = "x-request-timeout"
 
@@ -83,6 +86,9 @@ class RequestMiddleware:
         runtime = maybe_runtime(scope["app"]) if scope["type"] == "http" else None
         if runtime is None:
             await self.app(scope, receive, send)
+            return
+        if scope.get("client") is None and scope["path"] == SUPERVISOR_PING:
+            await self.app(scope, receive, send)  # the supervisor's ping on the private socket: not traffic
             return
         metrics = runtime.metrics
         start = perf_counter()

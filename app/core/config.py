@@ -127,6 +127,8 @@ class Settings(BaseSettings):
     # by replicas). The supervisor sets RSA_ENGINE_ADDRESS for its front ends; nobody else needs to.
     workers: int = Field(default=1, ge=1, le=256)
     engine_address: str | None = None
+    # A front end's private Unix socket, where the supervisor pings it (set by the supervisor).
+    control_socket: Path | None = None
 
     # The Open Inference Protocol v2 gRPC service (app/protocols/oip_v2/grpc_server.py), in this process
     # beside HTTP, on RSA_HOST. Unset: no gRPC server (the image sets 8001, Triton's port). Off by default so

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import statistics
 import threading
 import time
@@ -178,3 +179,41 @@ def test_overload_is_refused_fast_and_goodput_holds(toy_repository: Path) -> Non
     assert max(over["max_ms"].values()) < 1.5 * DEADLINE_S * 1e3  # within about one deadline
     assert over["p50_ms"][503] < 100  # refusals come back at once, not after waiting
     assert over["goodput_rows_s"] >= 0.8 * best["goodput_rows_s"]
+
+
+def test_a_body_still_being_read_counts_as_admitted_work(toy_repository: Path) -> None:
+    """Admitted before its body is read, a request's rows (estimated from Content-Length) count until it
+    submits or ends: a big upload in progress makes the next request a 503 at once, and when the upload
+    is abandoned its rows stop counting. (Bodies in flight were in no count: a flood of big requests was
+    refused only once parsed, seconds later.)"""
+    bodies = _bodies()
+    with slow_server(toy_repository) as url:
+        host, port = urlsplit(url).hostname, urlsplit(url).port
+        assert host is not None and port is not None
+        with httpx.Client(base_url=url, timeout=10) as http:
+            for body in bodies[:5]:  # the version measures what a row costs it
+                assert (
+                    http.post(URL, content=body, headers={"content-type": "application/json"}).status_code
+                    == 200
+                )
+            rows = 200  # what the upload's size says it holds (L x C values of about 8 bytes each)
+            with socket.create_connection((host, port)) as upload:
+                upload.sendall(
+                    f"POST {URL} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {rows * L * C * 8}\r\n\r\n{{".encode()
+                )
+                time.sleep(0.2)  # admitted, reading its body
+                t0 = time.perf_counter()
+                refused = http.post(URL, content=bodies[0], headers={"content-type": "application/json"})
+                took_ms = (time.perf_counter() - t0) * 1e3
+                assert refused.status_code == 503 and refused.json()["error"]["code"] == "overloaded", (
+                    refused.text
+                )
+                assert took_ms < 500, took_ms
+            deadline = time.monotonic() + 5
+            while (
+                http.post(URL, content=bodies[0], headers={"content-type": "application/json"}).status_code
+                != 200
+            ):
+                assert time.monotonic() < deadline, "the abandoned upload's rows still count"
+                time.sleep(0.05)

@@ -56,12 +56,17 @@ def _client(url: str, outcome: Outcome, stop: threading.Event, seed: int) -> Non
                 return
 
 
-@pytest.mark.parametrize("run", range(3))
-def test_sigterm_under_load_loses_no_accepted_request(toy_repository: Path, tmp_path: Path, run: int) -> None:
+@pytest.mark.parametrize(("workers", "run"), [(1, 0), (1, 1), (1, 2), (2, 0), (2, 1)])
+def test_sigterm_under_load_loses_no_accepted_request(
+    toy_repository: Path, tmp_path: Path, workers: int, run: int
+) -> None:
+    """One process, and two front ends with their engine process (the supervisor drains the front ends,
+    then the engine)."""
     env = {
         "RSA_DRAIN_DELAY_S": str(DRAIN_DELAY_S),
         "RSA_GRACEFUL_SHUTDOWN_S": "10",
         "RSA_MAX_BATCH_WAIT_MS": "20",  # requests sit in the queue when the server stops
+        "RSA_WORKERS": str(workers),
     }
     with live_service(toy_repository, tmp_path / "service.log", **env) as service:
         outcomes = [Outcome() for _ in range(CLIENTS)]

@@ -580,3 +580,32 @@ def test_no_inline_call_while_memory_is_being_released() -> None:
         await batcher.stop()
 
     run(scenario)
+
+
+def test_reserved_rows_count_as_admitted_until_submitted_released_or_expired() -> None:
+    async def scenario() -> None:
+        batcher = make(row_seconds=0.01)  # seeded: 10 ms per row
+        batcher.start()
+        assert batcher.backlog_s == 0
+        first = batcher.reserve(50, timeout_s=1.0)  # idle: any size is admitted
+        assert batcher.ahead_rows == 50 and batcher.backlog_s == pytest.approx(0.5)
+        with pytest.raises(Overloaded):  # (50 + 20) x 10 ms > 60% of 1 s
+            batcher.reserve(20, timeout_s=1.0)
+        # the request submits: its reservation becomes its rows, admitted without another judgement
+        out = await batcher.submit({"x": rows(0, 50)}, 1.0, reservation=first)
+        assert len(out) == 50 and batcher.ahead_rows == 0
+        second = batcher.reserve(30, timeout_s=1.0)
+        assert batcher.release(second) == 30 and batcher.release(second) == 0 and batcher.ahead_rows == 0
+        batcher.reserve(40, timeout_s=0.05)  # a request that never comes back: its deadline ends it
+        assert batcher.ahead_rows == 40
+        await asyncio.sleep(0.1)
+        assert batcher.ahead_rows == 0
+        batcher.row_seconds = 0.01  # as seeded (the 50-row call above measured this machine's speed)
+        bigger = batcher.reserve(2, timeout_s=1.0)  # more rows than estimated: the extra ones are judged
+        batcher.reserve(55, timeout_s=1.0)
+        with pytest.raises(Overloaded):
+            await batcher.submit({"x": rows(0, 10)}, 1.0, reservation=bigger)
+        await batcher.stop()
+        assert batcher.ahead_rows == 0
+
+    run(scenario)

@@ -1,0 +1,187 @@
+"""The engine API over a socket: what a front end process uses when the engine runs in its own process.
+
+One ZeroMQ DEALER socket to the engine's ROUTER (app/engine/server.py). Calls are numbered; a receiver
+task hands each reply to its caller and applies the catalog the engine pushes after every change, so
+`catalog` is the engine's, as of the last push. Domain errors raised in the engine are raised here again,
+the same class with the same field and limit (app/engine/wire.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import zmq
+import zmq.asyncio
+from prometheus_client.core import Metric
+from prometheus_client.parser import text_string_to_metric_families
+
+from app.core.config import Settings
+from app.core.errors import ModelNotReady
+from app.engine.api import Engine, IndexEntry, Reservation, VersionStats
+from app.engine.batching import Feed
+from app.engine.catalog import Catalog
+from app.engine.model import InspectResult
+from app.engine.wire import decode, encode, raise_error
+
+logger = logging.getLogger(__name__)
+
+# How long a front end waits for the engine's first answer at start-up (the supervisor starts the engine
+# first; its socket is bound before it loads any model).
+HELLO_TIMEOUT_S = 30.0
+# Calls that wait for no queue (catalog, stats, metrics, admission) answer within this, or fail.
+CONTROL_TIMEOUT_S = 10.0
+
+
+class RemoteEngine(Engine):
+    def __init__(self, address: str, settings: Settings) -> None:
+        self.address = address
+        self.settings = settings
+        self._context = zmq.asyncio.Context.instance()
+        self._socket = self._context.socket(zmq.DEALER)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        self._ids = itertools.count(1)
+        self._pending: dict[int, asyncio.Future[tuple[dict[str, Any], dict[str, np.ndarray]]]] = {}
+        self._catalog = Catalog()
+        self._listeners: list[Callable[[Catalog], None]] = []
+        self._receiver: asyncio.Task[None] | None = None
+
+    def describe(self) -> dict[str, Any]:
+        return {"engine": "remote", "address": self.address}
+
+    # -- the catalog -------------------------------------------------------------------------------
+    @property
+    def catalog(self) -> Catalog:
+        return self._catalog
+
+    def on_catalog(self, listener: Callable[[Catalog], None]) -> None:
+        self._listeners.append(listener)
+
+    def _set_catalog(self, wire: dict[str, Any]) -> None:
+        catalog = Catalog.from_wire(wire)
+        if catalog.generation < self._catalog.generation:
+            return  # an older push overtaken by the hello's answer
+        self._catalog = catalog
+        for listener in self._listeners:
+            try:
+                listener(catalog)
+            except Exception:
+                logger.exception("a catalog listener failed")
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    async def start(self) -> None:
+        self._socket.connect(self.address)
+        self._receiver = asyncio.get_running_loop().create_task(self._receive(), name="engine-client")
+        header, _ = await self._call("hello", wait_s=HELLO_TIMEOUT_S)
+        self._set_catalog(header["catalog"])
+        logger.info("front end connected to the engine at %s", self.address)
+
+    async def stop(self, drain_timeout_s: float) -> None:
+        """The engine is the supervisor's to stop; a front end only lets go of its socket."""
+        if self._receiver is not None:
+            self._receiver.cancel()
+            await asyncio.gather(self._receiver, return_exceptions=True)
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(ModelNotReady("the front end is shutting down"))
+        self._socket.close(linger=0)
+
+    async def _receive(self) -> None:
+        while True:
+            frames = await self._socket.recv_multipart(copy=False)
+            try:
+                header, arrays = decode([f.buffer for f in frames])
+            except Exception:
+                logger.exception("engine client: an unreadable message")
+                continue
+            if header.get("op") == "catalog":
+                self._set_catalog(header["catalog"])
+                continue
+            future = self._pending.pop(header.get("id"), None)
+            if future is not None and not future.done():
+                future.set_result((header, arrays))
+
+    async def _call(
+        self, op: str, arrays: Feed | None = None, *, wait_s: float = CONTROL_TIMEOUT_S, **fields: Any
+    ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """Send `op` with its fields and arrays; wait at most `wait_s` for the answer."""
+        rid = next(self._ids)
+        future: asyncio.Future[tuple[dict[str, Any], dict[str, np.ndarray]]] = (
+            asyncio.get_running_loop().create_future()
+        )
+        self._pending[rid] = future
+        try:
+            await self._socket.send_multipart(encode({"op": op, "id": rid, **fields}, arrays), copy=False)
+            header, out = await asyncio.wait_for(future, wait_s)
+        except TimeoutError:
+            raise ModelNotReady(
+                f"the engine did not answer {op} within {wait_s:g}s", retry_after_s=1
+            ) from None
+        finally:
+            self._pending.pop(rid, None)
+        if "error" in header:
+            raise_error(header["error"])
+        return header, out
+
+    # -- serving -----------------------------------------------------------------------------------
+    async def admit(self, name: str, version: int | None, rows: int, timeout_s: float) -> Reservation | None:
+        header, _ = await self._call("admit", name=name, version=version, rows=rows, timeout_s=timeout_s)
+        made = header["reservation"]
+        return None if made is None else Reservation(*made)
+
+    def release(self, reservation: Reservation) -> None:
+        frames = encode(
+            {
+                "op": "release",
+                "reservation": [reservation.id, reservation.name, reservation.version, reservation.rows],
+            }
+        )
+        self._socket.send_multipart(frames, copy=False)  # no answer: the rows stop counting, or expire
+
+    async def submit(
+        self, name: str, version: int, feed: Feed, timeout_s: float, reservation: Reservation | None = None
+    ) -> np.ndarray:
+        made = (
+            None
+            if reservation is None
+            else [reservation.id, reservation.name, reservation.version, reservation.rows]
+        )
+        # The engine keeps the deadline (a Timeout comes back from it); the answer's trip is given a second.
+        _, out = await self._call(
+            "submit",
+            feed,
+            wait_s=timeout_s + 1.0,
+            name=name,
+            version=version,
+            timeout_s=timeout_s,
+            reservation=made,
+        )
+        return out["forecast"]
+
+    async def inspect(self, name: str, version: int, feed: Feed) -> InspectResult:
+        _, out = await self._call(
+            "inspect", feed, wait_s=self.settings.request_timeout_s, name=name, version=version
+        )
+        return InspectResult(**out)
+
+    async def stats(self, name: str, version: int) -> VersionStats | None:
+        header, _ = await self._call("stats", name=name, version=version)
+        return None if header["stats"] is None else VersionStats(**header["stats"])
+
+    async def metric_families(self) -> list[Metric]:
+        header, _ = await self._call("metrics")
+        return list(text_string_to_metric_families(header["text"]))
+
+    async def index(self, ready_only: bool = False) -> list[IndexEntry]:
+        header, _ = await self._call("index", ready_only=ready_only)
+        return [IndexEntry(**entry) for entry in header["index"]]
+
+    async def load(self, name: str) -> None:
+        await self._call("load", wait_s=max(CONTROL_TIMEOUT_S, self.settings.request_timeout_s), name=name)
+
+    async def unload(self, name: str) -> None:
+        await self._call("unload", wait_s=max(CONTROL_TIMEOUT_S, self.settings.request_timeout_s), name=name)

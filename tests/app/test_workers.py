@@ -1,0 +1,223 @@
+"""Several front ends and one engine process (RSA_WORKERS=2), real processes: the same bytes as one process
+for every protocol, one /metrics with nothing counted twice or lost (a killed front end's counts kept,
+its files folded away), a killed front end started again while the other serves, and a killed engine
+ending the whole service with a non-zero exit within seconds. (Drain under load: tests/app/test_drain.py.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.app.live import LiveService, live_service
+from tests.app.metrics_scrape import total
+
+REPO = Path(__file__).resolve().parents[2]
+SHIPPED = REPO / "model_repository" / "etth1-rsa" / "4"
+L, C = 8, 3  # the toy model
+FORECAST = "/v1/models/toy/versions/2/forecast"
+
+
+@pytest.fixture(scope="module")
+def repository(toy_repository: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The toy model beside the shipped default version (a cycle and calibrated intervals)."""
+    repo = tmp_path_factory.mktemp("workers_repository")
+    shutil.copytree(toy_repository / "toy", repo / "toy")
+    shutil.copytree(SHIPPED, repo / "etth1-rsa" / "4")
+    return repo
+
+
+def _children(pid: int) -> list[tuple[int, str]]:
+    """(pid, command line) of a process's children."""
+    out = subprocess.run(["ps", "--ppid", str(pid), "-o", "pid=,args="], capture_output=True, text=True)
+    rows = [line.strip().split(None, 1) for line in out.stdout.splitlines() if line.strip()]
+    return [(int(pid_), args) for pid_, args in rows]
+
+
+def _front_ends(service: LiveService) -> list[int]:
+    return [pid for pid, args in _children(service.process.pid) if "app.engine" not in args]
+
+
+def _engine(service: LiveService) -> int:
+    return next(pid for pid, args in _children(service.process.pid) if "app.engine" in args)
+
+
+def _metrics(url: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def _post(url: str, path: str, **kwargs: object) -> httpx.Response:
+    """A request on a connection of its own, so that the kernel spreads them over the front ends."""
+    with httpx.Client(base_url=url, timeout=30) as http:
+        return http.post(path, **kwargs)  # type: ignore[arg-type]
+
+
+def _requests(rng: np.random.Generator) -> list[tuple[str, dict[str, object], bool]]:
+    """(path, request, whether the answer has random ids) for each protocol, and errors."""
+    x = rng.normal(0, 1, (2, L, C))
+    request = json.loads((REPO / "docs" / "examples" / "forecast_request.json").read_text())
+    window = np.array([request["series"][0]["values"][c] for c in request["series"][0]["values"]]).T
+    without_level = {key: value for key, value in request.items() if key != "level"}
+    v2_body = {
+        "inputs": [
+            {
+                "name": "window",
+                "datatype": "FP32",
+                "shape": [2, L, C],
+                "data": x.astype(np.float32).ravel().tolist(),
+            }
+        ]
+    }
+    return [
+        (
+            FORECAST,
+            {"json": {"series": [{"id": str(i), "values": w.tolist()} for i, w in enumerate(x)]}},
+            False,
+        ),
+        ("/v1/models/etth1-rsa/forecast", {"json": {**request, "horizon": 5, "level": [80, 95]}}, False),
+        ("/v1/models/etth1-rsa/forecast", {"json": {**without_level, "quantiles": [0.1, 0.9]}}, False),
+        ("/v2/models/toy/versions/2/infer", {"json": v2_body}, False),
+        (
+            "/v1/timeseries/forecast",
+            {
+                "json": {
+                    "model": "etth1-rsa",
+                    "inputs": [
+                        {
+                            "type": "multivariate_time_series",
+                            "name": "a",
+                            "series": window.tolist(),
+                            "frequency": "H",
+                            "start_timestamp": request["series"][0]["start"],
+                        }
+                    ],
+                    "options": {"horizon": 3, "quantiles": [0.1, 0.9]},
+                }
+            },
+            True,
+        ),
+        ("/v1/models/toy/versions/2/attention", {"json": {"series": {"values": x[0].tolist()}}}, False),
+        (FORECAST, {"json": {"series": [{"values": x[0, :3].tolist()}]}}, False),  # too short: 422
+        ("/v2/models/toy/infer", {"json": {"inputs": []}}, False),  # no window: 400
+    ]
+
+
+def _comparable(response: httpx.Response, random_ids: bool) -> tuple[int, object]:
+    if not random_ids:
+        return response.status_code, response.content
+    body = response.json()
+    for key in ("id", "created_at"):
+        body.pop(key, None)
+    for output in body.get("outputs", []):
+        output.pop("id", None)
+    return response.status_code, body
+
+
+@pytest.fixture(scope="module")
+def two_front_ends(repository: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveService]:
+    log = tmp_path_factory.mktemp("workers") / "service.log"
+    with live_service(repository, log, RSA_WORKERS="2", RSA_DRAIN_DELAY_S="0.5") as service:
+        yield service
+
+
+def test_answers_are_the_same_bytes_with_one_process_and_with_two_front_ends(
+    repository: Path, two_front_ends: LiveService, tmp_path: Path
+) -> None:
+    rng = np.random.default_rng(0)
+    cases = _requests(rng)
+    with live_service(repository, tmp_path / "one.log", RSA_WORKERS="1") as one:
+        want = [_comparable(_post(one.url, path, **kw), ids) for path, kw, ids in cases]
+    for _ in range(2):  # over fresh connections: both front ends answer some
+        got = [_comparable(_post(two_front_ends.url, path, **kw), ids) for path, kw, ids in cases]
+        assert got == want
+    assert [status for status, _ in want] == [200, 200, 200, 200, 200, 200, 422, 400]
+
+
+def test_one_metrics_endpoint_counts_every_front_end_once(two_front_ends: LiveService) -> None:
+    url = two_front_ends.url
+    before = _metrics(url)
+    body = {"json": {"series": [{"values": np.ones((L, C)).tolist()}]}}
+    for _ in range(30):
+        assert _post(url, FORECAST, **body).status_code == 200
+    after = _metrics(url)
+    labels = {"endpoint": "/v1/models/{name}/versions/{version}/forecast", "model": "toy", "version": "2"}
+    assert (
+        total(after, "rsa_requests_total", code="200", **labels)
+        - total(before, "rsa_requests_total", code="200", **labels)
+        == 30
+    )
+    assert (
+        total(after, "rsa_rows_total", model="toy", version="2")
+        - total(before, "rsa_rows_total", model="toy", version="2")
+        == 30
+    )
+    names = [
+        s.name
+        for family in text_string_to_metric_families(httpx.get(f"{url}/metrics").text)
+        for s in family.samples
+    ]
+    # one family each: the engine's once, the front ends' summed (not one series per process)
+    assert names.count("rsa_backlog_seconds") == names.count("rsa_queue_rows") > 0
+    assert total(after, "rsa_requests_in_flight") == 0  # summed over the live front ends (probes not in it)
+
+
+def test_a_killed_front_end_is_started_again_and_its_counts_are_kept(two_front_ends: LiveService) -> None:
+    url = two_front_ends.url
+    fronts = _front_ends(two_front_ends)
+    assert len(fronts) == 2, _children(two_front_ends.process.pid)
+    environ = Path(f"/proc/{fronts[0]}/environ").read_bytes().split(b"\0")
+    metrics_dir = Path(
+        next(e for e in environ if e.startswith(b"PROMETHEUS_MULTIPROC_DIR=")).split(b"=", 1)[1].decode()
+    )
+    body = {"json": {"series": [{"values": np.ones((L, C)).tolist()}]}}
+    for _ in range(20):
+        assert _post(url, FORECAST, **body).status_code == 200
+    counted = total(
+        _metrics(url), "rsa_requests_total", endpoint="/v1/models/{name}/versions/{version}/forecast"
+    )
+    os.kill(fronts[0], signal.SIGKILL)
+    for _ in range(20):  # the other front end serves meanwhile
+        assert _post(url, FORECAST, **body).status_code == 200
+    deadline = time.monotonic() + 30
+    while fronts[0] in _front_ends(two_front_ends) or len(_front_ends(two_front_ends)) < 2:
+        assert time.monotonic() < deadline, "the killed front end was not started again"
+        time.sleep(0.1)
+    assert not list(metrics_dir.glob(f"*_{fronts[0]}.db"))  # folded into the archive, not left behind
+    assert list(metrics_dir.glob("counter_archive.db"))
+    after = total(
+        _metrics(url), "rsa_requests_total", endpoint="/v1/models/{name}/versions/{version}/forecast"
+    )
+    assert after == counted + 20  # the dead front end's counts kept, nothing counted twice
+    assert "front end 0" in two_front_ends.output() or "front end 1" in two_front_ends.output()
+    assert "starting it again" in two_front_ends.output()
+
+
+def test_a_killed_engine_ends_the_service_with_a_non_zero_exit(repository: Path, tmp_path: Path) -> None:
+    with live_service(repository, tmp_path / "service.log", RSA_WORKERS="2") as service:
+        fronts = _front_ends(service)
+        os.kill(_engine(service), signal.SIGKILL)
+        started = time.monotonic()
+        try:
+            code = service.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(service.output()) from None
+        took = time.monotonic() - started
+        assert code != 0 and took < 10, (code, took, service.output())
+        assert "the engine process exited" in service.output()
+        for pid in fronts:  # no front end left behind
+            assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
