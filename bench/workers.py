@@ -1,0 +1,438 @@
+"""Front ends: the service with one process against N front ends and an engine process (RSA_WORKERS),
+measured side by side in one run, every answer checked.
+
+    .venv/bin/python -m bench.workers [--workers 1,2] [--rounds 2] [--concurrency 1,16,64]
+                                      [--requests 2000] [--big-requests 16] [--flood 120] [--version 1]
+    .venv/bin/python -m bench.workers --smoke        # tiny sizes: seconds, for the tests
+
+Four parts, each reported as a table:
+1. Throughput and latency: one-window /v1 requests at each concurrency, then 256-series /v1 JSON requests
+   (concurrency 4), for each RSA_WORKERS value, `--rounds` rounds alternating which goes first (this VM
+   switches between two speeds); ratios against one process are per round, their median reported. The
+   server's CPU per request is its whole process tree's (supervisor, engine, front ends); the load
+   generator's own CPU per request is beside it, so it shows when the client, not the server, is the
+   limit. Load: bench.loadgen's raw asyncio client, bodies of real windows, answers checked against
+   ONNX Runtime.
+2. The transport: one round trip through the engine process (RemoteEngine -> ZeroMQ -> EngineServer ->
+   LocalEngine) against the same call in process, for 1 and 256 rows; the difference is the per-message
+   cost.
+3. A flood of big bodies on the default model: `--flood` concurrent 256-series requests at once (each a
+   few MB of JSON), each client sending one. Every refusal (503) should come within 1 s (median under
+   100 ms), with no 504, and the goodput (windows/s answered) at least 80% of the best run without
+   refusals (the same bodies at concurrency 4). Per RSA_WORKERS value.
+The targets (issue 26) are printed with their verdicts; nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.engine import format_table, ints, parse_with_smoke
+from bench.loadgen import REPO, LoadResult, LocalServer, local_server, prepare_forecast_workload, run_load
+from bench.serving import tree_cpu_s
+
+SMOKE_ARGS = (
+    "--workers",
+    "1,2",
+    "--rounds",
+    "1",
+    "--concurrency",
+    "1,4",
+    "--requests",
+    "40",
+    "--warmup",
+    "10",
+    "--big-requests",
+    "2",
+    "--big-series",
+    "8",
+    "--flood",
+    "6",
+    "--flood-series",
+    "32",
+    "--transport-calls",
+    "20",
+)
+BIG_CONCURRENCY = 4
+REFUSAL_S, REFUSAL_MEDIAN_S, GOODPUT_SHARE = 1.0, 0.1, 0.8
+
+
+@dataclass
+class Cell:
+    workers: int
+    concurrency: int
+    series: int
+    result: LoadResult
+    server_cpu_s: float
+
+    @property
+    def rps(self) -> float:
+        return self.result.throughput
+
+    @property
+    def windows_per_s(self) -> float:
+        return self.result.throughput * self.series
+
+    def ms_per_request(self, seconds: float | None) -> str:
+        return "-" if seconds is None else f"{1e3 * seconds / max(self.result.completed, 1):.2f}"
+
+
+@dataclass
+class Flood:
+    workers: int
+    best_windows_s: float
+    result: LoadResult
+    series: int
+
+    def statuses(self, code: int) -> list[float]:
+        return [ms for s, ms in zip(self.result.statuses, self.result.latencies_ms, strict=True) if s == code]
+
+    @property
+    def goodput(self) -> float:
+        return len(self.statuses(200)) * self.series / self.result.duration_s
+
+
+def _env(workers: int) -> dict[str, str]:
+    return {
+        "RSA_WORKERS": str(workers),
+        "RSA_MODELS": "etth1-rsa",
+        "RSA_DEVICE": "cpu",
+        "RSA_DRAIN_DELAY_S": "0",
+    }
+
+
+def _load(
+    url: str,
+    work: Any,
+    *,
+    requests: int,
+    concurrency: int,
+    warmup: int,
+    seconds: float,
+    series: int,
+    pid: int,
+) -> tuple[LoadResult, float]:
+    async def run() -> tuple[LoadResult, float]:
+        common = {"concurrency": concurrency, "time_limit_s": seconds, "series_per_request": series}
+        if warmup:
+            await run_load(url, work.bodies, work.checker, requests=warmup, **common)
+        cpu0 = tree_cpu_s(pid)
+        result = await run_load(url, work.bodies, work.checker, requests=requests, **common)
+        return result, tree_cpu_s(pid) - cpu0
+
+    return asyncio.run(run())
+
+
+def throughput_round(
+    args: argparse.Namespace, order: Sequence[int], floods: list[Flood] | None
+) -> list[Cell]:
+    """Each RSA_WORKERS value in `order`, one service started for it: the one-window cells, the big cell,
+    and, when `floods` is given, the flood (appended there)."""
+    small = prepare_forecast_workload(version=args.version, windows=64)
+    big = prepare_forecast_workload(version=args.version, windows=64, series_per_request=args.big_series)
+    cells = []
+    for workers in order:
+        with local_server(_env(workers)) as live:
+            pid = live.process.pid
+            for c in args.concurrency:
+                result, cpu = _load(
+                    live.url + small.path,
+                    small,
+                    requests=args.requests,
+                    concurrency=c,
+                    warmup=args.warmup,
+                    seconds=args.seconds,
+                    series=1,
+                    pid=pid,
+                )
+                cells.append(Cell(workers, c, 1, result, cpu))
+            result, cpu = _load(
+                live.url + big.path,
+                big,
+                requests=args.big_requests,
+                concurrency=BIG_CONCURRENCY,
+                warmup=1,
+                seconds=args.seconds,
+                series=args.big_series,
+                pid=pid,
+            )
+            cells.append(Cell(workers, BIG_CONCURRENCY, args.big_series, result, cpu))
+            if floods is not None:
+                floods.append(flood(args, workers, live))
+    return cells
+
+
+def transport(args: argparse.Namespace) -> list[list[object]]:
+    """Round trips through the engine process against the same call in process, per feed size."""
+    from app.core.config import Settings
+    from app.engine.client import RemoteEngine
+    from app.engine.local import LocalEngine
+
+    repository = REPO / "model_repository"
+    manifest_dir = repository / "etth1-rsa" / str(args.version)
+    manifest = json.loads((manifest_dir / "manifest.json").read_text())
+    L, C = manifest["input_length"], len(manifest["channels"])
+    cycle = manifest.get("cycle")
+    settings = Settings(
+        model_repository=repository, models=["etth1-rsa"], device="cpu", intra_op_threads=1, inline_max_rows=0
+    )
+
+    def feed(rows: int) -> dict[str, np.ndarray]:
+        x = {"window": np.random.default_rng(rows).normal(10, 3, (rows, L, C)).astype(np.float32)}
+        if cycle:
+            x["phase"] = np.zeros(rows, np.int64)
+        return x
+
+    async def timed(engine: Any, rows: int) -> float:
+        data = feed(rows)
+        for _ in range(3):
+            await engine.submit("etth1-rsa", args.version, data, 30.0)
+        times = []
+        for _ in range(args.transport_calls if rows == 1 else max(3, args.transport_calls // 20)):
+            t0 = time.perf_counter()
+            await engine.submit("etth1-rsa", args.version, data, 30.0)
+            times.append(time.perf_counter() - t0)
+        return 1e3 * statistics.median(times)
+
+    async def ready(engine: Any) -> None:
+        for _ in range(600):
+            if engine.catalog.find_ready("etth1-rsa", args.version) is not None:
+                return
+            await asyncio.sleep(0.05)
+        raise RuntimeError("the engine did not load the model")
+
+    async def local() -> dict[int, float]:
+        engine = LocalEngine(settings)
+        await engine.start()
+        await ready(engine)
+        try:
+            return {rows: await timed(engine, rows) for rows in (1, 256)}
+        finally:
+            await engine.stop()
+
+    async def remote(address: str) -> dict[int, float]:
+        engine = RemoteEngine(address, settings)
+        await engine.start()
+        await ready(engine)
+        try:
+            return {rows: await timed(engine, rows) for rows in (1, 256)}
+        finally:
+            await engine.stop(0)
+
+    folder = tempfile.mkdtemp(prefix="bench-workers-")
+    address = f"ipc://{folder}/engine.sock"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RSA_")}
+    env.update(
+        {
+            "RSA_MODEL_REPOSITORY": str(repository),
+            "RSA_MODELS": "etth1-rsa",
+            "RSA_DEVICE": "cpu",
+            "RSA_INTRA_OP_THREADS": "1",
+            "RSA_INLINE_MAX_ROWS": "0",
+            "RSA_LOG_LEVEL": "WARNING",
+        }
+    )
+    engine_process = subprocess.Popen([sys.executable, "-m", "app.engine", address], cwd=REPO, env=env)
+    try:
+        while not Path(folder, "engine.sock").exists():
+            time.sleep(0.05)
+        there = asyncio.run(remote(address))
+        here = asyncio.run(local())
+    finally:
+        engine_process.terminate()
+        engine_process.wait(30)
+    return [
+        [rows, f"{here[rows]:.3f}", f"{there[rows]:.3f}", f"{1e3 * (there[rows] - here[rows]):.0f}"]
+        for rows in (1, 256)
+    ]
+
+
+def flood(args: argparse.Namespace, workers: int, live: LocalServer) -> Flood:
+    """The default (latest) version, `--flood` clients each sending one big body at once, after the same
+    bodies at concurrency 4 (the best goodput without refusals)."""
+    version = max(
+        int(p.name) for p in (REPO / "model_repository" / "etth1-rsa").iterdir() if p.name.isdigit()
+    )
+    work = prepare_forecast_workload(version=version, windows=16, series_per_request=args.flood_series)
+    url, pid = live.url + work.path, live.process.pid
+    common = {"seconds": args.seconds, "series": args.flood_series, "pid": pid}
+    best, _ = _load(url, work, requests=BIG_CONCURRENCY * 2, concurrency=BIG_CONCURRENCY, warmup=1, **common)
+    result, _ = _load(url, work, requests=args.flood, concurrency=args.flood, warmup=0, **common)
+    return Flood(workers, best.throughput * args.flood_series, result, args.flood_series)
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def report(
+    cells: list[list[Cell]], transport_rows: list[list[object]], floods: list[Flood], args: argparse.Namespace
+) -> str:
+    lines = [
+        f"bench.workers: model etth1-rsa v{args.version} (one-window and {args.big_series}-series /v1 JSON), "
+        f"{os.cpu_count()} CPUs, {len(cells)} round(s); server CPU = the whole process tree's",
+    ]
+    rows = []
+    for r, cell_round in enumerate(cells):
+        for c in cell_round:
+            rows.append(
+                [
+                    r + 1,
+                    c.workers,
+                    c.concurrency,
+                    c.series,
+                    f"{c.rps:.0f}",
+                    f"{c.windows_per_s:.0f}",
+                    f"{c.result.percentile_ms(50):.2f}",
+                    f"{c.result.percentile_ms(99):.2f}",
+                    c.ms_per_request(c.server_cpu_s),
+                    c.ms_per_request(c.result.client_cpu_s),
+                    c.result.error_count,
+                ]
+            )
+    lines.append(
+        format_table(
+            [
+                "round",
+                "workers",
+                "c",
+                "series",
+                "req/s",
+                "windows/s",
+                "p50 ms",
+                "p99 ms",
+                "server CPU ms/req",
+                "client CPU ms/req",
+                "errors",
+            ],
+            rows,
+        )
+    )
+    base = min(args.workers)
+    kinds = [(c, 1) for c in args.concurrency] + [(BIG_CONCURRENCY, args.big_series)]
+    for workers in [w for w in args.workers if w != base]:
+        for c, series in kinds:
+            ratios, p99s = [], []
+            for cell_round in cells:
+                pair = {
+                    x.workers: x
+                    for x in cell_round
+                    if x.concurrency == c and x.series == series and x.workers in (workers, base)
+                }
+                if len(pair) == 2:
+                    ratios.append(pair[workers].rps / pair[base].rps)
+                    p99s.append(pair[workers].result.percentile_ms(99) / pair[base].result.percentile_ms(99))
+            what = f"{series}-series c={c}" if series > 1 else f"one-window c={c}"
+            goal = "≥ 1.3" if series > 1 else "≥ 1.0"
+            each = ", ".join(f"{x:.2f}" for x in ratios)
+            lines.append(
+                f"{workers} front ends / {base}, {what}: throughput x{_median(ratios):.2f} (goal {goal}; "
+                f"rounds {each}), p99 x{_median(p99s):.2f} (goal ≤ 1.0)"
+            )
+    lines.append("")
+    lines.append(
+        "Transport: one submit through the engine process against the same call in process (median ms)"
+    )
+    lines.append(
+        format_table(["rows", "in process ms", "through the engine ms", "per message us"], transport_rows)
+    )
+    lines.append("")
+    lines.append(
+        f"Flood: {args.flood} clients at once, one {args.flood_series}-series body each, the default "
+        "version; best = the same bodies at concurrency 4"
+    )
+    flood_rows = []
+    for f in floods:
+        refused = f.statuses(503)
+        flood_rows.append(
+            [
+                f.workers,
+                len(f.statuses(200)),
+                len(refused),
+                len(f.statuses(504)),
+                f"{max(refused, default=float('nan')):.0f}",
+                f"{_median(refused):.0f}",
+                f"{f.goodput:.0f}",
+                f"{f.best_windows_s:.0f}",
+                f"{f.goodput / f.best_windows_s:.2f}",
+                f.result.errors.get("transport", 0),
+            ]
+        )
+        verdicts = [
+            max(refused, default=0) <= REFUSAL_S * 1e3,
+            _median(refused) <= REFUSAL_MEDIAN_S * 1e3 if refused else True,
+            not f.statuses(504),
+            f.goodput >= GOODPUT_SHARE * f.best_windows_s,
+        ]
+        lines_v = "met" if all(verdicts) else "NOT met"
+        flood_rows[-1].append(lines_v)
+    lines.append(
+        format_table(
+            [
+                "workers",
+                "200",
+                "503",
+                "504",
+                "503 max ms",
+                "503 median ms",
+                "goodput win/s",
+                "best win/s",
+                "share",
+                "transport errors",
+                "targets",
+            ],
+            flood_rows,
+        )
+    )
+    return "\n".join(lines)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.workers",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes (the tests)")
+    ap.add_argument("--workers", type=ints, default=(1, 2), help="RSA_WORKERS values to compare")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--concurrency", type=ints, default=(1, 16, 64))
+    ap.add_argument("--requests", type=int, default=2000, help="one-window requests per cell")
+    ap.add_argument("--warmup", type=int, default=200)
+    ap.add_argument("--big-requests", type=int, default=16)
+    ap.add_argument("--big-series", type=int, default=256)
+    ap.add_argument("--flood", type=int, default=120, help="clients sending one big body each, at once")
+    ap.add_argument("--flood-series", type=int, default=256)
+    ap.add_argument("--transport-calls", type=int, default=400)
+    ap.add_argument("--seconds", type=float, default=120.0, help="time limit per cell")
+    ap.add_argument("--version", type=int, default=1, help="the version of parts 1 and 2")
+    return parse_with_smoke(ap, argv, SMOKE_ARGS)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    cells: list[list[Cell]] = []
+    floods: list[Flood] = []
+    for r in range(args.rounds):
+        order = list(args.workers) if r % 2 == 0 else list(reversed(args.workers))
+        cells.append(throughput_round(args, order, floods if r == args.rounds - 1 else None))
+    floods.sort(key=lambda f: f.workers)
+    print(report(cells, transport(args), floods, args))
+
+
+if __name__ == "__main__":
+    main()
