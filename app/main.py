@@ -19,7 +19,7 @@ from app.api.middleware import BodySizeLimitMiddleware, RequestMiddleware
 from app.api.routes import docs, ui
 from app.core.config import Settings
 from app.lifecycle import Lifecycle, lifespan
-from app.protocols.oip_v2.schemas import InferenceRequest
+from app.protocols.oip_v2.schemas import InferenceRequest, RepositoryIndexRequest, RepositoryRequest
 from app.protocols.rsa_v1.schemas import AttentionRequest, ForecastRequest
 from app.protocols.timeseries.schemas import TimeSeriesForecastRequest
 
@@ -65,7 +65,14 @@ def _document_bodies(app: FastAPI) -> None:
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            bodies = [ForecastRequest, AttentionRequest, InferenceRequest, TimeSeriesForecastRequest]
+            bodies = [
+                ForecastRequest,
+                AttentionRequest,
+                InferenceRequest,
+                TimeSeriesForecastRequest,
+                RepositoryIndexRequest,
+                RepositoryRequest,
+            ]
             schema = add_body_models(generate(), bodies)
             for operations in schema["paths"].values():
                 for operation in operations.values():

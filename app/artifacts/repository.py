@@ -73,11 +73,20 @@ def discover(repository: Path, names: list[str] | None = None) -> list[ModelRef]
     selected = list(dict.fromkeys(names)) if names else found
     if not selected:
         raise RepositoryError("the model repository holds no model folder")
-    return [_model(repository / name, name) for name in selected]
+    return [read_model(repository, name) for name in selected]
 
 
-def _model(folder: Path, name: str) -> ModelRef:
+def model_names(repository: Path) -> list[str]:
+    """The model folders in the repository now, sorted (none when it cannot be read)."""
+    try:
+        return sorted(p.name for p in repository.iterdir() if _is_dir(p) and not p.name.startswith("."))
+    except OSError:
+        return []
+
+
+def read_model(repository: Path, name: str) -> ModelRef:
     """One model's version folders; an unreadable or empty folder is this model's error only."""
+    folder = repository / name
     try:
         if not folder.is_dir():
             logger.error("model %r is configured but %s does not exist", name, folder)

@@ -121,6 +121,13 @@ class Settings(BaseSettings):
     max_connections: int = Field(default=1024, ge=1)
     keep_alive_s: float = Field(default=5.0, gt=0)
 
+    # The model repository while serving, as Triton's --model-control-mode: `none` loads what is there at
+    # start and nothing after; `poll` rescans every `poll_s` (new versions loaded beside the served ones,
+    # removed ones unloaded, each model's version_policy.json applied); `explicit` loads at start, then only
+    # the repository API (POST /v2/repository/models/{m}/load and /unload) loads and unloads.
+    model_control: Literal["none", "poll", "explicit"] = "none"
+    poll_s: float = Field(default=15.0, gt=0)
+
     # Processes: RSA_WORKERS front ends (HTTP and gRPC: parsing, validation, encoding), each on its own
     # SO_REUSEPORT socket, feeding one engine process (sessions, queues, batching, admission) through
     # `engine_address`. 1: one process does everything (the default: one process per container, scaled

@@ -63,8 +63,20 @@ class ModelNotFound(ServiceError, LookupError):  # noqa: N818
     code = "model_not_found"
 
 
+class NotServed(ServiceError):  # noqa: N818
+    """A route this service's settings do not serve (the repository API outside its control mode)."""
+
+    code = "not_found"
+
+
 class VersionNotFound(ModelNotFound):
     code = "version_not_found"
+
+
+class LoadFailed(InvalidInput):
+    """A model asked to load (the repository API) did not: its versions' reasons are in the message."""
+
+    code = "load_failed"
 
 
 class ModelNotReady(ServiceError):  # noqa: N818

@@ -219,6 +219,7 @@ class DynamicBatcher:
         self._reserved: dict[int, tuple[int, float]] = {}
         self._reserved_rows = 0
         self._reservation_ids = itertools.count(1)
+        self._last_activity = perf_counter()  # a submit, or a call's end
         self._busy_since: float | None = None  # end of the last batch, while batches run back to back
         self._wakeup = asyncio.Event()
         self._worker: asyncio.Task[None] | None = None
@@ -326,6 +327,11 @@ class DynamicBatcher:
         self._reserved_rows -= entry[0]
         return entry[0]
 
+    def quiet_for(self, seconds: float) -> bool:
+        """Nothing admitted, queued or running, and nothing arrived or finished for `seconds` (what an
+        unload waits for before it stops the batcher)."""
+        return self.ahead_rows == 0 and not self._calls and perf_counter() - self._last_activity >= seconds
+
     def _expire_reservations(self) -> None:
         if self._reserved:
             now = perf_counter()
@@ -341,6 +347,7 @@ class DynamicBatcher:
             raise ValueError("submit needs at least one row")
         if self._closed or not self.running:
             raise ModelNotReady(f"model {self.name} is not serving", retry_after_s=self.retry_after_s)
+        self._last_activity = perf_counter()
         reserved = self.release(reservation) if reservation is not None else 0
         if n > reserved:
             self.admit(n - reserved if reserved else n, timeout_s)
@@ -511,7 +518,7 @@ class DynamicBatcher:
             self._fail_batch(batch, InferenceError(f"model {self.name}: inference failed: {exc}"))
             return
         finally:
-            batch.t_run_end = perf_counter()
+            batch.t_run_end = self._last_activity = perf_counter()
             self._running_rows -= batch.rows
             self._ran_since_release = True
             self._measure_drain(batch)

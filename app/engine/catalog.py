@@ -32,6 +32,9 @@ class VersionEntry:
     manifest: Manifest | None = None
     provider: str | None = None  # the execution provider really running its forecasts
     max_series_per_call: int | None = None  # rows per session call (attention memory caps it)
+    # Loaded at start-up: readiness waits for it. A version loaded later (RSA_MODEL_CONTROL poll or
+    # explicit) that fails is reported, but does not take the replica out of its load balancer.
+    required: bool = True
 
     @property
     def ready(self) -> bool:
@@ -50,8 +53,12 @@ class ModelEntry:
 
     @property
     def ready(self) -> bool:
-        """Every version of the model is ready (what /readyz waits for)."""
-        return self.error is None and bool(self.versions) and all(v.ready for v in self.versions.values())
+        """What /readyz waits for: a version to serve, and every version of the start-up load ready."""
+        return (
+            self.error is None
+            and self.latest is not None
+            and all(v.ready for v in self.versions.values() if v.required)
+        )
 
     @property
     def latest(self) -> VersionEntry | None:
@@ -157,6 +164,7 @@ class Catalog:
                             "error": v.error,
                             "provider": v.provider,
                             "max_series_per_call": v.max_series_per_call,
+                            "required": v.required,
                             "manifest": None
                             if v.manifest is None
                             else v.manifest.model_dump(mode="json", by_alias=True),
@@ -182,6 +190,7 @@ class Catalog:
                     manifest=None if v["manifest"] is None else parse_manifest(v["manifest"]),
                     provider=v["provider"],
                     max_series_per_call=v["max_series_per_call"],
+                    required=v["required"],
                 )
                 for v in m["versions"]
             }

@@ -33,16 +33,19 @@ import numpy as np
 from prometheus_client.core import Metric
 
 from app.artifacts.manifest import Manifest
+from app.artifacts.policy import PolicyError, read_policy
 from app.artifacts.repository import (
     ModelRef,
     RepositoryError,
     VersionRef,
     discover,
+    model_names,
     public_message,
+    read_model,
     read_version,
 )
 from app.core.config import Settings
-from app.core.errors import ModelNotReady
+from app.core.errors import LoadFailed, ModelNotFound
 from app.engine.api import Engine, IndexEntry, Reservation, VersionStats
 from app.engine.batching import Batch, DynamicBatcher, Feed, WorkItem
 from app.engine.catalog import Catalog, LoadState, ModelEntry, VersionEntry
@@ -62,6 +65,10 @@ VersionHooks = Callable[
 ]
 # Rows timed at load to seed a version's drain rate (per row), at most its rows per call.
 COST_PROBE_ROWS = 8
+MAX_VERSIONS = 64  # versions whose calls the forecast pool has threads for at once
+# An unloading version is freed once nothing has reached it for this long (requests that resolved it just
+# before it left the catalog may still submit), or after the request timeout at the latest.
+UNLOAD_QUIET_S = 0.5
 
 
 @dataclass(eq=False)
@@ -76,6 +83,8 @@ class ServedVersion:
     manifest: Manifest | None = None
     model: OnnxModel | None = None
     batcher: DynamicBatcher | None = None
+    required: bool = True  # part of the start-up load: readiness waits for it (app/engine/catalog.py)
+    fingerprint: tuple[int, ...] = ()  # the folder as it was when loaded: a failed one retried if it changes
 
     @property
     def ready(self) -> bool:
@@ -90,6 +99,7 @@ class ServedVersion:
             manifest=self.manifest,
             provider=self.model.provider if self.model is not None and self.model.loaded else None,
             max_series_per_call=self.batcher.max_batch_rows if self.batcher is not None else None,
+            required=self.required,
         )
 
 
@@ -97,7 +107,18 @@ class ServedVersion:
 class ServedModel:
     name: str
     versions: dict[int, ServedVersion] = field(default_factory=dict)
-    error: str | None = None  # the model cannot be served at all (missing folder, no version)
+    error: str | None = None  # the model cannot be served at all (missing folder, no version, bad policy)
+
+
+def fingerprint(folder: Path) -> tuple[int, ...]:
+    """When a version folder and its files last changed (0s where they cannot be read)."""
+    stamps = []
+    for path in (folder, *sorted(folder.glob("*"))):
+        try:
+            stamps.append(path.stat().st_mtime_ns)
+        except OSError:
+            stamps.append(0)
+    return tuple(stamps)
 
 
 def rows_per_call(manifest: Manifest, settings: Settings) -> int:
@@ -144,13 +165,16 @@ class LocalEngine(Engine):
         self._collect = collect
         self._forget = forget  # the metrics' series of an unloaded version
         self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="rsa-aux")
-        self.forecast_executor: ThreadPoolExecutor | None = None  # sized by discover()
+        # Threads start on demand, so the bound costs nothing until versions (loaded at any time) use it:
+        # room for MAX_VERSIONS versions' side-by-side calls.
+        calls = settings.single_thread_calls or default_intra_op_threads()
+        self.forecast_executor = ThreadPoolExecutor(
+            max_workers=MAX_VERSIONS * calls, thread_name_prefix="rsa-forecast"
+        )
         self.models: dict[str, ServedModel] = {}
         self.error: str | None = None  # the repository itself is unusable
         self._options = runtime_options(settings)
-        # small calls of one version at once on the CPU provider (a version on CUDA, or with no
-        # single-threaded instance, runs one call at a time)
-        self._calls_per_version = settings.single_thread_calls or default_intra_op_threads()
+        self._lock = asyncio.Lock()  # one load, unload or scan of the repository at a time
         self._catalog = Catalog()
         self._listeners: list[Callable[[Catalog], None]] = []
         self._loader: asyncio.Task[None] | None = None
@@ -186,11 +210,13 @@ class LocalEngine(Engine):
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def start(self) -> None:
+        """Discover the repository and load it in the background; with RSA_MODEL_CONTROL=poll, rescan it
+        every RSA_POLL_S from then on."""
         self.discover()
         self._loader = asyncio.get_running_loop().create_task(self._load_all(), name="load-models")
 
     def discover(self) -> None:
-        """Find the configured models and their version folders (fast: no file is read)."""
+        """Find the configured models and their version folders (fast: no file is read but the policies)."""
         try:
             refs = discover(self.settings.model_repository, self.settings.models or None)
         except RepositoryError as exc:
@@ -198,27 +224,30 @@ class LocalEngine(Engine):
             self.error = str(exc)
             refs = []
         for ref in refs:
-            self.models[ref.name] = self._served(ref)
-        n_versions = sum(len(served.versions) for served in self.models.values())
-        self.forecast_executor = ThreadPoolExecutor(
-            max_workers=max(1, n_versions * self._calls_per_version), thread_name_prefix="rsa-forecast"
-        )
+            served = self.models[ref.name] = ServedModel(name=ref.name, error=ref.error)
+            for v in self._wanted(ref, served):
+                served.versions[v.version] = ServedVersion(name=v.model, version=v.version, path=v.path)
         self._publish()
 
-    @staticmethod
-    def _served(ref: ModelRef) -> ServedModel:
-        served = ServedModel(name=ref.name, error=ref.error)
-        for v in ref.versions:
-            served.versions[v.version] = ServedVersion(name=v.model, version=v.version, path=v.path)
-        return served
+    def _wanted(self, ref: ModelRef, served: ServedModel) -> list[VersionRef]:
+        """The version folders the model's policy serves (its error set when the policy is bad)."""
+        try:
+            policy = read_policy(self.settings.model_repository / ref.name)
+        except PolicyError as exc:
+            served.error = f"model {ref.name!r}: {exc}"
+            return []
+        chosen = policy.select([v.version for v in ref.versions])
+        return [v for v in ref.versions if v.version in chosen]
 
     async def _load_all(self) -> None:
         """Load, check and warm up every version, the newest of each model first (it is what unversioned
-        requests get, and it serves as soon as it is ready); start a batcher for each one that works."""
+        requests get, and it serves as soon as it is ready); start a batcher for each one that works.
+        Then, with RSA_MODEL_CONTROL=poll, watch the repository."""
         try:
-            for served in self.models.values():
-                for sv in sorted(served.versions.values(), key=lambda v: -v.version):
-                    await self._load_version(sv)
+            async with self._lock:
+                for served in list(self.models.values()):
+                    for sv in sorted(served.versions.values(), key=lambda v: -v.version):
+                        await self._load_version(sv)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -228,9 +257,12 @@ class LocalEngine(Engine):
             logger.info("all models ready: %s", ", ".join(sorted(self.models)))
         else:
             logger.error("not ready: %s", "; ".join(self.catalog.readiness_errors()))
+        if self.settings.model_control == "poll":
+            await self._poll()
 
     async def _load_version(self, sv: ServedVersion) -> None:
         ref = VersionRef(sv.name, sv.version, sv.path)
+        sv.fingerprint = fingerprint(sv.path)
         try:
             manifest, model, seconds_per_row = await self.run_blocking(self._open, ref)
         except asyncio.CancelledError:
@@ -305,11 +337,10 @@ class LocalEngine(Engine):
         if self._loader is not None:
             self._loader.cancel()
             await asyncio.gather(self._loader, return_exceptions=True)
-        batchers = [sv.batcher for s in self.models.values() for sv in s.versions.values() if sv.batcher]
+        batchers = [sv.batcher for sv in self.served_versions() if sv.batcher]
         await asyncio.gather(*(b.stop(drain_timeout_s) for b in batchers), return_exceptions=True)
         for executor in (self.forecast_executor, self.executor):
-            if executor is not None:
-                await asyncio.to_thread(executor.shutdown, wait=True, cancel_futures=True)
+            await asyncio.to_thread(executor.shutdown, wait=True, cancel_futures=True)
 
     async def run_blocking(self, fn: Callable[..., T], *args: object) -> T:
         """Run a blocking call (loading, inspection) off the event loop."""
@@ -374,12 +405,132 @@ class LocalEngine(Engine):
         for served in self.models.values():
             yield from served.versions.values()
 
-    # -- the model repository (issue 27) -----------------------------------------------------------
-    async def index(self, ready_only: bool = False) -> list[IndexEntry]:
-        raise ModelNotReady("the repository API is not served by this engine yet")
+    # -- the model repository ------------------------------------------------------------------------
+    async def _poll(self) -> None:
+        """RSA_MODEL_CONTROL=poll: every RSA_POLL_S, every model as its folder and policy say now."""
+        while True:
+            await asyncio.sleep(self.settings.poll_s)
+            names = self.settings.models or model_names(self.settings.model_repository)
+            for name in dict.fromkeys([*names, *self.models]):
+                try:
+                    async with self._lock:
+                        await self._reconcile(name, retry_failed=False)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # one model's trouble never stops the watch
+                    logger.exception("rescanning model %s failed", name)
+
+    async def _reconcile(self, name: str, *, retry_failed: bool) -> None:
+        """Serve what the model's folder and policy say now: new versions loaded beside the served ones
+        (`latest` moves once one is ready), versions gone from the folder or the policy unloaded. A failed
+        version is tried again when asked (`retry_failed`) or when its folder changed. A model whose folder
+        is gone is unloaded; a model whose folder cannot be read keeps serving what it serves."""
+        ref = read_model(self.settings.model_repository, name)
+        served = self.models.get(name)
+        if served is None:
+            if ref.error is not None and not retry_failed:
+                return  # a folder that is not a model yet (poll): nothing to say about it
+            served = self.models[name] = ServedModel(name=name)
+        if not (self.settings.model_repository / name).is_dir():
+            await self._unload_model(served)
+            return
+        served.error = ref.error if not served.versions else None
+        wanted = {v.version: v for v in self._wanted(ref, served)}
+        for number, vref in sorted(wanted.items(), key=lambda item: -item[0]):
+            sv = served.versions.get(number)
+            stale = (
+                sv is not None
+                and sv.state == "failed"
+                and (retry_failed or fingerprint(vref.path) != sv.fingerprint)
+            )
+            if sv is None or stale:
+                sv = served.versions[number] = ServedVersion(name, number, vref.path, required=False)
+                self._publish()
+                await self._load_version(sv)
+        for number, sv in list(served.versions.items()):
+            if number not in wanted and sv.state in ("ready", "failed"):
+                await self._unload_version(served, sv)
+        self._publish()
+
+    async def _unload_version(self, served: ServedModel, sv: ServedVersion) -> None:
+        """Stop admitting to the version (it leaves the catalog's choices at once: `latest` moves), let what
+        reached it finish, then free its sessions and its metrics' series."""
+        logger.info("model %s version %s unloading", sv.name, sv.version)
+        sv.state = "unloading"
+        self._publish()
+        if sv.batcher is not None:
+            deadline = time.monotonic() + self.settings.request_timeout_s
+            while time.monotonic() < deadline and not sv.batcher.quiet_for(UNLOAD_QUIET_S):
+                await asyncio.sleep(0.05)
+            await sv.batcher.stop(self.settings.graceful_shutdown_s)
+        if sv.model is not None:
+            sv.model.close()
+        served.versions.pop(sv.version, None)
+        if self._forget is not None:
+            self._forget(sv.name, sv.version)
+        self._publish()
+        logger.info("model %s version %s unloaded", sv.name, sv.version)
+
+    async def _unload_model(self, served: ServedModel) -> None:
+        for sv in list(served.versions.values()):
+            await self._unload_version(served, sv)
+        self.models.pop(served.name, None)
+        self._publish()
 
     async def load(self, name: str) -> None:
-        raise ModelNotReady("the repository API is not served by this engine yet")
+        """Triton's RepositoryModelLoad: load or reload the model from its folder, beside what is served.
+        Raises ModelNotFound without a folder, LoadFailed when a version it wants did not load (what was
+        served keeps serving)."""
+        if not (self.settings.model_repository / name).is_dir():
+            raise ModelNotFound(f"model {name!r} has no folder in the model repository", field="name")
+        async with self._lock:
+            await self._reconcile(name, retry_failed=True)
+        served = self.models.get(name)
+        problems = served.error if served is not None and served.error else None
+        if served is not None and not problems:
+            failed = [
+                f"version {v.version}: {v.error}" for v in served.versions.values() if v.state == "failed"
+            ]
+            problems = "; ".join(failed) or None
+        if problems:
+            raise LoadFailed(f"model {name!r} did not load: {problems}", field="name")
 
     async def unload(self, name: str) -> None:
-        raise ModelNotReady("the repository API is not served by this engine yet")
+        """Triton's RepositoryModelUnload: every version of the model stops being admitted, finishes what
+        it has, and is freed; the model leaves the catalog (requests for it get 404)."""
+        async with self._lock:
+            served = self.models.get(name)
+            if served is None:
+                raise ModelNotFound(f"model {name!r} is not loaded", field="name")
+            await self._unload_model(served)
+
+    async def index(self, ready_only: bool = False) -> list[IndexEntry]:
+        """Triton's RepositoryIndex: every version on disk or served, with its state (READY, LOADING,
+        UNLOADING, UNAVAILABLE) and why."""
+        repository = self.settings.model_repository
+        names = sorted({*model_names(repository), *self.models})
+        entries: list[IndexEntry] = []
+        for name in names:
+            served = self.models.get(name)
+            ref = read_model(repository, name)
+            on_disk = {v.version for v in ref.versions}
+            numbers = sorted(on_disk | set(served.versions if served else ()))
+            if not numbers:
+                reason = (served.error if served else None) or ref.error or "no version folder"
+                entries.append(IndexEntry(name, None, "UNAVAILABLE", reason))
+                continue
+            for number in numbers:
+                sv = served.versions.get(number) if served else None
+                if sv is None:
+                    why = (
+                        "not loaded"
+                        if served is None
+                        else (served.error or "not selected by its version policy")
+                    )
+                    entries.append(IndexEntry(name, number, "UNAVAILABLE", why))
+                else:
+                    state = {"ready": "READY", "loading": "LOADING", "unloading": "UNLOADING"}.get(
+                        sv.state, "UNAVAILABLE"
+                    )
+                    entries.append(IndexEntry(name, number, state, sv.error or ""))
+        return [e for e in entries if e.state == "READY"] if ready_only else entries

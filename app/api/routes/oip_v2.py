@@ -6,11 +6,11 @@ extension and gzip/deflate request bodies; the operations are `app.protocols.oip
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from app.api.body import body_schema
+from app.api.body import body_schema, parse_body
 from app.core.numbers import decimal
 from app.core.offload import ParseProcess
 from app.protocols.oip_v2.codec import HEADER_LENGTH, Tensor, binary_outputs, encode_response, parse_infer
@@ -21,6 +21,9 @@ from app.protocols.oip_v2.schemas import (
     InferenceResponse,
     ModelMetadata,
     ModelReady,
+    RepositoryIndexRequest,
+    RepositoryModel,
+    RepositoryRequest,
     ServerLive,
     ServerMetadata,
     ServerReady,
@@ -45,6 +48,7 @@ async def get_handlers(request: Request) -> OipV2Handlers:
 
 
 Handlers = Annotated[OipV2Handlers, Depends(get_handlers)]
+BodyT = TypeVar("BodyT", RepositoryIndexRequest, RepositoryRequest)
 
 health = APIRouter(prefix="/v2/health", tags=["oip-v2"])
 router = APIRouter(prefix="/v2", tags=["oip-v2"])
@@ -150,3 +154,46 @@ async def infer(name: str, request: Request, v2: Handlers) -> Response:
 )
 async def infer_version(name: str, version: str, request: Request, v2: Handlers) -> Response:
     return await _infer(name, parse_version(version), request, v2)
+
+
+# -- the model repository extension (Triton's), served by RSA_MODEL_CONTROL (404 otherwise) -----------
+
+
+async def _optional_body(request: Request, model: type[BodyT]) -> BodyT:
+    """An empty body (what Triton's clients send for the index) means the defaults."""
+    if not (await request.body()).strip():
+        return model()
+    return await parse_body(request, model.model_validate_json)
+
+
+@router.post(
+    "/repository/index",
+    response_model=list[RepositoryModel],
+    responses=ERRORS,
+    openapi_extra=body_schema(RepositoryIndexRequest),
+)
+async def repository_index(request: Request, v2: Handlers) -> list[RepositoryModel]:
+    """Every model version on disk or served, with its state (READY, LOADING, UNLOADING, UNAVAILABLE) and
+    why; `{"ready": true}` lists the ready ones only. Served with RSA_MODEL_CONTROL=poll or explicit."""
+    body = await _optional_body(request, RepositoryIndexRequest)
+    return await v2.repository_index(body.ready)
+
+
+@router.post("/repository/models/{name}/load", responses=ERRORS, openapi_extra=body_schema(RepositoryRequest))
+async def repository_load(name: str, request: Request, v2: Handlers) -> Response:
+    """Load or reload a model from its folder: new versions are loaded and warmed up beside the served
+    ones, which keep serving until the new one is ready. Served with RSA_MODEL_CONTROL=explicit."""
+    body = await _optional_body(request, RepositoryRequest)
+    await v2.repository_load(name, body.parameters)
+    return Response(status_code=200)
+
+
+@router.post(
+    "/repository/models/{name}/unload", responses=ERRORS, openapi_extra=body_schema(RepositoryRequest)
+)
+async def repository_unload(name: str, request: Request, v2: Handlers) -> Response:
+    """Stop admitting to the model's versions, finish what they have, free them. Served with
+    RSA_MODEL_CONTROL=explicit."""
+    body = await _optional_body(request, RepositoryRequest)
+    await v2.repository_unload(name, body.parameters)
+    return Response(status_code=200)

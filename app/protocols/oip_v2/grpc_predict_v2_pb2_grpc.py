@@ -65,6 +65,11 @@ class GRPCInferenceServiceStub:
                 request_serializer=app_dot_protocols_dot_oip__v2_dot_grpc__predict__v2__pb2.ModelInferRequest.SerializeToString,
                 response_deserializer=app_dot_protocols_dot_oip__v2_dot_grpc__predict__v2__pb2.ModelInferResponse.FromString,
                 _registered_method=True)
+        self.RepositoryIndex = channel.unary_unary(
+                '/inference.GRPCInferenceService/RepositoryIndex',
+                request_serializer=app_dot_protocols_dot_oip__v2_dot_grpc__predict__v2__pb2.RepositoryIndexRequest.SerializeToString,
+                response_deserializer=app_dot_protocols_dot_oip__v2_dot_grpc__predict__v2__pb2.RepositoryIndexResponse.FromString,
+                _registered_method=True)
         self.RepositoryModelLoad = channel.unary_unary(
                 '/inference.GRPCInferenceService/RepositoryModelLoad',
                 request_serializer=app_dot_protocols_dot_oip__v2_dot_grpc__predict__v2__pb2.RepositoryModelLoadRequest.SerializeToString,
@@ -130,6 +135,13 @@ class GRPCInferenceServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RepositoryIndex(self, request, context):
+        """Get the index of model repository contents (Triton's).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def RepositoryModelLoad(self, request, context):
         """Load or reload a model from a repository.
         """
@@ -176,6 +188,11 @@ def add_GRPCInferenceServiceServicer_to_server(servicer, server):
                     servicer.ModelInfer,
                     request_deserializer=app_dot_protocols_dot_oip__v2_dot_grpc__predict__v2__pb2.ModelInferRequest.FromString,
                     response_serializer=app_dot_protocols_dot_oip__v2_dot_grpc__predict__v2__pb2.ModelInferResponse.SerializeToString,
+            ),
+            'RepositoryIndex': grpc.unary_unary_rpc_method_handler(
+                    servicer.RepositoryIndex,
+                    request_deserializer=app_dot_protocols_dot_oip__v2_dot_grpc__predict__v2__pb2.RepositoryIndexRequest.FromString,
+                    response_serializer=app_dot_protocols_dot_oip__v2_dot_grpc__predict__v2__pb2.RepositoryIndexResponse.SerializeToString,
             ),
             'RepositoryModelLoad': grpc.unary_unary_rpc_method_handler(
                     servicer.RepositoryModelLoad,
@@ -351,6 +368,33 @@ class GRPCInferenceService:
             '/inference.GRPCInferenceService/ModelInfer',
             app_dot_protocols_dot_oip__v2_dot_grpc__predict__v2__pb2.ModelInferRequest.SerializeToString,
             app_dot_protocols_dot_oip__v2_dot_grpc__predict__v2__pb2.ModelInferResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RepositoryIndex(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/inference.GRPCInferenceService/RepositoryIndex',
+            app_dot_protocols_dot_oip__v2_dot_grpc__predict__v2__pb2.RepositoryIndexRequest.SerializeToString,
+            app_dot_protocols_dot_oip__v2_dot_grpc__predict__v2__pb2.RepositoryIndexResponse.FromString,
             options,
             channel_credentials,
             insecure,

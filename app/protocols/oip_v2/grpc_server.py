@@ -28,6 +28,7 @@ from app.core.errors import (
     InvalidInput,
     ModelNotFound,
     ModelNotReady,
+    NotServed,
     Overloaded,
     PayloadTooLarge,
     PermissionDenied,
@@ -56,6 +57,7 @@ STATUS: dict[type[ServiceError], grpc.StatusCode] = {
     Overloaded: grpc.StatusCode.UNAVAILABLE,  # retryable, as gRPC clients treat UNAVAILABLE
     Timeout: grpc.StatusCode.DEADLINE_EXCEEDED,
     InferenceError: grpc.StatusCode.INTERNAL,
+    NotServed: grpc.StatusCode.UNIMPLEMENTED,  # the repository API outside its RSA_MODEL_CONTROL
     DeviceError: grpc.StatusCode.UNAVAILABLE,  # the device failed under a valid request: retry
     Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
     PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
@@ -238,6 +240,49 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
             return encode_response(result)
 
         return await self._serve("ModelInfer", context, run)
+
+    async def RepositoryIndex(  # noqa: N802
+        self, request: pb.RepositoryIndexRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RepositoryIndexResponse:
+        async def run() -> pb.RepositoryIndexResponse:
+            rows = await self.handlers.repository_index(request.ready)
+            entry = pb.RepositoryIndexResponse.ModelIndex
+            return pb.RepositoryIndexResponse(
+                models=[
+                    entry(name=r.name, version=r.version or "", state=r.state, reason=r.reason) for r in rows
+                ]
+            )
+
+        return await self._serve("RepositoryIndex", context, run)
+
+    async def RepositoryModelLoad(  # noqa: N802
+        self, request: pb.RepositoryModelLoadRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RepositoryModelLoadResponse:
+        async def run() -> pb.RepositoryModelLoadResponse:
+            name = _model_name(request)
+            await self.handlers.repository_load(name, request.parameters)
+            return pb.RepositoryModelLoadResponse(model_name=name, isLoaded=True)
+
+        return await self._serve("RepositoryModelLoad", context, run)
+
+    async def RepositoryModelUnload(  # noqa: N802
+        self, request: pb.RepositoryModelUnloadRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RepositoryModelUnloadResponse:
+        async def run() -> pb.RepositoryModelUnloadResponse:
+            name = _model_name(request)
+            await self.handlers.repository_unload(name, request.parameters)
+            return pb.RepositoryModelUnloadResponse(model_name=name, isUnloaded=True)
+
+        return await self._serve("RepositoryModelUnload", context, run)
+
+
+def _model_name(request: pb.RepositoryModelLoadRequest | pb.RepositoryModelUnloadRequest) -> str:
+    """The model a repository request names. Triton's layout has it in field 2; KServe's (the proto this
+    one was vendored from) in field 1, which Triton's calls `repository_name`: one of them, not both."""
+    name = request.model_name or request.repository_name
+    if not name:
+        raise InvalidInput("model_name is required", field="model_name")
+    return name
 
 
 def _authorization(context: grpc.aio.ServicerContext) -> str | None:

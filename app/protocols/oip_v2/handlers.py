@@ -22,24 +22,25 @@ A request that names no output gets every output of the version, as the protocol
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
 from app.artifacts.cycle import unix_seconds_phase
 from app.artifacts.manifest import Manifest
-from app.core.errors import InvalidInput, VersionNotFound
+from app.core.errors import InvalidInput, NotServed, VersionNotFound
 from app.core.numbers import decimal
 from app.engine.catalog import VersionEntry
 from app.inference.intervals import level_bounds, require_intervals
 from app.inference.service import InferenceService
 from app.inference.windows import check_windows, require_finite
 from app.protocols.oip_v2.codec import InferResult, Tensor
-from app.protocols.oip_v2.schemas import ModelMetadata, ServerMetadata, TensorMetadata
+from app.protocols.oip_v2.schemas import ModelMetadata, RepositoryModel, ServerMetadata, TensorMetadata
 
 SERVER_NAME = "rsa-forecast"
 SERVER_VERSION = "0.1.0"
 EXTENSIONS = ["binary_tensor_data"]
+REPOSITORY_EXTENSION = "model_repository"  # the repository API, advertised when RSA_MODEL_CONTROL serves it
 PLATFORM = "onnxruntime_onnx"
 FORECAST = "forecast"
 LOWER, UPPER = "forecast_lo_", "forecast_hi_"  # + the level: the interval outputs' names
@@ -78,7 +79,46 @@ class OipV2Handlers:
         return self.service.catalog.ready and not self._draining()
 
     def server_metadata(self) -> ServerMetadata:
-        return ServerMetadata(name=SERVER_NAME, version=SERVER_VERSION, extensions=EXTENSIONS)
+        extensions = (
+            [*EXTENSIONS, REPOSITORY_EXTENSION] if self.settings.model_control != "none" else EXTENSIONS
+        )
+        return ServerMetadata(name=SERVER_NAME, version=SERVER_VERSION, extensions=extensions)
+
+    # -- the model repository extension (Triton's) --------------------------------------------------
+    async def repository_index(self, ready_only: bool) -> list[RepositoryModel]:
+        """Every version on disk or served (RSA_MODEL_CONTROL poll or explicit)."""
+        self._require_control("the repository index", ("poll", "explicit"))
+        return [
+            RepositoryModel(
+                name=e.name,
+                version=None if e.version is None else str(e.version),
+                state=e.state,
+                reason=e.reason,
+            )
+            for e in await self.service.engine.index(ready_only)
+        ]
+
+    async def repository_load(self, name: str, parameters: Iterable[str] = ()) -> None:
+        """Load or reload a model (RSA_MODEL_CONTROL=explicit)."""
+        self._require_control("loading a model", ("explicit",))
+        _check_parameters(parameters)
+        await self.service.engine.load(name)
+
+    async def repository_unload(self, name: str, parameters: Iterable[str] = ()) -> None:
+        """Unload a model (RSA_MODEL_CONTROL=explicit)."""
+        self._require_control("unloading a model", ("explicit",))
+        _check_parameters(parameters)
+        await self.service.engine.unload(name)
+
+    def _require_control(self, what: str, modes: tuple[str, ...]) -> None:
+        mode = self.settings.model_control
+        if mode not in modes:
+            raise NotServed(
+                f"{what} is served only with RSA_MODEL_CONTROL={' or '.join(modes)}; this service runs "
+                f"with {mode}",
+                field="RSA_MODEL_CONTROL",
+                limit=list(modes),
+            )
 
     def model_ready(self, name: str, version: int | None) -> bool:
         served = self.service.model(name)
@@ -171,6 +211,17 @@ class OipV2Handlers:
             )
         check_windows(array, L, lambda n, t, c: f"window[{n}][{t}][{c}]")
         return array
+
+
+def _check_parameters(names: Iterable[str]) -> None:
+    """Of Triton's repository parameters, `unload_dependents` is taken (nothing depends on a forecaster);
+    its `config` and file overrides are refused: a version comes from its folder in the repository."""
+    unknown = sorted(set(names) - {"unload_dependents"})
+    if unknown:
+        raise InvalidInput(
+            f"parameters {unknown} are not served: a model loads from its folder in the repository",
+            field=f"parameters.{unknown[0]}",
+        )
 
 
 def _manifest(entry: VersionEntry) -> Manifest:

@@ -92,6 +92,31 @@ class ModelReady(BaseModel):
     ready: bool
 
 
+class RepositoryIndexRequest(BaseModel):
+    """`POST /v2/repository/index`: `ready` true lists only the versions that are ready."""
+
+    ready: bool = False
+
+
+class RepositoryModel(BaseModel):
+    """One row of the repository index, as Triton writes it (state READY, LOADING, UNLOADING, UNAVAILABLE)."""
+
+    name: str
+    version: str | None = None
+    state: str
+    reason: str = ""
+
+
+class RepositoryRequest(BaseModel):
+    """`POST /v2/repository/models/{name}/load` or `/unload`: an empty body, or `{"parameters": {...}}`.
+    Of Triton's parameters only `unload_dependents` is taken (nothing depends on a forecaster); its
+    `config` and file overrides are refused: a version comes from the repository only."""
+
+    model_config = {"extra": "forbid"}
+
+    parameters: dict[str, Any] = Field(default_factory=dict)
+
+
 class InferenceErrorResponse(BaseModel):
     """Every v2 error: `{"error": "<message>"}`, as the protocol specifies."""
 
