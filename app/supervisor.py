@@ -60,6 +60,7 @@ class FrontEnd:
     failures: int = 0
     next_ping: float = 0.0
     restarts: int = field(default=0)
+    signals: int = 0  # SIGTERMs sent: one drains, a second skips the drain delay
 
 
 class Supervisor:
@@ -73,9 +74,18 @@ class Supervisor:
 
     # -- signals -----------------------------------------------------------------------------------
     def _on_signal(self, sig: int, frame: FrameType | None) -> None:
-        if self.stopping:
-            self.hurry = True
+        """The drain starts now: every front end is told at once (readiness turns 503 everywhere), not at
+        the next tick of the watch loop. A second signal hurries them past the drain delay."""
+        self.hurry = self.stopping
         self.stopping = True
+        self._signal_fronts()
+
+    def _signal_fronts(self) -> None:
+        for front in self.front_ends:
+            process = front.process
+            if process is not None and process.poll() is None and front.signals < 1 + self.hurry:
+                process.send_signal(signal.SIGTERM)
+                front.signals += 1
 
     # -- processes ---------------------------------------------------------------------------------
     def _spawn(self, argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -101,7 +111,7 @@ class Supervisor:
         front.control.unlink(missing_ok=True)
         front.process = self._spawn([sys.executable, "-m", "app"], self._front_env(front))
         front.started = time.monotonic()
-        front.answered, front.failures = False, 0
+        front.answered, front.failures, front.signals = False, 0, 0
         front.next_ping = front.started + PING_EVERY_S
         logger.info("front end %d started (pid %d)", front.index, front.process.pid)
 
@@ -201,15 +211,17 @@ class Supervisor:
         return self._stop(0)
 
     def _stop_fronts(self, hurry: bool) -> bool:
-        """SIGTERM to every front end (each drains), then wait for them; True when all exited 0."""
+        """SIGTERM to every front end (each drains; a second one, when hurried, skips the drain delay),
+        then wait for them; True when all exited 0."""
+        self.hurry = self.hurry or hurry
+        self._signal_fronts()
+        if self.hurry:
+            self._signal_fronts()
         fronts = [f.process for f in self.front_ends if f.process is not None]
-        for process in fronts:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                if hurry:
-                    process.send_signal(signal.SIGTERM)  # a second signal skips the drain delay
         # Without its engine a front end can finish nothing: it gets a moment, then it is killed.
-        budget = HURRY_S if hurry else self.settings.drain_delay_s + self.settings.graceful_shutdown_s + 5
+        budget = (
+            HURRY_S if self.hurry else self.settings.drain_delay_s + self.settings.graceful_shutdown_s + 5
+        )
         clean = True
         for process in fronts:
             clean &= _wait(process, budget) == 0

@@ -278,10 +278,13 @@ class DynamicBatcher:
 
     # -- submitting ------------------------------------------------------------------------------
     def admit(self, n: int, timeout_s: float) -> None:
-        """Raise Overloaded unless `n` more rows can be through the session within `timeout_s`.
+        """Raise Overloaded unless `n` more rows can be through the session within `timeout_s` and the
+        queue has room for them. Called by `submit`, and before a request's body is even read (`reserve`)
+        so that a saturated version refuses without paying for the parse."""
+        self._admit_in_time(n, timeout_s)
+        self._admit_to_queue(n)
 
-        Called by `submit`, and before a request's body is even read (with n = 1) so that a saturated
-        version refuses without paying for the parse."""
+    def _admit_in_time(self, n: int, timeout_s: float) -> None:
         # An idle batcher takes any request, so a request is never refused for its size alone.
         ahead = self.ahead_rows
         if (
@@ -297,6 +300,9 @@ class DynamicBatcher:
                 "queued for); retry later",
                 retry_after_s=max(1, math.ceil(drain_s)),
             )
+
+    def _admit_to_queue(self, n: int) -> None:
+        """The queue's hard bound on memory, whatever was reserved."""
         if self._queued_rows and self._queued_rows + n > self.max_queue_rows:
             self.stats.rejected_items += 1
             raise Overloaded(
@@ -313,7 +319,8 @@ class DynamicBatcher:
         requests was refused only once they had been parsed, seconds later. Raises Overloaded."""
         if self._closed or not self.running:
             raise ModelNotReady(f"model {self.name} is not serving", retry_after_s=self.retry_after_s)
-        self.admit(n, timeout_s)
+        # On time only: `n` is an estimate, and the queue's bound is on the rows really sent (`submit`).
+        self._admit_in_time(n, timeout_s)
         key = next(self._reservation_ids)
         self._reserved[key] = (n, perf_counter() + timeout_s)
         self._reserved_rows += n
@@ -349,8 +356,9 @@ class DynamicBatcher:
             raise ModelNotReady(f"model {self.name} is not serving", retry_after_s=self.retry_after_s)
         self._last_activity = perf_counter()
         reserved = self.release(reservation) if reservation is not None else 0
-        if n > reserved:
-            self.admit(n - reserved if reserved else n, timeout_s)
+        if n > reserved:  # rows the reservation did not count are judged on time
+            self._admit_in_time(n - reserved, timeout_s)
+        self._admit_to_queue(n)
         now = perf_counter()
         item = WorkItem(inputs, asyncio.get_running_loop().create_future(), now + timeout_s, now)
         inline = n <= self.inline_max_rows and self._idle() and self.inline_when()

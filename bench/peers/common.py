@@ -2,8 +2,8 @@
 
 The session is the one a competent user creates: ONNX Runtime's defaults (all graph optimisations,
 the CPU memory arena on, sequential execution) with the intra-op pool sized to the CPUs this process
-may use and one inter-op thread; with `--device cuda`, the CUDA provider first and the CPU provider
-for what it cannot run. No numpy, orjson or web framework here: the LitServe peer imports this
+may use and one inter-op thread; with `--device cuda`, the CUDA provider first (TF32 off, as the service
+runs it: the contract's CUDA_EXACT_OPTIONS) and the CPU provider for what it cannot run. No numpy, orjson or web framework here: the LitServe peer imports this
 module in its own process too.
 """
 
@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import onnxruntime as ort
+
+from app.artifacts.contract import CUDA_EXACT_OPTIONS
 
 HOST = "127.0.0.1"  # loopback only: these servers exist to be benchmarked on this machine
 CUDA = "CUDAExecutionProvider"
@@ -59,14 +61,16 @@ def create_session(model: Model, device: str) -> ort.InferenceSession:
     so = ort.SessionOptions()
     so.intra_op_num_threads = len(os.sched_getaffinity(0))
     so.inter_op_num_threads = 1
-    providers: list[str] = [CPU]
+    providers: list[str | tuple[str, dict[str, str | int]]] = [CPU]
     if device == "cuda":
         if importlib.util.find_spec("nvidia") is not None:  # CUDA libraries from NVIDIA's wheels
             ort.preload_dlls(directory="")
-        providers = [CUDA, CPU]
+        # TF32 off, as the service runs it: every server computes the numbers the checker expects
+        providers = [(CUDA, {"device_id": 0, **CUDA_EXACT_OPTIONS}), CPU]
     session = ort.InferenceSession(str(model.directory / "model.onnx"), so, providers=providers)
-    if session.get_providers()[0] != providers[0]:
-        raise SystemExit(f"asked for {providers[0]}, got {session.get_providers()}")
+    wanted = CUDA if device == "cuda" else CPU
+    if session.get_providers()[0] != wanted:
+        raise SystemExit(f"asked for {wanted}, got {session.get_providers()}")
     return session
 
 

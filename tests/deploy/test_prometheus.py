@@ -416,7 +416,7 @@ def test_models_loaded_and_their_provider(prometheus: Prometheus, traffic: Traff
     states = prometheus.query("rsa_model_load_state")
     by_state = {(s["metric"]["version"], s["metric"]["state"]): float(s["value"][1]) for s in states}
     assert by_state == {
-        (v, st): float(st == "ready") for v in providers for st in ("loading", "ready", "failed")
+        (v, st): float(st == "ready") for v in providers for st in ("loading", "ready", "failed", "unloading")
     }
 
 

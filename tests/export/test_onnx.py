@@ -387,8 +387,8 @@ def test_large_valued_series_export_and_a_real_mismatch_still_fails(tmp_path, mo
 
     real_session = onnx_export._session
 
-    def off_by_a_thousandth(path):
-        session = real_session(path)
+    def off_by_a_thousandth(path, provider=onnx_export.CPU):
+        session = real_session(path, provider)
         _, info = load_checkpoint(checkpoint)
         std = np.asarray(info["data"]["scaler"]["std"], dtype=np.float32)
 
