@@ -106,10 +106,23 @@ class Flood:
         return len(self.statuses(200)) * self.series / self.result.duration_s
 
 
-def _env(workers: int) -> dict[str, str]:
+SHIPPED = REPO / "model_repository" / "etth1-rsa"
+LATEST = max(int(p.name) for p in SHIPPED.iterdir() if p.name.isdigit())
+
+
+def served_repository(*versions: int) -> Path:
+    """A model repository of just these shipped versions (links): a service loads only what is measured."""
+    repository = Path(tempfile.mkdtemp(prefix="bench-workers-repo-"))
+    (repository / "etth1-rsa").mkdir()
+    for version in set(versions):
+        (repository / "etth1-rsa" / str(version)).symlink_to(SHIPPED / str(version), target_is_directory=True)
+    return repository
+
+
+def _env(workers: int, repository: Path) -> dict[str, str]:
     return {
         "RSA_WORKERS": str(workers),
-        "RSA_MODELS": "etth1-rsa",
+        "RSA_MODEL_REPOSITORY": str(repository),
         "RSA_DEVICE": "cpu",
         "RSA_DRAIN_DELAY_S": "0",
     }
@@ -144,9 +157,10 @@ def throughput_round(
     and, when `floods` is given, the flood (appended there)."""
     small = prepare_forecast_workload(version=args.version, windows=64)
     big = prepare_forecast_workload(version=args.version, windows=64, series_per_request=args.big_series)
+    repository = served_repository(args.version, LATEST)  # the flood's is the default version
     cells = []
     for workers in order:
-        with local_server(_env(workers)) as live:
+        with local_server(_env(workers, repository)) as live:
             pid = live.process.pid
             for c in args.concurrency:
                 result, cpu = _load(
@@ -182,14 +196,12 @@ def transport(args: argparse.Namespace) -> list[list[object]]:
     from app.engine.client import RemoteEngine
     from app.engine.local import LocalEngine
 
-    repository = REPO / "model_repository"
-    manifest_dir = repository / "etth1-rsa" / str(args.version)
+    repository = served_repository(args.version)
+    manifest_dir = SHIPPED / str(args.version)
     manifest = json.loads((manifest_dir / "manifest.json").read_text())
     L, C = manifest["input_length"], len(manifest["channels"])
     cycle = manifest.get("cycle")
-    settings = Settings(
-        model_repository=repository, models=["etth1-rsa"], device="cpu", intra_op_threads=1, inline_max_rows=0
-    )
+    settings = Settings(model_repository=repository, device="cpu", intra_op_threads=1, inline_max_rows=0)
 
     def feed(rows: int) -> dict[str, np.ndarray]:
         x = {"window": np.random.default_rng(rows).normal(10, 3, (rows, L, C)).astype(np.float32)}
@@ -239,7 +251,6 @@ def transport(args: argparse.Namespace) -> list[list[object]]:
     env.update(
         {
             "RSA_MODEL_REPOSITORY": str(repository),
-            "RSA_MODELS": "etth1-rsa",
             "RSA_DEVICE": "cpu",
             "RSA_INTRA_OP_THREADS": "1",
             "RSA_INLINE_MAX_ROWS": "0",
@@ -264,10 +275,7 @@ def transport(args: argparse.Namespace) -> list[list[object]]:
 def flood(args: argparse.Namespace, workers: int, live: LocalServer) -> Flood:
     """The default (latest) version, `--flood` clients each sending one big body at once, after the same
     bodies at concurrency 4 (the best goodput without refusals)."""
-    version = max(
-        int(p.name) for p in (REPO / "model_repository" / "etth1-rsa").iterdir() if p.name.isdigit()
-    )
-    work = prepare_forecast_workload(version=version, windows=16, series_per_request=args.flood_series)
+    work = prepare_forecast_workload(version=LATEST, windows=16, series_per_request=args.flood_series)
     url, pid = live.url + work.path, live.process.pid
     common = {"seconds": args.seconds, "series": args.flood_series, "pid": pid}
     best, _ = _load(url, work, requests=BIG_CONCURRENCY * 2, concurrency=BIG_CONCURRENCY, warmup=1, **common)

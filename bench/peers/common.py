@@ -3,8 +3,8 @@
 The session is the one a competent user creates: ONNX Runtime's defaults (all graph optimisations,
 the CPU memory arena on, sequential execution) with the intra-op pool sized to the CPUs this process
 may use and one inter-op thread; with `--device cuda`, the CUDA provider first (TF32 off, as the service
-runs it: the contract's CUDA_EXACT_OPTIONS) and the CPU provider for what it cannot run. No numpy, orjson or web framework here: the LitServe peer imports this
-module in its own process too.
+runs it: the contract's CUDA_EXACT_OPTIONS) and the CPU provider for what it cannot run. No numpy,
+orjson or web framework here: the LitServe peer imports this module in its own process too.
 """
 
 from __future__ import annotations

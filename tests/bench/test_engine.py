@@ -36,7 +36,7 @@ def test_interleaved_is_bounded_and_rotates_the_order() -> None:
 
 def test_smoke_sizes_give_way_to_flags_given_with_them() -> None:
     args = engine.parse_args(["--smoke", "--threads", "2", "--batches", "1"])
-    assert (args.batches, args.repeats, args.train_windows, args.threads) == ((1,), 3, 64, 2)
+    assert (args.batches, args.repeats, args.train_windows, args.threads) == ((1,), 3, 0, 2)
     assert engine.parse_args([]).batches == (1, 8, 64, 256)
 
 
