@@ -18,7 +18,7 @@ import numpy as np
 import zmq
 import zmq.asyncio
 from prometheus_client.core import Metric
-from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from app.core.config import Settings
 from app.core.errors import ModelNotReady

@@ -18,7 +18,7 @@ import numpy as np
 import zmq
 import zmq.asyncio
 from prometheus_client import CollectorRegistry
-from prometheus_client.exposition import generate_latest
+from prometheus_client.openmetrics.exposition import generate_latest
 
 from app.core.errors import ServiceError
 from app.engine.api import Reservation
@@ -124,6 +124,7 @@ class EngineServer:
         if op == "metrics":
             registry = CollectorRegistry()
             registry.register(_Families(await engine.metric_families()))
+            # OpenMetrics: unlike the Prometheus text format it keeps each family's type (info, counter)
             return {"text": generate_latest(registry).decode()}, None
         if op == "index":
             return {"index": [asdict(e) for e in await engine.index(header.get("ready_only", False))]}, None

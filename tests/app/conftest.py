@@ -74,6 +74,10 @@ def wait_loaded(client: TestClient) -> None:
 # > 1 runs), so that the suite checks the remote engine as it checks the local one; tests that reach into
 # the engine's objects (`engine_of`) skip then.
 REMOTE = os.environ.get("TEST_ENGINE") == "remote"
+# For tests that patch what the engine runs (its sessions, NVML, the file system it reads): in process only.
+in_process_engine = pytest.mark.skipif(
+    REMOTE, reason="patches the engine's own code, which runs in its process"
+)
 
 
 @contextmanager

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.app.conftest import make_settings, running_client
+from tests.app.conftest import in_process_engine, make_settings, running_client
 from tests.app.fakes import write_repository
 from tests.app.metrics_scrape import scrape, value
 
@@ -32,6 +32,7 @@ def damaged(tmp_path: Path) -> Path:
     return repository
 
 
+@in_process_engine
 def test_damaged_models_are_reported_and_the_rest_serve(
     damaged: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

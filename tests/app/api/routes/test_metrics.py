@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from app.engine.batching import Feed
 from app.engine.model import OnnxModel
-from tests.app.conftest import engine_of, make_settings, running_client, wait_for
+from tests.app.conftest import engine_of, in_process_engine, make_settings, running_client, wait_for
 from tests.app.fakes import GatedSession, write_repository
 from tests.app.metrics_scrape import delta, scrape, total, value
 
@@ -247,6 +247,7 @@ class FakeNvml:
         return type("Memory", (), {"used": 3 * 2**30, "total": 80 * 2**30})()
 
 
+@in_process_engine
 @pytest.mark.parametrize("nvml_starts", [True, False])
 def test_gpu_memory_only_where_cuda_is_in_use(
     toy_repository: Path, monkeypatch: pytest.MonkeyPatch, nvml_starts: bool
