@@ -20,11 +20,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -33,7 +30,7 @@ import httpx
 import numpy as np
 
 from bench.attention_encoding import pydantic_json
-from bench.loadgen import free_port
+from bench.loadgen import local_server
 
 REPO = Path(__file__).resolve().parents[1]
 MEASURES = ("parse", "draw", "page")
@@ -104,22 +101,8 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("chromium is not installed (scripts/ci-tools.sh installs it as root)")
     from playwright.sync_api import sync_playwright
 
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RSA_")}
-    env.update(RSA_DEVICE="cpu", RSA_PORT=str(port), RSA_INTRA_OP_THREADS="1", RSA_DRAIN_DELAY_S="0")
-    server = subprocess.Popen([sys.executable, "-m", "app"], cwd=REPO, env=env, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline or server.poll() is not None:
-                raise SystemExit("the service did not become ready")
-            time.sleep(0.1)
+    with local_server({"RSA_DEVICE": "cpu", "RSA_INTRA_OP_THREADS": "1", "RSA_DRAIN_DELAY_S": "0"}) as live:
+        url = live.url
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=chromium, headless=True)
             page = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -138,9 +121,6 @@ def main(argv: list[str] | None = None) -> None:
             times = compare(page, now, args.rounds)
             version = browser.version
             browser.close()
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
     heads = sum(len(layer["heads"]) for layer in answer["layers"])
     print(
         f"etth1-rsa v{answer['version']}: {heads} heads, query {answer['query']}, "
