@@ -285,21 +285,10 @@ class DynamicBatcher:
         self._admit_to_queue(n)
 
     def _admit_in_time(self, n: int, timeout_s: float) -> None:
-        # An idle batcher takes any request, so a request is never refused for its size alone.
-        ahead = self.ahead_rows
-        if (
-            ahead
-            and self.row_seconds is not None
-            and (ahead + n) * self.row_seconds > ADMIT_FRACTION * timeout_s
-        ):
+        refusal = late_refusal(self.name, self.ahead_rows, n, self.row_seconds, timeout_s)
+        if refusal is not None:
             self.stats.rejected_items += 1
-            drain_s = ahead * self.row_seconds
-            raise Overloaded(
-                f"model {self.name} is overloaded: {ahead} series ahead need about {drain_s:.2f}s, too much "
-                f"of the {timeout_s:.2f}s this request has left (at most {ADMIT_FRACTION:.0%} of it is "
-                "queued for); retry later",
-                retry_after_s=max(1, math.ceil(drain_s)),
-            )
+            raise refusal
 
     def _admit_to_queue(self, n: int) -> None:
         """The queue's hard bound on memory, whatever was reserved."""
@@ -587,6 +576,24 @@ class DynamicBatcher:
     def _fail(self, item: WorkItem, error: Exception) -> None:
         if not item.future.done():
             item.future.set_exception(error)
+
+
+def late_refusal(
+    name: str, ahead: int, n: int, row_seconds: float | None, timeout_s: float
+) -> Overloaded | None:
+    """The refusal of `n` more rows that could not be through the session within `timeout_s` behind
+    `ahead` rows at `row_seconds` each; None when they can. An idle version takes any request, so a request
+    is never refused for its size alone. (The batcher's rule; a front end applies it to the backlog the
+    engine last reported, app/engine/client.py.)"""
+    if not ahead or row_seconds is None or (ahead + n) * row_seconds <= ADMIT_FRACTION * timeout_s:
+        return None
+    drain_s = ahead * row_seconds
+    return Overloaded(
+        f"model {name} is overloaded: {ahead} series ahead need about {drain_s:.2f}s, too much of the "
+        f"{timeout_s:.2f}s this request has left (at most {ADMIT_FRACTION:.0%} of it is queued for); "
+        "retry later",
+        retry_after_s=max(1, math.ceil(drain_s)),
+    )
 
 
 def feed_rows(inputs: Feed) -> int:

@@ -365,6 +365,14 @@ class LocalEngine(Engine):
         key = batcher.reserve(rows, timeout_s)  # raises Overloaded
         return Reservation(key, entry.name, entry.version, rows)
 
+    def backlog(self, name: str, version: int) -> tuple[int, float | None]:
+        """(rows admitted and not yet answered, seconds per row) of a version: what a front end admits
+        small requests against without asking (app/engine/client.py)."""
+        sv = self.models[name].versions.get(version) if name in self.models else None
+        if sv is None or sv.batcher is None:
+            return 0, None
+        return sv.batcher.ahead_rows, sv.batcher.row_seconds
+
     def release(self, reservation: Reservation) -> None:
         served = self.models.get(reservation.name)
         sv = served.versions.get(reservation.version) if served is not None else None

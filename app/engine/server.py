@@ -103,7 +103,8 @@ class EngineServer:
                 )
             finally:
                 self.submits_in_flight -= 1
-            return {}, {"forecast": out}
+            # the version's backlog now, for the front end's own admission of small requests
+            return {"backlog": engine.backlog(header["name"], header["version"])}, {"forecast": out}
         if op == "admit":
             made = await engine.admit(header["name"], header["version"], header["rows"], header["timeout_s"])
             return {

@@ -48,6 +48,19 @@ def _front_ends(service: LiveService) -> list[int]:
     return [pid for pid, args in _children(service.process.pid) if "app.engine" not in args]
 
 
+def _wait_dead(pid: int) -> None:
+    """Until the process is gone or a zombie (its sockets closed), at most 10 s."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            if "\tZ" in Path(f"/proc/{pid}/status").read_text().split("State:")[1][:4]:
+                return
+        except (FileNotFoundError, IndexError):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} still alive")
+
+
 def _engine(service: LiveService) -> int:
     return next(pid for pid, args in _children(service.process.pid) if "app.engine" in args)
 
@@ -191,6 +204,7 @@ def test_a_killed_front_end_is_started_again_and_its_counts_are_kept(two_front_e
         _metrics(url), "rsa_requests_total", endpoint="/v1/models/{name}/versions/{version}/forecast"
     )
     os.kill(fronts[0], signal.SIGKILL)
+    _wait_dead(fronts[0])  # its socket is closed with it: the kernel sends new connections to the other
     for _ in range(20):  # the other front end serves meanwhile
         assert _post(url, FORECAST, **body).status_code == 200
     deadline = time.monotonic() + 30
