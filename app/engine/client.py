@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 import zmq
-import zmq.asyncio
 from prometheus_client.core import Metric
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
@@ -26,7 +25,7 @@ from app.engine.api import Engine, IndexEntry, Reservation, VersionStats
 from app.engine.batching import Feed, late_refusal
 from app.engine.catalog import Catalog
 from app.engine.model import InspectResult
-from app.engine.wire import decode, encode, raise_error
+from app.engine.wire import Channel, Frames, decode, encode, raise_error
 
 logger = logging.getLogger(__name__)
 
@@ -43,14 +42,11 @@ class RemoteEngine(Engine):
     def __init__(self, address: str, settings: Settings) -> None:
         self.address = address
         self.settings = settings
-        self._context = zmq.asyncio.Context.instance()
-        self._socket = self._context.socket(zmq.DEALER)
-        self._socket.setsockopt(zmq.LINGER, 0)
+        self._channel: Channel | None = None
         self._ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future[tuple[dict[str, Any], dict[str, np.ndarray]]]] = {}
         self._catalog = Catalog()
         self._listeners: list[Callable[[Catalog], None]] = []
-        self._receiver: asyncio.Task[None] | None = None
         # (model, version) -> (rows ahead, seconds per row), as the engine's last answer said
         self._backlog: dict[tuple[str, int], tuple[int, float | None]] = {}
 
@@ -78,36 +74,38 @@ class RemoteEngine(Engine):
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def start(self) -> None:
-        self._socket.connect(self.address)
-        self._receiver = asyncio.get_running_loop().create_task(self._receive(), name="engine-client")
+        socket = zmq.Context.instance().socket(zmq.DEALER)
+        socket.connect(self.address)
+        self._channel = Channel(socket, self._on_message)
         header, _ = await self._call("hello", wait_s=HELLO_TIMEOUT_S)
         self._set_catalog(header["catalog"])
         logger.info("front end connected to the engine at %s", self.address)
 
     async def stop(self, drain_timeout_s: float) -> None:
         """The engine is the supervisor's to stop; a front end only lets go of its socket."""
-        if self._receiver is not None:
-            self._receiver.cancel()
-            await asyncio.gather(self._receiver, return_exceptions=True)
         for future in self._pending.values():
             if not future.done():
                 future.set_exception(ModelNotReady("the front end is shutting down"))
-        self._socket.close(linger=0)
+        if self._channel is not None:
+            self._channel.close()
 
-    async def _receive(self) -> None:
-        while True:
-            frames = await self._socket.recv_multipart(copy=False)
-            try:
-                header, arrays = decode([f.buffer for f in frames])
-            except Exception:
-                logger.exception("engine client: an unreadable message")
-                continue
-            if header.get("op") == "catalog":
-                self._set_catalog(header["catalog"])
-                continue
-            future = self._pending.pop(header.get("id"), None)
-            if future is not None and not future.done():
-                future.set_result((header, arrays))
+    def _on_message(self, frames: list[Any]) -> None:
+        try:
+            header, arrays = decode([f.buffer for f in frames])
+        except Exception:
+            logger.exception("engine client: an unreadable message")
+            return
+        if header.get("op") == "catalog":
+            self._set_catalog(header["catalog"])
+            return
+        future = self._pending.pop(header.get("id"), None)
+        if future is not None and not future.done():
+            future.set_result((header, arrays))
+
+    def _send(self, frames: Frames) -> None:
+        if self._channel is None:
+            raise ModelNotReady("the front end is not connected to the engine", retry_after_s=1)
+        self._channel.send(frames)
 
     async def _call(
         self, op: str, arrays: Feed | None = None, *, wait_s: float = CONTROL_TIMEOUT_S, **fields: Any
@@ -119,7 +117,7 @@ class RemoteEngine(Engine):
         )
         self._pending[rid] = future
         try:
-            await self._socket.send_multipart(encode({"op": op, "id": rid, **fields}, arrays), copy=False)
+            self._send(encode({"op": op, "id": rid, **fields}, arrays))
             header, out = await asyncio.wait_for(future, wait_s)
         except TimeoutError:
             raise ModelNotReady(
@@ -155,7 +153,7 @@ class RemoteEngine(Engine):
                 "reservation": [reservation.id, reservation.name, reservation.version, reservation.rows],
             }
         )
-        self._socket.send_multipart(frames, copy=False)  # no answer: the rows stop counting, or expire
+        self._send(frames)  # no answer: the rows stop counting, or expire
 
     async def submit(
         self, name: str, version: int, feed: Feed, timeout_s: float, reservation: Reservation | None = None

@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 import zmq
-import zmq.asyncio
 from prometheus_client import CollectorRegistry
 from prometheus_client.openmetrics.exposition import generate_latest
 
@@ -24,7 +23,7 @@ from app.core.errors import ServiceError
 from app.engine.api import Reservation
 from app.engine.catalog import Catalog
 from app.engine.local import LocalEngine
-from app.engine.wire import decode, encode, error_header
+from app.engine.wire import Channel, Frames, decode, encode, error_header
 from app.observability.metrics import _Families
 
 logger = logging.getLogger(__name__)
@@ -34,40 +33,38 @@ class EngineServer:
     def __init__(self, engine: LocalEngine, address: str) -> None:
         self.engine = engine
         self.address = address
-        self._context = zmq.asyncio.Context.instance()
-        self._socket = self._context.socket(zmq.ROUTER)
-        self._socket.setsockopt(zmq.LINGER, 0)
         self._front_ends: set[bytes] = set()
         self._tasks: set[asyncio.Task[None]] = set()
-        self._receiver: asyncio.Task[None] | None = None
+        self._channel: Channel | None = None
         self.submits_in_flight = 0  # what the engine's inline rule asks (app/engine/batching.py)
 
     async def start(self) -> None:
-        self._socket.bind(self.address)
+        socket = zmq.Context.instance().socket(zmq.ROUTER)
+        socket.bind(self.address)
+        self._channel = Channel(socket, self._on_message)
         self.engine.on_catalog(self._push)
-        self._receiver = asyncio.get_running_loop().create_task(self._serve(), name="engine-server")
         logger.info("engine listening on %s", self.address)
 
     async def stop(self) -> None:
-        if self._receiver is not None:
-            self._receiver.cancel()
-            await asyncio.gather(self._receiver, return_exceptions=True)
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._socket.close(linger=0)
+        if self._channel is not None:
+            self._channel.close()
+
+    def _send(self, identity: bytes, frames: Frames) -> None:
+        assert self._channel is not None
+        self._channel.send([identity, *frames])
 
     def _push(self, catalog: Catalog) -> None:
         """Every front end gets the new catalog before any later reply (sent now, on this thread)."""
         frames = encode({"op": "catalog", "catalog": catalog.to_wire()})
         for identity in self._front_ends:
-            self._socket.send_multipart([identity, *frames], copy=False)
+            self._send(identity, frames)
 
-    async def _serve(self) -> None:
-        while True:
-            frames = await self._socket.recv_multipart(copy=False)
-            task = asyncio.get_running_loop().create_task(self._handle(frames[0].bytes, frames[1:]))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+    def _on_message(self, frames: list[Any]) -> None:
+        task = asyncio.get_running_loop().create_task(self._handle(frames[0].bytes, frames[1:]))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _handle(self, identity: bytes, frames: list[Any]) -> None:
         rid: int | None = None
@@ -84,7 +81,7 @@ class EngineServer:
                 {"id": rid, "error": {"type": "InferenceError", "message": f"engine error: {exc}"}}
             )
         if rid is not None:
-            self._socket.send_multipart([identity, *message], copy=False)
+            self._send(identity, message)
 
     async def _dispatch(
         self, identity: bytes, header: dict[str, Any], arrays: dict[str, np.ndarray]

@@ -13,11 +13,13 @@ message, field, limit and Retry-After, rebuilt as the same exception on the fron
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import orjson
+import zmq
 
 from app.core import errors as domain
 
@@ -76,3 +78,34 @@ def raise_error(error: Mapping[str, Any]) -> None:
         limit=error.get("limit"),
         retry_after_s=error.get("retry_after_s"),
     )
+
+
+class Channel:
+    """A ZeroMQ socket driven by the event loop itself: every message goes to `on_message` as it arrives,
+    and sends go out at once, with no future or task per message (pyzmq's asyncio sockets make a few of
+    each: about half of a round trip's CPU here). ZeroMQ's FD is edge-triggered, so the socket is drained
+    on every wake-up and looked at again after each send. No high-water mark: what is in flight is bounded
+    by admission, and a send never waits."""
+
+    def __init__(self, socket: zmq.Socket[Any], on_message: Callable[[list[zmq.Frame]], None]) -> None:
+        self.socket = socket
+        for option in (zmq.SNDHWM, zmq.RCVHWM, zmq.LINGER):
+            socket.setsockopt(option, 0)
+        self._on_message = on_message
+        self._loop = asyncio.get_running_loop()
+        self._fd = socket.getsockopt(zmq.FD)
+        self._loop.add_reader(self._fd, self._drain)
+        self._loop.call_soon(self._drain)
+
+    def send(self, frames: Frames) -> None:
+        self.socket.send_multipart(frames, copy=False)
+        if self.socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:  # the send may have taken the FD's edge
+            self._loop.call_soon(self._drain)
+
+    def _drain(self) -> None:
+        while self.socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            self._on_message(self.socket.recv_multipart(zmq.NOBLOCK, copy=False))
+
+    def close(self) -> None:
+        self._loop.remove_reader(self._fd)
+        self.socket.close(linger=0)
