@@ -41,6 +41,7 @@ from app.artifacts.contract import (
     MODEL_FILE,
     PHASE_INPUT,
 )
+from export.calibration_size import calibration_plan
 from export.data import ETT_DIR, READ_OPTIONS, DataError, Dataset, Split, load_dataset
 from export.paths import portable, resolve
 
@@ -217,9 +218,12 @@ def calibrate_dataset(
     )
 
 
-def for_checkpoint(model_path: Path, info: dict[str, Any]) -> dict[str, Any] | None:
-    """The export's hook: intervals for a graph just exported from a checkpoint, or None (logged) when
-    its data set cannot be read (export itself does not need it)."""
+def for_checkpoint(
+    model_path: Path, info: dict[str, Any], levels: Sequence[float] = DEFAULT_LEVELS
+) -> dict[str, Any] | None:
+    """The export's hook: intervals for a graph just exported from a checkpoint, at the `levels` its
+    validation windows can calibrate (export/calibration_size.py, logged), or None (logged) when there are
+    too few of them or its data set cannot be read (export itself does not need it)."""
     from export.evaluate import load_for_checkpoint
 
     try:
@@ -227,8 +231,12 @@ def for_checkpoint(model_path: Path, info: dict[str, Any]) -> dict[str, Any] | N
     except (DataError, OSError) as e:
         log.warning("no prediction intervals: the training data cannot be read (%s)", e)
         return None
+    kept, note = calibration_plan(ds.val.num_windows, levels)
+    (log.info if kept else log.warning)("%s", note)
+    if not kept:
+        return None
     config = info["model_config"]
-    return calibrate_dataset(model_path, ds, config.get("cycle_period"), batch=calibration_batch(config))
+    return calibrate_dataset(model_path, ds, config.get("cycle_period"), kept, calibration_batch(config))
 
 
 # -- an exported version ---------------------------------------------------------------------------
@@ -492,6 +500,9 @@ def main(
     try:
         if not manifest.get("intervals"):
             ds = load_for_manifest(manifest, data)
+            levels, note = calibration_plan(ds.val.num_windows, levels)
+            if not levels:
+                raise ValueError(note)
             period = (manifest.get("cycle") or {}).get("period")
             batch = calibration_batch(manifest.get("architecture"))
             block = calibrate_dataset(version_dir / MODEL_FILE, ds, period, levels, batch)

@@ -71,7 +71,14 @@ _ETT_HOUR_ENDS = (12 * 30 * 24, 16 * 30 * 24, 20 * 30 * 24)
 
 
 class DataError(ValueError):
-    """A problem with a user's CSV or with the requested split of it; the message says where."""
+    """A problem with a user's CSV or with the requested split of it; the message says where.
+
+    ``problems`` holds each problem's own message when a file has several (the message lists them all,
+    one per line), else just the message."""
+
+    def __init__(self, message: str, problems: Sequence[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems: tuple[str, ...] = tuple(problems) if problems else (message,)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -99,6 +106,8 @@ class Series:
     # What the loader did for the user that they should know of: the delimiter and decimal comma it
     # detected, values it filled, time zones it converted (printed by the CLI, kept in the report).
     notes: tuple[str, ...] = ()
+    date_format: str | None = None  # the format the timestamps were read in (ISO 8601 forms: "%Y-%m-%d...")
+    inserted_steps: int = 0  # missing steps of the grid inserted as rows and filled (`fill`)
 
     def __repr__(self) -> str:  # the default repr would print the arrays
         return (
@@ -189,7 +198,12 @@ def _is_number(text: str) -> bool:
 
 
 def _find_timestamp_column(
-    fname: str, header: list[str], rows: list[list[str]], lines: list[int], requested: str | None
+    fname: str,
+    header: list[str],
+    rows: list[list[str]],
+    lines: list[int],
+    requested: str | None,
+    date_format: str | None = None,
 ) -> int:
     """Position of the timestamp column: as requested, else by name, else the first column."""
     if requested is not None:
@@ -202,7 +216,7 @@ def _find_timestamp_column(
     # Fall back to the first column if its first value looks like a date. Plain numbers are excluded
     # because e.g. "2016" or "20160701" would also "parse" as dates.
     first = rows[0][0].strip() if rows[0] else ""
-    if first and not _is_number(first) and guess_datetime_format(first) is not None:
+    if first and not _is_number(first) and candidate_formats(first, date_format):
         return 0
     raise DataError(
         f"{_where(fname, lines[0], header[0])}: no timestamp column: no column is named "
@@ -211,34 +225,157 @@ def _find_timestamp_column(
     )
 
 
-def _parse_timestamps(cells: np.ndarray) -> tuple[np.ndarray, str | None, np.ndarray]:
-    """Parse stripped strings to datetime64[ns] (NaT where invalid).
+# Written forms `guess_datetime_format` does not recognise but spreadsheets and statistics offices write:
+# months ("Jan 2015", "01/2015", "2015/01"), two-digit years ("01/02/15") and bare years. Tried after
+# pandas' own guesses, in this order; each must read the column's first value exactly.
+_EXTRA_FORMATS = (
+    "%b %Y",
+    "%B %Y",
+    "%b-%Y",
+    "%B-%Y",
+    "%b-%y",
+    "%b %y",
+    "%m/%Y",
+    "%m-%Y",
+    "%m.%Y",
+    "%Y/%m",
+    "%Y.%m",
+    "%Y-%m",
+    "%d/%m/%y",
+    "%m/%d/%y",
+    "%d.%m.%y",
+    "%d-%m-%y",
+    "%m-%d-%y",
+    "%Y",
+)
+# Quarters: "2015Q1", "2015-Q1", "2015 Q1", "Q1 2015", "Q1-2015" (stamped on the quarter's first day).
+QUARTER_FORMAT = "quarter"
+_QUARTER = re.compile(
+    r"^(?:(?P<y1>\d{4})\s*[-/ ]?\s*[Qq](?P<q1>[1-4])|[Qq](?P<q2>[1-4])\s*[-/ ]?\s*(?P<y2>\d{4}))$"
+)
 
-    Returns the stamps, the guessed format and a mask of dates that parsed but lie outside the
-    datetime64[ns] range (years 1677-2262; they are NaT in the stamps).
 
-    The format is guessed from the first non-empty cell and applied to all rows, so a column must
-    use one format (ISO 8601 variants may be mixed). Time-zone offsets are converted to UTC.
-    """
-    all_nat = np.full(len(cells), np.datetime64("NaT", "ns"))
-    no_range_error = np.zeros(len(cells), dtype=bool)
-    filled = cells[cells != ""]
-    fmt = guess_datetime_format(filled[0]) if len(filled) else None
-    if fmt is None:
-        return all_nat, None, no_range_error
-    # ISO 8601 covers "2016-07-01" and "2016-07-01 00:00:00" alike, so allow those to mix.
-    use = "ISO8601" if fmt.startswith("%Y-%m-%d") else fmt
+def _day_order(fmt: str) -> bool | None:
+    """True when `fmt` writes the day before the month (and not year first), False for month before day,
+    None when its order is not in question (ISO year-month-day, or no day or no month)."""
+    if "%d" not in fmt or "%m" not in fmt or fmt.startswith(("%Y", "%y")):
+        return None
+    return fmt.index("%d") < fmt.index("%m")
+
+
+def _year_day_month(fmt: str) -> bool:
+    return fmt.startswith("%Y") and "%d" in fmt and "%m" in fmt and fmt.index("%d") < fmt.index("%m")
+
+
+def _same_stamps(a: np.ndarray, b: np.ndarray) -> bool:
+    nat = np.isnat(a)
+    return bool(np.array_equal(nat, np.isnat(b)) and (a[~nat] == b[~nat]).all())
+
+
+def _reads(cell: str, fmt: str) -> bool:
+    if fmt == QUARTER_FORMAT:
+        return _QUARTER.match(cell) is not None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            parsed = pd.to_datetime(pd.Series(cells, dtype=object), format=use, errors="coerce", utc=True)
+            pd.to_datetime(cell, format=fmt)
+        except (ValueError, OverflowError):
+            return False
+    return True
+
+
+def candidate_formats(cell: str, date_format: str | None = None, dayfirst: bool | None = None) -> list[str]:
+    """The formats that read `cell` (a column's first timestamp), most likely first: `date_format` alone
+    when given; else pandas' guesses month-first and day-first, then the written forms pandas does not
+    guess (`_EXTRA_FORMATS`, quarters). Year-day-month orders are never offered (nobody writes them, and
+    they would make every ISO date ambiguous); `dayfirst` True or False keeps only that order where the
+    order is in question."""
+    if date_format is not None:
+        return [date_format]
+    found: list[str] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for first in (False, True):
+            guess = guess_datetime_format(cell, dayfirst=first)
+            if guess is not None and not _year_day_month(guess):
+                found.append(guess)
+    found += [fmt for fmt in _EXTRA_FORMATS if _reads(cell, fmt)]
+    if _QUARTER.match(cell):
+        found.append(QUARTER_FORMAT)
+    found = list(dict.fromkeys(found))
+    if dayfirst is not None:
+        found = [fmt for fmt in found if _day_order(fmt) in (None, dayfirst)]
+    return found
+
+
+def _parse_with(cells: np.ndarray, fmt: str) -> np.ndarray:
+    """`cells` read in `fmt` as naive UTC datetime64[ns] (NaT where a cell does not read, or lies beyond
+    datetime64[ns]: years 1677-2262)."""
+    use = "ISO8601" if fmt.startswith("%Y-%m-%d") else fmt  # "2016-07-01" and "2016-07-01 00:00" may mix
+    column = pd.Series(cells, dtype=object)
+    if fmt == QUARTER_FORMAT:
+
+        def first_day(cell: str) -> str | None:
+            m = _QUARTER.match(cell)
+            if m is None:
+                return None
+            year, quarter = m["y1"] or m["y2"], int(m["q1"] or m["q2"])
+            return f"{year}-{3 * quarter - 2:02d}-01"
+
+        column, use = column.map(first_day), "ISO8601"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            parsed = pd.to_datetime(column, format=use, errors="coerce", utc=True)
         except (ValueError, OverflowError):  # should not happen with errors="coerce"; be defensive
-            return all_nat, fmt, no_range_error
-    stamps = parsed.dt.tz_localize(None).to_numpy().copy()
+            return np.full(len(cells), np.datetime64("NaT", "ns"))
+    return parsed.dt.tz_localize(None).to_numpy().astype("datetime64[us]")
+
+
+@dataclass(frozen=True)
+class _Timestamps:
+    stamps: np.ndarray  # datetime64[ns], NaT where a cell did not read
+    fmt: str | None  # the format used (None: no format reads the first value)
+    out_of_range: np.ndarray  # cells that read as dates outside datetime64[ns]
+    # Another format that read every cell too, to other dates (a day/month order the file cannot decide).
+    rival: tuple[str, np.ndarray] | None = None
+    # A day/month order decided by the data: the format not taken and the first cell only ours reads.
+    decided: tuple[str, int] | None = None
+
+
+def _parse_timestamps(
+    cells: np.ndarray, date_format: str | None = None, dayfirst: bool | None = None
+) -> _Timestamps:
+    """Parse stripped strings in the format that reads the most of them (`candidate_formats` of the first
+    non-empty cell). A column uses one format (ISO 8601 variants may mix); time-zone offsets are converted
+    to UTC. When two formats read every cell to different dates (`01/02/2015`: 1 February or 2 January),
+    the result names the rival, for the caller to refuse."""
+    filled = cells[cells != ""]
+    formats = candidate_formats(str(filled[0]), date_format, dayfirst) if len(filled) else []
+    if not formats:
+        return _Timestamps(np.full(len(cells), np.datetime64("NaT", "ns")), None, np.zeros(len(cells), bool))
+    readings = [(fmt, _parse_with(cells, fmt)) for fmt in formats]
+    counts = [int((~np.isnat(stamps)).sum()) for _, stamps in readings]
+    best = int(np.argmax(counts))  # the first of the best: pandas' own guess wins ties
+    fmt, stamps = readings[best]
+    rival = decided = None
+    complete = [(f, s) for (f, s), n in zip(readings, counts, strict=True) if n == len(filled)]
+    for other, theirs in complete:
+        if other != fmt and _day_order(other) is not None and not _same_stamps(theirs, stamps):
+            rival = (other, theirs)
+            break
+    if rival is None and counts[best] == len(filled) and _day_order(fmt) is not None:
+        for other, theirs in readings:
+            if _day_order(other) == (not _day_order(fmt)):
+                lost = np.isnat(theirs) & (cells != "")
+                if lost.any():
+                    decided = (other, int(np.argmax(lost)))
+                break
     seconds = stamps.astype("datetime64[s]")
-    out_of_range = (seconds < _NS_MIN) | (seconds > _NS_MAX)
+    out_of_range = ~np.isnat(seconds) & ((seconds < _NS_MIN) | (seconds > _NS_MAX))
+    stamps = stamps.copy()
     stamps[out_of_range] = np.datetime64("NaT")  # would overflow datetime64[ns]
-    return stamps.astype("datetime64[ns]"), fmt, out_of_range
+    return _Timestamps(stamps.astype("datetime64[ns]"), fmt, out_of_range, rival, decided)
 
 
 def _timestamp_problem(cell: str, fmt: str | None, out_of_range: bool) -> str:
@@ -246,18 +383,65 @@ def _timestamp_problem(cell: str, fmt: str | None, out_of_range: bool) -> str:
         return "missing timestamp"
     if out_of_range:
         return f"timestamp {cell!r} is outside the supported years 1678-2261"
+    hint = "give the column's format with --date-format (config: date_format), e.g. --date-format '%d/%m/%Y'"
     if fmt is None:
-        return f"not a timestamp: {cell!r}"
-    return f"not a timestamp (or not in the format {fmt!r} of the column's first value): {cell!r}"
+        return f"not a timestamp: {cell!r}; {hint}"
+    return f"not a timestamp (or not in the format {fmt!r} of the column's first value): {cell!r}; {hint}"
 
 
-def _number_problem(cell: str, column: str) -> str:
+def _order_name(fmt: str) -> str:
+    return "day-first" if _day_order(fmt) else "month-first"
+
+
+def _ambiguity_problem(cells: np.ndarray, parsed: _Timestamps) -> tuple[int, str]:
+    """Where and why a column's dates read two ways; the message names both readings and the flags."""
+    assert parsed.rival is not None and parsed.fmt is not None
+    other, theirs = parsed.rival
+    i = int(np.argmax(parsed.stamps != theirs))
+    ours = pd.Timestamp(parsed.stamps[i]).date()
+    alt = pd.Timestamp(theirs[i]).date()
+    grids = []
+    for fmt, stamps in ((parsed.fmt, parsed.stamps), (other, theirs)):
+        grid = _grid(stamps)
+        regular = grid.missing == 0 and not grid.off.size
+        irregular = "" if regular else " with irregular steps"
+        grids.append(f"{_order_name(fmt)}, they step {grid.alias}{irregular}")
+    ours_first = bool(_day_order(parsed.fmt))
+    day_first, month_first = (ours, alt) if ours_first else (alt, ours)
+    return i, (
+        f"ambiguous date {cells[i]!r}: day-first it is {day_first}, month-first {month_first}, and every "
+        f"date in the column reads both ways ({'; '.join(grids)}); say which with --dayfirst or "
+        "--monthfirst (config: dayfirst: true or false), or give the format, e.g. --date-format "
+        f"'{parsed.fmt if ours_first else other}'"
+    )
+
+
+# A number written with thousands separators: "1,577.92", "1.577,92", "1 577", "1'577.92".
+_THOUSANDS = re.compile(r"^[+-]?\d{1,3}(?P<sep>[,.' \u00a0\u202f])\d{3}(?:(?P=sep)\d{3})*(?:[.,]\d+)?$")
+
+
+def _number_problem(cell: str, column: str, numeric_share: float) -> str:
+    """Why `cell` is not a value, and the fix: a fill for a missing value, the separators to remove, the
+    cell to correct in a column of numbers, or --drop for a column of text (never for one of numbers: it
+    may be the target)."""
     missing = "missing value; fill gaps with --fill linear or --fill ffill (config: fill)"
     if cell.lower() in _MISSING_TOKENS:
         return missing
     try:
         value = float(cell)
     except ValueError:
+        match = _THOUSANDS.match(cell)
+        if match:
+            plain = cell.replace(match["sep"], "").replace(",", ".")
+            return (
+                f"not a number: {cell!r}: thousands separators ({match['sep']!r}) are not read; "
+                f"write the column's numbers without them ({plain})"
+            )
+        if numeric_share >= 0.5:
+            return (
+                f"not a number: {cell!r} ({100 * numeric_share:.0f}% of the column's cells are numbers: "
+                "correct this one)"
+            )
         return f"not a number: {cell!r} (a text column can be left out with --drop {column})"
     if np.isnan(value):
         return missing
@@ -266,9 +450,12 @@ def _number_problem(cell: str, column: str) -> str:
 
 def _fill(values: np.ndarray, method: str) -> np.ndarray:
     """NaNs filled in time order: "linear" interpolation between neighbours (the ends take the nearest
-    value), or "ffill" the last value (leading gaps take the first one)."""
+    value), "ffill" the last value (leading gaps take the first one), or "zero" (a shop's closed days:
+    no sales is the truth there)."""
     column = pd.Series(values)
-    if method == "linear":
+    if method == "zero":
+        column = column.fillna(0.0)
+    elif method == "linear":
         column = column.interpolate(method="linear", limit_direction="both")
     else:
         column = column.ffill().bfill()
@@ -278,12 +465,13 @@ def _fill(values: np.ndarray, method: str) -> np.ndarray:
 # A calendar month's mean length in seconds (the Gregorian year / 12): the nominal frequency_seconds of
 # a calendar frequency, which steps by months, not seconds.
 _MEAN_MONTH_S = 365.2425 * 86_400 / 12
+_CALENDAR = re.compile(r"^(?P<months>\d+)M(?P<anchor>[SE])$")
 
 
 def _calendar_frequency(stamps: np.ndarray) -> tuple[str, float] | None:
-    """Every stamp on the first day of a month (or every one on the last), at one time of day, steps of
-    whole months that vary in days: the alias of the most common step (`3MS`: quarterly, on the 1st;
-    `12MS`: yearly), and its nominal seconds. None for data that is not so."""
+    """Every stamp on the first day of a month (or every one on the last), at one time of day: steps of
+    whole months, the alias of the most common one (`3MS`: quarterly, on the 1st; `12MS`: yearly), and
+    its nominal seconds. None for data that is not so."""
     if len(stamps) < 2:
         return None
     days = stamps.astype("datetime64[D]")
@@ -294,36 +482,154 @@ def _calendar_frequency(stamps: np.ndarray) -> tuple[str, float] | None:
     month_end = bool(np.all(days == (month + 1).astype("datetime64[D]") - 1))
     if month_start == month_end:  # neither (or one-day months: impossible)
         return None
-    if len(np.unique(np.diff(days.astype("int64")))) == 1:  # a fixed number of days: a fixed step
+    steps = np.diff(month.astype("int64"))
+    values, counts = np.unique(steps[steps > 0], return_counts=True)
+    if not len(values):
         return None
-    index = month.astype("int64")
-    values, counts = np.unique(np.diff(index), return_counts=True)
     months = int(values[np.argmax(counts)])
     return f"{months}M{'S' if month_start else 'E'}", months * _MEAN_MONTH_S
 
 
+def _most_common_step(stamps: np.ndarray) -> int:
+    """The most common positive step between consecutive stamps, in ns (ties: the smaller)."""
+    steps = np.diff(stamps.astype("int64"))
+    positive = steps[steps > 0]
+    values, counts = np.unique(positive if len(positive) else np.abs(steps), return_counts=True)
+    return int(values[np.argmax(counts)])
+
+
 def _infer_frequency(stamps: np.ndarray) -> tuple[str, float]:
-    """Most common step between consecutive (strictly increasing) timestamps, as alias and seconds;
-    month-anchored data steps whole months (`_calendar_frequency`), all else a fixed step."""
+    """Most common step between consecutive timestamps, as alias and seconds; month-anchored data steps
+    whole months (`_calendar_frequency`), all else a fixed step."""
     calendar_step = _calendar_frequency(stamps)
     if calendar_step is not None:
         return calendar_step
-    steps = np.diff(stamps.astype("int64"))
-    values, counts = np.unique(steps, return_counts=True)
-    step = int(values[np.argmax(counts)])  # np.unique sorts, so a tie picks the smaller step
+    step = _most_common_step(stamps)
     for alias, unit in _FREQ_UNITS:
-        if step % unit == 0:
+        if step and step % unit == 0:
             return f"{step // unit}{alias}", step / 10**9
-    raise AssertionError("unreachable: every step is a whole number of nanoseconds")
+    return "0s", 0.0  # every stamp equal: reported as duplicates before any grid is asked for
+
+
+@dataclass(frozen=True)
+class _Grid:
+    """Where the rows sit on the grid of the series' step (the most common one): `position[i]` is row i's
+    step number counted from the first row, None when some row is not a whole number of steps after the
+    row before it (those rows are `off`)."""
+
+    alias: str
+    seconds: float
+    position: np.ndarray | None
+    off: np.ndarray
+
+    @property
+    def missing(self) -> int:
+        """Steps of the grid with no row."""
+        if self.position is None:
+            return 0
+        return int(self.position[-1]) + 1 - len(self.position)
+
+    def stamps(self, first: np.datetime64) -> np.ndarray:
+        """Every step of the grid from `first` (the first row's stamp) to the last row's."""
+        assert self.position is not None
+        steps = np.arange(int(self.position[-1]) + 1)
+        match = _CALENDAR.match(self.alias)
+        if match is None:
+            return first + steps * np.timedelta64(round(self.seconds * 1e9), "ns")
+        day = first.astype("datetime64[D]")
+        months = day.astype("datetime64[M]") + steps * int(match["months"])
+        anchor = months.astype("datetime64[D]")
+        if match["anchor"] == "E":
+            anchor = (months + 1).astype("datetime64[D]") - 1
+        return (anchor + (first - day)).astype("datetime64[ns]")
+
+
+def _grid(stamps: np.ndarray) -> _Grid:
+    alias, seconds = _infer_frequency(stamps)
+    match = _CALENDAR.match(alias)
+    if match is not None:
+        units = stamps.astype("datetime64[D]").astype("datetime64[M]").astype("int64")
+        step = int(match["months"])
+    else:
+        units, step = stamps.astype("int64"), max(1, round(seconds * 1e9))
+    diffs = np.diff(units)
+    off = np.flatnonzero((diffs <= 0) | (diffs % step != 0)) + 1
+    position = None if off.size else np.concatenate([[0], np.cumsum(diffs // step)])
+    return _Grid(alias, seconds, position, off)
+
+
+def _stamp_text(stamp: np.datetime64) -> str:
+    t = pd.Timestamp(stamp)
+    return str(t.date()) if t == t.normalize() else str(t)
+
+
+def _gap_list(grid: _Grid, stamps: np.ndarray, lines: list[int], shown: int = 3) -> str:
+    """The first missing steps, with the lines they fall between: "2019-12-25 (between lines 360 and
+    361), ... and 4 more"."""
+    assert grid.position is not None
+    full = grid.stamps(stamps[0])
+    after = np.flatnonzero(np.diff(grid.position) > 1)  # row i is followed by a gap
+    parts = []
+    for i in after[:shown]:
+        first, last = int(grid.position[i]) + 1, int(grid.position[i + 1]) - 1
+        span = _stamp_text(full[first]) + (f" to {_stamp_text(full[last])}" if last > first else "")
+        parts.append(f"{span} (between lines {lines[i]} and {lines[i + 1]})")
+    more = len(after) - shown
+    return ", ".join(parts) + (f" and {more} more gap{'s' if more > 1 else ''}" if more > 0 else "")
+
+
+def _grid_problem(fname: str, grid: _Grid, stamps: np.ndarray, lines: list[int], fill: str) -> str:
+    """Rows off the grid of the series' step, or steps missing from it: without a fill, or more than the
+    file has rows (then a fill would invent most of the series: the dates are more likely misread)."""
+    if grid.off.size:
+        i = int(grid.off[0])
+        more = len(grid.off) - 1
+        monthly = " (monthly data on the first, or the last, day of each month)"
+        return (
+            f"{_where(fname, lines[i])}: timestamp {_stamp_text(stamps[i])} is not a whole number of "
+            f"steps of {grid.alias} (the most common step between rows) after the previous row's "
+            f"{_stamp_text(stamps[i - 1])}"
+            + (f", nor are {more} other rows" if more else "")
+            + "; the rows must lie on one regular grid: resample the file to one step"
+            + (monthly if grid.seconds > 27 * 86_400 else "")
+        )
+    if grid.missing > len(stamps):
+        return (
+            f"{fname}: {grid.missing} step(s) of {grid.alias} have no row, more than the file has rows "
+            f"({len(stamps)}): {_gap_list(grid, stamps, lines)}. A fill would invent most of the series; "
+            "check how the dates were read (--date-format, --dayfirst or --monthfirst) or resample the file"
+        )
+    return (
+        f"{fname}: {grid.missing} step(s) of {grid.alias} have no row (the series steps {grid.alias}, its "
+        f"most common step): {_gap_list(grid, stamps, lines)}. Every later row would be taken for an earlier "
+        "step; add rows for them, or pass --fill linear, ffill or zero (config: fill) to insert them and "
+        "fill their values"
+    )
 
 
 # How a file is read beyond its path (load_dataset's keywords): what a training run records, so that
 # evaluation and export read the same file the same way.
-READ_OPTIONS = ("timestamp_column", "drop", "keep", "fill")
+READ_OPTIONS = ("timestamp_column", "drop", "keep", "fill", "date_format", "dayfirst")
 
-# How missing values may be filled (off by default: a gap is an error naming its line).
-FILL_METHODS = ("none", "linear", "ffill")
+# How missing values and steps may be filled (off by default: a gap is an error naming its lines).
+FILL_METHODS = ("none", "linear", "ffill", "zero")
 _OFFSET = re.compile(r"(Z|[+-]\d{2}:?\d{2})$")
+
+
+def _raise(problems: list[str]) -> None:
+    """One DataError for all of a file's problems: the first on the first line, each other on its own."""
+    if problems:
+        raise DataError("\n".join([problems[0], *(f"also: {p}" for p in problems[1:])]), problems)
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    """What `_load` made of a file: the series (None when any cell or the grid has a problem), every
+    problem found, and the value columns' names (known even when cells are bad)."""
+
+    series: Series | None
+    problems: list[str]
+    columns: list[str]
 
 
 def load_csv(
@@ -332,26 +638,50 @@ def load_csv(
     drop: Sequence[str] = (),
     fill: str = "none",
     keep: Sequence[str] = (),
+    date_format: str | None = None,
+    dayfirst: bool | None = None,
 ) -> Series:
-    """Read and validate a CSV of one timestamp column and numeric columns.
+    """Read and validate a CSV of one timestamp column and numeric columns on a regular time grid.
 
     The timestamp column is ``timestamp_column`` if given, else the first column named
     date/timestamp/time/datetime (case-insensitive), else the first column if its first value is a
     date. Every other column must hold finite numbers in every row. Timestamps must be strictly
-    increasing. Timestamps are parsed in the format of the column's first value (ISO 8601 forms may
-    mix; numeric epochs are not recognised) and UTC offsets are converted to naive UTC. Any problem,
-    including a missing or unreadable file, raises :class:`DataError` naming the first offending
-    line (1-based, header = line 1) and column where there is one.
+    increasing and lie on one grid of the series' step (its most common one; months for data stamped on
+    the first or last day of a month). Timestamps are read in one format, the one that reads the most of
+    them among those that read the first value (``candidate_formats``; ISO 8601 forms may mix; numeric
+    epochs are not recognised), or ``date_format`` when given; UTC offsets are converted to naive UTC.
+    Dates whose day and month order the column leaves open (every date reads both ways) are refused
+    unless ``dayfirst`` (True: day first, False: month first) or ``date_format`` says which. Every
+    problem found, including a missing or unreadable file, raises one :class:`DataError` naming each
+    offending line (1-based, header = line 1) and column where there is one.
 
     The delimiter is the one that splits the header line into the most fields (`,` `;` tab `|`); with
     another than `,`, decimal commas in the values are read as points. ``drop`` names columns to leave
-    out (text columns, say); ``keep``, when given, names the only ones to use. ``fill`` "linear" or
-    "ffill" fills missing values (empty, NA, NaN cells) by linear interpolation in time order or by the
-    last value (the first rows from the next value); "none" refuses them. What was detected, filled or
-    converted is in ``Series.notes``.
+    out (text columns, say); ``keep``, when given, names the only ones to use. ``fill`` "linear", "ffill"
+    or "zero" inserts the grid's missing steps as rows and fills missing values (empty, NA, NaN cells and
+    inserted rows) by linear interpolation in time order, by the last value (the first rows from the
+    next value) or with 0; "none" refuses both. What was detected, filled or converted is in
+    ``Series.notes``.
     """
+    loaded = _load(path, timestamp_column, drop, fill, keep, date_format, dayfirst)
+    _raise(loaded.problems)
+    assert loaded.series is not None
+    return loaded.series
+
+
+def _load(
+    path: str | Path,
+    timestamp_column: str | None,
+    drop: Sequence[str],
+    fill: str,
+    keep: Sequence[str],
+    date_format: str | None,
+    dayfirst: bool | None,
+) -> _Loaded:
     if fill not in FILL_METHODS:
         raise DataError(f"fill must be one of {list(FILL_METHODS)}, got {fill!r}")
+    if dayfirst is not None and not isinstance(dayfirst, bool):
+        raise DataError(f"dayfirst must be true, false or null, got {dayfirst!r}")
     path = Path(path)
     fname = path.name
     raw, header, rows, lines, delimiter = _read_rows(path)
@@ -385,7 +715,7 @@ def load_csv(
         if len(record) > width:
             raise DataError(f"{_where(fname, line)}: the row has {len(record)} fields, the header {width}")
 
-    ts_pos = _find_timestamp_column(fname, header, rows, lines, timestamp_column)
+    ts_pos = _find_timestamp_column(fname, header, rows, lines, timestamp_column, date_format)
     if header[ts_pos] in drop:
         raise DataError(f"{_where(fname, 1, header[ts_pos])}: the timestamp column cannot be dropped")
     value_pos = [
@@ -395,26 +725,35 @@ def load_csv(
     ]
     if not value_pos:
         raise DataError(f"{_where(fname, 1, header[ts_pos])}: no numeric column (only the timestamp column)")
+    columns = [header[pos] for pos in value_pos]
 
-    # Validate every cell, column by column (vectorised), then report the first bad cell in file
-    # order: the earliest row, and within it the leftmost column.
+    # Validate every cell, column by column (vectorised), and report every column's first bad cell (with
+    # how many more it has) in file order: the earliest row, and within it the leftmost column.
     def column_cells(pos: int) -> np.ndarray:
         return np.array([record[pos].strip() for record in rows], dtype=object)
 
     problems: list[tuple[int, int, str]] = []  # (row index, column position, message)
 
+    def report(bad: np.ndarray, pos: int, message: str) -> None:
+        i, more = int(np.argmax(bad)), int(bad.sum()) - 1
+        problems.append((i, pos, message + (f" (and {more} more in this column)" if more else "")))
+
     ts_cells = column_cells(ts_pos)
-    stamps, fmt, out_of_range = _parse_timestamps(ts_cells)
+    parsed = _parse_timestamps(ts_cells, date_format, dayfirst)
+    stamps = parsed.stamps
     if any(_OFFSET.search(str(cell)) for cell in ts_cells[:: max(1, len(ts_cells) // 64)]):
         notes.append("timestamps with UTC offsets were converted to UTC")
     bad = np.isnat(stamps)
     if bad.any():
         i = int(np.argmax(bad))
-        problems.append((i, ts_pos, _timestamp_problem(str(ts_cells[i]), fmt, bool(out_of_range[i]))))
+        report(bad, ts_pos, _timestamp_problem(str(ts_cells[i]), parsed.fmt, bool(parsed.out_of_range[i])))
+    elif parsed.rival is not None:
+        i, message = _ambiguity_problem(ts_cells, parsed)
+        problems.append((i, ts_pos, message))
     # Order: compare neighbours where both parsed (a NaT is itself reported at an earlier/equal row).
     prev, cur = stamps[:-1], stamps[1:]
     not_after = (cur <= prev) & ~np.isnat(prev) & ~np.isnat(cur)
-    if not_after.any():
+    if not_after.any() and parsed.rival is None:
         i = int(np.argmax(not_after)) + 1
         here, before = pd.Timestamp(stamps[i]), pd.Timestamp(stamps[i - 1])
         if here == before:
@@ -424,13 +763,21 @@ def load_csv(
                 f"timestamp {here} is not after the previous row's {before} "
                 "(timestamps must be strictly increasing)"
             )
-        problems.append((i, ts_pos, msg))
+        more = int(not_after.sum()) - 1
+        problems.append((i, ts_pos, msg + (f" (and {more} more rows out of order)" if more else "")))
+    if parsed.decided is not None and parsed.fmt is not None:
+        other, i = parsed.decided
+        notes.append(
+            f"dates read {_order_name(parsed.fmt)} ({parsed.fmt}): {ts_cells[i]!r} (line {lines[i]}) "
+            f"cannot be {_order_name(other)}"
+        )
 
     values = np.empty((len(rows), len(value_pos)), dtype=np.float64)
     decimal_commas = False
-    filled = 0
+    fillable = np.zeros(len(value_pos), dtype=np.int64)  # missing cells per column, when a fill is asked
     for j, pos in enumerate(value_pos):
         column = column_cells(pos)
+        original = column
         if delimiter != "," and any("," in str(c) for c in column):
             column = np.array([str(c).replace(",", ".") for c in column], dtype=object)
             decimal_commas = True
@@ -446,35 +793,58 @@ def load_csv(
             bad &= ~missing
         if bad.any():
             i = int(np.argmax(bad))
-            problems.append((i, pos, _number_problem(str(column[i]), header[pos])))
-        elif missing.any():
-            if missing.all():
-                problems.append((0, pos, "no value at all in this column: nothing to fill from"))
-            else:
-                col_values = _fill(col_values, fill)
-                filled += int(missing.sum())
+            share = float(np.isfinite(col_values).mean())
+            report(bad, pos, _number_problem(str(original[i]), header[pos], share))
+        elif missing.all():
+            problems.append((0, pos, "no value at all in this column: nothing to fill from"))
+        fillable[j] = int(missing.sum())
         values[:, j] = col_values
     if decimal_commas:
         notes.append("decimal commas were read as decimal points")
-    if filled:
-        notes.append(f"{filled} missing value(s) filled ({fill})")
 
-    if problems:
-        i, pos, msg = min(problems, key=lambda p: (p[0], p[1]))
-        raise DataError(f"{_where(fname, lines[i], header[pos])}: {msg}")
+    messages = [f"{_where(fname, lines[i], header[pos])}: {msg}" for i, pos, msg in sorted(problems)]
+    timestamps_ok = not any(pos == ts_pos for _, pos, _ in problems)
+    grid = _grid(stamps) if timestamps_ok else None
+    # Without a fill, missing steps are an error; with one, too, when they outnumber the rows (a fill
+    # would invent most of the series: the dates are more likely misread).
+    if grid is not None and (
+        grid.off.size or (grid.missing and (fill == "none" or grid.missing > len(rows)))
+    ):
+        messages.append(_grid_problem(fname, grid, stamps, lines, fill))
+        grid = None
+    if messages or grid is None:
+        return _Loaded(None, messages, columns)
 
-    frequency, frequency_seconds = _infer_frequency(stamps)
-    return Series(
+    if grid.missing:  # with a fill: the grid's missing steps become rows of missing values
+        assert grid.position is not None
+        full = np.full((int(grid.position[-1]) + 1, values.shape[1]), np.nan)
+        full[grid.position] = values
+        gaps = np.diff(grid.position) - 1
+        notes.append(
+            f"{grid.missing} missing step(s) of {grid.alias} inserted as rows and filled ({fill}): "
+            f"{_gap_list(grid, stamps, lines, shown=2)}; the longest gap was {int(gaps.max())} step(s)"
+        )
+        values, stamps = full, grid.stamps(stamps[0])
+    if fillable.any():
+        notes.append(f"{int(fillable.sum())} missing value(s) filled ({fill})")
+    for j in range(values.shape[1]):
+        if np.isnan(values[:, j]).any():
+            values[:, j] = _fill(values[:, j], fill)
+
+    series = Series(
         name=path.stem,
         path=path,
         sha256=hashlib.sha256(raw).hexdigest(),
         timestamps=stamps,
-        columns=[header[pos] for pos in value_pos],
+        columns=columns,
         values=values,
-        frequency=frequency,
-        frequency_seconds=frequency_seconds,
+        frequency=grid.alias,
+        frequency_seconds=grid.seconds,
         notes=tuple(notes),
+        date_format=parsed.fmt,
+        inserted_steps=grid.missing,
     )
+    return _Loaded(series, [], columns)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -689,16 +1059,26 @@ def _positive_int(name: str, value: Any) -> int:
     return int(value)
 
 
-def _auto_target(fname: str, columns: list[str]) -> str:
-    """The target when none is given: OT (the ETT files' convention), else the one numeric column."""
-    if "OT" in columns:
-        return "OT"
-    if len(columns) == 1:
-        return columns[0]
-    raise DataError(
-        f"{_where(fname, 1)}: which column is the target? The numeric columns are {columns}: name one "
-        "with --target (config: target), and leave text or other unwanted columns out with --drop"
-    )
+def _target_problem(fname: str, columns: list[str], target: str, mode: str) -> tuple[str, str | None]:
+    """The target (for "auto": OT, the ETT files' convention, else the one numeric column, else in mode M
+    the first column: every column is forecast there, and the target only picks the channel plots show),
+    and the problem with it, if any."""
+    if target == "auto":
+        if "OT" in columns:
+            return "OT", None
+        if len(columns) == 1 or mode == "M":
+            return columns[0], None
+        return target, (
+            f"{_where(fname, 1)}: which column is the target? The numeric columns are {columns}: name one "
+            "with --target (config: target), or forecast them all with --mode M; leave text or other "
+            "unwanted columns out with --drop"
+        )
+    if target not in columns:
+        return target, (
+            f"{_where(fname, 1, target)}: unknown target column; the numeric columns are {columns} "
+            "(choose one with --target, config: target)"
+        )
+    return target, None
 
 
 def load_dataset(
@@ -712,30 +1092,41 @@ def load_dataset(
     drop: Sequence[str] = (),
     fill: str = "none",
     keep: Sequence[str] = (),
+    date_format: str | None = None,
+    dayfirst: bool | None = None,
 ) -> Dataset:
-    """Load ``path`` with :func:`load_csv`, split it by ``protocol`` and scale it.
+    """Load ``path`` with :func:`load_csv`, split it by ``protocol`` and scale it (`split_series`).
 
     ``mode`` "M": all numeric columns in and out; "S": only ``target``. ``target`` "auto": OT when the
-    file has it (the ETT files), else its one numeric column, else an error asking for one.
-    ``timestamp_column``, ``drop``, ``keep`` and ``fill`` go to :func:`load_csv`. ``protocol`` "auto" picks
-    "ett-hour" for ETTh1/ETTh2, "ett-minute" for ETTm1/ETTm2 and "ratio-70-10-20" otherwise. The
-    scaler is fit on the training rows of the model's channels only. Every split must hold at least
-    one window of ``input_length + horizon`` rows, else :class:`DataError`.
+    file has it (the ETT files), else its one numeric column, else in mode M its first (the channel
+    plots show), else an error asking for one. ``timestamp_column``, ``drop``, ``keep``, ``fill``,
+    ``date_format`` and ``dayfirst`` go to :func:`load_csv`; the file's problems and the target's are
+    reported together. ``protocol`` "auto" picks "ett-hour" for ETTh1/ETTh2, "ett-minute" for
+    ETTm1/ETTm2 and "ratio-70-10-20" otherwise. The scaler is fit on the training rows of the model's
+    channels only. Every split must hold at least one window of ``input_length + horizon`` rows, else
+    :class:`DataError`.
     """
     L = _positive_int("input_length", input_length)
     H = _positive_int("horizon", horizon)
     if mode not in ("M", "S"):
         raise DataError(f"mode must be 'M' (multivariate) or 'S' (univariate target only), got {mode!r}")
+    loaded = _load(path, timestamp_column, drop, fill, keep, date_format, dayfirst)
+    target, problem = _target_problem(Path(path).name, loaded.columns, target, mode)
+    _raise(loaded.problems + ([problem] if problem else []))
+    assert loaded.series is not None
+    return split_series(loaded.series, L, H, mode, target, protocol)
 
-    series = load_csv(path, timestamp_column=timestamp_column, drop=drop, fill=fill, keep=keep)
+
+def split_series(
+    series: Series, input_length: int, horizon: int, mode: str, target: str, protocol: str = "auto"
+) -> Dataset:
+    """A loaded series split by ``protocol`` for one window shape and scaled (`load_dataset`'s second
+    half: several shapes of one file need it read once)."""
+    L = _positive_int("input_length", input_length)
+    H = _positive_int("horizon", horizon)
     fname = series.path.name
-    if target == "auto":
-        target = _auto_target(fname, series.columns)
-    if target not in series.columns:
-        raise DataError(
-            f"{_where(fname, 1, target)}: unknown target column; the numeric columns are {series.columns} "
-            "(choose one with --target, config: target)"
-        )
+    target, problem = _target_problem(fname, series.columns, target, mode)
+    _raise([problem] if problem else [])
     channels = list(series.columns) if mode == "M" else [target]
     values = series.values[:, [series.columns.index(c) for c in channels]]
 
@@ -747,6 +1138,8 @@ def load_dataset(
         rows = end - start
         if rows < L + H:
             lines = f"lines {start + 2}-{end + 1}" if rows > 0 else "no lines"
+            if rows > 0 and series.inserted_steps:  # rows of the filled grid are not the file's lines
+                lines = f"rows {start + 1}-{end} of the grid"
             raise DataError(
                 f"{fname}: too few rows for split {name!r}: it has {rows} rows ({lines}) but "
                 f"input_length + horizon = {L} + {H} needs at least {L + H}; use a shorter window or "

@@ -8,6 +8,11 @@ commas, the timestamp column `when` third and with UTC offsets (Europe/Madrid, a
 text column `site`, and a few empty cells. Generated, never downloaded (seeded: the same file every
 time). `grid_request.json` is a `/v1` forecast body: the last 96 rows as named columns, with `start`.
 The README's walk-through trains, evaluates, exports and serves a model of it.
+
+`sales.csv` is three years of a made-up shop's daily sales, written as many shops' tills export them:
+dates day-first (DD/MM/YYYY) and no row for the days the shop is closed (25 December and 1 January).
+Both are what a loader can get silently wrong (export/data.py reads the order off the 13th of a month
+and refuses the gaps unless told how to fill them: `--fill zero`, for closed days).
 """
 
 from __future__ import annotations
@@ -41,6 +46,31 @@ def grid_frame(rows: int = ROWS, seed: int = 0) -> pd.DataFrame:
     return pd.DataFrame({"site": "north", "load_mw": load.round(1), "when": when, "temp_c": temp.round(2)})
 
 
+SALES_DAYS = 3 * 365
+
+
+def sales_frame(days: int = SALES_DAYS, seed: int = 0) -> pd.DataFrame:
+    """Daily sales from 2021-01-01: a weekly pattern (Saturday high, Sunday low), a yearly one (December
+    high), a slow trend and noise; closed days (25 December, 1 January) have no row."""
+    rng = np.random.default_rng(seed)
+    day = pd.date_range("2021-01-01", periods=days, freq="D")
+    weekly = np.array([0.95, 0.9, 0.95, 1.0, 1.1, 1.35, 0.75])[day.day_of_week]
+    yearly = 1 + 0.25 * np.cos(2 * np.pi * (day.day_of_year - 350) / 365.25)
+    sales = 2000 * weekly * yearly * (1 + 0.0002 * np.arange(days)) * rng.lognormal(0, 0.08, days)
+    frame = pd.DataFrame({"date": day, "sales": sales.round(2)})
+    closed = ((day.month == 12) & (day.day == 25)) | ((day.month == 1) & (day.day == 1))
+    return frame[~closed].reset_index(drop=True)
+
+
+def write_sales(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    frame = sales_frame()
+    csv = folder / "sales.csv"
+    rows = [f"{t:%d/%m/%Y},{v:.2f}" for t, v in zip(frame["date"], frame["sales"], strict=True)]
+    csv.write_text("\n".join(["date,sales", *rows]) + "\n")
+    return csv
+
+
 def write_example(folder: Path) -> tuple[Path, Path]:
     folder.mkdir(parents=True, exist_ok=True)
     frame = grid_frame()
@@ -67,10 +97,10 @@ def write_example(folder: Path) -> tuple[Path, Path]:
 
 
 def main(
-    folder: Annotated[Path, typer.Argument(help="where to write grid.csv and grid_request.json")],
+    folder: Annotated[Path, typer.Argument(help="where to write grid.csv, grid_request.json and sales.csv")],
 ) -> None:
-    """Write the synthetic grid-load CSV and a forecast request for it."""
-    for path in write_example(folder):
+    """Write the synthetic grid-load CSV, a forecast request for it, and the daily sales CSV."""
+    for path in (*write_example(folder), write_sales(folder)):
         typer.echo(path)
 
 

@@ -16,6 +16,7 @@ import hashlib
 import json
 import logging
 import shutil
+import sys
 import tempfile
 import warnings
 from collections.abc import Sequence
@@ -39,6 +40,7 @@ from app.artifacts.contract import (
     PHASE_INPUT,
 )
 from export.checkpoint import load_checkpoint
+from export.conformal import DEFAULT_LEVELS
 from export.conformal import for_checkpoint as calibrate_intervals
 from export.data import READ_OPTIONS, StandardScaler
 from export.evaluate import load_for_checkpoint
@@ -265,6 +267,16 @@ def _io(path: Path) -> list[dict[str, Any]]:
     ]
 
 
+def intervals_with_bounds(block: dict[str, Any] | None, info: dict[str, Any]) -> dict[str, Any] | None:
+    """The intervals block (docs/intervals.md; None without the data or with too few windows) with, per
+    channel, whether the service clips its bounds at 0: the channels training found or was told are
+    never negative (export/nonnegative.py)."""
+    if block is None:
+        return None
+    names = set(info["data"].get("nonnegative") or [])
+    return {**block, "nonnegative": [channel in names for channel in info["data"]["channels"]]}
+
+
 def _next_version(model_dir: Path) -> int:
     versions = [int(p.name) for p in model_dir.glob("*") if p.is_dir() and p.name.isdigit()]
     return max(versions, default=0) + 1
@@ -278,12 +290,14 @@ def export_model(
     report: str | Path | None = None,
     *,
     verify_batch_sizes: Sequence[int] = BATCH_SIZES,
+    levels: Sequence[float] = DEFAULT_LEVELS,
 ) -> Path:
     """Export, verify and publish one model version; returns the version folder.
 
     `verify_batch_sizes`: the batches ONNX Runtime is checked against PyTorch on. The inspection graph
     holds batch x C x heads x L x L floats per matrix (3.7 GB at batch 64 and L = 720), so long inputs
-    need smaller ones."""
+    need smaller ones. `levels`: the prediction intervals to calibrate (percent; those the validation
+    windows allow, docs/intervals.md)."""
     import onnx
     import onnxruntime as ort
 
@@ -380,7 +394,7 @@ def export_model(
                 p.name: {"sha256": _sha256(p), "bytes": p.stat().st_size} for p in (fc_path, insp_path)
             },
             "metrics": metrics,
-            "intervals": calibrate_intervals(fc_path, info),  # docs/intervals.md; None without the data
+            "intervals": intervals_with_bounds(calibrate_intervals(fc_path, info, levels), info),
             "dataset": {
                 "name": info["data"]["name"],
                 "file": Path(info["data"]["path"]).name,
@@ -388,6 +402,8 @@ def export_model(
                 "mode": info["data"]["mode"],
                 "target": info["data"]["target"],
                 "protocol": info["data"]["protocol"],
+                "nonnegative": info["data"].get("nonnegative", []),
+                "nonnegative_rule": info["data"].get("nonnegative_rule"),
                 **{
                     k: info["data"][k] for k in ("path", *READ_OPTIONS) if k in info["data"]
                 },  # to calibrate again
@@ -413,11 +429,26 @@ def main(
     report: Annotated[
         Path | None, typer.Option(help="training report (default: beside the checkpoint)")
     ] = None,
+    level: Annotated[
+        list[float] | None,
+        typer.Option(
+            help="a prediction-interval level to calibrate, in percent (repeatable; default 50 80 90 95 99)"
+        ),
+    ] = None,
 ) -> None:
     """Export a checkpoint to ONNX with precomputed REM kernels, verify it and publish it."""
     logging.getLogger("torch").setLevel(logging.ERROR)  # the exporter's notes on absent torchvision ops
+    # What calibration did (levels, windows) or why it did not: one plain line each.
+    said = logging.StreamHandler(sys.stdout)
+    said.setFormatter(logging.Formatter("%(message)s"))
+    logging.getLogger("export.conformal").addHandler(said)
+    logging.getLogger("export.conformal").setLevel(logging.INFO)
+    levels = sorted(level) if level else list(DEFAULT_LEVELS)
+    if not all(0 < v < 100 for v in levels) or len(set(levels)) != len(levels):
+        typer.echo("error: --level takes distinct percentages strictly between 0 and 100", err=True)
+        raise typer.Exit(2)
     try:
-        final = export_model(checkpoint, repository, name, version, report)
+        final = export_model(checkpoint, repository, name, version, report, levels=levels)
     except ExportError as e:
         typer.echo(f"export failed, nothing written: {e}", err=True)
         raise typer.Exit(1) from None

@@ -1,5 +1,6 @@
 """Train an RSA forecaster (or its no-REM baseline) and write checkpoint, report and plot.
 
+    python -m export.train --data my.csv --target sales              # configs/own-data.yaml
     python -m export.train configs/etth1-rsa.yaml --horizon 192 --seed 1
     python -m export.train configs/etth1-rsa.yaml --variant baseline --set model.d_model=64
 
@@ -15,6 +16,7 @@ import json
 import math
 import os
 import platform
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,17 +29,32 @@ from tqdm.auto import tqdm
 
 from app.artifacts.contract import CALENDAR_FREQUENCY
 from export.bank import expand_bank
+from export.calibration_size import calibration_plan
 from export.checkpoint import load_checkpoint, save_checkpoint
+from export.conformal import DEFAULT_LEVELS
 from export.cycle import dominant_period, fit_cycle
-from export.data import READ_OPTIONS, DataError, Dataset, load_dataset
+from export.data import READ_OPTIONS, DataError, Dataset, load_csv, load_dataset, split_series
 from export.evaluate import ablations, evaluate, predict
 from export.linear_fit import fit_head, fit_linear_path
-from export.paths import portable, resolve
+from export.naive import UNITS, naive_references, season
+from export.naive import summary as naive_summary
+from export.nonnegative import resolve_nonnegative, undeclared
+from export.paths import REPO_ROOT, portable, resolve
 from export.plots import plot_forecasts
 from export.results import describe_heads
 from models import ModelConfig, RSAForecaster
 
-__all__ = ["TrainConfig", "TrainingError", "load_config", "train"]
+__all__ = ["OWN_DATA_CONFIG", "TrainConfig", "TrainingError", "load_config", "train"]
+
+#: The config `python -m export.train` uses when none is given: the recipe for your own data.
+OWN_DATA_CONFIG = REPO_ROOT / "configs" / "own-data.yaml"
+
+# Which config for which data: printed by the CLI when it picks one, and in the README.
+CONFIG_RULE = (
+    "which config: your own data: none (configs/own-data.yaml, the long-window recipe that reads its cycle, "
+    "θ and dilations off your data); ETTh1/ETTh2 as published: configs/etth1-rsa-long.yaml (the shipped "
+    "model); configs/etth1-rsa.yaml and configs/etth1-transformer.yaml reproduce earlier results"
+)
 
 
 class TrainingError(RuntimeError):
@@ -53,7 +70,12 @@ class TrainConfig:
     timestamp_column: str | None = None  # None: a column named date/time/timestamp/datetime, or the first
     drop: list[str] = field(default_factory=list)  # columns to leave out (text, identifiers)
     keep: list[str] = field(default_factory=list)  # the only value columns to use; empty: all but `drop`
-    fill: str = "none"  # missing values: none (an error naming the line), linear, ffill
+    fill: str = "none"  # missing values and steps: none (an error naming the lines), linear, ffill
+    date_format: str | None = None  # e.g. "%d/%m/%Y"; None: the format that reads the column
+    dayfirst: bool | None = None  # dates like 01/02/2015: true day first, false month first; None: refuse
+    # Channels whose interval bounds are clipped at 0: auto (those with no negative value and at least
+    # 5% zeros in the training rows), none, all, or a list of names (export/nonnegative.py).
+    nonnegative: str | list[str] = "auto"
     protocol: str = "auto"  # ETT split for ETT files, chronological 70/10/20 otherwise
     variant: str = "rsa"  # rsa, or baseline: same network, no REM, learned positional encoding
     model: dict[str, Any] = field(default_factory=dict)  # ModelConfig fields (channels comes from the data)
@@ -84,7 +106,7 @@ class TrainConfig:
     out: str = "results/runs"
     max_train_windows: int = 0  # 0: every window each epoch; >0: a random subset (smoke tests)
     plot_windows: int = 3
-    progress: bool = True
+    progress: bool = True  # progress bars on a terminal, one plain line per epoch otherwise
 
     def __post_init__(self) -> None:
         if self.variant not in ("rsa", "baseline"):
@@ -116,6 +138,14 @@ class TrainConfig:
         theta = self.model.get("theta_init")
         if theta is not None and theta != "auto" and not isinstance(theta, int | float):
             raise ValueError(f"model.theta_init must be 'auto', a number or null, got {theta!r}")
+        length = self.model.get("input_length", 1)
+        if length != "auto" and (not isinstance(length, int) or isinstance(length, bool) or length < 1):
+            raise ValueError(f"model.input_length must be 'auto' or a positive integer, got {length!r}")
+        if length == "auto" and "least_squares" not in (self.linear_path, self.readout):
+            raise ValueError(
+                "model.input_length auto compares the least-squares start at each length: it needs "
+                "linear_path or readout least_squares"
+            )
 
     @property
     def horizon(self) -> int:
@@ -123,7 +153,11 @@ class TrainConfig:
 
     @property
     def input_length(self) -> int:
-        return int(self.model.get("input_length", ModelConfig.input_length))
+        """The window length (after `choose_input_length`, when the config says auto)."""
+        length = self.model.get("input_length", ModelConfig.input_length)
+        if length == "auto":
+            raise ValueError("model.input_length is auto: choose_input_length resolves it")
+        return int(length)
 
     @property
     def run_name(self) -> str:
@@ -188,24 +222,39 @@ def param_groups(model: RSAForecaster, cfg: TrainConfig) -> list[dict[str, Any]]
 
 def resolve_auto(cfg: TrainConfig, ds: Dataset) -> TrainConfig:
     """``model.cycle_period: auto`` becomes the training data's dominant period (up to the window
-    length); ``model.theta_init: auto`` becomes 2π over that period (or over cycle_period if set)."""
+    length), or 0 for data that steps calendar months (a cycle's phase counts fixed steps). The season
+    of the REM heads (``model.theta_init: auto``, and the cyclic and dilated heads of a ``rem_bank``) is
+    that cycle, or without one the data's season (`export.naive.season`: a calendar year of monthly
+    data, else the dominant period). A theta_init left unset in a model with a cycle starts at 2π over
+    the cycle too: the cyclic heads start at the data's season, not at the 2π/24 of hourly data."""
     model = dict(cfg.model)
-    if model.get("cycle_period") and CALENDAR_FREQUENCY.fullmatch(ds.series.frequency):
+    calendar = CALENDAR_FREQUENCY.fullmatch(ds.series.frequency) is not None
+    if calendar and model.get("cycle_period") == "auto":
+        model["cycle_period"] = 0
+    if model.get("cycle_period") and calendar:
         # A cycle's phase counts fixed steps since the epoch (docs/artifacts.md); months have none.
         raise ValueError(
             f"model.cycle_period is {model['cycle_period']!r}, but {ds.series.name} steps calendar months "
-            f"({ds.series.frequency}); seasonal cycles need a fixed step: set model.cycle_period to 0"
+            f"({ds.series.frequency}); seasonal cycles need a fixed step: set model.cycle_period to 0 or auto"
         )
     if model.get("cycle_period") == "auto":
         model["cycle_period"] = dominant_period(ds.train.data, cfg.input_length)
+    cycle = int(model.get("cycle_period") or 0)
+
+    def heads_season() -> int:
+        return cycle or season(ds)[0]
+
     if model.get("theta_init") == "auto":
-        period = model.get("cycle_period") or dominant_period(ds.train.data, cfg.input_length)
-        model["theta_init"] = 2 * math.pi / period
+        model["theta_init"] = 2 * math.pi / heads_season()
+    elif "theta_init" not in model and cycle:
+        model["theta_init"] = 2 * math.pi / cycle
     if model.get("rem_bank"):
         if cfg.variant == "baseline":  # the baseline has no REM heads, only their number
             model["rem_bank"] = []
         else:
-            model["rem_bank"] = expand_bank(model["rem_bank"], int(model.get("cycle_period") or 0))
+            spec = model["rem_bank"]
+            needs = isinstance(spec, dict) and (spec.get("cyclic") or spec.get("dilated"))
+            model["rem_bank"] = expand_bank(spec, heads_season() if needs else cycle)
     return dataclasses.replace(cfg, model=model)
 
 
@@ -216,7 +265,9 @@ def read_options(cfg: TrainConfig) -> dict[str, Any]:
 
 def data_meta(ds: Dataset, path: Path, cfg: TrainConfig) -> dict[str, Any]:
     """What a checkpoint keeps of its data: where it came from, how it was read (so that evaluation and
-    export read it the same way), its split, channels, frequency and scaler."""
+    export read it the same way), its split, channels, frequency, the channels that are never negative
+    (and how that was decided) and scaler."""
+    nonnegative, how = resolve_nonnegative(cfg.nonnegative, ds)
     return {
         "name": ds.series.name,
         "path": portable(path),
@@ -229,6 +280,11 @@ def data_meta(ds: Dataset, path: Path, cfg: TrainConfig) -> dict[str, Any]:
         "frequency": ds.series.frequency,
         "frequency_seconds": ds.series.frequency_seconds,
         **read_options(cfg),
+        "date_format_read": ds.series.date_format,
+        "inserted_steps": ds.series.inserted_steps,
+        "nonnegative": nonnegative,
+        "nonnegative_rule": how,
+        "never_negative": undeclared(ds, []),  # no negative value in the training rows (the CLI's hint)
         "notes": list(ds.series.notes),
         "scaler": ds.scaler.to_dict(),
     }
@@ -269,11 +325,112 @@ def build_model(cfg: TrainConfig, channels: int) -> RSAForecaster:
     return RSAForecaster(mcfg.baseline() if cfg.variant == "baseline" else mcfg)
 
 
+def start_network(
+    cfg: TrainConfig, ds: Dataset, report_linear: bool = True
+) -> tuple[RSAForecaster, dict | None, dict | None]:
+    """The network before its first gradient step: built, its cycle table fit, and its linear path (then
+    frozen, the head at zero) or readout set to their least-squares solutions where the config asks, with
+    those fits' numbers. `report_linear`: also score the linear path alone on validation and test (a
+    reference the report keeps, never used to choose anything)."""
+    model = build_model(cfg, len(ds.channels))
+    if model.cycle is not None:
+        fit_cycle(model, ds.train)
+    linear_fit = None
+    if cfg.linear_path == "least_squares":
+        linear_fit = {"ridge": cfg.ridge, "train_mse": fit_linear_path(model, ds.train, cfg.ridge)}
+        model.linear.requires_grad_(False)
+        torch.nn.init.zeros_(model.head.weight)
+        torch.nn.init.zeros_(model.head.bias)
+        # The network at step 0 is the least-squares linear model (with the cycle): a reference for
+        # what the attention stack adds.
+        if report_linear:
+            linear_fit["val_mse"] = evaluate(model, ds.val)["mse"]
+            linear_fit["test_mse"] = evaluate(model, ds.test)["mse"]
+    readout_fit = None
+    if cfg.readout == "least_squares":
+        readout_fit = {"ridge": cfg.readout_ridge, "train_mse": fit_head(model, ds.train, cfg.readout_ridge)}
+    return model, linear_fit, readout_fit
+
+
+#: The window lengths `model.input_length: auto` compares: the long-term forecasting literature's.
+INPUT_LENGTHS = (96, 192, 336, 512)
+
+
+def choose_input_length(cfg: TrainConfig) -> tuple[TrainConfig, dict[str, Any]]:
+    """`model.input_length: auto`: among INPUT_LENGTHS that the file's splits can hold, the one whose
+    least-squares start (`start_network`) scores the lowest validation MSE. Every length is scored on the
+    same validation targets (the validation split's windows end on the same rows whatever L), and the
+    test split is not looked at. Returns the config with that length, and the comparison."""
+    data_path = resolve(cfg.data)
+    series = load_csv(data_path, **read_options(cfg))
+    scores: dict[str, float | str] = {}
+    for length in INPUT_LENGTHS:
+        trial = dataclasses.replace(cfg, model={**cfg.model, "input_length": length})
+        try:
+            ds = split_series(series, length, trial.horizon, cfg.mode, cfg.target, cfg.protocol)
+        except DataError:
+            scores[str(length)] = "too long for the file"
+            continue
+        torch.manual_seed(cfg.seed)
+        try:
+            model, _, _ = start_network(resolve_auto(trial, ds), ds, report_linear=False)
+        except ValueError as e:
+            scores[str(length)] = f"not built: {e}"
+            continue
+        scores[str(length)] = evaluate(model, ds.val)["mse"]
+    scored = {k: v for k, v in scores.items() if isinstance(v, float)}
+    if not scored:
+        raise DataError(
+            f"{data_path.name}: no window length of {list(INPUT_LENGTHS)} fits the file with horizon "
+            f"{cfg.horizon} ({scores}); give a shorter one with --input-length, or a shorter --horizon"
+        )
+    chosen = int(min(scored, key=lambda k: scored[k]))
+    search = {
+        "rule": "the lowest validation MSE of the least-squares start",
+        "validation_mse": scores,
+        "chosen": chosen,
+    }
+    return dataclasses.replace(cfg, model={**cfg.model, "input_length": chosen}), search
+
+
+def _say(line: str) -> None:
+    """A progress line on stderr (where tqdm's bars go on a terminal)."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def selection_note(cfg: TrainConfig, best: dict[str, Any], history: list[dict], step0: dict | None) -> str:
+    """Which network the checkpoint holds and why: an epoch, or the untrained network (step 0)."""
+    if best["epoch"] == 0:
+        assert step0 is not None
+        trained = min(history, key=lambda h: h["val_mse"]) if history else None
+        beaten = (
+            f"; the best trained epoch, {trained['epoch']}, reached {trained['val_mse']:.4f}"
+            if trained is not None
+            else ""
+        )
+        return (
+            "kept step 0, the network before any gradient step (its readout fit by least squares): "
+            f"validation MSE {step0['val_mse']:.4f}, and no epoch improved on it by the required "
+            f"{cfg.min_gain:.1%}{beaten}"
+        )
+    stopped = (
+        f"; stopped after {cfg.patience} epoch(s) without improvement" if len(history) < cfg.epochs else ""
+    )
+    return (
+        f"kept epoch {best['epoch']} of {len(history)}: the lowest validation MSE, {best['val_mse']:.4f}"
+        + stopped
+    )
+
+
 def train(cfg: TrainConfig) -> Path:
     """Train, keep the best validation epoch, test it; returns the run folder."""
     t_start = time.perf_counter()
     threads = cfg.threads or len(os.sched_getaffinity(0))
     torch.set_num_threads(threads)
+    search = None
+    if cfg.model.get("input_length") == "auto":
+        cfg, search = choose_input_length(cfg)
     torch.manual_seed(cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)
 
@@ -289,24 +446,16 @@ def train(cfg: TrainConfig) -> Path:
     )
     try:
         cfg = resolve_auto(cfg, ds)
-        model = build_model(cfg, len(ds.channels))
+        resolve_nonnegative(cfg.nonnegative, ds)  # a declared channel that is not, before any training
+        model = build_model(cfg, len(ds.channels))  # the model settings, judged before any fit
     except ValueError as e:  # settings that only the data or the whole model config can judge
         raise TrainingError(f"model settings: {e}") from None
-    if model.cycle is not None:
-        fit_cycle(model, ds.train)
-    linear_fit = None
-    if cfg.linear_path == "least_squares":
-        linear_fit = {"ridge": cfg.ridge, "train_mse": fit_linear_path(model, ds.train, cfg.ridge)}
-        model.linear.requires_grad_(False)
-        torch.nn.init.zeros_(model.head.weight)
-        torch.nn.init.zeros_(model.head.bias)
-        # The network at step 0 is the least-squares linear model (with the cycle): a reference for
-        # what the attention stack adds. Its test MSE is reported, never used to choose anything.
-        linear_fit["val_mse"] = evaluate(model, ds.val)["mse"]
-        linear_fit["test_mse"] = evaluate(model, ds.test)["mse"]
-    readout_fit = None
-    if cfg.readout == "least_squares":
-        readout_fit = {"ridge": cfg.readout_ridge, "train_mse": fit_head(model, ds.train, cfg.readout_ridge)}
+    # Bars on a terminal; in a log (stderr not a terminal) they would be escape codes: one line per epoch.
+    bars = cfg.progress and sys.stderr.isatty()
+    lines = cfg.progress and not bars
+    torch.manual_seed(cfg.seed)  # the same weights as before the check above built a model
+    # The linear path's test MSE is reported, never used to choose anything.
+    model, linear_fit, readout_fit = start_network(cfg, ds)
     reference = least_squares_reference(cfg, ds) if cfg.reference_least_squares else None
     run_dir = resolve(cfg.out) / cfg.run_name
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -319,6 +468,13 @@ def train(cfg: TrainConfig) -> Path:
     steps_per_epoch = math.ceil(per_epoch / cfg.batch_size)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(cfg.epochs * steps_per_epoch))
     meta = {"train_config": dataclasses.asdict(cfg), "data": data_meta(ds, data_path, cfg)}
+    windows = {"train": n_train, "val": ds.val.num_windows, "test": ds.test.num_windows}
+    _, calibration = calibration_plan(windows["val"], DEFAULT_LEVELS)
+    if lines:
+        _say(
+            f"{cfg.run_name}: windows of L = {cfg.input_length} in, H = {cfg.horizon} out: train "
+            f"{windows['train']}, validation {windows['val']}, test {windows['test']}; {calibration}"
+        )
 
     history: list[dict[str, float]] = []
     best = {"val_mse": math.inf, "epoch": -1}
@@ -328,14 +484,16 @@ def train(cfg: TrainConfig) -> Path:
         step0 = {"val_mse": evaluate(model, ds.val)["mse"], "test_mse": evaluate(model, ds.test)["mse"]}
         best = {"val_mse": step0["val_mse"], "epoch": 0}
         save_checkpoint(ckpt_path, model, meta)
+        if lines:
+            _say(f"{cfg.run_name}: step 0 (before training, a candidate): val MSE {step0['val_mse']:.4f}")
     bad_epochs = 0
-    epochs_bar = tqdm(range(cfg.epochs), desc=cfg.run_name, unit="epoch", disable=not cfg.progress)
+    epochs_bar = tqdm(range(cfg.epochs), desc=cfg.run_name, unit="epoch", disable=not bars)
     for epoch in epochs_bar:
         t0 = time.perf_counter()
         model.train()
         order = torch.randperm(n_train, generator=gen)[:per_epoch]
         running, seen = 0.0, 0
-        batches = tqdm(order.split(cfg.batch_size), leave=False, unit="batch", disable=not cfg.progress)
+        batches = tqdm(order.split(cfg.batch_size), leave=False, unit="batch", disable=not bars)
         for idx in batches:
             pred, y = predict(model, ds.train, idx)
             loss = torch.nn.functional.mse_loss(pred, y)
@@ -370,6 +528,13 @@ def train(cfg: TrainConfig) -> Path:
         else:
             bad_epochs += 1
         epochs_bar.set_postfix(train=f"{running / seen:.4f}", val=f"{val['mse']:.4f}", best=best["epoch"])
+        if lines:
+            holder = "step 0" if best["epoch"] == 0 else f"epoch {best['epoch']}"
+            kept = "best so far, saved" if improved else f"the best is still {holder}"
+            _say(
+                f"{cfg.run_name}: epoch {epoch + 1}/{cfg.epochs}: train loss {running / seen:.4f}, "
+                f"val MSE {val['mse']:.4f} ({kept}), {seconds:.1f} s"
+            )
         if bad_epochs >= cfg.patience:
             break
 
@@ -379,6 +544,7 @@ def train(cfg: TrainConfig) -> Path:
         )
     model, _ = load_checkpoint(ckpt_path)
     test = evaluate(model, ds.test)
+    naive = naive_references(ds, ds.test, model.cfg.cycle_period)
     has_rem = any(kind != "softmax" for kind, _ in model.cfg.head_types)
     ablation = ablations(model, ds.test) if has_rem else None
     plot_forecasts(model, ds, run_dir / "forecast.png", n_windows=cfg.plot_windows, title=cfg.run_name)
@@ -391,7 +557,8 @@ def train(cfg: TrainConfig) -> Path:
         "parameters": sum(p.numel() for p in model.parameters()),
         "seed": cfg.seed,
         "data": {k: v for k, v in meta["data"].items() if k != "scaler"},
-        "windows": {"train": n_train, "val": ds.val.num_windows, "test": ds.test.num_windows},
+        "windows": windows,
+        "calibration": calibration,
         "epochs": history,
         "linear_fit": linear_fit,
         "readout_fit": readout_fit,
@@ -399,8 +566,12 @@ def train(cfg: TrainConfig) -> Path:
         "least_squares_reference": reference,
         "ablation": ablation,
         "best_epoch": best["epoch"],
+        "selection": selection_note(cfg, best, history, step0),
+        "input_length_search": search,
         "val": {"mse": best["val_mse"]},
         "test": {"mse": test["mse"], "mae": test["mae"]},
+        "naive": naive,
+        "units": UNITS,
         "wall_time_s": wall,
         "seconds_per_epoch": sum(h["seconds"] for h in history) / len(history),
         "recurrence": model.recurrence_report(),
@@ -419,7 +590,9 @@ def train(cfg: TrainConfig) -> Path:
 
 
 def main(
-    config: Annotated[Path | None, typer.Argument(help="YAML config file (see configs/)")] = None,
+    config: Annotated[
+        Path | None, typer.Argument(help="YAML config file (see configs/; default: configs/own-data.yaml)")
+    ] = None,
     horizon: Annotated[int | None, typer.Option(help="forecast horizon H")] = None,
     input_length: Annotated[int | None, typer.Option(help="input window L")] = None,
     variant: Annotated[str | None, typer.Option(help="rsa or baseline")] = None,
@@ -427,23 +600,47 @@ def main(
     epochs: Annotated[int | None, typer.Option()] = None,
     data: Annotated[str | None, typer.Option(help="CSV file")] = None,
     target: Annotated[
-        str | None, typer.Option(help="target column (default: OT, or the file's one numeric column)")
+        str | None,
+        typer.Option(help="target column (default: OT, or the file's one numeric column; mode M: the first)"),
     ] = None,
     mode: Annotated[str | None, typer.Option(help="M: every column in and out; S: the target only")] = None,
     timestamp_column: Annotated[str | None, typer.Option(help="the timestamp column's name")] = None,
+    date_format: Annotated[
+        str | None,
+        typer.Option(help="the timestamps' format, e.g. '%d/%m/%Y' (default: read off the column)"),
+    ] = None,
+    dayfirst: Annotated[
+        bool | None,
+        typer.Option(
+            "--dayfirst/--monthfirst",
+            help="dates like 01/02/2015: day first or month first (default: refuse)",
+        ),
+    ] = None,
     drop: Annotated[
         list[str] | None, typer.Option(help="a column to leave out (repeat for more), e.g. a text column")
     ] = None,
     keep: Annotated[
         list[str] | None, typer.Option(help="the only column to use (repeat for more); default: all")
     ] = None,
-    fill: Annotated[str | None, typer.Option(help="missing values: none (an error), linear or ffill")] = None,
+    fill: Annotated[
+        str | None,
+        typer.Option(
+            help="missing values and steps: none (an error), linear or ffill (rows inserted, filled)"
+        ),
+    ] = None,
+    nonnegative: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="a channel that is never negative (repeat for more), or all, none, auto (default: channels "
+            "with no negative value and 5% zeros in the training rows): interval bounds clipped at 0"
+        ),
+    ] = None,
     out: Annotated[str | None, typer.Option(help="folder for run folders")] = None,
     name: Annotated[str | None, typer.Option(help="run name")] = None,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="key=value override, e.g. model.d_model=64")
     ] = None,
-    quiet: Annotated[bool, typer.Option(help="no progress bars")] = False,
+    quiet: Annotated[bool, typer.Option(help="no progress bars or per-epoch lines")] = False,
 ) -> None:
     """Train an RSA forecaster (or the baseline) and write checkpoint, report.json and forecast.png."""
     overrides = list(set_ or [])
@@ -463,11 +660,17 @@ def main(
     ):
         if value is not None:
             overrides.append(f"{key}={value}")
-    for key, names in (("drop", drop), ("keep", keep)):
+    for key, value in (("date_format", date_format), ("dayfirst", dayfirst)):
+        if value is not None:
+            overrides.append(f"{key}={json.dumps(value)}")  # a YAML (JSON) string or boolean, as written
+    for key, names in (("drop", drop), ("keep", keep), ("nonnegative", nonnegative)):
         if names:
             overrides.append(f"{key}={json.dumps(list(names))}")  # a YAML (JSON) list
     if quiet:
         overrides.append("progress=false")
+    if config is None:
+        typer.echo(f"config: {portable(OWN_DATA_CONFIG)} (none given); {CONFIG_RULE}")
+        config = OWN_DATA_CONFIG
     try:
         cfg = load_config(config, overrides)
     except (ValueError, TypeError) as e:
@@ -478,15 +681,52 @@ def main(
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
     report = json.loads((run_dir / "report.json").read_text())
-    typer.echo(
-        f"{report['name']}: test MSE {report['test']['mse']:.4f}  MAE {report['test']['mae']:.4f}  "
-        f"(best epoch {report['best_epoch']}, {report['seconds_per_epoch']:.0f} s/epoch, "
-        f"{report['wall_time_s'] / 60:.1f} min) -> {run_dir}"
+    for line in summary_lines(report):
+        typer.echo(line)
+    typer.echo(f"  -> {run_dir}")
+
+
+def search_line(search: dict[str, Any]) -> str:
+    scores = ", ".join(
+        f"{length} ({value:.4f})" if isinstance(value, float) else f"{length} ({value})"
+        for length, value in search["validation_mse"].items()
     )
-    for layer in report["recurrence"]:
-        typer.echo(f"  layer {layer['layer']}: {describe_heads(layer['heads'])}")
-    for note in report["data"]["notes"]:
-        typer.echo(f"  data: {note}")
+    return f"input length {search['chosen']}: {search['rule']} among {scores}"
+
+
+def summary_lines(report: dict[str, Any]) -> list[str]:
+    """The CLI's account of a run: test error with its units and the naive references, the windows, what
+    was kept, the intervals the export will calibrate, the recurrence, what was done to the data."""
+    test, windows, data = report["test"], report["windows"], report["data"]
+    shape = report["model_config"]
+    timing = (
+        f"{len(report['epochs'])} epoch(s), {report['seconds_per_epoch']:.0f} s/epoch, "
+        f"{report['wall_time_s'] / 60:.1f} min"
+    )
+    out = [
+        f"{report['name']}: test MSE {test['mse']:.4f}, MAE {test['mae']:.4f} (standardised: each channel "
+        "minus its training mean, over its training std)",
+        "  " + naive_summary(test["mse"], report["naive"]),
+        f"  windows (L = {shape['input_length']} in, H = {shape['horizon']} out): train {windows['train']}, "
+        f"validation {windows['val']}, test {windows['test']}",
+        f"  {report['selection']} ({timing})",
+        *([f"  {search_line(report['input_length_search'])}"] if report.get("input_length_search") else []),
+        f"  export: {report['calibration']}",
+    ]
+    out += [f"  layer {layer['layer']}: {describe_heads(layer['heads'])}" for layer in report["recurrence"]]
+    if data["nonnegative"]:
+        out.append(
+            f"  non-negative ({data['nonnegative_rule']}): {data['nonnegative']}: interval bounds clipped "
+            "at 0"
+        )
+    hint = [c for c in data.get("never_negative", []) if c not in data["nonnegative"]]
+    if hint:
+        out.append(
+            f"  channels {hint} have no negative value in the training rows: if they can never be negative "
+            f"(sales, counts, spend), add --nonnegative {hint[0]} so that their interval bounds stay >= 0"
+        )
+    out += [f"  data: {note}" for note in data["notes"]]
+    return out
 
 
 if __name__ == "__main__":

@@ -1,13 +1,25 @@
 #!/usr/bin/env bash
 # Create .venv at the repo root and install one requirements set into it.
 #   scripts/setup.sh serve   # the service only: onnxruntime-gpu + web stack, no torch
-#   scripts/setup.sh dev     # training, export and tests (adds torch==2.13.0 CPU)
+#   scripts/setup.sh train   # the service + training and export: torch==2.13.0, the CPU build (no tests)
+#   scripts/setup.sh dev     # all of train + tests and linters (what scripts/test.sh runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 set_name="${1:-dev}"
 python3 -m venv .venv
-.venv/bin/python -m pip install --quiet --disable-pip-version-check \
-    -r "requirements/${set_name}.txt" -c requirements/constraints.txt
+pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
+if [ "$set_name" != serve ]; then
+    # torch from PyTorch's CPU index first: on Linux x86_64, PyPI's torch wheel is the CUDA build, which
+    # brings several GB of NVIDIA libraries that training and export here never use. Where that index
+    # cannot be reached, the line below takes torch from the default index instead (on PyPI, that CUDA
+    # build: it works, it is only bigger). RSA_TORCH_INDEX names another index (e.g. a mirror).
+    torch_index="${RSA_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}"
+    torch_pin=$(grep -oE '^torch==[^ ]+' requirements/train.txt)
+    if ! "${pip[@]}" --no-deps --retries 0 --timeout 30 --index-url "$torch_index" "$torch_pin" 2>/dev/null; then
+        echo "setup: $torch_index cannot be reached: $torch_pin comes from the default index" >&2
+    fi
+fi
+"${pip[@]}" -r "requirements/${set_name}.txt" -c requirements/constraints.txt
 # The CPU `onnxruntime` wheel would shadow onnxruntime-gpu: refuse to continue if anything pulled it in.
 if .venv/bin/python -m pip list --disable-pip-version-check 2>/dev/null | grep -qiE '^onnxruntime '; then
     echo "error: plain 'onnxruntime' is installed next to onnxruntime-gpu; remove it" >&2

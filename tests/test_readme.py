@@ -80,3 +80,56 @@ def test_bring_your_own_csv_walkthrough_works_as_printed(tmp_path: Path) -> None
     forecast = r.json()["forecasts"][0]
     assert forecast["channels"] == ["load_mw", "temp_c"] and len(forecast["forecast"]) == 24
     assert forecast["timestamps"][0] == "2023-05-23T09:00:00+02:00"  # the hour after the last row sent
+
+
+def test_the_training_set_up_command_is_the_setup_script_and_installs_cpu_torch() -> None:
+    """The third command: `bash scripts/setup.sh train`, which asks PyTorch's CPU index for the pinned
+    torch before the requirements (scripts/setup.sh dev, which the test command runs, does the same)."""
+    assert "bash scripts/setup.sh train" in blocks("bash")[2]
+    script = (ROOT / "scripts" / "setup.sh").read_text()
+    assert "https://download.pytorch.org/whl/cpu" in script and "--no-deps" in script
+    assert "torch==2.13.0" in (ROOT / "requirements" / "train.txt").read_text()
+
+
+def test_the_sales_example_trains_and_prints_what_the_readme_shows(tmp_path: Path) -> None:
+    """The own-data summary printed in the README is what the sales command prints (its timing aside):
+    the units, the naive references, the windows, what was kept, the input-length search."""
+    import shlex
+    import subprocess
+    import sys
+
+    from export.example_data import write_sales
+
+    write_sales(tmp_path / "runs" / "example")
+    command = next(b for b in blocks("bash") if "runs/example/sales.csv" in b).replace("\\\n", " ").strip()
+    command = re.sub(r"(?<![\w./-])runs\b", f"{tmp_path}/runs", command)
+    argv = shlex.split(command.replace(".venv/bin/python", sys.executable, 1))
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    printed = next(b for b in re.findall(r"```text\n(.*?)```", README, flags=re.S) if "test MSE" in b)
+    untimed = re.compile(r" \(\d+ epoch\(s\), \d+ s/epoch, [\d.]+ min\)")
+    got = [untimed.sub("", line) for line in proc.stdout.splitlines()]
+    for line in printed.splitlines():
+        assert untimed.sub("", line) in got, (line, proc.stdout)
+    for note in (
+        "dates read day-first (%d/%m/%Y): '13/01/2021' (line 13)",
+        "5 missing step(s) of 1D inserted",
+    ):
+        assert note in proc.stdout and note in README.replace("\n", " ")
+
+
+def test_the_which_config_table_is_the_recipes_report() -> None:
+    from export.recipes import table
+
+    report = json.loads((ROOT / "results" / "own-data" / "report.json").read_text())
+    assert "\n".join(table(report)) in README
+
+
+def test_the_attention_example_is_the_curl_in_the_readme() -> None:
+    """The curl sends docs/examples/attention_request.json to the shipped model (rendered and checked in
+    tests/app/protocols/rsa_v1/test_plotting.py), and the sample it shows exists."""
+    curl = next(b for b in blocks("bash") if "/attention" in b)
+    assert "-d @docs/examples/attention_request.json" in curl and "/v1/models/etth1-rsa/attention" in curl
+    assert (ROOT / "docs" / "images" / "attention-etth1-rsa-v4.png").is_file()
+    body = json.loads((ROOT / "docs" / "examples" / "attention_request.json").read_text())
+    assert isinstance(body["series"], dict) and body["format"] == "png"

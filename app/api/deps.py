@@ -48,6 +48,6 @@ bearer = HTTPBearer(auto_error=False, description="An API key, when the service 
 async def require_api_key(
     request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 ) -> None:
-    check_api_key(
-        runtime_of(request.app), None if credentials is None else f"Bearer {credentials.credentials}"
-    )
+    # The header as sent, not `credentials` (None for any scheme but Bearer): the check says what a
+    # header without `Bearer` lacks, as the forecast dispatch does.
+    check_api_key(runtime_of(request.app), request.headers.get("authorization"))

@@ -43,11 +43,7 @@ class BodySizeLimitMiddleware:
         raw = Headers(scope=scope).get("content-length")
         declared = None if raw is None else decimal(raw)
         if declared is not None and declared > limit:
-            error = PayloadTooLarge(
-                f"request body of {declared} bytes is over the limit of {limit} bytes",
-                field="body",
-                limit=limit,
-            )
+            error = PayloadTooLarge.body(limit, declared)
             await error_response_for(scope["path"], error)(scope, receive, send)
             return
         if declared is not None:  # the server's HTTP parser delivers exactly that many bytes, no more

@@ -83,6 +83,9 @@ class IntervalsSpec(_Frozen):
     levels: tuple[float, ...] = Field(min_length=1)
     widths: tuple[tuple[tuple[float, ...], ...], ...]  # [levels][H][C]
     calibration: dict[str, Any] | None = None
+    # Per channel: never negative (declared or detected at training, export/nonnegative.py), so the
+    # service clips that channel's bounds at 0. Absent: no channel is clipped.
+    nonnegative: tuple[bool, ...] | None = None
     # `widths` as float32 [K, H, C], built once at load: what every request's arithmetic uses.
     _array: np.ndarray = PrivateAttr()
 
@@ -206,6 +209,9 @@ class Manifest(_Frozen):
             raise ValueError(
                 f"intervals.widths is {list(self.intervals.array.shape)}, it must be [levels, {H}, {C}]"
             )
+        flags = self.intervals.nonnegative if self.intervals is not None else None
+        if flags is not None and len(flags) != C:
+            raise ValueError(f"intervals.nonnegative has {len(flags)} flags for {C} channels")
         for required in (MODEL_FILE, INSPECT_FILE):
             if required not in self.files:
                 raise ValueError(f"files has no entry for {required!r}")

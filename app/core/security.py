@@ -17,6 +17,8 @@ from app.core.errors import PermissionDenied, Unauthenticated
 
 logger = logging.getLogger(__name__)
 
+_KNOWN_SCHEMES = frozenset({"basic", "digest", "token", "apikey", "api-key", "negotiate"})
+
 
 class ApiKeys:
     def __init__(self, keys: list[str]) -> None:
@@ -46,10 +48,24 @@ class ApiKeys:
         """Raise unless `authorization` is `Bearer <one of the keys>` (or no key is configured)."""
         if not self._digests:
             return
-        scheme, _, token = (authorization or "").partition(" ")
+        scheme, _, token = (authorization or "").strip().partition(" ")
         token = token.strip()
-        if scheme.lower() != "bearer" or not token:
+        if not scheme:
             raise Unauthenticated("an API key is required: send the header Authorization: Bearer <key>")
+        if scheme.lower() != "bearer":
+            # Never echo the value: it may be the key itself, sent without its scheme (only a well-known
+            # scheme's name is said).
+            what = "a value without the Bearer scheme"
+            if token and scheme.lower() in _KNOWN_SCHEMES:
+                what = f"the scheme {scheme}"
+            raise Unauthenticated(
+                f"the Authorization header has {what}: expected `Bearer <key>` (the word Bearer, a space, "
+                "then the key)"
+            )
+        if not token:
+            raise Unauthenticated(
+                "the Authorization header says Bearer but holds no key: expected `Bearer <key>`"
+            )
         given = _digest(token)
         match = False
         for digest in self._digests:

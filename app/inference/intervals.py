@@ -12,6 +12,11 @@ outputs) asks here, so one place decides what is served and how it is refused; `
 field in the errors (`level`, `options.quantiles[1]`, `outputs[0]`), which are `InvalidInput` subclasses
 with their own codes: `no_calibrated_intervals` for a version exported without intervals,
 `interval_not_calibrated` for a level or quantile it has no widths for (the message lists those it has).
+
+Channels the manifest marks non-negative (`intervals.nonnegative`: sales, counts, spend, declared or
+detected at training) have their bounds clipped at 0 (`clip_nonnegative`): forecast − width may reach
+below zero where the series cannot. The point forecast (and the quantile 0.5, which is the forecast) is
+the model's output, the same on every protocol, and is never changed.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ __all__ = [
     "available_quantiles",
     "check_levels",
     "check_quantiles",
+    "clip_nonnegative",
     "level_bounds",
     "quantile_bounds",
     "require_intervals",
@@ -167,6 +173,14 @@ def _widths(intervals: IntervalsSpec, forecast: np.ndarray) -> np.ndarray:
     return intervals.array[:, : forecast.shape[1]]
 
 
+def clip_nonnegative(intervals: IntervalsSpec, bounds: np.ndarray) -> np.ndarray:
+    """`bounds` [..., C] with the non-negative channels' values below 0 raised to 0, in place."""
+    flags = intervals.nonnegative
+    if flags is not None and any(flags):
+        np.maximum(bounds, 0, out=bounds, where=np.asarray(flags, dtype=bool))
+    return bounds
+
+
 def level_bounds(
     intervals: IntervalsSpec | None, forecast: np.ndarray, levels: Sequence[float], field: str = "level"
 ) -> dict[float, tuple[np.ndarray, np.ndarray]]:
@@ -176,7 +190,10 @@ def level_bounds(
     assert intervals is not None
     widths = _widths(intervals, forecast)
     return {
-        level: (forecast - widths[k], forecast + widths[k])
+        level: (
+            clip_nonnegative(intervals, forecast - widths[k]),
+            clip_nonnegative(intervals, forecast + widths[k]),
+        )
         for level, k in zip(levels, positions, strict=True)
     }
 
@@ -196,7 +213,7 @@ def quantile_bounds(
         if side == 0:
             out[p] = forecast
         elif side < 0:
-            np.subtract(forecast, widths[k], out=out[p])
+            clip_nonnegative(intervals, np.subtract(forecast, widths[k], out=out[p]))
         else:
-            np.add(forecast, widths[k], out=out[p])
+            clip_nonnegative(intervals, np.add(forecast, widths[k], out=out[p]))
     return out

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import typer
 from onnx import TensorProto, helper, numpy_helper, save
 
 from app.artifacts.manifest import load_manifest
@@ -140,17 +141,36 @@ def test_a_published_version_covers_the_test_split(version: Path, tmp_path: Path
         publish(version, block, version=2)
 
 
-def test_the_export_writes_intervals(tmp_path: Path) -> None:
+@pytest.mark.parametrize("rows", [600, 200])
+def test_the_export_writes_intervals_its_validation_windows_can_calibrate(
+    tmp_path: Path, rows: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """600 rows leave 53 validation windows: every level asked but 99% (which needs 99) is calibrated,
+    and the export says so; 200 rows leave 13, fewer than 30: no intervals at all, and the export says
+    why."""
     cfg = ModelConfig(input_length=16, horizon=8, channels=7, d_model=8, n_heads=4, d_ff=16)
-    csv = ettd_slice(tmp_path / "etth1_slice.csv", rows=600)
+    csv = ettd_slice(tmp_path / "etth1_slice.csv", rows=rows)
     ds = load_dataset(csv, cfg.input_length, cfg.horizon)
     path = tmp_path / "checkpoint.safetensors"
     meta = {"train_config": {}, "data": data_meta(ds, csv, TrainConfig(data=str(csv)))}
     save_checkpoint(path, RSAForecaster(cfg), meta)
-    folder = export_model(path, tmp_path / "repo", "tiny", verify_batch_sizes=(1,))
+    levels = (80, 90, 95, 99)  # what --level 80 --level 90 --level 95 --level 99 passes
+    with caplog.at_level("INFO", logger="export.conformal"):
+        folder = export_model(path, tmp_path / "repo", "tiny", verify_batch_sizes=(1,), levels=levels)
     intervals = load_manifest(folder / "manifest.json").intervals
-    assert intervals is not None and intervals.array.shape == (5, cfg.horizon, 7)
-    assert intervals.calibration is not None and intervals.calibration["windows"] == ds.val.num_windows
+    n = ds.val.num_windows
+    if rows == 200:
+        assert n == 13 and intervals is None
+        assert (
+            "no prediction intervals: the validation split has 13 window(s), fewer than the 30" in caplog.text
+        )
+        return
+    assert n == 53 and intervals is not None and intervals.levels == (80, 90, 95)
+    assert intervals.array.shape == (3, cfg.horizon, 7) and intervals.nonnegative == (False,) * 7
+    assert intervals.calibration is not None and intervals.calibration["windows"] == n
+    assert "intervals at levels 80, 90, 95 calibrated on 53 validation windows (not 99: 99% needs 99)" in (
+        caplog.text
+    )
 
 
 def test_calibration_calls_stay_within_the_attention_memory_budget() -> None:
@@ -163,3 +183,17 @@ def test_calibration_calls_stay_within_the_attention_memory_budget() -> None:
     state = {"input_length": 512, "channels": 7, "n_heads": 36, "head": "state"}
     assert calibration_batch(state) == 256  # one query row: 0.5 MB per row
     assert calibration_batch(None) == 256  # a graph whose manifest states no architecture
+
+
+def test_export_onnx_takes_the_levels_to_calibrate() -> None:
+    """`--level` (repeatable), which docs/intervals.md promised before it existed; bad values refused."""
+    from typer.testing import CliRunner
+
+    from export.onnx import main
+
+    app = typer.Typer()
+    app.command()(main)
+    runner = CliRunner()
+    assert "--level" in runner.invoke(app, ["--help"]).output
+    refused = runner.invoke(app, ["missing.safetensors", "--name", "x", "--level", "100"])
+    assert refused.exit_code == 2 and "--level takes distinct percentages" in refused.output

@@ -233,6 +233,8 @@ def test_calendar_frequencies_are_months_not_fixed_days(
 
 
 def test_a_cycle_is_refused_for_calendar_data(tmp_path: Path) -> None:
+    """A cycle's phase counts fixed steps: monthly data gets none ("auto" finds none, a number is
+    refused), while the REM heads still follow the data's year (θ = 2π/12)."""
     from export.train import TrainConfig, resolve_auto
 
     stamps = pd.date_range("1990-01-01", periods=120, freq="MS")
@@ -240,20 +242,53 @@ def test_a_cycle_is_refused_for_calendar_data(tmp_path: Path) -> None:
     csv = write_csv(tmp_path / "monthly.csv", "date,value", rows)
     ds = load_dataset(csv, input_length=12, horizon=3, target="value")
     shape = {"input_length": 12, "horizon": 3}
-    cfg = TrainConfig(data=str(csv), model={**shape, "cycle_period": "auto"})
+    cfg = TrainConfig(data=str(csv), model={**shape, "cycle_period": 12})
     with pytest.raises(ValueError, match=r"calendar months \(1MS\).*cycle_period to 0"):
         resolve_auto(cfg, ds)
+    auto = dataclasses.replace(cfg, model={**shape, "cycle_period": "auto", "theta_init": "auto"})
+    resolved = resolve_auto(auto, ds).model
+    assert resolved["cycle_period"] == 0 and resolved["theta_init"] == pytest.approx(2 * np.pi / 12)
     fixed = dataclasses.replace(cfg, model={**shape, "cycle_period": 0})
     assert resolve_auto(fixed, ds).model["cycle_period"] == 0
 
 
-def test_frequency_is_the_most_common_step_despite_gaps(tmp_path: Path) -> None:
+def test_missing_steps_are_refused_with_their_lines_or_inserted_and_filled(tmp_path: Path) -> None:
+    """A gap in the grid is an error naming its lines and the fix; with a fill the missing steps become
+    rows, filled, so that every later row keeps its true time."""
     stamps = list(pd.date_range("2020-01-01", periods=20, freq="15min"))
-    del stamps[5:8]  # a gap
+    del stamps[5:8]  # a gap of three steps
     rows = [f"{t},{i}" for i, t in enumerate(stamps)]
-    series = load_csv(write_csv(tmp_path / "gap.csv", "date,v", rows))
-    assert series.frequency_seconds == 900
-    assert len(series.timestamps) == 17
+    path = write_csv(tmp_path / "gap.csv", "date,v", rows)
+    with pytest.raises(DataError) as info:
+        load_csv(path)
+    assert str(info.value) == (
+        "gap.csv: 3 step(s) of 15min have no row (the series steps 15min, its most common step): "
+        "2020-01-01 01:15:00 to 2020-01-01 01:45:00 (between lines 6 and 7). Every later row would be taken "
+        "for an earlier step; add rows for them, or pass --fill linear, ffill or zero (config: fill) to "
+        "insert them and fill their values"
+    )
+    series = load_csv(path, fill="linear")
+    assert series.frequency == "15min" and series.frequency_seconds == 900 and series.inserted_steps == 3
+    np.testing.assert_array_equal(series.timestamps, pd.date_range("2020-01-01", periods=20, freq="15min"))
+    np.testing.assert_allclose(series.values[3:10, 0], [3, 4, 4.25, 4.5, 4.75, 5, 6])
+    assert series.notes == (
+        "3 missing step(s) of 15min inserted as rows and filled (linear): 2020-01-01 01:15:00 to "
+        "2020-01-01 01:45:00 (between lines 6 and 7); the longest gap was 3 step(s)",
+    )
+    np.testing.assert_allclose(load_csv(path, fill="ffill").values[4:9, 0], [4, 4, 4, 4, 5])
+
+
+def test_rows_off_the_grid_are_refused(tmp_path: Path) -> None:
+    stamps = list(pd.date_range("2020-01-01", periods=12, freq="h"))
+    stamps[6] += pd.Timedelta(minutes=17)
+    path = write_csv(tmp_path / "off.csv", "date,v", [f"{t},{i}" for i, t in enumerate(stamps)])
+    for fill in ("none", "linear"):  # no fill can put a row on the grid
+        with pytest.raises(
+            DataError,
+            match=r"off\.csv line 8: timestamp 2020-01-01 06:17:00 is not a whole number of steps of 1h "
+            r".*, nor are 1 other rows; the rows must lie on one regular grid",
+        ):
+            load_csv(path, fill=fill)
 
 
 def test_daily_dates_without_time(tmp_path: Path) -> None:
@@ -388,11 +423,14 @@ def test_unknown_target(tmp_path: Path) -> None:
             DataError, match=r"data\.csv line 1, column 'OT': unknown target column.*--target"
         ):
             load_dataset(path, 2, 1, mode=mode, target="OT")
-        # No target given and no OT: the error says which flag to pass, with the columns.
-        with pytest.raises(
-            DataError, match=r"which column is the target\? The numeric columns are \['a', 'b'\]"
-        ):
-            load_dataset(path, 2, 1, mode=mode)
+    # No target given and no OT: in mode S the error says which flag to pass, with the columns ...
+    with pytest.raises(
+        DataError, match=r"which column is the target\? The numeric columns are \['a', 'b'\].*--mode M"
+    ):
+        load_dataset(path, 2, 1, mode="S")
+    # ... in mode M every column is forecast, and none is asked for (the first is the one plots show).
+    every = load_dataset(path, 2, 1, mode="M")
+    assert (every.channels, every.target) == (["a", "b"], "a")
     assert load_dataset(path, 2, 1, mode="S", target="b").channels == ["b"]
 
 
@@ -633,3 +671,117 @@ def test_too_few_rows_names_the_flags(tmp_path: Path) -> None:
     path = write_csv(tmp_path / "short.csv", "date,v", [f"{t},{i}" for i, t in enumerate(_hourly(30))])
     with pytest.raises(DataError, match=r"--input-length, --horizon"):
         load_dataset(path, 24, 12)
+
+
+# --------------------------------------------------------------------------------------------------
+# dates in other written forms, day/month order, and every problem of a file in one run
+# --------------------------------------------------------------------------------------------------
+
+
+def test_dates_whose_day_and_month_order_the_file_leaves_open_are_refused_until_told(tmp_path: Path) -> None:
+    """A monthly file written DD/MM/YYYY reads just as well month-first (1-12 January of each year):
+    refused, naming both readings and the options; told, it is monthly."""
+    months = pd.date_range("2015-01-01", periods=30, freq="MS")
+    path = write_csv(tmp_path / "m.csv", "date,sales", [f"{t:%d/%m/%Y},{i}" for i, t in enumerate(months)])
+    with pytest.raises(DataError) as info:
+        load_csv(path)
+    message = str(info.value)
+    assert message.startswith(
+        "m.csv line 3, column 'date': ambiguous date '01/02/2015': day-first it is 2015-02-01, month-first "
+        "2015-01-02, and every date in the column reads both ways"
+    )
+    assert (
+        "day-first, they step 1MS" in message and "month-first, they step 1D with irregular steps" in message
+    )
+    assert "--dayfirst or --monthfirst" in message and "--date-format '%d/%m/%Y'" in message
+    for series in (load_csv(path, dayfirst=True), load_csv(path, date_format="%d/%m/%Y")):
+        assert series.frequency == "1MS"
+        np.testing.assert_array_equal(series.timestamps, months)
+    # Read month-first as told, they are 1-12 January of each year: no fill may invent the rest.
+    for fill in ("none", "linear"):
+        with pytest.raises(DataError, match=r"707 step\(s\) of 1D have no row, more than the file has rows"):
+            load_csv(path, dayfirst=False, fill=fill)
+
+
+def test_a_day_above_12_decides_the_order_and_is_said(tmp_path: Path) -> None:
+    days = pd.date_range("2019-01-01", periods=40, freq="D")
+    path = write_csv(tmp_path / "d.csv", "date,sales", [f"{t:%d/%m/%Y},{i}" for i, t in enumerate(days)])
+    series = load_csv(path)
+    assert series.frequency == "1D" and series.date_format == "%d/%m/%Y"
+    np.testing.assert_array_equal(series.timestamps, days)
+    assert series.notes == ("dates read day-first (%d/%m/%Y): '13/01/2019' (line 14) cannot be month-first",)
+    with pytest.raises(
+        DataError, match=r"line 14, column 'date': not a timestamp .*'13/01/2019'; .*--date-format"
+    ):
+        load_csv(path, dayfirst=False)
+
+
+@pytest.mark.parametrize(
+    ("written", "pandas_freq", "alias"),
+    [
+        (lambda t: f"{t:%b %Y}", "MS", "1MS"),
+        (lambda t: f"{t:%B %Y}", "MS", "1MS"),
+        (lambda t: f"{t:%m/%Y}", "MS", "1MS"),
+        (lambda t: f"{t:%Y/%m}", "MS", "1MS"),
+        (lambda t: f"{t:%Y-%m}", "MS", "1MS"),
+        (lambda t: f"{t:%b-%y}", "MS", "1MS"),
+        (lambda t: f"{t.year}Q{t.quarter}", "QS", "3MS"),
+        (lambda t: f"Q{t.quarter} {t.year}", "QS", "3MS"),
+        (lambda t: f"{t.year}-Q{t.quarter}", "QS", "3MS"),
+        (lambda t: f"{t:%d.%m.%Y}", "ME", "1ME"),  # month ends: every day is above 12
+    ],
+)
+def test_monthly_and_quarterly_data_in_common_written_forms_step_the_calendar(
+    tmp_path: Path, written, pandas_freq: str, alias: str
+) -> None:
+    stamps = pd.date_range(
+        "2001-01-01" if pandas_freq != "ME" else "2001-01-31", periods=30, freq=pandas_freq
+    )
+    path = write_csv(tmp_path / "c.csv", "date,v", [f"{written(t)},{i}" for i, t in enumerate(stamps)])
+    series = load_csv(path)
+    assert series.frequency == alias
+    np.testing.assert_array_equal(series.timestamps, stamps)
+
+
+def test_bare_years_with_the_column_named(tmp_path: Path) -> None:
+    path = write_csv(tmp_path / "y.csv", "year,gdp", [f"{y},{i}" for i, y in enumerate(range(2017, 2020))])
+    series = load_csv(path, timestamp_column="year")
+    assert series.frequency == "12MS"  # three years without a leap day are still years, not 365D
+
+
+def test_thousands_separators_are_named_not_taken_for_text(tmp_path: Path) -> None:
+    cells = ["577.92", '"1,577.92"', "12.5", '"2,001.00"', "3"]
+    rows = [f"{t},{c}" for t, c in zip(_hourly(5), cells, strict=True)]
+    with pytest.raises(DataError) as info:
+        load_csv(write_csv(tmp_path / "sales.csv", "date,sales", rows))
+    assert str(info.value) == (
+        "sales.csv line 3, column 'sales': not a number: '1,577.92': thousands separators (',') are not "
+        "read; write the column's numbers without them (1577.92) (and 1 more in this column)"
+    )
+    assert "--drop" not in str(info.value)  # never suggest leaving out what may be the target
+    semicolons = [f"{t};{c}" for t, c in zip(_hourly(3), ["1.577,92", "3,5", "4"], strict=True)]
+    with pytest.raises(DataError, match=r"'1\.577,92': thousands separators \('\.'\) are not read"):
+        load_csv(write_csv(tmp_path / "eu.csv", "date;sales", semicolons))
+
+
+def test_every_problem_of_a_file_in_one_run(tmp_path: Path) -> None:
+    """A text column, a bad cell in a numeric one, a gap and no target: one error lists them all."""
+    days = [t for t in pd.date_range("2020-01-01", periods=40, freq="D") if t.day != 10]
+    values = ["oops" if i == 5 else str(i) for i in range(len(days))]
+    rows = [f"{t.date()},{v},{2 * i},shop-{i % 3}" for i, (t, v) in enumerate(zip(days, values, strict=True))]
+    path = write_csv(tmp_path / "all.csv", "date,sales,price,site", rows)
+    with pytest.raises(DataError) as info:
+        load_dataset(path, 4, 2, mode="S")
+    assert [p.split(":")[0] for p in info.value.problems] == [
+        "all.csv line 2, column 'site'",
+        "all.csv line 7, column 'sales'",
+        "all.csv",
+        "all.csv line 1",
+    ]
+    lines = str(info.value).splitlines()
+    assert lines[0].startswith("all.csv line 2, column 'site': not a number: 'shop-0' (a text column can be")
+    assert lines[1].startswith("also: all.csv line 7, column 'sales': not a number: 'oops' (97% of")
+    assert lines[2].startswith("also: all.csv: 1 step(s) of 1D have no row") and "2020-01-10" in lines[2]
+    assert lines[3].startswith("also: all.csv line 1: which column is the target?")
+    ds = load_dataset(path, 4, 2, mode="S", target="price", drop=["site", "sales"], fill="linear")
+    assert ds.series.inserted_steps == 1 and len(ds.series.timestamps) == 40

@@ -186,3 +186,26 @@ def test_long_section_judges_the_issue_14_targets(tmp_path):
     )
     assert "ETTh2: RSA below full least squares at the same L: 96: no — **missed**" in page
     assert "slowest 5.0 min" in page and "— met." in page
+
+
+def test_naive_references_beside_the_long_window_runs(tmp_path):
+    """Computed from the run's data file on its own test windows: the numbers export/naive.py gives."""
+    from export.data import load_dataset
+    from export.naive import naive_references
+    from export.results import naive_section
+
+    config = {"input_length": 96, "horizon": 24, "cycle_period": 24}
+    data = {"name": "ETTh1", "mode": "M", "path": "data/ETT/ETTh1.csv", "target": "OT"}
+    for variant, mse in (("rsa", 0.3), ("baseline", 0.4)):
+        report(tmp_path, "ETTh1", variant, 24, 0, mse, model_config=config)
+        folder = tmp_path / f"ETTh1-{variant}-24-0"
+        written = json.loads((folder / "report.json").read_text())
+        (folder / "report.json").write_text(json.dumps({**written, "data": data}))
+    lines = naive_section(collect(tmp_path, input_length=None))
+    ds = load_dataset("data/ETT/ETTh1.csv", 96, 24)
+    naive = naive_references(ds, ds.test, 24)
+    last, seasonal = naive["last_value"]["mse"], naive["seasonal_naive"]["mse"]
+    gain = 100 * (1 - 0.3 / min(last, seasonal))
+    row = f"| ETTh1 | 24 | 96 | 0.300 | {last:.3f} | {seasonal:.3f} (P = 24) | {gain:.0f}% |"
+    assert lines[0] == "## Naive references" and row in lines
+    assert len([line for line in lines if line.startswith("| ETTh1")]) == 1  # the RSA runs only

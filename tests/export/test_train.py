@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from safetensors import safe_open
 
 from export.checkpoint import load_checkpoint
@@ -241,29 +242,28 @@ def test_a_spreadsheet_export_trains_with_the_flags_that_answer_its_quirks(tmp_p
     def train_cli(*flags):
         return subprocess.run(
             [sys.executable, "-m", "export.train", "--data", str(csv), "--out", str(tmp_path / "runs"),
-             "--quiet", "--input-length", "24", "--horizon", "12", "--epochs", "1",
-             "--set", "model.d_model=8", "--set", "model.d_ff=16", "--set", "model.n_heads=2",
-             "--set", "model.rem_heads=[1,1,0,0,0,0]", *flags],
+             "--quiet", "--input-length", "24", "--horizon", "12", "--epochs", "1", "--set", "threads=1",
+             *flags],
             capture_output=True, text=True, timeout=300, cwd=ROOT,
         )  # fmt: skip
 
-    # Each refusal names the flag that answers it, in the order a user meets them.
-    answers = [
-        ("--timestamp-column", "when"),
-        ("--drop", "site"),
-        ("--fill", "linear"),
-        ("--target", "load_mw"),
-    ]
-    for k, (flag, value) in enumerate(answers):
-        refused = train_cli(*(x for answer in answers[:k] for x in answer))
-        assert refused.returncode == 2 and f"{flag} " in refused.stderr, (flag, refused.stderr)
-        assert value in refused.stderr or flag == "--fill", refused.stderr
-    proc = train_cli(*(x for answer in answers for x in answer), "--name", "grid")
+    # Without a timestamp column nothing else can be read: that refusal comes alone, naming its flag.
+    refused = train_cli()
+    assert refused.returncode == 2 and "--timestamp-column" in refused.stderr, refused.stderr
+    # Then every other problem of the file in one run: the text column, the gaps, and (mode S) the target.
+    refused = train_cli("--timestamp-column", "when", "--mode", "S")
+    assert refused.returncode == 2, refused.stderr
+    for flag in ("--drop site", "--fill linear", "--target"):
+        assert flag in refused.stderr, (flag, refused.stderr)
+    assert refused.stderr.count("\nalso: ") == 2, refused.stderr
+    # Mode M forecasts every column: no target is asked for.
+    proc = train_cli("--timestamp-column", "when", "--drop", "site", "--fill", "linear", "--name", "grid")
     assert proc.returncode == 0, proc.stderr
     for note in ("delimiter ';' detected", "decimal commas", "3 missing value(s) filled (linear)", "UTC"):
         assert note in proc.stdout, proc.stdout
     report = json.loads((tmp_path / "runs" / "grid" / "report.json").read_text())
     assert report["data"]["channels"] == ["load_mw", "temp_c"] and report["data"]["fill"] == "linear"
+    assert report["data"]["target"] == "load_mw"  # mode M: the first column, the one the plot shows
     assert report["data"]["drop"] == ["site"] and len(report["data"]["notes"]) == 4
 
     # Evaluated on a file without one of its columns: which file it was trained on, what it needs.
@@ -278,3 +278,81 @@ def test_a_spreadsheet_export_trains_with_the_flags_that_answer_its_quirks(tmp_p
     )  # fmt: skip
     assert proc.returncode == 2, proc.stdout
     assert "trained on" in proc.stderr and "['load_mw', 'temp_c']" in proc.stderr, proc.stderr
+
+
+def test_the_report_keeps_naive_references_units_windows_and_why_its_model_was_kept(run):
+    report = json.loads((run / "report.json").read_text())
+    _, info = load_checkpoint(run / "checkpoint.safetensors")
+    ds = load_for_checkpoint(info)
+    x, y = ds.test.windows(torch.arange(ds.test.num_windows))
+    last = float(((x[:, -1:, :] - y) ** 2).mean())
+    assert report["naive"]["last_value"]["mse"] == pytest.approx(last, rel=1e-5)
+    assert report["naive"]["seasonal_naive"]["period"] >= 2
+    assert report["naive"]["windows"] == report["windows"]["test"] == ds.test.num_windows
+    assert report["units"].startswith("MSE and MAE on standardised values")
+    assert report["windows"]["val"] == ds.val.num_windows
+    assert report["selection"].startswith(f"kept epoch {report['best_epoch']} of {len(report['epochs'])}")
+    assert report["calibration"].startswith("intervals at levels")
+
+
+def test_a_log_gets_one_plain_line_per_epoch_and_the_summary_says_what_was_kept(slice_csv, tmp_path):
+    """stderr is a pipe here, as in a log file: no progress bars (their escape codes), one line per epoch;
+    no config given: the own-data recipe, said on the first line, keeps step 0 or an epoch, and says
+    which, with the test MSE's units and the naive references beside it."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "export.train", "--data", str(slice_csv), "--out", str(tmp_path),
+         "--input-length", "48", "--horizon", "12", "--epochs", "2", "--set", "threads=1", "--name", "log"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "\r" not in proc.stderr and "\x1b" not in proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[0].startswith("log: windows of L = 48 in, H = 12 out: train ")
+    assert lines[1].startswith("log: step 0 (before training, a candidate): val MSE ")
+    assert [line.split(":")[1].strip() for line in lines[2:]] == ["epoch 1/2", "epoch 2/2"][: len(lines) - 2]
+    out = proc.stdout
+    assert out.startswith("config: configs/own-data.yaml (none given); which config: your own data: none")
+    assert "(standardised: each channel minus its training mean, over its training std)" in out
+    assert "naive references on the same " in out and "seasonal naive (period 24)" in out
+    report = json.loads((tmp_path / "log" / "report.json").read_text())
+    kept = "kept step 0, the network before any gradient step" if report["best_epoch"] == 0 else "kept epoch"
+    assert f"  {kept}" in out and report["selection"].startswith(kept.strip())
+
+
+def test_input_length_auto_keeps_the_best_least_squares_start_on_validation(tmp_path):
+    """The own-data recipe's window: 96, 192, 336 or 512, whichever start scores the lowest validation
+    MSE; a length the file cannot hold is said, not tried."""
+    csv = ettd_slice(tmp_path / "slice.csv", rows=700)  # 490 training rows: 512 + 24 do not fit
+    overrides = [f"data={csv}", f"out={tmp_path}", "epochs=1", "max_train_windows=32", "model.horizon=24"]
+    cfg = load_config(ROOT / "configs" / "own-data.yaml", [*overrides, "threads=1", "progress=false"])
+    report = json.loads((train(cfg) / "report.json").read_text())
+    search = report["input_length_search"]
+    scores = {k: v for k, v in search["validation_mse"].items() if isinstance(v, float)}
+    assert set(scores) == {"96", "192", "336"} and search["validation_mse"]["512"] == "too long for the file"
+    assert search["chosen"] == int(min(scores, key=scores.get)) == report["model_config"]["input_length"]
+    if report["best_epoch"] == 0:  # the kept start is the one the search scored
+        assert report["val"]["mse"] == pytest.approx(scores[str(search["chosen"])], rel=1e-6)
+
+
+def test_cyclic_heads_start_at_the_data_s_season_unless_told(tmp_path):
+    """theta_init left unset follows the detected cycle (2π/7 for a weekly one), not 2π/24."""
+    import math
+
+    import numpy as np
+    import pandas as pd
+
+    from export.data import load_dataset
+    from export.train import resolve_auto
+
+    days = pd.date_range("2021-01-01", periods=300, freq="D")
+    values = np.tile([1.0, 2.0, 0.5, 3.0, 1.5, 4.0, 0.0], 50)[:300]
+    csv = tmp_path / "weekly.csv"
+    csv.write_text(
+        "date,v\n" + "\n".join(f"{t.date()},{v}" for t, v in zip(days, values, strict=True)) + "\n"
+    )
+    ds = load_dataset(csv, 28, 7)
+    shape = {"input_length": 28, "horizon": 7, "rem_heads": [1, 1, 1, 0, 0, 0], "cycle_period": "auto"}
+    model = resolve_auto(TrainConfig(data=str(csv), model=shape), ds).model
+    assert model["cycle_period"] == 7 and model["theta_init"] == pytest.approx(2 * math.pi / 7)
+    told = resolve_auto(TrainConfig(data=str(csv), model={**shape, "theta_init": 0.5}), ds).model
+    assert told["theta_init"] == 0.5

@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from app.core.context import note_error
 from app.core.errors import (
     InvalidInput,
+    PayloadTooLarge,
     ServiceError,
 )
 from app.protocols.rsa_v1.schemas import COLUMNS_TAG, ROWS_TAG, ErrorBody, ErrorDetail, ErrorResponse
@@ -141,13 +142,8 @@ async def on_http_error(request: Request, exc: Exception) -> JSONResponse:
     runtime = getattr(request.app.state, "runtime", None)  # None before start-up
     settings = runtime.settings if runtime is not None else None
     if exc.status_code == 413 and settings is not None:  # a streamed body counted past the limit
-        limit = settings.max_body_bytes
-        body = ErrorBody(
-            code=code,
-            message=f"request body is over the limit of {limit} bytes",
-            field="body",
-            limit=limit,
-        )
+        error = PayloadTooLarge.body(settings.max_body_bytes)
+        body = ErrorBody(code=code, message=error.message, field=error.field, limit=error.limit)
     return error_response(exc.status_code, body, dict(exc.headers) if exc.headers else None)
 
 

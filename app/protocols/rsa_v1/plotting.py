@@ -1,12 +1,89 @@
-"""PNG heatmaps of attention matrices. matplotlib (Agg, object API, no pyplot) is imported on first use."""
+"""PNG heatmaps of attention matrices. matplotlib (Agg, object API, no pyplot) is imported on first use.
+
+How to read them (docs/examples/README.md has a worked example):
+
+- **Colour scales.** Softmax weights are never negative and sum to 1 over the keys, so over L = 512 keys
+  they sit near 1/512 ≈ 0.002: a sequential map (dark = small, bright = large) between the panel's 1st
+  and 99th percentiles shows their structure, where a scale fixed at the extremes showed a flat field (or,
+  with one weight of 1.0, one bright cell and the rest black). REM and mixed weights can be negative
+  (alternating and cyclic memories): a diverging map centred on 0 (red positive, blue negative) up to
+  the 99th percentile of their magnitude. Values beyond the limits take the end colours; the colour bar's
+  arrows mark that.
+- **The gate.** Each head mixes `(1 − g)·softmax + g·REM`; the figure says g once when every head of a
+  layer has the same (the shipped model: 0.953, so "mixed" is 95% the REM and looks like it), else in
+  each head's label.
+"""
 
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
+from typing import Any
 
-from app.protocols.rsa_v1.schemas import AttentionResponse, MatrixName
+from app.protocols.rsa_v1.schemas import AttentionResponse, HeadAttention, LayerAttention, MatrixName
 
 _MAX_PANELS = 256  # a figure beyond this is unreadable anyway
+_DPI = 100
+_PERCENTILES = (1.0, 99.0)
+_KIND = {"regular": "reg", "cyclic_cos": "cos", "cyclic_sin": "sin", "softmax": "softmax"}
+
+
+def colour_scale(values: Any) -> tuple[str, float, float]:
+    """The colour map and limits of a panel: sequential between the 1st and 99th percentiles of the
+    positive weights for non-negative ones (softmax; a causal mask's zeros left out), diverging and
+    symmetric up to the 99th percentile of |value| for signed ones (REM, mixed). Never an empty range."""
+    import numpy as np
+
+    data = np.asarray(values, dtype=np.float64)
+    data = data[np.isfinite(data)]
+    if data.size == 0:
+        return "viridis", 0.0, 1.0
+    if data.min() >= 0:
+        # Over the weights a query can give (> 0): a causal mask's zeros would drag the low end to 0.
+        positive = data[data > 0]
+        low, high = (float(v) for v in np.percentile(positive if positive.size else data, _PERCENTILES))
+        if high <= low:  # a constant panel (every weight 1/L): a range around it
+            low, high = low - max(abs(low), 1e-12) * 0.05, high + max(abs(high), 1e-12) * 0.05
+        return "viridis", low, high
+    limit = float(np.percentile(np.abs(data), _PERCENTILES[1])) or float(np.abs(data).max()) or 1.0
+    return "RdBu_r", -limit, limit
+
+
+def _scale_label(cmap: str) -> str:
+    return "1st-99th percentile" if cmap == "viridis" else "±99th percentile of |w|"
+
+
+def shared_gate(layer: LayerAttention) -> float | None:
+    """The gate every head of `layer` has, when they agree to 3 significant digits; else None."""
+    gates = {f"{h.gate:.3g}" for h in layer.heads if h.gate is not None and h.kind != "softmax"}
+    if len(gates) != 1:
+        return None
+    return next(h.gate for h in layer.heads if h.gate is not None and h.kind != "softmax")
+
+
+def gate_legend(layers: Sequence[LayerAttention]) -> str:
+    """One line saying what the gate does to 'mixed', per layer."""
+    parts = []
+    for layer in layers:
+        g = shared_gate(layer)
+        if g is None:
+            parts.append(f"layer {layer.layer}: gate g per head (in its label)")
+        else:
+            parts.append(
+                f"layer {layer.layer}: gate g = {g:.3g} on every REM head, so mixed = {1 - g:.3g}·softmax + "
+                f"{g:.3g}·REM" + (": mixed looks like REM" if g >= 0.8 else "")
+            )
+    return "; ".join(parts)
+
+
+def head_label(head: HeadAttention, with_gate: bool) -> str:
+    """`12 cos γ=0.995 θ=0.262` (and `g=0.953` where gates differ): short enough to be read beside its row."""
+    kind = _KIND.get(head.kind or "", head.kind or "?")
+    if (head.dilation or 1) > 1:
+        kind += f"/{head.dilation}"
+    return f"{head.head} {kind} " + _describe(
+        head.lambda_, head.gamma, head.theta, head.gate if with_gate else None
+    )
 
 
 def render_attention_png(result: AttentionResponse, matrices: list[MatrixName]) -> bytes:
@@ -22,18 +99,22 @@ def render_attention_png(result: AttentionResponse, matrices: list[MatrixName]) 
         if layer.mean is not None:
             rows.append((f"layer {layer.layer}\nmean of {len(layer.heads)} heads", layer.mean.model_dump()))
             continue
+        with_gate = shared_gate(layer) is None
         for head in layer.heads:
             if head.matrices is None:
                 continue
-            label = f"layer {layer.layer}, head {head.head}"
-            if head.kind:
-                label += f": {head.kind}\n{_describe(head.lambda_, head.gamma, head.theta, head.gate)}"
+            label = f"layer {layer.layer}, head " + (
+                head_label(head, with_gate) if head.kind else str(head.head)
+            )
             rows.append((label, head.matrices.model_dump()))
     rows = rows[: max(1, _MAX_PANELS // max(1, len(matrices)))]
     n_rows, n_cols = max(1, len(rows)), len(matrices)
-    figure = Figure(figsize=(3.2 * n_cols + 0.6, 3.0 * n_rows + 0.4), layout="constrained")
+    figure = Figure(figsize=(3.6 * n_cols + 0.6, 3.2 * n_rows + 0.8), layout="constrained")
     FigureCanvasAgg(figure)
-    figure.suptitle(f"{result.model} v{result.version}, channel {result.channel.name}")
+    figure.suptitle(
+        f"{result.model} v{result.version}, channel {result.channel.name}\n{gate_legend(result.layers)}",
+        fontsize=10,
+    )
     axes = figure.subplots(n_rows, n_cols, squeeze=False)
     for r, (label, mats) in enumerate(rows):
         for c, name in enumerate(matrices):
@@ -42,21 +123,23 @@ def render_attention_png(result: AttentionResponse, matrices: list[MatrixName]) 
             if data is None:
                 ax.set_axis_off()
                 continue
-            image = ax.imshow(data, cmap="viridis", interpolation="nearest")
-            ax.set_title(f"{label}\n{name}", fontsize=8)
-            ax.set_xlabel("key j", fontsize=7)
-            ax.set_ylabel("query i", fontsize=7)
-            ax.tick_params(labelsize=6)
-            figure.colorbar(image, ax=ax, shrink=0.8)
+            cmap, low, high = colour_scale(data)
+            image = ax.imshow(data, cmap=cmap, vmin=low, vmax=high, interpolation="nearest")
+            ax.set_title(f"{label}\n{name}", fontsize=9)
+            ax.set_xlabel("key j", fontsize=8)
+            ax.set_ylabel("query i", fontsize=8)
+            ax.tick_params(labelsize=7)
+            bar = figure.colorbar(image, ax=ax, shrink=0.8, extend="both")
+            bar.set_label(_scale_label(cmap), fontsize=7)
+            bar.ax.tick_params(labelsize=7)
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=80)
+    figure.savefig(buffer, format="png", dpi=_DPI)
     return buffer.getvalue()
 
 
 def _render_rows(result: AttentionResponse, matrices: list[MatrixName]) -> bytes:
-    """Last-query rows: per layer and matrix a heatmap with one line per head (labelled with its kind,
-    parameters and gate) and the lag from the last step along x, so 36 heads stay readable; with
-    `average_heads`, the mean row as a curve."""
+    """Last-query rows: per layer and matrix a heatmap with one line per head (labelled with its kind and
+    parameters) and the lag from the last step along x; with `average_heads`, the mean row as a curve."""
     import numpy as np
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -65,46 +148,48 @@ def _render_rows(result: AttentionResponse, matrices: list[MatrixName]) -> bytes
     n_rows, n_cols = len(result.layers), len(matrices)
     n_heads = max(len(layer.heads) for layer in result.layers)
     averaged = all(layer.mean is not None for layer in result.layers)
-    height = 2.6 if averaged else 1.2 + 0.22 * n_heads
-    figure = Figure(figsize=(5.0 * n_cols + 2.4, height * n_rows + 0.6), layout="constrained")
+    height = 2.8 if averaged else 1.4 + 0.3 * n_heads  # 30 px a head at 100 dpi: 8-point labels fit
+    figure = Figure(figsize=(4.6 * n_cols + 3.0, height * n_rows + 1.0), layout="constrained")
     FigureCanvasAgg(figure)
     figure.suptitle(
-        f"{result.model} v{result.version}, channel {result.channel.name}: the last step's attention"
+        f"{result.model} v{result.version}, channel {result.channel.name}: the last step's attention over "
+        f"the {L} lags\n{gate_legend(result.layers)}",
+        fontsize=11,
     )
     axes = figure.subplots(n_rows, n_cols, squeeze=False)
     lags = np.arange(L - 1, -1, -1)  # key j sits at lag L-1-j from the last step
     for r, layer in enumerate(result.layers):
+        with_gate = shared_gate(layer) is None
         for c, name in enumerate(matrices):
             ax = axes[r][c]
-            ax.set_title(f"layer {layer.layer}: {name}", fontsize=9)
+            ax.set_title(f"layer {layer.layer}: {name}", fontsize=10)
             if layer.mean is not None:
                 ax.plot(lags, np.asarray(getattr(layer.mean, name)), lw=1)
                 ax.set_xlim(L - 1, 0)
-                ax.set_xlabel("lag from the last step", fontsize=7)
-                ax.tick_params(labelsize=6)
+                ax.set_xlabel("lag from the last step", fontsize=8)
+                ax.tick_params(labelsize=7)
                 continue
             rows = np.asarray([getattr(h.matrices, name) for h in layer.heads])  # (heads, L)
+            cmap, low, high = colour_scale(rows)
             image = ax.imshow(
                 rows,
                 aspect="auto",
-                cmap="RdBu_r",
+                cmap=cmap,
+                vmin=low,
+                vmax=high,
                 interpolation="nearest",
                 extent=(L - 0.5, -0.5, len(rows) - 0.5, -0.5),
             )
-            limit = float(np.abs(rows).max()) or 1.0
-            image.set_clim(-limit, limit)  # signed: alternating and cyclic memories are negative at some lags
-            ax.set_xlabel("lag from the last step", fontsize=7)
+            ax.set_xlabel("lag from the last step", fontsize=8)
             ax.set_yticks(range(len(layer.heads)))
-            labels = [
-                f"{h.head} {h.kind or ''}{'/d' + str(h.dilation) if (h.dilation or 1) > 1 else ''} "
-                + _describe(h.lambda_, h.gamma, h.theta, h.gate)
-                for h in layer.heads
-            ]
-            ax.set_yticklabels(labels if c == 0 else [], fontsize=6)
-            ax.tick_params(axis="x", labelsize=6)
-            figure.colorbar(image, ax=ax, shrink=0.6)
+            labels = [head_label(h, with_gate) for h in layer.heads]
+            ax.set_yticklabels(labels if c == 0 else [], fontsize=8)
+            ax.tick_params(axis="x", labelsize=8)
+            bar = figure.colorbar(image, ax=ax, shrink=0.6, extend="both")
+            bar.set_label(_scale_label(cmap), fontsize=8)
+            bar.ax.tick_params(labelsize=8)
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=80)
+    figure.savefig(buffer, format="png", dpi=_DPI)
     return buffer.getvalue()
 
 

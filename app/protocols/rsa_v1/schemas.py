@@ -21,6 +21,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from app.protocols.datetimes import IsoDatetime
+
 # Strict: a string or a bool is not a number. allow_inf_nan=False: NaN, Infinity and overflowing
 # literals such as 1e400 (parsed as inf) are rejected with the element's position.
 FiniteFloat = Annotated[float, Field(strict=True, allow_inf_nan=False)]
@@ -59,10 +61,11 @@ class SeriesInput(_Strict):
         description="Rows of C channel values (oldest first), or an object of named columns of equal "
         "length holding every model channel. Only the last `input_length` points are used."
     )
-    start: datetime | None = Field(
+    start: IsoDatetime | None = Field(
         default=None,
-        description="Timestamp of the first value; enables forecast timestamps. Required by a model with a "
-        "seasonal `cycle`, which aligns it to the window's first timestamp (naive means UTC).",
+        description="Timestamp of the first value, ISO 8601 (e.g. 2018-01-26T16:00:00Z; naive means UTC); "
+        "enables forecast timestamps. Required by a model with a seasonal `cycle`, which aligns it to the "
+        "window's first timestamp.",
     )
 
 

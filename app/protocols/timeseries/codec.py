@@ -40,7 +40,8 @@ class DecodedInput:
 
 
 def check_frequency(item: TimeSeriesInput, manifest: Manifest, field: str) -> None:
-    """The series' frequency must be the model's step: a model forecasts the steps it was trained on."""
+    """The series' frequency must be the model's step: a model forecasts the steps it was trained on. It
+    may be written as KServe's code or as the model's own frequency string (its manifest's, e.g. 1D)."""
     months = manifest.calendar
     if months is not None:
         fits = MONTHS.get(item.frequency) == months.months
@@ -48,6 +49,9 @@ def check_frequency(item: TimeSeriesInput, manifest: Manifest, field: str) -> No
     else:
         fits = SECONDS.get(item.frequency) == manifest.frequency_seconds
         codes = [code for code, s in SECONDS.items() if s == manifest.frequency_seconds]
+    if manifest.frequency:
+        fits = fits or item.frequency == manifest.frequency
+        codes.append(manifest.frequency)
     if not fits:
         wanted = f"one of {codes}" if codes else "a frequency this API cannot name"
         raise InvalidInput(

@@ -4,12 +4,16 @@ allowed, as there."""
 
 from __future__ import annotations
 
-from datetime import datetime
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
-Frequency = Literal[
+from app.protocols.datetimes import IsoDatetime
+
+# KServe's frequency codes: a fixed step, or a number of calendar months (codec.SECONDS, codec.MONTHS).
+KSERVE_FREQUENCIES = (
     "second",
     "S",
     "minute",
@@ -26,6 +30,31 @@ Frequency = Literal[
     "Q",
     "year",
     "Y",
+)
+# A model's own frequency, as its manifest (and GET /v1/models/{name}) writes it: "1h", "15min", "1D",
+# "1MS", "3MS"; accepted beside KServe's codes, and checked against the model's by the codec.
+MODEL_FREQUENCY = re.compile(r"\d+(?:D|h|min|s|ms|us|ns|MS|ME)")
+
+
+def _frequency(value: str) -> str:
+    if value in KSERVE_FREQUENCIES or MODEL_FREQUENCY.fullmatch(value):
+        return value
+    raise PydanticCustomError(
+        "frequency",
+        "expected one of KServe's codes ({codes}) or the model's own frequency as GET /v1/models/<name> "
+        "shows it (e.g. 1h, 1D, 1MS), got {value}",
+        {"codes": ", ".join(KSERVE_FREQUENCIES), "value": repr(value[:32])},
+    )
+
+
+Frequency = Annotated[
+    str,
+    AfterValidator(_frequency),
+    Field(
+        description="KServe's code (H, hour, D, day, M, month, ...) or the model's own frequency (1h, 1D, "
+        "1MS, ...); it must be the model's step.",
+        examples=["H", "1h"],
+    ),
 ]
 SeriesType = Literal["univariate_time_series", "multivariate_time_series"]
 Value = Annotated[float, Field(allow_inf_nan=False)]
@@ -40,7 +69,7 @@ class TimeSeriesInput(BaseModel):
         description="Univariate: a list of values; multivariate: rows of one value per model channel."
     )
     frequency: Frequency
-    start_timestamp: datetime | None = Field(
+    start_timestamp: IsoDatetime | None = Field(
         default=None, description="ISO 8601 time of the first value (required by this service)."
     )
 

@@ -44,6 +44,25 @@ def test_optional_sections_may_be_null(raw: dict[str, Any]) -> None:
     assert m.metrics is None and m.created is None
 
 
+def test_intervals_state_which_channels_are_never_negative(raw: dict[str, Any]) -> None:
+    """One flag per channel (the service clips those channels' bounds at 0); absent in older exports."""
+    channels, horizon = len(raw["channels"]), raw["horizon"]
+    block = {
+        "method": "split_conformal",
+        "residuals": "absolute",
+        "scale": "none",
+        "levels": [80.0],
+        "widths": [[[1.0] * channels for _ in range(horizon)]],
+    }
+    flags = [True] + [False] * (channels - 1)
+    m = parse_manifest({**raw, "intervals": {**block, "nonnegative": flags}})
+    assert m.intervals is not None and m.intervals.nonnegative == tuple(flags)
+    older = parse_manifest({**raw, "intervals": block})
+    assert older.intervals is not None and older.intervals.nonnegative is None
+    with pytest.raises(ManifestError, match=rf"intervals.nonnegative has 1 flags for {channels} channels"):
+        parse_manifest({**raw, "intervals": {**block, "nonnegative": [True]}})
+
+
 def test_docs_example_manifest_parses() -> None:
     """The example in docs/artifacts.md (with its "…" placeholders filled in) is accepted."""
     doc = Path(__file__).parents[3] / "docs" / "artifacts.md"

@@ -47,3 +47,21 @@ def test_keys_file_and_its_errors(tmp_path: Path) -> None:
 def test_keys_are_not_kept_in_clear() -> None:
     keys = ApiKeys(["very-secret-key"])
     assert "very-secret-key" not in repr(vars(keys))
+
+
+@pytest.mark.parametrize(
+    ("header", "says"),
+    [
+        (None, "an API key is required: send the header Authorization: Bearer <key>"),
+        ("k1", "the Authorization header has a value without the Bearer scheme: expected `Bearer <key>`"),
+        ("Basic abc", "the Authorization header has the scheme Basic: expected `Bearer <key>`"),
+        ("Bearer", "the Authorization header says Bearer but holds no key: expected `Bearer <key>`"),
+    ],
+)
+def test_the_message_says_what_the_header_lacks_and_never_echoes_a_key(header: str | None, says: str) -> None:
+    with pytest.raises(Unauthenticated) as info:
+        ApiKeys(["k1"]).check(header)
+    assert str(info.value.message).startswith(says)
+    with pytest.raises(Unauthenticated) as info:
+        ApiKeys(["very-secret-key"]).check("very-secret-key")  # the key without its scheme
+    assert "very-secret-key" not in info.value.message

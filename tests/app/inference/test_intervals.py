@@ -135,3 +135,24 @@ def test_a_model_without_intervals_is_a_clear_error() -> None:
         with pytest.raises(InvalidInput) as info:
             call()
         assert info.value.field == field and "no prediction intervals" in info.value.message
+
+
+def test_nonnegative_channels_have_their_bounds_clipped_at_zero_for_levels_and_quantiles() -> None:
+    """A channel the manifest marks never negative gets bounds of at least 0 (a spend column's `lo-80`
+    is never −79); the others, and the forecast itself (q = 0.5), are untouched."""
+    flags = (True, False, True)
+    s = spec().model_copy(update={"nonnegative": flags})
+    f = forecast()
+    f[..., 0] = np.float32(0.5)  # near zero: forecast - width < 0 on the flagged channels
+    f[..., 1] = np.float32(-5.0)  # an unflagged channel keeps its negative bounds
+    f[0, 0, 2] = np.float32(-3.0)  # a forecast below zero: even its upper bound may be raised to 0
+    plain = level_bounds(spec(), f, [95])[95]
+    lo, hi = level_bounds(s, f, [95])[95]
+    np.testing.assert_array_equal(lo, np.where(flags, np.maximum(plain[0], 0), plain[0]))
+    np.testing.assert_array_equal(hi, np.where(flags, np.maximum(plain[1], 0), plain[1]))
+    assert (lo[..., 0] == 0).all() and (lo[..., 1] < 0).all() and lo.dtype == np.float32
+    q = quantile_bounds(s, f, [0.025, 0.5, 0.975])
+    np.testing.assert_array_equal(q[0], lo)
+    np.testing.assert_array_equal(q[2], hi)
+    np.testing.assert_array_equal(q[1], f)  # the forecast is the model's, never clipped
+    assert f[0, 0, 2] == np.float32(-3.0)  # and the caller's array is left as it was

@@ -214,6 +214,36 @@ def test_history_longer_than_the_cap(toy_repository: Path) -> None:
         assert (error["code"], error["field"], error["limit"]) == ("payload_too_large", "body", 4000)
 
 
+def test_a_body_over_the_size_limit_names_the_ways_out(toy_repository: Path) -> None:
+    """413, declared or streamed: fewer series, OIP v2 binary tensors, or RSA_MAX_BODY_BYTES."""
+    too_big = {"series": [{"values": rows()}] * 60}
+    with running_client(make_settings(toy_repository, max_body_bytes=4000)) as client:
+
+        def chunks() -> Iterator[bytes]:  # no Content-Length: counted while streaming
+            yield json.dumps(too_big).encode()
+
+        declared = error_of(client.post(URL, json=too_big), 413)
+        streamed = error_of(
+            client.post(URL, content=chunks(), headers={"content-type": "application/json"}), 413
+        )
+    assert declared["message"].startswith("request body of ") and streamed["message"].startswith(
+        "request body is"
+    )
+    for error in (declared, streamed):
+        for way_out in ("send fewer series per request", "binary tensors", "raise RSA_MAX_BODY_BYTES"):
+            assert way_out in error["message"], error
+
+
+def test_a_start_that_is_not_iso_8601_says_so_with_an_example(client: TestClient) -> None:
+    error = error_of(client.post(URL, json={"series": [{"values": rows(), "start": "26/01/2018"}]}), 422)
+    assert error["field"] == "series[0].start"
+    assert error["message"].startswith(
+        "series[0].start: expected an ISO 8601 datetime such as 2018-01-26T16:00:00Z (or a date, "
+        "2018-01-26; "
+        "without an offset it is UTC), got '26/01/2018'"
+    )
+
+
 @pytest.mark.parametrize("raw", ['{"series": [', "not json", '{"series": [{"values": [[1,2,3],]}]}'])
 def test_malformed_json_is_400(client: TestClient, raw: str) -> None:
     error = error_of(client.post(URL, content=raw, headers={"content-type": "application/json"}), 400)

@@ -262,3 +262,37 @@ def test_malformed_json_and_models_list(client: TestClient) -> None:
     r = client.post(URL, content=b"{", headers={"content-type": "application/json"})
     assert r.status_code == 400 and r.json()["error"]["code"] == "malformed_json"
     assert sorted(client.get("/v1/timeseries/models").json()) == ["banded", "hourly", "univariate"]
+
+
+def test_the_models_own_frequency_string_is_accepted_beside_kserves_codes(client: TestClient) -> None:
+    """`1h`, as the manifest and GET /v1/models write it, answers exactly as `H`; another step, or a
+    string that is neither, is a 400 naming what is accepted."""
+    body = documented_example(None)
+    expected = [o["content"][0] for o in client.post(URL, json=body).json()["outputs"]]
+    for item in body["inputs"]:
+        item["frequency"] = "1h"
+    r = client.post(URL, json=body)
+    assert r.status_code == 200, r.text
+    got = [o["content"][0] for o in r.json()["outputs"]]
+    assert [c["mean_forecast"] for c in got] == [c["mean_forecast"] for c in expected]
+    assert [c["frequency"] for c in got] == ["1h", "1h"]
+    body["inputs"][0]["frequency"] = "1D"
+    error = client.post(URL, json=body).json()["error"]
+    assert error["param"] == "inputs[0].frequency"
+    assert "must be one of ['hour', 'H', '1h']" in error["message"]
+    body["inputs"][0]["frequency"] = "hourly"
+    error = client.post(URL, json=body).json()["error"]
+    assert error["param"] == "inputs[0].frequency"
+    assert (
+        "or the model's own frequency as GET /v1/models/<name> shows it (e.g. 1h, 1D, 1MS)"
+        in error["message"]
+    )
+
+
+def test_a_start_timestamp_that_is_not_iso_8601_says_so(client: TestClient) -> None:
+    body = documented_example(None)
+    body["inputs"][0]["start_timestamp"] = "26/01/2018"
+    error = client.post(URL, json=body).json()["error"]
+    assert error["param"] == "inputs[0].start_timestamp"
+    assert "expected an ISO 8601 datetime such as 2018-01-26T16:00:00Z" in error["message"]
+    assert "got '26/01/2018'" in error["message"]
