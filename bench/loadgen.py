@@ -135,7 +135,21 @@ class _Connection:
             self.reader, self.writer = await asyncio.open_connection(self.host, self.port, limit=2**20)
         assert self.reader is not None
         self.writer.write(request)
-        await self.writer.drain()
+        # The answer is read while the request is still being sent, as an HTTP client does: a server
+        # may refuse a big body before reading it (503 from admission), and that answer's time is when
+        # it came, not when this client finished uploading a body nobody reads.
+        sending = asyncio.ensure_future(self.writer.drain())
+        try:
+            return await self._answer()
+        finally:
+            if not sending.done():  # answered mid-upload: this connection cannot carry another request
+                sending.cancel()
+                self.close()
+            elif not sending.cancelled():
+                sending.exception()  # retrieved: a reset after the answer came says nothing more
+
+    async def _answer(self) -> tuple[int, bytes]:
+        assert self.reader is not None
         head = await self.reader.readuntil(b"\r\n\r\n")
         lines = head[:-4].split(b"\r\n")
         status = int(lines[0].split(b" ", 2)[1])
