@@ -18,7 +18,6 @@ refused at once; see app/engine/batching.py.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -178,7 +177,6 @@ class LocalEngine(Engine):
         self._catalog = Catalog()
         self._listeners: list[Callable[[Catalog], None]] = []
         self._loader: asyncio.Task[None] | None = None
-        self._reservation_ids = itertools.count(1)
 
     def describe(self) -> dict[str, Any]:
         return {"engine": "local", "repository": str(self.settings.model_repository)}
@@ -250,9 +248,8 @@ class LocalEngine(Engine):
                         await self._load_version(sv)
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception:  # a bug: what did load serves, and polling may still mend the rest
             logger.exception("loading the models failed")
-            return
         if self.catalog.ready:
             logger.info("all models ready: %s", ", ".join(sorted(self.models)))
         else:
@@ -353,7 +350,13 @@ class LocalEngine(Engine):
         return self.models[entry.name].versions[entry.version]
 
     def _batcher(self, name: str, version: int) -> DynamicBatcher:
-        sv = self.get(name, version)
+        """The version's batcher: a ready version's, or an unloading one's, whose requests resolved it before
+        it left the catalog's choices and are let through until it stops (`_unload_version`)."""
+        served = self.models.get(name)
+        sv = served.versions.get(version) if served is not None else None
+        if sv is not None and sv.state == "unloading" and sv.batcher is not None:
+            return sv.batcher
+        sv = self.get(name, version)  # the error a version that is not ready deserves
         assert sv.batcher is not None  # ready versions have one
         return sv.batcher
 
