@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -47,8 +48,8 @@ class RemoteEngine(Engine):
         self._pending: dict[int, asyncio.Future[tuple[dict[str, Any], dict[str, np.ndarray]]]] = {}
         self._catalog = Catalog()
         self._listeners: list[Callable[[Catalog], None]] = []
-        # (model, version) -> (rows ahead, seconds per row), as the engine's last answer said
-        self._backlog: dict[tuple[str, int], tuple[int, float | None]] = {}
+        # (model, version) -> (rows ahead, seconds per row, when), as the engine's last answer said
+        self._backlog: dict[tuple[str, int], tuple[int, float | None, float]] = {}
 
     def describe(self) -> dict[str, Any]:
         return {"engine": "remote", "address": self.address}
@@ -137,7 +138,9 @@ class RemoteEngine(Engine):
         if rows <= LOCAL_ADMIT_ROWS:
             entry = self._catalog.find_ready(name, version)
             if entry is not None:
-                ahead, row_seconds = self._backlog.get((entry.name, entry.version), (0, None))
+                ahead, row_seconds, when = self._backlog.get((entry.name, entry.version), (0, None, 0.0))
+                if row_seconds:  # what has drained since: the report ages, it never sticks
+                    ahead = max(0, ahead - int((time.perf_counter() - when) / row_seconds))
                 refusal = late_refusal(entry.name, ahead, rows, row_seconds, timeout_s)
                 if refusal is not None:
                     raise refusal
@@ -174,7 +177,7 @@ class RemoteEngine(Engine):
             reservation=made,
         )
         ahead, row_seconds = header["backlog"]
-        self._backlog[(name, version)] = (ahead, row_seconds)
+        self._backlog[(name, version)] = (ahead, row_seconds, time.perf_counter())
         return out["forecast"]
 
     async def inspect(self, name: str, version: int, feed: Feed) -> InspectResult:

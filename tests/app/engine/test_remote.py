@@ -1,0 +1,125 @@
+"""The engine API over its socket, in one process: a LocalEngine behind EngineServer and a RemoteEngine
+talking to it through ZeroMQ, against the same calls made in process (catalog, submit, inspect,
+admission, errors, metrics, the repository)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.core.errors import ModelNotFound, Overloaded, VersionNotFound
+from app.engine.client import LOCAL_ADMIT_ROWS, RemoteEngine
+from app.engine.local import LocalEngine
+from app.engine.server import EngineServer
+from app.observability.metrics import EngineMetrics
+from tests.app.conftest import make_settings
+
+L, C = 8, 3
+
+
+def pair(
+    repository: Path, tmp_path: Path, test: Callable[[LocalEngine, RemoteEngine], Awaitable[None]]
+) -> None:
+    async def scenario() -> None:
+        settings = make_settings(repository, model_control="explicit")
+        metrics = EngineMetrics(256)
+        local = LocalEngine(settings, hooks=metrics.hooks, collect=metrics.collect, forget=metrics.forget)
+        server = EngineServer(local, f"ipc://{tmp_path}/engine.sock")
+        await server.start()
+        await local.start()
+        remote = RemoteEngine(f"ipc://{tmp_path}/engine.sock", settings)
+        await remote.start()
+        try:
+            for _ in range(500):
+                if remote.catalog.ready:
+                    break
+                await asyncio.sleep(0.01)
+            await test(local, remote)
+        finally:
+            await remote.stop(0)
+            await local.stop()
+            await server.stop()
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+def feed(rows: int) -> dict[str, np.ndarray]:
+    return {"window": np.random.default_rng(rows).normal(0, 1, (rows, L, C)).astype(np.float32)}
+
+
+def test_the_remote_engine_answers_as_the_local_one(toy_repository: Path, tmp_path: Path) -> None:
+    async def test(local: LocalEngine, remote: RemoteEngine) -> None:
+        assert remote.catalog.to_wire() == local.catalog.to_wire()
+        x = feed(5)
+        np.testing.assert_array_equal(
+            await remote.submit("toy", 2, x, 5.0), await local.submit("toy", 2, x, 5.0)
+        )
+        there, here = await remote.inspect("toy", 1, feed(1)), await local.inspect("toy", 1, feed(1))
+        for a, b in zip(
+            (there.forecast, there.softmax, there.rem, there.mixed),
+            (here.forecast, here.softmax, here.rem, here.mixed),
+            strict=True,
+        ):
+            np.testing.assert_array_equal(a, b)
+        assert await remote.stats("toy", 2) == await local.stats("toy", 2)
+        with pytest.raises(VersionNotFound, match="no version 9") as raised:
+            await remote.submit("toy", 9, x, 5.0)
+        assert raised.value.field == "version"  # the domain error as raised, field included
+        families = {f.name: f.type for f in await remote.metric_families()}
+        assert families["rsa_model"] == "info" and families["rsa_rows"] == "counter"
+
+    pair(toy_repository, tmp_path, test)
+
+
+def test_admission_small_here_big_in_the_engine(toy_repository: Path, tmp_path: Path) -> None:
+    async def test(local: LocalEngine, remote: RemoteEngine) -> None:
+        batcher = local.get("toy", 2).batcher
+        assert batcher is not None
+        # big: the engine reserves the rows, and they count there until released
+        reservation = await remote.admit("toy", 2, LOCAL_ADMIT_ROWS + 10, 5.0)
+        assert reservation is not None and batcher.ahead_rows == LOCAL_ADMIT_ROWS + 10
+        remote.release(reservation)
+        for _ in range(100):
+            if batcher.ahead_rows == 0:
+                break
+            await asyncio.sleep(0.01)
+        assert batcher.ahead_rows == 0
+        # small: judged here on the backlog the engine last reported, which ages as it drains
+        assert await remote.admit("toy", 2, 1, 1.0) is None
+        remote._backlog[("toy", 2)] = (10_000, 0.001, time.perf_counter())  # 10 s of work just reported
+        with pytest.raises(Overloaded):
+            await remote.admit("toy", 2, 1, 1.0)
+        remote._backlog[("toy", 2)] = (10_000, 0.001, time.perf_counter() - 20)  # reported 20 s ago
+        assert await remote.admit("toy", 2, 1, 1.0) is None
+        await remote.submit("toy", 2, feed(1), 5.0)  # an answer reports the backlog afresh
+        assert remote._backlog[("toy", 2)][0] == 0
+
+    pair(toy_repository, tmp_path, test)
+
+
+def test_the_repository_api_over_the_socket(toy_repository: Path, tmp_path: Path) -> None:
+    async def test(local: LocalEngine, remote: RemoteEngine) -> None:
+        assert [(e.name, e.version, e.state) for e in await remote.index()] == [
+            ("toy", 1, "READY"),
+            ("toy", 2, "READY"),
+        ]
+        await remote.unload("toy")
+        for _ in range(100):  # the catalog is pushed: the front end sees the model go
+            if "toy" not in remote.catalog.models:
+                break
+            await asyncio.sleep(0.01)
+        with pytest.raises(ModelNotFound):
+            remote.catalog.resolve("toy")
+        await remote.load("toy")
+        for _ in range(100):
+            if remote.catalog.find_ready("toy", None):
+                break
+            await asyncio.sleep(0.01)
+        assert remote.catalog.resolve("toy").version == 2
+
+    pair(toy_repository, tmp_path, test)
