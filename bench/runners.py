@@ -137,17 +137,25 @@ def report(rows: Sequence[RunnerRow], args: argparse.Namespace) -> str:
         "max|diff| against the plain session on every timed batch and a padded 3-row call.",
         table,
     ]
+    if args.device == "cpu":
+        # The speed targets are the CUDA runner's; on CPU the service keeps the plain runner, and the
+        # bound one is here for its answers (the same buffers and padding the GPU path uses).
+        lines.append(
+            "Speed targets (issue 23) apply on CUDA only: on CPU the service runs the plain session; "
+            f"bound/plain here {min(r.ms['plain'] / r.ms['bound'] for r in rows):.2f}-"
+            f"{max(r.ms['plain'] / r.ms['bound'] for r in rows):.2f}x."
+        )
     for version in dict.fromkeys(r.version for r in rows):
         mine = [r for r in rows if r.version == version]
         first = next((r for r in mine if r.batch == 1), None)
-        if first is not None:
+        if first is not None and args.device == "cuda":
             ratio = first.ms["plain"] / first.ms[best]
             lines.append(
                 f"v{version}: {best} runner at batch 1 >= 2x fewer ms than plain: "
                 f"{'met' if ratio >= 2 else 'NOT met'} ({ratio:.2f}x)"
             )
         rest = [r for r in mine if r.batch > 1]
-        if rest:
+        if rest and args.device == "cuda":
             slower = [r.batch for r in rest if r.ms[best] > r.ms["plain"]]
             lines.append(
                 f"v{version}: {best} runner no slower at batches {[r.batch for r in rest]}: "

@@ -20,7 +20,8 @@ def test_smoke_run_checks_and_times_the_runners(capsys: pytest.CaptureFixture[st
         assert 1 <= int(r["rounds"]) <= 5, out
     assert "graph ms" not in out  # CUDA graphs exist on the CUDA device only
     assert "v1: answers bit for bit as the plain session: yes" in out, out
-    assert "v1: bound runner at batch 1 >= 2x fewer ms than plain: " in out, out
+    # the speed targets are the GPU's: on CPU they are named as such, never judged
+    assert "Speed targets (issue 23) apply on CUDA only" in out and "fewer ms than plain" not in out, out
 
 
 def test_cuda_is_refused_where_it_cannot_run() -> None:
