@@ -44,10 +44,16 @@ from app.inference.service import InferenceService
 from app.observability.metrics import MULTIPROC_ENV, EngineMetrics, RequestMetrics
 from app.protocols.oip_v2.handlers import OipV2Handlers
 from app.protocols.rsa_v1.handlers import V1Handlers
+from app.protocols.rsa_v1.wire import fast_forecast
+from app.protocols.timeseries.codec import parse_request
 from app.protocols.timeseries.handlers import TimeSeriesHandlers
 from app.runtime import Runtime
 
 logger = logging.getLogger(__name__)
+
+# The parsers the routes hand big bodies to (their `offload=`): the parse process imports their modules
+# as it starts.
+PARSE_LANES = (fast_forecast, parse_request)
 
 
 class Lifecycle:
@@ -135,7 +141,9 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         oip_v2=OipV2Handlers(service, lambda: lifecycle.draining),
         timeseries=TimeSeriesHandlers(service),
     )
-    starting = asyncio.create_task(parse_process.start(), name="parse-process")
+    starting = asyncio.create_task(
+        parse_process.start(tuple(lane.__module__ for lane in PARSE_LANES)), name="parse-process"
+    )
     await engine.start()
     metrics.on_catalog(engine.catalog)
     app.state.runtime = runtime

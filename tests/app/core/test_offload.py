@@ -14,6 +14,7 @@ import pytest
 
 from app.core.offload import ParseProcess
 from tests.app.conftest import make_settings, ort_forecast, running_client
+from tests.app.core.loaded import loaded
 
 L, C = 8, 3
 
@@ -33,6 +34,26 @@ def test_only_large_bodies_and_only_when_enabled() -> None:
         assert asyncio.run(on.run(os.getpid)) == worker
     finally:
         on.stop()
+
+
+def test_the_worker_starts_with_the_parsers_imported() -> None:
+    """The first big body must not pay for importing its parser in the worker (0.4 s of CPU in a flood)."""
+    from app.api.routes import forecast, timeseries
+    from app.lifecycle import PARSE_LANES
+
+    assert (
+        forecast.fast_forecast in PARSE_LANES and timeseries.parse_request in PARSE_LANES
+    )  # the routes' lanes
+    modules = tuple(lane.__module__ for lane in PARSE_LANES)
+    cold, warm = ParseProcess(1000), ParseProcess(1000)
+    try:
+        asyncio.run(cold.start())
+        asyncio.run(warm.start(modules))
+        assert not any(asyncio.run(cold.run(loaded, m)) for m in modules)  # the test can fail
+        assert all(asyncio.run(warm.run(loaded, m)) for m in modules)
+    finally:
+        cold.stop()
+        warm.stop()
 
 
 @pytest.mark.parametrize("min_bytes", [0, 4096])
