@@ -115,7 +115,9 @@ def split_body(body: bytes, header_length: str | None) -> tuple[InferenceRequest
     # The tensors' `data` skip pydantic: walking a list[Any] of millions of numbers was most of the parse
     # (`_from_json` checks them, with numpy, as it builds the array).
     inputs = document.get("inputs") if isinstance(document, dict) else None
-    data = [item.pop("data", None) if isinstance(item, dict) else None for item in inputs or ()]
+    if not isinstance(inputs, list):  # not a list: pydantic names the field below
+        inputs = []
+    data = [item.pop("data", None) if isinstance(item, dict) else None for item in inputs]
     try:
         request = InferenceRequest.model_validate(document)
     except ValidationError as exc:

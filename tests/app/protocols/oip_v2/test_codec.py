@@ -62,6 +62,14 @@ def test_a_header_length_splits_the_body() -> None:
     assert request.inputs[0].name == "window" and binary == b"\x00\x01"
 
 
+@pytest.mark.parametrize("inputs", [-8898083953, "window", {"name": "window"}, None])
+def test_inputs_that_are_not_a_list_are_400_naming_the_field(inputs: object) -> None:
+    # found by schemathesis: an integer `inputs` was iterated before pydantic saw it (a 500)
+    with pytest.raises(InvalidInput) as info:
+        split_body(orjson.dumps({"inputs": inputs}), None)
+    assert info.value.field == "inputs"
+
+
 # -- JSON tensor data ------------------------------------------------------------------------------
 
 
