@@ -132,22 +132,32 @@ class RemoteEngine(Engine):
 
     # -- serving -----------------------------------------------------------------------------------
     async def admit(self, name: str, version: int | None, rows: int, timeout_s: float) -> Reservation | None:
-        """A big body is admitted by the engine, which reserves its rows while it is read and parsed (a
-        round trip). A small one is judged here, by the engine's rule, on the backlog its last answer for
-        that version reported: no round trip on every request; the engine judges it again when it submits."""
+        """Judged here first, by the engine's rule, on the backlog the engine last reported for the
+        version (aged by its drain rate): a refusal here is one the engine would give too, since other
+        front ends only add to that backlog. What passes: a small body is admitted (no round trip on
+        every request; the engine judges it again when it submits), a big one asks the engine, which
+        reserves its rows while the body is read and parsed."""
+        entry = self._catalog.find_ready(name, version)
+        if entry is not None:
+            ahead, row_seconds, when = self._backlog.get((entry.name, entry.version), (0, None, 0.0))
+            if row_seconds:  # what has drained since: the report ages, it never sticks
+                ahead = max(0, ahead - int((time.perf_counter() - when) / row_seconds))
+            refusal = late_refusal(entry.name, ahead, rows, row_seconds, timeout_s)
+            if refusal is not None:
+                raise refusal
         if rows <= LOCAL_ADMIT_ROWS:
-            entry = self._catalog.find_ready(name, version)
-            if entry is not None:
-                ahead, row_seconds, when = self._backlog.get((entry.name, entry.version), (0, None, 0.0))
-                if row_seconds:  # what has drained since: the report ages, it never sticks
-                    ahead = max(0, ahead - int((time.perf_counter() - when) / row_seconds))
-                refusal = late_refusal(entry.name, ahead, rows, row_seconds, timeout_s)
-                if refusal is not None:
-                    raise refusal
             return None
         header, _ = await self._call("admit", name=name, version=version, rows=rows, timeout_s=timeout_s)
+        if entry is not None and header["backlog"] is not None:
+            self._note_backlog(entry.name, entry.version, header["backlog"])
+        if "refused" in header:
+            raise_error(header["refused"])
         made = header["reservation"]
         return None if made is None else Reservation(*made)
+
+    def _note_backlog(self, name: str, version: int, backlog: list[Any]) -> None:
+        ahead, row_seconds = backlog
+        self._backlog[(name, version)] = (ahead, row_seconds, time.perf_counter())
 
     def release(self, reservation: Reservation) -> None:
         frames = encode(
@@ -176,8 +186,7 @@ class RemoteEngine(Engine):
             timeout_s=timeout_s,
             reservation=made,
         )
-        ahead, row_seconds = header["backlog"]
-        self._backlog[(name, version)] = (ahead, row_seconds, time.perf_counter())
+        self._note_backlog(name, version, header["backlog"])
         return out["forecast"]
 
     async def inspect(self, name: str, version: int, feed: Feed) -> InspectResult:

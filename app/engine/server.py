@@ -19,7 +19,7 @@ import zmq
 from prometheus_client import CollectorRegistry
 from prometheus_client.openmetrics.exposition import generate_latest
 
-from app.core.errors import ServiceError
+from app.core.errors import Overloaded, ServiceError
 from app.engine.api import Reservation
 from app.engine.catalog import Catalog
 from app.engine.local import LocalEngine
@@ -103,10 +103,18 @@ class EngineServer:
             # the version's backlog now, for the front end's own admission of small requests
             return {"backlog": engine.backlog(header["name"], header["version"])}, {"forecast": out}
         if op == "admit":
-            made = await engine.admit(header["name"], header["version"], header["rows"], header["timeout_s"])
-            return {
-                "reservation": None if made is None else [made.id, made.name, made.version, made.rows]
-            }, None
+            entry = engine.catalog.find_ready(header["name"], header["version"])
+            # the version's backlog rides on the answer, a refusal's included: the front end refuses the
+            # next big bodies of a flood itself, without a round trip each
+            backlog = None if entry is None else engine.backlog(entry.name, entry.version)
+            try:
+                made = await engine.admit(
+                    header["name"], header["version"], header["rows"], header["timeout_s"]
+                )
+            except Overloaded as exc:
+                return {"refused": error_header(exc), "backlog": backlog}, None
+            reservation = None if made is None else [made.id, made.name, made.version, made.rows]
+            return {"reservation": reservation, "backlog": backlog}, None
         if op == "release":
             engine.release(Reservation(*header["reservation"]))
             return {}, None

@@ -98,6 +98,20 @@ def test_admission_small_here_big_in_the_engine(toy_repository: Path, tmp_path: 
         assert await remote.admit("toy", 2, 1, 1.0) is None
         await remote.submit("toy", 2, feed(1), 5.0)  # an answer reports the backlog afresh
         assert remote._backlog[("toy", 2)][0] == 0
+        # big: refused here too when the last report alone rules it out, without asking the engine
+        remote._backlog[("toy", 2)] = (10_000, 0.001, time.perf_counter())
+        with pytest.raises(Overloaded):
+            await remote.admit("toy", 2, LOCAL_ADMIT_ROWS + 10, 1.0)
+        assert batcher.stats.rejected_items == 0  # the engine was not asked
+        # the engine's refusal brings its backlog with it, as its admissions do
+        remote._backlog.clear()
+        local_reservation = await local.admit("toy", 2, 10_000, 100.0)  # work ahead in the engine
+        batcher.row_seconds = 0.001
+        with pytest.raises(Overloaded):
+            await remote.admit("toy", 2, LOCAL_ADMIT_ROWS + 10, 1.0)
+        assert batcher.stats.rejected_items == 1 and remote._backlog[("toy", 2)][0] == 10_000
+        assert local_reservation is not None
+        local.release(local_reservation)
 
     pair(toy_repository, tmp_path, test)
 
