@@ -140,6 +140,9 @@ async def _big_request(url: str, body: bytes, check: Any, b: int) -> tuple[int, 
         for start in range(0, len(body), FLOOD_CHUNK):
             writer.write(body[start : start + FLOOD_CHUNK])
             await writer.drain()
+            # drain() returns without yielding while the kernel takes the bytes (megabytes on loopback):
+            # without this, each client pushed 1.6 MB before any other could read its answer
+            await asyncio.sleep(0)
 
     t0 = time.perf_counter()
     sending = asyncio.ensure_future(send())
