@@ -116,6 +116,10 @@ class Manifest(_Frozen):
     name: str = Field(min_length=1)
     version: PositiveInt
     created: str | None = None
+    # What the model is, in the exporter's words (docs/artifacts.md): `kind` a short name of the
+    # architecture (e.g. rem_readout, rsa_transformer), `description` a sentence. Older manifests: null.
+    kind: str | None = None
+    description: str | None = None
     input_length: PositiveInt
     horizon: PositiveInt
     channels: tuple[str, ...] = Field(min_length=1)

@@ -263,6 +263,8 @@ def describe_version(mv: ModelVersion) -> VersionInfo:
         info = info.model_copy(
             update={
                 "created": m.created,
+                "kind": m.kind,
+                "description": m.description,
                 "input_length": m.input_length,
                 "horizon": m.horizon,
                 "channels": list(m.channels),

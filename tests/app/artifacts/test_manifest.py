@@ -20,6 +20,7 @@ def raw(toy_repository: Path) -> dict[str, Any]:
 def test_parses_the_fake_manifest(raw: dict[str, Any]) -> None:
     m = parse_manifest(raw)
     assert (m.name, m.version, m.input_length, m.horizon, m.n_channels) == ("toy", 1, 8, 4, 3)
+    assert m.kind == "rsa_transformer" and m.description
     head = m.head(0, 0)
     assert head is not None and head.lambda_ == 0.7
     assert m.head(0, 5) is None and m.layer(3) is None
@@ -39,9 +40,10 @@ def test_attention_bytes_per_row(raw: dict[str, Any]) -> None:
 def test_optional_sections_may_be_null(raw: dict[str, Any]) -> None:
     raw.update(metrics=None, dataset=None, verification=None, architecture=None)
     raw["source_checkpoint"] = {"file": "x"}  # unknown sections are ignored
-    del raw["created"], raw["frequency"], raw["opset"]
+    del raw["created"], raw["frequency"], raw["opset"], raw["kind"], raw["description"]
     m = parse_manifest(raw)
     assert m.metrics is None and m.created is None
+    assert m.kind is None and m.description is None  # written before manifests said what a model is
 
 
 def test_docs_example_manifest_parses() -> None:
