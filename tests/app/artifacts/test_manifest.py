@@ -182,3 +182,24 @@ def test_phase_input_without_cycle(raw: dict[str, Any]) -> None:
     raw["inputs"].append({"name": "phase", "dtype": "int64", "shape": ["batch"]})
     with pytest.raises(ManifestError, match="cycle is null"):
         parse_manifest(raw)
+
+
+@pytest.mark.parametrize(
+    ("rows", "floor", "message"),
+    [(8, [1.0, 1.0], "3 floors"), (9, [1.0, 1.0, 1.0], "rows <= 8"), (8, [1.0, 1.0, 1.0], None)],
+)
+def test_window_scaled_intervals_fit_the_model(raw: dict[str, Any], rows: int, floor: list, message) -> None:
+    """One floor per channel, and no more rows than the window the model reads (L = 8, C = 3)."""
+    raw["intervals"] = {
+        "method": "split_conformal",
+        "residuals": "absolute",
+        "scale": "window",
+        "window_scale": {"statistic": "std", "rows": rows, "floor": floor},
+        "levels": [90.0],
+        "widths": [[[1.0, 1.0, 1.0]] * 4],
+    }
+    if message is None:
+        assert parse_manifest(raw).intervals.window_scale.rows == 8
+        return
+    with pytest.raises(ManifestError, match=message):
+        parse_manifest(raw)
