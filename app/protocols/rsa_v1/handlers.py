@@ -89,7 +89,7 @@ class V1Handlers:
         outputs = await self.service.forecast(mv, windows, _phases(decoded))  # [S, H, C]
         outputs = outputs[:, :horizon]
         _require_finite(outputs, lambda i: f"series[{i}]")
-        bands = _bands(manifest, outputs, request)
+        bands = _bands(manifest, outputs, request, windows)
         for band in bands.values():
             _require_finite(band, lambda i: f"series[{i}]")
         return ForecastResult(
@@ -197,18 +197,19 @@ def _check_interval_request(manifest: Manifest, request: ForecastRequest | Forec
 
 
 def _bands(
-    manifest: Manifest, outputs: np.ndarray, request: ForecastRequest | ForecastArgs
+    manifest: Manifest, outputs: np.ndarray, request: ForecastRequest | ForecastArgs, windows: np.ndarray
 ) -> dict[str, np.ndarray]:
-    """The answer's extra arrays by key, TimeGPT's names: `lo-80`, `hi-80` per level; `q-5` per quantile."""
+    """The answer's extra arrays by key, TimeGPT's names: `lo-80`, `hi-80` per level; `q-5` per quantile
+    (`windows`: what the model read, for intervals that scale with each series' spread)."""
     if request.level is not None:
-        bounds = level_bounds(manifest.intervals, outputs, request.level)
+        bounds = level_bounds(manifest.intervals, outputs, request.level, window=windows)
         return {
             name: array
             for level, (lo, hi) in bounds.items()
             for name, array in ((f"lo-{level:g}", lo), (f"hi-{level:g}", hi))
         }
     if request.quantiles is not None:
-        values = quantile_bounds(manifest.intervals, outputs, request.quantiles)
+        values = quantile_bounds(manifest.intervals, outputs, request.quantiles, window=windows)
         return {f"q-{100 * q:g}": values[p] for p, q in enumerate(request.quantiles)}
     return {}
 
