@@ -30,10 +30,11 @@ from export.bank import expand_bank
 from export.checkpoint import load_checkpoint, save_checkpoint
 from export.cycle import dominant_period, fit_cycle
 from export.data import READ_OPTIONS, DataError, Dataset, load_dataset
-from export.evaluate import ablations, evaluate, predict
+from export.evaluate import evaluate, predict
 from export.linear_fit import fit_head, fit_linear_path
 from export.paths import portable, resolve
 from export.plots import plot_forecasts
+from export.readout import ABLATION_MODES, readout_report
 from export.results import describe_heads
 from models import ModelConfig, RSAForecaster
 
@@ -78,7 +79,11 @@ class TrainConfig:
     min_gain: float = 0.0
     # Report beside the run what a full least-squares map L→H (with the cycle) scores at the same L.
     reference_least_squares: bool = False
+    # For a model read at its last step: report the read-out refitted on the REM half alone, the softmax
+    # half alone, both, and the last value alone (export/readout.py), at step 0.
+    readout_ablation: bool = False
     patience: int = 3  # early stopping: epochs without a better validation MSE
+    # epochs: 0 trains nothing: the model is its closed-form start (select_step0 must be set).
     seed: int = 0
     threads: int = 0  # 0: the CPUs this process may run on
     out: str = "results/runs"
@@ -99,12 +104,21 @@ class TrainConfig:
             raise ValueError(f"readout must be 'learned' or 'least_squares', got {self.readout!r}")
         if self.readout == "least_squares" and not self.model.get("revin", True):
             raise ValueError("readout least_squares needs model.revin")
+        if self.readout_ablation and (self.model.get("head") != "state" or not self.model.get("revin", True)):
+            raise ValueError(
+                "readout_ablation needs a model read at its last step (model.head: state) with revin"
+            )
         for name in ("ridge", "readout_ridge", "min_gain"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        for name in ("epochs", "batch_size", "patience"):
+        for name in ("batch_size", "patience"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.epochs < 0 or (self.epochs == 0 and not self.select_step0):
+            raise ValueError(
+                f"epochs must be >= 1, or 0 with select_step0 (the untrained model is the result), "
+                f"got {self.epochs}"
+            )
         if self.lr <= 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
         unknown = set(self.model) - {f.name for f in dataclasses.fields(ModelConfig)}
@@ -188,7 +202,9 @@ def param_groups(model: RSAForecaster, cfg: TrainConfig) -> list[dict[str, Any]]
 
 def resolve_auto(cfg: TrainConfig, ds: Dataset) -> TrainConfig:
     """``model.cycle_period: auto`` becomes the training data's dominant period (up to the window
-    length); ``model.theta_init: auto`` becomes 2π over that period (or over cycle_period if set)."""
+    length); ``model.theta_init: auto`` becomes 2π over that period (or over cycle_period if set);
+    ``model.n_heads: auto`` the number of heads in ``rem_bank``, ``model.d_model: auto`` n_heads (one
+    dimension per head), so that a bank's size is stated once."""
     model = dict(cfg.model)
     if model.get("cycle_period") and CALENDAR_FREQUENCY.fullmatch(ds.series.frequency):
         # A cycle's phase counts fixed steps since the epoch (docs/artifacts.md); months have none.
@@ -202,10 +218,16 @@ def resolve_auto(cfg: TrainConfig, ds: Dataset) -> TrainConfig:
         period = model.get("cycle_period") or dominant_period(ds.train.data, cfg.input_length)
         model["theta_init"] = 2 * math.pi / period
     if model.get("rem_bank"):
-        if cfg.variant == "baseline":  # the baseline has no REM heads, only their number
-            model["rem_bank"] = []
-        else:
-            model["rem_bank"] = expand_bank(model["rem_bank"], int(model.get("cycle_period") or 0))
+        bank = expand_bank(model["rem_bank"], int(model.get("cycle_period") or 0))
+        if model.get("n_heads") == "auto":
+            model["n_heads"] = len(bank)
+        # the baseline has no REM heads, only their number
+        model["rem_bank"] = [] if cfg.variant == "baseline" else bank
+    if model.get("d_model") == "auto":
+        model["d_model"] = model.get("n_heads", ModelConfig.n_heads)
+    for name in ("n_heads", "d_model"):
+        if model.get(name) == "auto":
+            raise ValueError(f"model.{name}: auto needs model.rem_bank (the heads it counts)")
     return dataclasses.replace(cfg, model=model)
 
 
@@ -237,7 +259,8 @@ def data_meta(ds: Dataset, path: Path, cfg: TrainConfig) -> dict[str, Any]:
 @torch.no_grad()
 def least_squares_reference(cfg: TrainConfig, ds: Dataset) -> dict[str, float]:
     """What a full least-squares map L→H scores at this run's L, with the same seasonal cycle and RevIN:
-    the reference a recurrence must beat to earn its place (its test MSE is reported, never used)."""
+    the reference a recurrence must beat to earn its place (its test MSE is reported, never used):
+    train, validation (every window and per rolling origin, export/readout.py) and test MSE."""
     period = int(cfg.model.get("cycle_period") or 0)
     ref = RSAForecaster(
         ModelConfig(
@@ -253,15 +276,7 @@ def least_squares_reference(cfg: TrainConfig, ds: Dataset) -> dict[str, float]:
     )
     if ref.cycle is not None:
         fit_cycle(ref, ds.train)
-    torch.nn.init.zeros_(ref.head.weight)
-    torch.nn.init.zeros_(ref.head.bias)
-    train_mse = fit_linear_path(ref, ds.train, cfg.ridge)
-    return {
-        "ridge": cfg.ridge,
-        "train_mse": train_mse,
-        "val_mse": evaluate(ref, ds.val)["mse"],
-        "test_mse": evaluate(ref, ds.test)["mse"],
-    }
+    return {"ridge": cfg.ridge, **readout_report(ref, ds, cfg.ridge, modes=("window",))["window"]}
 
 
 def build_model(cfg: TrainConfig, channels: int) -> RSAForecaster:
@@ -269,17 +284,12 @@ def build_model(cfg: TrainConfig, channels: int) -> RSAForecaster:
     return RSAForecaster(mcfg.baseline() if cfg.variant == "baseline" else mcfg)
 
 
-def train(cfg: TrainConfig) -> Path:
-    """Train, keep the best validation epoch, test it; returns the run folder."""
-    t_start = time.perf_counter()
-    threads = cfg.threads or len(os.sched_getaffinity(0))
-    torch.set_num_threads(threads)
+def prepare(cfg: TrainConfig) -> tuple[TrainConfig, Dataset, RSAForecaster]:
+    """The run's data set, its config with every `auto` resolved, and the untrained model (seeded) with
+    its seasonal cycle fit: what training starts from, and what export/sweep.py refits read-outs on."""
     torch.manual_seed(cfg.seed)
-    gen = torch.Generator().manual_seed(cfg.seed)
-
-    data_path = resolve(cfg.data)
     ds: Dataset = load_dataset(
-        data_path,
+        resolve(cfg.data),
         cfg.input_length,
         cfg.horizon,
         mode=cfg.mode,
@@ -294,6 +304,17 @@ def train(cfg: TrainConfig) -> Path:
         raise TrainingError(f"model settings: {e}") from None
     if model.cycle is not None:
         fit_cycle(model, ds.train)
+    return cfg, ds, model
+
+
+def train(cfg: TrainConfig) -> Path:
+    """Train, keep the best validation epoch, test it; returns the run folder."""
+    t_start = time.perf_counter()
+    threads = cfg.threads or len(os.sched_getaffinity(0))
+    torch.set_num_threads(threads)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    cfg, ds, model = prepare(cfg)
+    data_path = resolve(cfg.data)
     linear_fit = None
     if cfg.linear_path == "least_squares":
         linear_fit = {"ridge": cfg.ridge, "train_mse": fit_linear_path(model, ds.train, cfg.ridge)}
@@ -308,6 +329,10 @@ def train(cfg: TrainConfig) -> Path:
     if cfg.readout == "least_squares":
         readout_fit = {"ridge": cfg.readout_ridge, "train_mse": fit_head(model, ds.train, cfg.readout_ridge)}
     reference = least_squares_reference(cfg, ds) if cfg.reference_least_squares else None
+    # What each half of the layer gives a refitted read-out, at step 0 (export/readout.py).
+    readout_ablation = (
+        readout_report(model, ds, cfg.readout_ridge, ABLATION_MODES) if cfg.readout_ablation else None
+    )
     run_dir = resolve(cfg.out) / cfg.run_name
     run_dir.mkdir(parents=True, exist_ok=True)
     ckpt_path = run_dir / "checkpoint.safetensors"
@@ -379,8 +404,6 @@ def train(cfg: TrainConfig) -> Path:
         )
     model, _ = load_checkpoint(ckpt_path)
     test = evaluate(model, ds.test)
-    has_rem = any(kind != "softmax" for kind, _ in model.cfg.head_types)
-    ablation = ablations(model, ds.test) if has_rem else None
     plot_forecasts(model, ds, run_dir / "forecast.png", n_windows=cfg.plot_windows, title=cfg.run_name)
     wall = time.perf_counter() - t_start
     report = {
@@ -397,12 +420,12 @@ def train(cfg: TrainConfig) -> Path:
         "readout_fit": readout_fit,
         "step0": step0,
         "least_squares_reference": reference,
-        "ablation": ablation,
+        "readout_ablation": readout_ablation,
         "best_epoch": best["epoch"],
         "val": {"mse": best["val_mse"]},
         "test": {"mse": test["mse"], "mae": test["mae"]},
         "wall_time_s": wall,
-        "seconds_per_epoch": sum(h["seconds"] for h in history) / len(history),
+        "seconds_per_epoch": sum(h["seconds"] for h in history) / len(history) if history else None,
         "recurrence": model.recurrence_report(),
         "environment": {
             "torch": torch.__version__,
@@ -480,8 +503,9 @@ def main(
     report = json.loads((run_dir / "report.json").read_text())
     typer.echo(
         f"{report['name']}: test MSE {report['test']['mse']:.4f}  MAE {report['test']['mae']:.4f}  "
-        f"(best epoch {report['best_epoch']}, {report['seconds_per_epoch']:.0f} s/epoch, "
-        f"{report['wall_time_s'] / 60:.1f} min) -> {run_dir}"
+        f"(best epoch {report['best_epoch']}, "
+        + (f"{report['seconds_per_epoch']:.0f} s/epoch, " if report["seconds_per_epoch"] else "no training, ")
+        + f"{report['wall_time_s'] / 60:.1f} min) -> {run_dir}"
     )
     for layer in report["recurrence"]:
         typer.echo(f"  layer {layer['layer']}: {describe_heads(layer['heads'])}")
