@@ -11,7 +11,9 @@
 
 from __future__ import annotations
 
+import math
 import statistics
+import textwrap
 from collections import defaultdict
 
 from export.anchors import HORIZONS, Anchor, anchor_section, best_bug_free
@@ -76,30 +78,25 @@ def _what_it_is(run: dict) -> list[str]:
     kinds: dict[str, int] = defaultdict(int)
     for kind, dilation, _, _ in m.get("rem_bank") or []:
         kinds["dilated (same hour, earlier days)" if dilation > 1 else kind] += 1
-    harmonics = sorted(
-        {
-            round(theta * m["cycle_period"] / (2 * 3.141592653589793))
-            for k, _, _, theta in m["rem_bank"]
-            if k != "regular"
-        }
+    period = m["cycle_period"]
+    harmonics = sorted({round(t * period / (2 * math.pi)) for k, _, _, t in m["rem_bank"] if k != "regular"})
+    gates = sorted({f"{h['gate']:g}" for layer in run["recurrence"] for h in layer["heads"]})
+    text = (
+        "`configs/etth1-rem-readout.yaml` (docs/rsa.md §8): **RSA's recurrence half, read out by least "
+        f"squares**. The window of L = {m['input_length']} steps loses its daily cycle (period {period}, "
+        "the mean of the training rows at each hour) and is normalised per window (RevIN); one masked RSA "
+        f"layer of {m['n_heads']} heads reads it at its last step, every head a REM head with a fixed "
+        "kernel ("
+        + ", ".join(f"{n} {k}" for k, n in kinds.items())
+        + (f"; cyclic harmonics k = {harmonics[0]}..{harmonics[-1]} of the daily period" if harmonics else "")
+        + "), so each head's output is the state of a fixed linear recurrence after the window. The gates "
+        f"are {', '.join(gates)}, so the softmax half of each head has weight "
+        f"{', '.join(f'{1 - float(g):g}' for g in gates)}. "
+        "One ridge regression per horizon step reads the states (fitted on the training windows, ridge 1), "
+        "and nothing is trained by gradient: the model is its closed-form start. It is not a transformer; "
+        "versions 1–3 of the served model are (RSA-Transformers whose heads mix softmax attention and REM)."
     )
-    gates = {round(h["gate"], 6) for layer in run["recurrence"] for h in layer["heads"]}
-    return [
-        "`configs/etth1-rem-readout.yaml` (docs/rsa.md §8): **RSA's recurrence half, read out by least",
-        "squares**.",
-        f"The window of L = {m['input_length']} steps loses its daily cycle (period {m['cycle_period']},",
-        "the mean of the training rows at each hour) and is normalised per window (RevIN); one masked RSA",
-        f"layer of {m['n_heads']} heads reads it at its last step, every head a REM head with a fixed",
-        "kernel (",
-        ", ".join(f"{n} {k}" for k, n in kinds.items())
-        + f"; cyclic harmonics k = {harmonics[0]}..{harmonics[-1]} of the daily period), so each head's",
-        "output is the state of a fixed linear recurrence after the window. "
-        f"The gates are {sorted(gates)} (softmax weight 0): no softmax attention reaches the output. One",
-        "ridge regression per horizon step reads the states (fitted on the training windows, ridge 1),",
-        "and nothing is trained by gradient: the model is its closed-form start. It is not a transformer;",
-        "versions 1–3 of the served model are (RSA-Transformers whose heads mix softmax attention and REM).",
-        "",
-    ]
+    return [*textwrap.wrap(text, 105, break_on_hyphens=False), ""]
 
 
 def _main_table(groups: Groups, data: str) -> list[str]:
@@ -238,12 +235,16 @@ def sweep_section(sweep: dict) -> list[str]:
     lines = [
         f"### Sweep `{sweep['sweep']}`",
         "",
-        " ".join(str(spec.get("description", "")).split()),
-        f"Rerun: `python -m export.sweep {sweep['sweep']}`. Each cell: validation MSE over the rolling",
-        "origins / test MSE, mean over seeds. The rule: starting from the reference "
-        f"(`{ref}`), each row in order replaces the choice then current when it beats it at every horizon",
-        "(lower mean over the origins, and lower at 3 of the 4, `export.results_readout.beats`); *beat at*",
-        "lists the horizons where it did.",
+        *textwrap.wrap(
+            " ".join(str(spec.get("description", "")).split())
+            + f" Rerun: `python -m export.sweep {sweep['sweep']}`. Each cell: validation MSE over the rolling"
+            " origins / test MSE, mean over seeds. The rule: starting from the reference"
+            f" (`{ref}`), each row in order replaces the choice then current when it beats it at every"
+            " horizon (lower mean over the origins, and lower at 3 of the 4,"
+            " `export.results_readout.beats`); *beat at* lists the horizons where it did.",
+            105,
+            break_on_hyphens=False,
+        ),
         "",
         "| variant | mode | heads | " + " | ".join(f"H = {h}" for h in horizons) + " | beat at | adopted |",
         "|---|---|---|" + "---|" * len(horizons) + "---|---|",

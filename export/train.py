@@ -58,7 +58,7 @@ class TrainConfig:
     protocol: str = "auto"  # ETT split for ETT files, chronological 70/10/20 otherwise
     variant: str = "rsa"  # rsa, or baseline: same network, no REM, learned positional encoding
     model: dict[str, Any] = field(default_factory=dict)  # ModelConfig fields (channels comes from the data)
-    epochs: int = 8
+    epochs: int = 8  # 0 trains nothing: the model is its closed-form start (needs select_step0)
     batch_size: int = 64
     lr: float = 1e-3
     weight_decay: float = 0.05
@@ -83,7 +83,6 @@ class TrainConfig:
     # half alone, both, and the last value alone (export/readout.py), at step 0.
     readout_ablation: bool = False
     patience: int = 3  # early stopping: epochs without a better validation MSE
-    # epochs: 0 trains nothing: the model is its closed-form start (select_step0 must be set).
     seed: int = 0
     threads: int = 0  # 0: the CPUs this process may run on
     out: str = "results/runs"
