@@ -243,7 +243,7 @@ def test_training_against_step_0_counts_the_kept_starts(tmp_path):
     report(tmp_path, "ETTh1", "baseline", 96, 0, 0.45, model_config={"input_length": 512, "horizon": 96})
     lines = training_table(collect(tmp_path, input_length=None))
     page = "\n".join(lines)
-    assert "| ETTh1 | 96 | 0, 1, 0 | 0.6600 / 0.7220 | 0.3602 / 0.3610 | 0.4500 |" in page
+    assert "| ETTh1 | 96 | 0, 1, 0 | 0.6600 / 0.7220 | 0.3602 / 0.3610 | 0.4500 | — |" in page
     assert (
         "Step 0 was kept in 2 of 3 runs; where a trained epoch was kept, test MSE moved by +0.00150" in page
     )
