@@ -43,8 +43,8 @@ from app.artifacts.contract import (
     MANIFEST_FILE,
     MODEL_FILE,
     PHASE_INPUT,
+    window_scale,
 )
-from app.artifacts.manifest import WindowScaleSpec
 from export.data import ETT_DIR, READ_OPTIONS, DataError, Dataset, Split, load_dataset
 from export.paths import portable, resolve
 
@@ -222,6 +222,28 @@ _MIN_CALIBRATION = 200  # windows an origin needs to calibrate on, else it is le
 _TIE = 0.05  # points: methods this close to the best are told apart by their interval score
 
 
+@dataclass(frozen=True)
+class WindowScaleSpec:
+    """The manifest's `intervals.window_scale` (docs/artifacts.md) as the exporter writes it; the spread
+    itself is the contract's `window_scale`, as the service computes it."""
+
+    statistic: str
+    rows: int
+    power: float
+    floor: tuple[float, ...]
+
+    def scale(self, windows: np.ndarray) -> np.ndarray:
+        return window_scale(windows, self.statistic, self.rows, self.power, self.floor)
+
+    def model_dump(self) -> dict[str, Any]:
+        return {
+            "statistic": self.statistic,
+            "rows": self.rows,
+            "power": self.power,
+            "floor": list(self.floor),
+        }
+
+
 def window_scale_spec(method: Method, calibration_windows: np.ndarray) -> WindowScaleSpec | None:
     """The spread the widths of `method` scale with, floored per channel at _SCALE_FLOOR of its median over
     the calibration windows (a flat window would divide by zero); None for an unscaled method."""
@@ -230,9 +252,9 @@ def window_scale_spec(method: Method, calibration_windows: np.ndarray) -> Window
     _, length, channels = calibration_windows.shape
     rows = min(method.rows or length, length)
     tiny = float(np.finfo(np.float64).tiny)
-    raw = WindowScaleSpec(statistic=method.statistic, rows=rows, power=1.0, floor=[tiny] * channels)
+    raw = WindowScaleSpec(statistic=method.statistic, rows=rows, power=1.0, floor=(tiny,) * channels)
     spread = raw.scale(calibration_windows)[:, 0].astype(np.float64)  # [n, C], unfloored
-    floor = [float(v) for v in _SCALE_FLOOR * np.median(spread, axis=0)]
+    floor = tuple(float(v) for v in _SCALE_FLOOR * np.median(spread, axis=0))
     return WindowScaleSpec(statistic=method.statistic, rows=rows, power=method.power, floor=floor)
 
 
@@ -611,7 +633,10 @@ def write_report(version_dir: Path, out_root: Path, data: Path | None = None) ->
     block = manifest["intervals"]
     levels = block["levels"]
     widths = np.asarray(block["widths"], dtype=np.float32)
-    scale = WindowScaleSpec(**block["window_scale"]) if block.get("window_scale") else None
+    ws = block.get("window_scale")
+    scale = (
+        WindowScaleSpec(ws["statistic"], ws["rows"], ws.get("power", 1.0), tuple(ws["floor"])) if ws else None
+    )
     ds = load_for_manifest(manifest, data)
     period = (manifest.get("cycle") or {}).get("period")
     model_path = version_dir / MODEL_FILE

@@ -22,6 +22,7 @@ from app.artifacts.contract import (
     INSPECT_FILE,
     MODEL_FILE,
     PHASE_INPUT,
+    window_scale,
 )
 from app.artifacts.cycle import step_microseconds
 
@@ -88,14 +89,9 @@ class WindowScaleSpec(_Frozen):
         return self
 
     def scale(self, windows: np.ndarray) -> np.ndarray:
-        """s [S, 1, C] float32 for raw windows [S, L, C] (as the graph reads them): the one definition the
-        service answers with and the exporter calibrates with."""
-        w = np.asarray(windows, dtype=np.float64)[:, -self.rows :]
-        stat = w.std(axis=1) if self.statistic == "std" else np.abs(np.diff(w, axis=1)).mean(axis=1)
-        s = np.maximum(stat, np.asarray(self.floor, dtype=np.float64))
-        if self.power != 1.0:
-            s = s**self.power
-        return s[:, None, :].astype(np.float32)
+        """s [S, 1, C] float32 for raw windows [S, L, C] (as the graph reads them): `window_scale` of the
+        contract, the one definition the service answers with and the exporter calibrates with."""
+        return window_scale(windows, self.statistic, self.rows, self.power, self.floor)
 
 
 class IntervalsSpec(_Frozen):
