@@ -3,6 +3,7 @@
     rem_bank:
       regular: [0.5, 0.9, -0.5]                    # λ per head (dilation 1)
       cyclic: {harmonics: [1, 2], gamma: [0.9]}     # a cos and a sin head per (harmonic, γ), θ = 2πk/period
+                                                    # (no sin head at k = period / 2: it would be 0)
       dilated: {lambda: [0.5, 0.9]}                 # regular heads on the lattice of one period
 
 The period is the model's seasonal cycle (``cycle_period``, itself possibly read off the data), so one
@@ -35,10 +36,11 @@ def expand_bank(spec: Any, period: int) -> list[list[Any]]:
         )
     rows: list[list[Any]] = [["regular", 1, float(lam), 0.0] for lam in spec.get("regular") or []]
     harmonics, gammas = cyclic.get("harmonics", []), cyclic.get("gamma", [])
-    pairs = [(2 * math.pi * k / period, float(g)) for k in harmonics for g in gammas]
+    pairs = [(k, 2 * math.pi * k / period, float(g)) for k in harmonics for g in gammas]
     # All cos heads, then all sin heads: heads of one kind in a row share one module (models.rem.REMBank).
-    rows += [["cyclic_cos", 1, gamma, theta] for theta, gamma in pairs]
-    rows += [["cyclic_sin", 1, gamma, theta] for theta, gamma in pairs]
+    # At the Nyquist harmonic (2k = period, θ = π) the sine head is γ^t·sin(tπ) = 0: no head at all.
+    rows += [["cyclic_cos", 1, gamma, theta] for _, theta, gamma in pairs]
+    rows += [["cyclic_sin", 1, gamma, theta] for k, theta, gamma in pairs if 2 * k != period]
     step = int(dilated.get("dilation", period))
     rows += [["regular", step, float(lam), 0.0] for lam in dilated.get("lambda", [])]
     return rows

@@ -5,16 +5,19 @@
 
 Calibration runs the version's `model.onnx` (ONNX Runtime, CPU) over every window of the validation
 split of the data set its manifest names, read the way training read it, and keeps, per level, horizon
-step and channel, the conformal quantile of the absolute residuals |y - forecast| on the raw scale
-(order statistic ceil((n + 1)·level) of n windows, the finite-sample correction). The service answers
-forecast ± that width: constants in the manifest's `intervals` block, no extra inference. A version
+step and channel, the conformal quantile of the scores (order statistic ceil((n + 1)·level) of n
+windows, the finite-sample correction): the absolute residuals |y - forecast| on the raw scale, or
+those divided by each window's own spread. Which (`METHODS`) is chosen on splits of the validation
+split itself (`select_method`: rolling origins and halves, never the test split). The service answers
+forecast ± that width (× the request's spread): constants in the manifest's `intervals` block, no
+extra inference. A version
 without intervals is published again as a new version: the same graphs byte for byte, the manifest
 with the block. docs/intervals.md has the method, the choices we measured and the limits.
 
 Evaluation (the report under results/intervals/, read by export/results.py): coverage, mean width and
 the interval (Winkler) score per level on every test window, per horizon step and per request horizon
-(the service slices the widths to the horizon asked), beside the variants we measured against: signed
-residuals, residuals scaled by each window's own spread, and a naive baseline pooled over the steps.
+(the service slices the widths to the horizon asked), beside every candidate method calibrated on the
+whole validation split, signed residuals and a naive baseline pooled over the steps.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import typer
@@ -40,6 +43,7 @@ from app.artifacts.contract import (
     MANIFEST_FILE,
     MODEL_FILE,
     PHASE_INPUT,
+    window_scale,
 )
 from export.calibration_size import calibration_plan
 from export.data import ETT_DIR, READ_OPTIONS, DataError, Dataset, Split, load_dataset
@@ -47,13 +51,17 @@ from export.paths import portable, resolve
 
 __all__ = [
     "DEFAULT_LEVELS",
+    "METHODS",
+    "Method",
     "SplitForecasts",
     "calibrate",
     "conformal_quantile",
     "evaluate",
+    "fit_method",
     "for_checkpoint",
     "intervals_block",
     "publish",
+    "select_method",
     "split_forecasts",
 ]
 
@@ -171,6 +179,200 @@ def calibrate(residuals: np.ndarray, levels: Sequence[float]) -> np.ndarray:
     return np.stack([_float32_up(conformal_quantile(scores, level / 100)) for level in levels])
 
 
+@dataclass(frozen=True)
+class Method:
+    """One way to calibrate (docs/intervals.md): which validation windows count, and whether the scores
+    are |y − ŷ| or |y − ŷ| / s for each window's own spread s (then the service multiplies the widths
+    by the request's s, `WindowScaleSpec`)."""
+
+    name: str
+    description: str
+    windows: Literal["all", "recent", "weighted"] = "all"
+    statistic: Literal["std", "mean_abs_diff"] | None = None  # None: unscaled
+    rows: int | None = None  # the window's last rows the spread is taken over; None: all of them
+    power: float = 1.0
+
+
+# The candidates `select_method` chooses among on validation-internal splits, never on test.
+METHODS: tuple[Method, ...] = (
+    Method("absolute", "|y − ŷ| per step and channel over every calibration window (versions 3-4)"),
+    Method("recent", "the same over the most recent half of the calibration windows", windows="recent"),
+    Method(
+        "weighted",
+        "weighted conformal: window i of n weighs 2^(−(n − 1 − i) / (n/4)), a half-life of a quarter of them",
+        windows="weighted",
+    ),
+    Method("scaled", "|y − ŷ| / s, s the window's std per channel (RevIN's), widths × s", statistic="std"),
+    Method("scaled-week", "as scaled, s over the window's last 168 rows", statistic="std", rows=168),
+    Method("scaled-4days", "as scaled, s over the window's last 96 rows", statistic="std", rows=96),
+    Method("scaled-day", "as scaled, s over the window's last 24 rows", statistic="std", rows=24),
+    Method("scaled-diff", "as scaled, s the window's mean |x_t − x_t−1|", statistic="mean_abs_diff"),
+    Method("scaled-diff-week", "as scaled-diff over the last 168 rows", statistic="mean_abs_diff", rows=168),
+    Method(
+        "scaled-sqrt", "as scaled with √s: halfway between absolute and scaled", statistic="std", power=0.5
+    ),
+    Method(
+        "scaled-recent", "scaled over the most recent half of the windows", windows="recent", statistic="std"
+    ),
+)
+_METHODS = {m.name: m for m in METHODS}
+TARGET_LEVELS = (80.0, 90.0, 95.0)
+OVERALL_BAND, CHANNEL_BAND = 3.0, 6.0  # points off nominal allowed overall and on each channel
+ORIGINS = 4  # validation blocks of the rolling origins (as export/readout.py)
+_MIN_CALIBRATION = 200  # windows an origin needs to calibrate on, else it is left out
+_TIE = 0.05  # points: methods this close to the best are told apart by their interval score
+
+
+@dataclass(frozen=True)
+class WindowScaleSpec:
+    """The manifest's `intervals.window_scale` (docs/artifacts.md) as the exporter writes it; the spread
+    itself is the contract's `window_scale`, as the service computes it."""
+
+    statistic: str
+    rows: int
+    power: float
+    floor: tuple[float, ...]
+
+    def scale(self, windows: np.ndarray) -> np.ndarray:
+        return window_scale(windows, self.statistic, self.rows, self.power, self.floor)
+
+    def model_dump(self) -> dict[str, Any]:
+        return {
+            "statistic": self.statistic,
+            "rows": self.rows,
+            "power": self.power,
+            "floor": list(self.floor),
+        }
+
+
+def window_scale_spec(method: Method, calibration_windows: np.ndarray) -> WindowScaleSpec | None:
+    """The spread the widths of `method` scale with, floored per channel at _SCALE_FLOOR of its median over
+    the calibration windows (a flat window would divide by zero); None for an unscaled method."""
+    if method.statistic is None:
+        return None
+    _, length, channels = calibration_windows.shape
+    rows = min(method.rows or length, length)
+    tiny = float(np.finfo(np.float64).tiny)
+    raw = WindowScaleSpec(statistic=method.statistic, rows=rows, power=1.0, floor=(tiny,) * channels)
+    spread = raw.scale(calibration_windows)[:, 0].astype(np.float64)  # [n, C], unfloored
+    floor = tuple(float(v) for v in _SCALE_FLOOR * np.median(spread, axis=0))
+    return WindowScaleSpec(statistic=method.statistic, rows=rows, power=method.power, floor=floor)
+
+
+def _weighted_quantile(scores: np.ndarray, weights: np.ndarray, level: float) -> np.ndarray:
+    """Weighted split conformal (Barber et al. 2023) over axis 0 of `scores` [n, ...] with window weights
+    [n]: the smallest score whose weight share, the test point counted with weight 1 at +∞, reaches
+    `level`; the largest score when none does."""
+    order = np.argsort(scores, axis=0)
+    ranked = np.take_along_axis(scores, order, axis=0)
+    share = np.cumsum(weights[order], axis=0) / (weights.sum() + 1.0)
+    reached = share >= level
+    first = np.where(reached.any(axis=0), reached.argmax(axis=0), scores.shape[0] - 1)
+    return np.take_along_axis(ranked, first[None], axis=0)[0]
+
+
+def fit_method(
+    method: Method, calibration: SplitForecasts, levels: Sequence[float]
+) -> tuple[np.ndarray, WindowScaleSpec | None]:
+    """Widths [K, H, C] float32 (rounded up) of `method` on `calibration`, and its window scale."""
+    scale = window_scale_spec(method, calibration.windows)
+    scores = np.abs(calibration.residuals)
+    if scale is not None:
+        scores = scores / scale.scale(calibration.windows).astype(np.float64)
+    n = scores.shape[0]
+    if method.windows == "recent":
+        scores = scores[n - n // 2 :]
+    if method.windows == "weighted":
+        weights = 0.5 ** (np.arange(n - 1, -1, -1) / (n / 4))
+        widths = [_weighted_quantile(scores, weights, level / 100) for level in levels]
+    else:
+        widths = [conformal_quantile(scores, level / 100) for level in levels]
+    return np.stack([_float32_up(w) for w in widths]), scale
+
+
+def served_bounds(
+    widths: np.ndarray, scale: WindowScaleSpec | None, data: SplitForecasts, k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The bounds the service answers at level position `k` for every window of `data`, in float32 as it
+    computes them (app/inference/intervals.py)."""
+    w = widths[k] if scale is None else widths[k][None] * scale.scale(data.windows)
+    return data.forecasts - w, data.forecasts + w
+
+
+def _coverage_errors(widths, scale, data: SplitForecasts, levels: Sequence[float]) -> dict[float, Any]:
+    """Per target level: (overall coverage, coverage per channel [C], interval score in target units)."""
+    out = {}
+    y = data.targets
+    for k, level in enumerate(levels):
+        if level not in TARGET_LEVELS:
+            continue
+        lo, hi = served_bounds(widths, scale, data, k)
+        inside = (y >= lo) & (y <= hi)
+        out[level] = (float(inside.mean()), inside.mean(axis=(0, 1)), _winkler(lo, hi, y, 1 - level / 100))
+    return out
+
+
+def _subset(data: SplitForecasts, first: int, last: int) -> SplitForecasts:
+    return SplitForecasts(data.windows[first:last], data.targets[first:last], data.forecasts[first:last])
+
+
+def validation_splits(n: int, horizon: int) -> list[tuple[str, int, int, int]]:
+    """(name, calibration end, evaluation start, evaluation end) over n validation windows: the rolling
+    origins (ORIGINS blocks; each later block calibrated on every window whose targets end before it)
+    and the first half calibrating the second. Never a window whose targets reach the scored ones."""
+    edges = [round(k * n / ORIGINS) for k in range(ORIGINS + 1)]
+    out = [
+        (f"origin {k}", edges[k] - horizon + 1, edges[k], edges[k + 1])
+        for k in range(1, ORIGINS)
+        if edges[k] - horizon + 1 >= _MIN_CALIBRATION
+    ]
+    half = n // 2
+    if half - horizon + 1 >= _MIN_CALIBRATION:
+        out.append(("halves", half - horizon + 1, half, n))
+    return out
+
+
+def select_method(
+    val: SplitForecasts, levels: Sequence[float], std: np.ndarray, methods: Sequence[Method] = METHODS
+) -> tuple[str, dict[str, dict[str, float]]]:
+    """The method to serve, chosen on validation-internal splits only: the smallest mean distance outside
+    the target bands (coverage within ±3 points of nominal overall and ±6 on each channel at 80/90/95%),
+    ties within 0.05 points broken by the lower interval score at 90% (units of the training std).
+    Returns its name and every method's numbers."""
+    H = val.targets.shape[1]
+    splits = validation_splits(len(val.targets), H)
+    if not splits:
+        return "absolute", {}
+    table: dict[str, dict[str, float]] = {}
+    for method in methods:
+        outside, overall, channel, score = [], [], [], []
+        for _, cal_end, first, last in splits:
+            widths, scale = fit_method(method, _subset(val, 0, cal_end), levels)
+            errors = _coverage_errors(widths, scale, _subset(val, first, last), levels)
+            for level in TARGET_LEVELS:
+                if level not in errors:
+                    continue
+                cov, per_channel, _ = errors[level]
+                off, off_c = abs(100 * cov - level), np.abs(100 * per_channel - level)
+                outside.append(
+                    max(0.0, off - OVERALL_BAND) + float(np.maximum(off_c - CHANNEL_BAND, 0).mean())
+                )
+                overall.append(off)
+                channel.append(float(off_c.max()))
+            if 90.0 in errors:
+                score.append(float((errors[90.0][2] / std).mean()))
+        table[method.name] = {
+            "outside_bands": float(np.mean(outside)),
+            "coverage_error": float(np.mean(overall)),
+            "channel_error_max": float(np.max(channel)),
+            "score90": float(np.mean(score)) if score else math.nan,
+        }
+    best = min(v["outside_bands"] for v in table.values())
+    close = [name for name, v in table.items() if v["outside_bands"] <= best + _TIE]
+    chosen = min(close, key=lambda name: table[name]["score90"])
+    return chosen, {"splits": [s[0] for s in splits], **table}
+
+
 def _float32_text(value: np.float32) -> float:
     """The float whose shortest repr is the float32's shortest repr, so that JSON holds e.g. 2.54 (what
     the service casts back to exactly this float32) rather than 2.5399999618530273."""
@@ -178,13 +380,17 @@ def _float32_text(value: np.float32) -> float:
 
 
 def intervals_block(
-    widths: np.ndarray, levels: Sequence[float], calibration: dict[str, Any]
+    widths: np.ndarray,
+    levels: Sequence[float],
+    calibration: dict[str, Any],
+    scale: WindowScaleSpec | None = None,
 ) -> dict[str, Any]:
     """The manifest's `intervals` object (docs/artifacts.md)."""
     return {
         "method": "split_conformal",
         "residuals": "absolute",
-        "scale": "none",
+        "scale": "none" if scale is None else "window",
+        **({} if scale is None else {"window_scale": scale.model_dump()}),
         "levels": [float(level) for level in levels],
         "widths": [
             [[_float32_text(v) for v in row] for row in per_level] for per_level in widths.astype(np.float32)
@@ -211,11 +417,14 @@ def calibrate_dataset(
     levels: Sequence[float] = DEFAULT_LEVELS,
     batch: int = _BATCH,
 ) -> dict[str, Any]:
-    """The `intervals` block of the graph at `model_path`, calibrated on the data set's validation split."""
+    """The `intervals` block of the graph at `model_path`, calibrated on the data set's validation split
+    by the method `select_method` chooses on splits of that split."""
     val = split_forecasts(model_path, ds, ds.val, period, batch)
-    return intervals_block(
-        calibrate(val.residuals, levels), levels, _calibration_record(ds, len(val.targets))
-    )
+    std = np.asarray(ds.scaler.std, dtype=np.float64)
+    chosen, selection = select_method(val, levels, std)
+    widths, scale = fit_method(_METHODS[chosen], val, levels)
+    record = {**_calibration_record(ds, len(val.targets)), "method": chosen, "selection": selection}
+    return intervals_block(widths, levels, record, scale)
 
 
 def for_checkpoint(
@@ -352,34 +561,26 @@ def _score(bounds: Bounds, test: SplitForecasts, levels: Sequence[float], std: n
     return out
 
 
-def _spread(windows: np.ndarray) -> np.ndarray:
-    """Each window's per-channel standard deviation [N, 1, C] (population, as RevIN's)."""
-    return windows.astype(np.float64).std(axis=1)[:, None, :]
-
-
 def evaluate(
-    val: SplitForecasts, test: SplitForecasts, levels: Sequence[float], widths: np.ndarray, std: np.ndarray
+    val: SplitForecasts,
+    test: SplitForecasts,
+    levels: Sequence[float],
+    widths: np.ndarray,
+    std: np.ndarray,
+    scale: WindowScaleSpec | None = None,
 ) -> dict[str, list[dict]]:
-    """The served intervals (`widths`, as the artifact holds them) and the variants, scored on `test`."""
+    """The served intervals (`widths` and `scale`, as the artifact holds them) and every method of
+    METHODS calibrated on all of `val`, scored on `test`; beside them two we measured before: signed
+    residuals and a naive width pooled over the steps."""
     f, r = test.forecasts.astype(np.float64), val.residuals
     k = {level: i for i, level in enumerate(levels)}
 
-    def served(level: float) -> tuple[np.ndarray, np.ndarray]:
-        # float32 arithmetic, exactly what the service sends
-        w = widths[k[level]]
-        return test.forecasts - w, test.forecasts + w
+    def bounds_of(w: np.ndarray, sc: WindowScaleSpec | None) -> Bounds:
+        return lambda level: served_bounds(w, sc, test, k[level])  # float32, as the service answers
 
     def signed(level: float) -> tuple[np.ndarray, np.ndarray]:
         a = 1 - level / 100
         return f + _lower_quantile(r, a / 2), f + conformal_quantile(r, 1 - a / 2)
-
-    spread_val, spread_test = _spread(val.windows), _spread(test.windows)
-    floor = _SCALE_FLOOR * np.median(spread_val, axis=0)
-    s_val, s_test = np.maximum(spread_val, floor), np.maximum(spread_test, floor)
-
-    def scaled(level: float) -> tuple[np.ndarray, np.ndarray]:
-        w = conformal_quantile(np.abs(r) / s_val, level / 100) * s_test
-        return f - w, f + w
 
     pooled_scores = np.abs(r).reshape(-1, r.shape[2])  # every step of every window, per channel
 
@@ -387,15 +588,11 @@ def evaluate(
         w = conformal_quantile(pooled_scores, level / 100)
         return f - w, f + w
 
-    return {
-        name: _score(bounds, test, levels, std)
-        for name, bounds in (
-            ("served", served),
-            ("signed", signed),
-            ("scaled", scaled),
-            ("pooled", pooled),
-        )
-    }
+    variants: dict[str, Bounds] = {"served": bounds_of(widths, scale)}
+    for method in METHODS:
+        variants[method.name] = bounds_of(*fit_method(method, val, levels))
+    variants.update(signed=signed, pooled=pooled)
+    return {name: _score(bounds, test, levels, std) for name, bounds in variants.items()}
 
 
 def plot_bands(
@@ -405,6 +602,7 @@ def plot_bands(
     channels: list[str],
     channel: str,
     path: Path,
+    scale: WindowScaleSpec | None = None,
 ) -> list[int]:
     """Three evenly spaced test windows of `channel` with their 80% and 95% bands; returns the windows."""
     import matplotlib
@@ -420,8 +618,8 @@ def plot_bands(
     for ax, s in zip(axes[:, 0], starts, strict=True):
         f = test.forecasts[s, :, c]
         for level, shade in ((95, "0.85"), (80, "0.65")):
-            w = widths[list(levels).index(level), :, c]
-            ax.fill_between(steps, f - w, f + w, color=shade, lw=0, label=f"{level}% interval")
+            lo, hi = served_bounds(widths, scale, _subset(test, s, s + 1), list(levels).index(level))
+            ax.fill_between(steps, lo[0, :, c], hi[0, :, c], color=shade, lw=0, label=f"{level}% interval")
         ax.plot(np.arange(L), test.windows[s, :, c], color="0.4", lw=1, label="input")
         ax.plot(steps, test.targets[s, :, c], color="k", lw=1.2, label="truth")
         ax.plot(steps, f, color="tab:red", lw=1.2, label="forecast")
@@ -443,6 +641,10 @@ def write_report(version_dir: Path, out_root: Path, data: Path | None = None) ->
     block = manifest["intervals"]
     levels = block["levels"]
     widths = np.asarray(block["widths"], dtype=np.float32)
+    ws = block.get("window_scale")
+    scale = (
+        WindowScaleSpec(ws["statistic"], ws["rows"], ws.get("power", 1.0), tuple(ws["floor"])) if ws else None
+    )
     ds = load_for_manifest(manifest, data)
     period = (manifest.get("cycle") or {}).get("period")
     model_path = version_dir / MODEL_FILE
@@ -453,7 +655,9 @@ def write_report(version_dir: Path, out_root: Path, data: Path | None = None) ->
     folder = out_root / f"{manifest['name']}-v{manifest['version']}"
     folder.mkdir(parents=True, exist_ok=True)
     channel = ds.target if ds.target in ds.channels else ds.channels[-1]
-    shown = plot_bands(test, widths, levels, ds.channels, channel, folder / "bands.png")
+    shown = plot_bands(test, widths, levels, ds.channels, channel, folder / "bands.png", scale)
+    served = block["calibration"].get("method", "absolute")
+    _, selection = select_method(val, levels, std)  # what the rule finds on this version's validation split
     start, end = ds.borders["test"]
     report = {
         "model": manifest["name"],
@@ -467,7 +671,10 @@ def write_report(version_dir: Path, out_root: Path, data: Path | None = None) ->
         "test": {"split": "test", "rows": [start, end], "windows": len(test.targets)},
         "units": "width and interval score in units of each channel's training standard deviation",
         "scale_floor": _SCALE_FLOOR,
-        "variants": evaluate(val, test, levels, widths, std),
+        "served_method": served,
+        "methods": {m.name: m.description for m in METHODS},
+        "selection": selection,
+        "variants": evaluate(val, test, levels, widths, std, scale),
         "plot": {"file": "bands.png", "channel": channel, "windows": shown},
         "command": f"python -m export.conformal {portable(version_dir)}",
     }

@@ -4,8 +4,8 @@
   L = 96 a linear map fit by least squares beats every network we trained on validation MSE
   (docs/results.md), so it can start at its exact optimum and stay frozen.
 - ``fit_head``: the head on whatever features the network gives it (for the "state" head: the states
-  of the REM heads' linear RNNs after the window, rsa.md §7), so training starts from the best read-out
-  of those states instead of from noise.
+  of the REM heads' linear RNNs after the window, rsa.md §7, computed in closed form by
+  export/readout.py), so training starts from the best read-out of those states instead of from noise.
 """
 
 from __future__ import annotations
@@ -93,12 +93,17 @@ def fit_head(model: RSAForecaster, split: Split, ridge: float = 1.0, batch: int 
     of ``split`` (with the linear path, if any, as it is); returns the MSE there."""
     if model.revin is None:
         raise ValueError("fit_head needs a model with revin")
+    from export.readout import last_step_features  # the network's own features, in closed form
+
     was_training = model.training
     model.eval()
     eq = _NormalEquations(model.head.in_features, model.cfg.horizon)
     for idx in torch.arange(split.num_windows).split(batch):
         x, phase, t, w, u = _targets(model, split, idx)
-        features, _, _, _ = model.encode(x, phase)
+        if model.cfg.head == "state" and model.linear is None:  # exact (tests/export/test_readout.py)
+            features = last_step_features(model, u)
+        else:
+            features, _, _, _ = model.encode(x, phase)
         if model.linear is not None:
             t = t - model.linear(u)
         eq.add(features, t, w)

@@ -44,7 +44,7 @@ from export.conformal import DEFAULT_LEVELS
 from export.conformal import for_checkpoint as calibrate_intervals
 from export.data import READ_OPTIONS, StandardScaler
 from export.evaluate import load_for_checkpoint
-from models import RSAForecaster
+from models import ModelConfig, RSAForecaster
 
 __all__ = [
     "FORBIDDEN_OPS",
@@ -52,6 +52,7 @@ __all__ = [
     "INSPECT_OUTPUTS",
     "OUTPUT_NAME",
     "ExportError",
+    "describe_model",
     "export_model",
     "forbidden_nodes",
 ]
@@ -253,6 +254,65 @@ def _check_windows(
     return out
 
 
+def _count(items: Sequence[str]) -> str:
+    counts: dict[str, int] = {}
+    for item in items:
+        counts[item] = counts.get(item, 0) + 1
+    return ", ".join(f"{n} {name}" for name, n in counts.items())
+
+
+def describe_model(cfg: ModelConfig, gates: Sequence[float], dataset: str) -> tuple[str, str]:
+    """The manifest's `kind` and `description`: what the model is, from its config and its heads' gates
+    (docs/artifacts.md). `rem_readout`: read at the last step, every head a REM head (`rsa_readout` with
+    plain softmax heads beside them); `rsa_transformer`:
+    an encoder whose heads mix softmax attention and REM through gates; `softmax_readout`/`transformer`:
+    the same without REM heads."""
+    types = cfg.head_types
+    rem = [(kind, dilation) for kind, dilation in types if kind != "softmax"]
+    names = [
+        "dilated regular" if d > 1 and k == "regular" else ("dilated " + k if d > 1 else k) for k, d in rem
+    ]
+    rem_gates = sorted({round(g, 3) for (k, _), g in zip(types, gates, strict=True) if k != "softmax"})
+    cycle = f"the daily cycle (period {cfg.cycle_period}) removed, " if cfg.cycle_period else ""
+    window = (
+        f"the window with its daily cycle (period {cfg.cycle_period}) removed"
+        if cfg.cycle_period
+        else "the window"
+    )
+    layers = f"{cfg.n_layers} encoder layer" + ("s" if cfg.n_layers > 1 else "")
+    where = f"{dataset}, L = {cfg.input_length}, H = {cfg.horizon}, channel-independent"
+    if cfg.head == "state":
+        if not rem:
+            return "softmax_readout", (
+                f"Softmax read-out: one attention layer of {cfg.n_heads} softmax heads read at the last step "
+                f"by a linear map per horizon step ({where})."
+            )
+        softmax_weight = ", ".join(f"{1 - g:.3g}" for g in rem_gates)
+        plain = cfg.n_heads - len(rem)
+        return "rem_readout" if not plain else "rsa_readout", (
+            f"REM read-out (RSA's recurrence half): {len(rem)} fixed linear recurrences ({_count(names)}; "
+            f"RSA's REM kernels) over {window}, RevIN-normalised, read at the last step by one "
+            f"least-squares linear map per horizon step; gates {', '.join(f'{g:.3g}' for g in rem_gates)} "
+            f"(softmax weight {softmax_weight})"
+            + (f", beside {plain} plain softmax head" + ("s" if plain > 1 else "") if plain else "")
+            + f". Not a transformer ({where})."
+        )
+    head = {"flatten": "a flattened head", "last": "a head on the last step"}[cfg.head]
+    linear = ", beside a linear path L → H" if cfg.linear_residual else ""
+    if not rem:
+        return "transformer", (
+            f"Transformer: {layers} of {cfg.n_heads} softmax heads, {head}{linear}; "
+            f"{cycle.rstrip(', ')} ({where})."
+        )
+    plain = cfg.n_heads - len(rem)
+    return "rsa_transformer", (
+        f"RSA-Transformer: {layers} of {cfg.n_heads} heads, {len(rem)} mixing softmax "
+        f"attention with a REM ({_count(names)}) through gates {', '.join(f'{g:.3g}' for g in rem_gates)}"
+        + (f" and {plain} plain softmax" if plain else "")
+        + f", {head}{linear}; {cycle}RevIN ({where})."
+    )
+
+
 def _io(path: Path) -> list[dict[str, Any]]:
     import onnx
 
@@ -359,10 +419,14 @@ def export_model(
                 **_verify(fc_path, insp_path, reference, windows, std, cuda),
             }
 
+        layers = model.recurrence_report()
+        kind, description = describe_model(cfg, [h["gate"] for h in layers[0]["heads"]], info["data"]["name"])
         manifest = {
             "name": name,
             "version": version,
             "created": datetime.now(UTC).isoformat(timespec="seconds"),
+            "kind": kind,
+            "description": description,
             "input_length": cfg.input_length,
             "horizon": cfg.horizon,
             "channels": info["data"]["channels"],
@@ -378,7 +442,7 @@ def export_model(
             else None,
             "outputs": _io(fc_path),
             "inspect_outputs": _io(insp_path),
-            "layers": model.recurrence_report(),
+            "layers": layers,
             "architecture": cfg.to_dict(),
             "opset": OPSET,
             "verification": {

@@ -6,7 +6,7 @@ The files are export/example_data.py's (generated, seeded): `grid.csv` (2,000 ho
 and temperature, H = 24) and `sales.csv` (three years of a shop's daily sales, closed days filled with 0,
 H = 28). Each recipe trains once on each (seed 0, one thread) with the same split (chronological
 70/10/20), horizon and read options; its input length is its own (96 for the defaults and
-configs/etth1-rsa.yaml, 512 for configs/etth1-rsa-long.yaml, chosen on validation among 96-512 for
+configs/etth1-rsa.yaml, 512 for the configs/etth1-rem-readout*.yaml, chosen on validation among 96-512 for
 configs/own-data.yaml). Reported: test MSE and MAE on the standardised scale over every test window
 (the same windows for every recipe: they end on the same rows whatever L), validation MSE, the naive
 references and the wall time. One seed: a difference of a few percent is within what another seed
@@ -33,7 +33,8 @@ __all__ = ["RECIPES", "compare"]
 RECIPES: tuple[tuple[str, Path | None], ...] = (
     ("defaults (no config, before issue 25)", None),
     ("configs/etth1-rsa.yaml", REPO_ROOT / "configs" / "etth1-rsa.yaml"),
-    ("configs/etth1-rsa-long.yaml", REPO_ROOT / "configs" / "etth1-rsa-long.yaml"),
+    ("configs/etth1-rem-readout-trained.yaml", REPO_ROOT / "configs" / "etth1-rem-readout-trained.yaml"),
+    ("configs/etth1-rem-readout.yaml (the shipped model)", REPO_ROOT / "configs" / "etth1-rem-readout.yaml"),
     ("configs/own-data.yaml (the default now)", OWN_DATA_CONFIG),
 )
 

@@ -1,10 +1,12 @@
-"""Regenerate docs/results.md from the training reports in results/long/*/report.json (the shipped
-long-window model), results/runs/*/report.json (the first, L = 96 model) and results/tuning.
+"""Regenerate docs/results.md from the reports: results/rem-readout (the shipped REM read-out),
+results/rem-readout-trained (its trained predecessor, version 4), results/sweeps (what was tried),
+results/intervals (prediction intervals), results/runs and results/tuning (the first, L = 96 model), and
+the published numbers of results/anchors.yaml (export/results_readout.py, export/anchors.py).
 
-    python -m export.results [--long results/long] [--runs results/runs] [--out docs/results.md]
+    python -m export.results [--long results/rem-readout] [--out docs/results.md]
 
 Every number in the page is read from a report; nothing is typed in by hand except the published
-reference numbers, which are labelled as such.
+reference numbers, which are labelled with their source.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from typing import Annotated
 
 import typer
 
+from export.anchors import Anchor, load_anchors
 from export.paths import resolve
+from export.results_readout import readout_sections
 
 __all__ = ["collect", "describe_heads", "render"]
 
@@ -26,14 +30,6 @@ __all__ = ["collect", "describe_heads", "render"]
 PAPER_RSA_INFORMER = {24: 0.414, 48: 0.467, 168: 0.753, 336: 0.895}
 PUBLISHED_H96 = {"DLinear": 0.386, "TimesNet": 0.384, "iTransformer": 0.386, "PatchTST": 0.414}
 TARGET_H96, TARGET_MEAN = 0.380, 0.440
-# Best published ETTh1 multivariate MSE at any input length ≤ 720 (the papers' own best-L tables), at
-# 96/192/336/720: the bar for the long-window model (issue 14).
-PUBLISHED_BEST_L = {
-    "FITS": (0.372, 0.404, 0.427, 0.424),
-    "CycleNet": (0.374, 0.407, 0.431, 0.451),
-    "PatchTST/64": (0.370, 0.413, 0.422, 0.447),
-}
-LONG_TARGET_H96, LONG_TARGET_MEAN, LONG_MARGIN, LONG_MAX_MINUTES = 0.360, 0.400, 0.02, 20.0
 MAIN_HORIZONS = (96, 192, 336, 720)
 SYMBOLS = {"lambda": "λ", "gamma": "γ", "theta": "θ"}
 
@@ -198,77 +194,160 @@ def round_wins(tuning: list[dict]) -> dict[str, list[int]]:
 
 
 TARGET_LEVELS = (80, 90, 95)  # the issue's coverage target: within ±3 points of nominal at these
-VARIANT_NAMES = {
-    "served": "served: per step, absolute",
-    "signed": "signed residuals, per step",
-    "scaled": "scaled by the window's spread",
-    "pooled": "naive: pooled over steps",
+OVERALL_BAND, CHANNEL_BAND = 3.0, 6.0
+EXTRA_VARIANTS = {
+    "served": "what the version serves (its manifest's widths)",
+    "signed": "signed residuals, per step: lower and upper quantiles of y − ŷ (not a candidate)",
+    "pooled": "naive: one width per channel pooled over the steps (not a candidate)",
 }
 
 
+def _rows(report: dict, variant: str) -> dict[float, dict]:
+    return {row["level"]: row for row in report["variants"][variant]}
+
+
+def _channel_off(row: dict) -> float:
+    return max(abs(100 * c - row["level"]) for c in row["coverage_by_channel"])
+
+
+def shipped_interval_targets(reports: list[dict], model: str = "etth1-rsa") -> list[str]:
+    """Issue 24's interval targets on the latest version of `model` evaluated, against the version
+    before it ("today's" interval score)."""
+    mine = sorted((r for r in reports if r["model"] == model), key=lambda r: r["version"])
+    if not mine:
+        return []
+    new, old = mine[-1], (mine[-2] if len(mine) > 1 else None)
+    served = _rows(new, "served")
+    at = [served[v] for v in TARGET_LEVELS if v in served]
+    off = {row["level"]: 100 * row["coverage"] - row["level"] for row in at}
+    ch = {row["level"]: _channel_off(row) for row in at}
+    name = f"{model} v{new['version']}"
+    lines = [
+        f"- Intervals of the shipped model ({name}), coverage within ±{OVERALL_BAND:g} points of nominal at "
+        "80/90/95% on test: "
+        + ", ".join(f"{v:g}%: {off[v]:+.1f}" for v in off)
+        + f" — {'met' if all(abs(d) <= OVERALL_BAND for d in off.values()) else '**missed**'}.",
+        f"- … and within ±{CHANNEL_BAND:g} points on every channel: worst channel "
+        + ", ".join(f"{v:g}%: {d:.1f}" for v, d in ch.items())
+        + f" — {'met' if all(d <= CHANNEL_BAND for d in ch.values()) else '**missed**'}.",
+    ]
+    if old is not None:
+        before = _rows(old, "served")
+        pairs = [(v, served[v]["winkler"], before[v]["winkler"]) for v in served if v in before]
+        lines.append(
+            f"- … with the interval score no worse than v{old['version']}'s: "
+            + ", ".join(f"{v:g}%: {a:.3f} against {b:.3f}" for v, a, b in pairs)
+            + f" — {'met' if all(a <= b for _, a, b in pairs) else '**missed**'}."
+        )
+    return lines
+
+
 def interval_section(reports: list[dict]) -> list[str]:
-    """The prediction-interval evaluation (export.conformal's reports): coverage, width and interval
-    score per level on every test window, per request horizon, beside the variants measured."""
+    """The prediction-interval evaluations (export.conformal's reports): the served intervals on every
+    test window, the candidate methods on validation-internal splits (what chose the served one) and on
+    test (shown, never used to choose), per request horizon and per channel."""
     lines: list[str] = []
     if len(reports) > 1:
         levels = [row["level"] for row in reports[0]["variants"]["served"]]
         lines += [
             "## Prediction intervals: coverage on the test split, every model evaluated",
             "",
-            "Each model's served intervals (split conformal per step and channel, calibrated on its",
-            "validation windows), on every test window; the sections below give each in full.",
+            "Each version's served intervals (split conformal per step and channel, calibrated on its",
+            "validation windows by the method named), on every test window; the sections below give each",
+            "in full. Max channel: the largest |coverage − nominal| over the channels at 80/90/95%.",
             "",
-            "| model | L | H | "
+            "| model | L | H | method | "
             + " | ".join(f"coverage {v:g}%" for v in levels)
-            + " | width 90% | score 90% |",
-            "|---|---|---|" + "---|" * (len(levels) + 2),
+            + " | max channel 80/90/95 | width 90% | score 90% |",
+            "|---|---|---|---|" + "---|" * (len(levels) + 3),
         ]
         for r in reports:
-            served = {row["level"]: row for row in r["variants"]["served"]}
+            served = _rows(r, "served")
             cov = " | ".join(f"{100 * served[v]['coverage']:.1f}%" if v in served else "—" for v in levels)
-            at90 = served.get(90.0) or served.get(90)
+            chan = " / ".join(f"{_channel_off(served[v]):.1f}" for v in TARGET_LEVELS if v in served)
+            at90 = served.get(90.0)
             width, score = (f"{at90['width']:.3f}", f"{at90['winkler']:.3f}") if at90 else ("—", "—")
             lines.append(
-                f"| {r['model']} v{r['version']} | {r['input_length']} | {r['horizon']} | {cov} |"
-                f" {width} | {score} |"
+                f"| {r['model']} v{r['version']} | {r['input_length']} | {r['horizon']} |"
+                f" {r.get('served_method', 'absolute')} | {cov} | {chan} | {width} | {score} |"
             )
         lines.append("")
     for r in reports:
         name = f"{r['model']} v{r['version']}"
+        method = r.get("served_method", "absolute")
         lines += [
             f"## Prediction intervals ({name}, {r['dataset']}, H = {r['horizon']})",
             "",
-            f"Split conformal per horizon step and channel (docs/intervals.md), calibrated on the "
-            f"{r['calibration']['windows']} windows of the validation split, evaluated on all "
+            f"Split conformal per horizon step and channel (docs/intervals.md), method `{method}`, calibrated"
+            f" on the {r['calibration']['windows']} windows of the validation split, evaluated on all "
             f"{r['test']['windows']} test windows, every step and channel. Width and interval (Winkler) "
             "score in units of each channel's training std (lower is better); coverage: share of true "
             f"values inside. Rerun: `{r['command']}`.",
             "",
-            "| level | coverage | off nominal | mean width | interval score |"
-            + "".join(f" {VARIANT_NAMES[v]} cov / width / score |" for v in r["variants"] if v != "served"),
-            "|---|---|---|---|---|" + "---|" * (len(r["variants"]) - 1),
+            "| level | coverage | off nominal | channels: lowest / highest | mean width | interval score |",
+            "|---|---|---|---|---|---|",
         ]
         served = r["variants"]["served"]
-        for i, row in enumerate(served):
+        for row in served:
             off = 100 * row["coverage"] - row["level"]
-            others = "".join(
-                f" {100 * rows[i]['coverage']:.1f}% / {rows[i]['width']:.3f} / {rows[i]['winkler']:.3f} |"
-                for v, rows in r["variants"].items()
-                if v != "served"
-            )
+            lo, hi = min(row["coverage_by_channel"]), max(row["coverage_by_channel"])
             lines.append(
-                f"| {row['level']:g}% | {100 * row['coverage']:.1f}% | {off:+.1f} | {row['width']:.3f} |"
-                f" {row['winkler']:.3f} |{others}"
+                f"| {row['level']:g}% | {100 * row['coverage']:.1f}% | {off:+.1f} | {100 * lo:.1f}% / "
+                f"{100 * hi:.1f}% | {row['width']:.3f} | {row['winkler']:.3f} |"
             )
         targeted = [row for row in served if row["level"] in TARGET_LEVELS]
         off = {row["level"]: 100 * row["coverage"] - row["level"] for row in targeted}
-        within = [f"{v:g}%" for v, d in off.items() if abs(d) <= 3]
-        outside = [f"{v:g}% ({d:+.1f})" for v, d in off.items() if abs(d) > 3]
-        horizons = list(served[0]["by_request_horizon"])
+        within = [f"{v:g}%" for v, d in off.items() if abs(d) <= OVERALL_BAND]
+        outside = [f"{v:g}% ({d:+.1f})" for v, d in off.items() if abs(d) > OVERALL_BAND]
         lines += [
             "",
             "Target: coverage within ±3 points of nominal at 80/90/95%. "
             f"Met at: {', '.join(within) or 'none'}; missed at: {', '.join(outside) or 'none'}.",
+            "",
+        ]
+        if selection := r.get("selection"):
+            splits = selection.get("splits", [])
+            lines += [
+                "The methods on validation-internal splits (" + ", ".join(splits) + "; each calibrated on the"
+                " validation windows before the part it is scored on): mean points outside the target bands"
+                " (±3 overall, ±6 per channel, at 80/90/95%), mean |coverage − nominal|, the worst channel,"
+                " and the interval score at 90%. The rule (export.conformal.select_method) serves the"
+                " smallest distance outside the bands, ties within 0.05 broken by the score.",
+                "",
+                "| method | outside bands | coverage error | worst channel | score 90% |",
+                "|---|---|---|---|---|",
+            ]
+            for m, v in selection.items():
+                if m == "splits":
+                    continue
+                mark = " (served)" if m == method else ""
+                lines.append(
+                    f"| {m}{mark} | {v['outside_bands']:.2f} | {v['coverage_error']:.2f} |"
+                    f" {v['channel_error_max']:.1f} | {v['score90']:.3f} |"
+                )
+            lines.append("")
+        lines += [
+            "Every method calibrated on the whole validation split and scored on test (shown, never used to"
+            " choose): coverage, worst channel's |coverage − nominal| and interval score at 80 / 90 / 95%.",
+            "",
+            "| method | coverage | worst channel | interval score | what it is |",
+            "|---|---|---|---|---|",
+        ]
+        described = {**r.get("methods", {}), **EXTRA_VARIANTS}
+        for variant in r["variants"]:
+            rows = _rows(r, variant)
+            at = [rows[v] for v in TARGET_LEVELS if v in rows]
+            lines.append(
+                f"| {variant} | "
+                + " / ".join(f"{100 * x['coverage']:.1f}%" for x in at)
+                + " | "
+                + " / ".join(f"{_channel_off(x):.1f}" for x in at)
+                + " | "
+                + " / ".join(f"{x['winkler']:.3f}" for x in at)
+                + f" | {described.get(variant, '')} |"
+            )
+        horizons = list(served[0]["by_request_horizon"])
+        lines += [
             "",
             "Served intervals by request horizon (a request of horizon h gets the first h steps' widths):",
             "",
@@ -294,160 +373,6 @@ def interval_section(reports: list[dict]) -> list[str]:
             f"(../{r['folder']}/{r['plot']['file']})",
             "",
         ]
-    return lines
-
-
-def _mean_of(reports: list[dict], get) -> float | None:
-    vals = [v for r in reports if (v := get(r)) is not None]
-    return statistics.fmean(vals) if vals else None
-
-
-def _num(x: float | None, digits: int = 3) -> str:
-    return "—" if x is None else f"{x:.{digits}f}"
-
-
-def _ls_test(r: dict) -> float | None:
-    return (r.get("least_squares_reference") or {}).get("test_mse")
-
-
-def long_section(groups: dict[tuple[str, str, int], list[dict]]) -> list[str]:
-    """The long-window model (results/long): RSA against its no-REM baseline, a full least-squares map
-    at the same L, its own step 0, the ablations and the published numbers; then the targets."""
-    if not groups:
-        return []
-    g = groups.get
-    any_run = next(iter(groups.values()))[0]
-    m = any_run["model_config"]
-    lines = [
-        f"## The long-window RSA (L = {m['input_length']}): a bank of linear RNNs read at the last step",
-        "",
-        "`configs/etth1-rsa-long.yaml` (rsa.md §7), the shipped model's recipe: RevIN and the seasonal",
-        f"cycle as before, then one masked RSA layer of {m['n_heads']} heads of dimension 1, every head a",
-        "REM head with fixed starting values — decaying and alternating memories (λ up to 0.995), the",
-        "daily cycle and its 2nd and 3rd harmonics at three decay rates (cos and sin), and memories of the",
-        "same hour on earlier days (dilation 24) — gates starting at σ(3) ≈ 0.95. The layer is read at",
-        "its last step only (exact for one layer, O(L) per head), with no LayerNorm, FFN, flattened head",
-        "or L→H linear path, so each REM head's output is the state of its linear RNN after the window.",
-        "The head starts at its least-squares fit on those states (training windows), then the whole",
-        "network trains up to 3 epochs (lr 3e-4); a trained epoch replaces the start only if it",
-        "improves validation MSE by 0.5%. The baseline is the same network with softmax heads only and a",
-        "learned positional encoding, trained the same way. *Full LS* is a least-squares L→H map with",
-        "the same RevIN and cycle at the same L, fit on the training windows (ridge 1). *Step 0* is RSA",
-        "before any gradient step (least squares on the REM states). The ablations evaluate the trained",
-        "RSA on test with every REM head's gate forced to 0 (softmax alone) or its REM replaced by",
-        "zeros. Test MSE/MAE over every test window, mean ± std over seeds. Minutes: a whole run",
-        "(fits, training, evaluation), two runs sharing the 2-core machine, one thread each.",
-        "",
-    ]
-    for data in ("ETTh1", "ETTh2"):
-        horizons = sorted({h for (d, _, h) in groups if d == data})
-        if not horizons:
-            continue
-        lines += [
-            f"### {data}",
-            "",
-            "| horizon | RSA MSE | RSA MAE | baseline MSE | RSA − baseline | full LS | RSA step 0 |"
-            " gates 0 | REM zeros | seeds (RSA/base) | minutes (RSA/base) | best epochs (RSA) |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|",
-        ]
-        for h in horizons:
-            rsa, base = g((data, "rsa", h)) or [], g((data, "baseline", h)) or []
-            diff = _stat(rsa, "mse")[0] - _stat(base, "mse")[0] if rsa and base else None
-            ls = _mean_of(rsa, _ls_test)
-            step0 = _mean_of(rsa, lambda r: (r.get("step0") or {}).get("test_mse"))
-            gates0 = _mean_of(rsa, lambda r: (r.get("ablation") or {}).get("gates_zero"))
-            zeros = _mean_of(rsa, lambda r: (r.get("ablation") or {}).get("rem_zero"))
-            minutes = [_mean_of(v, lambda r: r["wall_time_s"] / 60) for v in (rsa, base)]
-            epochs = ", ".join(str(r["best_epoch"]) for r in rsa) or "—"
-            lines.append(
-                f"| {h} | {_fmt(rsa)} | {_fmt(rsa, 'mae')} | {_fmt(base)} |"
-                f" {'—' if diff is None else f'{diff:+.3f}'} | {_num(ls)} | {_num(step0)} |"
-                f" {_num(gates0)} | {_num(zeros)} | {_seeds(rsa)}/{_seeds(base)} |"
-                f" {_num(minutes[0], 1)}/{_num(minutes[1], 1)} | {epochs} |"
-            )
-        lines.append("")
-
-    lines += ["### Against published numbers (ETTh1, best input length ≤ 720, not rerun here)", ""]
-    lines += [
-        "| horizon | ours (RSA, L = 512) | " + " | ".join(PUBLISHED_BEST_L) + " |",
-        "|---|---|" + "---|" * len(PUBLISHED_BEST_L),
-    ]
-    for i, h in enumerate(MAIN_HORIZONS):
-        ours = g(("ETTh1", "rsa", h))
-        lines.append(
-            f"| {h} | {_fmt(ours)} | " + " | ".join(f"{v[i]:.3f}" for v in PUBLISHED_BEST_L.values()) + " |"
-        )
-    lines += ["", "### Targets (issue 14)", ""]
-    means = {h: _stat(g(("ETTh1", "rsa", h)), "mse")[0] for h in MAIN_HORIZONS if g(("ETTh1", "rsa", h))}
-
-    def verdict(ok: bool) -> str:
-        return "met" if ok else "**missed**"
-
-    if 96 in means:
-        lines.append(
-            f"- H = 96 MSE ≤ {LONG_TARGET_H96:.3f}: {means[96]:.4f} —"
-            f" {verdict(means[96] <= LONG_TARGET_H96)}."
-        )
-    if len(means) == len(MAIN_HORIZONS):
-        mean4 = statistics.fmean(means.values())
-        best_published = min(statistics.fmean(v) for v in PUBLISHED_BEST_L.values())
-        lines.append(
-            f"- Mean over 96/192/336/720 ≤ {LONG_TARGET_MEAN:.3f}: {mean4:.4f} —"
-            f" {verdict(mean4 <= LONG_TARGET_MEAN)}"
-            f" (best published mean above: {best_published:.4f})."
-        )
-    for data in ("ETTh1", "ETTh2"):
-        horizons = sorted(
-            {h for (d, v, h) in groups if d == data and g((d, "baseline", h)) and g((d, "rsa", h))}
-        )
-        if not horizons:
-            continue
-        gaps = {
-            h: _stat(g((data, "baseline", h)), "mse")[0] - _stat(g((data, "rsa", h)), "mse")[0]
-            for h in horizons
-        }
-        text = ", ".join(f"{h}: {d:.3f}" for h, d in gaps.items())
-        lines.append(
-            f"- {data}: RSA below its baseline by ≥ {LONG_MARGIN} at every horizon: {text} —"
-            f" {verdict(all(d >= LONG_MARGIN for d in gaps.values()))}."
-        )
-        ls = {h: _mean_of(g((data, "rsa", h)), _ls_test) for h in horizons}
-        below = {h: _stat(g((data, "rsa", h)), "mse")[0] < ref for h, ref in ls.items() if ref is not None}
-        lines.append(
-            f"- {data}: RSA below full least squares at the same L: "
-            + ", ".join(f"{h}: {'yes' if b else 'no'}" for h, b in below.items())
-            + f" — {verdict(bool(below) and all(below.values()))}."
-        )
-    ablated = [
-        (
-            h,
-            _stat(g(("ETTh1", "rsa", h)), "mse")[0],
-            _mean_of(g(("ETTh1", "rsa", h)), lambda r: (r.get("ablation") or {}).get("gates_zero")),
-        )
-        for h in means
-    ]
-    if ablated:
-        lines.append(
-            "- Ablation (gates forced to 0) loses clearly: "
-            + ", ".join(f"{h}: {a:.3f} against {m:.3f}" for h, m, a in ablated if a is not None)
-            + f" — {verdict(all(a is not None and a > 1.1 * m for _, m, a in ablated))}."
-        )
-    slowest = max((r["wall_time_s"] / 60 for r in g(("ETTh1", "rsa", 96)) or []), default=None)
-    if slowest is not None:
-        lines.append(
-            f"- A full horizon-96 run in under {LONG_MAX_MINUTES:.0f} minutes on the 2-core machine: slowest"
-            f" {slowest:.1f} min (sharing the machine with another run) —"
-            f" {verdict(slowest < LONG_MAX_MINUTES)}."
-        )
-    lines += [
-        "",
-        "What the shipped recipe's heads are (ETTh1, horizon 96, seed 0; they barely move in training):",
-        "",
-    ]
-    for r in (g(("ETTh1", "rsa", 96)) or [])[:1]:
-        for layer in r["recurrence"]:
-            lines.append(f"- layer {layer['layer']}: {describe_heads(layer['heads'])}")
-    lines.append("")
     return lines
 
 
@@ -501,12 +426,23 @@ def render(
     tuning: list[dict] | None = None,
     intervals: list[dict] | None = None,
     long: dict[tuple[str, str, int], list[dict]] | None = None,
+    trained: dict[tuple[str, str, int], list[dict]] | None = None,
+    sweeps: list[dict] | None = None,
+    anchors: list[Anchor] | None = None,
 ) -> str:
     g = groups.get
     lines = [
         "# Results",
         "",
-        *long_section(long or {}),
+        "Generated by `python -m export.results` from the reports under `results/` (every number below is",
+        "read from one; published numbers come from `results/anchors.yaml`, labelled with their source);",
+        "`bash scripts/reproduce_results.sh` reruns every run, sweep and interval evaluation, then this",
+        "page.",
+        "",
+        *readout_sections(
+            long or {}, trained or {}, sweeps or [], anchors or [], shipped_interval_targets(intervals or [])
+        ),
+        *interval_section(intervals or []),
         *naive_section(long or {}),
         "## The first model (L = 96)",
         "",
@@ -661,7 +597,6 @@ def render(
         for layer in r["recurrence"]:
             lines.append(f"- seed {r['seed']}, layer {layer['layer']}: {describe_heads(layer['heads'])}")
     lines.append("")
-    lines += interval_section(intervals or [])
     return "\n".join(lines)
 
 
@@ -671,9 +606,16 @@ def main(
     intervals: Annotated[Path, typer.Option(help="folder of interval evaluations (export.conformal)")] = Path(
         "results/intervals"
     ),
-    long: Annotated[Path, typer.Option(help="folder of the long-window model's run folders")] = Path(
-        "results/long"
+    long: Annotated[Path, typer.Option(help="folder of the shipped REM read-out's run folders")] = Path(
+        "results/rem-readout"
     ),
+    trained: Annotated[Path, typer.Option(help="folder of the trained REM read-out's run folders")] = Path(
+        "results/rem-readout-trained"
+    ),
+    sweeps: Annotated[Path, typer.Option(help="folder of read-out sweeps (export.sweep)")] = Path(
+        "results/sweeps"
+    ),
+    anchors: Annotated[Path, typer.Option(help="published numbers")] = Path("results/anchors.yaml"),
     out: Annotated[Path, typer.Option(help="Markdown page to write")] = Path("docs/results.md"),
 ) -> None:
     """Rebuild the results page from the run reports."""
@@ -686,7 +628,15 @@ def main(
         {**json.loads(p.read_text()), "folder": str(p.parent.relative_to(resolve(".")))}
         for p in sorted(resolve(intervals).glob("*/report.json"))
     ]
-    text = render(collect(resolve(runs)), tried, evaluated, collect(resolve(long), input_length=None))
+    text = render(
+        collect(resolve(runs)),
+        tried,
+        evaluated,
+        collect(resolve(long), input_length=None),
+        collect(resolve(trained), input_length=None),
+        [json.loads(p.read_text()) for p in sorted(resolve(sweeps).glob("*.json"))],
+        load_anchors(resolve(anchors)),
+    )
     resolve(out).write_text(text)
     typer.echo(f"wrote {out}")
 

@@ -34,13 +34,14 @@ from export.checkpoint import load_checkpoint, save_checkpoint
 from export.conformal import DEFAULT_LEVELS
 from export.cycle import dominant_period, fit_cycle
 from export.data import READ_OPTIONS, DataError, Dataset, load_csv, load_dataset, split_series
-from export.evaluate import ablations, evaluate, predict
+from export.evaluate import evaluate, predict
 from export.linear_fit import fit_head, fit_linear_path
 from export.naive import UNITS, naive_references, season
 from export.naive import summary as naive_summary
 from export.nonnegative import resolve_nonnegative, undeclared
 from export.paths import REPO_ROOT, portable, resolve
 from export.plots import plot_forecasts
+from export.readout import ABLATION_MODES, readout_report
 from export.results import describe_heads
 from models import ModelConfig, RSAForecaster
 
@@ -51,9 +52,10 @@ OWN_DATA_CONFIG = REPO_ROOT / "configs" / "own-data.yaml"
 
 # Which config for which data: printed by the CLI when it picks one, and in the README.
 CONFIG_RULE = (
-    "which config: your own data: none (configs/own-data.yaml, the long-window recipe that reads its cycle, "
-    "θ and dilations off your data); ETTh1/ETTh2 as published: configs/etth1-rsa-long.yaml (the shipped "
-    "model); configs/etth1-rsa.yaml and configs/etth1-transformer.yaml reproduce earlier results"
+    "which config: your own data: none (configs/own-data.yaml, version 4's REM read-out recipe reading its "
+    "cycle, θ and dilations off your data); ETTh1/ETTh2 as published: configs/etth1-rem-readout.yaml (the "
+    "shipped model); configs/etth1-rem-readout-trained.yaml, configs/etth1-rsa.yaml and "
+    "configs/etth1-transformer.yaml reproduce earlier versions"
 )
 
 
@@ -79,7 +81,7 @@ class TrainConfig:
     protocol: str = "auto"  # ETT split for ETT files, chronological 70/10/20 otherwise
     variant: str = "rsa"  # rsa, or baseline: same network, no REM, learned positional encoding
     model: dict[str, Any] = field(default_factory=dict)  # ModelConfig fields (channels comes from the data)
-    epochs: int = 8
+    epochs: int = 8  # 0 trains nothing: the model is its closed-form start (needs select_step0)
     batch_size: int = 64
     lr: float = 1e-3
     weight_decay: float = 0.05
@@ -100,6 +102,9 @@ class TrainConfig:
     min_gain: float = 0.0
     # Report beside the run what a full least-squares map L→H (with the cycle) scores at the same L.
     reference_least_squares: bool = False
+    # For a model read at its last step: report the read-out refitted on the REM half alone, the softmax
+    # half alone, both, and the last value alone (export/readout.py), at step 0.
+    readout_ablation: bool = False
     patience: int = 3  # early stopping: epochs without a better validation MSE
     seed: int = 0
     threads: int = 0  # 0: the CPUs this process may run on
@@ -121,12 +126,21 @@ class TrainConfig:
             raise ValueError(f"readout must be 'learned' or 'least_squares', got {self.readout!r}")
         if self.readout == "least_squares" and not self.model.get("revin", True):
             raise ValueError("readout least_squares needs model.revin")
+        if self.readout_ablation and (self.model.get("head") != "state" or not self.model.get("revin", True)):
+            raise ValueError(
+                "readout_ablation needs a model read at its last step (model.head: state) with revin"
+            )
         for name in ("ridge", "readout_ridge", "min_gain"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        for name in ("epochs", "batch_size", "patience"):
+        for name in ("batch_size", "patience"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.epochs < 0 or (self.epochs == 0 and not self.select_step0):
+            raise ValueError(
+                f"epochs must be >= 1, or 0 with select_step0 (the untrained model is the result), "
+                f"got {self.epochs}"
+            )
         if self.lr <= 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
         unknown = set(self.model) - {f.name for f in dataclasses.fields(ModelConfig)}
@@ -226,7 +240,9 @@ def resolve_auto(cfg: TrainConfig, ds: Dataset) -> TrainConfig:
     of the REM heads (``model.theta_init: auto``, and the cyclic and dilated heads of a ``rem_bank``) is
     that cycle, or without one the data's season (`export.naive.season`: a calendar year of monthly
     data, else the dominant period). A theta_init left unset in a model with a cycle starts at 2π over
-    the cycle too: the cyclic heads start at the data's season, not at the 2π/24 of hourly data."""
+    the cycle too: the cyclic heads start at the data's season, not at the 2π/24 of hourly data.
+    ``model.n_heads: auto`` becomes the number of heads in ``rem_bank``, ``model.d_model: auto`` n_heads
+    (one dimension per head), so that a bank's size is stated once."""
     model = dict(cfg.model)
     calendar = CALENDAR_FREQUENCY.fullmatch(ds.series.frequency) is not None
     if calendar and model.get("cycle_period") == "auto":
@@ -249,12 +265,18 @@ def resolve_auto(cfg: TrainConfig, ds: Dataset) -> TrainConfig:
     elif "theta_init" not in model and cycle:
         model["theta_init"] = 2 * math.pi / cycle
     if model.get("rem_bank"):
-        if cfg.variant == "baseline":  # the baseline has no REM heads, only their number
-            model["rem_bank"] = []
-        else:
-            spec = model["rem_bank"]
-            needs = isinstance(spec, dict) and (spec.get("cyclic") or spec.get("dilated"))
-            model["rem_bank"] = expand_bank(spec, heads_season() if needs else cycle)
+        spec = model["rem_bank"]
+        needs = isinstance(spec, dict) and (spec.get("cyclic") or spec.get("dilated"))
+        bank = expand_bank(spec, heads_season() if needs else cycle)
+        if model.get("n_heads") == "auto":
+            model["n_heads"] = len(bank)
+        # the baseline has no REM heads, only their number
+        model["rem_bank"] = [] if cfg.variant == "baseline" else bank
+    if model.get("d_model") == "auto":
+        model["d_model"] = model.get("n_heads", ModelConfig.n_heads)
+    for name in ("n_heads", "d_model"):
+        if model.get(name) == "auto":
+            raise ValueError(f"model.{name}: auto needs model.rem_bank (the heads it counts)")
     return dataclasses.replace(cfg, model=model)
 
 
@@ -293,7 +315,8 @@ def data_meta(ds: Dataset, path: Path, cfg: TrainConfig) -> dict[str, Any]:
 @torch.no_grad()
 def least_squares_reference(cfg: TrainConfig, ds: Dataset) -> dict[str, float]:
     """What a full least-squares map L→H scores at this run's L, with the same seasonal cycle and RevIN:
-    the reference a recurrence must beat to earn its place (its test MSE is reported, never used)."""
+    the reference a recurrence must beat to earn its place (its test MSE is reported, never used):
+    train, validation (every window and per rolling origin, export/readout.py) and test MSE."""
     period = int(cfg.model.get("cycle_period") or 0)
     ref = RSAForecaster(
         ModelConfig(
@@ -309,15 +332,7 @@ def least_squares_reference(cfg: TrainConfig, ds: Dataset) -> dict[str, float]:
     )
     if ref.cycle is not None:
         fit_cycle(ref, ds.train)
-    torch.nn.init.zeros_(ref.head.weight)
-    torch.nn.init.zeros_(ref.head.bias)
-    train_mse = fit_linear_path(ref, ds.train, cfg.ridge)
-    return {
-        "ridge": cfg.ridge,
-        "train_mse": train_mse,
-        "val_mse": evaluate(ref, ds.val)["mse"],
-        "test_mse": evaluate(ref, ds.test)["mse"],
-    }
+    return {"ridge": cfg.ridge, **readout_report(ref, ds, cfg.ridge, modes=("window",))["window"]}
 
 
 def build_model(cfg: TrainConfig, channels: int) -> RSAForecaster:
@@ -325,16 +340,24 @@ def build_model(cfg: TrainConfig, channels: int) -> RSAForecaster:
     return RSAForecaster(mcfg.baseline() if cfg.variant == "baseline" else mcfg)
 
 
-def start_network(
-    cfg: TrainConfig, ds: Dataset, report_linear: bool = True
-) -> tuple[RSAForecaster, dict | None, dict | None]:
-    """The network before its first gradient step: built, its cycle table fit, and its linear path (then
-    frozen, the head at zero) or readout set to their least-squares solutions where the config asks, with
-    those fits' numbers. `report_linear`: also score the linear path alone on validation and test (a
-    reference the report keeps, never used to choose anything)."""
+def untrained(cfg: TrainConfig, ds: Dataset) -> RSAForecaster:
+    """The network built (seeded) with its seasonal cycle fit and nothing else: what training starts
+    from, and what export/sweep.py refits read-outs on."""
+    torch.manual_seed(cfg.seed)
     model = build_model(cfg, len(ds.channels))
     if model.cycle is not None:
         fit_cycle(model, ds.train)
+    return model
+
+
+def start_network(
+    cfg: TrainConfig, ds: Dataset, report_linear: bool = True
+) -> tuple[RSAForecaster, dict | None, dict | None]:
+    """The network before its first gradient step: `untrained`, then its linear path (then frozen, the
+    head at zero) or readout set to their least-squares solutions where the config asks, with those
+    fits' numbers. `report_linear`: also score the linear path alone on validation and test (a reference
+    the report keeps, never used to choose anything)."""
+    model = untrained(cfg, ds)
     linear_fit = None
     if cfg.linear_path == "least_squares":
         linear_fit = {"ridge": cfg.ridge, "train_mse": fit_linear_path(model, ds.train, cfg.ridge)}
@@ -371,7 +394,6 @@ def choose_input_length(cfg: TrainConfig) -> tuple[TrainConfig, dict[str, Any]]:
         except DataError:
             scores[str(length)] = "too long for the file"
             continue
-        torch.manual_seed(cfg.seed)
         try:
             model, _, _ = start_network(resolve_auto(trial, ds), ds, report_linear=False)
         except ValueError as e:
@@ -423,20 +445,15 @@ def selection_note(cfg: TrainConfig, best: dict[str, Any], history: list[dict], 
     )
 
 
-def train(cfg: TrainConfig) -> Path:
-    """Train, keep the best validation epoch, test it; returns the run folder."""
-    t_start = time.perf_counter()
-    threads = cfg.threads or len(os.sched_getaffinity(0))
-    torch.set_num_threads(threads)
+def prepare(cfg: TrainConfig) -> tuple[TrainConfig, Dataset, dict[str, Any] | None]:
+    """The run's config with every `auto` resolved (`model.input_length` by `choose_input_length`), its
+    data set, and that input-length search (None without one); the model settings are judged here,
+    before any fit."""
     search = None
     if cfg.model.get("input_length") == "auto":
         cfg, search = choose_input_length(cfg)
-    torch.manual_seed(cfg.seed)
-    gen = torch.Generator().manual_seed(cfg.seed)
-
-    data_path = resolve(cfg.data)
     ds: Dataset = load_dataset(
-        data_path,
+        resolve(cfg.data),
         cfg.input_length,
         cfg.horizon,
         mode=cfg.mode,
@@ -447,16 +464,30 @@ def train(cfg: TrainConfig) -> Path:
     try:
         cfg = resolve_auto(cfg, ds)
         resolve_nonnegative(cfg.nonnegative, ds)  # a declared channel that is not, before any training
-        model = build_model(cfg, len(ds.channels))  # the model settings, judged before any fit
+        build_model(cfg, len(ds.channels))
     except ValueError as e:  # settings that only the data or the whole model config can judge
         raise TrainingError(f"model settings: {e}") from None
+    return cfg, ds, search
+
+
+def train(cfg: TrainConfig) -> Path:
+    """Train, keep the best validation epoch, test it; returns the run folder."""
+    t_start = time.perf_counter()
+    threads = cfg.threads or len(os.sched_getaffinity(0))
+    torch.set_num_threads(threads)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    cfg, ds, search = prepare(cfg)
+    data_path = resolve(cfg.data)
     # Bars on a terminal; in a log (stderr not a terminal) they would be escape codes: one line per epoch.
     bars = cfg.progress and sys.stderr.isatty()
     lines = cfg.progress and not bars
-    torch.manual_seed(cfg.seed)  # the same weights as before the check above built a model
     # The linear path's test MSE is reported, never used to choose anything.
     model, linear_fit, readout_fit = start_network(cfg, ds)
     reference = least_squares_reference(cfg, ds) if cfg.reference_least_squares else None
+    # What each half of the layer gives a refitted read-out, at step 0 (export/readout.py).
+    readout_ablation = (
+        readout_report(model, ds, cfg.readout_ridge, ABLATION_MODES) if cfg.readout_ablation else None
+    )
     run_dir = resolve(cfg.out) / cfg.run_name
     run_dir.mkdir(parents=True, exist_ok=True)
     ckpt_path = run_dir / "checkpoint.safetensors"
@@ -545,8 +576,6 @@ def train(cfg: TrainConfig) -> Path:
     model, _ = load_checkpoint(ckpt_path)
     test = evaluate(model, ds.test)
     naive = naive_references(ds, ds.test, model.cfg.cycle_period)
-    has_rem = any(kind != "softmax" for kind, _ in model.cfg.head_types)
-    ablation = ablations(model, ds.test) if has_rem else None
     plot_forecasts(model, ds, run_dir / "forecast.png", n_windows=cfg.plot_windows, title=cfg.run_name)
     wall = time.perf_counter() - t_start
     report = {
@@ -564,7 +593,7 @@ def train(cfg: TrainConfig) -> Path:
         "readout_fit": readout_fit,
         "step0": step0,
         "least_squares_reference": reference,
-        "ablation": ablation,
+        "readout_ablation": readout_ablation,
         "best_epoch": best["epoch"],
         "selection": selection_note(cfg, best, history, step0),
         "input_length_search": search,
@@ -573,7 +602,7 @@ def train(cfg: TrainConfig) -> Path:
         "naive": naive,
         "units": UNITS,
         "wall_time_s": wall,
-        "seconds_per_epoch": sum(h["seconds"] for h in history) / len(history),
+        "seconds_per_epoch": sum(h["seconds"] for h in history) / len(history) if history else None,
         "recurrence": model.recurrence_report(),
         "environment": {
             "torch": torch.__version__,
@@ -699,9 +728,11 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     was kept, the intervals the export will calibrate, the recurrence, what was done to the data."""
     test, windows, data = report["test"], report["windows"], report["data"]
     shape = report["model_config"]
+    per_epoch = report["seconds_per_epoch"]
     timing = (
-        f"{len(report['epochs'])} epoch(s), {report['seconds_per_epoch']:.0f} s/epoch, "
-        f"{report['wall_time_s'] / 60:.1f} min"
+        f"{len(report['epochs'])} epoch(s), "
+        + (f"{per_epoch:.0f} s/epoch, " if per_epoch is not None else "no training, ")
+        + f"{report['wall_time_s'] / 60:.1f} min"
     )
     out = [
         f"{report['name']}: test MSE {test['mse']:.4f}, MAE {test['mae']:.4f} (standardised: each channel "

@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# Every training run behind docs/results.md, two at a time with one thread each (2-core machine),
-# then the results page: 36 long-window runs (results/long), 27 main L = 96 runs (results/runs) and
-# 18 of round T (results/tuning); the long runs take 3-6 min each at one thread. Runs
-# that already have a report.json are skipped, so an interrupted reproduction resumes where it stopped.
+# Every run, sweep and evaluation behind docs/results.md, then the page (python -m export.results):
+# - the shipped REM read-out (results/rem-readout): ETTh1 and ETTh2 at 96/192/336/720, 3 seeds, 24 runs
+#   of configs/etth1-rem-readout.yaml (closed form, no training: 1-5 min each at one thread);
+# - its trained predecessor, version 4's recipe (results/rem-readout-trained): the training-vs-step-0
+#   ablation and the former no-REM baseline, 36 runs of 3-10 min;
+# - the read-out sweeps (configs/sweeps/*.yaml -> results/sweeps, export.sweep), one after another;
+# - the interval evaluations of the served versions 3-5 (results/intervals, export.conformal);
+# - the first model, L = 96 (results/runs), and round T (results/tuning).
+# Runs with a report.json (and sweep rows already written) are skipped, so an interrupted reproduction
+# resumes where it stopped.
 #   bash scripts/reproduce_results.sh [JOBS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,11 +16,16 @@ cd "$(dirname "$0")/.."
 jobs="${1:-2}"
 runs() {
     # round variant horizon seed data
-    # The long-window RSA (rsa.md §7), the page's headline: a bank of linear RNNs read at the last step.
+    for s in 0 1 2; do
+        for d in ETTh1 ETTh2; do
+            for h in 96 192 336 720; do echo "rem rsa $h $s $d"; done
+        done
+    done
+    # version 4's recipe, trained on top of its least-squares start: training against step 0
     for s in 0 1 2; do
         for v in rsa baseline; do
-            for h in 96 192 336 720; do echo "long $v $h $s ETTh1"; done
-            for h in 96 336; do echo "long $v $h $s ETTh2"; done
+            for h in 96 192 336 720; do echo "trained $v $h $s ETTh1"; done
+            for h in 96 336; do echo "trained $v $h $s ETTh2"; done
         done
     done
     for h in 96 192 336 720; do
@@ -30,18 +41,22 @@ runs() {
 }
 one() {
     read -r round variant horizon seed data <<<"$1"
-    if [ "$round" = main ] || [ "$round" = long ]; then
-        config=configs/etth1-rsa.yaml out=results/runs
-        [ "$round" = long ] && config=configs/etth1-rsa-long.yaml out=results/long
-        name="$(echo "$data" | tr 'A-Z' 'a-z')-$variant-h$horizon-s$seed"
-    else
-        config=configs/etth1-transformer.yaml out=results/tuning
-        name="$round-h$(printf %03d "$horizon")-${variant/baseline/base}-s$seed"
-    fi
+    lower="$(echo "$data" | tr 'A-Z' 'a-z')"
+    case "$round" in
+        rem) config=configs/etth1-rem-readout.yaml out=results/rem-readout
+             name="$lower-rem-readout-h$horizon-s$seed" ;;
+        trained) config=configs/etth1-rem-readout-trained.yaml out=results/rem-readout-trained
+                 name="$lower-$variant-h$horizon-s$seed" ;;
+        main) config=configs/etth1-rsa.yaml out=results/runs name="$lower-$variant-h$horizon-s$seed" ;;
+        *) config=configs/etth1-transformer.yaml out=results/tuning
+           name="$round-h$(printf %03d "$horizon")-${variant/baseline/base}-s$seed" ;;
+    esac
     if [ -f "$out/$name/report.json" ]; then echo "skip $name"; return; fi
     .venv/bin/python -m export.train "$config" --data "data/ETT/$data.csv" --variant "$variant" \
         --horizon "$horizon" --seed "$seed" --out "$out" --name "$name" --set threads=1 --quiet
 }
 export -f one
 runs | xargs -P "$jobs" -I{} bash -c 'one "$@"' _ {}
+for sweep in configs/sweeps/*.yaml; do .venv/bin/python -m export.sweep "$sweep"; done
+for version in 3 4 5; do .venv/bin/python -m export.conformal "model_repository/etth1-rsa/$version"; done
 .venv/bin/python -m export.results

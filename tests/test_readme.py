@@ -130,6 +130,6 @@ def test_the_attention_example_is_the_curl_in_the_readme() -> None:
     tests/app/protocols/rsa_v1/test_plotting.py), and the sample it shows exists."""
     curl = next(b for b in blocks("bash") if "/attention" in b)
     assert "-d @docs/examples/attention_request.json" in curl and "/v1/models/etth1-rsa/attention" in curl
-    assert (ROOT / "docs" / "images" / "attention-etth1-rsa-v4.png").is_file()
+    assert (ROOT / "docs" / "images" / "attention-etth1-rsa-v5.png").is_file()
     body = json.loads((ROOT / "docs" / "examples" / "attention_request.json").read_text())
     assert isinstance(body["series"], dict) and body["format"] == "png"

@@ -1,7 +1,7 @@
 """The artifact contract's names (docs/artifacts.md): the one copy, read by the exporter and the service.
 
-Imports nothing, so `export/` can use it without pulling in the service. The manifest's fields and the
-shapes are documented in docs/artifacts.md and checked in `app/artifacts/manifest.py`.
+Imports nothing at module level, so `export/` can use it without pulling in the service. The manifest's
+fields and the shapes are documented in docs/artifacts.md and checked in `app/artifacts/manifest.py`.
 """
 
 from __future__ import annotations
@@ -37,3 +37,19 @@ CALENDAR_FREQUENCY = re.compile(r"(?P<months>[1-9][0-9]*)M(?P<anchor>[SE])")
 # against 6.1e-5 with TF32 off, at no measurable speed cost for these models (docs/gpu.md). The service's
 # CUDA sessions and the exporter's CUDA parity check both use these options.
 CUDA_EXACT_OPTIONS = {"use_tf32": "0"}
+
+
+def window_scale(windows, statistic: str, rows: int, power: float, floor):
+    """The spread prediction-interval widths scale with (the manifest's `intervals.window_scale`,
+    docs/artifacts.md): per series and channel, max(statistic of the window's last `rows` rows, floor) **
+    power, as s [S, 1, C] float32 for raw windows [S, L, C]. `statistic` "std" (population) or
+    "mean_abs_diff" (mean |x_t − x_t−1|). The one definition the service answers with and the exporter
+    calibrates with; numpy is imported here, not at module level, so the contract stays import-free."""
+    import numpy as np
+
+    w = np.asarray(windows, dtype=np.float64)[:, -rows:]
+    stat = w.std(axis=1) if statistic == "std" else np.abs(np.diff(w, axis=1)).mean(axis=1)
+    s = np.maximum(stat, np.asarray(floor, dtype=np.float64))
+    if power != 1.0:
+        s = s**power
+    return s[:, None, :].astype(np.float32)

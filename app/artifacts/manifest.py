@@ -22,6 +22,7 @@ from app.artifacts.contract import (
     INSPECT_FILE,
     MODEL_FILE,
     PHASE_INPUT,
+    window_scale,
 )
 from app.artifacts.cycle import step_microseconds
 
@@ -72,14 +73,37 @@ class FileSpec(_Frozen):
     bytes: int = Field(ge=0)
 
 
+class WindowScaleSpec(_Frozen):
+    """How widths scale with each series' own spread (docs/intervals.md): per channel c,
+    s_c = max(statistic of the window's last `rows` rows of c, floor[c]) ** power, on the raw scale."""
+
+    statistic: Literal["std", "mean_abs_diff"]  # population std; mean |x_t − x_{t−1}|
+    rows: PositiveInt
+    power: float = Field(default=1.0, gt=0.0, le=1.0, allow_inf_nan=False)
+    floor: tuple[float, ...] = Field(min_length=1)  # per channel, > 0: a flat window's spread
+
+    @model_validator(mode="after")
+    def _check(self) -> WindowScaleSpec:
+        if not all(math.isfinite(f) and f > 0 for f in self.floor):
+            raise ValueError(f"intervals.window_scale.floor must be finite and > 0, got {list(self.floor)}")
+        return self
+
+    def scale(self, windows: np.ndarray) -> np.ndarray:
+        """s [S, 1, C] float32 for raw windows [S, L, C] (as the graph reads them): `window_scale` of the
+        contract, the one definition the service answers with and the exporter calibrates with."""
+        return window_scale(windows, self.statistic, self.rows, self.power, self.floor)
+
+
 class IntervalsSpec(_Frozen):
     """Split-conformal prediction intervals (docs/intervals.md): per calibrated level (percent), horizon
-    step and channel, a width on the raw scale; the interval is forecast ± width."""
+    step and channel, a width; the interval is forecast ± width, on the raw scale (`scale` none) or
+    times each series' own spread (`scale` window, then widths are in units of that spread)."""
 
     method: Literal["split_conformal"]
     # The only kinds the service computes; a future exporter's other kinds are refused, not misread.
     residuals: Literal["absolute"]
-    scale: Literal["none"]
+    scale: Literal["none", "window"]
+    window_scale: WindowScaleSpec | None = None  # exactly when scale is "window"
     levels: tuple[float, ...] = Field(min_length=1)
     widths: tuple[tuple[tuple[float, ...], ...], ...]  # [levels][H][C]
     calibration: dict[str, Any] | None = None
@@ -110,6 +134,8 @@ class IntervalsSpec(_Frozen):
             raise ValueError("intervals.widths must be finite and >= 0")
         if (np.diff(array, axis=0) < 0).any():
             raise ValueError("intervals.widths must not narrow as the level grows")
+        if (self.scale == "window") != (self.window_scale is not None):
+            raise ValueError('intervals.window_scale must be given exactly when intervals.scale is "window"')
         array.setflags(write=False)
         self._array = array
         return self
@@ -119,6 +145,10 @@ class Manifest(_Frozen):
     name: str = Field(min_length=1)
     version: PositiveInt
     created: str | None = None
+    # What the model is, in the exporter's words (docs/artifacts.md): `kind` a short name of the
+    # architecture (e.g. rem_readout, rsa_transformer), `description` a sentence. Older manifests: null.
+    kind: str | None = None
+    description: str | None = None
     input_length: PositiveInt
     horizon: PositiveInt
     channels: tuple[str, ...] = Field(min_length=1)
@@ -212,6 +242,12 @@ class Manifest(_Frozen):
         flags = self.intervals.nonnegative if self.intervals is not None else None
         if flags is not None and len(flags) != C:
             raise ValueError(f"intervals.nonnegative has {len(flags)} flags for {C} channels")
+        scale = self.intervals.window_scale if self.intervals is not None else None
+        if scale is not None and (len(scale.floor) != C or scale.rows > L):
+            raise ValueError(
+                f"intervals.window_scale needs {C} floors (one per channel) and rows <= {L}, "
+                f"got {len(scale.floor)} floors and rows {scale.rows}"
+            )
         for required in (MODEL_FILE, INSPECT_FILE):
             if required not in self.files:
                 raise ValueError(f"files has no entry for {required!r}")

@@ -2,7 +2,9 @@
 
 A version's manifest may hold split-conformal widths per level, horizon step and channel
 (`IntervalsSpec`, docs/intervals.md); the interval at level a is forecast ± width[a], in float32 as the
-forecast is. Levels are percentages (TimeGPT's `level`); quantiles are probabilities mapped onto them
+forecast is, or forecast ± width[a]·s when the widths scale with each series' own spread s (`scale`
+"window": s per series and channel from the window the model read, `WindowScaleSpec.scale`).
+Levels are percentages (TimeGPT's `level`); quantiles are probabilities mapped onto them
 the TimeGPT way: q < 0.5 is the lower bound of level 100·(1 − 2q), q > 0.5 the upper bound of level
 100·(2q − 1), q = 0.5 the forecast itself. Only calibrated levels are served (no interpolation: the
 coverage guarantee holds at the levels calibrated, and more levels cost nothing to calibrate at export).
@@ -167,10 +169,17 @@ def check_quantiles(
     return out
 
 
-def _widths(intervals: IntervalsSpec, forecast: np.ndarray) -> np.ndarray:
-    """The widths [K, h, C] for a forecast [S, h, C] of a horizon h up to the model's: step k's width
-    is step k's, whatever horizon was asked."""
-    return intervals.array[:, : forecast.shape[1]]
+def _widths(intervals: IntervalsSpec, forecast: np.ndarray, window: np.ndarray | None) -> np.ndarray:
+    """The widths for a forecast [S, h, C] of a horizon h up to the model's: step k's width is step k's,
+    whatever horizon was asked. [K, h, C], or [K, S, h, C] float32 scaled by each series' spread when
+    the intervals scale with it (`window` [S, L, C]: the raw windows the forecast came from)."""
+    widths = intervals.array[:, : forecast.shape[1]]
+    if intervals.window_scale is None:
+        return widths
+    if window is None or len(window) != len(forecast):
+        # A caller's mistake, not the client's: every protocol passes the windows it forecast from.
+        raise ValueError("these intervals scale with each series' window: pass the windows forecast from")
+    return widths[:, None] * intervals.window_scale.scale(window)[None]
 
 
 def clip_nonnegative(intervals: IntervalsSpec, bounds: np.ndarray) -> np.ndarray:
@@ -182,13 +191,19 @@ def clip_nonnegative(intervals: IntervalsSpec, bounds: np.ndarray) -> np.ndarray
 
 
 def level_bounds(
-    intervals: IntervalsSpec | None, forecast: np.ndarray, levels: Sequence[float], field: str = "level"
+    intervals: IntervalsSpec | None,
+    forecast: np.ndarray,
+    levels: Sequence[float],
+    field: str = "level",
+    *,
+    window: np.ndarray | None = None,
 ) -> dict[float, tuple[np.ndarray, np.ndarray]]:
     """Per requested level (percent), the lower and upper bounds [S, h, C] float32 of `forecast`
-    [S, h, C] float32: forecast − width and forecast + width."""
+    [S, h, C] float32: forecast − width and forecast + width (`window` [S, L, C], the raw windows, for
+    intervals that scale with them)."""
     positions = check_levels(intervals, levels, field)
     assert intervals is not None
-    widths = _widths(intervals, forecast)
+    widths = _widths(intervals, forecast, window)
     return {
         level: (
             clip_nonnegative(intervals, forecast - widths[k]),
@@ -203,11 +218,14 @@ def quantile_bounds(
     forecast: np.ndarray,
     probabilities: Sequence[float],
     field: str = "quantiles",
+    *,
+    window: np.ndarray | None = None,
 ) -> np.ndarray:
-    """The requested quantiles [P, S, h, C] float32 of `forecast` [S, h, C] float32, in request order."""
+    """The requested quantiles [P, S, h, C] float32 of `forecast` [S, h, C] float32, in request order
+    (`window` [S, L, C], the raw windows, for intervals that scale with them)."""
     sides = check_quantiles(intervals, probabilities, field)
     assert intervals is not None
-    widths = _widths(intervals, forecast)
+    widths = _widths(intervals, forecast, window)
     out = np.empty((len(sides), *forecast.shape), dtype=np.float32)
     for p, (k, side) in enumerate(sides):
         if side == 0:

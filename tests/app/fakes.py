@@ -236,6 +236,8 @@ def manifest_for(spec: ToySpec, folder: Path) -> dict[str, Any]:
         "name": spec.name,
         "version": spec.version,
         "created": "2026-11-22T01:00:00+00:00",
+        "kind": "rsa_transformer",
+        "description": "A toy RSA layer over 8 steps of 3 channels.",
         "input_length": L,
         "horizon": H,
         "channels": list(spec.channels),

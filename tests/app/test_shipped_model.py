@@ -1,9 +1,10 @@
 """The shipped models, served from the repository as a fresh clone has it: no training, no torch.
 
-etth1-rsa version 4 (the default: the latest) is the long-window RSA read at its last step (L = 512, 36 REM
-heads, docs/rsa.md §7) with calibrated prediction intervals. Version 3 is version 2's graphs with intervals
-(export.conformal); versions 2-4 have a seasonal cycle and take a phase. Version 1 is the earlier model
-without one, kept so every kind of artifact is served from real exports.
+etth1-rsa version 5 (the default: the latest) is the REM read-out (docs/rsa.md §8): 87 fixed REM heads read
+at the last step of an L = 512 window, gates 1, with prediction intervals that scale with each window's
+spread. Version 4 is the same kind with 36 heads at gates 0.95 and unscaled intervals; version 3 is
+version 2's graphs with intervals (export.conformal); versions 2-5 have a seasonal cycle and take a phase.
+Version 1 is the earlier model without one, kept so every kind of artifact is served from real exports.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from app.artifacts.manifest import load_manifest
 from tests.app.attention_json import assert_encoded_as_before
 from tests.app.conftest import make_settings, ort_forecast, ort_run, running_client
 
@@ -25,8 +27,9 @@ REPOSITORY = ROOT / "model_repository"
 V1 = REPOSITORY / "etth1-rsa" / "1"
 V2 = REPOSITORY / "etth1-rsa" / "2"
 V3 = REPOSITORY / "etth1-rsa" / "3"
-DEFAULT = REPOSITORY / "etth1-rsa" / "4"
-L = 512  # the default's input length
+V4 = REPOSITORY / "etth1-rsa" / "4"
+DEFAULT = REPOSITORY / "etth1-rsa" / "5"
+L = 512  # the default's input length (version 4's too)
 
 
 def etth1_rows(first: int, count: int) -> tuple[list[str], list[list[float]]]:
@@ -46,12 +49,17 @@ def hour_phase(stamp: str) -> int:
     return int(stamp[11:13])
 
 
-@pytest.mark.parametrize("folder", [V1, V2, V3, DEFAULT], ids=["v1", "v2", "v3", "v4"])
+@pytest.mark.parametrize("folder", [V1, V2, V3, V4, DEFAULT], ids=["v1", "v2", "v3", "v4", "v5"])
 def test_shipped_model_is_complete_and_small(folder):
     manifest = json.loads((folder / "manifest.json").read_text())
     assert (
-        manifest["input_length"] == (L if folder == DEFAULT else 96)
+        manifest["input_length"] == (L if folder in (V4, DEFAULT) else 96)
         and manifest["dataset"]["name"] == "ETTh1"
+    )
+    # what each is, in its manifest: the REM read-outs (4, 5) and the RSA-Transformers (1-3)
+    assert manifest["kind"] == ("rem_readout" if folder in (V4, DEFAULT) else "rsa_transformer")
+    assert manifest["description"].startswith(
+        "REM read-out" if folder in (V4, DEFAULT) else "RSA-Transformer: 1 encoder layer of 4 heads"
     )
     assert manifest["dataset"]["mode"] == "M" and len(manifest["channels"]) == 7
     assert manifest["metrics"]["test_mse"] > 0
@@ -67,9 +75,13 @@ def test_default_has_a_daily_cycle(client):
         versions[2]["cycle"]
         == versions[3]["cycle"]
         == versions[4]["cycle"]
+        == versions[5]["cycle"]
         == {"period": 24, "step_seconds": 3600}
     )
     assert versions[1]["cycle"] is None
+    assert (
+        versions[5]["kind"] == "rem_readout" and "87 fixed linear recurrences" in versions[5]["description"]
+    )
 
 
 def test_default_needs_start(client):
@@ -89,7 +101,7 @@ def test_forecasts_equal_a_direct_onnxruntime_call(client):
     r = client.post("/v1/models/etth1-rsa/forecast", json={"series": series})
     assert r.status_code == 200, r.text
     body = r.json()
-    assert body["version"] == 4
+    assert body["version"] == 5
     phases = [hour_phase(x["start"]) for x in series]
     expected = ort_forecast(DEFAULT / "model.onnx", np.array(windows, np.float32), phases)
     wrong = ort_forecast(
@@ -103,17 +115,21 @@ def test_forecasts_equal_a_direct_onnxruntime_call(client):
     assert [t.replace("T", " ").removesuffix("Z") for t in body["forecasts"][0]["timestamps"]] == truth_stamps
 
 
-@pytest.mark.parametrize("version", [3, 4])
-def test_versions_3_and_4_have_intervals_for_every_horizon(client, version):
-    """Version 3 is version 2's graphs byte for byte; the bounds are the forecast ± the manifest's widths, a
-    request's horizon taking the first steps' widths; version 2 has no intervals and says so."""
+@pytest.mark.parametrize("version", [3, 4, 5])
+def test_versions_3_to_5_have_intervals_for_every_horizon(client, version):
+    """Version 3 is version 2's graphs byte for byte; the bounds are the forecast ± the manifest's widths
+    (times the window's own spread for version 5, whose intervals scale with it), a request's horizon
+    taking the first steps' widths; version 2 has no intervals and says so."""
     folder = REPOSITORY / "etth1-rsa" / str(version)
     if version == 3:
         for name in ("model.onnx", "inspect.onnx"):
             assert (folder / name).read_bytes() == (V2 / name).read_bytes()
-    widths = np.asarray(json.loads((folder / "manifest.json").read_text())["intervals"]["widths"], np.float32)
-    assert widths.shape == (5, 96, 7)
+    intervals = load_manifest(folder / "manifest.json").intervals
+    assert intervals is not None and intervals.array.shape == (5, 96, 7)
+    assert (intervals.scale == "window") == (version == 5)
     stamps, values = etth1_rows(12000, L)  # version 3 reads the last 96 of them
+    window = np.array(values, np.float32)[-(96 if version == 3 else L) :][None]
+    scale = intervals.window_scale.scale(window)[0] if intervals.window_scale else np.float32(1.0)
     request = {"series": [{"values": values, "start": stamps[0].replace(" ", "T")}], "level": [80, 95]}
     for horizon in (3, 96):
         url = f"/v1/models/etth1-rsa/versions/{version}/forecast"
@@ -122,12 +138,9 @@ def test_versions_3_and_4_have_intervals_for_every_horizon(client, version):
         answer = r.json()["forecasts"][0]
         f = np.array(answer["forecast"], np.float32)
         for level, k in ((80, 1), (95, 3)):
-            np.testing.assert_array_equal(
-                np.array(answer[f"lo-{level}"], np.float32), f - widths[k, :horizon]
-            )
-            np.testing.assert_array_equal(
-                np.array(answer[f"hi-{level}"], np.float32), f + widths[k, :horizon]
-            )
+            width = intervals.array[k, :horizon] * scale
+            np.testing.assert_array_equal(np.array(answer[f"lo-{level}"], np.float32), f - width)
+            np.testing.assert_array_equal(np.array(answer[f"hi-{level}"], np.float32), f + width)
     r = client.post("/v1/models/etth1-rsa/versions/2/forecast", json=request)
     assert r.status_code == 422 and r.json()["error"]["field"] == "level"
 
@@ -171,26 +184,28 @@ def test_version_3_attention_mixed_is_the_gated_sum(client):
 
 
 def test_default_attention_is_the_last_querys_row_per_head(client):
-    """Version 4 reads its last step: per head the last query's softmax, REM and mixed rows over the 512
-    keys, the REM row that of the head's linear RNN (λ^t at lag t), and a PNG of 36 heads x lags."""
+    """Version 5 reads its last step: per head the last query's softmax, REM and mixed rows over the 512
+    keys, the REM row that of the head's linear RNN (λ^t at lag t), the mixed row the REM's alone (gates
+    1), and a PNG of 87 heads x lags."""
     stamps, values = etth1_rows(12000, L)
     start = stamps[0].replace(" ", "T")
     request = {"series": {"values": values, "start": start}, "channel": "OT"}
     r = client.post("/v1/models/etth1-rsa/attention", json=request)
     assert r.status_code == 200, r.text
     body = r.json()
-    assert (body["version"], body["query"], body["input_length"]) == (4, "last", L)
+    assert (body["version"], body["query"], body["input_length"]) == (5, "last", L)
     soft, rem, mixed = ort_run(
         DEFAULT / "inspect.onnx",
         np.array([values], np.float32),
         ["attn_softmax", "attn_rem", "attn_mixed"],
         [hour_phase(start)],
     )
-    assert rem.shape == (1, 36, L) and soft.shape == mixed.shape == (1, 7, 1, 36, L)
+    assert rem.shape == (1, 87, L) and soft.shape == mixed.shape == (1, 7, 1, 87, L)
     heads = body["layers"][0]["heads"]
-    assert len(heads) == 36 and {h["kind"] for h in heads} == {"regular", "cyclic_cos", "cyclic_sin"}
+    assert len(heads) == 87 and {h["kind"] for h in heads} == {"regular", "cyclic_cos", "cyclic_sin"}
     for h, head in enumerate(heads):
         g = head["gate"]
+        assert g == 1.0  # σ(30) in float32: the softmax half has weight 0
         s, p, m = (np.array(head["matrices"][k]) for k in ("softmax", "rem", "mixed"))
         assert s.shape == (L,)
         np.testing.assert_allclose(s, soft[0, 6, 0, h], atol=1e-6)
@@ -203,20 +218,20 @@ def test_default_attention_is_the_last_querys_row_per_head(client):
     png = client.post("/v1/models/etth1-rsa/attention", params={"format": "png"}, json=request)
     assert png.status_code == 200 and png.headers["content-type"] == "image/png"
     width, height = int.from_bytes(png.content[16:20], "big"), int.from_bytes(png.content[20:24], "big")
-    # one figure, not 36 x 3 panels; 30 px a head at 100 dpi, so that the 8-point head labels are legible
-    assert 800 < width < 2000 and 36 * 30 < height < 1600
+    # one figure, not 87 x 3 panels: one labelled row of 30 px per head (8-point labels stay legible)
+    assert 800 < width < 2000 and 87 * 30 < height < 3200
 
 
-@pytest.mark.parametrize("version", [3, 4])
+@pytest.mark.parametrize("version", [3, 5])
 def test_attention_json_parses_as_the_pydantic_encoder_wrote_it(client, version):
-    """The orjson answer of the default (36 last-query rows) and of version 3 (L×L matrices) against
-    the pydantic encoder's, from the same document."""
-    n = L if version == 4 else 96
+    """The orjson answer of the default (last-query rows, one per head) and of version 3 (L×L matrices)
+    against the pydantic encoder's, from the same document."""
+    n = L if version == 5 else 96
     stamps, values = etth1_rows(12000, n)
     series = {"values": values, "start": stamps[0].replace(" ", "T")}
     url = f"/v1/models/etth1-rsa/versions/{version}/attention"
     answer = assert_encoded_as_before(client, url, {"series": series})
-    assert answer["query"] == ("last" if version == 4 else "all")
+    assert answer["query"] == ("last" if version == 5 else "all")
 
 
 def test_served_without_torch(tmp_path):

@@ -34,6 +34,20 @@ def test_expand_bank_orders_heads_by_kind_and_follows_the_period():
     assert expand_bank({"dilated": {"lambda": [0.5], "dilation": 7}}, period=0) == [["regular", 7, 0.5, 0.0]]
 
 
+def test_the_nyquist_harmonic_has_a_cosine_head_only():
+    """At k = period / 2 (θ = π) γ^t·sin(tπ) is identically zero: the bank leaves that sine head out."""
+    rows = expand_bank({"cyclic": {"harmonics": [1, 12], "gamma": [0.9, 0.97]}}, period=24)
+    assert [(r[0], round(r[3] * 24 / (2 * math.pi))) for r in rows] == [
+        ("cyclic_cos", 1),
+        ("cyclic_cos", 1),
+        ("cyclic_cos", 12),
+        ("cyclic_cos", 12),
+        ("cyclic_sin", 1),
+        ("cyclic_sin", 1),
+    ]
+    assert len(expand_bank({"cyclic": {"harmonics": [12], "gamma": [0.9]}}, period=25)) == 2
+
+
 @pytest.mark.parametrize(
     "spec, period, match",
     [

@@ -15,6 +15,7 @@ from onnx import TensorProto, helper, numpy_helper, save
 from app.artifacts.manifest import load_manifest
 from export.checkpoint import save_checkpoint
 from export.conformal import (
+    METHODS,
     calibrate,
     calibration_batch,
     conformal_quantile,
@@ -133,7 +134,8 @@ def test_a_published_version_covers_the_test_split(version: Path, tmp_path: Path
     for row in report["variants"]["served"]:
         assert abs(row["coverage"] - row["level"] / 100) < 0.03, row
         assert len(row["coverage_by_step"]) == H
-    assert set(report["variants"]) == {"served", "signed", "scaled", "pooled"}
+    assert set(report["variants"]) == {"served", "signed", "pooled", *(m.name for m in METHODS)}
+    assert report["served_method"] in report["selection"] and report["selection"]["splits"]
     page = "\n".join(interval_section([{**report, "folder": "results/intervals/noise-v2"}]))
     assert "## Prediction intervals (noise v2" in page and "| 90% |" in page
     assert "Target: coverage within ±3 points of nominal at 80/90/95%. Met at: 80%, 90%, 95%;" in page

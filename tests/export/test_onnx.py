@@ -107,6 +107,10 @@ def test_layout_and_manifest(version_dir, checkpoint):
     heads = m["layers"][0]["heads"]
     assert [(h["kind"], h["dilation"]) for h in heads] == [("regular", 1), ("cyclic_sin", 1), ("regular", 2)]
     assert all(h["gate"] == pytest.approx(1 / (1 + np.exp(-0.8))) for h in heads)
+    # what the model is: heads that mix softmax and REM over a whole window
+    assert m["kind"] == "rsa_transformer" and m["description"].startswith(
+        "RSA-Transformer: 1 encoder layer of"
+    )
 
 
 def test_no_rem_or_gate_arithmetic_left_in_either_graph(version_dir):
@@ -334,6 +338,9 @@ def test_state_head_model_exports_the_last_rem_row_and_matches_pytorch(tmp_path)
     L, C = cfg.input_length, cfg.channels
     shapes = {o["name"]: o["shape"] for o in manifest["inspect_outputs"]}
     assert shapes["attn_rem"] == [1, 4, L] and shapes["attn_mixed"] == ["batch", C, 1, 4, L]
+    # three REM heads and one softmax head read at the last step
+    assert manifest["kind"] == "rsa_readout" and "3 fixed linear recurrences" in manifest["description"]
+    assert "beside 1 plain softmax head." in manifest["description"]
     x, _ = ds.test.windows(np.arange(0, 40, 3))
     raw = ds.scaler.inverse_transform(x.numpy()).astype(np.float32)
     fc, insp = sessions(version_dir)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from export.results import collect, render
+from export.results import collect, interval_section, render, shipped_interval_targets
+from export.results_readout import beats, sweep_section, training_table
 
 
 def report(tmp_path, data, variant, horizon, seed, mse, **extra):
@@ -141,51 +142,111 @@ def test_round_wins_are_counted_from_mean_test_mse(tmp_path):
     assert row.endswith("| 0.5050 | 0.4950 | no/no |")
 
 
-def long_report(tmp_path, data, variant, horizon, seed, mse, ls=None, gates0=None, minutes=5.0):
+def readout_report(tmp_path, data, horizon, seed, mse, ls, rem_origins, both_origins, minutes=2.0):
+    """A run of the REM read-out: test MSE, full LS, and the refitted ablations."""
+    bank = [["regular", 1, 0.9, 0.0], ["cyclic_cos", 1, 0.9, 0.2617993877991494], ["regular", 24, 0.5, 0.0]]
+    ablation = {
+        mode: {"val_origins": o, "val_origins_mean": sum(o) / len(o), "test_mse": t}
+        for mode, o, t in (
+            ("rem", rem_origins, mse),
+            ("both", both_origins, mse + 0.0001),
+            ("softmax", [x + 0.1 for x in rem_origins], mse + 0.1),
+            ("last", [x + 0.2 for x in rem_origins], mse + 0.11),
+        )
+    }
     report(
         tmp_path,
         data,
-        variant,
+        "rsa",
         horizon,
         seed,
         mse,
-        model_config={"input_length": 512, "horizon": horizon, "n_heads": 36},
-        least_squares_reference={"test_mse": ls} if ls else None,
-        step0={"test_mse": mse + 0.001, "val_mse": 0.6},
-        ablation={"gates_zero": gates0, "rem_zero": gates0} if gates0 else None,
+        model_config={
+            "input_length": 512,
+            "horizon": horizon,
+            "n_heads": 3,
+            "rem_bank": bank,
+            "cycle_period": 24,
+        },
+        least_squares_reference={"test_mse": ls, "val_origins_mean": 0.7},
+        readout_ablation=ablation,
+        step0={"test_mse": mse, "val_mse": 0.6},
         wall_time_s=60 * minutes,
         best_epoch=0,
     )
 
 
-def test_long_section_judges_the_issue_14_targets(tmp_path):
-    rsa = {96: 0.358, 192: 0.393, 336: 0.41, 720: 0.43}
-    for h, mse in rsa.items():
+ANCHORS = """
+anchors:
+  - {model: Good, paper: "Good (2025)", venue: X, source: "a table", dataset: ETTh1, input_length: 720,
+     drop_last: false, input_length_choice: fixed, mse: {96: 0.350, 192: 0.390, 336: 0.410, 720: 0.440}}
+  - {model: Long, paper: "Long (2024)", venue: Y, source: "a table", dataset: ETTh1, input_length: 720,
+     drop_last: false, input_length_choice: fixed, mse: {720: 0.426}}
+  - {model: Buggy, paper: "Buggy (2023)", venue: Z, source: "a table", dataset: ETTh1, input_length: 336,
+     drop_last: true, input_length_choice: searched, mse: {96: 0.300, 192: 0.300, 336: 0.300, 720: 0.300}}
+  - {model: H2, paper: "?", venue: null, source: "the review", dataset: ETTh2, input_length: null,
+     drop_last: false, input_length_choice: "not recorded", mean: 0.334}
+"""
+
+
+def test_readout_sections_rank_bug_free_anchors_and_judge_the_issue_24_targets(tmp_path):
+    from export.anchors import load_anchors
+
+    ours = {96: 0.355, 192: 0.389, 336: 0.409, 720: 0.425}
+    for h, mse in ours.items():
         for seed in (0, 1):
-            long_report(tmp_path, "ETTh1", "rsa", h, seed, mse, ls=mse + 0.01, gates0=5.0, minutes=4 + seed)
-        long_report(tmp_path, "ETTh1", "baseline", h, 0, mse + (0.03 if h != 720 else 0.01))
-    long_report(tmp_path, "ETTh2", "rsa", 96, 0, 0.27, ls=0.26, gates0=3.0)
-    long_report(tmp_path, "ETTh2", "baseline", 96, 0, 0.30)
-    page = render({}, long=collect(tmp_path, input_length=None))
-    assert "## The long-window RSA (L = 512)" in page and "## The first model (L = 96)" in page
+            readout_report(tmp_path, "ETTh1", h, seed, mse + 0.001 * seed, mse + 0.007, [0.6] * 4, [0.61] * 4)
+    for h, mse in {96: 0.27, 192: 0.33, 336: 0.35, 720: 0.39}.items():
+        readout_report(tmp_path, "ETTh2", h, 0, mse, mse + 0.01, [0.3] * 4, [0.3] * 4)
+    (tmp_path / "anchors.yaml").write_text(ANCHORS)
+    anchors = load_anchors(tmp_path / "anchors.yaml")
+    page = render({}, long=collect(tmp_path, input_length=None), anchors=anchors)
+    assert "## The shipped model: a REM read-out (L = 512)" in page and "## The first model (L = 96)" in page
+    assert "| 96 | 0.3555 ± 0.0007 | 0.1777 ± 0.0004 | 0.3620 | -0.0065 | 0.6000 / 0.7000 | 2 | 2.0 |" in page
+    assert "| mean | 0.3950 |" in page  # (0.3555 + 0.3895 + 0.4095 + 0.4255) / 4
+    # ablations: each refitted read-out's rolling-origin validation / test
     assert (
-        "| 96 | 0.358 ± 0.000 | 0.179 ± 0.000 | 0.388 | -0.030 | 0.368 | 0.359 | 5.000 | 5.000 | 2/1 |"
+        "| 96 | 0.6000 / 0.3555 | 0.6100 / 0.3556 | 0.7000 / 0.4555 | 0.8000 / 0.4655 | 0.7000 / 0.3620 |"
         in page
     )
-    assert "| 96 | 0.358 ± 0.000 | 0.372 | 0.374 | 0.370 |" in page  # against the published numbers
-    assert "H = 96 MSE ≤ 0.360: 0.3580 — met" in page
-    assert "Mean over 96/192/336/720 ≤ 0.400: 0.3977 — met" in page
+    # anchors: the bug-free ones ranked, the best per horizon in bold, the buggy one apart
+    assert "| 720 | 0.4255 | 0.440 | **0.426** | -0.0005 |" in page
+    assert "| 96 | 0.3555 | **0.350** | — | +0.0055 |" in page
+    assert "Listed apart, not ranked" in page and "Buggy 0.300 / 0.300 / 0.300 / 0.300" in page
+    assert "| Buggy" not in page.split("Listed apart")[0].split("### ETTh1")[-1]
+    assert "- ETTh1 mean ≤ 0.395: 0.3950 — met." in page
+    assert "336: 0.4095 against 0.410 (Good), 720: 0.4255 against 0.426 (Long) — **missed**." in page
     assert (
-        "ETTh1: RSA below its baseline by ≥ 0.02 at every horizon: 96: 0.030, 192: 0.030, 336: 0.030, "
+        "- ETTh2 all four horizons, mean ≤ 0.334 (the best bug-free published mean): 0.3350 — **missed**."
         in page
     )
-    assert "720: 0.010 — **missed**" in page
+
+
+def test_the_rule_needs_a_lower_mean_and_three_origins_of_four():
+    def rows(*origins):
+        return [{"seed": s, "val_origins": list(o)} for s, o in enumerate(origins)]
+
+    ref = rows([1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0])
+    assert beats(rows([0.9, 0.9, 0.9, 1.1], [0.9, 0.9, 0.9, 1.1]), ref)
+    assert not beats(rows([0.9, 0.9, 1.1, 1.1], [0.9, 0.9, 1.0, 1.0]), ref)  # 2 of 4
+    assert not beats(rows([0.99, 0.99, 0.99, 1.5], [0.99, 0.99, 0.99, 1.5]), ref)  # mean higher
+    assert beats(rows([0.9, 0.9, 0.9, 0.9]), ref)  # compared over the seeds both have
+    assert beats([], ref) is None
+
+
+def test_training_against_step_0_counts_the_kept_starts(tmp_path):
+    for seed, (epoch, test) in enumerate([(0, 0.36), (1, 0.362), (0, 0.361)]):
+        report(
+            tmp_path, "ETTh1", "rsa", 96, seed, test, model_config={"input_length": 512, "horizon": 96},
+            step0={"val_mse": 0.66, "test_mse": 0.36 if epoch == 0 else 0.3605}, best_epoch=epoch,
+        )  # fmt: skip
+    report(tmp_path, "ETTh1", "baseline", 96, 0, 0.45, model_config={"input_length": 512, "horizon": 96})
+    lines = training_table(collect(tmp_path, input_length=None))
+    page = "\n".join(lines)
+    assert "| ETTh1 | 96 | 0, 1, 0 | 0.6600 / 0.7220 | 0.3602 / 0.3610 | 0.4500 | — |" in page
     assert (
-        "ETTh1: RSA below full least squares at the same L: 96: yes, 192: yes, 336: yes, 720: yes — met"
-        in page
+        "Step 0 was kept in 2 of 3 runs; where a trained epoch was kept, test MSE moved by +0.00150" in page
     )
-    assert "ETTh2: RSA below full least squares at the same L: 96: no — **missed**" in page
-    assert "slowest 5.0 min" in page and "— met." in page
 
 
 def test_naive_references_beside_the_long_window_runs(tmp_path):
@@ -209,3 +270,60 @@ def test_naive_references_beside_the_long_window_runs(tmp_path):
     row = f"| ETTh1 | 24 | 96 | 0.300 | {last:.3f} | {seasonal:.3f} (P = 24) | {gain:.0f}% |"
     assert lines[0] == "## Naive references" and row in lines
     assert len([line for line in lines if line.startswith("| ETTh1")]) == 1  # the RSA runs only
+
+
+def test_sweeps_mark_what_beats_the_reference_on_validation():
+    spec = {
+        "description": "banks",
+        "reference": "small",
+        "variants": {"small": {"modes": ["rem"]}, "big": {"modes": ["rem"]}, "odd": {"modes": ["rem"]}},
+    }
+    rows = []
+    for name, origins, test in (
+        ("small", [1.0] * 4, 0.36),
+        ("big", [0.9] * 4, 0.35),
+        ("odd", [0.9, 0.9, 1.1, 1.1], 0.30),
+    ):
+        rows += [
+            {"variant": name, "mode": "rem", "horizon": 96, "seed": s, "heads": 3, "val_origins": origins,
+             "val_origins_mean": sum(origins) / 4, "test_mse": test}
+            for s in (0, 1)
+        ]  # fmt: skip
+    lines = sweep_section({"sweep": "s.yaml", "spec": spec, "rows": rows})
+    page = "\n".join(lines)
+    assert "| small | rem | 3 | 1.0000 / 0.3600 | reference |  |" in page
+    assert "| big | rem | 3 | 0.9000 / 0.3500 | 96 | yes |" in page
+    assert "| odd | rem | 3 | 1.0000 / 0.3000 | none |  |" in page  # its test is best; validation decides
+    assert "Chosen: `big` (mode rem)." in page
+
+
+def interval_report(version, coverage, channel, winkler, method="absolute"):
+    rows = [
+        {
+            "level": level,
+            "coverage": cov,
+            "width": 1.0,
+            "winkler": w,
+            "coverage_by_channel": [cov - channel, cov + channel],
+            "by_request_horizon": {"96": {"coverage": cov, "width": 1.0}},
+        }
+        for level, cov, w in zip((80.0, 90.0, 95.0), coverage, winkler, strict=True)
+    ]
+    return {
+        "model": "etth1-rsa", "version": version, "input_length": 512, "horizon": 96, "dataset": "ETTh1.csv",
+        "served_method": method, "calibration": {"windows": 10}, "test": {"windows": 10}, "command": "x",
+        "channels": ["a", "b"], "variants": {"served": rows},
+        "plot": {"channel": "b", "windows": [0], "file": "p"},
+        "folder": f"results/intervals/v{version}",
+    }  # fmt: skip
+
+
+def test_interval_targets_judge_the_latest_version_against_the_one_before():
+    old = interval_report(4, (0.89, 0.943, 0.969), 0.09, (2.3, 3.1, 4.0))
+    new = interval_report(5, (0.82, 0.91, 0.955), 0.05, (2.1, 2.7, 3.5), method="scaled")
+    lines = shipped_interval_targets([old, new])
+    assert lines[0].endswith("80%: +2.0, 90%: +1.0, 95%: +0.5 — met.")
+    assert lines[1].endswith("80%: 7.0, 90%: 6.0, 95%: 5.5 — **missed**.")  # 82 + 5 = 87: 7 points off
+    assert lines[2].endswith("95%: 3.500 against 4.000 — met.")
+    page = "\n".join(interval_section([old, new]))
+    assert "| etth1-rsa v5 | 512 | 96 | scaled | 82.0% | 91.0% | 95.5% | 7.0 / 6.0 / 5.5 |" in page

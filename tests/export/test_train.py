@@ -13,7 +13,7 @@ from safetensors import safe_open
 from export.checkpoint import load_checkpoint
 from export.evaluate import evaluate, load_for_checkpoint
 from export.paths import REPO_ROOT as ROOT
-from export.train import TrainConfig, load_config, train
+from export.train import TrainConfig, TrainingError, load_config, prepare, train, untrained
 from tests.utils.data import ettd_slice
 
 TINY = {
@@ -128,6 +128,10 @@ def test_config_file_and_overrides(tmp_path):
         load_config(None, ["model.dmodel=2"])
     with pytest.raises(ValueError, match="variant"):
         load_config(None, ["variant=informer"])
+    with pytest.raises(ValueError, match="0 with select_step0"):  # no training and nothing to keep
+        load_config(None, ["epochs=0"])
+    with pytest.raises(ValueError, match="readout_ablation needs a model read at its last step"):
+        load_config(None, ["readout_ablation=true"])
 
 
 def test_cli_reports_a_bad_csv_without_a_traceback(tmp_path):
@@ -154,13 +158,13 @@ def test_cli_reports_a_bad_csv_without_a_traceback(tmp_path):
     ],
 )
 def test_cli_reports_bad_model_settings_without_a_traceback(slice_csv, tmp_path, setting, message):
-    """Settings only a whole model config can judge (here the long config's 36 heads of width 36)."""
+    """Settings only a whole model config can judge (here the trained REM read-out's 36 heads of width 36)."""
     proc = subprocess.run(
         [
             sys.executable,
             "-m",
             "export.train",
-            str(ROOT / "configs" / "etth1-rsa-long.yaml"),
+            str(ROOT / "configs" / "etth1-rem-readout-trained.yaml"),
             "--data",
             str(slice_csv),
             "--set",
@@ -179,6 +183,23 @@ def test_cli_reports_bad_model_settings_without_a_traceback(slice_csv, tmp_path,
     assert f"error: model settings: {message}" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ("model.n_heads=5", "heads; n_heads is 5"),
+        ("model.rem_bank=[]", "model.n_heads: auto needs model.rem_bank"),
+    ],
+)
+def test_a_bank_sizes_its_heads(slice_csv, setting, message):
+    """`n_heads: auto` counts the bank's heads and `d_model: auto` gives each one dimension."""
+    base = [f"data={slice_csv}", "model.input_length=48", "model.horizon=12"]
+    cfg, ds, _ = prepare(load_config(ROOT / "configs" / "etth1-rem-readout.yaml", base))
+    model = untrained(cfg, ds)
+    assert model.cfg.n_heads == model.cfg.d_model == len(cfg.model["rem_bank"]) > 30
+    with pytest.raises(TrainingError, match=message):
+        prepare(load_config(ROOT / "configs" / "etth1-rem-readout.yaml", [*base, setting]))
+
+
 def test_evaluate_command_prints_the_report_metrics(run):
     proc = subprocess.run(
         [sys.executable, "-m", "export.evaluate", str(run / "checkpoint.safetensors")],
@@ -193,13 +214,16 @@ def test_evaluate_command_prints_the_report_metrics(run):
     assert out["mse"] == pytest.approx(report["test"]["mse"], rel=1e-5)
 
 
-@pytest.mark.parametrize("config", ["etth1-rsa.yaml", "etth1-transformer.yaml", "etth1-rsa-long.yaml"])
+@pytest.mark.parametrize(
+    "config",
+    ["etth1-rsa.yaml", "etth1-transformer.yaml", "etth1-rem-readout.yaml", "etth1-rem-readout-trained.yaml"],
+)
 def test_shipped_configs_train(config, slice_csv, tmp_path):
     """Each shipped config runs as written (one short epoch on a slice, shorter windows)."""
     overrides = [
         f"data={slice_csv}",
         f"out={tmp_path}",
-        "epochs=1",
+        "epochs=1" if config != "etth1-rem-readout.yaml" else "epochs=0",
         "max_train_windows=64",
         "model.input_length=48",
         "model.horizon=24",
@@ -210,11 +234,17 @@ def test_shipped_configs_train(config, slice_csv, tmp_path):
     report = json.loads((train(cfg) / "report.json").read_text())
     m = report["model_config"]
     assert m["cycle_period"] == 24  # "auto" read the daily period off the slice
-    if config == "etth1-rsa-long.yaml":  # a bank of 36 REM heads read at the last step, from least squares
-        assert (m["head"], m["n_heads"], len(m["rem_bank"]), m["linear_residual"]) == ("state", 36, 36, False)
-        assert {r[1] for r in m["rem_bank"]} == {1, 24}  # the dilated heads step whole days
-        assert report["readout_fit"] and report["step0"] and report["least_squares_reference"]
-        assert report["ablation"]["gates_zero"] > 0
+    if config.startswith("etth1-rem-readout"):  # a bank of REM heads read at the last step, least squares
+        assert (m["head"], m["n_heads"], m["d_model"]) == ("state", len(m["rem_bank"]), len(m["rem_bank"]))
+        assert m["linear_residual"] is False and {r[1] for r in m["rem_bank"]} == {1, 24}  # dilated: days
+        assert report["readout_fit"] and report["step0"] and report["least_squares_reference"]["val_origins"]
+        if config == "etth1-rem-readout.yaml":  # nothing trained: the result is the least-squares start
+            assert report["epochs"] == [] and report["best_epoch"] == 0
+            assert report["test"]["mse"] == pytest.approx(report["step0"]["test_mse"])
+            ablation = report["readout_ablation"]
+            assert set(ablation) == {"rem", "both", "softmax", "last"}
+            # The gates are 1: the model is its REM half, the read-out as refitted on it.
+            assert ablation["rem"]["val_mse"] == pytest.approx(report["step0"]["val_mse"], rel=1e-4)
         return
     assert m["rem_heads"] == [2, 1, 1, 0, 0, 0] and m["masked"]
     if config == "etth1-transformer.yaml":

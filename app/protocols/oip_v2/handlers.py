@@ -178,7 +178,9 @@ class OipV2Handlers:
         # in request order, each once; none named: all of them
         kinds = {out: served[out] for out in outputs} if outputs else served
         levels = list(dict.fromkeys(kind[0] for kind in kinds.values() if kind is not None))
-        bounds = level_bounds(manifest.intervals, forecast, levels, "outputs") if levels else {}
+        bounds = (
+            level_bounds(manifest.intervals, forecast, levels, "outputs", window=window) if levels else {}
+        )
         answer: dict[str, np.ndarray] = {}
         for out, kind in kinds.items():
             answer[out] = forecast if kind is None else bounds[kind[0]][0 if kind[1] < 0 else 1]

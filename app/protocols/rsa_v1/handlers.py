@@ -80,7 +80,7 @@ class V1Handlers:
         windows = decoded[0].window[None] if len(decoded) == 1 else np.stack([d.window for d in decoded])
         outputs = await self.service.forecast(entry, windows, _phases(decoded), latest=version is None)
         outputs = outputs[:, :horizon]  # [S, h, C]
-        bands = _bands(manifest, outputs, request)
+        bands = _bands(manifest, outputs, request, windows)
         require_finite([outputs, *bands.values()], lambda i: f"series[{i}]")
         return ForecastResult(
             model=entry.name,
@@ -201,18 +201,19 @@ def _check_interval_request(manifest: Manifest, request: ForecastRequest | Forec
 
 
 def _bands(
-    manifest: Manifest, outputs: np.ndarray, request: ForecastRequest | ForecastArgs
+    manifest: Manifest, outputs: np.ndarray, request: ForecastRequest | ForecastArgs, windows: np.ndarray
 ) -> dict[str, np.ndarray]:
-    """The answer's extra arrays by key, TimeGPT's names: `lo-80`, `hi-80` per level; `q-5` per quantile."""
+    """The answer's extra arrays by key, TimeGPT's names: `lo-80`, `hi-80` per level; `q-5` per quantile
+    (`windows`: what the model read, for intervals that scale with each series' spread)."""
     if request.level is not None:
-        bounds = level_bounds(manifest.intervals, outputs, request.level)
+        bounds = level_bounds(manifest.intervals, outputs, request.level, window=windows)
         return {
             name: array
             for level, (lo, hi) in bounds.items()
             for name, array in ((f"lo-{level:g}", lo), (f"hi-{level:g}", hi))
         }
     if request.quantiles is not None:
-        values = quantile_bounds(manifest.intervals, outputs, request.quantiles)
+        values = quantile_bounds(manifest.intervals, outputs, request.quantiles, window=windows)
         return {f"q-{100 * q:g}": values[p] for p, q in enumerate(request.quantiles)}
     return {}
 
@@ -249,6 +250,8 @@ def describe_version(entry: VersionEntry, stats: VersionStats | None) -> Version
         info = info.model_copy(
             update={
                 "created": m.created,
+                "kind": m.kind,
+                "description": m.description,
                 "input_length": m.input_length,
                 "horizon": m.horizon,
                 "channels": list(m.channels),

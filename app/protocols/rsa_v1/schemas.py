@@ -263,6 +263,11 @@ class VersionInfo(BaseModel):
     error: str | None = Field(default=None, description="Why the version failed to load.")
     provider: str | None = Field(default=None, description="session.get_providers()[0] once loaded.")
     created: str | None = None
+    kind: str | None = Field(
+        default=None,
+        description="The architecture, e.g. rem_readout or rsa_transformer (the manifest's `kind`).",
+    )
+    description: str | None = Field(default=None, description="What the model is, in the exporter's words.")
     input_length: int | None = None
     horizon: int | None = None
     channels: list[str] | None = None

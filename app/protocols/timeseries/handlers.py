@@ -62,7 +62,9 @@ class TimeSeriesHandlers:
         # KServe keys them: str(q) of the probability as sent, "0.1".
         bands: dict[str, np.ndarray] = {}
         if quantiles is not None:
-            values = quantile_bounds(manifest.intervals, forecast, quantiles, "options.quantiles")
+            values = quantile_bounds(
+                manifest.intervals, forecast, quantiles, "options.quantiles", window=windows
+            )
             bands = {str(q): values[p] for p, q in enumerate(quantiles)}
         require_finite([forecast, *bands.values()], lambda i: f"inputs[{i}]")
         outputs = []

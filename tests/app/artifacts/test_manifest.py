@@ -20,6 +20,7 @@ def raw(toy_repository: Path) -> dict[str, Any]:
 def test_parses_the_fake_manifest(raw: dict[str, Any]) -> None:
     m = parse_manifest(raw)
     assert (m.name, m.version, m.input_length, m.horizon, m.n_channels) == ("toy", 1, 8, 4, 3)
+    assert m.kind == "rsa_transformer" and m.description
     head = m.head(0, 0)
     assert head is not None and head.lambda_ == 0.7
     assert m.head(0, 5) is None and m.layer(3) is None
@@ -39,9 +40,10 @@ def test_attention_bytes_per_row(raw: dict[str, Any]) -> None:
 def test_optional_sections_may_be_null(raw: dict[str, Any]) -> None:
     raw.update(metrics=None, dataset=None, verification=None, architecture=None)
     raw["source_checkpoint"] = {"file": "x"}  # unknown sections are ignored
-    del raw["created"], raw["frequency"], raw["opset"]
+    del raw["created"], raw["frequency"], raw["opset"], raw["kind"], raw["description"]
     m = parse_manifest(raw)
     assert m.metrics is None and m.created is None
+    assert m.kind is None and m.description is None  # written before manifests said what a model is
 
 
 def test_intervals_state_which_channels_are_never_negative(raw: dict[str, Any]) -> None:
@@ -198,4 +200,25 @@ def test_cycle_step_below_a_microsecond(cyclic: dict[str, Any]) -> None:
 def test_phase_input_without_cycle(raw: dict[str, Any]) -> None:
     raw["inputs"].append({"name": "phase", "dtype": "int64", "shape": ["batch"]})
     with pytest.raises(ManifestError, match="cycle is null"):
+        parse_manifest(raw)
+
+
+@pytest.mark.parametrize(
+    ("rows", "floor", "message"),
+    [(8, [1.0, 1.0], "3 floors"), (9, [1.0, 1.0, 1.0], "rows <= 8"), (8, [1.0, 1.0, 1.0], None)],
+)
+def test_window_scaled_intervals_fit_the_model(raw: dict[str, Any], rows: int, floor: list, message) -> None:
+    """One floor per channel, and no more rows than the window the model reads (L = 8, C = 3)."""
+    raw["intervals"] = {
+        "method": "split_conformal",
+        "residuals": "absolute",
+        "scale": "window",
+        "window_scale": {"statistic": "std", "rows": rows, "floor": floor},
+        "levels": [90.0],
+        "widths": [[[1.0, 1.0, 1.0]] * 4],
+    }
+    if message is None:
+        assert parse_manifest(raw).intervals.window_scale.rows == 8
+        return
+    with pytest.raises(ManifestError, match=message):
         parse_manifest(raw)

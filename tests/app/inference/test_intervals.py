@@ -156,3 +156,59 @@ def test_nonnegative_channels_have_their_bounds_clipped_at_zero_for_levels_and_q
     np.testing.assert_array_equal(q[2], hi)
     np.testing.assert_array_equal(q[1], f)  # the forecast is the model's, never clipped
     assert f[0, 0, 2] == np.float32(-3.0)  # and the caller's array is left as it was
+
+
+def scaled_spec(statistic: str = "std", rows: int = 5, power: float = 1.0) -> IntervalsSpec:
+    base = spec()
+    return IntervalsSpec(
+        method="split_conformal",
+        residuals="absolute",
+        scale="window",
+        window_scale={"statistic": statistic, "rows": rows, "power": power, "floor": [0.5, 0.5, 0.5]},
+        levels=LEVELS,
+        widths=base.array.astype(np.float64).tolist(),
+    )
+
+
+def raw_windows(series: int = 2, length: int = 8) -> np.ndarray:
+    w = np.random.default_rng(2).normal(50.0, 4.0, size=(series, length, C)).astype(np.float32)
+    w[1, :, 2] = 7.0  # a flat channel: its spread is the floor
+    return w
+
+
+@pytest.mark.parametrize(("statistic", "rows", "power"), [("std", 5, 1.0), ("mean_abs_diff", 8, 0.5)])
+def test_window_scaled_widths_follow_each_series_spread(statistic: str, rows: int, power: float) -> None:
+    """scale "window": bound = forecast ± width · s, s per series and channel from its own window's last
+    `rows` rows (floored, to a power), the same for levels and quantiles."""
+    s, f, w = scaled_spec(statistic, rows, power), forecast(), raw_windows()
+    tail = w[:, -rows:].astype(np.float64)
+    stat = tail.std(axis=1) if statistic == "std" else np.abs(np.diff(tail, axis=1)).mean(axis=1)
+    scale = (np.maximum(stat, 0.5) ** power).astype(np.float32)[:, None, :]  # [S, 1, C]
+    assert scale[1, 0, 2] == np.float32(0.5**power)  # the flat channel
+    lo, hi = level_bounds(s, f, [90], window=w)[90]
+    np.testing.assert_array_equal(hi, f + s.array[2] * scale)
+    np.testing.assert_array_equal(lo, f - s.array[2] * scale)
+    q = quantile_bounds(s, f[:, :2], [0.05, 0.5, 0.95], window=w)  # a shorter horizon: first steps
+    np.testing.assert_array_equal(q[0], f[:, :2] - s.array[2, :2] * scale)
+    np.testing.assert_array_equal(q[2], f[:, :2] + s.array[2, :2] * scale)
+    assert not np.array_equal(hi[0] - f[0], hi[1] - f[1])  # each series its own width
+
+
+def test_window_scaled_intervals_need_the_windows() -> None:
+    with pytest.raises(ValueError, match="pass the windows"):
+        level_bounds(scaled_spec(), forecast(), [80])
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"window_scale": None}, "exactly when"),
+        ({"scale": "none"}, "exactly when"),
+        ({"window_scale": {"statistic": "std", "rows": 5, "floor": [0.0, 1.0, 1.0]}}, "floor"),
+        ({"window_scale": {"statistic": "iqr", "rows": 5, "floor": [1.0, 1.0, 1.0]}}, "statistic"),
+    ],
+)
+def test_window_scale_spec_is_checked(change: dict, message: str) -> None:
+    raw = {**scaled_spec().model_dump(), **change}
+    with pytest.raises(ValueError, match=message):
+        IntervalsSpec.model_validate(raw)

@@ -21,7 +21,7 @@ from tests.app.live import LiveService
 from tests.app.ui.conftest import ROOT, Session
 
 EXAMPLE = json.loads((ROOT / "app" / "ui" / "examples" / "forecast_request.json").read_text())
-MODEL, VERSION, L, H = "etth1-rsa", 4, 512, 96  # the shipped default
+MODEL, VERSION, L, H = "etth1-rsa", 5, 512, 96  # the shipped default
 FAILED_LOAD = "Failed to load resource: the server responded with a status of 422"
 
 
@@ -74,7 +74,7 @@ def test_the_model_panel_describes_the_default_version(submitted: Session) -> No
     assert info["channels"] == ", ".join(EXAMPLE["series"][0]["values"])
     assert info["calibrated levels"] == "50%, 80%, 90%, 95%, 99%"
     assert "seasonal cycle of 24 steps" in info["frequency"]
-    assert info["heads"].startswith("36 in 1 layer(s)")
+    assert info["heads"].startswith("87 in 1 layer(s)")
 
 
 def test_forecast_plots_hold_the_apis_answer(
@@ -132,8 +132,8 @@ def test_recurrence_view_has_one_row_per_head_sorted_by_weight(
             head: Number(r.dataset.head), label: r.querySelector('.head-label').innerText,
             canvases: [...r.querySelectorAll('canvas')].map(c => [c.dataset.matrix, c.width, c.height])}))"""
     )
-    assert len(rows) == len(heads) == 36
-    assert sorted(r["head"] for r in rows) == list(range(36))
+    assert len(rows) == len(heads) == 87
+    assert sorted(r["head"] for r in rows) == list(range(87))
     weights = {h["head"]: float(np.abs(np.asarray(h["matrices"]["mixed"])).sum()) for h in heads}
     order = [r["head"] for r in rows]
     shown = [weights[h] for h in order]

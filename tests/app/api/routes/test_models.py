@@ -22,6 +22,8 @@ def test_get_model_reports_manifest_and_provider(client: TestClient) -> None:
     for version in body["versions"]:
         assert version["state"] == "ready" and version["error"] is None
         assert version["provider"] == "CPUExecutionProvider"
+        assert version["kind"] == "rsa_transformer"  # what the model is, from the manifest
+        assert version["description"] == "A toy RSA layer over 8 steps of 3 channels."
         assert (version["input_length"], version["horizon"]) == (8, 4)
         assert version["channels"] == ["HUFL", "MUFL", "OT"]
         assert (version["frequency"], version["frequency_seconds"]) == ("1h", 3600)
