@@ -414,7 +414,7 @@ def naive_section(groups: dict[tuple[str, str, int], list[dict]]) -> list[str]:
         "data files by `export/naive.py` when this page is generated; every training run now keeps them in",
         "its report (`naive`) and prints them beside its test MSE.",
         "",
-        "| data | horizon | L | RSA test MSE (mean) | last value | seasonal naive | RSA below the better |",
+        "| data | horizon | L | test MSE (mean over seeds) | last value | seasonal naive | below the better by |",
         "|---|---|---|---|---|---|---|",
         *rows,
         "",
