@@ -240,5 +240,7 @@ def test_loading_and_unloading_gives_the_memory_back(tmp_path: Path) -> None:
         assert grown < RSS_BOUND_MIB, grown
 
 
-# One version's sessions of the L = 96 model are about 10 MiB: 20 leaked ones would be 200.
-RSS_BOUND_MIB = 20.0
+# One version's sessions of the L = 96 model are about 10 MiB: 20 leaked ones would be 200. The
+# allocator's own drift over 20 cycles measured +0.7 to +15.4 MiB in runs of this test (arenas of the
+# threads that loaded); 60 leaves room for it and still fails on a leak of 3 MiB a cycle.
+RSS_BOUND_MIB = 60.0
