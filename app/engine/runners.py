@@ -479,9 +479,6 @@ class BoundRunner(Runner):
         self.buckets = tuple(sorted(set(buckets)))
         if not self.buckets or self.buckets[0] < 1:
             raise ValueError(f"batch buckets must be positive row counts, got {list(buckets)}")
-        # CUDA calls never run inline on the event loop: a GPU round trip blocks it, and a graph runner's
-        # calls belong to its own thread.
-        self.policy = CallPolicy(max_calls=1, concurrent_max_rows=0, inline=device == "cpu")
         self._lock = threading.Lock()
         self._rebuild = rebuild
         self._cudart = (cudart or Cudart.load()) if device == "cuda" else None
@@ -498,6 +495,11 @@ class BoundRunner(Runner):
         if graphs if own_thread is None else own_thread:
             self._owner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rsa-cuda-graphs")
             self.owner_thread = self._owner.submit(threading.get_ident).result()
+        # CUDA calls never run inline on the event loop: a GPU round trip blocks it, and a graph runner's
+        # calls belong to its own thread.
+        self.policy = CallPolicy(
+            max_calls=1, concurrent_max_rows=0, inline=device == "cpu" and not self._owner
+        )
         self._build_slots()
 
     # -- buffers ----------------------------------------------------------------------------------
