@@ -23,31 +23,37 @@ class CaptureGate:
     inspection session) holds the gate shared, and a graph runner's capturing warm-up holds it alone
     (`capture()`), waiting for the calls in flight and holding new ones back. Captures happen only in
     warm-up, at load, so serving calls never wait on one afterwards. The thread holding `capture()` may
-    make calls itself (its own runs)."""
+    make calls itself (its own runs), and a call within a call on one thread (a session made while the
+    gate is held) never waits: it could wait for a capture that waits for it."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._calls = 0
+        self._calls = 0  # threads inside call()
         self._capturing: int | None = None  # the thread that holds capture()
         self._waiting = 0  # captures waiting: new calls wait behind them
+        self._depth = threading.local()  # call() within call() on one thread: counted once, never waits
 
     @contextmanager
     def call(self) -> Iterator[None]:
-        me = threading.get_ident()
+        depth = getattr(self._depth, "n", 0)
+        if depth or self._capturing == threading.get_ident():  # nested, or the capturing thread's runs
+            self._depth.n = depth + 1
+            try:
+                yield
+            finally:
+                self._depth.n = depth
+            return
         with self._cond:
-            if self._capturing == me:  # the capturing thread's own runs
-                reentrant = True
-            else:
-                reentrant = False
-                self._cond.wait_for(lambda: self._capturing is None and self._waiting == 0)
-                self._calls += 1
+            self._cond.wait_for(lambda: self._capturing is None and self._waiting == 0)
+            self._calls += 1
+        self._depth.n = 1
         try:
             yield
         finally:
-            if not reentrant:
-                with self._cond:
-                    self._calls -= 1
-                    self._cond.notify_all()
+            self._depth.n = 0
+            with self._cond:
+                self._calls -= 1
+                self._cond.notify_all()
 
     @contextmanager
     def capture(self) -> Iterator[None]:

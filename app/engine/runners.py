@@ -17,10 +17,14 @@ whether a small call may run on the event loop.
   the host arrays themselves (what the tests run).
 - `PlainRunner`: one session, `session.run` from numpy: CUDA without IOBinding (RSA_CUDA_IO_BINDING=false).
 
-Device faults, whatever the runner (`Runner.run`): a call that runs out of device memory is retried once
-in two halves; if a half fails again, or the provider fails otherwise (a CUDA or cuBLAS error, a lost
-device), the callers get `DeviceOutOfMemory` / `DeviceError` (503, retryable), and the service keeps
-serving. Any other exception is a bug or a broken graph and goes up as it is (500).
+Device faults, whatever the runner (`Runner.run`) and whichever ONNX Runtime call raised them (typed
+exceptions from `session.run`, plain `RuntimeError`s from the binding's calls: `classify_fault`, the one
+place that decides): a call that runs out of device memory is retried once in two halves; if a half
+fails again, or the provider fails otherwise (a CUDA or cuBLAS error, a lost device), the callers get
+`DeviceOutOfMemory` / `DeviceError` (503, retryable), and the service keeps serving. Any other exception
+is a bug or a broken graph and goes up as it is (500).
+
+CUDA work of the whole process passes `app.engine.gate.CUDA_GATE`, which a CUDA graph capture holds alone.
 """
 
 from __future__ import annotations

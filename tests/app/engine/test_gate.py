@@ -66,3 +66,33 @@ def test_the_cpu_provider_never_takes_the_gate() -> None:
         worker.start()
         assert done.wait(PATIENCE_S)
     worker.join(PATIENCE_S)
+
+
+def test_a_call_within_a_call_never_waits_for_a_capture() -> None:
+    """A thread inside call() that enters call() again (a session made while a runner holds the gate)
+    passes even while a capture waits: waiting there would deadlock, the capture waiting for it."""
+    gate = CaptureGate()
+    outer_in, nested_done, capture_in = threading.Event(), threading.Event(), threading.Event()
+    proceed = threading.Event()
+
+    def caller() -> None:
+        with gate.call():
+            outer_in.set()
+            proceed.wait(PATIENCE_S)
+            with gate.call():
+                nested_done.set()
+
+    def capture() -> None:
+        with gate.capture():
+            capture_in.set()
+
+    first = threading.Thread(target=caller)
+    first.start()
+    assert outer_in.wait(PATIENCE_S)
+    capturer = threading.Thread(target=capture)
+    capturer.start()
+    assert not capture_in.wait(GLANCE_S)  # the capture waits for the call in flight
+    proceed.set()
+    assert nested_done.wait(PATIENCE_S) and capture_in.wait(PATIENCE_S)
+    first.join(PATIENCE_S)
+    capturer.join(PATIENCE_S)
