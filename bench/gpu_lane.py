@@ -285,7 +285,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if reason is not None:
             print(f"gpu-lane: not run: {reason}", file=sys.stderr)
             return 2
-    steps = SLOW if args.slow else LANE
+    steps: tuple[Step, ...] = SLOW if args.slow else LANE
     if args.steps is not None:
         unknown = sorted(set(args.steps) - {s.name for s in steps})
         if unknown:

@@ -30,6 +30,7 @@ from app.engine.runners import (
     BoundRunner,
     CpuRunner,
     PinnedBlock,
+    PlainRunner,
     Runner,
     classify_fault,
     create_runner,
@@ -534,3 +535,16 @@ def test_copies_move_only_the_rows_used_and_zero_the_padding_once() -> None:
             assert not value.numpy()[rows:].any(), name
     runner.close()
     assert len(cudart.of("unregister")) == 1
+
+
+class _CudaSession:
+    """What PlainRunner reads of a session on the CUDA provider."""
+
+    def get_providers(self) -> list[str]:
+        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+
+
+def test_plain_cuda_calls_never_run_inline_on_the_event_loop(toy_repository: Path) -> None:
+    assert PlainRunner(_CudaSession()).policy.inline is False  # type: ignore[arg-type]
+    cpu = PlainRunner(create_session(toy_repository / "toy" / "1" / "model.onnx", ONE_THREAD))
+    assert cpu.policy.inline is True
