@@ -58,6 +58,8 @@ class CaptureGate:
     @contextmanager
     def capture(self) -> Iterator[None]:
         me = threading.get_ident()
+        if getattr(self._depth, "n", 0):  # it would wait for its own call forever
+            raise RuntimeError("a CUDA graph capture cannot start inside a CUDA call of the same thread")
         with self._cond:
             self._waiting += 1
             self._cond.wait_for(lambda: self._capturing is None and self._calls == 0)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from app.engine.gate import CaptureGate, cuda_call
 from app.engine.providers import CPU
 
@@ -96,3 +98,15 @@ def test_a_call_within_a_call_never_waits_for_a_capture() -> None:
     assert nested_done.wait(PATIENCE_S) and capture_in.wait(PATIENCE_S)
     first.join(PATIENCE_S)
     capturer.join(PATIENCE_S)
+
+
+def test_a_capture_inside_a_call_of_the_same_thread_is_refused() -> None:
+    gate = CaptureGate()
+    with (
+        gate.call(),
+        pytest.raises(RuntimeError, match="cannot start inside a CUDA call"),
+        gate.capture(),
+    ):
+        pass
+    with gate.capture():  # and the gate is free afterwards
+        pass
