@@ -70,8 +70,13 @@ RUN python -m compileall -q /srv/rsa/app
 # CPU arena grows in 2 MiB pages instead of 4 KiB ones, also after each idle release
 # (app/inference/session.py); 0.79-0.87x the latency at 1-256 rows (bench/memory.py, default vs
 # default+thp, measured on the development host).
+# The driver capabilities the NVIDIA Container Toolkit mounts: compute (CUDA) and utility (NVML, the GPU
+# memory metrics). `--gpus all` and compose's `capabilities: [gpu]` inject them already; runtimes that
+# read only the image's environment (the Kubernetes device plugin's) need them here, as NVIDIA's CUDA
+# images set them. Which GPUs are visible is the runtime's to say (NVIDIA_VISIBLE_DEVICES is not set).
 ENV CUDA_DEVICE_ORDER=PCI_BUS_ID \
-    GLIBC_TUNABLES=glibc.malloc.hugetlb=1
+    GLIBC_TUNABLES=glibc.malloc.hugetlb=1 \
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility
 
 USER 1000:1000
 WORKDIR /srv/rsa

@@ -172,11 +172,11 @@ def served_repository(*versions: int) -> Path:
     return repository
 
 
-def _env(workers: int, repository: Path) -> dict[str, str]:
+def _env(workers: int, repository: Path, device: str = "cpu") -> dict[str, str]:
     return {
         "RSA_WORKERS": str(workers),
         "RSA_MODEL_REPOSITORY": str(repository),
-        "RSA_DEVICE": "cpu",
+        "RSA_DEVICE": device,
         "RSA_DRAIN_DELAY_S": "0",
     }
 
@@ -213,7 +213,7 @@ def throughput_round(
     repository = served_repository(args.version, LATEST)  # the flood's is the default version
     cells = []
     for workers in order:
-        with local_server(_env(workers, repository)) as live:
+        with local_server(_env(workers, repository, args.device)) as live:
             pid = live.process.pid
             for c in args.concurrency:
                 result, cpu = _load(
@@ -254,7 +254,9 @@ def transport(args: argparse.Namespace) -> list[list[object]]:
     manifest = json.loads((manifest_dir / "manifest.json").read_text())
     L, C = manifest["input_length"], len(manifest["channels"])
     cycle = manifest.get("cycle")
-    settings = Settings(model_repository=repository, device="cpu", intra_op_threads=1, inline_max_rows=0)
+    settings = Settings(
+        model_repository=repository, device=args.device, intra_op_threads=1, inline_max_rows=0
+    )
 
     def feed(rows: int) -> dict[str, np.ndarray]:
         x = {"window": np.random.default_rng(rows).normal(10, 3, (rows, L, C)).astype(np.float32)}
@@ -304,7 +306,7 @@ def transport(args: argparse.Namespace) -> list[list[object]]:
     env.update(
         {
             "RSA_MODEL_REPOSITORY": str(repository),
-            "RSA_DEVICE": "cpu",
+            "RSA_DEVICE": args.device,
             "RSA_INTRA_OP_THREADS": "1",
             "RSA_INLINE_MAX_ROWS": "0",
             "RSA_LOG_LEVEL": "WARNING",
@@ -361,7 +363,8 @@ def report(
 ) -> str:
     lines = [
         f"bench.workers: model etth1-rsa v{args.version} (one-window and {args.big_series}-series /v1 JSON), "
-        f"{os.cpu_count()} CPUs, {len(cells)} round(s); server CPU = the whole process tree's",
+        f"{os.cpu_count()} CPUs, RSA_DEVICE={args.device}, {len(cells)} round(s); server CPU = the whole "
+        "process tree's",
     ]
     rows = []
     for r, cell_round in enumerate(cells):
@@ -497,6 +500,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--transport-calls", type=int, default=400)
     ap.add_argument("--seconds", type=float, default=120.0, help="time limit per cell")
     ap.add_argument("--version", type=int, default=1, help="the version of parts 1 and 2")
+    ap.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="RSA_DEVICE of every service and engine measured (cuda: the GPU lane)",
+    )
     return parse_with_smoke(ap, argv, SMOKE_ARGS)
 
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The GPU lane (docs/gpu.md): the tests in tests/gpu, then the benches on CUDA; writes results/gpu/*.txt and
-# BENCHMARKS.md's GPU section. Needs a CUDA device and onnxruntime-gpu; elsewhere it says why and exits 2.
-#   bash scripts/gpu-lane.sh [--quick] [--out DIR]
+# The GPU lane (docs/gpu.md, bench/gpu_lane.py): one command, under 8 minutes on a 16-core GPU host, writing
+# its tables and JSON into OUT. Needs a CUDA device and onnxruntime-gpu; elsewhere it says why and exits 2.
+#   bash scripts/gpu-lane.sh OUT                 # the lane (< 8 min)
+#   bash scripts/gpu-lane.sh OUT --slow          # the optional rest, a second command (< 10 min)
+#   bash scripts/gpu-lane.sh OUT --update-page   # also rewrite BENCHMARKS.md's GPU section
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=.venv/bin/python

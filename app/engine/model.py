@@ -25,6 +25,7 @@ from app.artifacts.contract import (
 from app.artifacts.feed import build_feed
 from app.artifacts.manifest import Manifest
 from app.engine.batching import Feed  # graph input name -> array with one row per window
+from app.engine.gate import cuda_call
 from app.engine.providers import RuntimeOptions
 from app.engine.runners import CallPolicy, Runner, create_runner
 from app.engine.session import SessionLoadError, check_io, create_session
@@ -126,9 +127,11 @@ class OnnxModel:
 
     def inspect_feed(self, feed: Feed) -> InspectResult:
         """`inspect` on a ready feed (what the engine calls)."""
-        forecast, softmax, rem, mixed = self._inspect().run(
-            [FORECAST_OUTPUT, ATTN_SOFTMAX, ATTN_REM, ATTN_MIXED], feed
-        )
+        session = self._inspect()
+        with cuda_call(session.get_providers()[0]):
+            forecast, softmax, rem, mixed = session.run(
+                [FORECAST_OUTPUT, ATTN_SOFTMAX, ATTN_REM, ATTN_MIXED], feed
+            )
         return InspectResult(forecast=forecast, softmax=softmax, rem=rem, mixed=mixed)
 
     def _zeros_feed(self) -> Feed:
@@ -143,6 +146,7 @@ class OnnxModel:
                 path = self.folder / INSPECT_FILE
                 session = create_session(path, self.options)
                 check_io(session, self.manifest, (FORECAST_OUTPUT, ATTN_SOFTMAX, ATTN_REM, ATTN_MIXED), path)
-                session.run([ATTN_MIXED], self._zeros_feed())  # warm-up
+                with cuda_call(session.get_providers()[0]):
+                    session.run([ATTN_MIXED], self._zeros_feed())  # warm-up
                 self._inspect_session = session
             return self._inspect_session

@@ -17,10 +17,14 @@ whether a small call may run on the event loop.
   the host arrays themselves (what the tests run).
 - `PlainRunner`: one session, `session.run` from numpy: CUDA without IOBinding (RSA_CUDA_IO_BINDING=false).
 
-Device faults, whatever the runner (`Runner.run`): a call that runs out of device memory is retried once
-in two halves; if a half fails again, or the provider fails otherwise (a CUDA or cuBLAS error, a lost
-device), the callers get `DeviceOutOfMemory` / `DeviceError` (503, retryable), and the service keeps
-serving. Any other exception is a bug or a broken graph and goes up as it is (500).
+Device faults, whatever the runner (`Runner.run`) and whichever ONNX Runtime call raised them (typed
+exceptions from `session.run`, plain `RuntimeError`s from the binding's calls: `classify_fault`, the one
+place that decides): a call that runs out of device memory is retried once in two halves; if a half
+fails again, or the provider fails otherwise (a CUDA or cuBLAS error, a lost device), the callers get
+`DeviceOutOfMemory` / `DeviceError` (503, retryable), and the service keeps serving. Any other exception
+is a bug or a broken graph and goes up as it is (500).
+
+CUDA work of the whole process passes `app.engine.gate.CUDA_GATE`, which a CUDA graph capture holds alone.
 """
 
 from __future__ import annotations
@@ -30,10 +34,13 @@ import logging
 import re
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, Protocol, TypeVar
 
 import numpy as np
 import onnxruntime as ort
@@ -43,6 +50,7 @@ from app.artifacts.contract import FORECAST_INPUT, FORECAST_OUTPUT
 from app.artifacts.manifest import Manifest, input_names
 from app.core.errors import DeviceError, DeviceOutOfMemory
 from app.engine.batching import Feed, feed_rows
+from app.engine.gate import CUDA_GATE, cuda_call
 from app.engine.providers import CPU, CUDA, RuntimeOptions
 from app.engine.session import (
     SessionLoadError,
@@ -63,10 +71,18 @@ ARENA_SHRINK_KEY = "memory.enable_memory_arena_shrinkage"
 ARENA_SHRINK_CPU = "cpu:0"
 # The run option naming the CUDA graph a run captures or replays (kOrtRunOptionsConfigCudaGraphAnnotation).
 GRAPH_ID_KEY = "gpu_graph_id"
-# Runs per bucket at load: ONNX Runtime captures a bucket's CUDA graph after a regular run, then replays.
-WARMUP_RUNS = 3
+# The run option's value for a run that neither captures nor replays (kCudaGraphAnnotationSkip); ids >= 1
+# are the buckets' graphs, 0 being reserved for ONNX Runtime's own use.
+GRAPH_ID_SKIP = "-1"
+# The CUDA provider captures a graph id once this many regular runs have been made
+# (min_num_runs_before_cuda_graph_capture_, cuda_execution_provider.h), ...
+MIN_RUNS_BEFORE_CAPTURE = 2
+# ... so each graph id runs this many times at load: the regular runs, the capture, one replay.
+GRAPH_RUNS_PER_ID = MIN_RUNS_BEFORE_CAPTURE + 2
 
-# The exception types ONNX Runtime's Python binding raises from a run.
+T = TypeVar("T")
+
+# The exception types ONNX Runtime's Python binding raises from `session.run`.
 ORT_ERRORS: tuple[type[Exception], ...] = (
     ort_errors.Fail,
     ort_errors.RuntimeException,
@@ -81,16 +97,57 @@ _OUT_OF_MEMORY = re.compile(
 )
 # A provider fault that is not the graph's: the device, its driver or its libraries.
 _DEVICE = re.compile(r"CUDA|CUBLAS|CUDNN|cuBLAS|cuDNN|device", re.IGNORECASE)
+# The stricter form, for the binding's untyped errors: what ONNX Runtime's CUDA_CALL / CUBLAS_CALL /
+# CUDNN_CALL checks write ("CUDA failure 700: an illegal memory access ...", "CUBLAS failure 13: ...",
+# "CUDA error cudaErrorLaunchFailure: ..."), or a library status name. The bare word "device" or "CUDA"
+# is not enough there: "input bound on the wrong device" is our bug, not the GPU's.
+_CUDA_FAILURE = re.compile(
+    r"\b(?:CUDA|CUBLAS|CUDNN|CUFFT|CURAND|NVRTC) (?:failure|error)\b|cudaError\w+|CUBLAS_STATUS_\w+"
+    r"|CUDNN_STATUS_\w+",
+    re.IGNORECASE,
+)
 
 Fault = Literal["out_of_memory", "device"]
 
 
+class BindingError(RuntimeError):
+    """A plain `RuntimeError` raised by one of ONNX Runtime's IOBinding or OrtValue calls (the bound
+    runner's `run_with_iobinding`, `update_inplace`, the read-back), same text. Those calls do not raise
+    ONNX Runtime's typed exceptions: `run_with_iobinding` throws `std::runtime_error("Error in execution: "
+    + status)` (onnxruntime_pybind_state.cc) and a failed CUDA copy throws from CUDA_CALL_THROW, both
+    `builtins.RuntimeError` in Python. Only the bound runner raises this, and only around those calls,
+    so a `RuntimeError` of our own code (a bug) is never taken for the device's."""
+
+
+@contextmanager
+def binding_errors() -> Iterator[None]:
+    """Around ONNX Runtime's binding calls: their plain `RuntimeError`s become `BindingError`s."""
+    try:
+        yield
+    except RuntimeError as exc:
+        if type(exc) is RuntimeError:
+            raise BindingError(str(exc)) from exc
+        raise
+
+
 def classify_fault(exc: BaseException) -> Fault | None:
     """What an exception from a session call says of the device: out of memory, another device fault,
-    or None (a graph or input error, or not ONNX Runtime's at all)."""
+    or None (a graph or input error, or not ONNX Runtime's at all), whichever path raised it.
+
+    - ONNX Runtime's typed exceptions (`session.run`): by type and text (`_DEVICE`).
+    - `BindingError` (the bound runner's `run_with_iobinding` and copies): by text only, and strictly:
+      an allocation failure, or a CUDA/cuBLAS/cuDNN failure as ONNX Runtime's checks write it
+      (`_CUDA_FAILURE`). Anything else there ("Error in execution: Got invalid dimensions ...", a
+      binding of the wrong shape or device) is a bug or a broken graph: None, a 500, not masked as 503.
+    - Any other exception, `RuntimeError` included: None.
+    """
+    text = str(exc)
+    if isinstance(exc, BindingError):
+        if _OUT_OF_MEMORY.search(text):
+            return "out_of_memory"
+        return "device" if _CUDA_FAILURE.search(text) else None
     if not isinstance(exc, ORT_ERRORS):
         return None
-    text = str(exc)
     if _OUT_OF_MEMORY.search(text):
         return "out_of_memory"
     if isinstance(exc, ort_errors.EPFail | ort_errors.DeviceReset) or _DEVICE.search(text):
@@ -173,9 +230,12 @@ class PlainRunner(Runner):
     def __init__(self, session: ort.InferenceSession) -> None:
         self.session = session
         self.provider = session.get_providers()[0]
+        # CUDA calls never run inline on the event loop: a GPU round trip would block it.
+        self.policy = CallPolicy(inline=self.provider != CUDA)
 
     def _call(self, feed: Feed, alone: bool) -> np.ndarray:
-        return self.session.run([FORECAST_OUTPUT], feed)[0]
+        with cuda_call(self.provider):
+            return self.session.run([FORECAST_OUTPUT], feed)[0]
 
 
 class CpuRunner(PlainRunner):
@@ -251,46 +311,137 @@ def default_buckets(max_rows: int) -> tuple[int, ...]:
     return tuple(buckets)
 
 
-class _HostPinning:
-    """Page-locks numpy buffers with the CUDA runtime (cudaHostRegister), so that copies between them and
-    the device are DMA transfers rather than staged through a driver buffer. Where the runtime library
-    cannot be found, buffers stay pageable (slower copies, same answers)."""
+class CudaRuntime(Protocol):
+    """The CUDA runtime calls the bound runner makes itself (`Cudart`; the tests give a fake)."""
 
-    def __init__(self) -> None:
-        self._cudart: ctypes.CDLL | None = None
+    def host_register(self, ptr: int, size: int) -> int: ...
+    def host_unregister(self, ptr: int) -> int: ...
+    def get_last_error(self) -> int: ...
+    def error_name(self, code: int) -> str: ...
+    def memcpy(self, dst: int, src: int, size: int, kind: int) -> int: ...
+    def memset(self, ptr: int, value: int, size: int) -> int: ...
+    def synchronize_legacy_stream(self) -> int: ...
+
+
+H2D, D2H = 1, 2  # cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost
+
+
+class Cudart:
+    """libcudart through ctypes, every function with its C signature declared. The library onnxruntime
+    loaded is the one found (preload_dlls or the system path: dlopen reuses an object of that soname)."""
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        self._lib = lib
+        c_int, ptr, size = ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t
+        for name, args, res in (
+            ("cudaHostRegister", [ptr, size, ctypes.c_uint], c_int),
+            ("cudaHostUnregister", [ptr], c_int),
+            ("cudaGetLastError", [], c_int),
+            ("cudaGetErrorName", [c_int], ctypes.c_char_p),
+            ("cudaMemcpy", [ptr, ptr, size, c_int], c_int),
+            ("cudaMemset", [ptr, c_int, size], c_int),
+            ("cudaStreamSynchronize", [ptr], c_int),
+        ):
+            fn = getattr(lib, name)
+            fn.argtypes, fn.restype = args, res
+
+    @classmethod
+    def load(cls) -> Cudart | None:
         for name in ("libcudart.so.13", "libcudart.so.12", "libcudart.so"):
-            try:  # already loaded by onnxruntime (preload_dlls or the system path): dlopen finds it
-                self._cudart = ctypes.CDLL(name)
-                break
-            except OSError:
+            try:
+                return cls(ctypes.CDLL(name))
+            except (OSError, AttributeError):
                 continue
-        self.pinned: list[np.ndarray] = []
+        return None
 
-    def pin(self, array: np.ndarray) -> None:
-        if self._cudart is None:
-            return
-        ptr, size = ctypes.c_void_p(array.ctypes.data), ctypes.c_size_t(array.nbytes)
-        if self._cudart.cudaHostRegister(ptr, size, 0) == 0:
-            self.pinned.append(array)
+    def host_register(self, ptr: int, size: int) -> int:
+        return int(self._lib.cudaHostRegister(ptr, size, 0))
+
+    def host_unregister(self, ptr: int) -> int:
+        return int(self._lib.cudaHostUnregister(ptr))
+
+    def get_last_error(self) -> int:
+        """The calling thread's last CUDA error, which this clears."""
+        return int(self._lib.cudaGetLastError())
+
+    def error_name(self, code: int) -> str:
+        name = self._lib.cudaGetErrorName(code)
+        return name.decode() if name else str(code)
+
+    def memcpy(self, dst: int, src: int, size: int, kind: int) -> int:
+        return int(self._lib.cudaMemcpy(dst, src, size, kind))
+
+    def memset(self, ptr: int, value: int, size: int) -> int:
+        return int(self._lib.cudaMemset(ptr, value, size))
+
+    def synchronize_legacy_stream(self) -> int:
+        return int(self._lib.cudaStreamSynchronize(None))
+
+
+PAGE = 4096  # page-locking works on whole pages
+ALIGN = 256  # each view starts on this boundary (CUDA's copy alignment)
+
+
+def _round_up(n: int, to: int) -> int:
+    return -(-n // to) * to
+
+
+class PinnedBlock:
+    """A runner's host staging, every bucket's arrays: one page-aligned block of whole pages, page-locked
+    with one `cudaHostRegister`, carved into one view per array (`views`, in the order of `layouts`).
+
+    Registering small arrays one by one fails for the second array on a page already registered
+    (cudaErrorHostMemoryAlreadyRegistered, 712: the malloc heap puts them side by side) and leaves that
+    error as the thread's last CUDA error, which the next kernel that checks `cudaGetLastError()` then
+    reports. One block owns its pages alone, so its one registration cannot overlap another; where it
+    fails anyway, the error is cleared and logged, and the block stays pageable (slower copies, same
+    answers)."""
+
+    def __init__(self, layouts: Sequence[tuple[tuple[int, ...], np.dtype]], cudart: CudaRuntime | None):
+        offsets, size = [], 0
+        for shape, dtype in layouts:
+            offsets.append(size)
+            size = _round_up(size + int(np.prod(shape)) * np.dtype(dtype).itemsize, ALIGN)
+        self.size = _round_up(max(size, 1), PAGE)
+        self._raw = np.zeros(self.size + PAGE, np.uint8)
+        start = (-self._raw.ctypes.data) % PAGE
+        self.block = self._raw[start : start + self.size]
+        self.views = [
+            self.block[o : o + int(np.prod(shape)) * np.dtype(dtype).itemsize].view(dtype).reshape(shape)
+            for o, (shape, dtype) in zip(offsets, layouts, strict=True)
+        ]
+        self._cudart = cudart
+        self.pinned = False
+        self.error: str | None = None  # why it is not page-locked, where registration failed
+        if cudart is not None:
+            code = cudart.host_register(self.block.ctypes.data, self.size)
+            if code == 0:
+                self.pinned = True
+            else:
+                cudart.get_last_error()  # clear it: a later kernel's check would report it as its own
+                self.error = cudart.error_name(code)
+                logger.warning(
+                    "page-locking %d bytes of host staging failed (%s); copies stay pageable",
+                    self.size,
+                    self.error,
+                )
 
     def release(self) -> None:
-        if self._cudart is not None:
-            for array in self.pinned:
-                self._cudart.cudaHostUnregister(ctypes.c_void_p(array.ctypes.data))
-        self.pinned.clear()
+        if self.pinned and self._cudart is not None:
+            self._cudart.host_unregister(self.block.ctypes.data)
+        self.pinned = False
 
 
 @dataclass(eq=False)
 class _Slot:
     """One bucket's buffers and binding: `host` (staging, or the bound buffers themselves on the CPU),
-    `device` (bound inputs and output), `used` the rows of the last call (what padding must re-zero)."""
+    `device` (bound inputs and output), `used` the rows of the last call (the rows past it are zeros)."""
 
     rows: int
     host: dict[str, np.ndarray]
     host_out: np.ndarray
     device: dict[str, ort.OrtValue]
     device_out: ort.OrtValue
-    host_out_value: ort.OrtValue
     binding: ort.IOBinding
     run_options: ort.RunOptions
     used: int = 0
@@ -298,7 +449,18 @@ class _Slot:
 
 class BoundRunner(Runner):
     """IOBinding with buffers per batch bucket (module doc). One call at a time: the slots are reused, and
-    on a GPU one call at a time already keeps it as busy as a call can."""
+    on a GPU one call at a time already keeps it as busy as a call can.
+
+    On CUDA: host staging is one pinned block (`PinnedBlock`); a call copies only its rows host to
+    device (`cudaMemcpy` into the bound buffer), zeroes the device rows a bigger call left behind once,
+    and reads back only its rows into the pinned output staging. Where libcudart cannot be found the
+    copies go through ONNX Runtime (`update_inplace`, whole buckets).
+
+    With CUDA graphs (or `own_thread`), the runner owns one thread that makes every one of its session
+    calls, warm-up and captures included: ONNX Runtime keeps CUDA graphs per thread, so graphs captured
+    on one thread are never replayed by another, which would capture its own during live requests.
+    Captures hold `CUDA_GATE` alone. A capture that fails falls back to this runner without graphs
+    (`rebuild` makes the session again without them), with one warning; the version serves."""
 
     def __init__(
         self,
@@ -309,6 +471,9 @@ class BoundRunner(Runner):
         device: Literal["cpu", "cuda"],
         device_id: int = 0,
         graphs: bool = False,
+        own_thread: bool | None = None,
+        rebuild: Callable[[], ort.InferenceSession] | None = None,
+        cudart: CudaRuntime | None = None,
     ) -> None:
         if graphs and device != "cuda":
             raise ValueError("CUDA graphs need the CUDA device")
@@ -318,104 +483,220 @@ class BoundRunner(Runner):
         self.buckets = tuple(sorted(set(buckets)))
         if not self.buckets or self.buckets[0] < 1:
             raise ValueError(f"batch buckets must be positive row counts, got {list(buckets)}")
-        self.policy = CallPolicy(max_calls=1, concurrent_max_rows=0)
         self._lock = threading.Lock()
-        self._pinning = _HostPinning() if device == "cuda" else None
-        self._copy_out_in_place = True  # D2H into the pinned staging; falls back to a fresh array
-        shapes = {i.name: (i.shape[1:], _DTYPES[i.type]) for i in session.get_inputs()}
-        if list(shapes) != list(input_names(manifest.cycle)):
-            raise SessionLoadError(f"inputs {list(shapes)} are not {list(input_names(manifest.cycle))}")
-        out_shape = (manifest.horizon, manifest.n_channels)
-        self._slots = [self._slot(index, rows, shapes, out_shape) for index, rows in enumerate(self.buckets)]
+        self._rebuild = rebuild
+        self._cudart = (cudart or Cudart.load()) if device == "cuda" else None
+        self._copy_out_in_place = True  # without libcudart: D2H via update_inplace, else .numpy()
+        self._shapes = {i.name: (tuple(i.shape[1:]), _DTYPES[i.type]) for i in session.get_inputs()}
+        if list(self._shapes) != list(input_names(manifest.cycle)):
+            raise SessionLoadError(f"inputs {list(self._shapes)} are not {list(input_names(manifest.cycle))}")
+        self._out_shape = (manifest.horizon, manifest.n_channels)
+        self._block: PinnedBlock | None = None
+        self._slots: list[_Slot] = []
+        self._closed = False
+        self._owner: ThreadPoolExecutor | None = None
+        self.owner_thread: int | None = None  # the thread ident that makes every call, where one does
+        if graphs if own_thread is None else own_thread:
+            self._owner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rsa-cuda-graphs")
+            self.owner_thread = self._owner.submit(threading.get_ident).result()
+        # CUDA calls never run inline on the event loop: a GPU round trip blocks it, and a graph runner's
+        # calls belong to its own thread.
+        self.policy = CallPolicy(
+            max_calls=1, concurrent_max_rows=0, inline=device == "cpu" and not self._owner
+        )
+        self._build_slots()
+
+    # -- buffers ----------------------------------------------------------------------------------
+    def _build_slots(self) -> None:
+        """Every bucket's staging (one block), device buffers, binding and run options."""
+        layouts: list[tuple[tuple[int, ...], np.dtype]] = []
+        for rows in self.buckets:
+            layouts += [((rows, *dims), np.dtype(dtype)) for dims, dtype in self._shapes.values()]
+            layouts.append(((rows, *self._out_shape), np.dtype(np.float32)))
+        if self.device == "cuda":
+            self._block = PinnedBlock(layouts, self._cudart)
+            views = iter(self._block.views)
+        else:  # the CPU binds the host arrays themselves
+            views = iter([np.zeros(shape, dtype) for shape, dtype in layouts])
+        self._slots = []
+        for index, rows in enumerate(self.buckets):
+            host = {name: next(views) for name in self._shapes}
+            host_out = next(views)
+            device = {name: self._value(array) for name, array in host.items()}
+            device_out = self._value(host_out)
+            binding = self.session.io_binding()
+            for name, value in device.items():
+                binding.bind_ortvalue_input(name, value)
+            binding.bind_ortvalue_output(FORECAST_OUTPUT, device_out)
+            run_options = ort.RunOptions()
+            if self.graphs:  # id 0 is ONNX Runtime's (onnxruntime_run_options_config_keys.h)
+                run_options.add_run_config_entry(GRAPH_ID_KEY, str(index + 1))
+            self._slots.append(_Slot(rows, host, host_out, device, device_out, binding, run_options))
 
     def _value(self, array: np.ndarray) -> ort.OrtValue:
-        """A buffer for the binding: the array itself on the CPU, device memory of its shape on CUDA."""
+        """A buffer for the binding: the array itself on the CPU, zeroed device memory of its shape on
+        CUDA (zeroed: its rows past a call's are padding)."""
         if self.device == "cpu":
             return ort.OrtValue.ortvalue_from_numpy(array)
-        return ort.OrtValue.ortvalue_from_shape_and_type(array.shape, array.dtype, "cuda", self.device_id)
+        with binding_errors():
+            value = ort.OrtValue.ortvalue_from_shape_and_type(
+                array.shape, array.dtype, "cuda", self.device_id
+            )
+            if self._cudart is not None:
+                self._check(self._cudart.memset(value.data_ptr(), 0, array.nbytes), "cudaMemset")
+            else:
+                value.update_inplace(array)
+        return value
 
-    def _slot(
-        self, index: int, rows: int, shapes: dict[str, tuple[list[int], type]], out_shape: tuple[int, int]
-    ) -> _Slot:
-        host = {name: np.zeros([rows, *dims], dtype) for name, (dims, dtype) in shapes.items()}
-        host_out = np.zeros((rows, *out_shape), np.float32)
-        if self._pinning is not None:
-            for array in (*host.values(), host_out):
-                self._pinning.pin(array)
-        device = {name: self._value(array) for name, array in host.items()}
-        device_out = self._value(host_out)
-        binding = self.session.io_binding()
-        for name, value in device.items():
-            binding.bind_ortvalue_input(name, value)
-        binding.bind_ortvalue_output(FORECAST_OUTPUT, device_out)
-        run_options = ort.RunOptions()
-        if self.graphs:
-            run_options.add_run_config_entry(GRAPH_ID_KEY, str(index))
-        return _Slot(
-            rows=rows,
-            host=host,
-            host_out=host_out,
-            device=device,
-            device_out=device_out,
-            host_out_value=ort.OrtValue.ortvalue_from_numpy(host_out),
-            binding=binding,
-            run_options=run_options,
-        )
+    def _check(self, code: int, what: str) -> None:
+        """A CUDA runtime call's status: a failure is raised as the binding's calls raise theirs."""
+        if code != 0:
+            assert self._cudart is not None
+            self._cudart.get_last_error()
+            raise BindingError(f"CUDA error {self._cudart.error_name(code)}: {what} failed ({code})")
 
     def bucket_for(self, rows: int) -> int:
         """The smallest bucket that holds `rows` (the largest, for a call split over several)."""
         return next((b for b in self.buckets if b >= rows), self.buckets[-1])
 
+    # -- calls ------------------------------------------------------------------------------------
+    def _on_owner(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)` on the runner's own thread where it has one (waiting for it), else here."""
+        owner = self._owner
+        if owner is None or threading.get_ident() == self.owner_thread:
+            return fn(*args)
+        return owner.submit(fn, *args).result()
+
     def _call(self, feed: Feed, alone: bool) -> np.ndarray:
+        return self._on_owner(self._call_here, feed)
+
+    def _call_here(self, feed: Feed) -> np.ndarray:
         rows = feed_rows(feed)
         largest = self.buckets[-1]
         if rows > largest:  # more rows than any bucket: in calls of the largest (the batcher avoids it)
             return np.concatenate(
                 [
-                    self._call({k: v[i : i + largest] for k, v in feed.items()}, alone)
+                    self._call_here({k: v[i : i + largest] for k, v in feed.items()})
                     for i in range(0, rows, largest)
                 ]
             )
-        slot = self._slots[self.buckets.index(self.bucket_for(rows))]
-        with self._lock:
+        with cuda_call(self.provider), self._lock:
+            if self._closed:
+                raise RuntimeError("the runner is closed (its version was unloaded)")
+            slot = self._slots[self.buckets.index(self.bucket_for(rows))]
+            return self._run_slot(slot, feed, rows, slot.run_options)
+
+    def _run_slot(self, slot: _Slot, feed: Feed, rows: int, run_options: ort.RunOptions) -> np.ndarray:
+        """One call on a slot (its lock held): stage, copy in, run, read back the first `rows` rows."""
+        cudart = self._cudart
+        with binding_errors():
             for name, array in slot.host.items():
                 array[:rows] = feed[name]
-                if slot.used > rows:  # padding rows are zeros: a window of zeros, phase 0
-                    array[rows : slot.used] = 0
+                if self.device == "cpu" or cudart is None:
+                    if slot.used > rows:  # the host array is what is bound or copied whole
+                        array[rows : slot.used] = 0
+                    if self.device == "cuda":
+                        slot.device[name].update_inplace(array)
+                else:  # only the rows used; the rows a bigger call left are zeroed once, on the device
+                    row = array[0].nbytes
+                    dst = slot.device[name].data_ptr()
+                    self._check(cudart.memcpy(dst, array.ctypes.data, rows * row, H2D), "cudaMemcpy H2D")
+                    if slot.used > rows:
+                        tail = (slot.used - rows) * row
+                        self._check(cudart.memset(dst + rows * row, 0, tail), "cudaMemset")
+            if cudart is not None:  # cudaMemset may still be queued on the legacy stream
+                self._check(cudart.synchronize_legacy_stream(), "cudaStreamSynchronize")
             slot.used = rows
-            if self.device == "cuda":
-                for name, value in slot.device.items():
-                    value.update_inplace(slot.host[name])
-            self.session.run_with_iobinding(slot.binding, slot.run_options)
-            return self._read(slot)[:rows].copy()
+            self.session.run_with_iobinding(slot.binding, run_options)
+            return self._read(slot, rows)[:rows].copy()
 
-    def _read(self, slot: _Slot) -> np.ndarray:
-        """The bucket's output on the host: the bound array itself on the CPU; on CUDA copied into the
-        pinned staging (or, where ONNX Runtime cannot copy into a host value, read out fresh)."""
+    def _read(self, slot: _Slot, rows: int) -> np.ndarray:
+        """The bucket's output on the host, its first `rows` rows at least: the bound array itself on the
+        CPU; on CUDA the rows copied into the pinned staging (or, without libcudart, read through ONNX
+        Runtime)."""
         if self.device == "cpu":
+            return slot.host_out
+        if self._cudart is not None:
+            size = rows * slot.host_out[0].nbytes
+            src = slot.device_out.data_ptr()
+            self._check(self._cudart.memcpy(slot.host_out.ctypes.data, src, size, D2H), "cudaMemcpy D2H")
             return slot.host_out
         if self._copy_out_in_place:
             try:
-                slot.host_out_value.update_inplace(slot.device_out)
+                ort.OrtValue.ortvalue_from_numpy(slot.host_out).update_inplace(slot.device_out)
                 return slot.host_out
             except Exception as exc:  # an onnxruntime without device-to-host update_inplace
                 logger.info("reading outputs through OrtValue.numpy(): %s", exc)
                 self._copy_out_in_place = False
         return slot.device_out.numpy()
 
+    # -- warm-up ----------------------------------------------------------------------------------
     def warmup(self, feed: Feed) -> np.ndarray:
-        """Every bucket WARMUP_RUNS times (with graphs: each captured, then replayed), then the one-row
-        answer of `feed`."""
-        for slot in self._slots:
-            padded = {name: np.repeat(array, slot.rows, axis=0) for name, array in feed.items()}
-            for _ in range(WARMUP_RUNS):
-                self._call(padded, False)
-        return self._call(feed, False)
+        """Every bucket run at load (with graphs: each captured, then replayed, `_warm`), then the
+        one-row answer of `feed`. A capture that fails: the session made again without graphs and this
+        runner warmed up without them, with one warning."""
+        if not self.graphs:
+            return self._on_owner(self._warm, feed, False)
+        try:
+            return self._on_owner(self._warm, feed, True)
+        except Exception as exc:
+            if self._rebuild is None:
+                raise
+            logger.warning(
+                "%s: capturing CUDA graphs failed (%s: %s); this version serves without them",
+                self.provider,
+                type(exc).__name__,
+                str(exc).strip().splitlines()[0] if str(exc).strip() else "",
+            )
+        self._drop_graphs()
+        return self._on_owner(self._warm, feed, False)
+
+    def _warm(self, feed: Feed, capture: bool) -> np.ndarray:
+        """Regular runs of every bucket ascending then descending, so the arena holds every shape's memory
+        before any capture (an allocation during a capture breaks it). With graphs, then, each bucket's
+        graph id GRAPH_RUNS_PER_ID times, the gate held alone: ONNX Runtime captures an id after
+        MIN_RUNS_BEFORE_CAPTURE regular runs (a counter per thread shared by every id in the CUDA
+        provider that added ids, one per id in newer providers: enough either way), then replays it."""
+        padded = [{k: np.repeat(a, slot.rows, axis=0) for k, a in feed.items()} for slot in self._slots]
+        order = [*range(len(self._slots)), *reversed(range(len(self._slots)))]
+        skip = ort.RunOptions()
+        if capture:
+            skip.add_run_config_entry(GRAPH_ID_KEY, GRAPH_ID_SKIP)
+        with cuda_call(self.provider), self._lock:
+            for i in order:
+                self._run_slot(self._slots[i], padded[i], self._slots[i].rows, skip)
+        if capture:
+            with CUDA_GATE.capture(), self._lock:
+                for slot, rows_feed in zip(self._slots, padded, strict=True):
+                    for _ in range(GRAPH_RUNS_PER_ID):
+                        self._run_slot(slot, rows_feed, slot.rows, slot.run_options)
+        return self._call_here(feed)
+
+    def _drop_graphs(self) -> None:
+        """After a failed capture: a session without graphs, new buffers, calls on the caller's threads."""
+        assert self._rebuild is not None
+        with self._lock:
+            if self._block is not None:
+                self._block.release()
+            self._slots.clear()
+        with cuda_call(self.provider):
+            session = self._rebuild()
+            with self._lock:
+                self.session, self.graphs = session, False
+                self._build_slots()
+        if self._owner is not None:
+            self._owner.shutdown(wait=True)
+            self._owner, self.owner_thread = None, None
 
     def close(self) -> None:
-        if self._pinning is not None:
-            self._pinning.release()
-        self._slots.clear()
+        """Unregister the staging and drop the buffers, after the call in flight (the call lock)."""
+        with self._lock:
+            self._closed = True
+            if self._block is not None:
+                self._block.release()
+            self._slots.clear()
+        if self._owner is not None and threading.get_ident() != self.owner_thread:
+            self._owner.shutdown(wait=True)
 
 
 def create_runner(path: Path, manifest: Manifest, options: RuntimeOptions, max_rows: int) -> Runner:
@@ -434,9 +715,16 @@ def create_runner(path: Path, manifest: Manifest, options: RuntimeOptions, max_r
     provider = session.get_providers()[0]
     if provider == CUDA and options.cuda_io_binding:
         buckets = options.batch_buckets or default_buckets(max_rows)
-        return BoundRunner(
-            session, manifest, buckets, device="cuda", device_id=options.cuda_device_id, graphs=graphs
-        )
+        with cuda_call(CUDA):  # device buffers: cudaMalloc, never during another runner's capture
+            return BoundRunner(
+                session,
+                manifest,
+                buckets,
+                device="cuda",
+                device_id=options.cuda_device_id,
+                graphs=graphs,
+                rebuild=partial(create_session, path, options) if graphs else None,
+            )
     if provider == CUDA:
         return PlainRunner(session)
     if provider != CPU:

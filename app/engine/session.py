@@ -16,6 +16,7 @@ import onnxruntime as ort
 
 from app.artifacts.contract import FORECAST_INPUT, PHASE_INPUT
 from app.artifacts.manifest import Manifest, input_names
+from app.engine.gate import cuda_call
 from app.engine.providers import CUDA, RuntimeOptions, choose_providers
 
 logger = logging.getLogger(__name__)
@@ -59,7 +60,16 @@ def release_free_heap() -> None:
         _malloc_trim(0)
 
 
-def session_options(options: RuntimeOptions) -> ort.SessionOptions:
+# Lets intra-op threads spin while they wait for work (onnxruntime_session_options_config_keys.h).
+ALLOW_SPINNING_KEY = "session.intra_op.allow_spinning"
+
+
+def session_options(options: RuntimeOptions, *, cuda: bool = False) -> ort.SessionOptions:
+    """`cuda`: the session asks for the CUDA provider. Its graph's kernels run on the GPU and only shape
+    nodes (if any) on the CPU, so it gets one intra-op thread (unless RSA_INTRA_OP_THREADS says otherwise)
+    and no spinning: a spinning pool per CPU per session would take the CPU the front ends need (the
+    2026-11-24 measurements: on a GPU the front end is the limit). Not measured against the default yet
+    (docs/gpu.md)."""
     so = ort.SessionOptions()
     # The CPU memory arena stays on: without it every call maps and faults in its tensors afresh, 2.7x
     # slower at 256 rows (bench/memory.py). An arena keeps every region it grows for the life of the
@@ -68,8 +78,10 @@ def session_options(options: RuntimeOptions) -> ort.SessionOptions:
     so.enable_cpu_mem_arena = True
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    so.intra_op_num_threads = options.intra_op_threads or default_intra_op_threads()
+    so.intra_op_num_threads = options.intra_op_threads or (1 if cuda else default_intra_op_threads())
     so.inter_op_num_threads = 1
+    if cuda:
+        so.add_session_config_entry(ALLOW_SPINNING_KEY, "0")
     return so
 
 
@@ -77,13 +89,14 @@ def create_session(path: Path, options: RuntimeOptions, *, graphs: bool = False)
     """A session on the best allowed provider; logs the provider really in use. `graphs`: CUDA graphs
     (ONNX Runtime refuses them at creation when a node of the graph would not run on CUDA)."""
     providers = choose_providers(options, graphs=graphs)
-    so = session_options(options)
+    requested = [p if isinstance(p, str) else p[0] for p in providers]
+    so = session_options(options, cuda=CUDA in requested)
     try:
-        session = ort.InferenceSession(str(path), sess_options=so, providers=providers)
+        with cuda_call(requested[0]):  # copies the weights to the device: never during a capture
+            session = ort.InferenceSession(str(path), sess_options=so, providers=providers)
     except Exception as exc:  # ORT raises its own exception types (Fail, InvalidGraph, ...)
         raise SessionLoadError(f"onnxruntime cannot load {path}: {exc}") from exc
     in_use = session.get_providers()
-    requested = [p if isinstance(p, str) else p[0] for p in providers]
     logger.info(
         "%s: providers in use %s (requested %s, intra_op_threads=%d)",
         path,

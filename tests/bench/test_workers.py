@@ -3,6 +3,8 @@ the transport round trip, a small flood), every answer checked. No timing is ass
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bench import workers
@@ -23,3 +25,13 @@ def test_smoke_run_compares_one_process_with_two_front_ends(capsys: pytest.Captu
     floods = table_rows(out, "workers")
     assert [f["workers"] for f in floods] == ["1", "2"], out
     assert all(int(f["200"]) + int(f["503"]) == 6 and f["504"] == "0" for f in floods), out
+
+
+def test_the_device_is_an_option_not_pinned_to_the_cpu(tmp_path: Path) -> None:
+    """The GPU lane measures front ends x engine on CUDA: --device reaches every service's RSA_DEVICE."""
+    assert workers.parse_args([]).device == "cpu"
+    assert workers.parse_args(["--device", "cuda"]).device == "cuda"
+    assert workers._env(8, tmp_path, "cuda")["RSA_DEVICE"] == "cuda"
+    assert (
+        workers._env(8, tmp_path)["RSA_DEVICE"] == "cpu" and workers._env(8, tmp_path)["RSA_WORKERS"] == "8"
+    )

@@ -132,6 +132,8 @@ def test_environment_for_a_read_only_container() -> None:
     assert env["PATH"].startswith("/opt/venv/bin:")
     assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"  # NVML's order: the GPU metrics' device = the CUDA id
     assert env["GLIBC_TUNABLES"] == "glibc.malloc.hugetlb=1"  # huge pages for the arena-less batches
+    assert env["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility"  # CUDA and NVML under any GPU runtime
+    assert "NVIDIA_VISIBLE_DEVICES" not in env  # the runtime's to say
     assert "compileall" in " ".join(i.args for i in _instructions() if i.keyword == "RUN")
 
 

@@ -1,8 +1,8 @@
 """The GPU lane: tests that need a CUDA device and onnxruntime-gpu's CUDA provider.
 
 Everywhere else (CI, this project's 2-core machines) every test here is skipped with the reason shown in
-pytest's summary (`-ra`). On a GPU host, `bash scripts/gpu-lane.sh` runs them with the CUDA benches and
-writes their tables (docs/gpu.md).
+pytest's summary (`-ra`). On a GPU host, `bash scripts/gpu-lane.sh OUT` runs the parity and runner tests with
+the CUDA benches and writes their tables into OUT; `--slow` runs the others (docs/gpu.md).
 """
 
 from __future__ import annotations

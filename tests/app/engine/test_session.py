@@ -14,7 +14,12 @@ from app.artifacts.manifest import load_manifest
 from app.engine.model import OnnxModel
 from app.engine.providers import CPU, RuntimeOptions
 from app.engine.runners import TRIM_ABOVE_ROWS
-from app.engine.session import SessionLoadError, default_intra_op_threads, session_options
+from app.engine.session import (
+    ALLOW_SPINNING_KEY,
+    SessionLoadError,
+    default_intra_op_threads,
+    session_options,
+)
 from tests.app.conftest import ort_forecast, ort_run
 
 
@@ -28,6 +33,17 @@ def test_threads_default_to_cpu_affinity() -> None:
     assert default_intra_op_threads() == len(os.sched_getaffinity(0))
     assert session_options(RuntimeOptions()).intra_op_num_threads == len(os.sched_getaffinity(0))
     assert session_options(RuntimeOptions(intra_op_threads=3)).intra_op_num_threads == 3
+
+
+def test_cuda_sessions_get_one_intra_op_thread_that_does_not_spin() -> None:
+    """On CUDA the graph's kernels run on the GPU: one intra-op thread, no spinning, unless the operator
+    sets RSA_INTRA_OP_THREADS; CPU sessions keep theirs (spinning is ONNX Runtime's default there)."""
+    cuda = session_options(RuntimeOptions(), cuda=True)
+    assert cuda.intra_op_num_threads == 1
+    assert cuda.get_session_config_entry(ALLOW_SPINNING_KEY) == "0"
+    assert session_options(RuntimeOptions(intra_op_threads=4), cuda=True).intra_op_num_threads == 4
+    with pytest.raises(RuntimeError, match="does not have configuration"):
+        session_options(RuntimeOptions()).get_session_config_entry(ALLOW_SPINNING_KEY)
     so = session_options(RuntimeOptions())
     assert so.graph_optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_ALL
 
