@@ -512,6 +512,8 @@ class LocalEngine(Engine):
                         await self._reconcile(name, deadline, explicit=False)
                 except asyncio.CancelledError:
                     raise
+                except NameRefused as exc:  # an RSA_MODELS name the rule refuses: said at start-up
+                    logger.debug("model %r is not rescanned: %s", name, exc)
                 except Exception:  # one model's trouble never stops the watch
                     logger.exception("rescanning model %s failed", name)
 
@@ -547,8 +549,12 @@ class LocalEngine(Engine):
             if served is not None:
                 await self._unload_model(served)
             return
-        if served is None and scan.ref.error is not None and not explicit:
-            return  # a folder that is not a model yet (poll): nothing to say about it
+        if served is None and (scan.ref.error or scan.policy_error):
+            if not explicit:
+                return  # a folder that is not a model yet (poll): nothing to say about it
+            reason = scan.policy_error or scan.ref.error
+            self._failed[name] = {None: reason}  # for the index; never listed as a served model
+            raise LoadFailed(f"model {name!r} did not load: {reason}", field="name")
         new = [
             number
             for number in sorted(scan.wanted, reverse=True)

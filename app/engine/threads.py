@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -109,7 +110,8 @@ class NamedLocks:
         try:
             acquire = asyncio.ensure_future(lock.acquire())
             try:
-                done, _ = await asyncio.wait({acquire}, timeout=max(0.0, timeout_s))
+                wait_s = None if math.isinf(timeout_s) else max(0.0, timeout_s)
+                done, _ = await asyncio.wait({acquire}, timeout=wait_s)
             except asyncio.CancelledError:
                 _drop(acquire, lock)
                 raise
