@@ -316,6 +316,9 @@ def test_names_limits_and_failed_loads_over_http_and_grpc(
                 answers[raw, op] = r.json()["error"]
         assert answers["%2e%2e", "load"] == answers["%2e", "load"]  # the parent exists, `.` is the repo
         assert "300 bytes, over 128" in answers["x" * 300, "load"]
+        # an encoded `/` is decoded too: no route takes it, and the answer is the same, folder or not
+        real, missing = http("..%2Foutside%2Fevil"), http("..%2Foutside%2Fnone")
+        assert real.status_code == missing.status_code == 404 and real.json() == missing.json(), real.text
         # gRPC: absolute and relative paths, to a real model folder outside and to nothing
         pairs = [
             (str(outside / "evil"), str(outside / "none")),
