@@ -4,6 +4,11 @@
 
 Only folders named by a positive integer are versions; anything else (an exporter's temporary
 folder, a README) is skipped.
+
+A model name is one plain folder name of the repository (`check_model_name`, the one copy of the rule:
+every name a client or a setting gives goes through `model_folder`): 1 to MAX_NAME_BYTES bytes of
+UTF-8, no `/`, `\\`, NUL or other control character, not `.` or `..` and not starting with `.` (the
+exporter's staging folders), and the folder it names, symlinks resolved, lies inside the repository.
 """
 
 from __future__ import annotations
@@ -19,6 +24,13 @@ from app.artifacts.manifest import Manifest, ManifestError, load_manifest
 logger = logging.getLogger(__name__)
 
 _CHUNK = 1 << 20
+# The longest model name, in bytes of UTF-8: well under a file name's 255 (ENAMETOOLONG), so a name is
+# refused by this rule and never by the file system; 128 ASCII characters.
+MAX_NAME_BYTES = 128
+NAME_RULE = (
+    f"a model name is one folder name of the model repository: 1 to {MAX_NAME_BYTES} bytes of UTF-8, "
+    "no '/', '\\', NUL or control character, not '.' or '..' and not starting with '.'"
+)
 
 
 @dataclass(frozen=True)
@@ -47,6 +59,47 @@ class IntegrityError(ValueError):
     """A file listed in the manifest is missing or differs from its recorded sha256/size."""
 
 
+class NameRefused(ValueError):  # noqa: N818
+    """A model name that breaks the rule (NAME_RULE), or whose folder resolves outside the repository.
+    The message depends on the name alone (and, for a symlink, on the repository's own content), never
+    on whether such a folder exists elsewhere on the host."""
+
+
+def check_model_name(name: str) -> None:
+    """Raise NameRefused unless `name` is one plain folder name (the rule in NAME_RULE). Touches no file."""
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise NameRefused(f"the model name is not valid UTF-8; {NAME_RULE}") from None
+    if size == 0:
+        problem = "the model name is empty"
+    elif size > MAX_NAME_BYTES:
+        problem = f"the model name has {size} bytes, over {MAX_NAME_BYTES}"
+    elif "/" in name or "\\" in name:
+        problem = "the model name holds a path separator"
+    elif any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+        problem = "the model name holds NUL or a control character"
+    elif name.startswith("."):
+        problem = "the model name starts with '.'"
+    else:
+        return
+    raise NameRefused(f"{problem}; {NAME_RULE}")
+
+
+def model_folder(repository: Path, name: str) -> Path:
+    """The folder of model `name`: the name checked (`check_model_name`), then its folder, symlinks
+    resolved, checked to lie inside the repository. Raises NameRefused."""
+    check_model_name(name)
+    folder = repository / name
+    try:
+        inside = folder.resolve().is_relative_to(repository.resolve())
+    except (OSError, RuntimeError):  # a symlink loop (RuntimeError up to Python 3.12)
+        inside = False
+    if not inside:
+        raise NameRefused(f"model {name!r}: its folder resolves outside the model repository")
+    return folder
+
+
 def _version_number(folder: Path) -> int | None:
     name = folder.name
     if not name.isdigit() or name.startswith("0") or not _is_dir(folder):
@@ -70,18 +123,50 @@ def discover(repository: Path, names: list[str] | None = None) -> list[ModelRef]
         logger.error("model repository %s cannot be read: %s", repository, exc)
         reason = exc.strerror or type(exc).__name__
         raise RepositoryError(f"the model repository cannot be read ({reason})") from exc
-    selected = list(dict.fromkeys(names)) if names else found
+    selected = list(dict.fromkeys(names)) if names else _named_by_the_rule(found)
     if not selected:
         raise RepositoryError("the model repository holds no model folder")
-    return [read_model(repository, name) for name in selected]
+    return [_read_selected(repository, name) for name in selected]
+
+
+def _read_selected(repository: Path, name: str) -> ModelRef:
+    try:
+        model_folder(repository, name)
+    except NameRefused as exc:
+        logger.error("model %r is not served: %s", name, exc)
+        return ModelRef(name=name, error=str(exc))
+    return read_model(repository, name)
+
+
+def _named_by_the_rule(found: list[str]) -> list[str]:
+    """The folder names the name rule allows (the others logged: no client could name them)."""
+    allowed = []
+    for name in found:
+        try:
+            check_model_name(name)
+        except NameRefused as exc:
+            logger.warning("folder %r of the model repository is skipped: %s", name, exc)
+            continue
+        allowed.append(name)
+    return allowed
 
 
 def model_names(repository: Path) -> list[str]:
-    """The model folders in the repository now, sorted (none when it cannot be read)."""
+    """The model folders in the repository now whose names the rule allows, sorted (none when it cannot
+    be read)."""
     try:
-        return sorted(p.name for p in repository.iterdir() if _is_dir(p) and not p.name.startswith("."))
+        found = sorted(p.name for p in repository.iterdir() if _is_dir(p) and not p.name.startswith("."))
     except OSError:
         return []
+    return [name for name in found if _allowed(name)]
+
+
+def _allowed(name: str) -> bool:
+    try:
+        check_model_name(name)
+    except NameRefused:
+        return False
+    return True
 
 
 def read_model(repository: Path, name: str) -> ModelRef:

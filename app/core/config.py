@@ -127,6 +127,15 @@ class Settings(BaseSettings):
     # the repository API (POST /v2/repository/models/{m}/load and /unload) loads and unloads.
     model_control: Literal["none", "poll", "explicit"] = "none"
     poll_s: float = Field(default=15.0, gt=0)
+    # Model versions held at once (loading or ready, every model together): a load (start-up, poll or the
+    # repository API) that would hold more is refused whole, 409 naming this setting. A version of the
+    # shipped L = 96 model holds about 115 MiB (20 copies: +2.3 GiB); 32 of them, or a handful of long-
+    # window ones, leave a 24 GiB host room to spare.
+    max_loaded_versions: int = Field(default=32, ge=1)
+    # How long one load may take (reading and checking a model's folder and files, creating and warming
+    # up its sessions), and an explicit load call in all: past it the load fails with this reason (the
+    # file read or session creation that hung is left to finish in its own thread and is freed then).
+    load_timeout_s: float = Field(default=120.0, gt=0)
 
     # Processes: RSA_WORKERS front ends (HTTP and gRPC: parsing, validation, encoding), each on its own
     # SO_REUSEPORT socket, feeding one engine process (sessions, queues, batching, admission) through

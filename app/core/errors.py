@@ -94,6 +94,19 @@ class LoadFailed(InvalidInput):
     code = "load_failed"
 
 
+class InvalidModelName(InvalidInput):
+    """A model name given to the repository API that is not one plain folder name of the repository
+    (app/artifacts/repository.py: NAME_RULE); refused before any file is looked at."""
+
+    code = "invalid_model_name"
+
+
+class TooManyVersions(ServiceError):  # noqa: N818
+    """A load that would hold more model versions than RSA_MAX_LOADED_VERSIONS: nothing of it was loaded."""
+
+    code = "too_many_versions"
+
+
 class ModelNotReady(ServiceError):  # noqa: N818
     """Still loading, failed to load, or shutting down: worth retrying later."""
 

@@ -115,11 +115,14 @@ class Engine(ABC):
     @abstractmethod
     async def load(self, name: str) -> None:
         """Load (or reload) a model's versions as its version policy says: new ones are loaded and warmed
-        beside the served ones, which keep serving; `latest` moves only once the new one is ready."""
+        beside the served ones, which keep serving; `latest` moves only once the new one is ready. Raises
+        InvalidModelName (the repository's name rule), ModelNotFound, TooManyVersions
+        (RSA_MAX_LOADED_VERSIONS) or LoadFailed (a version's reason, RSA_LOAD_TIMEOUT_S included)."""
 
     @abstractmethod
     async def unload(self, name: str) -> None:
-        """Stop admitting to the model's versions, finish what they have in flight, free them."""
+        """Stop admitting to the model's versions, finish what they have in flight, free them. Raises
+        InvalidModelName or ModelNotFound."""
 
     @abstractmethod
     def describe(self) -> dict[str, Any]:

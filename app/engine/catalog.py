@@ -46,6 +46,10 @@ class ModelEntry:
     name: str
     versions: Mapping[int, VersionEntry] = field(default_factory=lambda: MappingProxyType({}))
     error: str | None = None  # the model cannot be served at all (missing folder, no version)
+    # Part of the start-up load. A model loaded later (the repository API, a poll) is served and reported,
+    # but the replica's readiness never waits for it: Triton's rule, the replica is ready when what it was
+    # started to serve is ready, so one bad load call never takes it out of its load balancer.
+    required: bool = True
 
     @property
     def loading(self) -> bool:
@@ -86,7 +90,12 @@ class Catalog:
 
     @property
     def ready(self) -> bool:
-        return self.error is None and bool(self.models) and all(m.ready for m in self.models.values())
+        """The replica's readiness: a model to serve, and every model of the start-up load ready."""
+        return (
+            self.error is None
+            and bool(self.models)
+            and all(m.ready for m in self.models.values() if m.required)
+        )
 
     @property
     def loading_any(self) -> bool:
@@ -157,6 +166,7 @@ class Catalog:
                 {
                     "name": m.name,
                     "error": m.error,
+                    "required": m.required,
                     "versions": [
                         {
                             "version": v.version,
@@ -194,5 +204,7 @@ class Catalog:
                 )
                 for v in m["versions"]
             }
-            models[m["name"]] = ModelEntry(m["name"], MappingProxyType(versions), m["error"])
+            models[m["name"]] = ModelEntry(
+                m["name"], MappingProxyType(versions), m["error"], m.get("required", True)
+            )
         return cls(MappingProxyType(models), data["error"], data["generation"])

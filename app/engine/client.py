@@ -208,7 +208,10 @@ class RemoteEngine(Engine):
         return [IndexEntry(**entry) for entry in header["index"]]
 
     async def load(self, name: str) -> None:
-        await self._call("load", wait_s=max(CONTROL_TIMEOUT_S, self.settings.request_timeout_s), name=name)
+        # the engine gives up on a load at RSA_LOAD_TIMEOUT_S and answers why: wait a little longer
+        await self._call("load", wait_s=self.settings.load_timeout_s + CONTROL_TIMEOUT_S, name=name)
 
     async def unload(self, name: str) -> None:
-        await self._call("unload", wait_s=max(CONTROL_TIMEOUT_S, self.settings.request_timeout_s), name=name)
+        # a load of the model in progress first (up to RSA_LOAD_TIMEOUT_S), then its requests finish
+        wait_s = self.settings.load_timeout_s + max(CONTROL_TIMEOUT_S, self.settings.request_timeout_s)
+        await self._call("unload", wait_s=wait_s, name=name)

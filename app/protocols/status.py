@@ -19,6 +19,7 @@ from app.core.errors import (
     PermissionDenied,
     ServiceError,
     Timeout,
+    TooManyVersions,
     Unauthenticated,
     UnsupportedMediaType,
 )
@@ -31,6 +32,7 @@ HTTP_STATUS: dict[type[ServiceError], int] = {
     UnsupportedMediaType: 415,
     ModelNotFound: 404,
     NotServed: 404,
+    TooManyVersions: 409,  # the server's state, not the request, is in the way: unload something first
     ModelNotReady: 503,
     Overloaded: 503,
     Timeout: 504,

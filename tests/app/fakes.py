@@ -12,9 +12,12 @@ attention depends on the phase too) and Q[(phase[b] + L + h) mod P] is added to 
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import os
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -322,3 +325,55 @@ class GatedSession:
         self.calls += 1
         assert self.gate.wait(10), "gate never opened"
         return self.inner(feed)
+
+
+class BlockedManifest:
+    """A version whose manifest.json is a FIFO: reading it blocks (as a file on a hung network mount does)
+    until `release()` writes the real manifest into it, closes it and puts the plain file back. Use it as
+    a context manager: on exit a reader still blocked is released and the FIFO removed, so no test leaves
+    a thread hanging."""
+
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / "manifest.json"
+        self.content = self.path.read_bytes()
+        self.path.unlink()
+        os.mkfifo(self.path)
+        self.released = False
+
+    def __enter__(self) -> BlockedManifest:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.released:
+            self._write_if_read()
+        self._restore()
+
+    def _restore(self) -> None:
+        """The manifest as a plain file again (a reader holding the FIFO keeps reading what it was given;
+        one that comes later finds the file)."""
+        if self.path.is_fifo():
+            self.path.unlink()
+            self.path.write_bytes(self.content)
+
+    def release(self, timeout_s: float = 60.0) -> None:
+        """Wait (a hang guard, not a verdict) for the reader, then give it the manifest and close."""
+        deadline = time.monotonic() + timeout_s
+        while not self._write_if_read():
+            assert time.monotonic() < deadline, "nobody opened the blocked manifest"
+            time.sleep(0.01)
+        self._restore()
+
+    def _write_if_read(self) -> bool:
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:
+                return False
+            raise
+        try:
+            os.set_blocking(fd, True)
+            os.write(fd, self.content)
+        finally:
+            os.close(fd)
+        self.released = True
+        return True

@@ -23,6 +23,7 @@ from app.artifacts.policy import POLICY_FILE
 from bench.loadgen import Failure, run_load
 from export.onnx import export_model
 from models import RSAForecaster
+from tests.app.fakes import BlockedManifest, ToySpec, write_repository, write_version
 from tests.app.live import LiveService, live_service
 from tests.export.test_onnx import CFG, checkpoint_meta
 from tests.utils.data import ettd_slice
@@ -244,3 +245,159 @@ def test_loading_and_unloading_gives_the_memory_back(tmp_path: Path) -> None:
 # allocator's own drift over 20 cycles measured +0.7 to +15.4 MiB in runs of this test (arenas of the
 # threads that loaded); 60 leaves room for it and still fails on a leak of 3 MiB a cycle.
 RSS_BOUND_MIB = 60.0
+
+
+# -- issue 32: the repository API as an attacker and a careless client tried it -----------------------------
+
+REFUSED = "a model name is one folder name of the model repository"
+
+
+@pytest.fixture
+def repository_with_neighbours(tmp_path: Path) -> Path:
+    """toy (versions 1, 2), other (1, 2), a folder without versions, a damaged model, and a real model
+    folder outside the repository."""
+    repository = write_repository(tmp_path / "repo")
+    write_repository(repository, name="other")
+    (repository / "empty").mkdir()
+    broken = write_version(repository, ToySpec(name="broken", version=1))
+    (broken / "model.onnx").write_bytes(b"not onnx")
+    write_version(tmp_path / "outside", ToySpec(name="evil", version=1))
+    return repository
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_names_limits_and_failed_loads_over_http_and_grpc(
+    repository_with_neighbours: Path, tmp_path: Path, workers: int
+) -> None:
+    """Failures 1-4 of issue 32, as the probe ran them: traversal names (HTTP, `%2e%2e` included, and
+    gRPC) refused alike whether or not the folder exists, 20 aliases of one model refused, a 300-character
+    name a 400, failed loads that leave the replica ready, and the bound on loaded versions."""
+    import tritonclient.grpc as grpcclient
+    from tritonclient.utils import InferenceServerException
+
+    from bench.loadgen import free_port
+
+    repository, outside = repository_with_neighbours, tmp_path / "outside"
+    grpc_port = free_port()
+    env = {
+        "RSA_MODEL_CONTROL": "explicit",
+        "RSA_MODELS": "toy",
+        "RSA_MAX_LOADED_VERSIONS": "3",
+        "RSA_GRPC_PORT": str(grpc_port),
+        "RSA_DRAIN_DELAY_S": "0",
+        "RSA_WORKERS": str(workers),
+    }
+    with live_service(repository, tmp_path / "service.log", **env) as service:
+        url = service.url
+        grpc = grpcclient.InferenceServerClient(f"127.0.0.1:{grpc_port}")
+
+        def http(name: str, op: str = "load") -> httpx.Response:
+            return httpx.post(f"{url}/v2/repository/models/{name}/{op}", timeout=60)
+
+        def grpc_refusal(name: str, op: str = "load") -> tuple[str, str]:
+            with pytest.raises(InferenceServerException) as refused:
+                (grpc.load_model if op == "load" else grpc.unload_model)(name)
+            return str(refused.value.status()), str(refused.value.message())
+
+        # HTTP: `..` as the probe sent it (percent-encoded, decoded by the server), and its relatives
+        answers = {}
+        for raw in (
+            "%2e%2e",
+            "%2E%2E",
+            "%2e",
+            "..%5C..%5Cetc",
+            "%2e%2e%5Coutside%5Cevil",
+            "a%00b",
+            "x" * 300,
+        ):
+            for op in ("load", "unload"):
+                r = http(raw, op)
+                assert r.status_code == 400 and REFUSED in r.json()["error"], (raw, op, r.text)
+                answers[raw, op] = r.json()["error"]
+        assert answers["%2e%2e", "load"] == answers["%2e", "load"]  # the parent exists, `.` is the repo
+        assert "300 bytes, over 128" in answers["x" * 300, "load"]
+        # an encoded `/` is decoded too: no route takes it, and the answer is the same, folder or not
+        real, missing = http("..%2Foutside%2Fevil"), http("..%2Foutside%2Fnone")
+        assert real.status_code == missing.status_code == 404 and real.json() == missing.json(), real.text
+        # gRPC: absolute and relative paths, to a real model folder outside and to nothing
+        pairs = [
+            (str(outside / "evil"), str(outside / "none")),
+            ("../outside/evil", "../outside/none"),
+            ("..", "..."),
+            ("/", "/nonexistent"),
+        ]
+        for real, missing in pairs:
+            for op in ("load", "unload"):
+                status, message = grpc_refusal(real, op)
+                assert status == "StatusCode.INVALID_ARGUMENT" and REFUSED in message, (real, message)
+                assert (status, message) == grpc_refusal(missing, op)  # no oracle of the host's folders
+        status, message = grpc_refusal("x" * 300)
+        assert status == "StatusCode.INVALID_ARGUMENT" and "300 bytes, over 128" in message
+        # 20 names of one model: refused; loading it again by its name is the same model
+        for n in range(1, 21):
+            status, _ = grpc_refusal("toy" + "/." * n)
+            assert status == "StatusCode.INVALID_ARGUMENT"
+        for _ in range(20):
+            grpc.load_model("toy")
+        # failed loads: reported, the replica stays ready, nothing half-listed
+        for name, why in (("empty", "no version folder"), ("broken", "IntegrityError")):
+            r = http(name)
+            assert r.status_code == 400 and why in r.json()["error"], r.text
+        for probe in ("/readyz", "/v2/health/ready"):
+            assert httpx.get(f"{url}{probe}").status_code == 200, probe
+        assert [m["name"] for m in httpx.get(f"{url}/v1/models").json()["models"]] == ["toy"]
+        index = {(m["name"], m.get("version")): m for m in httpx.post(f"{url}/v2/repository/index").json()}
+        assert index["toy", "1"]["state"] == index["toy", "2"]["state"] == "READY"
+        assert "IntegrityError" in index["broken", "1"]["reason"]
+        assert "no version folder" in index["empty", None]["reason"]
+        assert not any("evil" in name or ".." in name for name, _ in index)
+        # the bound: toy holds 2 of 3 versions, other would need 2
+        r = http("other")
+        assert r.status_code == 409 and "RSA_MAX_LOADED_VERSIONS" in r.json()["error"], r.text
+        status, message = grpc_refusal("other")
+        assert status == "StatusCode.RESOURCE_EXHAUSTED" and "RSA_MAX_LOADED_VERSIONS" in message
+        assert http("toy", "unload").status_code == 200
+        assert http("other").status_code == 200
+        assert httpx.get(f"{url}/readyz").status_code == 200
+
+
+def test_a_blocked_manifest_read_leaves_other_loads_and_readiness_working(tmp_path: Path) -> None:
+    """Failure 5 of issue 32: a manifest whose read blocks (a FIFO) holds up its own load only."""
+    repository = write_repository(tmp_path / "repo")
+    write_repository(repository, versions=(1,), name="other")
+    stuck = write_version(repository, ToySpec(name="stuck", version=1))
+    env = {"RSA_MODEL_CONTROL": "explicit", "RSA_MODELS": "toy", "RSA_DRAIN_DELAY_S": "0"}
+    with (
+        BlockedManifest(stuck) as blocked,
+        live_service(repository, tmp_path / "service.log", **env) as service,
+    ):
+        url = service.url
+        answer: list[httpx.Response] = []
+        loader = threading.Thread(
+            target=lambda: answer.append(httpx.post(f"{url}/v2/repository/models/stuck/load", timeout=300)),
+            daemon=True,
+        )
+        loader.start()  # daemon: should a check fail, the service's stop ends its call
+        _wait(
+            lambda: "stuck" in {m["name"] for m in httpx.get(f"{url}/v1/models").json()["models"]},
+            "the stuck load never began",
+        )
+        for path in ("/v2/repository/models/other/load", "/v2/repository/models/toy/unload"):
+            r = httpx.post(f"{url}{path}", timeout=60)
+            assert r.status_code == 200, (path, r.text)
+        assert httpx.post(f"{url}/v2/repository/models/toy/load", timeout=60).status_code == 200
+        assert httpx.get(f"{url}/readyz").status_code == 200
+        index = {
+            (m["name"], m["version"]): m["state"] for m in httpx.post(f"{url}/v2/repository/index").json()
+        }
+        assert index == {
+            ("toy", "1"): "READY",
+            ("toy", "2"): "READY",
+            ("other", "1"): "READY",
+            ("stuck", "1"): "LOADING",
+        }
+        assert loader.is_alive()
+        blocked.release()  # the read returns: the load goes on and completes
+        loader.join(120)
+        assert answer and answer[0].status_code == 200, answer
+        assert httpx.get(f"{url}/v2/models/stuck/ready").status_code == 200

@@ -34,6 +34,7 @@ from app.core.errors import (
     PermissionDenied,
     ServiceError,
     Timeout,
+    TooManyVersions,
     Unauthenticated,
 )
 from app.core.security import ApiKeys
@@ -58,6 +59,7 @@ STATUS: dict[type[ServiceError], grpc.StatusCode] = {
     Timeout: grpc.StatusCode.DEADLINE_EXCEEDED,
     InferenceError: grpc.StatusCode.INTERNAL,
     NotServed: grpc.StatusCode.UNIMPLEMENTED,  # the repository API outside its RSA_MODEL_CONTROL
+    TooManyVersions: grpc.StatusCode.RESOURCE_EXHAUSTED,  # RSA_MAX_LOADED_VERSIONS
     DeviceError: grpc.StatusCode.UNAVAILABLE,  # the device failed under a valid request: retry
     Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
     PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,

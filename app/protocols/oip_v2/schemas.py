@@ -10,6 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.protocols.numbers import Count
+
 # A parameter value: the protocol allows bool, int, float and string.
 Parameters = dict[str, bool | int | float | str]
 
@@ -18,7 +20,7 @@ class RequestInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str
-    shape: list[int] = Field(description="Dimensions, each >= 0.")
+    shape: list[Count] = Field(description="Dimensions, each >= 0.")
     datatype: str = Field(description="e.g. FP32, INT64.")
     parameters: Parameters | None = Field(
         default=None, description="`binary_data_size`: the tensor is in the body's binary part (bytes)."

@@ -22,6 +22,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from app.protocols.datetimes import IsoDatetime
+from app.protocols.numbers import Count
 
 # Strict: a string or a bool is not a number. allow_inf_nan=False: NaN, Infinity and overflowing
 # literals such as 1e400 (parsed as inf) are rejected with the element's position.
@@ -76,7 +77,7 @@ class ForecastRequest(_Strict):
     ```"""
 
     series: list[SeriesInput] = Field(min_length=1, description="At most `RSA_MAX_SERIES_PER_REQUEST`.")
-    horizon: int | None = Field(
+    horizon: Count | None = Field(
         default=None, ge=1, description="Steps to return, 1..model horizon (default: the model horizon)."
     )
     level: list[FiniteFloat] | None = Field(
@@ -143,11 +144,11 @@ class AttentionRequest(_Strict):
         max_length=3,
         description="Which matrices.",
     )
-    channel: int | str = Field(
+    channel: Count | str = Field(
         default=0, description="Channel name or index; attention differs per channel (channel-independent)."
     )
     average_heads: bool = Field(default=False, description="Return the mean over the heads of each layer.")
-    layers: list[int] | None = Field(
+    layers: list[Count] | None = Field(
         default=None, min_length=1, max_length=64, description="Distinct layer indices (default all)."
     )
     format: OutputFormat = Field(default="json", description="`png` returns an image/png heatmap figure.")

@@ -11,6 +11,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
 from app.protocols.datetimes import IsoDatetime
+from app.protocols.numbers import Count
 
 # KServe's frequency codes: a fixed step, or a number of calendar months (codec.SECONDS, codec.MONTHS).
 KSERVE_FREQUENCIES = (
@@ -57,7 +58,8 @@ Frequency = Annotated[
     ),
 ]
 SeriesType = Literal["univariate_time_series", "multivariate_time_series"]
-Value = Annotated[float, Field(allow_inf_nan=False)]
+# Strict, as /v1's values: a string or a bool is not a number (`true` was read as 1.0).
+Value = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 
 
 class TimeSeriesInput(BaseModel):
@@ -77,8 +79,8 @@ class TimeSeriesInput(BaseModel):
 class ForecastOptions(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    horizon: int = Field(ge=1, description="Steps to forecast, at most the model's horizon.")
-    quantiles: list[Annotated[float, Field(gt=0, lt=1)]] | None = Field(
+    horizon: Count = Field(ge=1, description="Steps to forecast, at most the model's horizon.")
+    quantiles: list[Annotated[float, Field(strict=True, gt=0, lt=1)]] | None = Field(
         default=None,
         description="Quantile levels, e.g. [0.1, 0.5, 0.9], each answered from the model's calibrated "
         "intervals (GET /v1/models/{name} lists them under intervals.quantiles); q < 0.5 is the lower bound "
