@@ -141,6 +141,8 @@ class Supervisor:
 
     def _watch_front(self, front: FrontEnd, now: float) -> None:
         assert front.process is not None
+        if self.stopping:  # a signal came during this tick: the front ends are stopping, not crashing
+            return
         code = front.process.poll()
         if code is not None:
             self._restart(front, f"exited with status {code}")
