@@ -102,6 +102,7 @@ class Supervisor:
             {
                 "RSA_ENGINE_ADDRESS": self.address,
                 "RSA_CONTROL_SOCKET": str(front.control),
+                "RSA_SUPERVISOR_PID": str(os.getpid()),
                 MULTIPROC_ENV: str(self.metrics_dir),
             }
         )

@@ -602,15 +602,10 @@ def service_processes(root: int, supervised: bool) -> list[ServiceProcess]:
     return found
 
 
-def service_root(supervised: bool) -> int:
-    """The service's first process: a front end's parent (the supervisor), or this process."""
-    parent = os.getppid()
-    return parent if supervised and parent > 1 else os.getpid()
-
-
-def service_memory(supervised: bool) -> list[Metric]:
-    """Resident memory of every process of the service, by role and pid, and in total."""
-    processes = service_processes(service_root(supervised), supervised)
+def service_memory(supervisor: int | None) -> list[Metric]:
+    """Resident memory of every process of the service, by role and pid, and in total: the processes
+    under `supervisor` (RSA_WORKERS > 1), else under this one."""
+    processes = service_processes(supervisor or os.getpid(), supervised=supervisor is not None)
     if not processes:
         return []
     each = GaugeMetricFamily(

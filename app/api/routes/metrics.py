@@ -29,7 +29,7 @@ async def metrics(request: Request) -> Response:
     families = [
         *runtime.metrics.families(),
         *await runtime.engine.metric_families(),  # bounded: a stuck engine's are left out (client.py)
-        *service_memory(supervised=runtime.settings.engine_address is not None),
+        *service_memory(runtime.settings.supervisor_pid),
     ]
     body, content_type = render(families, request.headers.get("accept"))
     return Response(body, media_type=content_type)
