@@ -67,10 +67,11 @@ class RemoteEngine(Engine):
         self._listeners: list[Callable[[Catalog], None]] = []
         # (model, version) -> (rows ahead, seconds per row, when), as the engine's last answer said
         self._backlog: dict[tuple[str, int], tuple[int, float | None, float]] = {}
-        # Liveness: why the engine is unavailable (None: it answers), when the oldest ping still waiting
-        # for an answer went out, the heartbeat task and the socket monitor.
+        # Liveness: why the engine is unavailable (None: it answers), when this front end last read a
+        # message from it, whether a ping waits for an answer, the heartbeat task and the socket monitor.
         self.unavailable: str | None = None
-        self._ping_sent: float | None = None
+        self._last_heard = 0.0
+        self._ping_waits = False
         self._heartbeat: asyncio.Task[None] | None = None
         self._monitor: Channel | None = None
 
@@ -107,6 +108,7 @@ class RemoteEngine(Engine):
         self._channel = Channel(socket, self._on_message)
         header, _ = await self._call("hello", wait_s=HELLO_TIMEOUT_S)
         self._set_catalog(header["catalog"])
+        self._last_heard = time.monotonic()
         self._heartbeat = asyncio.get_running_loop().create_task(self._beat(), name="engine-heartbeat")
         logger.info("front end connected to the engine at %s", self.address)
 
@@ -126,19 +128,21 @@ class RemoteEngine(Engine):
 
     # -- liveness ----------------------------------------------------------------------------------
     async def _beat(self) -> None:
-        """A ping every heartbeat; the silence judged every half beat (detection within about the timeout
-        plus one beat)."""
+        """A ping every beat; silence judged every half beat: the engine is unavailable once a ping waits
+        for its answer and nothing has come for the timeout (so detection takes the timeout plus at most
+        half a beat, the engine's last answer having come at most a beat before it stopped)."""
         beat_s, timeout_s = self.settings.engine_heartbeat_s, self.settings.engine_heartbeat_timeout_s
         next_ping = 0.0
         while True:
             assert self._channel is not None
-            self._channel.drain()  # answers that arrived while this loop was busy count
+            # Answers that arrived while this event loop was busy elsewhere count: a front end that
+            # stalled never blames the engine for its own delay.
+            self._channel.drain()
             now = time.monotonic()
-            if self._ping_sent is not None and now - self._ping_sent >= timeout_s:
-                self._lose(f"the engine process has not answered for {now - self._ping_sent:.1f}s")
+            if self._ping_waits and now - self._last_heard >= timeout_s:
+                self._lose(f"the engine process has not answered for {now - self._last_heard:.1f}s")
             if now >= next_ping:
-                if self._ping_sent is None:
-                    self._ping_sent = now
+                self._ping_waits = True
                 self._channel.send(encode({"op": "ping", "id": 0}))
                 next_ping = now + beat_s
             await asyncio.sleep(min(beat_s, timeout_s) / 2)
@@ -161,7 +165,7 @@ class RemoteEngine(Engine):
                 future.set_exception(ModelNotReady(why, retry_after_s=retry_after_s))
 
     def _on_message(self, frames: list[Any]) -> None:
-        self._ping_sent = None  # anything from the engine answers the heartbeat
+        self._last_heard, self._ping_waits = time.monotonic(), False  # anything answers the heartbeat
         if self.unavailable is not None:
             logger.warning("front end: the engine answers again")
             self.unavailable = None
