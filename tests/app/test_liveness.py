@@ -37,7 +37,7 @@ CLIENTS = 16
 HANG_GUARD_S = 15.0  # far above the targets; only a front end that never notices fails it
 # Requests wait in the batcher for company this long, so that all of them are in flight when the engine
 # is killed or stopped (inline calls off: an idle version would answer a lone request at once).
-BATCH_WAIT = {"RSA_MAX_BATCH_WAIT_MS": "4000", "RSA_INLINE_MAX_ROWS": "0"}
+BATCH_WAIT = {"RSA_MAX_BATCH_WAIT_MS": "8000", "RSA_INLINE_MAX_ROWS": "0"}
 
 
 @pytest.fixture(scope="module")
