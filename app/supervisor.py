@@ -10,6 +10,9 @@ parsing, validation, encoding), then watches them:
   the others serve;
 - if the engine dies, every front end is stopped and the supervisor exits non-zero within seconds, so
   that the orchestrator restarts the whole service: a service without its engine must never hang;
+  the front ends do not wait for that: each watches the engine itself (its socket's events and a
+  heartbeat, app/engine/client.py) and answers 503 at once, as it does for a stopped or stuck engine,
+  which the supervisor leaves running (it may come back);
 - SIGTERM (or SIGINT) drains: every front end gets SIGTERM (readiness 503 and `Connection: close` for
   RSA_DRAIN_DELAY_S, then in-flight requests finish), then the engine (queued work finishes); exit 0 when
   every process stopped cleanly.
@@ -102,6 +105,7 @@ class Supervisor:
             {
                 "RSA_ENGINE_ADDRESS": self.address,
                 "RSA_CONTROL_SOCKET": str(front.control),
+                "RSA_SUPERVISOR_PID": str(os.getpid()),
                 MULTIPROC_ENV: str(self.metrics_dir),
             }
         )
@@ -141,6 +145,8 @@ class Supervisor:
 
     def _watch_front(self, front: FrontEnd, now: float) -> None:
         assert front.process is not None
+        if self.stopping:  # a signal came during this tick: the front ends are stopping, not crashing
+            return
         code = front.process.poll()
         if code is not None:
             self._restart(front, f"exited with status {code}")

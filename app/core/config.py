@@ -143,8 +143,16 @@ class Settings(BaseSettings):
     # by replicas). The supervisor sets RSA_ENGINE_ADDRESS for its front ends; nobody else needs to.
     workers: int = Field(default=1, ge=1, le=256)
     engine_address: str | None = None
-    # A front end's private Unix socket, where the supervisor pings it (set by the supervisor).
+    # A front end's private Unix socket, where the supervisor pings it, and the supervisor's pid, the root
+    # of the service's processes for the memory metrics (both set by the supervisor).
     control_socket: Path | None = None
+    supervisor_pid: int | None = None
+    # A front end pings the engine process every `engine_heartbeat_s`; a ping left unanswered for
+    # `engine_heartbeat_timeout_s` (a stopped or stuck engine), or its socket closing (a dead one), makes
+    # the engine unavailable to that front end: requests in flight and new ones get 503 with Retry-After
+    # and readiness turns 503, until the engine answers again (app/engine/client.py).
+    engine_heartbeat_s: float = Field(default=0.5, gt=0)
+    engine_heartbeat_timeout_s: float = Field(default=2.0, gt=0)
 
     # The Open Inference Protocol v2 gRPC service (app/protocols/oip_v2/grpc_server.py), in this process
     # beside HTTP, on RSA_HOST. Unset: no gRPC server (the image sets 8001, Triton's port). Off by default so

@@ -8,6 +8,10 @@ RSA_PARSE_PROCESS_MIN_BYTES go there; smaller ones are parsed on the loop, where
 more than the parse. The worker starts with the service (spawned, not forked: the parent holds ONNX
 Runtime's threads) and stops with it: 22 MB of resident memory idle, 58 MB once it has parsed (74 MB at
 its peak on 256-series bodies), beside multiprocessing's 12 MB resource tracker.
+
+The worker dies with its parent, however the parent ends (kill -9 included): the kernel kills it
+(PR_SET_PDEATHSIG), and the resource tracker, whose pipe the two held, exits once both are gone. Left to
+itself, a worker ignoring SIGTERM would outlive a killed front end for ever, and keep the tracker alive.
 """
 
 from __future__ import annotations
@@ -16,11 +20,14 @@ import asyncio
 import importlib
 import logging
 import multiprocessing
+import os
 import signal
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import TypeVar
+
+from app.core.process import die_with_parent
 
 T = TypeVar("T")
 
@@ -33,11 +40,15 @@ def _preload(modules: tuple[str, ...]) -> bool:
     return True
 
 
-def _ignore_stop_signals() -> None:
+def _worker_init(parent: int) -> None:
     """The worker's initializer: Ctrl-C or a SIGTERM to the process group is the parent's to handle (it
-    drains, then stops the worker); the worker must not die first and fail the requests in flight."""
+    drains, then stops the worker); the worker must not die first and fail the requests in flight. It
+    dies with the parent instead (SIGKILL from the kernel), or now if the parent is already gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    die_with_parent(signal.SIGKILL)
+    if os.getppid() != parent:  # the parent died before the request above was made
+        os._exit(1)
 
 
 class ParseProcess:
@@ -49,7 +60,11 @@ class ParseProcess:
                 self._pool = ProcessPoolExecutor(
                     max_workers=1,
                     mp_context=multiprocessing.get_context("spawn"),
-                    initializer=_ignore_stop_signals,
+                    initializer=_worker_init,
+                    # PR_SET_PDEATHSIG follows the thread that spawned the worker: the pool spawns it
+                    # from the thread that submits first, the event loop's, which lives as long as this
+                    # process.
+                    initargs=(os.getpid(),),
                 )
             except OSError as exc:
                 logger.error("no parse process (%s); large bodies are parsed on the event loop", exc)

@@ -4,21 +4,34 @@ One ZeroMQ DEALER socket to the engine's ROUTER (app/engine/server.py). Calls ar
 task hands each reply to its caller and applies the catalog the engine pushes after every change, so
 `catalog` is the engine's, as of the last push. Domain errors raised in the engine are raised here again,
 the same class with the same field and limit (app/engine/wire.py).
+
+Liveness: the front end learns within a second or two that the engine is gone or not answering, two ways.
+The socket's own events (a ZeroMQ socket monitor) say at once when the engine's end closes (it died);
+a heartbeat says when it stops answering (stopped, or its event loop stuck): a `ping` every
+RSA_ENGINE_HEARTBEAT_S, and any message from the engine answers it; one left unanswered for
+RSA_ENGINE_HEARTBEAT_TIMEOUT_S makes the engine unavailable. Then every call waiting for an answer fails
+at once with 503 `model_not_ready` and Retry-After, and so does every new one; readiness is 503 (the
+catalog is the last one pushed, with its `error` saying why); metadata answers from that catalog without
+batching counters, and /metrics without the engine's families (`rsa_engine_up` 0). The first message from
+the engine afterwards makes it available again. A dead engine also ends the service (app/supervisor.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import zmq
 from prometheus_client.core import Metric
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
+from zmq.utils.monitor import parse_monitor_message
 
 from app.core.config import Settings
 from app.core.errors import ModelNotReady
@@ -27,6 +40,7 @@ from app.engine.batching import Feed, late_refusal
 from app.engine.catalog import Catalog
 from app.engine.model import InspectResult
 from app.engine.wire import Channel, Frames, decode, encode, raise_error
+from app.observability.metrics import engine_up
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +51,9 @@ HELLO_TIMEOUT_S = 30.0
 CONTROL_TIMEOUT_S = 10.0
 # Requests of at most this many rows (estimated from their size) are admitted here, without a round trip.
 LOCAL_ADMIT_ROWS = 16
+# A scrape waits at most this long for the engine's families (they take milliseconds), then answers
+# without them: /metrics must answer while the engine is stuck, before the heartbeat has said so.
+METRICS_TIMEOUT_S = 1.0
 
 
 class RemoteEngine(Engine):
@@ -50,6 +67,13 @@ class RemoteEngine(Engine):
         self._listeners: list[Callable[[Catalog], None]] = []
         # (model, version) -> (rows ahead, seconds per row, when), as the engine's last answer said
         self._backlog: dict[tuple[str, int], tuple[int, float | None, float]] = {}
+        # Liveness: why the engine is unavailable (None: it answers), when this front end last read a
+        # message from it, whether a ping waits for an answer, the heartbeat task and the socket monitor.
+        self.unavailable: str | None = None
+        self._last_heard = 0.0
+        self._ping_waits = False
+        self._heartbeat: asyncio.Task[None] | None = None
+        self._monitor: Channel | None = None
 
     def describe(self) -> dict[str, Any]:
         return {"engine": "remote", "address": self.address}
@@ -57,6 +81,9 @@ class RemoteEngine(Engine):
     # -- the catalog -------------------------------------------------------------------------------
     @property
     def catalog(self) -> Catalog:
+        """The engine's last catalog; while the engine is unavailable, with `error` saying so (not ready)."""
+        if self.unavailable is not None:
+            return replace(self._catalog, error=self.unavailable)
         return self._catalog
 
     def on_catalog(self, listener: Callable[[Catalog], None]) -> None:
@@ -76,21 +103,72 @@ class RemoteEngine(Engine):
     # -- lifecycle ---------------------------------------------------------------------------------
     async def start(self) -> None:
         socket = zmq.Context.instance().socket(zmq.DEALER)
+        self._monitor = Channel(socket.get_monitor_socket(zmq.EVENT_DISCONNECTED), self._on_event)
         socket.connect(self.address)
         self._channel = Channel(socket, self._on_message)
         header, _ = await self._call("hello", wait_s=HELLO_TIMEOUT_S)
         self._set_catalog(header["catalog"])
+        self._last_heard = time.monotonic()
+        self._heartbeat = asyncio.get_running_loop().create_task(self._beat(), name="engine-heartbeat")
         logger.info("front end connected to the engine at %s", self.address)
 
     async def stop(self, drain_timeout_s: float) -> None:
         """The engine is the supervisor's to stop; a front end only lets go of its socket."""
-        for future in self._pending.values():
-            if not future.done():
-                future.set_exception(ModelNotReady("the front end is shutting down"))
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._heartbeat
+        self._fail_pending("the front end is shutting down", retry_after_s=None)
         if self._channel is not None:
+            if self._monitor is not None:
+                self._monitor.close()
+                with contextlib.suppress(zmq.ZMQError):
+                    self._channel.socket.disable_monitor()
             self._channel.close()
 
+    # -- liveness ----------------------------------------------------------------------------------
+    async def _beat(self) -> None:
+        """A ping every beat; silence judged every half beat: the engine is unavailable once a ping waits
+        for its answer and nothing has come for the timeout (so detection takes the timeout plus at most
+        half a beat, the engine's last answer having come at most a beat before it stopped)."""
+        beat_s, timeout_s = self.settings.engine_heartbeat_s, self.settings.engine_heartbeat_timeout_s
+        next_ping = 0.0
+        while True:
+            assert self._channel is not None
+            # Answers that arrived while this event loop was busy elsewhere count: a front end that
+            # stalled never blames the engine for its own delay.
+            self._channel.drain()
+            now = time.monotonic()
+            if self._ping_waits and now - self._last_heard >= timeout_s:
+                self._lose(f"the engine process has not answered for {now - self._last_heard:.1f}s")
+            if now >= next_ping:
+                self._ping_waits = True
+                self._channel.send(encode({"op": "ping", "id": 0}))
+                next_ping = now + beat_s
+            await asyncio.sleep(min(beat_s, timeout_s) / 2)
+
+    def _on_event(self, frames: list[Any]) -> None:
+        event = parse_monitor_message([f.bytes for f in frames])
+        if event["event"] == zmq.EVENT_DISCONNECTED:
+            self._lose("the engine process closed its socket (it is gone)")
+
+    def _lose(self, why: str) -> None:
+        """The engine is unavailable: everything waiting for it fails now, with a 503 to retry."""
+        if self.unavailable is None:
+            logger.error("front end: %s; answering 503 until it answers again", why)
+        self.unavailable = why
+        self._fail_pending(f"{why}; try again", retry_after_s=self.settings.retry_after_s)
+
+    def _fail_pending(self, why: str, retry_after_s: int | None) -> None:
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(ModelNotReady(why, retry_after_s=retry_after_s))
+
     def _on_message(self, frames: list[Any]) -> None:
+        self._last_heard, self._ping_waits = time.monotonic(), False  # anything answers the heartbeat
+        if self.unavailable is not None:
+            logger.warning("front end: the engine answers again")
+            self.unavailable = None
         try:
             header, arrays = decode([f.buffer for f in frames])
         except Exception:
@@ -106,6 +184,8 @@ class RemoteEngine(Engine):
     def _send(self, frames: Frames) -> None:
         if self._channel is None:
             raise ModelNotReady("the front end is not connected to the engine", retry_after_s=1)
+        if self.unavailable is not None:
+            raise ModelNotReady(f"{self.unavailable}; try again", retry_after_s=self.settings.retry_after_s)
         self._channel.send(frames)
 
     async def _call(
@@ -166,7 +246,8 @@ class RemoteEngine(Engine):
                 "reservation": [reservation.id, reservation.name, reservation.version, reservation.rows],
             }
         )
-        self._send(frames)  # no answer: the rows stop counting, or expire
+        if self.unavailable is None:
+            self._send(frames)  # no answer: the rows stop counting, or expire
 
     async def submit(
         self, name: str, version: int, feed: Feed, timeout_s: float, reservation: Reservation | None = None
@@ -196,12 +277,24 @@ class RemoteEngine(Engine):
         return InspectResult(**out)
 
     async def stats(self, name: str, version: int) -> VersionStats | None:
-        header, _ = await self._call("stats", name=name, version=version)
+        """The engine's counters; None while it is unavailable (metadata answers from the catalog)."""
+        try:
+            header, _ = await self._call("stats", name=name, version=version)
+        except ModelNotReady:
+            if self.unavailable is None:
+                raise
+            return None
         return None if header["stats"] is None else VersionStats(**header["stats"])
 
     async def metric_families(self) -> list[Metric]:
-        header, _ = await self._call("metrics")
-        return list(text_string_to_metric_families(header["text"]))
+        """The engine's families and `rsa_engine_up`; only the latter (0) when the engine is unavailable
+        or does not answer within METRICS_TIMEOUT_S."""
+        try:
+            header, _ = await self._call("metrics", wait_s=METRICS_TIMEOUT_S)
+        except ModelNotReady as exc:
+            logger.warning("/metrics without the engine's families: %s", exc.message)
+            return [engine_up(False)]
+        return [*text_string_to_metric_families(header["text"]), engine_up(self.unavailable is None)]
 
     async def index(self, ready_only: bool = False) -> list[IndexEntry]:
         header, _ = await self._call("index", ready_only=ready_only)

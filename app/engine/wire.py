@@ -6,9 +6,10 @@ order). Arrays never pass through JSON: a 256-series window batch of the default
 float32 sent as one frame, without copies on the sending side (ZeroMQ takes the buffer).
 
 Header fields: `op` (what is asked: hello, admit, release, submit, inspect, stats, metrics, index, load,
-unload; or catalog, pushed by the engine), `id` (the request's number, echoed by its reply), the op's
-arguments, and in a reply either `ok` with the results or `error` with a domain error's class name,
-message, field, limit and Retry-After, rebuilt as the same exception on the front end.
+unload, ping (the front end's heartbeat); or catalog, pushed by the engine), `id` (the request's number,
+echoed by its reply), the op's arguments, and in a reply either `ok` with the results or `error` with a
+domain error's class name, message, field, limit and Retry-After, rebuilt as the same exception on the
+front end.
 """
 
 from __future__ import annotations
@@ -101,6 +102,10 @@ class Channel:
         self.socket.send_multipart(frames, copy=False)
         if self.socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:  # the send may have taken the FD's edge
             self._loop.call_soon(self._drain)
+
+    def drain(self) -> None:
+        """Hand every message already received to `on_message` now (before judging a silence)."""
+        self._drain()
 
     def _drain(self) -> None:
         while self.socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:

@@ -1,7 +1,9 @@
 """Several front ends and one engine process (RSA_WORKERS=2), real processes: the same bytes as one process
 for every protocol, one /metrics with nothing counted twice or lost (a killed front end's counts kept,
 its files folded away), a killed front end started again while the other serves, and a killed engine
-ending the whole service with a non-zero exit within seconds. (Drain under load: tests/app/test_drain.py.)"""
+ending the whole service with a non-zero exit within seconds, and the memory of every process of the service
+in /metrics. (Drain under load: tests/app/test_drain.py; engine liveness and orphans:
+tests/app/test_liveness.py.)"""
 
 from __future__ import annotations
 
@@ -235,3 +237,35 @@ def test_a_killed_engine_ends_the_service_with_a_non_zero_exit(repository: Path,
         assert "the engine process exited" in service.output()
         for pid in fronts:  # no front end left behind
             assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
+
+
+def test_memory_metrics_cover_every_process_of_the_service(two_front_ends: LiveService) -> None:
+    """Per process (by role and pid) and in total, whichever front end answers the scrape: the
+    supervisor, the engine, both front ends, their parse workers and resource trackers."""
+    url = two_front_ends.url
+    _wait_parse_workers(two_front_ends)
+    samples = _metrics(url)
+    memory = {
+        dict(labels)["pid"]: (dict(labels)["role"], value)
+        for (name, labels), value in samples.items()
+        if name == "rsa_process_resident_memory_bytes"
+    }
+    roles = sorted(role for role, _ in memory.values())
+    want = ["engine", *["frontend"] * 2, *["parse"] * 2, *["resource_tracker"] * 2, "supervisor"]
+    assert roles == want, memory
+    supervisor = two_front_ends.process.pid
+    pids = {supervisor, *(pid for pid, _ in _children(supervisor))}
+    pids |= {pid for front in _front_ends(two_front_ends) for pid, _ in _children(front)}
+    assert {int(pid) for pid in memory} == pids
+    assert all(value > 1_000_000 for _, value in memory.values())
+    assert total(samples, "rsa_service_resident_memory_bytes") == sum(v for _, v in memory.values())
+    assert total(samples, "rsa_engine_up") == 1
+    assert total(samples, "process_resident_memory_bytes") > 0  # stays: the engine process's own
+
+
+def _wait_parse_workers(service: LiveService) -> None:
+    """Until each front end has its parse worker and resource tracker (spawned as it starts)."""
+    deadline = time.monotonic() + 30
+    while not all(len(_children(front)) >= 2 for front in _front_ends(service)):
+        assert time.monotonic() < deadline, "no parse workers"
+        time.sleep(0.05)

@@ -378,7 +378,8 @@ def test_dashboard_covers_the_services_metrics() -> None:
         "rsa_model_load_state",
         "rsa_gpu_memory_used_bytes",
         "rsa_gpu_memory_total_bytes",
-        "process_resident_memory_bytes",
+        "rsa_service_resident_memory_bytes",
+        "rsa_process_resident_memory_bytes",
         "process_cpu_seconds_total",
     ):
         assert re.search(rf"\b{metric}\b", exprs), metric

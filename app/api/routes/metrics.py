@@ -1,12 +1,13 @@
-"""Prometheus metrics: this front end's request metrics (every front end's, with RSA_WORKERS > 1) and the
-engine's. Answered on the event loop from in-memory counters and the engine's state: it never waits
-behind the forecast queue, whose session calls run in their own threads (or process)."""
+"""Prometheus metrics: this front end's request metrics (every front end's, with RSA_WORKERS > 1), the
+engine's, and the memory of every process of the service. Answered on the event loop from in-memory
+counters and the engine's state: it never waits behind the forecast queue, whose session calls run in
+their own threads (or process), and never more than a second for an engine process that does not answer."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from app.observability.metrics import render
+from app.observability.metrics import render, service_memory
 from app.runtime import runtime_of
 
 router = APIRouter(tags=["metrics"])
@@ -25,6 +26,10 @@ router = APIRouter(tags=["metrics"])
 async def metrics(request: Request) -> Response:
     """The service's metrics in the Prometheus text format (OpenMetrics when the scraper asks for it)."""
     runtime = runtime_of(request.app)
-    families = [*runtime.metrics.families(), *await runtime.engine.metric_families()]
+    families = [
+        *runtime.metrics.families(),
+        *await runtime.engine.metric_families(),  # bounded: a stuck engine's are left out (client.py)
+        *service_memory(runtime.settings.supervisor_pid),
+    ]
     body, content_type = render(families, request.headers.get("accept"))
     return Response(body, media_type=content_type)

@@ -1,6 +1,7 @@
 """The engine API over its socket, in one process: a LocalEngine behind EngineServer and a RemoteEngine
 talking to it through ZeroMQ, against the same calls made in process (catalog, submit, inspect,
-admission, errors, metrics, the repository)."""
+admission, errors, metrics, the repository), and what the front end does when the engine stops answering
+or closes its socket."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from app.core.errors import ModelNotFound, Overloaded, VersionNotFound
+from app.core.errors import ModelNotFound, ModelNotReady, Overloaded, VersionNotFound
 from app.engine.client import LOCAL_ADMIT_ROWS, RemoteEngine
 from app.engine.local import LocalEngine
 from app.engine.server import EngineServer
@@ -23,13 +25,19 @@ L, C = 8, 3
 
 
 def pair(
-    repository: Path, tmp_path: Path, test: Callable[[LocalEngine, RemoteEngine], Awaitable[None]]
+    repository: Path,
+    tmp_path: Path,
+    test: Callable[[LocalEngine, RemoteEngine], Awaitable[None]],
+    servers: list[EngineServer] | None = None,
+    **settings_overrides: Any,
 ) -> None:
     async def scenario() -> None:
-        settings = make_settings(repository, model_control="explicit")
+        settings = make_settings(repository, model_control="explicit", **settings_overrides)
         metrics = EngineMetrics(256)
         local = LocalEngine(settings, hooks=metrics.hooks, collect=metrics.collect, forget=metrics.forget)
         server = EngineServer(local, f"ipc://{tmp_path}/engine.sock")
+        if servers is not None:
+            servers.append(server)
         await server.start()
         await local.start()
         remote = RemoteEngine(f"ipc://{tmp_path}/engine.sock", settings)
@@ -137,3 +145,66 @@ def test_the_repository_api_over_the_socket(toy_repository: Path, tmp_path: Path
         assert remote.catalog.resolve("toy").version == 2
 
     pair(toy_repository, tmp_path, test)
+
+
+# A fast heartbeat for the tests below; the bounds they wait with are many times longer.
+HEARTBEAT = {"engine_heartbeat_s": 0.05, "engine_heartbeat_timeout_s": 0.4}
+GUARD_S = 10.0
+
+
+async def _until(predicate: Callable[[], bool]) -> float:
+    started = time.monotonic()
+    while not predicate():
+        assert time.monotonic() - started < GUARD_S
+        await asyncio.sleep(0.01)
+    return time.monotonic() - started
+
+
+def test_an_engine_that_stops_answering_is_unavailable_until_it_answers_again(
+    toy_repository: Path, tmp_path: Path
+) -> None:
+    servers: list[EngineServer] = []
+
+    async def test(local: LocalEngine, remote: RemoteEngine) -> None:
+        channel = servers[0]._channel
+        assert channel is not None and remote.catalog.ready and remote.unavailable is None
+        answer = channel._on_message
+        channel._on_message = lambda frames: None  # its event loop stuck, as far as the socket shows
+        waiting = asyncio.ensure_future(remote.index())
+        with pytest.raises(ModelNotReady, match="has not answered") as raised:
+            await asyncio.wait_for(waiting, GUARD_S)
+        assert raised.value.retry_after_s == 1
+        assert not remote.catalog.ready and "has not answered" in (remote.catalog.error or "")
+        assert remote.catalog.models.keys() == {"toy"}  # what the front end knew
+        with pytest.raises(ModelNotReady):  # new calls: refused at once
+            await asyncio.wait_for(remote.submit("toy", 2, feed(1), 5.0), 0.05)
+        assert await remote.stats("toy", 2) is None  # metadata answers without the counters
+        assert [f.name for f in await remote.metric_families()] == ["rsa_engine_up"]
+        channel._on_message = answer
+        await _until(lambda: remote.unavailable is None)
+        assert remote.catalog.ready
+        assert (await remote.submit("toy", 2, feed(1), 5.0)).shape[0] == 1
+        assert "rsa_engine_up" in {f.name for f in await remote.metric_families()}
+
+    pair(toy_repository, tmp_path, test, servers, **HEARTBEAT)
+
+
+def test_an_engine_whose_socket_closes_fails_the_calls_in_flight_at_once(
+    toy_repository: Path, tmp_path: Path
+) -> None:
+    servers: list[EngineServer] = []
+
+    async def test(local: LocalEngine, remote: RemoteEngine) -> None:
+        channel = servers[0]._channel
+        assert channel is not None
+        channel._on_message = lambda frames: None
+        waiting = asyncio.ensure_future(remote.index())
+        await asyncio.sleep(0.05)
+        channel.close()  # as the kernel does for a process killed with SIGKILL
+        started = time.monotonic()
+        with pytest.raises(ModelNotReady, match="closed its socket"):
+            await asyncio.wait_for(waiting, GUARD_S)
+        print(f"socket closed: the call failed after {time.monotonic() - started:.3f}s")
+        assert "closed its socket" in (remote.catalog.error or "")
+
+    pair(toy_repository, tmp_path, test, servers, engine_heartbeat_s=60.0, engine_heartbeat_timeout_s=60.0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,21 @@ def test_exposition_formats_and_families(client: TestClient) -> None:
     om = client.get("/metrics", headers={"accept": "application/openmetrics-text; version=1.0.0"})
     assert om.headers["content-type"].startswith("application/openmetrics-text")
     assert om.text.endswith("# EOF\n") and "# TYPE rsa_model info" in om.text
+
+
+def test_memory_of_every_process_of_the_service_and_its_total(client: TestClient) -> None:
+    """One process: itself as the front end (the engine's process too, with TEST_ENGINE=remote), each
+    process once, and the total their sum."""
+    samples = scrape(client)
+    memory = {
+        dict(labels)["pid"]: (dict(labels)["role"], v)
+        for (name, labels), v in samples.items()
+        if name == "rsa_process_resident_memory_bytes"
+    }
+    assert memory[str(os.getpid())][0] == "frontend"
+    assert [role for role, _ in memory.values()].count("frontend") == 1
+    assert all(v > 0 for _, v in memory.values())
+    assert value(samples, "rsa_service_resident_memory_bytes") == sum(v for _, v in memory.values())
 
 
 def test_requests_counted_by_endpoint_model_version_and_code(client: TestClient) -> None:
