@@ -75,7 +75,7 @@ class RemoteEngine(Engine):
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def start(self) -> None:
-        socket = zmq.Context.instance().socket(zmq.DEALER)
+        socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
         socket.connect(self.address)
         self._channel = Channel(socket, self._on_message)
         header, _ = await self._call("hello", wait_s=HELLO_TIMEOUT_S)
@@ -99,7 +99,7 @@ class RemoteEngine(Engine):
         if header.get("op") == "catalog":
             self._set_catalog(header["catalog"])
             return
-        future = self._pending.pop(header.get("id"), None)
+        future = self._pending.pop(header.get("id", -1), None)  # ids count up from 0
         if future is not None and not future.done():
             future.set_result((header, arrays))
 

@@ -240,7 +240,7 @@ class CpuRunner(PlainRunner):
         return {i.name: np.zeros([1, *i.shape[1:]], _DTYPES[i.type]) for i in self.session.get_inputs()}
 
 
-_DTYPES = {"tensor(float)": np.float32, "tensor(int64)": np.int64}
+_DTYPES: dict[str, type[np.generic]] = {"tensor(float)": np.float32, "tensor(int64)": np.int64}
 
 
 def default_buckets(max_rows: int) -> tuple[int, ...]:
@@ -335,7 +335,11 @@ class BoundRunner(Runner):
         return ort.OrtValue.ortvalue_from_shape_and_type(array.shape, array.dtype, "cuda", self.device_id)
 
     def _slot(
-        self, index: int, rows: int, shapes: dict[str, tuple[list[int], type]], out_shape: tuple[int, int]
+        self,
+        index: int,
+        rows: int,
+        shapes: dict[str, tuple[list[int], type[np.generic]]],
+        out_shape: tuple[int, int],
     ) -> _Slot:
         host = {name: np.zeros([rows, *dims], dtype) for name, (dims, dtype) in shapes.items()}
         host_out = np.zeros((rows, *out_shape), np.float32)

@@ -20,7 +20,7 @@ import asyncio
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from time import perf_counter
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -174,7 +174,7 @@ class InferenceService:
                 limit=budget,
             ) from None
 
-    def _release_inspect_slot(self, call: asyncio.Future[object]) -> None:
+    def _release_inspect_slot(self, call: asyncio.Future[Any]) -> None:
         self._inspect_in_flight -= 1
         if not call.cancelled():
             call.exception()  # retrieved, so a call whose client timed out logs no "never retrieved"
