@@ -25,7 +25,7 @@ from app.core.errors import ModelNotReady
 from app.engine.api import Engine, IndexEntry, Reservation, VersionStats
 from app.engine.batching import Feed, late_refusal
 from app.engine.catalog import Catalog
-from app.engine.model import InspectResult
+from app.engine.types import InspectResult
 from app.engine.wire import Channel, Frames, decode, encode, raise_error
 
 logger = logging.getLogger(__name__)

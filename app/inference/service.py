@@ -30,7 +30,7 @@ from app.core.context import current_deadline, note_model_version, note_reservat
 from app.core.errors import ModelNotReady, Overloaded, Timeout
 from app.engine.api import Engine, VersionStats
 from app.engine.catalog import Catalog, ModelEntry, VersionEntry
-from app.engine.model import InspectResult
+from app.engine.types import InspectResult
 
 T = TypeVar("T")
 

@@ -13,7 +13,7 @@ from app.artifacts.manifest import Manifest
 from app.core.errors import InvalidInput
 from app.engine.api import VersionStats
 from app.engine.catalog import ModelEntry, VersionEntry
-from app.engine.model import InspectResult
+from app.engine.types import InspectResult
 from app.inference.intervals import (
     available_quantiles,
     check_levels,
