@@ -55,6 +55,7 @@ def make_settings(repository: Path, **overrides: Any) -> Settings:
 
 
 def wait_for(predicate: Callable[[], bool], timeout_s: float = 15.0, what: str = "condition") -> None:
+    timeout_s = scaled(timeout_s)  # on a quiet machine; stretched on a busy one
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if predicate():

@@ -301,7 +301,7 @@ def test_rolling_restart_under_load_loses_nothing(fleet: Fleet, capsys: pytest.C
             old = fleet.replicas[i]
             old.process.send_signal(signal.SIGTERM)
             t0 = time.monotonic()
-            exits.append(old.process.wait(timeout=STOP_TIMEOUT_S))
+            exits.append(old.process.wait(timeout=scaled(STOP_TIMEOUT_S)))
             stopped_s = time.monotonic() - t0
             fleet.restart_replica(i)
             fleet.wait_ready(i)
