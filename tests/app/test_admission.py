@@ -27,6 +27,7 @@ from app.engine.batching import Feed
 from app.main import create_app
 from bench.loadgen import Failure, LoadResult, _Connection, _http_request, free_port, run_load
 from tests.app.conftest import make_settings
+from tests.app.metrics_scrape import scrape, total
 from tests.utils.speed import scaled
 
 L, C = 8, 3
@@ -206,7 +207,12 @@ def test_a_body_still_being_read_counts_as_admitted_work(toy_repository: Path) -
                     f"POST {URL} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                     f"Content-Length: {rows * L * C * 8}\r\n\r\n{{".encode()
                 )
-                time.sleep(scaled(0.2))  # admitted, reading its body
+                # Until the service has admitted the upload (its rows in the backlog, its body still unread):
+                # an ordering, not a sleep. Then at once: the reservation expires at the upload's deadline.
+                admitted_by = time.monotonic() + DEADLINE_S / 2
+                while total(scrape(http), "rsa_backlog_seconds", model="toy") == 0:
+                    assert time.monotonic() < admitted_by, "the upload was never admitted"
+                    time.sleep(0.01)
                 t0 = time.perf_counter()
                 refused = http.post(URL, content=bodies[0], headers={"content-type": "application/json"})
                 took_ms = (time.perf_counter() - t0) * 1e3
