@@ -105,8 +105,10 @@ def main() -> None:
         app,
         host=settings.host,
         port=settings.port,
-        timeout_graceful_shutdown=settings.graceful_shutdown_s,
-        timeout_keep_alive=settings.keep_alive_s,
+        # uvicorn annotates these two as int but hands them to asyncio.wait_for and loop.call_later,
+        # which take seconds as float: a fractional setting works as written.
+        timeout_graceful_shutdown=settings.graceful_shutdown_s,  # type: ignore[arg-type]
+        timeout_keep_alive=settings.keep_alive_s,  # type: ignore[arg-type]
         limit_concurrency=settings.max_connections,
         log_level=settings.log_level.lower(),
         # One line per request, written on the event loop: off unless asked for (RSA_ACCESS_LOG); the

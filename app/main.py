@@ -10,6 +10,7 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
+from pydantic import BaseModel
 
 from app.api.body import add_body_models
 from app.api.dispatch import ForecastDispatch
@@ -65,7 +66,7 @@ def _document_bodies(app: FastAPI) -> None:
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            bodies = [
+            bodies: list[type[BaseModel]] = [
                 ForecastRequest,
                 AttentionRequest,
                 InferenceRequest,

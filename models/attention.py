@@ -35,6 +35,13 @@ class RSAAttention(nn.Module):
         rem_init: starting (λ or γ, θ) per REM head, in head order (None: random starts).
     """
 
+    # Buffers registered by name (register_buffer), declared here for the type checker: is_rem when
+    # the layer has REM heads; softmax_scale, rem_scaled and rem_folded between fold() and unfold().
+    is_rem: Tensor
+    softmax_scale: Tensor
+    rem_scaled: Tensor
+    rem_folded: Tensor
+
     def __init__(
         self,
         d_model: int,

@@ -14,6 +14,8 @@ rows holds only four noisy days; Q is the daily profile learned from every train
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import Tensor, nn
 
@@ -164,29 +166,35 @@ class RSAForecaster(nn.Module):
         if self.linear is not None:
             y = y + self.linear(u)
         y = y.reshape(-1, C, cfg.horizon).transpose(1, 2)  # (B, H, C)
-        if stats is not None:
+        if self.revin is not None and stats is not None:  # stats come from RevIN
             y = self.revin.denormalise(y, *stats)
         if self.cycle is not None:
+            assert phase is not None  # encode refused a cycle without phase
             y = y + self.cycle_rows(phase, cfg.horizon, offset=L)
         if not return_attn:
             return y
+        layer_maps = [m for m in maps if m is not None]  # asked for, every layer returned its maps
 
         def per_channel(name: str) -> Tensor:
-            s = torch.stack([m[name] for m in maps], dim=1)  # (B*C, N, Hh, L, L)
+            s = torch.stack([m[name] for m in layer_maps], dim=1)  # (B*C, N, Hh, L, L)
             return s.reshape(-1, C, *s.shape[1:])  # (B, C, N, Hh, L, L)
 
-        rem = torch.stack([m["rem"] for m in maps], dim=0)  # (N, Hh, L, L)
+        rem = torch.stack([m["rem"] for m in layer_maps], dim=0)  # (N, Hh, L, L)
         return y, {"softmax": per_channel("softmax"), "rem": rem, "mixed": per_channel("mixed")}
 
     def fold(self) -> RSAForecaster:
         """Freeze every REM and gate for the model's input length (export, fast inference)."""
-        for layer in self.layers:
-            layer.attn.fold(self.cfg.input_length, last_row=self.cfg.head == "state")
+        for attn in self.attentions():
+            attn.fold(self.cfg.input_length, last_row=self.cfg.head == "state")
         return self
+
+    def attentions(self) -> list[RSAAttention]:
+        """Each layer's attention, in layer order."""
+        return [cast(RSAAttention, layer.attn) for layer in self.layers]
 
     def recurrence_report(self) -> list[dict]:
         """Per layer, per head: kind, dilation, λ/γ/θ and gate: how much recurrence the model uses."""
         return [
-            {"layer": i, "gate_mode": self.cfg.gate, "heads": layer.attn.head_report()}
-            for i, layer in enumerate(self.layers)
+            {"layer": i, "gate_mode": self.cfg.gate, "heads": attn.head_report()}
+            for i, attn in enumerate(self.attentions())
         ]

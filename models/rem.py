@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import cast
 
 import torch
 from torch import Tensor, nn
@@ -37,7 +38,12 @@ __all__ = [
 
 
 def lag_lattice(
-    length: int, dilation: int = 1, masked: bool = True, *, device=None, dtype=torch.float32
+    length: int,
+    dilation: int = 1,
+    masked: bool = True,
+    *,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype = torch.float32,
 ) -> tuple[Tensor, Tensor]:
     """Lags on the dilation lattice and where the REM is non-zero.
 
@@ -57,7 +63,13 @@ def lag_lattice(
     return t.to(dtype), on.to(dtype)
 
 
-def lag_row(length: int, dilation: int = 1, *, device=None, dtype=torch.float32) -> tuple[Tensor, Tensor]:
+def lag_row(
+    length: int,
+    dilation: int = 1,
+    *,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype = torch.float32,
+) -> tuple[Tensor, Tensor]:
     """The last row of ``lag_lattice`` (query i = T − 1), masked or not alike (no j lies after it):
     (t [T], on [T]). A model read out at its last step needs only this row of each REM."""
     if length < 1:
@@ -86,7 +98,7 @@ def cyclic_sin_kernel(gamma: Tensor, theta: Tensor, t: Tensor) -> Tensor:
     return torch.pow(gamma, t) * torch.sin(t * theta)
 
 
-def _as_tensor(x: float | Tensor | None, name: str, kind: str, dtype) -> Tensor:
+def _as_tensor(x: float | Tensor | None, name: str, kind: str, dtype: torch.dtype) -> Tensor:
     if x is None:
         raise ValueError(f"build_rem({kind!r}) needs {name}")
     return torch.as_tensor(x, dtype=dtype)
@@ -281,6 +293,10 @@ class REMBank(nn.Module):
         if not self.groups:
             raise ValueError("REMBank needs at least one REM head; a layer of plain heads has no bank")
 
+    def _rems(self) -> list[_REM]:
+        """The groups as what they are (a ModuleList's items read as plain Modules to a type checker)."""
+        return cast("list[_REM]", list(self.groups))
+
     def forward(self, length: int) -> Tensor:
         p = next(self.parameters())
         out = torch.zeros(self.n_heads, length, length, device=p.device, dtype=p.dtype)
@@ -292,13 +308,13 @@ class REMBank(nn.Module):
         """Row T − 1 of every head's REM: (H, T), zeros for softmax heads."""
         p = next(self.parameters())
         out = torch.zeros(self.n_heads, length, device=p.device, dtype=p.dtype)
-        for (first, n), group in zip(self.slots, self.groups, strict=True):
+        for (first, n), group in zip(self.slots, self._rems(), strict=True):
             out[first : first + n] = group.last_row(length)
         return out
 
     def values(self) -> list[dict[str, float | None]]:
         """Per head: λ/γ/θ (None where the kind has no such parameter, or for a softmax head)."""
         out: list[dict[str, float | None]] = [{"lambda": None, "gamma": None, "theta": None}] * self.n_heads
-        for (first, n), group in zip(self.slots, self.groups, strict=True):
+        for (first, n), group in zip(self.slots, self._rems(), strict=True):
             out[first : first + n] = group.values()
         return out

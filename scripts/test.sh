@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Set up .venv (dev set) and the system tools of the deployment tests, then run the whole test suite:
-# lint, then pytest.
+# lint, type check, then pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh dev
 scripts/ci-tools.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+.venv/bin/mypy  # app/ and models/, as [tool.mypy] in pyproject.toml says
 .venv/bin/python -m pytest "$@"

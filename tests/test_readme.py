@@ -1,4 +1,5 @@
-"""The README's examples work as printed."""
+"""The README's examples, and those of the guide pages its tour links (docs/service.md, models.md,
+training.md, export.md), work as printed."""
 
 from __future__ import annotations
 
@@ -12,17 +13,20 @@ from tests.app.conftest import make_settings, running_client
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
+GUIDE = README + "".join(
+    (ROOT / "docs" / page).read_text() for page in ("service.md", "models.md", "training.md", "export.md")
+)
 
 
-def blocks(lang: str) -> list[str]:
-    return re.findall(rf"```{lang}\n(.*?)```", README, flags=re.S)
+def blocks(lang: str, text: str = GUIDE) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", text, flags=re.S)
 
 
 def test_models_example_runs():
     code = next(b for b in blocks("python") if "build_rem" in b)
     assert len(code.strip().splitlines()) <= 6
     scope: dict = {}
-    exec(compile(code, "README.md", "exec"), scope)
+    exec(compile(code, "docs/models.md", "exec"), scope)
     assert tuple(scope["P"].shape) == (8, 8)
     assert tuple(scope["y"].shape) == (4, 24, 7)
     assert tuple(scope["attn"]["mixed"].shape) == (4, 7, 1, 4, 96, 96)
@@ -85,14 +89,14 @@ def test_bring_your_own_csv_walkthrough_works_as_printed(tmp_path: Path) -> None
 def test_the_training_set_up_command_is_the_setup_script_and_installs_cpu_torch() -> None:
     """The third command: `bash scripts/setup.sh train`, which asks PyTorch's CPU index for the pinned
     torch before the requirements (scripts/setup.sh dev, which the test command runs, does the same)."""
-    assert "bash scripts/setup.sh train" in blocks("bash")[2]
+    assert "bash scripts/setup.sh train" in blocks("bash", README)[2]
     script = (ROOT / "scripts" / "setup.sh").read_text()
     assert "https://download.pytorch.org/whl/cpu" in script and "--no-deps" in script
     assert "torch==2.13.0" in (ROOT / "requirements" / "train.txt").read_text()
 
 
 def test_the_sales_example_trains_and_prints_what_the_readme_shows(tmp_path: Path) -> None:
-    """The own-data summary printed in the README is what the sales command prints (its timing aside):
+    """The own-data summary printed in docs/training.md is what the sales command prints (its timing aside):
     the units, the naive references, the windows, what was kept, the input-length search."""
     import shlex
     import subprocess
@@ -106,7 +110,7 @@ def test_the_sales_example_trains_and_prints_what_the_readme_shows(tmp_path: Pat
     argv = shlex.split(command.replace(".venv/bin/python", sys.executable, 1))
     proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    printed = next(b for b in re.findall(r"```text\n(.*?)```", README, flags=re.S) if "test MSE" in b)
+    printed = next(b for b in blocks("text") if "test MSE" in b)
     untimed = re.compile(r" \(\d+ epoch\(s\), \d+ s/epoch, [\d.]+ min\)")
     got = [untimed.sub("", line) for line in proc.stdout.splitlines()]
     for line in printed.splitlines():
@@ -115,14 +119,14 @@ def test_the_sales_example_trains_and_prints_what_the_readme_shows(tmp_path: Pat
         "dates read day-first (%d/%m/%Y): '13/01/2021' (line 13)",
         "5 missing step(s) of 1D inserted",
     ):
-        assert note in proc.stdout and note in README.replace("\n", " ")
+        assert note in proc.stdout and note in GUIDE.replace("\n", " ")
 
 
 def test_the_which_config_table_is_the_recipes_report() -> None:
     from export.recipes import table
 
     report = json.loads((ROOT / "results" / "own-data" / "report.json").read_text())
-    assert "\n".join(table(report)) in README
+    assert "\n".join(table(report)) in GUIDE
 
 
 def test_the_attention_example_is_the_curl_in_the_readme() -> None:

@@ -7,6 +7,11 @@ fields and the shapes are documented in docs/artifacts.md and checked in `app/ar
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # for annotations only: numpy is imported where it is used
+    import numpy as np
+    from numpy.typing import ArrayLike
 
 # Files of a version folder: <repository>/<model>/<version>/...
 MODEL_FILE = "model.onnx"  # the forecast graph
@@ -39,7 +44,7 @@ CALENDAR_FREQUENCY = re.compile(r"(?P<months>[1-9][0-9]*)M(?P<anchor>[SE])")
 CUDA_EXACT_OPTIONS = {"use_tf32": "0"}
 
 
-def window_scale(windows, statistic: str, rows: int, power: float, floor):
+def window_scale(windows: ArrayLike, statistic: str, rows: int, power: float, floor: ArrayLike) -> np.ndarray:
     """The spread prediction-interval widths scale with (the manifest's `intervals.window_scale`,
     docs/artifacts.md): per series and channel, max(statistic of the window's last `rows` rows, floor) **
     power, as s [S, 1, C] float32 for raw windows [S, L, C]. `statistic` "std" (population) or

@@ -11,7 +11,7 @@ from app.artifacts.manifest import Manifest
 
 
 def build_feed(manifest: Manifest, windows: np.ndarray, phases: np.ndarray | None) -> dict[str, np.ndarray]:
-    feed = {FORECAST_INPUT: np.ascontiguousarray(windows, dtype=np.float32)}
+    feed: dict[str, np.ndarray] = {FORECAST_INPUT: np.ascontiguousarray(windows, dtype=np.float32)}
     cycle = manifest.cycle
     if cycle is None:
         if phases is not None:

@@ -19,9 +19,8 @@ from typing import Any
 import numpy as np
 from prometheus_client.core import Metric
 
-from app.engine.batching import Feed
 from app.engine.catalog import Catalog
-from app.engine.model import InspectResult
+from app.engine.types import Feed, InspectResult
 
 
 @dataclass(frozen=True)

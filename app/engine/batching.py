@@ -52,7 +52,7 @@ import logging
 import math
 import selectors
 from collections import Counter, deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from time import perf_counter
@@ -60,6 +60,7 @@ from time import perf_counter
 import numpy as np
 
 from app.core.errors import InferenceError, ModelNotReady, Overloaded, ServiceError, Timeout
+from app.engine.types import Feed  # re-exported: runners and tests import it from here
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +82,6 @@ SHARED_CALL_ROWS = 4
 # flight), and ours after it.
 INLINE_LOOK_PASSES = 3
 
-Feed = Mapping[str, np.ndarray]  # input name -> [n, ...]; every array has the same n
 RunFn = Callable[[Feed], np.ndarray]
 
 

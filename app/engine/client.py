@@ -38,7 +38,7 @@ from app.core.errors import ModelNotReady
 from app.engine.api import Engine, IndexEntry, Reservation, VersionStats
 from app.engine.batching import Feed, late_refusal
 from app.engine.catalog import Catalog
-from app.engine.model import InspectResult
+from app.engine.types import InspectResult
 from app.engine.wire import Channel, Frames, decode, encode, raise_error
 from app.observability.metrics import engine_up
 
@@ -102,7 +102,7 @@ class RemoteEngine(Engine):
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def start(self) -> None:
-        socket = zmq.Context.instance().socket(zmq.DEALER)
+        socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
         self._monitor = Channel(socket.get_monitor_socket(zmq.EVENT_DISCONNECTED), self._on_event)
         socket.connect(self.address)
         self._channel = Channel(socket, self._on_message)
@@ -177,7 +177,7 @@ class RemoteEngine(Engine):
         if header.get("op") == "catalog":
             self._set_catalog(header["catalog"])
             return
-        future = self._pending.pop(header.get("id"), None)
+        future = self._pending.pop(header.get("id", -1), None)  # ids count up from 0
         if future is not None and not future.done():
             future.set_result((header, arrays))
 

@@ -552,8 +552,9 @@ class LocalEngine(Engine):
         if served is None and (scan.ref.error or scan.policy_error):
             if not explicit:
                 return  # a folder that is not a model yet (poll): nothing to say about it
-            reason = scan.policy_error or scan.ref.error
-            self._failed[name] = {None: reason}  # for the index; never listed as a served model
+            reason = scan.policy_error or scan.ref.error or "unusable"
+            failure: dict[int | None, str] = {None: reason}
+            self._failed[name] = failure  # for the index; never listed as a served model
             raise LoadFailed(f"model {name!r} did not load: {reason}", field="name")
         new = [
             number
@@ -648,10 +649,12 @@ class LocalEngine(Engine):
         served = self.models.get(name)
         if served is None:
             return None
-        failed = {v.version: v.error or "failed" for v in served.versions.values() if v.state == "failed"}
+        failed: dict[int | None, str] = {
+            v.version: v.error or "failed" for v in served.versions.values() if v.state == "failed"
+        }
         problems = served.error or "; ".join(f"version {v}: {why}" for v, why in failed.items()) or None
         if problems and not served.required and not any(v.ready for v in served.versions.values()):
-            self._failed[name] = {None: served.error} if served.error else dict(failed)
+            self._failed[name] = {None: served.error} if served.error else failed
             self.models.pop(name, None)
             self._publish()
         elif not problems:

@@ -8,7 +8,6 @@ block: run them off the event loop.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -24,21 +23,11 @@ from app.artifacts.contract import (
 )
 from app.artifacts.feed import build_feed
 from app.artifacts.manifest import Manifest
-from app.engine.batching import Feed  # graph input name -> array with one row per window
 from app.engine.gate import cuda_call
 from app.engine.providers import RuntimeOptions
 from app.engine.runners import CallPolicy, Runner, create_runner
 from app.engine.session import SessionLoadError, check_io, create_session
-
-
-@dataclass(frozen=True)
-class InspectResult:
-    """Outputs of inspect.onnx for a batch of windows (N layers, Hh heads)."""
-
-    forecast: np.ndarray  # [batch, H, C]
-    softmax: np.ndarray  # [batch, C, N, Hh, L, L]
-    rem: np.ndarray  # [N, Hh, L, L]
-    mixed: np.ndarray  # [batch, C, N, Hh, L, L]
+from app.engine.types import Feed, InspectResult  # InspectResult re-exported (app/engine/local.py)
 
 
 class OnnxModel:

@@ -300,7 +300,7 @@ class CpuRunner(PlainRunner):
         return {i.name: np.zeros([1, *i.shape[1:]], _DTYPES[i.type]) for i in self.session.get_inputs()}
 
 
-_DTYPES = {"tensor(float)": np.float32, "tensor(int64)": np.int64}
+_DTYPES: dict[str, type[np.generic]] = {"tensor(float)": np.float32, "tensor(int64)": np.int64}
 
 
 def default_buckets(max_rows: int) -> tuple[int, ...]:

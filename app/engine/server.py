@@ -39,7 +39,7 @@ class EngineServer:
         self.submits_in_flight = 0  # what the engine's inline rule asks (app/engine/batching.py)
 
     async def start(self) -> None:
-        socket = zmq.Context.instance().socket(zmq.ROUTER)
+        socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.ROUTER)
         socket.bind(self.address)
         self._channel = Channel(socket, self._on_message)
         self.engine.on_catalog(self._push)

@@ -130,7 +130,7 @@ def check_io(session: ort.InferenceSession, manifest: Manifest, outputs: tuple[s
                 f"{path}: input {PHASE_INPUT!r} is {phase.type} {list(phase.shape)}, "
                 "expected tensor(int64) [batch]"
             )
-    names = {o.name for o in session.get_outputs()}
-    missing = [name for name in outputs if name not in names]
+    have = {o.name for o in session.get_outputs()}
+    missing = [name for name in outputs if name not in have]
     if missing:
-        raise SessionLoadError(f"{path}: missing outputs {missing}; it has {sorted(names)}")
+        raise SessionLoadError(f"{path}: missing outputs {missing}; it has {sorted(have)}")

@@ -17,7 +17,7 @@ import math
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 logger = logging.getLogger(__name__)
 
@@ -133,7 +133,7 @@ class NamedLocks:
         return len(self._locks)
 
 
-def _drop(acquire: asyncio.Future[bool], lock: asyncio.Lock) -> None:
+def _drop(acquire: asyncio.Future[Literal[True]], lock: asyncio.Lock) -> None:
     """Give up waiting for `lock`, releasing it should the wait have just got it."""
     if acquire.done():
         if not acquire.cancelled() and acquire.exception() is None:

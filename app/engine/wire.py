@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import orjson
@@ -94,13 +94,14 @@ class Channel:
             socket.setsockopt(option, 0)
         self._on_message = on_message
         self._loop = asyncio.get_running_loop()
-        self._fd = socket.getsockopt(zmq.FD)
+        self._fd = socket.fileno()  # zmq.FD
         self._loop.add_reader(self._fd, self._drain)
         self._loop.call_soon(self._drain)
 
     def send(self, frames: Frames) -> None:
-        self.socket.send_multipart(frames, copy=False)
-        if self.socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:  # the send may have taken the FD's edge
+        # numpy types ndarray.__buffer__ for Python 3.12+ only; arrays export the buffer protocol on 3.11 too
+        self.socket.send_multipart(frames, copy=False)  # type: ignore[arg-type]
+        if self._readable():  # the send may have taken the FD's edge
             self._loop.call_soon(self._drain)
 
     def drain(self) -> None:
@@ -108,8 +109,12 @@ class Channel:
         self._drain()
 
     def _drain(self) -> None:
-        while self.socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+        while self._readable():
             self._on_message(self.socket.recv_multipart(zmq.NOBLOCK, copy=False))
+
+    def _readable(self) -> bool:
+        # getsockopt is typed int | bytes for any option; EVENTS is an int bit field
+        return bool(cast(int, self.socket.getsockopt(zmq.EVENTS)) & zmq.POLLIN)
 
     def close(self) -> None:
         self._loop.remove_reader(self._fd)

@@ -20,7 +20,7 @@ import asyncio
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from time import perf_counter
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -30,7 +30,7 @@ from app.core.context import current_deadline, note_model_version, note_reservat
 from app.core.errors import ModelNotReady, Overloaded, Timeout
 from app.engine.api import Engine, VersionStats
 from app.engine.catalog import Catalog, ModelEntry, VersionEntry
-from app.engine.model import InspectResult
+from app.engine.types import InspectResult
 
 T = TypeVar("T")
 
@@ -174,7 +174,7 @@ class InferenceService:
                 limit=budget,
             ) from None
 
-    def _release_inspect_slot(self, call: asyncio.Future[object]) -> None:
+    def _release_inspect_slot(self, call: asyncio.Future[Any]) -> None:
         self._inspect_in_flight -= 1
         if not call.cancelled():
             call.exception()  # retrieved, so a call whose client timed out logs no "never retrieved"

@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 
 from bench.loadgen import free_port
+from tests.utils.speed import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,7 +62,8 @@ def live_service(repository: Path, log: Path, **env: str) -> Iterator[LiveServic
         )
     service = LiveService(f"http://127.0.0.1:{port}", process, log)
     try:
-        deadline = time.monotonic() + 30
+        wait_s = scaled(30)
+        deadline = time.monotonic() + wait_s
         while True:
             if process.poll() is not None:
                 raise AssertionError(f"the service exited with {process.returncode}:\n{service.output()}")
@@ -71,7 +73,7 @@ def live_service(repository: Path, log: Path, **env: str) -> Iterator[LiveServic
             except httpx.TransportError:
                 pass
             if time.monotonic() > deadline:
-                raise AssertionError(f"the service was not ready after 30 s:\n{service.output()}")
+                raise AssertionError(f"the service was not ready after {wait_s:.0f} s:\n{service.output()}")
             time.sleep(0.05)
         yield service
     finally:

@@ -27,6 +27,8 @@ from app.engine.batching import Feed
 from app.main import create_app
 from bench.loadgen import Failure, LoadResult, _Connection, _http_request, free_port, run_load
 from tests.app.conftest import make_settings
+from tests.app.metrics_scrape import scrape, total
+from tests.utils.speed import scaled
 
 L, C = 8, 3
 ROWS = 8  # series per request
@@ -176,8 +178,11 @@ def test_overload_is_refused_fast_and_goodput_holds(toy_repository: Path) -> Non
     # Admission leaves slack, but a machine that slows down at once can still make an admitted request
     # miss its deadline: rare, and answered at the deadline (the bound below), never later.
     assert over["statuses"].get(504, 0) <= 0.02 * sum(over["statuses"].values()), over
-    assert max(over["max_ms"].values()) < 1.5 * DEADLINE_S * 1e3  # within about one deadline
-    assert over["p50_ms"][503] < 100  # refusals come back at once, not after waiting
+    # Answered within about one deadline: the deadline, then half of one for the answer to be written,
+    # stretched on a busy machine (1.9 s was seen at a load of 6 on 2 cores); a server that let a request
+    # run a second deadline still fails here unless the machine is measured twice as slow.
+    assert max(over["max_ms"].values()) < (DEADLINE_S + scaled(0.5 * DEADLINE_S)) * 1e3, over
+    assert over["p50_ms"][503] < scaled(0.1) * 1e3, over  # refusals come back at once, not after waiting
     assert over["goodput_rows_s"] >= 0.8 * best["goodput_rows_s"]
 
 
@@ -202,15 +207,20 @@ def test_a_body_still_being_read_counts_as_admitted_work(toy_repository: Path) -
                     f"POST {URL} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                     f"Content-Length: {rows * L * C * 8}\r\n\r\n{{".encode()
                 )
-                time.sleep(0.2)  # admitted, reading its body
+                # Until the service has admitted the upload (its rows in the backlog, its body still unread):
+                # an ordering, not a sleep. Then at once: the reservation expires at the upload's deadline.
+                admitted_by = time.monotonic() + DEADLINE_S / 2
+                while total(scrape(http), "rsa_backlog_seconds", model="toy") == 0:
+                    assert time.monotonic() < admitted_by, "the upload was never admitted"
+                    time.sleep(0.01)
                 t0 = time.perf_counter()
                 refused = http.post(URL, content=bodies[0], headers={"content-type": "application/json"})
                 took_ms = (time.perf_counter() - t0) * 1e3
                 assert refused.status_code == 503 and refused.json()["error"]["code"] == "overloaded", (
                     refused.text
                 )
-                assert took_ms < 500, took_ms
-            deadline = time.monotonic() + 5
+                assert took_ms < scaled(0.5) * 1e3, took_ms
+            deadline = time.monotonic() + scaled(5)
             while (
                 http.post(URL, content=bodies[0], headers={"content-type": "application/json"}).status_code
                 != 200

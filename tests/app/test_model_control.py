@@ -27,6 +27,7 @@ from tests.app.fakes import BlockedManifest, ToySpec, write_repository, write_ve
 from tests.app.live import LiveService, live_service
 from tests.export.test_onnx import CFG, checkpoint_meta
 from tests.utils.data import ettd_slice
+from tests.utils.speed import scaled
 
 NAME = "tiny"
 CLIENTS = 16
@@ -97,7 +98,7 @@ def _load(url: str, bodies: list[bytes], check: ByVersion, requests: int) -> dic
 
 
 def _wait(predicate: object, what: str, timeout_s: float = 30) -> None:
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + scaled(timeout_s)
     while not predicate():  # type: ignore[operator]
         assert time.monotonic() < deadline, what
         time.sleep(0.05)
@@ -125,7 +126,7 @@ def test_a_published_version_takes_over_under_load_and_the_old_one_unloads(
 
     exporter = threading.Thread(target=publish)
     exporter.start()
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + scaled(60)
     after_switch = 0
     while after_switch < 2:  # load in chunks until two whole chunks ran after version 2 first answered
         assert time.monotonic() < deadline, f"version 2 never took over: {check.seen}"

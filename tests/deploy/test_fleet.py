@@ -38,6 +38,7 @@ from bench.loadgen import LoadResult, Workload, free_port, prepare_forecast_work
 from tests.deploy.conftest import need_tool
 from tests.deploy.manifests import find, prometheus_trigger, render
 from tests.deploy.test_prometheus import Proc, start, wait_for
+from tests.utils.speed import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "etth1-rsa"
@@ -46,9 +47,14 @@ REPLICAS = 3
 NAMESPACE = "rsa"  # the labels Kubernetes' pod discovery gives each target, as the query selects them
 POD_PREFIX = "rsa-forecast-7d9f8c6b5-"
 # Short, so that the test is short: HAProxy checks every 200 ms and takes a replica out at the first 503,
-# well within the drain (the manifests: every 2 s, out after 2, within a 5 s drain delay).
+# well within the drain (the manifests: every 2 s, out after 2, within a 5 s drain delay). A check that
+# takes longer than CHECK_TIMEOUT_S fails too: both it and the drain delay are stretched on a busy
+# machine (tests/utils/speed.py), where /readyz answered past HAProxy's 200 ms (its default check
+# timeout, the interval), every replica left the rotation and HAProxy answered 503 itself. The drain
+# still outlasts two intervals and a check: 0.4 + 0.5 s < 1.5 s, at any slowdown.
 DRAIN_DELAY_S = 1.5
 CHECK_INTERVAL_MS = 200
+CHECK_TIMEOUT_S = 0.5
 SCRAPE_INTERVAL = "500ms"
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 30.0  # the drain delay + the service's graceful shutdown (20 s) + a margin
@@ -145,6 +151,7 @@ backend replicas
     option http-server-close
     option httpchk GET /readyz
     http-check expect status 200
+    timeout check {round(scaled(CHECK_TIMEOUT_S) * 1000)}ms
     default-server inter {CHECK_INTERVAL_MS}ms fall 1 rise 1
 {servers}
 """
@@ -181,7 +188,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
             "RSA_DEVICE": "cpu",
             "RSA_INTRA_OP_THREADS": "1",
             "RSA_SINGLE_THREAD_CALLS": "1",
-            "RSA_DRAIN_DELAY_S": str(DRAIN_DELAY_S),
+            "RSA_DRAIN_DELAY_S": str(scaled(DRAIN_DELAY_S)),
             "RSA_LOG_LEVEL": "WARNING",
         }
     )
@@ -294,7 +301,7 @@ def test_rolling_restart_under_load_loses_nothing(fleet: Fleet, capsys: pytest.C
             old = fleet.replicas[i]
             old.process.send_signal(signal.SIGTERM)
             t0 = time.monotonic()
-            exits.append(old.process.wait(timeout=STOP_TIMEOUT_S))
+            exits.append(old.process.wait(timeout=scaled(STOP_TIMEOUT_S)))
             stopped_s = time.monotonic() - t0
             fleet.restart_replica(i)
             fleet.wait_ready(i)

@@ -29,6 +29,7 @@ import pytest
 from bench.loadgen import free_port
 from tests.deploy.conftest import need_tool
 from tests.deploy.test_compose import PROMETHEUS_CONFIG, dashboard_queries, load_dashboard
+from tests.utils.speed import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "etth1-rsa"
@@ -92,7 +93,9 @@ def start(name: str, cmd: list[str], log: Path, env: dict[str, str] | None = Non
 
 
 def wait_for(what: str, check: Callable[[], bool], procs: list[Proc], timeout_s: float) -> None:
-    """Poll `check` (connection errors count as not yet) until it holds, a process dies, or time runs out."""
+    """Poll `check` (connection errors count as not yet) until it holds, a process dies, or time runs out
+    (`timeout_s` on a quiet machine, stretched on a busy one: tests/utils/speed.py)."""
+    timeout_s = scaled(timeout_s)
     deadline = time.monotonic() + timeout_s
     while True:
         for proc in procs:

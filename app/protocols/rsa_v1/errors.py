@@ -8,7 +8,7 @@ client wrote it), and routing errors (404, 405, 413).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import Request
@@ -78,7 +78,7 @@ def format_loc(loc: Sequence[int | str]) -> str:
 _LIMIT_KEYS = ("ge", "gt", "le", "lt", "min_length", "max_length", "expected")
 
 
-def _limit_of(error: dict[str, Any]) -> Any | None:
+def _limit_of(error: Mapping[str, Any]) -> Any | None:
     ctx = error.get("ctx") or {}
     for key in _LIMIT_KEYS:
         if key in ctx:
@@ -93,7 +93,7 @@ def _validation_body(exc: RequestValidationError) -> tuple[int, ErrorBody]:
         ErrorDetail(field=format_loc(e.get("loc", ())) or None, message=str(e.get("msg")), type=e.get("type"))
         for e in errors
     ]
-    first = errors[0] if errors else {"msg": "invalid request", "loc": ()}
+    first: Mapping[str, Any] = errors[0] if errors else {"msg": "invalid request", "loc": ()}
     if first.get("type") == "json_invalid":
         ctx = first.get("ctx") or {}
         position = first.get("loc", ("body", None))[-1]

@@ -13,7 +13,7 @@ from app.artifacts.manifest import Manifest
 from app.core.errors import InvalidInput
 from app.engine.api import VersionStats
 from app.engine.catalog import ModelEntry, VersionEntry
-from app.engine.model import InspectResult
+from app.engine.types import InspectResult
 from app.inference.intervals import (
     available_quantiles,
     check_levels,
@@ -132,13 +132,13 @@ class V1Handlers:
             layers = request.layers if request.layers is not None else list(range(n_layers))
             _check_layers(layers, n_layers)
             # C-ordered float32, as orjson writes numpy arrays (the session's outputs already are).
+            parts: tuple[tuple[MatrixName, np.ndarray], ...] = (
+                ("softmax", result.softmax[0, channel]),  # [N, Hh, L, L], or [N, Hh, L] (last query)
+                ("rem", result.rem),
+                ("mixed", result.mixed[0, channel]),
+            )
             arrays: dict[MatrixName, np.ndarray] = {
-                key: np.ascontiguousarray(array, dtype=np.float32)
-                for key, array in (
-                    ("softmax", result.softmax[0, channel]),  # [N, Hh, L, L], or [N, Hh, L] (last query)
-                    ("rem", result.rem),
-                    ("mixed", result.mixed[0, channel]),
-                )
+                key: np.ascontiguousarray(array, dtype=np.float32) for key, array in parts
             }
             out_layers = [
                 _layer_attention(manifest, layer, arrays, wanted, request.average_heads) for layer in layers

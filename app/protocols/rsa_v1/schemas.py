@@ -45,6 +45,7 @@ SeriesValues = Annotated[
 ]
 
 MatrixName = Literal["softmax", "rem", "mixed"]
+MATRIX_NAMES: tuple[MatrixName, ...] = ("softmax", "rem", "mixed")
 # L×L (query i, key j), or for a model read out at its last step the last query's row over the L keys.
 Matrix = list[list[float]] | list[float]
 OutputFormat = Literal["json", "png"]
@@ -139,7 +140,7 @@ class AttentionRequest(_Strict):
 
     series: SeriesInput
     matrices: list[MatrixName] = Field(
-        default_factory=lambda: ["softmax", "rem", "mixed"],
+        default_factory=lambda: list(MATRIX_NAMES),
         min_length=1,
         max_length=3,
         description="Which matrices.",

@@ -15,6 +15,7 @@ import pytest
 
 from app.core.errors import InferenceError, ModelNotReady, Overloaded, Timeout
 from app.engine.batching import SHARED_CALL_ROWS, Batch, DynamicBatcher, Feed, WorkItem
+from tests.utils.speed import scaled
 
 
 def double(rows: np.ndarray) -> np.ndarray:
@@ -374,7 +375,8 @@ def test_refusal_is_immediate_and_an_idle_batcher_takes_any_request() -> None:
         t0 = time.perf_counter()
         with pytest.raises(Overloaded) as info:
             await submit(batcher, rows(0, 4), 0.1)
-        assert time.perf_counter() - t0 < 0.05  # at once, not after the deadline
+        # at once, not after the deadline (0.1 s): 50 ms on a quiet machine, more on a busy one
+        assert time.perf_counter() - t0 < min(scaled(0.05), 0.1)
         assert "this request has left" in info.value.message
         await busy
         await batcher.stop()

@@ -1,7 +1,7 @@
-"""The README's interoperability examples work as printed: the tritonclient snippet against a real service
-on the shipped model (only the port is this test's), its forecast and 80% interval outputs `/v1`'s, and the
-KServe time-series curl request, whose mean forecast and quantiles are the README's `/v1` example answer's
-`forecast`, `lo-80` and `hi-80`, as the README says."""
+"""The interoperability examples (docs/protocols.md, linked from the README) work as printed: the
+tritonclient snippet against a real service on the shipped model (only the port is this test's), its
+forecast and 80% interval outputs `/v1`'s, and the KServe time-series curl request, whose mean forecast
+and quantiles are the README's `/v1` example answer's `forecast`, `lo-80` and `hi-80`, as the page says."""
 
 from __future__ import annotations
 
@@ -17,10 +17,12 @@ from tests.app.live import live_service
 
 ROOT = Path(__file__).resolve().parents[3]
 README = (ROOT / "README.md").read_text()
+PROTOCOLS = (ROOT / "docs" / "protocols.md").read_text()
 
 
 def _block(lang: str, marker: str) -> str:
-    return next(b for b in re.findall(rf"```{lang}\n(.*?)```", README, flags=re.S) if marker in b)
+    blocks = re.findall(rf"```{lang}\n(.*?)```", README + PROTOCOLS, flags=re.S)
+    return next(b for b in blocks if marker in b)
 
 
 def test_tritonclient_snippet_works_as_printed(tmp_path: Path) -> None:
@@ -28,7 +30,7 @@ def test_tritonclient_snippet_works_as_printed(tmp_path: Path) -> None:
     with live_service(ROOT / "model_repository", tmp_path / "service.log") as service:
         host = service.url.removeprefix("http://")
         scope: dict[str, object] = {}
-        exec(compile(code.replace("127.0.0.1:8000", host), "README.md", "exec"), scope)
+        exec(compile(code.replace("127.0.0.1:8000", host), "docs/protocols.md", "exec"), scope)
         forecast = scope["forecast"]
         assert (
             isinstance(forecast, np.ndarray) and forecast.dtype == np.float32 and forecast.shape == (2, 96, 7)
@@ -58,7 +60,7 @@ def test_timeseries_curl_works_as_printed() -> None:
     assert r.status_code == 200, r.text
     (content,) = r.json()["outputs"][0]["content"]
     assert content["start_timestamp"] == printed["timestamps"][0].replace("+00:00", "Z")
-    assert content["start_timestamp"] in README  # the README names it
+    assert content["start_timestamp"] in PROTOCOLS  # the page names it
     np.testing.assert_allclose(content["mean_forecast"], printed["forecast"], atol=1e-4)
     assert list(content["quantiles"]) == ["0.1", "0.9"]
     np.testing.assert_allclose(content["quantiles"]["0.1"], printed["lo-80"], atol=1e-4)
