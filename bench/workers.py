@@ -42,17 +42,13 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from bench.engine import format_table, ints, parse_with_smoke
-from bench.loadgen import (
-    REPO,
-    LoadResult,
-    LocalServer,
-    _Connection,
-    local_server,
-    prepare_forecast_workload,
-    run_load,
-)
-from bench.serving import tree_cpu_s
+from bench.harness import REPO
+from bench.harness.cli import bench_parser, ints, parse_with_smoke
+from bench.harness.load import Connection, LoadResult
+from bench.harness.measure import load_cell
+from bench.harness.report import format_table
+from bench.harness.servers import LocalServer, local_server
+from bench.harness.workloads import prepare_forecast_workload
 
 SMOKE_ARGS = (
     "--workers",
@@ -83,10 +79,19 @@ REFUSAL_S, REFUSAL_MEDIAN_S, GOODPUT_SHARE = 1.0, 0.1, 0.8
 @dataclass
 class Cell:
     workers: int
-    concurrency: int
-    series: int
-    result: LoadResult
-    server_cpu_s: float
+    result: LoadResult  # its server_cpu_s: the whole process tree's
+
+    @property
+    def concurrency(self) -> int:
+        return self.result.concurrency
+
+    @property
+    def series(self) -> int:
+        return self.result.series_per_request
+
+    @property
+    def server_cpu_s(self) -> float | None:
+        return self.result.server_cpu_s
 
     @property
     def rps(self) -> float:
@@ -127,7 +132,7 @@ async def _big_request(url: str, body: bytes, check: Any, b: int) -> tuple[int, 
     """One client: (status, ms to the answer, a failure or None)."""
     parts = urlsplit(url)
     assert parts.hostname is not None and parts.port is not None
-    conn = _Connection(parts.hostname, parts.port)
+    conn = Connection(parts.hostname, parts.port)
     conn.reader, conn.writer = await asyncio.open_connection(parts.hostname, parts.port, limit=2**20)
     head = (
         f"POST {parts.path} HTTP/1.1\r\nHost: {parts.hostname}:{parts.port}\r\nContent-Type: application/json"
@@ -147,7 +152,7 @@ async def _big_request(url: str, body: bytes, check: Any, b: int) -> tuple[int, 
     t0 = time.perf_counter()
     sending = asyncio.ensure_future(send())
     try:
-        status, payload = await conn._answer()
+        status, payload = await conn.read_answer()
     except (OSError, EOFError, asyncio.IncompleteReadError) as exc:
         return 0, 1e3 * (time.perf_counter() - t0), f"transport: {exc}"
     finally:
@@ -181,28 +186,6 @@ def _env(workers: int, repository: Path, device: str = "cpu") -> dict[str, str]:
     }
 
 
-def _load(
-    url: str,
-    work: Any,
-    *,
-    requests: int,
-    concurrency: int,
-    warmup: int,
-    seconds: float,
-    series: int,
-    pid: int,
-) -> tuple[LoadResult, float]:
-    async def run() -> tuple[LoadResult, float]:
-        common = {"concurrency": concurrency, "time_limit_s": seconds, "series_per_request": series}
-        if warmup:
-            await run_load(url, work.bodies, work.checker, requests=warmup, **common)
-        cpu0 = tree_cpu_s(pid)
-        result = await run_load(url, work.bodies, work.checker, requests=requests, **common)
-        return result, tree_cpu_s(pid) - cpu0
-
-    return asyncio.run(run())
-
-
 def throughput_round(
     args: argparse.Namespace, order: Sequence[int], floods: list[Flood] | None
 ) -> list[Cell]:
@@ -214,30 +197,13 @@ def throughput_round(
     cells = []
     for workers in order:
         with local_server(_env(workers, repository, args.device)) as live:
-            pid = live.process.pid
             for c in args.concurrency:
-                result, cpu = _load(
-                    live.url + small.path,
-                    small,
-                    requests=args.requests,
-                    concurrency=c,
-                    warmup=args.warmup,
-                    seconds=args.seconds,
-                    series=1,
-                    pid=pid,
-                )
-                cells.append(Cell(workers, c, 1, result, cpu))
-            result, cpu = _load(
-                live.url + big.path,
-                big,
-                requests=args.big_requests,
-                concurrency=BIG_CONCURRENCY,
-                warmup=1,
-                seconds=args.seconds,
-                series=args.big_series,
-                pid=pid,
-            )
-            cells.append(Cell(workers, BIG_CONCURRENCY, args.big_series, result, cpu))
+                small_load = {"requests": args.requests, "warmup": args.warmup, "concurrency": c}
+                result = load_cell(live.url, small, **small_load, seconds=args.seconds, pid=live.process.pid)
+                cells.append(Cell(workers, result))
+            big_load = {"requests": args.big_requests, "warmup": 1, "concurrency": BIG_CONCURRENCY}
+            result = load_cell(live.url, big, **big_load, seconds=args.seconds, pid=live.process.pid)
+            cells.append(Cell(workers, result))
             if floods is not None:
                 floods.append(flood(args, workers, live))
     return cells
@@ -331,9 +297,9 @@ def flood(args: argparse.Namespace, workers: int, live: LocalServer) -> Flood:
     """The default (latest) version, `--flood` clients each sending one big body at once, after the same
     bodies at concurrency 4 (the best goodput without refusals)."""
     work = prepare_forecast_workload(version=LATEST, windows=16, series_per_request=args.flood_series)
-    url, pid = live.url + work.path, live.process.pid
-    common = {"seconds": args.seconds, "series": args.flood_series, "pid": pid}
-    best, _ = _load(url, work, requests=BIG_CONCURRENCY * 2, concurrency=BIG_CONCURRENCY, warmup=1, **common)
+    url = live.url + work.path
+    best_load = {"requests": BIG_CONCURRENCY * 2, "warmup": 1, "concurrency": BIG_CONCURRENCY}
+    best = load_cell(live.url, work, **best_load, seconds=args.seconds, pid=live.process.pid)
 
     async def at_once() -> tuple[list[tuple[int, float, str | None]], float]:
         t0 = time.perf_counter()
@@ -482,12 +448,7 @@ def report(
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(
-        prog="python -m bench.workers",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    ap.add_argument("--smoke", action="store_true", help="tiny sizes (the tests)")
+    ap = bench_parser("bench.workers", __doc__, SMOKE_ARGS)
     ap.add_argument("--workers", type=ints, default=(1, 2), help="RSA_WORKERS values to compare")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--concurrency", type=ints, default=(1, 16, 64))
