@@ -47,7 +47,7 @@ from bench.harness.cli import bench_parser, ints, parse_with_smoke
 from bench.harness.load import Connection, LoadResult
 from bench.harness.measure import load_cell
 from bench.harness.report import format_table
-from bench.harness.servers import LocalServer, local_server
+from bench.harness.servers import LocalServer, local_server, served_repository
 from bench.harness.workloads import prepare_forecast_workload
 
 SMOKE_ARGS = (
@@ -168,15 +168,6 @@ SHIPPED = REPO / "model_repository" / "etth1-rsa"
 LATEST = max(int(p.name) for p in SHIPPED.iterdir() if p.name.isdigit())
 
 
-def served_repository(*versions: int) -> Path:
-    """A model repository of just these shipped versions (links): a service loads only what is measured."""
-    repository = Path(tempfile.mkdtemp(prefix="bench-workers-repo-"))
-    (repository / "etth1-rsa").mkdir()
-    for version in set(versions):
-        (repository / "etth1-rsa" / str(version)).symlink_to(SHIPPED / str(version), target_is_directory=True)
-    return repository
-
-
 def _env(workers: int, repository: Path, device: str = "cpu") -> dict[str, str]:
     return {
         "RSA_WORKERS": str(workers),
@@ -193,7 +184,7 @@ def throughput_round(
     and, when `floods` is given, the flood (appended there)."""
     small = prepare_forecast_workload(version=args.version, windows=64)
     big = prepare_forecast_workload(version=args.version, windows=64, series_per_request=args.big_series)
-    repository = served_repository(args.version, LATEST)  # the flood's is the default version
+    repository = served_repository(SHIPPED, [args.version, LATEST])  # the flood's is the default version
     cells = []
     for workers in order:
         with local_server(_env(workers, repository, args.device)) as live:
@@ -215,7 +206,7 @@ def transport(args: argparse.Namespace) -> list[list[object]]:
     from app.engine.client import RemoteEngine
     from app.engine.local import LocalEngine
 
-    repository = served_repository(args.version)
+    repository = served_repository(SHIPPED, [args.version])
     manifest_dir = SHIPPED / str(args.version)
     manifest = json.loads((manifest_dir / "manifest.json").read_text())
     L, C = manifest["input_length"], len(manifest["channels"])

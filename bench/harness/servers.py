@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -187,3 +187,14 @@ def peer_server(
         stop_timeout_s=stop_timeout_s,
         stop_signal=stop_signal,
     )
+
+
+def served_repository(model_dir: Path, versions: Iterable[int]) -> Path:
+    """A model repository of just these versions of `model_dir` (links): a service loads only what is
+    measured."""
+    repository = Path(tempfile.mkdtemp(prefix="bench-repo-"))
+    (repository / model_dir.name).mkdir()
+    for version in set(versions):
+        link = repository / model_dir.name / str(version)
+        link.symlink_to(model_dir.resolve() / str(version), target_is_directory=True)
+    return repository
