@@ -28,14 +28,13 @@ show on every run which side is the bottleneck.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import math
 import sys
 from collections.abc import Sequence
 
 from bench.harness.checks import ForecastChecker
-from bench.harness.load import Failure, LoadResult, run_load
+from bench.harness.load import Failure, LoadResult, load_workload, run_load
 from bench.harness.servers import free_port, local_server
 from bench.harness.workloads import Workload, prepare_forecast_workload
 
@@ -115,20 +114,9 @@ def execute(args: argparse.Namespace) -> tuple[LoadResult, ForecastChecker]:
     )
 
     def load(base: str, pid: int | None) -> LoadResult:
-        return asyncio.run(
-            run_load(
-                base.rstrip("/") + work.path,
-                work.bodies,
-                work.checker,
-                requests=args.requests,
-                concurrency=args.concurrency,
-                time_limit_s=args.time_limit,
-                warmup=args.warmup,
-                request_timeout_s=args.request_timeout,
-                series_per_request=args.series_per_request,
-                server_pid=pid,
-            )
-        )
+        limits = {"time_limit_s": args.time_limit, "request_timeout_s": args.request_timeout}
+        counts = {"requests": args.requests, "concurrency": args.concurrency, "warmup": args.warmup}
+        return load_workload(base.rstrip("/"), work, **counts, **limits, server_pid=pid)
 
     if args.url:
         return load(args.url, None), work.checker

@@ -54,6 +54,8 @@ MARGIN_PCT = 20.0
 # mixed 256/64/16-row bursts, +130 MiB with 1024. malloc_trim(0) hands free heap pages back; after runs of
 # more rows than this only, as it costs ~1 ms (page faults on the next call) that a 1-row call would feel.
 TRIM_ABOVE_ROWS = 8
+TRIMMED = f"glibc malloc_trim(0) after runs of more than {TRIM_ABOVE_ROWS} rows"
+THP = f"GLIBC_TUNABLES={THP_TUNABLE}"
 
 
 @dataclass(frozen=True)
@@ -82,29 +84,15 @@ VARIANTS: dict[str, Variant] = {
     for v in (
         Variant("default", "CPU arena on, never shrunk: the service before the fix"),
         Variant("no-arena", "enable_cpu_mem_arena=False: plain malloc/free", arena=False),
-        Variant(
-            "no-arena+trim",
-            f"no-arena, glibc malloc_trim(0) after runs of more than {TRIM_ABOVE_ROWS} rows",
-            arena=False,
-            trim_above=TRIM_ABOVE_ROWS,
-        ),
+        Variant("no-arena+trim", f"no-arena, {TRIMMED}", arena=False, trim_above=TRIM_ABOVE_ROWS),
         Variant("shrink", "arena on, RunOptions memory.enable_memory_arena_shrinkage=cpu:0", shrink=True),
+        Variant("shrink+trim", f"shrink, {TRIMMED}", shrink=True, trim_above=TRIM_ABOVE_ROWS),
+        Variant("default+thp", f"default, {THP}", thp=True),
+        Variant("no-arena+thp", f"no-arena, {THP}", arena=False, thp=True),
         Variant(
-            "shrink+trim",
-            f"shrink, glibc malloc_trim(0) after runs of more than {TRIM_ABOVE_ROWS} rows",
-            shrink=True,
-            trim_above=TRIM_ABOVE_ROWS,
+            "no-arena+trim+thp", f"no-arena+trim, {THP}", arena=False, trim_above=TRIM_ABOVE_ROWS, thp=True
         ),
-        Variant("default+thp", "default, GLIBC_TUNABLES=glibc.malloc.hugetlb=1", thp=True),
-        Variant("no-arena+thp", "no-arena, GLIBC_TUNABLES=glibc.malloc.hugetlb=1", arena=False, thp=True),
-        Variant(
-            "no-arena+trim+thp",
-            "no-arena+trim, GLIBC_TUNABLES=glibc.malloc.hugetlb=1",
-            arena=False,
-            trim_above=TRIM_ABOVE_ROWS,
-            thp=True,
-        ),
-        Variant("shrink+thp", "shrink, GLIBC_TUNABLES=glibc.malloc.hugetlb=1", shrink=True, thp=True),
+        Variant("shrink+thp", f"shrink, {THP}", shrink=True, thp=True),
         Variant(
             "shrink-exact",
             "shrink on a shared env arena with kSameAsRequested",

@@ -48,7 +48,7 @@ from torch import Tensor, nn
 
 from app.artifacts.contract import FORECAST_INPUT, FORECAST_OUTPUT, MODEL_FILE, PHASE_INPUT
 from bench.harness import models as hm
-from bench.harness.cli import add_device_argument, bench_parser, ints, parse_with_smoke
+from bench.harness.cli import bench_parser, ints, parse_with_smoke
 from bench.harness.measure import interleaved, median_ms
 from bench.harness.report import format_table
 from export.checkpoint import load_checkpoint
@@ -245,10 +245,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--batches", type=ints, default=(1, 16), help="windows per call")
     ap.add_argument("--repeats", type=int, default=100, help="rounds per (L, batch), at most")
     ap.add_argument("--budget", type=float, default=15.0, help="seconds per (L, batch), at most")
-    ap.add_argument("--threads", type=int, default=1, help="ORT intra-op threads")
-    add_device_argument(ap)
-    hm.add_architecture_argument(ap)
-    ap.add_argument("--max-attention-mib", type=float, default=1024.0, help="skip bigger (L, batch)")
+    hm.add_export_arguments(ap, threads="ORT intra-op threads", skip="skip bigger (L, batch)")
     args = parse_with_smoke(ap, argv, SMOKE_ARGS)
     if args.threads < 1 or args.repeats < 1 or not args.lengths or not args.batches:
         ap.error("--threads and --repeats must be >= 1, --lengths and --batches not empty")

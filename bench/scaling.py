@@ -53,7 +53,7 @@ from typing import Any
 
 from app.artifacts.contract import FORECAST_OUTPUT, MODEL_FILE
 from bench.harness import models as hm
-from bench.harness.cli import add_device_argument, bench_parser, ints, parse_with_smoke
+from bench.harness.cli import bench_parser, ints, parse_with_smoke
 from bench.harness.load import load_workload
 from bench.harness.measure import interleaved, median_ms
 from bench.harness.report import format_table
@@ -276,10 +276,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--concurrency", type=int, default=1, help="connections sending at once")
     ap.add_argument("--windows", type=int, default=8, help="distinct request bodies per (L, series)")
     ap.add_argument("--time-limit", type=float, default=160.0, help="seconds per (L, series), at most")
-    ap.add_argument("--threads", type=int, default=1, help="ORT intra-op threads (session and server)")
-    add_device_argument(ap)
-    hm.add_architecture_argument(ap)
-    ap.add_argument("--max-attention-mib", type=float, default=1024.0, help="skip bigger calls")
+    hm.add_export_arguments(ap, threads="ORT intra-op threads (session and server)", skip="skip bigger calls")
     ap.add_argument("--no-server", action="store_true", help="the session table only")
     args = parse_with_smoke(ap, argv, SMOKE_ARGS)
     if list(args.lengths) != sorted(set(args.lengths)) or not args.batches or not args.series:

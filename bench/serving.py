@@ -76,7 +76,7 @@ import sys
 import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -252,16 +252,7 @@ def measure(
 ) -> Cell:
     """Warm-up, then the measured phase with the server's process-tree CPU around it."""
     parsed0 = check.parsed
-    result = load_cell(
-        live.url,
-        work,
-        requests=load.requests,
-        concurrency=load.concurrency,
-        warmup=load.warmup,
-        seconds=load.seconds,
-        pid=live.process.pid,
-        check=check,
-    )
+    result = load_cell(live.url, work, **asdict(load), pid=live.process.pid, check=check)
     sizes = check.answer_sizes()
     return Cell(
         server=server.key,

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from app.artifacts.contract import FORECAST_INPUT, MANIFEST_FILE, PHASE_INPUT
+from bench.harness.cli import add_device_argument
 from export.checkpoint import save_checkpoint
 from export.conformal import attention_bytes_per_row
 from export.data import ETT_DIR, StandardScaler, load_dataset
@@ -41,7 +42,12 @@ def shipped_architecture(model_dir: Path = SHIPPED_MODEL, version: int | None = 
     return json.loads((chosen / MANIFEST_FILE).read_text())["architecture"]
 
 
-def add_architecture_argument(ap: argparse.ArgumentParser) -> None:
+def add_export_arguments(ap: argparse.ArgumentParser, *, threads: str, skip: str) -> None:
+    """The flags of a bench that exports a shipped architecture at several input lengths and runs it:
+    `--threads` (ORT intra-op, `threads` its help), `--device`, `--architecture`, and
+    `--max-attention-mib` (`skip` its help: what is skipped above it)."""
+    ap.add_argument("--threads", type=int, default=1, help=threads)
+    add_device_argument(ap)
     ap.add_argument(
         "--architecture",
         type=int,
@@ -50,6 +56,7 @@ def add_architecture_argument(ap: argparse.ArgumentParser) -> None:
         help="the shipped version whose architecture is exported at each L (default 1: full L×L "
         "attention, the serving benchmark's model; 4, the default model, forms only the last query row)",
     )
+    ap.add_argument("--max-attention-mib", type=float, default=1024.0, help=skip)
 
 
 def untrained_checkpoint(cfg: ModelConfig, path: Path, *, seed: int = 0, csv: Path = ETTH1) -> Path:

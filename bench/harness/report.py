@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -61,14 +61,7 @@ class Target:
         return [self.what, measured, self.goal, judged + (" (errors or cut)" if self.shaky else "")]
 
     def summary(self) -> dict[str, Any]:
-        return {
-            "what": self.what,
-            "value": self.value,
-            "goal": self.goal,
-            "met": self.met,
-            "shaky": self.shaky,
-            "rounds": list(self.rounds),
-        }
+        return asdict(self) | {"rounds": list(self.rounds)}
 
 
 class Judged(Protocol):
