@@ -71,12 +71,11 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import statistics
 import sys
 import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -85,8 +84,7 @@ import numpy as np
 
 from bench.harness import REPO
 from bench.harness.checks import FixedAnswer, ForecastChecker
-from bench.harness.load import LoadResult
-from bench.harness.measure import load_cell
+from bench.harness.measure import Calls, Cell, Load, back_to_back, measure_cell
 from bench.harness.report import (
     Target,
     above,
@@ -105,7 +103,6 @@ MODEL_DIR = REPO / "model_repository" / "etth1-rsa" / "1"
 LITSERVE = PeerPackages(REPO / ".venv" / "litserve", REPO / "bench" / "peers" / "requirements-litserve.txt")
 READY_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 40.0
-RAW_WARMUP_CALLS = 5
 
 # The issue's targets. The p99 one is "no worse than the minimal server" (the issue states no number).
 MIN_THROUGHPUT_VS_MINIMAL = 0.9
@@ -195,116 +192,12 @@ def fresh_checker(server: Server, work: Workload) -> ForecastChecker | FixedAnsw
     return work.checker.fresh() if server.numeric_check else FixedAnswer()
 
 
-@dataclass
-class Cell:
-    """One server at one concurrency and request size."""
-
-    server: str
-    concurrency: int
-    series_per_request: int
-    result: LoadResult
-    parsed: int  # answers parsed and compared in this cell (the rest byte-identical to a verified one)
-    answer_bytes: float | None  # mean size of the distinct answers verified so far
-    protocol: str = V1
-
-    @property
-    def ok(self) -> bool:
-        return self.result.error_count == 0 and self.result.completed == self.result.requests
-
-    @property
-    def shaky(self) -> bool:
-        """Errors, or cut by the time limit: a target computed from it says so."""
-        return not self.ok or self.result.stopped_by_time_limit
-
-    @property
-    def windows_per_s(self) -> float:
-        return self.result.throughput * self.series_per_request
-
-    def cpu_ms(self, seconds: float | None) -> float | None:
-        return None if seconds is None else 1e3 * seconds / max(self.result.completed, 1)
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "server": self.server,
-            "protocol": self.protocol,
-            "parsed_answers": self.parsed,
-            "answer_bytes": self.answer_bytes,
-            "server_cpu_ms_per_request": self.cpu_ms(self.result.server_cpu_s),
-            "client_cpu_ms_per_request": self.cpu_ms(self.result.client_cpu_s),
-        } | self.result.summary()
-
-
-@dataclass(frozen=True)
-class Load:
-    concurrency: int
-    requests: int
-    warmup: int
-    seconds: float
-
-
-def measure(
-    server: Server,
-    live: LocalServer,
-    work: Workload,
-    check: ForecastChecker | FixedAnswer,
-    load: Load,
-    protocol: str = V1,
-) -> Cell:
-    """Warm-up, then the measured phase with the server's process-tree CPU around it."""
-    parsed0 = check.parsed
-    result = load_cell(live.url, work, **asdict(load), pid=live.process.pid, check=check)
-    sizes = check.answer_sizes()
-    return Cell(
-        server=server.key,
-        concurrency=load.concurrency,
-        series_per_request=work.series_per_request,
-        result=result,
-        parsed=check.parsed - parsed0,
-        answer_bytes=statistics.mean(sizes) if sizes else None,
-        protocol=protocol,
-    )
-
-
-@dataclass
-class Raw:
-    """Session calls in this process, back to back, each on `batch` windows."""
-
-    batch: int
-    duration_s: float
-    latencies_ms: list[float] = field(repr=False)
-
-    @property
-    def windows_per_s(self) -> float:
-        return self.batch * len(self.latencies_ms) / self.duration_s if self.duration_s > 0 else 0.0
-
-    def percentile_ms(self, q: float) -> float:
-        return float(np.percentile(self.latencies_ms, q))
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "batch": self.batch,
-            "calls": len(self.latencies_ms),
-            "duration_s": self.duration_s,
-            "windows_per_s": self.windows_per_s,
-            "latency_ms": {f"p{q}": self.percentile_ms(q) for q in (50, 90, 99)},
-        }
-
-
-def raw_ort(batches: list[np.ndarray], calls: int, seconds: float, device: str) -> Raw:
+def raw_ort(batches: list[np.ndarray], calls: int, seconds: float, device: str) -> Calls:
     """`calls` session calls (at most `seconds`), cycling through `batches`, after a few untimed ones."""
     session = create_session(load_manifest(MODEL_DIR), device)
-    for x in batches[:RAW_WARMUP_CALLS]:
-        session.run(["forecast"], {"window": x})
-    latencies: list[float] = []
-    start = time.perf_counter()
-    deadline = start + seconds
-    for i in range(calls):
-        if time.perf_counter() >= deadline:
-            break
-        t0 = time.perf_counter()
-        session.run(["forecast"], {"window": batches[i % len(batches)]})
-        latencies.append((time.perf_counter() - t0) * 1e3)
-    return Raw(len(batches[0]), time.perf_counter() - start, latencies)
+    return back_to_back(
+        lambda x: session.run(["forecast"], {"window": x}), batches, calls=calls, seconds=seconds
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -355,16 +248,16 @@ def run_server(
         with start(server, args.device) as live:
             for c in args.concurrency:
                 load = Load(c, args.requests, args.warmup, args.seconds)
-                run.cells.append(measure(server, live, small, small_check, load))
+                run.cells.append(measure_cell(server.key, live, small, small_check, load))
                 _progress(run.cells[-1])
             if server.takes_big and not small_only:
                 c = args.big_concurrency
                 load = Load(c, args.big_requests, c, args.seconds)
-                run.cells.append(measure(server, live, big, big_check, load))
+                run.cells.append(measure_cell(server.key, live, big, big_check, load))
                 _progress(run.cells[-1])
                 if server.takes_v2_binary:  # the same windows, right after, in the same process
                     v2_check = fresh_checker(server, big_v2)
-                    run.cells.append(measure(server, live, big_v2, v2_check, load, V2_BINARY))
+                    run.cells.append(measure_cell(server.key, live, big_v2, v2_check, load, V2_BINARY))
                     _progress(run.cells[-1])
     except RuntimeError as e:  # it did not become ready
         run.error = f"did not start: {e}"
@@ -388,8 +281,8 @@ def _progress(cell: Cell) -> None:
 @dataclass
 class Report:
     config: dict[str, Any]
-    raw_small: Raw
-    raw_big: Raw
+    raw_small: Calls
+    raw_big: Calls
     runs: list[ServerRun]
     load_before: tuple[float, float, float]
     load_after: tuple[float, float, float]
@@ -514,7 +407,7 @@ def big_table(report: Report) -> list[str]:
     return _table([f"{n} series per request, c={c}", "windows/s", "p50 ms", "p99 ms", "÷ raw ORT"], rows)
 
 
-def _big_row(label: str, cell: Cell | None, raw: Raw) -> list[str]:
+def _big_row(label: str, cell: Cell | None, raw: Calls) -> list[str]:
     if cell is None:
         return [label, "—", "—", "—", "—"]
     return [

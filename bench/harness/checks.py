@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -19,6 +19,16 @@ from bench.harness.load import Failure
 
 MEMO_VARIANTS = 8  # verified answers kept per request body (a batch-dependent last bit makes a few)
 FP32 = np.dtype("<f4")  # the wire's FP32: little-endian whatever this machine is
+
+
+class AnswerCheck(Protocol):
+    """A checker a cell reports on: how many answers it parsed, and the sizes of those it verified."""
+
+    parsed: int
+
+    def __call__(self, b: int, payload: bytes) -> Failure | None: ...
+
+    def answer_sizes(self) -> list[int]: ...
 
 
 def forecast_answer(payload: bytes) -> dict[str, Any] | Failure:
