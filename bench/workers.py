@@ -46,7 +46,7 @@ from bench.harness import REPO
 from bench.harness.cli import bench_parser, ints, parse_with_smoke
 from bench.harness.load import Connection, LoadResult
 from bench.harness.measure import load_cell
-from bench.harness.report import format_table
+from bench.harness.report import Target, at_least, at_most, format_table, median_target, verdict
 from bench.harness.servers import LocalServer, local_server, served_repository
 from bench.harness.workloads import prepare_forecast_workload
 
@@ -74,6 +74,7 @@ SMOKE_ARGS = (
 )
 BIG_CONCURRENCY = 4
 REFUSAL_S, REFUSAL_MEDIAN_S, GOODPUT_SHARE = 1.0, 0.1, 0.8
+SCALING_ONE, SCALING_BIG = 1.0, 1.3  # N front ends ÷ one process, req/s: one-window, big requests
 
 
 @dataclass
@@ -92,6 +93,12 @@ class Cell:
     @property
     def server_cpu_s(self) -> float | None:
         return self.result.server_cpu_s
+
+    @property
+    def shaky(self) -> bool:
+        """Errors, or not every request sent: a target computed from it says so."""
+        r = self.result
+        return r.error_count > 0 or r.completed < r.requests or r.stopped_by_time_limit
 
     @property
     def rps(self) -> float:
@@ -311,6 +318,22 @@ def flood(args: argparse.Namespace, workers: int, live: LocalServer) -> Flood:
     return Flood(workers, best.throughput * args.flood_series, answers, duration, args.flood_series, errors)
 
 
+def _rps_ratio(a: Cell, b: Cell) -> float:
+    return a.rps / b.rps
+
+
+def _p99_ratio(a: Cell, b: Cell) -> float:
+    return a.result.percentile_ms(99) / b.result.percentile_ms(99)
+
+
+def _value(t: Target) -> str:
+    return "-" if t.value is None else f"{t.value:.2f}"
+
+
+def _verdict(t: Target) -> str:
+    return "no data" if t.met is None else verdict(t.met) + (" (errors or cut)" if t.shaky else "")
+
+
 def _median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
@@ -363,22 +386,22 @@ def report(
     kinds = [(c, 1) for c in args.concurrency] + [(BIG_CONCURRENCY, args.big_series)]
     for workers in [w for w in args.workers if w != base]:
         for c, series in kinds:
-            ratios, p99s = [], []
+            pairs = []
             for cell_round in cells:
                 pair = {
                     x.workers: x
                     for x in cell_round
                     if x.concurrency == c and x.series == series and x.workers in (workers, base)
                 }
-                if len(pair) == 2:
-                    ratios.append(pair[workers].rps / pair[base].rps)
-                    p99s.append(pair[workers].result.percentile_ms(99) / pair[base].result.percentile_ms(99))
+                pairs.append((pair.get(workers), pair.get(base)))
             what = f"{series}-series c={c}" if series > 1 else f"one-window c={c}"
-            goal = "≥ 1.3" if series > 1 else "≥ 1.0"
-            each = ", ".join(f"{x:.2f}" for x in ratios)
+            floor = SCALING_BIG if series > 1 else SCALING_ONE
+            rps = median_target(what, f"≥ {floor}", pairs, _rps_ratio, at_least(floor))
+            p99 = median_target(what, "≤ 1.0", pairs, _p99_ratio, at_most(1.0))
+            each = ", ".join(f"{x:.2f}" for x in rps.rounds)
             lines.append(
-                f"{workers} front ends / {base}, {what}: throughput x{_median(ratios):.2f} (goal {goal}; "
-                f"rounds {each}), p99 x{_median(p99s):.2f} (goal ≤ 1.0)"
+                f"{workers} front ends / {base}, {what}: throughput x{_value(rps)} (goal {rps.goal}; "
+                f"rounds {each}) {_verdict(rps)}, p99 x{_value(p99)} (goal {p99.goal}) {_verdict(p99)}"
             )
     lines.append("")
     lines.append(
@@ -415,8 +438,7 @@ def report(
             not f.statuses(504),
             f.goodput >= GOODPUT_SHARE * f.best_windows_s,
         ]
-        lines_v = "met" if all(verdicts) else "NOT met"
-        flood_rows[-1].append(lines_v)
+        flood_rows[-1].append(verdict(all(verdicts)))
     lines.append(
         format_table(
             [

@@ -98,7 +98,7 @@ def median_target(
 ) -> Target:
     """The median over rounds of `value` on each round's pair of cells, judged by `ok`."""
     complete = [(a, b) for a, b in pairs if a is not None and b is not None]
-    if len(complete) < len(pairs):
+    if not complete or len(complete) < len(pairs):
         return Target(what, None, goal, None)
     each = tuple(value(a, b) for a, b in complete)
     v = statistics.median(each)
