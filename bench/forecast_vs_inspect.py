@@ -62,7 +62,7 @@ def main() -> None:
         times = interleaved(bound, repeats=repeats, budget_s=math.inf)
         base = median_ms(times[BASE])
         rows += [
-            [b, name, f"{median_ms(ts):.3f}", f"{median_ms(ts) / base:.2f}"] for name, ts in times.items()
+            [name, b, f"{median_ms(ts):.3f}", f"{median_ms(ts) / base:.2f}"] for name, ts in times.items()
         ]
     print(format_table(["case", "batch", "median ms", "ratio"], rows))
 
