@@ -55,7 +55,7 @@ from app.artifacts.contract import FORECAST_OUTPUT, MODEL_FILE
 from bench.harness import models as hm
 from bench.harness.cli import bench_parser, ints, parse_with_smoke
 from bench.harness.load import load_workload
-from bench.harness.measure import interleaved, median_ms
+from bench.harness.measure import interleaved, median_ms, proc_status_mib
 from bench.harness.report import format_table
 from bench.harness.servers import local_server
 from bench.harness.workloads import prepare_forecast_workload
@@ -147,14 +147,6 @@ def session_table(rows: Sequence[SessionRow], batches: Sequence[int]) -> str:
 
 
 # -- 2. the server --------------------------------------------------------------------------------------
-def proc_status_mib(pid: int, key: str) -> float:
-    """VmRSS / VmHWM of a process in MiB (Linux /proc)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1]) / 1024  # kB
-    raise RuntimeError(f"no {key} in /proc/{pid}/status")
-
-
 @dataclass(frozen=True)
 class ServerRow:
     length: int

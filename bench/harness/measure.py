@@ -1,7 +1,7 @@
 """Measurement: CPU accounting from /proc, interleaved timing of in-process cases, one loaded cell.
 
 - `process_cpu_s` / `tree_cpu_s`: utime + stime of one process, or of a process and all its descendants
-  (a server's supervisor, engine and front ends; LitServe's workers).
+  (a server's supervisor, engine and front ends; LitServe's workers); `proc_status_mib`: its memory.
 - `interleaved` / `median_ms`: in-process cases run round-robin, the order rotated every round, so that
   the machine's drift hits all alike.
 - `back_to_back`: in-process calls (a raw session: the baseline a server is compared with), timed;
@@ -44,6 +44,14 @@ def process_cpu_s(pid: int) -> float | None:
     except OSError:
         return None
     return _utime_stime(stat) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_status_mib(pid: int, key: str) -> float:
+    """VmRSS / VmHWM (`key`) of a process in MiB, from /proc (Linux)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) / 1024  # kB
+    raise RuntimeError(f"no {key} in /proc/{pid}/status")
 
 
 def tree_cpu_s(root: int) -> float:
