@@ -3,7 +3,7 @@
     .venv/bin/python -m bench.saturation                       # 256 series per request, 4 clients, 20 s
     .venv/bin/python -m bench.saturation --series-per-request 16 --seconds 10
 
-Starts the service (`python -m app`, one intra-op thread), loads it with bench.loadgen's client (every
+Starts the service (`python -m app`, one intra-op thread), loads it with bench.harness's load generator (every
 answer checked) and, from a separate process so that the load client's own work never delays it, probes
 GET /healthz every 20 ms on one keep-alive connection. Prints the load's throughput and the probe's
 p50/p99/max. Health checks wait only for the event loop; what holds the loop is each request's Python

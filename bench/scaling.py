@@ -14,10 +14,10 @@ L, untrained (speed and memory do not depend on the weights), is exported by the
    (`app.engine.session.create_session`, CPU, `--threads` intra-op threads), timed on real ETTh1
    test windows at each `--batches` size. Every round runs every L once, in rotating order, so the
    machine's drift hits all alike; at most `--repeats` rounds, none started after `--budget` s; medians.
-2. Server: per L, the real service (`python -m app` via `bench.loadgen.local_server`, with
+2. Server: per L, the real service (`python -m app` via `bench.harness.servers.local_server`, with
    `RSA_MODEL_REPOSITORY` on the temporary repository and `RSA_MODELS=rsa-l<L>`), then for each
    `--series` count, in ascending order: one warm-up request and `--requests` more over loopback
-   (`bench.loadgen.run_load`, `--concurrency` connections, every answer checked against onnxruntime),
+   (`bench.harness.load.run_load`, `--concurrency` connections, every answer checked against onnxruntime),
    then the server's VmRSS and VmHWM from /proc/<pid>/status.
 
 How to read it:

@@ -6,7 +6,7 @@
     .venv/bin/python -m bench.serving --servers minimal,service --concurrency 1
 
 What runs, one after another on this machine, all with version 1 of the shipped model
-(model_repository/etth1-rsa/1, no seasonal cycle) and the same request bodies (bench.loadgen's
+(model_repository/etth1-rsa/1, no seasonal cycle) and the same request bodies (bench.harness.workloads'
 `prepare_forecast_workload`: real ETTh1 windows of 96x7, built and serialised once):
 
 1. raw ONNX Runtime in this process, batch 1 and batch `--big-series` (256), on the bodies' windows;
@@ -34,10 +34,10 @@ What runs, one after another on this machine, all with version 1 of the shipped 
    §1): one round's ratio may compare a slowed server with a fast one. The targets against the minimal
    server are the median over the rounds of each round's ratio, every round's value shown beside it.
 
-How: bench.loadgen's `run_load`, the raw asyncio HTTP/1.1 keep-alive client, one connection per
+How: bench.harness.load's `run_load`, the raw asyncio HTTP/1.1 keep-alive client, one connection per
 concurrent worker, in this process (the servers get the rest of the machine: nothing else of the
 benchmark runs while a cell is measured). Every answer is checked against onnxruntime's forecast of
-the same window by bench.loadgen's `ForecastChecker` (OIP v2 binary answers by `OipBinaryChecker`: the
+the same window by bench.harness.checks' `ForecastChecker` (OIP v2 binary answers by `OipBinaryChecker`: the
 JSON header's output and binary_data_size, then the raw float32 forecast, same tolerances), except the
 floor's: its fixed answer is only checked to be the same JSON answer every time. Server CPU is the
 whole process tree's (LitServe runs several processes) over the measured phase, per request; client

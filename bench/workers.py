@@ -11,7 +11,7 @@ Four parts, each reported as a table:
    switches between two speeds); ratios against one process are per round, their median reported. The
    server's CPU per request is its whole process tree's (supervisor, engine, front ends); the load
    generator's own CPU per request is beside it, so it shows when the client, not the server, is the
-   limit. Load: bench.loadgen's raw asyncio client, bodies of real windows, answers checked against
+   limit. Load: bench.harness's raw asyncio client, bodies of real windows, answers checked against
    ONNX Runtime.
 2. The transport: one round trip through the engine process (RemoteEngine -> ZeroMQ -> EngineServer ->
    LocalEngine) against the same call in process, for 1 and 256 rows; the difference is the per-message
