@@ -4,23 +4,24 @@
 
 Both paths compute the same function (tests/models hold them equal); the fused one runs softmax
 attention through F.scaled_dot_product_attention and adds the REM side as one (g·P)·V matmul.
-Steps alternate between the two models so machine noise hits both alike; medians and the ratio are
-printed.
+Steps alternate between the two models (bench.harness.measure.interleaved) so machine noise hits both
+alike; medians and the ratio are printed.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
-import time
 
 import torch
 
+from bench.harness.measure import interleaved
 from models import ModelConfig, RSAForecaster
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(prog="python -m bench.attention_paths", description=__doc__.split("\n\n")[0])
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--batch", type=int, default=64)
@@ -39,16 +40,15 @@ def main() -> None:
         for layer in m.layers:
             layer.attn.fused = fused
         runs["fused" if fused else "explicit"] = (m, torch.optim.AdamW(m.parameters(), 1e-3))
-    times: dict[str, list[float]] = {k: [] for k in runs}
-    for step in range(args.steps + 2):
-        for name, (m, opt) in runs.items():
-            t = time.perf_counter()
-            loss = torch.nn.functional.mse_loss(m(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            if step >= 2:  # warm-up
-                times[name].append(time.perf_counter() - t)
+
+    def step(m: RSAForecaster, opt: torch.optim.Optimizer) -> None:
+        loss = torch.nn.functional.mse_loss(m(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    cases = {name: (lambda m=m, opt=opt: step(m, opt)) for name, (m, opt) in runs.items()}
+    times = interleaved(cases, repeats=args.steps, budget_s=math.inf, warmup=2)
     med = {k: statistics.median(v) for k, v in times.items()}
     print(
         f"batch {args.batch} x {cfg.channels} channels, L={cfg.input_length}, d_model={cfg.d_model}, "

@@ -3,70 +3,67 @@
     bash scripts/serve.sh &            # or any running instance
     .venv/bin/python -m bench.batching_merge [--url http://127.0.0.1:8000] [--clients 32] [--requests 320]
 
-Sends `requests` single-series forecast requests from `clients` concurrent clients (bounded in count
-and time), then reads the version's batching counters from GET /v1/models/{name} and prints
-requests per session call and latency percentiles. Each answer is checked against its own series.
+Sends `requests` single-series forecast requests to the model's latest version from `clients`
+concurrent clients (bench.harness's load generator, bounded in count and time; bodies of real windows
+from the version's data set, so the service's model_repository must be this checkout's), then reads the
+version's batching counters from GET /v1/models/{name} and prints requests per session call and latency
+percentiles. Each answer is checked against ONNX Runtime's forecast of its own window.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import statistics
-import time
+import http.client
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urlsplit
 
-import httpx
-import numpy as np
+from bench.harness.load import load_workload
+from bench.harness.workloads import prepare_forecast_workload
 
 
-async def main() -> None:
-    ap = argparse.ArgumentParser()
+def latest_version(url: str, model: str) -> dict[str, Any]:
+    """The model's last version as GET /v1/models/{name} describes it (http.client, not urllib: urllib
+    would honour *_proxy variables, and this traffic stays on loopback)."""
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=30)
+    try:
+        conn.request("GET", f"/v1/models/{model}")
+        versions: list[dict[str, Any]] = json.loads(conn.getresponse().read())["versions"]
+    finally:
+        conn.close()
+    return versions[-1]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.batching_merge", description=__doc__.split("\n\n")[0])
     ap.add_argument("--url", default="http://127.0.0.1:8000")
     ap.add_argument("--model", default="etth1-rsa")
     ap.add_argument("--clients", type=int, default=32)
     ap.add_argument("--requests", type=int, default=320)
-    args = ap.parse_args()
-    async with httpx.AsyncClient(base_url=args.url, timeout=30) as http:
-        info = (await http.get(f"/v1/models/{args.model}")).json()
-        version = info["versions"][-1]
-        L, C = version["input_length"], len(version["channels"])
-        before = version["batching"]
-        rng = np.random.default_rng(0)
-        windows = rng.normal(10, 3, size=(args.requests, L, C)).round(3)
-        latencies: list[float] = []
-        queue: asyncio.Queue[int] = asyncio.Queue()
-        for i in range(args.requests):
-            queue.put_nowait(i)
-
-        async def client() -> None:
-            while not queue.empty():
-                i = queue.get_nowait()
-                # A start for every series: models with a seasonal cycle need it, others ignore it.
-                series = {
-                    "id": str(i),
-                    "values": windows[i].tolist(),
-                    "start": f"2018-01-01T{i % 24:02d}:00:00",
-                }
-                body = {"series": [series], "horizon": 1}
-                t = time.perf_counter()
-                r = await http.post(f"/v1/models/{args.model}/forecast", json=body)
-                latencies.append(time.perf_counter() - t)
-                r.raise_for_status()
-                assert r.json()["forecasts"][0]["id"] == str(i)
-
-        t0 = time.perf_counter()
-        await asyncio.wait_for(asyncio.gather(*(client() for _ in range(args.clients))), timeout=300)
-        wall = time.perf_counter() - t0
-        after = (await http.get(f"/v1/models/{args.model}")).json()["versions"][-1]["batching"]
+    args = ap.parse_args(argv)
+    url = args.url.rstrip("/")
+    version = latest_version(url, args.model)
+    work = prepare_forecast_workload(args.model, version["version"], windows=min(args.requests, 64))
+    before = version["batching"]
+    result = load_workload(url, work, requests=args.requests, concurrency=args.clients, time_limit_s=300)
+    after = latest_version(url, args.model)["batching"]
     calls = after["session_calls"] - before["session_calls"]
-    q = statistics.quantiles(latencies, n=100)
     print(
-        f"{args.requests} requests from {args.clients} clients in {wall:.2f} s "
-        f"({args.requests / wall:.0f} req/s)"
+        f"{result.completed} requests from {args.clients} clients in {result.duration_s:.2f} s "
+        f"({result.throughput:.0f} req/s), {result.error_count} errors"
     )
-    print(f"session calls: {calls}  ->  {args.requests / max(calls, 1):.1f} requests merged per call")
-    print(f"latency ms: p50 {q[49] * 1e3:.1f}  p90 {q[89] * 1e3:.1f}  p99 {q[98] * 1e3:.1f}")
+    print(f"session calls: {calls}  ->  {result.completed / max(calls, 1):.1f} requests merged per call")
+    print(
+        f"latency ms: p50 {result.percentile_ms(50):.1f}  p90 {result.percentile_ms(90):.1f}  "
+        f"p99 {result.percentile_ms(99):.1f}"
+    )
+    for sample in result.error_samples:
+        print(f"  {sample}")
+    return 0 if result.passed else 1
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    sys.exit(main())

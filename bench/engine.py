@@ -28,199 +28,45 @@ the machine's drift hits both alike; at most `--repeats` rounds and no new round
 seconds; medians. Read the last column: torch/ORT > 1 means ORT is faster. The targets (ORT at least
 2x faster at batch 1, ahead at every size) are reported, never asserted.
 
-The helpers here (`interleaved`, `untrained_checkpoint`, `raw_test_feeds`, `format_table`, ...) are
-shared with bench.rem_folding and bench.scaling.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import logging
-import statistics
-import sys
 import tempfile
 import time
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
 
 import numpy as np
 import torch
 
-from app.artifacts.contract import FORECAST_INPUT, FORECAST_OUTPUT, MANIFEST_FILE, MODEL_FILE, PHASE_INPUT
-from export.checkpoint import load_checkpoint, save_checkpoint
-from export.conformal import attention_bytes_per_row
-from export.data import ETT_DIR, StandardScaler, load_dataset
-from export.evaluate import load_for_checkpoint
+from app.artifacts.contract import FORECAST_INPUT, FORECAST_OUTPUT, MODEL_FILE, PHASE_INPUT
+from bench.harness.cli import add_device_argument, bench_parser, ints, parse_with_smoke
+from bench.harness.measure import interleaved, median_ms
+from bench.harness.models import (
+    Feed,
+    ort_session,
+    quiet_exporter,
+    raw_test_feeds,
+    shipped_architecture,
+    torch_threads,
+    untrained_checkpoint,
+)
+from bench.harness.report import format_table, verdict
+from export.checkpoint import load_checkpoint
 from export.onnx import TOLERANCE, ForecastGraph, export_model
 from export.paths import REPO_ROOT
-from export.train import TrainConfig, data_meta, load_config, train
-from models import ModelConfig, RSAForecaster
+from export.train import load_config, train
+from models import ModelConfig
 
-SHIPPED_MODEL = REPO_ROOT / "model_repository" / "etth1-rsa"
 # The shipped model's recipe (etth1-rsa/5: the REM read-out, fixed REM heads read at the last step).
 TRAIN_CONFIG = REPO_ROOT / "configs" / "etth1-rem-readout.yaml"
-ETTH1 = ETT_DIR / "ETTh1.csv"
 BENCH_MODEL = "etth1-rsa"
-# Verification batches for models exported at long inputs: the exporter's default includes 64, where
-# the inspection graph at L = 720 would hold ~4 GB per attention output.
-LONG_INPUT_VERIFY_BATCHES = (1, 7)
-
-Feed = dict[str, np.ndarray]  # graph input name -> array, one row per window
-K = TypeVar("K", bound=Hashable)  # what names a timed case
 
 
-# -- shared helpers ---------------------------------------------------------------------------------------
-def shipped_architecture(model_dir: Path = SHIPPED_MODEL, version: int | None = None) -> dict[str, Any]:
-    """The ModelConfig of a shipped version (None: the latest), from its manifest."""
-    versions = sorted((p for p in model_dir.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
-    chosen = versions[-1] if version is None else model_dir / str(version)
-    return json.loads((chosen / MANIFEST_FILE).read_text())["architecture"]
-
-
-def add_architecture_argument(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument(
-        "--architecture",
-        type=int,
-        default=1,
-        metavar="VERSION",
-        help="the shipped version whose architecture is exported at each L (default 1: full L×L "
-        "attention, the serving benchmark's model; 4, the default model, forms only the last query row)",
-    )
-
-
-def untrained_checkpoint(cfg: ModelConfig, path: Path, *, seed: int = 0, csv: Path = ETTH1) -> Path:
-    """A freshly initialised model saved with the metadata a training run writes (data set, scaler), so
-    that the project's exporter takes it. For benches where speed, not accuracy, is measured."""
-    ds = load_dataset(csv, cfg.input_length, cfg.horizon)
-    torch.manual_seed(seed)
-    meta = {"train_config": {}, "data": data_meta(ds, csv, TrainConfig(data=str(csv)))}
-    save_checkpoint(path, RSAForecaster(dataclasses.replace(cfg, channels=len(ds.channels))), meta)
-    return path
-
-
-def raw_test_feeds(info: Mapping[str, Any], cfg: ModelConfig, batches: Sequence[int]) -> dict[int, Feed]:
-    """Per batch size, that many ETTh1 test windows spread over the split, on the raw scale (what a client
-    sends), with their cycle phases when the model has a cycle."""
-    split = load_for_checkpoint(dict(info)).test
-    scaler = StandardScaler.from_dict(info["data"]["scaler"])
-    feeds: dict[int, Feed] = {}
-    for b in batches:
-        starts = np.linspace(0, split.num_windows - 1, num=b).astype(np.int64)
-        x, _ = split.windows(starts)
-        feed = {FORECAST_INPUT: scaler.inverse_transform(x.numpy()).astype(np.float32)}
-        if cfg.cycle_period:
-            feed[PHASE_INPUT] = split.phases(starts, cfg.cycle_period).numpy()
-        feeds[b] = feed
-    return feeds
-
-
-def attention_mib(cfg: ModelConfig, rows: int) -> float:
-    """One attention matrix of the forecast graph in MiB: rows × channels sequences × heads × L × L
-    float32. The graph holds a few of them at once: what makes memory grow as L². A last-step model
-    (head "state") forms only the last query's row: × L, not × L²."""
-    return rows * attention_bytes_per_row(cfg.to_dict()) / 2**20
-
-
-def interleaved(
-    cases: Mapping[K, Callable[[], object]], *, repeats: int, budget_s: float, warmup: int = 1
-) -> dict[K, list[float]]:
-    """Seconds per call of each case, the cases run round-robin with the order rotated every round, so
-    that the machine's drift hits all alike. At most `repeats` rounds, none started after `budget_s`
-    (at least one runs)."""
-    names = list(cases)
-    for _ in range(warmup):  # first calls plan memory, fill caches, spin up thread pools
-        for f in cases.values():
-            f()
-    times: dict[K, list[float]] = {n: [] for n in names}
-    deadline = time.perf_counter() + budget_s
-    for r in range(max(1, repeats)):
-        k = r % len(names)
-        for name in names[k:] + names[:k]:
-            t0 = time.perf_counter()
-            cases[name]()
-            times[name].append(time.perf_counter() - t0)
-        if time.perf_counter() >= deadline:
-            break
-    return times
-
-
-def median_ms(seconds: Sequence[float]) -> float:
-    return 1e3 * statistics.median(seconds)
-
-
-def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """Right-aligned columns, the first left-aligned; a rule under the header."""
-    cells = [list(map(str, header))] + [[str(c) for c in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-
-    def line(r: list[str]) -> str:
-        return "  ".join(
-            c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))
-        )
-
-    return "\n".join([line(cells[0]), "-" * len(line(cells[0])), *(line(r) for r in cells[1:])])
-
-
-@contextmanager
-def torch_threads(n: int) -> Iterator[None]:
-    """torch's intra-op threads set to `n` for the block (the caller's setting restored after)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-def quiet_exporter() -> None:
-    """The exporter's notes (torchvision ops it does not need, initializers it does not deduplicate)
-    are noise here."""
-    for name in ("torch", "onnx_ir"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-
-
-def ort_session(path: Path, threads: int, device: str = "cpu") -> Any:
-    """A session exactly as the service creates one (its options, the CPU arena, ORT_ENABLE_ALL), on
-    `device`; stops the bench if that is not the provider really running it (CUDA missing)."""
-    from app.engine.providers import CPU, CUDA, RuntimeOptions
-    from app.engine.session import create_session
-
-    session = create_session(path, RuntimeOptions(device=device, intra_op_threads=threads))
-    wanted = CUDA if device == "cuda" else CPU
-    if session.get_providers()[0] != wanted:
-        raise SystemExit(f"--device {device}: asked for {wanted}, the session runs {session.get_providers()}")
-    return session
-
-
-def add_device_argument(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument(
-        "--device",
-        choices=("cpu", "cuda"),
-        default="cpu",
-        help="the ONNX Runtime provider (cuda: CUDAExecutionProvider, an error if it cannot run)",
-    )
-
-
-def ints(text: str) -> tuple[int, ...]:
-    """A comma-separated list of integers (argparse type)."""
-    return tuple(int(x) for x in text.split(",") if x)
-
-
-def parse_with_smoke(
-    ap: argparse.ArgumentParser, argv: Sequence[str] | None, smoke: Sequence[str]
-) -> argparse.Namespace:
-    """`--smoke` puts the tiny sizes `smoke` first, so that flags given with it still win."""
-    given = sys.argv[1:] if argv is None else list(argv)
-    args = ap.parse_args(given)
-    return ap.parse_args([*smoke, *given]) if args.smoke else args
-
-
-# -- this bench -------------------------------------------------------------------------------------------
 # The smoke run compares freshly initialised weights (`--train-windows 0`): training, with its least-squares
 # read-out and evaluations over whole splits, took ~115 of its ~130 s, and parity and speed do not depend
 # on what the weights learned. It runs version 4's architecture: the same kind as the default (REM heads
@@ -333,9 +179,9 @@ def report(rows: Sequence[EngineRow], threads: int, device: str = "cpu") -> str:
     )
     first = next((r for r in rows if r.batch == 1), None)
     targets = [
-        f"ORT >= 2x faster at batch 1: {'-' if first is None else 'met' if first.ratio >= 2 else 'NOT met'}"
+        f"ORT >= 2x faster at batch 1: {'-' if first is None else verdict(first.ratio >= 2)}"
         + ("" if first is None else f" ({first.ratio:.2f}x)"),
-        f"ORT ahead at every batch size: {'met' if all(r.ratio > 1 for r in rows) else 'NOT met'}",
+        f"ORT ahead at every batch size: {verdict(all(r.ratio > 1 for r in rows))}",
     ]
     head = (
         f"Same trained weights, torch eager (no_grad) vs ORT (service session options), on {device}, "
@@ -345,12 +191,7 @@ def report(rows: Sequence[EngineRow], threads: int, device: str = "cpu") -> str:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(
-        prog="python -m bench.engine",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    ap.add_argument("--smoke", action="store_true", help=f"tiny sizes (the tests): {' '.join(SMOKE_ARGS)}")
+    ap = bench_parser("bench.engine", __doc__, SMOKE_ARGS)
     ap.add_argument("--batches", type=ints, default=(1, 8, 64, 256), help="windows per call")
     ap.add_argument("--repeats", type=int, default=200, help="rounds per batch size, at most")
     ap.add_argument("--budget", type=float, default=15.0, help="seconds per batch size, at most")

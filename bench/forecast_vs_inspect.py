@@ -5,29 +5,36 @@
 - model.onnx: the forecast graph (built without inspection outputs) — what /forecast runs;
 - inspect.onnx asked for `forecast` only: what a single graph with extra outputs would cost a forecast;
 - inspect.onnx asked for everything: what /attention runs.
-Timings are interleaved round by round (so machine noise hits all three alike); medians and ratios
-to model.onnx are printed.
+Timings are interleaved round by round (bench.harness.measure.interleaved: machine noise hits all three
+alike); medians and ratios to model.onnx are printed.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
+import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
 
-REPO = Path(__file__).resolve().parents[1]
+from bench.harness import REPO
+from bench.harness.cli import ints
+from bench.harness.measure import interleaved, median_ms
+from bench.harness.report import format_table
+
+BASE = "model.onnx -> forecast"
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.forecast_vs_inspect", description=__doc__.split("\n\n")[0]
+    )
     ap.add_argument("version_dir", nargs="?", default=str(REPO / "model_repository" / "etth1-rsa" / "2"))
     ap.add_argument("--repeats", type=int, default=200)
-    ap.add_argument("--batches", default="1,8,64")
+    ap.add_argument("--batches", type=ints, default=(1, 8, 64))
     args = ap.parse_args()
     vdir = Path(args.version_dir)
     manifest = json.loads((vdir / "manifest.json").read_text())
@@ -41,27 +48,23 @@ def main() -> None:
     def feed(x: np.ndarray) -> dict[str, np.ndarray]:  # a cycle model also takes each window's phase
         return {"window": x} if period is None else {"window": x, "phase": np.arange(len(x)) % period}
 
-    cases = {
-        "model.onnx -> forecast": lambda x: fc.run(["forecast"], feed(x)),
+    cases: dict[str, Callable[[np.ndarray], object]] = {
+        BASE: lambda x: fc.run(["forecast"], feed(x)),
         "inspect.onnx -> forecast only": lambda x: insp.run(["forecast"], feed(x)),
         "inspect.onnx -> all outputs": lambda x: insp.run(None, feed(x)),
     }
     print(f"{vdir}: L={L}, C={C}, provider {fc.get_providers()[0]}, {args.repeats} rounds")
-    print(f"{'batch':>5}  {'case':<32}{'median ms':>10}{'ratio':>8}")
-    for b in (int(s) for s in args.batches.split(",")):
+    rows = []
+    for b in args.batches:
         x = np.random.default_rng(0).standard_normal((b, L, C)).astype(np.float32)
-        times: dict[str, list[float]] = {k: [] for k in cases}
-        for f in cases.values():  # warm-up
-            f(x)
-        for _ in range(args.repeats if b < 64 else max(20, args.repeats // 5)):
-            for name, f in cases.items():
-                t = time.perf_counter()
-                f(x)
-                times[name].append(time.perf_counter() - t)
-        base = statistics.median(times["model.onnx -> forecast"])
-        for name, ts in times.items():
-            med = statistics.median(ts)
-            print(f"{b:>5}  {name:<32}{med * 1e3:>10.3f}{med / base:>8.2f}")
+        repeats = args.repeats if b < 64 else max(20, args.repeats // 5)
+        bound = {name: (lambda f=f, x=x: f(x)) for name, f in cases.items()}
+        times = interleaved(bound, repeats=repeats, budget_s=math.inf)
+        base = median_ms(times[BASE])
+        rows += [
+            [name, b, f"{median_ms(ts):.3f}", f"{median_ms(ts) / base:.2f}"] for name, ts in times.items()
+        ]
+    print(format_table(["case", "batch", "median ms", "ratio"], rows))
 
 
 if __name__ == "__main__":

@@ -171,7 +171,7 @@ def machine() -> str:
 
 def tables(text: str) -> list[dict[str, object]]:
     """Every table in a step's output, as {"header": [...], "rows": [{column: cell}], "markdown": bool}:
-    bench.engine.format_table's (a header, a rule of dashes, rows split on two or more spaces) and
+    bench.harness.report.format_table's (a header, a rule of dashes, rows split on two or more spaces) and
     markdown ones (bench.serving's report)."""
     lines = text.splitlines()
     found: list[dict[str, object]] = []

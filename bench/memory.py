@@ -40,6 +40,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.harness.cli import ints
+from bench.harness.measure import proc_status_mib
+from bench.harness.report import format_table
+
 REPO = Path(__file__).resolve().parents[1]
 MODEL_DIR = REPO / "model_repository" / "etth1-rsa"
 SHRINK_KEY = "memory.enable_memory_arena_shrinkage"  # onnxruntime_run_options_config_keys.h
@@ -54,6 +58,8 @@ MARGIN_PCT = 20.0
 # mixed 256/64/16-row bursts, +130 MiB with 1024. malloc_trim(0) hands free heap pages back; after runs of
 # more rows than this only, as it costs ~1 ms (page faults on the next call) that a 1-row call would feel.
 TRIM_ABOVE_ROWS = 8
+TRIMMED = f"glibc malloc_trim(0) after runs of more than {TRIM_ABOVE_ROWS} rows"
+THP = f"GLIBC_TUNABLES={THP_TUNABLE}"
 
 
 @dataclass(frozen=True)
@@ -82,29 +88,15 @@ VARIANTS: dict[str, Variant] = {
     for v in (
         Variant("default", "CPU arena on, never shrunk: the service before the fix"),
         Variant("no-arena", "enable_cpu_mem_arena=False: plain malloc/free", arena=False),
-        Variant(
-            "no-arena+trim",
-            f"no-arena, glibc malloc_trim(0) after runs of more than {TRIM_ABOVE_ROWS} rows",
-            arena=False,
-            trim_above=TRIM_ABOVE_ROWS,
-        ),
+        Variant("no-arena+trim", f"no-arena, {TRIMMED}", arena=False, trim_above=TRIM_ABOVE_ROWS),
         Variant("shrink", "arena on, RunOptions memory.enable_memory_arena_shrinkage=cpu:0", shrink=True),
+        Variant("shrink+trim", f"shrink, {TRIMMED}", shrink=True, trim_above=TRIM_ABOVE_ROWS),
+        Variant("default+thp", f"default, {THP}", thp=True),
+        Variant("no-arena+thp", f"no-arena, {THP}", arena=False, thp=True),
         Variant(
-            "shrink+trim",
-            f"shrink, glibc malloc_trim(0) after runs of more than {TRIM_ABOVE_ROWS} rows",
-            shrink=True,
-            trim_above=TRIM_ABOVE_ROWS,
+            "no-arena+trim+thp", f"no-arena+trim, {THP}", arena=False, trim_above=TRIM_ABOVE_ROWS, thp=True
         ),
-        Variant("default+thp", "default, GLIBC_TUNABLES=glibc.malloc.hugetlb=1", thp=True),
-        Variant("no-arena+thp", "no-arena, GLIBC_TUNABLES=glibc.malloc.hugetlb=1", arena=False, thp=True),
-        Variant(
-            "no-arena+trim+thp",
-            "no-arena+trim, GLIBC_TUNABLES=glibc.malloc.hugetlb=1",
-            arena=False,
-            trim_above=TRIM_ABOVE_ROWS,
-            thp=True,
-        ),
-        Variant("shrink+thp", "shrink, GLIBC_TUNABLES=glibc.malloc.hugetlb=1", shrink=True, thp=True),
+        Variant("shrink+thp", f"shrink, {THP}", shrink=True, thp=True),
         Variant(
             "shrink-exact",
             "shrink on a shared env arena with kSameAsRequested",
@@ -176,11 +168,7 @@ def within_margin(r: MemoryResult, *, mb: float = MARGIN_MB, pct: float = MARGIN
 # -- in the subprocess ----------------------------------------------------------------------------------
 def _proc_status_mb(key: str) -> float:
     """VmRSS / VmHWM of this process in MiB."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) / 1024  # kB
-    raise RuntimeError(f"no {key} in /proc/self/status")
+    return proc_status_mib(os.getpid(), key)
 
 
 def _malloc_trim() -> Callable[[], None]:
@@ -392,31 +380,27 @@ def run_latency(
 def table(memory: Sequence[MemoryResult], latency: Mapping[str, Mapping[int, float]]) -> str:
     batches = sorted({b for per in latency.values() for b in per})
     base = latency.get(BASELINE, {})
-    head = f"{'variant':<19}{'warm':>6}{'burst':>7}{'small':>7}{'cycles':>11}{'peak':>7}{'growth':>8}{'%':>6}"
-    head += f"{'bound':>6}" + "".join(f"{f'p50@{b} ms':>12}{'x':>6}" for b in batches)
-    lines = [head, "-" * len(head)]
+    header = ["variant", "warm", "burst", "small", "cycles", "peak", "growth", "%", "bound"]
+    header += [h for b in batches for h in (f"p50@{b} ms", "x")]
     names = [r.variant for r in memory] + [n for n in latency if n not in {r.variant for r in memory}]
     by_name = {r.variant: r for r in memory}
+    rows = []
     for name in names:
-        row = f"{name:<19}"
+        row = [name]
         r = by_name.get(name)
         if r is None:
-            row += f"{'':>58}"
+            row += [""] * 8
         else:
             cycles = "/".join(f"{v:.0f}" for v in r.rss_cycles_mb) or "-"
-            row += f"{r.rss_warm_mb:>6.0f}{r.rss_burst_mb:>7.0f}{r.rss_small_mb:>7.0f}{cycles:>11}"
-            row += f"{r.peak_mb:>7.0f}"
-            row += f"{r.growth_mb:>8.1f}{r.growth_pct:>6.0f}{'ok' if within_margin(r) else 'NO':>6}"
+            row += [f"{r.rss_warm_mb:.0f}", f"{r.rss_burst_mb:.0f}", f"{r.rss_small_mb:.0f}", cycles]
+            row += [f"{r.peak_mb:.0f}", f"{r.growth_mb:.1f}", f"{r.growth_pct:.0f}"]
+            row += ["ok" if within_margin(r) else "NO"]
         for b in batches:
             ms = latency.get(name, {}).get(b)
-            row += f"{ms:>12.2f}" if ms is not None else f"{'-':>12}"
-            row += f"{ms / base[b]:>6.2f}" if ms is not None and b in base else f"{'-':>6}"
-        lines.append(row)
-    return "\n".join(lines)
-
-
-def _ints(text: str) -> list[int]:
-    return [int(x) for x in text.split(",") if x]
+            row += [f"{ms:.2f}" if ms is not None else "-"]
+            row += [f"{ms / base[b]:.2f}" if ms is not None and b in base else "-"]
+        rows.append(row)
+    return format_table(header, rows)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -443,7 +427,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     for name in _names(args.variants):
         res = run_memory(
             name,
-            bursts=_ints(args.bursts),
+            bursts=ints(args.bursts),
             burst_calls=args.burst_calls,
             cycles=args.cycles,
             threads=args.threads,
@@ -454,8 +438,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if _names(args.timed):
         latency = run_latency(
             _names(args.timed),
-            batches=_ints(args.latency_batches),
-            repeats=_ints(args.latency_repeats),
+            batches=ints(args.latency_batches),
+            repeats=ints(args.latency_repeats),
             threads=args.threads,
             rounds=args.rounds,
         )

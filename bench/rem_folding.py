@@ -47,23 +47,10 @@ import torch
 from torch import Tensor, nn
 
 from app.artifacts.contract import FORECAST_INPUT, FORECAST_OUTPUT, MODEL_FILE, PHASE_INPUT
-from bench.engine import (
-    LONG_INPUT_VERIFY_BATCHES,
-    Feed,
-    add_architecture_argument,
-    add_device_argument,
-    attention_mib,
-    format_table,
-    interleaved,
-    ints,
-    median_ms,
-    ort_session,
-    parse_with_smoke,
-    quiet_exporter,
-    raw_test_feeds,
-    shipped_architecture,
-    untrained_checkpoint,
-)
+from bench.harness import models as hm
+from bench.harness.cli import bench_parser, ints, parse_with_smoke
+from bench.harness.measure import interleaved, median_ms
+from bench.harness.report import format_table
 from export.checkpoint import load_checkpoint
 from export.onnx import FORBIDDEN_OPS, OPSET, TOLERANCE, ForecastGraph, export_model, forbidden_nodes
 from models import ModelConfig
@@ -131,14 +118,14 @@ class Graphs:
     folded: Path
     recompute: Path
     rem: np.ndarray  # the value of `rem_parameters`
-    feeds: dict[int, Feed]
+    feeds: dict[int, hm.Feed]
 
 
 def build_graphs(length: int, batches: Sequence[int], tmp: Path, version: int) -> Graphs:
-    cfg = ModelConfig.from_dict({**shipped_architecture(version=version), "input_length": length})
-    checkpoint = untrained_checkpoint(cfg, tmp / f"l{length}.safetensors")
+    cfg = ModelConfig.from_dict({**hm.shipped_architecture(version=version), "input_length": length})
+    checkpoint = hm.untrained_checkpoint(cfg, tmp / f"l{length}.safetensors")
     folded = export_model(
-        checkpoint, tmp / "repo", f"rem-l{length}", version=1, verify_batch_sizes=LONG_INPUT_VERIFY_BATCHES
+        checkpoint, tmp / "repo", f"rem-l{length}", version=1, verify_batch_sizes=hm.LONG_INPUT_VERIFY_BATCHES
     )
     model, info = load_checkpoint(checkpoint)
     for layer in model.layers:  # the explicit attention path, as in the folded graph
@@ -154,7 +141,7 @@ def build_graphs(length: int, batches: Sequence[int], tmp: Path, version: int) -
         folded / MODEL_FILE,
         recompute,
         graph.rem_vector().numpy(),
-        raw_test_feeds(info, cfg, batches),
+        hm.raw_test_feeds(info, cfg, batches),
     )
 
 
@@ -176,22 +163,22 @@ class Row:
 
 
 def measure(g: Graphs, args: argparse.Namespace) -> list[Row]:
-    folded = ort_session(g.folded, args.threads, args.device)
-    recompute = ort_session(g.recompute, args.threads, args.device)
+    folded = hm.ort_session(g.folded, args.threads, args.device)
+    recompute = hm.ort_session(g.recompute, args.threads, args.device)
     if forbidden_nodes(g.folded) or not forbidden_nodes(g.recompute):
         raise SystemExit(f"L={g.cfg.input_length}: the folded graph must have no REM ops, the other some")
     rows = []
     for batch, feed in g.feeds.items():
-        mib = attention_mib(g.cfg, batch)
+        mib = hm.attention_mib(g.cfg, batch)
         if mib > args.max_attention_mib:
             rows.append(Row(g.cfg.input_length, batch, None, None, 0, None, mib))
             continue
         rec_feed = {**feed, REM_INPUT: g.rem}
 
-        def run_folded(feed: Feed = feed) -> np.ndarray:
+        def run_folded(feed: hm.Feed = feed) -> np.ndarray:
             return folded.run([FORECAST_OUTPUT], feed)[0]
 
-        def run_recompute(feed: Feed = rec_feed) -> np.ndarray:
+        def run_recompute(feed: hm.Feed = rec_feed) -> np.ndarray:
             return recompute.run([FORECAST_OUTPUT], feed)[0]
 
         diff = float(np.max(np.abs(run_folded() - run_recompute())))
@@ -253,20 +240,12 @@ SMOKE_ARGS = ("--lengths", "16,32", "--batches", "1,4", "--repeats", "3", "--bud
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(
-        prog="python -m bench.rem_folding",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    ap.add_argument("--smoke", action="store_true", help=f"tiny sizes (the tests): {' '.join(SMOKE_ARGS)}")
+    ap = bench_parser("bench.rem_folding", __doc__, SMOKE_ARGS)
     ap.add_argument("--lengths", type=ints, default=(96, 720), help="input lengths L")
     ap.add_argument("--batches", type=ints, default=(1, 16), help="windows per call")
     ap.add_argument("--repeats", type=int, default=100, help="rounds per (L, batch), at most")
     ap.add_argument("--budget", type=float, default=15.0, help="seconds per (L, batch), at most")
-    ap.add_argument("--threads", type=int, default=1, help="ORT intra-op threads")
-    add_device_argument(ap)
-    add_architecture_argument(ap)
-    ap.add_argument("--max-attention-mib", type=float, default=1024.0, help="skip bigger (L, batch)")
+    hm.add_export_arguments(ap, threads="ORT intra-op threads", skip="skip bigger (L, batch)")
     args = parse_with_smoke(ap, argv, SMOKE_ARGS)
     if args.threads < 1 or args.repeats < 1 or not args.lengths or not args.batches:
         ap.error("--threads and --repeats must be >= 1, --lengths and --batches not empty")
@@ -275,7 +254,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
-    quiet_exporter()
+    hm.quiet_exporter()
     rows: list[Row] = []
     ops: dict[int, tuple[str, str]] = {}
     t0 = time.perf_counter()

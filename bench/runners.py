@@ -13,7 +13,7 @@ anything is timed, every runner's answers are compared with the plain session's,
 `max|diff|` column: 0 means identical); they are the ones the service must give.
 
 Timing: per version and batch size, the runners alternate call by call with the order rotated every
-round (`bench.engine.interleaved`), at most `--repeats` rounds and none started after `--budget`
+round (`bench.harness.measure.interleaved`), at most `--repeats` rounds and none started after `--budget`
 seconds; medians. The targets (issue 23, on a GPU) are reported, never asserted: the graph runner at
 batch 1 at least 2x fewer ms per call than the plain session, and no slower at 8, 64 and 256.
 """
@@ -32,7 +32,9 @@ from app.artifacts.manifest import Manifest, load_manifest
 from app.engine.providers import CPU, CUDA, RuntimeOptions
 from app.engine.runners import BoundRunner, PlainRunner, Runner
 from app.engine.session import create_session
-from bench.engine import format_table, interleaved, ints, median_ms, parse_with_smoke
+from bench.harness.cli import bench_parser, ints, parse_with_smoke
+from bench.harness.measure import interleaved, median_ms
+from bench.harness.report import format_table, verdict
 from export.paths import REPO_ROOT
 
 SHIPPED_MODEL = REPO_ROOT / "model_repository" / "etth1-rsa"
@@ -152,7 +154,7 @@ def report(rows: Sequence[RunnerRow], args: argparse.Namespace) -> str:
             ratio = first.ms["plain"] / first.ms[best]
             lines.append(
                 f"v{version}: {best} runner at batch 1 >= 2x fewer ms than plain: "
-                f"{'met' if ratio >= 2 else 'NOT met'} ({ratio:.2f}x)"
+                f"{verdict(ratio >= 2)} ({ratio:.2f}x)"
             )
         rest = [r for r in mine if r.batch > 1]
         if rest and args.device == "cuda":
@@ -167,12 +169,7 @@ def report(rows: Sequence[RunnerRow], args: argparse.Namespace) -> str:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(
-        prog="python -m bench.runners",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    ap.add_argument("--smoke", action="store_true", help=f"tiny sizes (the tests): {' '.join(SMOKE_ARGS)}")
+    ap = bench_parser("bench.runners", __doc__, SMOKE_ARGS)
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("--versions", type=ints, default=None, help="shipped versions (default: all)")
     ap.add_argument("--batches", type=ints, default=(1, 8, 64, 256), help="windows per call (= the buckets)")

@@ -3,7 +3,7 @@
     .venv/bin/python -m bench.saturation                       # 256 series per request, 4 clients, 20 s
     .venv/bin/python -m bench.saturation --series-per-request 16 --seconds 10
 
-Starts the service (`python -m app`, one intra-op thread), loads it with bench.loadgen's client (every
+Starts the service (`python -m app`, one intra-op thread), loads it with bench.harness's load generator (every
 answer checked) and, from a separate process so that the load client's own work never delays it, probes
 GET /healthz every 20 ms on one keep-alive connection. Prints the load's throughput and the probe's
 p50/p99/max. Health checks wait only for the event loop; what holds the loop is each request's Python
@@ -13,7 +13,6 @@ work (validation, building the answer), while session calls run in their own thr
 from __future__ import annotations
 
 import argparse
-import asyncio
 import http.client
 import json
 import subprocess
@@ -23,7 +22,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from bench.loadgen import local_server, prepare_forecast_workload, run_load
+from bench.harness.load import load_workload
+from bench.harness.servers import local_server
+from bench.harness.workloads import prepare_forecast_workload
 
 PROBE_INTERVAL_S = 0.02
 
@@ -55,16 +56,9 @@ def measure(series_per_request: int, concurrency: int, seconds: float) -> dict[s
             stdout=subprocess.PIPE,
             text=True,
         )
-        result = asyncio.run(
-            run_load(
-                server.url + work.path,
-                work.bodies,
-                work.checker,
-                requests=10**9,  # bounded by the time limit
-                concurrency=concurrency,
-                time_limit_s=seconds,
-                series_per_request=series_per_request,
-            )
+        unbounded = 10**9  # requests: the time limit bounds them
+        result = load_workload(
+            server.url, work, requests=unbounded, concurrency=concurrency, time_limit_s=seconds
         )
         latencies = json.loads(prober.communicate(timeout=seconds + 60)[0])
     return {

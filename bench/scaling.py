@@ -14,10 +14,10 @@ L, untrained (speed and memory do not depend on the weights), is exported by the
    (`app.engine.session.create_session`, CPU, `--threads` intra-op threads), timed on real ETTh1
    test windows at each `--batches` size. Every round runs every L once, in rotating order, so the
    machine's drift hits all alike; at most `--repeats` rounds, none started after `--budget` s; medians.
-2. Server: per L, the real service (`python -m app` via `bench.loadgen.local_server`, with
+2. Server: per L, the real service (`python -m app` via `bench.harness.servers.local_server`, with
    `RSA_MODEL_REPOSITORY` on the temporary repository and `RSA_MODELS=rsa-l<L>`), then for each
    `--series` count, in ascending order: one warm-up request and `--requests` more over loopback
-   (`bench.loadgen.run_load`, `--concurrency` connections, every answer checked against onnxruntime),
+   (`bench.harness.load.run_load`, `--concurrency` connections, every answer checked against onnxruntime),
    then the server's VmRSS and VmHWM from /proc/<pid>/status.
 
 How to read it:
@@ -41,7 +41,6 @@ Compare rows within one run only: the machine's speed drifts between runs.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import math
 import tempfile
@@ -53,24 +52,13 @@ from pathlib import Path
 from typing import Any
 
 from app.artifacts.contract import FORECAST_OUTPUT, MODEL_FILE
-from bench.engine import (
-    LONG_INPUT_VERIFY_BATCHES,
-    Feed,
-    add_architecture_argument,
-    add_device_argument,
-    attention_mib,
-    format_table,
-    interleaved,
-    ints,
-    median_ms,
-    ort_session,
-    parse_with_smoke,
-    quiet_exporter,
-    raw_test_feeds,
-    shipped_architecture,
-    untrained_checkpoint,
-)
-from bench.loadgen import local_server, prepare_forecast_workload, run_load
+from bench.harness import models as hm
+from bench.harness.cli import bench_parser, ints, parse_with_smoke
+from bench.harness.load import load_workload
+from bench.harness.measure import interleaved, median_ms, proc_status_mib
+from bench.harness.report import format_table
+from bench.harness.servers import local_server
+from bench.harness.workloads import prepare_forecast_workload
 from export.checkpoint import load_checkpoint
 from export.data import ETT_DIR
 from export.onnx import export_model
@@ -91,10 +79,10 @@ def export_lengths(lengths: Sequence[int], repo: Path, tmp: Path, version: int) 
     """Shipped `version`'s architecture at each L, exported into `repo` as model `rsa-l<L>`, version 1."""
     exported = {}
     for length in lengths:
-        cfg = ModelConfig.from_dict({**shipped_architecture(version=version), "input_length": length})
-        checkpoint = untrained_checkpoint(cfg, tmp / f"l{length}.safetensors")
+        cfg = ModelConfig.from_dict({**hm.shipped_architecture(version=version), "input_length": length})
+        checkpoint = hm.untrained_checkpoint(cfg, tmp / f"l{length}.safetensors")
         export_model(
-            checkpoint, repo, model_name(length), version=1, verify_batch_sizes=LONG_INPUT_VERIFY_BATCHES
+            checkpoint, repo, model_name(length), version=1, verify_batch_sizes=hm.LONG_INPUT_VERIFY_BATCHES
         )
         model, info = load_checkpoint(checkpoint)
         exported[length] = Exported(model.cfg, info)
@@ -111,20 +99,20 @@ class SessionRow:
 
 def measure_sessions(repo: Path, models: dict[int, Exported], args: argparse.Namespace) -> list[SessionRow]:
     sessions = {
-        L: ort_session(repo / model_name(L) / "1" / MODEL_FILE, args.threads, args.device) for L in models
+        L: hm.ort_session(repo / model_name(L) / "1" / MODEL_FILE, args.threads, args.device) for L in models
     }
-    feeds = {L: raw_test_feeds(m.info, m.cfg, args.batches) for L, m in models.items()}
+    feeds = {L: hm.raw_test_feeds(m.info, m.cfg, args.batches) for L, m in models.items()}
     ms: dict[int, dict[int, float | None]] = {L: {} for L in models}
     rounds: dict[int, dict[int, int]] = {L: {} for L in models}
 
-    def call(feed: Feed, session: Any) -> Callable[[], object]:
+    def call(feed: hm.Feed, session: Any) -> Callable[[], object]:
         return lambda: session.run([FORECAST_OUTPUT], feed)
 
     for b in args.batches:
         cases = {
             L: call(feeds[L][b], sessions[L])
             for L, m in models.items()
-            if attention_mib(m.cfg, b) <= args.max_attention_mib
+            if hm.attention_mib(m.cfg, b) <= args.max_attention_mib
         }
         times = interleaved(cases, repeats=args.repeats, budget_s=args.budget) if cases else {}
         for L in models:
@@ -159,14 +147,6 @@ def session_table(rows: Sequence[SessionRow], batches: Sequence[int]) -> str:
 
 
 # -- 2. the server --------------------------------------------------------------------------------------
-def proc_status_mib(pid: int, key: str) -> float:
-    """VmRSS / VmHWM of a process in MiB (Linux /proc)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1]) / 1024  # kB
-    raise RuntimeError(f"no {key} in /proc/{pid}/status")
-
-
 @dataclass(frozen=True)
 class ServerRow:
     length: int
@@ -198,7 +178,7 @@ def measure_server(repo: Path, length: int, cfg: ModelConfig, args: argparse.Nam
         cap = max_series_per_call(server.url, model_name(length))
         for series in sorted(args.series):
             per_call = min(series, cap)
-            mib = attention_mib(cfg, per_call)
+            mib = hm.attention_mib(cfg, per_call)
             if mib > args.max_attention_mib:
                 rows.append(ServerRow(length, series, mib, ready, per_call, skipped=True))
                 continue
@@ -210,19 +190,15 @@ def measure_server(repo: Path, length: int, cfg: ModelConfig, args: argparse.Nam
                 windows=args.windows,
                 series_per_request=series,
             )
-            result = asyncio.run(
-                run_load(
-                    server.url + work.path,
-                    work.bodies,
-                    work.checker,
-                    requests=args.requests,
-                    concurrency=args.concurrency,
-                    time_limit_s=args.time_limit,
-                    warmup=1,  # the first call at a size plans the session's memory for it
-                    request_timeout_s=args.time_limit,
-                    series_per_request=series,
-                    server_pid=pid,
-                )
+            result = load_workload(
+                server.url,
+                work,
+                requests=args.requests,
+                concurrency=args.concurrency,
+                time_limit_s=args.time_limit,
+                warmup=1,  # the first call at a size plans the session's memory for it
+                request_timeout_s=args.time_limit,
+                server_pid=pid,
             )
             rows.append(
                 ServerRow(
@@ -282,12 +258,7 @@ SMOKE_ARGS = (
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(
-        prog="python -m bench.scaling",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    ap.add_argument("--smoke", action="store_true", help=f"tiny sizes (the tests): {' '.join(SMOKE_ARGS)}")
+    ap = bench_parser("bench.scaling", __doc__, SMOKE_ARGS)
     ap.add_argument("--lengths", type=ints, default=(96, 192, 336, 720), help="input lengths L, ascending")
     ap.add_argument("--batches", type=ints, default=(1, 8), help="windows per session call")
     ap.add_argument("--repeats", type=int, default=50, help="session rounds per batch size, at most")
@@ -297,10 +268,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--concurrency", type=int, default=1, help="connections sending at once")
     ap.add_argument("--windows", type=int, default=8, help="distinct request bodies per (L, series)")
     ap.add_argument("--time-limit", type=float, default=160.0, help="seconds per (L, series), at most")
-    ap.add_argument("--threads", type=int, default=1, help="ORT intra-op threads (session and server)")
-    add_device_argument(ap)
-    add_architecture_argument(ap)
-    ap.add_argument("--max-attention-mib", type=float, default=1024.0, help="skip bigger calls")
+    hm.add_export_arguments(ap, threads="ORT intra-op threads (session and server)", skip="skip bigger calls")
     ap.add_argument("--no-server", action="store_true", help="the session table only")
     args = parse_with_smoke(ap, argv, SMOKE_ARGS)
     if list(args.lengths) != sorted(set(args.lengths)) or not args.batches or not args.series:
@@ -312,7 +280,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
-    quiet_exporter()
+    hm.quiet_exporter()
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-scaling-") as tmp_name:
         tmp = Path(tmp_name)

@@ -27,10 +27,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 
-from bench.attention_encoding import pydantic_json
-from bench.loadgen import local_server
+from bench.attention_encoding import document_of, pydantic_json
+from bench.harness.servers import local_server
 
 REPO = Path(__file__).resolve().parents[1]
 MEASURES = ("parse", "draw", "page")
@@ -39,13 +38,7 @@ MEASURES = ("parse", "draw", "page")
 def pydantic_answer(answer: dict[str, Any]) -> bytes:
     """The bytes the pydantic encoder wrote for this (orjson-encoded, parsed) answer: the same float32
     weights, widened."""
-    document = json.loads(json.dumps(answer))
-    for layer in document["layers"]:
-        for sets in [h["matrices"] for h in layer["heads"]] + [layer["mean"]]:
-            if sets is not None:
-                for m, values in sets.items():
-                    sets[m] = None if values is None else np.asarray(values, np.float32)
-    return pydantic_json(document)
+    return pydantic_json(document_of(answer))
 
 
 def compare(page: Any, now: bytes, rounds: int) -> dict[str, dict[str, list[float]]]:

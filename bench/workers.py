@@ -11,7 +11,7 @@ Four parts, each reported as a table:
    switches between two speeds); ratios against one process are per round, their median reported. The
    server's CPU per request is its whole process tree's (supervisor, engine, front ends); the load
    generator's own CPU per request is beside it, so it shows when the client, not the server, is the
-   limit. Load: bench.loadgen's raw asyncio client, bodies of real windows, answers checked against
+   limit. Load: bench.harness's raw asyncio client, bodies of real windows, answers checked against
    ONNX Runtime.
 2. The transport: one round trip through the engine process (RemoteEngine -> ZeroMQ -> EngineServer ->
    LocalEngine) against the same call in process, for 1 and 256 rows; the difference is the per-message
@@ -42,17 +42,13 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from bench.engine import format_table, ints, parse_with_smoke
-from bench.loadgen import (
-    REPO,
-    LoadResult,
-    LocalServer,
-    _Connection,
-    local_server,
-    prepare_forecast_workload,
-    run_load,
-)
-from bench.serving import tree_cpu_s
+from bench.harness import REPO
+from bench.harness.cli import bench_parser, ints, parse_with_smoke
+from bench.harness.load import Connection, LoadResult
+from bench.harness.measure import load_cell
+from bench.harness.report import Target, at_least, at_most, format_table, median_target, verdict
+from bench.harness.servers import LocalServer, local_server, served_repository
+from bench.harness.workloads import prepare_forecast_workload
 
 SMOKE_ARGS = (
     "--workers",
@@ -78,15 +74,31 @@ SMOKE_ARGS = (
 )
 BIG_CONCURRENCY = 4
 REFUSAL_S, REFUSAL_MEDIAN_S, GOODPUT_SHARE = 1.0, 0.1, 0.8
+SCALING_ONE, SCALING_BIG = 1.0, 1.3  # N front ends ÷ one process, req/s: one-window, big requests
 
 
 @dataclass
 class Cell:
     workers: int
-    concurrency: int
-    series: int
-    result: LoadResult
-    server_cpu_s: float
+    result: LoadResult  # its server_cpu_s: the whole process tree's
+
+    @property
+    def concurrency(self) -> int:
+        return self.result.concurrency
+
+    @property
+    def series(self) -> int:
+        return self.result.series_per_request
+
+    @property
+    def server_cpu_s(self) -> float | None:
+        return self.result.server_cpu_s
+
+    @property
+    def shaky(self) -> bool:
+        """Errors, or not every request sent: a target computed from it says so."""
+        r = self.result
+        return r.error_count > 0 or r.completed < r.requests or r.stopped_by_time_limit
 
     @property
     def rps(self) -> float:
@@ -127,7 +139,7 @@ async def _big_request(url: str, body: bytes, check: Any, b: int) -> tuple[int, 
     """One client: (status, ms to the answer, a failure or None)."""
     parts = urlsplit(url)
     assert parts.hostname is not None and parts.port is not None
-    conn = _Connection(parts.hostname, parts.port)
+    conn = Connection(parts.hostname, parts.port)
     conn.reader, conn.writer = await asyncio.open_connection(parts.hostname, parts.port, limit=2**20)
     head = (
         f"POST {parts.path} HTTP/1.1\r\nHost: {parts.hostname}:{parts.port}\r\nContent-Type: application/json"
@@ -147,7 +159,7 @@ async def _big_request(url: str, body: bytes, check: Any, b: int) -> tuple[int, 
     t0 = time.perf_counter()
     sending = asyncio.ensure_future(send())
     try:
-        status, payload = await conn._answer()
+        status, payload = await conn.read_answer()
     except (OSError, EOFError, asyncio.IncompleteReadError) as exc:
         return 0, 1e3 * (time.perf_counter() - t0), f"transport: {exc}"
     finally:
@@ -163,15 +175,6 @@ SHIPPED = REPO / "model_repository" / "etth1-rsa"
 LATEST = max(int(p.name) for p in SHIPPED.iterdir() if p.name.isdigit())
 
 
-def served_repository(*versions: int) -> Path:
-    """A model repository of just these shipped versions (links): a service loads only what is measured."""
-    repository = Path(tempfile.mkdtemp(prefix="bench-workers-repo-"))
-    (repository / "etth1-rsa").mkdir()
-    for version in set(versions):
-        (repository / "etth1-rsa" / str(version)).symlink_to(SHIPPED / str(version), target_is_directory=True)
-    return repository
-
-
 def _env(workers: int, repository: Path, device: str = "cpu") -> dict[str, str]:
     return {
         "RSA_WORKERS": str(workers),
@@ -181,28 +184,6 @@ def _env(workers: int, repository: Path, device: str = "cpu") -> dict[str, str]:
     }
 
 
-def _load(
-    url: str,
-    work: Any,
-    *,
-    requests: int,
-    concurrency: int,
-    warmup: int,
-    seconds: float,
-    series: int,
-    pid: int,
-) -> tuple[LoadResult, float]:
-    async def run() -> tuple[LoadResult, float]:
-        common = {"concurrency": concurrency, "time_limit_s": seconds, "series_per_request": series}
-        if warmup:
-            await run_load(url, work.bodies, work.checker, requests=warmup, **common)
-        cpu0 = tree_cpu_s(pid)
-        result = await run_load(url, work.bodies, work.checker, requests=requests, **common)
-        return result, tree_cpu_s(pid) - cpu0
-
-    return asyncio.run(run())
-
-
 def throughput_round(
     args: argparse.Namespace, order: Sequence[int], floods: list[Flood] | None
 ) -> list[Cell]:
@@ -210,34 +191,17 @@ def throughput_round(
     and, when `floods` is given, the flood (appended there)."""
     small = prepare_forecast_workload(version=args.version, windows=64)
     big = prepare_forecast_workload(version=args.version, windows=64, series_per_request=args.big_series)
-    repository = served_repository(args.version, LATEST)  # the flood's is the default version
+    repository = served_repository(SHIPPED, [args.version, LATEST])  # the flood's is the default version
     cells = []
     for workers in order:
         with local_server(_env(workers, repository, args.device)) as live:
-            pid = live.process.pid
             for c in args.concurrency:
-                result, cpu = _load(
-                    live.url + small.path,
-                    small,
-                    requests=args.requests,
-                    concurrency=c,
-                    warmup=args.warmup,
-                    seconds=args.seconds,
-                    series=1,
-                    pid=pid,
-                )
-                cells.append(Cell(workers, c, 1, result, cpu))
-            result, cpu = _load(
-                live.url + big.path,
-                big,
-                requests=args.big_requests,
-                concurrency=BIG_CONCURRENCY,
-                warmup=1,
-                seconds=args.seconds,
-                series=args.big_series,
-                pid=pid,
-            )
-            cells.append(Cell(workers, BIG_CONCURRENCY, args.big_series, result, cpu))
+                small_load = {"requests": args.requests, "warmup": args.warmup, "concurrency": c}
+                result = load_cell(live.url, small, **small_load, seconds=args.seconds, pid=live.process.pid)
+                cells.append(Cell(workers, result))
+            big_load = {"requests": args.big_requests, "warmup": 1, "concurrency": BIG_CONCURRENCY}
+            result = load_cell(live.url, big, **big_load, seconds=args.seconds, pid=live.process.pid)
+            cells.append(Cell(workers, result))
             if floods is not None:
                 floods.append(flood(args, workers, live))
     return cells
@@ -249,7 +213,7 @@ def transport(args: argparse.Namespace) -> list[list[object]]:
     from app.engine.client import RemoteEngine
     from app.engine.local import LocalEngine
 
-    repository = served_repository(args.version)
+    repository = served_repository(SHIPPED, [args.version])
     manifest_dir = SHIPPED / str(args.version)
     manifest = json.loads((manifest_dir / "manifest.json").read_text())
     L, C = manifest["input_length"], len(manifest["channels"])
@@ -331,9 +295,9 @@ def flood(args: argparse.Namespace, workers: int, live: LocalServer) -> Flood:
     """The default (latest) version, `--flood` clients each sending one big body at once, after the same
     bodies at concurrency 4 (the best goodput without refusals)."""
     work = prepare_forecast_workload(version=LATEST, windows=16, series_per_request=args.flood_series)
-    url, pid = live.url + work.path, live.process.pid
-    common = {"seconds": args.seconds, "series": args.flood_series, "pid": pid}
-    best, _ = _load(url, work, requests=BIG_CONCURRENCY * 2, concurrency=BIG_CONCURRENCY, warmup=1, **common)
+    url = live.url + work.path
+    best_load = {"requests": BIG_CONCURRENCY * 2, "warmup": 1, "concurrency": BIG_CONCURRENCY}
+    best = load_cell(live.url, work, **best_load, seconds=args.seconds, pid=live.process.pid)
 
     async def at_once() -> tuple[list[tuple[int, float, str | None]], float]:
         t0 = time.perf_counter()
@@ -352,6 +316,22 @@ def flood(args: argparse.Namespace, workers: int, live: LocalServer) -> Flood:
             errors[kind] = errors.get(kind, 0) + 1
     answers = [(status, ms) for status, ms, _ in done]
     return Flood(workers, best.throughput * args.flood_series, answers, duration, args.flood_series, errors)
+
+
+def _rps_ratio(a: Cell, b: Cell) -> float:
+    return a.rps / b.rps
+
+
+def _p99_ratio(a: Cell, b: Cell) -> float:
+    return a.result.percentile_ms(99) / b.result.percentile_ms(99)
+
+
+def _value(t: Target) -> str:
+    return "-" if t.value is None else f"{t.value:.2f}"
+
+
+def _verdict(t: Target) -> str:
+    return "no data" if t.met is None else verdict(t.met) + (" (errors or cut)" if t.shaky else "")
 
 
 def _median(values: list[float]) -> float:
@@ -406,22 +386,22 @@ def report(
     kinds = [(c, 1) for c in args.concurrency] + [(BIG_CONCURRENCY, args.big_series)]
     for workers in [w for w in args.workers if w != base]:
         for c, series in kinds:
-            ratios, p99s = [], []
+            pairs = []
             for cell_round in cells:
                 pair = {
                     x.workers: x
                     for x in cell_round
                     if x.concurrency == c and x.series == series and x.workers in (workers, base)
                 }
-                if len(pair) == 2:
-                    ratios.append(pair[workers].rps / pair[base].rps)
-                    p99s.append(pair[workers].result.percentile_ms(99) / pair[base].result.percentile_ms(99))
+                pairs.append((pair.get(workers), pair.get(base)))
             what = f"{series}-series c={c}" if series > 1 else f"one-window c={c}"
-            goal = "≥ 1.3" if series > 1 else "≥ 1.0"
-            each = ", ".join(f"{x:.2f}" for x in ratios)
+            floor = SCALING_BIG if series > 1 else SCALING_ONE
+            rps = median_target(what, f"≥ {floor}", pairs, _rps_ratio, at_least(floor))
+            p99 = median_target(what, "≤ 1.0", pairs, _p99_ratio, at_most(1.0))
+            each = ", ".join(f"{x:.2f}" for x in rps.rounds)
             lines.append(
-                f"{workers} front ends / {base}, {what}: throughput x{_median(ratios):.2f} (goal {goal}; "
-                f"rounds {each}), p99 x{_median(p99s):.2f} (goal ≤ 1.0)"
+                f"{workers} front ends / {base}, {what}: throughput x{_value(rps)} (goal {rps.goal}; "
+                f"rounds {each}) {_verdict(rps)}, p99 x{_value(p99)} (goal {p99.goal}) {_verdict(p99)}"
             )
     lines.append("")
     lines.append(
@@ -458,8 +438,7 @@ def report(
             not f.statuses(504),
             f.goodput >= GOODPUT_SHARE * f.best_windows_s,
         ]
-        lines_v = "met" if all(verdicts) else "NOT met"
-        flood_rows[-1].append(lines_v)
+        flood_rows[-1].append(verdict(all(verdicts)))
     lines.append(
         format_table(
             [
@@ -482,12 +461,7 @@ def report(
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(
-        prog="python -m bench.workers",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    ap.add_argument("--smoke", action="store_true", help="tiny sizes (the tests)")
+    ap = bench_parser("bench.workers", __doc__, SMOKE_ARGS)
     ap.add_argument("--workers", type=ints, default=(1, 2), help="RSA_WORKERS values to compare")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--concurrency", type=ints, default=(1, 16, 64))

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 import orjson
-import uvicorn
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
-from bench.peers.common import HOST, create_session, load_manifest, parse_args
+from bench.peers.common import create_session, load_manifest, parse_args
+from bench.peers.starlette_app import serve
 
 
 def main() -> None:
@@ -41,11 +39,7 @@ def main() -> None:
         body_out = orjson.dumps(answer, option=orjson.OPT_SERIALIZE_NUMPY)
         return Response(body_out, media_type="application/json")
 
-    async def readyz(request: Request) -> Response:
-        return Response(b"ok")
-
-    app = Starlette(routes=[Route(model.forecast_path, forecast, methods=["POST"]), Route("/readyz", readyz)])
-    uvicorn.run(app, host=HOST, port=args.port, log_level="warning")
+    serve(model.forecast_path, forecast, args.port)
 
 
 if __name__ == "__main__":

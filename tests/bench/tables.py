@@ -1,4 +1,4 @@
-"""Reading the plain-text tables the benches print (`bench.engine.format_table`)."""
+"""Reading the plain-text tables the benches print (`bench.harness.report.format_table`)."""
 
 from __future__ import annotations
 

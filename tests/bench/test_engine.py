@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bench import engine
+from bench.harness import measure, models
 from export.onnx import TOLERANCE
 from tests.bench.tables import table_rows
 
@@ -25,12 +26,12 @@ def test_smoke_run_compares_the_same_weights_in_both_engines(capsys: pytest.Capt
 def test_interleaved_is_bounded_and_rotates_the_order() -> None:
     calls: list[str] = []
     cases = {name: (lambda name=name: calls.append(name)) for name in ("a", "b")}
-    times = engine.interleaved(cases, repeats=4, budget_s=60.0)
+    times = measure.interleaved(cases, repeats=4, budget_s=60.0)
     assert {k: len(v) for k, v in times.items()} == {"a": 4, "b": 4}
     warmup, rounds = calls[:2], calls[2:]
     assert warmup == ["a", "b"] and rounds == ["a", "b", "b", "a", "a", "b", "b", "a"]  # order rotated
     calls.clear()
-    once = engine.interleaved(cases, repeats=1000, budget_s=0.0)  # out of time: one round, not 1000
+    once = measure.interleaved(cases, repeats=1000, budget_s=0.0)  # out of time: one round, not 1000
     assert {k: len(v) for k, v in once.items()} == {"a": 1, "b": 1}
 
 
@@ -55,11 +56,11 @@ def test_cuda_is_refused_where_it_cannot_run() -> None:
     bench stops; on a GPU host the session really runs on CUDA."""
     from app.engine.providers import CUDA
 
-    model = engine.SHIPPED_MODEL / "1" / "model.onnx"
+    model = models.SHIPPED_MODEL / "1" / "model.onnx"
     try:
-        session = engine.ort_session(model, 1, "cuda")
+        session = models.ort_session(model, 1, "cuda")
     except SystemExit as exc:
         assert "asked for CUDAExecutionProvider" in str(exc)
     else:
         assert session.get_providers()[0] == CUDA
-    assert engine.ort_session(model, 1, "cpu").get_providers()[0] == "CPUExecutionProvider"
+    assert models.ort_session(model, 1, "cpu").get_providers()[0] == "CPUExecutionProvider"

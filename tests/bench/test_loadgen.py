@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from bench import loadgen
-from bench.loadgen import Failure, ForecastChecker, prepare_forecast_workload, run_load
+from bench.harness.checks import ForecastChecker
+from bench.harness.load import Failure, LoadResult, http_request, run_load
+from bench.harness.workloads import Workload, prepare_forecast_workload
 
 
 def _table(out: str) -> dict[str, str]:
@@ -40,7 +42,7 @@ def test_short_form_against_the_service(capsys: pytest.CaptureFixture[str]) -> N
 
 
 @pytest.fixture(scope="module")
-def workload() -> loadgen.Workload:
+def workload() -> Workload:
     return prepare_forecast_workload(windows=4, series_per_request=2)
 
 
@@ -52,11 +54,11 @@ def _answer(checker: ForecastChecker, b: int, **overrides: object) -> dict:
     return {"model": "etth1-rsa", "version": 1, "provider": "CPUExecutionProvider", "forecasts": forecasts}
 
 
-def _fresh(w: loadgen.Workload) -> ForecastChecker:
+def _fresh(w: Workload) -> ForecastChecker:
     return ForecastChecker(w.checker.model, w.checker.version, w.checker.ids, w.checker.expected)
 
 
-def test_workload_is_the_v1_request_format(workload: loadgen.Workload) -> None:
+def test_workload_is_the_v1_request_format(workload: Workload) -> None:
     assert workload.path == "/v1/models/etth1-rsa/versions/1/forecast"
     body = json.loads(workload.bodies[1])
     assert body["horizon"] == 96 and [s["id"] for s in body["series"]] == workload.checker.ids[1]
@@ -67,7 +69,7 @@ def test_workload_is_the_v1_request_format(workload: loadgen.Workload) -> None:
     assert not np.allclose(workload.checker.expected[1][0], workload.checker.expected[1][1])
 
 
-def test_checker_passes_a_right_answer_and_memoises_it(workload: loadgen.Workload) -> None:
+def test_checker_passes_a_right_answer_and_memoises_it(workload: Workload) -> None:
     check = _fresh(workload)
     good = json.dumps(_answer(check, 1)).encode()
     assert check(1, good) is None
@@ -92,7 +94,7 @@ def test_checker_passes_a_right_answer_and_memoises_it(workload: loadgen.Workloa
         ("not_json", "bad_body"),
     ],
 )
-def test_checker_catches_a_wrong_answer(workload: loadgen.Workload, tamper: str, kind: str) -> None:
+def test_checker_catches_a_wrong_answer(workload: Workload, tamper: str, kind: str) -> None:
     check = _fresh(workload)
     assert check(1, json.dumps(_answer(check, 1)).encode()) is None  # memoised: the tampered one must not hit
     data = _answer(check, 1)
@@ -124,8 +126,8 @@ Reply = Callable[[int], Awaitable[bytes | list[bytes] | None]]
 
 
 async def _with_server(
-    reply: Reply, run: Callable[[str], Awaitable[loadgen.LoadResult]], heads: list[bytes] | None = None
-) -> loadgen.LoadResult:
+    reply: Reply, run: Callable[[str], Awaitable[LoadResult]], heads: list[bytes] | None = None
+) -> LoadResult:
     """`heads`, if given, collects each request's head as it arrives."""
     seen = 0
 
@@ -213,7 +215,7 @@ def test_core_passes_a_clean_run_and_stops_at_the_time_limit() -> None:
         await asyncio.sleep(0.05)
         return _ok(b"good")
 
-    def run(n: int, limit: float) -> Callable[[str], Awaitable[loadgen.LoadResult]]:
+    def run(n: int, limit: float) -> Callable[[str], Awaitable[LoadResult]]:
         return lambda url: run_load(url, [b"{}"], _good_or_bad, requests=n, concurrency=2, time_limit_s=limit)
 
     clean = asyncio.run(_with_server(fast, run(200, 60)))
@@ -259,12 +261,12 @@ def test_extra_headers_go_with_every_body() -> None:
         assert lines.count(b"content-type: application/octet-stream") == 1, head
         assert sum(line.startswith(b"content-length:") for line in lines) == 1, head
     # Without `headers`, the request is what it always was.
-    plain = loadgen._http_request("POST", "h", 1, "/p", b"{}", "application/json")
+    plain = http_request("POST", "h", 1, "/p", b"{}", "application/json")
     assert plain == (
         b"POST /p HTTP/1.1\r\nHost: h:1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n"
         b"Connection: keep-alive\r\n\r\n{}"
     )
-    assert plain == loadgen._http_request("POST", "h", 1, "/p", b"{}", "application/json", {})
+    assert plain == http_request("POST", "h", 1, "/p", b"{}", "application/json", {})
 
 
 @pytest.mark.parametrize(
@@ -273,4 +275,4 @@ def test_extra_headers_go_with_every_body() -> None:
 )
 def test_extra_headers_cannot_break_the_request(headers: dict[str, str]) -> None:
     with pytest.raises(ValueError, match="cannot be sent"):
-        loadgen._http_request("POST", "h", 1, "/p", b"{}", "application/json", headers)
+        http_request("POST", "h", 1, "/p", b"{}", "application/json", headers)
