@@ -107,10 +107,8 @@ def build_engine(settings: Settings) -> Engine:
     engine_metrics = EngineMetrics(settings.max_batch_rows)
     return LocalEngine(
         settings,
-        hooks=engine_metrics.hooks,
+        observer=engine_metrics,
         alone=lambda: requests_in_flight() <= 1,
-        collect=engine_metrics.collect,
-        forget=engine_metrics.forget,
     )
 
 

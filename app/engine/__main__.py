@@ -31,11 +31,9 @@ async def serve(address: str) -> None:
     servers: list[EngineServer] = []
     engine = LocalEngine(
         settings,
-        hooks=metrics.hooks,
+        observer=metrics,
         # Inline calls (app/engine/batching.py): only when no other submit is being handled here.
         alone=lambda: servers[0].submits_in_flight <= 1,
-        collect=metrics.collect,
-        forget=metrics.forget,
     )
     server = EngineServer(engine, address)
     servers.append(server)

@@ -33,9 +33,10 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import numpy as np
+import onnxruntime as ort
 from prometheus_client.core import Metric
 
 from app.artifacts.manifest import Manifest
@@ -59,20 +60,22 @@ from app.engine.api import Engine, IndexEntry, Reservation, VersionStats
 from app.engine.batching import Batch, DynamicBatcher, Feed, WorkItem
 from app.engine.catalog import Catalog, LoadState, ModelEntry, VersionEntry
 from app.engine.model import InspectResult, OnnxModel
-from app.engine.providers import RuntimeOptions
-from app.engine.runners import Fault
+from app.engine.providers import CUDA, RuntimeOptions
 from app.engine.session import default_intra_op_threads
 from app.engine.threads import DeadlineExceeded, NamedLocks, OwnThreads
+from app.engine.types import (
+    BatchEvent,
+    EngineObserver,
+    EngineSnapshot,
+    ModelSnapshot,
+    ServingSnapshot,
+    VersionObserver,
+    VersionSnapshot,
+)
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-# (model, version, provider) -> the batcher's on_batch and on_item callbacks and the runner's on_retry
-# (the metrics' hooks).
-VersionHooks = Callable[
-    [str, int, str],
-    tuple[Callable[[Batch], None], Callable[[WorkItem], None], Callable[[Fault], None]],
-]
 # Rows timed at load to seed a version's drain rate (per row), at most its rows per call.
 COST_PROBE_ROWS = 8
 MAX_VERSIONS = 64  # versions whose calls the forecast pool has threads for at once
@@ -153,6 +156,36 @@ def rows_per_call(manifest: Manifest, settings: Settings) -> int:
     return max(1, min(settings.max_batch_rows, budget // per_row))
 
 
+def _serving(sv: ServedVersion) -> ServingSnapshot | None:
+    if sv.state != "ready" or sv.model is None or sv.manifest is None or sv.batcher is None:
+        return None
+    provider = sv.model.provider
+    return ServingSnapshot(
+        provider=provider,
+        input_length=sv.manifest.input_length,
+        horizon=sv.manifest.horizon,
+        queued_rows=sv.batcher.queued_rows,
+        backlog_s=sv.batcher.backlog_s,
+        cuda_device_id=sv.model.options.cuda_device_id if provider == CUDA else None,
+    )
+
+
+def _batcher_hooks(
+    observer: VersionObserver,
+) -> tuple[Callable[[Batch], None], Callable[[WorkItem], None]]:
+    def on_batch(batch: Batch) -> None:
+        outcome: Literal["ok", "failed", "stopped"] = (
+            "ok" if batch.error is None else "stopped" if isinstance(batch.error, ModelNotReady) else "failed"
+        )
+        observer.on_batch(BatchEvent(batch.rows, batch.run_s or 0.0, outcome))
+
+    def on_item(item: WorkItem) -> None:
+        if item.queue_wait_s is not None:
+            observer.on_queue_wait(item.queue_wait_s)
+
+    return on_batch, on_item
+
+
 def runtime_options(settings: Settings) -> RuntimeOptions:
     return RuntimeOptions(
         device=settings.device,
@@ -170,22 +203,19 @@ def runtime_options(settings: Settings) -> RuntimeOptions:
 
 class LocalEngine(Engine):
     """The engine in this process. `alone()`: whether a small call may run inline on the event loop now
-    (nothing else in flight; app/engine/batching.py); `hooks`: the metrics' per-version callbacks."""
+    (nothing else in flight; app/engine/batching.py); `observer`: what it reports its events and state
+    to (the metrics, app/engine/types.py's EngineObserver)."""
 
     def __init__(
         self,
         settings: Settings,
         *,
-        hooks: VersionHooks | None = None,
+        observer: EngineObserver | None = None,
         alone: Callable[[], bool] = lambda: True,
-        collect: Callable[[LocalEngine], Iterator[Metric]] | None = None,
-        forget: Callable[[str, int], None] | None = None,
     ) -> None:
         self.settings = settings
-        self.hooks = hooks
+        self.observer = observer
         self.alone = alone
-        self._collect = collect
-        self._forget = forget  # the metrics' series of an unloaded version
         self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="rsa-aux")
         # Threads start on demand, so the bound costs nothing until versions (loaded at any time) use it:
         # room for MAX_VERSIONS versions' side-by-side calls.
@@ -343,10 +373,9 @@ class LocalEngine(Engine):
             self._publish()
             return
         sv.fingerprint = stamps[0]
-        on_batch, on_item, on_retry = (
-            self.hooks(sv.name, sv.version, model.provider) if self.hooks else (None, None, None)
-        )
-        model.runner.on_retry = on_retry
+        observer = self.observer.version(sv.name, sv.version, model.provider) if self.observer else None
+        model.runner.on_retry = observer.on_retry if observer is not None else None
+        on_batch, on_item = _batcher_hooks(observer) if observer is not None else (None, None)
         batcher = DynamicBatcher(
             model.run_forecast,  # takes the feed the data plane built: window, and phase for a cycle
             name=f"{sv.name}/{sv.version}",
@@ -484,7 +513,25 @@ class LocalEngine(Engine):
         )
 
     async def metric_families(self) -> list[Metric]:
-        return list(self._collect(self)) if self._collect is not None else []
+        return self.observer.families(self.snapshot()) if self.observer is not None else []
+
+    def snapshot(self) -> EngineSnapshot:
+        """The served versions' state now (what the metrics read at scrape time)."""
+        return EngineSnapshot(
+            self.error,
+            ort.__version__,
+            tuple(
+                ModelSnapshot(
+                    served.name,
+                    served.error,
+                    tuple(
+                        VersionSnapshot(sv.name, sv.version, sv.state, _serving(sv))
+                        for sv in served.versions.values()
+                    ),
+                )
+                for served in self.models.values()
+            ),
+        )
 
     def served_versions(self) -> Iterator[ServedVersion]:
         for served in self.models.values():
@@ -601,8 +648,8 @@ class LocalEngine(Engine):
         if sv.model is not None:
             sv.model.close()
         served.versions.pop(sv.version, None)
-        if self._forget is not None:
-            self._forget(sv.name, sv.version)
+        if self.observer is not None:
+            self.observer.forget(sv.name, sv.version)
         self._publish()
         logger.info("model %s version %s unloaded", sv.name, sv.version)
 

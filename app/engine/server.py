@@ -16,15 +16,12 @@ from typing import Any
 
 import numpy as np
 import zmq
-from prometheus_client import CollectorRegistry
-from prometheus_client.openmetrics.exposition import generate_latest
 
 from app.core.errors import Overloaded, ServiceError
 from app.engine.api import Reservation
 from app.engine.catalog import Catalog
 from app.engine.local import LocalEngine
-from app.engine.wire import Channel, Frames, decode, encode, error_header
-from app.observability.metrics import _Families
+from app.engine.wire import Channel, Frames, decode, encode, error_header, openmetrics_text
 
 logger = logging.getLogger(__name__)
 
@@ -128,10 +125,7 @@ class EngineServer:
             stats = await engine.stats(header["name"], header["version"])
             return {"stats": None if stats is None else asdict(stats)}, None
         if op == "metrics":
-            registry = CollectorRegistry()
-            registry.register(_Families(await engine.metric_families()))
-            # OpenMetrics: unlike the Prometheus text format it keeps each family's type (info, counter)
-            return {"text": generate_latest(registry).decode()}, None
+            return {"text": openmetrics_text(await engine.metric_families())}, None
         if op == "index":
             return {"index": [asdict(e) for e in await engine.index(header.get("ready_only", False))]}, None
         if op == "load":

@@ -15,12 +15,15 @@ front end.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
 import orjson
 import zmq
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import Metric
+from prometheus_client.openmetrics.exposition import generate_latest
 
 from app.core import errors as domain
 
@@ -79,6 +82,24 @@ def raise_error(error: Mapping[str, Any]) -> None:
         limit=error.get("limit"),
         retry_after_s=error.get("retry_after_s"),
     )
+
+
+class _Fixed:
+    """A collector of families already made."""
+
+    def __init__(self, families: Iterable[Metric]) -> None:
+        self._families = list(families)
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self._families)
+
+
+def openmetrics_text(families: Iterable[Metric]) -> str:
+    """The engine's metric families as they cross to a front end: OpenMetrics text, which unlike the
+    Prometheus text format keeps each family's type (info, counter)."""
+    registry = CollectorRegistry()
+    registry.register(_Fixed(families))
+    return generate_latest(registry).decode()
 
 
 class Channel:

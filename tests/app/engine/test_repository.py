@@ -157,9 +157,7 @@ def test_unloading_a_version_and_a_model_frees_them_and_forgets_their_metrics(tm
         metrics = EngineMetrics(256)
         engine = LocalEngine(
             make_settings(tmp_path, model_control="explicit"),
-            hooks=metrics.hooks,
-            collect=metrics.collect,
-            forget=metrics.forget,
+            observer=metrics,
         )
         await engine.start()
         await settled(engine)
