@@ -39,15 +39,15 @@ from app.core.logging import configure_logging
 from app.core.offload import ParseProcess
 from app.core.security import ApiKeys
 from app.engine.api import Engine
-from app.engine.local import LocalEngine
 from app.inference.service import InferenceService
-from app.observability.metrics import MULTIPROC_ENV, EngineMetrics, RequestMetrics
+from app.observability.metrics import MULTIPROC_ENV, RequestMetrics
 from app.protocols.oip_v2.handlers import OipV2Handlers
 from app.protocols.rsa_v1.handlers import V1Handlers
 from app.protocols.rsa_v1.wire import fast_forecast
 from app.protocols.timeseries.codec import parse_request
 from app.protocols.timeseries.handlers import TimeSeriesHandlers
 from app.runtime import Runtime
+from app.wiring import local_engine
 
 logger = logging.getLogger(__name__)
 
@@ -104,12 +104,8 @@ def build_engine(settings: Settings) -> Engine:
         from app.engine.client import RemoteEngine
 
         return RemoteEngine(settings.engine_address, settings)
-    engine_metrics = EngineMetrics(settings.max_batch_rows)
-    return LocalEngine(
-        settings,
-        observer=engine_metrics,
-        alone=lambda: requests_in_flight() <= 1,
-    )
+    # Inline calls (app/engine/batching.py): only when no other request is in flight in this process.
+    return local_engine(settings, alone=lambda: requests_in_flight() <= 1)
 
 
 @asynccontextmanager

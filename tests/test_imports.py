@@ -43,6 +43,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "app.runtime",
     },
     "app.lifecycle": {
+        "app.wiring",
         "app.core",
         "app.engine",
         "app.inference",
@@ -51,6 +52,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "app.runtime",
     },
     "app.supervisor": {"app.core", "app.observability"},
+    "app.wiring": {"app.core", "app.engine", "app.observability"},
     "app.main": {"app"},
     "app.__main__": {"app"},
     "app.ui": set(),

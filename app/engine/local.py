@@ -203,19 +203,21 @@ def runtime_options(settings: Settings) -> RuntimeOptions:
 
 class LocalEngine(Engine):
     """The engine in this process. `alone()`: whether a small call may run inline on the event loop now
-    (nothing else in flight; app/engine/batching.py); `observer`: what it reports its events and state
-    to (the metrics, app/engine/types.py's EngineObserver)."""
+    (nothing else in flight; app/engine/batching.py); by default, when no other submit is being handled
+    here (an engine process: every request reaches it as a submit). `observer`: what it reports its events
+    and state to (the metrics, app/engine/types.py's EngineObserver)."""
 
     def __init__(
         self,
         settings: Settings,
         *,
         observer: EngineObserver | None = None,
-        alone: Callable[[], bool] = lambda: True,
+        alone: Callable[[], bool] | None = None,
     ) -> None:
         self.settings = settings
         self.observer = observer
-        self.alone = alone
+        self.submits_in_flight = 0
+        self.alone = alone if alone is not None else lambda: self.submits_in_flight <= 1
         self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="rsa-aux")
         # Threads start on demand, so the bound costs nothing until versions (loaded at any time) use it:
         # room for MAX_VERSIONS versions' side-by-side calls.
@@ -489,7 +491,11 @@ class LocalEngine(Engine):
         self, name: str, version: int, feed: Feed, timeout_s: float, reservation: Reservation | None = None
     ) -> np.ndarray:
         batcher = self._batcher(name, version)
-        return await batcher.submit(feed, timeout_s, None if reservation is None else reservation.id)
+        self.submits_in_flight += 1
+        try:
+            return await batcher.submit(feed, timeout_s, None if reservation is None else reservation.id)
+        finally:
+            self.submits_in_flight -= 1
 
     async def inspect(self, name: str, version: int, feed: Feed) -> InspectResult:
         model = self.get(name, version).model

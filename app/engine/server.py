@@ -33,7 +33,6 @@ class EngineServer:
         self._front_ends: set[bytes] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._channel: Channel | None = None
-        self.submits_in_flight = 0  # what the engine's inline rule asks (app/engine/batching.py)
 
     async def start(self) -> None:
         socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.ROUTER)
@@ -86,17 +85,13 @@ class EngineServer:
         engine, op = self.engine, header["op"]
         if op == "submit":
             reservation = header.get("reservation")
-            self.submits_in_flight += 1
-            try:
-                out = await engine.submit(
-                    header["name"],
-                    header["version"],
-                    arrays,
-                    header["timeout_s"],
-                    None if reservation is None else Reservation(*reservation),
-                )
-            finally:
-                self.submits_in_flight -= 1
+            out = await engine.submit(
+                header["name"],
+                header["version"],
+                arrays,
+                header["timeout_s"],
+                None if reservation is None else Reservation(*reservation),
+            )
             # the version's backlog now, for the front end's own admission of small requests
             return {"backlog": engine.backlog(header["name"], header["version"])}, {"forecast": out}
         if op == "admit":
