@@ -94,7 +94,6 @@ class WorkItem:
     deadline: float
     t_enqueued: float
     t_dispatched: float | None = None  # its first rows went into a batch
-    t_completed: float | None = None  # its last rows came back
     next_row: int = 0  # rows before this index are dispatched
     rows_pending: int = 0  # rows not yet returned
     output: np.ndarray | None = None
@@ -113,10 +112,6 @@ class WorkItem:
     def queue_wait_s(self) -> float | None:
         return None if self.t_dispatched is None else self.t_dispatched - self.t_enqueued
 
-    @property
-    def total_s(self) -> float | None:
-        return None if self.t_completed is None else self.t_completed - self.t_enqueued
-
 
 @dataclass(frozen=True)
 class Segment:
@@ -133,7 +128,6 @@ class Batch:
 
     segments: list[Segment]
     rows: int
-    t_formed: float
     t_run_start: float | None = None
     t_run_end: float | None = None
     error: BaseException | None = None
@@ -153,7 +147,6 @@ class BatcherStats:
     rejected_items: int = 0  # refused with Overloaded
     expired_items: int = 0  # deadline passed before reaching the session
     dropped_items: int = 0  # cancelled by the caller (timeout, disconnect) before reaching the session
-    releases: int = 0  # release_fn calls (idle after batches)
     batch_rows: Counter[int] = field(default_factory=Counter)  # rows per session call -> calls
 
 
@@ -357,7 +350,7 @@ class DynamicBatcher:
             raise ModelNotReady(f"model {self.name} is not serving", retry_after_s=self.retry_after_s)
         if inline:
             item.t_dispatched, item.next_row, item.session_calls = now, n, 1
-            await self._execute(Batch([Segment(item, 0, n)], n, now), inline=True)  # never suspends
+            await self._execute(Batch([Segment(item, 0, n)], n), inline=True)  # never suspends
             if self.release_fn is not None:
                 self._wakeup.set()  # the worker then counts the idle time before releasing memory
             return item.future.result()
@@ -480,7 +473,7 @@ class DynamicBatcher:
             self._queued_rows -= take
             if item.next_row == item.n_rows:
                 self._queue.popleft()
-        return Batch(segments, rows, now) if segments else None
+        return Batch(segments, rows) if segments else None
 
     async def _execute(self, batch: Batch, inline: bool = False) -> None:
         """One session call, in the executor, or `inline` on this thread (then it never suspends)."""
@@ -530,7 +523,6 @@ class DynamicBatcher:
         """`release_fn` off the loop; a request that comes meanwhile waits for it (about a millisecond)."""
         assert self.release_fn is not None
         self._ran_since_release = False
-        self.stats.releases += 1
         self._releasing = True
         try:
             await asyncio.get_running_loop().run_in_executor(self._executor, self.release_fn)
@@ -563,7 +555,6 @@ class DynamicBatcher:
                     item.output[seg.start : seg.stop] = outputs[offset : offset + n]
                 item.rows_pending -= n
                 if item.rows_pending == 0:
-                    item.t_completed = batch.t_run_end
                     item.future.set_result(item.output)
                     if self.on_item is not None:
                         self.on_item(item)

@@ -109,7 +109,6 @@ def test_items_record_stage_timings() -> None:
         await submit(batcher, rows(0, 3), 5.0)
         (item,) = items
         assert item.queue_wait_s is not None and item.queue_wait_s >= 0
-        assert item.total_s is not None and item.total_s >= item.queue_wait_s
         assert item.session_calls == 1
         await batcher.stop()
 
@@ -409,12 +408,12 @@ def test_memory_is_released_once_the_version_has_been_idle_not_between_busy_batc
             await asyncio.sleep(0.02)
         assert events == ["run"] * 5
         await asyncio.sleep(0.4)
-        assert events == ["run"] * 5 + ["release"] and batcher.stats.releases == 1
+        assert events == ["run"] * 5 + ["release"]
         await asyncio.sleep(0.4)
-        assert batcher.stats.releases == 1  # idle and already released: no second call
+        assert events.count("release") == 1  # idle and already released: no second call
         np.testing.assert_array_equal(await submit(batcher, rows(0, 1), 5.0), rows(0, 1) * 2)
         await asyncio.sleep(0.4)
-        assert events[-2:] == ["run", "release"] and batcher.stats.releases == 2
+        assert events[-2:] == ["run", "release"] and events.count("release") == 2
         await batcher.stop()
 
     run(scenario)
@@ -422,14 +421,17 @@ def test_memory_is_released_once_the_version_has_been_idle_not_between_busy_batc
 
 def test_a_failing_release_leaves_the_batcher_serving() -> None:
     async def scenario() -> None:
+        releases: list[None] = []
+
         def release() -> None:
+            releases.append(None)
             raise RuntimeError("no memory to give back")
 
         batcher = make(max_wait_s=0.0, release_fn=release, release_after_s=0.0)
         batcher.start()
         await submit(batcher, rows(0, 1), 5.0)
         await asyncio.sleep(0.1)
-        assert batcher.stats.releases == 1
+        assert len(releases) == 1
         np.testing.assert_array_equal(await submit(batcher, rows(3, 2), 5.0), rows(3, 2) * 2)
         await batcher.stop()
 
