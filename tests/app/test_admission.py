@@ -25,7 +25,8 @@ import uvicorn
 
 from app.engine.batching import Feed
 from app.main import create_app
-from bench.loadgen import Failure, LoadResult, _Connection, _http_request, free_port, run_load
+from bench.harness.load import Connection, http_request
+from bench.loadgen import Failure, LoadResult, free_port, run_load
 from tests.app.conftest import make_settings
 from tests.app.metrics_scrape import scrape, total
 from tests.utils.speed import scaled
@@ -97,8 +98,8 @@ async def _probe_healthz(url: str, stop: asyncio.Event) -> list[float]:
     """GET /healthz every 20 ms on its own keep-alive connection until `stop`: latencies in ms."""
     parts = urlsplit(url)
     assert parts.hostname is not None and parts.port is not None
-    conn = _Connection(parts.hostname, parts.port)
-    wire = _http_request("GET", parts.hostname, parts.port, "/healthz", b"", "application/json")
+    conn = Connection(parts.hostname, parts.port)
+    wire = http_request("GET", parts.hostname, parts.port, "/healthz", b"", "application/json")
     latencies: list[float] = []
     try:
         for _ in range(2000):  # bounded; `stop` ends it first
