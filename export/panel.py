@@ -268,6 +268,11 @@ def _series_windows(
     return x, m, t
 
 
+# Windows gathered from consecutive series before they are added to the normal equations: bounds the
+# memory (a few MiB at L = 72) whatever the number of series, and amortises the per-batch work.
+_BUFFER_ROWS = 8192
+
+
 def _accumulate(
     series: Iterable[np.ndarray],
     cfg: PanelConfig,
@@ -276,15 +281,16 @@ def _accumulate(
     previous: np.ndarray | None = None,
 ) -> NormalEquations | None:
     eq: NormalEquations | None = None
-    for v in series:
-        win = _series_windows(np.asarray(v, dtype=np.float64), length, cfg.horizon, cfg.history)
-        if win is None:
-            continue
-        x, m, t = win
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    rows = 0
+
+    def flush() -> None:
+        nonlocal eq, parts, rows
+        x, m, t, w = (np.concatenate(p) for p in zip(*parts, strict=True))
+        parts, rows = [], 0
         f, s = _features(x, m, cfg, kernels)
-        w = np.full((len(f), 1), 1.0 / len(f) if cfg.weighting == "series" else 1.0)
-        if cfg.row_scale == "mase":
-            d = _naive_error(x, m, cfg.period) / s
+        d = _naive_error(x, m, cfg.period) / s
+        if cfg.row_scale == "mase":  # errors in units of the window's own seasonal-naive error
             w = w / np.maximum(d, cfg.mase_floor)[:, None] ** 2
         if previous is not None:  # IRLS toward the absolute error: weigh by 1 / |residual|
             r = np.abs(t / s[:, None] - (f @ previous[:-1] + previous[-1])).mean(1)
@@ -294,11 +300,28 @@ def _accumulate(
         if eq is None:
             eq = NormalEquations(f.shape[1], cfg.horizon)
         eq.add(torch.from_numpy(f), torch.from_numpy(t / s[:, None]), torch.from_numpy(w))
+
+    for v in series:
+        win = _series_windows(np.asarray(v, dtype=np.float64), length, cfg.horizon, cfg.history)
+        if win is None:
+            continue
+        x, m, t = win
+        w = np.full((len(x), 1), 1.0 / len(x) if cfg.weighting == "series" else 1.0)
+        parts.append((x, m, t, w))
+        rows += len(x)
+        if rows >= _BUFFER_ROWS:
+            flush()
+    if parts:
+        flush()
     return eq
 
 
-def fit_global(series: Sequence[np.ndarray], cfg: PanelConfig, input_length: int) -> GlobalModel:
-    """The read-out fitted on every window of every series (read one at a time, once per pass)."""
+def fit_global(series: Iterable[np.ndarray], cfg: PanelConfig, input_length: int) -> GlobalModel:
+    """The read-out fitted on every window of every series, read one at a time, once per pass: IRLS
+    passes (`cfg.irls` > 0) read them again, so they need a sequence; one pass takes any iterable (a
+    generator of series too many to hold)."""
+    if cfg.irls and not isinstance(series, Sequence):
+        raise ValueError("cfg.irls > 0 reads the series once per pass: give a sequence, or set irls = 0")
     start = time.perf_counter()
     kernels = rem_kernels(cfg.spec, cfg.period, input_length)
     sol: np.ndarray | None = None

@@ -56,3 +56,12 @@ def test_tourism_reports_mape_and_the_unseen_check_runs() -> None:
     assert ours.mape is not None and np.isfinite(ours.mape)
     check = unseen_check(tourism, input_periods=2, irls=0)
     assert set(check) == {"mase_trained_on_all", "mase_unseen", "ratio"} and np.isfinite(check["ratio"])
+
+
+def test_the_synthetic_panel_streams_and_reports_memory(m3_slice) -> None:
+    from bench.competitions import synthetic_memory, synthetic_panel
+
+    series = list(synthetic_panel(m3_slice, 5, seed=1))
+    assert len(series) == 5 and all(len(s) > m3_slice.horizon for s in series)
+    report = synthetic_memory(m3_slice, 30)
+    assert report["series"] == 30 and report["peak_rss_mib_after"] >= report["peak_rss_mib_before"] > 0

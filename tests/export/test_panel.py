@@ -160,3 +160,13 @@ def test_cli_trains_on_a_long_file_and_forecasts_unseen_series(tmp_path: Path) -
     frame = pd.read_csv(out)
     assert frame["unique_id"].unique().tolist() == ["opened_0", "opened_1", "opened_2", "opened_3"]
     assert len(frame) == 4 * 3 and np.isfinite(frame["y_hat"]).all()
+
+
+def test_one_pass_streams_series_that_are_never_held_whole() -> None:
+    train, _ = split(seasonal_panel(40, seed=9))
+    one_pass = PanelConfig(horizon=H, period=PERIOD, input_periods=2, irls=0)
+    streamed = fit_global((s for s in train), one_pass, 24)
+    held = fit_global(train, one_pass, 24)
+    np.testing.assert_allclose(streamed.forecast(train), held.forecast(train), rtol=1e-9)
+    with pytest.raises(ValueError, match="once per pass: give a sequence"):
+        fit_global((s for s in train), CFG, 24)
