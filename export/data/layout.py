@@ -33,6 +33,6 @@ def long_hint(fname: str, header: Sequence[str], rows: Sequence[Sequence[str]]) 
     return (
         f"{fname} is a long file: {len(ids)} series in column {header[id_pos]!r}, one row per series and "
         f"time step, not one column per channel. Train one global model over its series with "
-        f"`python -m export.panel train --data {fname}` (options: --id-column, --timestamp-column, "
-        "--target-column; config: layout: long), or pivot it to one column per series"
+        f"`python -m export.panel train --data {fname} --horizon H` (columns named with --id-column, "
+        "--timestamp-column, --target-column), or pivot it to one column per series"
     )
