@@ -99,6 +99,11 @@ class PanelConfig:
     # "series": every series weighs the same whatever its length; "window": every window weighs the same.
     weighting: str = "window"
     min_history: int | None = None  # None: one period, at least 2 (fewer values are not forecast)
+    # The observed values a training window needs (None: two periods, at least min_history): windows of
+    # mostly masked input taught the read-out worse (validation MASE on M3 quarterly 1.23 -> 1.18, M3
+    # monthly 0.949 -> 0.938; Tourism quarterly 1.753 -> 1.756), while series from min_history on are
+    # still forecast.
+    train_history: int | None = None
     # How each window's squared errors are weighed: "level" as they are in units of the window's scale;
     # "mase" in units of the window's own seasonal-naive error (the MASE denominator, in-window), so the
     # fit weighs errors as MASE does (floored at `mase_floor` of the scale).
@@ -124,6 +129,10 @@ class PanelConfig:
     @property
     def history(self) -> int:
         return self.min_history if self.min_history is not None else max(self.period, 2)
+
+    @property
+    def train_min(self) -> int:
+        return self.train_history if self.train_history is not None else max(2 * self.period, self.history)
 
     @property
     def spec(self) -> dict[str, Any]:
@@ -302,7 +311,7 @@ def _accumulate(
         eq.add(torch.from_numpy(f), torch.from_numpy(t / s[:, None]), torch.from_numpy(w))
 
     for v in series:
-        win = _series_windows(np.asarray(v, dtype=np.float64), length, cfg.horizon, cfg.history)
+        win = _series_windows(np.asarray(v, dtype=np.float64), length, cfg.horizon, cfg.train_min)
         if win is None:
             continue
         x, m, t = win
@@ -329,8 +338,8 @@ def fit_global(series: Iterable[np.ndarray], cfg: PanelConfig, input_length: int
         eq = _accumulate(series, cfg, input_length, kernels, sol)
         if eq is None:
             raise ValueError(
-                f"no series has a window: each needs at least min_history + horizon = "
-                f"{cfg.history} + {cfg.horizon} values"
+                f"no series has a window: each needs at least train_history + horizon = "
+                f"{cfg.train_min} + {cfg.horizon} values"
             )
         sol = eq.solve(cfg.ridge)[0].numpy()
     assert sol is not None
