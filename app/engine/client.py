@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 import zmq
-from prometheus_client.core import Metric
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from zmq.utils.monitor import parse_monitor_message
 
@@ -40,7 +40,6 @@ from app.engine.batching import Feed, late_refusal
 from app.engine.catalog import Catalog
 from app.engine.types import InspectResult
 from app.engine.wire import Channel, Frames, decode, encode, raise_error
-from app.observability.metrics import engine_up
 
 logger = logging.getLogger(__name__)
 
@@ -308,3 +307,13 @@ class RemoteEngine(Engine):
         # a load of the model in progress first (up to RSA_LOAD_TIMEOUT_S), then its requests finish
         wait_s = self.settings.load_timeout_s + max(CONTROL_TIMEOUT_S, self.settings.request_timeout_s)
         await self._call("unload", wait_s=wait_s, name=name)
+
+
+def engine_up(up: bool) -> Metric:
+    """Whether the engine process answers the scraped front end's heartbeat (RSA_WORKERS > 1 only)."""
+    return GaugeMetricFamily(
+        "rsa_engine_up",
+        "1 while the engine process answers this front end (its socket open, its heartbeat answered), else 0 "
+        "(requests get 503 meanwhile). Exported with RSA_WORKERS > 1 only.",
+        value=1 if up else 0,
+    )
