@@ -116,10 +116,16 @@ class Settings(BaseSettings):
     # On SIGTERM, readiness answers 503 and responses say `Connection: close` for this long before the
     # server stops accepting connections: time for load balancers to take the replica out.
     drain_delay_s: float = Field(default=5.0, ge=0)
-    # uvicorn's limits on what clients can hold: connections and tasks at once (503 above), and how long
-    # an idle keep-alive connection stays open.
+    # What clients can hold (app/core/connections.py): requests in flight at once (503 above) and open
+    # connections (past it, the one waiting longest without a request in flight is closed); how long an
+    # idle keep-alive connection stays open; how long a request's headers may take to arrive (from the
+    # connection, or the request's first byte); the least average rate of a body, judged once its grace
+    # period has passed (0: none). Slow clients are closed with 408, never hold what others need.
     max_connections: int = Field(default=1024, ge=1)
     keep_alive_s: float = Field(default=5.0, gt=0)
+    header_timeout_s: float = Field(default=10.0, gt=0)
+    body_min_bytes_s: float = Field(default=1024.0, ge=0)  # bytes a second, on average
+    body_grace_s: float = Field(default=5.0, gt=0)
 
     # The model repository while serving, as Triton's --model-control-mode: `none` loads what is there at
     # start and nothing after; `poll` rescans every `poll_s` (new versions loaded beside the served ones,
