@@ -78,6 +78,12 @@ class Engine(ABC):
         """Finish what is queued (within `drain_timeout_s`), then free everything."""
 
     @abstractmethod
+    def judge(self, name: str, version: int, rows: int, timeout_s: float) -> None:
+        """Raise Overloaded when `rows` more could not be through the session within `timeout_s` behind
+        the work admitted so far; reserve nothing (a body's declared size, before it has arrived: only
+        what arrives is reserved, `admit`)."""
+
+    @abstractmethod
     async def admit(self, name: str, version: int | None, rows: int, timeout_s: float) -> Reservation | None:
         """Before a request's body is read: raise Overloaded when `rows` more (an estimate) could not be
         through the session within `timeout_s` given all the work admitted so far, queued, running or

@@ -284,6 +284,11 @@ class DynamicBatcher:
         self._admit_in_time(n, timeout_s)
         self._admit_to_queue(n)
 
+    def judge(self, n: int, timeout_s: float) -> None:
+        """Raise Overloaded unless `n` more rows could be through the session within `timeout_s`; admit
+        nothing (a body's declared size, before its bytes arrive and are reserved)."""
+        self._admit_in_time(n, timeout_s)
+
     def _admit_in_time(self, n: int, timeout_s: float) -> None:
         refusal = late_refusal(self.name, self.ahead_rows, n, self.row_seconds, timeout_s)
         if refusal is not None:

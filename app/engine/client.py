@@ -131,6 +131,16 @@ class RemoteEngine(Engine):
         return header, out
 
     # -- serving -----------------------------------------------------------------------------------
+    def judge(self, name: str, version: int, rows: int, timeout_s: float) -> None:
+        """By the engine's rule, on the backlog the engine last reported for the version (aged by its
+        drain rate); no round trip."""
+        ahead, row_seconds, when = self._backlog.get((name, version), (0, None, 0.0))
+        if row_seconds:  # what has drained since: the report ages, it never sticks
+            ahead = max(0, ahead - int((time.perf_counter() - when) / row_seconds))
+        refusal = late_refusal(name, ahead, rows, row_seconds, timeout_s)
+        if refusal is not None:
+            raise refusal
+
     async def admit(self, name: str, version: int | None, rows: int, timeout_s: float) -> Reservation | None:
         """Judged here first, by the engine's rule, on the backlog the engine last reported for the
         version (aged by its drain rate): a refusal here is one the engine would give too, since other
@@ -139,12 +149,7 @@ class RemoteEngine(Engine):
         reserves its rows while the body is read and parsed."""
         entry = self._catalog.find_ready(name, version)
         if entry is not None:
-            ahead, row_seconds, when = self._backlog.get((entry.name, entry.version), (0, None, 0.0))
-            if row_seconds:  # what has drained since: the report ages, it never sticks
-                ahead = max(0, ahead - int((time.perf_counter() - when) / row_seconds))
-            refusal = late_refusal(entry.name, ahead, rows, row_seconds, timeout_s)
-            if refusal is not None:
-                raise refusal
+            self.judge(entry.name, entry.version, rows, timeout_s)
         if rows <= LOCAL_ADMIT_ROWS:
             return None
         header, _ = await self._call("admit", name=name, version=version, rows=rows, timeout_s=timeout_s)

@@ -360,6 +360,9 @@ class LocalEngine(Engine):
         assert sv.batcher is not None  # ready versions have one
         return sv.batcher
 
+    def judge(self, name: str, version: int, rows: int, timeout_s: float) -> None:
+        self._batcher(name, version).judge(rows, timeout_s)  # raises Overloaded
+
     async def admit(self, name: str, version: int | None, rows: int, timeout_s: float) -> Reservation | None:
         entry = self.catalog.find_ready(name, version)
         if entry is None:
