@@ -147,6 +147,9 @@ class Settings(BaseSettings):
     # beside HTTP, on RSA_HOST. Unset: no gRPC server (the image sets 8001, Triton's port). Off by default so
     # that every process a test or a benchmark starts does not compete for one fixed port.
     grpc_port: int | None = Field(default=None, ge=1, le=65535)
+    # Calls at once on one gRPC connection (HTTP/2 max_concurrent_streams; gRPC's own default is unbounded).
+    # The whole server takes at most RSA_MAX_CONNECTIONS calls at once, messages up to RSA_MAX_BODY_BYTES.
+    grpc_max_streams: int = Field(default=100, ge=1)
 
     @model_validator(mode="after")
     def _models_from_kserve_storage(self) -> Settings:
