@@ -63,14 +63,12 @@ class BodyAdmission:
     entry: VersionEntry
     binary: bool
     received: int = 0  # body bytes so far
-    complete: bool = False
     asked: int = 0  # rows last reserved
 
     async def arrived(self, chunk_bytes: int, complete: bool) -> None:
         """`chunk_bytes` more of the body came (the last of it when `complete`): reserve the rows they
         hold when that doubles what is reserved, or it is the whole body (raises Overloaded)."""
         self.received += chunk_bytes
-        self.complete = complete
         rows = estimated_rows(
             self.received, self.entry, self.binary, self.service.settings.max_series_per_request
         )
@@ -147,8 +145,10 @@ class InferenceService:
         if previous is not None:
             self.engine.release(previous)
         left, _ = self.deadline()
+        current = current_deadline()
+        since = None if current is None else current[0] - current[1]  # when the request arrived
         try:
-            reservation = await self.engine.admit(entry.name, entry.version, rows, left)
+            reservation = await self.engine.admit(entry.name, entry.version, rows, left, since)
         except Overloaded:
             note_model_version(entry.name, entry.version)
             raise
