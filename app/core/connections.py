@@ -154,6 +154,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._body_timer = self.loop.call_later(BODY_CHECK_S, self._judge_body)
 
     def _close(self, respond: bool) -> None:
+        self.waiting.pop(self, None)  # never chosen again to make room while it closes
         if self.transport.is_closing():
             return
         if respond:
