@@ -35,6 +35,8 @@ from uvicorn.server import ServerState
 
 # How often a body's rate is judged once its grace period has passed.
 BODY_CHECK_S = 1.0
+# After a 408, how long what the client still sends is read and dropped before the socket closes.
+LINGER_S = 2.0
 
 TIMEOUT_408 = (
     b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: 15\r\n"
@@ -73,6 +75,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._body_timer: asyncio.TimerHandle | None = None
         self._body_bytes = 0
         self._body_since = 0.0  # monotonic(): when the body's rate is counted from
+        self._lingering = False  # answered 408: reading only to drop it, until closed
 
     # -- the connection ----------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -90,6 +93,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        if self._lingering:
+            return
         super().data_received(data)
         # what is still incomplete after this read gets its timer (none if the request came whole)
         if self._in_headers and self._header_timer is None:
@@ -155,11 +160,19 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def _close(self, respond: bool) -> None:
         self.waiting.pop(self, None)  # never chosen again to make room while it closes
-        if self.transport.is_closing():
+        if self.transport.is_closing() or self._lingering:
             return
-        if respond:
-            self.transport.write(TIMEOUT_408)
-        self.transport.close()
+        self._cancel_timers()
+        if not respond:
+            self.transport.close()
+            return
+        # The 408, then a lingering close (as nginx's lingering_close): the client may still be sending,
+        # and a socket closed with bytes unread resets the connection, which loses the answer with it.
+        self._lingering = True
+        self.transport.write(TIMEOUT_408)
+        self.transport.write_eof()
+        self.flow.resume_reading()
+        self.loop.call_later(LINGER_S, self.transport.close)
 
     def _cancel_timers(self) -> None:
         for timer in (self._header_timer, self._body_timer):
