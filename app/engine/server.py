@@ -134,7 +134,9 @@ class EngineServer:
         # next big bodies of a flood itself, without a round trip each
         backlog = None if entry is None else engine.backlog(entry.name, entry.version)
         try:
-            made = await engine.admit(request.name, request.version, request.rows, request.timeout_s)
+            made = await engine.admit(
+                request.name, request.version, request.rows, request.timeout_s, request.since
+            )
         except Overloaded as exc:
             return {"refused": error_header(exc), "backlog": backlog}, None
         return {"reservation": None if made is None else asdict(made), "backlog": backlog}, None

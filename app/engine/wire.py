@@ -61,6 +61,7 @@ class Admit:
     version: int | None
     rows: int
     timeout_s: float
+    since: float | None = None  # the request's arrival (perf_counter): judged behind earlier work only
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,7 @@ engine, each front end, each front end's parse worker and multiprocessing's reso
 process, that process as `frontend` and its children) and `rsa_service_resident_memory_bytes`, their sum.
 The standard `process_*` families describe one process: the engine's with RSA_WORKERS > 1, so memory
 alerts and dashboards read the `rsa_` families. With RSA_WORKERS > 1 a front end also says whether the
-engine answers its heartbeat (`rsa_engine_up`, made by the engine client, app/engine/client.py: the engine
-never imports this module).
+engine answers its heartbeat (`rsa_engine_up`, built in app/engine/client.py).
 
 Every request metric carries the protocol it came by (`protocol_of`): `rsa_v1`, `oip_v2` (REST),
 `oip_v2_grpc`, `kserve_timeseries`, or "" for the service's own probes, metrics and docs.
