@@ -36,9 +36,9 @@ from zmq.utils.monitor import parse_monitor_message
 from app.core.config import Settings
 from app.core.errors import ModelNotReady
 from app.engine.api import Engine, IndexEntry, Reservation, VersionStats
-from app.engine.batching import Feed, late_refusal
+from app.engine.batching.admission import late_refusal
 from app.engine.catalog import Catalog
-from app.engine.types import InspectResult
+from app.engine.types import Feed, InspectResult
 from app.engine.wire import (
     Admit,
     Channel,

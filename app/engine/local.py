@@ -30,10 +30,9 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import onnxruntime as ort
@@ -57,19 +56,17 @@ from app.artifacts.repository import (
 from app.core.config import Settings
 from app.core.errors import InvalidModelName, LoadFailed, ModelNotFound, ModelNotReady, TooManyVersions
 from app.engine.api import Engine, IndexEntry, Reservation, VersionStats
-from app.engine.batching import Batch, DynamicBatcher, Feed, WorkItem
+from app.engine.batching import BatcherConfig, DynamicBatcher, Feed
 from app.engine.catalog import Catalog, LoadState, ModelEntry, VersionEntry
 from app.engine.model import InspectResult, OnnxModel
 from app.engine.providers import CUDA, RuntimeOptions
 from app.engine.session import default_intra_op_threads
 from app.engine.threads import DeadlineExceeded, NamedLocks, OwnThreads
 from app.engine.types import (
-    BatchEvent,
     EngineObserver,
     EngineSnapshot,
     ModelSnapshot,
     ServingSnapshot,
-    VersionObserver,
     VersionSnapshot,
 )
 
@@ -168,22 +165,6 @@ def _serving(sv: ServedVersion) -> ServingSnapshot | None:
         backlog_s=sv.batcher.backlog_s,
         cuda_device_id=sv.model.options.cuda_device_id if provider == CUDA else None,
     )
-
-
-def _batcher_hooks(
-    observer: VersionObserver,
-) -> tuple[Callable[[Batch], None], Callable[[WorkItem], None]]:
-    def on_batch(batch: Batch) -> None:
-        outcome: Literal["ok", "failed", "stopped"] = (
-            "ok" if batch.error is None else "stopped" if isinstance(batch.error, ModelNotReady) else "failed"
-        )
-        observer.on_batch(BatchEvent(batch.rows, batch.run_s or 0.0, outcome))
-
-    def on_item(item: WorkItem) -> None:
-        if item.queue_wait_s is not None:
-            observer.on_queue_wait(item.queue_wait_s)
-
-    return on_batch, on_item
 
 
 def runtime_options(settings: Settings) -> RuntimeOptions:
@@ -377,25 +358,21 @@ class LocalEngine(Engine):
         sv.fingerprint = stamps[0]
         observer = self.observer.version(sv.name, sv.version, model.provider) if self.observer else None
         model.runner.on_retry = observer.on_retry if observer is not None else None
-        on_batch, on_item = _batcher_hooks(observer) if observer is not None else (None, None)
-        batcher = DynamicBatcher(
-            model.run_forecast,  # takes the feed the data plane built: window, and phase for a cycle
+        config = BatcherConfig(
             name=f"{sv.name}/{sv.version}",
             max_batch_rows=model.max_rows,
             max_wait_s=self.settings.max_batch_wait_ms / 1000.0,
             max_queue_rows=self.settings.max_queue_rows,
-            executor=self.forecast_executor,
             retry_after_s=self.settings.retry_after_s,
-            on_batch=on_batch,
-            on_item=on_item,
-            release_fn=model.release_memory,
             release_after_s=self.settings.memory_release_idle_s,
             inline_max_rows=self.settings.inline_max_rows if model.policy.inline else 0,
-            inline_when=self.alone,
-            inline_fn=partial(model.run_forecast, alone=True),
             max_calls=model.policy.max_calls,
             concurrent_max_rows=model.policy.concurrent_max_rows,
             row_seconds=seconds_per_row,
+        )
+        # The runner takes the feed the data plane built: window, and phase for a cycle.
+        batcher = DynamicBatcher(
+            model.runner, config, observer, executor=self.forecast_executor, alone=self.alone
         )
         batcher.start()
         sv.manifest, sv.model, sv.batcher, sv.state = manifest, model, batcher, "ready"

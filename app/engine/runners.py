@@ -49,7 +49,6 @@ from onnxruntime.capi import onnxruntime_pybind11_state as ort_errors
 from app.artifacts.contract import FORECAST_INPUT, FORECAST_OUTPUT
 from app.artifacts.manifest import Manifest, input_names
 from app.core.errors import DeviceError, DeviceOutOfMemory
-from app.engine.batching import Feed, feed_rows
 from app.engine.gate import CUDA_GATE, cuda_call
 from app.engine.providers import CPU, CUDA, RuntimeOptions
 from app.engine.session import (
@@ -59,6 +58,7 @@ from app.engine.session import (
     default_intra_op_threads,
     release_free_heap,
 )
+from app.engine.types import Feed, feed_rows
 
 logger = logging.getLogger(__name__)
 

@@ -26,9 +26,18 @@ __all__ = [
     "ServingSnapshot",
     "VersionObserver",
     "VersionSnapshot",
+    "feed_rows",
 ]
 
 Feed = Mapping[str, np.ndarray]  # input name -> [n, ...], one row per window; every array has the same n
+
+
+def feed_rows(inputs: Feed) -> int:
+    """The rows in a feed; every input must have that many (one per series)."""
+    lengths = {name: int(array.shape[0]) for name, array in inputs.items()}
+    if len(set(lengths.values())) != 1:
+        raise ValueError(f"a feed needs one or more inputs with equal row counts, got {lengths}")
+    return next(iter(lengths.values()))
 
 
 @dataclass(frozen=True)

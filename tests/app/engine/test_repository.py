@@ -28,6 +28,7 @@ from app.engine.local import LocalEngine
 from app.observability.metrics import EngineMetrics
 from tests.app.conftest import make_settings
 from tests.app.fakes import BlockedManifest, ToySpec, write_version
+from tests.utils.batching import replace_run
 
 L, C = 8, 3
 
@@ -201,9 +202,9 @@ def test_an_unloading_version_finishes_what_reached_it(tmp_path: Path) -> None:
         batcher = engine.get("toy", 1).batcher
         assert batcher is not None
         gate = threading.Event()
-        inner = batcher.run_fn
-        batcher.inline_max_rows = 0
-        batcher.run_fn = lambda f: (gate.wait(10), inner(f))[1]
+        inner = batcher.runner.run
+        batcher.inline.max_rows = 0
+        replace_run(batcher, lambda f: (gate.wait(10), inner(f))[1])
         in_flight = asyncio.ensure_future(engine.submit("toy", 1, feed(), 10.0))
         await asyncio.sleep(0.05)
         (tmp_path / "toy" / POLICY_FILE).write_text('{"specific": [2]}')
