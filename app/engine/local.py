@@ -51,30 +51,26 @@ from app.artifacts.repository import (
     model_names,
     public_message,
     read_model,
-    read_version,
 )
 from app.core.config import Settings
 from app.core.errors import InvalidModelName, LoadFailed, ModelNotFound, ModelNotReady, TooManyVersions
 from app.engine.api import Engine, IndexEntry, Reservation, VersionStats
-from app.engine.batching import BatcherConfig, DynamicBatcher, Feed
+from app.engine.batching import DynamicBatcher, Feed
 from app.engine.catalog import Catalog, LoadState, ModelEntry, VersionEntry
+from app.engine.host import Opened, VersionHost, open_version, runtime_options
 from app.engine.model import InspectResult, OnnxModel
-from app.engine.providers import CUDA, RuntimeOptions
 from app.engine.session import default_intra_op_threads
 from app.engine.threads import DeadlineExceeded, NamedLocks, OwnThreads
 from app.engine.types import (
     EngineObserver,
     EngineSnapshot,
     ModelSnapshot,
-    ServingSnapshot,
     VersionSnapshot,
 )
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-# Rows timed at load to seed a version's drain rate (per row), at most its rows per call.
-COST_PROBE_ROWS = 8
 MAX_VERSIONS = 64  # versions whose calls the forecast pool has threads for at once
 # An unloading version is freed once nothing has reached it for this long (requests that resolved it just
 # before it left the catalog may still submit), or after the request timeout at the latest.
@@ -90,15 +86,25 @@ class ServedVersion:
     path: Path
     state: LoadState = "loading"
     error: str | None = None
-    manifest: Manifest | None = None
-    model: OnnxModel | None = None
-    batcher: DynamicBatcher | None = None
+    host: VersionHost | None = None  # once it loaded: its sessions and batcher
     required: bool = True  # part of the start-up load: readiness waits for it (app/engine/catalog.py)
     fingerprint: tuple[int, ...] = ()  # the folder as it was when loaded: a failed one retried if it changes
 
     @property
     def ready(self) -> bool:
         return self.state == "ready"
+
+    @property
+    def manifest(self) -> Manifest | None:
+        return self.host.manifest if self.host is not None else None
+
+    @property
+    def model(self) -> OnnxModel | None:
+        return self.host.model if self.host is not None else None
+
+    @property
+    def batcher(self) -> DynamicBatcher | None:
+        return self.host.batcher if self.host is not None else None
 
     def entry(self) -> VersionEntry:
         return VersionEntry(
@@ -141,45 +147,6 @@ def fingerprint(folder: Path) -> tuple[int, ...]:
         except OSError:
             stamps.append(0)
     return tuple(stamps)
-
-
-def rows_per_call(manifest: Manifest, settings: Settings) -> int:
-    """Series per session call for this version: `max_batch_rows`, fewer where that many would form more
-    attention than `call_attention_mib` (at least one: a request of more series is split over calls)."""
-    per_row = manifest.attention_bytes_per_row
-    if per_row is None:
-        return settings.max_batch_rows
-    budget = int(settings.call_attention_mib * 2**20)
-    return max(1, min(settings.max_batch_rows, budget // per_row))
-
-
-def _serving(sv: ServedVersion) -> ServingSnapshot | None:
-    if sv.state != "ready" or sv.model is None or sv.manifest is None or sv.batcher is None:
-        return None
-    provider = sv.model.provider
-    return ServingSnapshot(
-        provider=provider,
-        input_length=sv.manifest.input_length,
-        horizon=sv.manifest.horizon,
-        queued_rows=sv.batcher.queued_rows,
-        backlog_s=sv.batcher.backlog_s,
-        cuda_device_id=sv.model.options.cuda_device_id if provider == CUDA else None,
-    )
-
-
-def runtime_options(settings: Settings) -> RuntimeOptions:
-    return RuntimeOptions(
-        device=settings.device,
-        cuda_device_id=settings.cuda_device_id,
-        gpu_mem_limit_bytes=settings.gpu_mem_limit_bytes,
-        intra_op_threads=settings.intra_op_threads,
-        single_thread_max_rows=settings.single_thread_max_rows,
-        single_thread_calls=settings.single_thread_calls,
-        cuda_tf32=settings.cuda_tf32,
-        cuda_io_binding=settings.cuda_io_binding,
-        cuda_graphs=settings.cuda_graphs,
-        batch_buckets=tuple(settings.batch_buckets),
-    )
 
 
 class LocalEngine(Engine):
@@ -328,16 +295,16 @@ class LocalEngine(Engine):
         ref = VersionRef(sv.name, sv.version, sv.path)
         stamps: list[tuple[int, ...]] = []
 
-        def read() -> tuple[Manifest, OnnxModel, float]:
+        def read() -> Opened:
             stamps.append(fingerprint(ref.path))  # before anything is read: a change since is a retry
             return self._open(ref)
 
         try:
-            manifest, model, seconds_per_row = await self._load_threads.call(
+            opened = await self._load_threads.call(
                 read,
                 timeout_s=deadline - time.monotonic(),
                 what=f"loading model {sv.name} version {sv.version}",
-                cleanup=lambda opened: opened[1].close(),
+                cleanup=Opened.close,
             )
         except asyncio.CancelledError:
             raise
@@ -356,26 +323,12 @@ class LocalEngine(Engine):
             self._publish()
             return
         sv.fingerprint = stamps[0]
+        model, manifest = opened.model, opened.manifest
         observer = self.observer.version(sv.name, sv.version, model.provider) if self.observer else None
-        model.runner.on_retry = observer.on_retry if observer is not None else None
-        config = BatcherConfig(
-            name=f"{sv.name}/{sv.version}",
-            max_batch_rows=model.max_rows,
-            max_wait_s=self.settings.max_batch_wait_ms / 1000.0,
-            max_queue_rows=self.settings.max_queue_rows,
-            retry_after_s=self.settings.retry_after_s,
-            release_after_s=self.settings.memory_release_idle_s,
-            inline_max_rows=self.settings.inline_max_rows if model.policy.inline else 0,
-            max_calls=model.policy.max_calls,
-            concurrent_max_rows=model.policy.concurrent_max_rows,
-            row_seconds=seconds_per_row,
+        host = VersionHost(
+            f"{sv.name}/{sv.version}", opened, self.settings, observer, self.forecast_executor, self.alone
         )
-        # The runner takes the feed the data plane built: window, and phase for a cycle.
-        batcher = DynamicBatcher(
-            model.runner, config, observer, executor=self.forecast_executor, alone=self.alone
-        )
-        batcher.start()
-        sv.manifest, sv.model, sv.batcher, sv.state = manifest, model, batcher, "ready"
+        sv.host, sv.state = host, "ready"
         self._publish()
         logger.info(
             "model %s version %s ready on %s (L=%d, H=%d, C=%d, at most %d series per session call, "
@@ -386,29 +339,13 @@ class LocalEngine(Engine):
             manifest.input_length,
             manifest.horizon,
             manifest.n_channels,
-            batcher.max_batch_rows,
-            1e3 * seconds_per_row,
+            host.batcher.max_batch_rows,
+            1e3 * opened.seconds_per_row,
         )
 
-    def _open(self, ref: VersionRef) -> tuple[Manifest, OnnxModel, float]:
-        """Read, check, load and warm up a version; time a small call (seconds per row) to seed its drain
-        rate, the best of three, as a busy batcher would measure it."""
-        manifest = read_version(ref)
-        model = OnnxModel(ref.path, manifest, self._options, rows_per_call(manifest, self.settings))
-        model.load()
-        model.warmup()
-        rows = min(COST_PROBE_ROWS, model.max_rows)
-        feed = model.feed(
-            np.zeros((rows, manifest.input_length, manifest.n_channels), np.float32),
-            None if manifest.cycle is None else np.zeros(rows, np.int64),
-        )
-        best = float("inf")
-        for _ in range(3):
-            t0 = time.perf_counter()
-            model.run_forecast(feed)
-            best = min(best, time.perf_counter() - t0)
-        model.release_memory()
-        return manifest, model, best / rows
+    def _open(self, ref: VersionRef) -> Opened:
+        """A version's files read and its sessions made (blocking, in a load thread): app/engine/host.py."""
+        return open_version(ref, self.settings, self._options)
 
     async def stop(self, drain_timeout_s: float = 5.0) -> None:
         """Drain and stop every batcher (queued requests still run, for up to `drain_timeout_s`), then
@@ -459,9 +396,7 @@ class LocalEngine(Engine):
         """(rows admitted and not yet answered, seconds per row) of a version: what a front end admits
         small requests against without asking (app/engine/client.py)."""
         sv = self.models[name].versions.get(version) if name in self.models else None
-        if sv is None or sv.batcher is None:
-            return 0, None
-        return sv.batcher.ahead_rows, sv.batcher.row_seconds
+        return sv.host.backlog() if sv is not None and sv.host is not None else (0, None)
 
     def release(self, reservation: Reservation) -> None:
         served = self.models.get(reservation.name)
@@ -487,18 +422,7 @@ class LocalEngine(Engine):
     async def stats(self, name: str, version: int) -> VersionStats | None:
         served = self.models.get(name)
         sv = served.versions.get(version) if served is not None else None
-        if sv is None or sv.batcher is None:
-            return None
-        s = sv.batcher.stats
-        return VersionStats(
-            max_series_per_call=sv.batcher.max_batch_rows,
-            session_calls=s.session_calls,
-            rows=s.rows,
-            failed_calls=s.failed_calls,
-            rejected_requests=s.rejected_items,
-            expired_requests=s.expired_items,
-            dropped_requests=s.dropped_items,
-        )
+        return sv.host.stats() if sv is not None and sv.host is not None else None
 
     async def metric_families(self) -> list[Metric]:
         return self.observer.families(self.snapshot()) if self.observer is not None else []
@@ -513,7 +437,12 @@ class LocalEngine(Engine):
                     served.name,
                     served.error,
                     tuple(
-                        VersionSnapshot(sv.name, sv.version, sv.state, _serving(sv))
+                        VersionSnapshot(
+                            sv.name,
+                            sv.version,
+                            sv.state,
+                            sv.host.serving() if sv.state == "ready" and sv.host is not None else None,
+                        )
                         for sv in served.versions.values()
                     ),
                 )
@@ -628,13 +557,8 @@ class LocalEngine(Engine):
         logger.info("model %s version %s unloading", sv.name, sv.version)
         sv.state = "unloading"
         self._publish()
-        if sv.batcher is not None:
-            deadline = time.monotonic() + self.settings.request_timeout_s
-            while time.monotonic() < deadline and not sv.batcher.quiet_for(UNLOAD_QUIET_S):
-                await asyncio.sleep(0.05)
-            await sv.batcher.stop(self.settings.graceful_shutdown_s)
-        if sv.model is not None:
-            sv.model.close()
+        if sv.host is not None:
+            await sv.host.close(UNLOAD_QUIET_S)
         served.versions.pop(sv.version, None)
         if self.observer is not None:
             self.observer.forget(sv.name, sv.version)

@@ -10,10 +10,9 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app.artifacts.manifest import Manifest
 from app.artifacts.repository import VersionRef
+from app.engine.host import Opened
 from app.engine.local import LocalEngine
-from app.engine.model import OnnxModel
 from app.main import create_app
 from tests.app.conftest import make_settings, running_client, wait_for
 from tests.app.fakes import ToySpec, write_version
@@ -36,7 +35,7 @@ def test_readyz_is_503_until_models_are_loaded(toy_repository: Path, monkeypatch
     release = threading.Event()
     real_open = LocalEngine._open
 
-    def slow_open(self: LocalEngine, ref: VersionRef) -> tuple[Manifest, OnnxModel, float]:
+    def slow_open(self: LocalEngine, ref: VersionRef) -> Opened:
         assert release.wait(10)
         return real_open(self, ref)
 
