@@ -24,7 +24,7 @@ from app.core.errors import (
     TooManyVersions,
     VersionNotFound,
 )
-from app.engine.local import LocalEngine
+from app.engine.local import LocalEngine, RepositoryManager
 from app.observability.metrics import EngineMetrics
 from tests.app.conftest import make_settings
 from tests.app.fakes import BlockedManifest, ToySpec, write_version
@@ -92,16 +92,16 @@ def test_a_policy_serves_only_the_versions_it_names(tmp_path: Path) -> None:
 def test_a_new_version_loads_beside_the_old_and_latest_moves_only_when_it_is_ready(tmp_path: Path) -> None:
     write_version(tmp_path, ToySpec(version=1))
     release = threading.Event()
-    original = LocalEngine._open
+    original = RepositoryManager._open
 
-    def slow_open(self: LocalEngine, ref: Any) -> Any:
+    def slow_open(self: RepositoryManager, ref: Any) -> Any:
         if ref.version == 2:
             assert release.wait(20)
         return original(self, ref)
 
     async def scenario() -> None:
         engine = LocalEngine(make_settings(tmp_path, model_control="explicit"))
-        engine._open = slow_open.__get__(engine)  # type: ignore[method-assign]
+        engine.repository._open = slow_open.__get__(engine.repository)  # type: ignore[method-assign]
         await engine.start()
         await settled(engine)
         assert engine.catalog.resolve("toy").version == 1
@@ -349,7 +349,7 @@ def test_aliases_are_refused_and_a_repeat_load_is_the_same_model(tmp_path: Path)
             await engine.load("toy")
         assert list(engine.catalog.models) == ["toy"]
         assert engine.get("toy", 1).model is model  # the same sessions, not a copy
-        assert engine._held() == 1
+        assert engine.repository._held() == 1
         await engine.stop()
 
     run(scenario)
@@ -477,14 +477,14 @@ def test_a_load_past_its_deadline_fails_with_its_reason_and_is_freed_when_its_re
         assert "stuck" not in engine.catalog.models and engine.catalog.ready
         index = {(e.name, e.version): e for e in await engine.index()}
         assert "RSA_LOAD_TIMEOUT_S" in index["stuck", 1].reason
-        assert engine._load_threads.abandoned == 1  # the hung read counts against the bound
-        assert engine._held() == 2
+        assert engine.repository._load_threads.abandoned == 1  # the hung read counts against the bound
+        assert engine.repository._held() == 2
         await asyncio.to_thread(blocked.release)
         for _ in range(2000):  # hang guard only: the late load returns, and is freed
-            if engine._load_threads.abandoned == 0:
+            if engine.repository._load_threads.abandoned == 0:
                 break
             await asyncio.sleep(0.01)
-        assert engine._load_threads.abandoned == 0 and engine._held() == 1
+        assert engine.repository._load_threads.abandoned == 0 and engine.repository._held() == 1
         await engine.load("stuck")  # the folder reads now: it loads
         assert engine.catalog.resolve("stuck").version == 1
         await engine.stop()
