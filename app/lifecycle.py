@@ -104,7 +104,7 @@ def build_engine(settings: Settings) -> Engine:
         from app.engine.client import RemoteEngine
 
         return RemoteEngine(settings.engine_address, settings)
-    # Inline calls (app/engine/batching.py): only when no other request is in flight in this process.
+    # Inline calls (app/engine/batching/): only when no other request is in flight in this process.
     return local_engine(settings, alone=lambda: requests_in_flight() <= 1)
 
 

@@ -23,7 +23,7 @@ Names from clients go through the repository's name rule (app/artifacts/reposito
 Admission (`admit`, `submit`): every version's batcher counts the rows queued, running, and reserved by
 requests admitted before their body was read, at the drain rate it measures (seeded at load by a timed
 call, so that the first burst is judged too). A request whose rows could not be through in time is
-refused at once; see app/engine/batching.py.
+refused at once; see app/engine/batching/.
 """
 
 from __future__ import annotations

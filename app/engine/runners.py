@@ -1,7 +1,7 @@
 """A runner per provider: how one version's forecast graph is called, and how its calls may be scheduled.
 
 Every runner takes a feed (named arrays, one row per series) and returns the forecast [n, H, C]; the
-batcher (app/engine/batching.py) reads its `policy` to know how many calls may run side by side and
+batcher (app/engine/batching/) reads its `policy` to know how many calls may run side by side and
 whether a small call may run on the event loop.
 
 - `CpuRunner`: the CPU provider as the service has always run it: the configured instance (every intra-op
@@ -161,7 +161,7 @@ class CallPolicy:
 
     max_calls: int = 1  # session calls side by side
     concurrent_max_rows: int = 0  # only calls of at most this many rows run side by side
-    inline: bool = True  # a small call may run on the event loop when nothing else waits (batching.py)
+    inline: bool = True  # a small call may run on the event loop when nothing else waits (batching/inline.py)
 
 
 class Runner(ABC):
