@@ -44,7 +44,7 @@ class BodySizeLimitMiddleware:
         declared = None if raw is None else decimal(raw)
         if declared is not None and declared > limit:
             error = PayloadTooLarge.body(limit, declared)
-            await error_response_for(scope["path"], error)(scope, receive, send)
+            await error_response_for(scope["app"], scope["path"], error)(scope, receive, send)
             return
         if declared is not None:  # the server's HTTP parser delivers exactly that many bytes, no more
             await self.app(scope, receive, send)
@@ -111,7 +111,7 @@ class RequestMiddleware:
             if error is None and scope["method"] == "POST" and scope["path"].endswith(ADMITTED):
                 error = await _admission(scope, runtime)
             if error is not None:
-                await error_response_for(scope["path"], error)(scope, receive, send_wrapper)
+                await error_response_for(scope["app"], scope["path"], error)(scope, receive, send_wrapper)
             else:
                 await self.app(scope, receive, send_wrapper)
         finally:
