@@ -13,7 +13,7 @@ from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.dispatch import forecast_route
-from app.api.errors import error_response_for
+from app.api.errors import error_response_for, registry_of
 from app.core.context import RequestRecord, close_record, open_record
 from app.core.errors import InvalidInput, Overloaded, PayloadTooLarge, ServiceError
 from app.core.numbers import decimal
@@ -108,8 +108,9 @@ class RequestMiddleware:
             await send(message)
 
         try:
-            if error is None and scope["method"] == "POST" and scope["path"].endswith(ADMITTED):
-                error = await _admission(scope, runtime)
+            admitted = registry_of(scope["app"]).admitted
+            if error is None and scope["method"] == "POST" and scope["path"].endswith(admitted.suffixes):
+                error = await _admission(scope, runtime, admitted.routes)
             if error is not None:
                 await error_response_for(scope["app"], scope["path"], error)(scope, receive, send_wrapper)
             else:
@@ -126,19 +127,16 @@ class RequestMiddleware:
             metrics.observe_request(endpoint, record, status, perf_counter() - start, probe)
 
 
-# The model calls, whose version is in the path: /v1's forecast and OIP v2's infer (KServe's time series
-# names its model in the body, read only after admission).
-ADMITTED = ("/forecast", "/infer")
-
-
-async def _admission(scope: Scope, runtime: Runtime) -> Overloaded | None:
-    """A forecast (or OIP v2 infer) is admitted before its body is read: refused when its rows (estimated
-    from the body's size) could not clear in time behind all the work already admitted, else counted
-    until it submits. Under a sustained overload most requests are refusals, and reading and parsing
-    each one first would take the event loop from the requests that are served, and leave the refusals
-    of big bodies until they had been parsed."""
+async def _admission(scope: Scope, runtime: Runtime, routes: frozenset[str]) -> Overloaded | None:
+    """A model call on a route its protocol admits (`ProtocolSpec.admitted`: /v1's forecast and OIP v2's
+    infer; KServe's time series names its model in the body, read only after admission) is admitted
+    before its body is read: refused when its rows (estimated from the body's size) could not clear in
+    time behind all the work already admitted, else counted until it submits. Under a sustained
+    overload most requests are refusals, and reading and parsing each one first would take the event
+    loop from the requests that are served, and leave the refusals of big bodies until they had been
+    parsed."""
     endpoint, params = _route_of(scope)
-    if endpoint == UNMATCHED or not isinstance(params.get("name"), str):
+    if endpoint not in routes or not isinstance(params.get("name"), str):
         return None
     headers = Headers(scope=scope)
     if runtime.api_keys.enabled:

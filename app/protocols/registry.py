@@ -12,6 +12,7 @@ protocol or is one of `SERVICE_PATHS`, so a route under a prefix nobody register
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
@@ -24,6 +25,15 @@ from app.protocols.timeseries.protocol import KSERVE_TIMESERIES
 
 # The service's own paths (each with what is under it): no protocol's, the empty metrics label.
 SERVICE_PATHS = ("/healthz", "/readyz", "/metrics", "/openapi.json", "/docs", "/ui")
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """The routes admitted before their body is read (app/api/middleware.py): model calls whose model
+    (and version) is in the path."""
+
+    routes: frozenset[str]  # route templates
+    suffixes: tuple[str, ...]  # their last segments: what a path must end with, checked before routing
 
 
 class Registry:
@@ -43,9 +53,8 @@ class Registry:
             key=lambda item: len(item[0]),
             reverse=True,
         )
-        self.admitted = frozenset(route for p in self.protocols for route in p.admitted)
-        # What a path must end with to be one of them: a check before routing (the last segment).
-        self.admitted_suffixes = tuple(sorted({"/" + route.rsplit("/", 1)[1] for route in self.admitted}))
+        routes = frozenset(route for p in self.protocols for route in p.admitted)
+        self.admitted = Admitted(routes, tuple(sorted({"/" + r.rsplit("/", 1)[1] for r in routes})))
 
     def protocol_for(self, path: str) -> ProtocolSpec | None:
         """The protocol that owns `path`, None for the service's own paths and unknown ones."""
