@@ -13,13 +13,15 @@ batchers empty their queues, and the process exits 0. A second signal skips the 
 uvicorn's own handling would stop at once and re-raise the signal afterwards, which makes every stop
 look like a crash (exit 143).
 
-Slow or idle clients are bounded by uvicorn's limits: at most RSA_MAX_CONNECTIONS connections and
-tasks at once (uvicorn answers 503 above that), idle keep-alive connections closed after
-RSA_KEEP_ALIVE_S.
+Slow or idle clients are bounded by uvicorn's protocol with our guards (app/core/connections.py), in
+every front end: headers within RSA_HEADER_TIMEOUT_S, bodies at least RSA_BODY_MIN_BYTES_S on average,
+at most RSA_MAX_CONNECTIONS requests in flight (503 above) and connections open (the longest idle one
+closed for a new one), idle keep-alive connections closed after RSA_KEEP_ALIVE_S.
 """
 
 from __future__ import annotations
 
+import resource
 import signal
 import socket
 import sys
@@ -31,6 +33,7 @@ from types import FrameType
 import uvicorn
 
 from app.core.config import Settings, get_settings
+from app.core.connections import ConnectionLimits, guarded_protocol
 from app.core.process import die_with_parent
 from app.lifecycle import Lifecycle
 from app.main import app
@@ -91,12 +94,21 @@ def front_end_sockets(settings: Settings) -> list[socket.socket]:
     return sockets
 
 
+def raise_open_files_limit() -> None:
+    """The soft limit on open files up to the hard one: each connection is a file, and a soft limit of
+    1,024 (many hosts' default) would refuse connections before RSA_MAX_CONNECTIONS could apply."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
 def main() -> None:
     settings = get_settings()
     if settings.workers > 1 and settings.engine_address is None:
         from app.supervisor import Supervisor
 
         sys.exit(Supervisor(settings).run())
+    raise_open_files_limit()
     sockets = None
     if settings.engine_address is not None:  # a front end of the supervisor's
         die_with_parent()
@@ -109,7 +121,15 @@ def main() -> None:
         # which take seconds as float: a fractional setting works as written.
         timeout_graceful_shutdown=settings.graceful_shutdown_s,  # type: ignore[arg-type]
         timeout_keep_alive=settings.keep_alive_s,  # type: ignore[arg-type]
-        limit_concurrency=settings.max_connections,
+        http=guarded_protocol(
+            ConnectionLimits(
+                header_timeout_s=settings.header_timeout_s,
+                body_min_bytes_s=settings.body_min_bytes_s,
+                body_grace_s=settings.body_grace_s,
+                max_connections=settings.max_connections,
+                max_requests=settings.max_connections,
+            )
+        ),
         log_level=settings.log_level.lower(),
         # One line per request, written on the event loop: off unless asked for (RSA_ACCESS_LOG); the
         # metrics count every request by endpoint, model, version and status.

@@ -26,7 +26,6 @@ import json
 import logging
 import math
 import shutil
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -46,8 +45,9 @@ from app.artifacts.contract import (
     window_scale,
 )
 from export.calibration_size import calibration_plan
-from export.data import ETT_DIR, READ_OPTIONS, DataError, Dataset, Split, load_dataset
+from export.data import ETT_DIR, DataError, Dataset, ReadOptions, Split, load_dataset
 from export.paths import portable, resolve
+from export.publish import publish_version
 
 __all__ = [
     "DEFAULT_LEVELS",
@@ -457,7 +457,7 @@ def load_for_manifest(manifest: dict[str, Any], data: Path | None = None) -> Dat
     if data is None and not d:
         raise DataError("the manifest names no data set; pass --data")
     path = data or (resolve(d["path"]) if d.get("path") else ETT_DIR / d["file"])
-    options = {k: d[k] for k in READ_OPTIONS if d.get(k) is not None}
+    options = ReadOptions.from_record(d)
     ds = load_dataset(
         path,
         manifest["input_length"],
@@ -465,7 +465,7 @@ def load_for_manifest(manifest: dict[str, Any], data: Path | None = None) -> Dat
         mode=d.get("mode", "M"),
         target=d.get("target", "auto"),
         protocol=d.get("protocol", "auto") if data is None else "auto",
-        **options,
+        options=options,
     )
     if ds.channels != list(manifest["channels"]):
         raise DataError(
@@ -476,22 +476,14 @@ def load_for_manifest(manifest: dict[str, Any], data: Path | None = None) -> Dat
     return ds
 
 
-def _next_version(model_dir: Path) -> int:
-    return max((int(p.name) for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit()), default=0) + 1
-
-
 def publish(source: Path, block: dict[str, Any], version: int | None = None) -> Path:
     """`source` (a version folder) again as a new version of the same model with `block` as its
     intervals: graphs copied byte for byte (their sha256 checked), the manifest otherwise unchanged but
-    for version, creation time and where it came from. Written to a temporary folder, renamed into place."""
+    for version, creation time and where it came from. Published through export/publish.py (a temporary
+    folder renamed into place, under the service's folder rule)."""
     manifest = json.loads((source / MANIFEST_FILE).read_text())
-    model_dir = source.parent
-    version = version or _next_version(model_dir)
-    final = model_dir / str(version)
-    if final.exists():
-        raise FileExistsError(f"{final} exists; choose another --version")
-    staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=model_dir))
-    try:
+
+    def write(staging: Path, version: int) -> None:
         for name in (MODEL_FILE, INSPECT_FILE):
             shutil.copyfile(source / name, staging / name)
             spec = manifest["files"][name]
@@ -504,12 +496,8 @@ def publish(source: Path, block: dict[str, Any], version: int | None = None) -> 
             derived_from={"version": int(source.name), "change": "prediction intervals added"},
         )
         (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
-        staging.chmod(0o755)
-        staging.rename(final)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return final
+
+    return publish_version(source.parent, write, version or None)
 
 
 def _sha256(path: Path) -> str:

@@ -15,7 +15,7 @@ import torch
 import typer
 
 from export.checkpoint import load_checkpoint
-from export.data import READ_OPTIONS, DataError, Dataset, Split, load_dataset
+from export.data import DataError, Dataset, ReadOptions, Split, load_dataset
 from export.paths import resolve
 from models import RSAForecaster
 
@@ -72,7 +72,7 @@ def load_for_checkpoint(info: dict, data: str | None = None) -> Dataset:
     """The data set a checkpoint was trained on (or another CSV), split the same way."""
     d = info["data"]
     cfg = info["model_config"]
-    options = {k: d[k] for k in READ_OPTIONS if k in d}  # older checkpoints keep none
+    options = ReadOptions.from_record(d)  # older checkpoints keep none
     path = resolve(data or d["path"])
     try:
         ds = load_dataset(
@@ -82,7 +82,7 @@ def load_for_checkpoint(info: dict, data: str | None = None) -> Dataset:
             mode=d["mode"],
             target=d["target"],
             protocol=d["protocol"] if data is None else "auto",
-            **options,
+            options=options,
         )
     except DataError as e:
         if data is None:

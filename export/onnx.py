@@ -15,9 +15,7 @@ import copy
 import hashlib
 import json
 import logging
-import shutil
 import sys
-import tempfile
 import warnings
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -42,8 +40,9 @@ from app.artifacts.contract import (
 from export.checkpoint import load_checkpoint
 from export.conformal import DEFAULT_LEVELS
 from export.conformal import for_checkpoint as calibrate_intervals
-from export.data import READ_OPTIONS, StandardScaler
+from export.data import PANEL_OPTIONS, READ_OPTIONS, StandardScaler
 from export.evaluate import load_for_checkpoint
+from export.publish import VersionExistsError, publish_version
 from models import ModelConfig, RSAForecaster
 
 __all__ = [
@@ -337,11 +336,6 @@ def intervals_with_bounds(block: dict[str, Any] | None, info: dict[str, Any]) ->
     return {**block, "nonnegative": [channel in names for channel in info["data"]["channels"]]}
 
 
-def _next_version(model_dir: Path) -> int:
-    versions = [int(p.name) for p in model_dir.glob("*") if p.is_dir() and p.name.isdigit()]
-    return max(versions, default=0) + 1
-
-
 def export_model(
     checkpoint: str | Path,
     repository: str | Path,
@@ -386,14 +380,8 @@ def export_model(
         example += (torch.tensor([0, cfg.cycle_period - 1], dtype=torch.int64),)
 
     model_dir = Path(repository) / name
-    version = version if version is not None else _next_version(model_dir)
-    final = model_dir / str(version)
-    if final.exists():
-        raise ExportError(f"{final} exists; choose another --version")
 
-    model_dir.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=model_dir))
-    try:
+    def write(staging: Path, version: int) -> None:
         fc_path, insp_path = staging / MODEL_FILE, staging / INSPECT_FILE
         _export(ForecastGraph(folded, mean, std).eval(), example, fc_path, [OUTPUT_NAME])
         _export(
@@ -469,20 +457,17 @@ def export_model(
                 "nonnegative": info["data"].get("nonnegative", []),
                 "nonnegative_rule": info["data"].get("nonnegative_rule"),
                 **{
-                    k: info["data"][k] for k in ("path", *READ_OPTIONS) if k in info["data"]
+                    k: info["data"][k] for k in ("path", *READ_OPTIONS, *PANEL_OPTIONS) if k in info["data"]
                 },  # to calibrate again
             },
             "source_checkpoint": {"file": checkpoint.name, "sha256": _sha256(checkpoint)},
         }
         (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
-        staging.chmod(0o755)  # mkdtemp made it private
-        staging.rename(final)  # publish: the version appears complete or not at all
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        if model_dir.exists() and not any(model_dir.iterdir()):
-            model_dir.rmdir()
-        raise
-    return final
+
+    try:  # one publishing path (export/publish.py): the service's folder rule, staged, renamed
+        return publish_version(model_dir, write, version)
+    except VersionExistsError as e:
+        raise ExportError(str(e)) from None
 
 
 def main(

@@ -13,7 +13,7 @@ where P_h · v_h is the state of head h's linear RNN after the window. Computing
 multiply-adds per step and head instead of the network's d per step and head (30× less at d = 90),
 and it is exact (tests/export/test_readout.py checks it against `RSAForecaster.encode`).
 
-Every fit here is `export.linear_fit`'s weighted ridge regression on the model's own loss (the MSE on
+Every fit here is `export.ridge`'s weighted ridge regression on the model's own loss (the MSE on
 the scaled data); `mode` chooses what the read-out sees:
 
 - ``model``: the network as it is (its gates): the step-0 model's read-out, as `fit_head` fits it;
@@ -43,7 +43,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from export.data import Dataset, Split
-from export.linear_fit import _NormalEquations, _targets
+from export.ridge import NormalEquations, normalised_problem
 from models import RSAForecaster
 
 __all__ = [
@@ -73,7 +73,7 @@ BOTH_MU = 3.0
 @dataclass(frozen=True)
 class Features:
     """One split's read-out problem: features [n·C, F], normalised targets [n·C, H] and their weights
-    [n·C, 1] (row r is window r // C, channel r % C), as `export.linear_fit` defines them."""
+    [n·C, 1] (row r is window r // C, channel r % C), as `export.ridge.normalised_problem` defines them."""
 
     f: Tensor
     t: Tensor
@@ -158,7 +158,7 @@ def split_features(model: RSAForecaster, split: Split, mode: str = "model", batc
     model.eval()
     fs, ts, ws = [], [], []
     for idx in torch.arange(split.num_windows).split(batch):
-        _, _, t, w, u = _targets(model, split, idx)
+        _, _, t, w, u = normalised_problem(model, split, idx)
         if mode == "window":
             f = u
         elif mode == "last":
@@ -172,9 +172,9 @@ def split_features(model: RSAForecaster, split: Split, mode: str = "model", batc
     return Features(torch.cat(fs), torch.cat(ts), torch.cat(ws), split.data.shape[1])
 
 
-def _equations(parts: list[Features | tuple[Features, slice]], chunk: int = 8192) -> _NormalEquations:
+def _equations(parts: list[Features | tuple[Features, slice]], chunk: int = 8192) -> NormalEquations:
     first = parts[0] if isinstance(parts[0], Features) else parts[0][0]
-    eq = _NormalEquations(first.f.shape[1], first.t.shape[1])
+    eq = NormalEquations(first.f.shape[1], first.t.shape[1])
     for part in parts:
         feats, rows = (part, slice(None)) if isinstance(part, Features) else part
         f, t, w = feats.f[rows], feats.t[rows], feats.w[rows]

@@ -33,7 +33,7 @@ from export.calibration_size import calibration_plan
 from export.checkpoint import load_checkpoint, save_checkpoint
 from export.conformal import DEFAULT_LEVELS
 from export.cycle import dominant_period, fit_cycle
-from export.data import READ_OPTIONS, DataError, Dataset, load_csv, load_dataset, split_series
+from export.data import READ_OPTIONS, DataError, Dataset, ReadOptions, load_csv, load_dataset, split_series
 from export.evaluate import evaluate, predict
 from export.linear_fit import fit_head, fit_linear_path
 from export.naive import UNITS, naive_references, season
@@ -280,9 +280,10 @@ def resolve_auto(cfg: TrainConfig, ds: Dataset) -> TrainConfig:
     return dataclasses.replace(cfg, model=model)
 
 
-def read_options(cfg: TrainConfig) -> dict[str, Any]:
-    """How the run reads its file (`READ_OPTIONS`), as load_dataset takes them and a checkpoint keeps them."""
-    return {key: getattr(cfg, key) for key in READ_OPTIONS}
+def read_options(cfg: TrainConfig) -> ReadOptions:
+    """How the run reads its file (`READ_OPTIONS`): the one object load_dataset takes; a checkpoint keeps
+    its `record()`."""
+    return ReadOptions(**{key: getattr(cfg, key) for key in READ_OPTIONS})
 
 
 def data_meta(ds: Dataset, path: Path, cfg: TrainConfig) -> dict[str, Any]:
@@ -301,7 +302,7 @@ def data_meta(ds: Dataset, path: Path, cfg: TrainConfig) -> dict[str, Any]:
         "channels": ds.channels,
         "frequency": ds.series.frequency,
         "frequency_seconds": ds.series.frequency_seconds,
-        **read_options(cfg),
+        **read_options(cfg).record(),
         "date_format_read": ds.series.date_format,
         "inserted_steps": ds.series.inserted_steps,
         "nonnegative": nonnegative,
@@ -385,7 +386,7 @@ def choose_input_length(cfg: TrainConfig) -> tuple[TrainConfig, dict[str, Any]]:
     same validation targets (the validation split's windows end on the same rows whatever L), and the
     test split is not looked at. Returns the config with that length, and the comparison."""
     data_path = resolve(cfg.data)
-    series = load_csv(data_path, **read_options(cfg))
+    series = load_csv(data_path, read_options(cfg))
     scores: dict[str, float | str] = {}
     for length in INPUT_LENGTHS:
         trial = dataclasses.replace(cfg, model={**cfg.model, "input_length": length})
@@ -459,7 +460,7 @@ def prepare(cfg: TrainConfig) -> tuple[TrainConfig, Dataset, dict[str, Any] | No
         mode=cfg.mode,
         target=cfg.target,
         protocol=cfg.protocol,
-        **read_options(cfg),
+        options=read_options(cfg),
     )
     try:
         cfg = resolve_auto(cfg, ds)

@@ -6,7 +6,8 @@
 #   ablation and the former no-REM baseline, 36 runs of 3-10 min;
 # - the read-out sweeps (configs/sweeps/*.yaml -> results/sweeps, export.sweep), one after another;
 # - the interval evaluations of the served versions 3-5 (results/intervals, export.conformal);
-# - the first model, L = 96 (results/runs), and round T (results/tuning).
+# - the first model, L = 96 (results/runs), and round T (results/tuning);
+# - the M3 and Tourism competitions (results/competitions, bench.competitions).
 # Runs with a report.json (and sweep rows already written) are skipped, so an interrupted reproduction
 # resumes where it stopped.
 #   bash scripts/reproduce_results.sh [JOBS]
@@ -59,4 +60,10 @@ export -f one
 runs | xargs -P "$jobs" -I{} bash -c 'one "$@"' _ {}
 for sweep in configs/sweeps/*.yaml; do .venv/bin/python -m export.sweep "$sweep"; done
 for version in 3 4 5; do .venv/bin/python -m export.conformal "model_repository/etth1-rsa/$version"; done
+# The competitions (bench/competitions.py): M3 and Tourism, monthly and quarterly, the global REM read-out
+# beside statsforecast in one run each (about 5-15 min on 2 cores), into results/competitions/.
+[ -f results/competitions/monthly.json ] || .venv/bin/python -m bench.competitions --unseen \
+    --data M3:monthly --data Tourism:monthly --json results/competitions/monthly.json
+[ -f results/competitions/quarterly.json ] || .venv/bin/python -m bench.competitions --unseen \
+    --data M3:quarterly --data Tourism:quarterly --json results/competitions/quarterly.json
 .venv/bin/python -m export.results

@@ -20,6 +20,9 @@ if [ "$set_name" != serve ]; then
     fi
 fi
 "${pip[@]}" -r "requirements/${set_name}.txt" -c requirements/constraints.txt
+if [ "$set_name" = dev ]; then  # statsforecast declares pandas<3 (requirements/bench-nodeps.txt)
+    "${pip[@]}" --no-deps -r requirements/bench-nodeps.txt
+fi
 # The CPU `onnxruntime` wheel would shadow onnxruntime-gpu: refuse to continue if anything pulled it in.
 if .venv/bin/python -m pip list --disable-pip-version-check 2>/dev/null | grep -qiE '^onnxruntime '; then
     echo "error: plain 'onnxruntime' is installed next to onnxruntime-gpu; remove it" >&2

@@ -18,6 +18,7 @@ from app.core.context import RequestRecord, close_record, open_record
 from app.core.errors import InvalidInput, Overloaded, PayloadTooLarge, ServiceError
 from app.core.numbers import decimal
 from app.engine.catalog import Catalog
+from app.inference.service import BodyAdmission
 from app.observability.metrics import UNMATCHED
 from app.runtime import Runtime, maybe_runtime
 
@@ -99,6 +100,11 @@ class RequestMiddleware:
 
         lifecycle = scope["app"].state.lifecycle
 
+        admission: BodyAdmission | None = None
+
+        # A refusal while the body still comes keeps the connection: uvicorn reads the rest and drops it,
+        # so the client, still sending, reads its 503 (closed at once, a client still writing got a reset
+        # and lost the answer: 42 of 120 in bench.workers' flood).
         async def send_wrapper(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
@@ -110,10 +116,12 @@ class RequestMiddleware:
         try:
             admitted = registry_of(scope["app"]).admitted
             if error is None and scope["method"] == "POST" and scope["path"].endswith(admitted.suffixes):
-                error = await _admission(scope, runtime, admitted.routes)
+                error, admission = await _admission(scope, runtime, admitted.routes)
             if error is not None:
                 await error_response_for(scope["app"], scope["path"], error)(scope, receive, send_wrapper)
             else:
+                if admission is not None:
+                    receive = _reserving(receive, admission)
                 await self.app(scope, receive, send_wrapper)
         finally:
             close_record(token)
@@ -127,36 +135,52 @@ class RequestMiddleware:
             metrics.observe_request(endpoint, record, status, perf_counter() - start, probe)
 
 
-async def _admission(scope: Scope, runtime: Runtime, routes: frozenset[str]) -> Overloaded | None:
+async def _admission(
+    scope: Scope, runtime: Runtime, routes: frozenset[str]
+) -> tuple[Overloaded | None, BodyAdmission | None]:
     """A model call on a route its protocol admits (`ProtocolSpec.admitted`: /v1's forecast and OIP v2's
-    infer; KServe's time series names its model in the body, read only after admission) is admitted
-    before its body is read: refused when its rows (estimated from the body's size) could not clear in
-    time behind all the work already admitted, else counted until it submits. Under a sustained
-    overload most requests are refusals, and reading and parsing each one first would take the event
-    loop from the requests that are served, and leave the refusals of big bodies until they had been
-    parsed."""
+    infer; KServe's time series names its model in the body, read only after admission) is judged before
+    its body is read: refused when its rows (estimated from the body's declared size) could not clear in
+    time behind all the work already admitted. Under a sustained overload most requests are refusals,
+    and reading and parsing each one first would take the event loop from the requests that are served,
+    and leave the refusals of big bodies until they had been parsed. What passes reserves its rows as
+    its body arrives (`_reserving`), never by the declared size alone: a body that stalls holds only
+    what it sent."""
     endpoint, params = _route_of(scope)
     if endpoint not in routes or not isinstance(params.get("name"), str):
-        return None
+        return None, None
     headers = Headers(scope=scope)
     if runtime.api_keys.enabled:
         try:  # only a client allowed to forecast learns that the model is busy: others get 401/403
             runtime.api_keys.check(headers.get("authorization"))
         except ServiceError:
-            return None
+            return None, None
     raw_version = params.get("version")
     version = None if raw_version is None else decimal(str(raw_version))
     if raw_version is not None and version is None:
-        return None  # the route's own validation answers that
+        return None, None  # the route's own validation answers that
     length = headers.get("content-length")
     binary = headers.get("inference-header-content-length") is not None  # OIP v2 binary tensors
     try:
-        await runtime.service.admit_early(
+        admission = await runtime.service.admit_early(
             params["name"], version, decimal(length) if length is not None else None, binary
         )
     except Overloaded as exc:
-        return exc
-    return None
+        return exc, None
+    return None, admission
+
+
+def _reserving(receive: Receive, admission: BodyAdmission) -> Receive:
+    """`receive`, reserving the rows of the body's bytes as they arrive; a refusal (Overloaded) is raised
+    to the route reading the body, which answers it."""
+
+    async def reserving() -> Message:
+        message = await receive()
+        if message["type"] == "http.request":
+            await admission.arrived(len(message.get("body", b"")), not message.get("more_body", False))
+        return message
+
+    return reserving
 
 
 def _asked_timeout(scope: Scope) -> tuple[float | None, InvalidInput | None]:

@@ -17,6 +17,9 @@ if TYPE_CHECKING:  # for annotations only: numpy is imported where it is used
 MODEL_FILE = "model.onnx"  # the forecast graph
 INSPECT_FILE = "inspect.onnx"  # the same network plus attention-inspection outputs
 MANIFEST_FILE = "manifest.json"
+# A version folder's name: a positive integer written without leading zeros ("1", "12"; never "01" or
+# "0"). The service serves only those (app/artifacts/repository.py); the exporter publishes only those.
+VERSION_FOLDER = re.compile(r"[1-9][0-9]*")
 
 # Graph inputs. `phase` exists exactly when the manifest has a `cycle`.
 FORECAST_INPUT = "window"  # float32 [batch, L, C], raw values

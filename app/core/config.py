@@ -116,10 +116,16 @@ class Settings(BaseSettings):
     # On SIGTERM, readiness answers 503 and responses say `Connection: close` for this long before the
     # server stops accepting connections: time for load balancers to take the replica out.
     drain_delay_s: float = Field(default=5.0, ge=0)
-    # uvicorn's limits on what clients can hold: connections and tasks at once (503 above), and how long
-    # an idle keep-alive connection stays open.
+    # What clients can hold (app/core/connections.py): requests in flight at once (503 above) and open
+    # connections (past it, the one waiting longest without a request in flight is closed); how long an
+    # idle keep-alive connection stays open; how long a request's headers may take to arrive (from the
+    # connection, or the request's first byte); the least average rate of a body, judged once its grace
+    # period has passed (0: none). Slow clients are closed with 408, never hold what others need.
     max_connections: int = Field(default=1024, ge=1)
     keep_alive_s: float = Field(default=5.0, gt=0)
+    header_timeout_s: float = Field(default=10.0, gt=0)
+    body_min_bytes_s: float = Field(default=1024.0, ge=0)  # bytes a second, on average
+    body_grace_s: float = Field(default=5.0, gt=0)
 
     # The model repository while serving, as Triton's --model-control-mode: `none` loads what is there at
     # start and nothing after; `poll` rescans every `poll_s` (new versions loaded beside the served ones,
@@ -158,6 +164,9 @@ class Settings(BaseSettings):
     # beside HTTP, on RSA_HOST. Unset: no gRPC server (the image sets 8001, Triton's port). Off by default so
     # that every process a test or a benchmark starts does not compete for one fixed port.
     grpc_port: int | None = Field(default=None, ge=1, le=65535)
+    # Calls at once on one gRPC connection (HTTP/2 max_concurrent_streams; gRPC's own default is unbounded).
+    # The whole server takes at most RSA_MAX_CONNECTIONS calls at once, messages up to RSA_MAX_BODY_BYTES.
+    grpc_max_streams: int = Field(default=100, ge=1)
 
     @model_validator(mode="after")
     def _models_from_kserve_storage(self) -> Settings:

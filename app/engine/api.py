@@ -77,11 +77,20 @@ class Engine(ABC):
         """Finish what is queued (within `drain_timeout_s`), then free everything."""
 
     @abstractmethod
-    async def admit(self, name: str, version: int | None, rows: int, timeout_s: float) -> Reservation | None:
-        """Before a request's body is read: raise Overloaded when `rows` more (an estimate) could not be
+    def judge(self, name: str, version: int, rows: int, timeout_s: float) -> None:
+        """Raise Overloaded when `rows` more could not be through the session within `timeout_s` behind
+        the work admitted so far; reserve nothing (a body's declared size, before it has arrived: only
+        what arrives is reserved, `admit`)."""
+
+    @abstractmethod
+    async def admit(
+        self, name: str, version: int | None, rows: int, timeout_s: float, since: float | None = None
+    ) -> Reservation | None:
+        """While a request's body is read: raise Overloaded when `rows` more (an estimate) could not be
         through the session within `timeout_s` given all the work admitted so far, queued, running or
-        reserved; else reserve them until the request submits or is released. None: nothing to reserve
-        (a version not ready: the request itself then gets the precise error)."""
+        reserved (with `since`, the request's arrival: the work admitted before it only); else reserve
+        them until the request submits or is released. None: nothing to reserve (a version not ready:
+        the request itself then gets the precise error)."""
 
     @abstractmethod
     def release(self, reservation: Reservation) -> None:

@@ -215,8 +215,8 @@ class DynamicBatcher:
         self._exclusive = False  # a call of more than concurrent_max_rows rows is under way
         # measured drain cost per row (seeded by a timed call at load); None: not known yet
         self.row_seconds: float | None = row_seconds
-        # Rows admitted before their request's body was read (`reserve`): id -> (rows, expiry)
-        self._reserved: dict[int, tuple[int, float]] = {}
+        # Rows of requests whose body is being read and parsed (`reserve`): id -> (rows, expiry, arrival)
+        self._reserved: dict[int, tuple[int, float, float | None]] = {}
         self._reserved_rows = 0
         self._reservation_ids = itertools.count(1)
         self._last_activity = perf_counter()  # a submit, or a call's end
@@ -284,8 +284,14 @@ class DynamicBatcher:
         self._admit_in_time(n, timeout_s)
         self._admit_to_queue(n)
 
-    def _admit_in_time(self, n: int, timeout_s: float) -> None:
-        refusal = late_refusal(self.name, self.ahead_rows, n, self.row_seconds, timeout_s)
+    def judge(self, n: int, timeout_s: float) -> None:
+        """Raise Overloaded unless `n` more rows could be through the session within `timeout_s`; admit
+        nothing (a body's declared size, before its bytes arrive and are reserved)."""
+        self._admit_in_time(n, timeout_s)
+
+    def _admit_in_time(self, n: int, timeout_s: float, ahead: int | None = None) -> None:
+        ahead = self.ahead_rows if ahead is None else ahead
+        refusal = late_refusal(self.name, ahead, n, self.row_seconds, timeout_s)
         if refusal is not None:
             self.stats.rejected_items += 1
             raise refusal
@@ -301,17 +307,23 @@ class DynamicBatcher:
                 retry_after_s=self.retry_after_s,
             )
 
-    def reserve(self, n: int, timeout_s: float) -> int:
+    def reserve(self, n: int, timeout_s: float, since: float | None = None) -> int:
         """Admit `n` rows of a request whose body is still to be read (an estimate), and count them as
         ahead of later requests until it submits (`submit(..., reservation=)`), is released, or its
         deadline passes. Without this, bodies being read and parsed were in no count, and a flood of big
-        requests was refused only once they had been parsed, seconds later. Raises Overloaded."""
+        requests was refused only once they had been parsed, seconds later. Raises Overloaded.
+
+        `since`: when the request arrived (perf_counter, one clock for every process of a host). Given, it
+        is judged behind the work admitted before it only: queued, running, and the reservations of
+        requests that arrived earlier. A body reserved as it arrives keeps its place in line, so a flood
+        of uploads serves the first ones and refuses the later, rather than refusing each on its way
+        (every one of 120 was, judged behind all the others' bytes)."""
         if self._closed or not self.running:
             raise ModelNotReady(f"model {self.name} is not serving", retry_after_s=self.retry_after_s)
         # On time only: `n` is an estimate, and the queue's bound is on the rows really sent (`submit`).
-        self._admit_in_time(n, timeout_s)
+        self._admit_in_time(n, timeout_s, None if since is None else self._ahead_of(since))
         key = next(self._reservation_ids)
-        self._reserved[key] = (n, perf_counter() + timeout_s)
+        self._reserved[key] = (n, perf_counter() + timeout_s, since)
         self._reserved_rows += n
         return key
 
@@ -323,6 +335,14 @@ class DynamicBatcher:
         self._reserved_rows -= entry[0]
         return entry[0]
 
+    def _ahead_of(self, since: float) -> int:
+        """Rows admitted before a request that arrived at `since`."""
+        self._expire_reservations()
+        earlier = sum(
+            rows for rows, _, arrived in self._reserved.values() if arrived is None or arrived <= since
+        )
+        return self._queued_rows + self._running_rows + earlier
+
     def quiet_for(self, seconds: float) -> bool:
         """Nothing admitted, queued or running, and nothing arrived or finished for `seconds` (what an
         unload waits for before it stops the batcher)."""
@@ -331,7 +351,7 @@ class DynamicBatcher:
     def _expire_reservations(self) -> None:
         if self._reserved:
             now = perf_counter()
-            for key in [k for k, (_, expiry) in self._reserved.items() if expiry <= now]:
+            for key in [k for k, (_, expiry, _) in self._reserved.items() if expiry <= now]:
                 self.release(key)
 
     async def submit(self, inputs: Feed, timeout_s: float, reservation: int | None = None) -> np.ndarray:

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 import zmq
-from prometheus_client.core import Metric
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from zmq.utils.monitor import parse_monitor_message
 
@@ -40,7 +40,6 @@ from app.engine.batching import Feed, late_refusal
 from app.engine.catalog import Catalog
 from app.engine.types import InspectResult
 from app.engine.wire import Channel, Frames, decode, encode, raise_error
-from app.observability.metrics import engine_up
 
 logger = logging.getLogger(__name__)
 
@@ -211,23 +210,34 @@ class RemoteEngine(Engine):
         return header, out
 
     # -- serving -----------------------------------------------------------------------------------
-    async def admit(self, name: str, version: int | None, rows: int, timeout_s: float) -> Reservation | None:
+    def judge(self, name: str, version: int, rows: int, timeout_s: float) -> None:
+        """By the engine's rule, on the backlog the engine last reported for the version (aged by its
+        drain rate); no round trip."""
+        ahead, row_seconds, when = self._backlog.get((name, version), (0, None, 0.0))
+        if row_seconds:  # what has drained since: the report ages, it never sticks
+            ahead = max(0, ahead - int((time.perf_counter() - when) / row_seconds))
+        refusal = late_refusal(name, ahead, rows, row_seconds, timeout_s)
+        if refusal is not None:
+            raise refusal
+
+    async def admit(
+        self, name: str, version: int | None, rows: int, timeout_s: float, since: float | None = None
+    ) -> Reservation | None:
         """Judged here first, by the engine's rule, on the backlog the engine last reported for the
         version (aged by its drain rate): a refusal here is one the engine would give too, since other
         front ends only add to that backlog. What passes: a small body is admitted (no round trip on
         every request; the engine judges it again when it submits), a big one asks the engine, which
-        reserves its rows while the body is read and parsed."""
+        reserves its rows while the body is read and parsed. With `since` (a body reserved as it
+        arrives, judged behind the work admitted before it only) the engine alone judges: the last report
+        counts every reservation, later requests' too."""
         entry = self._catalog.find_ready(name, version)
-        if entry is not None:
-            ahead, row_seconds, when = self._backlog.get((entry.name, entry.version), (0, None, 0.0))
-            if row_seconds:  # what has drained since: the report ages, it never sticks
-                ahead = max(0, ahead - int((time.perf_counter() - when) / row_seconds))
-            refusal = late_refusal(entry.name, ahead, rows, row_seconds, timeout_s)
-            if refusal is not None:
-                raise refusal
+        if entry is not None and since is None:
+            self.judge(entry.name, entry.version, rows, timeout_s)
         if rows <= LOCAL_ADMIT_ROWS:
             return None
-        header, _ = await self._call("admit", name=name, version=version, rows=rows, timeout_s=timeout_s)
+        header, _ = await self._call(
+            "admit", name=name, version=version, rows=rows, timeout_s=timeout_s, since=since
+        )
         if entry is not None and header["backlog"] is not None:
             self._note_backlog(entry.name, entry.version, header["backlog"])
         if "refused" in header:
@@ -308,3 +318,13 @@ class RemoteEngine(Engine):
         # a load of the model in progress first (up to RSA_LOAD_TIMEOUT_S), then its requests finish
         wait_s = self.settings.load_timeout_s + max(CONTROL_TIMEOUT_S, self.settings.request_timeout_s)
         await self._call("unload", wait_s=wait_s, name=name)
+
+
+def engine_up(up: bool) -> Metric:
+    """Whether the engine process answers the scraped front end's heartbeat (RSA_WORKERS > 1 only)."""
+    return GaugeMetricFamily(
+        "rsa_engine_up",
+        "1 while the engine process answers this front end (its socket open, its heartbeat answered), else 0 "
+        "(requests get 503 meanwhile). Exported with RSA_WORKERS > 1 only.",
+        value=1 if up else 0,
+    )

@@ -434,12 +434,17 @@ class LocalEngine(Engine):
         assert sv.batcher is not None  # ready versions have one
         return sv.batcher
 
-    async def admit(self, name: str, version: int | None, rows: int, timeout_s: float) -> Reservation | None:
+    def judge(self, name: str, version: int, rows: int, timeout_s: float) -> None:
+        self._batcher(name, version).judge(rows, timeout_s)  # raises Overloaded
+
+    async def admit(
+        self, name: str, version: int | None, rows: int, timeout_s: float, since: float | None = None
+    ) -> Reservation | None:
         entry = self.catalog.find_ready(name, version)
         if entry is None:
             return None
         batcher = self._batcher(entry.name, entry.version)
-        key = batcher.reserve(rows, timeout_s)  # raises Overloaded
+        key = batcher.reserve(rows, timeout_s, since)  # raises Overloaded
         return Reservation(key, entry.name, entry.version, rows)
 
     def backlog(self, name: str, version: int) -> tuple[int, float | None]:

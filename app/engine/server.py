@@ -109,7 +109,11 @@ class EngineServer:
             backlog = None if entry is None else engine.backlog(entry.name, entry.version)
             try:
                 made = await engine.admit(
-                    header["name"], header["version"], header["rows"], header["timeout_s"]
+                    header["name"],
+                    header["version"],
+                    header["rows"],
+                    header["timeout_s"],
+                    header.get("since"),
                 )
             except Overloaded as exc:
                 return {"refused": error_header(exc), "backlog": backlog}, None

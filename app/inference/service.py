@@ -8,10 +8,13 @@ Deadlines: a request's deadline is set once, when it arrives (the request contex
 and covers everything: parsing, the queue, the session and encoding. Work is sized against what is left
 of it, never against a fresh timeout.
 
-Early admission: before a forecast's body is read, `admit_early` asks the engine to count the rows the body
-will hold (estimated from its size) against the version's backlog; the reservation rides in the request
-context until `forecast` submits the parsed rows with it, or the request ends and the middleware releases
-it.
+Early admission: before a forecast's body is read, `admit_early` refuses it when the rows its declared size
+says it holds could not clear in time behind the version's backlog, and reserves nothing. As the body
+arrives, `BodyAdmission.arrived` reserves the rows of the bytes that came (asking the engine again each
+time they double, and once complete): a body in flight counts against others only for what it really
+sent, so a connection that declares 60 MB and sends 6 bytes holds one row, not the version (issue 32).
+The reservation rides in the request context until `forecast` submits the parsed rows with it, or the
+request ends and the middleware releases it.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from time import perf_counter
 from typing import Any, TypeVar
 
@@ -49,6 +53,29 @@ def estimated_rows(body_bytes: int | None, entry: VersionEntry, binary: bool, li
     per_value = BINARY_BYTES_PER_VALUE if binary else JSON_BYTES_PER_VALUE
     per_row = manifest.input_length * manifest.n_channels * per_value
     return max(1, min(limit, body_bytes // per_row))
+
+
+@dataclass
+class BodyAdmission:
+    """A forecast admitted on its headers, whose rows are reserved as its body arrives."""
+
+    service: InferenceService
+    entry: VersionEntry
+    binary: bool
+    received: int = 0  # body bytes so far
+    asked: int = 0  # rows last reserved
+
+    async def arrived(self, chunk_bytes: int, complete: bool) -> None:
+        """`chunk_bytes` more of the body came (the last of it when `complete`): reserve the rows they
+        hold when that doubles what is reserved, or it is the whole body (raises Overloaded)."""
+        self.received += chunk_bytes
+        rows = estimated_rows(
+            self.received, self.entry, self.binary, self.service.settings.max_series_per_request
+        )
+        if self.asked and rows < 2 * self.asked and not (complete and rows > self.asked):
+            return
+        await self.service.reserve_rows(self.entry, rows)
+        self.asked = rows
 
 
 class InferenceService:
@@ -91,22 +118,39 @@ class InferenceService:
         deadline, budget = current
         return deadline - perf_counter(), budget
 
-    async def admit_early(self, name: str, version: int | None, body_bytes: int | None, binary: bool) -> None:
+    async def admit_early(
+        self, name: str, version: int | None, body_bytes: int | None, binary: bool
+    ) -> BodyAdmission | None:
         """Before a forecast request's body is read: refuse (Overloaded) when its rows, estimated from the
-        body's size, could not be through in time behind all the work already admitted; else reserve
-        them for it. Unknown, loading or failed versions pass: the request itself then gets the precise
-        error."""
+        body's declared size, could not be through in time behind all the work already admitted; reserve
+        nothing yet (the body's `arrived` does, as it comes). None: unknown, loading or failed versions
+        pass, and the request itself then gets the precise error."""
         entry = self.engine.catalog.find_ready(name, version)
         if entry is None:
-            return
+            return None
         rows = estimated_rows(body_bytes, entry, binary, self.settings.max_series_per_request)
         left, _ = self.deadline()
         try:
-            reservation = await self.engine.admit(entry.name, entry.version, rows, left)
+            self.engine.judge(entry.name, entry.version, rows, left)
         except Overloaded:
             note_model_version(
                 entry.name, entry.version
             )  # the refusal is labelled with the version it spares
+            raise
+        return BodyAdmission(self, entry, binary)
+
+    async def reserve_rows(self, entry: VersionEntry, rows: int) -> None:
+        """Reserve `rows` for the current request, in place of what it had reserved (raises Overloaded)."""
+        previous = take_reservation(entry.name, entry.version)
+        if previous is not None:
+            self.engine.release(previous)
+        left, _ = self.deadline()
+        current = current_deadline()
+        since = None if current is None else current[0] - current[1]  # when the request arrived
+        try:
+            reservation = await self.engine.admit(entry.name, entry.version, rows, left, since)
+        except Overloaded:
+            note_model_version(entry.name, entry.version)
             raise
         if reservation is not None:
             note_reservation(reservation)

@@ -23,7 +23,7 @@ engine, each front end, each front end's parse worker and multiprocessing's reso
 process, that process as `frontend` and its children) and `rsa_service_resident_memory_bytes`, their sum.
 The standard `process_*` families describe one process: the engine's with RSA_WORKERS > 1, so memory
 alerts and dashboards read the `rsa_` families. With RSA_WORKERS > 1 a front end also says whether the
-engine answers its heartbeat (`rsa_engine_up`, app/engine/client.py).
+engine answers its heartbeat (`rsa_engine_up`, built in app/engine/client.py).
 
 Every request metric carries the protocol it came by, named by the protocol registry
 (app/protocols/registry.py, `Registry.protocol_of`, handed to `RequestMetrics`): `rsa_v1`, `oip_v2`
@@ -617,16 +617,6 @@ def service_memory(supervisor: int | None) -> list[Metric]:
         value=sum(p.resident_bytes for p in processes),
     )
     return [each, total]
-
-
-def engine_up(up: bool) -> Metric:
-    """Whether the engine process answers the scraped front end's heartbeat (RSA_WORKERS > 1 only)."""
-    return GaugeMetricFamily(
-        f"{PREFIX}_engine_up",
-        "1 while the engine process answers this front end (its socket open, its heartbeat answered), else 0 "
-        "(requests get 503 meanwhile). Exported with RSA_WORKERS > 1 only.",
-        value=1 if up else 0,
-    )
 
 
 # -- the exposition --------------------------------------------------------------------------------------

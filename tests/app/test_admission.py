@@ -25,7 +25,8 @@ import uvicorn
 
 from app.engine.batching import Feed
 from app.main import create_app
-from bench.loadgen import Failure, LoadResult, _Connection, _http_request, free_port, run_load
+from bench.harness.load import Connection, http_request
+from bench.loadgen import Failure, LoadResult, free_port, run_load
 from tests.app.conftest import make_settings
 from tests.app.metrics_scrape import scrape, total
 from tests.utils.speed import scaled
@@ -97,8 +98,8 @@ async def _probe_healthz(url: str, stop: asyncio.Event) -> list[float]:
     """GET /healthz every 20 ms on its own keep-alive connection until `stop`: latencies in ms."""
     parts = urlsplit(url)
     assert parts.hostname is not None and parts.port is not None
-    conn = _Connection(parts.hostname, parts.port)
-    wire = _http_request("GET", parts.hostname, parts.port, "/healthz", b"", "application/json")
+    conn = Connection(parts.hostname, parts.port)
+    wire = http_request("GET", parts.hostname, parts.port, "/healthz", b"", "application/json")
     latencies: list[float] = []
     try:
         for _ in range(2000):  # bounded; `stop` ends it first
@@ -186,11 +187,22 @@ def test_overload_is_refused_fast_and_goodput_holds(toy_repository: Path) -> Non
     assert over["goodput_rows_s"] >= 0.8 * best["goodput_rows_s"]
 
 
-def test_a_body_still_being_read_counts_as_admitted_work(toy_repository: Path) -> None:
-    """Admitted before its body is read, a request's rows (estimated from Content-Length) count until it
-    submits or ends: a big upload in progress makes the next request a 503 at once, and when the upload
-    is abandoned its rows stop counting. (Bodies in flight were in no count: a flood of big requests was
-    refused only once parsed, seconds later.)"""
+def _upload(host: str, port: int, declared: int, sent: bytes) -> socket.socket:
+    """A forecast upload that declares `declared` bytes and sends only `sent`, then stalls."""
+    upload = socket.create_connection((host, port))
+    upload.sendall(
+        f"POST {URL} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {declared}\r\n\r\n".encode()
+        + sent
+    )
+    return upload
+
+
+def test_a_body_being_read_counts_for_the_bytes_that_arrived(toy_repository: Path) -> None:
+    """A request's rows count as admitted work as its body arrives (estimated from the bytes that came),
+    until it submits or ends: an upload well under way makes the next request a 503 at once, and when it
+    is abandoned its rows stop counting. (Bodies in flight were in no count: a flood of big requests
+    was refused only once parsed, seconds later.)"""
     bodies = _bodies()
     with slow_server(toy_repository) as url:
         host, port = urlsplit(url).hostname, urlsplit(url).port
@@ -202,13 +214,10 @@ def test_a_body_still_being_read_counts_as_admitted_work(toy_repository: Path) -
                     == 200
                 )
             rows = 200  # what the upload's size says it holds (L x C values of about 8 bytes each)
-            with socket.create_connection((host, port)) as upload:
-                upload.sendall(
-                    f"POST {URL} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                    f"Content-Length: {rows * L * C * 8}\r\n\r\n{{".encode()
-                )
-                # Until the service has admitted the upload (its rows in the backlog, its body still unread):
-                # an ordering, not a sleep. Then at once: the reservation expires at the upload's deadline.
+            declared = rows * L * C * 8
+            with _upload(host, port, declared, b"[" + b" " * (declared * 9 // 10)):  # 180 rows arrived
+                # Until the service has reserved the rows that arrived (an ordering, not a sleep); then at
+                # once: the reservation expires at the upload's deadline.
                 admitted_by = time.monotonic() + DEADLINE_S / 2
                 while total(scrape(http), "rsa_backlog_seconds", model="toy") == 0:
                     assert time.monotonic() < admitted_by, "the upload was never admitted"
@@ -227,3 +236,21 @@ def test_a_body_still_being_read_counts_as_admitted_work(toy_repository: Path) -
             ):
                 assert time.monotonic() < deadline, "the abandoned upload's rows still count"
                 time.sleep(0.05)
+
+
+def test_a_stalled_body_refuses_no_other_request(toy_repository: Path) -> None:
+    """The probe of issue 32: a connection declares Content-Length 60,000,000 and sends 6 bytes. Reserved
+    by its declared size, it held the version for its whole deadline (every forecast 503); reserved by
+    what arrived, it holds one row, and every other request is answered."""
+    bodies = _bodies()
+    with slow_server(toy_repository) as url:
+        host, port = urlsplit(url).hostname, urlsplit(url).port
+        assert host is not None and port is not None
+        with httpx.Client(base_url=url, timeout=10) as http:
+            post = lambda: http.post(URL, content=bodies[0], headers={"content-type": "application/json"})  # noqa: E731
+            for _ in range(5):  # the version measures what a row costs it
+                assert post().status_code == 200
+            with _upload(host, port, 60_000_000, b'{"ser'):
+                time.sleep(0.3)  # judged on its headers (an idle version admits it), reading its body
+                statuses = [post().status_code for _ in range(20)]
+            assert statuses == [200] * 20, statuses

@@ -1,4 +1,4 @@
-"""Tests for export/data.py: CSV validation, split protocols, scaling and windows."""
+"""Tests for export/data/: CSV validation, split protocols, scaling and windows."""
 
 from __future__ import annotations
 

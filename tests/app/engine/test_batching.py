@@ -611,3 +611,27 @@ def test_reserved_rows_count_as_admitted_until_submitted_released_or_expired() -
         assert batcher.ahead_rows == 0
 
     run(scenario)
+
+
+def test_a_reservation_that_grows_keeps_its_place_in_line() -> None:
+    """Bodies reserved as they arrive (`since`: when each request arrived): an older request's growth is
+    judged behind the older work only, a newer one behind everything; so of two uploads under way, the
+    first keeps growing and the second is refused, rather than both."""
+
+    async def scenario() -> None:
+        batcher = make(row_seconds=0.01)  # 10 ms per row; 60% of 1 s is 60 rows
+        batcher.start()
+        old = batcher.reserve(20, timeout_s=1.0, since=1.0)
+        new = batcher.reserve(20, timeout_s=1.0, since=2.0)
+        batcher.release(old)  # the older body doubled: 40 rows, behind nothing older
+        old = batcher.reserve(40, timeout_s=1.0, since=1.0)
+        batcher.release(new)
+        with pytest.raises(Overloaded):  # the newer one doubled: behind the older one's 40, 40 is too many
+            batcher.reserve(40, timeout_s=1.0, since=2.0)
+        assert batcher.ahead_rows == 40
+        with pytest.raises(Overloaded):  # without an arrival time, every reservation is ahead
+            batcher.reserve(30, timeout_s=1.0)
+        batcher.release(old)
+        await batcher.stop()
+
+    run(scenario)

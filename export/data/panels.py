@@ -1,0 +1,325 @@
+"""Long files: one row per series and time step (`unique_id, ds, y`), CSV or Parquet (`load_panel`).
+
+Each series keeps its own calendar and length: the panel shares one step (its frequency), every series
+lies on a grid of that step from its own first timestamp. Problems name the series id and the row (the
+CSV line, header = line 1; the Parquet row, first = 1). Unsorted rows are refused unless
+`ReadOptions.sort` asks for them sorted by (id, timestamp). Missing values and steps follow
+`ReadOptions.fill`, series by series.
+
+A file without an id column is told that it is wide and which reader takes it (export/data/layout.py
+tells the wide reader the reverse).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from export.data.errors import _MISSING_TOKENS, DataError, _raise
+from export.data.layout import ID_NAMES, PANEL_TIMESTAMP_NAMES, TARGET_NAMES
+from export.data.options import ReadOptions
+from export.data.reading import _fill, _number_problem
+from export.data.timestamps import (
+    _grid,
+    _grid_problem,
+    _infer_frequency,
+    _parse_timestamps,
+    _stamp_text,
+    _timestamp_problem,
+)
+
+__all__ = ["Panel", "PanelSeries", "load_panel"]
+
+# Problems reported per file before the rest are summarised (a 100,000-series file can have many).
+_SHOWN = 5
+
+
+@dataclass(frozen=True, eq=False)
+class PanelSeries:
+    """One series of a long file: its id, timestamps [n] (datetime64[ns], on the panel's grid), values
+    [n] (float64, finite) and the file row of its first value."""
+
+    id: str
+    timestamps: np.ndarray
+    values: np.ndarray
+    first_row: int
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __repr__(self) -> str:
+        start = _stamp_text(self.timestamps[0]) if len(self.timestamps) else None
+        return f"PanelSeries(id={self.id!r}, length={len(self)}, start={start})"
+
+
+@dataclass(frozen=True, eq=False)
+class Panel:
+    """A validated long file: its series in file order, one frequency (as `Series.frequency`)."""
+
+    name: str
+    path: Path
+    sha256: str
+    series: list[PanelSeries]
+    frequency: str
+    frequency_seconds: float
+    id_column: str
+    timestamp_column: str
+    target_column: str
+    notes: tuple[str, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.series)
+
+    @property
+    def ids(self) -> list[str]:
+        return [s.id for s in self.series]
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.array([len(s) for s in self.series], dtype=np.int64)
+
+    def __repr__(self) -> str:
+        return f"Panel(name={self.name!r}, series={len(self)}, frequency={self.frequency!r})"
+
+
+def _pick(
+    header: Sequence[str], given: str | None, names: Sequence[str], what: str, fname: str
+) -> str | None:
+    if given is not None:
+        if given not in header:
+            raise DataError(
+                f"{fname} line 1, column {given!r}: no such {what} column; the columns are {list(header)}"
+            )
+        return given
+    lower = {h.lower(): h for h in header}
+    return next((lower[n] for n in names if n in lower), None)
+
+
+def _read_table(path: Path) -> tuple[bytes, pd.DataFrame, int]:
+    """The file's bytes and its cells as text (CSV) or as stored (Parquet), and the row number of the
+    first data row (CSV: line 2; Parquet: row 1)."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read: {exc}") from None
+    if path.suffix.lower() in (".parquet", ".pq"):
+        try:
+            frame = pd.read_parquet(path)
+        except ImportError:
+            raise DataError(f"{path.name}: reading Parquet needs pyarrow (pip install pyarrow)") from None
+        except Exception as exc:
+            raise DataError(f"{path.name}: not a readable Parquet file: {exc}") from None
+        return raw, frame, 1
+    try:
+        frame = pd.read_csv(
+            path, dtype=str, keep_default_na=False, skip_blank_lines=False, encoding="utf-8-sig"
+        )
+    except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
+        raise DataError(f"{path.name}: not a readable CSV file: {exc}") from None
+    frame.columns = [str(c).strip() for c in frame.columns]
+    return raw, frame, 2
+
+
+def load_panel(path: str | Path, options: ReadOptions | None = None, **overrides: object) -> Panel:
+    """Read and validate a long file (CSV, or Parquet by its suffix) into its series.
+
+    The id, timestamp and target columns are `options.id_column`, `timestamp_column` and
+    `target_column` when given, else the first header names among `ID_NAMES`, `PANEL_TIMESTAMP_NAMES`
+    and `TARGET_NAMES` (case-insensitive); other columns must be named in `options.drop`. A file with
+    no id column is refused with the option that reads it as wide. Every problem raises one
+    `DataError` naming the series and the row."""
+    options = ReadOptions.of(options, **overrides)  # type: ignore[arg-type]
+    path = Path(path)
+    fname = path.name
+    raw, frame, first = _read_table(path)
+    header = list(frame.columns)
+    id_col = _pick(header, options.id_column, ID_NAMES, "id", fname)
+    ts_col = _pick(header, options.timestamp_column, PANEL_TIMESTAMP_NAMES, "timestamp", fname)
+    y_col = _pick(header, options.target_column, TARGET_NAMES, "target", fname)
+    if id_col is None:
+        raise DataError(
+            f"{fname} line 1: no series id column (none is named {'/'.join(ID_NAMES)}; name it with "
+            f"--id-column). If each column is a series of one timestamp column, the file is wide: read it "
+            f"with --layout wide (python -m export.train); the columns are {header}"
+        )
+    missing = [w for w, c in (("timestamp", ts_col), ("target", y_col)) if c is None]
+    if missing:
+        raise DataError(
+            f"{fname} line 1: no {' or '.join(missing)} column (name it with "
+            + " and ".join(f"--{w if w == 'target' else 'timestamp'}-column" for w in missing)
+            + f"); the columns are {header}"
+        )
+    assert ts_col is not None and y_col is not None
+    extra = [c for c in header if c not in (id_col, ts_col, y_col) and c not in options.drop]
+    if extra:
+        raise DataError(
+            f"{fname} line 1: columns {extra} are neither the id ({id_col!r}), the timestamp ({ts_col!r}) "
+            f"nor the target ({y_col!r}); leave them out with --drop {' '.join(extra)}"
+        )
+    if len(frame) == 0:
+        raise DataError(f"{fname}: the file has no data row")
+
+    unit = "line" if first == 2 else "row"
+    rows = np.arange(len(frame)) + first  # the file row of each frame row
+    ids = frame[id_col].astype(str).str.strip().to_numpy(dtype=object)
+    ts_raw = frame[ts_col]
+    if pd.api.types.is_datetime64_any_dtype(ts_raw):  # Parquet keeps timestamps typed
+        ts = ts_raw.dt.tz_localize(None) if getattr(ts_raw.dt, "tz", None) is not None else ts_raw
+        stamps = ts.to_numpy().astype("datetime64[ns]")
+        ts_cells = ts_raw.astype(str).to_numpy(dtype=object)
+        fmt = None
+    else:
+        ts_cells = ts_raw.astype(str).str.strip().to_numpy(dtype=object)
+        parsed = _parse_timestamps(ts_cells, options.date_format, options.dayfirst)
+        stamps, fmt = parsed.stamps, parsed.fmt
+    problems: list[str] = []
+
+    def where(i: int) -> str:
+        return f"{fname} {unit} {rows[i]} (series {ids[i]!r})"
+
+    empty_id = ids == ""
+    if empty_id.any():
+        i = int(np.argmax(empty_id))
+        problems.append(f"{fname} {unit} {rows[i]}, column {id_col!r}: missing series id")
+    bad = np.isnat(stamps)
+    if bad.any():
+        i = int(np.argmax(bad))
+        more = int(bad.sum()) - 1
+        problems.append(
+            f"{where(i)}, column {ts_col!r}: {_timestamp_problem(str(ts_cells[i]), fmt, False)}"
+            + (f" (and {more} more rows)" if more else "")
+        )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        values = pd.to_numeric(frame[y_col], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    nonfinite = ~np.isfinite(values)
+    fillable = np.zeros_like(nonfinite)
+    if options.fill != "none" and nonfinite.any():
+        cells = frame[y_col].astype(str).str.strip().str.lower().to_numpy(dtype=object)
+        fillable = nonfinite & np.isin(cells, list(_MISSING_TOKENS))
+    bad = nonfinite & ~fillable
+    if bad.any():
+        i = int(np.argmax(bad))
+        more = int(bad.sum()) - 1
+        share = float(np.isfinite(values).mean())
+        why = _number_problem(str(frame[y_col].iloc[i]).strip(), y_col, share)
+        problems.append(f"{where(i)}, column {y_col!r}: {why}" + (f" (and {more} more rows)" if more else ""))
+    _raise(problems)
+
+    notes: list[str] = []
+    order = np.lexsort((stamps.astype(np.int64), pd.factorize(ids)[0]))  # by id (first seen), then time
+    if not np.array_equal(order, np.arange(len(order))):
+        if not options.sort:
+            _raise([_order_problem(ids, stamps, where)])
+        notes.append("rows sorted by series and timestamp (--sort)")
+        ids, stamps, values, rows, fillable = (
+            ids[order],
+            stamps[order],
+            values[order],
+            rows[order],
+            fillable[order],
+        )
+
+    starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+    ends = np.r_[starts[1:], len(ids)]
+    if pd.Series(ids[starts]).duplicated().any():  # only when sorted by time, then id: cannot happen
+        raise DataError(f"{fname}: a series' rows are split into several runs; pass --sort")
+    dup = np.flatnonzero((ids[1:] == ids[:-1]) & (stamps[1:] == stamps[:-1]))
+    if dup.size:
+        i = int(dup[0]) + 1
+        _raise([f"{where(i)}: duplicate timestamp {_stamp_text(stamps[i])} (same as {unit} {rows[i - 1]})"])
+
+    # One frequency for the panel: the most common of its series' own steps.
+    freqs = [_infer_frequency(stamps[a:b]) for a, b in zip(starts, ends, strict=True) if b - a >= 2]
+    if not freqs:
+        raise DataError(f"{fname}: every series has one row; at least one needs 2 (to infer the time step)")
+    aliases = pd.Series([f[0] for f in freqs])
+    alias = str(aliases.mode().iloc[0])
+    seconds = next(s for a, s in freqs if a == alias)
+
+    series: list[PanelSeries] = []
+    inserted = filled = 0
+    for a, b in zip(starts, ends, strict=True):
+        sid = str(ids[a])
+        s_stamps, s_values, s_rows = stamps[a:b], values[a:b].copy(), [int(r) for r in rows[a:b]]
+        label = f"{fname} (series {sid!r})"
+        if b - a >= 2:
+            grid = _grid(s_stamps)
+            if grid.alias != alias:
+                problems.append(
+                    f"{fname} {unit} {s_rows[0]} (series {sid!r}): the series steps {grid.alias}, the panel "
+                    f"{alias} (its most common step); resample it or leave it out"
+                )
+                continue
+            if grid.off.size or (grid.missing and (options.fill == "none" or grid.missing > len(s_stamps))):
+                problems.append(
+                    _grid_problem(label, grid, s_stamps, s_rows, options.fill).replace(
+                        " lines ", f" {unit}s "
+                    )
+                )
+                continue
+            if grid.missing:
+                assert grid.position is not None
+                full = np.full(int(grid.position[-1]) + 1, np.nan)
+                full[grid.position] = s_values
+                inserted += grid.missing
+                s_values, s_stamps = full, grid.stamps(s_stamps[0])
+        if np.isnan(s_values).any():
+            if np.isnan(s_values).all():
+                problems.append(
+                    f"{fname} {unit} {s_rows[0]} (series {sid!r}): no value at all: nothing to fill from"
+                )
+                continue
+            filled += int(np.isnan(s_values).sum())
+            s_values = _fill(s_values, options.fill)
+        series.append(PanelSeries(sid, s_stamps.astype("datetime64[ns]"), s_values, s_rows[0]))
+    if problems:
+        more = len(problems) - _SHOWN
+        _raise(problems[:_SHOWN] + ([f"{more} more series with problems"] if more > 0 else []))
+    if inserted:
+        notes.append(f"{inserted} missing step(s) of {alias} inserted and filled ({options.fill})")
+    if filled:
+        notes.append(f"{filled} missing value(s) filled ({options.fill})")
+    return Panel(
+        name=path.stem,
+        path=path,
+        sha256=hashlib.sha256(raw).hexdigest(),
+        series=series,
+        frequency=alias,
+        frequency_seconds=float(seconds),
+        id_column=id_col,
+        timestamp_column=ts_col,
+        target_column=y_col,
+        notes=tuple(notes),
+    )
+
+
+def _order_problem(ids: np.ndarray, stamps: np.ndarray, where: object) -> str:
+    """The first row out of order: a series' timestamp not after its previous row's, or a series whose
+    rows do not follow each other."""
+    assert callable(where)
+    seen: dict[str, int] = {}
+    last: dict[str, np.datetime64] = {}
+    for i, (sid, t) in enumerate(zip(ids, stamps, strict=True)):
+        if sid in last and t <= last[sid]:
+            return (
+                f"{where(i)}: timestamp {_stamp_text(t)} is not after the series' previous "
+                f"{_stamp_text(last[sid])}; pass --sort (config: sort: true) to sort the rows by series "
+                "and time"
+            )
+        if sid in seen and seen[sid] != i - 1 and ids[i - 1] != sid:
+            return (
+                f"{where(i)}: the series' rows do not follow each other (it appeared before, up to the row "
+                "before another series); pass --sort (config: sort: true) to sort the rows by series and time"
+            )
+        seen[sid] = i
+        last[sid] = t
+    return "rows out of order; pass --sort"

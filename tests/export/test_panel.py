@@ -1,0 +1,172 @@
+"""Tests for export/panel.py: the global REM read-out over many series."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from export.panel import (
+    GlobalModel,
+    PanelConfig,
+    _series_windows,
+    cli,
+    fit_global,
+    mase,
+    rem_kernels,
+    smape,
+    train_global,
+)
+
+PERIOD, H = 12, 6
+
+
+def seasonal_panel(n: int, seed: int, lengths: tuple[int, int] = (40, 120)) -> list[np.ndarray]:
+    """Monthly-like series: level × (1 + seasonal shape + trend) + noise, each its own scale and length."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        length = int(rng.integers(*lengths))
+        t = np.arange(length)
+        shape = 0.3 * np.sin(2 * np.pi * t / PERIOD + rng.uniform(0, 2 * np.pi))
+        level = rng.uniform(10, 5000)
+        trend = rng.normal(0, 0.004) * t
+        out.append(level * (1 + shape + trend) + level * 0.03 * rng.normal(size=length))
+    return out
+
+
+def split(series: list[np.ndarray]) -> tuple[list[np.ndarray], np.ndarray]:
+    return [s[:-H] for s in series], np.array([s[-H:] for s in series])
+
+
+CFG = PanelConfig(horizon=H, period=PERIOD, input_periods=2, irls=1)
+
+
+def test_windows_mask_the_missing_start_and_need_min_history() -> None:
+    v = np.arange(1.0, 11.0)  # 10 values
+    x, m, t = _series_windows(v, length=6, horizon=2, history=3)
+    assert len(x) == 10 - 2 - 3 + 1  # inputs end after 3..8 values
+    np.testing.assert_array_equal(x[0], [0, 0, 0, 1, 2, 3])  # zeros where the series had not begun
+    np.testing.assert_array_equal(m[0], [0, 0, 0, 1, 1, 1])
+    np.testing.assert_array_equal(t[0], [4, 5])
+    np.testing.assert_array_equal(x[-1], [3, 4, 5, 6, 7, 8])
+    assert _series_windows(v[:4], length=6, horizon=2, history=3) is None
+
+
+def test_kernels_are_the_rem_last_rows() -> None:
+    k = rem_kernels({"regular": [0.5]}, PERIOD, 5)
+    expected = np.array([0.5**4, 0.5**3, 0.5**2, 0.5, 0.0])  # lag 0 excluded, as models/rem.lag_row
+    np.testing.assert_allclose(k[0], expected / np.linalg.norm(expected))
+
+
+def test_forecasts_scale_with_the_series() -> None:
+    train, _ = split(seasonal_panel(60, seed=0))
+    model = fit_global(train, CFG, 24)
+    histories = train[:5]
+    np.testing.assert_allclose(
+        model.forecast([1000 * h for h in histories]), 1000 * model.forecast(histories), rtol=1e-9
+    )
+
+
+def test_the_fit_does_not_depend_on_the_order_of_the_series() -> None:
+    train, _ = split(seasonal_panel(40, seed=1))
+    a = fit_global(train, CFG, 24)
+    b = fit_global(train[::-1], CFG, 24)
+    np.testing.assert_allclose(a.forecast(train), b.forecast(train), rtol=1e-6)  # sums in another order
+
+
+def test_unseen_series_are_forecast_as_well_as_seen_ones() -> None:
+    seen, unseen = seasonal_panel(150, seed=2), seasonal_panel(150, seed=3)
+    train, actual = split(seen)
+    model = fit_global(train, CFG, 24)
+    new_train, new_actual = split(unseen)
+    on_seen = mase(train, actual, model.forecast(train), PERIOD).mean()
+    on_unseen = mase(new_train, new_actual, model.forecast(new_train), PERIOD).mean()
+    naive = np.array([np.resize(h[-PERIOD:], H) for h in new_train])  # the seasonal naive forecast
+    assert on_unseen < 0.8 * mase(new_train, new_actual, naive, PERIOD).mean()
+    assert abs(on_unseen - on_seen) < 0.15 * on_seen
+
+
+def test_short_histories_forecast_down_to_min_history() -> None:
+    train, _ = split(seasonal_panel(40, seed=4))
+    model = fit_global(train, CFG, 24)
+    assert model.min_history == PERIOD
+    short = [train[0][-PERIOD:], train[1][-PERIOD - 3 :]]
+    assert np.isfinite(model.forecast(short)).all()
+    with pytest.raises(ValueError, match="fewer than min_history = 12"):
+        model.forecast([train[0][-5:]])
+
+
+def test_the_input_length_is_searched_in_periods_on_validation() -> None:
+    series = seasonal_panel(50, seed=5)
+    cfg = PanelConfig(horizon=H, period=PERIOD, irls=0)
+    model = train_global(series, cfg)
+    assert set(model.search) == {"12", "24", "36", "48", "72"}
+    assert model.input_length == int(min(model.search, key=lambda k: model.search[k]))
+
+
+def test_save_and_load(tmp_path: Path) -> None:
+    train, _ = split(seasonal_panel(30, seed=6))
+    model = fit_global(train, CFG, 24)
+    loaded = GlobalModel.load(model.save(tmp_path / "model.json"))
+    np.testing.assert_allclose(loaded.forecast(train[:3]), model.forecast(train[:3]))
+    assert loaded.min_history == model.min_history and loaded.config == model.config
+
+
+def test_metrics() -> None:
+    actual, forecast = np.array([[100.0, 200.0]]), np.array([[110.0, 180.0]])
+    np.testing.assert_allclose(smape(actual, forecast), [(200 * 10 / 210 + 200 * 20 / 380) / 2])
+    insample = [np.array([1.0, 3.0, 2.0, 6.0])]  # naive (period 1) errors 2, 1, 4: scale 7/3
+    np.testing.assert_allclose(mase(insample, actual, forecast, 1), [15 / (7 / 3)])
+
+
+def test_cli_trains_on_a_long_file_and_forecasts_unseen_series(tmp_path: Path) -> None:
+    def long_file(series: list[np.ndarray], name: str, prefix: str) -> Path:
+        rows = []
+        for i, s in enumerate(series):
+            stamps = pd.date_range("2000-01-01", periods=len(s), freq="MS")
+            rows += [(f"{prefix}{i}", str(t.date()), float(v)) for t, v in zip(stamps, s, strict=True)]
+        path = tmp_path / name
+        pd.DataFrame(rows, columns=["unique_id", "ds", "y"]).to_csv(path, index=False)
+        return path
+
+    runner = CliRunner()
+    train_file = long_file(seasonal_panel(30, seed=7, lengths=(40, 60)), "train.csv", "store_")
+    result = runner.invoke(
+        cli,
+        [
+            "train",
+            "--data",
+            str(train_file),
+            "--horizon",
+            "3",
+            "--input-periods",
+            "2",
+            "--out",
+            str(tmp_path),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "30 series (1MS), L = 24, min history 12" in result.output
+    new_file = long_file(seasonal_panel(4, seed=8, lengths=(20, 30)), "new.csv", "opened_")
+    out = tmp_path / "forecast.csv"
+    result = runner.invoke(
+        cli, ["forecast", "--model", str(tmp_path / "model.json"), "--data", str(new_file), "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(out)
+    assert frame["unique_id"].unique().tolist() == ["opened_0", "opened_1", "opened_2", "opened_3"]
+    assert len(frame) == 4 * 3 and np.isfinite(frame["y_hat"]).all()
+
+
+def test_one_pass_streams_series_that_are_never_held_whole() -> None:
+    train, _ = split(seasonal_panel(40, seed=9))
+    one_pass = PanelConfig(horizon=H, period=PERIOD, input_periods=2, irls=0)
+    streamed = fit_global((s for s in train), one_pass, 24)
+    held = fit_global(train, one_pass, 24)
+    np.testing.assert_allclose(streamed.forecast(train), held.forecast(train), rtol=1e-9)
+    with pytest.raises(ValueError, match="once per pass: give a sequence"):
+        fit_global((s for s in train), CFG, 24)

@@ -1,0 +1,144 @@
+"""Tests for export/data/panels.py: long files (`unique_id, ds, y`), each case from a written file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from export.data import DataError, ReadOptions, load_csv, load_panel
+
+
+def long_frame(lengths: tuple[int, ...] = (10, 15, 20), freq: str = "MS") -> pd.DataFrame:
+    """Series s0, s1, ... of the given lengths, each starting one step later than the one before."""
+    rows = []
+    for k, n in enumerate(lengths):
+        start = pd.Timestamp("2020-01-01") + pd.tseries.frequencies.to_offset(freq) * k
+        for j, t in enumerate(pd.date_range(start, periods=n, freq=freq)):
+            rows.append((f"s{k}", str(t.date()) if freq in ("MS", "D") else str(t), f"{100 * k + j}.5"))
+    return pd.DataFrame(rows, columns=["unique_id", "ds", "y"])
+
+
+def write(tmp_path: Path, frame: pd.DataFrame, name: str = "long.csv") -> Path:
+    path = tmp_path / name
+    frame.to_csv(path, index=False)
+    return path
+
+
+def test_each_series_keeps_its_own_calendar_and_length(tmp_path: Path) -> None:
+    panel = load_panel(write(tmp_path, long_frame()))
+    assert panel.ids == ["s0", "s1", "s2"] and panel.lengths.tolist() == [10, 15, 20]
+    assert panel.frequency == "1MS"
+    assert [str(s.timestamps[0])[:10] for s in panel.series] == ["2020-01-01", "2020-02-01", "2020-03-01"]
+    np.testing.assert_array_equal(panel.series[1].values[:2], [100.5, 101.5])
+    assert (panel.id_column, panel.timestamp_column, panel.target_column) == ("unique_id", "ds", "y")
+
+
+def test_columns_named_by_options(tmp_path: Path) -> None:
+    frame = long_frame().rename(columns={"unique_id": "store", "ds": "week", "y": "sales"})
+    frame["region"] = "north"
+    path = write(tmp_path, frame)
+    with pytest.raises(DataError, match=r"no series id column.*--id-column"):
+        load_panel(path)
+    with pytest.raises(DataError, match=r"columns \['region'\].*--drop region"):
+        load_panel(path, id_column="store", timestamp_column="week", target_column="sales")
+    options = ReadOptions(id_column="store", timestamp_column="week", target_column="sales", drop=("region",))
+    assert len(load_panel(path, options)) == 3
+
+
+def test_parquet_reads_like_csv(tmp_path: Path) -> None:
+    frame = long_frame()
+    frame["ds"] = pd.to_datetime(frame["ds"])
+    frame["y"] = frame["y"].astype(float)
+    path = tmp_path / "long.parquet"
+    frame.to_parquet(path)
+    csv = load_panel(write(tmp_path, long_frame()))
+    parquet = load_panel(path)
+    assert parquet.ids == csv.ids and parquet.frequency == csv.frequency
+    for a, b in zip(parquet.series, csv.series, strict=True):
+        np.testing.assert_array_equal(a.timestamps, b.timestamps)
+        np.testing.assert_array_equal(a.values, b.values)
+
+
+def test_a_bad_value_names_the_series_and_the_line(tmp_path: Path) -> None:
+    frame = long_frame()
+    frame.loc[12, "y"] = "n/a?"  # row 12 = s1's third value, file line 14
+    with pytest.raises(
+        DataError, match=r"long.csv line 14 \(series 's1'\), column 'y': not a number: 'n/a\?'"
+    ):
+        load_panel(write(tmp_path, frame))
+
+
+def test_a_bad_timestamp_and_a_duplicate_name_the_series(tmp_path: Path) -> None:
+    frame = long_frame()
+    frame.loc[3, "ds"] = "someday"
+    with pytest.raises(DataError, match=r"line 5 \(series 's0'\), column 'ds': not a timestamp"):
+        load_panel(write(tmp_path, frame))
+    frame = long_frame()
+    frame.loc[4, "ds"] = frame.loc[3, "ds"]
+    with pytest.raises(
+        DataError, match=r"line 6 \(series 's0'\): duplicate timestamp 2020-04-01 \(same as line 5\)"
+    ):
+        load_panel(write(tmp_path, frame))
+
+
+def test_unsorted_rows_are_refused_with_the_option_that_sorts_them(tmp_path: Path) -> None:
+    shuffled = long_frame().sample(frac=1.0, random_state=0).reset_index(drop=True)
+    path = write(tmp_path, shuffled)
+    with pytest.raises(DataError, match=r"line \d+ \(series 's\d'\).*pass --sort"):
+        load_panel(path)
+    sorted_panel = load_panel(path, sort=True)
+    plain = load_panel(write(tmp_path, long_frame(), "sorted.csv"))
+    assert sorted(sorted_panel.ids) == plain.ids
+    by_id = {s.id: s for s in sorted_panel.series}
+    for s in plain.series:
+        np.testing.assert_array_equal(by_id[s.id].values, s.values)
+    assert any("--sort" in note for note in sorted_panel.notes)
+
+
+def test_interleaved_series_are_refused_with_the_option_that_sorts_them(tmp_path: Path) -> None:
+    frame = long_frame((3, 3))
+    interleaved = frame.iloc[[0, 3, 1, 4, 2, 5]]  # every timestamp in order within each series
+    with pytest.raises(DataError, match=r"line 4 \(series 's0'\): the series' rows do not follow.*--sort"):
+        load_panel(write(tmp_path, interleaved))
+    assert load_panel(write(tmp_path, interleaved, "b.csv"), sort=True).lengths.tolist() == [3, 3]
+
+
+def test_missing_steps_name_the_series_and_fill_per_series(tmp_path: Path) -> None:
+    path = write(tmp_path, long_frame().drop(index=[12, 13]))
+    with pytest.raises(DataError, match=r"series 's1'\): 2 step\(s\) of 1MS have no row.*--fill"):
+        load_panel(path)
+    panel = load_panel(path, fill="linear")
+    assert panel.lengths.tolist() == [10, 15, 20]
+    np.testing.assert_allclose(panel.series[1].values[1:5], [101.5, 102.5, 103.5, 104.5])
+
+
+def test_a_series_on_another_step_is_named(tmp_path: Path) -> None:
+    odd = long_frame((6,), freq="D").assign(unique_id="daily")
+    frame = pd.concat([long_frame(), odd], ignore_index=True)
+    with pytest.raises(DataError, match=r"series 'daily'\): the series steps 1D, the panel 1MS"):
+        load_panel(write(tmp_path, frame))
+
+
+def test_a_long_file_read_as_wide_is_told_the_option(tmp_path: Path) -> None:
+    path = write(tmp_path, long_frame())
+    with pytest.raises(DataError, match=r"long file: 3 series in column 'unique_id'.*export.panel"):
+        load_csv(path)
+    with pytest.raises(DataError, match="layout long: this reader takes wide files"):
+        load_csv(path, layout="long")
+
+
+def test_a_wide_file_read_as_long_is_told_the_option(tmp_path: Path) -> None:
+    wide = pd.DataFrame(
+        {"date": pd.date_range("2020-01-01", periods=5, freq="D").astype(str), "a": 1.0, "b": 2.0}
+    )
+    with pytest.raises(DataError, match=r"no series id column.*the file is wide: read it with --layout wide"):
+        load_panel(write(tmp_path, wide, "wide.csv"))
+    assert load_csv(tmp_path / "wide.csv").columns == ["a", "b"]  # and the wide reader still takes it
+
+
+def test_short_series_are_kept(tmp_path: Path) -> None:
+    panel = load_panel(write(tmp_path, long_frame((1, 2, 30))))
+    assert panel.lengths.tolist() == [1, 2, 30]
