@@ -42,7 +42,6 @@ from app.engine.api import Engine
 from app.engine.local import LocalEngine
 from app.inference.service import InferenceService
 from app.observability.metrics import MULTIPROC_ENV, EngineMetrics, RequestMetrics
-from app.protocols.oip_v2.handlers import OipV2Handlers
 from app.protocols.registry import Registry
 from app.runtime import Runtime
 
@@ -150,15 +149,14 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         ", ".join(f"{m.name} {sorted(m.versions)}" for m in engine.catalog.models.values()) or "nothing yet",
     )
     try:
-        if settings.grpc_port is not None:
-            # Imported only here: its generated messages cannot share a process with tritonclient's
-            # (app/protocols/oip_v2/README.md), and a service without gRPC needs none of it.
-            from app.protocols.oip_v2.grpc_server import GrpcServer
-
-            server = GrpcServer(settings, runtime.handlers_of(OipV2Handlers), runtime.api_keys, metrics)
-            await server.start()  # a port that cannot be bound stops start-up, after the cleanup below
-            # in-flight calls finish (within the grace period), new ones refused: with HTTP's own wait
-            lifecycle.on_stop(server.stop)
+        for protocol in protocols.protocols:  # servers beside HTTP: OIP v2's gRPC with RSA_GRPC_PORT
+            for make_server in protocol.servers:
+                server = make_server(runtime)
+                if server is None:
+                    continue
+                await server.start()  # a port that cannot be bound stops start-up, after the cleanup below
+                # in-flight calls finish (within the grace period), new ones refused: with HTTP's own wait
+                lifecycle.on_stop(server.stop)
         yield
     finally:
         left_s = await lifecycle.stopped(settings.graceful_shutdown_s)

@@ -7,6 +7,7 @@ and the routes admitted before their body is read (app/api/middleware.py).
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +18,7 @@ from starlette.responses import Response
 
 from app.core.errors import ServiceError
 from app.inference.service import InferenceService
+from app.runtime import Runtime
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,19 @@ class ErrorRenderer:
 HandlersFactory = Callable[[InferenceService, Callable[[], bool]], object]
 
 
+class Server(typing.Protocol):
+    """A server of its own beside HTTP (OIP v2's gRPC): started with the service; `stop` refuses new
+    calls and lets those in flight finish, with HTTP's own wait."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+# The server a protocol runs for this runtime, or None when the settings ask for none.
+ServerFactory = Callable[[Runtime], Server | None]
+
+
 @dataclass(frozen=True)
 class ProtocolSpec:
     """One protocol of the service, as the registry wires it."""
@@ -49,6 +64,7 @@ class ProtocolSpec:
     bodies: tuple[type[BaseModel], ...] = ()  # request bodies its routes parse themselves (for OpenAPI)
     admitted: tuple[str, ...] = ()  # route templates admitted before their body is read (by size)
     parsers: tuple[Callable[..., Any], ...] = ()  # parse-process lanes: their modules load as it starts
+    servers: tuple[ServerFactory, ...] = ()  # servers besides HTTP, started by the lifespan
     # Endpoint labels outside `prefix` that are this protocol's too, by label prefix -> metrics label
     # (OIP v2's gRPC method paths count as `oip_v2_grpc`).
     other_labels: Mapping[str, str] = field(default_factory=dict)

@@ -1,6 +1,5 @@
-"""The Open Inference Protocol v2 over REST, as the registry (app/protocols/registry.py) wires it. Its
-gRPC transport (grpc_server.py) is started by the lifespan when RSA_GRPC_PORT is set; its calls carry the
-`oip_v2_grpc` label."""
+"""The Open Inference Protocol v2, as the registry (app/protocols/registry.py) wires it: REST under `/v2`,
+and gRPC (grpc_server.py) on RSA_GRPC_PORT when it is set, whose calls carry the `oip_v2_grpc` label."""
 
 from __future__ import annotations
 
@@ -10,7 +9,20 @@ from app.protocols.oip_v2.codec import parse_infer
 from app.protocols.oip_v2.handlers import OipV2Handlers
 from app.protocols.oip_v2.routes import INFER_ROUTES, health, router
 from app.protocols.oip_v2.schemas import InferenceRequest, RepositoryIndexRequest, RepositoryRequest
-from app.protocols.spec import ErrorRenderer, ProtocolSpec
+from app.protocols.spec import ErrorRenderer, ProtocolSpec, Server
+from app.runtime import Runtime
+
+
+def grpc_server(runtime: Runtime) -> Server | None:
+    settings = runtime.settings
+    if settings.grpc_port is None:
+        return None
+    # Imported only here: its generated messages cannot share a process with tritonclient's (README.md),
+    # and a service without gRPC needs none of it.
+    from app.protocols.oip_v2.grpc_server import GrpcServer
+
+    return GrpcServer(settings, runtime.handlers_of(OipV2Handlers), runtime.api_keys, runtime.metrics)
+
 
 OIP_V2 = ProtocolSpec(
     name="oip_v2",
@@ -22,5 +34,6 @@ OIP_V2 = ProtocolSpec(
     bodies=(InferenceRequest, RepositoryIndexRequest, RepositoryRequest),
     admitted=INFER_ROUTES,
     parsers=(parse_infer,),
+    servers=(grpc_server,),
     other_labels={GRPC_SERVICE: "oip_v2_grpc"},
 )
