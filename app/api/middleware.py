@@ -55,7 +55,8 @@ class BodySizeLimitMiddleware:
 
 # Probes that load balancers and Prometheus call all the time: counted, but kept out of the in-flight
 # gauge and the latency histogram so that they do not dilute what the dashboards show of real work.
-PROBE_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/v2/health/live", "/v2/health/ready"})
+# The service's own here; a protocol's (OIP v2's health) are its spec's `probes`.
+PROBE_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
 
 # What the supervisor asks each front end on its private Unix socket (no client address there).
@@ -89,7 +90,7 @@ class RequestMiddleware:
             return
         metrics = runtime.metrics
         start = perf_counter()
-        probe = scope["path"] in PROBE_PATHS
+        probe = scope["path"] in PROBE_PATHS or scope["path"] in registry_of(scope["app"]).probes
         status = 500  # if the app raises before answering, the server error handler answers 500
         timeout = runtime.settings.request_timeout_s
         asked, bad_header = _asked_timeout(scope)

@@ -53,6 +53,7 @@ class Registry:
             key=lambda item: len(item[0]),
             reverse=True,
         )
+        self.probes = frozenset(path for p in self.protocols for path in p.probes)
         routes = frozenset(route for p in self.protocols for route in p.admitted)
         self.admitted = Admitted(routes, tuple(sorted({"/" + r.rsplit("/", 1)[1] for r in routes})))
 

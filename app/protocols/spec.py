@@ -63,6 +63,7 @@ class ProtocolSpec:
     open_routers: tuple[APIRouter, ...] = ()  # open, like /healthz (health probes)
     bodies: tuple[type[BaseModel], ...] = ()  # request bodies its routes parse themselves (for OpenAPI)
     admitted: tuple[str, ...] = ()  # route templates admitted before their body is read (by size)
+    probes: tuple[str, ...] = ()  # health paths: counted, but kept out of the in-flight gauge and latency
     parsers: tuple[Callable[..., Any], ...] = ()  # parse-process lanes: their modules load as it starts
     servers: tuple[ServerFactory, ...] = ()  # servers besides HTTP, started by the lifespan
     # Endpoint labels outside `prefix` that are this protocol's too, by label prefix -> metrics label

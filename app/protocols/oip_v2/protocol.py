@@ -33,6 +33,7 @@ OIP_V2 = ProtocolSpec(
     open_routers=(health,),  # liveness and readiness, open like /healthz
     bodies=(InferenceRequest, RepositoryIndexRequest, RepositoryRequest),
     admitted=INFER_ROUTES,
+    probes=("/v2/health/live", "/v2/health/ready"),
     parsers=(parse_infer,),
     servers=(grpc_server,),
     other_labels={GRPC_SERVICE: "oip_v2_grpc"},

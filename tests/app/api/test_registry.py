@@ -75,6 +75,15 @@ def test_its_requests_carry_its_metrics_label(toy_client: TestClient) -> None:
     assert delta(before, after, "rsa_requests_total", endpoint="unmatched", protocol="", code="404") == 1
 
 
+def test_its_probes_are_counted_but_not_timed(toy_client: TestClient) -> None:
+    before = scrape(toy_client)
+    assert toy_client.get("/toy/health").json() == {"ok": True}
+    after = scrape(toy_client)
+    probe = {"endpoint": "/toy/health", "protocol": "toy"}
+    assert delta(before, after, "rsa_requests_total", code="200", **probe) == 1
+    assert delta(before, after, "rsa_request_duration_seconds_count", **probe) == 0
+
+
 def test_its_model_route_is_admitted_before_the_body_is_read(
     toy_client: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -83,6 +83,11 @@ async def describe(name: str, toy: Handlers) -> dict[str, object]:
     return toy.predict(name, 1.0)
 
 
+@router.get("/health")
+async def health() -> dict[str, bool]:
+    return {"ok": True}
+
+
 # -- the spec: what the registry wires ------------------------------------------------------------------
 
 TOY = ProtocolSpec(
@@ -93,4 +98,5 @@ TOY = ProtocolSpec(
     routers=(router,),
     bodies=(ToyRequest,),
     admitted=(PREDICT,),
+    probes=("/toy/health",),
 )
