@@ -5,7 +5,7 @@ lifespan read everything else from the `Registry`.
 
 Paths no protocol owns (the service's own: /healthz, /readyz, /metrics, /docs, /ui, and unknown ones)
 answer errors in `service_errors`' shape (the `/v1` API's, the service's first) and carry the empty
-protocol label; `tests/app/api/test_registry.py` checks that every documented route is owned by a
+protocol label; `tests/app/api/test_registry.py` checks that every route of the app is owned by a
 protocol or is one of `SERVICE_PATHS`, so a route under a prefix nobody registered cannot slip in.
 """
 
