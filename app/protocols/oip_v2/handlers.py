@@ -1,4 +1,4 @@
-"""OIP v2 operations on the inference service, for both transports (REST in `app/api/routes/oip_v2.py`,
+"""OIP v2 operations on the inference service, for both transports (REST in `routes.py`,
 gRPC in `grpc_server.py`): tensors in, tensors out. Knows the protocol's tensor names and rules, nothing
 about HTTP or protobuf.
 

@@ -22,7 +22,7 @@ MONTHS = {"month": 1, "M": 1, "quarter": 3, "Q": 3, "year": 12, "Y": 12}
 
 
 def parse_request(raw: bytes) -> TimeSeriesForecastRequest | None:
-    """The request, for the parse process (`app.api.body.parse_body`'s offload: large bodies are parsed
+    """The request, for the parse process (`app.protocols.http.parse_body`'s offload: large bodies are parsed
     there, off the event loop); None when it is invalid, so that the loop parses it again for the
     error, rendered as any other (a ValidationError does not survive pickling whole)."""
     try:
