@@ -141,6 +141,16 @@ class IntervalsSpec(_Frozen):
         return self
 
 
+class PanelSpec(_Frozen):
+    """A global model (docs/artifacts.md, "Global models"): one channel, any series of the frequency.
+    Histories of `min_history` to L values are fed with their missing start as NaN, which the graph
+    masks; nothing is padded with invented values."""
+
+    min_history: PositiveInt
+    period: PositiveInt  # the seasonal cycle in steps the model was fitted with (1: none)
+    missing: Literal["nan"] = "nan"  # how the window marks the steps before a series' start
+
+
 class Manifest(_Frozen):
     name: str = Field(min_length=1)
     version: PositiveInt
@@ -166,6 +176,12 @@ class Manifest(_Frozen):
     dataset: dict[str, Any] | None = None
     cycle: CycleSpec | None = None  # null or absent: the graphs take `window` only
     intervals: IntervalsSpec | None = None  # null or absent: no prediction intervals (exported before them)
+    panel: PanelSpec | None = None  # null or absent: histories of at least L values, all observed
+
+    @property
+    def min_history(self) -> int:
+        """The fewest values a series may have: L, or a global model's `panel.min_history`."""
+        return self.panel.min_history if self.panel is not None else self.input_length
 
     @property
     def n_channels(self) -> int:
@@ -248,7 +264,14 @@ class Manifest(_Frozen):
                 f"intervals.window_scale needs {C} floors (one per channel) and rows <= {L}, "
                 f"got {len(scale.floor)} floors and rows {scale.rows}"
             )
-        for required in (MODEL_FILE, INSPECT_FILE):
+        panel = self.panel
+        if panel is not None and (C != 1 or self.cycle or panel.min_history > L or self.inspect_outputs):
+            raise ValueError(
+                "panel (a global model) needs one channel, no cycle, no inspect_outputs and "
+                f"min_history <= input_length {L}"
+            )
+        # A global model has no attention to inspect: its version folder holds no inspect.onnx.
+        for required in (MODEL_FILE,) if self.panel is not None else (MODEL_FILE, INSPECT_FILE):
             if required not in self.files:
                 raise ValueError(f"files has no entry for {required!r}")
         return self
