@@ -1,27 +1,59 @@
 """A global model served: from a written long CSV (tests/utils/panel.py: train, export through the CLI)
-to forecasts of series never seen in training, on each protocol, checked against GlobalModel.forecast
-(values) and each series' own calendar (timestamps)."""
+to forecasts of series never seen in training, on each protocol (/v1, OIP v2 REST JSON and binary, OIP
+v2 gRPC, KServe's time-series route), checked against GlobalModel.forecast (values) and each series' own
+calendar (timestamps). One service process for the module (gRPC needs a listening server)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import grpc
+import httpx
 import numpy as np
 import pandas as pd
 import pytest
-from fastapi.testclient import TestClient
+from tritonclient.grpc import service_pb2 as pb  # not ours: the two cannot share a process (oip_v2/README.md)
+from tritonclient.grpc import service_pb2_grpc as pb_grpc
 
+from bench.loadgen import free_port
 from export.panel import GlobalModel
 from tests.app.conftest import make_settings, running_client
+from tests.app.live import live_service
 from tests.utils.panel import HORIZON, NAME, publish, unseen
 
 
+@dataclass(frozen=True)
+class Panel:
+    url: str
+    grpc_port: int
+    model: GlobalModel
+
+    def post(self, path: str, body: Any, **kwargs: Any) -> httpx.Response:
+        return httpx.post(f"{self.url}{path}", json=body, timeout=30, **kwargs)
+
+
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, GlobalModel]]:
-    repo, model = publish(tmp_path_factory.mktemp("panel"))
-    with running_client(make_settings(repo)) as client:
-        yield client, model
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Panel]:
+    folder = tmp_path_factory.mktemp("panel")
+    repo, model = publish(folder)
+    port = free_port()
+    with live_service(repo, folder / "service.log", RSA_GRPC_PORT=str(port)) as service:
+        yield Panel(service.url, port, model)
+
+
+def right_aligned(model: GlobalModel) -> tuple[np.ndarray, np.ndarray]:
+    """The unseen series as OIP v2 windows [n, L] (each right-aligned, zeros before a short one's start,
+    which the lengths mark as missing) and their lengths [n]."""
+    L = model.input_length
+    histories = [v[-L:] for _, v in unseen().values()]
+    window = np.zeros((len(histories), L), np.float32)
+    for i, h in enumerate(histories):
+        window[i, L - len(h) :] = h
+    return window, np.array([len(h) for h in histories], np.int64)
 
 
 def months_after(start: str, n: int, horizon: int) -> list[pd.Timestamp]:
@@ -36,15 +68,15 @@ def expected(model: GlobalModel, horizon: int = HORIZON) -> dict[str, np.ndarray
 
 
 def test_v1_forecasts_unseen_series_of_any_length_with_their_own_timestamps(
-    served: tuple[TestClient, GlobalModel],
+    served: Panel,
 ) -> None:
-    client, model = served
+    model = served.model
     series = unseen()
     body = {
         "series": [{"id": k, "start": s, "values": v.tolist()} for k, (s, v) in series.items()],
         "horizon": 4,
     }
-    r = client.post(f"/v1/models/{NAME}/forecast", json=body)
+    r = served.post(f"/v1/models/{NAME}/forecast", body)
     assert r.status_code == 200, r.text
     want = expected(model, 4)
     answer = r.json()["forecasts"]
@@ -57,19 +89,19 @@ def test_v1_forecasts_unseen_series_of_any_length_with_their_own_timestamps(
 
 
 def test_v1_refuses_a_history_shorter_than_min_history_naming_the_series(
-    served: tuple[TestClient, GlobalModel],
+    served: Panel,
 ) -> None:
-    client, model = served
+    model = served.model
     ok = unseen()["store_new"][1].tolist()
     body = {"series": [{"id": "a", "values": ok}, {"id": "b", "values": ok[: model.min_history - 1]}]}
-    r = client.post(f"/v1/models/{NAME}/forecast", json=body)
+    r = served.post(f"/v1/models/{NAME}/forecast", body)
     assert r.status_code == 422, r.text
     assert "series[1].values" in r.text and f"at least {model.min_history}" in r.text
 
 
-def test_v1_describes_the_global_model(served: tuple[TestClient, GlobalModel]) -> None:
-    client, model = served
-    version = client.get(f"/v1/models/{NAME}").json()["versions"][0]
+def test_v1_describes_the_global_model(served: Panel) -> None:
+    model = served.model
+    version = httpx.get(f"{served.url}/v1/models/{NAME}", timeout=30).json()["versions"][0]
     assert version["kind"] == "global_readout"
     assert version["panel"] == {"min_history": model.min_history, "period": 12}
 
@@ -86,3 +118,100 @@ def test_a_one_channel_wide_model_takes_a_flat_list_as_it_takes_rows(tmp_path: P
     assert flat.status_code == rows.status_code == 200, flat.text
     assert flat.json()["forecasts"] == rows.json()["forecasts"]
     assert short.status_code == 422 and "its input length" in short.text  # a wide model: L values
+
+
+def test_oip_v2_json_takes_windows_and_lengths(served: Panel) -> None:
+    window, lengths = right_aligned(served.model)
+    body = {
+        "inputs": [
+            {
+                "name": "window",
+                "datatype": "FP32",
+                "shape": list(window.shape),
+                "data": window.ravel().tolist(),
+            },
+            {"name": "lengths", "datatype": "INT64", "shape": [len(lengths)], "data": lengths.tolist()},
+        ]
+    }
+    r = served.post(f"/v2/models/{NAME}/infer", body)
+    assert r.status_code == 200, r.text
+    (out,) = r.json()["outputs"]
+    assert out["shape"] == [2, HORIZON, 1]
+    got = np.array(out["data"]).reshape(2, HORIZON)
+    np.testing.assert_allclose(got, np.stack(list(expected(served.model).values())), rtol=1e-4, atol=1e-3)
+    meta = httpx.get(f"{served.url}/v2/models/{NAME}", timeout=30).json()
+    assert [(t["name"], t["shape"]) for t in meta["inputs"]] == [
+        ("window", [-1, served.model.input_length, 1]),
+        ("lengths", [-1]),
+    ]
+
+
+def test_oip_v2_binary_and_a_length_below_min_history(served: Panel) -> None:
+    window, lengths = right_aligned(served.model)
+    header = {
+        "inputs": [
+            {
+                "name": "window",
+                "datatype": "FP32",
+                "shape": list(window.shape),
+                "parameters": {"binary_data_size": window.nbytes},
+            },
+            {"name": "lengths", "datatype": "INT64", "shape": [2], "parameters": {"binary_data_size": 16}},
+        ],
+        "outputs": [{"name": "forecast", "parameters": {"binary_data": True}}],
+    }
+
+    def infer(lengths: np.ndarray) -> httpx.Response:
+        head = json.dumps(header).encode()
+        return httpx.post(
+            f"{served.url}/v2/models/{NAME}/infer",
+            content=head + window.tobytes() + lengths.tobytes(),
+            headers={"Inference-Header-Content-Length": str(len(head)), "Content-Type": "application/json"},
+            timeout=30,
+        )
+
+    r = infer(lengths)
+    assert r.status_code == 200, r.text
+    cut = int(r.headers["Inference-Header-Content-Length"])
+    got = np.frombuffer(r.content[cut:], np.float32).reshape(2, HORIZON)
+    np.testing.assert_allclose(got, np.stack(list(expected(served.model).values())), rtol=1e-4, atol=1e-3)
+    short = infer(np.array([lengths[0], served.model.min_history - 1], np.int64))
+    assert short.status_code == 400 and "lengths[1]" in short.text and "min_history" in short.text
+
+
+def test_oip_v2_grpc(served: Panel) -> None:
+    window, lengths = right_aligned(served.model)
+    request = pb.ModelInferRequest(model_name=NAME)
+    request.inputs.add(name="window", datatype="FP32", shape=list(window.shape))
+    request.inputs.add(name="lengths", datatype="INT64", shape=[len(lengths)])
+    request.raw_input_contents.extend([window.tobytes(), lengths.tobytes()])
+    with grpc.insecure_channel(f"127.0.0.1:{served.grpc_port}") as channel:
+        answer = pb_grpc.GRPCInferenceServiceStub(channel).ModelInfer(request, timeout=30)
+    got = np.frombuffer(answer.raw_output_contents[0], np.float32).reshape(2, HORIZON)
+    np.testing.assert_allclose(got, np.stack(list(expected(served.model).values())), rtol=1e-4, atol=1e-3)
+
+
+def test_kserve_timeseries_univariate_series_of_any_length(served: Panel) -> None:
+    series = unseen()
+    body = {
+        "model": NAME,
+        "inputs": [
+            {
+                "type": "univariate_time_series",
+                "name": k,
+                "series": v.tolist(),
+                "frequency": "M",
+                "start_timestamp": s,
+            }
+            for k, (s, v) in series.items()
+        ],
+        "options": {"horizon": 3},
+    }
+    r = served.post("/v1/timeseries/forecast", body)
+    assert r.status_code == 200, r.text
+    want = expected(served.model, 3)
+    for output in r.json()["outputs"]:
+        (content,) = output["content"]
+        start, values = series[content["name"]]
+        np.testing.assert_allclose(content["mean_forecast"], want[content["name"]], rtol=1e-4, atol=1e-3)
+        assert pd.Timestamp(content["start_timestamp"]) == months_after(start, len(values), 1)[0]
