@@ -451,7 +451,10 @@ def train(
     cfg = PanelConfig(
         horizon=horizon, period=period or _period_of(panel.frequency), input_periods=input_periods
     )
-    model = train_global([s.values for s in panel.series], cfg, frequency=panel.frequency)
+    try:
+        model = train_global([s.values for s in panel.series], cfg, frequency=panel.frequency)
+    except ValueError as e:  # too short for a window: said as an error, not a traceback
+        raise typer.BadParameter(str(e), param_hint="--data") from None
     path = model.save(out / "model.json")
     typer.echo(
         f"{len(panel)} series ({panel.frequency}), L = {model.input_length}, "

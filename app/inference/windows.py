@@ -37,12 +37,15 @@ def check_series_count(n: int, limit: int, field: str, what: str = "series") -> 
         raise InvalidInput(f"{field} has {n} {what}; at most {limit} are accepted", field=field, limit=limit)
 
 
-def check_history_length(n: int, manifest: Manifest, max_history: int, field: str) -> None:
+def check_history_length(
+    n: int, manifest: Manifest, max_history: int, field: str, series_id: str | None = None
+) -> None:
     L = manifest.input_length
     if manifest.panel is not None and n < manifest.panel.min_history:
         least = manifest.panel.min_history
+        named = f" (series {series_id!r})" if series_id is not None else ""
         raise InvalidInput(
-            f"{field} has {n} points; the model needs at least {least} (its min_history)",
+            f"{field}{named} has {n} points; the model needs at least {least} (its min_history)",
             field=field,
             limit=least,
         )
@@ -61,7 +64,12 @@ def check_history_length(n: int, manifest: Manifest, max_history: int, field: st
 
 
 def last_window(
-    history: np.ndarray, manifest: Manifest, max_history: int, field: str, path_of: Callable[[int, int], str]
+    history: np.ndarray,
+    manifest: Manifest,
+    max_history: int,
+    field: str,
+    path_of: Callable[[int, int], str],
+    series_id: str | None = None,
 ) -> np.ndarray:
     """A series' history [n, C] (float64, as sent) -> its last L rows as the model's float32 window
     (a global model's history of `min_history` to L values: the rows before it NaN, which its graph
@@ -70,9 +78,10 @@ def last_window(
     The history's length is checked, and the window's values against what the model's float32
     arithmetic can normalise (`input_bound`), as sent: the float32 cast after it cannot overflow. Only
     the window counts: older values are never read. `path_of(row, channel)` names a value for the error
-    (its row in the history as sent)."""
+    (its row in the history as sent); `series_id`, when the client gave one, is named beside the field
+    in a global model's min_history error."""
     n = len(history)
-    check_history_length(n, manifest, max_history, field)
+    check_history_length(n, manifest, max_history, field, series_id)
     L = manifest.input_length
     window = history[max(n - L, 0) :]
     first = n - len(window)  # the row of the window's first value in the history as sent

@@ -103,7 +103,7 @@ def decode_series(
             return f"{field}.values[{row}][{c}]"
 
     # Finite as float64 (the schema checked that) but maybe too large for the model's float32 arithmetic.
-    window = last_window(array, manifest, max_history, f"{field}.values", path_of)
+    window = last_window(array, manifest, max_history, f"{field}.values", path_of, series.id)
     # A naive start is UTC (the documented rule), made explicit: forecast timestamps then carry an offset
     # and are the RFC 3339 date-times the schema promises.
     start = None if series.start is None else utc(series.start)

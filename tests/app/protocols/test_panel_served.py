@@ -96,7 +96,9 @@ def test_v1_refuses_a_history_shorter_than_min_history_naming_the_series(
     body = {"series": [{"id": "a", "values": ok}, {"id": "b", "values": ok[: model.min_history - 1]}]}
     r = served.post(f"/v1/models/{NAME}/forecast", body)
     assert r.status_code == 422, r.text
-    assert "series[1].values" in r.text and f"at least {model.min_history}" in r.text
+    error = r.json()["error"]
+    assert (error["field"], error["limit"]) == ("series[1].values", model.min_history)
+    assert "(series 'b')" in error["message"] and "min_history" in error["message"]
 
 
 def test_v1_describes_the_global_model(served: Panel) -> None:
