@@ -7,6 +7,9 @@ read-out and the un-scaling. A history shorter than L is fed with its missing st
 masks those steps (they read as 0, and their share is a feature) exactly as `GlobalModel.forecast` does,
 so nothing is ever filled with invented values (docs/artifacts.md, "Global models").
 
+Given the training series, `calibrate_global` adds split-conformal intervals pooled across series, in
+units of each series' own seasonal-naive error, which the service computes from the window it forecasts.
+
     python -m export.panel export --model runs/stores/model.json --name stores --repository model_repository
 """
 
@@ -26,13 +29,23 @@ from app.artifacts.contract import (
     FORECAST_OUTPUT,
     MANIFEST_FILE,
     MODEL_FILE,
+    window_scale,
 )
 from export.publish import publish_version
 
 if TYPE_CHECKING:  # export/panel.py's CLI imports this module
     from export.panel import GlobalModel
 
-__all__ = ["GLOBAL_KIND", "OPSET", "TOLERANCE", "export_global", "global_graph", "run_graph"]
+__all__ = [
+    "DEFAULT_LEVELS",
+    "GLOBAL_KIND",
+    "OPSET",
+    "TOLERANCE",
+    "calibrate_global",
+    "export_global",
+    "global_graph",
+    "run_graph",
+]
 
 GLOBAL_KIND = "global_readout"  # the manifest's `kind`
 OPSET = 18
@@ -40,6 +53,10 @@ OPSET = 18
 TOLERANCE = 1e-4
 _TINY = 1e-8  # export/panel.py's scale fallback threshold
 _MEAN_MONTH_S = 365.2425 * 86_400 / 12  # a calendar month's nominal seconds (export/data/timestamps.py)
+DEFAULT_LEVELS = (50.0, 80.0, 90.0, 95.0, 99.0)  # as the multichannel exporter's
+# A spread no real series has: the floor of each series' seasonal-naive error, so that a flat window's
+# interval is (almost) the point, never a division by zero.
+_SCALE_FLOOR = 1e-9
 
 
 def _const(name: str, value: np.ndarray | float, dtype: Any = np.float32) -> Any:
@@ -177,8 +194,61 @@ def verify(path: Path, model: GlobalModel) -> dict[str, Any]:
     return {"series": len(histories), "max_rel_error": float(err.max()), "tolerance": TOLERANCE}
 
 
+def calibrate_global(
+    model: GlobalModel, series: Sequence[np.ndarray], levels: Sequence[float] = DEFAULT_LEVELS
+) -> tuple[dict[str, Any] | None, str]:
+    """Split-conformal intervals pooled across series, each scaled by its own seasonal-naive error:
+    (the manifest's `intervals` or None, a sentence saying what was calibrated or why nothing was).
+
+    Every series long enough keeps its last H values out; a read-out of the same input length is fitted
+    on what comes before (`GlobalModel.refit`, the same settings) and forecasts them. Each series' absolute
+    errors are divided by the spread the service computes from the same window (`window_scale`:
+    mean |x_t − x_{t−period}| over the window's observed values, lag 1 where no pair a period apart),
+    and per horizon step the conformal quantile of the n pooled scores is the width, in units of that
+    spread. A level needs ceil((n + 1)·level) <= n series."""
+    import math
+
+    from export.conformal import conformal_quantile
+
+    cfg, L, H = model.config, model.input_length, model.config.horizon
+    keep = [np.asarray(v, dtype=np.float64) for v in series if len(v) >= model.min_history + H]
+    n = len(keep)
+    ok = [lv for lv in levels if math.ceil((n + 1) * lv / 100) <= n]
+    if not ok:
+        return (
+            None,
+            f"no interval: {n} series hold {H} values out after min_history, too few for {list(levels)}",
+        )
+    fit_part, held = [v[:-H] for v in keep], np.array([v[-H:] for v in keep])
+    reference = model.refit(fit_part)
+    errors = np.abs(held - reference.forecast(fit_part))  # [n, H]
+    lag = max(cfg.period, 1)
+    spec = {"statistic": "mean_abs_diff", "rows": L, "lag": lag, "power": 1.0, "floor": [_SCALE_FLOOR]}
+    spread = window_scale(windows_of(fit_part, L), "mean_abs_diff", L, 1.0, [_SCALE_FLOOR], lag)[:, 0, 0]
+    scores = errors / spread[:, None]
+    widths = [conformal_quantile(scores, lv / 100) for lv in ok]  # each [H]
+    widths = list(np.maximum.accumulate(np.array(widths), axis=0))  # never narrower at a higher level
+    dropped = [lv for lv in levels if lv not in ok]
+    why = f"; {dropped} need more than {n} series" if dropped else ""
+    intervals = {
+        "method": "split_conformal",
+        "residuals": "absolute",
+        "scale": "window",
+        "window_scale": spec,
+        "levels": ok,
+        "widths": [[[float(x)] for x in w] for w in widths],
+        "calibration": {"series": n, "pooled": "across series, per horizon step", "dropped_levels": dropped},
+    }
+    return intervals, f"intervals at {ok} from {n} series' last {H} values{why}"
+
+
 def manifest_of(
-    model: GlobalModel, name: str, version: int, channel: str, files: dict[str, Any]
+    model: GlobalModel,
+    name: str,
+    version: int,
+    channel: str,
+    files: dict[str, Any],
+    intervals: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     cfg, L, H = model.config, model.input_length, model.config.horizon
     return {
@@ -202,15 +272,21 @@ def manifest_of(
         "architecture": {"config": model.to_json()["config"], "input_length": L, "search": model.search},
         "opset": OPSET,
         "files": files,
-        # No intervals: the global read-out has no calibration of its own yet (issue 35 item 6).
-        "intervals": None,
+        # null without the training series to calibrate on (`export --data`)
+        "intervals": intervals,
     }
 
 
 def export_global(
-    model: GlobalModel, repository: Path, name: str, version: int | None = None, channel: str = "y"
+    model: GlobalModel,
+    repository: Path,
+    name: str,
+    version: int | None = None,
+    channel: str = "y",
+    intervals: dict[str, Any] | None = None,
 ) -> Path:
-    """Build the graph, check it against the numpy model, publish a version; returns its folder."""
+    """Build the graph, check it against the numpy model, publish a version (with `intervals` from
+    `calibrate_global`, or none); returns its folder."""
     import onnx
 
     from app.artifacts.repository import sha256_of
@@ -220,7 +296,7 @@ def export_global(
         onnx.save(global_graph(model), str(path))
         verification = verify(path, model)
         files = {MODEL_FILE: {"sha256": sha256_of(path), "bytes": path.stat().st_size}}
-        manifest = manifest_of(model, name, number, channel, files)
+        manifest = manifest_of(model, name, number, channel, files, intervals)
         manifest["verification"] = {"provider": "CPUExecutionProvider", **verification}
         (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
 

@@ -157,6 +157,10 @@ class GlobalModel:
     def min_history(self) -> int:
         return self.config.history
 
+    def refit(self, series: Sequence[np.ndarray]) -> GlobalModel:
+        """A read-out of the same settings and input length fitted on other series (calibration)."""
+        return fit_global(series, self.config, self.input_length)
+
     def kernels(self) -> np.ndarray:
         """The REM bank's last rows [K, L] over this model's input length."""
         return rem_kernels(self.config.spec, self.config.period, self.input_length)
@@ -471,19 +475,33 @@ def export_command(
     ),
     version: Annotated[int | None, typer.Option(help="the version to write (default: the next)")] = None,
     channel: Annotated[str, typer.Option(help="the name the service gives the forecast's one channel")] = "y",
+    data: Annotated[
+        Path | None,
+        typer.Option(help="the long file it was trained on: calibrates prediction intervals (else none)"),
+    ] = None,
+    sort: Annotated[bool, typer.Option(help="sort the --data rows by series and time")] = False,
 ) -> None:
-    """Publish a global model as an ONNX graph into a model repository (checked against the numpy model)."""
-    from export.global_onnx import export_global
+    """Publish a global model as an ONNX graph into a model repository (checked against the numpy model),
+    with intervals pooled across the series of `--data`."""
+    from export.data import DataError, load_panel
+    from export.global_onnx import calibrate_global, export_global
     from export.publish import VersionExistsError
 
     fitted = GlobalModel.load(model)
+    intervals, said = None, "no intervals (give --data, the training file, to calibrate them)"
+    if data is not None:
+        try:
+            panel = load_panel(data, sort=sort)
+        except DataError as e:
+            raise typer.BadParameter(str(e), param_hint="--data") from None
+        intervals, said = calibrate_global(fitted, [s.values for s in panel.series])
     try:
-        folder = export_global(fitted, repository, name, version, channel)
+        folder = export_global(fitted, repository, name, version, channel, intervals)
     except (ValueError, VersionExistsError) as e:
         raise typer.BadParameter(str(e)) from None
     typer.echo(
         f"{name} version {folder.name}: L = {fitted.input_length}, H = {fitted.config.horizon}, "
-        f"min history {fitted.min_history}: {folder}"
+        f"min history {fitted.min_history}, {said}: {folder}"
     )
 
 

@@ -77,8 +77,9 @@ class WindowScaleSpec(_Frozen):
     """How widths scale with each series' own spread (docs/intervals.md): per channel c,
     s_c = max(statistic of the window's last `rows` rows of c, floor[c]) ** power, on the raw scale."""
 
-    statistic: Literal["std", "mean_abs_diff"]  # population std; mean |x_t − x_{t−1}|
+    statistic: Literal["std", "mean_abs_diff"]  # population std; mean |x_t − x_{t−lag}|
     rows: PositiveInt
+    lag: PositiveInt = 1  # of mean_abs_diff: 1, or a global model's period (its seasonal-naive error)
     power: float = Field(default=1.0, gt=0.0, le=1.0, allow_inf_nan=False)
     floor: tuple[float, ...] = Field(min_length=1)  # per channel, > 0: a flat window's spread
 
@@ -91,7 +92,7 @@ class WindowScaleSpec(_Frozen):
     def scale(self, windows: np.ndarray) -> np.ndarray:
         """s [S, 1, C] float32 for raw windows [S, L, C] (as the graph reads them): `window_scale` of the
         contract, the one definition the service answers with and the exporter calibrates with."""
-        return window_scale(windows, self.statistic, self.rows, self.power, self.floor)
+        return window_scale(windows, self.statistic, self.rows, self.power, self.floor, self.lag)
 
 
 class IntervalsSpec(_Frozen):

@@ -21,7 +21,10 @@ def test_a_published_global_model_forecasts_unseen_series_as_the_numpy_model(tmp
     assert manifest.kind == GLOBAL_KIND and manifest.channels == ("y",)
     assert manifest.panel is not None and manifest.panel.period == PERIOD
     assert manifest.min_history == model.min_history < manifest.input_length == model.input_length
-    assert (manifest.horizon, manifest.frequency, manifest.intervals) == (HORIZON, "1MS", None)
+    assert (manifest.horizon, manifest.frequency) == (HORIZON, "1MS")
+    intervals = manifest.intervals  # pooled over the 12 stores: 50, 80 and 90 (95 needs 19 series)
+    assert intervals is not None and intervals.levels == (50.0, 80.0, 90.0)
+    assert intervals.window_scale is not None and intervals.window_scale.lag == PERIOD
     assert not (folder / INSPECT_FILE).exists()
     histories = [v for _, v in unseen().values()] + [np.full(model.min_history, 3.0)]
     assert len(histories[1]) < model.input_length  # a short history: its start is masked
@@ -70,3 +73,22 @@ def test_frequency_seconds(frequency: str) -> None:
     from export.global_onnx import frequency_seconds
 
     assert frequency_seconds(frequency) > 0
+
+
+def test_the_interval_spread_leaves_the_missing_start_out() -> None:
+    """A short history's spread (its seasonal-naive error) is that of its observed values only; lag 1
+    where no pair a period apart is observed; the floor where there is no pair at all."""
+    from app.artifacts.contract import window_scale
+
+    v = np.array([1.0, 4.0, 2.0, 8.0, 5.0, 9.0])
+    w = windows_of([v], 8)  # two NaN first
+    assert float(window_scale(w, "mean_abs_diff", 8, 1.0, [1e-9], lag=4)[0, 0, 0]) == 4.5  # |5-1|, |9-4|
+    assert float(window_scale(w, "mean_abs_diff", 8, 1.0, [1e-9], lag=7)[0, 0, 0]) == pytest.approx(
+        np.abs(np.diff(v)).mean()
+    )
+    one = windows_of([np.array([3.0])], 8)
+    assert float(window_scale(one, "mean_abs_diff", 8, 1.0, [0.5], lag=4)[0, 0, 0]) == 0.5
+    full = np.arange(16.0).reshape(2, 8, 1) ** 2  # no NaN: as before, lag 1
+    np.testing.assert_allclose(
+        window_scale(full, "mean_abs_diff", 8, 1.0, [1e-9])[:, 0, 0], np.abs(np.diff(full[:, :, 0])).mean(1)
+    )

@@ -47,7 +47,18 @@ def publish(tmp_path: Path) -> tuple[Path, GlobalModel]:
     assert train.exit_code == 0, train.output
     repo = tmp_path / "repo"
     export = runner.invoke(
-        cli, ["export", "--model", str(out / "model.json"), "--name", NAME, "--repository", str(repo)]
+        cli,
+        [
+            "export",
+            "--model",
+            str(out / "model.json"),
+            "--name",
+            NAME,
+            "--repository",
+            str(repo),
+            "--data",
+            str(data),
+        ],
     )
     assert export.exit_code == 0, export.output
     return repo, GlobalModel.load(out / "model.json")

@@ -31,6 +31,7 @@ class Panel:
     url: str
     grpc_port: int
     model: GlobalModel
+    repo: Path
 
     def post(self, path: str, body: Any, **kwargs: Any) -> httpx.Response:
         return httpx.post(f"{self.url}{path}", json=body, timeout=30, **kwargs)
@@ -42,7 +43,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Panel]:
     repo, model = publish(folder)
     port = free_port()
     with live_service(repo, folder / "service.log", RSA_GRPC_PORT=str(port)) as service:
-        yield Panel(service.url, port, model)
+        yield Panel(service.url, port, model, repo)
 
 
 def right_aligned(model: GlobalModel) -> tuple[np.ndarray, np.ndarray]:
@@ -137,10 +138,13 @@ def test_oip_v2_json_takes_windows_and_lengths(served: Panel) -> None:
     }
     r = served.post(f"/v2/models/{NAME}/infer", body)
     assert r.status_code == 200, r.text
-    (out,) = r.json()["outputs"]
+    outputs = {o["name"]: o for o in r.json()["outputs"]}  # none named: every one, intervals included
+    out = outputs["forecast"]
     assert out["shape"] == [2, HORIZON, 1]
     got = np.array(out["data"]).reshape(2, HORIZON)
     np.testing.assert_allclose(got, np.stack(list(expected(served.model).values())), rtol=1e-4, atol=1e-3)
+    upper = np.array(outputs["forecast_hi_80"]["data"]).reshape(2, HORIZON)
+    assert (upper > got).all()  # each series' own spread, its masked start left out
     meta = httpx.get(f"{served.url}/v2/models/{NAME}", timeout=30).json()
     assert [(t["name"], t["shape"]) for t in meta["inputs"]] == [
         ("window", [-1, served.model.input_length, 1]),
@@ -217,3 +221,22 @@ def test_kserve_timeseries_univariate_series_of_any_length(served: Panel) -> Non
         start, values = series[content["name"]]
         np.testing.assert_allclose(content["mean_forecast"], want[content["name"]], rtol=1e-4, atol=1e-3)
         assert pd.Timestamp(content["start_timestamp"]) == months_after(start, len(values), 1)[0]
+
+
+def test_v1_intervals_scale_with_each_series_own_seasonal_naive_error(served: Panel) -> None:
+    """Pooled widths (in units of a series' spread) times each series' mean |x_t − x_{t−12}| over its
+    window's observed values: a short series (its start masked) gets finite bounds of its own."""
+    L = served.model.input_length
+    manifest = json.loads((served.repo / NAME / "1" / "manifest.json").read_text())
+    widths = np.array(manifest["intervals"]["widths"])[:, :, 0]  # [levels, H]
+    k = manifest["intervals"]["levels"].index(80.0)
+    series = unseen()
+    body = {"series": [{"id": i, "values": v.tolist()} for i, (_, v) in series.items()], "level": [80]}
+    r = served.post(f"/v1/models/{NAME}/forecast", body)
+    assert r.status_code == 200, r.text
+    for f, (_, v) in zip(r.json()["forecasts"], series.values(), strict=True):
+        tail = v[-L:]
+        spread = np.abs(tail[12:] - tail[:-12]).mean()  # every series here has a pair a period apart
+        point = np.array(f["forecast"])[:, 0]
+        np.testing.assert_allclose(np.array(f["hi-80"])[:, 0] - point, widths[k] * spread, rtol=1e-4)
+        np.testing.assert_allclose(point - np.array(f["lo-80"])[:, 0], widths[k] * spread, rtol=1e-4)
