@@ -240,3 +240,20 @@ def test_v1_intervals_scale_with_each_series_own_seasonal_naive_error(served: Pa
         point = np.array(f["forecast"])[:, 0]
         np.testing.assert_allclose(np.array(f["hi-80"])[:, 0] - point, widths[k] * spread, rtol=1e-4)
         np.testing.assert_allclose(point - np.array(f["lo-80"])[:, 0], widths[k] * spread, rtol=1e-4)
+
+
+def test_the_openapi_document_shows_a_global_model_request(served: Panel) -> None:
+    doc = httpx.get(f"{served.url}/openapi.json", timeout=30).json()
+    examples = doc["components"]["schemas"]["ForecastRequest"]["examples"]
+    flat = [s for e in examples for s in e["series"] if not isinstance(s["values"][0], list)]
+    assert flat and all("id" in s and "start" in s for s in flat)
+
+
+def test_kserve_refuses_a_series_shorter_than_min_history_naming_it(served: Panel) -> None:
+    short = unseen()["store_opened"][1][: served.model.min_history - 1].tolist()
+    item = {"type": "univariate_time_series", "name": "tiny", "series": short, "frequency": "M"}
+    body = {"model": NAME, "inputs": [{**item, "start_timestamp": "2023-01-01"}], "options": {"horizon": 3}}
+    r = served.post("/v1/timeseries/forecast", body)
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["param"] == "inputs[0].series" and "(series 'tiny')" in error["message"]
