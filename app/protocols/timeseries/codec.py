@@ -95,7 +95,7 @@ def decode_input(item: TimeSeriesInput, manifest: Manifest, field: str, max_hist
     def path_of(row: int, c: int) -> str:
         return f"{field}.series[{row}]" + (f"[{c}]" if multivariate else "")
 
-    window = last_window(array, manifest, max_history, f"{field}.series", path_of)
+    window = last_window(array, manifest, max_history, f"{field}.series", path_of, item.name)
     start = item.start_timestamp
     if start is None:
         raise InvalidInput(
