@@ -41,19 +41,11 @@ from app.core.security import ApiKeys
 from app.engine.api import Engine
 from app.inference.service import InferenceService
 from app.observability.metrics import MULTIPROC_ENV, RequestMetrics
-from app.protocols.oip_v2.handlers import OipV2Handlers
-from app.protocols.rsa_v1.handlers import V1Handlers
-from app.protocols.rsa_v1.wire import fast_forecast
-from app.protocols.timeseries.codec import parse_request
-from app.protocols.timeseries.handlers import TimeSeriesHandlers
+from app.protocols.registry import Registry
 from app.runtime import Runtime
 from app.wiring import local_engine
 
 logger = logging.getLogger(__name__)
-
-# The parsers the routes hand big bodies to (their `offload=`): the parse process imports their modules
-# as it starts.
-PARSE_LANES = (fast_forecast, parse_request)
 
 
 class Lifecycle:
@@ -111,12 +103,15 @@ def build_engine(settings: Settings) -> Engine:
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings_override or get_settings()
+    protocols: Registry = app.state.protocols
     configure_logging(settings.log_level)
     model_endpoints = tuple(
         p for p in app.openapi()["paths"] if p.endswith(("/forecast", "/attention", "/infer"))
     )
     multiprocess = os.environ.get(MULTIPROC_ENV)
-    metrics = RequestMetrics(model_endpoints, Path(multiprocess) if multiprocess else None)
+    metrics = RequestMetrics(
+        protocols.protocol_of, model_endpoints, Path(multiprocess) if multiprocess else None
+    )
     engine = build_engine(settings)
     engine.on_catalog(metrics.on_catalog)
     service = InferenceService(engine, settings)
@@ -131,12 +126,12 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             [key.get_secret_value() for key in settings.api_keys], settings.api_keys_file
         ),
         parse_process=parse_process,
-        v1=V1Handlers(service),
-        oip_v2=OipV2Handlers(service, lambda: lifecycle.draining),
-        timeseries=TimeSeriesHandlers(service),
+        handlers=protocols.build_handlers(service, lambda: lifecycle.draining),
     )
+    # The parsers the routes hand big bodies to (their `offload=`): the parse process imports their
+    # modules as it starts.
     starting = asyncio.create_task(
-        parse_process.start(tuple(lane.__module__ for lane in PARSE_LANES)), name="parse-process"
+        parse_process.start(tuple(lane.__module__ for lane in protocols.parsers)), name="parse-process"
     )
     await engine.start()
     metrics.on_catalog(engine.catalog)
@@ -148,15 +143,14 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         ", ".join(f"{m.name} {sorted(m.versions)}" for m in engine.catalog.models.values()) or "nothing yet",
     )
     try:
-        if settings.grpc_port is not None:
-            # Imported only here: its generated messages cannot share a process with tritonclient's
-            # (app/protocols/oip_v2/README.md), and a service without gRPC needs none of it.
-            from app.protocols.oip_v2.grpc_server import GrpcServer
-
-            server = GrpcServer(settings, runtime.oip_v2, runtime.api_keys, metrics)
-            await server.start()  # a port that cannot be bound stops start-up, after the cleanup below
-            # in-flight calls finish (within the grace period), new ones refused: with HTTP's own wait
-            lifecycle.on_stop(server.stop)
+        for protocol in protocols.protocols:  # servers beside HTTP: OIP v2's gRPC with RSA_GRPC_PORT
+            for make_server in protocol.servers:
+                server = make_server(runtime)
+                if server is None:
+                    continue
+                await server.start()  # a port that cannot be bound stops start-up, after the cleanup below
+                # in-flight calls finish (within the grace period), new ones refused: with HTTP's own wait
+                lifecycle.on_stop(server.stop)
         yield
     finally:
         left_s = await lifecycle.stopped(settings.graceful_shutdown_s)

@@ -10,27 +10,25 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
-from pydantic import BaseModel
 
-from app.api.body import add_body_models
 from app.api.dispatch import ForecastDispatch
 from app.api.errors import register_exception_handlers
-from app.api.main import api_router
+from app.api.main import build_router
 from app.api.middleware import BodySizeLimitMiddleware, RequestMiddleware
 from app.api.routes import docs, ui
 from app.core.config import Settings
 from app.lifecycle import Lifecycle, lifespan
-from app.protocols.oip_v2.schemas import InferenceRequest, RepositoryIndexRequest, RepositoryRequest
-from app.protocols.rsa_v1.schemas import AttentionRequest, ForecastRequest
-from app.protocols.timeseries.schemas import TimeSeriesForecastRequest
+from app.protocols.http import add_body_models
+from app.protocols.registry import REGISTRY, Registry
 
 
 def _operation_id(route: APIRoute) -> str:
     return f"{route.tags[0]}-{route.name}" if route.tags else route.name
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """The application; `settings` None means read them from the environment at startup."""
+def create_app(settings: Settings | None = None, protocols: Registry = REGISTRY) -> FastAPI:
+    """The application; `settings` None means read them from the environment at startup. `protocols`:
+    the protocols it speaks (app/protocols/registry.py)."""
     app = FastAPI(
         title="RSA forecasting service",
         summary="Forecasts and attention inspection for RSA (Encoding Recurrence into Transformers) models.",
@@ -47,34 +45,27 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings_override = settings
     app.state.lifecycle = Lifecycle()
+    app.state.protocols = protocols
     register_exception_handlers(app)
     app.add_middleware(ForecastDispatch)  # innermost of ours: after the deadline, admission and size limit
     app.add_middleware(BodySizeLimitMiddleware)
     app.add_middleware(RequestMiddleware)  # added last: outermost, so it sees every answer (413 too)
-    app.include_router(api_router)
+    app.include_router(build_router(protocols))
     app.mount(docs.STATIC, docs.static_assets(), name="docs-static")
     app.mount(ui.STATIC, ui.static_assets(), name="ui-static")
-    _document_bodies(app)
+    _document_bodies(app, protocols)
     return app
 
 
-def _document_bodies(app: FastAPI) -> None:
-    """The OpenAPI document with the request bodies the routes parse themselves (app/api/body.py), and
+def _document_bodies(app: FastAPI, protocols: Registry) -> None:
+    """The OpenAPI document with the request bodies the routes parse themselves (app/protocols/http.py), and
     API keys as optional: the bearer scheme applies only when keys are configured, which OpenAPI says
     with an empty requirement beside it."""
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            bodies: list[type[BaseModel]] = [
-                ForecastRequest,
-                AttentionRequest,
-                InferenceRequest,
-                TimeSeriesForecastRequest,
-                RepositoryIndexRequest,
-                RepositoryRequest,
-            ]
-            schema = add_body_models(generate(), bodies)
+            schema = add_body_models(generate(), protocols.bodies)
             for operations in schema["paths"].values():
                 for operation in operations.values():
                     if operation.get("security") and {} not in operation["security"]:

@@ -2,15 +2,17 @@
 middleware and server through one typed object: `runtime_of(app)`. Before the lifespan has run (and
 after it ended) there is none, and the service answers 503 `model_not_ready` ("starting").
 
-The front end's parts are the protocols' handlers, the request metrics, the API keys and the parse
-process; everything about models goes through `engine` (app/engine/api.py) and its catalog, whether the
-engine runs in this process or in an engine process of its own (RSA_WORKERS > 1).
+The front end's parts are the protocols' handlers (one object per protocol, built from the registry's
+specs in app/protocols/registry.py, found by class: `handlers_of(V1Handlers)`), the request metrics, the
+API keys and the parse process; everything about models goes through `engine` (app/engine/api.py) and
+its catalog, whether the engine runs in this process or in an engine process of its own (RSA_WORKERS >
+1).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from app.core.config import Settings
 from app.core.errors import ModelNotReady
@@ -19,9 +21,8 @@ from app.core.security import ApiKeys
 from app.engine.api import Engine
 from app.inference.service import InferenceService
 from app.observability.metrics import RequestMetrics
-from app.protocols.oip_v2.handlers import OipV2Handlers
-from app.protocols.rsa_v1.handlers import V1Handlers
-from app.protocols.timeseries.handlers import TimeSeriesHandlers
+
+H = TypeVar("H")
 
 
 @dataclass
@@ -32,9 +33,13 @@ class Runtime:
     metrics: RequestMetrics
     api_keys: ApiKeys
     parse_process: ParseProcess
-    v1: V1Handlers
-    oip_v2: OipV2Handlers
-    timeseries: TimeSeriesHandlers
+    handlers: dict[type, object]  # each protocol's handlers, by their class
+
+    def handlers_of(self, kind: type[H]) -> H:
+        """The handlers of that class (a protocol's); KeyError when no protocol registered them."""
+        found = self.handlers[kind]
+        assert isinstance(found, kind)
+        return found
 
 
 def runtime_of(app: Any) -> Runtime:

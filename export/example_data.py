@@ -11,8 +11,12 @@ The README's walk-through trains, evaluates, exports and serves a model of it.
 
 `sales.csv` is three years of a made-up shop's daily sales, written as many shops' tills export them:
 dates day-first (DD/MM/YYYY) and no row for the days the shop is closed (25 December and 1 January).
-Both are what a loader can get silently wrong (export/data.py reads the order off the 13th of a month
-and refuses the gaps unless told how to fill them: `--fill zero`, for closed days).
+`stores_long.csv` is a long file (`unique_id, ds, y`) of 20 made-up shops' monthly sales, each from its
+own opening month, and `stores_request.json` a `/v1` body for two shops the file does not hold, one open
+only 14 months (docs/panels.md serves a global model of it).
+
+The grid and sales files are what a loader can get silently wrong (export/data.py reads the order off
+the 13th of a month and refuses the gaps unless told how to fill them: `--fill zero`, for closed days).
 """
 
 from __future__ import annotations
@@ -71,6 +75,42 @@ def write_sales(folder: Path) -> Path:
     return csv
 
 
+STORES, STORE_MONTHS = 20, 60
+
+
+def store_sales(seed: int, months: int) -> np.ndarray:
+    """A shop's monthly sales: its own level and seasonal phase, a yearly cycle, a slow trend, noise."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(months)
+    level = rng.uniform(500, 3000)
+    season = 0.25 * np.sin(2 * np.pi * t / 12 + rng.uniform(0, 2 * np.pi))
+    return (level * (1 + season + 0.004 * t) * rng.lognormal(0, 0.04, months)).round(2)
+
+
+def write_stores(folder: Path) -> tuple[Path, Path]:
+    """`stores_long.csv` (store_00 ... store_19, 48 to 60 months each up to December 2023) and
+    `stores_request.json` (store_21 from January 2021, store_22 opened in November 2022)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = ["unique_id,ds,y"]
+    for i in range(STORES):
+        months = STORE_MONTHS - 3 * (i % 5)
+        stamps = pd.date_range(end="2023-12-01", periods=months, freq="MS")
+        values = store_sales(i, months)
+        rows += [f"store_{i:02d},{t:%Y-%m-%d},{v:.2f}" for t, v in zip(stamps, values, strict=True)]
+    csv = folder / "stores_long.csv"
+    csv.write_text("\n".join(rows) + "\n")
+    request = {
+        "series": [
+            {"id": "store_21", "start": "2021-01-01", "values": store_sales(21, 36).tolist()},
+            {"id": "store_22", "start": "2022-11-01", "values": store_sales(22, 14).tolist()},
+        ],
+        "horizon": 12,
+    }
+    body = folder / "stores_request.json"
+    body.write_text(json.dumps(request))
+    return csv, body
+
+
 def write_example(folder: Path) -> tuple[Path, Path]:
     folder.mkdir(parents=True, exist_ok=True)
     frame = grid_frame()
@@ -97,10 +137,14 @@ def write_example(folder: Path) -> tuple[Path, Path]:
 
 
 def main(
-    folder: Annotated[Path, typer.Argument(help="where to write grid.csv, grid_request.json and sales.csv")],
+    folder: Annotated[
+        Path,
+        typer.Argument(help="where to write grid.csv, grid_request.json, sales.csv and the stores files"),
+    ],
 ) -> None:
-    """Write the synthetic grid-load CSV, a forecast request for it, and the daily sales CSV."""
-    for path in (*write_example(folder), write_sales(folder)):
+    """Write the synthetic grid-load CSV, a forecast request for it, the daily sales CSV, and the long
+    file of monthly stores with a request for two stores it does not hold."""
+    for path in (*write_example(folder), write_sales(folder), *write_stores(folder)):
         typer.echo(path)
 
 

@@ -17,6 +17,9 @@ values of every training series are held out, the read-out fitted on the rest an
 
     python -m export.panel train --data stores_long.csv --horizon 12 --out runs/stores
     python -m export.panel forecast --model runs/stores/model.json --data new_stores.csv
+    python -m export.panel export --model runs/stores/model.json --name stores --repository model_repository
+
+`export` publishes the model as an ONNX graph the service serves (export/global_onnx.py).
 """
 
 from __future__ import annotations
@@ -154,10 +157,17 @@ class GlobalModel:
     def min_history(self) -> int:
         return self.config.history
 
+    def refit(self, series: Sequence[np.ndarray]) -> GlobalModel:
+        """A read-out of the same settings and input length fitted on other series (calibration)."""
+        return fit_global(series, self.config, self.input_length)
+
+    def kernels(self) -> np.ndarray:
+        """The REM bank's last rows [K, L] over this model's input length."""
+        return rem_kernels(self.config.spec, self.config.period, self.input_length)
+
     def features(self, windows: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(features [n, F], scales [n]) of raw windows [n, L] whose observed steps are `mask` [n, L]."""
-        kernels = rem_kernels(self.config.spec, self.config.period, self.input_length)
-        return _features(windows, mask, self.config, kernels)
+        return _features(windows, mask, self.config, self.kernels())
 
     def forecast(self, histories: Sequence[np.ndarray], batch: int = 4096) -> np.ndarray:
         """The next H values [S, H] of each history (raw values, oldest first; any length of at least
@@ -445,11 +455,53 @@ def train(
     cfg = PanelConfig(
         horizon=horizon, period=period or _period_of(panel.frequency), input_periods=input_periods
     )
-    model = train_global([s.values for s in panel.series], cfg, frequency=panel.frequency)
+    try:
+        model = train_global([s.values for s in panel.series], cfg, frequency=panel.frequency)
+    except ValueError as e:  # too short for a window: said as an error, not a traceback
+        raise typer.BadParameter(str(e), param_hint="--data") from None
     path = model.save(out / "model.json")
     typer.echo(
         f"{len(panel)} series ({panel.frequency}), L = {model.input_length}, "
         f"min history {model.min_history}, fitted in {model.fit_seconds:.2f} s: {path}"
+    )
+
+
+@cli.command("export")
+def export_command(
+    model: Annotated[Path, typer.Option(help="a model.json written by train")],
+    name: Annotated[str, typer.Option(help="the model's name in the repository")],
+    repository: Annotated[Path, typer.Option(help="the model repository the service reads")] = Path(
+        "model_repository"
+    ),
+    version: Annotated[int | None, typer.Option(help="the version to write (default: the next)")] = None,
+    channel: Annotated[str, typer.Option(help="the name the service gives the forecast's one channel")] = "y",
+    data: Annotated[
+        Path | None,
+        typer.Option(help="the long file it was trained on: calibrates prediction intervals (else none)"),
+    ] = None,
+    sort: Annotated[bool, typer.Option(help="sort the --data rows by series and time")] = False,
+) -> None:
+    """Publish a global model as an ONNX graph into a model repository (checked against the numpy model),
+    with intervals pooled across the series of `--data`."""
+    from export.data import DataError, load_panel
+    from export.global_onnx import calibrate_global, export_global
+    from export.publish import VersionExistsError
+
+    fitted = GlobalModel.load(model)
+    intervals, said = None, "no intervals (give --data, the training file, to calibrate them)"
+    if data is not None:
+        try:
+            panel = load_panel(data, sort=sort)
+        except DataError as e:
+            raise typer.BadParameter(str(e), param_hint="--data") from None
+        intervals, said = calibrate_global(fitted, [s.values for s in panel.series])
+    try:
+        folder = export_global(fitted, repository, name, version, channel, intervals)
+    except (ValueError, VersionExistsError) as e:
+        raise typer.BadParameter(str(e)) from None
+    typer.echo(
+        f"{name} version {folder.name}: L = {fitted.input_length}, H = {fitted.config.horizon}, "
+        f"min history {fitted.min_history}, {said}: {folder}"
     )
 
 

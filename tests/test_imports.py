@@ -31,8 +31,15 @@ MAY_IMPORT: dict[str, set[str]] = {
     "app.engine.__main__": {"app"},
     "app.inference": {"app.core", "app.artifacts", "app.engine"},
     "app.observability": {"app.core", "app.engine"},
-    "app.protocols": {"app.core", "app.artifacts", "app.engine", "app.inference", "app.observability"},
-    "app.runtime": {"app.core", "app.engine", "app.inference", "app.observability", "app.protocols"},
+    "app.runtime": {"app.core", "app.engine", "app.inference", "app.observability"},
+    "app.protocols": {
+        "app.core",
+        "app.artifacts",
+        "app.engine",
+        "app.inference",
+        "app.observability",
+        "app.runtime",
+    },
     "app.api": {
         "app.core",
         "app.artifacts",

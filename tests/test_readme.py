@@ -137,3 +137,54 @@ def test_the_attention_example_is_the_curl_in_the_readme() -> None:
     assert (ROOT / "docs" / "images" / "attention-etth1-rsa-v5.png").is_file()
     body = json.loads((ROOT / "docs" / "examples" / "attention_request.json").read_text())
     assert isinstance(body["series"], dict) and body["format"] == "png"
+
+
+def test_the_panel_walkthrough_serves_an_unseen_series_as_printed(tmp_path: Path) -> None:
+    """docs/panels.md's commands as printed (folders under tmp_path), its curl request to the exported
+    global model, and the answer it prints: ids, timestamps from each series' own start, the first
+    values; the values against GlobalModel.forecast."""
+    import shlex
+    import subprocess
+    import sys
+
+    from export.panel import GlobalModel
+
+    page = (ROOT / "docs" / "panels.md").read_text()
+    block = next(b for b in blocks("bash", page) if "export.panel export" in b)
+    commands = [line.split("  #")[0].strip() for line in block.replace("\\\n", " ").splitlines()]
+
+    def here(text: str) -> str:
+        return re.sub(r"(?<![\w./-])(runs|my_models)\b", lambda m: f"{tmp_path}/{m[1]}", text)
+
+    for command in commands:
+        if not command.startswith(".venv/bin/python"):
+            continue  # the server runs in-process below; curl's request is sent to it
+        argv = shlex.split(here(command).replace(".venv/bin/python", sys.executable, 1))
+        proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, (command, proc.stderr[-2000:])
+        if "export.panel train" in command:
+            assert "20 series (1MS), L = 24, min history 12" in proc.stdout, proc.stdout
+        if "export.panel export" in command:
+            said = "intervals at [50.0, 80.0, 90.0, 95.0] from 20 series' last 12 values"
+            assert said in proc.stdout and said in " ".join(page.split()), proc.stdout
+    curl = next(c for c in commands if c.startswith("curl"))
+    path = re.search(r"127\.0\.0\.1:8000(\S+)", curl).group(1)
+    body = json.loads(Path(here(re.search(r"-d @(\S+)", curl).group(1))).read_text())
+    printed_request = json.loads(next(b for b in blocks("json", page) if '"horizon"' in b))
+    for sent, shown in zip(body["series"], printed_request["series"], strict=True):
+        assert (sent["id"], sent["start"], sent["values"][:2]) == (
+            shown["id"],
+            shown["start"],
+            shown["values"][:2],
+        )
+    with running_client(make_settings(tmp_path / "my_models")) as client:
+        r = client.post(path, json=body)
+    assert r.status_code == 200, r.text
+    printed = json.loads(next(b for b in blocks("json", page) if '"forecasts"' in b))
+    model = GlobalModel.load(tmp_path / "runs" / "stores" / "model.json")
+    want = model.forecast([np.array(s["values"]) for s in body["series"]])
+    for got, shown, w in zip(r.json()["forecasts"], printed["forecasts"], want, strict=True):
+        assert got["id"] == shown["id"] and got["timestamps"][:2] == shown["timestamps"][:2]
+        assert len(got["timestamps"]) == 12 and got["timestamps"][-1] == "2024-12-01T00:00:00Z"
+        np.testing.assert_allclose(got["forecast"][:2], shown["forecast"][:2], rtol=1e-5)
+        np.testing.assert_allclose(np.array(got["forecast"])[:, 0], w, rtol=1e-4)

@@ -4,17 +4,17 @@ dependencies' body, also called by the forecast dispatch (app/api/dispatch.py), 
 FastAPI's dependency solving.
 
 Every dependency is `async def` although none awaits: FastAPI runs a plain `def` dependency in a worker
-thread, and those two thread hops were a tenth of the event loop's time per forecast (profiled).
+thread, and those two thread hops were a tenth of the event loop's time per forecast (profiled). A
+protocol's handlers are its routes' dependency, `app.protocols.http.handlers`.
 """
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Path, Request
+from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from app.protocols.rsa_v1.handlers import V1Handlers
 from app.runtime import Runtime, runtime_of
 
 
@@ -28,17 +28,6 @@ async def get_runtime(request: Request) -> Runtime:
 
 
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
-
-
-async def get_v1_handlers(request: Request) -> V1Handlers:
-    return runtime_of(request.app).v1
-
-
-V1HandlersDep = Annotated[V1Handlers, Depends(get_v1_handlers)]
-
-ModelName = Annotated[str, Path(description="Model name, a folder of the model repository.")]
-ModelVersionNumber = Annotated[int, Path(ge=1, description="Model version (positive integer).")]
-
 
 # Documents the scheme in OpenAPI (securitySchemes); auto_error off so that our own check answers, with
 # 401 for no key and 403 for a wrong one, in the API's error shape.

@@ -5,8 +5,8 @@ Why: those layers (matching through the included routers, solving the dependenci
 middleware, `request_response`) cost about 0.2-0.3 ms of CPU per forecast on this machine, about a
 fifth of a one-series request's whole cost (measured side by side: 507 -> 598 req/s at concurrency 1,
 670 -> 768 at 16). What the hot path keeps, in the same order: the API key check, then the `/v1`
-handlers (`app.api.deps`' functions, which the dependencies call too), then the endpoint function
-(`app.api.routes.forecast`); a domain, validation or HTTP error gets exactly the response the app's
+handlers (from the runtime, as the routes' dependency takes them), then the endpoint function
+(`app.protocols.rsa_v1.routes`); a domain, validation or HTTP error gets exactly the response the app's
 exception handlers give (`render_error`), and anything else goes to the server error middleware (500).
 It sits inside the request middleware (deadline, admission, metrics, drain) and the body size limit.
 
@@ -25,8 +25,9 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.deps import check_api_key
-from app.api.routes.forecast import forecast, forecast_version
 from app.protocols.rsa_v1.errors import render_error
+from app.protocols.rsa_v1.handlers import V1Handlers
+from app.protocols.rsa_v1.routes import forecast, forecast_version
 from app.runtime import runtime_of
 
 # The two routes as Starlette matches them (`name` any one segment), with a version in its plain form only.
@@ -74,10 +75,11 @@ class ForecastDispatch:
         try:
             runtime = runtime_of(request.app)
             check_api_key(runtime, request.headers.get("authorization"))
+            v1 = runtime.handlers_of(V1Handlers)
             if version is None:
-                response = await forecast(name, request, runtime.v1)
+                response = await forecast(name, request, v1)
             else:
-                response = await forecast_version(name, int(version), request, runtime.v1)
+                response = await forecast_version(name, int(version), request, v1)
         except Exception as exc:
             response = await render_error(request, exc)
         await response(scope, receive, send)

@@ -13,7 +13,7 @@ from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.dispatch import forecast_route
-from app.api.errors import error_response_for
+from app.api.errors import error_response_for, registry_of
 from app.core.context import RequestRecord, close_record, open_record
 from app.core.errors import InvalidInput, Overloaded, PayloadTooLarge, ServiceError
 from app.core.numbers import decimal
@@ -45,7 +45,7 @@ class BodySizeLimitMiddleware:
         declared = None if raw is None else decimal(raw)
         if declared is not None and declared > limit:
             error = PayloadTooLarge.body(limit, declared)
-            await error_response_for(scope["path"], error)(scope, receive, send)
+            await error_response_for(scope["app"], scope["path"], error)(scope, receive, send)
             return
         if declared is not None:  # the server's HTTP parser delivers exactly that many bytes, no more
             await self.app(scope, receive, send)
@@ -55,7 +55,8 @@ class BodySizeLimitMiddleware:
 
 # Probes that load balancers and Prometheus call all the time: counted, but kept out of the in-flight
 # gauge and the latency histogram so that they do not dilute what the dashboards show of real work.
-PROBE_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/v2/health/live", "/v2/health/ready"})
+# The service's own here; a protocol's (OIP v2's health) are its spec's `probes`.
+PROBE_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
 
 # What the supervisor asks each front end on its private Unix socket (no client address there).
@@ -89,7 +90,7 @@ class RequestMiddleware:
             return
         metrics = runtime.metrics
         start = perf_counter()
-        probe = scope["path"] in PROBE_PATHS
+        probe = scope["path"] in PROBE_PATHS or scope["path"] in registry_of(scope["app"]).probes
         status = 500  # if the app raises before answering, the server error handler answers 500
         timeout = runtime.settings.request_timeout_s
         asked, bad_header = _asked_timeout(scope)
@@ -114,10 +115,11 @@ class RequestMiddleware:
             await send(message)
 
         try:
-            if error is None and scope["method"] == "POST" and scope["path"].endswith(ADMITTED):
-                error, admission = await _admission(scope, runtime)
+            admitted = registry_of(scope["app"]).admitted
+            if error is None and scope["method"] == "POST" and scope["path"].endswith(admitted.suffixes):
+                error, admission = await _admission(scope, runtime, admitted.routes)
             if error is not None:
-                await error_response_for(scope["path"], error)(scope, receive, send_wrapper)
+                await error_response_for(scope["app"], scope["path"], error)(scope, receive, send_wrapper)
             else:
                 if admission is not None:
                     receive = _reserving(receive, admission)
@@ -134,20 +136,19 @@ class RequestMiddleware:
             metrics.observe_request(endpoint, record, status, perf_counter() - start, probe)
 
 
-# The model calls, whose version is in the path: /v1's forecast and OIP v2's infer (KServe's time series
-# names its model in the body, read only after admission).
-ADMITTED = ("/forecast", "/infer")
-
-
-async def _admission(scope: Scope, runtime: Runtime) -> tuple[Overloaded | None, BodyAdmission | None]:
-    """A forecast (or OIP v2 infer) is judged before its body is read: refused when its rows (estimated
-    from the body's declared size) could not clear in time behind all the work already admitted. Under a
-    sustained overload most requests are refusals, and reading and parsing each one first would take the
-    event loop from the requests that are served, and leave the refusals of big bodies until they had
-    been parsed. What passes reserves its rows as its body arrives (`_reserving`), never by the declared
-    size alone: a body that stalls holds only what it sent."""
+async def _admission(
+    scope: Scope, runtime: Runtime, routes: frozenset[str]
+) -> tuple[Overloaded | None, BodyAdmission | None]:
+    """A model call on a route its protocol admits (`ProtocolSpec.admitted`: /v1's forecast and OIP v2's
+    infer; KServe's time series names its model in the body, read only after admission) is judged before
+    its body is read: refused when its rows (estimated from the body's declared size) could not clear in
+    time behind all the work already admitted. Under a sustained overload most requests are refusals,
+    and reading and parsing each one first would take the event loop from the requests that are served,
+    and leave the refusals of big bodies until they had been parsed. What passes reserves its rows as
+    its body arrives (`_reserving`), never by the declared size alone: a body that stalls holds only
+    what it sent."""
     endpoint, params = _route_of(scope)
-    if endpoint == UNMATCHED or not isinstance(params.get("name"), str):
+    if endpoint not in routes or not isinstance(params.get("name"), str):
         return None, None
     headers = Headers(scope=scope)
     if runtime.api_keys.enabled:

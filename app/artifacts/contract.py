@@ -47,16 +47,43 @@ CALENDAR_FREQUENCY = re.compile(r"(?P<months>[1-9][0-9]*)M(?P<anchor>[SE])")
 CUDA_EXACT_OPTIONS = {"use_tf32": "0"}
 
 
-def window_scale(windows: ArrayLike, statistic: str, rows: int, power: float, floor: ArrayLike) -> np.ndarray:
+def window_scale(
+    windows: ArrayLike, statistic: str, rows: int, power: float, floor: ArrayLike, lag: int = 1
+) -> np.ndarray:
     """The spread prediction-interval widths scale with (the manifest's `intervals.window_scale`,
     docs/artifacts.md): per series and channel, max(statistic of the window's last `rows` rows, floor) **
     power, as s [S, 1, C] float32 for raw windows [S, L, C]. `statistic` "std" (population) or
-    "mean_abs_diff" (mean |x_t − x_t−1|). The one definition the service answers with and the exporter
-    calibrates with; numpy is imported here, not at module level, so the contract stays import-free."""
+    "mean_abs_diff" (mean |x_t − x_t−lag|: lag 1, or a global model's period, its seasonal-naive error).
+    A global model's window marks the steps before a short series' start NaN: those are left out (pairs
+    `lag` apart with a missing end; lag 1 where no such pair is left; the floor where none at all). The
+    one definition the service answers with and the exporter calibrates with; numpy is imported here,
+    not at module level, so the contract stays import-free."""
     import numpy as np
 
     w = np.asarray(windows, dtype=np.float64)[:, -rows:]
-    stat = w.std(axis=1) if statistic == "std" else np.abs(np.diff(w, axis=1)).mean(axis=1)
+    missing = np.isnan(w)
+    if not missing.any():  # every wide model's window: all observed
+        if statistic == "std":
+            stat = w.std(axis=1)
+        else:
+            stat = np.abs(w[:, lag:] - w[:, :-lag]).mean(axis=1) if rows > lag else np.zeros(w[:, 0].shape)
+    elif statistic == "std":
+        n = (~missing).sum(axis=1)
+        x = np.where(missing, 0.0, w)
+        mean = x.sum(axis=1) / np.maximum(n, 1)
+        stat = np.sqrt(np.where(missing, 0.0, (w - mean[:, None]) ** 2).sum(axis=1) / np.maximum(n, 1))
+    else:
+        stat = np.zeros(w[:, 0].shape)
+        todo = np.ones(stat.shape, dtype=bool)
+        for k in dict.fromkeys((lag, 1)):
+            if rows <= k:
+                continue
+            d = np.abs(w[:, k:] - w[:, :-k])
+            ok = ~np.isnan(d)
+            pairs = ok.sum(axis=1)
+            err = np.where(ok, d, 0.0).sum(axis=1) / np.maximum(pairs, 1)
+            use = todo & (pairs > 0)
+            stat[use], todo = err[use], todo & ~use
     s = np.maximum(stat, np.asarray(floor, dtype=np.float64))
     if power != 1.0:
         s = s**power

@@ -77,8 +77,9 @@ class WindowScaleSpec(_Frozen):
     """How widths scale with each series' own spread (docs/intervals.md): per channel c,
     s_c = max(statistic of the window's last `rows` rows of c, floor[c]) ** power, on the raw scale."""
 
-    statistic: Literal["std", "mean_abs_diff"]  # population std; mean |x_t − x_{t−1}|
+    statistic: Literal["std", "mean_abs_diff"]  # population std; mean |x_t − x_{t−lag}|
     rows: PositiveInt
+    lag: PositiveInt = 1  # of mean_abs_diff: 1, or a global model's period (its seasonal-naive error)
     power: float = Field(default=1.0, gt=0.0, le=1.0, allow_inf_nan=False)
     floor: tuple[float, ...] = Field(min_length=1)  # per channel, > 0: a flat window's spread
 
@@ -91,7 +92,7 @@ class WindowScaleSpec(_Frozen):
     def scale(self, windows: np.ndarray) -> np.ndarray:
         """s [S, 1, C] float32 for raw windows [S, L, C] (as the graph reads them): `window_scale` of the
         contract, the one definition the service answers with and the exporter calibrates with."""
-        return window_scale(windows, self.statistic, self.rows, self.power, self.floor)
+        return window_scale(windows, self.statistic, self.rows, self.power, self.floor, self.lag)
 
 
 class IntervalsSpec(_Frozen):
@@ -141,6 +142,16 @@ class IntervalsSpec(_Frozen):
         return self
 
 
+class PanelSpec(_Frozen):
+    """A global model (docs/artifacts.md, "Global models"): one channel, any series of the frequency.
+    Histories of `min_history` to L values are fed with their missing start as NaN, which the graph
+    masks; nothing is padded with invented values."""
+
+    min_history: PositiveInt
+    period: PositiveInt  # the seasonal cycle in steps the model was fitted with (1: none)
+    missing: Literal["nan"] = "nan"  # how the window marks the steps before a series' start
+
+
 class Manifest(_Frozen):
     name: str = Field(min_length=1)
     version: PositiveInt
@@ -166,6 +177,12 @@ class Manifest(_Frozen):
     dataset: dict[str, Any] | None = None
     cycle: CycleSpec | None = None  # null or absent: the graphs take `window` only
     intervals: IntervalsSpec | None = None  # null or absent: no prediction intervals (exported before them)
+    panel: PanelSpec | None = None  # null or absent: histories of at least L values, all observed
+
+    @property
+    def min_history(self) -> int:
+        """The fewest values a series may have: L, or a global model's `panel.min_history`."""
+        return self.panel.min_history if self.panel is not None else self.input_length
 
     @property
     def n_channels(self) -> int:
@@ -248,7 +265,14 @@ class Manifest(_Frozen):
                 f"intervals.window_scale needs {C} floors (one per channel) and rows <= {L}, "
                 f"got {len(scale.floor)} floors and rows {scale.rows}"
             )
-        for required in (MODEL_FILE, INSPECT_FILE):
+        panel = self.panel
+        if panel is not None and (C != 1 or self.cycle or panel.min_history > L or self.inspect_outputs):
+            raise ValueError(
+                "panel (a global model) needs one channel, no cycle, no inspect_outputs and "
+                f"min_history <= input_length {L}"
+            )
+        # A global model has no attention to inspect: its version folder holds no inspect.onnx.
+        for required in (MODEL_FILE,) if self.panel is not None else (MODEL_FILE, INSPECT_FILE):
             if required not in self.files:
                 raise ValueError(f"files has no entry for {required!r}")
         return self

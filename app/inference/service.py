@@ -240,6 +240,6 @@ def _same_inputs(a: VersionEntry, b: VersionEntry) -> bool:
     return (
         ma is not None
         and mb is not None
-        and (ma.input_length, ma.channels, ma.cycle, ma.horizon)
-        == (mb.input_length, mb.channels, mb.cycle, mb.horizon)
+        and (ma.input_length, ma.channels, ma.cycle, ma.horizon, ma.panel)
+        == (mb.input_length, mb.channels, mb.cycle, mb.horizon, mb.panel)
     )

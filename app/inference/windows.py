@@ -37,9 +37,19 @@ def check_series_count(n: int, limit: int, field: str, what: str = "series") -> 
         raise InvalidInput(f"{field} has {n} {what}; at most {limit} are accepted", field=field, limit=limit)
 
 
-def check_history_length(n: int, manifest: Manifest, max_history: int, field: str) -> None:
+def check_history_length(
+    n: int, manifest: Manifest, max_history: int, field: str, series_id: str | None = None
+) -> None:
     L = manifest.input_length
-    if n < L:
+    if manifest.panel is not None and n < manifest.panel.min_history:
+        least = manifest.panel.min_history
+        named = f" (series {series_id!r})" if series_id is not None else ""
+        raise InvalidInput(
+            f"{field}{named} has {n} points; the model needs at least {least} (its min_history)",
+            field=field,
+            limit=least,
+        )
+    if manifest.panel is None and n < L:
         raise InvalidInput(
             f"{field} has {n} points; the model needs at least {L} (its input length)",
             field=field,
@@ -54,27 +64,40 @@ def check_history_length(n: int, manifest: Manifest, max_history: int, field: st
 
 
 def last_window(
-    history: np.ndarray, manifest: Manifest, max_history: int, field: str, path_of: Callable[[int, int], str]
+    history: np.ndarray,
+    manifest: Manifest,
+    max_history: int,
+    field: str,
+    path_of: Callable[[int, int], str],
+    series_id: str | None = None,
 ) -> np.ndarray:
-    """A series' history [n, C] (float64, as sent) -> its last L rows as the model's float32 window.
+    """A series' history [n, C] (float64, as sent) -> its last L rows as the model's float32 window
+    (a global model's history of `min_history` to L values: the rows before it NaN, which its graph
+    masks; nothing is invented).
 
     The history's length is checked, and the window's values against what the model's float32
     arithmetic can normalise (`input_bound`), as sent: the float32 cast after it cannot overflow. Only
     the window counts: older values are never read. `path_of(row, channel)` names a value for the error
-    (its row in the history as sent)."""
+    (its row in the history as sent); `series_id`, when the client gave one, is named beside the field
+    in a global model's min_history error."""
     n = len(history)
-    check_history_length(n, manifest, max_history, field)
+    check_history_length(n, manifest, max_history, field, series_id)
     L = manifest.input_length
-    window = history[n - L :]
+    window = history[max(n - L, 0) :]
+    first = n - len(window)  # the row of the window's first value in the history as sent
     bound = input_bound(L)
     if not np.abs(window).max() <= bound:
         row, c = (int(i) for i in np.argwhere(~(np.abs(window) <= bound))[0])
-        path = path_of(n - L + row, c)
+        path = path_of(first + row, c)
         raise InvalidInput(
             f"{path} is too large for the model: its float32 arithmetic needs |x| <= {bound:g}",
             field=path,
             limit=bound,
         )
+    if len(window) < L:  # a global model's short history (`panel`): the missing start is NaN, masked
+        out = np.full((L, window.shape[1]), np.nan, dtype=np.float32)
+        out[L - len(window) :] = window
+        return out
     return window.astype(np.float32)
 
 

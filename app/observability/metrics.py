@@ -25,8 +25,9 @@ The standard `process_*` families describe one process: the engine's with RSA_WO
 alerts and dashboards read the `rsa_` families. With RSA_WORKERS > 1 a front end also says whether the
 engine answers its heartbeat (`rsa_engine_up`, built in app/engine/client.py).
 
-Every request metric carries the protocol it came by (`protocol_of`): `rsa_v1`, `oip_v2` (REST),
-`oip_v2_grpc`, `kserve_timeseries`, or "" for the service's own probes, metrics and docs.
+Every request metric carries the protocol it came by, named by the protocol registry
+(app/protocols/registry.py, `Registry.protocol_of`, handed to `RequestMetrics`): `rsa_v1`, `oip_v2`
+(REST), `oip_v2_grpc`, `kserve_timeseries`, or "" for the service's own probes, metrics and docs.
 
 Label values never come from the client: `model` and `version` are set only once the catalog knows them,
 so requests for made-up model names cannot grow the number of series; the series of a version that is no
@@ -39,7 +40,7 @@ import fcntl
 import glob
 import logging
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,19 +121,6 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"  # prometheus-client's own variable
 LOCK_FILE = ".lock"  # scrapes read the multiprocess files under a shared lock, compaction takes it whole
 
 
-def protocol_of(endpoint: str) -> str:
-    """The protocol label of an endpoint (a route template or a gRPC method path)."""
-    if endpoint.startswith(GRPC_SERVICE):
-        return "oip_v2_grpc"
-    if endpoint == "/v2" or endpoint.startswith("/v2/"):
-        return "oip_v2"
-    if endpoint.startswith("/v1/timeseries/"):
-        return "kserve_timeseries"
-    if endpoint.startswith("/v1/"):
-        return "rsa_v1"
-    return ""
-
-
 def batch_buckets(max_batch_rows: int) -> tuple[float, ...]:
     """1, 2, 4, ... up to the largest batch (itself the last bucket when not a power of two)."""
     buckets = [1]
@@ -155,7 +143,13 @@ class RequestMetrics:
     multiprocess mode writes to (set in this process's environment before prometheus-client was
     imported: the supervisor does); then `families` reads every front end's files."""
 
-    def __init__(self, model_endpoints: tuple[str, ...] = (), multiprocess_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        protocol_of: Callable[[str], str],
+        model_endpoints: tuple[str, ...] = (),
+        multiprocess_dir: Path | None = None,
+    ) -> None:
+        self.protocol_of = protocol_of  # an endpoint label -> its protocol label
         # Route templates of the model endpoints: a loaded version's rejection series start at 0 on
         # each, because rate() cannot see the increment that creates a series (a short overload would
         # never show on a dashboard).
@@ -202,7 +196,7 @@ class RequestMetrics:
         key = (endpoint, record.model, record.version, status, probe)
         children = self._request_children.get(key)
         if children is None:
-            labels = (endpoint, protocol_of(endpoint), record.model, record.version)
+            labels = (endpoint, self.protocol_of(endpoint), record.model, record.version)
             # A probe has no duration series at all (not even an empty one).
             duration = None if probe else self.request_duration.labels(*labels)
             children = self.requests.labels(*labels, str(status)), duration
@@ -213,7 +207,7 @@ class RequestMetrics:
             duration.observe(seconds)
         reason = REJECTION_REASONS.get(record.error_code or "")
         if reason is not None:
-            labels = (endpoint, protocol_of(endpoint), record.model, record.version)
+            labels = (endpoint, self.protocol_of(endpoint), record.model, record.version)
             self.rejections.labels(*labels, reason).inc()
 
     def on_catalog(self, catalog: Catalog) -> None:
@@ -227,7 +221,7 @@ class RequestMetrics:
                 for endpoint in self.model_endpoints:
                     for reason in PRECREATED_REASONS:
                         self.rejections.labels(
-                            endpoint, protocol_of(endpoint), entry.name, str(entry.version), reason
+                            endpoint, self.protocol_of(endpoint), entry.name, str(entry.version), reason
                         )
         self._served = served
 

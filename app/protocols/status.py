@@ -1,5 +1,5 @@
-"""Domain errors -> a protocol's status: the one lookup every protocol room uses, and the HTTP table they
-share. Each room keeps its own choices where they differ (/v1 answers 422 for invalid input, OIP v2 and
+"""Domain errors -> a protocol's status: the one lookup every protocol uses, and the HTTP table they
+share. Each protocol keeps its own choices where they differ (/v1 answers 422 for invalid input, OIP v2 and
 KServe 400; gRPC has its own codes) by passing its own table."""
 
 from __future__ import annotations

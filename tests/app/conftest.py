@@ -27,6 +27,7 @@ with warnings.catch_warnings():
 from app.core.config import Settings
 from app.engine.local import LocalEngine
 from app.main import create_app
+from app.protocols.registry import REGISTRY, Registry
 from app.runtime import Runtime
 from tests.app.fakes import write_cycle_repository, write_repository
 from tests.utils.speed import scaled
@@ -85,12 +86,14 @@ in_process_engine = pytest.mark.skipif(
 
 
 @contextmanager
-def running_client(settings: Settings, *, ready: bool = True) -> Iterator[TestClient]:
-    """A TestClient whose lifespan ran; by default it waits for /readyz 200."""
+def running_client(
+    settings: Settings, *, ready: bool = True, protocols: Registry = REGISTRY
+) -> Iterator[TestClient]:
+    """A TestClient whose lifespan ran; by default it waits for /readyz 200. `protocols`: what it speaks."""
     with engine_process(settings) as address:
         if address is not None:
             settings = settings.model_copy(update={"engine_address": address})
-        app = create_app(settings)
+        app = create_app(settings, protocols)
         with TestClient(app, raise_server_exceptions=False) as client:
             if ready:
                 wait_for(lambda: client.get("/readyz").status_code == 200, what="/readyz 200")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -143,33 +143,95 @@ def parse_infer(
     return request, tensors
 
 
+@dataclass(frozen=True)
+class Layout:
+    """An input's declared name, datatype and shape, checked: what every transport decodes its values
+    against (REST's JSON `data` or binary part here, gRPC's `contents` or `raw_input_contents` in
+    grpc_server.py), so that both answer a bad tensor with the same rule and message."""
+
+    field: str  # how errors name the input: "inputs[0] (window)"
+    name: str
+    datatype: str
+    dtype: np.dtype
+    shape: list[int]
+
+    @property
+    def count(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.count * self.dtype.itemsize
+
+    def from_bytes(self, raw: bytes, source: str, offset: int | None = None) -> Tensor:
+        """From raw little-endian, row-major bytes: `raw[offset:offset + nbytes]` when `offset` is given
+        (the caller checked they are there), else all of `raw`, which must be exactly that long (`source`
+        names it in the error)."""
+        if offset is None and len(raw) != self.nbytes:
+            raise InvalidInput(
+                f"{self.field}: {source} has {len(raw)} bytes; shape {self.shape} of {self.datatype} needs "
+                f"{self.nbytes}",
+                field=source,
+                limit=self.nbytes,
+            )
+        array = np.frombuffer(raw, self.dtype, self.count, offset or 0)
+        return self._tensor(array.reshape(self.shape))
+
+    def from_json(self, data: object) -> Tensor:
+        """From JSON numbers, nested or flat (REST's `data`)."""
+        return self._tensor(_from_json(data, self, f"{self.field}.data"))
+
+    def from_values(self, values: Sequence[float] | Sequence[int], source: str) -> Tensor:
+        """From a flat sequence already of the datatype's kind (gRPC's typed `contents`)."""
+        _check_count(len(values), self, f"{self.field}.{source}")
+        return self._tensor(np.array(values, self.dtype).reshape(self.shape))
+
+    def _tensor(self, array: np.ndarray) -> Tensor:
+        return Tensor(self.name, self.datatype, array)
+
+
+def layout(index: int, name: str, datatype: str, shape: Sequence[int]) -> Layout:
+    """The checked layout of input `index`: a served datatype, no negative dimension."""
+    field = f"inputs[{index}] ({name})"
+    dtype = DTYPES.get(datatype)
+    if dtype is None:
+        raise InvalidInput(
+            f"{field}: datatype {datatype!r} is not served; this service takes {sorted(DTYPES)}",
+            field=f"inputs[{index}].datatype",
+            limit=sorted(DTYPES),
+        )
+    dims = list(shape)
+    if any(d < 0 for d in dims):
+        raise InvalidInput(f"{field}: shape {dims} has a negative dimension", field=f"{field}.shape")
+    return Layout(field, name, datatype, dtype, dims)
+
+
+def _check_count(found: int, tensor: Layout, where: str) -> None:
+    if found != tensor.count:
+        what = where.rsplit(".", 1)[-1]
+        raise InvalidInput(
+            f"{tensor.field}: {what} has {found} values, but shape {tensor.shape} needs {tensor.count}",
+            field=where,
+            limit=tensor.count,
+        )
+
+
 def decode_inputs(request: InferenceRequest, binary: bytes) -> list[Tensor]:
     """Every input as an array of its declared shape and datatype, from JSON `data` or the binary part."""
     tensors, offset = [], 0
     for i, item in enumerate(request.inputs):
-        field = f"inputs[{i}] ({item.name})"
-        dtype = DTYPES.get(item.datatype)
-        if dtype is None:
-            raise InvalidInput(
-                f"{field}: datatype {item.datatype!r} is not served; this service takes {sorted(DTYPES)}",
-                field=f"inputs[{i}].datatype",
-                limit=sorted(DTYPES),
-            )
-        if any(d < 0 for d in item.shape):
-            raise InvalidInput(
-                f"{field}: shape {item.shape} has a negative dimension", field=f"{field}.shape"
-            )
-        count = math.prod(item.shape)
+        tensor = layout(i, item.name, item.datatype, item.shape)
+        field = tensor.field
         size = (item.parameters or {}).get("binary_data_size")
         if size is not None:
             if item.data is not None:
                 raise InvalidInput(f"{field}: give `data` or `binary_data_size`, not both", field=field)
-            if isinstance(size, bool) or not isinstance(size, int) or size != count * dtype.itemsize:
+            if isinstance(size, bool) or not isinstance(size, int) or size != tensor.nbytes:
                 raise InvalidInput(
                     f"{field}: binary_data_size {size!r} does not fit shape {item.shape} of "
-                    f"{item.datatype} ({count * dtype.itemsize} bytes)",
+                    f"{item.datatype} ({tensor.nbytes} bytes)",
                     field=f"{field}.parameters.binary_data_size",
-                    limit=count * dtype.itemsize,
+                    limit=tensor.nbytes,
                 )
             if offset + size > len(binary):
                 raise InvalidInput(
@@ -177,13 +239,12 @@ def decode_inputs(request: InferenceRequest, binary: bytes) -> list[Tensor]:
                     field=f"{field}.parameters.binary_data_size",
                     limit=len(binary) - offset,
                 )
-            array = np.frombuffer(binary, dtype, count, offset).reshape(item.shape)
+            tensors.append(tensor.from_bytes(binary, "binary part", offset))
             offset += size
         elif item.data is None:
             raise InvalidInput(f"{field}: no `data` and no `binary_data_size`", field=f"{field}.data")
         else:
-            array = _from_json(item.data, dtype, item.shape, field)
-        tensors.append(Tensor(item.name, item.datatype, array))
+            tensors.append(tensor.from_json(item.data))
     if offset != len(binary):
         raise InvalidInput(
             f"the body's binary part has {len(binary)} bytes, but the inputs' binary_data_size add up to "
@@ -194,43 +255,40 @@ def decode_inputs(request: InferenceRequest, binary: bytes) -> list[Tensor]:
     return tensors
 
 
-def _from_json(data: object, dtype: np.dtype, shape: list[int], field: str) -> np.ndarray:
-    """Nested or flat JSON numbers -> an array of `shape`; integers only for an integer datatype.
+def _from_json(data: object, tensor: Layout, where: str) -> np.ndarray:
+    """Nested or flat JSON numbers -> an array of the tensor's shape; integers only for an integer
+    datatype.
 
     numpy infers the array's type from the JSON values themselves (no dtype given): a string or a null
     among them, or booleans only, leave it non-numeric and are refused, where `np.asarray(data, float64)`
     would have read "1.5" and true as numbers and null as NaN. (numpy promotes a boolean among numbers to
     1 or 0; finding one would mean walking every value in Python, several times the parse.)"""
+    field, dtype, shape = tensor.field, tensor.dtype, tensor.shape
     if not isinstance(data, list):
-        raise InvalidInput(f"{field}: data must be a list of numbers, flat or nested", field=f"{field}.data")
+        raise InvalidInput(f"{field}: data must be a list of numbers, flat or nested", field=where)
     try:
         values = np.asarray(data)
     except ValueError:  # ragged nesting
         raise InvalidInput(
-            f"{field}: data must be numbers, flat or nested in equal-length lists", field=f"{field}.data"
+            f"{field}: data must be numbers, flat or nested in equal-length lists", field=where
         ) from None
     integers = dtype.kind != "f"
     if values.dtype.kind not in "fiu" or (integers and values.dtype.kind == "f" and values.size):
         bad = _first_not_of(data, integers)
         if bad is None:  # integers only, some beyond int64: numpy holds int64 with uint64 as float64
-            raise InvalidInput(f"{field}: a value is outside the int64 range", field=f"{field}.data")
+            raise InvalidInput(f"{field}: a value is outside the int64 range", field=where)
         raise InvalidInput(
             f"{field}: {DATATYPE_OF[dtype]} data must be JSON {'integers' if integers else 'numbers'}, "
             f"but data[{bad[0]}] = {_json(bad[1])}",
-            field=f"{field}.data",
+            field=where,
         )
     flat = values.reshape(-1)
-    if flat.size != math.prod(shape):
-        raise InvalidInput(
-            f"{field}: data has {flat.size} values, but shape {shape} needs {math.prod(shape)}",
-            field=f"{field}.data",
-            limit=math.prod(shape),
-        )
+    _check_count(flat.size, tensor, where)
     if dtype.kind == "f":
         with np.errstate(over="ignore"):  # out of float32 range: refused by the range check after
             return flat.astype(dtype).reshape(shape)
     if values.dtype.kind == "u" and flat.max() > np.iinfo(np.int64).max:  # numpy's type for 2**63 and up
-        raise InvalidInput(f"{field}: a value is outside the int64 range", field=f"{field}.data")
+        raise InvalidInput(f"{field}: a value is outside the int64 range", field=where)
     return flat.astype(dtype).reshape(shape)
 
 

@@ -12,7 +12,6 @@ The repository-model RPCs of the proto are not served (UNIMPLEMENTED): models lo
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Awaitable, Callable
 from time import perf_counter
 from typing import TypeVar
@@ -41,7 +40,7 @@ from app.core.security import ApiKeys
 from app.observability.metrics import GRPC_SERVICE, RequestMetrics
 from app.protocols.oip_v2 import grpc_predict_v2_pb2 as pb
 from app.protocols.oip_v2 import grpc_predict_v2_pb2_grpc as pb_grpc
-from app.protocols.oip_v2.codec import DATATYPE_OF, DTYPES, InferResult, Tensor
+from app.protocols.oip_v2.codec import DATATYPE_OF, InferResult, Tensor, layout
 from app.protocols.oip_v2.handlers import OipV2Handlers, parse_version
 from app.protocols.status import lookup
 
@@ -81,43 +80,18 @@ def decode_inputs(request: pb.ModelInferRequest) -> list[Tensor]:
         )
     tensors = []
     for i, item in enumerate(request.inputs):
-        field = f"inputs[{i}] ({item.name})"
-        dtype = DTYPES.get(item.datatype)
-        if dtype is None:
-            raise InvalidInput(
-                f"{field}: datatype {item.datatype!r} is not served; this service takes {sorted(DTYPES)}",
-                field=f"inputs[{i}].datatype",
-                limit=sorted(DTYPES),
-            )
-        shape = list(item.shape)
-        if any(d < 0 for d in shape):
-            raise InvalidInput(f"{field}: shape {shape} has a negative dimension", field=f"{field}.shape")
-        count = math.prod(shape)
+        tensor = layout(i, item.name, item.datatype, item.shape)  # REST's checks (codec.py)
         if raw and item.HasField("contents"):
             # Triton refuses this too: one of the two would be silently dropped
             raise InvalidInput(
-                f"{field}: give `contents` or raw_input_contents, not both",
+                f"{tensor.field}: give `contents` or raw_input_contents, not both",
                 field=f"inputs[{i}].contents",
             )
         if raw:
-            if len(raw[i]) != count * dtype.itemsize:
-                raise InvalidInput(
-                    f"{field}: raw_input_contents[{i}] has {len(raw[i])} bytes; shape {shape} of "
-                    f"{item.datatype} needs {count * dtype.itemsize}",
-                    field=f"raw_input_contents[{i}]",
-                    limit=count * dtype.itemsize,
-                )
-            array = np.frombuffer(raw[i], dtype).reshape(shape)
+            tensors.append(tensor.from_bytes(raw[i], f"raw_input_contents[{i}]"))
         else:
             values = item.contents.fp32_contents if item.datatype == "FP32" else item.contents.int64_contents
-            if len(values) != count:
-                raise InvalidInput(
-                    f"{field}: contents has {len(values)} values, but shape {shape} needs {count}",
-                    field=f"{field}.contents",
-                    limit=count,
-                )
-            array = np.array(values, dtype).reshape(shape)
-        tensors.append(Tensor(item.name, item.datatype, array))
+            tensors.append(tensor.from_values(values, "contents"))
     return tensors
 
 

@@ -1,4 +1,4 @@
-"""OIP v2 operations on the inference service, for both transports (REST in `app/api/routes/oip_v2.py`,
+"""OIP v2 operations on the inference service, for both transports (REST in `routes.py`,
 gRPC in `grpc_server.py`): tensors in, tensors out. Knows the protocol's tensor names and rules, nothing
 about HTTP or protobuf.
 
@@ -7,6 +7,11 @@ Tensors of a model version (docs/artifacts.md):
 - input `phase` INT64 [n], only for a model with a seasonal cycle: each window's phase in [0, period);
   or, instead, `start` INT64 [n]: the Unix time (seconds, UTC) of each window's first row, from which the
   service computes the phase exactly as `/v1` does (docs/artifacts.md, "Phase");
+- for a global model (the manifest's `panel`: one channel, any series), `window` FP32 [n, L, 1] or
+  [n, L], each row right-aligned (its last value last), and optionally `lengths` INT64 [n]: how many of
+  the row's last values the series has (from the model's min_history to L; absent: all L). The steps
+  before a series' start hold any finite number, which is ignored: the service marks them missing (NaN)
+  and the graph masks them, never reading them as values;
 - output `forecast` FP32 [n, H, C], on the raw scale;
 - outputs `forecast_lo_{level}` and `forecast_hi_{level}` FP32 [n, H, C] for each calibrated level of a
   version with prediction intervals (`forecast_lo_80`, `forecast_hi_80`, ...; the level as `/v1` writes it
@@ -44,6 +49,7 @@ REPOSITORY_EXTENSION = "model_repository"  # the repository API, advertised when
 PLATFORM = "onnxruntime_onnx"
 FORECAST = "forecast"
 LOWER, UPPER = "forecast_lo_", "forecast_hi_"  # + the level: the interval outputs' names
+LENGTHS = "lengths"  # a global model's input: the values each window's series has
 
 
 def output_names(manifest: Manifest) -> dict[str, tuple[float, int] | None]:
@@ -137,6 +143,8 @@ class OipV2Handlers:
         manifest = _manifest(entry)
         L, H, C = manifest.input_length, manifest.horizon, len(manifest.channels)
         inputs = [TensorMetadata(name="window", datatype="FP32", shape=[-1, L, C])]
+        if manifest.panel is not None:
+            inputs.append(TensorMetadata(name=LENGTHS, datatype="INT64", shape=[-1]))
         if manifest.cycle is not None:
             inputs.append(TensorMetadata(name="phase", datatype="INT64", shape=[-1]))
         outputs = output_names(manifest)
@@ -193,6 +201,8 @@ class OipV2Handlers:
         if window is None:
             raise InvalidInput(f"input 'window' (FP32 [n, {L}, {C}]) is missing", field="window")
         array = window.array
+        if manifest.panel is not None and array.ndim == 2 and C == 1:
+            array = array[:, :, None]  # a global model's [n, L]: one channel
         if window.datatype != "FP32":
             raise InvalidInput(
                 f"input 'window' must be FP32, got {window.datatype}", field="window.datatype", limit="FP32"
@@ -212,7 +222,37 @@ class OipV2Handlers:
                 limit=limit,
             )
         check_windows(array, L, lambda n, t, c: f"window[{n}][{t}][{c}]")
+        if manifest.panel is not None:
+            return _mask_start(array, tensors.get(LENGTHS), manifest)
         return array
+
+
+def _mask_start(array: np.ndarray, lengths: Tensor | None, manifest: Manifest) -> np.ndarray:
+    """A global model's windows with the steps before each series' start (`lengths`) set to NaN, which
+    its graph masks; every length between the model's min_history and L."""
+    assert manifest.panel is not None
+    L, n, least = manifest.input_length, len(array), manifest.panel.min_history
+    if lengths is None:
+        return array
+    if lengths.datatype != "INT64" or lengths.array.shape != (n,):
+        raise InvalidInput(
+            f"input {LENGTHS!r} must be INT64 of shape [{n}] (one per window), got {lengths.datatype} "
+            f"{list(lengths.array.shape)}",
+            field=f"{LENGTHS}.shape",
+            limit=[n],
+        )
+    bad = (lengths.array < least) | (lengths.array > L)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise InvalidInput(
+            f"{LENGTHS}[{i}] = {int(lengths.array[i])}: model {manifest.name} needs at least {least} values "
+            f"(its min_history) and reads at most {L} (its input length)",
+            field=f"{LENGTHS}[{i}]",
+            limit=least,
+        )
+    out = np.array(array, dtype=np.float32)  # a copy: a binary tensor's array is read-only
+    out[np.arange(L)[None, :] < (L - lengths.array)[:, None]] = np.nan
+    return out
 
 
 def _check_parameters(names: Iterable[str]) -> None:
@@ -233,6 +273,8 @@ def _manifest(entry: VersionEntry) -> Manifest:
 
 def _by_name(inputs: list[Tensor], manifest: Manifest) -> dict[str, Tensor]:
     allowed = ["window", "phase", "start"] if manifest.cycle is not None else ["window"]
+    if manifest.panel is not None:
+        allowed = ["window", LENGTHS]
     tensors: dict[str, Tensor] = {}
     for i, tensor in enumerate(inputs):
         if tensor.name not in allowed:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import cast
 
 import numpy as np
 
@@ -32,8 +33,9 @@ class DecodedSeries:
 def decode_series(
     series: SeriesInput | SeriesArrays, manifest: Manifest, field: str, max_history: int
 ) -> DecodedSeries:
-    """Rows or named columns (lists from the model, or arrays from the fast lane) -> the last L points
-    as [L, C] float32, with the field path in every error."""
+    """Rows, named columns or a flat list (lists from the model, or arrays from the fast lane) -> the
+    last L points as [L, C] float32 (a global model's shorter history: its missing start NaN, which the
+    graph masks), with the field path in every error."""
     channels = manifest.channels
     C = len(channels)
     values = series.values
@@ -70,9 +72,24 @@ def decode_series(
         def path_of(row: int, c: int) -> str:
             return f"{field}.values.{channels[c]}[{row}]"
 
+    elif _is_flat(values):
+        if C != 1:
+            raise InvalidInput(
+                f"{field}.values is a flat list of values, which is one channel; the model has {C} channels "
+                f"{list(channels)}: send rows of {C} values or named columns",
+                field=f"{field}.values",
+                limit=C,
+            )
+        n = len(values)
+        array = np.asarray(values, dtype=np.float64).reshape(n, 1)
+
+        def path_of(row: int, c: int) -> str:
+            return f"{field}.values[{row}]"
+
     else:
         n = len(values)
-        widths = [values.shape[1]] if isinstance(values, np.ndarray) else [len(row) for row in values]
+        rows = cast("list[list[float]]", values)  # not flat: rows (an empty list has none)
+        widths = [values.shape[1]] if isinstance(values, np.ndarray) else [len(row) for row in rows]
         for i, width in enumerate(widths):  # an array's rows are all as wide as its first
             if width != C:
                 raise InvalidInput(
@@ -86,12 +103,19 @@ def decode_series(
             return f"{field}.values[{row}][{c}]"
 
     # Finite as float64 (the schema checked that) but maybe too large for the model's float32 arithmetic.
-    window = last_window(array, manifest, max_history, f"{field}.values", path_of)
+    window = last_window(array, manifest, max_history, f"{field}.values", path_of, series.id)
     # A naive start is UTC (the documented rule), made explicit: forecast timestamps then carry an offset
     # and are the RFC 3339 date-times the schema promises.
     start = None if series.start is None else utc(series.start)
     phase = window_phase_of(manifest, start, n, f"{field}.start")
     return DecodedSeries(id=series.id, window=window, n_values=n, start=start, phase=phase)
+
+
+def _is_flat(values: object) -> bool:
+    """A flat list of one channel's values (or the fast lane's 1-D array), rather than rows."""
+    if isinstance(values, np.ndarray):
+        return values.ndim == 1
+    return isinstance(values, list) and bool(values) and not isinstance(values[0], list)
 
 
 def forecast_timestamps(

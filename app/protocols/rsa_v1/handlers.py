@@ -43,6 +43,7 @@ from app.protocols.rsa_v1.schemas import (
     MatrixName,
     ModelInfo,
     ModelList,
+    PanelInfo,
     VersionInfo,
 )
 from app.protocols.rsa_v1.wire import ForecastArgs, ForecastResult, encode_attention
@@ -119,6 +120,10 @@ class V1Handlers:
     ) -> T:
         entry = self.service.resolve(name, version)
         manifest = _manifest(entry)
+        if manifest.panel is not None:
+            raise InvalidInput(
+                f"model {entry.name} is a global read-out: it has no attention to inspect", field="series"
+            )
         channel = resolve_channel(request.channel, manifest)
         decoded = decode_series(request.series, manifest, "series", self.settings.max_history_length)
         if manifest.n_layers is not None and request.layers is not None:
@@ -260,6 +265,9 @@ def describe_version(entry: VersionEntry, stats: VersionStats | None) -> Version
                 "cycle": None
                 if m.cycle is None
                 else CycleInfo(period=m.cycle.period, step_seconds=m.cycle.step_seconds),
+                "panel": None
+                if m.panel is None
+                else PanelInfo(min_history=m.panel.min_history, period=m.panel.period),
                 "intervals": None
                 if m.intervals is None
                 else IntervalsInfo(

@@ -30,17 +30,24 @@ FiniteFloat = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 
 ROWS_TAG = "rows"
 COLUMNS_TAG = "columns"
+FLAT_TAG = "flat"
 
 
 def _values_layout(value: Any) -> str:
-    return COLUMNS_TAG if isinstance(value, dict) else ROWS_TAG
+    if isinstance(value, dict):
+        return COLUMNS_TAG
+    if isinstance(value, list) and value and not isinstance(value[0], list):
+        return FLAT_TAG  # [1.0, 2.0, ...]: one channel's values
+    return ROWS_TAG
 
 
-# `values` is either rows of channel values or an object of named columns. The callable
-# discriminator keeps validation errors to the layout the client actually sent.
+# `values` is rows of channel values, an object of named columns, or (a one-channel model, e.g. a
+# global model of many series) a flat list of values. The callable discriminator keeps validation
+# errors to the layout the client actually sent.
 SeriesValues = Annotated[
     Annotated[list[list[FiniteFloat]], Tag(ROWS_TAG)]
-    | Annotated[dict[str, list[FiniteFloat]], Tag(COLUMNS_TAG)],
+    | Annotated[dict[str, list[FiniteFloat]], Tag(COLUMNS_TAG)]
+    | Annotated[list[FiniteFloat], Tag(FLAT_TAG)],
     Discriminator(_values_layout),
 ]
 
@@ -60,8 +67,10 @@ class SeriesInput(_Strict):
 
     id: str | None = Field(default=None, max_length=256, description="Echoed back in the response.")
     values: SeriesValues = Field(
-        description="Rows of C channel values (oldest first), or an object of named columns of equal "
-        "length holding every model channel. Only the last `input_length` points are used."
+        description="Rows of C channel values (oldest first), an object of named columns of equal "
+        "length holding every model channel, or for a one-channel model a flat list of values. Only the "
+        "last `input_length` points are used. A global model (`panel` in /v1/models) takes histories "
+        "from its `min_history` on: the steps before a shorter series' start are masked, never filled."
     )
     start: IsoDatetime | None = Field(
         default=None,
@@ -75,7 +84,29 @@ class ForecastRequest(_Strict):
     """```json
     {"series": [{"id": "a", "values": [[1.0, 2.0, 3.0], ...], "start": "2018-06-01T00:00:00"}],
      "horizon": 24}
-    ```"""
+    ```
+    A global model (one channel, any series): `{"series": [{"id": "store_21", "start": "2023-01-01",
+    "values": [1520.5, 1611.0, ...]}], "horizon": 12}`."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "series": [
+                        {"id": "store_21", "start": "2023-01-01", "values": [1520.5, 1611.0, 1580.25]},
+                        {"id": "store_22", "start": "2022-07-01", "values": [980.0, 1002.5, 990.0, 1010.0]},
+                    ],
+                    "horizon": 12,
+                },
+                {
+                    "series": [
+                        {"id": "a", "values": [[1.0, 2.0], [1.5, 2.5]], "start": "2018-06-01T00:00:00Z"}
+                    ]
+                },
+            ]
+        },
+    )
 
     series: list[SeriesInput] = Field(min_length=1, description="At most `RSA_MAX_SERIES_PER_REQUEST`.")
     horizon: Count | None = Field(
@@ -241,6 +272,14 @@ class IntervalsInfo(BaseModel):
     calibration: dict[str, Any] | None = None
 
 
+class PanelInfo(BaseModel):
+    """A global model: any series of its frequency, each a flat list of at least `min_history` values
+    (shorter than `input_length`: the missing start is masked)."""
+
+    min_history: int
+    period: int = Field(description="The seasonal cycle in steps the model was fitted with (1: none).")
+
+
 VersionState = Literal["loading", "ready", "failed", "unloading"]
 
 
@@ -281,6 +320,7 @@ class VersionInfo(BaseModel):
     intervals: IntervalsInfo | None = Field(
         default=None, description="Calibrated prediction intervals; null: the version has none."
     )
+    panel: PanelInfo | None = Field(default=None, description="Set for a global model of many series.")
     layers: list[LayerInfo] | None = None
     architecture: dict[str, Any] | None = None
     metrics: dict[str, Any] | None = None

@@ -38,7 +38,8 @@ _DATETIME = TypeAdapter(datetime)
 
 @dataclass(frozen=True)
 class SeriesArrays:
-    """One request series with its values as float64 arrays: rows [n, C], or named columns of [n]."""
+    """One request series with its values as float64 arrays: rows [n, C], a flat [n] (one channel), or
+    named columns of [n]."""
 
     id: str | None
     values: np.ndarray | dict[str, np.ndarray]
@@ -131,7 +132,8 @@ def _fast_series(item: Any) -> SeriesArrays | None:
             return None
     values = item["values"]
     if type(values) is list:
-        rows = _numbers(values, ndim=2)
+        flat = bool(values) and type(values[0]) is not list  # one channel's values, as the model reads
+        rows = _numbers(values, ndim=1 if flat else 2)
         return None if rows is None else SeriesArrays(id=id_, values=rows, start=start)
     if type(values) is dict:
         columns = {}

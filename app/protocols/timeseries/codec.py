@@ -22,7 +22,7 @@ MONTHS = {"month": 1, "M": 1, "quarter": 3, "Q": 3, "year": 12, "Y": 12}
 
 
 def parse_request(raw: bytes) -> TimeSeriesForecastRequest | None:
-    """The request, for the parse process (`app.api.body.parse_body`'s offload: large bodies are parsed
+    """The request, for the parse process (`app.protocols.http.parse_body`'s offload: large bodies are parsed
     there, off the event loop); None when it is invalid, so that the loop parses it again for the
     error, rendered as any other (a ValidationError does not survive pickling whole)."""
     try:
@@ -95,7 +95,7 @@ def decode_input(item: TimeSeriesInput, manifest: Manifest, field: str, max_hist
     def path_of(row: int, c: int) -> str:
         return f"{field}.series[{row}]" + (f"[{c}]" if multivariate else "")
 
-    window = last_window(array, manifest, max_history, f"{field}.series", path_of)
+    window = last_window(array, manifest, max_history, f"{field}.series", path_of, item.name)
     start = item.start_timestamp
     if start is None:
         raise InvalidInput(

@@ -93,3 +93,8 @@ async def render_error(request: Request, exc: Exception) -> JSONResponse:
 
 def internal_error() -> JSONResponse:
     return error_response(500, "internal_error", "internal server error", None, "InternalServerError")
+
+
+async def on_unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+    logger.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return internal_error()

@@ -38,13 +38,13 @@ def test_only_large_bodies_and_only_when_enabled() -> None:
 
 def test_the_worker_starts_with_the_parsers_imported() -> None:
     """The first big body must not pay for importing its parser in the worker (0.4 s of CPU in a flood)."""
-    from app.api.routes import forecast, timeseries
-    from app.lifecycle import PARSE_LANES
+    from app.protocols.oip_v2.codec import parse_infer
+    from app.protocols.registry import REGISTRY
+    from app.protocols.rsa_v1.wire import fast_forecast
+    from app.protocols.timeseries.codec import parse_request
 
-    assert (
-        forecast.fast_forecast in PARSE_LANES and timeseries.parse_request in PARSE_LANES
-    )  # the routes' lanes
-    modules = tuple(lane.__module__ for lane in PARSE_LANES)
+    assert {fast_forecast, parse_request, parse_infer} <= set(REGISTRY.parsers)  # the routes' lanes
+    modules = tuple(lane.__module__ for lane in REGISTRY.parsers)
     cold, warm = ParseProcess(1000), ParseProcess(1000)
     try:
         asyncio.run(cold.start())

@@ -6,7 +6,8 @@ import pytest
 
 from app.core.context import close_record, note_error, note_model_version, open_record
 from app.engine.types import BatchEvent
-from app.observability.metrics import EngineMetrics, RequestMetrics, batch_buckets, protocol_of
+from app.observability.metrics import EngineMetrics, RequestMetrics, batch_buckets
+from app.protocols.registry import protocol_of
 
 
 @pytest.mark.parametrize(
@@ -58,7 +59,7 @@ def test_request_record_is_per_request_and_noop_outside() -> None:
 
 
 def test_observe_request_maps_error_codes_to_reasons() -> None:
-    metrics = RequestMetrics()
+    metrics = RequestMetrics(protocol_of)
     record, token = open_record()
     close_record(token)
     for code, reason in [("malformed_json", "invalid_input"), ("model_not_ready", "not_ready"), (None, None)]:
@@ -82,7 +83,7 @@ def test_observe_request_maps_error_codes_to_reasons() -> None:
 
 
 def test_observe_request_counts_every_time_and_times_no_probe() -> None:
-    metrics = RequestMetrics()
+    metrics = RequestMetrics(protocol_of)
     record, token = open_record()
     close_record(token)
     for _ in range(3):  # the label children are looked up once, then reused: every call still counts

@@ -1,4 +1,4 @@
-"""Domain errors -> statuses: the shared HTTP table and each room's own choices, device faults included."""
+"""Domain errors -> statuses: the shared HTTP table and each protocol's choices, device faults included."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize("error", [DeviceError("cuBLAS failed"), DeviceOutOfMemory("out of memory")])
-def test_device_faults_are_retryable_503s_in_every_http_room(error: DeviceError) -> None:
+def test_device_faults_are_retryable_503s_in_every_http_protocol(error: DeviceError) -> None:
     assert lookup(HTTP_STATUS, error, 500) == v1_status(error) == oip_status(error) == 503
     assert error.code in ("device_error", "device_out_of_memory")
     assert error_headers(DeviceError("x", retry_after_s=1)) == {"Retry-After": "1"}
@@ -29,7 +29,7 @@ def test_other_failures_keep_their_statuses() -> None:
 
 
 def test_grpc_answers_device_faults_unavailable() -> None:
-    """In a process of its own: the gRPC room's generated messages cannot share one with tritonclient's."""
+    """In a process of its own: gRPC's generated messages cannot share one with tritonclient's."""
     code = (
         "from app.core.errors import DeviceError, DeviceOutOfMemory\n"
         "from app.protocols.oip_v2.grpc_server import status_of\n"

@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 from onnxruntime.capi import onnxruntime_pybind11_state as ort_errors
 
 from app.engine.batching import DynamicBatcher, Feed
+from app.protocols.rsa_v1.handlers import V1Handlers
 from tests.app.conftest import engine_of, make_settings, ort_forecast, running_client, runtime_of, wait_for
 from tests.app.fakes import GatedSession
 from tests.app.metrics_scrape import delta, scrape
@@ -111,7 +112,7 @@ def test_session_error_is_500_and_the_batcher_keeps_serving(toy_repository: Path
 
 def test_unexpected_exception_is_a_json_500(toy_repository: Path) -> None:
     with running_client(make_settings(toy_repository)) as client:
-        handlers = runtime_of(client).v1
+        handlers = runtime_of(client).handlers_of(V1Handlers)
 
         async def broken(*args: Any) -> None:
             raise KeyError("bug")

@@ -64,7 +64,8 @@ CASES: list[tuple[str, dict[str, Any], str, Any, str]] = [
     ),
     ("values not a list", {"series": [{"values": 5}]}, "series[0].values", None, "array"),
     ("values a string", {"series": [{"values": "1,2,3"}]}, "series[0].values", None, "array"),
-    ("values flat list", {"series": [{"values": [1.0, 2.0, 3.0]}]}, "series[0].values[0]", None, "array"),
+    # A flat list is one channel's values: refused by a model of several (3), saying what to send.
+    ("values flat list", {"series": [{"values": [1.0, 2.0, 3.0]}]}, "series[0].values", 3, "one channel"),
     ("missing values", {"series": [{"id": "a"}]}, "series[0].values", None, "required"),
     (
         "ragged row",

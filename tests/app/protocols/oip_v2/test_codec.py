@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from app.core.errors import InvalidInput, PayloadTooLarge
-from app.protocols.oip_v2.codec import DTYPES, decode_inputs, decompress, split_body
+from app.protocols.oip_v2.codec import DTYPES, decode_inputs, decompress, layout, split_body
 
 BODY = b'{"inputs": [{"name": "window", "shape": [1], "datatype": "FP32", "data": [1.0]}]}'
 
@@ -118,3 +118,36 @@ def test_numbers_decode_to_the_declared_type() -> None:
 def test_ragged_data_is_refused() -> None:
     with pytest.raises(InvalidInput, match="equal-length lists"):
         _decode([[1.0], [2.0, 3.0]], shape=[2, 1])
+
+
+# -- the layout both transports decode against (REST here, gRPC in grpc_server.py) -------------------------
+
+
+@pytest.mark.parametrize(
+    ("datatype", "shape", "named"),
+    [("FP16", [1], "is not served"), ("FP32", [2, -1], "has a negative dimension")],
+)
+def test_a_layout_refuses_what_no_transport_serves(datatype: str, shape: list[int], named: str) -> None:
+    with pytest.raises(InvalidInput, match=named):
+        layout(0, "window", datatype, shape)
+
+
+def test_every_kind_of_payload_counts_against_the_shape() -> None:
+    tensor = layout(0, "window", "FP32", [2, 3])
+    np.testing.assert_array_equal(tensor.from_values([0.0] * 6, "contents").array, np.zeros((2, 3)))
+    np.testing.assert_array_equal(tensor.from_json([[1, 2, 3], [4, 5, 6]]).array.reshape(-1), range(1, 7))
+    np.testing.assert_array_equal(
+        tensor.from_bytes(np.ones(6, "<f4").tobytes(), "raw").array, np.ones((2, 3))
+    )
+    for decode, source in [
+        (lambda: tensor.from_json([1.0] * 5), "data"),
+        (lambda: tensor.from_values([1.0] * 5, "contents"), "contents"),
+    ]:
+        with pytest.raises(InvalidInput) as refused:
+            decode()
+        assert refused.value.message == f"inputs[0] (window): {source} has 5 values, but shape [2, 3] needs 6"
+        assert refused.value.field == f"inputs[0] (window).{source}"
+    with pytest.raises(
+        InvalidInput, match=r"raw_input_contents\[0\] has 20 bytes; shape \[2, 3\] of FP32 needs 24"
+    ):
+        tensor.from_bytes(b"\0" * 20, "raw_input_contents[0]")

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from app.api.body import body_schema, parse_body
+from app.protocols.http import body_schema, handlers, parse_body
 from app.protocols.timeseries.codec import parse_request
 from app.protocols.timeseries.handlers import TimeSeriesHandlers
 from app.protocols.timeseries.schemas import (
@@ -16,7 +16,6 @@ from app.protocols.timeseries.schemas import (
     TimeSeriesForecastRequest,
     TimeSeriesForecastResponse,
 )
-from app.runtime import runtime_of
 
 router = APIRouter(prefix="/v1/timeseries", tags=["kserve-timeseries"])
 
@@ -30,11 +29,7 @@ ERRORS: dict[int | str, dict[str, object]] = {
 }
 
 
-async def get_handlers(request: Request) -> TimeSeriesHandlers:
-    return runtime_of(request.app).timeseries
-
-
-Handlers = Annotated[TimeSeriesHandlers, Depends(get_handlers)]
+Handlers = Annotated[TimeSeriesHandlers, handlers(TimeSeriesHandlers)]
 
 
 @router.get("/models", response_model=list[str])

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Annotated, TypeVar
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Request, Response
 
-from app.api.body import body_schema, parse_body
 from app.core.numbers import decimal
 from app.core.offload import ParseProcess
+from app.protocols.http import body_schema, handlers, parse_body
 from app.protocols.oip_v2.codec import HEADER_LENGTH, Tensor, binary_outputs, encode_response, parse_infer
 from app.protocols.oip_v2.handlers import OipV2Handlers, parse_version
 from app.protocols.oip_v2.schemas import (
@@ -28,7 +28,7 @@ from app.protocols.oip_v2.schemas import (
     ServerMetadata,
     ServerReady,
 )
-from app.runtime import maybe_runtime, runtime_of
+from app.runtime import maybe_runtime
 
 ERRORS: dict[int | str, dict[str, object]] = {
     400: {
@@ -43,15 +43,13 @@ ERRORS: dict[int | str, dict[str, object]] = {
 }
 
 
-async def get_handlers(request: Request) -> OipV2Handlers:
-    return runtime_of(request.app).oip_v2
-
-
-Handlers = Annotated[OipV2Handlers, Depends(get_handlers)]
+Handlers = Annotated[OipV2Handlers, handlers(OipV2Handlers)]
 BodyT = TypeVar("BodyT", RepositoryIndexRequest, RepositoryRequest)
 
 health = APIRouter(prefix="/v2/health", tags=["oip-v2"])
 router = APIRouter(prefix="/v2", tags=["oip-v2"])
+# Admitted before their body is read (app/api/middleware.py), by the body's size.
+INFER_ROUTES = ("/v2/models/{name}/infer", "/v2/models/{name}/versions/{version}/infer")
 
 
 @health.get("/live", response_model=ServerLive)

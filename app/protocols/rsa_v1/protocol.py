@@ -1,0 +1,26 @@
+"""The `/v1` API, as the registry (app/protocols/registry.py) wires it."""
+
+from __future__ import annotations
+
+from app.protocols.rsa_v1 import errors
+from app.protocols.rsa_v1.handlers import V1Handlers
+from app.protocols.rsa_v1.routes import (
+    FORECAST_ROUTES,
+    attention_router,
+    forecast_router,
+    models_router,
+)
+from app.protocols.rsa_v1.schemas import AttentionRequest, ForecastRequest
+from app.protocols.rsa_v1.wire import fast_forecast
+from app.protocols.spec import ErrorRenderer, ProtocolSpec
+
+RSA_V1 = ProtocolSpec(
+    name="rsa_v1",
+    prefix="/v1",
+    errors=ErrorRenderer(errors.error_response_for, errors.render_error, errors.on_unexpected_error),
+    handlers=lambda service, draining: V1Handlers(service),
+    routers=(models_router, forecast_router, attention_router),
+    bodies=(ForecastRequest, AttentionRequest),
+    admitted=FORECAST_ROUTES,
+    parsers=(fast_forecast,),
+)

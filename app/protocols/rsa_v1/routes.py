@@ -1,0 +1,151 @@
+"""The `/v1` API's routes: model metadata, forecasts and attention inspection, each for the model's
+latest loaded version or an explicit one. The operations are `V1Handlers`' (handlers.py); errors in
+`{"error": {"code", "message", "field", "limit", "details"}}` (errors.py)."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query, Request, Response
+
+from app.protocols.http import body_schema, handlers, parse_body
+from app.protocols.rsa_v1.handlers import V1Handlers
+from app.protocols.rsa_v1.schemas import (
+    AttentionRequest,
+    AttentionResponse,
+    ErrorResponse,
+    ForecastRequest,
+    ForecastResponse,
+    ModelInfo,
+    ModelList,
+    OutputFormat,
+)
+from app.protocols.rsa_v1.wire import ForecastArgs, encode_forecast, fast_forecast, parse_forecast
+
+V1HandlersDep = Annotated[V1Handlers, handlers(V1Handlers)]
+ModelName = Annotated[str, Path(description="Model name, a folder of the model repository.")]
+ModelVersionNumber = Annotated[int, Path(ge=1, description="Model version (positive integer).")]
+
+# OpenAPI descriptions of the error responses (the body is always `ErrorResponse`).
+ERRORS: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorResponse, "description": "Unknown model or version."},
+    422: {"model": ErrorResponse, "description": "Invalid input; `field` and `limit` say what and why."},
+    503: {"model": ErrorResponse, "description": "Model loading/failed, or overloaded (Retry-After)."},
+}
+INFERENCE_ERRORS: dict[int | str, dict[str, Any]] = {
+    **ERRORS,
+    400: {"model": ErrorResponse, "description": "Malformed JSON body."},
+    413: {"model": ErrorResponse, "description": "Request body above RSA_MAX_BODY_BYTES."},
+    415: {"model": ErrorResponse, "description": "A Content-Type other than JSON."},
+    500: {"model": ErrorResponse, "description": "The model failed (a server fault)."},
+    504: {"model": ErrorResponse, "description": "No result within RSA_REQUEST_TIMEOUT_S."},
+}
+
+# -- model metadata -------------------------------------------------------------------------------------
+
+models_router = APIRouter(prefix="/v1/models", tags=["models"])
+
+
+@models_router.get("", response_model=ModelList)
+async def list_models(v1: V1HandlersDep) -> ModelList:
+    return await v1.models()
+
+
+@models_router.get("/{name}", response_model=ModelInfo, responses=ERRORS)
+async def get_model(name: ModelName, v1: V1HandlersDep) -> ModelInfo:
+    return await v1.model(name)
+
+
+# -- forecasts ------------------------------------------------------------------------------------------
+
+forecast_router = APIRouter(prefix="/v1/models", tags=["forecast"])
+# Admitted before their body is read (app/api/middleware.py), by the body's size.
+FORECAST_ROUTES = ("/v1/models/{name}/forecast", "/v1/models/{name}/versions/{version}/forecast")
+
+
+async def _forecast(name: str, version: int | None, request: Request, v1: V1Handlers) -> Response:
+    limit = v1.settings.max_series_per_request
+    body: ForecastArgs | ForecastRequest = await parse_body(
+        request, lambda raw: parse_forecast(raw, limit), offload=partial(fast_forecast, max_series=limit)
+    )
+    # `response_model` documents the answer; this bytes response passes through FastAPI untouched.
+    return Response(encode_forecast(await v1.forecast(name, version, body)), media_type="application/json")
+
+
+@forecast_router.post(
+    "/{name}/forecast",
+    response_model=ForecastResponse,
+    responses=INFERENCE_ERRORS,
+    openapi_extra=body_schema(ForecastRequest),
+)
+async def forecast(name: ModelName, request: Request, v1: V1HandlersDep) -> Response:
+    """Forecast one or many series with the model's latest loaded version."""
+    return await _forecast(name, None, request, v1)
+
+
+@forecast_router.post(
+    "/{name}/versions/{version}/forecast",
+    response_model=ForecastResponse,
+    responses=INFERENCE_ERRORS,
+    openapi_extra=body_schema(ForecastRequest),
+)
+async def forecast_version(
+    name: ModelName, version: ModelVersionNumber, request: Request, v1: V1HandlersDep
+) -> Response:
+    """Forecast one or many series with a given model version."""
+    return await _forecast(name, version, request, v1)
+
+
+# -- attention inspection -------------------------------------------------------------------------------
+
+attention_router = APIRouter(prefix="/v1/models", tags=["attention"])
+
+FormatQuery = Annotated[
+    OutputFormat | None, Query(description="json or png; overrides the body's `format` when given.")
+]
+ATTENTION_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **INFERENCE_ERRORS,
+    200: {"content": {"image/png": {}}, "description": "JSON, or a PNG heatmap figure with format=png."},
+}
+
+
+async def _attention(
+    name: str, version: int | None, request: Request, v1: V1Handlers, fmt: OutputFormat | None
+) -> Response:
+    body = await parse_body(request, AttentionRequest.model_validate_json)
+    if (fmt or body.format) == "png":
+        return Response(await v1.attention_png(name, version, body), media_type="image/png")
+    # JSON bytes encoded by orjson from the arrays (app/protocols/rsa_v1/wire.py); `response_model`
+    # stays for the OpenAPI document.
+    return Response(await v1.attention(name, version, body), media_type="application/json")
+
+
+@attention_router.post(
+    "/{name}/attention",
+    response_model=AttentionResponse,
+    responses=ATTENTION_RESPONSES,
+    openapi_extra=body_schema(AttentionRequest),
+)
+async def attention(
+    name: ModelName, request: Request, v1: V1HandlersDep, format: FormatQuery = None
+) -> AttentionResponse | Response:
+    """Attention matrices of one series with the model's latest loaded version."""
+    return await _attention(name, None, request, v1, format)
+
+
+@attention_router.post(
+    "/{name}/versions/{version}/attention",
+    response_model=AttentionResponse,
+    responses=ATTENTION_RESPONSES,
+    openapi_extra=body_schema(AttentionRequest),
+)
+async def attention_version(
+    name: ModelName,
+    version: ModelVersionNumber,
+    request: Request,
+    v1: V1HandlersDep,
+    format: FormatQuery = None,
+) -> AttentionResponse | Response:
+    """Attention matrices of one series with a given model version."""
+    return await _attention(name, version, request, v1, format)

@@ -1,0 +1,69 @@
+"""A small long file of monthly stores, a global model trained on it and published into a repository:
+what the panel tests of every path (export, /v1, OIP v2, KServe) serve and check against."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from typer.testing import CliRunner
+
+from export.panel import GlobalModel, cli
+
+HORIZON, PERIOD = 6, 12
+NAME = "stores"
+
+
+def store(seed: int, months: int) -> np.ndarray:
+    """One store's monthly sales: a level, a yearly cycle, a little trend and noise."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(months)
+    level = rng.uniform(200, 3000)
+    shape = 0.3 * np.sin(2 * np.pi * t / PERIOD + rng.uniform(0, 2 * np.pi))
+    return np.round(level * (1 + shape + 0.003 * t) + level * 0.03 * rng.standard_normal(months), 2)
+
+
+def write_long(path: Path, n: int = 12, months: int = 48, seed: int = 0) -> Path:
+    """`unique_id, ds, y` rows of `n` stores from 2020-01-01 (store_00 ... ), written as CSV."""
+    rows = []
+    for i in range(n):
+        values = store(seed + i, months - 3 * (i % 4))
+        stamps = pd.date_range("2020-01-01", periods=len(values), freq="MS")
+        rows += [(f"store_{i:02d}", t.date().isoformat(), v) for t, v in zip(stamps, values, strict=True)]
+    pd.DataFrame(rows, columns=["unique_id", "ds", "y"]).to_csv(path, index=False)
+    return path
+
+
+def publish(tmp_path: Path) -> tuple[Path, GlobalModel]:
+    """Train on a written long file and export into `tmp_path/repo` through the CLI; (repository, model)."""
+    data = write_long(tmp_path / "stores_long.csv")
+    runner = CliRunner()
+    out = tmp_path / "run"
+    train = runner.invoke(
+        cli,
+        ["train", "--data", str(data), "--horizon", str(HORIZON), "--input-periods", "2", "--out", str(out)],
+    )
+    assert train.exit_code == 0, train.output
+    repo = tmp_path / "repo"
+    export = runner.invoke(
+        cli,
+        [
+            "export",
+            "--model",
+            str(out / "model.json"),
+            "--name",
+            NAME,
+            "--repository",
+            str(repo),
+            "--data",
+            str(data),
+        ],
+    )
+    assert export.exit_code == 0, export.output
+    return repo, GlobalModel.load(out / "model.json")
+
+
+def unseen() -> dict[str, tuple[str, np.ndarray]]:
+    """Series the model never saw: a long one and one shorter than L (but at least min_history)."""
+    return {"store_new": ("2021-03-01", store(99, 40)), "store_opened": ("2023-01-01", store(98, 15))}
