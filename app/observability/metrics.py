@@ -189,6 +189,12 @@ class RequestMetrics:
             registry=r,
         )
         self._served: set[tuple[str, str]] = set()  # (model, version) of the catalog's versions
+        # Every label set made for a (model, version), for `forget` (prometheus-client lists its children
+        # only in a private attribute).
+        self._series: dict[tuple[str, str], set[tuple[MetricWrapperBase, tuple[str, ...]]]] = {}
+
+    def _note(self, metric: MetricWrapperBase, labels: tuple[str, ...]) -> None:
+        self._series.setdefault((labels[2], labels[3]), set()).add((metric, labels))
 
     def observe_request(
         self, endpoint: str, record: RequestRecord, status: int | str, seconds: float, probe: bool
@@ -201,14 +207,18 @@ class RequestMetrics:
             duration = None if probe else self.request_duration.labels(*labels)
             children = self.requests.labels(*labels, str(status)), duration
             self._request_children[key] = children
+            self._note(self.requests, (*labels, str(status)))
+            if not probe:
+                self._note(self.request_duration, labels)
         count, duration = children
         count.inc()
         if duration is not None:
             duration.observe(seconds)
         reason = REJECTION_REASONS.get(record.error_code or "")
         if reason is not None:
-            labels = (endpoint, self.protocol_of(endpoint), record.model, record.version)
-            self.rejections.labels(*labels, reason).inc()
+            rejected = (endpoint, self.protocol_of(endpoint), record.model, record.version, reason)
+            self.rejections.labels(*rejected).inc()
+            self._note(self.rejections, rejected)
 
     def on_catalog(self, catalog: Catalog) -> None:
         """A new catalog: rejection series at 0 for every ready version on every model endpoint; the series
@@ -220,9 +230,15 @@ class RequestMetrics:
             if entry.ready:
                 for endpoint in self.model_endpoints:
                     for reason in PRECREATED_REASONS:
-                        self.rejections.labels(
-                            endpoint, self.protocol_of(endpoint), entry.name, str(entry.version), reason
+                        labels = (
+                            endpoint,
+                            self.protocol_of(endpoint),
+                            entry.name,
+                            str(entry.version),
+                            reason,
                         )
+                        self.rejections.labels(*labels)
+                        self._note(self.rejections, labels)
         self._served = served
 
     def forget(self, model: str, version: str) -> None:
@@ -230,9 +246,8 @@ class RequestMetrics:
         gone = [key for key in self._request_children if key[1] == model and key[2] == version]
         for key in gone:
             del self._request_children[key]
-        for metric in (self.requests, self.request_duration, self.rejections):
-            for labels in [k for k in metric._metrics if k[2] == model and k[3] == version]:
-                metric.remove(*labels)
+        for metric, labels in self._series.pop((model, version), set()):
+            metric.remove(*labels)
 
     def families(self) -> list[Metric]:
         """The request metrics now: this process's, or every front end's files in multiprocess mode,

@@ -108,3 +108,25 @@ def test_every_request_metric_carries_its_protocol() -> None:
         "unmatched": "",
     }
     assert {endpoint: protocol_of(endpoint) for endpoint in expected} == expected
+
+
+def test_forget_removes_every_request_series_of_a_version_and_only_its() -> None:
+    metrics = RequestMetrics(protocol_of, model_endpoints=("/v1/models/{name}/forecast",))
+    record, token = open_record()
+    close_record(token)
+    for version in ("1", "2"):
+        record.model, record.version, record.error_code = "m", version, "model_not_ready"
+        metrics.observe_request("/x", record, 503, 0.001, probe=False)
+
+    def series(version: str) -> set[str]:
+        return {
+            s.name
+            for f in metrics.registry.collect()
+            for s in f.samples
+            if s.labels.get("model") == "m" and s.labels.get("version") == version
+        }
+
+    assert "rsa_requests_total" in series("1") and "rsa_request_rejections_total" in series("1")
+    metrics.forget("m", "1")
+    assert series("1") == set()
+    assert "rsa_requests_total" in series("2") and "rsa_request_duration_seconds_count" in series("2")
