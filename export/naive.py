@@ -3,7 +3,9 @@
 - **last value**: every step of the horizon repeats the window's last value;
 - **seasonal naive**: step h repeats the value one season before it, x[L − P + (h mod P)], for a season
   of P steps (the model's cycle, else a calendar year of monthly data, else the training data's dominant
-  period up to the window length).
+  period up to the window length);
+- **mean** (climatology): every step is the channel's training mean, so that a model that only predicts
+  the mean is never reported as beating the naive forecasts by a wide margin.
 
 Both are scored exactly as the model is (`export.evaluate.evaluate`): MSE and MAE on the standardised
 data (each channel minus its training mean, over its training standard deviation), averaged over every
@@ -59,16 +61,19 @@ def _scores(split: Split, forecast, batch: int = 512) -> dict[str, float]:
 
 
 def naive_references(ds: Dataset, split: Split, cycle_period: int = 0) -> dict[str, dict]:
-    """Last-value and seasonal-naive MSE and MAE on every window of `split`, in the model's units."""
+    """Last-value, seasonal-naive and training-mean MSE and MAE on every window of `split`, in the model's
+    units (standardised on the training rows: the training mean is 0 there)."""
     L, H = split.input_length, split.horizon
     period, source = season(ds, cycle_period)
     # Step h reads x[L - P + (h mod P)]: one season back, repeated over the horizon.
     lags = torch.tensor([L - period + (h % period) for h in range(H)])
     last = _scores(split, lambda x: x[:, -1:, :].expand(-1, H, -1))
     seasonal = _scores(split, lambda x: x[:, lags, :])
+    mean = _scores(split, lambda x: x.new_zeros((x.shape[0], H, x.shape[2])))
     return {
         "last_value": last,
         "seasonal_naive": {**seasonal, "period": period, "period_from": source},
+        "mean": mean,
         "windows": split.num_windows,
     }
 
@@ -79,7 +84,8 @@ def skill(mse: float, reference: float) -> float | None:
 
 
 def summary(mse: float, naive: dict[str, dict]) -> str:
-    """One line for the CLI: both references and the model's skill over the better one."""
+    """One line for the CLI: the references and the model's skill over the better naive one, and over the
+    training mean where the report has it (a model near the mean says so, whatever the naive ones score)."""
     last, seas = naive["last_value"]["mse"], naive["seasonal_naive"]["mse"]
     best = min(last, seas)
     gain = skill(mse, best)
@@ -87,7 +93,15 @@ def summary(mse: float, naive: dict[str, dict]) -> str:
     if gain is not None:
         side = "below" if gain >= 0 else "ABOVE"
         verdict = f": the model's MSE is {abs(100 * gain):.0f}% {side} the better one"
-    return (
+    line = (
         f"naive references on the same {naive['windows']} test windows: last value MSE {last:.4f}, "
         f"seasonal naive (period {naive['seasonal_naive']['period']}) MSE {seas:.4f}{verdict}"
     )
+    if "mean" in naive:  # reports written before the mean reference have none
+        mean = naive["mean"]["mse"]
+        over_mean = skill(mse, mean)
+        line += f"; the training mean MSE {mean:.4f}"
+        if over_mean is not None:
+            side = "below" if over_mean >= 0 else "ABOVE"
+            line += f": {abs(100 * over_mean):.0f}% {side} it"
+    return line

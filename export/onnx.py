@@ -260,7 +260,22 @@ def _count(items: Sequence[str]) -> str:
     return ", ".join(f"{n} {name}" for name, n in counts.items())
 
 
-def describe_model(cfg: ModelConfig, gates: Sequence[float], dataset: str) -> tuple[str, str]:
+def cycle_name(period: int, step_seconds: float | None) -> str:
+    """What a cycle of `period` steps is, by its length in time: daily, weekly or yearly (a 52-week or a
+    12-month period is yearly, not daily), else "seasonal" with its length. Calendar steps (months) give
+    no fixed step: their period 12 (months) or 4 (quarters) is a year."""
+    if step_seconds is None or step_seconds <= 0:
+        return "yearly" if period in (4, 12) else "seasonal"
+    days = period * step_seconds / 86400
+    for name, length in (("daily", 1.0), ("weekly", 7.0), ("yearly", 365.25)):
+        if abs(days - length) <= 0.02 * length:  # 52 weeks are 364 days: within 2% of a year
+            return name
+    return f"seasonal ({days:g} days)" if days >= 1 else "seasonal"
+
+
+def describe_model(
+    cfg: ModelConfig, gates: Sequence[float], dataset: str, step_seconds: float | None = 3600.0
+) -> tuple[str, str]:
     """The manifest's `kind` and `description`: what the model is, from its config and its heads' gates
     (docs/artifacts.md). `rem_readout`: read at the last step, every head a REM head (`rsa_readout` with
     plain softmax heads beside them); `rsa_transformer`:
@@ -272,9 +287,10 @@ def describe_model(cfg: ModelConfig, gates: Sequence[float], dataset: str) -> tu
         "dilated regular" if d > 1 and k == "regular" else ("dilated " + k if d > 1 else k) for k, d in rem
     ]
     rem_gates = sorted({round(g, 3) for (k, _), g in zip(types, gates, strict=True) if k != "softmax"})
-    cycle = f"the daily cycle (period {cfg.cycle_period}) removed, " if cfg.cycle_period else ""
+    named = cycle_name(cfg.cycle_period, step_seconds)
+    cycle = f"the {named} cycle (period {cfg.cycle_period}) removed, " if cfg.cycle_period else ""
     window = (
-        f"the window with its daily cycle (period {cfg.cycle_period}) removed"
+        f"the window with its {named} cycle (period {cfg.cycle_period}) removed"
         if cfg.cycle_period
         else "the window"
     )
@@ -408,7 +424,12 @@ def export_model(
             }
 
         layers = model.recurrence_report()
-        kind, description = describe_model(cfg, [h["gate"] for h in layers[0]["heads"]], info["data"]["name"])
+        kind, description = describe_model(
+            cfg,
+            [h["gate"] for h in layers[0]["heads"]],
+            info["data"]["name"],
+            info["data"]["frequency_seconds"],
+        )
         manifest = {
             "name": name,
             "version": version,

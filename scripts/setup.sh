@@ -6,6 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 set_name="${1:-dev}"
+# One line per step, so that a set-up of several minutes shows where it is (pip itself stays quiet).
+step() { echo "setup ($set_name): $* ($(date +%H:%M:%S))"; }
+step "creating .venv"
 python3 -m venv .venv
 pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
 if [ "$set_name" != serve ]; then
@@ -15,12 +18,15 @@ if [ "$set_name" != serve ]; then
     # build: it works, it is only bigger). RSA_TORCH_INDEX names another index (e.g. a mirror).
     torch_index="${RSA_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}"
     torch_pin=$(grep -oE '^torch==[^ ]+' requirements/train.txt)
+    step "installing $torch_pin (the CPU build) from $torch_index"
     if ! "${pip[@]}" --no-deps --retries 0 --timeout 30 --index-url "$torch_index" "$torch_pin" 2>/dev/null; then
         echo "setup: $torch_index cannot be reached: $torch_pin comes from the default index" >&2
     fi
 fi
+step "installing requirements/${set_name}.txt"
 "${pip[@]}" -r "requirements/${set_name}.txt" -c requirements/constraints.txt
 if [ "$set_name" = dev ]; then  # statsforecast declares pandas<3 (requirements/bench-nodeps.txt)
+    step "installing requirements/bench-nodeps.txt (without their dependencies)"
     "${pip[@]}" --no-deps -r requirements/bench-nodeps.txt
 fi
 # The CPU `onnxruntime` wheel would shadow onnxruntime-gpu: refuse to continue if anything pulled it in.
@@ -28,3 +34,4 @@ if .venv/bin/python -m pip list --disable-pip-version-check 2>/dev/null | grep -
     echo "error: plain 'onnxruntime' is installed next to onnxruntime-gpu; remove it" >&2
     exit 1
 fi
+step "done"

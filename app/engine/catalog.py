@@ -19,6 +19,14 @@ from typing import Any, Literal
 from app.artifacts.manifest import Manifest, parse_manifest
 from app.core.errors import ModelNotFound, ModelNotReady, VersionNotFound
 
+# Said with every unknown name: a model exported into the repository of a running service is not served
+# until the service loads it, which it does by itself only in poll mode (docs/service.md).
+PUBLISH_HINT = (
+    "A model published after the service started is served only once it is loaded: start the service "
+    "with RSA_MODEL_CONTROL=poll (it rescans the repository every RSA_POLL_S) or RSA_MODEL_CONTROL=explicit "
+    "and call POST /v2/repository/models/{name}/load, or restart it"
+)
+
 LoadState = Literal["loading", "ready", "failed", "unloading"]
 LOAD_STATES: tuple[LoadState, ...] = ("loading", "ready", "failed", "unloading")
 
@@ -116,7 +124,10 @@ class Catalog:
         served = self.models.get(name)
         if served is None:
             known = ", ".join(sorted(self.models)) or "none"
-            raise ModelNotFound(f"model {name!r} not found; served models: {known}", field="name")
+            raise ModelNotFound(
+                f"model {name!r} not found; served models: {known}. {PUBLISH_HINT.format(name=name)}",
+                field="name",
+            )
         return served
 
     def find_ready(self, name: str, version: int | None) -> VersionEntry | None:

@@ -28,7 +28,8 @@ def test_references_equal_their_definitions_on_every_test_window(tmp_path: Path)
     x, y = (t.numpy() for t in ds.test.windows(np.arange(ds.test.num_windows)))
     last = x[:, -1:, :]
     seasonal = x[:, [28 - 7 + (h % 7) for h in range(10)], :]
-    for name, forecast in (("last_value", last), ("seasonal_naive", seasonal)):
+    mean = np.zeros_like(y)  # the training mean on the standardised scale
+    for name, forecast in (("last_value", last), ("seasonal_naive", seasonal), ("mean", mean)):
         err = forecast - y
         assert refs[name]["mse"] == pytest.approx(float((err**2).mean()), rel=1e-6)
         assert refs[name]["mae"] == pytest.approx(float(np.abs(err).mean()), rel=1e-6)
@@ -58,3 +59,12 @@ def test_the_summary_line_names_both_references_and_the_skill() -> None:
         "MSE 0.2900: the model's MSE is 34% below the better one"
     )
     assert summary(0.35, refs).endswith("the model's MSE is 21% ABOVE the better one")
+    # With the training mean beside them (issue 35: "44% below naive" for a model that predicts the mean).
+    refs["mean"] = {"mse": 1.0}
+    assert summary(0.98, refs).endswith(
+        "the model's MSE is 238% ABOVE the better one; the training mean MSE 1.0000: 2% below it"
+    )
+    refs["seasonal_naive"]["mse"] = 1.75
+    assert summary(0.98, refs).endswith(
+        "the model's MSE is 25% below the better one; the training mean MSE 1.0000: 2% below it"
+    )

@@ -409,3 +409,19 @@ def test_large_valued_series_export_and_a_real_mismatch_still_fails(tmp_path, mo
     monkeypatch.setattr(onnx_export, "_session", off_by_a_thousandth)
     with pytest.raises(ExportError, match="in units of each channel's training std"):
         export_model(checkpoint, tmp_path / "repo2", "big")
+
+
+def test_cycles_are_named_by_their_length_in_time() -> None:
+    """A 52-week period is yearly, 24 hours daily, 168 hours weekly; a 12-month period with no fixed step
+    is yearly; anything else is seasonal with its length (issue 35: not "daily" whatever it is)."""
+    from export.onnx import cycle_name
+
+    assert cycle_name(24, 3600) == "daily"
+    assert cycle_name(96, 900) == "daily"
+    assert cycle_name(168, 3600) == "weekly"
+    assert cycle_name(7, 86400) == "weekly"
+    assert cycle_name(52, 7 * 86400) == "yearly"
+    assert cycle_name(365, 86400) == "yearly"
+    assert cycle_name(12, None) == "yearly"
+    assert cycle_name(11, 86400 * 365.25) == "seasonal (4017.75 days)"
+    assert cycle_name(12, 3600) == "seasonal"

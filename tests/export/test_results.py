@@ -327,3 +327,48 @@ def test_interval_targets_judge_the_latest_version_against_the_one_before():
     assert lines[2].endswith("95%: 3.500 against 4.000 — met.")
     page = "\n".join(interval_section([old, new]))
     assert "| etth1-rsa v5 | 512 | 96 | scaled | 82.0% | 91.0% | 95.5% | 7.0 / 6.0 / 5.5 |" in page
+
+
+def test_competitions_are_judged_run_by_run_against_the_best_peer(tmp_path):
+    """Each run of our model is judged on its own against the best statsforecast MASE of the data set
+    (never the best of our runs), and a data set without peers gets its table and no verdict."""
+    from export.results_competitions import competition_section, load_scores
+
+    def row(data, model, mase):
+        return {
+            "data": data,
+            "model": model,
+            "series": 10,
+            "smape": 1.0,
+            "mase": mase,
+            "mape": None,
+            "fit_s": 1,
+        }
+
+    (tmp_path / "a.json").write_text(
+        json.dumps(
+            {
+                "scores": [
+                    row("M3 monthly", "REM read-out, global (L=72)", 0.90),
+                    row("M3 yearly", "REM read-out, global (L=24)", 3.0),
+                ]
+            }
+        )
+    )
+    (tmp_path / "b.json").write_text(
+        json.dumps(
+            {
+                "scores": [
+                    row("M3 monthly", "REM read-out, global (L=72)", 0.80),
+                    row("M3 monthly", "AutoETS", 0.86),
+                    row("M3 monthly", "AutoTheta", 0.85),
+                ]
+            }
+        )
+    )
+    page = "\n".join(competition_section(load_scores(tmp_path)))
+    assert "(AutoTheta, 0.8500): a.json: 0.9000, missed; b.json: 0.8000, met." in page
+    assert "| AutoTheta | b.json | 1.00 | 0.850 | - | 1.0 |" in page
+    assert "| REM read-out, global (L=72) | b.json | 1.00 | **0.800** | - | 1.0 |" in page
+    assert "### M3 yearly (10 series)" in page and page.count("MASE at or below") == 1
+    assert competition_section([]) == []

@@ -268,6 +268,10 @@ def test_unknown_model_is_404(client: TestClient) -> None:
     assert error["code"] == "model_not_found"
     assert error["field"] == "name"
     assert "toy" in error["message"]
+    # A model exported into the repository of a running service that does not poll: the answer says how
+    # to get it served (issue 35, item 7).
+    assert "RSA_MODEL_CONTROL=poll" in error["message"]
+    assert "POST /v2/repository/models/nope/load" in error["message"]
 
 
 def test_unknown_version_is_404(client: TestClient) -> None:
