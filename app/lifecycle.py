@@ -39,11 +39,11 @@ from app.core.logging import configure_logging
 from app.core.offload import ParseProcess
 from app.core.security import ApiKeys
 from app.engine.api import Engine
-from app.engine.local import LocalEngine
 from app.inference.service import InferenceService
-from app.observability.metrics import MULTIPROC_ENV, EngineMetrics, RequestMetrics
+from app.observability.metrics import MULTIPROC_ENV, RequestMetrics
 from app.protocols.registry import Registry
 from app.runtime import Runtime
+from app.wiring import local_engine
 
 logger = logging.getLogger(__name__)
 
@@ -96,14 +96,8 @@ def build_engine(settings: Settings) -> Engine:
         from app.engine.client import RemoteEngine
 
         return RemoteEngine(settings.engine_address, settings)
-    engine_metrics = EngineMetrics(settings.max_batch_rows)
-    return LocalEngine(
-        settings,
-        hooks=engine_metrics.hooks,
-        alone=lambda: requests_in_flight() <= 1,
-        collect=engine_metrics.collect,
-        forget=engine_metrics.forget,
-    )
+    # Inline calls (app/engine/batching/): only when no other request is in flight in this process.
+    return local_engine(settings, alone=lambda: requests_in_flight() <= 1)
 
 
 @asynccontextmanager

@@ -147,7 +147,6 @@ class _REM(nn.Module):
         n_heads: int,
         dilation: int = 1,
         masked: bool = False,
-        theta_init: float | None = None,
         init: Sequence[tuple[float, float]] | None = None,
     ):
         super().__init__()
@@ -182,7 +181,6 @@ class RegularREM(_REM):
         n_heads: int,
         dilation: int = 1,
         masked: bool = False,
-        theta_init: float | None = None,
         init: Sequence[tuple[float, float]] | None = None,
     ):
         super().__init__(n_heads, dilation, masked, init=init)
@@ -205,6 +203,8 @@ class RegularREM(_REM):
 
 
 class _CyclicREM(_REM):
+    """A REM with a rotation θ per head; θ starts at `theta_init` when given (and no `init`)."""
+
     def __init__(
         self,
         n_heads: int,
@@ -286,7 +286,11 @@ class REMBank(nn.Module):
             if kind != "softmax":
                 done = sum(k for _, k in self.slots)  # REM heads before this group
                 values = None if init is None else init[done : done + n]
-                self.groups.append(REM_KINDS[kind](n, dilation, masked, theta_init, values))
+                cls = REM_KINDS[kind]
+                if issubclass(cls, _CyclicREM):  # θ is the cyclic kinds' alone
+                    self.groups.append(cls(n, dilation, masked, theta_init=theta_init, init=values))
+                else:
+                    self.groups.append(cls(n, dilation, masked, init=values))
                 self.slots.append((h, n))
             h += n
         self.n_heads = len(self.head_types)

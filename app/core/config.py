@@ -42,7 +42,7 @@ class Settings(BaseSettings):
     # CPU provider: session calls of at most this many rows run on a single-threaded instance of the
     # graph (intra-op threads cost more CPU than they save on small calls; app/engine/session.py),
     # up to `single_thread_calls` of them at once per version, each keeping one core busy (as Triton's
-    # instance count; app/engine/batching.py). 64, not 16: at concurrency 64 two single-threaded
+    # instance count; app/engine/batching/). 64, not 16: at concurrency 64 two single-threaded
     # calls side by side did 899-997 req/s where 16 did 725-836 (same run; bench/serving.py's load).
     # 0: one instance only, one call at a time.
     single_thread_max_rows: int = Field(default=64, ge=0)
@@ -79,7 +79,7 @@ class Settings(BaseSettings):
     memory_release_idle_s: float = Field(default=1.0, ge=0)
     # A request of at most this many series that finds its version idle, with no other request in
     # flight, runs the session on the event loop at once, without the thread hops of a batch
-    # (app/engine/batching.py). 0: never.
+    # (app/engine/batching/). 0: never.
     inline_max_rows: int = Field(default=1, ge=0)
     max_queue_rows: int = Field(default=16384, ge=1)  # queued series before requests get 503
     request_timeout_s: float = Field(default=30.0, gt=0)  # queue + session time before a 504

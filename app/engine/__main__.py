@@ -17,9 +17,8 @@ import sys
 from app.core.config import get_settings
 from app.core.logging import configure_logging
 from app.core.process import die_with_parent
-from app.engine.local import LocalEngine
 from app.engine.server import EngineServer
-from app.observability.metrics import EngineMetrics
+from app.wiring import local_engine
 
 logger = logging.getLogger("app.engine")
 
@@ -27,18 +26,8 @@ logger = logging.getLogger("app.engine")
 async def serve(address: str) -> None:
     settings = get_settings()
     configure_logging(settings.log_level)
-    metrics = EngineMetrics(settings.max_batch_rows)
-    servers: list[EngineServer] = []
-    engine = LocalEngine(
-        settings,
-        hooks=metrics.hooks,
-        # Inline calls (app/engine/batching.py): only when no other submit is being handled here.
-        alone=lambda: servers[0].submits_in_flight <= 1,
-        collect=metrics.collect,
-        forget=metrics.forget,
-    )
+    engine = local_engine(settings)  # inline calls only when no other submit is being handled
     server = EngineServer(engine, address)
-    servers.append(server)
     await server.start()
     await engine.start()
     stop = asyncio.Event()

@@ -36,10 +36,30 @@ from zmq.utils.monitor import parse_monitor_message
 from app.core.config import Settings
 from app.core.errors import ModelNotReady
 from app.engine.api import Engine, IndexEntry, Reservation, VersionStats
-from app.engine.batching import Feed, late_refusal
+from app.engine.batching.admission import late_refusal
 from app.engine.catalog import Catalog
-from app.engine.types import InspectResult
-from app.engine.wire import Channel, Frames, decode, encode, raise_error
+from app.engine.types import Feed, InspectResult
+from app.engine.wire import (
+    Admit,
+    Channel,
+    Frames,
+    Hello,
+    Index,
+    Inspect,
+    Load,
+    Metrics,
+    Ping,
+    Release,
+    Request,
+    Stats,
+    Submit,
+    Unload,
+    decode,
+    encode,
+    raise_error,
+    read_reservation,
+    request_header,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +125,7 @@ class RemoteEngine(Engine):
         self._monitor = Channel(socket.get_monitor_socket(zmq.EVENT_DISCONNECTED), self._on_event)
         socket.connect(self.address)
         self._channel = Channel(socket, self._on_message)
-        header, _ = await self._call("hello", wait_s=HELLO_TIMEOUT_S)
+        header, _ = await self._call(Hello(), wait_s=HELLO_TIMEOUT_S)
         self._set_catalog(header["catalog"])
         self._last_heard = time.monotonic()
         self._heartbeat = asyncio.get_running_loop().create_task(self._beat(), name="engine-heartbeat")
@@ -142,7 +162,7 @@ class RemoteEngine(Engine):
                 self._lose(f"the engine process has not answered for {now - self._last_heard:.1f}s")
             if now >= next_ping:
                 self._ping_waits = True
-                self._channel.send(encode({"op": "ping", "id": 0}))
+                self._channel.send(encode(request_header(Ping(), 0)))
                 next_ping = now + beat_s
             await asyncio.sleep(min(beat_s, timeout_s) / 2)
 
@@ -188,20 +208,20 @@ class RemoteEngine(Engine):
         self._channel.send(frames)
 
     async def _call(
-        self, op: str, arrays: Feed | None = None, *, wait_s: float = CONTROL_TIMEOUT_S, **fields: Any
+        self, request: Request, arrays: Feed | None = None, *, wait_s: float = CONTROL_TIMEOUT_S
     ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        """Send `op` with its fields and arrays; wait at most `wait_s` for the answer."""
+        """Send `request` with its arrays; wait at most `wait_s` for the answer."""
         rid = next(self._ids)
         future: asyncio.Future[tuple[dict[str, Any], dict[str, np.ndarray]]] = (
             asyncio.get_running_loop().create_future()
         )
         self._pending[rid] = future
         try:
-            self._send(encode({"op": op, "id": rid, **fields}, arrays))
+            self._send(encode(request_header(request, rid), arrays))
             header, out = await asyncio.wait_for(future, wait_s)
         except TimeoutError:
             raise ModelNotReady(
-                f"the engine did not answer {op} within {wait_s:g}s", retry_after_s=1
+                f"the engine did not answer {request.OP} within {wait_s:g}s", retry_after_s=1
             ) from None
         finally:
             self._pending.pop(rid, None)
@@ -235,61 +255,41 @@ class RemoteEngine(Engine):
             self.judge(entry.name, entry.version, rows, timeout_s)
         if rows <= LOCAL_ADMIT_ROWS:
             return None
-        header, _ = await self._call(
-            "admit", name=name, version=version, rows=rows, timeout_s=timeout_s, since=since
-        )
+        header, _ = await self._call(Admit(name, version, rows, timeout_s, since))
         if entry is not None and header["backlog"] is not None:
             self._note_backlog(entry.name, entry.version, header["backlog"])
         if "refused" in header:
             raise_error(header["refused"])
         made = header["reservation"]
-        return None if made is None else Reservation(*made)
+        return None if made is None else read_reservation(made)
 
     def _note_backlog(self, name: str, version: int, backlog: list[Any]) -> None:
         ahead, row_seconds = backlog
         self._backlog[(name, version)] = (ahead, row_seconds, time.perf_counter())
 
     def release(self, reservation: Reservation) -> None:
-        frames = encode(
-            {
-                "op": "release",
-                "reservation": [reservation.id, reservation.name, reservation.version, reservation.rows],
-            }
-        )
+        frames = encode(request_header(Release(reservation), None))  # no id: no answer
         if self.unavailable is None:
             self._send(frames)  # no answer: the rows stop counting, or expire
 
     async def submit(
         self, name: str, version: int, feed: Feed, timeout_s: float, reservation: Reservation | None = None
     ) -> np.ndarray:
-        made = (
-            None
-            if reservation is None
-            else [reservation.id, reservation.name, reservation.version, reservation.rows]
-        )
         # The engine keeps the deadline (a Timeout comes back from it); the answer's trip is given a second.
         header, out = await self._call(
-            "submit",
-            feed,
-            wait_s=timeout_s + 1.0,
-            name=name,
-            version=version,
-            timeout_s=timeout_s,
-            reservation=made,
+            Submit(name, version, timeout_s, reservation), feed, wait_s=timeout_s + 1.0
         )
         self._note_backlog(name, version, header["backlog"])
         return out["forecast"]
 
     async def inspect(self, name: str, version: int, feed: Feed) -> InspectResult:
-        _, out = await self._call(
-            "inspect", feed, wait_s=self.settings.request_timeout_s, name=name, version=version
-        )
+        _, out = await self._call(Inspect(name, version), feed, wait_s=self.settings.request_timeout_s)
         return InspectResult(**out)
 
     async def stats(self, name: str, version: int) -> VersionStats | None:
         """The engine's counters; None while it is unavailable (metadata answers from the catalog)."""
         try:
-            header, _ = await self._call("stats", name=name, version=version)
+            header, _ = await self._call(Stats(name, version))
         except ModelNotReady:
             if self.unavailable is None:
                 raise
@@ -300,24 +300,24 @@ class RemoteEngine(Engine):
         """The engine's families and `rsa_engine_up`; only the latter (0) when the engine is unavailable
         or does not answer within METRICS_TIMEOUT_S."""
         try:
-            header, _ = await self._call("metrics", wait_s=METRICS_TIMEOUT_S)
+            header, _ = await self._call(Metrics(), wait_s=METRICS_TIMEOUT_S)
         except ModelNotReady as exc:
             logger.warning("/metrics without the engine's families: %s", exc.message)
             return [engine_up(False)]
         return [*text_string_to_metric_families(header["text"]), engine_up(self.unavailable is None)]
 
     async def index(self, ready_only: bool = False) -> list[IndexEntry]:
-        header, _ = await self._call("index", ready_only=ready_only)
+        header, _ = await self._call(Index(ready_only))
         return [IndexEntry(**entry) for entry in header["index"]]
 
     async def load(self, name: str) -> None:
         # the engine gives up on a load at RSA_LOAD_TIMEOUT_S and answers why: wait a little longer
-        await self._call("load", wait_s=self.settings.load_timeout_s + CONTROL_TIMEOUT_S, name=name)
+        await self._call(Load(name), wait_s=self.settings.load_timeout_s + CONTROL_TIMEOUT_S)
 
     async def unload(self, name: str) -> None:
         # a load of the model in progress first (up to RSA_LOAD_TIMEOUT_S), then its requests finish
         wait_s = self.settings.load_timeout_s + max(CONTROL_TIMEOUT_S, self.settings.request_timeout_s)
-        await self._call("unload", wait_s=wait_s, name=name)
+        await self._call(Unload(name), wait_s=wait_s)
 
 
 def engine_up(up: bool) -> Metric:

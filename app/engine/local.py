@@ -1,5 +1,10 @@
 """The local engine: the served versions' sessions, batchers and admission, in this process.
 
+Two parts: `RepositoryManager` decides which versions are served and when (discovery, loading, polling,
+Triton's repository API, the catalog), and each ready version is a `VersionHost` (app/engine/host.py:
+its manifest, sessions and batcher); `LocalEngine` is the engine API over them, routing each call to its
+version's host. app/wiring.py's `local_engine` builds one with the metrics it reports to.
+
 `LocalEngine.start()` discovers the model repository and loads every version in the background (sessions
 created and warmed up in a worker thread, the newest version of each model first), so a broken version
 is recorded as failed and the others still serve. Each change of a version's state swaps in a new
@@ -18,7 +23,7 @@ Names from clients go through the repository's name rule (app/artifacts/reposito
 Admission (`admit`, `submit`): every version's batcher counts the rows queued, running, and reserved by
 requests admitted before their body was read, at the drain rate it measures (seeded at load by a timed
 call, so that the first burst is judged too). A request whose rows could not be through in time is
-refused at once; see app/engine/batching.py.
+refused at once; see app/engine/batching/.
 """
 
 from __future__ import annotations
@@ -28,14 +33,14 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeVar
 
 import numpy as np
+import onnxruntime as ort
 from prometheus_client.core import Metric
 
 from app.artifacts.manifest import Manifest
@@ -51,30 +56,26 @@ from app.artifacts.repository import (
     model_names,
     public_message,
     read_model,
-    read_version,
 )
 from app.core.config import Settings
 from app.core.errors import InvalidModelName, LoadFailed, ModelNotFound, ModelNotReady, TooManyVersions
 from app.engine.api import Engine, IndexEntry, Reservation, VersionStats
-from app.engine.batching import Batch, DynamicBatcher, Feed, WorkItem
+from app.engine.batching import DynamicBatcher, Feed
 from app.engine.catalog import Catalog, LoadState, ModelEntry, VersionEntry
+from app.engine.host import Opened, VersionHost, open_version, runtime_options
 from app.engine.model import InspectResult, OnnxModel
-from app.engine.providers import RuntimeOptions
-from app.engine.runners import Fault
 from app.engine.session import default_intra_op_threads
 from app.engine.threads import DeadlineExceeded, NamedLocks, OwnThreads
+from app.engine.types import (
+    EngineObserver,
+    EngineSnapshot,
+    ModelSnapshot,
+    VersionSnapshot,
+)
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-# (model, version, provider) -> the batcher's on_batch and on_item callbacks and the runner's on_retry
-# (the metrics' hooks).
-VersionHooks = Callable[
-    [str, int, str],
-    tuple[Callable[[Batch], None], Callable[[WorkItem], None], Callable[[Fault], None]],
-]
-# Rows timed at load to seed a version's drain rate (per row), at most its rows per call.
-COST_PROBE_ROWS = 8
 MAX_VERSIONS = 64  # versions whose calls the forecast pool has threads for at once
 # An unloading version is freed once nothing has reached it for this long (requests that resolved it just
 # before it left the catalog may still submit), or after the request timeout at the latest.
@@ -90,15 +91,25 @@ class ServedVersion:
     path: Path
     state: LoadState = "loading"
     error: str | None = None
-    manifest: Manifest | None = None
-    model: OnnxModel | None = None
-    batcher: DynamicBatcher | None = None
+    host: VersionHost | None = None  # once it loaded: its sessions and batcher
     required: bool = True  # part of the start-up load: readiness waits for it (app/engine/catalog.py)
     fingerprint: tuple[int, ...] = ()  # the folder as it was when loaded: a failed one retried if it changes
 
     @property
     def ready(self) -> bool:
         return self.state == "ready"
+
+    @property
+    def manifest(self) -> Manifest | None:
+        return self.host.manifest if self.host is not None else None
+
+    @property
+    def model(self) -> OnnxModel | None:
+        return self.host.model if self.host is not None else None
+
+    @property
+    def batcher(self) -> DynamicBatcher | None:
+        return self.host.batcher if self.host is not None else None
 
     def entry(self) -> VersionEntry:
         return VersionEntry(
@@ -143,56 +154,22 @@ def fingerprint(folder: Path) -> tuple[int, ...]:
     return tuple(stamps)
 
 
-def rows_per_call(manifest: Manifest, settings: Settings) -> int:
-    """Series per session call for this version: `max_batch_rows`, fewer where that many would form more
-    attention than `call_attention_mib` (at least one: a request of more series is split over calls)."""
-    per_row = manifest.attention_bytes_per_row
-    if per_row is None:
-        return settings.max_batch_rows
-    budget = int(settings.call_attention_mib * 2**20)
-    return max(1, min(settings.max_batch_rows, budget // per_row))
-
-
-def runtime_options(settings: Settings) -> RuntimeOptions:
-    return RuntimeOptions(
-        device=settings.device,
-        cuda_device_id=settings.cuda_device_id,
-        gpu_mem_limit_bytes=settings.gpu_mem_limit_bytes,
-        intra_op_threads=settings.intra_op_threads,
-        single_thread_max_rows=settings.single_thread_max_rows,
-        single_thread_calls=settings.single_thread_calls,
-        cuda_tf32=settings.cuda_tf32,
-        cuda_io_binding=settings.cuda_io_binding,
-        cuda_graphs=settings.cuda_graphs,
-        batch_buckets=tuple(settings.batch_buckets),
-    )
-
-
-class LocalEngine(Engine):
-    """The engine in this process. `alone()`: whether a small call may run inline on the event loop now
-    (nothing else in flight; app/engine/batching.py); `hooks`: the metrics' per-version callbacks."""
+class RepositoryManager:
+    """Which versions are served, and when: discovery, loading (each ready version gets a VersionHost,
+    app/engine/host.py), polling, Triton's repository API (load, unload, index) and the catalog every
+    change swaps in. `alone`, `observer` and `forecast_executor` go to the hosts it makes."""
 
     def __init__(
         self,
         settings: Settings,
-        *,
-        hooks: VersionHooks | None = None,
-        alone: Callable[[], bool] = lambda: True,
-        collect: Callable[[LocalEngine], Iterator[Metric]] | None = None,
-        forget: Callable[[str, int], None] | None = None,
+        observer: EngineObserver | None,
+        alone: Callable[[], bool],
+        forecast_executor: Executor,
     ) -> None:
         self.settings = settings
-        self.hooks = hooks
+        self.observer = observer
         self.alone = alone
-        self._collect = collect
-        self._forget = forget  # the metrics' series of an unloaded version
-        self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="rsa-aux")
-        # Threads start on demand, so the bound costs nothing until versions (loaded at any time) use it:
-        # room for MAX_VERSIONS versions' side-by-side calls.
-        calls = settings.single_thread_calls or default_intra_op_threads()
-        self.forecast_executor = ThreadPoolExecutor(
-            max_workers=MAX_VERSIONS * calls, thread_name_prefix="rsa-forecast"
-        )
+        self.forecast_executor = forecast_executor
         self.models: dict[str, ServedModel] = {}
         self.error: str | None = None  # the repository itself is unusable
         self._options = runtime_options(settings)
@@ -204,9 +181,6 @@ class LocalEngine(Engine):
         self._catalog = Catalog()
         self._listeners: list[Callable[[Catalog], None]] = []
         self._loader: asyncio.Task[None] | None = None
-
-    def describe(self) -> dict[str, Any]:
-        return {"engine": "local", "repository": str(self.settings.model_repository)}
 
     # -- the catalog -------------------------------------------------------------------------------
     @property
@@ -234,7 +208,7 @@ class LocalEngine(Engine):
             except Exception:  # a listener must never stop a load or an unload
                 logger.exception("a catalog listener failed")
 
-    # -- lifecycle ---------------------------------------------------------------------------------
+    # -- loading -----------------------------------------------------------------------------------
     async def start(self) -> None:
         """Discover the repository and load it in the background; with RSA_MODEL_CONTROL=poll, rescan it
         every RSA_POLL_S from then on."""
@@ -315,16 +289,16 @@ class LocalEngine(Engine):
         ref = VersionRef(sv.name, sv.version, sv.path)
         stamps: list[tuple[int, ...]] = []
 
-        def read() -> tuple[Manifest, OnnxModel, float]:
+        def read() -> Opened:
             stamps.append(fingerprint(ref.path))  # before anything is read: a change since is a retry
             return self._open(ref)
 
         try:
-            manifest, model, seconds_per_row = await self._load_threads.call(
+            opened = await self._load_threads.call(
                 read,
                 timeout_s=deadline - time.monotonic(),
                 what=f"loading model {sv.name} version {sv.version}",
-                cleanup=lambda opened: opened[1].close(),
+                cleanup=Opened.close,
             )
         except asyncio.CancelledError:
             raise
@@ -343,31 +317,12 @@ class LocalEngine(Engine):
             self._publish()
             return
         sv.fingerprint = stamps[0]
-        on_batch, on_item, on_retry = (
-            self.hooks(sv.name, sv.version, model.provider) if self.hooks else (None, None, None)
+        model, manifest = opened.model, opened.manifest
+        observer = self.observer.version(sv.name, sv.version, model.provider) if self.observer else None
+        host = VersionHost(
+            f"{sv.name}/{sv.version}", opened, self.settings, observer, self.forecast_executor, self.alone
         )
-        model.runner.on_retry = on_retry
-        batcher = DynamicBatcher(
-            model.run_forecast,  # takes the feed the data plane built: window, and phase for a cycle
-            name=f"{sv.name}/{sv.version}",
-            max_batch_rows=model.max_rows,
-            max_wait_s=self.settings.max_batch_wait_ms / 1000.0,
-            max_queue_rows=self.settings.max_queue_rows,
-            executor=self.forecast_executor,
-            retry_after_s=self.settings.retry_after_s,
-            on_batch=on_batch,
-            on_item=on_item,
-            release_fn=model.release_memory,
-            release_after_s=self.settings.memory_release_idle_s,
-            inline_max_rows=self.settings.inline_max_rows if model.policy.inline else 0,
-            inline_when=self.alone,
-            inline_fn=partial(model.run_forecast, alone=True),
-            max_calls=model.policy.max_calls,
-            concurrent_max_rows=model.policy.concurrent_max_rows,
-            row_seconds=seconds_per_row,
-        )
-        batcher.start()
-        sv.manifest, sv.model, sv.batcher, sv.state = manifest, model, batcher, "ready"
+        sv.host, sv.state = host, "ready"
         self._publish()
         logger.info(
             "model %s version %s ready on %s (L=%d, H=%d, C=%d, at most %d series per session call, "
@@ -378,124 +333,57 @@ class LocalEngine(Engine):
             manifest.input_length,
             manifest.horizon,
             manifest.n_channels,
-            batcher.max_batch_rows,
-            1e3 * seconds_per_row,
+            host.batcher.max_batch_rows,
+            1e3 * opened.seconds_per_row,
         )
 
-    def _open(self, ref: VersionRef) -> tuple[Manifest, OnnxModel, float]:
-        """Read, check, load and warm up a version; time a small call (seconds per row) to seed its drain
-        rate, the best of three, as a busy batcher would measure it."""
-        manifest = read_version(ref)
-        model = OnnxModel(ref.path, manifest, self._options, rows_per_call(manifest, self.settings))
-        model.load()
-        model.warmup()
-        rows = min(COST_PROBE_ROWS, model.max_rows)
-        feed = model.feed(
-            np.zeros((rows, manifest.input_length, manifest.n_channels), np.float32),
-            None if manifest.cycle is None else np.zeros(rows, np.int64),
-        )
-        best = float("inf")
-        for _ in range(3):
-            t0 = time.perf_counter()
-            model.run_forecast(feed)
-            best = min(best, time.perf_counter() - t0)
-        model.release_memory()
-        return manifest, model, best / rows
+    def _open(self, ref: VersionRef) -> Opened:
+        """A version's files read and its sessions made (blocking, in a load thread): app/engine/host.py."""
+        return open_version(ref, self.settings, self._options)
 
-    async def stop(self, drain_timeout_s: float = 5.0) -> None:
-        """Drain and stop every batcher (queued requests still run, for up to `drain_timeout_s`), then
-        the thread pools."""
+    async def stop(self, drain_timeout_s: float) -> None:
+        """Stop loading and polling; drain and stop every batcher (queued requests still run, for up to
+        `drain_timeout_s`)."""
         if self._loader is not None:
             self._loader.cancel()
             await asyncio.gather(self._loader, return_exceptions=True)
         batchers = [sv.batcher for sv in self.served_versions() if sv.batcher]
         await asyncio.gather(*(b.stop(drain_timeout_s) for b in batchers), return_exceptions=True)
-        for executor in (self.forecast_executor, self.executor):
-            await asyncio.to_thread(executor.shutdown, wait=True, cancel_futures=True)
 
-    async def run_blocking(self, fn: Callable[..., T], *args: object) -> T:
-        """Run a blocking call (loading, inspection) off the event loop."""
-        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
-
-    # -- serving -----------------------------------------------------------------------------------
     def get(self, name: str, version: int | None = None) -> ServedVersion:
         """A ready version as the engine holds it (the latest when `version` is None), or a domain error."""
         entry = self.catalog.resolve(name, version, self.settings.retry_after_s)
         return self.models[entry.name].versions[entry.version]
 
-    def _batcher(self, name: str, version: int) -> DynamicBatcher:
-        """The version's batcher: a ready version's, or an unloading one's, whose requests resolved it before
-        it left the catalog's choices and are let through until it stops (`_unload_version`)."""
-        served = self.models.get(name)
-        sv = served.versions.get(version) if served is not None else None
-        if sv is not None and sv.state == "unloading" and sv.batcher is not None:
-            return sv.batcher
-        sv = self.get(name, version)  # the error a version that is not ready deserves
-        assert sv.batcher is not None  # ready versions have one
-        return sv.batcher
-
-    def judge(self, name: str, version: int, rows: int, timeout_s: float) -> None:
-        self._batcher(name, version).judge(rows, timeout_s)  # raises Overloaded
-
-    async def admit(
-        self, name: str, version: int | None, rows: int, timeout_s: float, since: float | None = None
-    ) -> Reservation | None:
-        entry = self.catalog.find_ready(name, version)
-        if entry is None:
-            return None
-        batcher = self._batcher(entry.name, entry.version)
-        key = batcher.reserve(rows, timeout_s, since)  # raises Overloaded
-        return Reservation(key, entry.name, entry.version, rows)
-
-    def backlog(self, name: str, version: int) -> tuple[int, float | None]:
-        """(rows admitted and not yet answered, seconds per row) of a version: what a front end admits
-        small requests against without asking (app/engine/client.py)."""
-        sv = self.models[name].versions.get(version) if name in self.models else None
-        if sv is None or sv.batcher is None:
-            return 0, None
-        return sv.batcher.ahead_rows, sv.batcher.row_seconds
-
-    def release(self, reservation: Reservation) -> None:
-        served = self.models.get(reservation.name)
-        sv = served.versions.get(reservation.version) if served is not None else None
-        if sv is not None and sv.batcher is not None:
-            sv.batcher.release(reservation.id)
-
-    async def submit(
-        self, name: str, version: int, feed: Feed, timeout_s: float, reservation: Reservation | None = None
-    ) -> np.ndarray:
-        batcher = self._batcher(name, version)
-        return await batcher.submit(feed, timeout_s, None if reservation is None else reservation.id)
-
-    async def inspect(self, name: str, version: int, feed: Feed) -> InspectResult:
-        model = self.get(name, version).model
-        assert model is not None
-        return await self.run_blocking(model.inspect_feed, feed)
-
-    async def stats(self, name: str, version: int) -> VersionStats | None:
-        served = self.models.get(name)
-        sv = served.versions.get(version) if served is not None else None
-        if sv is None or sv.batcher is None:
-            return None
-        s = sv.batcher.stats
-        return VersionStats(
-            max_series_per_call=sv.batcher.max_batch_rows,
-            session_calls=s.session_calls,
-            rows=s.rows,
-            failed_calls=s.failed_calls,
-            rejected_requests=s.rejected_items,
-            expired_requests=s.expired_items,
-            dropped_requests=s.dropped_items,
-        )
-
-    async def metric_families(self) -> list[Metric]:
-        return list(self._collect(self)) if self._collect is not None else []
-
     def served_versions(self) -> Iterator[ServedVersion]:
         for served in self.models.values():
             yield from served.versions.values()
 
+    def snapshot(self) -> EngineSnapshot:
+        """The served versions' state now (what the metrics read at scrape time)."""
+        return EngineSnapshot(
+            self.error,
+            ort.__version__,
+            tuple(
+                ModelSnapshot(
+                    served.name,
+                    served.error,
+                    tuple(
+                        VersionSnapshot(
+                            sv.name,
+                            sv.version,
+                            sv.state,
+                            sv.host.serving() if sv.state == "ready" and sv.host is not None else None,
+                        )
+                        for sv in served.versions.values()
+                    ),
+                )
+                for served in self.models.values()
+            ),
+        )
+
     # -- the model repository ------------------------------------------------------------------------
+
     async def _poll(self) -> None:
         """RSA_MODEL_CONTROL=poll: every RSA_POLL_S, every model as its folder and policy say now."""
         while True:
@@ -598,16 +486,11 @@ class LocalEngine(Engine):
         logger.info("model %s version %s unloading", sv.name, sv.version)
         sv.state = "unloading"
         self._publish()
-        if sv.batcher is not None:
-            deadline = time.monotonic() + self.settings.request_timeout_s
-            while time.monotonic() < deadline and not sv.batcher.quiet_for(UNLOAD_QUIET_S):
-                await asyncio.sleep(0.05)
-            await sv.batcher.stop(self.settings.graceful_shutdown_s)
-        if sv.model is not None:
-            sv.model.close()
+        if sv.host is not None:
+            await sv.host.close(UNLOAD_QUIET_S)
         served.versions.pop(sv.version, None)
-        if self._forget is not None:
-            self._forget(sv.name, sv.version)
+        if self.observer is not None:
+            self.observer.forget(sv.name, sv.version)
         self._publish()
         logger.info("model %s version %s unloaded", sv.name, sv.version)
 
@@ -726,3 +609,135 @@ class LocalEngine(Engine):
                     )
                     entries.append(IndexEntry(name, number, state, sv.error or ""))
         return [e for e in entries if e.state == "READY"] if ready_only else entries
+
+
+class LocalEngine(Engine):
+    """The engine in this process: the repository manager (which versions are served, and when) and the
+    routing of each call to its version's host. `alone()`: whether a small call may run inline on the event
+    loop now (nothing else in flight; app/engine/batching/inline.py); by default, when no other submit is
+    being handled here (an engine process: every request reaches it as a submit). `observer`: what it
+    reports its events and state to (the metrics, app/engine/types.py's EngineObserver)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        observer: EngineObserver | None = None,
+        alone: Callable[[], bool] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.observer = observer
+        self.submits_in_flight = 0
+        self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="rsa-aux")
+        # Threads start on demand, so the bound costs nothing until versions (loaded at any time) use it:
+        # room for MAX_VERSIONS versions' side-by-side calls.
+        calls = settings.single_thread_calls or default_intra_op_threads()
+        self.forecast_executor = ThreadPoolExecutor(
+            max_workers=MAX_VERSIONS * calls, thread_name_prefix="rsa-forecast"
+        )
+        self.repository = RepositoryManager(
+            settings,
+            observer,
+            alone if alone is not None else lambda: self.submits_in_flight <= 1,
+            self.forecast_executor,
+        )
+
+    def describe(self) -> dict[str, Any]:
+        return {"engine": "local", "repository": str(self.settings.model_repository)}
+
+    @property
+    def catalog(self) -> Catalog:
+        return self.repository.catalog
+
+    def on_catalog(self, listener: Callable[[Catalog], None]) -> None:
+        self.repository.on_catalog(listener)
+
+    async def start(self) -> None:
+        """Discover the repository and load it in the background; with RSA_MODEL_CONTROL=poll, rescan it
+        every RSA_POLL_S from then on."""
+        await self.repository.start()
+
+    async def stop(self, drain_timeout_s: float = 5.0) -> None:
+        """Drain and stop every batcher (queued requests still run, for up to `drain_timeout_s`), then
+        the thread pools."""
+        await self.repository.stop(drain_timeout_s)
+        for executor in (self.forecast_executor, self.executor):
+            await asyncio.to_thread(executor.shutdown, wait=True, cancel_futures=True)
+
+    async def run_blocking(self, fn: Callable[..., T], *args: object) -> T:
+        """Run a blocking call (loading, inspection) off the event loop."""
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+
+    # -- serving -----------------------------------------------------------------------------------
+    def get(self, name: str, version: int | None = None) -> ServedVersion:
+        """A ready version as the engine holds it (the latest when `version` is None), or a domain error."""
+        return self.repository.get(name, version)
+
+    def _batcher(self, name: str, version: int) -> DynamicBatcher:
+        """The version's batcher: a ready version's, or an unloading one's, whose requests resolved it before
+        it left the catalog's choices and are let through until it stops (`_unload_version`)."""
+        served = self.repository.models.get(name)
+        sv = served.versions.get(version) if served is not None else None
+        if sv is not None and sv.state == "unloading" and sv.batcher is not None:
+            return sv.batcher
+        sv = self.get(name, version)  # the error a version that is not ready deserves
+        assert sv.batcher is not None  # ready versions have one
+        return sv.batcher
+
+    def judge(self, name: str, version: int, rows: int, timeout_s: float) -> None:
+        self._batcher(name, version).judge(rows, timeout_s)  # raises Overloaded
+
+    async def admit(
+        self, name: str, version: int | None, rows: int, timeout_s: float, since: float | None = None
+    ) -> Reservation | None:
+        entry = self.catalog.find_ready(name, version)
+        if entry is None:
+            return None
+        batcher = self._batcher(entry.name, entry.version)
+        key = batcher.reserve(rows, timeout_s, since)  # raises Overloaded
+        return Reservation(key, entry.name, entry.version, rows)
+
+    def backlog(self, name: str, version: int) -> tuple[int, float | None]:
+        """(rows admitted and not yet answered, seconds per row) of a version: what a front end admits
+        small requests against without asking (app/engine/client.py)."""
+        sv = self.repository.models[name].versions.get(version) if name in self.repository.models else None
+        return sv.host.backlog() if sv is not None and sv.host is not None else (0, None)
+
+    def release(self, reservation: Reservation) -> None:
+        served = self.repository.models.get(reservation.name)
+        sv = served.versions.get(reservation.version) if served is not None else None
+        if sv is not None and sv.batcher is not None:
+            sv.batcher.release(reservation.id)
+
+    async def submit(
+        self, name: str, version: int, feed: Feed, timeout_s: float, reservation: Reservation | None = None
+    ) -> np.ndarray:
+        batcher = self._batcher(name, version)
+        self.submits_in_flight += 1
+        try:
+            return await batcher.submit(feed, timeout_s, None if reservation is None else reservation.id)
+        finally:
+            self.submits_in_flight -= 1
+
+    async def inspect(self, name: str, version: int, feed: Feed) -> InspectResult:
+        model = self.get(name, version).model
+        assert model is not None
+        return await self.run_blocking(model.inspect_feed, feed)
+
+    async def stats(self, name: str, version: int) -> VersionStats | None:
+        served = self.repository.models.get(name)
+        sv = served.versions.get(version) if served is not None else None
+        return sv.host.stats() if sv is not None and sv.host is not None else None
+
+    async def metric_families(self) -> list[Metric]:
+        return self.observer.families(self.repository.snapshot()) if self.observer is not None else []
+
+    # -- the model repository (RepositoryManager) ----------------------------------------------------
+    async def index(self, ready_only: bool = False) -> list[IndexEntry]:
+        return await self.repository.index(ready_only)
+
+    async def load(self, name: str) -> None:
+        await self.repository.load(name)
+
+    async def unload(self, name: str) -> None:
+        await self.repository.unload(name)

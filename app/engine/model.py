@@ -106,16 +106,8 @@ class OnnxModel:
         """What the runner can give back once the version is idle (the batcher's release hook)."""
         return self.runner.release_memory()
 
-    def forecast(self, windows: np.ndarray, phases: np.ndarray | None = None) -> np.ndarray:
-        """[batch, L, C] raw windows (and their [batch] phases, for a cycle model) -> [batch, H, C]."""
-        return self.run_forecast(self.feed(windows, phases))
-
-    def inspect(self, windows: np.ndarray, phases: np.ndarray | None = None) -> InspectResult:
-        """Forecast plus per-layer, per-head attention matrices from inspect.onnx."""
-        return self.inspect_feed(self.feed(windows, phases))
-
     def inspect_feed(self, feed: Feed) -> InspectResult:
-        """`inspect` on a ready feed (what the engine calls)."""
+        """The forecast plus per-layer, per-head attention matrices from inspect.onnx, for a ready feed."""
         session = self._inspect()
         with cuda_call(session.get_providers()[0]):
             forecast, softmax, rem, mixed = session.run(

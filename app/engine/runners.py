@@ -1,7 +1,7 @@
 """A runner per provider: how one version's forecast graph is called, and how its calls may be scheduled.
 
 Every runner takes a feed (named arrays, one row per series) and returns the forecast [n, H, C]; the
-batcher (app/engine/batching.py) reads its `policy` to know how many calls may run side by side and
+batcher (app/engine/batching/) reads its `policy` to know how many calls may run side by side and
 whether a small call may run on the event loop.
 
 - `CpuRunner`: the CPU provider as the service has always run it: the configured instance (every intra-op
@@ -49,7 +49,6 @@ from onnxruntime.capi import onnxruntime_pybind11_state as ort_errors
 from app.artifacts.contract import FORECAST_INPUT, FORECAST_OUTPUT
 from app.artifacts.manifest import Manifest, input_names
 from app.core.errors import DeviceError, DeviceOutOfMemory
-from app.engine.batching import Feed, feed_rows
 from app.engine.gate import CUDA_GATE, cuda_call
 from app.engine.providers import CPU, CUDA, RuntimeOptions
 from app.engine.session import (
@@ -59,6 +58,7 @@ from app.engine.session import (
     default_intra_op_threads,
     release_free_heap,
 )
+from app.engine.types import Feed, feed_rows
 
 logger = logging.getLogger(__name__)
 
@@ -161,7 +161,7 @@ class CallPolicy:
 
     max_calls: int = 1  # session calls side by side
     concurrent_max_rows: int = 0  # only calls of at most this many rows run side by side
-    inline: bool = True  # a small call may run on the event loop when nothing else waits (batching.py)
+    inline: bool = True  # a small call may run on the event loop when nothing else waits (batching/inline.py)
 
 
 class Runner(ABC):

@@ -11,22 +11,42 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 import zmq
-from prometheus_client import CollectorRegistry
-from prometheus_client.openmetrics.exposition import generate_latest
 
 from app.core.errors import Overloaded, ServiceError
-from app.engine.api import Reservation
 from app.engine.catalog import Catalog
 from app.engine.local import LocalEngine
-from app.engine.wire import Channel, Frames, decode, encode, error_header
-from app.observability.metrics import _Families
+from app.engine.wire import (
+    Admit,
+    Channel,
+    Frames,
+    Hello,
+    Index,
+    Inspect,
+    Load,
+    Metrics,
+    Ping,
+    Release,
+    Request,
+    Stats,
+    Submit,
+    Unload,
+    decode,
+    encode,
+    error_header,
+    openmetrics_text,
+    read_request,
+)
 
 logger = logging.getLogger(__name__)
+
+Arrays = dict[str, np.ndarray]
+Reply = tuple[dict[str, Any], dict[str, np.ndarray] | None]  # the reply's header fields and arrays
 
 
 class EngineServer:
@@ -36,7 +56,20 @@ class EngineServer:
         self._front_ends: set[bytes] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._channel: Channel | None = None
-        self.submits_in_flight = 0  # what the engine's inline rule asks (app/engine/batching.py)
+        # request class -> its handler (each takes its own class: the table is typed per entry by hand)
+        self._handlers: dict[type[Request], Callable[[bytes, Any, Arrays], Awaitable[Reply]]] = {
+            Hello: self._hello,
+            Ping: self._ping,
+            Admit: self._admit,
+            Release: self._release,
+            Submit: self._submit,
+            Inspect: self._inspect,
+            Stats: self._stats,
+            Metrics: self._metrics,
+            Index: self._index,
+            Load: self._load,
+            Unload: self._unload,
+        }
 
     async def start(self) -> None:
         socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.ROUTER)
@@ -71,7 +104,9 @@ class EngineServer:
         try:
             header, arrays = decode([f.buffer for f in frames])
             rid = header.get("id")
-            reply, out = await self._dispatch(identity, header, arrays)
+            request = read_request(header)
+            handler = self._handlers[type(request)]
+            reply, out = await handler(identity, request, arrays)
             message = encode({"id": rid, "ok": True, **reply}, out)
         except ServiceError as exc:
             message = encode({"id": rid, "error": error_header(exc)})
@@ -83,67 +118,57 @@ class EngineServer:
         if rid is not None:
             self._send(identity, message)
 
-    async def _dispatch(
-        self, identity: bytes, header: dict[str, Any], arrays: dict[str, np.ndarray]
-    ) -> tuple[dict[str, Any], dict[str, np.ndarray] | None]:
-        engine, op = self.engine, header["op"]
-        if op == "submit":
-            reservation = header.get("reservation")
-            self.submits_in_flight += 1
-            try:
-                out = await engine.submit(
-                    header["name"],
-                    header["version"],
-                    arrays,
-                    header["timeout_s"],
-                    None if reservation is None else Reservation(*reservation),
-                )
-            finally:
-                self.submits_in_flight -= 1
-            # the version's backlog now, for the front end's own admission of small requests
-            return {"backlog": engine.backlog(header["name"], header["version"])}, {"forecast": out}
-        if op == "admit":
-            entry = engine.catalog.find_ready(header["name"], header["version"])
-            # the version's backlog rides on the answer, a refusal's included: the front end refuses the
-            # next big bodies of a flood itself, without a round trip each
-            backlog = None if entry is None else engine.backlog(entry.name, entry.version)
-            try:
-                made = await engine.admit(
-                    header["name"],
-                    header["version"],
-                    header["rows"],
-                    header["timeout_s"],
-                    header.get("since"),
-                )
-            except Overloaded as exc:
-                return {"refused": error_header(exc), "backlog": backlog}, None
-            reservation = None if made is None else [made.id, made.name, made.version, made.rows]
-            return {"reservation": reservation, "backlog": backlog}, None
-        if op == "release":
-            engine.release(Reservation(*header["reservation"]))
-            return {}, None
-        if op == "inspect":
-            result = await engine.inspect(header["name"], header["version"], arrays)
-            return {}, asdict(result)
-        if op == "hello":
-            self._front_ends.add(identity)
-            return {"catalog": engine.catalog.to_wire()}, None
-        if op == "stats":
-            stats = await engine.stats(header["name"], header["version"])
-            return {"stats": None if stats is None else asdict(stats)}, None
-        if op == "metrics":
-            registry = CollectorRegistry()
-            registry.register(_Families(await engine.metric_families()))
-            # OpenMetrics: unlike the Prometheus text format it keeps each family's type (info, counter)
-            return {"text": generate_latest(registry).decode()}, None
-        if op == "index":
-            return {"index": [asdict(e) for e in await engine.index(header.get("ready_only", False))]}, None
-        if op == "load":
-            await engine.load(header["name"])
-            return {}, None
-        if op == "unload":
-            await engine.unload(header["name"])
-            return {}, None
-        if op == "ping":
-            return {}, None
-        raise ValueError(f"unknown engine op {op!r}")
+    # -- one handler per request class: (reply fields, reply arrays) -------------------------------------
+    async def _submit(self, identity: bytes, request: Submit, arrays: Arrays) -> Reply:
+        engine = self.engine
+        out = await engine.submit(
+            request.name, request.version, arrays, request.timeout_s, request.reservation
+        )
+        # the version's backlog now, for the front end's own admission of small requests
+        return {"backlog": engine.backlog(request.name, request.version)}, {"forecast": out}
+
+    async def _admit(self, identity: bytes, request: Admit, arrays: Arrays) -> Reply:
+        engine = self.engine
+        entry = engine.catalog.find_ready(request.name, request.version)
+        # the version's backlog rides on the answer, a refusal's included: the front end refuses the
+        # next big bodies of a flood itself, without a round trip each
+        backlog = None if entry is None else engine.backlog(entry.name, entry.version)
+        try:
+            made = await engine.admit(
+                request.name, request.version, request.rows, request.timeout_s, request.since
+            )
+        except Overloaded as exc:
+            return {"refused": error_header(exc), "backlog": backlog}, None
+        return {"reservation": None if made is None else asdict(made), "backlog": backlog}, None
+
+    async def _release(self, identity: bytes, request: Release, arrays: Arrays) -> Reply:
+        self.engine.release(request.reservation)
+        return {}, None
+
+    async def _inspect(self, identity: bytes, request: Inspect, arrays: Arrays) -> Reply:
+        return {}, asdict(await self.engine.inspect(request.name, request.version, arrays))
+
+    async def _hello(self, identity: bytes, request: Hello, arrays: Arrays) -> Reply:
+        self._front_ends.add(identity)
+        return {"catalog": self.engine.catalog.to_wire()}, None
+
+    async def _stats(self, identity: bytes, request: Stats, arrays: Arrays) -> Reply:
+        stats = await self.engine.stats(request.name, request.version)
+        return {"stats": None if stats is None else asdict(stats)}, None
+
+    async def _metrics(self, identity: bytes, request: Metrics, arrays: Arrays) -> Reply:
+        return {"text": openmetrics_text(await self.engine.metric_families())}, None
+
+    async def _index(self, identity: bytes, request: Index, arrays: Arrays) -> Reply:
+        return {"index": [asdict(e) for e in await self.engine.index(request.ready_only)]}, None
+
+    async def _load(self, identity: bytes, request: Load, arrays: Arrays) -> Reply:
+        await self.engine.load(request.name)
+        return {}, None
+
+    async def _unload(self, identity: bytes, request: Unload, arrays: Arrays) -> Reply:
+        await self.engine.unload(request.name)
+        return {}, None
+
+    async def _ping(self, identity: bytes, request: Ping, arrays: Arrays) -> Reply:
+        return {}, None

@@ -44,9 +44,8 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
-import onnxruntime as ort
 import prometheus_client
 from prometheus_client import (
     CollectorRegistry,
@@ -59,19 +58,17 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
+from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.registry import Collector
 
 from app.core.context import RequestRecord
-from app.core.errors import ModelNotReady
-from app.engine.batching import Batch, WorkItem
 from app.engine.catalog import LOAD_STATES, Catalog
-
-if TYPE_CHECKING:
-    from app.engine.local import LocalEngine
+from app.engine.types import BatchEvent, EngineSnapshot
 
 logger = logging.getLogger(__name__)
 
 PREFIX = "rsa"
+M = TypeVar("M", bound=MetricWrapperBase)
 
 # Seconds, from about half a millisecond (a warm CPU session call of a small model) to the longest
 # request timeout anyone should configure.
@@ -118,7 +115,6 @@ REJECTION_REASONS = {
 
 # The reasons a request for a loaded version can be refused with (not_found needs no version).
 PRECREATED_REASONS = ("overloaded", "timeout", "invalid_input", "not_ready")
-CUDA_PROVIDER = "CUDAExecutionProvider"
 UNMATCHED = "unmatched"  # the endpoint label of a request no route matched
 GRPC_SERVICE = "/inference.GRPCInferenceService/"  # the endpoint label of a gRPC call is its method path
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"  # prometheus-client's own variable
@@ -193,6 +189,12 @@ class RequestMetrics:
             registry=r,
         )
         self._served: set[tuple[str, str]] = set()  # (model, version) of the catalog's versions
+        # Every label set made for a (model, version), for `forget` (prometheus-client lists its children
+        # only in a private attribute).
+        self._series: dict[tuple[str, str], set[tuple[MetricWrapperBase, tuple[str, ...]]]] = {}
+
+    def _note(self, metric: MetricWrapperBase, labels: tuple[str, ...]) -> None:
+        self._series.setdefault((labels[2], labels[3]), set()).add((metric, labels))
 
     def observe_request(
         self, endpoint: str, record: RequestRecord, status: int | str, seconds: float, probe: bool
@@ -205,14 +207,18 @@ class RequestMetrics:
             duration = None if probe else self.request_duration.labels(*labels)
             children = self.requests.labels(*labels, str(status)), duration
             self._request_children[key] = children
+            self._note(self.requests, (*labels, str(status)))
+            if not probe:
+                self._note(self.request_duration, labels)
         count, duration = children
         count.inc()
         if duration is not None:
             duration.observe(seconds)
         reason = REJECTION_REASONS.get(record.error_code or "")
         if reason is not None:
-            labels = (endpoint, self.protocol_of(endpoint), record.model, record.version)
-            self.rejections.labels(*labels, reason).inc()
+            rejected = (endpoint, self.protocol_of(endpoint), record.model, record.version, reason)
+            self.rejections.labels(*rejected).inc()
+            self._note(self.rejections, rejected)
 
     def on_catalog(self, catalog: Catalog) -> None:
         """A new catalog: rejection series at 0 for every ready version on every model endpoint; the series
@@ -224,9 +230,15 @@ class RequestMetrics:
             if entry.ready:
                 for endpoint in self.model_endpoints:
                     for reason in PRECREATED_REASONS:
-                        self.rejections.labels(
-                            endpoint, self.protocol_of(endpoint), entry.name, str(entry.version), reason
+                        labels = (
+                            endpoint,
+                            self.protocol_of(endpoint),
+                            entry.name,
+                            str(entry.version),
+                            reason,
                         )
+                        self.rejections.labels(*labels)
+                        self._note(self.rejections, labels)
         self._served = served
 
     def forget(self, model: str, version: str) -> None:
@@ -234,9 +246,8 @@ class RequestMetrics:
         gone = [key for key in self._request_children if key[1] == model and key[2] == version]
         for key in gone:
             del self._request_children[key]
-        for metric in (self.requests, self.request_duration, self.rejections):
-            for labels in [k for k in metric._metrics if k[2] == model and k[3] == version]:
-                metric.remove(*labels)
+        for metric, labels in self._series.pop((model, version), set()):
+            metric.remove(*labels)
 
     def families(self) -> list[Metric]:
         """The request metrics now: this process's, or every front end's files in multiprocess mode,
@@ -363,58 +374,64 @@ class EngineMetrics:
             ["model", "version", "reason"],
             registry=r,
         )
+        # Every label set of each version's series: (model, version) -> (metric, labels)
+        self._series: dict[tuple[str, str], set[tuple[MetricWrapperBase, tuple[str, ...]]]] = {}
 
-    def hooks(
-        self, model: str, version: int, provider: str
-    ) -> tuple[Callable[[Batch], None], Callable[[WorkItem], None], Callable[[str], None]]:
-        """The batcher's `on_batch` and `on_item` callbacks and the runner's `on_retry` for one version,
-        label children bound once."""
+    def version(self, model: str, version: int, provider: str) -> VersionMetrics:
+        """One version's observer (app/engine/types.py's VersionObserver), label children bound once."""
         v = str(version)
-        run = self.session_run.labels(model, v, provider)
-        rows = self.batch_rows.labels(model, v)
-        done = self.rows.labels(model, v)
-        failures = self.session_failures.labels(model, v)
-        wait = self.queue_wait.labels(model, v)
-
-        def on_batch(batch: Batch) -> None:
-            if batch.run_s is not None:
-                run.observe(batch.run_s)
-            rows.observe(batch.rows)
-            if batch.error is None:
-                done.inc(batch.rows)
-            elif not isinstance(batch.error, ModelNotReady):  # cancelled by shutdown: not a failure
-                failures.inc()
-
-        def on_item(item: WorkItem) -> None:
-            if item.queue_wait_s is not None:
-                wait.observe(item.queue_wait_s)
-
-        def on_retry(reason: str) -> None:
-            self.session_retries.labels(model, v, reason).inc()
-
-        return on_batch, on_item, on_retry
+        series = self._series.setdefault((model, v), set())
+        return VersionMetrics(self, model, v, provider, series)
 
     def forget(self, model: str, version: int) -> None:
         """Remove every series of an unloaded version."""
-        v = str(version)
-        for metric in (
-            self.queue_wait,
-            self.session_run,
-            self.batch_rows,
-            self.rows,
-            self.session_failures,
-            self.session_retries,
-        ):
-            for labels in [k for k in metric._metrics if k[0] == model and k[1] == v]:
-                metric.remove(*labels)
+        for metric, labels in self._series.pop((model, str(version)), set()):
+            metric.remove(*labels)
 
-    def collect(self, engine: LocalEngine) -> Iterator[Metric]:
+    def families(self, snapshot: EngineSnapshot) -> list[Metric]:
         """Everything the engine exports now: its registry, then the versions' state."""
-        yield from self.registry.collect()
-        yield from _state(engine, self.gpu)
+        return [*self.registry.collect(), *_state(snapshot, self.gpu)]
 
 
-def _state(engine: LocalEngine, gpu: GpuMemory) -> Iterator[Metric]:
+class VersionMetrics:
+    """One version's batcher and runner events, on label children bound once. `series`: every label set
+    it creates, for `EngineMetrics.forget`."""
+
+    def __init__(
+        self,
+        metrics: EngineMetrics,
+        model: str,
+        v: str,
+        provider: str,
+        series: set[tuple[MetricWrapperBase, tuple[str, ...]]],
+    ) -> None:
+        self._metrics, self._model, self._v, self._series = metrics, model, v, series
+        self._run = self._child(metrics.session_run, model, v, provider)
+        self._rows = self._child(metrics.batch_rows, model, v)
+        self._done = self._child(metrics.rows, model, v)
+        self._failures = self._child(metrics.session_failures, model, v)
+        self._wait = self._child(metrics.queue_wait, model, v)
+
+    def _child(self, metric: M, *labels: str) -> M:
+        self._series.add((metric, labels))
+        return metric.labels(*labels)
+
+    def on_batch(self, event: BatchEvent) -> None:
+        self._run.observe(event.run_s)
+        self._rows.observe(event.rows)
+        if event.outcome == "ok":
+            self._done.inc(event.rows)
+        elif event.outcome == "failed":  # cancelled by shutdown: not a failure
+            self._failures.inc()
+
+    def on_queue_wait(self, seconds: float) -> None:
+        self._wait.observe(seconds)
+
+    def on_retry(self, reason: str) -> None:
+        self._child(self._metrics.session_retries, self._model, self._v, reason).inc()
+
+
+def _state(snapshot: EngineSnapshot, gpu: GpuMemory) -> Iterator[Metric]:
     state = GaugeMetricFamily(
         f"{PREFIX}_model_load_state",
         "Load state of each model version: 1 for its current state (loading, ready, failed, unloading), "
@@ -440,31 +457,31 @@ def _state(engine: LocalEngine, gpu: GpuMemory) -> Iterator[Metric]:
         labels=["model", "version"],
     )
     cuda_devices: set[int] = set()
-    if engine.error:  # the repository itself is unusable: nothing can load
+    if snapshot.error:  # the repository itself is unusable: nothing can load
         state.add_metric(["", "", "failed"], 1)
-    for served in engine.models.values():
-        if served.error and not served.versions:  # a model folder with no usable version
-            state.add_metric([served.name, "", "failed"], 1)
-        for sv in served.versions.values():
+    for model in snapshot.models:
+        if model.error and not model.versions:  # a model folder with no usable version
+            state.add_metric([model.name, "", "failed"], 1)
+        for sv in model.versions:
             v = str(sv.version)
             for s in LOAD_STATES:
-                state.add_metric([served.name, v, s], 1 if sv.state == s else 0)
-            if sv.state != "ready" or sv.model is None or sv.manifest is None or sv.batcher is None:
+                state.add_metric([model.name, v, s], 1 if sv.state == s else 0)
+            serving = sv.serving
+            if serving is None:
                 continue
-            provider = sv.model.provider
             info.add_metric(
-                [served.name, v],
+                [model.name, v],
                 {
-                    "provider": provider,
-                    "onnxruntime_version": ort.__version__,
-                    "input_length": str(sv.manifest.input_length),
-                    "horizon": str(sv.manifest.horizon),
+                    "provider": serving.provider,
+                    "onnxruntime_version": snapshot.runtime_version,
+                    "input_length": str(serving.input_length),
+                    "horizon": str(serving.horizon),
                 },
             )
-            queued.add_metric([served.name, v], sv.batcher.queued_rows)
-            backlog.add_metric([served.name, v], sv.batcher.backlog_s)
-            if provider == CUDA_PROVIDER:
-                cuda_devices.add(sv.model.options.cuda_device_id)
+            queued.add_metric([model.name, v], serving.queued_rows)
+            backlog.add_metric([model.name, v], serving.backlog_s)
+            if serving.cuda_device_id is not None:
+                cuda_devices.add(serving.cuda_device_id)
     yield state
     yield info
     yield queued

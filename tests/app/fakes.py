@@ -27,6 +27,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from app.engine.batching import DynamicBatcher, Feed
+from tests.utils.batching import replace_run
 
 OPSET = 18
 
@@ -312,14 +313,14 @@ def write_cycle_repository(repository: Path) -> Path:
 
 
 class GatedSession:
-    """Wraps a batcher's run_fn: each call announces itself and blocks until the gate opens."""
+    """Wraps a batcher's session calls: each call announces itself and blocks until the gate opens."""
 
     def __init__(self, batcher: DynamicBatcher) -> None:
-        self.inner = batcher.run_fn
+        self.inner = batcher.runner.run
         self.gate = threading.Event()
         self.calls = 0
-        batcher.run_fn = self
-        batcher.inline_max_rows = 0  # inline, a call would hold the event loop itself on the gate
+        replace_run(batcher, self)
+        batcher.inline.max_rows = 0  # inline, a call would hold the event loop itself on the gate
 
     def __call__(self, feed: Feed) -> np.ndarray:
         self.calls += 1

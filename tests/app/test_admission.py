@@ -29,6 +29,7 @@ from bench.harness.load import Connection, http_request
 from bench.loadgen import Failure, LoadResult, free_port, run_load
 from tests.app.conftest import make_settings
 from tests.app.metrics_scrape import scrape, total
+from tests.utils.batching import replace_run
 from tests.utils.speed import scaled
 
 L, C = 8, 3
@@ -65,14 +66,13 @@ def slow_server(repository: Path) -> Iterator[str]:
             assert time.monotonic() < deadline, "server not ready"
             time.sleep(0.05)
         batcher = app.state.runtime.engine.get("toy", 2).batcher
-        inner = batcher.run_fn
+        inner = batcher.runner.run
 
         def slow(feed: Feed) -> np.ndarray:
             time.sleep(SESSION_S + ROW_S * len(next(iter(feed.values()))))
             return inner(feed)
 
-        batcher.run_fn = slow
-        batcher.inline_fn = None  # inline calls too: they run run_fn when inline_fn is None
+        replace_run(batcher, slow)  # inline calls too
         yield url
     finally:
         server.should_exit = True

@@ -153,14 +153,18 @@ def test_cycle_model_feeds_phase_to_both_sessions(cycle_repository: Path) -> Non
     x = np.random.default_rng(0).normal(0, 1, (4, L, C)).astype(np.float32)
     phases = np.array([0, 5, 23, 5])
     np.testing.assert_allclose(
-        model.forecast(x, phases), ort_forecast(folder / "model.onnx", x, phases), atol=1e-5
+        model.run_forecast(model.feed(x, phases)), ort_forecast(folder / "model.onnx", x, phases), atol=1e-5
     )
-    result = model.inspect(x, phases)
+    result = model.inspect_feed(model.feed(x, phases))
     ref = ort_run(folder / "inspect.onnx", x, None, phases)
     for got, want in zip((result.forecast, result.softmax, result.rem, result.mixed), ref, strict=True):
         np.testing.assert_allclose(got, want, atol=1e-6)
     # The toy really uses the phase: one step off changes the forecast.
-    assert not np.allclose(model.forecast(x, phases), model.forecast(x, (phases + 1) % 24), atol=1e-3)
+    assert not np.allclose(
+        model.run_forecast(model.feed(x, phases)),
+        model.run_forecast(model.feed(x, (phases + 1) % 24)),
+        atol=1e-3,
+    )
 
 
 def test_feed_has_phase_exactly_when_the_model_has_a_cycle(cycle_repository: Path) -> None:

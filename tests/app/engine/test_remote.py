@@ -34,7 +34,7 @@ def pair(
     async def scenario() -> None:
         settings = make_settings(repository, model_control="explicit", **settings_overrides)
         metrics = EngineMetrics(256)
-        local = LocalEngine(settings, hooks=metrics.hooks, collect=metrics.collect, forget=metrics.forget)
+        local = LocalEngine(settings, observer=metrics)
         server = EngineServer(local, f"ipc://{tmp_path}/engine.sock")
         if servers is not None:
             servers.append(server)

@@ -24,10 +24,11 @@ from app.core.errors import (
     TooManyVersions,
     VersionNotFound,
 )
-from app.engine.local import LocalEngine
+from app.engine.local import LocalEngine, RepositoryManager
 from app.observability.metrics import EngineMetrics
 from tests.app.conftest import make_settings
 from tests.app.fakes import BlockedManifest, ToySpec, write_version
+from tests.utils.batching import replace_run
 
 L, C = 8, 3
 
@@ -91,16 +92,16 @@ def test_a_policy_serves_only_the_versions_it_names(tmp_path: Path) -> None:
 def test_a_new_version_loads_beside_the_old_and_latest_moves_only_when_it_is_ready(tmp_path: Path) -> None:
     write_version(tmp_path, ToySpec(version=1))
     release = threading.Event()
-    original = LocalEngine._open
+    original = RepositoryManager._open
 
-    def slow_open(self: LocalEngine, ref: Any) -> Any:
+    def slow_open(self: RepositoryManager, ref: Any) -> Any:
         if ref.version == 2:
             assert release.wait(20)
         return original(self, ref)
 
     async def scenario() -> None:
         engine = LocalEngine(make_settings(tmp_path, model_control="explicit"))
-        engine._open = slow_open.__get__(engine)  # type: ignore[method-assign]
+        engine.repository._open = slow_open.__get__(engine.repository)  # type: ignore[method-assign]
         await engine.start()
         await settled(engine)
         assert engine.catalog.resolve("toy").version == 1
@@ -157,9 +158,7 @@ def test_unloading_a_version_and_a_model_frees_them_and_forgets_their_metrics(tm
         metrics = EngineMetrics(256)
         engine = LocalEngine(
             make_settings(tmp_path, model_control="explicit"),
-            hooks=metrics.hooks,
-            collect=metrics.collect,
-            forget=metrics.forget,
+            observer=metrics,
         )
         await engine.start()
         await settled(engine)
@@ -203,9 +202,9 @@ def test_an_unloading_version_finishes_what_reached_it(tmp_path: Path) -> None:
         batcher = engine.get("toy", 1).batcher
         assert batcher is not None
         gate = threading.Event()
-        inner = batcher.run_fn
-        batcher.inline_max_rows = 0
-        batcher.run_fn = lambda f: (gate.wait(10), inner(f))[1]
+        inner = batcher.runner.run
+        batcher.inline.max_rows = 0
+        replace_run(batcher, lambda f: (gate.wait(10), inner(f))[1])
         in_flight = asyncio.ensure_future(engine.submit("toy", 1, feed(), 10.0))
         await asyncio.sleep(0.05)
         (tmp_path / "toy" / POLICY_FILE).write_text('{"specific": [2]}')
@@ -350,7 +349,7 @@ def test_aliases_are_refused_and_a_repeat_load_is_the_same_model(tmp_path: Path)
             await engine.load("toy")
         assert list(engine.catalog.models) == ["toy"]
         assert engine.get("toy", 1).model is model  # the same sessions, not a copy
-        assert engine._held() == 1
+        assert engine.repository._held() == 1
         await engine.stop()
 
     run(scenario)
@@ -478,14 +477,14 @@ def test_a_load_past_its_deadline_fails_with_its_reason_and_is_freed_when_its_re
         assert "stuck" not in engine.catalog.models and engine.catalog.ready
         index = {(e.name, e.version): e for e in await engine.index()}
         assert "RSA_LOAD_TIMEOUT_S" in index["stuck", 1].reason
-        assert engine._load_threads.abandoned == 1  # the hung read counts against the bound
-        assert engine._held() == 2
+        assert engine.repository._load_threads.abandoned == 1  # the hung read counts against the bound
+        assert engine.repository._held() == 2
         await asyncio.to_thread(blocked.release)
         for _ in range(2000):  # hang guard only: the late load returns, and is freed
-            if engine._load_threads.abandoned == 0:
+            if engine.repository._load_threads.abandoned == 0:
                 break
             await asyncio.sleep(0.01)
-        assert engine._load_threads.abandoned == 0 and engine._held() == 1
+        assert engine.repository._load_threads.abandoned == 0 and engine.repository._held() == 1
         await engine.load("stuck")  # the folder reads now: it loads
         assert engine.catalog.resolve("stuck").version == 1
         await engine.stop()

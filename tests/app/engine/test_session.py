@@ -54,8 +54,10 @@ def test_forecast_matches_direct_call_and_inspect_is_lazy(toy_repository: Path) 
     model.warmup()
     assert model.provider == CPU and model.inspect_provider is None
     x = np.random.default_rng(0).normal(0, 1, (5, 8, 3)).astype(np.float32)
-    np.testing.assert_allclose(model.forecast(x), ort_forecast(folder / "model.onnx", x), atol=1e-6)
-    result = model.inspect(x)
+    np.testing.assert_allclose(
+        model.run_forecast(model.feed(x)), ort_forecast(folder / "model.onnx", x), atol=1e-6
+    )
+    result = model.inspect_feed(model.feed(x))
     assert model.inspect_provider == CPU
     ref = ort_run(folder / "inspect.onnx", x)
     for got, want in zip((result.forecast, result.softmax, result.rem, result.mixed), ref, strict=True):
@@ -88,8 +90,8 @@ def test_arena_kept_while_busy_and_released_only_after_big_calls(toy_repository:
     model.warmup()
     x = np.random.default_rng(1).normal(0, 1, (TRIM_ABOVE_ROWS + 1, 8, 3)).astype(np.float32)
     assert not model.release_memory()  # only small calls so far: nothing to give back
-    model.forecast(x[:TRIM_ABOVE_ROWS])
+    model.run_forecast(model.feed(x[:TRIM_ABOVE_ROWS]))
     assert not model.release_memory()
-    before = model.forecast(x)
+    before = model.run_forecast(model.feed(x))
     assert model.release_memory() and not model.release_memory()  # once per big spell
-    np.testing.assert_array_equal(model.forecast(x), before)
+    np.testing.assert_array_equal(model.run_forecast(model.feed(x)), before)

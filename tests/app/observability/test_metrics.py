@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-
-import numpy as np
 import pytest
 
 from app.core.context import close_record, note_error, note_model_version, open_record
-from app.core.errors import ModelNotReady
-from app.engine.batching import Batch, Segment, WorkItem
+from app.engine.types import BatchEvent
 from app.observability.metrics import EngineMetrics, RequestMetrics, batch_buckets
 from app.protocols.registry import protocol_of
 
@@ -29,23 +25,13 @@ def _sample(metrics: EngineMetrics | RequestMetrics, name: str, **labels: str) -
     return 0.0 if value is None else value
 
 
-def _item(rows: int, waited_s: float) -> WorkItem:
-    future: asyncio.Future[np.ndarray] = asyncio.Future(loop=asyncio.new_event_loop())
-    item = WorkItem({"window": np.zeros((rows, 2, 1), np.float32)}, future, deadline=9.0, t_enqueued=1.0)
-    item.t_dispatched = 1.0 + waited_s
-    return item
-
-
-def test_batcher_hooks_count_rows_failures_and_not_shutdowns() -> None:
+def test_version_events_count_rows_failures_and_not_shutdowns() -> None:
     metrics = EngineMetrics(max_batch_rows=8)
-    on_batch, on_item, _ = metrics.hooks("m", 3, "CPUExecutionProvider")
-    item = _item(4, waited_s=0.25)
-    ok = Batch([Segment(item, 0, 4)], rows=4, t_formed=1.0, t_run_start=2.0, t_run_end=2.5)
-    failed = Batch([], rows=2, t_formed=1.0, t_run_start=2.0, t_run_end=2.1, error=RuntimeError("x"))
-    cancelled = Batch([], rows=1, t_formed=1.0, t_run_start=2.0, t_run_end=2.1, error=ModelNotReady("stop"))
-    for batch in (ok, failed, cancelled):
-        on_batch(batch)
-    on_item(item)
+    observer = metrics.version("m", 3, "CPUExecutionProvider")
+    for event in (BatchEvent(4, 0.5, "ok"), BatchEvent(2, 0.1, "failed"), BatchEvent(1, 0.1, "stopped")):
+        observer.on_batch(event)
+    observer.on_queue_wait(0.25)
+    observer.on_retry("out_of_memory")
     labels = {"model": "m", "version": "3"}
     assert _sample(metrics, "rsa_rows_total", **labels) == 4
     assert _sample(metrics, "rsa_session_failures_total", **labels) == 1
@@ -55,6 +41,10 @@ def test_batcher_hooks_count_rows_failures_and_not_shutdowns() -> None:
     assert _sample(metrics, "rsa_session_run_seconds_sum", **run) == pytest.approx(0.5 + 0.1 + 0.1)
     assert _sample(metrics, "rsa_queue_wait_seconds_sum", **labels) == pytest.approx(0.25)
     assert _sample(metrics, "rsa_queue_wait_seconds_bucket", le="0.25", **labels) == 1
+    assert _sample(metrics, "rsa_session_retries_total", reason="out_of_memory", **labels) == 1
+    metrics.forget("m", 3)  # every series of the version goes
+    names = {s.name for f in metrics.registry.collect() for s in f.samples if s.labels.get("model") == "m"}
+    assert names == set()
 
 
 def test_request_record_is_per_request_and_noop_outside() -> None:
@@ -118,3 +108,25 @@ def test_every_request_metric_carries_its_protocol() -> None:
         "unmatched": "",
     }
     assert {endpoint: protocol_of(endpoint) for endpoint in expected} == expected
+
+
+def test_forget_removes_every_request_series_of_a_version_and_only_its() -> None:
+    metrics = RequestMetrics(protocol_of, model_endpoints=("/v1/models/{name}/forecast",))
+    record, token = open_record()
+    close_record(token)
+    for version in ("1", "2"):
+        record.model, record.version, record.error_code = "m", version, "model_not_ready"
+        metrics.observe_request("/x", record, 503, 0.001, probe=False)
+
+    def series(version: str) -> set[str]:
+        return {
+            s.name
+            for f in metrics.registry.collect()
+            for s in f.samples
+            if s.labels.get("model") == "m" and s.labels.get("version") == version
+        }
+
+    assert "rsa_requests_total" in series("1") and "rsa_request_rejections_total" in series("1")
+    metrics.forget("m", "1")
+    assert series("1") == set()
+    assert "rsa_requests_total" in series("2") and "rsa_request_duration_seconds_count" in series("2")

@@ -18,6 +18,7 @@ from app.protocols.rsa_v1.handlers import V1Handlers
 from tests.app.conftest import engine_of, make_settings, ort_forecast, running_client, runtime_of, wait_for
 from tests.app.fakes import GatedSession
 from tests.app.metrics_scrape import delta, scrape
+from tests.utils.batching import replace_run
 
 L, C = 8, 3
 URL = "/v1/models/toy/versions/2/forecast"
@@ -89,7 +90,7 @@ def test_timeout_is_504_and_expired_request_never_reaches_the_session(
 def test_session_error_is_500_and_the_batcher_keeps_serving(toy_repository: Path) -> None:
     with running_client(make_settings(toy_repository)) as client:
         batcher = _batcher(client)
-        inner = batcher.run_fn
+        inner = batcher.runner.run
         failures = iter([True])
 
         def flaky(feed: Feed) -> np.ndarray:
@@ -97,8 +98,7 @@ def test_session_error_is_500_and_the_batcher_keeps_serving(toy_repository: Path
                 raise RuntimeError("CUDA exploded")
             return inner(feed)
 
-        batcher.run_fn = flaky
-        batcher.inline_fn = None  # inline calls too: they run run_fn when inline_fn is None
+        replace_run(batcher, flaky)  # inline calls too
         r = client.post(URL, json=BODY)
         assert r.status_code == 500, r.text
         error = r.json()["error"]
@@ -179,15 +179,14 @@ def test_non_finite_forecast_is_never_serialised(toy_repository: Path) -> None:
     in the metrics, and never a 200 with nulls."""
     with running_client(make_settings(toy_repository)) as client:
         batcher = _batcher(client)
-        inner = batcher.run_fn
+        inner = batcher.runner.run
 
         def overflowing(feed: Feed) -> np.ndarray:
             out = inner(feed)
             out[1, 2, 0] = np.inf
             return out
 
-        batcher.run_fn = overflowing
-        batcher.inline_fn = None  # inline calls too: they run run_fn when inline_fn is None
+        replace_run(batcher, overflowing)  # inline calls too
         body = {"series": [{"values": np.ones((L, C)).tolist()} for _ in range(3)]}
         r = client.post(URL, json=body)
         assert r.status_code == 422, r.text

@@ -10,10 +10,9 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app.artifacts.manifest import Manifest
 from app.artifacts.repository import VersionRef
-from app.engine.local import LocalEngine
-from app.engine.model import OnnxModel
+from app.engine.host import Opened
+from app.engine.local import RepositoryManager
 from app.main import create_app
 from tests.app.conftest import make_settings, running_client, wait_for
 from tests.app.fakes import ToySpec, write_version
@@ -34,13 +33,13 @@ def test_healthz_and_readyz_when_ready(client: TestClient) -> None:
 
 def test_readyz_is_503_until_models_are_loaded(toy_repository: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     release = threading.Event()
-    real_open = LocalEngine._open
+    real_open = RepositoryManager._open
 
-    def slow_open(self: LocalEngine, ref: VersionRef) -> tuple[Manifest, OnnxModel, float]:
+    def slow_open(self: RepositoryManager, ref: VersionRef) -> Opened:
         assert release.wait(10)
         return real_open(self, ref)
 
-    monkeypatch.setattr(LocalEngine, "_open", slow_open)
+    monkeypatch.setattr(RepositoryManager, "_open", slow_open)
     with TestClient(create_app(make_settings(toy_repository)), raise_server_exceptions=False) as client:
         assert client.get("/healthz").status_code == 200
         r = client.get("/readyz")

@@ -17,6 +17,7 @@ from app.engine.model import OnnxModel
 from tests.app.conftest import engine_of, in_process_engine, make_settings, running_client, wait_for
 from tests.app.fakes import GatedSession, write_repository
 from tests.app.metrics_scrape import delta, scrape, total, value
+from tests.utils.batching import replace_run
 
 L, C = 8, 3
 LATEST = "/v1/models/{name}/forecast"
@@ -233,8 +234,7 @@ def test_session_failures_and_payload_too_large(toy_repository: Path) -> None:
         def broken(feed: Feed) -> np.ndarray:
             raise RuntimeError("device lost")
 
-        batcher.run_fn = broken
-        batcher.inline_fn = None  # inline calls too: they run run_fn when inline_fn is None
+        replace_run(batcher, broken)  # inline calls too
         before = scrape(client)
         assert client.post("/v1/models/toy/versions/2/forecast", json=_body()).status_code == 500
         assert client.post("/v1/models/toy/versions/2/forecast", json=_body(20)).status_code == 413

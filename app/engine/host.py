@@ -1,0 +1,159 @@
+"""One served version's host: its sessions (`OnnxModel`), its manifest and its batcher, from the files
+opened in a load thread (`open_version`) to the sessions freed (`VersionHost.close`).
+
+The repository manager (app/engine/local.py's LocalEngine) decides which versions are served and when;
+a host serves one of them: counters, backlog and the state the metrics read at scrape time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.artifacts.manifest import Manifest
+from app.artifacts.repository import VersionRef, read_version
+from app.core.config import Settings
+from app.engine.api import VersionStats
+from app.engine.batching import BatcherConfig, DynamicBatcher
+from app.engine.model import OnnxModel
+from app.engine.providers import CUDA, RuntimeOptions
+from app.engine.types import ServingSnapshot, VersionObserver
+
+logger = logging.getLogger(__name__)
+
+# Rows timed at load to seed a version's drain rate (per row), at most its rows per call.
+COST_PROBE_ROWS = 8
+
+
+def rows_per_call(manifest: Manifest, settings: Settings) -> int:
+    """Series per session call for this version: `max_batch_rows`, fewer where that many would form more
+    attention than `call_attention_mib` (at least one: a request of more series is split over calls)."""
+    per_row = manifest.attention_bytes_per_row
+    if per_row is None:
+        return settings.max_batch_rows
+    budget = int(settings.call_attention_mib * 2**20)
+    return max(1, min(settings.max_batch_rows, budget // per_row))
+
+
+def runtime_options(settings: Settings) -> RuntimeOptions:
+    return RuntimeOptions(
+        device=settings.device,
+        cuda_device_id=settings.cuda_device_id,
+        gpu_mem_limit_bytes=settings.gpu_mem_limit_bytes,
+        intra_op_threads=settings.intra_op_threads,
+        single_thread_max_rows=settings.single_thread_max_rows,
+        single_thread_calls=settings.single_thread_calls,
+        cuda_tf32=settings.cuda_tf32,
+        cuda_io_binding=settings.cuda_io_binding,
+        cuda_graphs=settings.cuda_graphs,
+        batch_buckets=tuple(settings.batch_buckets),
+    )
+
+
+@dataclass(frozen=True)
+class Opened:
+    """A version read, checked, loaded and warmed up (in a load thread), not serving yet."""
+
+    manifest: Manifest
+    model: OnnxModel
+    seconds_per_row: float  # a small call timed at load: the seed of the drain rate
+
+    def close(self) -> None:
+        self.model.close()
+
+
+def open_version(ref: VersionRef, settings: Settings, options: RuntimeOptions) -> Opened:
+    """Read, check, load and warm up a version; time a small call (seconds per row) to seed its drain
+    rate, the best of three, as a busy batcher would measure it. Blocking: run it in a load thread."""
+    manifest = read_version(ref)
+    model = OnnxModel(ref.path, manifest, options, rows_per_call(manifest, settings))
+    model.load()
+    model.warmup()
+    rows = min(COST_PROBE_ROWS, model.max_rows)
+    feed = model.feed(
+        np.zeros((rows, manifest.input_length, manifest.n_channels), np.float32),
+        None if manifest.cycle is None else np.zeros(rows, np.int64),
+    )
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        model.run_forecast(feed)
+        best = min(best, time.perf_counter() - t0)
+    model.release_memory()
+    return Opened(manifest, model, best / rows)
+
+
+class VersionHost:
+    """A ready version: its manifest, its sessions and its batcher (started on the running loop)."""
+
+    def __init__(
+        self,
+        name: str,
+        opened: Opened,
+        settings: Settings,
+        observer: VersionObserver | None,
+        executor: Executor,
+        alone: Callable[[], bool],
+    ) -> None:
+        model = self.model = opened.model
+        self.manifest = opened.manifest
+        self.settings = settings
+        model.runner.on_retry = observer.on_retry if observer is not None else None
+        policy = model.policy
+        config = BatcherConfig(
+            name=name,
+            max_batch_rows=model.max_rows,
+            max_wait_s=settings.max_batch_wait_ms / 1000.0,
+            max_queue_rows=settings.max_queue_rows,
+            retry_after_s=settings.retry_after_s,
+            release_after_s=settings.memory_release_idle_s,
+            inline_max_rows=settings.inline_max_rows if policy.inline else 0,
+            max_calls=policy.max_calls,
+            concurrent_max_rows=policy.concurrent_max_rows,
+            row_seconds=opened.seconds_per_row,
+        )
+        # The runner takes the feed the data plane built: window, and phase for a cycle.
+        self.batcher = DynamicBatcher(model.runner, config, observer, executor=executor, alone=alone)
+        self.batcher.start()
+
+    def stats(self) -> VersionStats:
+        s = self.batcher.stats
+        return VersionStats(
+            max_series_per_call=self.batcher.max_batch_rows,
+            session_calls=s.session_calls,
+            rows=s.rows,
+            failed_calls=s.failed_calls,
+            rejected_requests=s.rejected_items,
+            expired_requests=s.expired_items,
+            dropped_requests=s.dropped_items,
+        )
+
+    def backlog(self) -> tuple[int, float | None]:
+        """(rows admitted and not yet answered, seconds per row)."""
+        return self.batcher.ahead_rows, self.batcher.row_seconds
+
+    def serving(self) -> ServingSnapshot:
+        provider = self.model.provider
+        return ServingSnapshot(
+            provider=provider,
+            input_length=self.manifest.input_length,
+            horizon=self.manifest.horizon,
+            queued_rows=self.batcher.queued_rows,
+            backlog_s=self.batcher.backlog_s,
+            cuda_device_id=self.model.options.cuda_device_id if provider == CUDA else None,
+        )
+
+    async def close(self, quiet_s: float) -> None:
+        """Let what reached the version finish (nothing arriving for `quiet_s`, or the request timeout at
+        the latest), stop the batcher, free the sessions."""
+        deadline = time.monotonic() + self.settings.request_timeout_s
+        while time.monotonic() < deadline and not self.batcher.quiet_for(quiet_s):
+            await asyncio.sleep(0.05)
+        await self.batcher.stop(self.settings.graceful_shutdown_s)
+        self.model.close()
