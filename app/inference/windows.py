@@ -98,6 +98,18 @@ def utc(start: datetime) -> datetime:
     return start if start.tzinfo is not None else start.replace(tzinfo=UTC)
 
 
+def in_model_zone(start: datetime, manifest: Manifest) -> datetime:
+    """A served `start` as the model reads it: a naive one is in the model's zone (UTC for a model without
+    one, as `utc`; in the autumn repeat, the first of the two readings), an aware one is the instant it
+    names, shown in the model's zone. A UTC model keeps an aware start's own offset, as before zones."""
+    zone = manifest.zone
+    if zone is None:
+        return utc(start)
+    if start.tzinfo is None:
+        return start.replace(tzinfo=zone)
+    return start.astimezone(zone)
+
+
 def window_phase_of(manifest: Manifest, start: datetime | None, n_values: int, field: str) -> int | None:
     """The window's phase when the model has a seasonal cycle (None otherwise); such a model cannot run
     without the series' `start`, the timestamp of its first value."""
@@ -110,7 +122,9 @@ def window_phase_of(manifest: Manifest, start: datetime | None, n_values: int, f
             f"of {cycle.step_seconds:g} s to the timestamp of the window's first value",
             field=field,
         )
-    return window_phase(start, n_values, manifest.input_length, cycle.period, cycle.step_seconds)
+    return window_phase(
+        start, n_values, manifest.input_length, cycle.period, cycle.step_seconds, manifest.timezone
+    )
 
 
 def check_calendar_anchor(manifest: Manifest, start: datetime, field: str) -> None:

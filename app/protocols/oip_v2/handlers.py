@@ -270,7 +270,10 @@ def _phases(tensors: dict[str, Tensor], manifest: Manifest, n: int) -> np.ndarra
             limit=[n],
         )
     if tensor.name == "start":
-        phases = [unix_seconds_phase(int(s), cycle.period, cycle.step_seconds) for s in tensor.array]
+        phases = [
+            unix_seconds_phase(int(s), cycle.period, cycle.step_seconds, manifest.timezone)
+            for s in tensor.array
+        ]
         return np.array(phases, np.int64)
     bad = (tensor.array < 0) | (tensor.array >= cycle.period)
     if bad.any():

@@ -6,14 +6,15 @@ Every error is an `InvalidInput` naming the field (e.g. `series[2].values[5]`) a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import numpy as np
 
 from app.artifacts.calendar import CalendarStep
 from app.artifacts.manifest import Manifest
 from app.core.errors import InvalidInput
-from app.inference.windows import last_window, utc, window_phase_of
+from app.inference.windows import in_model_zone, last_window, window_phase_of
 from app.protocols.rsa_v1.schemas import SeriesInput
 from app.protocols.rsa_v1.wire import SeriesArrays
 
@@ -87,21 +88,31 @@ def decode_series(
 
     # Finite as float64 (the schema checked that) but maybe too large for the model's float32 arithmetic.
     window = last_window(array, manifest, max_history, f"{field}.values", path_of)
-    # A naive start is UTC (the documented rule), made explicit: forecast timestamps then carry an offset
-    # and are the RFC 3339 date-times the schema promises.
-    start = None if series.start is None else utc(series.start)
+    # A naive start is in the model's zone (UTC without one: the documented rule), made explicit: forecast
+    # timestamps then carry an offset and are the RFC 3339 date-times the schema promises.
+    start = None if series.start is None else in_model_zone(series.start, manifest)
     phase = window_phase_of(manifest, start, n, f"{field}.start")
     return DecodedSeries(id=series.id, window=window, n_values=n, start=start, phase=phase)
 
 
 def forecast_timestamps(
-    start: datetime, n_values: int, horizon: int, step_s: float, months: CalendarStep | None = None
+    start: datetime,
+    n_values: int,
+    horizon: int,
+    step_s: float,
+    months: CalendarStep | None = None,
+    zone: ZoneInfo | None = None,
 ) -> list[datetime]:
     """start + (n_values + k)·step for k in 0..horizon-1: the times right after the last value sent.
-    With a calendar step, `step` is that many months on the same anchor (`start` must be on it)."""
+    With a calendar step, `step` is that many months on the same anchor (`start` must be on it). With a
+    `zone` (the model's), a fixed step is added to the instant and each time shown in the zone, with the
+    offset of its own date (Python's aware arithmetic would add wall-clock time across a DST change)."""
     if months is not None:
         return [months.advance(start, n_values + k) for k in range(horizon)]
     step = timedelta(seconds=step_s)
+    if zone is not None:
+        instant = start.astimezone(UTC)
+        return [(instant + step * (n_values + k)).astimezone(zone) for k in range(horizon)]
     return [start + step * (n_values + k) for k in range(horizon)]
 
 

@@ -375,7 +375,9 @@ def _timestamps(
         return None
     check_calendar_anchor(manifest, start, field)
     try:
-        return forecast_timestamps(start, n_values, horizon, manifest.frequency_seconds, manifest.calendar)
+        return forecast_timestamps(
+            start, n_values, horizon, manifest.frequency_seconds, manifest.calendar, manifest.zone
+        )
     except OverflowError:
         raise InvalidInput(
             f"{field}: the forecast would run past the last representable date (year 9999)", field=field
