@@ -33,7 +33,7 @@ from app.core.numbers import decimal
 from app.engine.catalog import VersionEntry
 from app.inference.intervals import level_bounds, require_intervals
 from app.inference.service import InferenceService
-from app.inference.windows import check_windows, require_finite
+from app.inference.windows import check_windows, fill_windows, require_finite
 from app.protocols.oip_v2.codec import InferResult, Tensor
 from app.protocols.oip_v2.schemas import ModelMetadata, RepositoryModel, ServerMetadata, TensorMetadata
 
@@ -211,6 +211,8 @@ class OipV2Handlers:
                 field="window.shape",
                 limit=limit,
             )
+        # NaN is a missing value: filled by the model's training rule, up to RSA_MAX_MISSING_SHARE.
+        array, _ = fill_windows(array, manifest, self.settings.max_missing_share, lambda n: f"window[{n}]")
         check_windows(array, L, lambda n, t, c: f"window[{n}][{t}][{c}]")
         return array
 

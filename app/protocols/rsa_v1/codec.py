@@ -14,7 +14,7 @@ import numpy as np
 from app.artifacts.calendar import CalendarStep
 from app.artifacts.manifest import Manifest
 from app.core.errors import InvalidInput
-from app.inference.windows import in_model_zone, last_window, window_phase_of
+from app.inference.windows import in_model_zone, last_window_filled, window_phase_of
 from app.protocols.rsa_v1.schemas import SeriesInput
 from app.protocols.rsa_v1.wire import SeriesArrays
 
@@ -28,10 +28,15 @@ class DecodedSeries:
     n_values: int  # full history length sent
     start: datetime | None
     phase: int | None = None  # the window's phase in the model's cycle; None when the model has none
+    filled: int = 0  # missing values (null) of the window filled by the model's training rule
 
 
 def decode_series(
-    series: SeriesInput | SeriesArrays, manifest: Manifest, field: str, max_history: int
+    series: SeriesInput | SeriesArrays,
+    manifest: Manifest,
+    field: str,
+    max_history: int,
+    max_missing_share: float = 0.0,
 ) -> DecodedSeries:
     """Rows or named columns (lists from the model, or arrays from the fast lane) -> the last L points
     as [L, C] float32, with the field path in every error."""
@@ -86,13 +91,16 @@ def decode_series(
         def path_of(row: int, c: int) -> str:
             return f"{field}.values[{row}][{c}]"
 
-    # Finite as float64 (the schema checked that) but maybe too large for the model's float32 arithmetic.
-    window = last_window(array, manifest, max_history, f"{field}.values", path_of)
+    # Finite as float64 (the schema checked that; a null is NaN, missing, filled here) but maybe too large
+    # for the model's float32 arithmetic.
+    window, filled = last_window_filled(
+        array, manifest, max_history, max_missing_share, f"{field}.values", path_of
+    )
     # A naive start is in the model's zone (UTC without one: the documented rule), made explicit: forecast
     # timestamps then carry an offset and are the RFC 3339 date-times the schema promises.
     start = None if series.start is None else in_model_zone(series.start, manifest)
     phase = window_phase_of(manifest, start, n, f"{field}.start")
-    return DecodedSeries(id=series.id, window=window, n_values=n, start=start, phase=phase)
+    return DecodedSeries(id=series.id, window=window, n_values=n, start=start, phase=phase, filled=filled)
 
 
 def forecast_timestamps(

@@ -68,7 +68,13 @@ class V1Handlers:
         horizon = check_horizon(request.horizon, manifest)
         _check_interval_request(manifest, request)  # before the session call: a bad level costs no run
         decoded = [
-            decode_series(s, manifest, f"series[{i}]", self.settings.max_history_length)
+            decode_series(
+                s,
+                manifest,
+                f"series[{i}]",
+                self.settings.max_history_length,
+                self.settings.max_missing_share,
+            )
             for i, s in enumerate(request.series)
         ]
         # Timestamps before the session call: a start too close to the calendar's end is the
@@ -91,6 +97,7 @@ class V1Handlers:
             outputs=outputs,
             timestamps=stamps,
             bands=bands,
+            filled=[d.filled for d in decoded],
         )
 
     # -- attention -------------------------------------------------------------------------------
@@ -120,7 +127,13 @@ class V1Handlers:
         entry = self.service.resolve(name, version)
         manifest = _manifest(entry)
         channel = resolve_channel(request.channel, manifest)
-        decoded = decode_series(request.series, manifest, "series", self.settings.max_history_length)
+        decoded = decode_series(
+            request.series,
+            manifest,
+            "series",
+            self.settings.max_history_length,
+            self.settings.max_missing_share,
+        )
         if manifest.n_layers is not None and request.layers is not None:
             _check_layers(request.layers, manifest.n_layers)  # before paying for the session call
         wanted = list(dict.fromkeys(request.matrices))
