@@ -160,7 +160,7 @@ class OipV2Handlers:
         entry = self.service.resolve(name, version)
         manifest = _manifest(entry)
         tensors = _by_name(inputs, manifest)
-        window = self._window(tensors, manifest)
+        window, filled = self._window(tensors, manifest)
         phases = _phases(tensors, manifest, len(window))
         served = output_names(manifest)
         for i, output in enumerate(outputs or ()):
@@ -185,9 +185,9 @@ class OipV2Handlers:
         for out, kind in kinds.items():
             answer[out] = forecast if kind is None else bounds[kind[0]][0 if kind[1] < 0 else 1]
         require_finite(list(answer.values()), lambda row: f"window[{row}]")
-        return InferResult(entry.name, str(entry.version), request_id, answer)
+        return InferResult(entry.name, str(entry.version), request_id, answer, filled)
 
-    def _window(self, tensors: dict[str, Tensor], manifest: Manifest) -> np.ndarray:
+    def _window(self, tensors: dict[str, Tensor], manifest: Manifest) -> tuple[np.ndarray, int]:
         L, C = manifest.input_length, len(manifest.channels)
         window = tensors.get("window")
         if window is None:
@@ -212,9 +212,11 @@ class OipV2Handlers:
                 limit=limit,
             )
         # NaN is a missing value: filled by the model's training rule, up to RSA_MAX_MISSING_SHARE.
-        array, _ = fill_windows(array, manifest, self.settings.max_missing_share, lambda n: f"window[{n}]")
+        array, counts = fill_windows(
+            array, manifest, self.settings.max_missing_share, lambda n: f"window[{n}]"
+        )
         check_windows(array, L, lambda n, t, c: f"window[{n}][{t}][{c}]")
-        return array
+        return array, int(counts.sum())
 
 
 def _check_parameters(names: Iterable[str]) -> None:

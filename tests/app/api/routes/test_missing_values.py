@@ -116,3 +116,31 @@ def test_tensor_windows_are_filled_and_counted_or_refused() -> None:
     with pytest.raises(InvalidInput, match=r"window\[2\] has 3 missing values") as caught:
         fill_windows(windows, manifest, 0.2, lambda i: f"window[{i}]")
     assert caught.value.field == "window[2]"
+
+
+def _binary(client: TestClient, x: np.ndarray) -> Any:
+    header = b'{"inputs": [{"name": "window", "datatype": "FP32", "shape": %s, ' % str(list(x.shape)).encode()
+    header += b'"parameters": {"binary_data_size": %d}}]}' % x.nbytes
+    return client.post(
+        "/v2/models/toy/versions/1/infer",
+        content=header + x.tobytes(),
+        headers={"Inference-Header-Content-Length": str(len(header))},
+    )
+
+
+def test_nan_in_oip_v2_binary_windows_is_filled_and_counted_or_refused(client: TestClient) -> None:
+    full = window().astype(np.float32)[None]
+    holes = full.copy()
+    holes[0, 3, 0] = np.nan
+    expected = full.copy()
+    expected[0, 3, 0] = (full[0, 2, 0] + full[0, 4, 0]) / 2
+    r = _binary(client, holes)
+    assert r.status_code == 200, r.text
+    assert r.json()["parameters"] == {"filled": 1}
+    reference = _binary(client, expected).json()
+    assert "parameters" not in reference
+    np.testing.assert_allclose(r.json()["outputs"][0]["data"], reference["outputs"][0]["data"], rtol=1e-6)
+    holes[0, :5, 1] = np.nan
+    refused = _binary(client, holes)
+    assert refused.status_code == 400
+    assert "window[0] has 6 missing values" in refused.json()["error"]
