@@ -26,7 +26,7 @@ from export.checkpoint import load_checkpoint
 from export.data import DataError, load_csv, load_dataset
 from export.evaluate import load_for_checkpoint, predict
 from export.onnx import export_model
-from export.train import TrainConfig, train
+from export.train import TrainConfig, load_config, read_options, train
 from tests.app.conftest import make_settings, running_client
 
 ZONE = "Europe/Berlin"
@@ -184,3 +184,11 @@ def test_an_unknown_zone_is_refused_with_the_field(served) -> None:
     error = r.json()["error"]
     assert error["field"] == "series[0].start"
     assert "unknown time zone 'Europe/Nowhere'" in error["message"]
+
+
+def test_the_option_from_the_command_line_and_a_wrong_name() -> None:
+    cfg = load_config(None, [f"timezone={ZONE}"])  # what `--timezone Europe/Berlin` appends
+    assert read_options(cfg).record()["timezone"] == ZONE
+    assert "timezone" not in read_options(load_config(None, [])).record()  # UTC runs record as before
+    with pytest.raises(DataError, match="timezone must be an IANA time zone name"):
+        read_options(load_config(None, ["timezone=Europe/Nowhere"]))
