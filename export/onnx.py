@@ -40,7 +40,7 @@ from app.artifacts.contract import (
 from export.checkpoint import load_checkpoint
 from export.conformal import DEFAULT_LEVELS
 from export.conformal import for_checkpoint as calibrate_intervals
-from export.data import PANEL_OPTIONS, READ_OPTIONS, StandardScaler
+from export.data import PANEL_OPTIONS, READ_OPTIONS, ZONE_OPTIONS, StandardScaler
 from export.evaluate import load_for_checkpoint
 from export.publish import VersionExistsError, publish_version
 from models import ModelConfig, RSAForecaster
@@ -468,6 +468,8 @@ def export_model(
             },
             "metrics": metrics,
             "intervals": intervals_with_bounds(calibrate_intervals(fc_path, info, levels), info),
+            # local times (`--timezone`): the zone naive served starts are read in and answers shown in
+            **({"timezone": info["data"]["timezone"]} if info["data"].get("timezone") else {}),
             "dataset": {
                 "name": info["data"]["name"],
                 "file": Path(info["data"]["path"]).name,
@@ -478,7 +480,9 @@ def export_model(
                 "nonnegative": info["data"].get("nonnegative", []),
                 "nonnegative_rule": info["data"].get("nonnegative_rule"),
                 **{
-                    k: info["data"][k] for k in ("path", *READ_OPTIONS, *PANEL_OPTIONS) if k in info["data"]
+                    k: info["data"][k]
+                    for k in ("path", *READ_OPTIONS, *PANEL_OPTIONS, *ZONE_OPTIONS)
+                    if k in info["data"]
                 },  # to calibrate again
             },
             "source_checkpoint": {"file": checkpoint.name, "sha256": _sha256(checkpoint)},

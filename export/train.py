@@ -75,6 +75,9 @@ class TrainConfig:
     fill: str = "none"  # missing values and steps: none (an error naming the lines), linear, ffill
     date_format: str | None = None  # e.g. "%d/%m/%Y"; None: the format that reads the column
     dayfirst: bool | None = None  # dates like 01/02/2015: true day first, false month first; None: refuse
+    # IANA zone of timestamps written without offset (e.g. Europe/Berlin): local times, daylight saving
+    # understood; the manifest keeps it and the cycle follows its wall clock. None: timestamps are UTC.
+    timezone: str | None = None
     # Channels whose interval bounds are clipped at 0: auto (those with no negative value and at least
     # 5% zeros in the training rows), none, all, or a list of names (export/nonnegative.py).
     nonnegative: str | list[str] = "auto"
@@ -283,7 +286,7 @@ def resolve_auto(cfg: TrainConfig, ds: Dataset) -> TrainConfig:
 def read_options(cfg: TrainConfig) -> ReadOptions:
     """How the run reads its file (`READ_OPTIONS`): the one object load_dataset takes; a checkpoint keeps
     its `record()`."""
-    return ReadOptions(**{key: getattr(cfg, key) for key in READ_OPTIONS})
+    return ReadOptions(**{key: getattr(cfg, key) for key in READ_OPTIONS}, timezone=cfg.timezone)
 
 
 def data_meta(ds: Dataset, path: Path, cfg: TrainConfig) -> dict[str, Any]:
@@ -658,6 +661,13 @@ def main(
             help="missing values and steps: none (an error), linear or ffill (rows inserted, filled)"
         ),
     ] = None,
+    timezone: Annotated[
+        str | None,
+        typer.Option(
+            help="IANA zone of timestamps without offset, e.g. Europe/Berlin: local times, daylight saving "
+            "understood, the cycle follows local time (default: UTC)"
+        ),
+    ] = None,
     nonnegative: Annotated[
         list[str] | None,
         typer.Option(
@@ -685,6 +695,7 @@ def main(
         ("mode", mode),
         ("timestamp_column", timestamp_column),
         ("fill", fill),
+        ("timezone", timezone),
         ("out", out),
         ("name", name),
     ):

@@ -7,6 +7,7 @@ import math
 from itertools import pairwise
 from pathlib import Path
 from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, PrivateAttr, ValidationError, model_validator
@@ -177,6 +178,9 @@ class Manifest(_Frozen):
     dataset: dict[str, Any] | None = None
     cycle: CycleSpec | None = None  # null or absent: the graphs take `window` only
     intervals: IntervalsSpec | None = None  # null or absent: no prediction intervals (exported before them)
+    # The IANA zone the training file's local times were read in (`--timezone`): naive served starts are
+    # read in it, answers carry its offsets and the cycle follows its wall clock. Null or absent: UTC.
+    timezone: str | None = None
     panel: PanelSpec | None = None  # null or absent: histories of at least L values, all observed
 
     @property
@@ -187,6 +191,18 @@ class Manifest(_Frozen):
     @property
     def n_channels(self) -> int:
         return len(self.channels)
+
+    @property
+    def zone(self) -> ZoneInfo | None:
+        """The model's time zone (None: UTC, as every model exported before zones)."""
+        return None if self.timezone is None else ZoneInfo(self.timezone)
+
+    @property
+    def training_fill(self) -> str:
+        """How the training file filled missing values (`--fill`, kept in `dataset`): none, linear, ffill
+        or zero; none when the manifest does not say (exported before the option was recorded)."""
+        fill = (self.dataset or {}).get("fill")
+        return fill if isinstance(fill, str) else "none"
 
     @property
     def calendar(self) -> CalendarStep | None:
@@ -246,6 +262,11 @@ class Manifest(_Frozen):
         L, H, C = self.input_length, self.horizon, self.n_channels
         _expect(self.inputs, FORECAST_INPUT, (BATCH_AXIS, L, C), "inputs")
         _check_cycle(self)
+        if self.timezone is not None:
+            try:
+                ZoneInfo(self.timezone)
+            except (ZoneInfoNotFoundError, ValueError):
+                raise ValueError(f"timezone {self.timezone!r} is not an IANA time zone name") from None
         _expect(self.outputs, FORECAST_OUTPUT, (BATCH_AXIS, H, C), "outputs")
         if self.inspect_outputs:
             _expect(self.inspect_outputs, FORECAST_OUTPUT, (BATCH_AXIS, H, C), "inspect_outputs")

@@ -94,6 +94,9 @@ class Settings(BaseSettings):
     # Request limits.
     max_series_per_request: int = Field(default=1024, ge=1)
     max_history_length: int = Field(default=100_000, ge=1)  # points per series
+    # Missing values (null, NaN) a series' window may hold, as a share of its L x C values: filled by the
+    # model's training rule and counted in the answer; above this share, 422 (docs/service.md).
+    max_missing_share: float = Field(default=0.2, ge=0.0, le=1.0)
     max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1)  # 413 above this
     # Forecast bodies of at least this many bytes are parsed in a worker process, off the event loop
     # (app/core/offload.py); 0: no worker, every body parsed on the loop.

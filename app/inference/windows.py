@@ -101,6 +101,108 @@ def last_window(
     return window.astype(np.float32)
 
 
+def fill_window(window: np.ndarray, rule: str) -> np.ndarray:
+    """A window [L, C] with its NaN filled by `rule`, each channel on its own (every channel holds a value):
+    linear (interpolation between the values around, the nearest value held at either edge), ffill (the
+    last value before, the first one held at the left edge) or zero; "none" (a model trained without a
+    fill) takes linear."""
+    out = window.copy()
+    rows = np.arange(len(window))
+    for c in range(window.shape[1]):
+        gaps = np.isnan(window[:, c])
+        if not gaps.any():
+            continue
+        if rule == "zero":
+            out[gaps, c] = 0.0
+        elif rule == "ffill":
+            known = np.where(~gaps, rows, -1)
+            last = np.maximum.accumulate(known)
+            last[last < 0] = int(np.argmax(~gaps))  # before the first value: the first value, held
+            out[:, c] = window[last, c]
+        else:
+            out[gaps, c] = np.interp(rows[gaps], rows[~gaps], window[~gaps, c])
+    return out
+
+
+def last_window_filled(
+    history: np.ndarray,
+    manifest: Manifest,
+    max_history: int,
+    max_missing_share: float,
+    field: str,
+    path_of: Callable[[int, int], str],
+    series_id: str | None = None,
+) -> tuple[np.ndarray, int]:
+    """`last_window` for a history that may hold missing values (NaN; `null` on the wire): those in the
+    model's window (its last L rows) are filled by the rule the model was trained with
+    (`Manifest.training_fill`) and counted; more than `max_missing_share` of the window's L x C values,
+    or a channel with no value in the window, is an `InvalidInput` naming `field`, the count and the limit.
+    Missing values before the window are never read; a global model's short history is filled within the
+    values sent (its missing start stays NaN, masked by its graph). Returns the window and how many values
+    were filled."""
+    check_history_length(len(history), manifest, max_history, field, series_id)
+    L = manifest.input_length
+    first = max(len(history) - L, 0)
+    window = history[first:]
+    missing = np.isnan(window)
+    count = int(missing.sum())
+    if count == 0:
+        return last_window(history, manifest, max_history, field, path_of, series_id), 0
+    allowed = math.floor(max_missing_share * window.size + 1e-9)
+    if count > allowed:
+        raise InvalidInput(
+            f"{field} has {count} missing values among the {window.size} the model reads (its last {L} "
+            f"rows); at most {allowed} ({max_missing_share:g} of them, RSA_MAX_MISSING_SHARE) are filled",
+            field=field,
+            limit=allowed,
+        )
+    empty = missing.all(axis=0)
+    if empty.any():
+        c = int(np.argmax(empty))
+        raise InvalidInput(
+            f"{field}: channel {manifest.channels[c]!r} has no value in the model's window (its last {L} "
+            "rows): nothing to fill it from",
+            field=field,
+            limit=allowed,
+        )
+    filled = history.copy()
+    filled[first:] = fill_window(window, manifest.training_fill)
+    return last_window(filled, manifest, max_history, field, path_of, series_id), count
+
+
+def fill_windows(
+    windows: np.ndarray, manifest: Manifest, max_missing_share: float, field_of: Callable[[int], str]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Windows [n, L, C] given as tensors, with NaN (missing) filled as `last_window_filled` fills one
+    series' window, by the same rule and limit (`field_of(i)` names window i in an error); infinities
+    are left for `check_windows` to refuse. Returns the windows and the count filled in each [n]."""
+    missing = np.isnan(windows)
+    counts = missing.reshape(len(windows), -1).sum(axis=1)
+    if not counts.any():
+        return windows, counts
+    allowed = math.floor(max_missing_share * windows[0].size + 1e-9)
+    out = windows.copy()
+    for i in np.flatnonzero(counts):
+        field = field_of(int(i))
+        if counts[i] > allowed:
+            raise InvalidInput(
+                f"{field} has {int(counts[i])} missing values (NaN) among its {windows[i].size}; at most "
+                f"{allowed} ({max_missing_share:g} of them, RSA_MAX_MISSING_SHARE) are filled",
+                field=field,
+                limit=allowed,
+            )
+        empty = missing[i].all(axis=0)
+        if empty.any():
+            channel = manifest.channels[int(np.argmax(empty))]
+            raise InvalidInput(
+                f"{field}: channel {channel!r} has no value: nothing to fill it from",
+                field=field,
+                limit=allowed,
+            )
+        out[i] = fill_window(windows[i], manifest.training_fill)
+    return out, counts
+
+
 def check_windows(windows: np.ndarray, input_length: int, path_of: Callable[[int, int, int], str]) -> None:
     """Windows [n, L, C] given as tensors: every value finite and within `input_bound`."""
     bound = input_bound(input_length)
@@ -121,6 +223,18 @@ def utc(start: datetime) -> datetime:
     return start if start.tzinfo is not None else start.replace(tzinfo=UTC)
 
 
+def in_model_zone(start: datetime, manifest: Manifest) -> datetime:
+    """A served `start` as the model reads it: a naive one is in the model's zone (UTC for a model without
+    one, as `utc`; in the autumn repeat, the first of the two readings), an aware one is the instant it
+    names, shown in the model's zone. A UTC model keeps an aware start's own offset, as before zones."""
+    zone = manifest.zone
+    if zone is None:
+        return utc(start)
+    if start.tzinfo is None:
+        return start.replace(tzinfo=zone)
+    return start.astimezone(zone)
+
+
 def window_phase_of(manifest: Manifest, start: datetime | None, n_values: int, field: str) -> int | None:
     """The window's phase when the model has a seasonal cycle (None otherwise); such a model cannot run
     without the series' `start`, the timestamp of its first value."""
@@ -133,7 +247,9 @@ def window_phase_of(manifest: Manifest, start: datetime | None, n_values: int, f
             f"of {cycle.step_seconds:g} s to the timestamp of the window's first value",
             field=field,
         )
-    return window_phase(start, n_values, manifest.input_length, cycle.period, cycle.step_seconds)
+    return window_phase(
+        start, n_values, manifest.input_length, cycle.period, cycle.step_seconds, manifest.timezone
+    )
 
 
 def check_calendar_anchor(manifest: Manifest, start: datetime, field: str) -> None:

@@ -4,12 +4,19 @@ Pydantic's own message for `"26/01/2018"` is "invalid character in year": true, 
 format expected nor an example. Every protocol's timestamp fields (`/v1`'s `series[i].start`, KServe's
 `inputs[i].start_timestamp`) take `IsoDatetime`, which parses exactly as `datetime` does and only words
 the refusal: the format, an example, what was sent and pydantic's reason.
+
+A time may end in an IANA zone name in brackets (RFC 9557): `2023-10-29T02:30:00[Europe/Berlin]` is that
+wall-clock time in that zone (in the autumn repeat, the first of the two; add the offset to pick the
+second: `2023-10-29T02:30:00+01:00[Europe/Berlin]`, whose offset wins and is then shown in the zone). A
+time without offset or zone is read in the model's zone by the codec (UTC for a model without one).
 """
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import ValidationError, ValidatorFunctionWrapHandler, WrapValidator
 from pydantic_core import PydanticCustomError
@@ -18,7 +25,25 @@ EXAMPLE = "2018-01-26T16:00:00Z"
 _PYDANTIC_PREFIX = "Input should be a valid datetime or date, "
 
 
+_ZONE_SUFFIX = re.compile(r"^(?P<time>[^\[\]]+)\[(?P<zone>[^\[\]]{1,64})\]$")
+
+
+def _zone(name: str, value: str) -> ZoneInfo:
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise PydanticCustomError(
+            "datetime_zone",
+            "unknown time zone {zone} in {value}: expected an IANA name such as Europe/Berlin",
+            {"zone": repr(name), "value": repr(value[:80])},
+        ) from None
+
+
 def _iso8601(value: Any, handler: ValidatorFunctionWrapHandler) -> datetime:
+    if isinstance(value, str) and (match := _ZONE_SUFFIX.match(value.strip())) is not None:
+        zone = _zone(match["zone"], value)
+        when = _iso8601(match["time"], handler)
+        return when.replace(tzinfo=zone) if when.tzinfo is None else when.astimezone(zone)
     try:
         return handler(value)
     except ValidationError as exc:
@@ -29,8 +54,9 @@ def _iso8601(value: Any, handler: ValidatorFunctionWrapHandler) -> datetime:
         )
         raise PydanticCustomError(
             "datetime_iso8601",
-            "expected an ISO 8601 datetime such as {example} (or a date, 2018-01-26; without an offset it "
-            "is UTC), got {value} ({reason})",
+            "expected an ISO 8601 datetime such as {example} (or a date, 2018-01-26, or a time ending in a "
+            "zone name, 2023-10-29T02:30:00[Europe/Berlin]; without an offset or zone it is in the model's "
+            "zone, UTC for most), got {value} ({reason})",
             {"example": EXAMPLE, "value": repr(value[:64]), "reason": reason},
         ) from None
 

@@ -14,7 +14,7 @@ The package only reads files; it never writes any.
 
 from export.data.errors import DataError
 from export.data.layout import ID_NAMES, TARGET_NAMES
-from export.data.options import FILL_METHODS, LAYOUTS, PANEL_OPTIONS, READ_OPTIONS, ReadOptions
+from export.data.options import FILL_METHODS, LAYOUTS, PANEL_OPTIONS, READ_OPTIONS, ZONE_OPTIONS, ReadOptions
 from export.data.panels import Panel, PanelSeries, load_panel
 from export.data.reading import Series, load_csv
 from export.data.scaling import StandardScaler
@@ -32,6 +32,7 @@ __all__ = [
     "READ_OPTIONS",
     "TARGET_NAMES",
     "TIMESTAMP_NAMES",
+    "ZONE_OPTIONS",
     "DataError",
     "Dataset",
     "Panel",

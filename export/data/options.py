@@ -7,10 +7,11 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from export.data.errors import DataError
 
-__all__ = ["FILL_METHODS", "LAYOUTS", "PANEL_OPTIONS", "READ_OPTIONS", "ReadOptions"]
+__all__ = ["FILL_METHODS", "LAYOUTS", "PANEL_OPTIONS", "READ_OPTIONS", "ZONE_OPTIONS", "ReadOptions"]
 
 # How missing values and steps may be filled (off by default: a gap is an error naming its lines).
 FILL_METHODS = ("none", "linear", "ffill", "zero")
@@ -25,6 +26,8 @@ LAYOUTS = ("auto", "wide", "long")
 READ_OPTIONS = ("timestamp_column", "drop", "keep", "fill", "date_format", "dayfirst")
 # The options only a long file uses; recorded only when they differ from the defaults.
 PANEL_OPTIONS = ("layout", "id_column", "target_column", "sort")
+# Options of any file recorded only when set (records written before them read unchanged).
+ZONE_OPTIONS = ("timezone",)
 
 
 def _names(value: Sequence[str] | str | None, field: str) -> tuple[str, ...]:
@@ -51,6 +54,9 @@ class ReadOptions:
     id_column: str | None = None  # a long file's series id column (None: detected, e.g. unique_id)
     target_column: str | None = None  # a long file's value column (None: detected, e.g. y)
     sort: bool = False  # a long file's rows sorted by (id, timestamp) first instead of refused when unsorted
+    # The IANA zone (zoneinfo) of timestamps written without offset, e.g. Europe/Berlin: read as local
+    # wall-clock times, kept as UTC instants (export/data/timestamps.py `localize`). None: they are UTC.
+    timezone: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "drop", _names(self.drop, "drop"))
@@ -63,6 +69,13 @@ class ReadOptions:
             raise DataError(f"layout must be one of {list(LAYOUTS)}, got {self.layout!r}")
         if not isinstance(self.sort, bool):
             raise DataError(f"sort must be true or false, got {self.sort!r}")
+        if self.timezone is not None:
+            try:
+                ZoneInfo(str(self.timezone))
+            except (ZoneInfoNotFoundError, ValueError):
+                raise DataError(
+                    f"timezone must be an IANA time zone name such as Europe/Berlin, got {self.timezone!r}"
+                ) from None
 
     @classmethod
     def of(cls, options: ReadOptions | None = None, **overrides: Any) -> ReadOptions:
@@ -84,4 +97,5 @@ class ReadOptions:
         out["drop"], out["keep"] = list(self.drop), list(self.keep)
         default = ReadOptions()
         out.update({k: getattr(self, k) for k in PANEL_OPTIONS if getattr(self, k) != getattr(default, k)})
+        out.update({k: getattr(self, k) for k in ZONE_OPTIONS if getattr(self, k) is not None})
         return out

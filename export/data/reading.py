@@ -19,7 +19,6 @@ from export.data.errors import _MISSING_TOKENS, DataError, _raise, _where
 from export.data.layout import long_hint
 from export.data.options import FILL_METHODS, READ_OPTIONS, ReadOptions
 from export.data.timestamps import (
-    _OFFSET,
     TIMESTAMP_NAMES,
     _ambiguity_problem,
     _gap_list,
@@ -29,6 +28,8 @@ from export.data.timestamps import (
     _parse_timestamps,
     _timestamp_problem,
     candidate_formats,
+    has_offsets,
+    localize,
 )
 
 __all__ = ["FILL_METHODS", "READ_OPTIONS", "ReadOptions", "Series", "load_csv"]
@@ -56,6 +57,9 @@ class Series:
     notes: tuple[str, ...] = ()
     date_format: str | None = None  # the format the timestamps were read in (ISO 8601 forms: "%Y-%m-%d...")
     inserted_steps: int = 0  # missing steps of the grid inserted as rows and filled (`fill`)
+    timezone: str | None = (
+        None  # the zone local times were read in (`timestamps` are UTC instants either way)
+    )
 
     def __repr__(self) -> str:  # the default repr would print the arrays
         return (
@@ -326,8 +330,21 @@ def _load(path: str | Path, options: ReadOptions) -> _Loaded:
     ts_cells = column_cells(ts_pos)
     parsed = _parse_timestamps(ts_cells, date_format, dayfirst)
     stamps = parsed.stamps
-    if any(_OFFSET.search(str(cell)) for cell in ts_cells[:: max(1, len(ts_cells) // 64)]):
+    skipped = np.zeros(len(stamps), bool)  # local times the zone skips (daylight saving's spring gap)
+    if has_offsets(ts_cells):
         notes.append("timestamps with UTC offsets were converted to UTC")
+    elif options.timezone is not None:
+        stamps, skipped = localize(stamps, options.timezone)
+        notes.append(
+            f"local times of {options.timezone} were read as UTC instants (daylight saving included)"
+        )
+        if skipped.any():
+            i = int(np.argmax(skipped))
+            report(
+                skipped,
+                ts_pos,
+                f"{ts_cells[i]} does not exist in {options.timezone}: the clocks skip it (daylight saving)",
+            )
     bad = np.isnat(stamps)
     if bad.any():
         i = int(np.argmax(bad))
@@ -338,7 +355,7 @@ def _load(path: str | Path, options: ReadOptions) -> _Loaded:
     # Order: compare neighbours where both parsed (a NaT is itself reported at an earlier/equal row).
     prev, cur = stamps[:-1], stamps[1:]
     not_after = (cur <= prev) & ~np.isnat(prev) & ~np.isnat(cur)
-    if not_after.any() and parsed.rival is None:
+    if not_after.any() and parsed.rival is None and not skipped.any():
         i = int(np.argmax(not_after)) + 1
         here, before = pd.Timestamp(stamps[i]), pd.Timestamp(stamps[i - 1])
         if here == before:
@@ -428,5 +445,6 @@ def _load(path: str | Path, options: ReadOptions) -> _Loaded:
         notes=tuple(notes),
         date_format=parsed.fmt,
         inserted_steps=grid.missing,
+        timezone=options.timezone,
     )
     return _Loaded(series, [], columns)

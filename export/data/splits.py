@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import torch
 
 from export.data.errors import DataError, _raise, _where
@@ -39,6 +40,7 @@ class Split:
     input_length: int
     horizon: int
     step_seconds: float = 0.0  # the series' sampling step; needed only for cycle phases
+    timezone: str | None = None  # phases follow this zone's wall clock (None: UTC), as the service's
     # Tensor view of ``data`` (shared memory, created once) and the window offsets.
     _tensor: torch.Tensor = field(init=False, repr=False, compare=False)
     _x_offsets: torch.Tensor = field(init=False, repr=False, compare=False)
@@ -59,6 +61,9 @@ class Split:
         step_index = None
         if self.step_seconds > 0:
             ns = self.timestamps.astype("datetime64[ns]").astype(np.int64)
+            if self.timezone is not None:  # local wall-clock time read as if UTC (app/artifacts/cycle.py)
+                instants = pd.DatetimeIndex(self.timestamps.astype("datetime64[ns]")).tz_localize("UTC")
+                ns = instants.tz_convert(self.timezone).tz_localize(None).asi8
             step_index = torch.from_numpy(np.floor_divide(ns, round(self.step_seconds * 1e9)))
         object.__setattr__(self, "_step_index", step_index)
 
@@ -81,7 +86,8 @@ class Split:
 
     def phases(self, idx: np.ndarray | torch.Tensor | Any, period: int) -> torch.Tensor:
         """Cycle phase [n] (int64) of windows starting at ``idx``: floor(t / step) mod period for the
-        UTC time t (seconds since the epoch) of each window's first row, as the service computes it."""
+        UTC time t (seconds since the epoch) of each window's first row, as the service computes it
+        (with a `timezone`, t is the local wall-clock time read as if UTC)."""
         if self._step_index is None:
             raise ValueError(f"{self.name}: split has no step_seconds; cannot place windows in a cycle")
         starts = idx if isinstance(idx, torch.Tensor) else torch.from_numpy(np.asarray(idx, dtype=np.int64))
@@ -252,6 +258,7 @@ def split_series(
             input_length=L,
             horizon=H,
             step_seconds=series.frequency_seconds,
+            timezone=series.timezone,
         )
         for name, (start, end) in borders.items()
     }

@@ -368,3 +368,31 @@ def _grid_problem(fname: str, grid: _Grid, stamps: np.ndarray, lines: list[int],
 
 
 _OFFSET = re.compile(r"(Z|[+-]\d{2}:?\d{2})$")
+
+
+def has_offsets(cells: np.ndarray) -> bool:
+    """Whether the column's timestamps carry UTC offsets (a sample of its cells, as the notes check)."""
+    return any(_OFFSET.search(str(cell)) for cell in cells[:: max(1, len(cells) // 64)])
+
+
+def localize(stamps: np.ndarray, zone: str) -> tuple[np.ndarray, np.ndarray]:
+    """Wall-clock times of `zone` (naive datetime64, in file order) -> (UTC instants, naive datetime64[ns];
+    the rows whose wall-clock time the zone skips, the spring gap of daylight saving).
+
+    The autumn repeat is read by order: a repeated wall-clock time is in summer time the first time and
+    in standard time once the clock has gone back (a row not after the previous one, both in the repeat),
+    so a 15-minute file reads 02:00 … 02:45, 02:00 … 02:45 as eight distinct quarters. Skipped times
+    come back NaT in neither output: they are shifted forward, and flagged for the caller to refuse."""
+    index = pd.DatetimeIndex(stamps.astype("datetime64[ns]"))
+    summer = np.ones(len(index), bool)
+    ambiguous = np.asarray(index.tz_localize(zone, ambiguous="NaT", nonexistent="shift_forward").isna())
+    ambiguous &= ~np.isnat(stamps)
+    wall = index.asi8
+    for i in np.flatnonzero(ambiguous):
+        if i > 0 and ambiguous[i - 1] and (wall[i] <= wall[i - 1] or not summer[i - 1]):
+            summer[i] = False
+    skipped = np.asarray(index.tz_localize(zone, ambiguous=summer, nonexistent="NaT").isna()) & ~np.isnat(
+        stamps
+    )
+    local = index.tz_localize(zone, ambiguous=summer, nonexistent="shift_forward")
+    return local.tz_convert("UTC").tz_localize(None).to_numpy().astype("datetime64[ns]"), skipped

@@ -47,6 +47,9 @@ class InferResult:
     model_version: str
     id: str | None
     outputs: dict[str, np.ndarray]
+    # Missing values (NaN) filled in the request's windows, all windows together: the response's
+    # `parameters.filled` when > 0 (a parameter is a scalar in the protocol), else no parameters.
+    filled: int = 0
 
 
 def decompress(raw: bytes, encoding: str | None, limit: int) -> bytes:
@@ -344,6 +347,8 @@ def encode_response(result: InferResult, binary: set[str]) -> tuple[bytes, int |
     body: dict[str, object] = {"model_name": result.model_name, "model_version": result.model_version}
     if result.id is not None:
         body["id"] = result.id
+    if result.filled:
+        body["parameters"] = {"filled": result.filled}
     body["outputs"] = outputs
     header = orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
     if not chunks:

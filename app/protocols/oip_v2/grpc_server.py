@@ -104,6 +104,8 @@ def encode_response(result: InferResult) -> pb.ModelInferResponse:
         data = np.ascontiguousarray(array)
         response.outputs.add(name=name, datatype=DATATYPE_OF[data.dtype], shape=list(data.shape))
         response.raw_output_contents.append(data.tobytes())
+    if result.filled:
+        response.parameters["filled"].int64_param = result.filled
     return response
 
 

@@ -38,7 +38,7 @@ from app.core.numbers import decimal
 from app.engine.catalog import VersionEntry
 from app.inference.intervals import level_bounds, require_intervals
 from app.inference.service import InferenceService
-from app.inference.windows import check_windows, require_finite
+from app.inference.windows import check_windows, fill_windows, require_finite
 from app.protocols.oip_v2.codec import InferResult, Tensor
 from app.protocols.oip_v2.schemas import ModelMetadata, RepositoryModel, ServerMetadata, TensorMetadata
 
@@ -168,7 +168,7 @@ class OipV2Handlers:
         entry = self.service.resolve(name, version)
         manifest = _manifest(entry)
         tensors = _by_name(inputs, manifest)
-        window = self._window(tensors, manifest)
+        window, filled = self._window(tensors, manifest)
         phases = _phases(tensors, manifest, len(window))
         served = output_names(manifest)
         for i, output in enumerate(outputs or ()):
@@ -193,9 +193,9 @@ class OipV2Handlers:
         for out, kind in kinds.items():
             answer[out] = forecast if kind is None else bounds[kind[0]][0 if kind[1] < 0 else 1]
         require_finite(list(answer.values()), lambda row: f"window[{row}]")
-        return InferResult(entry.name, str(entry.version), request_id, answer)
+        return InferResult(entry.name, str(entry.version), request_id, answer, filled)
 
-    def _window(self, tensors: dict[str, Tensor], manifest: Manifest) -> np.ndarray:
+    def _window(self, tensors: dict[str, Tensor], manifest: Manifest) -> tuple[np.ndarray, int]:
         L, C = manifest.input_length, len(manifest.channels)
         window = tensors.get("window")
         if window is None:
@@ -221,10 +221,14 @@ class OipV2Handlers:
                 field="window.shape",
                 limit=limit,
             )
+        # NaN is a missing value: filled by the model's training rule, up to RSA_MAX_MISSING_SHARE.
+        array, counts = fill_windows(
+            array, manifest, self.settings.max_missing_share, lambda n: f"window[{n}]"
+        )
         check_windows(array, L, lambda n, t, c: f"window[{n}][{t}][{c}]")
         if manifest.panel is not None:
-            return _mask_start(array, tensors.get(LENGTHS), manifest)
-        return array
+            array = _mask_start(array, tensors.get(LENGTHS), manifest)
+        return array, int(counts.sum())
 
 
 def _mask_start(array: np.ndarray, lengths: Tensor | None, manifest: Manifest) -> np.ndarray:
@@ -312,7 +316,10 @@ def _phases(tensors: dict[str, Tensor], manifest: Manifest, n: int) -> np.ndarra
             limit=[n],
         )
     if tensor.name == "start":
-        phases = [unix_seconds_phase(int(s), cycle.period, cycle.step_seconds) for s in tensor.array]
+        phases = [
+            unix_seconds_phase(int(s), cycle.period, cycle.step_seconds, manifest.timezone)
+            for s in tensor.array
+        ]
         return np.array(phases, np.int64)
     bad = (tensor.array < 0) | (tensor.array >= cycle.period)
     if bad.any():

@@ -6,15 +6,16 @@ Every error is an `InvalidInput` naming the field (e.g. `series[2].values[5]`) a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import cast
+from zoneinfo import ZoneInfo
 
 import numpy as np
 
 from app.artifacts.calendar import CalendarStep
 from app.artifacts.manifest import Manifest
 from app.core.errors import InvalidInput
-from app.inference.windows import last_window, utc, window_phase_of
+from app.inference.windows import in_model_zone, last_window_filled, window_phase_of
 from app.protocols.rsa_v1.schemas import SeriesInput
 from app.protocols.rsa_v1.wire import SeriesArrays
 
@@ -28,10 +29,15 @@ class DecodedSeries:
     n_values: int  # full history length sent
     start: datetime | None
     phase: int | None = None  # the window's phase in the model's cycle; None when the model has none
+    filled: int = 0  # missing values (null) of the window filled by the model's training rule
 
 
 def decode_series(
-    series: SeriesInput | SeriesArrays, manifest: Manifest, field: str, max_history: int
+    series: SeriesInput | SeriesArrays,
+    manifest: Manifest,
+    field: str,
+    max_history: int,
+    max_missing_share: float = 0.0,
 ) -> DecodedSeries:
     """Rows, named columns or a flat list (lists from the model, or arrays from the fast lane) -> the
     last L points as [L, C] float32 (a global model's shorter history: its missing start NaN, which the
@@ -102,13 +108,16 @@ def decode_series(
         def path_of(row: int, c: int) -> str:
             return f"{field}.values[{row}][{c}]"
 
-    # Finite as float64 (the schema checked that) but maybe too large for the model's float32 arithmetic.
-    window = last_window(array, manifest, max_history, f"{field}.values", path_of, series.id)
-    # A naive start is UTC (the documented rule), made explicit: forecast timestamps then carry an offset
-    # and are the RFC 3339 date-times the schema promises.
-    start = None if series.start is None else utc(series.start)
+    # Finite as float64 (the schema checked that; a null is NaN, missing, filled here) but maybe too large
+    # for the model's float32 arithmetic.
+    window, filled = last_window_filled(
+        array, manifest, max_history, max_missing_share, f"{field}.values", path_of, series.id
+    )
+    # A naive start is in the model's zone (UTC without one: the documented rule), made explicit: forecast
+    # timestamps then carry an offset and are the RFC 3339 date-times the schema promises.
+    start = None if series.start is None else in_model_zone(series.start, manifest)
     phase = window_phase_of(manifest, start, n, f"{field}.start")
-    return DecodedSeries(id=series.id, window=window, n_values=n, start=start, phase=phase)
+    return DecodedSeries(id=series.id, window=window, n_values=n, start=start, phase=phase, filled=filled)
 
 
 def _is_flat(values: object) -> bool:
@@ -119,13 +128,23 @@ def _is_flat(values: object) -> bool:
 
 
 def forecast_timestamps(
-    start: datetime, n_values: int, horizon: int, step_s: float, months: CalendarStep | None = None
+    start: datetime,
+    n_values: int,
+    horizon: int,
+    step_s: float,
+    months: CalendarStep | None = None,
+    zone: ZoneInfo | None = None,
 ) -> list[datetime]:
     """start + (n_values + k)·step for k in 0..horizon-1: the times right after the last value sent.
-    With a calendar step, `step` is that many months on the same anchor (`start` must be on it)."""
+    With a calendar step, `step` is that many months on the same anchor (`start` must be on it). With a
+    `zone` (the model's), a fixed step is added to the instant and each time shown in the zone, with the
+    offset of its own date (Python's aware arithmetic would add wall-clock time across a DST change)."""
     if months is not None:
         return [months.advance(start, n_values + k) for k in range(horizon)]
     step = timedelta(seconds=step_s)
+    if zone is not None:
+        instant = start.astimezone(UTC)
+        return [(instant + step * (n_values + k)).astimezone(zone) for k in range(horizon)]
     return [start + step * (n_values + k) for k in range(horizon)]
 
 

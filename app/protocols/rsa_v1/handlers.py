@@ -69,7 +69,13 @@ class V1Handlers:
         horizon = check_horizon(request.horizon, manifest)
         _check_interval_request(manifest, request)  # before the session call: a bad level costs no run
         decoded = [
-            decode_series(s, manifest, f"series[{i}]", self.settings.max_history_length)
+            decode_series(
+                s,
+                manifest,
+                f"series[{i}]",
+                self.settings.max_history_length,
+                self.settings.max_missing_share,
+            )
             for i, s in enumerate(request.series)
         ]
         # Timestamps before the session call: a start too close to the calendar's end is the
@@ -92,6 +98,7 @@ class V1Handlers:
             outputs=outputs,
             timestamps=stamps,
             bands=bands,
+            filled=[d.filled for d in decoded],
         )
 
     # -- attention -------------------------------------------------------------------------------
@@ -125,7 +132,13 @@ class V1Handlers:
                 f"model {entry.name} is a global read-out: it has no attention to inspect", field="series"
             )
         channel = resolve_channel(request.channel, manifest)
-        decoded = decode_series(request.series, manifest, "series", self.settings.max_history_length)
+        decoded = decode_series(
+            request.series,
+            manifest,
+            "series",
+            self.settings.max_history_length,
+            self.settings.max_missing_share,
+        )
         if manifest.n_layers is not None and request.layers is not None:
             _check_layers(request.layers, manifest.n_layers)  # before paying for the session call
         wanted = list(dict.fromkeys(request.matrices))
@@ -383,7 +396,9 @@ def _timestamps(
         return None
     check_calendar_anchor(manifest, start, field)
     try:
-        return forecast_timestamps(start, n_values, horizon, manifest.frequency_seconds, manifest.calendar)
+        return forecast_timestamps(
+            start, n_values, horizon, manifest.frequency_seconds, manifest.calendar, manifest.zone
+        )
     except OverflowError:
         raise InvalidInput(
             f"{field}: the forecast would run past the last representable date (year 9999)", field=field

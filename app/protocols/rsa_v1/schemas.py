@@ -44,10 +44,12 @@ def _values_layout(value: Any) -> str:
 # `values` is rows of channel values, an object of named columns, or (a one-channel model, e.g. a
 # global model of many series) a flat list of values. The callable discriminator keeps validation
 # errors to the layout the client actually sent.
+# A null is a missing value: filled by the model's training rule and counted in the answer (`filled`),
+# refused above RSA_MAX_MISSING_SHARE of the window (app/inference/windows.py `last_window_filled`).
 SeriesValues = Annotated[
-    Annotated[list[list[FiniteFloat]], Tag(ROWS_TAG)]
-    | Annotated[dict[str, list[FiniteFloat]], Tag(COLUMNS_TAG)]
-    | Annotated[list[FiniteFloat], Tag(FLAT_TAG)],
+    Annotated[list[list[FiniteFloat | None]], Tag(ROWS_TAG)]
+    | Annotated[dict[str, list[FiniteFloat | None]], Tag(COLUMNS_TAG)]
+    | Annotated[list[FiniteFloat | None], Tag(FLAT_TAG)],
     Discriminator(_values_layout),
 ]
 
@@ -144,7 +146,8 @@ class ForecastRequest(_Strict):
 
 class SeriesForecast(BaseModel):
     """With `level`, also `lo-{level}` and `hi-{level}`; with `quantiles`, `q-{100·q}`: arrays shaped like
-    `forecast`, on its timestamps."""
+    `forecast`, on its timestamps. With missing values (null) in the window, also `filled`: how many were
+    filled by the model's training rule (absent when none)."""
 
     model_config = ConfigDict(extra="allow")
 

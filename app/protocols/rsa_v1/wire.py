@@ -196,6 +196,9 @@ class ForecastResult:
     timestamps: list[list[datetime] | None]
     # Interval bounds or quantiles by answer key (`lo-80`, `q-95`), each [S, horizon, C] like `outputs`.
     bands: dict[str, np.ndarray] = field(default_factory=dict)
+    # Per series, the window's missing values filled (`filled` in the answer, written only when > 0, so
+    # answers to complete windows are as they always were); empty: none.
+    filled: list[int] = field(default_factory=list)
 
 
 def encode_forecast(result: ForecastResult) -> bytes:
@@ -223,6 +226,9 @@ def encode_forecast(result: ForecastResult) -> bytes:
             }
             for i, id_ in enumerate(result.ids)
         ]
+    for i, n in enumerate(result.filled):
+        if n:
+            forecasts[i]["filled"] = n
     return orjson.dumps(
         {
             "model": result.model,

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from app.artifacts.manifest import Manifest
 from app.core.errors import InvalidInput
-from app.inference.windows import check_calendar_anchor, last_window, utc, window_phase_of
+from app.inference.windows import check_calendar_anchor, in_model_zone, last_window, window_phase_of
 from app.protocols.rsa_v1.codec import forecast_timestamps
 from app.protocols.timeseries.schemas import TimeSeriesForecastRequest, TimeSeriesInput
 
@@ -102,7 +102,7 @@ def decode_input(item: TimeSeriesInput, manifest: Manifest, field: str, max_hist
             f"{field}.start_timestamp is required: it dates the forecast (and aligns a seasonal cycle)",
             field=f"{field}.start_timestamp",
         )
-    start = utc(start)  # naive is UTC, as in /v1
+    start = in_model_zone(start, manifest)  # naive is in the model's zone (UTC without one), as in /v1
     check_calendar_anchor(manifest, start, f"{field}.start_timestamp")
     phase = window_phase_of(manifest, start, n, f"{field}.start_timestamp")
     return DecodedInput(window, n, start, phase)
@@ -112,7 +112,7 @@ def forecast_start(decoded: DecodedInput, manifest: Manifest, field: str) -> str
     """ISO 8601 time of the first forecast step: the step after the last value sent."""
     try:
         first = forecast_timestamps(
-            decoded.start, decoded.n_values, 1, manifest.frequency_seconds, manifest.calendar
+            decoded.start, decoded.n_values, 1, manifest.frequency_seconds, manifest.calendar, manifest.zone
         )
     except OverflowError:
         raise InvalidInput(

@@ -199,3 +199,14 @@ def test_graph_and_manifest_must_agree_on_phase(cycle_repository: Path, tmp_path
     )
     with pytest.raises(SessionLoadError, match=r"expected inputs \['window', 'phase'\]"):
         _model(plain_folder, said_cyclic)
+
+
+def test_a_zoned_model_places_windows_by_local_wall_clock_time() -> None:
+    # 09:00 in Berlin is 08:00 UTC in January and 07:00 UTC in July: one local phase, two UTC phases.
+    winter = datetime(2024, 1, 15, 8, tzinfo=UTC)
+    summer = datetime(2024, 7, 15, 7, tzinfo=UTC)
+    assert [cycle_phase(t, 24, 3600.0) for t in (winter, summer)] == [8, 7]
+    assert [cycle_phase(t, 24, 3600.0, "Europe/Berlin") for t in (winter, summer)] == [9, 9]
+    seconds = int(summer.timestamp())
+    assert unix_seconds_phase(seconds, 24, 3600.0, "Europe/Berlin") == 9
+    assert window_phase(summer - timedelta(hours=2), 5, 3, 24, 3600.0, "Europe/Berlin") == 9

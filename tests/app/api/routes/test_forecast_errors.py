@@ -240,8 +240,8 @@ def test_a_start_that_is_not_iso_8601_says_so_with_an_example(client: TestClient
     assert error["field"] == "series[0].start"
     assert error["message"].startswith(
         "series[0].start: expected an ISO 8601 datetime such as 2018-01-26T16:00:00Z (or a date, "
-        "2018-01-26; "
-        "without an offset it is UTC), got '26/01/2018'"
+        "2018-01-26, or a time ending in a zone name, 2023-10-29T02:30:00[Europe/Berlin]; without an offset "
+        "or zone it is in the model's zone, UTC for most), got '26/01/2018'"
     )
 
 
