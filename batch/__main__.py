@@ -30,7 +30,38 @@ def main(argv: list[str] | None = None) -> int:
     score.add_argument("--batch-rows", type=int, default=1024, help="windows per session call")
     score.add_argument("--num-cpus", type=int, default=None, help="the local Ray's CPUs")
     score.add_argument("--object-store-mb", type=int, default=None, help="the local Ray's object store")
+    fit = commands.add_parser("fit", help="fit the global REM read-out (export/panel.py) on Ray Data")
+    fit.add_argument("--input", required=True, help="long parts (id, time, y), each holding whole series")
+    fit.add_argument("--horizon", type=int, required=True)
+    fit.add_argument("--period", type=int, required=True, help="the seasonal cycle in steps (12: monthly)")
+    fit.add_argument("--input-periods", type=int, required=True, help="the input length in periods")
+    fit.add_argument("--irls", type=int, default=3, help="reweighted passes (each reads the table again)")
+    fit.add_argument("--out", required=True, help="the model's JSON file (export.panel's format)")
+    fit.add_argument("--address", default=None, help="an existing Ray cluster (default: a local Ray)")
+    fit.add_argument("--num-cpus", type=int, default=None, help="the local Ray's CPUs")
     args = parser.parse_args(argv)
+    if args.command == "fit":
+        from pathlib import Path
+
+        import ray
+
+        from batch.fit import fit_dataset, table_dataset
+        from export.panel import PanelConfig
+
+        cfg = PanelConfig(
+            horizon=args.horizon, period=args.period, input_periods=args.input_periods, irls=args.irls
+        )
+        length = args.input_periods * args.period if args.period > 1 else 4 * args.input_periods
+        if args.address:
+            ray.init(address=args.address, log_to_driver=False)
+        else:
+            ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False)
+        try:
+            model = fit_dataset(table_dataset(args.input), cfg, length)
+        finally:
+            ray.shutdown()
+        path = model.save(Path(args.out))
+        sys.stdout.write(f"fitted L = {length} in {model.fit_seconds:.1f} s: {path}\n")
     if args.command == "score":
         from batch.score import Job, run
 
