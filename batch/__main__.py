@@ -92,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(
             f"scored {summary.series:,} series in {summary.parts - summary.skipped} parts "
             f"({summary.skipped} already done) in {summary.seconds:.1f} s, {rate:,.0f} series/s, "
-            f"on {', '.join(sorted(summary.providers)) or 'nothing'}: {args.output}\n"
+            f"on {', '.join(sorted(summary.providers)) or 'nothing'}, {len(summary.nodes)} node(s): "
+            f"{args.output}\n"
         )
     return 0
 

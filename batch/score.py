@@ -216,7 +216,10 @@ class PartScorer:
         self.forecaster = Forecaster(job, device="cuda" if ray.get_gpu_ids() else "cpu")
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        done: dict[str, list[Any]] = {"part": [], "series": [], "seconds": [], "provider": []}
+        import ray
+
+        node = ray.get_runtime_context().get_node_id()
+        done: dict[str, list[Any]] = {"part": [], "series": [], "seconds": [], "provider": [], "node": []}
         for rel in batch["part"]:
             start = time.perf_counter()
             series = retrying(lambda rel=str(rel): self._one(rel), self.job.retries, f"part {rel!r}")
@@ -224,6 +227,7 @@ class PartScorer:
             done["series"].append(series)
             done["seconds"].append(time.perf_counter() - start)
             done["provider"].append(self.forecaster.provider)
+            done["node"].append(node)
         return {k: np.asarray(v) for k, v in done.items()}
 
     def _one(self, rel: str) -> int:
@@ -240,6 +244,7 @@ class Summary:
     series: int = 0
     seconds: float = 0.0
     providers: set[str] = field(default_factory=set)
+    nodes: set[str] = field(default_factory=set)  # the Ray nodes whose actors scored parts
 
 
 def run(
@@ -276,7 +281,11 @@ def run(
                 log_to_driver=False,
             )
         else:
-            ray.init(address=address, log_to_driver=False)
+            # A cluster on a loopback address (127.0.0.2: Ray swaps 127.0.0.1 for the machine's outward
+            # address) is reached from this machine only, and the driver joins it on that address.
+            host = address.rsplit(":", 1)[0]
+            loopback = {"_node_ip_address": host} if host.startswith("127.") else {}
+            ray.init(address=address, log_to_driver=False, **loopback)
     start = time.perf_counter()
     try:
         context = ray.data.DataContext.get_current()
@@ -299,6 +308,7 @@ def run(
         for row in scored.iter_rows():
             summary.series += int(row["series"])
             summary.providers.add(str(row["provider"]))
+            summary.nodes.add(str(row["node"]))
             if progress is not None:
                 progress.update(int(row["series"]))
     finally:
