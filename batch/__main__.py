@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     score.add_argument("--cpus-per-actor", type=float, default=1.0)
     score.add_argument("--gpus-per-actor", type=float, default=0.0, help="> 0: each session on CUDA")
     score.add_argument("--threads", type=int, default=None, help="intra-op threads per session")
-    score.add_argument("--batch-rows", type=int, default=1024, help="windows per session call")
+    score.add_argument("--batch-rows", type=int, default=64, help="windows per session call")
     score.add_argument("--num-cpus", type=int, default=None, help="the local Ray's CPUs")
     score.add_argument("--object-store-mb", type=int, default=None, help="the local Ray's object store")
     fit = commands.add_parser("fit", help="fit the global REM read-out (export/panel.py) on Ray Data")

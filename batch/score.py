@@ -57,7 +57,10 @@ class Job:
     levels: tuple[float, ...] = ()
     id_col: str = "unique_id"
     time_col: str = "ds"
-    batch_rows: int = 1024  # windows per session call
+    # Windows per session call. The default model's CPU arena grows with it: the batch job's process tree
+    # peaked at 11.0 GiB with calls of 500 windows (L = 512, 87 heads) and 6.2 GiB with 256, while the raw
+    # session ran no faster past 64 on this machine (bench/batch.py, 2026-11-27).
+    batch_rows: int = 64
     threads: int | None = None  # intra-op threads per session; None: the CPUs the actor may use
     retries: int = 2  # further tries of a part that failed, in the actor, before Ray's own retries
 
@@ -297,7 +300,7 @@ def run(
             PartScorer,
             fn_constructor_kwargs={"job": job, "input_uri": input_uri, "output_uri": output_uri},
             batch_size=1,
-            concurrency=max(1, actors),
+            compute=ray.data.ActorPoolStrategy(size=max(1, actors)),
             num_cpus=cpus_per_actor,
             num_gpus=gpus_per_actor,
             max_restarts=2,  # an actor that died (a crash, a lost node) is restarted ...
