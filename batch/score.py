@@ -293,6 +293,9 @@ def run(
     try:
         context = ray.data.DataContext.get_current()
         context.actor_task_retry_on_errors = True  # a part that failed in the actor is tried again
+        # Parts are handed out once the whole pool is up (at most 10 minutes: a cluster without room for
+        # the actors asked fails then), one at a time per actor, so every actor scores its share.
+        context.wait_for_min_actors_s = 600
         context.enable_progress_bars = False
         context.print_on_execution_start = False
         dataset = ray.data.from_items([{"part": r} for r in todo], override_num_blocks=len(todo))
@@ -300,7 +303,7 @@ def run(
             PartScorer,
             fn_constructor_kwargs={"job": job, "input_uri": input_uri, "output_uri": output_uri},
             batch_size=1,
-            compute=ray.data.ActorPoolStrategy(size=max(1, actors)),
+            compute=ray.data.ActorPoolStrategy(size=max(1, actors), max_tasks_in_flight_per_actor=1),
             num_cpus=cpus_per_actor,
             num_gpus=gpus_per_actor,
             max_restarts=2,  # an actor that died (a crash, a lost node) is restarted ...
