@@ -101,7 +101,11 @@ def test_a_folder_of_parts_on_local_ray_then_a_rerun_skips_them(repository, tmp_
     shown = lines.getvalue().splitlines()
     assert len(shown) == 3 and shown[-1].startswith("parts 3/3  series 9  ") and "ETA 0:00:00" in shown[-1]
     again = run(job, str(tmp_path / "in"), str(tmp_path / "out"), num_cpus=1)
-    assert again.skipped == 3 and again.series == 0
+    assert again.skipped == 3 and again.series == 0  # nothing left: Ray is not even started
+    (tmp_path / "out" / "region=b" / "part-0.parquet").unlink()  # as if that part had failed
+    rest = run(job, str(tmp_path / "in"), str(tmp_path / "out"), num_cpus=1)
+    assert rest.skipped == 2 and rest.series == 4
+    assert not list((tmp_path / "out").rglob(".tmp-*"))  # written under a temporary name, then renamed
 
 
 def test_a_failed_try_is_retried_within_bounds():
@@ -118,3 +122,33 @@ def test_a_failed_try_is_retried_within_bounds():
     with pytest.raises(OSError):
         retrying(flaky, 1, "part x")
     assert len(calls) == 2
+
+
+def test_progress_on_a_terminal_is_a_bar():
+    stream = io.StringIO()
+    progress = Progress(stream, bar=True)
+    progress.start(2)
+    progress.update(10)
+    progress.update(5)
+    progress.close()
+    shown = stream.getvalue()
+    assert "2/2" in shown and "series=15" in shown and "parts 2/2" not in shown
+
+
+def test_parts_by_url_and_their_output_names(tmp_path):
+    from batch import io as batch_io
+
+    write_parts(tmp_path / "in")
+    (tmp_path / "in" / "_SUCCESS").write_text("")  # markers and hidden files are not parts
+    parts = batch_io.list_parts(f"file://{tmp_path / 'in'}")
+    assert parts.relative == ["region=a/part-0.csv", "region=a/part-1.csv", "region=b/part-0.parquet"]
+    assert [batch_io.output_name(parts, r) for r in parts.relative] == [
+        "region=a/part-0.parquet",
+        "region=a/part-1.parquet",
+        "region=b/part-0.parquet",
+    ]
+    single = batch_io.list_parts(str(tmp_path / "in" / "region=a" / "part-1.csv"))
+    assert single.relative == [""] and batch_io.output_name(single, "") == "part-1.parquet"
+    assert batch_io.read_part(single.fs, single.path("")).num_rows > 0
+    with pytest.raises(FileNotFoundError, match="no such file or folder"):
+        batch_io.list_parts(str(tmp_path / "nowhere"))
