@@ -18,7 +18,7 @@ import grimp
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-OURS = ("app", "export", "models", "bench")
+OURS = ("app", "export", "models", "bench", "batch")
 
 # What each part of the service may import of ours (besides itself), lowest layer first. A module belongs
 # to the longest prefix listed. Wiring (app.main, app.__main__, app.engine.__main__) may import anything
@@ -64,6 +64,9 @@ MAY_IMPORT: dict[str, set[str]] = {
     "app.__main__": {"app"},
     "app.ui": set(),
     "export": {"models", "app.artifacts"},  # the contract's names and the manifest, nothing of the service
+    # Batch scoring runs the service's own window, interval and session code, never its HTTP or protocols;
+    # the distributed fit runs export's (docs/batch.md).
+    "batch": {"app.core", "app.artifacts", "app.inference", "app.engine", "export", "models"},
 }
 # Imports that break the rules today, each with what removes it. The test fails when one is gone, so
 # that the list only shrinks.
@@ -170,12 +173,12 @@ def test_each_layer_imports_only_the_layers_below_it() -> None:
 
 def test_the_service_needs_no_training_code() -> None:
     """app/ runs from the serve requirements (no torch): it imports neither torch nor models/, export/,
-    bench/ or tests/."""
+    bench/, tests/, batch/ or the client."""
     bad = [
         (importer, imported)
         for importer, imported in _edges()
         if importer.split(".")[0] == "app"
-        and imported.split(".")[0] in {"torch", "models", "export", "bench", "tests"}
+        and imported.split(".")[0] in {"torch", "models", "export", "bench", "tests", "batch", "rsa_client"}
     ]
     assert bad == []
 

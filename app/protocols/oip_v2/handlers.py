@@ -154,6 +154,10 @@ class OipV2Handlers:
             platform=PLATFORM,
             inputs=inputs,
             outputs=[TensorMetadata(name=out, datatype="FP32", shape=[-1, H, C]) for out in outputs],
+            parameters={
+                "max_series_per_request": self.settings.max_series_per_request,
+                "max_body_bytes": self.settings.max_body_bytes,
+            },
         )
 
     # -- infer -----------------------------------------------------------------------------------

@@ -73,6 +73,11 @@ class ModelMetadata(BaseModel):
     platform: str
     inputs: list[TensorMetadata]
     outputs: list[TensorMetadata]
+    parameters: dict[str, int] | None = Field(
+        default=None,
+        description="This service's request limits: `max_series_per_request` (windows per request) and "
+        "`max_body_bytes` (a request body's bytes); clients size their requests by them.",
+    )
 
 
 class ServerMetadata(BaseModel):

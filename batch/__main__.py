@@ -1,0 +1,102 @@
+"""`python -m batch score ...`: forecast a whole table; `python -m batch fit ...`: the global read-out
+fitted on Ray Data (docs/batch.md)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from batch.progress import Progress
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m batch", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    score = commands.add_parser("score", help="forecast every series of a long table (CSV or Parquet)")
+    score.add_argument("--model-repository", required=True, help="the service's model repository folder")
+    score.add_argument("--model", required=True)
+    score.add_argument("--version", type=int, default=None, help="default: the latest published version")
+    score.add_argument("--input", required=True, help="a file, a folder of part files, or a pyarrow URL")
+    score.add_argument("--output", required=True, help="a folder (or URL): one Parquet part per input part")
+    score.add_argument("--horizon", type=int, default=None, help="default: the model's horizon")
+    score.add_argument("--level", type=float, action="append", default=[], help="an interval level, %%")
+    score.add_argument("--id-column", default="unique_id")
+    score.add_argument("--time-column", default="ds")
+    score.add_argument("--address", default=None, help="an existing Ray cluster (default: a local Ray)")
+    score.add_argument("--actors", type=int, default=1, help="sessions scoring side by side")
+    score.add_argument("--cpus-per-actor", type=float, default=1.0)
+    score.add_argument("--gpus-per-actor", type=float, default=0.0, help="> 0: each session on CUDA")
+    score.add_argument("--threads", type=int, default=None, help="intra-op threads per session")
+    score.add_argument("--batch-rows", type=int, default=64, help="windows per session call")
+    score.add_argument("--num-cpus", type=int, default=None, help="the local Ray's CPUs")
+    score.add_argument("--object-store-mb", type=int, default=None, help="the local Ray's object store")
+    fit = commands.add_parser("fit", help="fit the global REM read-out (export/panel.py) on Ray Data")
+    fit.add_argument("--input", required=True, help="long parts (id, time, y), each holding whole series")
+    fit.add_argument("--horizon", type=int, required=True)
+    fit.add_argument("--period", type=int, required=True, help="the seasonal cycle in steps (12: monthly)")
+    fit.add_argument("--input-periods", type=int, required=True, help="the input length in periods")
+    fit.add_argument("--irls", type=int, default=3, help="reweighted passes (each reads the table again)")
+    fit.add_argument("--out", required=True, help="the model's JSON file (export.panel's format)")
+    fit.add_argument("--address", default=None, help="an existing Ray cluster (default: a local Ray)")
+    fit.add_argument("--num-cpus", type=int, default=None, help="the local Ray's CPUs")
+    args = parser.parse_args(argv)
+    if args.command == "fit":
+        from pathlib import Path
+
+        import ray
+
+        from batch.fit import fit_dataset, table_dataset
+        from export.panel import PanelConfig
+
+        cfg = PanelConfig(
+            horizon=args.horizon, period=args.period, input_periods=args.input_periods, irls=args.irls
+        )
+        length = args.input_periods * args.period if args.period > 1 else 4 * args.input_periods
+        if args.address:
+            ray.init(address=args.address, log_to_driver=False)
+        else:
+            ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False)
+        try:
+            model = fit_dataset(table_dataset(args.input), cfg, length)
+        finally:
+            ray.shutdown()
+        path = model.save(Path(args.out))
+        sys.stdout.write(f"fitted L = {length} in {model.fit_seconds:.1f} s: {path}\n")
+    if args.command == "score":
+        from batch.score import Job, run
+
+        job = Job(
+            repository=args.model_repository,
+            model=args.model,
+            version=args.version,
+            horizon=args.horizon,
+            levels=tuple(args.level),
+            id_col=args.id_column,
+            time_col=args.time_column,
+            batch_rows=args.batch_rows,
+            threads=args.threads,
+        )
+        summary = run(
+            job,
+            args.input,
+            args.output,
+            address=args.address,
+            actors=args.actors,
+            cpus_per_actor=args.cpus_per_actor,
+            gpus_per_actor=args.gpus_per_actor,
+            num_cpus=args.num_cpus,
+            object_store_bytes=None if args.object_store_mb is None else args.object_store_mb * 2**20,
+            progress=Progress(),
+        )
+        rate = summary.series / summary.seconds if summary.seconds else 0.0
+        sys.stdout.write(
+            f"scored {summary.series:,} series in {summary.parts - summary.skipped} parts "
+            f"({summary.skipped} already done) in {summary.seconds:.1f} s, {rate:,.0f} series/s, "
+            f"on {', '.join(sorted(summary.providers)) or 'nothing'}, {len(summary.nodes)} node(s): "
+            f"{args.output}\n"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""The global REM read-out (export/panel.py) fitted on Ray Data: each block of series adds its windows to
+its own normal equations (`export.panel._accumulate`, the single-process fit's own code), the blocks'
+Gram matrices, cross products and sums are added on the driver, and the sum is solved once
+(`export.ridge.NormalEquations.solve`). Only the (F+1)² + (F+1)·H numbers of each block travel, so the
+table is never in one place; the answer equals the single-process fit's up to the order of the sums
+(tests/batch/test_fit.py: within 1e-6 relative on M3 monthly). IRLS passes (`cfg.irls`) each read the
+dataset again with the previous pass's solution.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from batch import io
+from export.panel import GlobalModel, PanelConfig, _accumulate, rem_kernels
+from export.ridge import NormalEquations
+
+
+def block_equations(
+    series: Sequence[np.ndarray], cfg: PanelConfig, length: int, previous: np.ndarray | None
+) -> dict[str, np.ndarray]:
+    """One block's normal equations as arrays with a leading axis of one (none when no series of the
+    block has a window)."""
+    kernels = rem_kernels(cfg.spec, cfg.period, length)
+    eq = _accumulate(series, cfg, length, kernels, previous)
+    if eq is None:
+        return {
+            "gram": np.empty((0, 0, 0)),
+            "cross": np.empty((0, 0, 0)),
+            "t_sq": np.empty(0),
+            "count": np.empty(0),
+        }
+    return {
+        "gram": eq.gram.numpy()[None],
+        "cross": eq.cross.numpy()[None],
+        "t_sq": np.array([eq.t_sq]),
+        "count": np.array([eq.count], np.int64),
+    }
+
+
+def _block(
+    batch: dict[str, np.ndarray], cfg: PanelConfig, length: int, previous: Any
+) -> dict[str, np.ndarray]:
+    series = [np.asarray(v, dtype=np.float64) for v in batch["y"]]
+    return block_equations(series, cfg, length, previous)
+
+
+def fit_dataset(dataset: Any, cfg: PanelConfig, input_length: int) -> GlobalModel:
+    """`dataset`: a Ray Dataset with a column `y`, one series (its values, oldest first) a row."""
+    start = time.perf_counter()
+    sol: np.ndarray | None = None
+    for _ in range(1 + cfg.irls):
+        per_block = dataset.map_batches(
+            _block,
+            fn_kwargs={"cfg": cfg, "length": input_length, "previous": sol},
+            batch_size=None,  # the whole block: its equations, once
+            batch_format="numpy",
+        )
+        total: NormalEquations | None = None
+        for row in per_block.iter_rows():
+            gram, cross = (
+                torch.from_numpy(np.asarray(row["gram"])),
+                torch.from_numpy(np.asarray(row["cross"])),
+            )
+            if total is None:
+                total = NormalEquations(gram.shape[0] - 1, cross.shape[1])
+            total.gram += gram
+            total.cross += cross
+            total.t_sq += float(row["t_sq"])
+            total.count += int(row["count"])
+        if total is None:
+            raise ValueError(
+                f"no series has a window: each needs at least train_history + horizon = "
+                f"{cfg.train_min} + {cfg.horizon} values"
+            )
+        sol = total.solve(cfg.ridge)[0].numpy()
+    assert sol is not None
+    return GlobalModel(cfg, input_length, sol, fit_seconds=time.perf_counter() - start)
+
+
+def series_dataset(series: Sequence[np.ndarray], blocks: int) -> Any:
+    """In-memory series as a Ray Dataset of `blocks` blocks (tests, small tables)."""
+    import ray.data
+
+    return ray.data.from_items([{"y": np.asarray(v, np.float64)} for v in series], override_num_blocks=blocks)
+
+
+def table_dataset(input_uri: str, id_col: str = "unique_id", time_col: str = "ds", target: str = "y") -> Any:
+    """A long table's parts (each holding whole series) as a Ray Dataset of series, one block a part:
+    read by the workers, never by the driver."""
+    import ray.data
+
+    parts = io.list_parts(input_uri)
+
+    def series_of(row: dict[str, Any]) -> list[dict[str, Any]]:
+        table = io.read_part(parts.fs, parts.path(row["part"]))
+        table = table.sort_by([(id_col, "ascending"), (time_col, "ascending")])
+        ids = table[id_col].to_numpy(zero_copy_only=False)
+        values = table[target].to_numpy(zero_copy_only=False).astype(np.float64)
+        cuts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
+        return [{"y": v} for v in np.split(values, cuts)]
+
+    items = [{"part": r} for r in parts.relative]
+    return ray.data.from_items(items, override_num_blocks=len(items)).flat_map(series_of)

@@ -1,0 +1,86 @@
+"""Tables in and out: a file, a folder of part files, or any filesystem URL pyarrow opens (file://,
+s3://, gs://, hdfs://); CSV or Parquet in, Parquet out, one output part per input part at the same
+relative path (`part-0003.csv` -> `part-0003.parquet`), written under a temporary name and renamed, so a
+part that exists is finished and a rerun skips it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+SUFFIXES = (".parquet", ".pq", ".csv", ".csv.gz")
+
+
+@dataclass(frozen=True)
+class Parts:
+    """The input's part files: `root` on `fs`, each part by its path relative to it ("" for a single
+    file, whose output is then `<output>/<its stem>.parquet`)."""
+
+    fs: pafs.FileSystem
+    root: str
+    relative: list[str]
+
+    def path(self, rel: str) -> str:
+        return f"{self.root}/{rel}" if rel else self.root
+
+
+def open_fs(uri: str) -> tuple[pafs.FileSystem, str]:
+    """(filesystem, path) for a URL or a local path."""
+    if "://" in uri:
+        return pafs.FileSystem.from_uri(uri)
+    import os
+
+    return pafs.LocalFileSystem(), os.path.abspath(uri)
+
+
+def list_parts(uri: str) -> Parts:
+    fs, root = open_fs(uri)
+    info = fs.get_file_info(root)
+    if info.type == pafs.FileType.File:
+        return Parts(fs, root, [""])
+    if info.type != pafs.FileType.Directory:
+        raise FileNotFoundError(f"{uri}: no such file or folder")
+    found = fs.get_file_info(pafs.FileSelector(root, recursive=True))
+    relative = sorted(
+        f.path[len(root) + 1 :]
+        for f in found
+        if f.type == pafs.FileType.File
+        and f.base_name.endswith(SUFFIXES)
+        and not f.base_name.startswith((".", "_"))
+    )
+    if not relative:
+        raise FileNotFoundError(f"{uri}: no CSV or Parquet part files ({', '.join(SUFFIXES)})")
+    return Parts(fs, root, relative)
+
+
+def output_name(parts: Parts, rel: str) -> str:
+    """The output part's path relative to the output folder."""
+    name = rel or parts.root.rsplit("/", 1)[-1]
+    for suffix in SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)] + ".parquet"
+    return name + ".parquet"
+
+
+def read_part(fs: pafs.FileSystem, path: str) -> pa.Table:
+    if path.endswith((".csv", ".csv.gz")):
+        with fs.open_input_stream(path, compression="detect") as stream:
+            return pacsv.read_csv(stream)
+    return pq.read_table(path, filesystem=fs)
+
+
+def finished(fs: pafs.FileSystem, path: str) -> bool:
+    return fs.get_file_info(path).type == pafs.FileType.File
+
+
+def write_part(fs: pafs.FileSystem, path: str, table: pa.Table) -> None:
+    """Atomically where the filesystem renames atomically (local, HDFS): a temporary name, then a rename."""
+    folder = path.rsplit("/", 1)[0]
+    fs.create_dir(folder, recursive=True)
+    tmp = f"{folder}/.tmp-{path.rsplit('/', 1)[-1]}"
+    pq.write_table(table, tmp, filesystem=fs)
+    fs.move(tmp, path)

@@ -1,0 +1,386 @@
+"""The client: a long DataFrame in, binary OIP v2 requests sized under the server's limits, a long
+DataFrame out; plus attention inspection and the repository API.
+
+Wire (docs/protocols.md, OIP v2 with Triton's binary tensor extension): each request carries `window`
+FP32 [n, L, C] (each series' last L rows, channels in the model's order) and, for a model with a seasonal
+cycle, `start` INT64 [n] (Unix seconds of each window's first row, from which the service computes the
+phase exactly as /v1 does); it asks `forecast` and `forecast_lo_{level}` / `forecast_hi_{level}` in
+binary. The model's channels, input length, horizon, frequency and levels come from `/v1/models/{name}`,
+the request limits from the OIP v2 model metadata's `parameters`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import numpy as np
+import pandas as pd
+
+# What a request holds besides its tensors (the JSON header), with room to spare.
+_HEADER_ALLOWANCE = 16 * 1024
+# The service's defaults (app/core/config.py), for a server whose metadata does not say its limits.
+_DEFAULT_MAX_SERIES = 1024
+_DEFAULT_MAX_BODY = 64 * 1024 * 1024
+_WINDOW_ROW = re.compile(r"window\[(\d+)\]")
+
+
+class ServiceError(Exception):
+    """An answer the client does not retry: the status, the server's message, and the series (ids) of
+    the request it refused: the one the message names when it names a window, else all of them."""
+
+    def __init__(self, status: int, message: str, series: Sequence[Any] = ()) -> None:
+        self.status = status
+        self.message = message
+        self.series = list(series)
+        shown = ", ".join(repr(s) for s in self.series[:5])
+        more = f" and {len(self.series) - 5} more" if len(self.series) > 5 else ""
+        where = f" (series {shown}{more})" if self.series else ""
+        super().__init__(f"HTTP {status}{where}: {message}")
+
+
+@dataclass(frozen=True)
+class ModelLimits:
+    max_series_per_request: int
+    max_body_bytes: int
+
+    def rows_per_request(self, input_length: int, n_channels: int, with_start: bool) -> int:
+        per_row = input_length * n_channels * 4 + (8 if with_start else 0)
+        fit = (self.max_body_bytes - _HEADER_ALLOWANCE) // per_row
+        return max(1, min(self.max_series_per_request, fit))
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One served version, as /v1/models/{name} describes it."""
+
+    name: str
+    version: int
+    channels: list[str]
+    input_length: int
+    horizon: int
+    frequency: str | None
+    frequency_seconds: float | None
+    has_cycle: bool
+    levels: list[float]
+    limits: ModelLimits
+
+
+class Client:
+    """`Client(url)`: the service at `url` (e.g. http://127.0.0.1:8000).
+
+    `concurrency`: requests in flight at once; `max_retries`: tries of a request answered 503 or 429 (each
+    after its `Retry-After`, at most `max_wait_s`) before the error is raised."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 120.0,
+        concurrency: int = 4,
+        max_retries: int = 8,
+        max_wait_s: float = 30.0,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.concurrency = max(1, concurrency)
+        self.max_retries = max_retries
+        self.max_wait_s = max_wait_s
+        self.http = httpx.Client(
+            base_url=url.rstrip("/"),
+            headers=headers,
+            timeout=timeout_s,
+            limits=httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency),
+        )
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- plumbing ---------------------------------------------------------------------------------
+    def _send(self, method: str, path: str, series: Sequence[Any] = (), **kwargs: Any) -> httpx.Response:
+        """One call, retried on 503 and 429 after the server's Retry-After (bounded); any other error
+        status raises ServiceError naming `series`."""
+        for attempt in range(self.max_retries + 1):
+            response = self.http.request(method, path, **kwargs)
+            if response.status_code < 400:
+                return response
+            if response.status_code in (429, 503) and attempt < self.max_retries:
+                time.sleep(self._wait(response, attempt))
+                continue
+            raise _error(response, series)
+        raise AssertionError("unreachable")  # the last attempt returns or raises
+
+    def _wait(self, response: httpx.Response, attempt: int) -> float:
+        raw = response.headers.get("retry-after")
+        try:
+            wait = float(raw) if raw is not None else 0.25 * 2**attempt
+        except ValueError:
+            wait = 0.25 * 2**attempt
+        return min(max(wait, 0.0), self.max_wait_s)
+
+    # -- models -----------------------------------------------------------------------------------
+    def model(self, name: str, version: int | None = None) -> ModelSpec:
+        """The version that serves `name` (the latest when `version` is None) and the server's limits."""
+        info = self._send("GET", f"/v1/models/{name}").json()
+        number = version if version is not None else info.get("latest_version")
+        entry = next((v for v in info["versions"] if v["version"] == number), None)
+        if entry is None or entry.get("state") not in (None, "ready"):
+            raise ValueError(f"model {name!r} has no ready version {number}")
+        meta = self._send("GET", f"/v2/models/{name}/versions/{number}").json()
+        params = meta.get("parameters") or {}
+        limits = ModelLimits(
+            int(params.get("max_series_per_request", _DEFAULT_MAX_SERIES)),
+            int(params.get("max_body_bytes", _DEFAULT_MAX_BODY)),
+        )
+        intervals = entry.get("intervals") or {}
+        return ModelSpec(
+            name=name,
+            version=int(number),
+            channels=list(entry["channels"]),
+            input_length=int(entry["input_length"]),
+            horizon=int(entry["horizon"]),
+            frequency=entry.get("frequency"),
+            frequency_seconds=entry.get("frequency_seconds"),
+            has_cycle=any(i["name"] == "start" or i["name"] == "phase" for i in meta["inputs"]),
+            levels=[float(v) for v in intervals.get("levels", [])],
+            limits=limits,
+        )
+
+    # -- forecast ---------------------------------------------------------------------------------
+    def forecast(
+        self,
+        df: pd.DataFrame,
+        h: int | None = None,
+        level: Sequence[float] | None = None,
+        model: str = "etth1-rsa",
+        version: int | None = None,
+        *,
+        id_col: str = "unique_id",
+        time_col: str = "ds",
+    ) -> pd.DataFrame:
+        """`df`: long format, one row per series and step: `id_col`, `time_col` and the model's channel
+        columns (or `y` for a one-channel model). Each series' last L rows are forecast.
+
+        Returns one row per series and future step: `id_col`, `time_col`, a forecast column per channel
+        (named as in `df`) and, per level, `{column}-lo-{level}` and `{column}-hi-{level}`."""
+        spec = self.model(model, version)
+        h = spec.horizon if h is None else h
+        if not 1 <= h <= spec.horizon:
+            raise ValueError(f"h must be between 1 and the model's horizon {spec.horizon}, got {h}")
+        levels = [float(v) for v in (level or [])]
+        missing = [v for v in levels if v not in spec.levels]
+        if missing:
+            raise ValueError(
+                f"levels {missing} are not calibrated for {model} v{spec.version}: {spec.levels}"
+            )
+        columns = _channel_columns(df, spec)
+        frame = df.sort_values([id_col, time_col], kind="stable")
+        ids = frame[id_col].to_numpy()
+        values = frame[columns].to_numpy(np.float64)
+        stamps = _utc(frame[time_col])
+        cuts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
+        begins = np.concatenate([[0], cuts])
+        ends = np.concatenate([cuts, [len(ids)]])
+        series_ids = ids[begins]
+        L = spec.input_length
+        short = np.flatnonzero(ends - begins < L)
+        if len(short):
+            named = ", ".join(f"{series_ids[i]!r} ({ends[i] - begins[i]} rows)" for i in short[:5])
+            raise ValueError(f"{len(short)} series are shorter than the model's input length {L}: {named}")
+        per_request = spec.limits.rows_per_request(L, len(columns), spec.has_cycle)
+        chunks = [slice(i, min(i + per_request, len(ends))) for i in range(0, len(ends), per_request)]
+        outputs = ["forecast"] + [f"forecast_{side}_{v:g}" for v in levels for side in ("lo", "hi")]
+
+        def run(chunk: slice) -> dict[str, np.ndarray]:
+            rows = ends[chunk][:, None] - L + np.arange(L)  # [n, L] row positions of each last window
+            window = values[rows].astype(np.float32)
+            start = stamps[rows[:, 0]] if spec.has_cycle else None
+            return self._infer(spec, window, start, outputs, series_ids[chunk])
+
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            answers = list(pool.map(run, chunks))
+        out = {name: np.concatenate([a[name] for a in answers])[:, :h] for name in outputs}
+        return _long_frame(spec, out, levels, columns, series_ids, stamps[ends - 1], h, id_col, time_col)
+
+    def _infer(
+        self,
+        spec: ModelSpec,
+        window: np.ndarray,
+        start: np.ndarray | None,
+        outputs: list[str],
+        series: np.ndarray,
+    ) -> dict[str, np.ndarray]:
+        tensors = [("window", "FP32", window)]
+        if start is not None:
+            tensors.append(("start", "INT64", start.astype("<i8")))
+        header = {
+            "inputs": [
+                {
+                    "name": name,
+                    "datatype": datatype,
+                    "shape": list(array.shape),
+                    "parameters": {"binary_data_size": array.nbytes},
+                }
+                for name, datatype, array in tensors
+            ],
+            "outputs": [{"name": o, "parameters": {"binary_data": True}} for o in outputs],
+        }
+        head = json.dumps(header).encode()
+        body = head + b"".join(np.ascontiguousarray(a).tobytes() for _, _, a in tensors)
+        response = self._send(
+            "POST",
+            f"/v2/models/{spec.name}/versions/{spec.version}/infer",
+            series,
+            content=body,
+            headers={
+                "Content-Type": "application/octet-stream",
+                "Inference-Header-Content-Length": str(len(head)),
+            },
+        )
+        return _decode(response)
+
+    # -- attention --------------------------------------------------------------------------------
+    def attention(
+        self,
+        df: pd.DataFrame,
+        model: str = "etth1-rsa",
+        version: int | None = None,
+        *,
+        time_col: str = "ds",
+        **options: Any,
+    ) -> dict[str, Any] | bytes:
+        """Attention inspection of one series (`df`: its rows, `time_col` and the channel columns; its
+        last L rows are read): `options` are /v1's (`matrices`, `channel`, `average_heads`, `layers`,
+        `format`). The JSON answer, or the PNG's bytes with format="png"."""
+        spec = self.model(model, version)
+        columns = _channel_columns(df, spec)
+        frame = df.sort_values(time_col, kind="stable").tail(spec.input_length)
+        series: dict[str, Any] = {"values": frame[columns].to_numpy(np.float64).tolist()}
+        if time_col in frame:
+            first = pd.Timestamp(frame[time_col].iloc[0])
+            series["start"] = (first if first.tzinfo else first.tz_localize("UTC")).isoformat()
+        path = f"/v1/models/{model}/versions/{spec.version}/attention"
+        response = self._send("POST", path, json={"series": series, **options})
+        if response.headers.get("content-type", "").startswith("image/"):
+            return response.content
+        answer: dict[str, Any] = response.json()
+        return answer
+
+    # -- the repository API -----------------------------------------------------------------------
+    def index(self, ready_only: bool = False) -> list[dict[str, Any]]:
+        """Every model version on disk or served (the service runs with RSA_MODEL_CONTROL poll or
+        explicit)."""
+        listed: list[dict[str, Any]] = self._send(
+            "POST", "/v2/repository/index", json={"ready": ready_only}
+        ).json()
+        return listed
+
+    def load(self, name: str) -> None:
+        """Load or reload a model (RSA_MODEL_CONTROL=explicit)."""
+        self._send("POST", f"/v2/repository/models/{name}/load")
+
+    def unload(self, name: str) -> None:
+        """Unload a model (RSA_MODEL_CONTROL=explicit)."""
+        self._send("POST", f"/v2/repository/models/{name}/unload")
+
+
+def _channel_columns(df: pd.DataFrame, spec: ModelSpec) -> list[str]:
+    if all(c in df.columns for c in spec.channels):
+        return list(spec.channels)
+    if len(spec.channels) == 1 and "y" in df.columns:
+        return ["y"]
+    absent = [c for c in spec.channels if c not in df.columns]
+    raise ValueError(f"model {spec.name} reads channels {spec.channels}; the frame lacks {absent}")
+
+
+def _utc(column: pd.Series) -> np.ndarray:
+    """Timestamps as int64 Unix seconds (a naive timestamp is UTC, the service's rule)."""
+    stamps = pd.to_datetime(column)
+    if stamps.dt.tz is None:
+        stamps = stamps.dt.tz_localize("UTC")
+    return (stamps.dt.tz_convert("UTC").astype("datetime64[ns, UTC]").astype("int64") // 10**9).to_numpy()
+
+
+def _decode(response: httpx.Response) -> dict[str, np.ndarray]:
+    raw = response.content
+    cut = response.headers.get("inference-header-content-length")
+    head, binary = (raw[: int(cut)], raw[int(cut) :]) if cut is not None else (raw, b"")
+    document = json.loads(head)
+    out: dict[str, np.ndarray] = {}
+    offset = 0
+    for item in document["outputs"]:
+        dtype = np.dtype("<f4") if item["datatype"] == "FP32" else np.dtype("<i8")
+        size = (item.get("parameters") or {}).get("binary_data_size")
+        if size is not None:
+            array = np.frombuffer(binary, dtype, size // dtype.itemsize, offset)
+            offset += size
+        else:
+            array = np.asarray(item["data"], dtype)
+        out[item["name"]] = array.reshape(item["shape"])
+    return out
+
+
+def _future(spec: ModelSpec, last: np.ndarray, h: int) -> np.ndarray:
+    """[S, h] datetime64[ns] of the h steps after each series' last timestamp (Unix seconds)."""
+    freq = spec.frequency or ""
+    if "M" in freq and freq.rstrip("SE").rstrip("M").isdigit():  # a calendar frequency: 1MS, 3ME, 12MS
+        offset = pd.tseries.frequencies.to_offset(freq)
+        starts = pd.to_datetime(last, unit="s")
+        return np.stack([pd.date_range(s, periods=h + 1, freq=offset)[1:].to_numpy() for s in starts])
+    step = np.timedelta64(round((spec.frequency_seconds or 0) * 1e9), "ns")
+    base = last.astype("datetime64[s]").astype("datetime64[ns]")
+    return base[:, None] + step * np.arange(1, h + 1)
+
+
+def _long_frame(
+    spec: ModelSpec,
+    out: dict[str, np.ndarray],
+    levels: list[float],
+    columns: list[str],
+    series_ids: np.ndarray,
+    last: np.ndarray,
+    h: int,
+    id_col: str,
+    time_col: str,
+) -> pd.DataFrame:
+    S = len(series_ids)
+    data: dict[str, Any] = {
+        id_col: np.repeat(series_ids, h),
+        time_col: _future(spec, last, h).reshape(-1),
+    }
+    for c, name in enumerate(columns):
+        data[name] = out["forecast"][:, :, c].reshape(-1)
+        for v in levels:
+            data[f"{name}-lo-{v:g}"] = out[f"forecast_lo_{v:g}"][:, :, c].reshape(-1)
+            data[f"{name}-hi-{v:g}"] = out[f"forecast_hi_{v:g}"][:, :, c].reshape(-1)
+    frame = pd.DataFrame(data)
+    assert len(frame) == S * h
+    return frame
+
+
+def _error(response: httpx.Response, series: Sequence[Any]) -> ServiceError:
+    try:
+        body = response.json()
+    except ValueError:
+        body = response.text
+    if isinstance(body, dict):
+        error = body.get("error", body.get("message", body))
+        message = error if isinstance(error, str) else json.dumps(error)
+    else:
+        message = str(body)
+    named = _WINDOW_ROW.search(message)
+    if named is not None and int(named.group(1)) < len(series):
+        series = [series[int(named.group(1))]]
+    return ServiceError(response.status_code, message, series)

@@ -1,0 +1,154 @@
+"""Batch scoring: the service's answers bit for bit, parts in and out on a local Ray, reruns skip what is
+done, a failed part is tried again, progress as plain lines off a terminal."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import pytest
+
+from batch.progress import Progress
+from batch.score import Forecaster, Job, retrying, run
+from tests.app.conftest import make_settings, running_client
+from tests.batch.conftest import CHANNELS, etth1_table
+
+L = 512
+
+
+def v1_forecasts(client, table: pa.Table, h: int, levels: list[float]) -> dict:
+    """/v1's answers for each series' last L rows, every series in one request (so in one session call,
+    as the batch command runs them)."""
+    frame = table.to_pandas().sort_values(["unique_id", "ds"])
+    series = []
+    for sid, rows in frame.groupby("unique_id", sort=True):
+        last = rows.tail(L)
+        start = last["ds"].iloc[0].isoformat()
+        series.append({"id": sid, "values": last[CHANNELS].to_numpy().tolist(), "start": start})
+    r = client.post(
+        "/v1/models/etth1-rsa/versions/5/forecast", json={"series": series, "horizon": h, "level": levels}
+    )
+    assert r.status_code == 200, r.text
+    return {f["id"]: f for f in r.json()["forecasts"]}
+
+
+def test_batch_answers_are_the_services_bit_for_bit(repository):
+    table = etth1_table(9, seed=3)
+    job = Job(str(repository), "etth1-rsa", horizon=48, levels=(80.0,), threads=1)
+    out = Forecaster(job).score_table(table).to_pandas()
+    with running_client(make_settings(repository, models=["etth1-rsa"])) as client:
+        expected = v1_forecasts(client, table, 48, [80])
+    assert sorted(out["unique_id"].unique()) == sorted(expected)
+    for sid, rows in out.groupby("unique_id"):
+        want = expected[sid]
+        stamps = np.array([np.datetime64(t[:19]) for t in want["timestamps"]], "datetime64[us]")
+        assert (rows["ds"].to_numpy().astype("datetime64[us]") == stamps).all()
+        for suffix, key in (("", "forecast"), ("-lo-80", "lo-80"), ("-hi-80", "hi-80")):
+            got = rows[[c + suffix for c in CHANNELS]].to_numpy()
+            assert got.dtype == np.float32
+            np.testing.assert_array_equal(got, np.asarray(want[key], np.float32))
+
+
+def test_a_series_the_service_refuses_is_named(repository):
+    table = etth1_table(3).to_pandas()
+    short = table[table["unique_id"] == "ss01"].sort_values("ds").tail(100)
+    table = pa.Table.from_pandas(pd_concat(table[table["unique_id"] != "ss01"], short), preserve_index=False)
+    with pytest.raises(ValueError, match="series 'ss01' has 100 points; the model needs at least 512"):
+        Forecaster(Job(str(repository), "etth1-rsa", threads=1)).score_table(table)
+
+
+def pd_concat(*frames):
+    import pandas as pd
+
+    return pd.concat(frames, ignore_index=True)
+
+
+def write_parts(folder: Path) -> dict[str, pa.Table]:
+    """Three parts, two CSV in a subfolder and one Parquet, each its own series."""
+    parts = {
+        "region=a/part-0.csv": etth1_table(3, seed=1, prefix="a"),
+        "region=a/part-1.csv": etth1_table(2, seed=2, prefix="b"),
+        "region=b/part-0.parquet": etth1_table(4, seed=4, prefix="c"),
+    }
+    for rel, table in parts.items():
+        path = folder / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if rel.endswith(".csv"):
+            pacsv.write_csv(table, path)
+        else:
+            pq.write_table(table, path)
+    return parts
+
+
+def test_a_folder_of_parts_on_local_ray_then_a_rerun_skips_them(repository, tmp_path):
+    parts = write_parts(tmp_path / "in")
+    job = Job(str(repository), "etth1-rsa", horizon=24, levels=(80.0,), threads=1)
+    lines = io.StringIO()
+    summary = run(
+        job, str(tmp_path / "in"), str(tmp_path / "out"), num_cpus=1, progress=Progress(lines, every_s=0)
+    )
+    assert summary.series == 9 and summary.skipped == 0 and summary.providers == {"CPUExecutionProvider"}
+    forecaster = Forecaster(job)
+    for rel, table in parts.items():
+        written = pq.read_table(tmp_path / "out" / (rel.rsplit(".", 1)[0] + ".parquet"))
+        if rel.endswith(".csv"):  # as the batch command read it: through CSV
+            table = pacsv.read_csv(tmp_path / "in" / rel)
+        assert written.equals(forecaster.score_table(table)), rel
+    shown = lines.getvalue().splitlines()
+    assert len(shown) == 3 and shown[-1].startswith("parts 3/3  series 9  ") and "ETA 0:00:00" in shown[-1]
+    again = run(job, str(tmp_path / "in"), str(tmp_path / "out"), num_cpus=1)
+    assert again.skipped == 3 and again.series == 0  # nothing left: Ray is not even started
+    (tmp_path / "out" / "region=b" / "part-0.parquet").unlink()  # as if that part had failed
+    rest = run(job, str(tmp_path / "in"), str(tmp_path / "out"), num_cpus=1)
+    assert rest.skipped == 2 and rest.series == 4
+    assert not list((tmp_path / "out").rglob(".tmp-*"))  # written under a temporary name, then renamed
+
+
+def test_a_failed_try_is_retried_within_bounds():
+    calls = []
+
+    def flaky() -> int:
+        calls.append(1)
+        if len(calls) < 3:
+            raise OSError("the store hiccupped")
+        return 7
+
+    assert retrying(flaky, 2, "part x") == 7 and len(calls) == 3
+    calls.clear()
+    with pytest.raises(OSError):
+        retrying(flaky, 1, "part x")
+    assert len(calls) == 2
+
+
+def test_progress_on_a_terminal_is_a_bar():
+    stream = io.StringIO()
+    progress = Progress(stream, bar=True)
+    progress.start(2)
+    progress.update(10)
+    progress.update(5)
+    progress.close()
+    shown = stream.getvalue()
+    assert "2/2" in shown and "series=15" in shown and "parts 2/2" not in shown
+
+
+def test_parts_by_url_and_their_output_names(tmp_path):
+    from batch import io as batch_io
+
+    write_parts(tmp_path / "in")
+    (tmp_path / "in" / "_SUCCESS").write_text("")  # markers and hidden files are not parts
+    parts = batch_io.list_parts(f"file://{tmp_path / 'in'}")
+    assert parts.relative == ["region=a/part-0.csv", "region=a/part-1.csv", "region=b/part-0.parquet"]
+    assert [batch_io.output_name(parts, r) for r in parts.relative] == [
+        "region=a/part-0.parquet",
+        "region=a/part-1.parquet",
+        "region=b/part-0.parquet",
+    ]
+    single = batch_io.list_parts(str(tmp_path / "in" / "region=a" / "part-1.csv"))
+    assert single.relative == [""] and batch_io.output_name(single, "") == "part-1.parquet"
+    assert batch_io.read_part(single.fs, single.path("")).num_rows > 0
+    with pytest.raises(FileNotFoundError, match="no such file or folder"):
+        batch_io.list_parts(str(tmp_path / "nowhere"))
