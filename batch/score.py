@@ -1,12 +1,12 @@
 """Batch scoring: a long table in, each series' last window forecast by a published model version, a long
 Parquet table out (docs/batch.md).
 
-`Forecaster.score_table` is the whole computation of one part, with the service's own code: the window
-and its checks (`app.inference.windows.last_window`), the phase (`window_phase_of`), the calendar anchor,
-the graph's inputs (`app.artifacts.feed.build_feed`), the session as the service creates it
-(`app.engine.session.create_session`), the intervals and their clipping (`app.inference.intervals`), and
-the finiteness check. For the same series run in the same batch its numbers are the service's, bit for
-bit (tests/batch/test_score.py).
+`Forecaster.score_table` is the whole computation of one part, with the service's own code: the window and
+its checks with missing values filled (`app.inference.windows.last_window_filled`), the phase
+(`window_phase_of`), the calendar anchor, the graph's inputs (`app.artifacts.feed.build_feed`), the
+session as the service creates it (`app.engine.session.create_session`), the intervals and their clipping
+(`app.inference.intervals`), and the finiteness check. For the same series run in the same batch its
+numbers are the service's, bit for bit (tests/batch/test_score.py).
 
 `run` spreads the parts over Ray Data: `map_batches` with one `PartScorer` actor (one ONNX Runtime
 session) per slot, CUDA where the actor was given a GPU. One part is one block: read, scored and written
@@ -31,11 +31,12 @@ from app.artifacts.contract import FORECAST_OUTPUT, MANIFEST_FILE, MODEL_FILE
 from app.artifacts.feed import build_feed
 from app.artifacts.manifest import Manifest, load_manifest
 from app.artifacts.repository import read_model
+from app.core.config import Settings
 from app.inference.intervals import check_levels, level_bounds
 from app.inference.windows import (
     check_calendar_anchor,
     check_horizon,
-    last_window,
+    last_window_filled,
     require_finite,
     window_phase_of,
 )
@@ -43,6 +44,9 @@ from batch import io
 from batch.progress import Progress
 
 logger = logging.getLogger("batch")
+# The share of a window's values that may be missing and be filled: the service's default
+# (RSA_MAX_MISSING_SHARE).
+MAX_MISSING_SHARE: float = Settings.model_fields["max_missing_share"].default
 T = TypeVar("T")
 
 
@@ -135,7 +139,11 @@ class Forecaster:
             def path_of(row: int, c: int, sid: Any = sid, b: int = b) -> str:
                 return f"series {sid!r} row {row} ({columns[c]})"
 
-            windows[i] = last_window(values[b:e], manifest, e - b, where, path_of)
+            # Missing values (null, NaN) filled by the model's training rule up to the service's default
+            # share, as a /v1 request's are (one definition: app.inference.windows).
+            windows[i], _ = last_window_filled(
+                values[b:e], manifest, e - b, MAX_MISSING_SHARE, where, path_of, str(sid)
+            )
             if manifest.cycle is not None or manifest.calendar is not None:
                 first = datetime.fromtimestamp(int(stamps[e - L]) / 1e6, UTC)  # the window's first row
                 if manifest.calendar is not None:

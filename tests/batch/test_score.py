@@ -53,6 +53,26 @@ def test_batch_answers_are_the_services_bit_for_bit(repository):
             np.testing.assert_array_equal(got, np.asarray(want[key], np.float32))
 
 
+def test_missing_values_are_filled_as_the_service_fills_them(repository):
+    """A NaN in a series' window is filled by the model's training rule and counted, as /v1 fills a null:
+    the same forecast as /v1 given the same history with that value missing."""
+    table = etth1_table(2, seed=5).to_pandas().sort_values(["unique_id", "ds"]).reset_index(drop=True)
+    holes = table.index[table["unique_id"] == "ss01"][-10:-7]  # three rows inside the window
+    table.loc[holes, "OT"] = np.nan
+    arrow = pa.Table.from_pandas(table, preserve_index=False)
+    out = Forecaster(Job(str(repository), "etth1-rsa", horizon=24, threads=1)).score_table(arrow).to_pandas()
+    with running_client(make_settings(repository, models=["etth1-rsa"])) as client:
+        last = table[table["unique_id"] == "ss01"].tail(L)
+        values = [[None if np.isnan(v) else float(v) for v in row] for row in last[CHANNELS].to_numpy()]
+        body = {"series": [{"id": "ss01", "values": values, "start": last["ds"].iloc[0].isoformat()}]}
+        r = client.post("/v1/models/etth1-rsa/versions/5/forecast", json={**body, "horizon": 24})
+    assert r.status_code == 200, r.text
+    answer = r.json()["forecasts"][0]
+    assert answer["filled"] == 3
+    got = out[out["unique_id"] == "ss01"][CHANNELS].to_numpy()
+    np.testing.assert_allclose(got, np.asarray(answer["forecast"], np.float32), rtol=1e-4, atol=1e-5)
+
+
 def test_a_series_the_service_refuses_is_named(repository):
     table = etth1_table(3).to_pandas()
     short = table[table["unique_id"] == "ss01"].sort_values("ds").tail(100)
