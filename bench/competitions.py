@@ -21,17 +21,20 @@ import dataclasses
 import json
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from export.panel import PanelConfig, fit_global, mape, mase, smape, train_global
+from export.panel import GlobalModel, PanelConfig, fit_global, mape, mase, smape, train_global
+from export.reports import CompetitionData, CompetitionRun, GroupCoverage, UnseenCheck, write_report
+from export.reports import CompetitionScore as Score
 
 __all__ = [
     "Competition",
     "Score",
     "format_table",
+    "interval_coverage",
     "load_competition",
     "run_global",
     "run_statsforecast",
@@ -57,20 +60,6 @@ class Competition:
     @property
     def name(self) -> str:
         return f"{self.dataset} {self.frequency}"
-
-
-@dataclass(frozen=True)
-class Score:
-    """One model's mean metrics over a competition's series, and its times (seconds)."""
-
-    data: str
-    model: str
-    series: int
-    smape: float
-    mase: float
-    mape: float | None
-    fit_s: float
-    forecast_s: float
 
 
 def load_competition(dataset: str, frequency: str, limit: int | None = None) -> Competition:
@@ -113,9 +102,10 @@ def score(comp: Competition, model: str, forecast: np.ndarray, fit_s: float, for
     )
 
 
-def run_global(comp: Competition, **overrides: object) -> tuple[Score, np.ndarray, dict[str, float]]:
+def run_global(comp: Competition, **overrides: object) -> tuple[Score, np.ndarray, GlobalModel]:
     """The global REM read-out trained on every series' history (input length searched on their last
-    H values), then forecasting every series: its score, forecasts and validation search."""
+    H values), then forecasting every series: its score, forecasts and the model (`model.search`: the
+    validation search)."""
     cfg = PanelConfig(horizon=comp.horizon, period=comp.period, **overrides)  # type: ignore[arg-type]
     start = time.perf_counter()
     model = train_global(comp.train, cfg)
@@ -124,10 +114,27 @@ def run_global(comp: Competition, **overrides: object) -> tuple[Score, np.ndarra
     forecast = model.forecast(comp.train)
     forecast_s = time.perf_counter() - start
     label = f"REM read-out, global (L={model.input_length})"
-    return score(comp, label, forecast, fit_s, forecast_s), forecast, model.search
+    return score(comp, label, forecast, fit_s, forecast_s), forecast, model
 
 
-def unseen_check(comp: Competition, **overrides: object) -> dict[str, float]:
+def interval_coverage(
+    comp: Competition, model: GlobalModel, forecast: np.ndarray
+) -> tuple[list[float], str, list[GroupCoverage]]:
+    """The export's pooled intervals (export/global_onnx.py `calibrate_global`, calibrated on the
+    histories alone: each series' last H training values held out) scored on the official hold-outs:
+    (levels, what was calibrated or why a level has none, the coverage per history-length group)."""
+    from export.global_onnx import calibrate_global, group_coverage, history_groups, interval_halfwidths
+
+    intervals, said = calibrate_global(model, comp.train)
+    if intervals is None:
+        return [], said, []
+    half = interval_halfwidths(intervals, model, comp.train)  # [levels, S, H]
+    inside = np.abs(comp.test - forecast)[None] <= half
+    levels = [float(lv) for lv in intervals["levels"]]
+    return levels, said, group_coverage(inside, levels, history_groups([len(x) for x in comp.train]))
+
+
+def unseen_check(comp: Competition, **overrides: object) -> UnseenCheck:
     """MASE on the odd-numbered series of a model trained on the even-numbered ones only (never seen)
     and of one trained on all, at the same input length: the global model's transfer to new series."""
     cfg = PanelConfig(horizon=comp.horizon, period=comp.period, **overrides)  # type: ignore[arg-type]
@@ -137,7 +144,7 @@ def unseen_check(comp: Competition, **overrides: object) -> dict[str, float]:
     odd = comp.train[1::2]
     on_all = float(mase(odd, comp.test[1::2], full.forecast(odd), comp.period).mean())
     on_unseen = float(mase(odd, comp.test[1::2], half.forecast(odd), comp.period).mean())
-    return {"mase_trained_on_all": on_all, "mase_unseen": on_unseen, "ratio": on_unseen / on_all}
+    return UnseenCheck(mase_trained_on_all=on_all, mase_unseen=on_unseen, ratio=on_unseen / on_all)
 
 
 def synthetic_panel(comp: Competition, n: int, seed: int = 0) -> Iterator[np.ndarray]:
@@ -228,6 +235,15 @@ def format_table(scores: Sequence[Score]) -> str:
     return "\n".join(lines)
 
 
+def format_coverage(name: str, measured: CompetitionData) -> str:
+    """The intervals' coverage on the hold-outs, one line per series group."""
+    lines = [f"{name}: {measured.interval_note}"]
+    for g in measured.coverage:
+        cells = ", ".join(f"{lv}%: {share:.3f}" for lv, share in g.coverage.items())
+        lines.append(f"  coverage, {g.group} ({g.series} series): {cells}")
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", action="append", help="DATASET:FREQUENCY, e.g. M3:monthly (repeatable)")
@@ -242,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     names = () if args.no_stats else STATS_MODELS + (("AutoARIMA",) if args.arima else ())
     scores: list[Score] = []
-    extra: dict[str, object] = {}
+    per_data: dict[str, CompetitionData] = {}
     if args.synthetic:
         comp = load_competition("M3", "monthly")
         print(json.dumps(synthetic_memory(comp, args.synthetic), indent=2))
@@ -250,18 +266,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     for item in args.data or DEFAULT_DATA:
         dataset, _, frequency = item.partition(":")
         comp = load_competition(dataset, frequency or "monthly", args.limit)
-        ours, _, search = run_global(comp)
+        ours, forecast, model = run_global(comp)
         scores.append(ours)
-        extra[comp.name] = {"input_length_search_val_mase": search, "horizon": comp.horizon}
-        if args.unseen:
-            extra[comp.name] = {**extra[comp.name], "unseen": unseen_check(comp)}  # type: ignore[dict-item]
+        levels, said, coverage = interval_coverage(comp, model, forecast)
+        per_data[comp.name] = CompetitionData(
+            horizon=comp.horizon,
+            input_length_search_val_mase=model.search,
+            unseen=unseen_check(comp) if args.unseen else None,
+            interval_levels=levels,
+            interval_note=said,
+            coverage=coverage,
+        )
         scores += [s for s, _ in run_statsforecast(comp, names)]
         print(format_table(scores), flush=True)
+        print(format_coverage(comp.name, per_data[comp.name]), flush=True)
         print(flush=True)
-    print(json.dumps(extra, indent=2))
+    run = CompetitionRun(scores=scores, data=per_data)
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"scores": [asdict(s) for s in scores], **extra}, indent=2) + "\n")
+        write_report(args.json, run)
     return 0
 
 

@@ -32,6 +32,7 @@ from app.artifacts.contract import (
     window_scale,
 )
 from export.publish import publish_version
+from export.reports import GroupCoverage, IntervalCalibration, to_dict
 
 if TYPE_CHECKING:  # export/panel.py's CLI imports this module
     from export.panel import GlobalModel
@@ -44,7 +45,11 @@ __all__ = [
     "calibrate_global",
     "export_global",
     "global_graph",
+    "group_coverage",
+    "history_groups",
+    "interval_halfwidths",
     "run_graph",
+    "series_spread",
 ]
 
 GLOBAL_KIND = "global_readout"  # the manifest's `kind`
@@ -194,6 +199,61 @@ def verify(path: Path, model: GlobalModel) -> dict[str, Any]:
     return {"series": len(histories), "max_rel_error": float(err.max()), "tolerance": TOLERANCE}
 
 
+def series_spread(model: GlobalModel, histories: Sequence[np.ndarray]) -> np.ndarray:
+    """Each history's spread [S], as the service computes it from the window it forecasts
+    (`window_scale`: mean |x_t − x_{t−period}| over the last L values' observed pairs): the unit of the
+    pooled interval widths."""
+    L, lag = model.input_length, max(model.config.period, 1)
+    windows = windows_of(histories, L)
+    return window_scale(windows, "mean_abs_diff", L, 1.0, [_SCALE_FLOOR], lag)[:, 0, 0].astype(np.float64)
+
+
+def history_groups(lengths: Sequence[int], groups: int = 3) -> list[str]:
+    """Each series' group by its history length: the shortest, middle and longest third (as near as ties
+    allow), each named by its range of lengths ("history 48-69")."""
+    order = np.argsort(np.asarray(lengths), kind="stable")
+    label = np.empty(len(lengths), dtype=object)
+    for part in np.array_split(order, min(groups, max(len(lengths), 1))):
+        if len(part):
+            span = [int(lengths[i]) for i in part]
+            label[part] = f"history {min(span)}-{max(span)}"
+    return [str(x) for x in label]
+
+
+def group_coverage(inside: np.ndarray, levels: Sequence[float], groups: Sequence[str]) -> list[GroupCoverage]:
+    """Per group (in order of first appearance, then "all"): the share of values inside the interval at
+    each level; `inside` [levels, S, H] booleans."""
+    labels = np.asarray(groups, dtype=object)
+    out = []
+    for name in [*dict.fromkeys(groups), "all"]:
+        rows = np.ones(len(labels), dtype=bool) if name == "all" else labels == name
+        coverage = {f"{lv:g}": float(inside[i][rows].mean()) for i, lv in enumerate(levels)}
+        out.append(GroupCoverage(group=name, series=int(rows.sum()), coverage=coverage))
+    return out
+
+
+def _cross_coverage(
+    scores: np.ndarray, levels: Sequence[float], groups: Sequence[str]
+) -> list[GroupCoverage]:
+    """Out-of-fold coverage: the even-numbered series' scores against widths from the odd-numbered ones'
+    and the other way round, so that no series is scored against a width it helped set. Levels one half
+    is too small for are left out."""
+    import math
+
+    from export.conformal import conformal_quantile
+
+    halves = [np.arange(0, len(scores), 2), np.arange(1, len(scores), 2)]
+    small = min(len(h) for h in halves)
+    ok = [lv for lv in levels if small and math.ceil((small + 1) * lv / 100) <= small]
+    if not ok:
+        return []
+    inside = np.zeros((len(ok), *scores.shape), dtype=bool)
+    for fold, other in ((halves[0], halves[1]), (halves[1], halves[0])):
+        for i, lv in enumerate(ok):
+            inside[i, fold] = scores[fold] <= conformal_quantile(scores[other], lv / 100)[None, :]
+    return group_coverage(inside, ok, groups)
+
+
 def calibrate_global(
     model: GlobalModel, series: Sequence[np.ndarray], levels: Sequence[float] = DEFAULT_LEVELS
 ) -> tuple[dict[str, Any] | None, str]:
@@ -202,10 +262,10 @@ def calibrate_global(
 
     Every series long enough keeps its last H values out; a read-out of the same input length is fitted
     on what comes before (`GlobalModel.refit`, the same settings) and forecasts them. Each series' absolute
-    errors are divided by the spread the service computes from the same window (`window_scale`:
-    mean |x_t − x_{t−period}| over the window's observed values, lag 1 where no pair a period apart),
-    and per horizon step the conformal quantile of the n pooled scores is the width, in units of that
-    spread. A level needs ceil((n + 1)·level) <= n series."""
+    errors are divided by the spread the service computes from the same window (`series_spread`), and per
+    horizon step the conformal quantile of the n pooled scores is the width, in units of that spread. A
+    level needs ceil((n + 1)·level) <= n series. The calibration report (`IntervalCalibration`, in the
+    manifest's `intervals.calibration`) gives the coverage per history-length group, out of fold."""
     import math
 
     from export.conformal import conformal_quantile
@@ -217,19 +277,31 @@ def calibrate_global(
     if not ok:
         return (
             None,
-            f"no interval: {n} series hold {H} values out after min_history, too few for {list(levels)}",
+            f"no interval: {n} series hold {H} values out after min_history = {model.min_history}, "
+            f"too few for any of {list(levels)} (a level needs ceil((n + 1)·level) <= n series)",
         )
     fit_part, held = [v[:-H] for v in keep], np.array([v[-H:] for v in keep])
     reference = model.refit(fit_part)
     errors = np.abs(held - reference.forecast(fit_part))  # [n, H]
     lag = max(cfg.period, 1)
     spec = {"statistic": "mean_abs_diff", "rows": L, "lag": lag, "power": 1.0, "floor": [_SCALE_FLOOR]}
-    spread = window_scale(windows_of(fit_part, L), "mean_abs_diff", L, 1.0, [_SCALE_FLOOR], lag)[:, 0, 0]
-    scores = errors / spread[:, None]
+    scores = errors / series_spread(model, fit_part)[:, None]
     widths = [conformal_quantile(scores, lv / 100) for lv in ok]  # each [H]
     widths = list(np.maximum.accumulate(np.array(widths), axis=0))  # never narrower at a higher level
     dropped = [lv for lv in levels if lv not in ok]
-    why = f"; {dropped} need more than {n} series" if dropped else ""
+    why = (
+        f"{dropped} need more than the {n} series that hold {H} values out after min_history = "
+        f"{model.min_history} (a level needs ceil((n + 1)·level) <= n)"
+        if dropped
+        else None
+    )
+    report = IntervalCalibration(
+        series=n,
+        levels=ok,
+        dropped_levels=dropped,
+        dropped_because=why,
+        coverage=_cross_coverage(scores, ok, history_groups([len(v) for v in fit_part])),
+    )
     intervals = {
         "method": "split_conformal",
         "residuals": "absolute",
@@ -237,9 +309,18 @@ def calibrate_global(
         "window_scale": spec,
         "levels": ok,
         "widths": [[[float(x)] for x in w] for w in widths],
-        "calibration": {"series": n, "pooled": "across series, per horizon step", "dropped_levels": dropped},
+        "calibration": to_dict(report),
     }
-    return intervals, f"intervals at {ok} from {n} series' last {H} values{why}"
+    return intervals, f"intervals at {ok} from {n} series' last {H} values" + (f"; {why}" if why else "")
+
+
+def interval_halfwidths(
+    intervals: dict[str, Any], model: GlobalModel, histories: Sequence[np.ndarray]
+) -> np.ndarray:
+    """The half-widths [levels, S, H] the service would answer for these histories: each level's
+    pooled width per step times each history's spread (`series_spread`)."""
+    widths = np.asarray(intervals["widths"], dtype=np.float64)[:, :, 0]  # [levels, H]
+    return widths[:, None, :] * series_spread(model, histories)[None, :, None]
 
 
 def manifest_of(

@@ -8,9 +8,10 @@ measured it beside our model; where a later run measured our model alone with ne
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
+
+from export.reports import CompetitionRun, read_report
 
 OURS = "REM read-out, global"  # the prefix of our model's rows (their names add the input length)
 
@@ -31,19 +32,10 @@ def load_scores(folder: Path) -> list[Score]:
     """Every row of every run under `folder` (an absent folder has none)."""
     scores = []
     for path in sorted(folder.glob("*.json")):
-        for row in json.loads(path.read_text()).get("scores", []):
-            scores.append(
-                Score(
-                    path.name,
-                    row["data"],
-                    row["model"],
-                    row["series"],
-                    row["smape"],
-                    row["mase"],
-                    row.get("mape"),
-                    row["fit_s"],
-                )
-            )
+        run = read_report(path, CompetitionRun)  # any schema version: older layouts are migrated
+        scores += [
+            Score(path.name, s.data, s.model, s.series, s.smape, s.mase, s.mape, s.fit_s) for s in run.scores
+        ]
     return scores
 
 

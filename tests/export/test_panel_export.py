@@ -92,3 +92,39 @@ def test_the_interval_spread_leaves_the_missing_start_out() -> None:
     np.testing.assert_allclose(
         window_scale(full, "mean_abs_diff", 8, 1.0, [1e-9])[:, 0, 0], np.abs(np.diff(full[:, :, 0])).mean(1)
     )
+
+
+def test_the_calibration_report_gives_out_of_fold_coverage_per_history_group() -> None:
+    """`intervals.calibration` is an IntervalCalibration: the levels dropped and why, and per history
+    third the share of held-out values inside widths set by the other half of the series only."""
+    from export.conformal import conformal_quantile
+    from export.global_onnx import calibrate_global
+    from export.panel import PanelConfig, train_global
+    from export.reports import IntervalCalibration, from_dict
+
+    rng = np.random.default_rng(3)
+    t = np.arange(120)
+    series = [
+        (5 + i) * (1 + 0.3 * np.sin(2 * np.pi * t[: 40 + 3 * i] / 12) + 0.1 * rng.standard_normal(40 + 3 * i))
+        for i in range(24)
+    ]
+    model = train_global(series, PanelConfig(horizon=6, period=12, input_periods=2, irls=0))
+    intervals, said = calibrate_global(model, series)
+    assert intervals is not None and intervals["levels"] == [50.0, 80.0, 90.0, 95.0]
+    assert "[99.0] need more than the 24 series" in said
+    report = from_dict(IntervalCalibration, intervals["calibration"])
+    assert (
+        report.series == 24 and report.dropped_levels == [99.0] and "[99.0]" in (report.dropped_because or "")
+    )
+    assert [g.group for g in report.coverage] == ["history 34-55", "history 58-79", "history 82-103", "all"]
+    # Out of fold, by hand: halves of 12 series carry 50, 80 and 90 (95 needs ceil(13·0.95) = 13 > 12).
+    assert list(report.coverage[-1].coverage) == ["50", "80", "90"]
+    keep = [v for v in series if len(v) >= model.min_history + 6]
+    fit, held = [v[:-6] for v in keep], np.array([v[-6:] for v in keep])
+    ref = model.refit(fit)
+    from export.global_onnx import series_spread
+
+    scores = np.abs(held - ref.forecast(fit)) / series_spread(model, fit)[:, None]
+    even, odd = scores[0::2], scores[1::2]
+    inside = np.concatenate([even <= conformal_quantile(odd, 0.8), odd <= conformal_quantile(even, 0.8)])
+    assert report.coverage[-1].coverage["80"] == pytest.approx(inside.mean())

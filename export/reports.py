@@ -1,0 +1,192 @@
+"""Reports written as JSON: dataclasses with a `kind` and a `schema_version`, written and read here only.
+
+A report class names its `kind` and its current `schema_version` (class variables); `write_report`
+stores its fields (nested dataclasses as objects) with both, and `read_report` builds the class back
+from the file, field by field from its type hints, after the class's `migrate` has brought an older
+layout up to date. A file of
+another kind, or of a schema newer than the code, is refused with its path; readers then use
+attributes, never string keys.
+
+    write_report(path, CompetitionRun(scores=[...]))
+    run = read_report(path, CompetitionRun)   # run.scores[0].mase
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar, Union
+
+__all__ = [
+    "CompetitionData",
+    "CompetitionRun",
+    "CompetitionScore",
+    "GroupCoverage",
+    "IntervalCalibration",
+    "ReportError",
+    "UnseenCheck",
+    "from_dict",
+    "read_report",
+    "to_dict",
+    "write_report",
+]
+
+R = TypeVar("R")
+
+
+class ReportError(ValueError):
+    """A report file that is not of the expected kind or schema."""
+
+
+def to_dict(report: Any) -> dict[str, Any]:
+    """The report's fields as JSON-ready values, with its kind and schema version first."""
+    return {"kind": report.kind, "schema_version": report.schema_version, **dataclasses.asdict(report)}
+
+
+def write_report(path: Path, report: Any, indent: int | None = 2) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(to_dict(report), indent=indent) + "\n")
+    return path
+
+
+def read_report(path: Path, cls: type[R]) -> R:
+    """The report at `path` as `cls` (an older schema migrated by `cls.migrate`)."""
+    try:
+        return from_dict(cls, json.loads(Path(path).read_text()))
+    except ReportError as e:
+        raise ReportError(f"{path}: {e}") from None
+
+
+def from_dict(cls: type[R], data: dict[str, Any]) -> R:
+    kind, schema = getattr(cls, "kind"), getattr(cls, "schema_version")  # noqa: B009 (class variables)
+    version = int(data.get("schema_version") or 1)  # the first layouts carried no version
+    if data.get("kind", kind) != kind:
+        raise ReportError(f"a {data.get('kind')!r} report, not {kind!r}")
+    if version > schema:
+        raise ReportError(f"{kind} schema {version} is newer than this code's ({schema})")
+    data = getattr(cls, "migrate")(dict(data), version) if version < schema else data  # noqa: B009
+    return _build(cls, data)
+
+
+def _build(tp: Any, value: Any) -> Any:
+    """`value` (parsed JSON) as type `tp`: dataclasses field by field, lists, dicts and optionals of
+    them; anything else as it is."""
+    if value is None:
+        return None
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        options = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _build(options[0], value) if len(options) == 1 else value
+    if origin is list:
+        (item,) = typing.get_args(tp)
+        return [_build(item, v) for v in value]
+    if origin is dict:
+        _, item = typing.get_args(tp)
+        return {k: _build(item, v) for k, v in value.items()}
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        hints = typing.get_type_hints(tp)
+        known = {f.name for f in dataclasses.fields(tp) if f.init}
+        missing = [
+            f.name
+            for f in dataclasses.fields(tp)
+            if f.init
+            and f.name not in value
+            and f.default is dataclasses.MISSING
+            and f.default_factory is dataclasses.MISSING
+        ]
+        if missing:
+            raise ReportError(f"{tp.__name__} lacks {missing}")
+        return tp(**{k: _build(hints[k], v) for k, v in value.items() if k in known})
+    if tp is float and isinstance(value, int):
+        return float(value)
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupCoverage:
+    """Pooled intervals' empirical coverage on one group of series: the share of held-out values inside
+    the interval at each level (keys: the level in percent, as text)."""
+
+    group: str  # e.g. "history 48-95", or "all"
+    series: int
+    coverage: dict[str, float]
+
+
+@dataclasses.dataclass(frozen=True)
+class IntervalCalibration:
+    """A global model's interval calibration (export/global_onnx.py `calibrate_global`; the manifest's
+    `intervals.calibration`): the levels calibrated, those dropped and why, and the coverage per
+    history-length group, out of fold (each half of the series scored against widths from the other)."""
+
+    kind: ClassVar[str] = "interval_calibration"
+    schema_version: ClassVar[int] = 1
+
+    series: int
+    levels: list[float]
+    dropped_levels: list[float]
+    dropped_because: str | None
+    coverage: list[GroupCoverage]
+    pooled: str = "across series, per horizon step, in units of each window's seasonal-naive error"
+
+
+# -- bench/competitions.py -------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class CompetitionScore:
+    """One model's mean metrics over a competition's series, and its times (seconds)."""
+
+    data: str  # "M3 monthly"
+    model: str
+    series: int
+    smape: float
+    mase: float
+    mape: float | None  # Tourism's metric; None on M3
+    fit_s: float
+    forecast_s: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class UnseenCheck:
+    """MASE on the odd-numbered series of a model trained on the even-numbered ones only (never seen)
+    against one trained on all; `ratio` unseen / all."""
+
+    mase_trained_on_all: float
+    mase_unseen: float
+    ratio: float
+
+
+@dataclasses.dataclass(frozen=True)
+class CompetitionData:
+    """What a run measured on one data set beside the scores."""
+
+    horizon: int
+    input_length_search_val_mase: dict[str, float] = dataclasses.field(default_factory=dict)
+    unseen: UnseenCheck | None = None
+    # The global model's intervals, calibrated on the histories alone, scored on the hold-outs.
+    interval_levels: list[float] = dataclasses.field(default_factory=list)
+    interval_note: str | None = None  # what was calibrated, or why a level has no interval
+    coverage: list[GroupCoverage] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(frozen=True)
+class CompetitionRun:
+    """One run of `python -m bench.competitions --json`: every (data set, model) row and, per data set,
+    the input-length search, the unseen-series check and the intervals' coverage per series group."""
+
+    kind: ClassVar[str] = "competition_run"
+    # 2: kind and schema_version; per-data-set results under `data` (1 kept them at the top level,
+    # beside `scores`); interval coverage per series group.
+    schema_version: ClassVar[int] = 2
+
+    scores: list[CompetitionScore]
+    data: dict[str, CompetitionData] = dataclasses.field(default_factory=dict)
+
+    @staticmethod
+    def migrate(raw: dict[str, Any], version: int) -> dict[str, Any]:
+        scores = raw.pop("scores", [])
+        return {"scores": scores, "data": {k: v for k, v in raw.items() if isinstance(v, dict)}}
