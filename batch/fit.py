@@ -9,7 +9,6 @@ dataset again with the previous pass's solution.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,7 +16,7 @@ import numpy as np
 import torch
 
 from batch import io
-from export.panel import GlobalModel, PanelConfig, _accumulate, rem_kernels
+from export.panel import GlobalModel, PanelConfig, _accumulate, rem_kernels, solve_passes
 from export.ridge import NormalEquations
 
 
@@ -50,37 +49,37 @@ def _block(
     return block_equations(series, cfg, length, previous)
 
 
+def dataset_equations(
+    dataset: Any, cfg: PanelConfig, input_length: int, previous: np.ndarray | None
+) -> NormalEquations | None:
+    """One pass over `dataset`: every block's normal equations, summed on the driver (None where no
+    block has a window)."""
+    per_block = dataset.map_batches(
+        _block,
+        fn_kwargs={"cfg": cfg, "length": input_length, "previous": previous},
+        batch_size=None,  # the whole block: its equations, once
+        batch_format="numpy",
+    )
+    total: NormalEquations | None = None
+    for row in per_block.iter_rows():
+        gram, cross = (
+            torch.from_numpy(np.asarray(row["gram"])),
+            torch.from_numpy(np.asarray(row["cross"])),
+        )
+        if total is None:
+            total = NormalEquations(gram.shape[0] - 1, cross.shape[1])
+        total.gram += gram
+        total.cross += cross
+        total.t_sq += float(row["t_sq"])
+        total.count += int(row["count"])
+    return total
+
+
 def fit_dataset(dataset: Any, cfg: PanelConfig, input_length: int) -> GlobalModel:
     """`dataset`: a Ray Dataset with a column `y`, one series (its values, oldest first) a row."""
-    start = time.perf_counter()
-    sol: np.ndarray | None = None
-    for _ in range(1 + cfg.irls):
-        per_block = dataset.map_batches(
-            _block,
-            fn_kwargs={"cfg": cfg, "length": input_length, "previous": sol},
-            batch_size=None,  # the whole block: its equations, once
-            batch_format="numpy",
-        )
-        total: NormalEquations | None = None
-        for row in per_block.iter_rows():
-            gram, cross = (
-                torch.from_numpy(np.asarray(row["gram"])),
-                torch.from_numpy(np.asarray(row["cross"])),
-            )
-            if total is None:
-                total = NormalEquations(gram.shape[0] - 1, cross.shape[1])
-            total.gram += gram
-            total.cross += cross
-            total.t_sq += float(row["t_sq"])
-            total.count += int(row["count"])
-        if total is None:
-            raise ValueError(
-                f"no series has a window: each needs at least train_history + horizon = "
-                f"{cfg.train_min} + {cfg.horizon} values"
-            )
-        sol = total.solve(cfg.ridge)[0].numpy()
-    assert sol is not None
-    return GlobalModel(cfg, input_length, sol, fit_seconds=time.perf_counter() - start)
+    return solve_passes(
+        cfg, input_length, lambda previous: dataset_equations(dataset, cfg, input_length, previous)
+    )
 
 
 def series_dataset(series: Sequence[np.ndarray], blocks: int) -> Any:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -48,6 +48,7 @@ __all__ = [
     "mase",
     "rem_kernels",
     "smape",
+    "solve_passes",
     "train_global",
 ]
 
@@ -341,11 +342,25 @@ def fit_global(series: Iterable[np.ndarray], cfg: PanelConfig, input_length: int
     generator of series too many to hold)."""
     if cfg.irls and not isinstance(series, Sequence):
         raise ValueError("cfg.irls > 0 reads the series once per pass: give a sequence, or set irls = 0")
-    start = time.perf_counter()
     kernels = rem_kernels(cfg.spec, cfg.period, input_length)
+    return solve_passes(
+        cfg, input_length, lambda previous: _accumulate(series, cfg, input_length, kernels, previous)
+    )
+
+
+def solve_passes(
+    cfg: PanelConfig,
+    input_length: int,
+    equations: Callable[[np.ndarray | None], NormalEquations | None],
+) -> GlobalModel:
+    """The read-out of `1 + cfg.irls` passes, timed: `equations(previous)` is one pass's normal equations
+    over every window (weighed by the previous pass's solution; None on the first), or None where no
+    series has a window; each pass is solved at `cfg.ridge`. The one loop of the single-process fit and
+    of batch/fit.py's distributed one, which differ only in where the equations are summed."""
+    start = time.perf_counter()
     sol: np.ndarray | None = None
     for _ in range(1 + cfg.irls):
-        eq = _accumulate(series, cfg, input_length, kernels, sol)
+        eq = equations(sol)
         if eq is None:
             raise ValueError(
                 f"no series has a window: each needs at least train_history + horizon = "

@@ -65,3 +65,15 @@ def test_a_long_table_in_parts_fits_the_same(m3_monthly, local_ray, tmp_path):
     single = fit_global(m3_monthly.train, cfg, 24)
     distributed = fit_dataset(table_dataset(str(tmp_path)), cfg, 24)
     assert relative(distributed.weights, single.weights) <= 1e-6
+
+
+def test_no_window_is_the_same_error_in_both_fits(local_ray):
+    """Series too short for a training window: both fits say so with the one sentence (export.panel
+    `solve_passes`), naming what a window needs."""
+    cfg = PanelConfig(horizon=6, period=12, input_periods=2, irls=1)
+    short = [np.arange(20.0), np.arange(25.0)]  # a window needs train_history 24 + horizon 6 values
+    with pytest.raises(ValueError, match=r"no series has a window: .* = 24 \+ 6 values") as single:
+        fit_global(short, cfg, 24)
+    with pytest.raises(ValueError) as distributed:
+        fit_dataset(series_dataset(short, blocks=2), cfg, 24)
+    assert str(distributed.value) == str(single.value)
