@@ -209,23 +209,27 @@ def series_spread(model: GlobalModel, histories: Sequence[np.ndarray]) -> np.nda
 
 
 def history_groups(lengths: Sequence[int], groups: int = 3) -> list[str]:
-    """Each series' group by its history length: the shortest, middle and longest third (as near as ties
-    allow), each named by its range of lengths ("history 48-69")."""
-    order = np.argsort(np.asarray(lengths), kind="stable")
-    label = np.empty(len(lengths), dtype=object)
-    for part in np.array_split(order, min(groups, max(len(lengths), 1))):
-        if len(part):
-            span = [int(lengths[i]) for i in part]
-            label[part] = f"history {min(span)}-{max(span)}"
-    return [str(x) for x in label]
+    """Each series' group by its history length: cut at the lengths a third and two thirds of the way
+    through the sorted series, so that series of one length share a group (M3 "other": two thirds of
+    63 values make one group), each named by its range ("history 48-69", "history 63")."""
+    n = np.asarray(lengths, dtype=np.int64)
+    ordered = np.sort(n)
+    cuts = [int(ordered[(len(n) * k) // groups]) for k in range(1, groups)] if len(n) else []
+    index = (n[:, None] > np.asarray(cuts, dtype=np.int64)[None, :]).sum(1) if cuts else np.zeros(len(n), int)
+    label = {}
+    for g in sorted(set(index.tolist())):
+        low, high = int(n[index == g].min()), int(n[index == g].max())
+        label[g] = f"history {low}" if low == high else f"history {low}-{high}"
+    return [label[int(g)] for g in index]
 
 
 def group_coverage(inside: np.ndarray, levels: Sequence[float], groups: Sequence[str]) -> list[GroupCoverage]:
-    """Per group (in order of first appearance, then "all"): the share of values inside the interval at
+    """Per group (shortest histories first, then "all"): the share of values inside the interval at
     each level; `inside` [levels, S, H] booleans."""
     labels = np.asarray(groups, dtype=object)
     out = []
-    for name in [*dict.fromkeys(groups), "all"]:
+    names = sorted(set(groups), key=lambda g: int(g.split()[-1].split("-")[0]) if g[-1].isdigit() else 0)
+    for name in [*names, "all"]:
         rows = np.ones(len(labels), dtype=bool) if name == "all" else labels == name
         coverage = {f"{lv:g}": float(inside[i][rows].mean()) for i, lv in enumerate(levels)}
         out.append(GroupCoverage(group=name, series=int(rows.sum()), coverage=coverage))

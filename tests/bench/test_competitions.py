@@ -66,20 +66,24 @@ def test_interval_coverage_per_history_group_on_the_hold_outs() -> None:
     from the half-widths; too few series for a level is said, not hidden."""
     from export.global_onnx import interval_halfwidths
 
-    comp = load_competition("M3", "quarterly", limit=60)
+    comp = load_competition("Tourism", "quarterly", limit=60)
     _, forecast, model = run_global(comp, input_periods=2, irls=0)
     levels, said, groups = interval_coverage(comp, model, forecast)
     assert levels == [50.0, 80.0, 90.0, 95.0] and "[99.0] need more than the 60 series" in said
-    assert [g.series for g in groups] == [20, 20, 20, 60] and groups[-1].group == "all"
-    lengths = sorted(len(x) for x in comp.train)
-    assert groups[0].group == f"history {lengths[0]}-{lengths[19]}"
+    # Thirds by history length (37-116 values), cut so that one length never spans two groups.
+    assert [(g.group, g.series) for g in groups] == [
+        ("history 37-76", 21),
+        ("history 80-104", 23),
+        ("history 114-116", 16),
+        ("all", 60),
+    ]
     from export.global_onnx import calibrate_global
 
     intervals, _ = calibrate_global(model, comp.train)
     half = interval_halfwidths(intervals, model, comp.train)
     inside = np.abs(comp.test - forecast) <= half[1]  # 80%
     assert groups[-1].coverage["80"] == pytest.approx(inside.mean())
-    shortest = np.argsort([len(x) for x in comp.train], kind="stable")[:20]
+    shortest = [i for i, x in enumerate(comp.train) if len(x) <= 76]
     assert groups[0].coverage["80"] == pytest.approx(inside[shortest].mean())
     assert 0.0 < groups[-1].coverage["50"] <= groups[-1].coverage["95"] <= 1.0
     one = load_competition("M3", "quarterly", limit=1)  # one series: 50% only (rank ceil(2·0.5) = 1)

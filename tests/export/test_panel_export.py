@@ -116,7 +116,7 @@ def test_the_calibration_report_gives_out_of_fold_coverage_per_history_group() -
     assert (
         report.series == 24 and report.dropped_levels == [99.0] and "[99.0]" in (report.dropped_because or "")
     )
-    assert [g.group for g in report.coverage] == ["history 34-55", "history 58-79", "history 82-103", "all"]
+    assert [g.group for g in report.coverage] == ["history 34-58", "history 61-82", "history 85-103", "all"]
     # Out of fold, by hand: halves of 12 series carry 50, 80 and 90 (95 needs ceil(13·0.95) = 13 > 12).
     assert list(report.coverage[-1].coverage) == ["50", "80", "90"]
     keep = [v for v in series if len(v) >= model.min_history + 6]
