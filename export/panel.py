@@ -450,6 +450,10 @@ def train(
     target_column: Annotated[str | None, typer.Option()] = None,
     sort: Annotated[bool, typer.Option(help="sort rows by series and time")] = False,
     fill: Annotated[str, typer.Option(help="none, linear, ffill or zero")] = "none",
+    timezone: Annotated[
+        str | None,
+        typer.Option(help="the IANA zone of timestamps written without offset, e.g. Europe/Berlin"),
+    ] = None,
 ) -> None:
     """Train a global model on every series of a long file."""
     from export.data import DataError, ReadOptions, load_panel
@@ -463,6 +467,7 @@ def train(
                 target_column=target_column,
                 sort=sort,
                 fill=fill,
+                timezone=timezone,
             ),
         )
     except DataError as e:

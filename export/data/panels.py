@@ -32,6 +32,8 @@ from export.data.timestamps import (
     _parse_timestamps,
     _stamp_text,
     _timestamp_problem,
+    has_offsets,
+    localize,
 )
 
 __all__ = ["Panel", "PanelSeries", "load_panel"]
@@ -72,6 +74,7 @@ class Panel:
     timestamp_column: str
     target_column: str
     notes: tuple[str, ...] = ()
+    timezone: str | None = None  # the zone its local times were read in (--timezone); None: UTC
 
     def __len__(self) -> int:
         return len(self.series)
@@ -171,8 +174,10 @@ def load_panel(path: str | Path, options: ReadOptions | None = None, **overrides
     rows = np.arange(len(frame)) + first  # the file row of each frame row
     ids = frame[id_col].astype(str).str.strip().to_numpy(dtype=object)
     ts_raw = frame[ts_col]
+    zoned = False  # instants already: typed with a zone, or written with UTC offsets
     if pd.api.types.is_datetime64_any_dtype(ts_raw):  # Parquet keeps timestamps typed
-        ts = ts_raw.dt.tz_localize(None) if getattr(ts_raw.dt, "tz", None) is not None else ts_raw
+        zoned = getattr(ts_raw.dt, "tz", None) is not None
+        ts = ts_raw.dt.tz_convert("UTC").dt.tz_localize(None) if zoned else ts_raw
         stamps = ts.to_numpy().astype("datetime64[ns]")
         ts_cells = ts_raw.astype(str).to_numpy(dtype=object)
         fmt = None
@@ -180,7 +185,9 @@ def load_panel(path: str | Path, options: ReadOptions | None = None, **overrides
         ts_cells = ts_raw.astype(str).str.strip().to_numpy(dtype=object)
         parsed = _parse_timestamps(ts_cells, options.date_format, options.dayfirst)
         stamps, fmt = parsed.stamps, parsed.fmt
+        zoned = has_offsets(ts_cells)
     problems: list[str] = []
+    notes: list[str] = []
 
     def where(i: int) -> str:
         return f"{fname} {unit} {rows[i]} (series {ids[i]!r})"
@@ -189,6 +196,27 @@ def load_panel(path: str | Path, options: ReadOptions | None = None, **overrides
     if empty_id.any():
         i = int(np.argmax(empty_id))
         problems.append(f"{fname} {unit} {rows[i]}, column {id_col!r}: missing series id")
+    if zoned:
+        notes.append("timestamps with a UTC offset or zone were converted to UTC")
+    elif options.timezone is not None:
+        # Each series' local times in its own file order (the autumn repeat is read by order, so never
+        # across two series), laid end to end, then put back in file order.
+        by_series = np.argsort(pd.factorize(ids)[0], kind="stable")
+        grouped = ids[by_series]
+        starts = np.r_[True, grouped[1:] != grouped[:-1]]
+        local, skipped_sorted = localize(stamps[by_series], options.timezone, starts)
+        stamps, skipped = np.empty_like(local), np.empty(len(local), bool)
+        stamps[by_series], skipped[by_series] = local, skipped_sorted
+        notes.append(
+            f"local times of {options.timezone} were read as UTC instants (daylight saving included)"
+        )
+        if skipped.any():
+            i = int(np.argmax(skipped))
+            more = int(skipped.sum()) - 1
+            problems.append(
+                f"{where(i)}, column {ts_col!r}: {ts_cells[i]} does not exist in {options.timezone}: the "
+                "clocks skip it (daylight saving)" + (f" (and {more} more rows)" if more else "")
+            )
     bad = np.isnat(stamps)
     if bad.any():
         i = int(np.argmax(bad))
@@ -214,7 +242,6 @@ def load_panel(path: str | Path, options: ReadOptions | None = None, **overrides
         problems.append(f"{where(i)}, column {y_col!r}: {why}" + (f" (and {more} more rows)" if more else ""))
     _raise(problems)
 
-    notes: list[str] = []
     order = np.lexsort((stamps.astype(np.int64), pd.factorize(ids)[0]))  # by id (first seen), then time
     if not np.array_equal(order, np.arange(len(order))):
         if not options.sort:
@@ -299,6 +326,7 @@ def load_panel(path: str | Path, options: ReadOptions | None = None, **overrides
         timestamp_column=ts_col,
         target_column=y_col,
         notes=tuple(notes),
+        timezone=None if zoned else options.timezone,
     )
 
 

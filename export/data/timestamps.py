@@ -375,9 +375,13 @@ def has_offsets(cells: np.ndarray) -> bool:
     return any(_OFFSET.search(str(cell)) for cell in cells[:: max(1, len(cells) // 64)])
 
 
-def localize(stamps: np.ndarray, zone: str) -> tuple[np.ndarray, np.ndarray]:
+def localize(
+    stamps: np.ndarray, zone: str, starts: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Wall-clock times of `zone` (naive datetime64, in file order) -> (UTC instants, naive datetime64[ns];
-    the rows whose wall-clock time the zone skips, the spring gap of daylight saving).
+    the rows whose wall-clock time the zone skips, the spring gap of daylight saving). `starts` (bool,
+    a long file's series laid end to end) marks the rows that begin a series: the order rule below never
+    looks back across them.
 
     The autumn repeat is read by order: a repeated wall-clock time is in summer time the first time and
     in standard time once the clock has gone back (a row not after the previous one, both in the repeat),
@@ -388,8 +392,9 @@ def localize(stamps: np.ndarray, zone: str) -> tuple[np.ndarray, np.ndarray]:
     ambiguous = np.asarray(index.tz_localize(zone, ambiguous="NaT", nonexistent="shift_forward").isna())
     ambiguous &= ~np.isnat(stamps)
     wall = index.asi8
+    first = np.zeros(len(index), bool) if starts is None else np.asarray(starts, bool)
     for i in np.flatnonzero(ambiguous):
-        if i > 0 and ambiguous[i - 1] and (wall[i] <= wall[i - 1] or not summer[i - 1]):
+        if i > 0 and not first[i] and ambiguous[i - 1] and (wall[i] <= wall[i - 1] or not summer[i - 1]):
             summer[i] = False
     skipped = np.asarray(index.tz_localize(zone, ambiguous=summer, nonexistent="NaT").isna()) & ~np.isnat(
         stamps

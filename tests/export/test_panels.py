@@ -142,3 +142,73 @@ def test_a_wide_file_read_as_long_is_told_the_option(tmp_path: Path) -> None:
 def test_short_series_are_kept(tmp_path: Path) -> None:
     panel = load_panel(write(tmp_path, long_frame((1, 2, 30))))
     assert panel.lengths.tolist() == [1, 2, 30]
+
+
+def _berlin_autumn(tmp_path: Path, interleave: bool) -> Path:
+    """Two series of hourly local times across Berlin's autumn change (02:00-02:59 happens twice), rows
+    series by series or interleaved hour by hour."""
+    local = pd.date_range("2024-10-26 22:00", periods=10, freq="h", tz="Europe/Berlin").tz_localize(None)
+    rows = [(sid, t, float(k + i)) for k, sid in enumerate(("a", "b")) for i, t in enumerate(local)]
+    if interleave:
+        rows = [rows[i + 10 * k] for i in range(10) for k in range(2)]
+    path = tmp_path / "local.csv"
+    pd.DataFrame(rows, columns=["unique_id", "ds", "y"]).to_csv(path, index=False)
+    return path
+
+
+@pytest.mark.parametrize("interleave", [False, True])
+def test_timezone_reads_each_series_local_times_as_instants(tmp_path: Path, interleave: bool) -> None:
+    """--timezone on a long file: each series' repeated autumn hour is read by its own order (summer time
+    first), so both series are a regular UTC hourly grid; interleaved rows (--sort) read the same."""
+    path = _berlin_autumn(tmp_path, interleave)
+    panel = load_panel(path, ReadOptions(timezone="Europe/Berlin", sort=interleave))
+    want = pd.date_range("2024-10-26 20:00", periods=10, freq="h").to_numpy()  # 22:00 CEST = 20:00 UTC
+    assert panel.frequency == "1h" and panel.timezone == "Europe/Berlin"
+    for s in panel.series:
+        np.testing.assert_array_equal(s.timestamps, want)
+    assert "local times of Europe/Berlin were read as UTC instants" in " ".join(panel.notes)
+    with pytest.raises(DataError, match="duplicate timestamp 2024-10-27 02:00"):
+        load_panel(path, ReadOptions(sort=interleave))  # read as UTC: the repeated hour is a duplicate
+
+
+def test_timezone_refuses_a_skipped_local_time_naming_the_series(tmp_path: Path) -> None:
+    path = tmp_path / "spring.csv"
+    path.write_text("unique_id,ds,y\nb,2024-03-31 01:00,1\nb,2024-03-31 02:30,2\nb,2024-03-31 03:00,3\n")
+    with pytest.raises(
+        DataError, match=r"line 3 \(series 'b'\), column 'ds': 2024-03-31 02:30 does not exist"
+    ):
+        load_panel(path, ReadOptions(timezone="Europe/Berlin"))
+
+
+def test_the_panel_cli_takes_timezone(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from export.panel import GlobalModel, cli
+
+    local = pd.date_range("2024-10-01", periods=24 * 40, freq="h", tz="Europe/Berlin").tz_localize(None)
+    t = np.arange(len(local))
+    frame = pd.concat(
+        pd.DataFrame({"unique_id": sid, "ds": local, "y": 10 + k + np.sin(2 * np.pi * t / 24)})
+        for k, sid in enumerate(("a", "b", "c"))
+    )
+    path = tmp_path / "hourly.csv"
+    frame.to_csv(path, index=False)
+    args = ["train", "--data", str(path), "--horizon", "6", "--input-periods", "1", "--out", str(tmp_path)]
+    assert CliRunner().invoke(cli, args).exit_code != 0  # the repeated 02:00 hour, read as UTC
+    done = CliRunner().invoke(cli, [*args, "--timezone", "Europe/Berlin"])
+    assert done.exit_code == 0, done.output
+    assert GlobalModel.load(tmp_path / "model.json").frequency == "1h"
+    wrong = CliRunner().invoke(cli, [*args, "--timezone", "Mars/Olympus"])
+    assert wrong.exit_code != 0 and "timezone must be an IANA time zone name" in wrong.output
+
+
+def test_zoned_parquet_timestamps_are_instants(tmp_path: Path) -> None:
+    """A Parquet column typed with a zone holds instants: read as UTC (not its wall-clock times), and
+    --timezone does not apply to it."""
+    stamps = pd.date_range("2024-10-27 00:00", periods=6, freq="h", tz="Europe/Berlin")
+    path = tmp_path / "zoned.parquet"
+    pd.DataFrame({"unique_id": "a", "ds": stamps, "y": np.arange(6.0)}).to_parquet(path)
+    panel = load_panel(path, ReadOptions(timezone="America/New_York"))
+    want = stamps.tz_convert("UTC").tz_localize(None).to_numpy()
+    np.testing.assert_array_equal(panel.series[0].timestamps, want)
+    assert panel.timezone is None and "converted to UTC" in " ".join(panel.notes)
