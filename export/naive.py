@@ -20,7 +20,7 @@ import re
 
 import torch
 
-from export.cycle import dominant_period
+from export.cycle import detect_cycle
 from export.data import Dataset, Split
 
 __all__ = ["UNITS", "naive_references", "season", "skill", "summary"]
@@ -34,17 +34,29 @@ _CALENDAR = re.compile(r"^(\d+)M[SE]$")
 
 
 def season(ds: Dataset, cycle_period: int = 0) -> tuple[int, str]:
-    """The season P (in steps, 2..L) of the seasonal naive forecast, and where it comes from."""
+    """The season P (in steps, 2..L) of the seasonal naive forecast, and where it comes from (a detected
+    cycle that is not a whole number of steps, or is read as a harmonic, says so: `detect_cycle`)."""
+    period, source, rule = _season(ds, cycle_period)
+    return period, source if rule is None else f"{source} ({rule})"
+
+
+def _season(ds: Dataset, cycle_period: int) -> tuple[int, str, str | None]:
+    """`season`, with the detection's rule apart (None unless the period was detected and not whole)."""
     L = ds.train.input_length
     if 2 <= cycle_period <= L:
-        return cycle_period, "the model's cycle"
+        return cycle_period, "the model's cycle", None
     calendar = _CALENDAR.match(ds.series.frequency)
     if calendar and 12 % int(calendar[1]) == 0 and 2 <= 12 // int(calendar[1]) <= L:
-        return 12 // int(calendar[1]), "a calendar year"
+        return 12 // int(calendar[1]), "a calendar year", None
     try:
-        return dominant_period(ds.train.data, L), "the training data's dominant period"
+        cycle = detect_cycle(ds.train.data, L)
     except ValueError:  # too few training rows to read a period off: a season of one window
-        return max(2, L), "the window length"
+        return max(2, L), "the window length", None
+    return (
+        cycle.period,
+        "the training data's dominant period",
+        None if cycle.rule.startswith("whole") else cycle.rule,
+    )
 
 
 @torch.no_grad()
@@ -64,7 +76,7 @@ def naive_references(ds: Dataset, split: Split, cycle_period: int = 0) -> dict[s
     """Last-value, seasonal-naive and training-mean MSE and MAE on every window of `split`, in the model's
     units (standardised on the training rows: the training mean is 0 there)."""
     L, H = split.input_length, split.horizon
-    period, source = season(ds, cycle_period)
+    period, source, rule = _season(ds, cycle_period)
     # Step h reads x[L - P + (h mod P)]: one season back, repeated over the horizon.
     lags = torch.tensor([L - period + (h % period) for h in range(H)])
     last = _scores(split, lambda x: x[:, -1:, :].expand(-1, H, -1))
@@ -72,7 +84,12 @@ def naive_references(ds: Dataset, split: Split, cycle_period: int = 0) -> dict[s
     mean = _scores(split, lambda x: x.new_zeros((x.shape[0], H, x.shape[2])))
     return {
         "last_value": last,
-        "seasonal_naive": {**seasonal, "period": period, "period_from": source},
+        "seasonal_naive": {
+            **seasonal,
+            "period": period,
+            "period_from": source,
+            **({"period_rule": rule} if rule is not None else {}),
+        },
         "mean": mean,
         "windows": split.num_windows,
     }
@@ -93,9 +110,11 @@ def summary(mse: float, naive: dict[str, dict]) -> str:
     if gain is not None:
         side = "below" if gain >= 0 else "ABOVE"
         verdict = f": the model's MSE is {abs(100 * gain):.0f}% {side} the better one"
+    period, rule = naive["seasonal_naive"]["period"], naive["seasonal_naive"].get("period_rule")
+    how = f"; {rule}" if rule else ""
     line = (
         f"naive references on the same {naive['windows']} test windows: last value MSE {last:.4f}, "
-        f"seasonal naive (period {naive['seasonal_naive']['period']}) MSE {seas:.4f}{verdict}"
+        f"seasonal naive (period {period}{how}) MSE {seas:.4f}{verdict}"
     )
     if "mean" in naive:  # reports written before the mean reference have none
         mean = naive["mean"]["mse"]

@@ -40,6 +40,7 @@ from app.artifacts.contract import (
 from export.checkpoint import load_checkpoint
 from export.conformal import DEFAULT_LEVELS
 from export.conformal import for_checkpoint as calibrate_intervals
+from export.cycle import cycle_name
 from export.data import PANEL_OPTIONS, READ_OPTIONS, ZONE_OPTIONS, StandardScaler
 from export.evaluate import load_for_checkpoint
 from export.publish import VersionExistsError, publish_version
@@ -258,19 +259,6 @@ def _count(items: Sequence[str]) -> str:
     for item in items:
         counts[item] = counts.get(item, 0) + 1
     return ", ".join(f"{n} {name}" for name, n in counts.items())
-
-
-def cycle_name(period: int, step_seconds: float | None) -> str:
-    """What a cycle of `period` steps is, by its length in time: daily, weekly or yearly (a 52-week or a
-    12-month period is yearly, not daily), else "seasonal" with its length. Calendar steps (months) give
-    no fixed step: their period 12 (months) or 4 (quarters) is a year."""
-    if step_seconds is None or step_seconds <= 0:
-        return "yearly" if period in (4, 12) else "seasonal"
-    days = period * step_seconds / 86400
-    for name, length in (("daily", 1.0), ("weekly", 7.0), ("yearly", 365.25)):
-        if abs(days - length) <= 0.02 * length:  # 52 weeks are 364 days: within 2% of a year
-            return name
-    return f"seasonal ({days:g} days)" if days >= 1 else "seasonal"
 
 
 def describe_model(

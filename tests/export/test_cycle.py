@@ -81,3 +81,58 @@ def test_auto_settings_resolve_from_the_training_data():
     ds = load_dataset("data/ETT/ETTh1.csv", 96, 24)
     cfg = resolve_auto(TrainConfig(model={"cycle_period": "auto", "theta_init": "auto"}), ds)
     assert cfg.model["cycle_period"] == 24 and cfg.model["theta_init"] == pytest.approx(2 * math.pi / 24)
+
+
+def test_a_cycle_of_11_4_rows_is_reported_as_such_not_rounded_to_34():
+    """A sine of 11.4 rows over 340 rows peaks at the bin of 340/30 = 11.33 rows, which the harmonic rule
+    alone read as a third of a 34-row cycle; the spectrum has no power at 34 rows, so the cycle is what
+    it is: 11.4 rows (refined between bins), used as 11, and the rule says so."""
+    from export.cycle import detect_cycle
+
+    t = np.arange(340)
+    values = np.sin(2 * np.pi * t / 11.4)[:, None] + 0.1 * np.random.default_rng(1).standard_normal((340, 1))
+    cycle = detect_cycle(values, 96)
+    assert cycle.period == 11 and cycle.detected == pytest.approx(11.4, abs=0.1) and not cycle.whole
+    assert cycle.rule.startswith("not whole: a cycle of 11.3") and "rounded to 11" in cycle.rule
+    assert dominant_period(values, 96) == 11
+
+
+def test_a_sharp_weekly_pattern_peaking_at_its_third_harmonic_is_weekly():
+    """A Saturday high and a Sunday low put the most power at 3/7 (2.33 days) but some at 1/7 too: a
+    harmonic of a 7-day cycle, as before."""
+    from export.cycle import detect_cycle
+
+    rng = np.random.default_rng(0)
+    values = np.tile([0, 0, 0, 0, 0, 1, -1], 120).astype(float)[:, None] + 0.05 * rng.standard_normal(
+        (840, 1)
+    )
+    cycle = detect_cycle(values, 30)
+    assert (cycle.period, cycle.whole) == (7, True) and cycle.detected == pytest.approx(7 / 3, abs=0.01)
+    assert cycle.rule.startswith("harmonic: the peak at 2.33 rows is harmonic 3 of a 7-row cycle")
+
+
+def test_yearly_sunspot_counts_have_an_11_year_cycle_named_in_years():
+    """statsmodels' yearly sunspot counts (1700-2008, a test dependency): an 11-year cycle, named by its
+    length in years, never "daily"; a detected 11.4 rows names its own length and the rounding."""
+    from statsmodels.datasets import sunspots
+
+    from export.cycle import cycle_name, detect_cycle
+
+    values = sunspots.load_pandas().data["SUNACTIVITY"].to_numpy(dtype=np.float64)[:, None]
+    cycle = detect_cycle(values, 96)
+    assert cycle.period == 11 and 10.5 < cycle.detected < 11.5
+    year = 365.25 * 86400
+    assert cycle_name(cycle.period, year) == "seasonal (11 years)"
+    assert cycle_name(11, year, detected=11.4) == "seasonal (11.4 years, rounded to 11 steps)"
+    assert cycle_name(52, 7 * 86400, detected=52.0) == "yearly"
+
+
+def test_the_naive_reference_says_how_a_non_whole_season_was_rounded():
+    from export.naive import summary
+
+    naive = {
+        "last_value": {"mse": 1.0},
+        "seasonal_naive": {"mse": 0.5, "period": 11, "period_rule": "not whole: a cycle of 11.40 rows"},
+        "windows": 3,
+    }
+    assert "seasonal naive (period 11; not whole: a cycle of 11.40 rows) MSE 0.5000" in summary(0.4, naive)

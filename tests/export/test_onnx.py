@@ -414,7 +414,7 @@ def test_large_valued_series_export_and_a_real_mismatch_still_fails(tmp_path, mo
 def test_cycles_are_named_by_their_length_in_time() -> None:
     """A 52-week period is yearly, 24 hours daily, 168 hours weekly; a 12-month period with no fixed step
     is yearly; anything else is seasonal with its length (issue 35: not "daily" whatever it is)."""
-    from export.onnx import cycle_name
+    from export.cycle import cycle_name
 
     assert cycle_name(24, 3600) == "daily"
     assert cycle_name(96, 900) == "daily"
@@ -423,5 +423,6 @@ def test_cycles_are_named_by_their_length_in_time() -> None:
     assert cycle_name(52, 7 * 86400) == "yearly"
     assert cycle_name(365, 86400) == "yearly"
     assert cycle_name(12, None) == "yearly"
-    assert cycle_name(11, 86400 * 365.25) == "seasonal (4017.75 days)"
+    assert cycle_name(11, 86400 * 365.25) == "seasonal (11 years)"
+    assert cycle_name(3, 86400) == "seasonal (3 days)"
     assert cycle_name(12, 3600) == "seasonal"
