@@ -28,13 +28,17 @@ class Score:
     fit_s: float
 
 
+def load_runs(folder: Path) -> list[tuple[str, CompetitionRun]]:
+    """Every run under `folder` by file name (any schema version: older layouts are migrated)."""
+    return [(path.name, read_report(path, CompetitionRun)) for path in sorted(folder.glob("*.json"))]
+
+
 def load_scores(folder: Path) -> list[Score]:
     """Every row of every run under `folder` (an absent folder has none)."""
     scores = []
-    for path in sorted(folder.glob("*.json")):
-        run = read_report(path, CompetitionRun)  # any schema version: older layouts are migrated
+    for name, run in load_runs(folder):
         scores += [
-            Score(path.name, s.data, s.model, s.series, s.smape, s.mase, s.mape, s.fit_s) for s in run.scores
+            Score(name, s.data, s.model, s.series, s.smape, s.mase, s.mape, s.fit_s) for s in run.scores
         ]
     return scores
 
@@ -43,7 +47,37 @@ def _num(x: float | None, digits: int) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
-def competition_section(scores: list[Score]) -> list[str]:
+def coverage_section(runs: list[tuple[str, CompetitionRun]]) -> list[str]:
+    """The global model's interval coverage on the hold-outs per series group, from each run that
+    measured it (`bench.competitions` since report schema 2)."""
+    rows = [(name, data, m) for name, run in runs for data, m in run.data.items() if m.coverage]
+    if not rows:
+        return []
+    levels = list(dict.fromkeys(lv for _, _, m in rows for g in m.coverage for lv in g.coverage))
+    lines = [
+        "### Interval coverage per series group",
+        "",
+        "The exported global model's pooled intervals (`export/global_onnx.py`, calibrated on the histories",
+        "alone: each series' last H values held out), scored on the official hold-outs: the share of",
+        "hold-out values inside at each level, per third of the series by history length.",
+        "",
+        "| data | run | group (series) | " + " | ".join(f"{lv}%" for lv in levels) + " |",
+        "|---|---|---|" + "---|" * len(levels),
+    ]
+    for name, data, m in rows:
+        for g in m.coverage:
+            cells = [_num(g.coverage.get(lv), 3) for lv in levels]
+            lines.append(f"| {data} | {name} | {g.group} ({g.series:,}) | " + " | ".join(cells) + " |")
+    notes = sorted(
+        {m.interval_note for _, _, m in rows if m.interval_note and "need more" in m.interval_note}
+    )
+    lines += ["", *(f"- {note}" for note in notes), *([""] if notes else [])]
+    return lines
+
+
+def competition_section(
+    scores: list[Score], runs: list[tuple[str, CompetitionRun]] | None = None
+) -> list[str]:
     """A table per data set: every model's sMAPE, MASE, MAPE and fit time, the best MASE in bold, and
     whether each of our model's runs reaches the best peer's MASE (issue 35's target; runs of
     different code are judged one by one, never the best of them)."""
@@ -85,4 +119,4 @@ def competition_section(scores: list[Score]) -> list[str]:
                 f"MASE at or below the best statsforecast model ({peer.model}, {peer.mase:.4f}): {each}.",
             ]
         lines.append("")
-    return lines
+    return lines + coverage_section(runs or [])

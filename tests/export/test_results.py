@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from export.results import collect, interval_section, render, shipped_interval_targets
@@ -372,3 +373,27 @@ def test_competitions_are_judged_run_by_run_against_the_best_peer(tmp_path):
     assert "| REM read-out, global (L=72) | b.json | 1.00 | **0.800** | - | 1.0 |" in page
     assert "### M3 yearly (10 series)" in page and page.count("MASE at or below") == 1
     assert competition_section([]) == []
+
+
+def test_coverage_per_series_group_is_shown_from_runs_that_measured_it(tmp_path):
+    """A run of report schema 2 with coverage gets a row per (data set, group); a run of the first
+    layout (none measured) adds none."""
+    from export.reports import CompetitionData, CompetitionRun, CompetitionScore, GroupCoverage, write_report
+    from export.results_competitions import competition_section, load_runs, load_scores
+
+    score = CompetitionScore("M3 yearly", "REM read-out, global (L=24)", 9, 17.0, 3.0, None, 1.0, 0.1)
+    groups = [
+        GroupCoverage("history 14-17", 5, {"50": 0.4, "80": 0.75}),
+        GroupCoverage("all", 9, {"50": 0.5}),
+    ]
+    measured = CompetitionData(
+        horizon=6, coverage=groups, interval_note="intervals at [50.0, 80.0]; [90.0] need more"
+    )
+    write_report(tmp_path / "new.json", CompetitionRun(scores=[score], data={"M3 yearly": measured}))
+    (tmp_path / "old.json").write_text(
+        json.dumps({"scores": [dataclasses.asdict(score)], "M3 yearly": {"horizon": 6}})
+    )
+    page = "\n".join(competition_section(load_scores(tmp_path), load_runs(tmp_path)))
+    assert "| M3 yearly | new.json | history 14-17 (5) | 0.400 | 0.750 |" in page
+    assert "| M3 yearly | new.json | all (9) | 0.500 | - |" in page and "old.json | history" not in page
+    assert "- intervals at [50.0, 80.0]; [90.0] need more" in page
