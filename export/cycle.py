@@ -92,9 +92,9 @@ def _refine(power: np.ndarray, best: int) -> float:
     bin and its neighbours (the bin itself at the ends of the spectrum)."""
     if best < 1 or best + 1 >= len(power):
         return float(best)
-    a, b, c = np.log(np.maximum(power[best - 1 : best + 2], 1e-300))
+    a, b, c = np.log(np.maximum(power[best - 1 : best + 2].astype(np.float64), 1e-300))
     den = a - 2 * b + c
-    return float(best + (0.5 * (a - c) / den if den < 0 else 0.0))
+    return float(best + (0.5 * (a - c) / den if np.isfinite(den) and den < 0 else 0.0))
 
 
 def dominant_period(values: np.ndarray, max_period: int) -> int:

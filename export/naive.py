@@ -22,6 +22,7 @@ import torch
 
 from export.cycle import detect_cycle
 from export.data import Dataset, Split
+from export.reports import Metrics, NaiveReferences, SeasonalNaiveScore
 
 __all__ = ["UNITS", "naive_references", "season", "skill", "summary"]
 
@@ -72,7 +73,7 @@ def _scores(split: Split, forecast, batch: int = 512) -> dict[str, float]:
     return {"mse": se / count, "mae": ae / count}
 
 
-def naive_references(ds: Dataset, split: Split, cycle_period: int = 0) -> dict[str, dict]:
+def naive_references(ds: Dataset, split: Split, cycle_period: int = 0) -> NaiveReferences:
     """Last-value, seasonal-naive and training-mean MSE and MAE on every window of `split`, in the model's
     units (standardised on the training rows: the training mean is 0 there)."""
     L, H = split.input_length, split.horizon
@@ -82,17 +83,12 @@ def naive_references(ds: Dataset, split: Split, cycle_period: int = 0) -> dict[s
     last = _scores(split, lambda x: x[:, -1:, :].expand(-1, H, -1))
     seasonal = _scores(split, lambda x: x[:, lags, :])
     mean = _scores(split, lambda x: x.new_zeros((x.shape[0], H, x.shape[2])))
-    return {
-        "last_value": last,
-        "seasonal_naive": {
-            **seasonal,
-            "period": period,
-            "period_from": source,
-            **({"period_rule": rule} if rule is not None else {}),
-        },
-        "mean": mean,
-        "windows": split.num_windows,
-    }
+    return NaiveReferences(
+        last_value=Metrics(**last),
+        seasonal_naive=SeasonalNaiveScore(**seasonal, period=period, period_from=source, period_rule=rule),
+        mean=Metrics(**mean),
+        windows=split.num_windows,
+    )
 
 
 def skill(mse: float, reference: float) -> float | None:
@@ -100,26 +96,24 @@ def skill(mse: float, reference: float) -> float | None:
     return None if reference <= 0 or not math.isfinite(reference) else 1.0 - mse / reference
 
 
-def summary(mse: float, naive: dict[str, dict]) -> str:
+def summary(mse: float, naive: NaiveReferences) -> str:
     """One line for the CLI: the references and the model's skill over the better naive one, and over the
     training mean where the report has it (a model near the mean says so, whatever the naive ones score)."""
-    last, seas = naive["last_value"]["mse"], naive["seasonal_naive"]["mse"]
-    best = min(last, seas)
+    last, seasonal = naive.last_value.mse, naive.seasonal_naive
+    best = min(last, seasonal.mse)
     gain = skill(mse, best)
     verdict = ""
     if gain is not None:
         side = "below" if gain >= 0 else "ABOVE"
         verdict = f": the model's MSE is {abs(100 * gain):.0f}% {side} the better one"
-    period, rule = naive["seasonal_naive"]["period"], naive["seasonal_naive"].get("period_rule")
-    how = f"; {rule}" if rule else ""
+    how = f"; {seasonal.period_rule}" if seasonal.period_rule else ""
     line = (
-        f"naive references on the same {naive['windows']} test windows: last value MSE {last:.4f}, "
-        f"seasonal naive (period {period}{how}) MSE {seas:.4f}{verdict}"
+        f"naive references on the same {naive.windows} test windows: last value MSE {last:.4f}, "
+        f"seasonal naive (period {seasonal.period}{how}) MSE {seasonal.mse:.4f}{verdict}"
     )
-    if "mean" in naive:  # reports written before the mean reference have none
-        mean = naive["mean"]["mse"]
-        over_mean = skill(mse, mean)
-        line += f"; the training mean MSE {mean:.4f}"
+    if naive.mean is not None:  # reports written before the mean reference have none
+        over_mean = skill(mse, naive.mean.mse)
+        line += f"; the training mean MSE {naive.mean.mse:.4f}"
         if over_mean is not None:
             side = "below" if over_mean >= 0 else "ABOVE"
             line += f": {abs(100 * over_mean):.0f}% {side} it"

@@ -24,10 +24,18 @@ __all__ = [
     "CompetitionData",
     "CompetitionRun",
     "CompetitionScore",
+    "DataRecord",
+    "EpochRecord",
+    "FitScores",
     "GroupCoverage",
     "IntervalCalibration",
+    "Metrics",
+    "NaiveReferences",
     "ReportError",
+    "SeasonalNaiveScore",
+    "TrainingReport",
     "UnseenCheck",
+    "WindowCounts",
     "from_dict",
     "read_report",
     "to_dict",
@@ -72,6 +80,12 @@ def from_dict(cls: type[R], data: dict[str, Any]) -> R:
     return _build(cls, data)
 
 
+def build(cls: type[R], fields: dict[str, Any]) -> R:
+    """`cls` from a mapping of its fields (nested parts as mappings or as built objects), checked as a
+    read is: a missing field or one it does not declare is a ReportError."""
+    return _build(cls, fields)  # type: ignore[no-any-return]
+
+
 def _build(tp: Any, value: Any) -> Any:
     """`value` (parsed JSON) as type `tp`: dataclasses field by field, lists, dicts and optionals of
     them; anything else as it is."""
@@ -88,8 +102,13 @@ def _build(tp: Any, value: Any) -> Any:
         _, item = typing.get_args(tp)
         return {k: _build(item, v) for k, v in value.items()}
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        if isinstance(value, tp):  # built already
+            return value
         hints = typing.get_type_hints(tp)
         known = {f.name for f in dataclasses.fields(tp) if f.init}
+        unknown = sorted(set(value) - known - {"kind", "schema_version"})
+        if unknown:  # every field ever written is declared: nothing is dropped unseen
+            raise ReportError(f"{tp.__name__} has no field {unknown}")
         missing = [
             f.name
             for f in dataclasses.fields(tp)
@@ -190,3 +209,169 @@ class CompetitionRun:
     def migrate(raw: dict[str, Any], version: int) -> dict[str, Any]:
         scores = raw.pop("scores", [])
         return {"scores": scores, "data": {k: v for k, v in raw.items() if isinstance(v, dict)}}
+
+
+# -- export/train.py -------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Metrics:
+    """MSE (and MAE) over every window of a split, on the scaled data."""
+
+    mse: float
+    mae: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class SeasonalNaiveScore:
+    mse: float
+    mae: float
+    period: int  # the season P, in steps
+    period_from: str  # where P comes from: the model's cycle, a calendar year, the detected cycle ...
+    period_rule: str | None = None  # how a detected cycle became whole steps, where it was not whole
+
+
+@dataclasses.dataclass(frozen=True)
+class NaiveReferences:
+    """Last-value, seasonal-naive and training-mean scores on the same windows (export/naive.py)."""
+
+    last_value: Metrics
+    seasonal_naive: SeasonalNaiveScore
+    windows: int
+    mean: Metrics | None = None  # reports written before the mean reference have none
+
+
+@dataclasses.dataclass(frozen=True)
+class WindowCounts:
+    train: int
+    val: int
+    test: int
+
+
+@dataclasses.dataclass(frozen=True)
+class FitScores:
+    """A closed-form fit's scores: the linear path, the read-out, step 0, the least-squares reference."""
+
+    ridge: float | None = None
+    features: int | None = None
+    train_mse: float | None = None
+    val_mse: float | None = None
+    val_origins: list[float] | None = None  # validation MSE from each of several origins
+    val_origins_mean: float | None = None
+    test_mse: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class EpochRecord:
+    epoch: int
+    train_loss: float
+    val_mse: float
+    val_mae: float
+    lr_end: float
+    seconds: float
+
+
+@dataclasses.dataclass(frozen=True)
+class InputLengthSearch:
+    rule: str
+    validation_mse: dict[str, Any]  # per input length: a score, or why it was not scored
+    chosen: int
+
+
+@dataclasses.dataclass(frozen=True)
+class DataRecord:
+    """Where a run's data came from and how it was read (the checkpoint's data record, less its scaler)."""
+
+    name: str
+    path: str
+    sha256: str
+    mode: str
+    target: str | None
+    protocol: str
+    borders: list[int]
+    channels: list[str]
+    frequency: str
+    frequency_seconds: float | None
+    timestamp_column: str | None = None
+    drop: list[str] = dataclasses.field(default_factory=list)
+    keep: list[str] = dataclasses.field(default_factory=list)
+    fill: str = "none"
+    date_format: str | None = None
+    dayfirst: bool | None = None
+    layout: str | None = None
+    id_column: str | None = None
+    target_column: str | None = None
+    sort: bool | None = None
+    timezone: str | None = None
+    date_format_read: str | None = None
+    inserted_steps: int = 0
+    nonnegative: list[str] = dataclasses.field(default_factory=list)
+    nonnegative_rule: str | None = None
+    never_negative: list[str] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(frozen=True)
+class Environment:
+    torch: str
+    threads: int
+    python: str
+    machine: str
+    cpus: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingReport:
+    """A training run's report.json (export/train.py): what was trained on what, how it scored against
+    the naive references, what was kept and why, and the recurrence the model learned."""
+
+    kind: ClassVar[str] = "training_run"
+    # 2: kind and schema_version. 1 (no version) had the same fields; `ablation` (gates or REM zeroed,
+    # test MSE) was written by the trained read-out's runs (results/rem-readout-trained) only.
+    schema_version: ClassVar[int] = 2
+
+    name: str
+    variant: str
+    config: dict[str, Any]  # the run's TrainConfig as given (its fields change between versions)
+    model_config: dict[str, Any]  # models.ModelConfig.to_dict() of the trained model
+    parameters: int
+    seed: int
+    data: DataRecord
+    windows: WindowCounts
+    epochs: list[EpochRecord]
+    best_epoch: int
+    val: Metrics
+    test: Metrics
+    wall_time_s: float
+    seconds_per_epoch: float | None
+    recurrence: list[dict[str, Any]]  # models' recurrence_report(): per layer, its heads' λ/γ/θ and gates
+    environment: Environment
+    checkpoint: str
+    plot: str
+    calibration: str | None = None  # what the export will calibrate, or why not
+    linear_fit: FitScores | None = None
+    readout_fit: FitScores | None = None
+    step0: FitScores | None = None
+    least_squares_reference: FitScores | None = None
+    readout_ablation: dict[str, FitScores] | None = None
+    ablation: dict[str, float] | None = None
+    selection: str | None = None
+    input_length_search: InputLengthSearch | None = None
+    naive: NaiveReferences | None = None
+    units: str | None = None
+
+    @property
+    def input_length(self) -> int:
+        return int(self.model_config["input_length"])
+
+    @property
+    def horizon(self) -> int:
+        return int(self.model_config["horizon"])
+
+    @property
+    def cycle_period(self) -> int:
+        return int(self.model_config.get("cycle_period") or 0)
+
+    @staticmethod
+    def migrate(raw: dict[str, Any], version: int) -> dict[str, Any]:
+        return raw  # schema 1 is schema 2 without its kind and version

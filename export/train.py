@@ -42,6 +42,7 @@ from export.nonnegative import resolve_nonnegative, undeclared
 from export.paths import REPO_ROOT, portable, resolve
 from export.plots import plot_forecasts
 from export.readout import ABLATION_MODES, readout_report
+from export.reports import InputLengthSearch, TrainingReport, build, read_report, write_report
 from export.results import describe_heads
 from models import ModelConfig, RSAForecaster
 
@@ -582,7 +583,7 @@ def train(cfg: TrainConfig) -> Path:
     naive = naive_references(ds, ds.test, model.cfg.cycle_period)
     plot_forecasts(model, ds, run_dir / "forecast.png", n_windows=cfg.plot_windows, title=cfg.run_name)
     wall = time.perf_counter() - t_start
-    report = {
+    report = {  # checked field by field against TrainingReport (export/reports.py)
         "name": cfg.run_name,
         "variant": cfg.variant,
         "config": dataclasses.asdict(cfg),
@@ -618,7 +619,7 @@ def train(cfg: TrainConfig) -> Path:
         "checkpoint": "checkpoint.safetensors",
         "plot": "forecast.png",
     }
-    (run_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    write_report(run_dir / "report.json", build(TrainingReport, report))
     return run_dir
 
 
@@ -721,54 +722,51 @@ def main(
     except (DataError, TrainingError) as e:  # say what is wrong, no stack trace
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
-    report = json.loads((run_dir / "report.json").read_text())
-    for line in summary_lines(report):
+    for line in summary_lines(read_report(run_dir / "report.json", TrainingReport)):
         typer.echo(line)
     typer.echo(f"  -> {run_dir}")
 
 
-def search_line(search: dict[str, Any]) -> str:
+def search_line(search: InputLengthSearch) -> str:
     scores = ", ".join(
         f"{length} ({value:.4f})" if isinstance(value, float) else f"{length} ({value})"
-        for length, value in search["validation_mse"].items()
+        for length, value in search.validation_mse.items()
     )
-    return f"input length {search['chosen']}: {search['rule']} among {scores}"
+    return f"input length {search.chosen}: {search.rule} among {scores}"
 
 
-def summary_lines(report: dict[str, Any]) -> list[str]:
+def summary_lines(report: TrainingReport) -> list[str]:
     """The CLI's account of a run: test error with its units and the naive references, the windows, what
     was kept, the intervals the export will calibrate, the recurrence, what was done to the data."""
-    test, windows, data = report["test"], report["windows"], report["data"]
-    shape = report["model_config"]
-    per_epoch = report["seconds_per_epoch"]
+    test, windows, data = report.test, report.windows, report.data
+    per_epoch = report.seconds_per_epoch
     timing = (
-        f"{len(report['epochs'])} epoch(s), "
+        f"{len(report.epochs)} epoch(s), "
         + (f"{per_epoch:.0f} s/epoch, " if per_epoch is not None else "no training, ")
-        + f"{report['wall_time_s'] / 60:.1f} min"
+        + f"{report.wall_time_s / 60:.1f} min"
     )
     out = [
-        f"{report['name']}: test MSE {test['mse']:.4f}, MAE {test['mae']:.4f} (standardised: each channel "
+        f"{report.name}: test MSE {test.mse:.4f}, MAE {test.mae:.4f} (standardised: each channel "
         "minus its training mean, over its training std)",
-        "  " + naive_summary(test["mse"], report["naive"]),
-        f"  windows (L = {shape['input_length']} in, H = {shape['horizon']} out): train {windows['train']}, "
-        f"validation {windows['val']}, test {windows['test']}",
-        f"  {report['selection']} ({timing})",
-        *([f"  {search_line(report['input_length_search'])}"] if report.get("input_length_search") else []),
-        f"  export: {report['calibration']}",
+        *([f"  {naive_summary(test.mse, report.naive)}"] if report.naive is not None else []),
+        f"  windows (L = {report.input_length} in, H = {report.horizon} out): train {windows.train}, "
+        f"validation {windows.val}, test {windows.test}",
+        f"  {report.selection} ({timing})",
+        *([f"  {search_line(report.input_length_search)}"] if report.input_length_search else []),
+        f"  export: {report.calibration}",
     ]
-    out += [f"  layer {layer['layer']}: {describe_heads(layer['heads'])}" for layer in report["recurrence"]]
-    if data["nonnegative"]:
+    out += [f"  layer {layer['layer']}: {describe_heads(layer['heads'])}" for layer in report.recurrence]
+    if data.nonnegative:
         out.append(
-            f"  non-negative ({data['nonnegative_rule']}): {data['nonnegative']}: interval bounds clipped "
-            "at 0"
+            f"  non-negative ({data.nonnegative_rule}): {data.nonnegative}: interval bounds clipped at 0"
         )
-    hint = [c for c in data.get("never_negative", []) if c not in data["nonnegative"]]
+    hint = [c for c in data.never_negative if c not in data.nonnegative]
     if hint:
         out.append(
             f"  channels {hint} have no negative value in the training rows: if they can never be negative "
             f"(sales, counts, spend), add --nonnegative {hint[0]} so that their interval bounds stay >= 0"
         )
-    out += [f"  data: {note}" for note in data["notes"]]
+    out += [f"  data: {note}" for note in data.notes]
     return out
 
 

@@ -129,10 +129,8 @@ def test_yearly_sunspot_counts_have_an_11_year_cycle_named_in_years():
 
 def test_the_naive_reference_says_how_a_non_whole_season_was_rounded():
     from export.naive import summary
+    from export.reports import Metrics, NaiveReferences, SeasonalNaiveScore
 
-    naive = {
-        "last_value": {"mse": 1.0},
-        "seasonal_naive": {"mse": 0.5, "period": 11, "period_rule": "not whole: a cycle of 11.40 rows"},
-        "windows": 3,
-    }
+    rule = "not whole: a cycle of 11.40 rows"
+    naive = NaiveReferences(Metrics(1.0), SeasonalNaiveScore(0.5, 0.6, 11, "the dominant period", rule), 3)
     assert "seasonal naive (period 11; not whole: a cycle of 11.40 rows) MSE 0.5000" in summary(0.4, naive)

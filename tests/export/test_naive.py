@@ -24,17 +24,18 @@ def test_references_equal_their_definitions_on_every_test_window(tmp_path: Path)
     weekly = np.tile([1.0, 2.0, 0.5, 3.0, 1.5, 4.0, 0.0], 60)[:400]
     ds = load_dataset(_csv(tmp_path / "w.csv", stamps, weekly + 0.1 * rng.standard_normal(400)), 28, 10)
     refs = naive_references(ds, ds.test)
-    assert refs["seasonal_naive"]["period"] == 7 and refs["windows"] == ds.test.num_windows
+    assert refs.seasonal_naive.period == 7 and refs.windows == ds.test.num_windows
     x, y = (t.numpy() for t in ds.test.windows(np.arange(ds.test.num_windows)))
     last = x[:, -1:, :]
     seasonal = x[:, [28 - 7 + (h % 7) for h in range(10)], :]
     mean = np.zeros_like(y)  # the training mean on the standardised scale
-    for name, forecast in (("last_value", last), ("seasonal_naive", seasonal), ("mean", mean)):
+    assert refs.mean is not None
+    for score, forecast in ((refs.last_value, last), (refs.seasonal_naive, seasonal), (refs.mean, mean)):
         err = forecast - y
-        assert refs[name]["mse"] == pytest.approx(float((err**2).mean()), rel=1e-6)
-        assert refs[name]["mae"] == pytest.approx(float(np.abs(err).mean()), rel=1e-6)
+        assert score.mse == pytest.approx(float((err**2).mean()), rel=1e-6)
+        assert score.mae == pytest.approx(float(np.abs(err).mean()), rel=1e-6)
     # the weekly pattern repeats: one season back beats the last value by far
-    assert refs["seasonal_naive"]["mse"] < 0.1 * refs["last_value"]["mse"]
+    assert refs.seasonal_naive.mse < 0.1 * refs.last_value.mse
 
 
 def test_the_season_is_the_cycle_else_the_calendar_year_else_the_spectrum(tmp_path: Path) -> None:
@@ -48,11 +49,15 @@ def test_the_season_is_the_cycle_else_the_calendar_year_else_the_spectrum(tmp_pa
 
 
 def test_the_summary_line_names_both_references_and_the_skill() -> None:
-    refs = {
-        "last_value": {"mse": 1.3},
-        "seasonal_naive": {"mse": 0.29, "period": 7},
-        "windows": 191,
-    }
+    from dataclasses import replace
+
+    from export.reports import Metrics, NaiveReferences, SeasonalNaiveScore
+
+    refs = NaiveReferences(
+        last_value=Metrics(1.3),
+        seasonal_naive=SeasonalNaiveScore(0.29, 0.4, 7, "the model's cycle"),
+        windows=191,
+    )
     assert skill(0.19, 0.29) == pytest.approx(1 - 0.19 / 0.29)
     assert summary(0.19, refs) == (
         "naive references on the same 191 test windows: last value MSE 1.3000, seasonal naive (period 7) "
@@ -60,11 +65,11 @@ def test_the_summary_line_names_both_references_and_the_skill() -> None:
     )
     assert summary(0.35, refs).endswith("the model's MSE is 21% ABOVE the better one")
     # With the training mean beside them (issue 35: "44% below naive" for a model that predicts the mean).
-    refs["mean"] = {"mse": 1.0}
+    refs = replace(refs, mean=Metrics(1.0))
     assert summary(0.98, refs).endswith(
         "the model's MSE is 238% ABOVE the better one; the training mean MSE 1.0000: 2% below it"
     )
-    refs["seasonal_naive"]["mse"] = 1.75
+    refs = replace(refs, seasonal_naive=replace(refs.seasonal_naive, mse=1.75))
     assert summary(0.98, refs).endswith(
         "the model's MSE is 25% below the better one; the training mean MSE 1.0000: 2% below it"
     )
