@@ -15,6 +15,7 @@ might give.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tempfile
 from pathlib import Path
@@ -24,6 +25,7 @@ import typer
 
 from export.example_data import write_example, write_sales
 from export.paths import REPO_ROOT, resolve
+from export.reports import TrainingReport, read_report
 from export.train import OWN_DATA_CONFIG, load_config, train
 
 __all__ = ["RECIPES", "compare"]
@@ -69,19 +71,20 @@ def compare(out: Path) -> dict[str, Any]:
                     "progress=false",
                     *options,
                 ]
-                report = json.loads((train(load_config(config, overrides)) / "report.json").read_text())
+                report = read_report(train(load_config(config, overrides)) / "report.json", TrainingReport)
+                search = report.input_length_search
                 rows.append(
                     {
                         "data": data_label,
                         "recipe": label,
-                        "input_length": report["model_config"]["input_length"],
-                        "input_length_search": report.get("input_length_search"),
-                        "val_mse": report["val"]["mse"],
-                        "test_mse": report["test"]["mse"],
-                        "test_mae": report["test"]["mae"],
-                        "naive": report["naive"],
-                        "windows": report["windows"],
-                        "wall_time_s": report["wall_time_s"],
+                        "input_length": report.model_config.input_length,
+                        "input_length_search": dataclasses.asdict(search) if search is not None else None,
+                        "val_mse": report.val.mse,
+                        "test_mse": report.test.mse,
+                        "test_mae": report.test.mae,
+                        "naive": dataclasses.asdict(report.naive) if report.naive is not None else None,
+                        "windows": dataclasses.asdict(report.windows),
+                        "wall_time_s": report.wall_time_s,
                     }
                 )
     result = {

@@ -20,6 +20,8 @@ import typing
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar, Union
 
+from models import ModelConfig
+
 __all__ = [
     "CompetitionData",
     "CompetitionRun",
@@ -104,6 +106,8 @@ def _build(tp: Any, value: Any) -> Any:
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         if isinstance(value, tp):  # built already
             return value
+        if hasattr(tp, "from_dict"):  # a type that reads its own mapping (models.ModelConfig)
+            return tp.from_dict(value)
         hints = typing.get_type_hints(tp)
         known = {f.name for f in dataclasses.fields(tp) if f.init}
         unknown = sorted(set(value) - known - {"kind", "schema_version"})
@@ -333,7 +337,7 @@ class TrainingReport:
     name: str
     variant: str
     config: dict[str, Any]  # the run's TrainConfig as given (its fields change between versions)
-    model_config: dict[str, Any]  # models.ModelConfig.to_dict() of the trained model
+    model_config: ModelConfig  # the trained model's (older reports lack fields added since: defaults)
     parameters: int
     seed: int
     data: DataRecord
@@ -359,18 +363,6 @@ class TrainingReport:
     input_length_search: InputLengthSearch | None = None
     naive: NaiveReferences | None = None
     units: str | None = None
-
-    @property
-    def input_length(self) -> int:
-        return int(self.model_config["input_length"])
-
-    @property
-    def horizon(self) -> int:
-        return int(self.model_config["horizon"])
-
-    @property
-    def cycle_period(self) -> int:
-        return int(self.model_config.get("cycle_period") or 0)
 
     @staticmethod
     def migrate(raw: dict[str, Any], version: int) -> dict[str, Any]:

@@ -11,6 +11,7 @@ reference numbers, which are labelled with their source.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import statistics
@@ -22,7 +23,7 @@ import typer
 
 from export.anchors import Anchor, load_anchors
 from export.paths import resolve
-from export.reports import CompetitionRun
+from export.reports import CompetitionRun, TrainingReport, read_report
 from export.results_competitions import Score, competition_section, load_runs, load_scores
 from export.results_readout import readout_sections
 
@@ -47,76 +48,79 @@ def describe_heads(heads: list[dict]) -> str:
     )
 
 
-def collect(runs_dir: Path, input_length: int | None = 96) -> dict[tuple[str, str, int], list[dict]]:
+Groups = dict[tuple[str, str, int], list[TrainingReport]]
+
+
+def collect(runs_dir: Path, input_length: int | None = 96) -> Groups:
     """Reports grouped by (data set, variant, horizon); only multivariate runs (of `input_length`
     when given)."""
-    groups: dict[tuple[str, str, int], list[dict]] = defaultdict(list)
+    groups: Groups = defaultdict(list)
     for path in sorted(runs_dir.glob("*/report.json")):
-        r = json.loads(path.read_text())
-        length = r["model_config"]["input_length"]
-        if r["data"]["mode"] != "M" or (input_length is not None and length != input_length):
+        r = read_report(path, TrainingReport)
+        m = r.model_config
+        if r.data.mode != "M" or (input_length is not None and m.input_length != input_length):
             continue
-        groups[(r["data"]["name"], r["variant"], r["model_config"]["horizon"])].append(r)
+        groups[(r.data.name, r.variant, m.horizon)].append(r)
     return groups
 
 
-def _stat(reports: list[dict], key: str) -> tuple[float, float | None]:
-    vals = [r["test"][key] for r in reports]
+def _stat(reports: list[TrainingReport], key: str) -> tuple[float, float | None]:
+    vals = [getattr(r.test, key) for r in reports]
     return statistics.fmean(vals), (statistics.stdev(vals) if len(vals) > 1 else None)
 
 
-def _fmt(reports: list[dict] | None, key: str = "mse") -> str:
+def _fmt(reports: list[TrainingReport] | None, key: str = "mse") -> str:
     if not reports:
         return "—"
     mean, std = _stat(reports, key)
     return f"{mean:.3f} ± {std:.3f}" if std is not None else f"{mean:.3f}"
 
 
-def _spe(reports: list[dict] | None) -> str:
+def _spe(reports: list[TrainingReport] | None) -> str:
     if not reports:
         return "—"
-    return f"{statistics.fmean(r['seconds_per_epoch'] for r in reports):.0f}"
+    return f"{statistics.fmean(r.seconds_per_epoch or 0.0 for r in reports):.0f}"
 
 
-def _val(reports: list[dict] | None) -> str:
+def _val(reports: list[TrainingReport] | None) -> str:
     """Best validation MSE (what early stopping chose on), mean over seeds."""
-    return f"{statistics.fmean(r['val']['mse'] for r in reports):.3f}" if reports else "—"
+    return f"{statistics.fmean(r.val.mse for r in reports):.3f}" if reports else "—"
 
 
-def _seeds(reports: list[dict] | None) -> str:
+def _seeds(reports: list[TrainingReport] | None) -> str:
     return str(len(reports)) if reports else "0"
 
 
-def recipe(r: dict) -> str:
+def recipe(r: TrainingReport) -> str:
     """How a run was trained: the whole network from scratch, or the least-squares linear path frozen
     with the network learning on top of it; and its seasonal cycle."""
-    c, m = r.get("config", {}), r.get("model_config", {})
+    c, m = r.config, r.model_config  # `config` is the run's settings as given: a mapping
     kind = "LS+net" if c.get("linear_path") == "least_squares" else "net"
-    cycle = f", cycle {m['cycle_period']}" if m.get("cycle_period") else ""
-    head = ", last-step head" if m.get("head") == "last" else ""
+    cycle = f", cycle {m.cycle_period}" if m.cycle_period else ""
+    head = ", last-step head" if m.head == "last" else ""
     return f"{kind} lr {c['lr']:g} × {c['epochs']} ep{cycle}{head}" if "lr" in c else kind + cycle + head
 
 
-def _fit_mean(reports: list[dict] | None, key: str) -> float | None:
+def _fit_mean(reports: list[TrainingReport] | None, key: str) -> float | None:
     """Mean over seeds of the step-0 network's (least-squares linear path with the cycle) `key`
     ("val_mse" / "test_mse"); None when no report has it."""
-    vals = [r["linear_fit"][key] for r in reports or [] if (r.get("linear_fit") or {}).get(key)]
+    vals = [getattr(r.linear_fit, key) for r in reports or [] if r.linear_fit and getattr(r.linear_fit, key)]
     return statistics.fmean(vals) if vals else None
 
 
-def _linear_test(reports: list[dict] | None) -> str:
+def _linear_test(reports: list[TrainingReport] | None) -> str:
     """Test MSE of the network at step 0, mean over seeds."""
     mse = _fit_mean(reports, "test_mse")
     return f"{mse:.3f}" if mse is not None else "—"
 
 
-def _step0(reports: list[dict]) -> str:
+def _step0(reports: list[TrainingReport]) -> str:
     """Validation MSE of the network at step 0, mean over seeds."""
     mse = _fit_mean(reports, "val_mse")
     return f"{mse:.4f}" if mse is not None else "—"
 
 
-def _recipes(reports: list[dict] | None) -> str:
+def _recipes(reports: list[TrainingReport] | None) -> str:
     return " / ".join(sorted({recipe(r) for r in reports})) if reports else "—"
 
 
@@ -133,20 +137,20 @@ ROUNDS_TEXT = (
 )
 
 
-def tuning_rounds(tuning: list[dict]) -> dict[tuple[str, int], dict[str, list[dict]]]:
+def tuning_rounds(tuning: list[TrainingReport]) -> dict[tuple[str, int], dict[str, list[TrainingReport]]]:
     """Multi-seed tuning runs grouped by (round, horizon), then by variant ("rsa" / "base")."""
-    rounds: dict[tuple[str, int], dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    rounds: dict[tuple[str, int], dict[str, list[TrainingReport]]] = defaultdict(lambda: defaultdict(list))
     for r in tuning:
-        if m := ROUND_RUN.match(r["name"]):
+        if m := ROUND_RUN.match(r.name):
             rounds[(m["round"], int(m["horizon"]))][m["variant"]].append(r)
     return rounds
 
 
-def _mean(rs: list[dict], split: str) -> float:
-    return statistics.fmean(r[split]["mse"] for r in rs)
+def _mean(rs: list[TrainingReport], split: str) -> float:
+    return statistics.fmean(getattr(r, split).mse for r in rs)
 
 
-def _rsa_below(v: dict[str, list[dict]], split: str) -> bool | None:
+def _rsa_below(v: dict[str, list[TrainingReport]], split: str) -> bool | None:
     """Is RSA's mean MSE on `split` below the baseline's? None without both variants."""
     if not (v.get("rsa") and v.get("base")):
         return None
@@ -157,13 +161,13 @@ def _yes_no(b: bool | None) -> str:
     return "—" if b is None else ("yes" if b else "no")
 
 
-def round_summary(tuning: list[dict]) -> list[str]:
+def round_summary(tuning: list[TrainingReport]) -> list[str]:
     """Per multi-seed round and horizon: mean best val and test MSE of RSA and the baseline over seeds."""
     rounds = tuning_rounds(tuning)
     if not rounds:
         return []
 
-    def mean(rs: list[dict], split: str) -> str:
+    def mean(rs: list[TrainingReport], split: str) -> str:
         return f"{_mean(rs, split):.4f}" if rs else "—"
 
     lines = [
@@ -173,7 +177,7 @@ def round_summary(tuning: list[dict]) -> list[str]:
     ]
     for (name, h), v in sorted(rounds.items()):
         rsa, base = v.get("rsa", []), v.get("base", [])
-        rem_lr = " / ".join(sorted({f"{r['config'].get('rem_lr_mult', 1.0):g}" for r in rsa})) or "—"
+        rem_lr = " / ".join(sorted({f"{r.config.get('rem_lr_mult', 1.0):g}" for r in rsa})) or "—"
         lines.append(
             f"| {name} | {h} | {_recipes(rsa + base)} | {rem_lr} | {len(rsa)}/{len(base)} |"
             f" {_step0(rsa + base)} | {mean(rsa, 'val')} | {mean(base, 'val')} |"
@@ -183,7 +187,7 @@ def round_summary(tuning: list[dict]) -> list[str]:
     return lines
 
 
-def round_wins(tuning: list[dict]) -> dict[str, list[int]]:
+def round_wins(tuning: list[TrainingReport]) -> dict[str, list[int]]:
     """Rounds with both variants at all four main horizons -> the horizons where RSA's mean test MSE
     is lower than the baseline's."""
     rounds = tuning_rounds(tuning)
@@ -378,7 +382,7 @@ def interval_section(reports: list[dict]) -> list[str]:
     return lines
 
 
-def naive_section(groups: dict[tuple[str, str, int], list[dict]]) -> list[str]:
+def naive_section(groups: Groups) -> list[str]:
     """The naive references beside the RSA runs of `groups`, on their own test windows and scale: last
     value and seasonal naive (over the model's cycle). Computed from each run's data file by
     export/naive.py (reports written before issue 25 do not keep them; newer ones keep them as `naive`,
@@ -391,18 +395,16 @@ def naive_section(groups: dict[tuple[str, str, int], list[dict]]) -> list[str]:
         if variant != "rsa" or not reports:
             continue
         first = reports[0]
-        cfg, d = first["model_config"], first["data"]
-        if "path" not in d:
+        cfg, d = first.model_config, first.data
+        if not d.path:
             continue
-        ds = load_dataset(
-            resolve(d["path"]), cfg["input_length"], horizon, mode=d["mode"], target=d.get("target", "auto")
-        )
-        naive = first.get("naive") or naive_references(ds, ds.test, int(cfg.get("cycle_period") or 0))
-        best = min(naive["last_value"]["mse"], naive["seasonal_naive"]["mse"])
+        ds = load_dataset(resolve(d.path), cfg.input_length, horizon, mode=d.mode, target=d.target or "auto")
+        naive = first.naive or naive_references(ds, ds.test, cfg.cycle_period)
+        best = min(naive.last_value.mse, naive.seasonal_naive.mse)
         mean = _stat(reports, "mse")[0]
         rows.append(
-            f"| {data} | {horizon} | {cfg['input_length']} | {mean:.3f} | {naive['last_value']['mse']:.3f} | "
-            f"{naive['seasonal_naive']['mse']:.3f} (P = {naive['seasonal_naive']['period']}) | "
+            f"| {data} | {horizon} | {cfg.input_length} | {mean:.3f} | {naive.last_value.mse:.3f} | "
+            f"{naive.seasonal_naive.mse:.3f} (P = {naive.seasonal_naive.period}) | "
             f"{100 * (1 - mean / best):.0f}% |"
         )
     if not rows:
@@ -424,11 +426,11 @@ def naive_section(groups: dict[tuple[str, str, int], list[dict]]) -> list[str]:
 
 
 def render(
-    groups: dict[tuple[str, str, int], list[dict]],
-    tuning: list[dict] | None = None,
+    groups: Groups,
+    tuning: list[TrainingReport] | None = None,
     intervals: list[dict] | None = None,
-    long: dict[tuple[str, str, int], list[dict]] | None = None,
-    trained: dict[tuple[str, str, int], list[dict]] | None = None,
+    long: Groups | None = None,
+    trained: Groups | None = None,
     sweeps: list[dict] | None = None,
     anchors: list[Anchor] | None = None,
     competitions: list[Score] | None = None,
@@ -581,15 +583,15 @@ def render(
             " masked | gate | μ₀ | pos. enc. | recipe | seed | val at step 0 | best val | test |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
-        for r in (r for r in tuning if not ROUND_RUN.match(r["name"])):
-            m, c = r["model_config"], r["config"]
+        for r in (r for r in tuning if not ROUND_RUN.match(r.name)):
+            m, c = r.model_config, r.config
             lines.append(
-                f"| {r['name']} | {r.get('variant', 'rsa')} | {m['horizon']} |"
-                f" {m['d_model']} | {m['dropout']} |"
+                f"| {r.name} | {r.variant} | {m.horizon} |"
+                f" {m.d_model} | {m.dropout} |"
                 f" {c.get('rem_lr_mult', 1.0)} |"
-                f" {m['rem_heads']} | {m['dilation']} | {'yes' if m.get('masked') else 'no'} | {m['gate']} |"
-                f" {m['mu_init']} | {m['positional']} | {recipe(r)} | {r['seed']} |"
-                f" {_step0([r])} | {r['val']['mse']:.4f} | {r['test']['mse']:.4f} |"
+                f" {list(m.rem_heads)} | {m.dilation} | {'yes' if m.masked else 'no'} | {m.gate} |"
+                f" {m.mu_init} | {m.positional} | {recipe(r)} | {r.seed} |"
+                f" {_step0([r])} | {r.val.mse:.4f} | {r.test.mse:.4f} |"
             )
 
         if summary := round_summary(tuning):
@@ -599,8 +601,8 @@ def render(
     lines.append("g = the head's gate σ(μ), the weight of its REM; λ, γ, θ of each REM head.")
     lines.append("")
     for r in rsa96 or []:
-        for layer in r["recurrence"]:
-            lines.append(f"- seed {r['seed']}, layer {layer['layer']}: {describe_heads(layer['heads'])}")
+        for layer in r.recurrence:
+            lines.append(f"- seed {r.seed}, layer {layer['layer']}: {describe_heads(layer['heads'])}")
     lines.append("")
     return "\n".join(lines)
 
@@ -629,7 +631,7 @@ def main(
     """Rebuild the results page from the run reports."""
     # Tuning runs are named by their folder (letters group the rows of one experiment).
     tried = [
-        {**json.loads(p.read_text()), "name": p.parent.name}
+        dataclasses.replace(read_report(p, TrainingReport), name=p.parent.name)
         for p in sorted(resolve(tuning).glob("*/report.json"))
     ]
     evaluated = [

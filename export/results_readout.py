@@ -17,10 +17,11 @@ import textwrap
 from collections import defaultdict
 
 from export.anchors import HORIZONS, Anchor, anchor_section, best_bug_free
+from export.reports import FitScores, TrainingReport
 
 __all__ = ["adopted", "beats", "readout_sections", "sweep_section", "training_table"]
 
-Groups = dict[tuple[str, str, int], list[dict]]
+Groups = dict[tuple[str, str, int], list[TrainingReport]]
 ETTH1_MEAN_TARGET = 0.395  # issue 24
 ABLATIONS = (
     ("rem", "REM only (the model)"),
@@ -64,28 +65,32 @@ def beats(variant: list[dict], reference: list[dict]) -> bool | None:
     return statistics.fmean(a) < statistics.fmean(b) and wins >= max(1, len(a) - 1)
 
 
-def _ablation(runs: list[dict], mode: str, key: str) -> float | None:
-    return _mean((r.get("readout_ablation") or {}).get(mode, {}).get(key) for r in runs)
+def _score(fit: FitScores | None, key: str) -> float | None:
+    return None if fit is None else getattr(fit, key)
 
 
-def _ls(runs: list[dict], key: str) -> float | None:
-    return _mean((r.get("least_squares_reference") or {}).get(key) for r in runs)
+def _ablation(runs: list[TrainingReport], mode: str, key: str) -> float | None:
+    return _mean(_score((r.readout_ablation or {}).get(mode), key) for r in runs)
 
 
-def _what_it_is(run: dict) -> list[str]:
+def _ls(runs: list[TrainingReport], key: str) -> float | None:
+    return _mean(_score(r.least_squares_reference, key) for r in runs)
+
+
+def _what_it_is(run: TrainingReport) -> list[str]:
     """One paragraph on the shipped recipe, from a run's own config."""
-    m = run["model_config"]
+    m = run.model_config
     kinds: dict[str, int] = defaultdict(int)
-    for kind, dilation, _, _ in m.get("rem_bank") or []:
+    for kind, dilation, _, _ in m.rem_bank:
         kinds["dilated (same hour, earlier days)" if dilation > 1 else kind] += 1
-    period = m["cycle_period"]
-    harmonics = sorted({round(t * period / (2 * math.pi)) for k, _, _, t in m["rem_bank"] if k != "regular"})
-    gates = sorted({f"{h['gate']:g}" for layer in run["recurrence"] for h in layer["heads"]})
+    period = m.cycle_period
+    harmonics = sorted({round(t * period / (2 * math.pi)) for k, _, _, t in m.rem_bank if k != "regular"})
+    gates = sorted({f"{h['gate']:g}" for layer in run.recurrence for h in layer["heads"]})
     text = (
         "`configs/etth1-rem-readout.yaml` (docs/rsa.md §8): **RSA's recurrence half, read out by least "
-        f"squares**. The window of L = {m['input_length']} steps loses its daily cycle (period {period}, "
+        f"squares**. The window of L = {m.input_length} steps loses its daily cycle (period {period}, "
         "the mean of the training rows at each hour) and is normalised per window (RevIN); one masked RSA "
-        f"layer of {m['n_heads']} heads reads it at its last step, every head a REM head with a fixed "
+        f"layer of {m.n_heads} heads reads it at its last step, every head a REM head with a fixed "
         "kernel ("
         + ", ".join(f"{n} {k}" for k, n in kinds.items())
         + (f"; cyclic harmonics k = {harmonics[0]}..{harmonics[-1]} of the daily period" if harmonics else "")
@@ -113,15 +118,15 @@ def _main_table(groups: Groups, data: str) -> list[str]:
     ours, ls_means = [], []
     for h in horizons:
         runs = groups[(data, "rsa", h)]
-        mse = [r["test"]["mse"] for r in runs]
+        mse = [r.test.mse for r in runs]
         ls = _ls(runs, "test_mse")
         ours.append(statistics.fmean(mse))
         ls_means.append(ls)
         gap = f"{statistics.fmean(mse) - ls:+.4f}" if ls is not None else "—"
         lines.append(
-            f"| {h} | {_pm(mse)} | {_pm([r['test']['mae'] for r in runs])} | {_num(ls)} | {gap} |"
+            f"| {h} | {_pm(mse)} | {_pm([r.test.mae or 0.0 for r in runs])} | {_num(ls)} | {gap} |"
             f" {_num(_ablation(runs, 'rem', 'val_origins_mean'))} / {_num(_ls(runs, 'val_origins_mean'))} |"
-            f" {len(runs)} | {_num(_mean(r['wall_time_s'] / 60 for r in runs), 1)} |"
+            f" {len(runs)} | {_num(_mean(r.wall_time_s / 60 for r in runs), 1)} |"
         )
     if len(horizons) == len(HORIZONS) and all(v is not None for v in ls_means):
         lines.append(
@@ -134,7 +139,7 @@ def _main_table(groups: Groups, data: str) -> list[str]:
 def _ablation_table(groups: Groups, data: str) -> list[str]:
     horizons = sorted(h for (d, v, h) in groups if d == data and v == "rsa")
     runs_of = {h: groups[(data, "rsa", h)] for h in horizons}
-    if not any(r.get("readout_ablation") for rs in runs_of.values() for r in rs):
+    if not any(r.readout_ablation for rs in runs_of.values() for r in rs):
         return []
     lines = [
         f"**{data}**, validation MSE over the rolling origins / test MSE, mean over seeds:",
@@ -175,17 +180,17 @@ def training_table(trained: Groups, shipped: Groups | None = None) -> list[str]:
     for (data, _, h), runs in sorted(rsa.items()):
         base = trained.get((data, "baseline", h)) or []
         for r in runs:
-            if r["best_epoch"] == 0:
+            if r.best_epoch == 0:
                 kept += 1
             else:
-                changed.append(r["test"]["mse"] - r["step0"]["test_mse"])
+                changed.append(r.test.mse - (_score(r.step0, "test_mse") or 0.0))
         lines.append(
-            f"| {data} | {h} | {', '.join(str(r['best_epoch']) for r in runs)} |"
-            f" {_num(_mean(r['step0']['val_mse'] for r in runs))} /"
-            f" {_num(_mean(r['val']['mse'] for r in runs))} |"
-            f" {_num(_mean(r['step0']['test_mse'] for r in runs))} /"
-            f" {_num(_mean(r['test']['mse'] for r in runs))} |"
-            f" {_num(_mean(r['test']['mse'] for r in base)) if base else '—'} |"
+            f"| {data} | {h} | {', '.join(str(r.best_epoch) for r in runs)} |"
+            f" {_num(_mean(_score(r.step0, 'val_mse') for r in runs))} /"
+            f" {_num(_mean(r.val.mse for r in runs))} |"
+            f" {_num(_mean(_score(r.step0, 'test_mse') for r in runs))} /"
+            f" {_num(_mean(r.test.mse for r in runs))} |"
+            f" {_num(_mean(r.test.mse for r in base)) if base else '—'} |"
             f" {_num(_ablation((shipped or {}).get((data, 'rsa', h), []), 'last', 'test_mse'))} |"
         )
     total = kept + len(changed)
@@ -291,7 +296,7 @@ def readout_sections(
         return []
     first = next(iter(sorted(runs.items())))[1][0]
     lines = [
-        f"## The shipped model: a REM read-out (L = {first['model_config']['input_length']})",
+        f"## The shipped model: a REM read-out (L = {first.model_config.input_length})",
         "",
         *_what_it_is(first),
         "Test MSE and MAE over every test window (standard split, scaler fit on the training rows), mean",
@@ -328,7 +333,7 @@ def readout_sections(
             lines += sweep_section(sweep)
     ours = {
         data: {
-            h: statistics.fmean(r["test"]["mse"] for r in runs[(data, "rsa", h)])
+            h: statistics.fmean(r.test.mse for r in runs[(data, "rsa", h)])
             for h in HORIZONS
             if (data, "rsa", h) in runs
         }

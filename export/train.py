@@ -749,7 +749,8 @@ def summary_lines(report: TrainingReport) -> list[str]:
         f"{report.name}: test MSE {test.mse:.4f}, MAE {test.mae:.4f} (standardised: each channel "
         "minus its training mean, over its training std)",
         *([f"  {naive_summary(test.mse, report.naive)}"] if report.naive is not None else []),
-        f"  windows (L = {report.input_length} in, H = {report.horizon} out): train {windows.train}, "
+        f"  windows (L = {report.model_config.input_length} in, H = {report.model_config.horizon} out): "
+        f"train {windows.train}, "
         f"validation {windows.val}, test {windows.test}",
         f"  {report.selection} ({timing})",
         *([f"  {search_line(report.input_length_search)}"] if report.input_length_search else []),

@@ -8,6 +8,42 @@ import json
 from export.results import collect, interval_section, render, shipped_interval_targets
 from export.results_readout import beats, sweep_section, training_table
 
+# What every training report holds beyond what a test looks at (export/reports.py TrainingReport).
+_FILLER = {
+    "config": {},
+    "parameters": 1,
+    "windows": {"train": 1, "val": 1, "test": 1},
+    "epochs": [],
+    "best_epoch": 0,
+    "wall_time_s": 60.0,
+    "seconds_per_epoch": None,
+    "recurrence": [],
+    "environment": {"torch": "2", "threads": 1, "python": "3.11", "machine": "x86_64", "cpus": 2},
+    "checkpoint": "checkpoint.safetensors",
+    "plot": "forecast.png",
+}
+_DATA = {
+    "path": "",
+    "sha256": "0",
+    "target": None,
+    "protocol": "standard",
+    "borders": [],
+    "channels": [],
+    "frequency": "1h",
+    "frequency_seconds": 3600.0,
+}
+
+
+def full(r: dict) -> dict:
+    """A test's partial report completed with filler, as a TrainingReport reads it."""
+    return {**_FILLER, **r, "data": {**_DATA, "name": "ETTh1", "mode": "M", **r.get("data", {})}}
+
+
+def typed(r: dict):
+    from export.reports import TrainingReport, build
+
+    return build(TrainingReport, full(r))
+
 
 def report(tmp_path, data, variant, horizon, seed, mse, **extra):
     d = tmp_path / f"{data}-{variant}-{horizon}-{seed}"
@@ -25,7 +61,7 @@ def report(tmp_path, data, variant, horizon, seed, mse, **extra):
         "recurrence": [{"layer": 0, "heads": heads}],
     }
     r.update(extra)
-    (d / "report.json").write_text(json.dumps(r))
+    (d / "report.json").write_text(json.dumps(full(r)))
 
 
 def test_render_means_targets_and_paper_comparison(tmp_path):
@@ -109,7 +145,7 @@ def test_multi_seed_rounds_are_summarised_and_single_runs_listed(tmp_path):
         "val": {"mse": 0.7},
         "test": {"mse": 0.38},
     }
-    page = render({}, [*tuning, single])
+    page = render({}, [typed(r) for r in [*tuning, single]])
     assert (
         "| N | 96 | LS+net lr 0.0001 × 4 ep, cycle 24, last-step head | 10 | 2/2 | 0.7500 |"
         " 0.6900 | 0.7000 | 0.3450 | 0.3500 |" in page
@@ -136,7 +172,7 @@ def test_round_wins_are_counted_from_mean_test_mse(tmp_path):
                     }
                 )
     tuning.append({**tuning[0], "name": "U-h096-rsa-s0"})  # a round missing horizons is not judged
-    page = render({}, tuning)
+    page = render({}, [typed(r) for r in tuning])
     assert "round T: [96, 192, 336] (3 of 4)." in page
     assert "round U" not in page
     row = next(line for line in page.splitlines() if line.startswith("| T | 720 |"))
@@ -166,6 +202,8 @@ def readout_report(tmp_path, data, horizon, seed, mse, ls, rem_origins, both_ori
             "input_length": 512,
             "horizon": horizon,
             "n_heads": 3,
+            "d_model": 3,
+            "rem_heads": [0, 0, 0, 0, 0, 0],
             "rem_bank": bank,
             "cycle_period": 24,
         },
@@ -262,11 +300,11 @@ def test_naive_references_beside_the_long_window_runs(tmp_path):
         report(tmp_path, "ETTh1", variant, 24, 0, mse, model_config=config)
         folder = tmp_path / f"ETTh1-{variant}-24-0"
         written = json.loads((folder / "report.json").read_text())
-        (folder / "report.json").write_text(json.dumps({**written, "data": data}))
+        (folder / "report.json").write_text(json.dumps({**written, "data": {**written["data"], **data}}))
     lines = naive_section(collect(tmp_path, input_length=None))
     ds = load_dataset("data/ETT/ETTh1.csv", 96, 24)
     naive = naive_references(ds, ds.test, 24)
-    last, seasonal = naive["last_value"]["mse"], naive["seasonal_naive"]["mse"]
+    last, seasonal = naive.last_value.mse, naive.seasonal_naive.mse
     gain = 100 * (1 - 0.3 / min(last, seasonal))
     row = f"| ETTh1 | 24 | 96 | 0.300 | {last:.3f} | {seasonal:.3f} (P = 24) | {gain:.0f}% |"
     assert lines[0] == "## Naive references" and row in lines
