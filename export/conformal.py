@@ -48,6 +48,8 @@ from export.calibration_size import calibration_plan
 from export.data import ETT_DIR, DataError, Dataset, ReadOptions, Split, load_dataset
 from export.paths import portable, resolve
 from export.publish import publish_version
+from export.reports import IntervalEvaluation, build, read_report
+from export.reports import write_report as save_report
 
 __all__ = [
     "DEFAULT_LEVELS",
@@ -646,8 +648,10 @@ def write_report(version_dir: Path, out_root: Path, data: Path | None = None) ->
     shown = plot_bands(test, widths, levels, ds.channels, channel, folder / "bands.png", scale)
     served = block["calibration"].get("method", "absolute")
     _, selection = select_method(val, levels, std)  # what the rule finds on this version's validation split
+    selection = dict(selection)
+    splits = selection.pop("splits", [])
     start, end = ds.borders["test"]
-    report = {
+    report = {  # checked field by field against IntervalEvaluation (export/reports.py)
         "model": manifest["name"],
         "version": manifest["version"],
         "dataset": ds.series.path.name,
@@ -662,11 +666,12 @@ def write_report(version_dir: Path, out_root: Path, data: Path | None = None) ->
         "served_method": served,
         "methods": {m.name: m.description for m in METHODS},
         "selection": selection,
+        "selection_splits": splits,
         "variants": evaluate(val, test, levels, widths, std, scale),
         "plot": {"file": "bands.png", "channel": channel, "windows": shown},
         "command": f"python -m export.conformal {portable(version_dir)}",
     }
-    (folder / "report.json").write_text(json.dumps(report, indent=1) + "\n")
+    save_report(folder / "report.json", build(IntervalEvaluation, report), indent=1)
     return folder
 
 
@@ -710,11 +715,10 @@ def main(
     except (DataError, FileExistsError, ValueError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
-    report = json.loads((folder / "report.json").read_text())
-    for row in report["variants"]["served"]:
+    for row in read_report(folder / "report.json", IntervalEvaluation).variants["served"]:
         typer.echo(
-            f"level {row['level']:g}: test coverage {100 * row['coverage']:.1f}%, "
-            f"mean width {row['width']:.3f}, interval score {row['winkler']:.3f}"
+            f"level {row.level:g}: test coverage {100 * row.coverage:.1f}%, "
+            f"mean width {row.width:.3f}, interval score {row.winkler:.3f}"
         )
     typer.echo(f"wrote {portable(folder)}")
 

@@ -31,6 +31,9 @@ __all__ = [
     "FitScores",
     "GroupCoverage",
     "IntervalCalibration",
+    "IntervalEvaluation",
+    "LevelScore",
+    "MethodScore",
     "Metrics",
     "NaiveReferences",
     "ReportError",
@@ -367,3 +370,95 @@ class TrainingReport:
     @staticmethod
     def migrate(raw: dict[str, Any], version: int) -> dict[str, Any]:
         return raw  # schema 1 is schema 2 without its kind and version
+
+
+# -- export/conformal.py ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class HorizonScore:
+    coverage: float
+    width: float
+    winkler: float
+
+
+@dataclasses.dataclass(frozen=True)
+class LevelScore:
+    """One interval level on every test window: coverage (share inside), mean width, interval (Winkler)
+    score, per step, per channel and per request horizon."""
+
+    level: float
+    coverage: float
+    width: float
+    winkler: float
+    coverage_by_step: list[float]
+    width_by_step: list[float]
+    coverage_by_channel: list[float]
+    by_request_horizon: dict[str, HorizonScore]
+
+    @property
+    def channel_off(self) -> float:
+        """The largest |coverage − nominal| over the channels, in points."""
+        return max(abs(100 * c - self.level) for c in self.coverage_by_channel)
+
+
+@dataclasses.dataclass(frozen=True)
+class MethodScore:
+    """A calibration method on the validation-internal splits (export.conformal.select_method)."""
+
+    outside_bands: float
+    coverage_error: float
+    channel_error_max: float
+    score90: float
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitWindows:
+    split: str
+    rows: list[int]
+    windows: int
+
+
+@dataclasses.dataclass(frozen=True)
+class BandsPlot:
+    file: str
+    channel: str
+    windows: list[int]
+
+
+@dataclasses.dataclass(frozen=True)
+class IntervalEvaluation:
+    """A served version's intervals evaluated on its test split (export/conformal.py `write_report`)."""
+
+    kind: ClassVar[str] = "interval_evaluation"
+    # 2: kind and schema_version; the validation-internal splits apart from the methods' scores
+    # (`selection_splits`; 1 kept them under selection["splits"]).
+    schema_version: ClassVar[int] = 2
+
+    model: str
+    version: int
+    dataset: str
+    horizon: int
+    input_length: int
+    channels: list[str]
+    levels: list[float]
+    calibration: dict[str, Any]  # the manifest's intervals.calibration block, as served
+    test: SplitWindows
+    units: str
+    scale_floor: float
+    command: str
+    plot: BandsPlot
+    variants: dict[str, list[LevelScore]]  # "served" and every candidate method, per level
+    served_method: str = "absolute"
+    methods: dict[str, str] = dataclasses.field(default_factory=dict)  # method -> what it is
+    selection: dict[str, MethodScore] = dataclasses.field(default_factory=dict)
+    selection_splits: list[str] = dataclasses.field(default_factory=list)
+    folder: str | None = None  # where it was read from (set by the reader, relative to the repository)
+
+    def rows(self, variant: str) -> dict[float, LevelScore]:
+        return {row.level: row for row in self.variants[variant]}
+
+    @staticmethod
+    def migrate(raw: dict[str, Any], version: int) -> dict[str, Any]:
+        selection = dict(raw.pop("selection", None) or {})
+        return {**raw, "selection_splits": selection.pop("splits", []), "selection": selection}

@@ -23,7 +23,7 @@ import typer
 
 from export.anchors import Anchor, load_anchors
 from export.paths import resolve
-from export.reports import CompetitionRun, TrainingReport, read_report
+from export.reports import CompetitionRun, IntervalEvaluation, TrainingReport, read_report
 from export.results_competitions import Score, competition_section, load_runs, load_scores
 from export.results_readout import readout_sections
 
@@ -208,26 +208,18 @@ EXTRA_VARIANTS = {
 }
 
 
-def _rows(report: dict, variant: str) -> dict[float, dict]:
-    return {row["level"]: row for row in report["variants"][variant]}
-
-
-def _channel_off(row: dict) -> float:
-    return max(abs(100 * c - row["level"]) for c in row["coverage_by_channel"])
-
-
-def shipped_interval_targets(reports: list[dict], model: str = "etth1-rsa") -> list[str]:
+def shipped_interval_targets(reports: list[IntervalEvaluation], model: str = "etth1-rsa") -> list[str]:
     """Issue 24's interval targets on the latest version of `model` evaluated, against the version
     before it ("today's" interval score)."""
-    mine = sorted((r for r in reports if r["model"] == model), key=lambda r: r["version"])
+    mine = sorted((r for r in reports if r.model == model), key=lambda r: r.version)
     if not mine:
         return []
     new, old = mine[-1], (mine[-2] if len(mine) > 1 else None)
-    served = _rows(new, "served")
+    served = new.rows("served")
     at = [served[v] for v in TARGET_LEVELS if v in served]
-    off = {row["level"]: 100 * row["coverage"] - row["level"] for row in at}
-    ch = {row["level"]: _channel_off(row) for row in at}
-    name = f"{model} v{new['version']}"
+    off = {row.level: 100 * row.coverage - row.level for row in at}
+    ch = {row.level: row.channel_off for row in at}
+    name = f"{model} v{new.version}"
     lines = [
         f"- Intervals of the shipped model ({name}), coverage within ±{OVERALL_BAND:g} points of nominal at "
         "80/90/95% on test: "
@@ -238,23 +230,23 @@ def shipped_interval_targets(reports: list[dict], model: str = "etth1-rsa") -> l
         + f" — {'met' if all(d <= CHANNEL_BAND for d in ch.values()) else '**missed**'}.",
     ]
     if old is not None:
-        before = _rows(old, "served")
-        pairs = [(v, served[v]["winkler"], before[v]["winkler"]) for v in served if v in before]
+        before = old.rows("served")
+        pairs = [(v, served[v].winkler, before[v].winkler) for v in served if v in before]
         lines.append(
-            f"- … with the interval score no worse than v{old['version']}'s: "
+            f"- … with the interval score no worse than v{old.version}'s: "
             + ", ".join(f"{v:g}%: {a:.3f} against {b:.3f}" for v, a, b in pairs)
             + f" — {'met' if all(a <= b for _, a, b in pairs) else '**missed**'}."
         )
     return lines
 
 
-def interval_section(reports: list[dict]) -> list[str]:
+def interval_section(reports: list[IntervalEvaluation]) -> list[str]:
     """The prediction-interval evaluations (export.conformal's reports): the served intervals on every
     test window, the candidate methods on validation-internal splits (what chose the served one) and on
     test (shown, never used to choose), per request horizon and per channel."""
     lines: list[str] = []
     if len(reports) > 1:
-        levels = [row["level"] for row in reports[0]["variants"]["served"]]
+        levels = [row.level for row in reports[0].variants["served"]]
         lines += [
             "## Prediction intervals: coverage on the test split, every model evaluated",
             "",
@@ -268,41 +260,41 @@ def interval_section(reports: list[dict]) -> list[str]:
             "|---|---|---|---|" + "---|" * (len(levels) + 3),
         ]
         for r in reports:
-            served = _rows(r, "served")
-            cov = " | ".join(f"{100 * served[v]['coverage']:.1f}%" if v in served else "—" for v in levels)
-            chan = " / ".join(f"{_channel_off(served[v]):.1f}" for v in TARGET_LEVELS if v in served)
+            served = r.rows("served")
+            cov = " | ".join(f"{100 * served[v].coverage:.1f}%" if v in served else "—" for v in levels)
+            chan = " / ".join(f"{served[v].channel_off:.1f}" for v in TARGET_LEVELS if v in served)
             at90 = served.get(90.0)
-            width, score = (f"{at90['width']:.3f}", f"{at90['winkler']:.3f}") if at90 else ("—", "—")
+            width, score = (f"{at90.width:.3f}", f"{at90.winkler:.3f}") if at90 else ("—", "—")
             lines.append(
-                f"| {r['model']} v{r['version']} | {r['input_length']} | {r['horizon']} |"
-                f" {r.get('served_method', 'absolute')} | {cov} | {chan} | {width} | {score} |"
+                f"| {r.model} v{r.version} | {r.input_length} | {r.horizon} |"
+                f" {r.served_method} | {cov} | {chan} | {width} | {score} |"
             )
         lines.append("")
     for r in reports:
-        name = f"{r['model']} v{r['version']}"
-        method = r.get("served_method", "absolute")
+        name = f"{r.model} v{r.version}"
+        method = r.served_method
         lines += [
-            f"## Prediction intervals ({name}, {r['dataset']}, H = {r['horizon']})",
+            f"## Prediction intervals ({name}, {r.dataset}, H = {r.horizon})",
             "",
             f"Split conformal per horizon step and channel (docs/intervals.md), method `{method}`, calibrated"
-            f" on the {r['calibration']['windows']} windows of the validation split, evaluated on all "
-            f"{r['test']['windows']} test windows, every step and channel. Width and interval (Winkler) "
+            f" on the {r.calibration['windows']} windows of the validation split, evaluated on all "
+            f"{r.test.windows} test windows, every step and channel. Width and interval (Winkler) "
             "score in units of each channel's training std (lower is better); coverage: share of true "
-            f"values inside. Rerun: `{r['command']}`.",
+            f"values inside. Rerun: `{r.command}`.",
             "",
             "| level | coverage | off nominal | channels: lowest / highest | mean width | interval score |",
             "|---|---|---|---|---|---|",
         ]
-        served = r["variants"]["served"]
+        served = r.variants["served"]
         for row in served:
-            off = 100 * row["coverage"] - row["level"]
-            lo, hi = min(row["coverage_by_channel"]), max(row["coverage_by_channel"])
+            off = 100 * row.coverage - row.level
+            lo, hi = min(row.coverage_by_channel), max(row.coverage_by_channel)
             lines.append(
-                f"| {row['level']:g}% | {100 * row['coverage']:.1f}% | {off:+.1f} | {100 * lo:.1f}% / "
-                f"{100 * hi:.1f}% | {row['width']:.3f} | {row['winkler']:.3f} |"
+                f"| {row.level:g}% | {100 * row.coverage:.1f}% | {off:+.1f} | {100 * lo:.1f}% / "
+                f"{100 * hi:.1f}% | {row.width:.3f} | {row.winkler:.3f} |"
             )
-        targeted = [row for row in served if row["level"] in TARGET_LEVELS]
-        off = {row["level"]: 100 * row["coverage"] - row["level"] for row in targeted}
+        targeted = [row for row in served if row.level in TARGET_LEVELS]
+        off = {row.level: 100 * row.coverage - row.level for row in targeted}
         within = [f"{v:g}%" for v, d in off.items() if abs(d) <= OVERALL_BAND]
         outside = [f"{v:g}% ({d:+.1f})" for v, d in off.items() if abs(d) > OVERALL_BAND]
         lines += [
@@ -311,8 +303,8 @@ def interval_section(reports: list[dict]) -> list[str]:
             f"Met at: {', '.join(within) or 'none'}; missed at: {', '.join(outside) or 'none'}.",
             "",
         ]
-        if selection := r.get("selection"):
-            splits = selection.get("splits", [])
+        if r.selection:
+            splits = r.selection_splits
             lines += [
                 "The methods on validation-internal splits (" + ", ".join(splits) + "; each calibrated on the"
                 " validation windows before the part it is scored on): mean points outside the target bands"
@@ -323,13 +315,11 @@ def interval_section(reports: list[dict]) -> list[str]:
                 "| method | outside bands | coverage error | worst channel | score 90% |",
                 "|---|---|---|---|---|",
             ]
-            for m, v in selection.items():
-                if m == "splits":
-                    continue
+            for m, v in r.selection.items():
                 mark = " (served)" if m == method else ""
                 lines.append(
-                    f"| {m}{mark} | {v['outside_bands']:.2f} | {v['coverage_error']:.2f} |"
-                    f" {v['channel_error_max']:.1f} | {v['score90']:.3f} |"
+                    f"| {m}{mark} | {v.outside_bands:.2f} | {v.coverage_error:.2f} |"
+                    f" {v.channel_error_max:.1f} | {v.score90:.3f} |"
                 )
             lines.append("")
         lines += [
@@ -339,20 +329,20 @@ def interval_section(reports: list[dict]) -> list[str]:
             "| method | coverage | worst channel | interval score | what it is |",
             "|---|---|---|---|---|",
         ]
-        described = {**r.get("methods", {}), **EXTRA_VARIANTS}
-        for variant in r["variants"]:
-            rows = _rows(r, variant)
+        described = {**r.methods, **EXTRA_VARIANTS}
+        for variant in r.variants:
+            rows = r.rows(variant)
             at = [rows[v] for v in TARGET_LEVELS if v in rows]
             lines.append(
                 f"| {variant} | "
-                + " / ".join(f"{100 * x['coverage']:.1f}%" for x in at)
+                + " / ".join(f"{100 * x.coverage:.1f}%" for x in at)
                 + " | "
-                + " / ".join(f"{_channel_off(x):.1f}" for x in at)
+                + " / ".join(f"{x.channel_off:.1f}" for x in at)
                 + " | "
-                + " / ".join(f"{x['winkler']:.3f}" for x in at)
+                + " / ".join(f"{x.winkler:.3f}" for x in at)
                 + f" | {described.get(variant, '')} |"
             )
-        horizons = list(served[0]["by_request_horizon"])
+        horizons = list(served[0].by_request_horizon)
         lines += [
             "",
             "Served intervals by request horizon (a request of horizon h gets the first h steps' widths):",
@@ -361,22 +351,22 @@ def interval_section(reports: list[dict]) -> list[str]:
             "|---|" + "---|" * len(horizons),
         ]
         for row in served:
-            by_h = row["by_request_horizon"]
-            cells = "".join(f" {100 * by_h[h]['coverage']:.1f}% / {by_h[h]['width']:.3f} |" for h in horizons)
-            lines.append(f"| {row['level']:g}% |{cells}")
+            by_h = row.by_request_horizon
+            cells = "".join(f" {100 * by_h[h].coverage:.1f}% / {by_h[h].width:.3f} |" for h in horizons)
+            lines.append(f"| {row.level:g}% |{cells}")
         lines += [
             "",
             "Coverage per channel ("
-            + ", ".join(r["channels"])
+            + ", ".join(r.channels)
             + "): "
             + "; ".join(
-                f"{row['level']:g}%: " + " ".join(f"{100 * c:.1f}" for c in row["coverage_by_channel"])
+                f"{row.level:g}%: " + " ".join(f"{100 * c:.1f}" for c in row.coverage_by_channel)
                 for row in served
             )
             + ".",
             "",
-            f"![{r['plot']['channel']} test windows {r['plot']['windows']} with 80% and 95% bands]"
-            f"(../{r['folder']}/{r['plot']['file']})",
+            f"![{r.plot.channel} test windows {r.plot.windows} with 80% and 95% bands]"
+            f"(../{r.folder}/{r.plot.file})",
             "",
         ]
     return lines
@@ -428,7 +418,7 @@ def naive_section(groups: Groups) -> list[str]:
 def render(
     groups: Groups,
     tuning: list[TrainingReport] | None = None,
-    intervals: list[dict] | None = None,
+    intervals: list[IntervalEvaluation] | None = None,
     long: Groups | None = None,
     trained: Groups | None = None,
     sweeps: list[dict] | None = None,
@@ -635,7 +625,9 @@ def main(
         for p in sorted(resolve(tuning).glob("*/report.json"))
     ]
     evaluated = [
-        {**json.loads(p.read_text()), "folder": str(p.parent.relative_to(resolve(".")))}
+        dataclasses.replace(
+            read_report(p, IntervalEvaluation), folder=str(p.parent.relative_to(resolve(".")))
+        )
         for p in sorted(resolve(intervals).glob("*/report.json"))
     ]
     text = render(

@@ -129,14 +129,20 @@ def test_a_published_version_covers_the_test_split(version: Path, tmp_path: Path
     assert w90.mean() == pytest.approx(1.645 * SIGMA * np.sqrt(1 + 1 / L), rel=0.05)
 
     folder = write_report(published, tmp_path)
-    report = json.loads((folder / "report.json").read_text())
+    from dataclasses import replace
+
+    from export.reports import IntervalEvaluation, read_report
+
+    raw = json.loads((folder / "report.json").read_text())
+    assert (raw["kind"], raw["schema_version"]) == ("interval_evaluation", IntervalEvaluation.schema_version)
+    report = read_report(folder / "report.json", IntervalEvaluation)
     assert (folder / "bands.png").stat().st_size > 0
-    for row in report["variants"]["served"]:
-        assert abs(row["coverage"] - row["level"] / 100) < 0.03, row
-        assert len(row["coverage_by_step"]) == H
-    assert set(report["variants"]) == {"served", "signed", "pooled", *(m.name for m in METHODS)}
-    assert report["served_method"] in report["selection"] and report["selection"]["splits"]
-    page = "\n".join(interval_section([{**report, "folder": "results/intervals/noise-v2"}]))
+    for row in report.variants["served"]:
+        assert abs(row.coverage - row.level / 100) < 0.03, row
+        assert len(row.coverage_by_step) == H
+    assert set(report.variants) == {"served", "signed", "pooled", *(m.name for m in METHODS)}
+    assert report.served_method in report.selection and report.selection_splits
+    page = "\n".join(interval_section([replace(report, folder="results/intervals/noise-v2")]))
     assert "## Prediction intervals (noise v2" in page and "| 90% |" in page
     assert "Target: coverage within ±3 points of nominal at 80/90/95%. Met at: 80%, 90%, 95%;" in page
     with pytest.raises(FileExistsError):

@@ -344,17 +344,23 @@ def interval_report(version, coverage, channel, winkler, method="absolute"):
             "width": 1.0,
             "winkler": w,
             "coverage_by_channel": [cov - channel, cov + channel],
-            "by_request_horizon": {"96": {"coverage": cov, "width": 1.0}},
+            "coverage_by_step": [cov],
+            "width_by_step": [1.0],
+            "by_request_horizon": {"96": {"coverage": cov, "width": 1.0, "winkler": w}},
         }
         for level, cov, w in zip((80.0, 90.0, 95.0), coverage, winkler, strict=True)
     ]
-    return {
+    from export.reports import IntervalEvaluation, build
+
+    return build(IntervalEvaluation, {
         "model": "etth1-rsa", "version": version, "input_length": 512, "horizon": 96, "dataset": "ETTh1.csv",
-        "served_method": method, "calibration": {"windows": 10}, "test": {"windows": 10}, "command": "x",
+        "served_method": method, "calibration": {"windows": 10}, "command": "x",
+        "test": {"split": "test", "rows": [0, 10], "windows": 10}, "levels": [80.0, 90.0, 95.0],
+        "units": "std", "scale_floor": 1e-6,
         "channels": ["a", "b"], "variants": {"served": rows},
         "plot": {"channel": "b", "windows": [0], "file": "p"},
         "folder": f"results/intervals/v{version}",
-    }  # fmt: skip
+    })  # fmt: skip
 
 
 def test_interval_targets_judge_the_latest_version_against_the_one_before():
