@@ -500,6 +500,9 @@ def export_command(
         typer.Option(help="the long file it was trained on: calibrates prediction intervals (else none)"),
     ] = None,
     sort: Annotated[bool, typer.Option(help="sort the --data rows by series and time")] = False,
+    timezone: Annotated[
+        str | None, typer.Option(help="the zone --data's local times were written in (as at train)")
+    ] = None,
 ) -> None:
     """Publish a global model as an ONNX graph into a model repository (checked against the numpy model),
     with intervals pooled across the series of `--data`."""
@@ -511,7 +514,7 @@ def export_command(
     intervals, said = None, "no intervals (give --data, the training file, to calibrate them)"
     if data is not None:
         try:
-            panel = load_panel(data, sort=sort)
+            panel = load_panel(data, sort=sort, timezone=timezone)
         except DataError as e:
             raise typer.BadParameter(str(e), param_hint="--data") from None
         intervals, said = calibrate_global(fitted, [s.values for s in panel.series])
@@ -523,6 +526,12 @@ def export_command(
         f"{name} version {folder.name}: L = {fitted.input_length}, H = {fitted.config.horizon}, "
         f"min history {fitted.min_history}, {said}: {folder}"
     )
+    if intervals is not None:
+        from export.reports import IntervalCalibration, from_dict
+
+        for group in from_dict(IntervalCalibration, intervals["calibration"]).coverage:
+            shares = ", ".join(f"{level}%: {share:.3f}" for level, share in group.coverage.items())
+            typer.echo(f"  coverage out of fold, {group.group} ({group.series} series): {shares}")
 
 
 @cli.command()
@@ -531,6 +540,9 @@ def forecast(
     data: Annotated[Path, typer.Option(help="a long file of histories (any series, seen or not)")],
     out: Annotated[Path | None, typer.Option(help="CSV to write (default: print)")] = None,
     sort: Annotated[bool, typer.Option()] = False,
+    timezone: Annotated[
+        str | None, typer.Option(help="the zone --data's local times were written in (forecasts: UTC)")
+    ] = None,
 ) -> None:
     """Forecast every series of a long file (series never seen in training included)."""
     import pandas as pd
@@ -539,7 +551,7 @@ def forecast(
 
     fitted = GlobalModel.load(model)
     try:
-        panel = load_panel(data, sort=sort)
+        panel = load_panel(data, sort=sort, timezone=timezone)
     except DataError as e:
         raise typer.BadParameter(str(e), param_hint="--data") from None
     values = fitted.forecast([s.values for s in panel.series])

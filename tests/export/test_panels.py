@@ -198,6 +198,26 @@ def test_the_panel_cli_takes_timezone(tmp_path: Path) -> None:
     done = CliRunner().invoke(cli, [*args, "--timezone", "Europe/Berlin"])
     assert done.exit_code == 0, done.output
     assert GlobalModel.load(tmp_path / "model.json").frequency == "1h"
+    model, repo = str(tmp_path / "model.json"), str(tmp_path / "repo")
+    export = ["export", "--model", model, "--name", "h", "--repository", repo, "--data", str(path)]
+    assert CliRunner().invoke(cli, export).exit_code != 0  # --data read as UTC: the repeated hour again
+    done = CliRunner().invoke(cli, [*export, "--timezone", "Europe/Berlin"])
+    assert done.exit_code == 0, done.output
+    assert "coverage out of fold, all (3 series): 50%:" in done.output  # 3 series: 50% only
+    out = tmp_path / "f.csv"
+    forecast = [
+        "forecast",
+        "--model",
+        model,
+        "--data",
+        str(path),
+        "--out",
+        str(out),
+        "--timezone",
+        "Europe/Berlin",
+    ]
+    assert CliRunner().invoke(cli, forecast).exit_code == 0
+    assert len(pd.read_csv(out)) == 3 * 6
     wrong = CliRunner().invoke(cli, [*args, "--timezone", "Mars/Olympus"])
     assert wrong.exit_code != 0 and "timezone must be an IANA time zone name" in wrong.output
 
