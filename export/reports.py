@@ -38,6 +38,8 @@ __all__ = [
     "NaiveReferences",
     "ReportError",
     "SeasonalNaiveScore",
+    "SweepRow",
+    "SweepRun",
     "TrainingReport",
     "UnseenCheck",
     "WindowCounts",
@@ -462,3 +464,41 @@ class IntervalEvaluation:
     def migrate(raw: dict[str, Any], version: int) -> dict[str, Any]:
         selection = dict(raw.pop("selection", None) or {})
         return {**raw, "selection_splits": selection.pop("splits", []), "selection": selection}
+
+
+# -- export/sweep.py -------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepRow:
+    """One (variant, horizon, seed, mode) of a sweep: its read-out refitted in closed form and scored."""
+
+    variant: str
+    horizon: int
+    seed: int
+    mode: str
+    set: list[str]  # the variant's config overrides
+    heads: int
+    features: int
+    train_mse: float
+    val_mse: float
+    val_origins: list[float]  # validation MSE from each rolling origin
+    val_origins_mean: float
+    test_mse: float
+    seconds: float
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepRun:
+    """A sweep's results file (export/sweep.py): the sweep file, its spec as loaded, and its rows."""
+
+    kind: ClassVar[str] = "sweep_run"
+    schema_version: ClassVar[int] = 2  # 2: kind and schema_version; 1 the same fields without them
+
+    sweep: str  # the sweep file, relative to the repository
+    spec: dict[str, Any]  # the sweep file's content, validated by export.sweep.load_sweep
+    rows: list[SweepRow]
+
+    @staticmethod
+    def migrate(raw: dict[str, Any], version: int) -> dict[str, Any]:
+        return raw

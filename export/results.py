@@ -12,7 +12,6 @@ reference numbers, which are labelled with their source.
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import statistics
 from collections import defaultdict
@@ -23,7 +22,7 @@ import typer
 
 from export.anchors import Anchor, load_anchors
 from export.paths import resolve
-from export.reports import CompetitionRun, IntervalEvaluation, TrainingReport, read_report
+from export.reports import CompetitionRun, IntervalEvaluation, SweepRun, TrainingReport, read_report
 from export.results_competitions import Score, competition_section, load_runs, load_scores
 from export.results_readout import readout_sections
 
@@ -421,7 +420,7 @@ def render(
     intervals: list[IntervalEvaluation] | None = None,
     long: Groups | None = None,
     trained: Groups | None = None,
-    sweeps: list[dict] | None = None,
+    sweeps: list[SweepRun] | None = None,
     anchors: list[Anchor] | None = None,
     competitions: list[Score] | None = None,
     competition_runs: list[tuple[str, CompetitionRun]] | None = None,
@@ -636,7 +635,7 @@ def main(
         evaluated,
         collect(resolve(long), input_length=None),
         collect(resolve(trained), input_length=None),
-        [json.loads(p.read_text()) for p in sorted(resolve(sweeps).glob("*.json"))],
+        [read_report(p, SweepRun) for p in sorted(resolve(sweeps).glob("*.json"))],
         load_anchors(resolve(anchors)),
         load_scores(resolve(competitions)),
         load_runs(resolve(competitions)),

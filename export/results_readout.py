@@ -17,7 +17,7 @@ import textwrap
 from collections import defaultdict
 
 from export.anchors import HORIZONS, Anchor, anchor_section, best_bug_free
-from export.reports import FitScores, TrainingReport
+from export.reports import FitScores, SweepRow, SweepRun, TrainingReport
 
 __all__ = ["adopted", "beats", "readout_sections", "sweep_section", "training_table"]
 
@@ -48,16 +48,16 @@ def _pm(values: list[float], digits: int = 4) -> str:
     return f"{statistics.fmean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
 
 
-def beats(variant: list[dict], reference: list[dict]) -> bool | None:
+def beats(variant: list[SweepRow], reference: list[SweepRow]) -> bool | None:
     """The rule variants are chosen by (validation only): over the seeds both have, the variant's
     rolling-origin validation MSE is lower on average over the origins, and lower at 3 or more of the 4
     origins (each origin's MSE averaged over the seeds). None without rows to compare."""
-    seeds = sorted({r["seed"] for r in variant} & {r["seed"] for r in reference})
+    seeds = sorted({r.seed for r in variant} & {r.seed for r in reference})
     if not seeds:
         return None
 
-    def origins(rows: list[dict]) -> list[float]:
-        picked = [r["val_origins"] for r in rows if r["seed"] in seeds]
+    def origins(rows: list[SweepRow]) -> list[float]:
+        picked = [r.val_origins for r in rows if r.seed in seeds]
         return [statistics.fmean(o[k] for o in picked) for k in range(len(picked[0]))]
 
     a, b = origins(variant), origins(reference)
@@ -204,16 +204,16 @@ def training_table(trained: Groups, shipped: Groups | None = None) -> list[str]:
     return lines
 
 
-def adopted(sweep: dict) -> tuple[tuple[str, str], list[tuple[str, str, list[int], bool]]]:
+def adopted(sweep: SweepRun) -> tuple[tuple[str, str], list[tuple[str, str, list[int], bool]]]:
     """The sweep's choice: starting from the reference (its first mode), each (variant, mode) in the sweep
     file's order replaces the current choice when it `beats` it at every horizon. Returns the final
     choice and, per (variant, mode), the horizons it beat the then-current choice at and whether it was
     adopted."""
-    spec, rows = sweep["spec"], sweep["rows"]
-    by: dict[tuple[str, str, int], list[dict]] = defaultdict(list)
+    spec, rows = sweep.spec, sweep.rows  # `spec`: the sweep file as written (a mapping)
+    by: dict[tuple[str, str, int], list[SweepRow]] = defaultdict(list)
     for r in rows:
-        by[(r["variant"], r["mode"], r["horizon"])].append(r)
-    horizons = sorted({r["horizon"] for r in rows})
+        by[(r.variant, r.mode, r.horizon)].append(r)
+    horizons = sorted({r.horizon for r in rows})
     ref = spec["reference"]
     current = (ref, spec["variants"][ref].get("modes", ["model"])[0])
     steps = []
@@ -229,21 +229,21 @@ def adopted(sweep: dict) -> tuple[tuple[str, str], list[tuple[str, str, list[int
     return current, steps
 
 
-def sweep_section(sweep: dict) -> list[str]:
-    spec, rows = sweep["spec"], sweep["rows"]
+def sweep_section(sweep: SweepRun) -> list[str]:
+    spec, rows = sweep.spec, sweep.rows
     ref = spec["reference"]
-    by: dict[tuple[str, str, int], list[dict]] = defaultdict(list)
+    by: dict[tuple[str, str, int], list[SweepRow]] = defaultdict(list)
     for r in rows:
-        by[(r["variant"], r["mode"], r["horizon"])].append(r)
-    horizons = sorted({r["horizon"] for r in rows})
+        by[(r.variant, r.mode, r.horizon)].append(r)
+    horizons = sorted({r.horizon for r in rows})
     choice, steps = adopted(sweep)
     won = {(name, mode): (w, take) for name, mode, w, take in steps}
     lines = [
-        f"### Sweep `{sweep['sweep']}`",
+        f"### Sweep `{sweep.sweep}`",
         "",
         *textwrap.wrap(
             " ".join(str(spec.get("description", "")).split())
-            + f" Rerun: `python -m export.sweep {sweep['sweep']}`. Each cell: validation MSE over the rolling"
+            + f" Rerun: `python -m export.sweep {sweep.sweep}`. Each cell: validation MSE over the rolling"
             " origins / test MSE, mean over seeds. The rule: starting from the reference"
             f" (`{ref}`), each row in order replaces the choice then current when it beats it at every"
             " horizon (lower mean over the origins, and lower at 3 of the 4,"
@@ -264,8 +264,8 @@ def sweep_section(sweep: dict) -> list[str]:
                 if not rs:
                     cells.append("—")
                     continue
-                heads = str(rs[0]["heads"])
-                val, test = _mean(r["val_origins_mean"] for r in rs), _mean(r["test_mse"] for r in rs)
+                heads = str(rs[0].heads)
+                val, test = _mean(r.val_origins_mean for r in rs), _mean(r.test_mse for r in rs)
                 cells.append(f"{_num(val)} / {_num(test)}")
             w, take = won.get((name, mode), (None, False))
             beat = "reference" if w is None else (", ".join(map(str, w)) or "none")
@@ -287,7 +287,7 @@ def sweep_section(sweep: dict) -> list[str]:
 def readout_sections(
     runs: Groups,
     trained: Groups,
-    sweeps: list[dict],
+    sweeps: list[SweepRun],
     anchors: list[Anchor],
     interval_targets: list[str] | None = None,
 ) -> list[str]:

@@ -14,7 +14,6 @@ sweep resumes. docs/results.md shows every sweep, each variant against the refer
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -25,6 +24,7 @@ import yaml
 
 from export.paths import portable, resolve
 from export.readout import MODES, readout_report
+from export.reports import SweepRow, SweepRun, build, read_report, write_report
 from export.train import load_config, prepare, untrained
 
 __all__ = ["load_sweep", "run_sweep"]
@@ -53,13 +53,13 @@ def run_sweep(path: Path, only: list[str] | None = None, echo=print) -> Path:
     """Run the sweep's missing rows; returns its JSON file."""
     spec = load_sweep(path)
     out = resolve(spec["out"])
-    done: dict[str, Any] = json.loads(out.read_text()) if out.exists() else {}
+    done = read_report(out, SweepRun).rows if out.exists() else []
     rows = [
         r
-        for r in done.get("rows", [])
-        if r["variant"] in spec["variants"] and r["set"] == spec["variants"][r["variant"]].get("set", [])
+        for r in done
+        if r.variant in spec["variants"] and r.set == spec["variants"][r.variant].get("set", [])
     ]
-    have = {(r["variant"], r["horizon"], r["seed"], r["mode"]) for r in rows}
+    have = {(r.variant, r.horizon, r.seed, r.mode) for r in rows}
     torch.set_num_threads(int(spec.get("threads", 1)))
     for name, variant in spec["variants"].items():
         if only and name not in only:
@@ -82,27 +82,26 @@ def run_sweep(path: Path, only: list[str] | None = None, echo=print) -> Path:
                 for mode in todo:
                     r = readout_report(model, ds, ridge[mode], (mode,))[mode]
                     rows.append(
-                        {
-                            "variant": name,
-                            "horizon": h,
-                            "seed": seed,
-                            "mode": mode,
-                            "set": overrides,
-                            "heads": model.cfg.n_heads,
-                            **r,
-                            "seconds": time.perf_counter() - t0,
-                        }
+                        build(
+                            SweepRow,
+                            {
+                                "variant": name,
+                                "horizon": h,
+                                "seed": seed,
+                                "mode": mode,
+                                "set": overrides,
+                                "heads": model.cfg.n_heads,
+                                **r,
+                                "seconds": time.perf_counter() - t0,
+                            },
+                        )
                     )
                     t0 = time.perf_counter()
                     echo(
                         f"{name} h{h} s{seed} {mode}: val {r['val_mse']:.4f} "
                         f"origins {r['val_origins_mean']:.4f} test {r['test_mse']:.4f}"
                     )
-                    out.parent.mkdir(parents=True, exist_ok=True)
-                    out.write_text(
-                        json.dumps({"sweep": portable(resolve(path)), "spec": spec, "rows": rows}, indent=1)
-                        + "\n"
-                    )
+                    write_report(out, SweepRun(portable(resolve(path)), spec, rows), indent=1)
     return out
 
 

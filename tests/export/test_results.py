@@ -261,9 +261,16 @@ def test_readout_sections_rank_bug_free_anchors_and_judge_the_issue_24_targets(t
     )
 
 
+def sweep_row(variant, mode, horizon, seed, origins, test):
+    from export.reports import SweepRow
+
+    mean = sum(origins) / len(origins)
+    return SweepRow(variant, horizon, seed, mode, [], 3, 3, 0.5, mean, origins, mean, test, 1.0)
+
+
 def test_the_rule_needs_a_lower_mean_and_three_origins_of_four():
     def rows(*origins):
-        return [{"seed": s, "val_origins": list(o)} for s, o in enumerate(origins)]
+        return [sweep_row("v", "rem", 96, s, list(o), 0.0) for s, o in enumerate(origins)]
 
     ref = rows([1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0])
     assert beats(rows([0.9, 0.9, 0.9, 1.1], [0.9, 0.9, 0.9, 1.1]), ref)
@@ -311,7 +318,7 @@ def test_naive_references_beside_the_long_window_runs(tmp_path):
     assert len([line for line in lines if line.startswith("| ETTh1")]) == 1  # the RSA runs only
 
 
-def test_sweeps_mark_what_beats_the_reference_on_validation():
+def test_sweeps_mark_what_beats_the_reference_on_validation(tmp_path):
     spec = {
         "description": "banks",
         "reference": "small",
@@ -323,12 +330,11 @@ def test_sweeps_mark_what_beats_the_reference_on_validation():
         ("big", [0.9] * 4, 0.35),
         ("odd", [0.9, 0.9, 1.1, 1.1], 0.30),
     ):
-        rows += [
-            {"variant": name, "mode": "rem", "horizon": 96, "seed": s, "heads": 3, "val_origins": origins,
-             "val_origins_mean": sum(origins) / 4, "test_mse": test}
-            for s in (0, 1)
-        ]  # fmt: skip
-    lines = sweep_section({"sweep": "s.yaml", "spec": spec, "rows": rows})
+        rows += [sweep_row(name, "rem", 96, s, origins, test) for s in (0, 1)]
+    from export.reports import SweepRun, read_report, write_report
+
+    path = write_report(tmp_path / "s.json", SweepRun("s.yaml", spec, rows))  # as export.sweep writes it
+    lines = sweep_section(read_report(path, SweepRun))
     page = "\n".join(lines)
     assert "| small | rem | 3 | 1.0000 / 0.3600 | reference |  |" in page
     assert "| big | rem | 3 | 0.9000 / 0.3500 | 96 | yes |" in page
