@@ -15,17 +15,15 @@ might give.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import tempfile
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from export.example_data import write_example, write_sales
 from export.paths import REPO_ROOT, resolve
-from export.reports import TrainingReport, read_report
+from export.reports import RecipeRow, RecipesRun, TrainingReport, read_report, write_report
 from export.train import OWN_DATA_CONFIG, load_config, train
 
 __all__ = ["RECIPES", "compare"]
@@ -53,7 +51,7 @@ def _files(folder: Path) -> dict[str, tuple[Path, list[str]]]:
     }
 
 
-def compare(out: Path) -> dict[str, Any]:
+def compare(out: Path) -> RecipesRun:
     """Train every recipe on every example file; write and return the report."""
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -72,44 +70,43 @@ def compare(out: Path) -> dict[str, Any]:
                     *options,
                 ]
                 report = read_report(train(load_config(config, overrides)) / "report.json", TrainingReport)
-                search = report.input_length_search
                 rows.append(
-                    {
-                        "data": data_label,
-                        "recipe": label,
-                        "input_length": report.model_config.input_length,
-                        "input_length_search": dataclasses.asdict(search) if search is not None else None,
-                        "val_mse": report.val.mse,
-                        "test_mse": report.test.mse,
-                        "test_mae": report.test.mae,
-                        "naive": dataclasses.asdict(report.naive) if report.naive is not None else None,
-                        "windows": dataclasses.asdict(report.windows),
-                        "wall_time_s": report.wall_time_s,
-                    }
+                    RecipeRow(
+                        data=data_label,
+                        recipe=label,
+                        input_length=report.model_config.input_length,
+                        input_length_search=report.input_length_search,
+                        val_mse=report.val.mse,
+                        test_mse=report.test.mse,
+                        test_mae=report.test.mae,
+                        naive=report.naive,
+                        windows=report.windows,
+                        wall_time_s=report.wall_time_s,
+                    )
                 )
-    result = {
-        "command": "python -m export.recipes",
-        "protocol": "seed 0, one thread; chronological 70/10/20 split; MSE/MAE on standardised values over "
+    result = RecipesRun(
+        command="python -m export.recipes",
+        protocol="seed 0, one thread; chronological 70/10/20 split; MSE/MAE on standardised values over "
         "every test window (the same windows for every recipe)",
-        "rows": rows,
-    }
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "report.json").write_text(json.dumps(result, indent=1) + "\n")
+        rows=rows,
+    )
+    write_report(out / "report.json", result, indent=1)
     return result
 
 
-def table(result: dict[str, Any]) -> list[str]:
+def table(result: RecipesRun) -> list[str]:
     """The comparison as a markdown table (what the README shows)."""
     lines = [
         "| data | recipe | L | test MSE | val MSE | last value | seasonal naive | seconds |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for r in result["rows"]:
-        seasonal = r["naive"]["seasonal_naive"]
+    for r in result.rows:
+        assert r.naive is not None  # every recipe's run scores the naive references
+        seasonal = r.naive.seasonal_naive
         lines.append(
-            f"| {r['data']} | {r['recipe']} | {r['input_length']} | {r['test_mse']:.4f} | "
-            f"{r['val_mse']:.4f} | {r['naive']['last_value']['mse']:.4f} | "
-            f"{seasonal['mse']:.4f} (P = {seasonal['period']}) | {r['wall_time_s']:.0f} |"
+            f"| {r.data} | {r.recipe} | {r.input_length} | {r.test_mse:.4f} | "
+            f"{r.val_mse:.4f} | {r.naive.last_value.mse:.4f} | "
+            f"{seasonal.mse:.4f} (P = {seasonal.period}) | {r.wall_time_s:.0f} |"
         )
     return lines
 

@@ -36,6 +36,8 @@ __all__ = [
     "MethodScore",
     "Metrics",
     "NaiveReferences",
+    "RecipeRow",
+    "RecipesRun",
     "ReportError",
     "SeasonalNaiveScore",
     "SweepRow",
@@ -498,6 +500,41 @@ class SweepRun:
     sweep: str  # the sweep file, relative to the repository
     spec: dict[str, Any]  # the sweep file's content, validated by export.sweep.load_sweep
     rows: list[SweepRow]
+
+    @staticmethod
+    def migrate(raw: dict[str, Any], version: int) -> dict[str, Any]:
+        return raw
+
+
+# -- export/recipes.py -----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class RecipeRow:
+    """One recipe trained on one example file: what its training report says of it."""
+
+    data: str
+    recipe: str
+    input_length: int
+    input_length_search: InputLengthSearch | None
+    val_mse: float
+    test_mse: float
+    test_mae: float | None
+    naive: NaiveReferences | None
+    windows: WindowCounts
+    wall_time_s: float
+
+
+@dataclasses.dataclass(frozen=True)
+class RecipesRun:
+    """`python -m export.recipes`: every recipe on every example file (results/own-data/report.json)."""
+
+    kind: ClassVar[str] = "recipes_run"
+    schema_version: ClassVar[int] = 2  # 2: kind and schema_version; 1 the same fields without them
+
+    command: str
+    protocol: str
+    rows: list[RecipeRow]
 
     @staticmethod
     def migrate(raw: dict[str, Any], version: int) -> dict[str, Any]:

@@ -124,8 +124,9 @@ def test_the_sales_example_trains_and_prints_what_the_readme_shows(tmp_path: Pat
 
 def test_the_which_config_table_is_the_recipes_report() -> None:
     from export.recipes import table
+    from export.reports import RecipesRun, read_report
 
-    report = json.loads((ROOT / "results" / "own-data" / "report.json").read_text())
+    report = read_report(ROOT / "results" / "own-data" / "report.json", RecipesRun)
     assert "\n".join(table(report)) in GUIDE
 
 
