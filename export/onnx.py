@@ -44,6 +44,7 @@ from export.cycle import cycle_name
 from export.data import PANEL_OPTIONS, READ_OPTIONS, ZONE_OPTIONS, StandardScaler
 from export.evaluate import load_for_checkpoint
 from export.publish import VersionExistsError, publish_version
+from export.reports import TrainingReport, read_report
 from models import ModelConfig, RSAForecaster
 
 __all__ = [
@@ -364,8 +365,8 @@ def export_model(
     report_path = Path(report) if report else checkpoint.with_name("report.json")
     metrics = None
     if report_path.exists():
-        rep = json.loads(report_path.read_text())
-        metrics = {"test_mse": rep["test"]["mse"], "test_mae": rep["test"]["mae"], "run": rep.get("name")}
+        rep = read_report(report_path, TrainingReport)
+        metrics = {"test_mse": rep.test.mse, "test_mae": rep.test.mae, "run": rep.name}
 
     cfg = model.cfg
     scaler = info["data"]["scaler"]

@@ -19,6 +19,7 @@ from export.onnx import FORBIDDEN_OPS, ExportError, export_model, forbidden_node
 from export.train import TrainConfig, data_meta
 from models import ModelConfig, RSAForecaster, build_rem
 from tests.utils.data import ettd_slice
+from tests.utils.reports import full
 
 CFG = ModelConfig(
     input_length=16,
@@ -51,7 +52,7 @@ def checkpoint(tmp_path_factory):
     meta = checkpoint_meta(ds, csv)
     path = d / "checkpoint.safetensors"
     save_checkpoint(path, model, meta)
-    (d / "report.json").write_text(json.dumps({"name": "tiny", "test": {"mse": 0.5, "mae": 0.4}}))
+    (d / "report.json").write_text(json.dumps(full({"name": "tiny", "test": {"mse": 0.5, "mae": 0.4}})))
     return path
 
 
