@@ -17,6 +17,7 @@ import typer
 from export.checkpoint import load_checkpoint
 from export.data import DataError, Dataset, ReadOptions, Split, load_dataset
 from export.paths import resolve
+from export.reports import EvaluationReport, to_dict
 from models import RSAForecaster
 
 __all__ = ["ablations", "evaluate", "load_for_checkpoint", "predict"]
@@ -117,9 +118,8 @@ def main(
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
     metrics = evaluate(model, getattr(ds, split), batch_size)
-    typer.echo(
-        json.dumps({"checkpoint": str(checkpoint), "data": str(ds.series.path), "split": split, **metrics})
-    )
+    report = EvaluationReport(str(checkpoint), str(ds.series.path), split, **metrics)
+    typer.echo(json.dumps(to_dict(report)))
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ __all__ = [
     "CompetitionScore",
     "DataRecord",
     "EpochRecord",
+    "EvaluationReport",
     "FitScores",
     "GroupCoverage",
     "IntervalCalibration",
@@ -539,3 +540,22 @@ class RecipesRun:
     @staticmethod
     def migrate(raw: dict[str, Any], version: int) -> dict[str, Any]:
         return raw
+
+
+# -- export/evaluate.py ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluationReport:
+    """`python -m export.evaluate`: a checkpoint's MSE and MAE on the scaled data over every window of a
+    split (printed as JSON)."""
+
+    kind: ClassVar[str] = "evaluation"
+    schema_version: ClassVar[int] = 1
+
+    checkpoint: str
+    data: str
+    split: str
+    mse: float
+    mae: float
+    windows: int
