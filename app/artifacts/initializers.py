@@ -73,7 +73,7 @@ def replace_initializers(model: bytes, values: Mapping[str, np.ndarray]) -> byte
                     name = bytes(out[a:b]).decode()
                 elif f == _TENSOR_RAW and k == 2:
                     raw = (a, b)
-            if name in values:
+            if name is not None and name in values:
                 new = (
                     np.ascontiguousarray(values[name]).astype(values[name].dtype.newbyteorder("<")).tobytes()
                 )
