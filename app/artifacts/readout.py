@@ -15,7 +15,7 @@ manifest's `readout` block (`ReadoutSpec`, written by export/global_onnx.py; doc
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -25,6 +25,7 @@ from app.artifacts.conformal import conformal_quantile, level_fits
 from app.artifacts.contract import window_scale
 
 __all__ = [
+    "CACHE_ROWS",
     "READOUT_SCHEMA",
     "SCALE_FLOOR",
     "TINY",
@@ -53,6 +54,9 @@ SCALE_FLOOR = 1e-9
 # Windows gathered from consecutive series before they are added to the normal equations: bounds the
 # memory (a few MiB at L = 72) whatever the number of series, and amortises the per-batch work.
 BUFFER_ROWS = 8192
+# Windows whose features a fit keeps between its IRLS passes (about 70 float64 numbers each with a
+# monthly bank: 37 MiB at most) instead of computing them again each pass.
+CACHE_ROWS = 65_536
 
 
 class NormalEquations:
@@ -259,38 +263,29 @@ def forecast(
 # -- the fit --------------------------------------------------------------------------------------------
 
 
-def accumulate(
-    series: Iterable[np.ndarray],
-    fit: FitSettings,
-    kernels: np.ndarray,
-    previous: np.ndarray | None = None,
-    check: Callable[[], None] | None = None,
-) -> NormalEquations | None:
-    """One pass's normal equations over every window of `series` (None when none has a window), rows
-    weighed by `fit`'s rules and, with `previous` (the last pass's solution), by IRLS."""
+@dataclass(frozen=True)
+class _Batch:
+    """One buffer of windows as every pass reads it: features, normalised targets, row weights (before
+    IRLS) and each window's seasonal-naive error in units of its scale."""
+
+    f: np.ndarray
+    t: np.ndarray
+    w: np.ndarray
+    d: np.ndarray
+
+
+def _batches(series: Iterable[np.ndarray], fit: FitSettings, kernels: np.ndarray) -> Iterator[_Batch]:
     length = kernels.shape[1]
-    eq: NormalEquations | None = None
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
     rows = 0
 
-    def flush() -> None:
-        nonlocal eq, parts, rows
+    def batch() -> _Batch:
         x, m, t, w = (np.concatenate(p) for p in zip(*parts, strict=True))
-        parts, rows = [], 0
         f, s = features(x, m, fit.period, fit.n_lags, kernels)
         d = naive_error(x, m, fit.period) / s
         if fit.row_scale == "mase":  # errors in units of the window's own seasonal-naive error
             w = w / np.maximum(d, fit.mase_floor)[:, None] ** 2
-        if previous is not None:  # IRLS toward the absolute error: weigh by 1 / |residual|
-            r = np.abs(t / s[:, None] - (f @ previous[:-1] + previous[-1])).mean(1)
-            if fit.row_scale == "mase":
-                r = r / np.maximum(d, fit.mase_floor)
-            w = w / np.maximum(r, fit.irls_floor)[:, None]
-        if eq is None:
-            eq = NormalEquations(f.shape[1], fit.horizon)
-        eq.add(f, t / s[:, None], w)
-        if check is not None:
-            check()
+        return _Batch(f, t / s[:, None], w, d)
 
     for v in series:
         win = series_windows(np.asarray(v, dtype=np.float64), length, fit.horizon, fit.train_min)
@@ -301,10 +296,44 @@ def accumulate(
         parts.append((x, m, t, w))
         rows += len(x)
         if rows >= BUFFER_ROWS:
-            flush()
+            yield batch()
+            parts, rows = [], 0
     if parts:
-        flush()
+        yield batch()
+
+
+def _equations(
+    batches: Iterable[_Batch],
+    fit: FitSettings,
+    previous: np.ndarray | None,
+    check: Callable[[], None] | None,
+) -> NormalEquations | None:
+    eq: NormalEquations | None = None
+    for b in batches:
+        w = b.w
+        if previous is not None:  # IRLS toward the absolute error: weigh by 1 / |residual|
+            r = np.abs(b.t - (b.f @ previous[:-1] + previous[-1])).mean(1)
+            if fit.row_scale == "mase":
+                r = r / np.maximum(b.d, fit.mase_floor)
+            w = w / np.maximum(r, fit.irls_floor)[:, None]
+        if eq is None:
+            eq = NormalEquations(b.f.shape[1], fit.horizon)
+        eq.add(b.f, b.t, w)
+        if check is not None:
+            check()
     return eq
+
+
+def accumulate(
+    series: Iterable[np.ndarray],
+    fit: FitSettings,
+    kernels: np.ndarray,
+    previous: np.ndarray | None = None,
+    check: Callable[[], None] | None = None,
+) -> NormalEquations | None:
+    """One pass's normal equations over every window of `series` (None when none has a window), rows
+    weighed by `fit`'s rules and, with `previous` (the last pass's solution), by IRLS."""
+    return _equations(_batches(series, fit, kernels), fit, previous, check)
 
 
 def fit_weights(
@@ -315,13 +344,18 @@ def fit_weights(
 ) -> np.ndarray:
     """The read-out [F + 1, H] fitted on every window of every series, read one at a time, once per pass:
     IRLS passes (`fit.irls` > 0) read them again, so they need a sequence; one pass takes any iterable.
-    `check()` runs after each batch of windows (a time budget raises there). ValueError when no series
-    has a window."""
+    Series of at most CACHE_ROWS windows in all keep their features between passes (the same numbers,
+    computed once: the service's fits); more are read again, so memory stays bounded. `check()` runs
+    after each batch of windows (a time budget raises there). ValueError when no series has a window."""
     if fit.irls and not isinstance(series, Sequence):
         raise ValueError("cfg.irls > 0 reads the series once per pass: give a sequence, or set irls = 0")
+    cached: list[_Batch] | None = None
+    if fit.irls and isinstance(series, Sequence) and _window_count(series, fit) <= CACHE_ROWS:
+        cached = list(_batches(series, fit, kernels))
     sol: np.ndarray | None = None
     for _ in range(1 + fit.irls):
-        eq = accumulate(series, fit, kernels, sol, check)
+        batches = cached if cached is not None else _batches(series, fit, kernels)
+        eq = _equations(batches, fit, sol, check)
         if eq is None:
             raise ValueError(
                 f"no series has a window: each needs at least train_history + horizon = "
@@ -330,6 +364,11 @@ def fit_weights(
         sol = eq.solve(fit.ridge)[0]
     assert sol is not None
     return sol
+
+
+def _window_count(series: Sequence[np.ndarray], fit: FitSettings) -> int:
+    """The training windows of `series` (series_windows' count per series)."""
+    return sum(max(0, len(v) - fit.horizon + 1 - max(fit.train_min, 1)) for v in series)
 
 
 # -- interval widths ------------------------------------------------------------------------------------
