@@ -65,7 +65,7 @@ class FitTooLong(InvalidInput):
 @dataclass
 class _Fit:
     weights: np.ndarray
-    outputs: np.ndarray  # [S, h, 1]
+    outputs: np.ndarray  # [S, h, 1] float32
     windows: np.ndarray  # [S, L, 1] float32, NaN before a short series' start (the service's window)
     intervals: dict[str, Any] | None
     dropped: dict[float, str]
@@ -193,28 +193,41 @@ def _fit(
 
     kernels = spec.kernels()
     fit = spec.fit
-    try:
-        weights = fit_weights(histories, fit, kernels, check)
-    except FitTooLong:
-        raise
-    except ValueError:
+    if not _training_windows(histories, spec)[1]:
         raise InvalidInput(
             f"no series holds a training window: a fit needs one series of at least train_history + "
             f"horizon = {fit.train_min} + {fit.horizon} values",
             field="series",
             limit=fit.train_min + fit.horizon,
-        ) from None
-    intervals, dropped, n_cal = None, {}, 0
-    if levels:
-        H = fit.horizon
-        cal = calibrate(histories, spec, levels, lambda n: max(H, round(CALIBRATION_SHARE * n)), check)
-        intervals, dropped, n_cal = cal.intervals, cal.dropped, cal.windows
-    outputs = forecast(weights, histories, fit, kernels)[:, :horizon, None]
-    L = spec.input_length
-    windows = np.full((len(histories), L, 1), np.nan, dtype=np.float32)
-    for i, h in enumerate(histories):
-        tail = h[-L:]
-        windows[i, L - len(tail) :, 0] = tail
+        )
+    unfit = InvalidInput(
+        "the read-out cannot be fitted on these values (too large for float64 arithmetic, or degenerate): "
+        "send them in smaller units",
+        field="series",
+    )
+    try:
+        with np.errstate(all="ignore"):  # overflow is checked on the answer, not warned about
+            weights = fit_weights(histories, fit, kernels, check)
+    except np.linalg.LinAlgError:
+        raise unfit from None
+    if not np.isfinite(weights).all():
+        raise unfit
+    with np.errstate(all="ignore"):  # what overflows float32 is refused below, not warned about
+        outputs = forecast(weights, histories, fit, kernels)[:, :horizon, None].astype(np.float32)
+        require_finite([outputs], lambda i: f"series[{i}]")
+        intervals, dropped, n_cal = None, {}, 0
+        if levels:
+            H = fit.horizon
+            cal = calibrate(histories, spec, levels, lambda n: max(H, round(CALIBRATION_SHARE * n)), check)
+            intervals, dropped, n_cal = cal.intervals, cal.dropped, cal.windows
+            if intervals is not None and not np.isfinite(np.asarray(intervals["widths"])).all():
+                why = "the calibration errors overflow float32: send the values in smaller units"
+                intervals, dropped = None, {float(lv): why for lv in levels}
+        L = spec.input_length
+        windows = np.full((len(histories), L, 1), np.nan, dtype=np.float32)
+        for i, h in enumerate(histories):
+            tail = h[-L:]
+            windows[i, L - len(tail) :, 0] = tail
     return _Fit(weights, outputs, windows, intervals, dropped, n_cal, time.perf_counter() - start)
 
 
@@ -280,9 +293,7 @@ async def fit_forecast(
         spec_intervals = IntervalsSpec.model_validate(result.intervals)
         answered = [lv for lv in levels if lv not in result.dropped]
         if answered:
-            bounds = level_bounds(
-                spec_intervals, result.outputs.astype(np.float32), answered, window=result.windows
-            )
+            bounds = level_bounds(spec_intervals, result.outputs, answered, window=result.windows)
             for level, (lo, hi) in bounds.items():
                 bands[f"lo-{level:g}"], bands[f"hi-{level:g}"] = lo, hi
     require_finite([result.outputs, *bands.values()], lambda i: f"series[{i}]")
@@ -378,4 +389,10 @@ def _publish(
         )
         (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
 
-    return int(publish_version(model_folder(repository, target), write).name)
+    for attempt in range(3):
+        try:
+            return int(publish_version(model_folder(repository, target), write).name)
+        except OSError:  # another publish took the same number first (its folder renamed in before ours)
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")

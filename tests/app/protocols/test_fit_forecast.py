@@ -139,6 +139,8 @@ def test_intervals_come_from_the_histories_own_windows_and_say_which_levels_have
         (lambda: {"series": [{"values": [1.0, None] * 20}]}, 422, "series[0].values[1]", None),
         (lambda: body(histories(), publish={"model": NAME}), 403, "publish", None),
         (lambda: {"series": []}, 422, "series", None),
+        (lambda: body([np.full(60, 1e300)]), 422, "series[0]", None),  # beyond float32: not sent as inf
+        (lambda: body([np.r_[np.full(30, 1e308), np.ones(30)]]), 422, "series", None),  # overflows the fit
         (lambda: {**body(histories()), "extra": 1}, 422, "extra", None),
     ],
 )
