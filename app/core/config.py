@@ -106,6 +106,7 @@ class Settings(BaseSettings):
     max_fit_history: int = Field(default=20_000, ge=1)
     max_fit_values: int = Field(default=1_000_000, ge=1)
     max_fit_seconds: float = Field(default=10.0, gt=0)
+    max_fits_in_flight: int = Field(default=4, ge=1)  # fits (and publishes) at once; 503 above
     # Forecast bodies of at least this many bytes are parsed in a worker process, off the event loop
     # (app/core/offload.py); 0: no worker, every body parsed on the loop.
     parse_process_min_bytes: int = Field(default=1024 * 1024, ge=0)

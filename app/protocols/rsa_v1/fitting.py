@@ -16,10 +16,11 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import orjson
@@ -32,7 +33,7 @@ from app.artifacts.publish import publish_version
 from app.artifacts.readout import ReadoutSpec, calibrate, fit_weights, forecast
 from app.artifacts.repository import NameRefused, check_model_name, model_folder, sha256_of
 from app.core.config import Settings
-from app.core.errors import InvalidInput, PermissionDenied
+from app.core.errors import InvalidInput, Overloaded, PermissionDenied
 from app.inference.intervals import level_bounds
 from app.inference.windows import check_horizon, in_model_zone, require_finite
 from app.protocols.rsa_v1.handlers import V1Handlers, _timestamps
@@ -41,6 +42,7 @@ from app.protocols.rsa_v1.wire import ForecastResult, encode_forecast
 
 __all__ = ["CALIBRATION_SHARE", "FitTooLong", "NotRefittable", "fit_forecast"]
 
+T = TypeVar("T")
 # The share of each history held out to calibrate the interval widths (at least the horizon): a
 # 2,000-point monthly series gives 400 - 18 + 1 = 383 windows, an M3 monthly series of 126 values 8.
 CALIBRATION_SHARE = 0.2
@@ -166,8 +168,7 @@ def _run(
 ) -> _Fit:
     """The fit, the calibration and the forecast (in a worker thread), BLAS on one thread: its matrices
     are small (a 2,000-point series: 1,959 windows x 70 features), and OpenBLAS's threads only fought
-    over the cores (p50 of a 2,000-point refit with intervals 1,303 ms with its default threads, 54 ms
-    on one, on this 2-core machine under other helpers' load: /tmp profile of `_run`)."""
+    over the cores (`python -m bench.refit` prints both: BENCHMARKS.md section 9)."""
     with threadpool_limits(1, "blas"):
         return _fit(spec, histories, horizon, levels, budget_s)
 
@@ -231,6 +232,35 @@ def _fit(
     return _Fit(weights, outputs, windows, intervals, dropped, n_cal, time.perf_counter() - start)
 
 
+# Fits (and publishes) running in worker threads in this process: at most RSA_MAX_FITS_IN_FLIGHT.
+_in_flight = 0
+
+
+async def _in_slot(settings: Settings, func: Callable[..., T], *args: Any) -> T:
+    """`func(*args)` in a worker thread, holding one of RSA_MAX_FITS_IN_FLIGHT slots (Overloaded when
+    none is free). A call whose client went away keeps its slot until its thread really finishes (the
+    thread cannot be stopped; its time budget stops it), so abandoned fits cannot pile up past the bound."""
+    global _in_flight
+    limit = settings.max_fits_in_flight
+    if _in_flight >= limit:
+        raise Overloaded(
+            f"{_in_flight} fits in flight, the limit (RSA_MAX_FITS_IN_FLIGHT); retry later",
+            limit=limit,
+            retry_after_s=settings.retry_after_s,
+        )
+    _in_flight += 1
+    call = asyncio.ensure_future(asyncio.to_thread(func, *args))
+    call.add_done_callback(_release_slot)
+    return await asyncio.shield(call)
+
+
+def _release_slot(call: asyncio.Future[Any]) -> None:
+    global _in_flight
+    _in_flight -= 1
+    if not call.cancelled():
+        call.exception()  # retrieved, so an abandoned call logs no "never retrieved"
+
+
 def _training_windows(histories: list[np.ndarray], spec: ReadoutSpec) -> tuple[int, int]:
     """(series holding a training window, windows in all): readout.series_windows' count."""
     per = [max(0, len(h) - spec.fit.horizon + 1 - max(spec.fit.train_min, 1)) for h in histories]
@@ -284,7 +314,7 @@ async def fit_forecast(
         for i, (s, h) in enumerate(zip(request.series, histories, strict=True))
     ]
     levels = list(request.level or [])
-    result = await asyncio.to_thread(_run, spec, histories, horizon, levels, settings.max_fit_seconds)
+    result = await _in_slot(settings, _run, spec, histories, horizon, levels, settings.max_fit_seconds)
     bands: dict[str, np.ndarray] = {}
     answered: list[float] = []
     if result.intervals is not None:
@@ -299,8 +329,16 @@ async def fit_forecast(
     require_finite([result.outputs, *bands.values()], lambda i: f"series[{i}]")
     published = None
     if target is not None:
-        number = await asyncio.to_thread(
-            _publish, settings.model_repository, entry.name, entry.version, target, spec, result, histories
+        number = await _in_slot(
+            settings,
+            _publish,
+            settings.model_repository,
+            entry.name,
+            entry.version,
+            target,
+            spec,
+            result,
+            histories,
         )
         published = {"model": target, "version": number}
     n_series, n_windows = _training_windows(histories, spec)

@@ -201,3 +201,23 @@ def test_a_published_refit_is_served_with_the_same_forecasts(controlled: Served)
     for a, b in zip(served["forecasts"], answer["forecasts"], strict=True):
         np.testing.assert_allclose(a["forecast"], b["forecast"], rtol=1e-4, atol=1e-3)
         np.testing.assert_allclose(a["hi-50"], b["hi-50"], rtol=1e-4, atol=1e-3)
+
+
+def test_fits_past_the_in_flight_bound_are_refused_with_retry_after(
+    published: tuple[Path, GlobalModel], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.protocols.rsa_v1 import fitting
+    from tests.app.conftest import make_settings, running_client
+
+    repo, _ = published
+    with running_client(make_settings(repo, max_fits_in_flight=2, retry_after_s=3)) as client:
+        monkeypatch.setattr(fitting, "_in_flight", 2)  # two fits running
+        r = client.post(f"/v1/models/{NAME}/versions/1/fit_forecast", json=body(histories()))
+        assert r.status_code == 503 and r.headers["retry-after"] == "3"
+        assert r.json()["error"]["code"] == "overloaded" and r.json()["error"]["limit"] == 2
+        monkeypatch.setattr(fitting, "_in_flight", 1)  # one free slot: served, and given back
+        assert (
+            client.post(f"/v1/models/{NAME}/versions/1/fit_forecast", json=body(histories())).status_code
+            == 200
+        )
+        assert fitting._in_flight == 1
