@@ -42,6 +42,7 @@ __all__ = [
     "naive_error",
     "rem_kernels",
     "series_windows",
+    "training_windows",
     "window_scales",
 ]
 
@@ -350,7 +351,7 @@ def fit_weights(
     if fit.irls and not isinstance(series, Sequence):
         raise ValueError("cfg.irls > 0 reads the series once per pass: give a sequence, or set irls = 0")
     cached: list[_Batch] | None = None
-    if fit.irls and isinstance(series, Sequence) and _window_count(series, fit) <= CACHE_ROWS:
+    if fit.irls and isinstance(series, Sequence) and sum(training_windows(series, fit)) <= CACHE_ROWS:
         cached = list(_batches(series, fit, kernels))
     sol: np.ndarray | None = None
     for _ in range(1 + fit.irls):
@@ -366,9 +367,9 @@ def fit_weights(
     return sol
 
 
-def _window_count(series: Sequence[np.ndarray], fit: FitSettings) -> int:
-    """The training windows of `series` (series_windows' count per series)."""
-    return sum(max(0, len(v) - fit.horizon + 1 - max(fit.train_min, 1)) for v in series)
+def training_windows(series: Sequence[np.ndarray], fit: FitSettings) -> list[int]:
+    """How many training windows each series holds (`series_windows`' count at `fit.train_min`)."""
+    return [max(0, len(v) - fit.horizon + 1 - max(fit.train_min, 1)) for v in series]
 
 
 # -- interval widths ------------------------------------------------------------------------------------

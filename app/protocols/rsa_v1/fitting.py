@@ -30,7 +30,7 @@ from app.artifacts.contract import FORECAST_INPUT, FORECAST_OUTPUT, MANIFEST_FIL
 from app.artifacts.initializers import replace_initializers
 from app.artifacts.manifest import IntervalsSpec, Manifest
 from app.artifacts.publish import publish_version
-from app.artifacts.readout import ReadoutSpec, calibrate, fit_weights, forecast
+from app.artifacts.readout import ReadoutSpec, calibrate, fit_weights, forecast, training_windows
 from app.artifacts.repository import NameRefused, check_model_name, model_folder, sha256_of
 from app.core.config import Settings
 from app.core.errors import InvalidInput, Overloaded, PermissionDenied
@@ -262,8 +262,8 @@ def _release_slot(call: asyncio.Future[Any]) -> None:
 
 
 def _training_windows(histories: list[np.ndarray], spec: ReadoutSpec) -> tuple[int, int]:
-    """(series holding a training window, windows in all): readout.series_windows' count."""
-    per = [max(0, len(h) - spec.fit.horizon + 1 - max(spec.fit.train_min, 1)) for h in histories]
+    """(series holding a training window, windows in all)."""
+    per = training_windows(histories, spec.fit)
     return sum(1 for n in per if n), sum(per)
 
 
