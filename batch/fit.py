@@ -1,23 +1,23 @@
 """The global REM read-out (export/panel.py) fitted on Ray Data: each block of series adds its windows to
 its own normal equations (`export.panel._accumulate`, the single-process fit's own code), the blocks'
 Gram matrices, cross products and sums are added on the driver, and the sum is solved once
-(`export.ridge.NormalEquations.solve`). Only the (F+1)² + (F+1)·H numbers of each block travel, so the
-table is never in one place; the answer equals the single-process fit's up to the order of the sums
-(tests/batch/test_fit.py: within 1e-6 relative on M3 monthly). IRLS passes (`cfg.irls`) each read the
-dataset again with the previous pass's solution.
+(`app.artifacts.readout.NormalEquations.solve`). Only the (F+1)² + (F+1)·H numbers of each block
+travel, so the table is never in one place; the answer equals the single-process fit's up to the
+order of the sums (tests/batch/test_fit.py: within 1e-6 relative on M3 monthly). IRLS passes
+(`cfg.irls`) each read the dataset again with the previous pass's solution.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import torch
 
+from app.artifacts.readout import NormalEquations, solve_passes
 from batch import io
-from export.panel import GlobalModel, PanelConfig, _accumulate, rem_kernels, solve_passes
-from export.ridge import NormalEquations
+from export.panel import GlobalModel, PanelConfig, _accumulate, rem_kernels
 
 
 def block_equations(
@@ -35,8 +35,8 @@ def block_equations(
             "count": np.empty(0),
         }
     return {
-        "gram": eq.gram.numpy()[None],
-        "cross": eq.cross.numpy()[None],
+        "gram": eq.gram[None],
+        "cross": eq.cross[None],
         "t_sq": np.array([eq.t_sq]),
         "count": np.array([eq.count], np.int64),
     }
@@ -62,10 +62,7 @@ def dataset_equations(
     )
     total: NormalEquations | None = None
     for row in per_block.iter_rows():
-        gram, cross = (
-            torch.from_numpy(np.asarray(row["gram"])),
-            torch.from_numpy(np.asarray(row["cross"])),
-        )
+        gram, cross = np.asarray(row["gram"]), np.asarray(row["cross"])
         if total is None:
             total = NormalEquations(gram.shape[0] - 1, cross.shape[1])
         total.gram += gram
@@ -77,9 +74,11 @@ def dataset_equations(
 
 def fit_dataset(dataset: Any, cfg: PanelConfig, input_length: int) -> GlobalModel:
     """`dataset`: a Ray Dataset with a column `y`, one series (its values, oldest first) a row."""
-    return solve_passes(
-        cfg, input_length, lambda previous: dataset_equations(dataset, cfg, input_length, previous)
+    start = time.perf_counter()
+    sol = solve_passes(
+        cfg.fit_settings, lambda previous: dataset_equations(dataset, cfg, input_length, previous)
     )
+    return GlobalModel(cfg, input_length, sol, fit_seconds=time.perf_counter() - start)
 
 
 def series_dataset(series: Sequence[np.ndarray], blocks: int) -> Any:

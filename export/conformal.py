@@ -35,6 +35,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 import typer
 
+from app.artifacts.conformal import conformal_quantile
 from app.artifacts.contract import (
     FORECAST_INPUT,
     FORECAST_OUTPUT,
@@ -149,14 +150,6 @@ def split_forecasts(
             feeds[PHASE_INPUT] = phases[i : i + batch]
         out.append(session.run([FORECAST_OUTPUT], feeds)[0])
     return SplitForecasts(windows, np.ascontiguousarray(targets, dtype=np.float64), np.concatenate(out))
-
-
-def conformal_quantile(scores: np.ndarray, level: float) -> np.ndarray:
-    """The split-conformal quantile over axis 0 of `scores` [n, ...] at `level` (a fraction): the
-    ceil((n + 1)·level)-th smallest score, the largest when that rank passes n (docs/intervals.md)."""
-    n = scores.shape[0]
-    rank = min(math.ceil((n + 1) * level), n)
-    return np.partition(scores, rank - 1, axis=0)[rank - 1]
 
 
 def _lower_quantile(scores: np.ndarray, level: float) -> np.ndarray:

@@ -31,6 +31,8 @@ from app.artifacts.contract import (
     MODEL_FILE,
     window_scale,
 )
+from app.artifacts.readout import SCALE_FLOOR, ReadoutSpec, calibrate
+from export.bank import expand_bank
 from export.publish import publish_version
 from export.reports import GroupCoverage, IntervalCalibration, to_dict
 
@@ -48,6 +50,7 @@ __all__ = [
     "group_coverage",
     "history_groups",
     "interval_halfwidths",
+    "readout_spec",
     "run_graph",
     "series_spread",
 ]
@@ -59,9 +62,6 @@ TOLERANCE = 1e-4
 _TINY = 1e-8  # export/panel.py's scale fallback threshold
 _MEAN_MONTH_S = 365.2425 * 86_400 / 12  # a calendar month's nominal seconds (export/data/timestamps.py)
 DEFAULT_LEVELS = (50.0, 80.0, 90.0, 95.0, 99.0)  # as the multichannel exporter's
-# A spread no real series has: the floor of each series' seasonal-naive error, so that a flat window's
-# interval is (almost) the point, never a division by zero.
-_SCALE_FLOOR = 1e-9
 
 
 def _const(name: str, value: np.ndarray | float, dtype: Any = np.float32) -> Any:
@@ -205,7 +205,7 @@ def series_spread(model: GlobalModel, histories: Sequence[np.ndarray]) -> np.nda
     pooled interval widths."""
     L, lag = model.input_length, max(model.config.period, 1)
     windows = windows_of(histories, L)
-    return window_scale(windows, "mean_abs_diff", L, 1.0, [_SCALE_FLOOR], lag)[:, 0, 0].astype(np.float64)
+    return window_scale(windows, "mean_abs_diff", L, 1.0, [SCALE_FLOOR], lag)[:, 0, 0].astype(np.float64)
 
 
 def history_groups(lengths: Sequence[int], groups: int = 3) -> list[str]:
@@ -258,40 +258,38 @@ def _cross_coverage(
     return group_coverage(inside, ok, groups)
 
 
+def readout_spec(model: GlobalModel) -> ReadoutSpec:
+    """What a refit of `model` needs (the manifest's `readout` block): its REM heads expanded, its input
+    length, min_history and fit settings."""
+    cfg = model.config
+    heads = tuple((str(k), int(d), float(v), float(t)) for k, d, v, t in expand_bank(cfg.spec, cfg.period))
+    return ReadoutSpec(heads, model.input_length, model.min_history, cfg.fit_settings)
+
+
 def calibrate_global(
     model: GlobalModel, series: Sequence[np.ndarray], levels: Sequence[float] = DEFAULT_LEVELS
 ) -> tuple[dict[str, Any] | None, str]:
     """Split-conformal intervals pooled across series, each scaled by its own seasonal-naive error:
     (the manifest's `intervals` or None, a sentence saying what was calibrated or why nothing was).
 
-    Every series long enough keeps its last H values out; a read-out of the same input length is fitted
-    on what comes before (`GlobalModel.refit`, the same settings) and forecasts them. Each series' absolute
-    errors are divided by the spread the service computes from the same window (`series_spread`), and per
-    horizon step the conformal quantile of the n pooled scores is the width, in units of that spread. A
-    level needs ceil((n + 1)·level) <= n series. The calibration report (`IntervalCalibration`, in the
-    manifest's `intervals.calibration`) gives the coverage per history-length group, out of fold."""
-    import math
-
-    from export.conformal import conformal_quantile
-
-    cfg, L, H = model.config, model.input_length, model.config.horizon
-    keep = [np.asarray(v, dtype=np.float64) for v in series if len(v) >= model.min_history + H]
-    n = len(keep)
-    ok = [lv for lv in levels if math.ceil((n + 1) * lv / 100) <= n]
-    if not ok:
+    Every series long enough keeps its last H values out; a read-out of the same settings and input
+    length is fitted on what comes before and forecasts them (app/artifacts/readout.py's `calibrate`
+    with a tail of H: the service's fit on request calibrates with the same code). Each series' absolute
+    errors are divided by the spread the service computes from the same window (`series_spread`), and
+    per horizon step the conformal quantile of the n pooled scores is the width, in units of that
+    spread. A level needs ceil((n + 1)·level) <= n series. The calibration report
+    (`IntervalCalibration`, in the manifest's `intervals.calibration`) gives the coverage per
+    history-length group, out of fold."""
+    H = model.config.horizon
+    cal = calibrate(series, readout_spec(model), levels, tail=lambda n: H)
+    n = cal.series
+    if cal.intervals is None:
         return (
             None,
             f"no interval: {n} series hold {H} values out after min_history = {model.min_history}, "
             f"too few for any of {list(levels)} (a level needs ceil((n + 1)·level) <= n series)",
         )
-    fit_part, held = [v[:-H] for v in keep], np.array([v[-H:] for v in keep])
-    reference = model.refit(fit_part)
-    errors = np.abs(held - reference.forecast(fit_part))  # [n, H]
-    lag = max(cfg.period, 1)
-    spec = {"statistic": "mean_abs_diff", "rows": L, "lag": lag, "power": 1.0, "floor": [_SCALE_FLOOR]}
-    scores = errors / series_spread(model, fit_part)[:, None]
-    widths = [conformal_quantile(scores, lv / 100) for lv in ok]  # each [H]
-    widths = list(np.maximum.accumulate(np.array(widths), axis=0))  # never narrower at a higher level
+    ok = list(cal.intervals["levels"])
     dropped = [lv for lv in levels if lv not in ok]
     why = (
         f"{dropped} need more than the {n} series that hold {H} values out after min_history = "
@@ -299,22 +297,15 @@ def calibrate_global(
         if dropped
         else None
     )
+    held = [len(v) - H for v in series if len(v) >= model.min_history + H]  # one window per series
     report = IntervalCalibration(
         series=n,
         levels=ok,
         dropped_levels=dropped,
         dropped_because=why,
-        coverage=_cross_coverage(scores, ok, history_groups([len(v) for v in fit_part])),
+        coverage=_cross_coverage(cal.scores, ok, history_groups(held)),
     )
-    intervals = {
-        "method": "split_conformal",
-        "residuals": "absolute",
-        "scale": "window",
-        "window_scale": spec,
-        "levels": ok,
-        "widths": [[[float(x)] for x in w] for w in widths],
-        "calibration": to_dict(report),
-    }
+    intervals = {**cal.intervals, "calibration": to_dict(report)}
     return intervals, f"intervals at {ok} from {n} series' last {H} values" + (f"; {why}" if why else "")
 
 
@@ -354,6 +345,8 @@ def manifest_of(
         "inputs": [{"name": FORECAST_INPUT, "dtype": "float32", "shape": ["batch", L, 1]}],
         "outputs": [{"name": FORECAST_OUTPUT, "dtype": "float32", "shape": ["batch", H, 1]}],
         "panel": {"min_history": model.min_history, "period": cfg.period, "missing": "nan"},
+        # What the service's fit on request (/v1/.../fit_forecast) refits with (app/artifacts/readout.py).
+        "readout": readout_spec(model).to_json(),
         "architecture": {"config": model.to_json()["config"], "input_length": L, "search": model.search},
         "opset": OPSET,
         "files": files,

@@ -32,11 +32,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
-import torch
 import typer
 
+from app.artifacts import readout
+from app.artifacts.readout import TINY as _TINY
 from export.bank import expand_bank
-from export.ridge import NormalEquations
 
 __all__ = [
     "INPUT_PERIODS",
@@ -48,15 +48,12 @@ __all__ = [
     "mase",
     "rem_kernels",
     "smape",
-    "solve_passes",
     "train_global",
 ]
 
 SCHEMA_VERSION = 1  # of model.json
 # Input lengths searched, in periods of the cycle (a monthly model: 12, 24, 36, 48, 72 steps).
 INPUT_PERIODS = (1, 2, 3, 4, 6)
-# Below this |value|, a window's scale falls back (to its mean |value|, then to 1): an all-zero window.
-_TINY = 1e-8
 
 
 def default_bank(period: int) -> dict[str, Any]:
@@ -71,23 +68,8 @@ def default_bank(period: int) -> dict[str, Any]:
 
 def rem_kernels(bank: Any, period: int, length: int) -> np.ndarray:
     """The last rows [K, L] of the bank's REMs over a window of `length` steps, as models/rem.py computes
-    them (`lag_row`: lag > 0 on each head's lattice; λ^t, γ^t·cos(tθ), γ^t·sin(tθ)), each row scaled to
-    unit norm so that one ridge penalty treats them alike."""
-    rows = []
-    lag = (length - 1) - np.arange(length)
-    for kind, dilation, value, theta in expand_bank(bank, period):
-        on = (lag > 0) & (lag % int(dilation) == 0)
-        t = np.where(on, lag // int(dilation), 1).astype(np.float64)
-        if kind == "regular":
-            k = np.power(float(value), t)
-        elif kind == "cyclic_cos":
-            k = np.power(float(value), t) * np.cos(t * float(theta))
-        else:
-            k = np.power(float(value), t) * np.sin(t * float(theta))
-        k = np.where(on, k, 0.0)
-        norm = float(np.linalg.norm(k))
-        rows.append(k / norm if norm > 0 else k)
-    return np.array(rows, dtype=np.float64).reshape(-1, length)
+    them, each row scaled to unit norm (app/artifacts/readout.py's `rem_kernels` of the expanded bank)."""
+    return readout.rem_kernels(expand_bank(bank, period), length)
 
 
 @dataclass(frozen=True)
@@ -142,6 +124,22 @@ class PanelConfig:
     def spec(self) -> dict[str, Any]:
         return self.bank if self.bank is not None else default_bank(self.period)
 
+    @property
+    def fit_settings(self) -> readout.FitSettings:
+        """The settings app/artifacts/readout.py fits with."""
+        return readout.FitSettings(
+            horizon=self.horizon,
+            period=self.period,
+            n_lags=self.n_lags,
+            ridge=self.ridge,
+            weighting=self.weighting,
+            train_min=self.train_min,
+            row_scale=self.row_scale,
+            mase_floor=self.mase_floor,
+            irls=self.irls,
+            irls_floor=self.irls_floor,
+        )
+
 
 @dataclass
 class GlobalModel:
@@ -179,13 +177,7 @@ class GlobalModel:
                 f"{len(short)} series have fewer than min_history = {self.min_history} values "
                 f"(the first: series {short[0]} with {len(histories[short[0]])})"
             )
-        kernels = rem_kernels(self.config.spec, self.config.period, self.input_length)
-        out = np.empty((len(histories), self.config.horizon))
-        for a in range(0, len(histories), batch):
-            x, m = _last_windows(histories[a : a + batch], self.input_length)
-            f, s = _features(x, m, self.config, kernels)
-            out[a : a + len(x)] = (f @ self.weights[:-1] + self.weights[-1]) * s[:, None]
-        return out
+        return readout.forecast(self.weights, histories, self.config.fit_settings, self.kernels(), batch)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -224,73 +216,13 @@ class GlobalModel:
         return cls.from_json(json.loads(Path(path).read_text()))
 
 
-def _scales(x: np.ndarray, m: np.ndarray, period: int) -> np.ndarray:
-    """Per window: the mean |value| of its last cycle's observed steps (falling back to the whole
-    window's, then to 1 for an all-zero window)."""
-    last = max(period, 1)
-    ax, am = np.abs(x[:, -last:]) * m[:, -last:], m[:, -last:]
-    s = ax.sum(1) / np.maximum(am.sum(1), 1)
-    whole = (np.abs(x) * m).sum(1) / np.maximum(m.sum(1), 1)
-    s = np.where(s > _TINY, s, whole)
-    return np.where(s > _TINY, s, 1.0)
-
-
-def _naive_error(x: np.ndarray, m: np.ndarray, period: int) -> np.ndarray:
-    """Per window: the mean |x_t − x_{t−m}| over its observed pairs (m = the period, or 1 where the
-    window holds no observed pair a period apart); 0 where it has no pair at all."""
-    out = np.zeros(len(x))
-    todo = np.ones(len(x), dtype=bool)
-    for lag in (period, 1) if period > 1 else (1,):
-        both = m[:, lag:] * m[:, :-lag]
-        pairs = both.sum(1)
-        err = (np.abs(x[:, lag:] - x[:, :-lag]) * both).sum(1) / np.maximum(pairs, 1)
-        use = todo & (pairs > 0)
-        out[use], todo = err[use], todo & ~use
-    return out
+_series_windows = readout.series_windows  # every training window of one series
 
 
 def _features(
     x: np.ndarray, m: np.ndarray, cfg: PanelConfig, kernels: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    s = _scales(x, m, cfg.period)
-    u = np.where(m > 0, x / s[:, None], 0.0)  # the masked start reads as 0 (its share is a feature)
-    lags = u[:, -cfg.n_lags :]
-    missing = 1.0 - m.mean(1, keepdims=True)
-    return np.concatenate([u @ kernels.T, lags, missing], 1), s
-
-
-def _last_windows(histories: Sequence[np.ndarray], length: int) -> tuple[np.ndarray, np.ndarray]:
-    """The last `length` values of each history [S, L] and their mask, the missing start masked."""
-    x = np.zeros((len(histories), length))
-    m = np.zeros((len(histories), length))
-    for i, h in enumerate(histories):
-        tail = np.asarray(h, dtype=np.float64)[-length:]
-        x[i, length - len(tail) :] = tail
-        m[i, length - len(tail) :] = 1.0
-    return x, m
-
-
-def _series_windows(
-    v: np.ndarray, length: int, horizon: int, history: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """Every window of one series whose input has at least `history` values and whose H targets lie in
-    it: inputs [n, L] (the start before the series masked), masks [n, L], targets [n, H]."""
-    n = len(v)
-    ends = np.arange(max(history, 1), n - horizon + 1)  # the input is v[end - L : end]
-    if not len(ends):
-        return None
-    padded = np.concatenate([np.zeros(length), v])
-    observed = np.concatenate([np.zeros(length), np.ones(n)])
-    view = np.lib.stride_tricks.sliding_window_view
-    x = view(padded, length)[ends]  # padded[end : end + L] = v[end - L : end]
-    m = view(observed, length)[ends]
-    t = view(v, horizon)[ends]
-    return x, m, t
-
-
-# Windows gathered from consecutive series before they are added to the normal equations: bounds the
-# memory (a few MiB at L = 72) whatever the number of series, and amortises the per-batch work.
-_BUFFER_ROWS = 8192
+    return readout.features(x, m, cfg.period, cfg.n_lags, kernels)
 
 
 def _accumulate(
@@ -299,75 +231,19 @@ def _accumulate(
     length: int,
     kernels: np.ndarray,
     previous: np.ndarray | None = None,
-) -> NormalEquations | None:
-    eq: NormalEquations | None = None
-    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
-    rows = 0
-
-    def flush() -> None:
-        nonlocal eq, parts, rows
-        x, m, t, w = (np.concatenate(p) for p in zip(*parts, strict=True))
-        parts, rows = [], 0
-        f, s = _features(x, m, cfg, kernels)
-        d = _naive_error(x, m, cfg.period) / s
-        if cfg.row_scale == "mase":  # errors in units of the window's own seasonal-naive error
-            w = w / np.maximum(d, cfg.mase_floor)[:, None] ** 2
-        if previous is not None:  # IRLS toward the absolute error: weigh by 1 / |residual|
-            r = np.abs(t / s[:, None] - (f @ previous[:-1] + previous[-1])).mean(1)
-            if cfg.row_scale == "mase":
-                r = r / np.maximum(d, cfg.mase_floor)
-            w = w / np.maximum(r, cfg.irls_floor)[:, None]
-        if eq is None:
-            eq = NormalEquations(f.shape[1], cfg.horizon)
-        eq.add(torch.from_numpy(f), torch.from_numpy(t / s[:, None]), torch.from_numpy(w))
-
-    for v in series:
-        win = _series_windows(np.asarray(v, dtype=np.float64), length, cfg.horizon, cfg.train_min)
-        if win is None:
-            continue
-        x, m, t = win
-        w = np.full((len(x), 1), 1.0 / len(x) if cfg.weighting == "series" else 1.0)
-        parts.append((x, m, t, w))
-        rows += len(x)
-        if rows >= _BUFFER_ROWS:
-            flush()
-    if parts:
-        flush()
-    return eq
+) -> readout.NormalEquations | None:
+    """One pass's normal equations over every window of `series` (None when none has a window)."""
+    assert kernels.shape[1] == length
+    return readout.accumulate(series, cfg.fit_settings, kernels, previous)
 
 
 def fit_global(series: Iterable[np.ndarray], cfg: PanelConfig, input_length: int) -> GlobalModel:
     """The read-out fitted on every window of every series, read one at a time, once per pass: IRLS
     passes (`cfg.irls` > 0) read them again, so they need a sequence; one pass takes any iterable (a
     generator of series too many to hold)."""
-    if cfg.irls and not isinstance(series, Sequence):
-        raise ValueError("cfg.irls > 0 reads the series once per pass: give a sequence, or set irls = 0")
-    kernels = rem_kernels(cfg.spec, cfg.period, input_length)
-    return solve_passes(
-        cfg, input_length, lambda previous: _accumulate(series, cfg, input_length, kernels, previous)
-    )
-
-
-def solve_passes(
-    cfg: PanelConfig,
-    input_length: int,
-    equations: Callable[[np.ndarray | None], NormalEquations | None],
-) -> GlobalModel:
-    """The read-out of `1 + cfg.irls` passes, timed: `equations(previous)` is one pass's normal equations
-    over every window (weighed by the previous pass's solution; None on the first), or None where no
-    series has a window; each pass is solved at `cfg.ridge`. The one loop of the single-process fit and
-    of batch/fit.py's distributed one, which differ only in where the equations are summed."""
     start = time.perf_counter()
-    sol: np.ndarray | None = None
-    for _ in range(1 + cfg.irls):
-        eq = equations(sol)
-        if eq is None:
-            raise ValueError(
-                f"no series has a window: each needs at least train_history + horizon = "
-                f"{cfg.train_min} + {cfg.horizon} values"
-            )
-        sol = eq.solve(cfg.ridge)[0].numpy()
-    assert sol is not None
+    kernels = rem_kernels(cfg.spec, cfg.period, input_length)
+    sol = readout.fit_weights(series, cfg.fit_settings, kernels)
     return GlobalModel(cfg, input_length, sol, fit_seconds=time.perf_counter() - start)
 
 

@@ -1,6 +1,7 @@
 """Weighted ridge regression by normal equations, accumulated batch by batch and solved in float64: the
 one fit behind every closed-form read-out here (export/linear_fit.py: the model's own maps;
-export/readout.py: refitted read-outs; export/panel.py: the global model over many series).
+export/readout.py: refitted read-outs; export/panel.py: the global model over many series, through the numpy
+implementation it wraps).
 
 `normalised_problem` states the problem a model's maps solve: targets, row weights and inputs in the
 normalised coordinates the maps act in, so that the fit minimises the model's own loss (the MSE on the
@@ -9,9 +10,11 @@ scaled data).
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import Tensor
 
+from app.artifacts.readout import NormalEquations as _NumpyEquations
 from export.data import Split
 from models import RSAForecaster
 
@@ -19,31 +22,25 @@ __all__ = ["NormalEquations", "normalised_problem"]
 
 
 class NormalEquations:
-    """Weighted ridge regression t ≈ [f, 1]·W accumulated over batches, solved in float64."""
+    """Weighted ridge regression t ≈ [f, 1]·W accumulated over batches, solved in float64: the torch face
+    of `app.artifacts.readout.NormalEquations` (numpy), the one implementation, which the service's fit on
+    request uses too."""
 
     def __init__(self, n_features: int, n_targets: int) -> None:
-        self.gram = torch.zeros(n_features + 1, n_features + 1, dtype=torch.float64)
-        self.cross = torch.zeros(n_features + 1, n_targets, dtype=torch.float64)
-        self.t_sq = 0.0
-        self.count = 0
+        self.equations = _NumpyEquations(n_features, n_targets)
 
     def add(self, f: Tensor, t: Tensor, w: Tensor) -> None:
         """f [n, F] features, t [n, T] targets, w [n, 1] row weights."""
-        u = torch.cat([f, torch.ones(f.shape[0], 1, dtype=f.dtype)], 1).double()
-        t, w = t.double(), w.double()
-        self.gram += (u * w).T @ u
-        self.cross += (u * w).T @ t
-        self.t_sq += float((t * t * w).sum())
-        self.count += t.numel()
+        self.equations.add(_array(f), _array(t), _array(w))
 
     def solve(self, ridge: float) -> tuple[Tensor, float]:
         """(solution [F+1, T], the last row the bias; weighted mean squared residual)."""
-        reg = ridge * torch.eye(self.gram.shape[0], dtype=torch.float64)
-        reg[-1, -1] = 0.0  # no penalty on the bias
-        sol = torch.linalg.solve(self.gram + reg, self.cross)
-        # Weighted residual sum of squares: Σw·t² − 2·tr(solᵀ·cross) + tr(solᵀ·gram·sol).
-        rss = self.t_sq - 2 * float((sol * self.cross).sum()) + float((sol * (self.gram @ sol)).sum())
-        return sol, rss / self.count
+        sol, mse = self.equations.solve(ridge)
+        return torch.from_numpy(sol), mse
+
+
+def _array(x: Tensor) -> np.ndarray:
+    return x.detach().to("cpu", torch.float64).numpy()
 
 
 def normalised_problem(

@@ -189,3 +189,53 @@ def test_the_panel_walkthrough_serves_an_unseen_series_as_printed(tmp_path: Path
         assert len(got["timestamps"]) == 12 and got["timestamps"][-1] == "2024-12-01T00:00:00Z"
         np.testing.assert_allclose(got["forecast"][:2], shown["forecast"][:2], rtol=1e-5)
         np.testing.assert_allclose(np.array(got["forecast"])[:, 0], w, rtol=1e-4)
+
+
+def test_the_fit_on_request_example_runs_as_printed(tmp_path: Path) -> None:
+    """The README's fit_forecast example: its curl request (the walk-through's two-shop request) and its
+    client line (the walk-through's long file), against a service process serving the walk-through's
+    model."""
+    import shlex
+    import subprocess
+    import sys
+
+    import httpx
+    import pandas as pd
+    from rsa_client import Client
+
+    from tests.app.live import live_service
+
+    example = README[README.index("## A read-out fitted on your series") :]
+    curl = next(b for b in blocks("bash", example) if "fit_forecast" in b)
+    line = next(b for b in blocks("python", example) if "fit_forecast" in b).strip()
+    for argv in (
+        ["-m", "export.example_data", f"{tmp_path}/runs/example"],
+        shlex.split(
+            f"-m export.panel train --data {tmp_path}/runs/example/stores_long.csv --horizon 12 "
+            f"--input-periods 2 --out {tmp_path}/runs/stores"
+        ),
+        shlex.split(
+            f"-m export.panel export --model {tmp_path}/runs/stores/model.json --name stores "
+            f"--repository {tmp_path}/my_models --data {tmp_path}/runs/example/stores_long.csv"
+        ),
+    ):
+        proc = subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    path = re.search(r"127\.0\.0\.1:8000(\S+)", curl).group(1)
+    request = tmp_path / re.search(r"-d @(\S+)", curl).group(1)
+    with live_service(tmp_path / "my_models", tmp_path / "service.log") as service:
+        r = httpx.post(
+            f"{service.url}{path}",
+            content=request.read_bytes(),
+            timeout=60,
+            headers={"content-type": "application/json"},
+        )
+        assert r.status_code == 200, r.text
+        assert [f["id"] for f in r.json()["forecasts"]] == ["store_21", "store_22"]
+        code = line.replace("http://127.0.0.1:8000", service.url).replace(
+            '"runs/example', f'"{tmp_path}/runs/example'
+        )
+        out = eval(code, {"Client": Client, "pd": pd})  # the README line itself
+    assert list(out.columns) == ["unique_id", "ds", "y", "y-lo-80", "y-hi-80", "y-lo-95", "y-hi-95"]
+    assert out.attrs["fit"]["series"] == 20 and out.attrs["fit"]["levels"] == [80.0, 95.0]
+    assert len(out) == 20 * 12

@@ -182,6 +182,9 @@ class Manifest(_Frozen):
     # read in it, answers carry its offsets and the cycle follows its wall clock. Null or absent: UTC.
     timezone: str | None = None
     panel: PanelSpec | None = None  # null or absent: histories of at least L values, all observed
+    # A global read-out's refit settings (app/artifacts/readout.py `ReadoutSpec`, read when a refit is
+    # asked for): null or absent in versions exported before them, which cannot be refit.
+    readout: dict[str, Any] | None = None
 
     @property
     def min_history(self) -> int:

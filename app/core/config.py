@@ -98,6 +98,15 @@ class Settings(BaseSettings):
     # model's training rule and counted in the answer; above this share, 422 (docs/service.md).
     max_missing_share: float = Field(default=0.2, ge=0.0, le=1.0)
     max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1)  # 413 above this
+    # A global read-out fitted on request (POST /v1/models/{m}/fit_forecast, docs/service.md): series per
+    # request, values per series and values in all, and the seconds one fit may take (checked between
+    # batches of windows: past it the fit stops and answers 422 naming this setting). It runs in a worker
+    # thread, so the event loop keeps serving while it fits.
+    max_fit_series: int = Field(default=256, ge=1)
+    max_fit_history: int = Field(default=20_000, ge=1)
+    max_fit_values: int = Field(default=1_000_000, ge=1)
+    max_fit_seconds: float = Field(default=10.0, gt=0)
+    max_fits_in_flight: int = Field(default=4, ge=1)  # fits (and publishes) at once; 503 above
     # Forecast bodies of at least this many bytes are parsed in a worker process, off the event loop
     # (app/core/offload.py); 0: no worker, every body parsed on the loop.
     parse_process_min_bytes: int = Field(default=1024 * 1024, ge=0)

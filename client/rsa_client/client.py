@@ -278,6 +278,68 @@ class Client:
         answer: dict[str, Any] = response.json()
         return answer
 
+    # -- a read-out fitted on request -------------------------------------------------------------
+    def fit_forecast(
+        self,
+        df: pd.DataFrame,
+        h: int | None = None,
+        level: Sequence[float] | None = None,
+        model: str = "etth1-rsa",
+        version: int | None = None,
+        publish: str | None = None,
+        *,
+        id_col: str = "unique_id",
+        time_col: str = "ds",
+        target_col: str | None = None,
+    ) -> pd.DataFrame:
+        """A global model's read-out refitted on every series of `df` (long: `id_col`, `time_col` and the
+        target, `y` or the model's channel), then forecasting them (POST /v1/.../fit_forecast, one
+        request: the server bounds it by RSA_MAX_FIT_*). `publish`: a model name to publish the refit into
+        as its next version (an API key and RSA_MODEL_CONTROL=explicit).
+
+        Returns one row per series and future step: `id_col`, `time_col`, the target column and, per
+        level with intervals, `{target}-lo-{level}` and `{target}-hi-{level}`; `.attrs["fit"]` holds the
+        server's fit summary (levels without intervals and why, the published version)."""
+        target = target_col or ("y" if "y" in df.columns else None)
+        if target is None or target not in df.columns:
+            raise ValueError(f"df needs a target column (`y` or target_col), has {list(df.columns)}")
+        frame = df.sort_values([id_col, time_col], kind="stable")
+        series = []
+        for key, part in frame.groupby(id_col, sort=False):
+            first = pd.Timestamp(part[time_col].iloc[0])
+            values = part[target].to_numpy(np.float64)
+            series.append(
+                {
+                    "id": str(key),
+                    "start": (first if first.tzinfo else first.tz_localize("UTC")).isoformat(),
+                    "values": [None if np.isnan(v) else float(v) for v in values],
+                }
+            )
+        body: dict[str, Any] = {"series": series}
+        if h is not None:
+            body["horizon"] = h
+        if level:
+            body["level"] = [float(v) for v in level]
+        if publish is not None:
+            body["publish"] = {"model": publish}
+        path = f"/v1/models/{model}" + (f"/versions/{version}" if version is not None else "")
+        answer = self._send("POST", f"{path}/fit_forecast", [s["id"] for s in series], json=body).json()
+        rows: dict[str, list[Any]] = {id_col: [], time_col: [], target: []}
+        bands = [f"{side}-{v:g}" for v in answer["fit"]["levels"] for side in ("lo", "hi")]
+        for band in bands:
+            rows[f"{target}-{band}"] = []
+        for f in answer["forecasts"]:
+            n = len(f["forecast"])
+            rows[id_col] += [f["id"]] * n
+            rows[time_col] += list(f["timestamps"] or [None] * n)
+            rows[target] += [row[0] for row in f["forecast"]]
+            for band in bands:
+                rows[f"{target}-{band}"] += [row[0] for row in f[band]]
+        out = pd.DataFrame(rows)
+        out[time_col] = pd.to_datetime(out[time_col], utc=True, format="ISO8601")
+        out.attrs["fit"] = answer["fit"]
+        return out
+
     # -- the repository API -----------------------------------------------------------------------
     def index(self, ready_only: bool = False) -> list[dict[str, Any]]:
         """Every model version on disk or served (the service runs with RSA_MODEL_CONTROL poll or

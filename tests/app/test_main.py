@@ -39,12 +39,16 @@ def test_openapi_documents_every_route(client: TestClient) -> None:
         "/v1/models/{name}/versions/{version}/forecast",
         "/v1/models/{name}/attention",
         "/v1/models/{name}/versions/{version}/attention",
+        "/v1/models/{name}/fit_forecast",
+        "/v1/models/{name}/versions/{version}/fit_forecast",
     ):
         assert path in paths, path
     forecast = paths["/v1/models/{name}/forecast"]["post"]
     request_schema = forecast["requestBody"]["content"]["application/json"]["schema"]
     assert request_schema["$ref"].endswith("ForecastRequest")
     assert "ErrorResponse" in forecast["responses"]["422"]["content"]["application/json"]["schema"]["$ref"]
+    fit = paths["/v1/models/{name}/fit_forecast"]["post"]
+    assert fit["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("FitForecastRequest")
     assert "image/png" in paths["/v1/models/{name}/attention"]["post"]["responses"]["200"]["content"]
     assert client.get("/docs").status_code == 200
 

@@ -15,6 +15,8 @@ from app.protocols.rsa_v1.schemas import (
     AttentionRequest,
     AttentionResponse,
     ErrorResponse,
+    FitForecastRequest,
+    FitForecastResponse,
     ForecastRequest,
     ForecastResponse,
     ModelInfo,
@@ -149,3 +151,52 @@ async def attention_version(
 ) -> AttentionResponse | Response:
     """Attention matrices of one series with a given model version."""
     return await _attention(name, version, request, v1, format)
+
+
+# -- a read-out fitted on request -----------------------------------------------------------------------
+
+fit_router = APIRouter(prefix="/v1/models", tags=["fit"])
+FIT_ERRORS: dict[int | str, dict[str, Any]] = {
+    **INFERENCE_ERRORS,
+    403: {"model": ErrorResponse, "description": "`publish` without control rights (API key, explicit)."},
+    422: {
+        "model": ErrorResponse,
+        "description": "Invalid input, a limit passed (RSA_MAX_FIT_*), or a version that cannot be refit "
+        "(`not_refittable`); `field` and `limit` say what and why.",
+    },
+}
+
+
+async def _fit_forecast(name: str, version: int | None, request: Request, v1: V1Handlers) -> Response:
+    from app.protocols.rsa_v1.fitting import fit_forecast
+    from app.runtime import runtime_of
+
+    body = await parse_body(request, FitForecastRequest.model_validate_json)
+    can_publish = runtime_of(request.app).api_keys.enabled and v1.settings.model_control == "explicit"
+    answer = await fit_forecast(v1, name, version, body, can_publish)
+    return Response(answer, media_type="application/json")
+
+
+@fit_router.post(
+    "/{name}/fit_forecast",
+    response_model=FitForecastResponse,
+    responses=FIT_ERRORS,
+    openapi_extra=body_schema(FitForecastRequest),
+)
+async def fit_forecast_route(name: ModelName, request: Request, v1: V1HandlersDep) -> Response:
+    """Refit the latest version's global read-out on the histories sent and forecast them (publishing
+    nothing unless `publish` names a model)."""
+    return await _fit_forecast(name, None, request, v1)
+
+
+@fit_router.post(
+    "/{name}/versions/{version}/fit_forecast",
+    response_model=FitForecastResponse,
+    responses=FIT_ERRORS,
+    openapi_extra=body_schema(FitForecastRequest),
+)
+async def fit_forecast_version(
+    name: ModelName, version: ModelVersionNumber, request: Request, v1: V1HandlersDep
+) -> Response:
+    """Refit a given version's global read-out on the histories sent and forecast them."""
+    return await _fit_forecast(name, version, request, v1)

@@ -1,0 +1,487 @@
+"""The global REM read-out's computation, torch-free: its features, its ridge fit and its interval widths.
+
+The one home of this code. The exporter (export/panel.py: `fit_global`, `GlobalModel.forecast`;
+export/global_onnx.py: `calibrate_global`) and the service's fit on request (`/v1/.../fit_forecast`,
+app/protocols/rsa_v1/fitting.py) both call it, so a read-out refitted by the service is the one the
+exporter would have fitted on the same series with the same settings.
+
+Each window of L steps is divided by its own scale (the mean |value| of its last cycle); its features are
+the last rows of a fixed REM bank applied to the normalised window (`rem_kernels`), its last `n_lags`
+values and the share of the window that is missing; a ridge regression (`NormalEquations`, float64)
+maps them to the H normalised future values. A version folder carries what a refit needs in its
+manifest's `readout` block (`ReadoutSpec`, written by export/global_onnx.py; docs/artifacts.md).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from app.artifacts.conformal import conformal_quantile, level_fits
+from app.artifacts.contract import window_scale
+
+__all__ = [
+    "CACHE_ROWS",
+    "READOUT_SCHEMA",
+    "SCALE_FLOOR",
+    "TINY",
+    "Calibration",
+    "FitSettings",
+    "NormalEquations",
+    "ReadoutSpec",
+    "accumulate",
+    "calibrate",
+    "features",
+    "fit_weights",
+    "forecast",
+    "last_windows",
+    "naive_error",
+    "rem_kernels",
+    "series_windows",
+    "solve_passes",
+    "training_windows",
+    "window_scales",
+]
+
+READOUT_SCHEMA = 1  # of the manifest's `readout` block
+# Below this |value|, a window's scale falls back (to its mean |value|, then to 1): an all-zero window.
+TINY = 1e-8
+# A spread no real series has: the floor of each series' seasonal-naive error in the interval widths, so
+# that a flat window's interval is (almost) the point, never a division by zero.
+SCALE_FLOOR = 1e-9
+# Windows gathered from consecutive series before they are added to the normal equations: bounds the
+# memory (a few MiB at L = 72) whatever the number of series, and amortises the per-batch work.
+BUFFER_ROWS = 8192
+# Windows whose features a fit keeps between its IRLS passes (about 70 float64 numbers each with a
+# monthly bank: 37 MiB at most) instead of computing them again each pass.
+CACHE_ROWS = 65_536
+
+
+class NormalEquations:
+    """Weighted ridge regression t ≈ [f, 1]·W accumulated over batches, solved in float64."""
+
+    def __init__(self, n_features: int, n_targets: int) -> None:
+        self.gram = np.zeros((n_features + 1, n_features + 1))
+        self.cross = np.zeros((n_features + 1, n_targets))
+        self.t_sq = 0.0
+        self.count = 0
+
+    def add(self, f: np.ndarray, t: np.ndarray, w: np.ndarray) -> None:
+        """f [n, F] features, t [n, T] targets, w [n, 1] row weights."""
+        u = np.concatenate([np.asarray(f, dtype=np.float64), np.ones((f.shape[0], 1))], 1)
+        t, w = np.asarray(t, dtype=np.float64), np.asarray(w, dtype=np.float64)
+        uw = u * w
+        self.gram += uw.T @ u
+        self.cross += uw.T @ t
+        self.t_sq += float((t * t * w).sum())
+        self.count += t.size
+
+    def solve(self, ridge: float) -> tuple[np.ndarray, float]:
+        """(solution [F+1, T], the last row the bias; weighted mean squared residual)."""
+        reg = ridge * np.eye(self.gram.shape[0])
+        reg[-1, -1] = 0.0  # no penalty on the bias
+        sol = np.linalg.solve(self.gram + reg, self.cross)
+        # Weighted residual sum of squares: Σw·t² − 2·tr(solᵀ·cross) + tr(solᵀ·gram·sol).
+        rss = self.t_sq - 2 * float((sol * self.cross).sum()) + float((sol * (self.gram @ sol)).sum())
+        return sol, rss / self.count
+
+
+def rem_kernels(heads: Sequence[Sequence[Any]], length: int) -> np.ndarray:
+    """The last rows [K, L] of REM heads (rows [kind, dilation, λ or γ, θ], export/bank.py's
+    `expand_bank`) over a window of `length` steps, as models/rem.py computes them (`lag_row`: lag > 0 on
+    each head's lattice; λ^t, γ^t·cos(tθ), γ^t·sin(tθ)), each row scaled to unit norm so that one ridge
+    penalty treats them alike."""
+    rows = []
+    lag = (length - 1) - np.arange(length)
+    for kind, dilation, value, theta in heads:
+        on = (lag > 0) & (lag % int(dilation) == 0)
+        t = np.where(on, lag // int(dilation), 1).astype(np.float64)
+        if kind == "regular":
+            k = np.power(float(value), t)
+        elif kind == "cyclic_cos":
+            k = np.power(float(value), t) * np.cos(t * float(theta))
+        else:
+            k = np.power(float(value), t) * np.sin(t * float(theta))
+        k = np.where(on, k, 0.0)
+        norm = float(np.linalg.norm(k))
+        rows.append(k / norm if norm > 0 else k)
+    return np.array(rows, dtype=np.float64).reshape(-1, length)
+
+
+@dataclass(frozen=True)
+class FitSettings:
+    """How the read-out is fitted (export/panel.py's `PanelConfig` says why each is what it is)."""
+
+    horizon: int
+    period: int
+    n_lags: int
+    ridge: float
+    weighting: str  # "series" or "window"
+    train_min: int  # observed values a training window needs
+    row_scale: str  # "level" or "mase"
+    mase_floor: float
+    irls: int
+    irls_floor: float
+
+
+@dataclass(frozen=True)
+class ReadoutSpec:
+    """What a refit needs, as the manifest's `readout` block: the REM heads, the input length, the
+    fewest values forecast, and the fit's settings."""
+
+    heads: tuple[tuple[str, int, float, float], ...]
+    input_length: int
+    min_history: int
+    fit: FitSettings
+
+    def kernels(self) -> np.ndarray:
+        return rem_kernels(self.heads, self.input_length)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": READOUT_SCHEMA,
+            "heads": [list(h) for h in self.heads],
+            "input_length": self.input_length,
+            "min_history": self.min_history,
+            **asdict(self.fit),
+        }
+
+    @classmethod
+    def from_json(cls, d: Any) -> ReadoutSpec:
+        """ValueError saying what is wrong when `d` is not a `readout` block of this schema."""
+        if not isinstance(d, dict) or d.get("schema") != READOUT_SCHEMA:
+            found = d.get("schema") if isinstance(d, dict) else type(d).__name__
+            raise ValueError(f"not a readout block of schema {READOUT_SCHEMA} (found {found!r})")
+        try:
+            fit = FitSettings(
+                horizon=int(d["horizon"]),
+                period=int(d["period"]),
+                n_lags=int(d["n_lags"]),
+                ridge=float(d["ridge"]),
+                weighting=str(d["weighting"]),
+                train_min=int(d["train_min"]),
+                row_scale=str(d["row_scale"]),
+                mase_floor=float(d["mase_floor"]),
+                irls=int(d["irls"]),
+                irls_floor=float(d["irls_floor"]),
+            )
+            heads = tuple((str(k), int(dl), float(v), float(th)) for k, dl, v, th in d["heads"])
+            return cls(heads, int(d["input_length"]), int(d["min_history"]), fit)
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"the readout block is incomplete or malformed: {e!r}") from None
+
+
+# -- windows and features -------------------------------------------------------------------------------
+
+
+def window_scales(x: np.ndarray, m: np.ndarray, period: int) -> np.ndarray:
+    """Per window: the mean |value| of its last cycle's observed steps (falling back to the whole
+    window's, then to 1 for an all-zero window)."""
+    last = max(period, 1)
+    ax, am = np.abs(x[:, -last:]) * m[:, -last:], m[:, -last:]
+    s = ax.sum(1) / np.maximum(am.sum(1), 1)
+    whole = (np.abs(x) * m).sum(1) / np.maximum(m.sum(1), 1)
+    s = np.where(s > TINY, s, whole)
+    return np.where(s > TINY, s, 1.0)
+
+
+def naive_error(x: np.ndarray, m: np.ndarray, period: int) -> np.ndarray:
+    """Per window: the mean |x_t − x_{t−m}| over its observed pairs (m = the period, or 1 where the
+    window holds no observed pair a period apart); 0 where it has no pair at all."""
+    out = np.zeros(len(x))
+    todo = np.ones(len(x), dtype=bool)
+    for lag in (period, 1) if period > 1 else (1,):
+        both = m[:, lag:] * m[:, :-lag]
+        pairs = both.sum(1)
+        err = (np.abs(x[:, lag:] - x[:, :-lag]) * both).sum(1) / np.maximum(pairs, 1)
+        use = todo & (pairs > 0)
+        out[use], todo = err[use], todo & ~use
+    return out
+
+
+def features(
+    x: np.ndarray, m: np.ndarray, period: int, n_lags: int, kernels: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(features [n, F], scales [n]) of raw windows x [n, L] whose observed steps are m [n, L]."""
+    s = window_scales(x, m, period)
+    u = np.where(m > 0, x / s[:, None], 0.0)  # the masked start reads as 0 (its share is a feature)
+    lags = u[:, -n_lags:]
+    missing = 1.0 - m.mean(1, keepdims=True)
+    return np.concatenate([u @ kernels.T, lags, missing], 1), s
+
+
+def last_windows(histories: Sequence[np.ndarray], length: int) -> tuple[np.ndarray, np.ndarray]:
+    """The last `length` values of each history [S, L] and their mask, the missing start masked."""
+    x = np.zeros((len(histories), length))
+    m = np.zeros((len(histories), length))
+    for i, h in enumerate(histories):
+        tail = np.asarray(h, dtype=np.float64)[-length:]
+        x[i, length - len(tail) :] = tail
+        m[i, length - len(tail) :] = 1.0
+    return x, m
+
+
+def series_windows(
+    v: np.ndarray, length: int, horizon: int, history: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Every window of one series whose input has at least `history` values and whose H targets lie in
+    it: inputs [n, L] (the start before the series masked), masks [n, L], targets [n, H]. Window i's
+    input ends after value max(history, 1) + i."""
+    n = len(v)
+    ends = np.arange(max(history, 1), n - horizon + 1)  # the input is v[end - L : end]
+    if not len(ends):
+        return None
+    padded = np.concatenate([np.zeros(length), v])
+    observed = np.concatenate([np.zeros(length), np.ones(n)])
+    view = np.lib.stride_tricks.sliding_window_view
+    x = view(padded, length)[ends]  # padded[end : end + L] = v[end - L : end]
+    m = view(observed, length)[ends]
+    t = view(v, horizon)[ends]
+    return x, m, t
+
+
+def forecast(
+    weights: np.ndarray,
+    histories: Sequence[np.ndarray],
+    fit: FitSettings,
+    kernels: np.ndarray,
+    batch: int = 4096,
+) -> np.ndarray:
+    """The next H values [S, H] of each history (raw values, oldest first; shorter than L: masked at the
+    start) by the read-out `weights` [F + 1, H]."""
+    length = kernels.shape[1]
+    out = np.empty((len(histories), fit.horizon))
+    for a in range(0, len(histories), batch):
+        x, m = last_windows(histories[a : a + batch], length)
+        f, s = features(x, m, fit.period, fit.n_lags, kernels)
+        out[a : a + len(x)] = (f @ weights[:-1] + weights[-1]) * s[:, None]
+    return out
+
+
+# -- the fit --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """One buffer of windows as every pass reads it: features, normalised targets, row weights (before
+    IRLS) and each window's seasonal-naive error in units of its scale."""
+
+    f: np.ndarray
+    t: np.ndarray
+    w: np.ndarray
+    d: np.ndarray
+
+
+def _batches(series: Iterable[np.ndarray], fit: FitSettings, kernels: np.ndarray) -> Iterator[_Batch]:
+    length = kernels.shape[1]
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    rows = 0
+
+    def batch() -> _Batch:
+        x, m, t, w = (np.concatenate(p) for p in zip(*parts, strict=True))
+        f, s = features(x, m, fit.period, fit.n_lags, kernels)
+        d = naive_error(x, m, fit.period) / s
+        if fit.row_scale == "mase":  # errors in units of the window's own seasonal-naive error
+            w = w / np.maximum(d, fit.mase_floor)[:, None] ** 2
+        return _Batch(f, t / s[:, None], w, d)
+
+    for v in series:
+        win = series_windows(np.asarray(v, dtype=np.float64), length, fit.horizon, fit.train_min)
+        if win is None:
+            continue
+        x, m, t = win
+        w = np.full((len(x), 1), 1.0 / len(x) if fit.weighting == "series" else 1.0)
+        parts.append((x, m, t, w))
+        rows += len(x)
+        if rows >= BUFFER_ROWS:
+            yield batch()
+            parts, rows = [], 0
+    if parts:
+        yield batch()
+
+
+def _equations(
+    batches: Iterable[_Batch],
+    fit: FitSettings,
+    previous: np.ndarray | None,
+    check: Callable[[], None] | None,
+) -> NormalEquations | None:
+    eq: NormalEquations | None = None
+    for b in batches:
+        w = b.w
+        if previous is not None:  # IRLS toward the absolute error: weigh by 1 / |residual|
+            r = np.abs(b.t - (b.f @ previous[:-1] + previous[-1])).mean(1)
+            if fit.row_scale == "mase":
+                r = r / np.maximum(b.d, fit.mase_floor)
+            w = w / np.maximum(r, fit.irls_floor)[:, None]
+        if eq is None:
+            eq = NormalEquations(b.f.shape[1], fit.horizon)
+        eq.add(b.f, b.t, w)
+        if check is not None:
+            check()
+    return eq
+
+
+def accumulate(
+    series: Iterable[np.ndarray],
+    fit: FitSettings,
+    kernels: np.ndarray,
+    previous: np.ndarray | None = None,
+    check: Callable[[], None] | None = None,
+) -> NormalEquations | None:
+    """One pass's normal equations over every window of `series` (None when none has a window), rows
+    weighed by `fit`'s rules and, with `previous` (the last pass's solution), by IRLS."""
+    return _equations(_batches(series, fit, kernels), fit, previous, check)
+
+
+def fit_weights(
+    series: Iterable[np.ndarray],
+    fit: FitSettings,
+    kernels: np.ndarray,
+    check: Callable[[], None] | None = None,
+) -> np.ndarray:
+    """The read-out [F + 1, H] fitted on every window of every series, read one at a time, once per pass:
+    IRLS passes (`fit.irls` > 0) read them again, so they need a sequence; one pass takes any iterable.
+    Series of at most CACHE_ROWS windows in all keep their features between passes (the same numbers,
+    computed once: the service's fits); more are read again, so memory stays bounded. `check()` runs
+    after each batch of windows (a time budget raises there). ValueError when no series has a window."""
+    if fit.irls and not isinstance(series, Sequence):
+        raise ValueError("cfg.irls > 0 reads the series once per pass: give a sequence, or set irls = 0")
+    cached: list[_Batch] | None = None
+    if fit.irls and isinstance(series, Sequence) and sum(training_windows(series, fit)) <= CACHE_ROWS:
+        cached = list(_batches(series, fit, kernels))
+
+    def equations(previous: np.ndarray | None) -> NormalEquations | None:
+        batches = cached if cached is not None else _batches(series, fit, kernels)
+        return _equations(batches, fit, previous, check)
+
+    return solve_passes(fit, equations)
+
+
+def solve_passes(fit: FitSettings, equations: Callable[[np.ndarray | None], NormalEquations | None]) -> np.ndarray:
+    """The read-out [F + 1, H] of `1 + fit.irls` passes: `equations(previous)` is one pass's normal
+    equations over every window (weighed by the previous pass's solution; None on the first), or None
+    where no series has a window; each pass is solved at `fit.ridge`. The one loop of the in-process fit
+    (`fit_weights`) and of batch/fit.py's distributed one, which differ only in where the equations are
+    summed. ValueError when no series has a window."""
+    sol: np.ndarray | None = None
+    for _ in range(1 + fit.irls):
+        eq = equations(sol)
+        if eq is None:
+            raise ValueError(
+                f"no series has a window: each needs at least train_history + horizon = "
+                f"{fit.train_min} + {fit.horizon} values"
+            )
+        sol = eq.solve(fit.ridge)[0]
+    assert sol is not None
+    return sol
+
+
+def training_windows(series: Sequence[np.ndarray], fit: FitSettings) -> list[int]:
+    """How many training windows each series holds (`series_windows`' count at `fit.train_min`)."""
+    return [max(0, len(v) - fit.horizon + 1 - max(fit.train_min, 1)) for v in series]
+
+
+# -- interval widths ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Interval widths calibrated on held-out windows: the manifest's `intervals` block (None when no
+    level could be), the levels left out and why, and how many windows scored."""
+
+    intervals: dict[str, Any] | None
+    dropped: dict[float, str]
+    windows: int
+    series: int
+    # Each scored window's |error| / spread [windows, H] (empty when none was scored): the exporter's
+    # coverage report per series group (export/global_onnx.py).
+    scores: np.ndarray = field(default_factory=lambda: np.empty((0, 0)))
+
+
+def calibrate(
+    series: Sequence[np.ndarray],
+    spec: ReadoutSpec,
+    levels: Sequence[float],
+    tail: Callable[[int], int],
+    check: Callable[[], None] | None = None,
+) -> Calibration:
+    """Split-conformal widths of a read-out of `spec`'s settings, per horizon step, pooled across series.
+
+    Each series of n values holds out its last `tail(n)` (at least H) values: a read-out is fitted on what
+    comes before, and every window whose H targets lie in the held-out part (its input at least
+    min_history values) is forecast. Each absolute error is divided by the spread the service computes
+    from the same window (`window_scale`: the window's mean |x_t − x_{t−period}| over observed values);
+    per horizon step the conformal quantile of the pooled scores is the width, in units of that spread.
+    A level needs ceil((n + 1)·level) <= n windows. With tail(n) = H this is the exporter's calibration
+    (one window per series: its last H values)."""
+    fit, L, H = spec.fit, spec.input_length, spec.fit.horizon
+    kernels = spec.kernels()
+    arrays = [np.asarray(v, dtype=np.float64) for v in series]
+    held = [(v, max(H, tail(len(v)))) for v in arrays if len(v) >= spec.min_history + H]
+    ordered = sorted(levels)
+
+    def nothing(why: str, windows: int = 0, n_series: int = 0) -> Calibration:
+        return Calibration(None, {float(lv): why for lv in ordered}, windows, n_series)
+
+    if not held:
+        return nothing(f"no series holds min_history + horizon = {spec.min_history} + {H} values")
+    try:
+        weights = fit_weights([v[:-k] for v, k in held], fit, kernels, check)
+    except ValueError:
+        return nothing(
+            f"no series leaves train_history + horizon = {fit.train_min} + {H} values to fit on "
+            "before its calibration tail"
+        )
+    xs, ms, ts = [], [], []
+    for v, k in held:
+        win = series_windows(v, L, H, spec.min_history)
+        if win is None:
+            continue
+        first = max(len(v) - k - max(spec.min_history, 1), 0)  # windows whose input ends at n − k or later
+        xs.append(win[0][first:])
+        ms.append(win[1][first:])
+        ts.append(win[2][first:])
+    x, m, t = np.concatenate(xs), np.concatenate(ms), np.concatenate(ts)
+    f, s = features(x, m, fit.period, fit.n_lags, kernels)
+    errors = np.abs(t - (f @ weights[:-1] + weights[-1]) * s[:, None])  # [n, H]
+    lag = max(fit.period, 1)
+    window = np.where(m > 0, x, np.nan).astype(np.float32)[:, :, None]  # the service's window
+    spread = window_scale(window, "mean_abs_diff", L, 1.0, [SCALE_FLOOR], lag)[:, 0, 0]
+    scores = errors / spread[:, None]
+    n = len(scores)
+    ok = [lv for lv in ordered if level_fits(n, lv)]
+    dropped = {
+        float(lv): f"{n} calibration windows are too few: level {lv:g} needs at least "
+        f"{math.ceil(lv / (100 - lv)) if lv < 100 else 'infinitely many'}"
+        for lv in ordered
+        if lv not in ok
+    }
+    if not ok:
+        return Calibration(None, dropped, n, len(held), scores)
+    widths = np.maximum.accumulate(np.array([conformal_quantile(scores, lv / 100) for lv in ok]), axis=0)
+    intervals = {
+        "method": "split_conformal",
+        "residuals": "absolute",
+        "scale": "window",
+        "window_scale": {
+            "statistic": "mean_abs_diff",
+            "rows": L,
+            "lag": lag,
+            "power": 1.0,
+            "floor": [SCALE_FLOOR],
+        },
+        "levels": ok,
+        "widths": [[[float(x)] for x in w] for w in widths],
+        "calibration": {
+            "series": len(held),
+            "windows": n,
+            "pooled": "across series, per horizon step",
+            "dropped_levels": list(dropped),
+        },
+    }
+    return Calibration(intervals, dropped, n, len(held), scores)
