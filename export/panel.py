@@ -35,7 +35,9 @@ import numpy as np
 import torch
 import typer
 
+from app.artifacts.covariates import CovariateLayout
 from export.bank import expand_bank
+from export.covariates import CovariatePlan, CovariateSeries, series_covariate_rows
 from export.ridge import NormalEquations
 
 __all__ = [
@@ -152,6 +154,11 @@ class GlobalModel:
     frequency: str | None = None
     search: dict[str, float] = field(default_factory=dict)  # validation MASE per input length searched
     fit_seconds: float = 0.0
+    # Covariates (export/covariates.py): the layout of the raw `covariates` rows, with its training
+    # statistics; the weights' covariate rows follow the target's features. None: the target alone.
+    covariates: CovariateLayout | None = None
+    # Per covariate: validation MASE and MSE with and without it (train_global; empty without covariates).
+    covariate_report: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def min_history(self) -> int:
@@ -159,7 +166,7 @@ class GlobalModel:
 
     def refit(self, series: Sequence[np.ndarray]) -> GlobalModel:
         """A read-out of the same settings and input length fitted on other series (calibration)."""
-        return fit_global(series, self.config, self.input_length)
+        return fit_global(series, self.config, self.input_length, self.covariates)
 
     def kernels(self) -> np.ndarray:
         """The REM bank's last rows [K, L] over this model's input length."""
@@ -169,9 +176,14 @@ class GlobalModel:
         """(features [n, F], scales [n]) of raw windows [n, L] whose observed steps are `mask` [n, L]."""
         return _features(windows, mask, self.config, self.kernels())
 
-    def forecast(self, histories: Sequence[np.ndarray], batch: int = 4096) -> np.ndarray:
+    def forecast(
+        self, histories: Sequence[np.ndarray], batch: int = 4096, covariates: np.ndarray | None = None
+    ) -> np.ndarray:
         """The next H values [S, H] of each history (raw values, oldest first; any length of at least
-        `min_history`: shorter than L is masked at the start)."""
+        `min_history`: shorter than L is masked at the start). A covariate model needs `covariates`, the
+        raw rows [S, D] of its layout (`CovariateLayout.assemble`)."""
+        if (self.covariates is None) != (covariates is None):
+            raise ValueError("covariates are given to a model without them, or missing for one with them")
         short = [i for i, h in enumerate(histories) if len(h) < self.min_history]
         if short:
             raise ValueError(
@@ -183,6 +195,10 @@ class GlobalModel:
         for a in range(0, len(histories), batch):
             x, m = _last_windows(histories[a : a + batch], self.input_length)
             f, s = _features(x, m, self.config, kernels)
+            if self.covariates is not None and covariates is not None:
+                f = np.concatenate(
+                    [f, _covariate_features(self.covariates, covariates[a : a + batch], kernels)], 1
+                )
             out[a : a + len(x)] = (f @ self.weights[:-1] + self.weights[-1]) * s[:, None]
         return out
 
@@ -197,6 +213,8 @@ class GlobalModel:
             "search": self.search,
             "fit_seconds": round(self.fit_seconds, 3),
             "weights": self.weights.tolist(),
+            "covariates": None if self.covariates is None else self.covariates.to_json(),
+            "covariate_report": self.covariate_report,
         }
 
     @classmethod
@@ -211,6 +229,8 @@ class GlobalModel:
             frequency=d.get("frequency"),
             search=dict(d.get("search") or {}),
             fit_seconds=float(d.get("fit_seconds") or 0.0),
+            covariates=None if d.get("covariates") is None else CovariateLayout.from_json(d["covariates"]),
+            covariate_report=list(d.get("covariate_report") or []),
         )
 
     def save(self, path: Path) -> Path:
@@ -258,6 +278,12 @@ def _features(
     return np.concatenate([u @ kernels.T, lags, missing], 1), s
 
 
+def _covariate_features(layout: CovariateLayout, raw: np.ndarray, kernels: np.ndarray) -> np.ndarray:
+    """The read-out's covariate features [n, G] of raw rows [n, D]: standardised (a missing past start
+    read as the training mean), the past through the target's REM kernels."""
+    return layout.standardise(raw) @ layout.readout_matrix(kernels)
+
+
 def _last_windows(histories: Sequence[np.ndarray], length: int) -> tuple[np.ndarray, np.ndarray]:
     """The last `length` values of each history [S, L] and their mask, the missing start masked."""
     x = np.zeros((len(histories), length))
@@ -298,16 +324,20 @@ def _accumulate(
     length: int,
     kernels: np.ndarray,
     previous: np.ndarray | None = None,
+    layout: CovariateLayout | None = None,
 ) -> NormalEquations | None:
     eq: NormalEquations | None = None
-    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
     rows = 0
+    mix = None if layout is None else layout.readout_matrix(kernels)
 
     def flush() -> None:
         nonlocal eq, parts, rows
-        x, m, t, w = (np.concatenate(p) for p in zip(*parts, strict=True))
+        x, m, t, w, c = (np.concatenate(p) for p in zip(*parts, strict=True))
         parts, rows = [], 0
         f, s = _features(x, m, cfg, kernels)
+        if layout is not None and mix is not None:
+            f = np.concatenate([f, layout.standardise(c) @ mix], 1)
         d = _naive_error(x, m, cfg.period) / s
         if cfg.row_scale == "mase":  # errors in units of the window's own seasonal-naive error
             w = w / np.maximum(d, cfg.mase_floor)[:, None] ** 2
@@ -321,12 +351,20 @@ def _accumulate(
         eq.add(torch.from_numpy(f), torch.from_numpy(t / s[:, None]), torch.from_numpy(w))
 
     for v in series:
-        win = _series_windows(np.asarray(v, dtype=np.float64), length, cfg.horizon, cfg.train_min)
+        values = v.values if isinstance(v, CovariateSeries) else v
+        win = _series_windows(np.asarray(values, dtype=np.float64), length, cfg.horizon, cfg.train_min)
         if win is None:
             continue
         x, m, t = win
         w = np.full((len(x), 1), 1.0 / len(x) if cfg.weighting == "series" else 1.0)
-        parts.append((x, m, t, w))
+        if layout is not None:
+            if not isinstance(v, CovariateSeries):
+                raise ValueError("a covariate model is fitted on CovariateSeries")
+            ends = np.arange(max(cfg.train_min, 1), len(values) - cfg.horizon + 1)
+            c = series_covariate_rows(v, layout, ends)
+        else:
+            c = np.zeros((len(x), 0))
+        parts.append((x, m, t, w, c))
         rows += len(x)
         if rows >= _BUFFER_ROWS:
             flush()
@@ -335,7 +373,12 @@ def _accumulate(
     return eq
 
 
-def fit_global(series: Iterable[np.ndarray], cfg: PanelConfig, input_length: int) -> GlobalModel:
+def fit_global(
+    series: Iterable[np.ndarray] | Iterable[CovariateSeries],
+    cfg: PanelConfig,
+    input_length: int,
+    layout: CovariateLayout | None = None,
+) -> GlobalModel:
     """The read-out fitted on every window of every series, read one at a time, once per pass: IRLS
     passes (`cfg.irls` > 0) read them again, so they need a sequence; one pass takes any iterable (a
     generator of series too many to hold)."""
@@ -345,7 +388,7 @@ def fit_global(series: Iterable[np.ndarray], cfg: PanelConfig, input_length: int
     kernels = rem_kernels(cfg.spec, cfg.period, input_length)
     sol: np.ndarray | None = None
     for _ in range(1 + cfg.irls):
-        eq = _accumulate(series, cfg, input_length, kernels, sol)
+        eq = _accumulate(series, cfg, input_length, kernels, sol, layout)
         if eq is None:
             raise ValueError(
                 f"no series has a window: each needs at least train_history + horizon = "
@@ -353,7 +396,7 @@ def fit_global(series: Iterable[np.ndarray], cfg: PanelConfig, input_length: int
             )
         sol = eq.solve(cfg.ridge)[0].numpy()
     assert sol is not None
-    return GlobalModel(cfg, input_length, sol, fit_seconds=time.perf_counter() - start)
+    return GlobalModel(cfg, input_length, sol, fit_seconds=time.perf_counter() - start, covariates=layout)
 
 
 def seasonal_naive_scale(v: np.ndarray, period: int) -> float:
@@ -381,30 +424,99 @@ def mape(actual: np.ndarray, forecast: np.ndarray) -> np.ndarray:
     return (100.0 * np.abs(actual - forecast) / np.maximum(np.abs(actual), _TINY)).mean(1)
 
 
-def _validation(series: Sequence[np.ndarray], cfg: PanelConfig) -> tuple[list[np.ndarray], list[int]]:
+def _values(v: np.ndarray | CovariateSeries) -> np.ndarray:
+    return np.asarray(v.values if isinstance(v, CovariateSeries) else v, dtype=np.float64)
+
+
+def _validation(
+    series: Sequence[np.ndarray] | Sequence[CovariateSeries], cfg: PanelConfig
+) -> tuple[list[Any], list[int]]:
     """Training parts (the last H held out) of the series long enough to hold out and still forecast."""
     keep = [i for i, v in enumerate(series) if len(v) >= cfg.history + cfg.horizon]
-    return [np.asarray(series[i][: -cfg.horizon], dtype=np.float64) for i in keep], keep
+    out: list[Any] = []
+    for i in keep:
+        v = series[i]
+        out.append(
+            v.head(len(v) - cfg.horizon) if isinstance(v, CovariateSeries) else _values(v)[: -cfg.horizon]
+        )
+    return out, keep
 
 
-def train_global(series: Sequence[np.ndarray], cfg: PanelConfig, frequency: str | None = None) -> GlobalModel:
+def _validate(
+    series: Sequence[np.ndarray] | Sequence[CovariateSeries],
+    cfg: PanelConfig,
+    length: int,
+    plan: CovariatePlan | None,
+) -> tuple[float, float]:
+    """(mean MASE, mean scaled MSE) of a read-out of input `length` fitted on every series but its last H
+    values and forecasting them (MSE per series in units of its seasonal-naive error squared)."""
+    fit_part, keep = _validation(series, cfg)
+    H = cfg.horizon
+    held = np.array([_values(series[i])[-H:] for i in keep])
+    layout = None if plan is None else plan.layout(length, H)
+    model = fit_global(fit_part, cfg, length, layout)
+    rows = None
+    if layout is not None:
+        rows = np.concatenate(
+            [series_covariate_rows(series[i], layout, np.array([len(series[i]) - H])) for i in keep]  # type: ignore[arg-type]
+        )
+    insample = [_values(v) for v in fit_part]
+    fc = model.forecast(insample, covariates=rows)
+    scale = np.array([seasonal_naive_scale(v, cfg.period) for v in insample])
+    mse = ((held - fc) ** 2).mean(1) / scale**2
+    return float(np.mean(mase(insample, held, fc, cfg.period))), float(np.mean(mse))
+
+
+def covariate_report(
+    series: Sequence[CovariateSeries], cfg: PanelConfig, length: int, plan: CovariatePlan
+) -> list[dict[str, Any]]:
+    """Per covariate (the calendar as one): validation MASE and scaled MSE with every covariate and
+    without that one, and whether it helped (lower MASE with it). A covariate that does not help is
+    reported as such; it is kept (retrain without it to drop it)."""
+    with_mase, with_mse = _validate(series, cfg, length, plan)
+    out = []
+    for group in plan.groups:
+        without = plan.without(group)
+        empty = not without.groups
+        w_mase, w_mse = _validate(series, cfg, length, None if empty else without)
+        out.append(
+            {
+                "covariate": group,
+                "mase_with": round(with_mase, 6),
+                "mase_without": round(w_mase, 6),
+                "mse_with": round(with_mse, 6),
+                "mse_without": round(w_mse, 6),
+                "helps": with_mase < w_mase,
+            }
+        )
+    return out
+
+
+def train_global(
+    series: Sequence[np.ndarray] | Sequence[CovariateSeries],
+    cfg: PanelConfig,
+    frequency: str | None = None,
+    plan: CovariatePlan | None = None,
+    report: bool = True,
+) -> GlobalModel:
     """Search the input length (in periods) on validation when `cfg.input_periods` is None, then fit on
     every window of every series. Validation: each series' last H values held out, the read-out fitted
-    on what comes before and scored by mean MASE on them; the series' hold-outs are never fitted on."""
+    on what comes before and scored by mean MASE on them; the series' hold-outs are never fitted on.
+    With covariates (`plan`, series of `CovariateSeries`), each is also scored on validation with and
+    without it (`covariate_report`, unless `report` is False)."""
     start = time.perf_counter()
     search: dict[str, float] = {}
     periods = (cfg.input_periods,) if cfg.input_periods is not None else INPUT_PERIODS
     if len(periods) > 1:
-        fit_part, keep = _validation(series, cfg)
-        held = np.array([np.asarray(series[i][-cfg.horizon :], dtype=np.float64) for i in keep])
         for k in periods:
             length = k * cfg.period if cfg.period > 1 else 4 * k
-            model = fit_global(fit_part, cfg, length)
-            search[str(length)] = float(np.mean(mase(fit_part, held, model.forecast(fit_part), cfg.period)))
+            search[str(length)] = _validate(series, cfg, length, plan)[0]
         best = int(min(search, key=lambda k: search[k]))
     else:
         best = periods[0] * cfg.period if cfg.period > 1 else 4 * periods[0]
-    model = fit_global(series, cfg, best)
+    model = fit_global(series, cfg, best, None if plan is None else plan.layout(best, cfg.horizon))
+    if plan is not None and report:
+        model.covariate_report = covariate_report(series, cfg, best, plan)  # type: ignore[arg-type]
     model.search, model.frequency = search, frequency
     model.fit_seconds = time.perf_counter() - start
     return model
@@ -435,35 +547,76 @@ def train(
     target_column: Annotated[str | None, typer.Option()] = None,
     sort: Annotated[bool, typer.Option(help="sort rows by series and time")] = False,
     fill: Annotated[str, typer.Option(help="none, linear, ffill or zero")] = "none",
+    timezone: Annotated[
+        str | None, typer.Option(help="IANA zone of timestamps without offset (the calendar's zone)")
+    ] = None,
+    future: Annotated[str, typer.Option(help="future-known covariate columns, comma-separated")] = "",
+    past: Annotated[str, typer.Option(help="past-only covariate columns, comma-separated")] = "",
+    static: Annotated[str, typer.Option(help="static (per-series) covariate columns, comma-separated")] = "",
+    calendar: Annotated[
+        str, typer.Option(help="calendar features of each horizon step: hour,dayofweek,month,holiday")
+    ] = "",
+    holidays: Annotated[
+        str | None, typer.Option(help="country code of the 'holiday' calendar feature (holidays package)")
+    ] = None,
 ) -> None:
-    """Train a global model on every series of a long file."""
+    """Train a global model on every series of a long file (with covariates: docs/panels.md)."""
+    from export.covariates import CovariatePlan, load_covariate_panel
     from export.data import DataError, ReadOptions, load_panel
 
+    def names(text: str) -> list[str]:
+        return [n.strip() for n in text.split(",") if n.strip()]
+
+    options = ReadOptions(
+        id_column=id_column,
+        timestamp_column=timestamp_column,
+        target_column=target_column,
+        sort=sort,
+        fill=fill,
+        timezone=timezone,
+    )
+    kinds = {"future": names(future), "past": names(past), "static": names(static)}
+    cal = names(calendar)
+    if holidays and "holiday" not in cal:
+        cal.append("holiday")
     try:
-        panel = load_panel(
-            data,
-            ReadOptions(
-                id_column=id_column,
-                timestamp_column=timestamp_column,
-                target_column=target_column,
-                sort=sort,
-                fill=fill,
-            ),
-        )
+        if any(kinds.values()) or cal:
+            series, frequency = load_covariate_panel(
+                data, options, kinds["past"], kinds["future"], kinds["static"]
+            )
+            plan = CovariatePlan.fit(
+                series, kinds["past"], kinds["future"], cal, kinds["static"], holidays, timezone
+            )
+            count = len(series)
+        else:
+            panel = load_panel(data, options)
+            series, frequency, plan, count = (
+                [s.values for s in panel.series],
+                panel.frequency,
+                None,
+                len(panel),
+            )
     except DataError as e:
         raise typer.BadParameter(str(e), param_hint="--data") from None
-    cfg = PanelConfig(
-        horizon=horizon, period=period or _period_of(panel.frequency), input_periods=input_periods
-    )
+    except ValueError as e:  # a calendar feature or holiday country the model cannot derive
+        raise typer.BadParameter(str(e), param_hint="--calendar") from None
+    cfg = PanelConfig(horizon=horizon, period=period or _period_of(frequency), input_periods=input_periods)
     try:
-        model = train_global([s.values for s in panel.series], cfg, frequency=panel.frequency)
+        model = train_global(series, cfg, frequency=frequency, plan=plan)
     except ValueError as e:  # too short for a window: said as an error, not a traceback
         raise typer.BadParameter(str(e), param_hint="--data") from None
     path = model.save(out / "model.json")
     typer.echo(
-        f"{len(panel)} series ({panel.frequency}), L = {model.input_length}, "
+        f"{count} series ({frequency}), L = {model.input_length}, "
         f"min history {model.min_history}, fitted in {model.fit_seconds:.2f} s: {path}"
     )
+    for row in model.covariate_report:
+        verdict = "helps" if row["helps"] else "DOES NOT HELP (kept; retrain without it to drop it)"
+        typer.echo(
+            f"covariate {row['covariate']}: validation MASE {row['mase_with']:.4f} with, "
+            f"{row['mase_without']:.4f} without; scaled MSE {row['mse_with']:.4f} with, "
+            f"{row['mse_without']:.4f} without: {verdict}"
+        )
 
 
 @cli.command("export")
