@@ -643,11 +643,20 @@ def export_command(
     fitted = GlobalModel.load(model)
     intervals, said = None, "no intervals (give --data, the training file, to calibrate them)"
     if data is not None:
+        layout = fitted.covariates
         try:
-            panel = load_panel(data, sort=sort)
+            if layout is None:
+                series: list[Any] = [s.values for s in load_panel(data, sort=sort).series]
+            else:  # read as train read it: the covariates by name, the calendar in the model's zone
+                from export.covariates import load_covariate_panel
+                from export.data import ReadOptions
+
+                options = ReadOptions(sort=sort, timezone=layout.timezone)
+                statics = [s.name for s in layout.static]
+                series, _ = load_covariate_panel(data, options, layout.past, layout.future, statics)
         except DataError as e:
             raise typer.BadParameter(str(e), param_hint="--data") from None
-        intervals, said = calibrate_global(fitted, [s.values for s in panel.series])
+        intervals, said = calibrate_global(fitted, series)
     try:
         folder = export_global(fitted, repository, name, version, channel, intervals)
     except (ValueError, VersionExistsError) as e:
@@ -671,6 +680,12 @@ def forecast(
     from export.data import DataError, load_panel
 
     fitted = GlobalModel.load(model)
+    if fitted.covariates is not None:
+        raise typer.BadParameter(
+            "a covariate model needs each series' future covariates for the horizon: forecast through the "
+            "service (export it; docs/panels.md, Covariates)",
+            param_hint="--model",
+        )
     try:
         panel = load_panel(data, sort=sort)
     except DataError as e:
