@@ -34,6 +34,7 @@ _REQUEST_KEYS = frozenset(ForecastRequest.model_fields)
 _SERIES_KEYS = frozenset(SeriesInput.model_fields)
 _MAX_ID_LENGTH = 256
 _DATETIME = TypeAdapter(datetime)
+_COVARIATE_KEYS = frozenset({"future", "past", "static"})
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,8 @@ def _fast_floats(value: Any) -> list[float] | None:
 
 def _fast_series(item: Any) -> SeriesArrays | None:
     if type(item) is not dict or "values" not in item or not item.keys() <= _SERIES_KEYS:
+        return None
+    if item.keys() & _COVARIATE_KEYS:  # covariates: validated by the model, field by field
         return None
     id_ = item.get("id")
     if id_ is not None and not (type(id_) is str and len(id_) <= _MAX_ID_LENGTH):

@@ -1,0 +1,206 @@
+"""Covariates from a written long CSV to a served forecast (issue 36): a daily panel of shops whose sales a
+promotion raises (future-known), with a weekly cycle (calendar: day of week), a size class (static,
+categorical) and a footfall count observed with the sales (past-only). Trained and exported through the
+CLI, served in-process; the served values are checked against the Python model fed the same covariates
+through the trainer's own window code (export/covariates.py), the timestamps against the calendar, and
+bad covariates against 422s naming the field."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from export.covariates import CovariateSeries, series_covariate_rows
+from export.panel import GlobalModel, cli
+from tests.app.conftest import make_settings, running_client
+
+H, DAYS, NAME = 7, 140, "shops"
+EFFECT = 0.3  # a promotion day sells 30% more
+
+
+def shop(seed: int, days: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    t = np.arange(days)
+    level = rng.uniform(50, 500)
+    promo = (rng.random(days) < 0.25).astype(float)
+    weekly = 1 + 0.25 * np.sin(2 * np.pi * t / 7)
+    y = level * weekly * (1 + EFFECT * promo) * (1 + 0.02 * rng.standard_normal(days))
+    footfall = np.round(y / 3 + rng.standard_normal(days), 2)
+    return {"y": np.round(y, 3), "promo": promo, "footfall": footfall, "level": np.full(days, level)}
+
+
+def write_shops(path: Path, n: int = 10) -> dict[str, dict[str, Any]]:
+    rows, shops = [], {}
+    for i in range(n):
+        s = shop(i, DAYS)
+        size = "big" if s["level"][0] > 250 else "small"
+        stamps = pd.date_range("2023-01-02", periods=DAYS, freq="D")
+        shops[f"shop_{i}"] = {**s, "size": size, "stamps": stamps}
+        rows += [
+            (f"shop_{i}", t.date().isoformat(), s["y"][k], int(s["promo"][k]), s["footfall"][k], size)
+            for k, t in enumerate(stamps)
+        ]
+    frame = pd.DataFrame(rows, columns=["unique_id", "ds", "y", "promo", "footfall", "size"])
+    frame.to_csv(path, index=False)
+    return shops
+
+
+@dataclass(frozen=True)
+class Served:
+    client: TestClient
+    model: GlobalModel
+    shops: dict[str, dict[str, Any]]
+    train_output: str
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    folder = tmp_path_factory.mktemp("covariates")
+    shops = write_shops(folder / "shops.csv")
+    runner = CliRunner()
+    train = runner.invoke(
+        cli,
+        [
+            "train",
+            "--data",
+            str(folder / "shops.csv"),
+            "--horizon",
+            str(H),
+            "--input-periods",
+            "4",
+            "--future",
+            "promo",
+            "--past",
+            "footfall",
+            "--static",
+            "size",
+            "--calendar",
+            "dayofweek",
+            "--out",
+            str(folder / "run"),
+        ],
+    )
+    assert train.exit_code == 0, train.output
+    repo = folder / "repo"
+    model_file = folder / "run" / "model.json"
+    export = runner.invoke(
+        cli,
+        ["export", "--model", str(model_file), "--name", NAME, "--repository", str(repo)]
+        + ["--data", str(folder / "shops.csv")],
+    )
+    assert export.exit_code == 0, export.output
+    with running_client(make_settings(repo)) as client:
+        yield Served(client, GlobalModel.load(model_file), shops, train.output)
+
+
+def request_series(s: dict[str, Any], sid: str, n: int, start: int = 0) -> dict[str, Any]:
+    """Shop `sid`'s values [start, n) with their covariates, and the promotions of the H days after."""
+    return {
+        "id": sid,
+        "start": s["stamps"][start].date().isoformat(),
+        "values": s["y"][start:n].tolist(),
+        "future": {"promo": s["promo"][n : n + H].tolist()},
+        "past": {"footfall": s["footfall"][start:n].tolist()},
+        "static": {"size": s["size"]},
+    }
+
+
+def expected(model: GlobalModel, s: dict[str, Any], n: int, start: int = 0) -> np.ndarray:
+    """The Python model's forecast after s[start:n], its covariate row built by the trainer's code."""
+    full = CovariateSeries(
+        "x",
+        s["y"][start : n + H],
+        s["stamps"][start : n + H].to_numpy().astype("datetime64[ns]"),
+        past={"footfall": s["footfall"][start : n + H]},
+        future={"promo": s["promo"][start : n + H]},
+        static={"size": s["size"]},
+    )
+    assert model.covariates is not None
+    rows = series_covariate_rows(full, model.covariates, np.array([n - start]))
+    return model.forecast([s["y"][start:n]], covariates=rows)[0]
+
+
+def test_training_reports_each_covariate_on_validation(served: Served) -> None:
+    report = {r["covariate"]: r for r in served.model.covariate_report}
+    assert set(report) == {"promo", "footfall", "calendar", "size"}
+    promo = report["promo"]
+    assert promo["helps"] and promo["mase_with"] < promo["mase_without"]  # the effect is 30%
+    assert "covariate promo: validation MASE" in served.train_output
+    for row in report.values():  # every verdict is printed, helping or not
+        assert f"covariate {row['covariate']}:" in served.train_output
+
+
+def test_v1_serves_covariates_for_a_series_seen_and_a_short_one(served: Served) -> None:
+    s0, s1 = served.shops["shop_0"], served.shops["shop_1"]
+    n, short_start = DAYS - H, DAYS - H - 10  # shop_1 as a new shop with 10 days (L = 28)
+    body = {"series": [request_series(s0, "shop_0", n), request_series(s1, "new", n, short_start)]}
+    r = served.client.post(f"/v1/models/{NAME}/forecast", json=body)
+    assert r.status_code == 200, r.text
+    got = [np.array(f["forecast"])[:, 0] for f in r.json()["forecasts"]]
+    np.testing.assert_allclose(got[0], expected(served.model, s0, n), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(got[1], expected(served.model, s1, n, short_start), rtol=1e-4, atol=1e-3)
+    stamps = r.json()["forecasts"][0]["timestamps"]
+    assert [pd.Timestamp(t).date() for t in stamps] == [t.date() for t in s0["stamps"][n : n + H]]
+    # the promotions move the forecast by about the effect they were generated with
+    flipped = request_series(s0, "shop_0", n)
+    flipped["future"]["promo"] = [1.0 - p for p in flipped["future"]["promo"]]
+    r2 = served.client.post(f"/v1/models/{NAME}/forecast", json={"series": [flipped]})
+    again = np.array(r2.json()["forecasts"][0]["forecast"])[:, 0]
+    promo = np.array(s0["promo"][n : n + H])
+    on = np.where(promo == 1, got[0], again)
+    off = np.where(promo == 1, again, got[0])
+    assert abs(float(np.mean(on / off)) - (1 + EFFECT)) < 0.1 * EFFECT * 2
+
+
+def test_v1_model_metadata_lists_the_covariates(served: Served) -> None:
+    version = served.client.get(f"/v1/models/{NAME}").json()["versions"][0]
+    covariates = {c["name"]: c for c in version["panel"]["covariates"]}
+    assert covariates["promo"] == {
+        "name": "promo",
+        "kind": "future",
+        "dtype": "float",
+        "categories": None,
+        "horizon": True,
+    }
+    assert covariates["footfall"]["kind"] == "past" and not covariates["footfall"]["horizon"]
+    assert covariates["size"]["categories"] == ["big", "small"]
+    assert covariates["dayofweek"]["kind"] == "calendar"
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "words"),
+    [
+        (lambda b: b["future"].update(promo=[1.0] * (H - 1)), "series[0].future.promo", "needs 7"),
+        (lambda b: b["future"].update(price=[1.0] * H), "series[0].future.price", "no future covariate"),
+        (lambda b: b.pop("future"), "series[0].future.promo", "missing"),
+        (lambda b: b["past"].update(footfall=[1.0] * 5), "series[0].past.footfall", "one per value"),
+        (lambda b: b["static"].update(size="huge"), "series[0].static.size", "training categories"),
+        (lambda b: b["static"].update(size=3.0), "series[0].static.size", "training categories"),
+        (lambda b: b.pop("start"), "series[0].start", "calendar"),
+    ],
+)
+def test_v1_refuses_bad_covariates_naming_the_field(
+    served: Served, change: Any, field: str, words: str
+) -> None:
+    body = request_series(served.shops["shop_0"], "shop_0", DAYS - H)
+    change(body)
+    r = served.client.post(f"/v1/models/{NAME}/forecast", json={"series": [body]})
+    assert r.status_code == 422, r.text
+    error = r.json()["error"]
+    assert error["field"] == field and words in error["message"], error
+
+
+def test_v1_refuses_a_wrong_type_through_the_schema(served: Served) -> None:
+    body = request_series(served.shops["shop_0"], "shop_0", DAYS - H)
+    body["future"]["promo"][2] = "yes"
+    r = served.client.post(f"/v1/models/{NAME}/forecast", json={"series": [body]})
+    assert r.status_code == 422, r.text
+    assert "series[0].future.promo[2]" in r.text or "future.promo.2" in r.text
