@@ -57,8 +57,10 @@ def _local(stamps: np.ndarray, timezone: str | None) -> list[datetime]:
 
 
 def _holiday_dates(country: str, years: Sequence[int]) -> set[Any]:
+    import importlib
+
     try:
-        import holidays
+        holidays = importlib.import_module("holidays")  # optional: only models with a holiday calendar
     except ImportError:  # declared in requirements/serve.txt; never downloaded at run time
         raise ValueError(
             f"calendar feature 'holiday' ({country}) needs the `holidays` package (pip install holidays)"

@@ -91,11 +91,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     assert train.exit_code == 0, train.output
     repo = folder / "repo"
     model_file = folder / "run" / "model.json"
-    export = runner.invoke(
-        cli,
-        ["export", "--model", str(model_file), "--name", NAME, "--repository", str(repo)]
-        + ["--data", str(folder / "shops.csv")],
-    )
+    data = str(folder / "shops.csv")
+    args = ["export", "--model", str(model_file), "--name", NAME, "--repository", str(repo), "--data", data]
+    export = runner.invoke(cli, args)
     assert export.exit_code == 0, export.output
     with running_client(make_settings(repo)) as client:
         yield Served(client, GlobalModel.load(model_file), shops, train.output)
@@ -204,3 +202,66 @@ def test_v1_refuses_a_wrong_type_through_the_schema(served: Served) -> None:
     r = served.client.post(f"/v1/models/{NAME}/forecast", json={"series": [body]})
     assert r.status_code == 422, r.text
     assert "series[0].future.promo[2]" in r.text or "future.promo.2" in r.text
+
+
+def oip_inputs(served: Served, n: int) -> tuple[list[dict[str, Any]], np.ndarray]:
+    """shop_0 and shop_1 after n days as OIP v2 JSON inputs (shop_1 a 10-day history via `lengths`),
+    and the /v1 answer for the same series."""
+    L = served.model.input_length
+    s0, s1 = served.shops["shop_0"], served.shops["shop_1"]
+    window = np.stack([s0["y"][n - L : n], s1["y"][n - L : n]]).astype(np.float32)
+    past = np.stack([s0["footfall"][n - L : n], s1["footfall"][n - L : n]]).astype(np.float32)
+    window[1, : L - 10] = 0.0  # before shop_1's start: ignored
+    past[1, : L - 10] = 0.0  # ignored too, as `lengths` says
+    future = np.stack([s0["promo"][n : n + H], s1["promo"][n : n + H]]).astype(np.float32)
+    cats = served.model.covariates.static[0].categories  # type: ignore[union-attr]
+    assert cats is not None
+    sizes = [cats.index(s0["size"]), cats.index(s1["size"])]
+    starts = [int(s["stamps"][n - L].timestamp()) for s in (s0, s1)]
+
+    def tensor(name: str, datatype: str, array: np.ndarray) -> dict[str, Any]:
+        data = (
+            [None if np.isnan(x) else float(x) for x in array.ravel()]
+            if datatype == "FP32"
+            else array.ravel().tolist()
+        )
+        return {"name": name, "datatype": datatype, "shape": list(array.shape), "data": data}
+
+    inputs = [
+        tensor("window", "FP32", window),
+        tensor("lengths", "INT64", np.array([L, 10])),
+        tensor("future_promo", "FP32", future),
+        tensor("past_footfall", "FP32", past),
+        tensor("static_size", "INT64", np.array(sizes)),
+        tensor("start", "INT64", np.array(starts)),
+    ]
+    body = {"series": [request_series(s0, "a", n), request_series(s1, "b", n, n - 10)]}
+    r = served.client.post(f"/v1/models/{NAME}/forecast", json=body)
+    assert r.status_code == 200, r.text
+    return inputs, np.array([f["forecast"] for f in r.json()["forecasts"]])[:, :, 0]
+
+
+def test_oip_v2_takes_named_covariate_inputs(served: Served) -> None:
+    inputs, want = oip_inputs(served, DAYS - H)
+    r = served.client.post(
+        f"/v2/models/{NAME}/infer", json={"inputs": inputs, "outputs": [{"name": "forecast"}]}
+    )
+    assert r.status_code == 200, r.text
+    got = np.array(r.json()["outputs"][0]["data"]).reshape(2, H)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+    meta = served.client.get(f"/v2/models/{NAME}").json()
+    assert {t["name"] for t in meta["inputs"]} >= {"future_promo", "past_footfall", "static_size", "start"}
+    missing = served.client.post(f"/v2/models/{NAME}/infer", json={"inputs": inputs[:2]})
+    assert missing.status_code == 400 and "future_promo" in missing.text, missing.text
+    bad = [*inputs[:4], {**inputs[4], "data": [0, 7]}, inputs[5]]
+    r = served.client.post(f"/v2/models/{NAME}/infer", json={"inputs": bad})
+    assert r.status_code == 400 and "static_size[1]" in r.text, r.text
+
+
+def test_kserve_timeseries_says_it_has_no_covariates(served: Served) -> None:
+    s0 = served.shops["shop_0"]
+    item = {"type": "univariate_time_series", "name": "a", "series": s0["y"][:60].tolist(), "frequency": "D"}
+    body = {"model": NAME, "inputs": [{**item, "start_timestamp": "2023-01-02"}], "options": {"horizon": 3}}
+    r = served.client.post("/v1/timeseries/forecast", json=body)
+    assert r.status_code == 400, r.text
+    assert "no field for covariates" in r.text and "/v1/models/shops/forecast" in r.text
