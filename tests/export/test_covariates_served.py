@@ -7,6 +7,7 @@ bad covariates against 422s naming the field."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -265,3 +266,34 @@ def test_kserve_timeseries_says_it_has_no_covariates(served: Served) -> None:
     r = served.client.post("/v1/timeseries/forecast", json=body)
     assert r.status_code == 400, r.text
     assert "no field for covariates" in r.text and "/v1/models/shops/forecast" in r.text
+
+
+def test_oip_v2_binary_covariate_inputs(served: Served) -> None:
+    inputs, want = oip_inputs(served, DAYS - H)
+    dtypes = {"FP32": np.float32, "INT64": np.int64}
+    header: dict[str, Any] = {
+        "inputs": [],
+        "outputs": [{"name": "forecast", "parameters": {"binary_data": True}}],
+    }
+    payload = b""
+    for t in inputs:
+        raw = np.array(t["data"], dtypes[t["datatype"]]).tobytes()
+        header["inputs"].append(
+            {
+                "name": t["name"],
+                "datatype": t["datatype"],
+                "shape": t["shape"],
+                "parameters": {"binary_data_size": len(raw)},
+            }
+        )
+        payload += raw
+    head = json.dumps(header).encode()
+    r = served.client.post(
+        f"/v2/models/{NAME}/infer",
+        content=head + payload,
+        headers={"Inference-Header-Content-Length": str(len(head)), "Content-Type": "application/json"},
+    )
+    assert r.status_code == 200, r.text
+    cut = int(r.headers["Inference-Header-Content-Length"])
+    got = np.frombuffer(r.content[cut:], np.float32).reshape(2, H)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
