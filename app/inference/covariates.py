@@ -71,7 +71,10 @@ def _names(
 def _column(values: Sequence[Any], n: int, field: str, what: str, allow_null: bool) -> np.ndarray:
     if len(values) != n:
         raise InvalidInput(f"{field} has {len(values)} values; it needs {n} ({what})", field=field, limit=n)
-    out = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+    if isinstance(values, np.ndarray):  # the /v1 fast lane's arrays: no null in them
+        out = values.astype(np.float64, copy=False)
+    else:
+        out = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
     bad = ~np.isfinite(out) if not allow_null else np.isinf(out)
     if bad.any():
         i = int(np.argmax(bad))

@@ -297,3 +297,23 @@ def test_oip_v2_binary_covariate_inputs(served: Served) -> None:
     cut = int(r.headers["Inference-Header-Content-Length"])
     got = np.frombuffer(r.content[cut:], np.float32).reshape(2, H)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
+def test_the_fast_lane_reads_covariates_as_the_model_does(served: Served) -> None:
+    from app.protocols.rsa_v1.schemas import ForecastRequest
+    from app.protocols.rsa_v1.wire import fast_forecast
+
+    body = request_series(served.shops["shop_0"], "shop_0", DAYS - H)
+    raw = json.dumps({"series": [body]}).encode()
+    fast = fast_forecast(raw, 16)
+    assert fast is not None  # numbers only: the fast lane takes it
+    slow = ForecastRequest.model_validate_json(raw).series[0]
+    got = fast.series[0]
+    assert (
+        got.future is not None and got.past is not None and slow.future is not None and slow.past is not None
+    )
+    np.testing.assert_array_equal(got.future["promo"], slow.future["promo"])
+    np.testing.assert_array_equal(got.past["footfall"], slow.past["footfall"])
+    assert got.static == slow.static == {"size": body["static"]["size"]}
+    body["past"]["footfall"][0] = None  # a null: left to the model, which reads it as not observed
+    assert fast_forecast(json.dumps({"series": [body]}).encode(), 16) is None
