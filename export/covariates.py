@@ -25,9 +25,15 @@ from pathlib import Path
 import numpy as np
 
 from app.artifacts.covariates import CovariateLayout, StaticCovariate, calendar_columns, calendar_values
-from export.data import DataError, ReadOptions, load_panel
+from export.data import DataError, ReadOptions, load_csv, load_panel
 
-__all__ = ["CovariatePlan", "CovariateSeries", "load_covariate_panel", "series_covariate_rows"]
+__all__ = [
+    "CovariatePlan",
+    "CovariateSeries",
+    "load_covariate_panel",
+    "load_covariate_wide",
+    "series_covariate_rows",
+]
 
 _STD_FLOOR = 1e-8  # a constant column is divided by 1, not by 0
 
@@ -70,6 +76,8 @@ class CovariatePlan:
     holidays: str | None = None
     timezone: str | None = None
     stats: dict[str, tuple[float, float]] = field(default_factory=dict)  # column name -> (mean, std)
+    effect: str = "both"  # app.artifacts.covariates.EFFECTS
+    unit: float = 1.0  # the target's typical level (CovariateLayout.unit)
 
     @property
     def groups(self) -> list[str]:
@@ -118,6 +126,8 @@ class CovariatePlan:
             timezone=self.timezone,
             mean=tuple(mean),
             std=tuple(std),
+            effect=self.effect,
+            unit=self.unit,
         )
 
     @classmethod
@@ -130,6 +140,7 @@ class CovariatePlan:
         static: Sequence[str],
         holidays: str | None = None,
         timezone: str | None = None,
+        effect: str = "both",
     ) -> CovariatePlan:
         """Statistics of every column over the training series; a static covariate is categorical when any
         of its values is not a number (its categories sorted)."""
@@ -161,7 +172,20 @@ class CovariatePlan:
                 statics.append(StaticCovariate(n, cats))
                 for c in cats:
                     put(f"{n}={c}", np.array([str(v) == c for v in raw], dtype=np.float64))
-        return cls(tuple(past), tuple(future), tuple(calendar), tuple(statics), holidays, timezone, stats)
+        levels = [float(np.mean(np.abs(s.values))) for s in series if len(s.values)]
+        unit = float(np.median(levels)) if levels else 1.0
+        unit = unit if unit > _STD_FLOOR else 1.0
+        return cls(
+            tuple(past),
+            tuple(future),
+            tuple(calendar),
+            tuple(statics),
+            holidays,
+            timezone,
+            stats,
+            effect,
+            unit,
+        )
 
 
 def _number(v: object) -> float | None:
@@ -206,6 +230,33 @@ def series_covariate_rows(
     # more for a layout without stamps.
     bare = dataclasses.replace(layout, future=layout.future_columns, calendar=())
     return bare.assemble(past, future, None, static)
+
+
+def load_covariate_wide(
+    path: Path, options: ReadOptions, target: str | None, past: Sequence[str] = (), future: Sequence[str] = ()
+) -> tuple[list[CovariateSeries], str]:
+    """A wide file (one timestamp column, numeric columns) as one series: `target` and its past and future
+    covariates by column name, read by the wide reader's rules (`load_csv`: zone, fill, problems naming
+    the line and column). Without `target`, the one column that is no covariate."""
+    names = [*past, *future]
+    series = load_csv(path, options)
+    if target is None:
+        rest = [c for c in series.columns if c not in names]
+        if len(rest) != 1:
+            raise DataError(
+                f"{path.name}: name the target with --target-column; the columns besides the covariates "
+                f"are {rest}"
+            )
+        target = rest[0]
+    missing = [c for c in (target, *names) if c not in series.columns]
+    if missing:
+        raise DataError(f"{path.name} line 1: no column {missing[0]!r}; the columns are {series.columns}")
+    col = {c: series.values[:, series.columns.index(c)].astype(np.float64) for c in (target, *names)}
+    stamps = np.asarray(series.timestamps).astype("datetime64[ns]")
+    one = CovariateSeries(
+        path.stem, col[target], stamps, past={n: col[n] for n in past}, future={n: col[n] for n in future}
+    )
+    return [one], series.frequency
 
 
 def load_covariate_panel(

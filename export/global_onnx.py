@@ -136,15 +136,21 @@ def global_graph(model: GlobalModel) -> Any:
             _const("cov_mean", np.asarray(layout.mean)),
             _const("cov_std", np.asarray(layout.std)),
             _const("cov_readout", layout.readout_matrix(kernels)),  # [D, G]
+            _const("cov_unit", layout.unit),
         ]
         nodes[at:at] = [
             node("Sub", [COVARIATE_INPUT, "cov_mean"], ["cov_c"]),
             node("Div", ["cov_c", "cov_std"], ["cov_z"]),
             node("IsNaN", ["cov_z"], ["cov_missing"]),
             node("Where", ["cov_missing", "zero", "cov_z"], ["cov_z0"]),  # a short series' past start
-            node("MatMul", ["cov_z0", "cov_readout"], ["cov_features"]),  # [B, G]
-            node("Concat", ["f_target", "cov_features"], ["f"], axis=1),
+            node("MatMul", ["cov_z0", "cov_readout"], ["cov_g"]),  # [B, G]
+            # layout.scaled_features: relative as is; additive [g / scale, 1 / scale]; both, both
+            node("Div", ["cov_unit", "scale"], ["inv_scale"]),  # [B, 1]
+            node("Mul", ["cov_g", "inv_scale"], ["cov_g_abs"]),
+            node("Concat", ["cov_g_abs", "inv_scale"], ["cov_additive"], axis=1),
         ]
+        parts = {"relative": ["cov_g"], "additive": ["cov_additive"], "both": ["cov_g", "cov_additive"]}
+        nodes[at + 8 : at + 8] = [node("Concat", ["f_target", *parts[layout.effect]], ["f"], axis=1)]
         inputs.append(
             helper.make_tensor_value_info(COVARIATE_INPUT, TensorProto.FLOAT, ["batch", layout.width])
         )

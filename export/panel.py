@@ -197,7 +197,7 @@ class GlobalModel:
             f, s = _features(x, m, self.config, kernels)
             if self.covariates is not None and covariates is not None:
                 f = np.concatenate(
-                    [f, _covariate_features(self.covariates, covariates[a : a + batch], kernels)], 1
+                    [f, _covariate_features(self.covariates, covariates[a : a + batch], kernels, s)], 1
                 )
             out[a : a + len(x)] = (f @ self.weights[:-1] + self.weights[-1]) * s[:, None]
         return out
@@ -278,10 +278,13 @@ def _features(
     return np.concatenate([u @ kernels.T, lags, missing], 1), s
 
 
-def _covariate_features(layout: CovariateLayout, raw: np.ndarray, kernels: np.ndarray) -> np.ndarray:
-    """The read-out's covariate features [n, G] of raw rows [n, D]: standardised (a missing past start
-    read as the training mean), the past through the target's REM kernels."""
-    return layout.standardise(raw) @ layout.readout_matrix(kernels)
+def _covariate_features(
+    layout: CovariateLayout, raw: np.ndarray, kernels: np.ndarray, scale: np.ndarray
+) -> np.ndarray:
+    """The read-out's covariate features of raw rows [n, D] of windows of `scale` [n]: standardised (a
+    missing past start read as the training mean), the past through the target's REM kernels, and read
+    relative to the window's scale or in the target's units (`layout.effect`)."""
+    return layout.scaled_features(layout.standardise(raw) @ layout.readout_matrix(kernels), scale)
 
 
 def _last_windows(histories: Sequence[np.ndarray], length: int) -> tuple[np.ndarray, np.ndarray]:
@@ -337,7 +340,7 @@ def _accumulate(
         parts, rows = [], 0
         f, s = _features(x, m, cfg, kernels)
         if layout is not None and mix is not None:
-            f = np.concatenate([f, layout.standardise(c) @ mix], 1)
+            f = np.concatenate([f, layout.scaled_features(layout.standardise(c) @ mix, s)], 1)
         d = _naive_error(x, m, cfg.period) / s
         if cfg.row_scale == "mase":  # errors in units of the window's own seasonal-naive error
             w = w / np.maximum(d, cfg.mase_floor)[:, None] ** 2
@@ -559,9 +562,20 @@ def train(
     holidays: Annotated[
         str | None, typer.Option(help="country code of the 'holiday' calendar feature (holidays package)")
     ] = None,
+    layout: Annotated[
+        str,
+        typer.Option(help="long (id, timestamp, target), or wide: one series, a column each (covariates)"),
+    ] = "long",
+    effect: Annotated[
+        str,
+        typer.Option(
+            help="how covariates move the forecast: relative to each window's level (promotions), additive "
+            "in the target's units (temperature), or both (the read-out weighs each)"
+        ),
+    ] = "both",
 ) -> None:
     """Train a global model on every series of a long file (with covariates: docs/panels.md)."""
-    from export.covariates import CovariatePlan, load_covariate_panel
+    from export.covariates import CovariatePlan, load_covariate_panel, load_covariate_wide
     from export.data import DataError, ReadOptions, load_panel
 
     def names(text: str) -> list[str]:
@@ -579,13 +593,34 @@ def train(
     cal = names(calendar)
     if holidays and "holiday" not in cal:
         cal.append("holiday")
+    from app.artifacts.covariates import EFFECTS
+
+    if effect not in EFFECTS:
+        raise typer.BadParameter(f"must be one of {list(EFFECTS)}, got {effect!r}", param_hint="--effect")
+    if layout not in ("long", "wide"):
+        raise typer.BadParameter(f"must be long or wide, got {layout!r}", param_hint="--layout")
+    if layout == "wide" and kinds["static"]:
+        raise typer.BadParameter(
+            "a wide file is one series: it has no static covariates", param_hint="--static"
+        )
     try:
-        if any(kinds.values()) or cal:
+        if layout == "wide":
+            wide = ReadOptions(timestamp_column=timestamp_column, fill=fill, timezone=timezone)
+            one, frequency = load_covariate_wide(data, wide, target_column, kinds["past"], kinds["future"])
+            plan = None
+            series = [one[0].values]
+            if kinds["past"] or kinds["future"] or cal:
+                plan = CovariatePlan.fit(
+                    one, kinds["past"], kinds["future"], cal, (), holidays, timezone, effect
+                )
+                series = one
+            count = 1
+        elif any(kinds.values()) or cal:
             series, frequency = load_covariate_panel(
                 data, options, kinds["past"], kinds["future"], kinds["static"]
             )
             plan = CovariatePlan.fit(
-                series, kinds["past"], kinds["future"], cal, kinds["static"], holidays, timezone
+                series, kinds["past"], kinds["future"], cal, kinds["static"], holidays, timezone, effect
             )
             count = len(series)
         else:
@@ -633,6 +668,9 @@ def export_command(
         typer.Option(help="the long file it was trained on: calibrates prediction intervals (else none)"),
     ] = None,
     sort: Annotated[bool, typer.Option(help="sort the --data rows by series and time")] = False,
+    layout: Annotated[
+        str, typer.Option(help="--data is long, or wide (one series, as train read it)")
+    ] = "long",
 ) -> None:
     """Publish a global model as an ONNX graph into a model repository (checked against the numpy model),
     with intervals pooled across the series of `--data`."""
@@ -643,17 +681,20 @@ def export_command(
     fitted = GlobalModel.load(model)
     intervals, said = None, "no intervals (give --data, the training file, to calibrate them)"
     if data is not None:
-        layout = fitted.covariates
+        covs = fitted.covariates
         try:
-            if layout is None:
+            if covs is None:
                 series: list[Any] = [s.values for s in load_panel(data, sort=sort).series]
             else:  # read as train read it: the covariates by name, the calendar in the model's zone
-                from export.covariates import load_covariate_panel
+                from export.covariates import load_covariate_panel, load_covariate_wide
                 from export.data import ReadOptions
 
-                options = ReadOptions(sort=sort, timezone=layout.timezone)
-                statics = [s.name for s in layout.static]
-                series, _ = load_covariate_panel(data, options, layout.past, layout.future, statics)
+                options = ReadOptions(sort=sort, timezone=covs.timezone)
+                statics = [s.name for s in covs.static]
+                if layout == "wide":
+                    series, _ = load_covariate_wide(data, options, None, covs.past, covs.future)
+                else:
+                    series, _ = load_covariate_panel(data, options, covs.past, covs.future, statics)
         except DataError as e:
             raise typer.BadParameter(str(e), param_hint="--data") from None
         intervals, said = calibrate_global(fitted, series)

@@ -27,6 +27,7 @@ import numpy as np
 
 __all__ = [
     "CALENDAR_FEATURES",
+    "EFFECTS",
     "CovariateLayout",
     "StaticCovariate",
     "calendar_columns",
@@ -42,6 +43,9 @@ CALENDAR_FEATURES: dict[str, tuple[str, ...]] = {
     "month": tuple(f"month_{m}" for m in range(1, 13)),
     "holiday": ("holiday",),
 }
+
+
+EFFECTS = ("relative", "additive", "both")
 
 
 def calendar_columns(features: Sequence[str]) -> tuple[str, ...]:
@@ -139,8 +143,19 @@ class CovariateLayout:
     timezone: str | None = None  # where the calendar is read (the model's time zone)
     mean: tuple[float, ...] = field(default=())
     std: tuple[float, ...] = field(default=())
+    # How a covariate moves the forecast (`EFFECTS`): "relative" in units of each window's scale (the
+    # target is divided by it: a promotion adds a share of the level, what one model over series of any
+    # level can learn); "additive" in the target's own units (the covariate features, and a constant,
+    # divided by the window's scale before the read-out: temperature adds megawatts whatever the level;
+    # for one series, or series of one unit); "both" reads each both ways.
+    effect: str = "both"
+    # The target's typical level (the median over training series of their mean |value|): additive
+    # features are g · unit / scale, of order one as the ridge penalty expects, not of order 1 / level.
+    unit: float = 1.0
 
     def __post_init__(self) -> None:
+        if self.effect not in EFFECTS:
+            raise ValueError(f"effect must be one of {list(EFFECTS)}, got {self.effect!r}")
         unknown = [f for f in self.calendar if f not in CALENDAR_FEATURES]
         if unknown:
             raise ValueError(f"unknown calendar features {unknown}; known: {sorted(CALENDAR_FEATURES)}")
@@ -215,6 +230,15 @@ class CovariateLayout:
         z = (raw - np.asarray(self.mean)) / np.asarray(self.std)
         return np.where(np.isnan(z), 0.0, z)
 
+    def scaled_features(self, g: np.ndarray, scale: np.ndarray) -> np.ndarray:
+        """The read-out's covariate features of `g` [n, G] (readout_matrix's) for windows of `scale` [n]:
+        by `effect`, g as it is, [g / scale, 1 / scale], or both."""
+        inv = self.unit / scale[:, None]
+        additive = np.concatenate([g * inv, inv], 1)
+        if self.effect == "relative":
+            return g
+        return additive if self.effect == "additive" else np.concatenate([g, additive], 1)
+
     def readout_matrix(self, kernels: np.ndarray) -> np.ndarray:
         """[D, G]: the standardised covariates -> the read-out's covariate features: each past covariate
         through the REM kernels [K, L] (the target's), each future column per step and each static as
@@ -271,6 +295,8 @@ class CovariateLayout:
             "timezone": self.timezone,
             "mean": list(self.mean),
             "std": list(self.std),
+            "effect": self.effect,
+            "unit": self.unit,
         }
 
     @classmethod
@@ -289,4 +315,6 @@ class CovariateLayout:
             timezone=d.get("timezone"),
             mean=tuple(float(x) for x in d.get("mean") or ()),
             std=tuple(float(x) for x in d.get("std") or ()),
+            effect=str(d.get("effect") or "both"),
+            unit=float(d.get("unit") or 1.0),
         )

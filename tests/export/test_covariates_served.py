@@ -317,3 +317,13 @@ def test_the_fast_lane_reads_covariates_as_the_model_does(served: Served) -> Non
     assert got.static == slow.static == {"size": body["static"]["size"]}
     body["past"]["footfall"][0] = None  # a null: left to the model, which reads it as not observed
     assert fast_forecast(json.dumps({"series": [body]}).encode(), 16) is None
+
+
+def test_v1_intervals_of_a_covariate_model(served: Served) -> None:
+    """Calibrated with each series' covariates at export: bands around the covariate forecast."""
+    body = request_series(served.shops["shop_0"], "shop_0", DAYS - H)
+    r = served.client.post(f"/v1/models/{NAME}/forecast", json={"series": [body], "level": [80]})
+    assert r.status_code == 200, r.text
+    f = r.json()["forecasts"][0]
+    point, lo, hi = (np.array(f[k])[:, 0] for k in ("forecast", "lo-80", "hi-80"))
+    assert (lo < point).all() and (point < hi).all()
