@@ -134,7 +134,7 @@ def _series(case: Case, upto: int, names: tuple[str, ...]) -> CovariateSeries:
 
 
 def fit_variant(
-    case: Case, names: tuple[str, ...], calendar: tuple[str, ...], irls: int
+    case: Case, names: tuple[str, ...], calendar: tuple[str, ...], irls: int, effect: str = "both"
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """The model's test forecasts [origins, H] trained on the training part with these covariates."""
     cfg = PanelConfig(horizon=case.horizon, period=case.period, input_periods=case.input_periods, irls=irls)
@@ -145,7 +145,7 @@ def fit_variant(
         fc = model.forecast([case.y[:o] for o in origins])
         return fc, {"fit_s": round(time.perf_counter() - t0, 2), "report": []}
     train = _series(case, case.train_end, names)
-    plan = CovariatePlan.fit([train], (), names, calendar, ())
+    plan = CovariatePlan.fit([train], (), names, calendar, (), effect=effect)
     model: GlobalModel = train_global([train], cfg, plan=plan)
     fit_s = time.perf_counter() - t0
     full = _series(case, len(case.y), names)
@@ -190,7 +190,7 @@ def peers(case: Case, names: tuple[str, ...], weeks: int) -> dict[str, np.ndarra
     return out
 
 
-def run_case(case: Case, weeks: int, irls: int) -> dict[str, Any]:
+def run_case(case: Case, weeks: int, irls: int, effect: str = "both") -> dict[str, Any]:
     H = case.horizon
     origins = np.arange(case.train_end, len(case.y) - H + 1, H)
     actual = np.stack([case.y[o : o + H] for o in origins])
@@ -202,7 +202,7 @@ def run_case(case: Case, weeks: int, irls: int) -> dict[str, Any]:
         "covariates+calendar": (names, case.calendar),
     }
     for label, (cov, cal) in variants.items():
-        fc, info = fit_variant(case, cov, cal, irls)
+        fc, info = fit_variant(case, cov, cal, irls, effect)
         rows[label] = {
             "mse": float(np.mean((fc - actual) ** 2)),
             "mae": float(np.mean(np.abs(fc - actual))),
@@ -225,6 +225,7 @@ def run_case(case: Case, weeks: int, irls: int) -> dict[str, Any]:
         "test_origins": len(origins),
         "covariates": list(names),
         "calendar": list(case.calendar),
+        "covariate_effect": effect,
         "peer_fit": f"last {weeks} weeks of training, fitted once (refit=False), run forward",
         "readout_fit": f"irls={irls}"
         + (": least squares, as the metric is MSE" if irls == 0 else ": toward MASE"),
@@ -367,6 +368,7 @@ def main(
         int,
         typer.Option(help="the read-out's reweighted passes toward MASE (0: least squares, the MSE's fit)"),
     ] = 0,
+    effect: Annotated[str, typer.Option(help="covariate effects: relative, additive or both")] = "both",
 ) -> None:
     if dataset == "promo":
         result = run_promo()
@@ -374,7 +376,7 @@ def main(
         result = run_serving()
     elif dataset in ("elecdemand", "etth1"):
         case = elecdemand() if dataset == "elecdemand" else etth1()
-        result = run_case(case, peer_weeks, irls)
+        result = run_case(case, peer_weeks, irls, effect)
     else:
         raise typer.BadParameter(f"unknown dataset {dataset!r}", param_hint="--dataset")
     text = json.dumps(result, indent=2, default=float)
