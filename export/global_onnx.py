@@ -25,13 +25,14 @@ import numpy as np
 
 from app.artifacts.contract import (
     CALENDAR_FREQUENCY,
+    COVARIATE_INPUT,
     FORECAST_INPUT,
     FORECAST_OUTPUT,
     MANIFEST_FILE,
     MODEL_FILE,
     window_scale,
 )
-from app.artifacts.readout import SCALE_FLOOR, ReadoutSpec, calibrate
+from app.artifacts.readout import SCALE_FLOOR, CovariateRows, ReadoutSpec, calibrate
 from export.bank import expand_bank
 from export.publish import publish_version
 from export.reports import GroupCoverage, IntervalCalibration, to_dict
@@ -72,7 +73,9 @@ def _const(name: str, value: np.ndarray | float, dtype: Any = np.float32) -> Any
 
 def global_graph(model: GlobalModel) -> Any:
     """The forecast graph of `model`: `window` float32 [batch, L, 1] (NaN where the history has not
-    started) -> `forecast` float32 [batch, H, 1], on the raw scale."""
+    started) -> `forecast` float32 [batch, H, 1], on the raw scale. A covariate model also takes
+    `covariates` float32 [batch, D] (app/artifacts/covariates.py's layout, raw; NaN where a past
+    covariate's series has not started), standardised and read linearly beside the target's features."""
     import onnx
     from onnx import TensorProto, helper
 
@@ -122,16 +125,44 @@ def global_graph(model: GlobalModel) -> Any:
         node("MatMul", ["u", "rem_features"], ["features"]),  # [B, F - 1]
         node("MatMul", ["mask", "mean_of_steps"], ["observed_share"]),  # [B, 1]
         node("Sub", ["one", "observed_share"], ["missing_share"]),
-        node("Concat", ["features", "missing_share"], ["f"], axis=1),  # [B, F]
+        node("Concat", ["features", "missing_share"], ["f_target"], axis=1),  # [B, F]
         node("MatMul", ["f", "readout"], ["y0"]),  # [B, H]
         node("Add", ["y0", "bias"], ["y"]),
         node("Mul", ["y", "scale"], ["raw"]),  # back to the raw scale
         node("Reshape", ["raw", "shape_out"], [FORECAST_OUTPUT]),  # [B, H, 1]
     ]
+    inputs = [helper.make_tensor_value_info(FORECAST_INPUT, TensorProto.FLOAT, ["batch", L, 1])]
+    layout = model.covariates
+    at = next(i for i, n in enumerate(nodes) if n.output[0] == "f_target") + 1
+    if layout is None:
+        nodes.insert(at, node("Identity", ["f_target"], ["f"]))
+    else:
+        inits += [
+            _const("cov_mean", np.asarray(layout.mean)),
+            _const("cov_std", np.asarray(layout.std)),
+            _const("cov_readout", layout.readout_matrix(kernels)),  # [D, G]
+            _const("cov_unit", layout.unit),
+        ]
+        nodes[at:at] = [
+            node("Sub", [COVARIATE_INPUT, "cov_mean"], ["cov_c"]),
+            node("Div", ["cov_c", "cov_std"], ["cov_z"]),
+            node("IsNaN", ["cov_z"], ["cov_missing"]),
+            node("Where", ["cov_missing", "zero", "cov_z"], ["cov_z0"]),  # a short series' past start
+            node("MatMul", ["cov_z0", "cov_readout"], ["cov_g"]),  # [B, G]
+            # layout.scaled_features: relative as is; additive [g / scale, 1 / scale]; both, both
+            node("Div", ["cov_unit", "scale"], ["inv_scale"]),  # [B, 1]
+            node("Mul", ["cov_g", "inv_scale"], ["cov_g_abs"]),
+            node("Concat", ["cov_g_abs", "inv_scale"], ["cov_additive"], axis=1),
+        ]
+        parts = {"relative": ["cov_g"], "additive": ["cov_additive"], "both": ["cov_g", "cov_additive"]}
+        nodes[at + 8 : at + 8] = [node("Concat", ["f_target", *parts[layout.effect]], ["f"], axis=1)]
+        inputs.append(
+            helper.make_tensor_value_info(COVARIATE_INPUT, TensorProto.FLOAT, ["batch", layout.width])
+        )
     graph = helper.make_graph(
         nodes,
         "global_readout",
-        [helper.make_tensor_value_info(FORECAST_INPUT, TensorProto.FLOAT, ["batch", L, 1])],
+        inputs,
         [helper.make_tensor_value_info(FORECAST_OUTPUT, TensorProto.FLOAT, ["batch", H, 1])],
         inits,
     )
@@ -152,13 +183,37 @@ def windows_of(histories: Sequence[np.ndarray], length: int) -> np.ndarray:
     return out
 
 
-def run_graph(path: Path, histories: Sequence[np.ndarray], length: int) -> np.ndarray:
-    """ONNX Runtime's forecasts [S, H] of the graph at `path` (CPU)."""
+def run_graph(
+    path: Path, histories: Sequence[np.ndarray], length: int, covariates: np.ndarray | None = None
+) -> np.ndarray:
+    """ONNX Runtime's forecasts [S, H] of the graph at `path` (CPU); `covariates` [S, D] raw for a
+    covariate model."""
     import onnxruntime as ort
 
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    (out,) = session.run([FORECAST_OUTPUT], {FORECAST_INPUT: windows_of(histories, length)})
+    feed = {FORECAST_INPUT: windows_of(histories, length)}
+    if covariates is not None:
+        feed[COVARIATE_INPUT] = np.asarray(covariates, dtype=np.float32)
+    (out,) = session.run([FORECAST_OUTPUT], feed)
     return np.asarray(out)[:, :, 0]
+
+
+def _check_covariates(
+    model: GlobalModel, histories: Sequence[np.ndarray], seed: int = 1
+) -> np.ndarray | None:
+    """Random raw covariate rows for the parity check: each column around its training mean and spread,
+    one-hot statics as 0/1, and the past start NaN where a history is shorter than L."""
+    layout = model.covariates
+    if layout is None:
+        return None
+    rng = np.random.default_rng(seed)
+    mean, std = np.asarray(layout.mean), np.asarray(layout.std)
+    raw = mean + std * rng.standard_normal((len(histories), layout.width))
+    L, P = layout.input_length, len(layout.past)
+    for i, h in enumerate(histories):
+        missing = max(L - len(h), 0)
+        raw[i, : missing * P] = np.nan
+    return raw
 
 
 def frequency_seconds(frequency: str | None) -> float:
@@ -191,8 +246,9 @@ def verify(path: Path, model: GlobalModel) -> dict[str, Any]:
     """ONNX Runtime against `GlobalModel.forecast` on `_check_histories`; raises ValueError past
     TOLERANCE."""
     histories = _check_histories(model)
-    want = model.forecast(histories)
-    got = run_graph(path, histories, model.input_length)
+    covariates = _check_covariates(model, histories)
+    want = model.forecast(histories, covariates=covariates)
+    got = run_graph(path, histories, model.input_length, covariates)
     err = np.abs(got - want) / (1.0 + np.abs(want))
     if not np.isfinite(got).all() or float(err.max()) > TOLERANCE:
         raise ValueError(f"ONNX Runtime differs from the numpy model by {float(err.max()):.3g} (relative)")
@@ -267,7 +323,7 @@ def readout_spec(model: GlobalModel) -> ReadoutSpec:
 
 
 def calibrate_global(
-    model: GlobalModel, series: Sequence[np.ndarray], levels: Sequence[float] = DEFAULT_LEVELS
+    model: GlobalModel, series: Sequence[Any], levels: Sequence[float] = DEFAULT_LEVELS
 ) -> tuple[dict[str, Any] | None, str]:
     """Split-conformal intervals pooled across series, each scaled by its own seasonal-naive error:
     (the manifest's `intervals` or None, a sentence saying what was calibrated or why nothing was).
@@ -280,8 +336,18 @@ def calibrate_global(
     spread. A level needs ceil((n + 1)·level) <= n series. The calibration report
     (`IntervalCalibration`, in the manifest's `intervals.calibration`) gives the coverage per
     history-length group, out of fold."""
-    H = model.config.horizon
-    cal = calibrate(series, readout_spec(model), levels, tail=lambda n: H)
+    from export.covariates import CovariateSeries, series_covariate_rows
+
+    H, layout = model.config.horizon, model.covariates
+    if layout is not None and not all(isinstance(v, CovariateSeries) for v in series):
+        raise ValueError("a covariate model is calibrated on series with their covariates (CovariateSeries)")
+    values = [np.asarray(v.values if isinstance(v, CovariateSeries) else v, dtype=np.float64) for v in series]
+    rows = (
+        None
+        if layout is None
+        else CovariateRows(layout, lambda i, ends: series_covariate_rows(series[i], layout, ends))
+    )
+    cal = calibrate(values, readout_spec(model), levels, tail=lambda n: H, covariates=rows)
     n = cal.series
     if cal.intervals is None:
         return (
@@ -342,12 +408,31 @@ def manifest_of(
         "channels": [channel],
         "frequency": model.frequency,
         "frequency_seconds": frequency_seconds(model.frequency),
-        "inputs": [{"name": FORECAST_INPUT, "dtype": "float32", "shape": ["batch", L, 1]}],
+        "inputs": [{"name": FORECAST_INPUT, "dtype": "float32", "shape": ["batch", L, 1]}]
+        + (
+            []
+            if model.covariates is None
+            else [{"name": COVARIATE_INPUT, "dtype": "float32", "shape": ["batch", model.covariates.width]}]
+        ),
         "outputs": [{"name": FORECAST_OUTPUT, "dtype": "float32", "shape": ["batch", H, 1]}],
-        "panel": {"min_history": model.min_history, "period": cfg.period, "missing": "nan"},
+        "panel": {
+            "min_history": model.min_history,
+            "period": cfg.period,
+            "missing": "nan",
+            **(
+                {}
+                if model.covariates is None
+                else {"covariates": {**model.covariates.to_json(), "list": model.covariates.describe()}}
+            ),
+        },
         # What the service's fit on request (/v1/.../fit_forecast) refits with (app/artifacts/readout.py).
         "readout": readout_spec(model).to_json(),
-        "architecture": {"config": model.to_json()["config"], "input_length": L, "search": model.search},
+        "architecture": {
+            "config": model.to_json()["config"],
+            "input_length": L,
+            "search": model.search,
+            **({"covariate_report": model.covariate_report} if model.covariate_report else {}),
+        },
         "opset": OPSET,
         "files": files,
         # null without the training series to calibrate on (`export --data`)

@@ -35,8 +35,10 @@ import numpy as np
 import typer
 
 from app.artifacts import readout
+from app.artifacts.covariates import CovariateLayout
 from app.artifacts.readout import TINY as _TINY
 from export.bank import expand_bank
+from export.covariates import CovariatePlan, CovariateSeries, series_covariate_rows
 
 __all__ = [
     "INPUT_PERIODS",
@@ -151,6 +153,11 @@ class GlobalModel:
     frequency: str | None = None
     search: dict[str, float] = field(default_factory=dict)  # validation MASE per input length searched
     fit_seconds: float = 0.0
+    # Covariates (export/covariates.py): the layout of the raw `covariates` rows, with its training
+    # statistics; the weights' covariate rows follow the target's features. None: the target alone.
+    covariates: CovariateLayout | None = None
+    # Per covariate: validation MASE and MSE with and without it (train_global; empty without covariates).
+    covariate_report: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def min_history(self) -> int:
@@ -158,7 +165,7 @@ class GlobalModel:
 
     def refit(self, series: Sequence[np.ndarray]) -> GlobalModel:
         """A read-out of the same settings and input length fitted on other series (calibration)."""
-        return fit_global(series, self.config, self.input_length)
+        return fit_global(series, self.config, self.input_length, self.covariates)
 
     def kernels(self) -> np.ndarray:
         """The REM bank's last rows [K, L] over this model's input length."""
@@ -168,16 +175,29 @@ class GlobalModel:
         """(features [n, F], scales [n]) of raw windows [n, L] whose observed steps are `mask` [n, L]."""
         return _features(windows, mask, self.config, self.kernels())
 
-    def forecast(self, histories: Sequence[np.ndarray], batch: int = 4096) -> np.ndarray:
+    def forecast(
+        self, histories: Sequence[np.ndarray], batch: int = 4096, covariates: np.ndarray | None = None
+    ) -> np.ndarray:
         """The next H values [S, H] of each history (raw values, oldest first; any length of at least
-        `min_history`: shorter than L is masked at the start)."""
+        `min_history`: shorter than L is masked at the start). A covariate model needs `covariates`, the
+        raw rows [S, D] of its layout (`CovariateLayout.assemble`)."""
+        if (self.covariates is None) != (covariates is None):
+            raise ValueError("covariates are given to a model without them, or missing for one with them")
         short = [i for i, h in enumerate(histories) if len(h) < self.min_history]
         if short:
             raise ValueError(
                 f"{len(short)} series have fewer than min_history = {self.min_history} values "
                 f"(the first: series {short[0]} with {len(histories[short[0]])})"
             )
-        return readout.forecast(self.weights, histories, self.config.fit_settings, self.kernels(), batch)
+        return readout.forecast(
+            self.weights,
+            histories,
+            self.config.fit_settings,
+            self.kernels(),
+            batch,
+            self.covariates,
+            covariates,
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -190,6 +210,8 @@ class GlobalModel:
             "search": self.search,
             "fit_seconds": round(self.fit_seconds, 3),
             "weights": self.weights.tolist(),
+            "covariates": None if self.covariates is None else self.covariates.to_json(),
+            "covariate_report": self.covariate_report,
         }
 
     @classmethod
@@ -204,6 +226,8 @@ class GlobalModel:
             frequency=d.get("frequency"),
             search=dict(d.get("search") or {}),
             fit_seconds=float(d.get("fit_seconds") or 0.0),
+            covariates=None if d.get("covariates") is None else CovariateLayout.from_json(d["covariates"]),
+            covariate_report=list(d.get("covariate_report") or []),
         )
 
     def save(self, path: Path) -> Path:
@@ -231,20 +255,46 @@ def _accumulate(
     length: int,
     kernels: np.ndarray,
     previous: np.ndarray | None = None,
+    layout: CovariateLayout | None = None,
 ) -> readout.NormalEquations | None:
     """One pass's normal equations over every window of `series` (None when none has a window)."""
     assert kernels.shape[1] == length
-    return readout.accumulate(series, cfg.fit_settings, kernels, previous)
+    items = list(series) if layout is not None else series
+    return readout.accumulate(
+        [_values(v) for v in items] if layout is not None else items,
+        cfg.fit_settings,
+        kernels,
+        previous,
+        covariates=None if layout is None else _covariate_rows(items, layout),
+    )
 
 
-def fit_global(series: Iterable[np.ndarray], cfg: PanelConfig, input_length: int) -> GlobalModel:
+def _covariate_rows(series: Sequence[Any], layout: CovariateLayout) -> readout.CovariateRows:
+    """The fit's covariate rows of `series` (CovariateSeries, each with its covariates)."""
+    if not all(isinstance(v, CovariateSeries) for v in series):
+        raise ValueError("a covariate model is fitted on CovariateSeries")
+    return readout.CovariateRows(layout, lambda i, ends: series_covariate_rows(series[i], layout, ends))
+
+
+def fit_global(
+    series: Iterable[np.ndarray] | Iterable[CovariateSeries],
+    cfg: PanelConfig,
+    input_length: int,
+    layout: CovariateLayout | None = None,
+) -> GlobalModel:
     """The read-out fitted on every window of every series, read one at a time, once per pass: IRLS
     passes (`cfg.irls` > 0) read them again, so they need a sequence; one pass takes any iterable (a
     generator of series too many to hold)."""
     start = time.perf_counter()
     kernels = rem_kernels(cfg.spec, cfg.period, input_length)
-    sol = readout.fit_weights(series, cfg.fit_settings, kernels)
-    return GlobalModel(cfg, input_length, sol, fit_seconds=time.perf_counter() - start)
+    if layout is None:
+        sol = readout.fit_weights(series, cfg.fit_settings, kernels)  # type: ignore[arg-type]
+    else:
+        items = list(series)
+        sol = readout.fit_weights(
+            [_values(v) for v in items], cfg.fit_settings, kernels, covariates=_covariate_rows(items, layout)
+        )
+    return GlobalModel(cfg, input_length, sol, fit_seconds=time.perf_counter() - start, covariates=layout)
 
 
 def seasonal_naive_scale(v: np.ndarray, period: int) -> float:
@@ -272,30 +322,99 @@ def mape(actual: np.ndarray, forecast: np.ndarray) -> np.ndarray:
     return (100.0 * np.abs(actual - forecast) / np.maximum(np.abs(actual), _TINY)).mean(1)
 
 
-def _validation(series: Sequence[np.ndarray], cfg: PanelConfig) -> tuple[list[np.ndarray], list[int]]:
+def _values(v: np.ndarray | CovariateSeries) -> np.ndarray:
+    return np.asarray(v.values if isinstance(v, CovariateSeries) else v, dtype=np.float64)
+
+
+def _validation(
+    series: Sequence[np.ndarray] | Sequence[CovariateSeries], cfg: PanelConfig
+) -> tuple[list[Any], list[int]]:
     """Training parts (the last H held out) of the series long enough to hold out and still forecast."""
     keep = [i for i, v in enumerate(series) if len(v) >= cfg.history + cfg.horizon]
-    return [np.asarray(series[i][: -cfg.horizon], dtype=np.float64) for i in keep], keep
+    out: list[Any] = []
+    for i in keep:
+        v = series[i]
+        out.append(
+            v.head(len(v) - cfg.horizon) if isinstance(v, CovariateSeries) else _values(v)[: -cfg.horizon]
+        )
+    return out, keep
 
 
-def train_global(series: Sequence[np.ndarray], cfg: PanelConfig, frequency: str | None = None) -> GlobalModel:
+def _validate(
+    series: Sequence[np.ndarray] | Sequence[CovariateSeries],
+    cfg: PanelConfig,
+    length: int,
+    plan: CovariatePlan | None,
+) -> tuple[float, float]:
+    """(mean MASE, mean scaled MSE) of a read-out of input `length` fitted on every series but its last H
+    values and forecasting them (MSE per series in units of its seasonal-naive error squared)."""
+    fit_part, keep = _validation(series, cfg)
+    H = cfg.horizon
+    held = np.array([_values(series[i])[-H:] for i in keep])
+    layout = None if plan is None else plan.layout(length, H)
+    model = fit_global(fit_part, cfg, length, layout)
+    rows = None
+    if layout is not None:
+        rows = np.concatenate(
+            [series_covariate_rows(series[i], layout, np.array([len(series[i]) - H])) for i in keep]  # type: ignore[arg-type]
+        )
+    insample = [_values(v) for v in fit_part]
+    fc = model.forecast(insample, covariates=rows)
+    scale = np.array([seasonal_naive_scale(v, cfg.period) for v in insample])
+    mse = ((held - fc) ** 2).mean(1) / scale**2
+    return float(np.mean(mase(insample, held, fc, cfg.period))), float(np.mean(mse))
+
+
+def covariate_report(
+    series: Sequence[CovariateSeries], cfg: PanelConfig, length: int, plan: CovariatePlan
+) -> list[dict[str, Any]]:
+    """Per covariate (the calendar as one): validation MASE and scaled MSE with every covariate and
+    without that one, and whether it helped (lower MASE with it). A covariate that does not help is
+    reported as such; it is kept (retrain without it to drop it)."""
+    with_mase, with_mse = _validate(series, cfg, length, plan)
+    out = []
+    for group in plan.groups:
+        without = plan.without(group)
+        empty = not without.groups
+        w_mase, w_mse = _validate(series, cfg, length, None if empty else without)
+        out.append(
+            {
+                "covariate": group,
+                "mase_with": round(with_mase, 6),
+                "mase_without": round(w_mase, 6),
+                "mse_with": round(with_mse, 6),
+                "mse_without": round(w_mse, 6),
+                "helps": with_mase < w_mase,
+            }
+        )
+    return out
+
+
+def train_global(
+    series: Sequence[np.ndarray] | Sequence[CovariateSeries],
+    cfg: PanelConfig,
+    frequency: str | None = None,
+    plan: CovariatePlan | None = None,
+    report: bool = True,
+) -> GlobalModel:
     """Search the input length (in periods) on validation when `cfg.input_periods` is None, then fit on
     every window of every series. Validation: each series' last H values held out, the read-out fitted
-    on what comes before and scored by mean MASE on them; the series' hold-outs are never fitted on."""
+    on what comes before and scored by mean MASE on them; the series' hold-outs are never fitted on.
+    With covariates (`plan`, series of `CovariateSeries`), each is also scored on validation with and
+    without it (`covariate_report`, unless `report` is False)."""
     start = time.perf_counter()
     search: dict[str, float] = {}
     periods = (cfg.input_periods,) if cfg.input_periods is not None else INPUT_PERIODS
     if len(periods) > 1:
-        fit_part, keep = _validation(series, cfg)
-        held = np.array([np.asarray(series[i][-cfg.horizon :], dtype=np.float64) for i in keep])
         for k in periods:
             length = k * cfg.period if cfg.period > 1 else 4 * k
-            model = fit_global(fit_part, cfg, length)
-            search[str(length)] = float(np.mean(mase(fit_part, held, model.forecast(fit_part), cfg.period)))
+            search[str(length)] = _validate(series, cfg, length, plan)[0]
         best = int(min(search, key=lambda k: search[k]))
     else:
         best = periods[0] * cfg.period if cfg.period > 1 else 4 * periods[0]
-    model = fit_global(series, cfg, best)
+    model = fit_global(series, cfg, best, None if plan is None else plan.layout(best, cfg.horizon))
+    if plan is not None and report:
+        model.covariate_report = covariate_report(series, cfg, best, plan)  # type: ignore[arg-type]
     model.search, model.frequency = search, frequency
     model.fit_seconds = time.perf_counter() - start
     return model
@@ -327,39 +446,107 @@ def train(
     sort: Annotated[bool, typer.Option(help="sort rows by series and time")] = False,
     fill: Annotated[str, typer.Option(help="none, linear, ffill or zero")] = "none",
     timezone: Annotated[
-        str | None,
-        typer.Option(help="the IANA zone of timestamps written without offset, e.g. Europe/Berlin"),
+        str | None, typer.Option(help="IANA zone of timestamps without offset (the calendar's zone)")
     ] = None,
+    future: Annotated[str, typer.Option(help="future-known covariate columns, comma-separated")] = "",
+    past: Annotated[str, typer.Option(help="past-only covariate columns, comma-separated")] = "",
+    static: Annotated[str, typer.Option(help="static (per-series) covariate columns, comma-separated")] = "",
+    calendar: Annotated[
+        str, typer.Option(help="calendar features of each horizon step: hour,dayofweek,month,holiday")
+    ] = "",
+    holidays: Annotated[
+        str | None, typer.Option(help="country code of the 'holiday' calendar feature (holidays package)")
+    ] = None,
+    layout: Annotated[
+        str,
+        typer.Option(help="long (id, timestamp, target), or wide: one series, a column each (covariates)"),
+    ] = "long",
+    effect: Annotated[
+        str,
+        typer.Option(
+            help="how covariates move the forecast: relative to each window's level (promotions), additive "
+            "in the target's units (temperature), or both (the read-out weighs each)"
+        ),
+    ] = "both",
 ) -> None:
-    """Train a global model on every series of a long file."""
+    """Train a global model on every series of a long file (with covariates: docs/panels.md)."""
+    from export.covariates import CovariatePlan, load_covariate_panel, load_covariate_wide
     from export.data import DataError, ReadOptions, load_panel
 
-    try:
-        panel = load_panel(
-            data,
-            ReadOptions(
-                id_column=id_column,
-                timestamp_column=timestamp_column,
-                target_column=target_column,
-                sort=sort,
-                fill=fill,
-                timezone=timezone,
-            ),
+    def names(text: str) -> list[str]:
+        return [n.strip() for n in text.split(",") if n.strip()]
+
+    options = ReadOptions(
+        id_column=id_column,
+        timestamp_column=timestamp_column,
+        target_column=target_column,
+        sort=sort,
+        fill=fill,
+        timezone=timezone,
+    )
+    kinds = {"future": names(future), "past": names(past), "static": names(static)}
+    cal = names(calendar)
+    if holidays and "holiday" not in cal:
+        cal.append("holiday")
+    from app.artifacts.covariates import EFFECTS
+
+    if effect not in EFFECTS:
+        raise typer.BadParameter(f"must be one of {list(EFFECTS)}, got {effect!r}", param_hint="--effect")
+    if layout not in ("long", "wide"):
+        raise typer.BadParameter(f"must be long or wide, got {layout!r}", param_hint="--layout")
+    if layout == "wide" and kinds["static"]:
+        raise typer.BadParameter(
+            "a wide file is one series: it has no static covariates", param_hint="--static"
         )
+    try:
+        if layout == "wide":
+            wide = ReadOptions(timestamp_column=timestamp_column, fill=fill, timezone=timezone)
+            one, frequency = load_covariate_wide(data, wide, target_column, kinds["past"], kinds["future"])
+            plan = None
+            series = [one[0].values]
+            if kinds["past"] or kinds["future"] or cal:
+                plan = CovariatePlan.fit(
+                    one, kinds["past"], kinds["future"], cal, (), holidays, timezone, effect
+                )
+                series = one
+            count = 1
+        elif any(kinds.values()) or cal:
+            series, frequency = load_covariate_panel(
+                data, options, kinds["past"], kinds["future"], kinds["static"]
+            )
+            plan = CovariatePlan.fit(
+                series, kinds["past"], kinds["future"], cal, kinds["static"], holidays, timezone, effect
+            )
+            count = len(series)
+        else:
+            panel = load_panel(data, options)
+            series, frequency, plan, count = (
+                [s.values for s in panel.series],
+                panel.frequency,
+                None,
+                len(panel),
+            )
     except DataError as e:
         raise typer.BadParameter(str(e), param_hint="--data") from None
-    cfg = PanelConfig(
-        horizon=horizon, period=period or _period_of(panel.frequency), input_periods=input_periods
-    )
+    except ValueError as e:  # a calendar feature or holiday country the model cannot derive
+        raise typer.BadParameter(str(e), param_hint="--calendar") from None
+    cfg = PanelConfig(horizon=horizon, period=period or _period_of(frequency), input_periods=input_periods)
     try:
-        model = train_global([s.values for s in panel.series], cfg, frequency=panel.frequency)
+        model = train_global(series, cfg, frequency=frequency, plan=plan)
     except ValueError as e:  # too short for a window: said as an error, not a traceback
         raise typer.BadParameter(str(e), param_hint="--data") from None
     path = model.save(out / "model.json")
     typer.echo(
-        f"{len(panel)} series ({panel.frequency}), L = {model.input_length}, "
+        f"{count} series ({frequency}), L = {model.input_length}, "
         f"min history {model.min_history}, fitted in {model.fit_seconds:.2f} s: {path}"
     )
+    for row in model.covariate_report:
+        verdict = "helps" if row["helps"] else "DOES NOT HELP (kept; retrain without it to drop it)"
+        typer.echo(
+            f"covariate {row['covariate']}: validation MASE {row['mase_with']:.4f} with, "
+            f"{row['mase_without']:.4f} without; scaled MSE {row['mse_with']:.4f} with, "
+            f"{row['mse_without']:.4f} without: {verdict}"
+        )
 
 
 @cli.command("export")
@@ -379,6 +566,9 @@ def export_command(
     timezone: Annotated[
         str | None, typer.Option(help="the zone --data's local times were written in (as at train)")
     ] = None,
+    layout: Annotated[
+        str, typer.Option(help="--data is long, or wide (one series, as train read it)")
+    ] = "long",
 ) -> None:
     """Publish a global model as an ONNX graph into a model repository (checked against the numpy model),
     with intervals pooled across the series of `--data`."""
@@ -389,11 +579,23 @@ def export_command(
     fitted = GlobalModel.load(model)
     intervals, said = None, "no intervals (give --data, the training file, to calibrate them)"
     if data is not None:
+        covs = fitted.covariates
         try:
-            panel = load_panel(data, sort=sort, timezone=timezone)
+            if covs is None:
+                series: list[Any] = [s.values for s in load_panel(data, sort=sort, timezone=timezone).series]
+            else:  # read as train read it: the covariates by name, the calendar in the model's zone
+                from export.covariates import load_covariate_panel, load_covariate_wide
+                from export.data import ReadOptions
+
+                options = ReadOptions(sort=sort, timezone=covs.timezone)
+                statics = [s.name for s in covs.static]
+                if layout == "wide":
+                    series, _ = load_covariate_wide(data, options, None, covs.past, covs.future)
+                else:
+                    series, _ = load_covariate_panel(data, options, covs.past, covs.future, statics)
         except DataError as e:
             raise typer.BadParameter(str(e), param_hint="--data") from None
-        intervals, said = calibrate_global(fitted, [s.values for s in panel.series])
+        intervals, said = calibrate_global(fitted, series)
     try:
         folder = export_global(fitted, repository, name, version, channel, intervals)
     except (ValueError, VersionExistsError) as e:
@@ -426,6 +628,12 @@ def forecast(
     from export.data import DataError, load_panel
 
     fitted = GlobalModel.load(model)
+    if fitted.covariates is not None:
+        raise typer.BadParameter(
+            "a covariate model needs each series' future covariates for the horizon: forecast through the "
+            "service (export it; docs/panels.md, Covariates)",
+            param_hint="--model",
+        )
     try:
         panel = load_panel(data, sort=sort, timezone=timezone)
     except DataError as e:

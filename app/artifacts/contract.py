@@ -24,6 +24,9 @@ VERSION_FOLDER = re.compile(r"[1-9][0-9]*")
 # Graph inputs. `phase` exists exactly when the manifest has a `cycle`.
 FORECAST_INPUT = "window"  # float32 [batch, L, C], raw values
 PHASE_INPUT = "phase"  # int64 [batch], each window's phase in the seasonal cycle
+# float32 [batch, D]: a global model's raw covariates (app/artifacts/covariates.py lays them out); exactly
+# when the manifest's `panel.covariates` is set.
+COVARIATE_INPUT = "covariates"
 
 # Graph outputs.
 FORECAST_OUTPUT = "forecast"  # float32 [batch, H, C], raw scale

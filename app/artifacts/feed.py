@@ -1,17 +1,31 @@
 """A version's graph inputs from windows and phases: `window` [n, L, C] float32, plus `phase` [n] int64
-exactly when the manifest has a cycle (ONNX Runtime refuses an input the graph does not declare, and needs
-every one it does). The one place that knows it, for the service and the engine alike."""
+exactly when the manifest has a cycle, or `covariates` [n, D] float32 exactly when a global model has
+covariates (ONNX Runtime refuses an input the graph does not declare, and needs every one it does). The
+one place that knows it, for the service and the engine alike."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from app.artifacts.contract import FORECAST_INPUT, PHASE_INPUT
+from app.artifacts.contract import COVARIATE_INPUT, FORECAST_INPUT, PHASE_INPUT
 from app.artifacts.manifest import Manifest
 
 
-def build_feed(manifest: Manifest, windows: np.ndarray, phases: np.ndarray | None) -> dict[str, np.ndarray]:
+def build_feed(
+    manifest: Manifest, windows: np.ndarray, phases: np.ndarray | None, covariates: np.ndarray | None = None
+) -> dict[str, np.ndarray]:
     feed: dict[str, np.ndarray] = {FORECAST_INPUT: np.ascontiguousarray(windows, dtype=np.float32)}
+    layout = manifest.panel.layout if manifest.panel is not None else None
+    if layout is None:
+        if covariates is not None:
+            raise ValueError(f"model {manifest.name} has no covariates")
+    else:
+        if covariates is None or covariates.shape != (len(windows), layout.width):
+            got = None if covariates is None else covariates.shape
+            raise ValueError(
+                f"model {manifest.name} needs covariates [{len(windows)}, {layout.width}], got {got}"
+            )
+        feed[COVARIATE_INPUT] = np.ascontiguousarray(covariates, dtype=np.float32)
     cycle = manifest.cycle
     if cycle is None:
         if phases is not None:
@@ -24,3 +38,14 @@ def build_feed(manifest: Manifest, windows: np.ndarray, phases: np.ndarray | Non
         raise ValueError(f"model {manifest.name}: {phase.shape} phases for {windows.shape[0]} windows")
     feed[PHASE_INPUT] = phase
     return feed
+
+
+def zeros_feed(manifest: Manifest, rows: int) -> dict[str, np.ndarray]:
+    """All-zeros inputs of `rows` rows (phase 0, zero covariates), for warm-ups and cost probes."""
+    layout = manifest.panel.layout if manifest.panel is not None else None
+    return build_feed(
+        manifest,
+        np.zeros((rows, manifest.input_length, manifest.n_channels), np.float32),
+        None if manifest.cycle is None else np.zeros(rows, np.int64),
+        None if layout is None else np.zeros((rows, layout.width), np.float32),
+    )

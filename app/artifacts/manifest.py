@@ -18,6 +18,7 @@ from app.artifacts.contract import (
     ATTN_REM,
     ATTN_SOFTMAX,
     BATCH_AXIS,
+    COVARIATE_INPUT,
     FORECAST_INPUT,
     FORECAST_OUTPUT,
     INSPECT_FILE,
@@ -25,6 +26,7 @@ from app.artifacts.contract import (
     PHASE_INPUT,
     window_scale,
 )
+from app.artifacts.covariates import CovariateLayout
 from app.artifacts.cycle import step_microseconds
 
 HeadKind = Literal["regular", "cyclic_cos", "cyclic_sin", "softmax"]
@@ -151,6 +153,27 @@ class PanelSpec(_Frozen):
     min_history: PositiveInt
     period: PositiveInt  # the seasonal cycle in steps the model was fitted with (1: none)
     missing: Literal["nan"] = "nan"  # how the window marks the steps before a series' start
+    # Covariates (app/artifacts/covariates.py `CovariateLayout.to_json`): what the `covariates` input
+    # holds and its training statistics; null or absent: the model reads the target alone.
+    covariates: dict[str, Any] | None = None
+    _layout: CovariateLayout | None = PrivateAttr(default=None)
+
+    @property
+    def layout(self) -> CovariateLayout | None:
+        """The covariates' layout, built once at load (None without covariates)."""
+        return self._layout
+
+    @model_validator(mode="after")
+    def _check(self) -> PanelSpec:
+        if self.covariates is not None:
+            try:
+                layout = CovariateLayout.from_json(self.covariates)
+            except (KeyError, TypeError, ValueError) as e:
+                raise ValueError(f"panel.covariates is not a covariate layout: {e}") from None
+            if len(layout.mean) != layout.width or len(layout.std) != layout.width:
+                raise ValueError(f"panel.covariates needs {layout.width} means and stds")
+            self._layout = layout
+        return self
 
 
 class Manifest(_Frozen):
@@ -316,18 +339,26 @@ def _expect(specs: tuple[TensorSpec, ...], name: str, shape: tuple[str | int, ..
         raise ValueError(f"{where}.{name} must have a dynamic batch axis, got {list(spec.shape)}")
 
 
-def input_names(cycle: CycleSpec | None) -> tuple[str, ...]:
-    """The graph inputs, in order, that a model with (or without) a cycle takes."""
+def input_names(cycle: CycleSpec | None, covariates: bool = False) -> tuple[str, ...]:
+    """The graph inputs, in order, that a model with (or without) a cycle, or covariates, takes."""
+    if covariates:
+        return (FORECAST_INPUT, COVARIATE_INPUT)
     return (FORECAST_INPUT,) if cycle is None else (FORECAST_INPUT, PHASE_INPUT)
+
+
+def has_covariates(manifest: Manifest) -> bool:
+    return manifest.panel is not None and manifest.panel.layout is not None
 
 
 def _check_cycle(manifest: Manifest) -> None:
     """`cycle` and `inputs` agree, and the cycle advances one phase per row of the series."""
     cycle = manifest.cycle
     names = tuple(t.name for t in manifest.inputs)
-    want = input_names(cycle)
+    want = input_names(cycle, has_covariates(manifest))
     if names != want:
         why = "cycle is null" if cycle is None else f"cycle has period {cycle.period}"
+        if has_covariates(manifest):
+            why = "panel.covariates is set"
         raise ValueError(f"inputs are {list(names)} but {why}, so they must be {list(want)}")
     if cycle is None:
         return

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from app.artifacts.covariates import CovariateLayout
 from app.artifacts.conformal import conformal_quantile, level_fits
 from app.artifacts.contract import window_scale
 
@@ -30,11 +31,13 @@ __all__ = [
     "SCALE_FLOOR",
     "TINY",
     "Calibration",
+    "CovariateRows",
     "FitSettings",
     "NormalEquations",
     "ReadoutSpec",
     "accumulate",
     "calibrate",
+    "covariate_features",
     "features",
     "fit_weights",
     "forecast",
@@ -214,6 +217,24 @@ def features(
     return np.concatenate([u @ kernels.T, lags, missing], 1), s
 
 
+def covariate_features(layout: CovariateLayout, raw: np.ndarray, kernels: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """A covariate model's further features [n, G] of its raw `covariates` rows [n, D] for windows of
+    `scale` [n]: standardised by the training statistics (a missing past start read as the training
+    mean), each past covariate through the target's REM kernels, and read relative to the window's scale
+    or in the target's units (`layout.effect`)."""
+    return layout.scaled_features(layout.standardise(raw) @ layout.readout_matrix(kernels), scale)
+
+
+@dataclass(frozen=True)
+class CovariateRows:
+    """What a fit of a covariate model reads besides the series: the layout, and `rows(i, ends)`, series
+    i's raw `covariates` rows [len(ends), D] of its windows whose input ends at `ends` (the exporter's
+    export/covariates.py `series_covariate_rows`)."""
+
+    layout: CovariateLayout
+    rows: Callable[[int, np.ndarray], np.ndarray]
+
+
 def last_windows(histories: Sequence[np.ndarray], length: int) -> tuple[np.ndarray, np.ndarray]:
     """The last `length` values of each history [S, L] and their mask, the missing start masked."""
     x = np.zeros((len(histories), length))
@@ -250,14 +271,21 @@ def forecast(
     fit: FitSettings,
     kernels: np.ndarray,
     batch: int = 4096,
+    layout: CovariateLayout | None = None,
+    covariates: np.ndarray | None = None,
 ) -> np.ndarray:
     """The next H values [S, H] of each history (raw values, oldest first; shorter than L: masked at the
-    start) by the read-out `weights` [F + 1, H]."""
+    start) by the read-out `weights` [F + 1, H]; a covariate model's `layout` with each history's raw
+    `covariates` row [S, D]."""
+    if (layout is None) != (covariates is None):
+        raise ValueError("covariates are given to a model without them, or missing for one with them")
     length = kernels.shape[1]
     out = np.empty((len(histories), fit.horizon))
     for a in range(0, len(histories), batch):
         x, m = last_windows(histories[a : a + batch], length)
         f, s = features(x, m, fit.period, fit.n_lags, kernels)
+        if layout is not None and covariates is not None:
+            f = np.concatenate([f, covariate_features(layout, covariates[a : a + batch], kernels, s)], 1)
         out[a : a + len(x)] = (f @ weights[:-1] + weights[-1]) * s[:, None]
     return out
 
@@ -276,26 +304,36 @@ class _Batch:
     d: np.ndarray
 
 
-def _batches(series: Iterable[np.ndarray], fit: FitSettings, kernels: np.ndarray) -> Iterator[_Batch]:
+def _batches(
+    series: Iterable[np.ndarray], fit: FitSettings, kernels: np.ndarray, covariates: CovariateRows | None
+) -> Iterator[_Batch]:
     length = kernels.shape[1]
-    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
     rows = 0
+    mix = None if covariates is None else covariates.layout.readout_matrix(kernels)
 
     def batch() -> _Batch:
-        x, m, t, w = (np.concatenate(p) for p in zip(*parts, strict=True))
+        x, m, t, w, c = (np.concatenate(p) for p in zip(*parts, strict=True))
         f, s = features(x, m, fit.period, fit.n_lags, kernels)
+        if covariates is not None and mix is not None:  # covariate_features with the mix computed once
+            layout = covariates.layout
+            f = np.concatenate([f, layout.scaled_features(layout.standardise(c) @ mix, s)], 1)
         d = naive_error(x, m, fit.period) / s
         if fit.row_scale == "mase":  # errors in units of the window's own seasonal-naive error
             w = w / np.maximum(d, fit.mase_floor)[:, None] ** 2
         return _Batch(f, t / s[:, None], w, d)
 
-    for v in series:
+    for i, v in enumerate(series):
         win = series_windows(np.asarray(v, dtype=np.float64), length, fit.horizon, fit.train_min)
         if win is None:
             continue
         x, m, t = win
         w = np.full((len(x), 1), 1.0 / len(x) if fit.weighting == "series" else 1.0)
-        parts.append((x, m, t, w))
+        if covariates is not None:  # the windows' ends, as series_windows draws them
+            c = covariates.rows(i, np.arange(max(fit.train_min, 1), len(v) - fit.horizon + 1))
+        else:
+            c = np.zeros((len(x), 0))
+        parts.append((x, m, t, w, c))
         rows += len(x)
         if rows >= BUFFER_ROWS:
             yield batch()
@@ -332,10 +370,11 @@ def accumulate(
     kernels: np.ndarray,
     previous: np.ndarray | None = None,
     check: Callable[[], None] | None = None,
+    covariates: CovariateRows | None = None,
 ) -> NormalEquations | None:
     """One pass's normal equations over every window of `series` (None when none has a window), rows
     weighed by `fit`'s rules and, with `previous` (the last pass's solution), by IRLS."""
-    return _equations(_batches(series, fit, kernels), fit, previous, check)
+    return _equations(_batches(series, fit, kernels, covariates), fit, previous, check)
 
 
 def fit_weights(
@@ -343,6 +382,7 @@ def fit_weights(
     fit: FitSettings,
     kernels: np.ndarray,
     check: Callable[[], None] | None = None,
+    covariates: CovariateRows | None = None,
 ) -> np.ndarray:
     """The read-out [F + 1, H] fitted on every window of every series, read one at a time, once per pass:
     IRLS passes (`fit.irls` > 0) read them again, so they need a sequence; one pass takes any iterable.
@@ -353,10 +393,10 @@ def fit_weights(
         raise ValueError("cfg.irls > 0 reads the series once per pass: give a sequence, or set irls = 0")
     cached: list[_Batch] | None = None
     if fit.irls and isinstance(series, Sequence) and sum(training_windows(series, fit)) <= CACHE_ROWS:
-        cached = list(_batches(series, fit, kernels))
+        cached = list(_batches(series, fit, kernels, covariates))
 
     def equations(previous: np.ndarray | None) -> NormalEquations | None:
-        batches = cached if cached is not None else _batches(series, fit, kernels)
+        batches = cached if cached is not None else _batches(series, fit, kernels, covariates)
         return _equations(batches, fit, previous, check)
 
     return solve_passes(fit, equations)
@@ -409,6 +449,7 @@ def calibrate(
     levels: Sequence[float],
     tail: Callable[[int], int],
     check: Callable[[], None] | None = None,
+    covariates: CovariateRows | None = None,
 ) -> Calibration:
     """Split-conformal widths of a read-out of `spec`'s settings, per horizon step, pooled across series.
 
@@ -418,11 +459,18 @@ def calibrate(
     from the same window (`window_scale`: the window's mean |x_t − x_{t−period}| over observed values);
     per horizon step the conformal quantile of the pooled scores is the width, in units of that spread.
     A level needs ceil((n + 1)·level) <= n windows. With tail(n) = H this is the exporter's calibration
-    (one window per series: its last H values)."""
+    (one window per series: its last H values). A covariate model's fit and forecasts read `covariates`
+    (its rows indexed by the position of the series in `series`)."""
     fit, L, H = spec.fit, spec.input_length, spec.fit.horizon
     kernels = spec.kernels()
     arrays = [np.asarray(v, dtype=np.float64) for v in series]
-    held = [(v, max(H, tail(len(v)))) for v in arrays if len(v) >= spec.min_history + H]
+    index = [i for i, v in enumerate(arrays) if len(v) >= spec.min_history + H]
+    held = [(arrays[i], max(H, tail(len(arrays[i])))) for i in index]
+    inner = (
+        None
+        if covariates is None
+        else CovariateRows(covariates.layout, lambda j, ends: covariates.rows(index[j], ends))
+    )
     ordered = sorted(levels)
 
     def nothing(why: str, windows: int = 0, n_series: int = 0) -> Calibration:
@@ -431,14 +479,14 @@ def calibrate(
     if not held:
         return nothing(f"no series holds min_history + horizon = {spec.min_history} + {H} values")
     try:
-        weights = fit_weights([v[:-k] for v, k in held], fit, kernels, check)
+        weights = fit_weights([v[:-k] for v, k in held], fit, kernels, check, inner)
     except ValueError:
         return nothing(
             f"no series leaves train_history + horizon = {fit.train_min} + {H} values to fit on "
             "before its calibration tail"
         )
-    xs, ms, ts = [], [], []
-    for v, k in held:
+    xs, ms, ts, cs = [], [], [], []
+    for j, (v, k) in enumerate(held):
         win = series_windows(v, L, H, spec.min_history)
         if win is None:
             continue
@@ -446,8 +494,12 @@ def calibrate(
         xs.append(win[0][first:])
         ms.append(win[1][first:])
         ts.append(win[2][first:])
+        if covariates is not None:
+            cs.append(covariates.rows(index[j], np.arange(max(spec.min_history, 1), len(v) - H + 1)[first:]))
     x, m, t = np.concatenate(xs), np.concatenate(ms), np.concatenate(ts)
     f, s = features(x, m, fit.period, fit.n_lags, kernels)
+    if covariates is not None:
+        f = np.concatenate([f, covariate_features(covariates.layout, np.concatenate(cs), kernels, s)], 1)
     errors = np.abs(t - (f @ weights[:-1] + weights[-1]) * s[:, None])  # [n, H]
     lag = max(fit.period, 1)
     window = np.where(m > 0, x, np.nan).astype(np.float32)[:, :, None]  # the service's window

@@ -14,8 +14,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
-import numpy as np
-
+from app.artifacts.feed import zeros_feed
 from app.artifacts.manifest import Manifest
 from app.artifacts.repository import VersionRef, read_version
 from app.core.config import Settings
@@ -76,10 +75,7 @@ def open_version(ref: VersionRef, settings: Settings, options: RuntimeOptions) -
     model.load()
     model.warmup()
     rows = min(COST_PROBE_ROWS, model.max_rows)
-    feed = model.feed(
-        np.zeros((rows, manifest.input_length, manifest.n_channels), np.float32),
-        None if manifest.cycle is None else np.zeros(rows, np.int64),
-    )
+    feed = zeros_feed(manifest, rows)
     best = float("inf")
     for _ in range(3):
         t0 = time.perf_counter()

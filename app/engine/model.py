@@ -21,7 +21,7 @@ from app.artifacts.contract import (
     INSPECT_FILE,
     MODEL_FILE,
 )
-from app.artifacts.feed import build_feed
+from app.artifacts.feed import build_feed, zeros_feed
 from app.artifacts.manifest import Manifest
 from app.engine.gate import cuda_call
 from app.engine.providers import RuntimeOptions
@@ -117,9 +117,7 @@ class OnnxModel:
 
     def _zeros_feed(self) -> Feed:
         """One all-zeros window (phase 0 when the model has a cycle), for warm-ups."""
-        m = self.manifest
-        phases = None if m.cycle is None else np.zeros(1, np.int64)
-        return self.feed(np.zeros((1, m.input_length, m.n_channels), np.float32), phases)
+        return zeros_feed(self.manifest, 1)
 
     def _inspect(self) -> ort.InferenceSession:
         with self._inspect_lock:

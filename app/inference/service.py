@@ -157,13 +157,18 @@ class InferenceService:
 
     # -- forecast ----------------------------------------------------------------------------------
     async def forecast(
-        self, entry: VersionEntry, windows: np.ndarray, phases: np.ndarray | None, latest: bool = False
+        self,
+        entry: VersionEntry,
+        windows: np.ndarray,
+        phases: np.ndarray | None,
+        latest: bool = False,
+        covariates: np.ndarray | None = None,
     ) -> np.ndarray:
         """[S, L, C] windows (and [S] phases for a cycle model) -> [S, H, C], through the engine's batcher.
         `latest`: the request named no version, so if its version went away between resolving and
         submitting (an unload), the new latest serves it when it takes the same inputs."""
         assert entry.manifest is not None  # the catalog resolves ready versions only
-        feed = build_feed(entry.manifest, windows, phases)
+        feed = build_feed(entry.manifest, windows, phases, covariates)
         left, budget = self._time_left(entry)
         reservation = take_reservation(entry.name, entry.version)
         try:

@@ -12,6 +12,11 @@ Tensors of a model version (docs/artifacts.md):
   the row's last values the series has (from the model's min_history to L; absent: all L). The steps
   before a series' start hold any finite number, which is ignored: the service marks them missing (NaN)
   and the graph masks them, never reading them as values;
+- for a global model with covariates (`panel.covariates`; docs/panels.md), named inputs: `future_<name>`
+  FP32 [n, H] per future-known covariate, `past_<name>` FP32 [n, L] per past-only one (right-aligned as
+  `window`; NaN: not observed), `static_<name>` [n] per static one (FP32 for a number, INT64 the index
+  of the category in the model's `categories` for a categorical one), and `start` INT64 [n] (Unix
+  seconds of each window's first row) when the model derives calendar covariates;
 - output `forecast` FP32 [n, H, C], on the raw scale;
 - outputs `forecast_lo_{level}` and `forecast_hi_{level}` FP32 [n, H, C] for each calibrated level of a
   version with prediction intervals (`forecast_lo_80`, `forecast_hi_80`, ...; the level as `/v1` writes it
@@ -28,6 +33,7 @@ A request that names no output gets every output of the version, as the protocol
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
 
 import numpy as np
 
@@ -36,11 +42,13 @@ from app.artifacts.manifest import Manifest
 from app.core.errors import InvalidInput, NotServed, VersionNotFound
 from app.core.numbers import decimal
 from app.engine.catalog import VersionEntry
+from app.inference.covariates import SeriesCovariates, covariate_rows
 from app.inference.intervals import level_bounds, require_intervals
 from app.inference.service import InferenceService
 from app.inference.windows import check_windows, fill_windows, require_finite
 from app.protocols.oip_v2.codec import InferResult, Tensor
 from app.protocols.oip_v2.schemas import ModelMetadata, RepositoryModel, ServerMetadata, TensorMetadata
+from app.protocols.rsa_v1.codec import forecast_timestamps
 
 SERVER_NAME = "rsa-forecast"
 SERVER_VERSION = "0.1.0"
@@ -145,6 +153,7 @@ class OipV2Handlers:
         inputs = [TensorMetadata(name="window", datatype="FP32", shape=[-1, L, C])]
         if manifest.panel is not None:
             inputs.append(TensorMetadata(name=LENGTHS, datatype="INT64", shape=[-1]))
+        inputs += [TensorMetadata(name=n, datatype=d, shape=s) for n, d, s in _covariate_inputs(manifest)]
         if manifest.cycle is not None:
             inputs.append(TensorMetadata(name="phase", datatype="INT64", shape=[-1]))
         outputs = output_names(manifest)
@@ -174,6 +183,7 @@ class OipV2Handlers:
         tensors = _by_name(inputs, manifest)
         window, filled = self._window(tensors, manifest)
         phases = _phases(tensors, manifest, len(window))
+        covariates = _covariates(tensors, manifest, len(window))
         served = output_names(manifest)
         for i, output in enumerate(outputs or ()):
             if output in served:
@@ -186,7 +196,9 @@ class OipV2Handlers:
                 field=f"outputs[{i}]",
                 limit=list(served),
             )
-        forecast = await self.service.forecast(entry, window, phases, latest=version is None)
+        forecast = await self.service.forecast(
+            entry, window, phases, latest=version is None, covariates=covariates
+        )
         # in request order, each once; none named: all of them
         kinds = {out: served[out] for out in outputs} if outputs else served
         levels = list(dict.fromkeys(kind[0] for kind in kinds.values() if kind is not None))
@@ -282,7 +294,7 @@ def _manifest(entry: VersionEntry) -> Manifest:
 def _by_name(inputs: list[Tensor], manifest: Manifest) -> dict[str, Tensor]:
     allowed = ["window", "phase", "start"] if manifest.cycle is not None else ["window"]
     if manifest.panel is not None:
-        allowed = ["window", LENGTHS]
+        allowed = ["window", LENGTHS, *(name for name, _, _ in _covariate_inputs(manifest))]
     tensors: dict[str, Tensor] = {}
     for i, tensor in enumerate(inputs):
         if tensor.name not in allowed:
@@ -296,6 +308,84 @@ def _by_name(inputs: list[Tensor], manifest: Manifest) -> dict[str, Tensor]:
             raise InvalidInput(f"inputs[{i}]: {tensor.name!r} is given twice", field=f"inputs[{i}].name")
         tensors[tensor.name] = tensor
     return tensors
+
+
+def _covariate_inputs(manifest: Manifest) -> list[tuple[str, str, list[int]]]:
+    """(name, datatype, shape) of a covariate model's extra inputs; none for any other model."""
+    layout = manifest.panel.layout if manifest.panel is not None else None
+    if layout is None:
+        return []
+    L, H = layout.input_length, layout.horizon
+    out = [(f"future_{n}", "FP32", [-1, H]) for n in layout.future]
+    out += [(f"past_{n}", "FP32", [-1, L]) for n in layout.past]
+    out += [(f"static_{s.name}", "FP32" if s.categories is None else "INT64", [-1]) for s in layout.static]
+    if layout.calendar:
+        out.append(("start", "INT64", [-1]))
+    return out
+
+
+def _covariates(tensors: dict[str, Tensor], manifest: Manifest, n: int) -> np.ndarray | None:
+    """The `covariates` graph input from the named covariate tensors, each checked with its name."""
+    layout = manifest.panel.layout if manifest.panel is not None else None
+    if layout is None:
+        return None
+    arrays: dict[str, np.ndarray] = {}
+    for name, datatype, shape in _covariate_inputs(manifest):
+        tensor = tensors.get(name)
+        want = [n, *shape[1:]]
+        if tensor is None:
+            raise InvalidInput(
+                f"input {name!r} ({datatype} {want}) is missing: model {manifest.name} reads covariates "
+                f"{[c['name'] for c in layout.describe()]}",
+                field=name,
+            )
+        if tensor.datatype != datatype or list(tensor.array.shape) != want:
+            raise InvalidInput(
+                f"input {name!r} must be {datatype} of shape {want}, got {tensor.datatype} "
+                f"{list(tensor.array.shape)}",
+                field=f"{name}.shape",
+                limit=want,
+            )
+        arrays[name] = tensor.array
+    lengths = tensors.get(LENGTHS)
+    L, H = layout.input_length, layout.horizon
+    items = []
+    for i in range(n):
+        observed = L if lengths is None else int(lengths.array[i])
+        static: dict[str, object] = {}
+        for s in layout.static:
+            v = arrays[f"static_{s.name}"][i]
+            if s.categories is None:
+                static[s.name] = float(v)
+            else:
+                k = int(v)
+                if not 0 <= k < len(s.categories):
+                    raise InvalidInput(
+                        f"static_{s.name}[{i}] = {k}: must index one of the categories {list(s.categories)}",
+                        field=f"static_{s.name}[{i}]",
+                        limit=len(s.categories) - 1,
+                    )
+                static[s.name] = s.categories[k]
+        stamps = None
+        if layout.calendar:
+            first = datetime.fromtimestamp(int(arrays["start"][i]), UTC)
+            stamps = forecast_timestamps(
+                first, L, H, manifest.frequency_seconds, manifest.calendar, manifest.zone
+            )
+        items.append(
+            SeriesCovariates(
+                field=f"window[{i}]",
+                n_values=observed,
+                future={f: arrays[f"future_{f}"][i].tolist() for f in layout.future},
+                past={
+                    p: [None if np.isnan(x) else x for x in arrays[f"past_{p}"][i][L - observed :].tolist()]
+                    for p in layout.past
+                },
+                static=static,
+                horizon_stamps=stamps,
+            )
+        )
+    return covariate_rows(manifest, layout, items)
 
 
 def _phases(tensors: dict[str, Tensor], manifest: Manifest, n: int) -> np.ndarray | None:

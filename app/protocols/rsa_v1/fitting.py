@@ -82,6 +82,14 @@ def _spec(manifest: Manifest, name: str, version: int) -> ReadoutSpec:
         raise NotRefittable(
             f"{what} cannot be refit: only a global read-out (`panel` in /v1/models) can", field="version"
         )
+    if manifest.panel.covariates is not None:
+        # The refit reads histories alone; a covariate model's read-out also reads its covariates'
+        # windows and horizons, which this route does not take (refit it offline with export.panel).
+        raise NotRefittable(
+            f"{what} cannot be refit on request: it reads covariates; refit it with "
+            "`python -m export.panel train` and publish it with `export.panel export`",
+            field="version",
+        )
     if manifest.readout is None:
         raise NotRefittable(
             f"{what} cannot be refit: it was exported before versions carried their refit settings (the "

@@ -14,6 +14,7 @@ from app.core.errors import InvalidInput
 from app.engine.api import VersionStats
 from app.engine.catalog import ModelEntry, VersionEntry
 from app.engine.types import InspectResult
+from app.inference.covariates import SeriesCovariates, covariate_rows, refuse_covariates
 from app.inference.intervals import (
     available_quantiles,
     check_levels,
@@ -34,6 +35,7 @@ from app.protocols.rsa_v1.schemas import (
     AttentionRequest,
     AttentionResponse,
     BatchingStats,
+    CovariateInfo,
     CycleInfo,
     FileInfo,
     ForecastRequest,
@@ -85,7 +87,10 @@ class V1Handlers:
             for i, d in enumerate(decoded)
         ]
         windows = decoded[0].window[None] if len(decoded) == 1 else np.stack([d.window for d in decoded])
-        outputs = await self.service.forecast(entry, windows, _phases(decoded), latest=version is None)
+        covariates = _covariates(manifest, request, decoded)
+        outputs = await self.service.forecast(
+            entry, windows, _phases(decoded), latest=version is None, covariates=covariates
+        )
         outputs = outputs[:, :horizon]  # [S, h, C]
         bands = _bands(manifest, outputs, request, windows)
         require_finite([outputs, *bands.values()], lambda i: f"series[{i}]")
@@ -280,7 +285,13 @@ def describe_version(entry: VersionEntry, stats: VersionStats | None) -> Version
                 else CycleInfo(period=m.cycle.period, step_seconds=m.cycle.step_seconds),
                 "panel": None
                 if m.panel is None
-                else PanelInfo(min_history=m.panel.min_history, period=m.panel.period),
+                else PanelInfo(
+                    min_history=m.panel.min_history,
+                    period=m.panel.period,
+                    covariates=[CovariateInfo(**c) for c in m.panel.layout.describe()]
+                    if m.panel.layout is not None
+                    else [],
+                ),
                 "intervals": None
                 if m.intervals is None
                 else IntervalsInfo(
@@ -387,6 +398,34 @@ def _phases(decoded: list[DecodedSeries]) -> np.ndarray | None:
     if decoded[0].phase is None:
         return None
     return np.array([d.phase for d in decoded], np.int64)
+
+
+def _covariates(
+    manifest: Manifest, request: ForecastRequest | ForecastArgs, decoded: list[DecodedSeries]
+) -> np.ndarray | None:
+    """The `covariates` input [S, D] of a covariate model (its calendar read at the model's H horizon
+    steps after each series' last value), or None; a model without them refuses a series sending some."""
+    layout = manifest.panel.layout if manifest.panel is not None else None
+    items = []
+    for i, (s, d) in enumerate(zip(request.series, decoded, strict=True)):
+        stamps = None
+        if layout is not None and layout.calendar and d.start is not None:
+            stamps = _timestamps(d.start, d.n_values, manifest.horizon, manifest, f"series[{i}].start")
+        items.append(
+            SeriesCovariates(
+                field=f"series[{i}]",
+                n_values=d.n_values,
+                future=getattr(s, "future", None),
+                past=getattr(s, "past", None),
+                static=getattr(s, "static", None),
+                horizon_stamps=stamps,
+            )
+        )
+    if layout is None:
+        for item in items:
+            refuse_covariates(manifest, item)
+        return None
+    return covariate_rows(manifest, layout, items)
 
 
 def _timestamps(

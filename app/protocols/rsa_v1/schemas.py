@@ -80,6 +80,18 @@ class SeriesInput(_Strict):
         "enables forecast timestamps. Required by a model with a seasonal `cycle`, which aligns it to the "
         "window's first timestamp.",
     )
+    # Covariates of a global model that has them (`panel.covariates` in /v1/models; docs/panels.md).
+    future: dict[str, list[FiniteFloat]] | None = Field(
+        default=None,
+        description="Future-known covariates: {name: one value per step of the model's horizon H}.",
+    )
+    past: dict[str, list[FiniteFloat | None]] | None = Field(
+        default=None,
+        description="Past-only covariates: {name: one value per value of `values`} (null: not observed).",
+    )
+    static: dict[str, FiniteFloat | Annotated[str, Field(strict=True, max_length=256)]] | None = Field(
+        default=None, description="Static covariates: {name: a number, or one of the model's categories}."
+    )
 
 
 class ForecastRequest(_Strict):
@@ -275,12 +287,25 @@ class IntervalsInfo(BaseModel):
     calibration: dict[str, Any] | None = None
 
 
+class CovariateInfo(BaseModel):
+    """One covariate a global model reads."""
+
+    name: str
+    kind: Literal["future", "past", "static", "calendar"]
+    dtype: str = Field(description="float, category, or derived (a calendar feature, from the timestamps).")
+    categories: list[str] | None = None
+    horizon: bool = Field(description="Whether it is needed for every horizon step (future, calendar).")
+
+
 class PanelInfo(BaseModel):
     """A global model: any series of its frequency, each a flat list of at least `min_history` values
     (shorter than `input_length`: the missing start is masked)."""
 
     min_history: int
     period: int = Field(description="The seasonal cycle in steps the model was fitted with (1: none).")
+    covariates: list[CovariateInfo] = Field(
+        default_factory=list, description="What each series must send beside its values (none: empty)."
+    )
 
 
 VersionState = Literal["loading", "ready", "failed", "unloading"]

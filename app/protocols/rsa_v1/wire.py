@@ -34,6 +34,7 @@ _REQUEST_KEYS = frozenset(ForecastRequest.model_fields)
 _SERIES_KEYS = frozenset(SeriesInput.model_fields)
 _MAX_ID_LENGTH = 256
 _DATETIME = TypeAdapter(datetime)
+_COVARIATE_KEYS = frozenset({"future", "past", "static"})
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,10 @@ class SeriesArrays:
     id: str | None
     values: np.ndarray | dict[str, np.ndarray]
     start: datetime | None
+    # A global model's covariates (SeriesInput's `future`, `past`, `static`), when sent.
+    future: dict[str, np.ndarray] | None = None
+    past: dict[str, np.ndarray] | None = None
+    static: dict[str, float | str] | None = None
 
 
 @dataclass(frozen=True)
@@ -119,6 +124,9 @@ def _fast_floats(value: Any) -> list[float] | None:
 def _fast_series(item: Any) -> SeriesArrays | None:
     if type(item) is not dict or "values" not in item or not item.keys() <= _SERIES_KEYS:
         return None
+    covariates = _fast_covariates(item) if item.keys() & _COVARIATE_KEYS else {}
+    if covariates is None:
+        return None
     id_ = item.get("id")
     if id_ is not None and not (type(id_) is str and len(id_) <= _MAX_ID_LENGTH):
         return None
@@ -134,7 +142,7 @@ def _fast_series(item: Any) -> SeriesArrays | None:
     if type(values) is list:
         flat = bool(values) and type(values[0]) is not list  # one channel's values, as the model reads
         rows = _numbers(values, ndim=1 if flat else 2)
-        return None if rows is None else SeriesArrays(id=id_, values=rows, start=start)
+        return None if rows is None else SeriesArrays(id=id_, values=rows, start=start, **covariates)
     if type(values) is dict:
         columns = {}
         for name, column in values.items():
@@ -142,8 +150,39 @@ def _fast_series(item: Any) -> SeriesArrays | None:
             if array is None:
                 return None
             columns[name] = array
-        return SeriesArrays(id=id_, values=columns, start=start) if columns else None
+        return SeriesArrays(id=id_, values=columns, start=start, **covariates) if columns else None
     return None
+
+
+def _fast_covariates(item: dict[str, Any]) -> dict[str, Any] | None:
+    """`future` and `past` as {name: float64 [n]} and `static` as {name: number or text}, or None when
+    anything needs the model's validation (a null, a string where a number belongs, a long text)."""
+    out: dict[str, Any] = {}
+    for key in ("future", "past"):
+        given = item.get(key)
+        if given is None:
+            continue
+        if type(given) is not dict:
+            return None
+        columns = {}
+        for name, column in given.items():
+            array = _numbers(column, ndim=1)
+            if array is None:
+                return None
+            columns[name] = array
+        out[key] = columns
+    static = item.get("static")
+    if static is not None:
+        if type(static) is not dict:
+            return None
+        for value in static.values():
+            kind = type(value)
+            if not (
+                kind is float or (kind is int and abs(value) < 2**63) or (kind is str and len(value) <= 256)
+            ):
+                return None
+        out["static"] = {k: float(v) if type(v) is int else v for k, v in static.items()}
+    return out
 
 
 def _numbers(value: Any, ndim: int) -> np.ndarray | None:

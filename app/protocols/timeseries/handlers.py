@@ -17,7 +17,7 @@ import uuid
 import numpy as np
 import orjson
 
-from app.core.errors import ModelNotFound
+from app.core.errors import InvalidInput, ModelNotFound
 from app.inference.intervals import check_quantiles, quantile_bounds
 from app.inference.service import InferenceService
 from app.inference.windows import check_horizon, check_series_count, require_finite
@@ -43,6 +43,15 @@ class TimeSeriesHandlers:
             raise
         manifest = entry.manifest
         assert manifest is not None  # the catalog resolves ready versions only
+        layout = manifest.panel.layout if manifest.panel is not None else None
+        if layout is not None:  # docs/protocols.md: covariates are not part of KServe's time-series API
+            names = [c["name"] for c in layout.describe()]
+            raise InvalidInput(
+                f"model {entry.name} reads covariates {names}, and KServe's time-series API has no field "
+                f"for covariates: forecast it on /v1/models/{entry.name}/forecast (per series `future`, "
+                f"`past`, `static`) or OIP v2 /v2/models/{entry.name}/infer",
+                field="model",
+            )
         horizon = check_horizon(request.options.horizon, manifest, "options.horizon")
         # An empty list asks for nothing, as in KServe's server. Checked before any series work: a
         # quantile the version cannot answer makes the whole request impossible.

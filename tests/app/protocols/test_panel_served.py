@@ -106,7 +106,7 @@ def test_v1_describes_the_global_model(served: Panel) -> None:
     model = served.model
     version = httpx.get(f"{served.url}/v1/models/{NAME}", timeout=30).json()["versions"][0]
     assert version["kind"] == "global_readout"
-    assert version["panel"] == {"min_history": model.min_history, "period": 12}
+    assert version["panel"] == {"min_history": model.min_history, "period": 12, "covariates": []}
 
 
 def test_a_one_channel_wide_model_takes_a_flat_list_as_it_takes_rows(tmp_path: Path) -> None:

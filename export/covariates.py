@@ -1,0 +1,329 @@
+"""Covariates for the global read-out (issue 36): reading them from a long file, their training statistics,
+and each training window's raw covariate row in the layout the graph and the service share
+(app/artifacts/covariates.py, `CovariateLayout`).
+
+- past-only covariates (`--past`): observed with the target; their window goes through the target's REM
+  kernels;
+- future-known covariates (`--future`): given for every horizon step; each horizon step's regression reads
+  all H steps of each (a multi-output ridge over H·F more features);
+- calendar features (`--calendar hour,dayofweek,month,holiday`, `--holidays AU`) derived from each horizon
+  step's timestamp in the model's time zone: future-known covariates nobody has to send;
+- static covariates (`--static`): one value per series, numeric or categorical (one-hot).
+
+Every column is standardised by its training mean and standard deviation (stored in model.json and the
+manifest). A covariate's values must be numbers wherever the target has a row (past and future ones: a
+missing value is refused naming the series and the row, or filled by `--fill` as the target is).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from app.artifacts.covariates import CovariateLayout, StaticCovariate, calendar_columns, calendar_values
+from export.data import DataError, ReadOptions, load_csv, load_panel
+
+__all__ = [
+    "CovariatePlan",
+    "CovariateSeries",
+    "load_covariate_panel",
+    "load_covariate_wide",
+    "series_covariate_rows",
+]
+
+_STD_FLOOR = 1e-8  # a constant column is divided by 1, not by 0
+
+
+@dataclass(frozen=True, eq=False)
+class CovariateSeries:
+    """One series with its covariates: values [n], timestamps [n] (datetime64 UTC instants), past and
+    future covariates by name [n] each, statics by name (raw values)."""
+
+    id: str
+    values: np.ndarray
+    timestamps: np.ndarray
+    past: dict[str, np.ndarray] = field(default_factory=dict)
+    future: dict[str, np.ndarray] = field(default_factory=dict)
+    static: dict[str, object] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def head(self, n: int) -> CovariateSeries:
+        """The first n steps (validation holds the rest out)."""
+        return dataclasses.replace(
+            self,
+            values=self.values[:n],
+            timestamps=self.timestamps[:n],
+            past={k: v[:n] for k, v in self.past.items()},
+            future={k: v[:n] for k, v in self.future.items()},
+        )
+
+
+@dataclass(frozen=True)
+class CovariatePlan:
+    """What a model reads besides the target, with per-name training statistics; `layout(L, H)` is the
+    graph's layout for an input length."""
+
+    past: tuple[str, ...] = ()
+    future: tuple[str, ...] = ()
+    calendar: tuple[str, ...] = ()
+    static: tuple[StaticCovariate, ...] = ()
+    holidays: str | None = None
+    timezone: str | None = None
+    stats: dict[str, tuple[float, float]] = field(default_factory=dict)  # column name -> (mean, std)
+    effect: str = "both"  # app.artifacts.covariates.EFFECTS
+    unit: float = 1.0  # the target's typical level (CovariateLayout.unit)
+
+    @property
+    def groups(self) -> list[str]:
+        """The covariates reported on one by one (the calendar as one group)."""
+        return [
+            *self.past,
+            *self.future,
+            *(["calendar"] if self.calendar else []),
+            *(s.name for s in self.static),
+        ]
+
+    def without(self, group: str) -> CovariatePlan:
+        return dataclasses.replace(
+            self,
+            past=tuple(n for n in self.past if n != group),
+            future=tuple(n for n in self.future if n != group),
+            calendar=() if group == "calendar" else self.calendar,
+            static=tuple(s for s in self.static if s.name != group),
+        )
+
+    def layout(self, input_length: int, horizon: int) -> CovariateLayout:
+        def st(name: str) -> tuple[float, float]:
+            return self.stats[name]
+
+        mean: list[float] = []
+        std: list[float] = []
+        for _ in range(input_length):
+            mean += [st(n)[0] for n in self.past]
+            std += [st(n)[1] for n in self.past]
+        future_cols = (*self.future, *calendar_columns(self.calendar))
+        for _ in range(horizon):
+            mean += [st(n)[0] for n in future_cols]
+            std += [st(n)[1] for n in future_cols]
+        for s in self.static:
+            cols = [s.name] if s.categories is None else [f"{s.name}={c}" for c in s.categories]
+            mean += [st(c)[0] for c in cols]
+            std += [st(c)[1] for c in cols]
+        return CovariateLayout(
+            input_length=input_length,
+            horizon=horizon,
+            past=self.past,
+            future=self.future,
+            calendar=self.calendar,
+            static=self.static,
+            holidays=self.holidays,
+            timezone=self.timezone,
+            mean=tuple(mean),
+            std=tuple(std),
+            effect=self.effect,
+            unit=self.unit,
+        )
+
+    @classmethod
+    def fit(
+        cls,
+        series: Sequence[CovariateSeries],
+        past: Sequence[str],
+        future: Sequence[str],
+        calendar: Sequence[str],
+        static: Sequence[str],
+        holidays: str | None = None,
+        timezone: str | None = None,
+        effect: str = "both",
+    ) -> CovariatePlan:
+        """Statistics of every column over the training series; a static covariate is categorical when any
+        of its values is not a number (its categories sorted)."""
+        stats: dict[str, tuple[float, float]] = {}
+
+        def put(name: str, x: np.ndarray) -> None:
+            x = np.asarray(x, dtype=np.float64)
+            sd = float(x.std()) if x.size else 1.0
+            stats[name] = (float(x.mean()) if x.size else 0.0, sd if sd > _STD_FLOOR else 1.0)
+
+        for n in (*past, *future):
+            kind = "past" if n in past else "future"
+            put(n, np.concatenate([getattr(s, kind)[n] for s in series]))
+        if calendar:
+            cal = np.concatenate(
+                [calendar_values(s.timestamps, calendar, timezone, holidays) for s in series]
+            )
+            for i, c in enumerate(calendar_columns(calendar)):
+                put(c, cal[:, i])
+        statics: list[StaticCovariate] = []
+        for n in static:
+            raw = [s.static[n] for s in series]
+            numbers = [_number(v) for v in raw]
+            if all(x is not None for x in numbers):
+                statics.append(StaticCovariate(n))
+                put(n, np.array(numbers, dtype=np.float64))
+            else:
+                cats = tuple(sorted({str(v) for v in raw}))
+                statics.append(StaticCovariate(n, cats))
+                for c in cats:
+                    put(f"{n}={c}", np.array([str(v) == c for v in raw], dtype=np.float64))
+        levels = [float(np.mean(np.abs(s.values))) for s in series if len(s.values)]
+        unit = float(np.median(levels)) if levels else 1.0
+        unit = unit if unit > _STD_FLOOR else 1.0
+        return cls(
+            tuple(past),
+            tuple(future),
+            tuple(calendar),
+            tuple(statics),
+            holidays,
+            timezone,
+            stats,
+            effect,
+            unit,
+        )
+
+
+def _number(v: object) -> float | None:
+    try:
+        x = float(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return x if np.isfinite(x) else None
+
+
+def _static_cell(v: object) -> object:
+    """A static cell as the service will receive it: a number when it reads as one, else its text."""
+    x = _number(v)
+    return x if x is not None else str(v).strip()
+
+
+def series_covariate_rows(
+    s: CovariateSeries, layout: CovariateLayout, ends: np.ndarray, frequency_step: np.ndarray | None = None
+) -> np.ndarray:
+    """The raw `covariates` rows [len(ends), D] of the windows of `s` whose input is s[end − L : end] and
+    whose horizon is s[end : end + H] (future covariates and timestamps read there; so end + H <= n)."""
+    L, H = layout.input_length, layout.horizon
+    n = len(s)
+    view = np.lib.stride_tricks.sliding_window_view
+    past = None
+    if layout.past:
+        cols = np.stack([s.past[p] for p in layout.past], 1)  # [n, P]
+        padded = np.concatenate([np.full((L, len(layout.past)), np.nan), cols])
+        past = view(padded, L, axis=0)[ends].transpose(0, 2, 1)  # [w, L, P]
+    future = None
+    if layout.future_columns:
+        blocks = [np.stack([s.future[f] for f in layout.future], 1)] if layout.future else []
+        if layout.calendar:
+            blocks.append(calendar_values(s.timestamps, layout.calendar, layout.timezone, layout.holidays))
+        cols = np.concatenate(blocks, 1)  # [n, F + C]
+        assert int(ends.max(initial=0)) + H <= n
+        future = view(cols, H, axis=0)[ends].transpose(0, 2, 1)  # [w, H, F + C]
+    static = None
+    if layout.static:
+        static = np.repeat(layout.encode_static(s.static)[None], len(ends), 0)
+    # The calendar is already among the future columns: assemble lays out blocks, it computes nothing
+    # more for a layout without stamps.
+    bare = dataclasses.replace(layout, future=layout.future_columns, calendar=())
+    return bare.assemble(past, future, None, static)
+
+
+def load_covariate_wide(
+    path: Path, options: ReadOptions, target: str | None, past: Sequence[str] = (), future: Sequence[str] = ()
+) -> tuple[list[CovariateSeries], str]:
+    """A wide file (one timestamp column, numeric columns) as one series: `target` and its past and future
+    covariates by column name, read by the wide reader's rules (`load_csv`: zone, fill, problems naming
+    the line and column). Without `target`, the one column that is no covariate."""
+    names = [*past, *future]
+    series = load_csv(path, options)
+    if target is None:
+        rest = [c for c in series.columns if c not in names]
+        if len(rest) != 1:
+            raise DataError(
+                f"{path.name}: name the target with --target-column; the columns besides the covariates "
+                f"are {rest}"
+            )
+        target = rest[0]
+    missing = [c for c in (target, *names) if c not in series.columns]
+    if missing:
+        raise DataError(f"{path.name} line 1: no column {missing[0]!r}; the columns are {series.columns}")
+    col = {c: series.values[:, series.columns.index(c)].astype(np.float64) for c in (target, *names)}
+    stamps = np.asarray(series.timestamps).astype("datetime64[ns]")
+    one = CovariateSeries(
+        path.stem, col[target], stamps, past={n: col[n] for n in past}, future={n: col[n] for n in future}
+    )
+    return [one], series.frequency
+
+
+def load_covariate_panel(
+    path: Path,
+    options: ReadOptions,
+    past: Sequence[str] = (),
+    future: Sequence[str] = (),
+    static: Sequence[str] = (),
+) -> tuple[list[CovariateSeries], str]:
+    """A long file's series with their covariates, and its frequency. Each past and future covariate is
+    read by the target's own rules (load_panel with it as the target: the same rows, order, zone and
+    fill, problems naming the series and the row); statics must hold one value per series."""
+    names = [*past, *future, *static]
+    base = dataclasses.replace(options, drop=(*options.drop, *names))
+    panel = load_panel(path, base)
+    columns: dict[str, dict[str, np.ndarray]] = {}
+    for name in (*past, *future):
+        others = [n for n in names if n != name]
+        other = load_panel(
+            path,
+            dataclasses.replace(
+                options, target_column=name, drop=(*options.drop, *others, panel.target_column)
+            ),
+        )
+        columns[name] = {s.id: s.values for s in other.series}
+    statics: dict[str, dict[str, object]] = {}
+    if static:
+        import pandas as pd
+
+        frame = (
+            pd.read_parquet(path)
+            if path.suffix.lower() in (".parquet", ".pq")
+            else pd.read_csv(path, dtype=str)
+        )
+        ids = frame[panel.id_column].astype(str).str.strip()
+        for name in static:
+            if name not in frame.columns:
+                raise DataError(f"{path.name} line 1, column {name!r}: no such static covariate column")
+            per = frame.groupby(ids, sort=False)[name].agg(
+                lambda c: c.astype(str).str.strip().unique().tolist()
+            )
+            varying = [(k, v) for k, v in per.items() if len(v) != 1]
+            if varying:
+                k, v = varying[0]
+                raise DataError(
+                    f"{path.name} (series {k!r}), column {name!r}: a static covariate holds one value per "
+                    f"series, found {v[:3]}"
+                )
+            statics[name] = {str(k): _static_cell(v[0]) for k, v in per.items()}
+    out = []
+    for s in panel.series:
+        cols = {}
+        for name in (*past, *future):
+            v = columns[name].get(s.id)
+            if v is None or len(v) != len(s):
+                raise DataError(
+                    f"{path.name} (series {s.id!r}), column {name!r}: not one value per target row"
+                )
+            cols[name] = v
+        out.append(
+            CovariateSeries(
+                s.id,
+                s.values,
+                s.timestamps,
+                past={n: cols[n] for n in past},
+                future={n: cols[n] for n in future},
+                static={n: statics[n][s.id] for n in static},
+            )
+        )
+    return out, panel.frequency
