@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from app.artifacts.covariates import CovariateLayout
 from app.artifacts.conformal import conformal_quantile, level_fits
 from app.artifacts.contract import window_scale
+from app.artifacts.covariates import CovariateLayout
 
 __all__ = [
     "CACHE_ROWS",
@@ -217,7 +217,9 @@ def features(
     return np.concatenate([u @ kernels.T, lags, missing], 1), s
 
 
-def covariate_features(layout: CovariateLayout, raw: np.ndarray, kernels: np.ndarray, scale: np.ndarray) -> np.ndarray:
+def covariate_features(
+    layout: CovariateLayout, raw: np.ndarray, kernels: np.ndarray, scale: np.ndarray
+) -> np.ndarray:
     """A covariate model's further features [n, G] of its raw `covariates` rows [n, D] for windows of
     `scale` [n]: standardised by the training statistics (a missing past start read as the training
     mean), each past covariate through the target's REM kernels, and read relative to the window's scale
@@ -402,7 +404,9 @@ def fit_weights(
     return solve_passes(fit, equations)
 
 
-def solve_passes(fit: FitSettings, equations: Callable[[np.ndarray | None], NormalEquations | None]) -> np.ndarray:
+def solve_passes(
+    fit: FitSettings, equations: Callable[[np.ndarray | None], NormalEquations | None]
+) -> np.ndarray:
     """The read-out [F + 1, H] of `1 + fit.irls` passes: `equations(previous)` is one pass's normal
     equations over every window (weighed by the previous pass's solution; None on the first), or None
     where no series has a window; each pass is solved at `fit.ridge`. The one loop of the in-process fit
