@@ -476,14 +476,17 @@ def train(
     def names(text: str) -> list[str]:
         return [n.strip() for n in text.split(",") if n.strip()]
 
-    options = ReadOptions(
-        id_column=id_column,
-        timestamp_column=timestamp_column,
-        target_column=target_column,
-        sort=sort,
-        fill=fill,
-        timezone=timezone,
-    )
+    try:
+        options = ReadOptions(
+            id_column=id_column,
+            timestamp_column=timestamp_column,
+            target_column=target_column,
+            sort=sort,
+            fill=fill,
+            timezone=timezone,
+        )
+    except DataError as e:  # a zone name that is none
+        raise typer.BadParameter(str(e), param_hint="--timezone") from None
     kinds = {"future": names(future), "past": names(past), "static": names(static)}
     cal = names(calendar)
     if holidays and "holiday" not in cal:
