@@ -16,6 +16,7 @@ series (the ones it trained on and the ones it never saw, reported apart as well
 
     python -m bench.global_transformer --json results/competitions/transformer.json
     python -m bench.global_transformer --limit 40 --epochs 2 --windows-per-epoch 256   # a quick slice
+    python -m bench.global_transformer --table results/competitions/transformer.json  # docs' table
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from bench.competitions import Competition, load_competition, score
 from export.panel import PanelConfig, mase, smape, train_global
 from export.panel_transformer import Budget, train_panel_transformer
 
-__all__ = ["Row", "format_table", "run_slice", "spread"]
+__all__ = ["Row", "format_table", "markdown", "run_slice", "spread"]
 
 MODELS = ("REM read-out", "Linear start", "RSA-Transformer", "Transformer without REM")
 
@@ -216,6 +217,25 @@ def summary(rows: Sequence[Row]) -> list[dict[str, Any]]:
     return out
 
 
+def markdown(result: dict[str, Any]) -> list[str]:
+    """A written run as the markdown table docs/panels.md shows: per slice and model, the mean over
+    seeds (and the range of the test MASE where there are several)."""
+    lines = [
+        "| slice | model | params | val MASE | test sMAPE | test MASE (seeds: min-max) | fit s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    params = {(r["slice"], r["model"]): r["parameters"] for r in result["rows"]}
+    trained = {r["slice"]: r["train_series"] for r in result["rows"]}
+    for s in result["summary"]:
+        spread = f" ({s['seeds']}: {s['mase_min']:.3f}-{s['mase_max']:.3f})" if s["seeds"] > 1 else ""
+        lines.append(
+            f"| {s['slice']} ({trained[s['slice']]} series) | {s['model']} | "
+            f"{params[(s['slice'], s['model'])]:,} | {s['val_mase_mean']:.3f} | {s['smape_mean']:.2f} | "
+            f"{s['mase_mean']:.3f}{spread} | {s['fit_s_mean']:.0f} |"
+        )
+    return lines
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default="M3:monthly", help="DATASET:FREQUENCY")
@@ -234,7 +254,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--d-model", type=int, default=32)
     parser.add_argument("--no-refit", action="store_true", help="keep the early-stopped network")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--table", type=Path, default=None, help="print a written run as markdown, then stop")
     args = parser.parse_args(argv)
+    if args.table is not None:
+        print("\n".join(markdown(json.loads(args.table.read_text()))))
+        return 0
     budget = Budget(
         epochs=args.epochs,
         windows_per_epoch=args.windows_per_epoch,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from bench.competitions import load_competition
-from bench.global_transformer import MODELS, format_table, main, run_slice, spread
+from bench.global_transformer import MODELS, format_table, main, markdown, run_slice, spread
 from export.panel_transformer import Budget
 
 TINY = Budget(epochs=2, windows_per_epoch=128, batch_size=64, patience=1)
@@ -53,3 +53,5 @@ def test_the_command_writes_its_json(tmp_path: Path) -> None:
     assert result["data"] == "M3 monthly" and result["series"] == 24
     assert result["budget"]["epochs"] == 1 and result["budget"]["threads"] == 1
     assert {s["model"] for s in result["summary"]} == set(MODELS)
+    table = markdown(result)
+    assert len(table) == 2 + len(MODELS) and all(f"| {m} |" in "".join(table) for m in MODELS)
