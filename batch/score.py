@@ -16,6 +16,8 @@ by one call, so memory is bounded by the largest part, not the table.
 from __future__ import annotations
 
 import logging
+import os
+import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -203,6 +205,17 @@ class Forecaster:
         return out
 
 
+def local_ray_auth() -> None:
+    """A token of this process's own, in the environment, for a local Ray of ours (its raylet and workers
+    inherit it), unless the caller chose a mode or a token: left to itself a local `ray.init()` turns token
+    authentication on and writes the token to ~/.ray/auth_token, and leaves it there. Only the token is
+    set: `ray.init` still turns the mode on itself, and refreshes its configuration, which a process that
+    imported Ray earlier has read already. Set once per process: Ray's token loader keeps the first token
+    it read."""
+    if not any(k in os.environ for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")):
+        os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+
+
 def retrying(call: Callable[[], T], retries: int, what: str) -> T:
     """`call`, tried again up to `retries` times when it raises (each failure logged)."""
     for attempt in range(retries + 1):
@@ -284,6 +297,7 @@ def run(
     started_here = not ray.is_initialized()
     if started_here:
         if address is None:
+            local_ray_auth()
             ray.init(
                 num_cpus=num_cpus,
                 object_store_memory=object_store_bytes,

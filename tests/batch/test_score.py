@@ -172,3 +172,28 @@ def test_parts_by_url_and_their_output_names(tmp_path):
     assert batch_io.read_part(single.fs, single.path("")).num_rows > 0
     with pytest.raises(FileNotFoundError, match="no such file or folder"):
         batch_io.list_parts(str(tmp_path / "nowhere"))
+
+
+def test_the_batch_command_leaves_no_token_in_the_home_folder(repository, tmp_path, ray_state):
+    """A local Ray of the batch command's own authenticates with a token of its own from the environment:
+    Ray's default writes ~/.ray/auth_token and leaves it. Run as a user would, with no RAY_AUTH_* set,
+    in a process of its own (Ray's token loader keeps the first token a process read)."""
+    import os
+    import subprocess
+    import sys
+
+    write_parts(tmp_path / "in")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    env |= {"HOME": str(home), "RAY_TMPDIR": str(ray_state)}
+    command = [
+        sys.executable, "-m", "batch", "score", "--model-repository", str(repository), "--model", "etth1-rsa",
+        "--input", str(tmp_path / "in" / "region=b"), "--output", str(tmp_path / "out"), "--horizon", "24",
+        "--threads", "1", "--num-cpus", "1",
+    ]  # fmt: skip
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(command, cwd=root, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "scored 4 series in 1 parts" in done.stdout, done.stdout
+    assert not (home / ".ray").exists(), sorted(p.name for p in (home / ".ray").iterdir())
