@@ -290,7 +290,7 @@ def scorer_rate(input_dir: Path, threads: int, parts: int = 2) -> float:
 
     forecaster = Forecaster(Job(str(REPOSITORY), MODEL, threads=threads))
     done, seconds = 0, 0.0
-    for path in sorted(input_dir.glob("*.parquet"))[:parts]:
+    for path in sorted(input_dir.glob("part-*.parquet"))[:parts]:
         table = io.read_part(*io.open_fs(str(path)))
         start = time.perf_counter()
         done += forecaster.score_table(table).num_rows // forecaster.horizon
@@ -298,32 +298,34 @@ def scorer_rate(input_dir: Path, threads: int, parts: int = 2) -> float:
     return done / seconds
 
 
-def client_rate(input_dir: Path, series: int, threads: int) -> tuple[float, int]:
-    """(windows/s, series) of `Client.forecast` on the first `series` series through a local service, one
-    call per part; reading a part into pandas is not timed."""
+def client_rate(input_dir: Path, series: int, threads: int, done: dict[str, float]) -> None:
+    """Windows/s of `Client.forecast` on the first `series` series through a local service, one call per
+    part; reading a part into pandas is not timed. `done` holds the series and seconds so far (a run
+    stopped midway keeps them)."""
     sys.path.insert(0, str(REPO / "client"))  # the client's own package, as `pip install ./client` puts it
     from rsa_client import Client
 
     env = {"RSA_MODEL_REPOSITORY": str(REPOSITORY), "RSA_MODELS": MODEL, "RSA_INTRA_OP_THREADS": str(threads)}
-    done, seconds = 0, 0.0
+    done |= {"series": 0, "seconds": 0.0, "finished": False}
     with local_server(env) as server, Client(server.url, concurrency=2) as client:
-        for path in sorted(input_dir.glob("*.parquet")):
-            if done >= series:
+        for path in sorted(input_dir.glob("part-*.parquet")):
+            if done["series"] >= series:
                 break
             df = pd.read_parquet(path)
-            if done == 0:  # warm: connections, the model's metadata, the session's first calls
+            if done["series"] == 0:  # warm: connections, the model's metadata, the session's first calls
                 client.forecast(df[df["unique_id"].isin(set(df["unique_id"].unique()[:8]))], h=96)
             ids = df["unique_id"].unique()
-            if done + len(ids) > series:
-                df = df[df["unique_id"].isin(set(ids[: series - done]))]
+            if done["series"] + len(ids) > series:
+                df = df[df["unique_id"].isin(set(ids[: int(series - done["series"])]))]
             start = time.perf_counter()
             out = client.forecast(df, h=96)
-            seconds += time.perf_counter() - start
+            seconds = time.perf_counter() - start
             n = out["unique_id"].nunique()
             assert n == df["unique_id"].nunique() and len(out) == 96 * n
-            done += n
+            done["series"] += n
+            done["seconds"] += seconds
             del df, out
-    return done / seconds, done
+    done["finished"] = True
 
 
 def fit_compare(limit: int | None, blocks: int, threads: int) -> dict[str, float]:
@@ -374,6 +376,26 @@ def raw_measured(threads: int, length: int, channels: int) -> dict[int, float]:
         "raw session windows/s by batch: " + ", ".join(f"{b}: {r:,.0f}" for b, r in raw.items()), flush=True
     )
     return raw
+
+
+def report(saved: dict[str, Any]) -> None:
+    """The table of every contender measured, against the best raw rate of the run."""
+    best = max((r for raw in saved["raw_windows_per_s"] for r in raw.values()), default=float("nan"))
+    saved["raw_best_windows_per_s"] = best
+    rows = [["raw session (best batch)", f"{best:,.0f}", "1.00", ""]]
+    measured = [
+        ("scorer without Ray", saved.get("scorer_without_ray_series_per_s"), ""),
+        ("batch command", saved["batch"]["series_per_s"] if "batch" in saved else None, ">= 0.70"),
+        ("client through the service", saved.get("client_windows_per_s"), ">= 0.50"),
+    ]
+    rows += [[name, f"{r:,.0f}", f"{r / best:.2f}", goal] for name, r, goal in measured if r is not None]
+    print(format_table(["contender", "windows/s", "x raw", "target"], rows))
+    if "batch" in saved:
+        print(
+            "peak resident memory (PSS) of the batch job's process tree: "
+            f"{saved['batch']['peak_pss_mib']:,.0f} MiB (bound {saved['rss_bound_mib']:,.0f} MiB)",
+            flush=True,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -432,6 +454,7 @@ def main(argv: list[str] | None = None) -> int:
         if "fit" in contenders:
             saved["fit"] = fit_compare(args.fit_series, 8, args.threads)
         raws: list[dict[int, float]] = []
+        saved["raw_windows_per_s"] = raws
         if "raw" in contenders:
             raws.append(raw_measured(args.threads, L, C))
         if "batch" in contenders:
@@ -451,31 +474,21 @@ def main(argv: list[str] | None = None) -> int:
         if "scorer" in contenders:
             saved["scorer_without_ray_series_per_s"] = scorer_rate(inputs, args.threads)
         if "client" in contenders:
-            crate, cdone = client_rate(inputs, args.client_series, args.threads)
-            saved["client_windows_per_s"], saved["client_series_done"] = crate, cdone
+            client: dict[str, float] = {}
+            saved["client"] = client
+            client_rate(inputs, args.client_series, args.threads, client)
+            saved["client_windows_per_s"] = client["series"] / client["seconds"]
+            saved["client_series_done"] = client["series"]
             if "raw" in contenders:
                 raws.append(raw_measured(args.threads, L, C))
-        saved["raw_windows_per_s"] = raws
-        best = max((r for raw in raws for r in raw.values()), default=float("nan"))
-        saved["raw_best_windows_per_s"] = best
-        rows = [["raw session (best batch)", f"{best:,.0f}", "1.00", ""]]
-        measured = [
-            ("scorer without Ray", saved.get("scorer_without_ray_series_per_s"), ""),
-            ("batch command", saved["batch"]["series_per_s"] if "batch" in saved else None, ">= 0.70"),
-            ("client through the service", saved.get("client_windows_per_s"), ">= 0.50"),
-        ]
-        rows += [[name, f"{r:,.0f}", f"{r / best:.2f}", goal] for name, r, goal in measured if r is not None]
-        print(format_table(["contender", "windows/s", "x raw", "target"], rows))
-        if "batch" in saved:
-            peak = saved["batch"]["peak_pss_mib"]
-            print(
-                f"peak resident memory (PSS) of the batch job's process tree: {peak:,.0f} MiB "
-                f"(bound {args.rss_bound_mib:,.0f} MiB)"
-            )
     except StoppedError:
         saved["stopped"] = "SIGTERM"
-        print("stopped by SIGTERM: what was measured so far is saved", flush=True)
+        if saved.get("client", {}).get("seconds"):  # the parts the client finished
+            saved["client_windows_per_s"] = saved["client"]["series"] / saved["client"]["seconds"]
+            saved["client_series_done"] = saved["client"]["series"]
+        print("stopped by SIGTERM: what was measured so far (every rate below on the parts done)", flush=True)
     finally:
+        report(saved)
         saved["load_average_after"] = list(os.getloadavg())
         saved["ended_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         if args.json is not None:
