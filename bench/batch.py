@@ -298,19 +298,25 @@ def scorer_rate(input_dir: Path, threads: int, parts: int = 2) -> float:
     return done / seconds
 
 
-def client_rate(input_dir: Path, series: int, threads: int, done: dict[str, float]) -> None:
+def client_rate(
+    input_dir: Path, series: int, threads: int, done: dict[str, float], budget_s: float | None = None
+) -> None:
     """Windows/s of `Client.forecast` on the first `series` series through a local service, one call per
     part; reading a part into pandas is not timed. `done` holds the series and seconds so far (a run
-    stopped midway keeps them)."""
+    stopped midway keeps them); past `budget_s` seconds no further part is started."""
     sys.path.insert(0, str(REPO / "client"))  # the client's own package, as `pip install ./client` puts it
     from rsa_client import Client
 
     env = {"RSA_MODEL_REPOSITORY": str(REPOSITORY), "RSA_MODELS": MODEL, "RSA_INTRA_OP_THREADS": str(threads)}
     done |= {"series": 0, "seconds": 0.0, "finished": False}
     with local_server(env) as server, Client(server.url, concurrency=2) as client:
+        began = time.monotonic()
         for path in sorted(input_dir.glob("part-*.parquet")):
             if done["series"] >= series:
                 break
+            if budget_s is not None and time.monotonic() - began > budget_s:
+                done["stopped_after_s"] = time.monotonic() - began
+                return
             df = pd.read_parquet(path)
             if done["series"] == 0:  # warm: connections, the model's metadata, the session's first calls
                 client.forecast(df[df["unique_id"].isin(set(df["unique_id"].unique()[:8]))], h=96)
@@ -410,6 +416,9 @@ def main(argv: list[str] | None = None) -> int:
         default="raw,batch,scorer,client",
         help="comma-separated: some of raw,batch,scorer,client, and fit",
     )
+    ap.add_argument(
+        "--client-budget-s", type=float, default=None, help="start no client part after this many seconds"
+    )
     ap.add_argument("--fit-series", type=int, default=None, help="the fit's first M3 monthly series (all)")
     ap.add_argument(
         "--input", type=Path, default=None, help="keep the synthetic parts here (reused if there)"
@@ -476,9 +485,15 @@ def main(argv: list[str] | None = None) -> int:
         if "client" in contenders:
             client: dict[str, float] = {}
             saved["client"] = client
-            client_rate(inputs, args.client_series, args.threads, client)
+            client_rate(inputs, args.client_series, args.threads, client, args.client_budget_s)
             saved["client_windows_per_s"] = client["series"] / client["seconds"]
             saved["client_series_done"] = client["series"]
+            state = "" if client["finished"] else " (its time budget spent: the parts done)"
+            print(
+                f"client: {client['series']:,.0f} of {args.client_series:,} series, "
+                f"{saved['client_windows_per_s']:,.0f} windows/s, {client['seconds']:.1f} s{state}",
+                flush=True,
+            )
             if "raw" in contenders:
                 raws.append(raw_measured(args.threads, L, C))
     except StoppedError:
