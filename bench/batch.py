@@ -101,9 +101,10 @@ def synthetic_parts(
 
 def raw_session_rate(
     threads: int, length: int, channels: int, batches: tuple[int, ...] = (64, 256, 512), windows: int = 1024
-) -> dict[int, float]:
-    """Windows/s of the bare session per batch size: about `windows` windows back to back, after a
-    warm-up call."""
+) -> tuple[dict[int, float], dict[int, float]]:
+    """Windows/s of the bare session per batch size, about `windows` windows back to back after a warm-up
+    call, and the CPU milliseconds per window its process used meanwhile (on a shared machine, the
+    measure the load does not change much)."""
     from app.artifacts.contract import MODEL_FILE
     from app.engine.providers import RuntimeOptions
     from app.engine.session import create_session
@@ -112,7 +113,7 @@ def raw_session_rate(
     folder, _ = published(str(REPOSITORY), MODEL, None)
     session = create_session(folder / MODEL_FILE, RuntimeOptions(device="cpu", intra_op_threads=threads))
     rng = np.random.default_rng(1)
-    rates = {}
+    rates, cpu_ms = {}, {}
     for b in batches:
         feed = {
             "window": rng.normal(size=(b, length, channels)).astype(np.float32),
@@ -120,10 +121,12 @@ def raw_session_rate(
         }
         session.run(None, feed)
         calls = max(1, -(-windows // b))  # sustained: about `windows` windows, not one lucky call
+        cpu = time.process_time()
         rates[b] = (
             calls * b / _timed(lambda feed=feed, calls=calls: [session.run(None, feed) for _ in range(calls)])
         )
-    return rates
+        cpu_ms[b] = (time.process_time() - cpu) * 1e3 / (calls * b)
+    return rates, cpu_ms
 
 
 def _timed(call) -> float:
@@ -176,20 +179,27 @@ def _tree_rss_mib(root: int) -> float:
 class PeakRss:
     """The process tree's summed PSS, sampled every `every_s` in a thread; `peak` its maximum, printed
     every `print_every_s` when that is set; `cpu` the CPU seconds each process used (by name, summed, as
-    last seen): where the cores went."""
+    last seen): where the cores went. The whole /proc is walked for new processes every `walk_every_s`
+    only: at every 0.5 s, the walk and the samples took a share of the cores the job was measured on (the
+    driver's tree used 196 CPU seconds beside the actor's 516 in the 100,000-series run, 2026-11-27)."""
 
-    def __init__(self, root: int, every_s: float = 0.5, print_every_s: float | None = None) -> None:
+    def __init__(
+        self, root: int, every_s: float = 1.0, print_every_s: float | None = None, walk_every_s: float = 10.0
+    ) -> None:
         self.root, self.every_s, self.print_every_s, self.peak = root, every_s, print_every_s, 0.0
+        self.walk_every_s = walk_every_s
         self._seen: dict[int, tuple[str, float]] = {}
         self._start: dict[int, float] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        last = time.monotonic()
+        last = walked = time.monotonic()
+        tree = _tree(self.root)
         while not self._stop.is_set():
-            tree = _tree(self.root)
-            self._seen.update(tree)
+            if time.monotonic() - walked >= self.walk_every_s:
+                walked, tree = time.monotonic(), _tree(self.root)
+                self._seen.update(tree)
             total = 0.0
             for pid in tree:
                 with contextlib.suppress(OSError, ValueError):  # gone meanwhile
@@ -199,6 +209,7 @@ class PeakRss:
                 last = time.monotonic()
                 print(f"  peak PSS so far {self.peak:,.0f} MiB (now {total:,.0f})", flush=True)
             self._stop.wait(self.every_s)
+        self._seen.update(_tree(self.root))
 
     @property
     def cpu(self) -> dict[str, float]:
@@ -237,6 +248,8 @@ class BatchResult:
     peak_pss_mib: float = 0.0
     finished: bool = False
     cpu_seconds_by_process: dict[str, float] = field(default_factory=dict)
+    cpu_ms_per_window: float = 0.0
+    actor_cpu_ms_per_window: float = 0.0
 
     @property
     def rate(self) -> float:
@@ -277,6 +290,15 @@ def batch_rate(input_dir: Path, output_dir: Path, threads: int, every_s: float) 
     result.seconds_with_startup = time.perf_counter() - start
     result.peak_pss_mib = rss.peak
     result.cpu_seconds_by_process = {k: round(v, 1) for k, v in rss.cpu.items() if v >= 0.05}
+    if result.series:
+        result.cpu_ms_per_window = sum(rss.cpu.values()) * 1e3 / result.series
+        actor = sum(v for k, v in rss.cpu.items() if k.startswith("ray::MapWorker"))
+        result.actor_cpu_ms_per_window = actor * 1e3 / result.series
+        print(
+            f"CPU ms a window: {result.cpu_ms_per_window:.1f} (whole tree), "
+            f"{result.actor_cpu_ms_per_window:.1f} (the scoring actor)",
+            flush=True,
+        )
     top = ", ".join(f"{k} {v:.0f}" for k, v in list(result.cpu_seconds_by_process.items())[:8])
     print(f"CPU seconds of the batch job's processes (by name, the driver included): {top}", flush=True)
     return result
@@ -373,14 +395,16 @@ def fit_compare(limit: int | None, blocks: int, threads: int) -> dict[str, float
     }
 
 
-def raw_measured(threads: int, length: int, channels: int) -> dict[int, float]:
+def raw_measured(
+    threads: int, length: int, channels: int, cpu_log: list[dict[int, float]]
+) -> dict[int, float]:
     """`raw_session_rate` in a process of its own: the arena of its biggest batch must not count in the
-    batch job's memory."""
+    batch job's memory. Its CPU ms per window are appended to `cpu_log`."""
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        raw = pool.submit(raw_session_rate, threads, length, channels).result()
-    print(
-        "raw session windows/s by batch: " + ", ".join(f"{b}: {r:,.0f}" for b, r in raw.items()), flush=True
-    )
+        raw, cpu = pool.submit(raw_session_rate, threads, length, channels).result()
+    cpu_log.append(cpu)
+    rates = ", ".join(f"{b}: {r:,.0f} ({cpu[b]:.1f} CPU ms a window)" for b, r in raw.items())
+    print(f"raw session windows/s by batch: {rates}", flush=True)
     return raw
 
 
@@ -464,8 +488,10 @@ def main(argv: list[str] | None = None) -> int:
             saved["fit"] = fit_compare(args.fit_series, 8, args.threads)
         raws: list[dict[int, float]] = []
         saved["raw_windows_per_s"] = raws
+        raw_cpu: list[dict[int, float]] = []
+        saved["raw_cpu_ms_per_window"] = raw_cpu
         if "raw" in contenders:
-            raws.append(raw_measured(args.threads, L, C))
+            raws.append(raw_measured(args.threads, L, C, raw_cpu))
         if "batch" in contenders:
             result = batch_rate(inputs, work / "out", args.threads, args.every_s)
             saved["batch"] = asdict(result) | {"series_per_s": result.rate}
@@ -479,7 +505,7 @@ def main(argv: list[str] | None = None) -> int:
             if not result.finished:
                 raise StoppedError()
             if "raw" in contenders:
-                raws.append(raw_measured(args.threads, L, C))
+                raws.append(raw_measured(args.threads, L, C, raw_cpu))
         if "scorer" in contenders:
             saved["scorer_without_ray_series_per_s"] = scorer_rate(inputs, args.threads)
         if "client" in contenders:
@@ -495,7 +521,7 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
             if "raw" in contenders:
-                raws.append(raw_measured(args.threads, L, C))
+                raws.append(raw_measured(args.threads, L, C, raw_cpu))
     except StoppedError:
         saved["stopped"] = "SIGTERM"
         if saved.get("client", {}).get("seconds"):  # the parts the client finished
