@@ -283,11 +283,15 @@ def batch_rate(input_dir: Path, output_dir: Path, threads: int, every_s: float) 
                 summary.seconds,
             )
             result.finished = True
-        except StoppedError:
+        except (StoppedError, SystemExit) as stop:
+            # `ray.init` swaps the SIGTERM handler for one that exits with the signal's number
+            if isinstance(stop, SystemExit) and stop.code != signal.SIGTERM:
+                raise
             if getattr(progress, "t0", None) is not None:  # scoring had begun
                 result.series, result.parts = progress.series, progress.done_parts
                 result.scoring_seconds = time.monotonic() - progress.t0
     result.seconds_with_startup = time.perf_counter() - start
+    _stop_on_sigterm()  # ours again: Ray's shutdown left the default (SIGTERM ended the process unsaved)
     result.peak_pss_mib = rss.peak
     result.cpu_seconds_by_process = {k: round(v, 1) for k, v in rss.cpu.items() if v >= 0.05}
     if result.series:
@@ -380,6 +384,7 @@ def fit_compare(limit: int | None, blocks: int, threads: int) -> dict[str, float
         distributed_s = time.perf_counter() - start
     finally:
         ray.shutdown()
+        _stop_on_sigterm()  # ours again, after Ray's
     delta = float(np.abs(distributed.weights - single.weights).max() / np.abs(single.weights).max())
     print(
         f"fit of M3 monthly ({len(m3.train):,} series, IRLS 2): single process {single_s:.1f} s, on Ray "
