@@ -144,6 +144,22 @@ def _pss_mib(pid: int) -> float:
     return 0.0
 
 
+def _named(pid: int, name: str) -> str:
+    """A Python process by what it runs (this bench, Ray's agents), other processes by their name."""
+    if pid == os.getpid():
+        return "driver (this bench)"
+    if not name.startswith("python"):
+        return name
+    with contextlib.suppress(OSError):
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        for i, arg in enumerate(args[1:], 1):
+            if arg == b"-m" and i + 1 < len(args):
+                return f"python -m {args[i + 1].decode()}"
+            if arg.endswith(b".py"):
+                return f"python {Path(arg.decode()).name}"
+    return name
+
+
 def _tree(root: int) -> dict[int, tuple[str, float]]:
     """`root` and every descendant (Linux /proc): pid -> (its name, the CPU seconds it has used)."""
     stats: dict[int, list[str]] = {}
@@ -162,7 +178,7 @@ def _tree(root: int) -> dict[int, tuple[str, float]]:
     while todo:
         pid = todo.pop()
         if pid in stats:  # fields after the name: state ppid ... utime (12th) stime (13th)
-            found[pid] = (stats[pid][0], (int(stats[pid][12]) + int(stats[pid][13])) / tick)
+            found[pid] = (_named(pid, stats[pid][0]), (int(stats[pid][12]) + int(stats[pid][13])) / tick)
         todo.extend(children.get(pid, []))
     return found
 
