@@ -16,6 +16,8 @@ by one call, so memory is bounded by the largest part, not the table.
 from __future__ import annotations
 
 import logging
+import os
+import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -100,6 +102,24 @@ def _utc_micros(column: pa.ChunkedArray) -> np.ndarray:
     return pc.cast(column, pa.timestamp("us", column.type.tz)).to_numpy().view("int64")
 
 
+def _changes(column: pa.ChunkedArray) -> np.ndarray:
+    """Whether each row's value differs from the one before it, from the second row on (no nulls)."""
+    n = len(column)
+    return pc.not_equal(column.slice(1), column.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+
+
+def _sorted(table: pa.Table, id_col: str, time_col: str) -> bool:
+    """Whether `table` is sorted by id, then time (ascending, as `sort_by` would put it)."""
+    n = table.num_rows
+    if n < 2:
+        return True
+    ids, stamps = table[id_col], table[time_col]
+    later_id = pc.greater(ids.slice(1), ids.slice(0, n - 1))
+    same_id = pc.equal(ids.slice(1), ids.slice(0, n - 1))
+    later_time = pc.fill_null(pc.greater_equal(stamps.slice(1), stamps.slice(0, n - 1)), False)
+    return bool(pc.all(pc.or_(later_id, pc.and_(same_id, later_time))).as_py())
+
+
 class Forecaster:
     """One ONNX Runtime session of a published version, and the service's rules around it."""
 
@@ -120,20 +140,32 @@ class Forecaster:
         """Every series of `table` (long: id, time and channel columns) -> its forecast, long."""
         job, manifest, h = self.job, self.manifest, self.horizon
         L, columns = manifest.input_length, channel_columns(table.column_names, manifest)
-        table = table.sort_by([(job.id_col, "ascending"), (job.time_col, "ascending")])
-        ids = table[job.id_col].to_numpy()
+        # Only the columns read, and sorted only when not sorted already: a part's table is the biggest
+        # thing an actor holds, and a sorted copy doubled it.
+        table = table.select([job.id_col, job.time_col, *columns])
+        if pa.types.is_dictionary(table[job.id_col].type):  # compared and sorted by value
+            plain = pc.cast(table[job.id_col], table[job.id_col].type.value_type)
+            table = table.set_column(0, job.id_col, plain)
+        if table[job.id_col].null_count:
+            raise ValueError(f"column {job.id_col!r} has {table[job.id_col].null_count} null ids")
+        if not _sorted(table, job.id_col, job.time_col):
+            table = table.sort_by([(job.id_col, "ascending"), (job.time_col, "ascending")])
+        n = table.num_rows
         stamps = _utc_micros(table[job.time_col])
         values = np.column_stack(
             [table[c].to_numpy(zero_copy_only=False).astype(np.float64, copy=False) for c in columns]
         )
-        cuts = np.flatnonzero(ids[1:] != ids[:-1]) + 1 if len(ids) else np.empty(0, np.int64)
-        begins = np.concatenate([[0], cuts]).astype(np.int64) if len(ids) else cuts
-        ends = np.concatenate([cuts, [len(ids)]]).astype(np.int64) if len(ids) else cuts
+        # Series boundaries compared in Arrow: a column of Python strings, one per row, cost more memory
+        # than the values.
+        cuts = np.flatnonzero(_changes(table[job.id_col])) + 1 if n else np.empty(0, np.int64)
+        begins = np.concatenate([[0], cuts]).astype(np.int64) if n else cuts
+        ends = np.concatenate([cuts, [n]]).astype(np.int64) if n else cuts
+        ids = table[job.id_col].take(pa.array(begins)).to_numpy(zero_copy_only=False)  # one per series
         S = len(begins)
         windows = np.empty((S, L, len(columns)), np.float32)
         phases = np.empty(S, np.int64) if manifest.cycle is not None else None
         for i in range(S):
-            b, e, sid = int(begins[i]), int(ends[i]), ids[begins[i]]
+            b, e, sid = int(begins[i]), int(ends[i]), ids[i]
             where = f"series {sid!r}"
 
             def path_of(row: int, c: int, sid: Any = sid, b: int = b) -> str:
@@ -159,8 +191,8 @@ class Forecaster:
             forecast[part] = self.session.run([FORECAST_OUTPUT], feed)[0][:, :h]
         bounds = level_bounds(manifest.intervals, forecast, job.levels, window=windows) if job.levels else {}
         arrays = [forecast, *(b for pair in bounds.values() for b in pair)]
-        require_finite(arrays, lambda i: f"series {ids[begins[i]]!r}")
-        return self._long(table, ids[begins], stamps[ends - 1], forecast, bounds, columns)
+        require_finite(arrays, lambda i: f"series {ids[i]!r}")
+        return self._long(table, ids, stamps[ends - 1], forecast, bounds, columns)
 
     def _long(
         self,
@@ -201,6 +233,17 @@ class Forecaster:
         out = pa.table(data)
         assert out.num_rows == S * h
         return out
+
+
+def local_ray_auth() -> None:
+    """A token of this process's own, in the environment, for a local Ray of ours (its raylet and workers
+    inherit it), unless the caller chose a mode or a token: left to itself a local `ray.init()` turns token
+    authentication on and writes the token to ~/.ray/auth_token, and leaves it there. Only the token is
+    set: `ray.init` still turns the mode on itself, and refreshes its configuration, which a process that
+    imported Ray earlier has read already. Set once per process: Ray's token loader keeps the first token
+    it read."""
+    if not any(k in os.environ for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")):
+        os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
 
 
 def retrying(call: Callable[[], T], retries: int, what: str) -> T:
@@ -284,6 +327,7 @@ def run(
     started_here = not ray.is_initialized()
     if started_here:
         if address is None:
+            local_ray_auth()
             ray.init(
                 num_cpus=num_cpus,
                 object_store_memory=object_store_bytes,
@@ -319,12 +363,15 @@ def run(
         )
         if progress is not None:
             progress.start(len(todo))
-        for row in scored.iter_rows():
-            summary.series += int(row["series"])
-            summary.providers.add(str(row["provider"]))
-            summary.nodes.add(str(row["node"]))
-            if progress is not None:
-                progress.update(int(row["series"]))
+        # Each part's row as soon as it is written: `iter_rows` prefetches a block ahead, so it handed over
+        # a part only once the next one was done too (a whole part late in the 100,000-series run).
+        for batch in scored.iter_batches(batch_size=None, prefetch_batches=0, batch_format="numpy"):
+            for series, provider, node in zip(batch["series"], batch["provider"], batch["node"], strict=True):
+                summary.series += int(series)
+                summary.providers.add(str(provider))
+                summary.nodes.add(str(node))
+                if progress is not None:
+                    progress.update(int(series))
     finally:
         if started_here:
             ray.shutdown()

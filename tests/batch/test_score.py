@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
@@ -172,3 +173,46 @@ def test_parts_by_url_and_their_output_names(tmp_path):
     assert batch_io.read_part(single.fs, single.path("")).num_rows > 0
     with pytest.raises(FileNotFoundError, match="no such file or folder"):
         batch_io.list_parts(str(tmp_path / "nowhere"))
+
+
+def test_the_batch_command_leaves_no_token_in_the_home_folder(repository, tmp_path, ray_state):
+    """A local Ray of the batch command's own authenticates with a token of its own from the environment:
+    Ray's default writes ~/.ray/auth_token and leaves it. Run as a user would, with no RAY_AUTH_* set,
+    in a process of its own (Ray's token loader keeps the first token a process read)."""
+    import os
+    import subprocess
+    import sys
+
+    write_parts(tmp_path / "in")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    env |= {"HOME": str(home), "RAY_TMPDIR": str(ray_state)}
+    command = [
+        sys.executable, "-m", "batch", "score", "--model-repository", str(repository), "--model", "etth1-rsa",
+        "--input", str(tmp_path / "in" / "region=b"), "--output", str(tmp_path / "out"), "--horizon", "24",
+        "--threads", "1", "--num-cpus", "1",
+    ]  # fmt: skip
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(command, cwd=root, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "scored 4 series in 1 parts" in done.stdout, done.stdout
+    assert not (home / ".ray").exists(), sorted(p.name for p in (home / ".ray").iterdir())
+
+
+def test_sorted_shuffled_and_dictionary_tables_give_the_same_answer(repository):
+    """A part already sorted by id and time is scored without a sorted copy; shuffled rows, a dictionary
+    id column and extra columns give the same bits; a null id is refused, naming the column."""
+    forecaster = Forecaster(Job(str(repository), "etth1-rsa", horizon=24, levels=(80.0,), threads=1))
+    shuffled = etth1_table(3, seed=7)
+    ordered = shuffled.sort_by([("unique_id", "ascending"), ("ds", "ascending")])
+    want = forecaster.score_table(shuffled)
+    assert forecaster.score_table(ordered).equals(want)
+    extra = ordered.append_column("note", pa.array(["x"] * ordered.num_rows))
+    assert forecaster.score_table(extra).equals(want)
+    coded = ordered.set_column(0, "unique_id", pc.dictionary_encode(ordered["unique_id"]))
+    assert forecaster.score_table(coded).equals(want)
+    ids = ordered["unique_id"].to_pylist()
+    ids[5] = None
+    with pytest.raises(ValueError, match="column 'unique_id' has 1 null ids"):
+        forecaster.score_table(ordered.set_column(0, "unique_id", pa.array(ids)))

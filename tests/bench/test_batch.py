@@ -19,4 +19,7 @@ def test_smoke_run_measures_the_three_contenders(capsys: pytest.CaptureFixture[s
         assert float(line[len(contender) :].split()[0].replace(",", "")) > 0, out
     assert "peak resident memory (PSS) of the batch job's process tree" in out
     saved = json.loads((tmp_path / "batch.json").read_text())
-    assert saved["series"] == 400 and saved["client_series"] == 200 and saved["batch_peak_rss_mib"] > 0
+    assert saved["series"] == 400 and saved["client_series"] == 200 and saved["client_series_done"] == 200
+    done = saved["batch"]
+    assert done["finished"] and done["series"] == 400 and done["peak_pss_mib"] > 0
+    assert len(saved["raw_windows_per_s"]) == 3  # before the batch job, after it, after the client
