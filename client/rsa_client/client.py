@@ -357,13 +357,16 @@ class Client:
         *,
         lead: int = 1,
         last: int | None = None,
+        repair: bool = True,
         id_col: str = "unique_id",
         time_col: str = "ds",
     ) -> pd.DataFrame:
         """Check each series of `df` (long format) for values outside the model's calibrated interval at
         `level`, each forecast `lead` steps ahead from the rows before it; `last`: only each series'
-        last `last` rows (the online form). Long series are split over requests under the server's
-        limit (each piece with the rows its windows read: the same answers).
+        last `last` rows (the online form); `repair`: the server's (values flagged are replaced by their
+        forecasts in the windows of the points after them, once). Long series are split over requests
+        under the server's limit, each piece with the rows its windows read: without `repair` the
+        answers are the whole series' exactly; with it, each piece repairs only its own flags.
 
         Returns one row per series and checked row: `id_col`, `time_col`, the values in the channel
         columns, the forecast in `forecast` (a one-channel model) or `{column}-forecast`, its bounds
@@ -398,7 +401,13 @@ class Client:
             # Each piece sends its checked rows and the L (+ lead − 1) rows before them that its
             # windows read: a window reads nothing older, so the answers are those of the whole series.
             bodies = [h.body(max(0, a - lead + 1 - spec.input_length), b) for h, a, b in group]
-            body = {"series": bodies, "level": level, "lead": lead, "last": group[0][2] - group[0][1]}
+            body = {
+                "series": bodies,
+                "level": level,
+                "lead": lead,
+                "last": group[0][2] - group[0][1],
+                "repair": repair,
+            }
             answer: dict[str, Any] = self._send("POST", path, [p[0].id for p in group], json=body).json()
             return answer
 

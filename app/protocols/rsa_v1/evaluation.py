@@ -178,24 +178,59 @@ async def detect_anomalies(v1: V1Handlers, name: str, version: int | None, reque
         f"{total} points checked over {len(histories)} series; ask for fewer with `last`",
     )
     stamps = [_stamps(h, p[0], len(p), manifest) for h, p in zip(histories, points, strict=True)]
-    cutoffs = [[t - lead + 1 for t in p] for p in points]
-    batch = window_batch(
-        histories, cutoffs, manifest, v1.settings.max_history_length, v1.settings.max_missing_share
-    )
-    outputs = (await v1.service.forecast(entry, batch.windows, batch.phases, latest=version is None))[
-        :, :lead
-    ]
-    lo, hi = level_bounds(manifest.intervals, outputs, [level], window=batch.windows)[level]
-    width = level_widths(manifest.intervals, outputs, [level], window=batch.windows)[level][:, lead - 1]
-    # [N, C], C-ordered: orjson writes only contiguous arrays.
-    forecast, lo, hi = (np.ascontiguousarray(a[:, lead - 1]) for a in (outputs, lo, hi))
+    settings = v1.settings
+
+    async def check(hs: list[History], cuts: list[list[int]]) -> tuple[np.ndarray, ...]:
+        """Forecast, bounds and half-width [n, C] of the point `lead` steps after each cutoff."""
+        batch = window_batch(hs, cuts, manifest, settings.max_history_length, settings.max_missing_share)
+        outputs = await v1.service.forecast(entry, batch.windows, batch.phases, latest=version is None)
+        outputs = outputs[:, :lead]
+        lo, hi = level_bounds(manifest.intervals, outputs, [level], window=batch.windows)[level]
+        width = level_widths(manifest.intervals, outputs, [level], window=batch.windows)[level]
+        # C-ordered: orjson writes only contiguous arrays.
+        return tuple(np.ascontiguousarray(a[:, lead - 1]) for a in (outputs, lo, hi, width))
+
+    def judge(
+        forecast: np.ndarray, lo: np.ndarray, hi: np.ndarray, width: np.ndarray
+    ) -> tuple[np.ndarray, ...]:
+        flag = (actual < lo) | (actual > hi)  # a missing value (NaN) is never flagged
+        # A width of 0 (a channel the calibration never saw vary) makes any difference infinitely far.
+        tiny = np.finfo(np.float32).tiny
+        return flag, np.abs(actual - forecast) / np.maximum(width.astype(np.float64), tiny)
+
+    actual = np.concatenate([h.values[p[0] : p[-1] + 1] for h, p in zip(histories, points, strict=True)])
+    offsets = np.cumsum([0, *(len(p) for p in points)])
+    forecast, lo, hi, width = await check(histories, [[t - lead + 1 for t in p] for p in points])
     owner = np.repeat(np.arange(len(histories)), [len(p) for p in points])
     require_finite([forecast, lo, hi], lambda i: histories[int(owner[i])].field)
-    actual = np.concatenate([h.values[p[0] : p[-1] + 1] for h, p in zip(histories, points, strict=True)])
-    flag = (actual < lo) | (actual > hi)  # a missing value (NaN) is never flagged
-    # A width of 0 (a channel the calibration never saw vary) makes any difference infinitely far.
-    tiny = np.finfo(np.float32).tiny
-    score = np.abs(actual - forecast) / np.maximum(width.astype(np.float64), tiny)
+    flag, score = judge(forecast, lo, hi, width)
+    if request.repair and flag.any():
+        # One repair pass: each flagged value replaced by its forecast in the windows of the points after
+        # it, so that one spike does not move the forecasts (and raise flags) of the points that read it.
+        repaired, again = [], []
+        for s, h in enumerate(histories):
+            rows = slice(offsets[s], offsets[s + 1])
+            values = h.values.copy()
+            hit_rows, hit_channels = np.nonzero(flag[rows])
+            at = np.asarray(points[s])[hit_rows]
+            values[at, hit_channels] = forecast[rows][hit_rows, hit_channels]
+            # Point t reads rows t − lead + 1 − L .. t − lead: those after a repaired row r up to r + L.
+            reads = np.zeros(len(points[s]), bool)
+            for r in np.unique(at):
+                reads |= (np.asarray(points[s]) > r + lead - 1) & (
+                    np.asarray(points[s]) <= r + lead - 1 + manifest.input_length
+                )
+            repaired.append(History(h.id, values, h.start, h.field, h.path_of))
+            again.append(np.flatnonzero(reads))
+        cuts = [[points[s][j] - lead + 1 for j in again[s]] for s in range(len(histories))]
+        if any(cuts):
+            keep = [s for s in range(len(histories)) if cuts[s]]
+            redone = await check([repaired[s] for s in keep], [cuts[s] for s in keep])
+            where = np.concatenate([offsets[s] + again[s] for s in keep])
+            require_finite(list(redone), lambda i: histories[int(owner[where[i]])].field)
+            for array, new in zip((forecast, lo, hi, width), redone, strict=True):
+                array[where] = new
+            flag, score = judge(forecast, lo, hi, width)
     series_out = []
     first = 0
     for s, history in enumerate(histories):

@@ -524,6 +524,12 @@ class AnomalyRequest(_Strict):
         description="Check only the last `last` points of each series (default: every point with a full "
         "window before it). Series × points forecasts run per request, at most RSA_MAX_SERIES_PER_REQUEST.",
     )
+    repair: bool = Field(
+        default=True,
+        description="Forecast again, once, the points whose window holds a flagged value, with each "
+        "flagged value replaced by its forecast: a spike then does not flag the points after it. Only "
+        "checked points are repaired (with `last`, older anomalies stay in the windows).",
+    )
 
     _limit = field_validator("series", mode="wrap")(_series_within_limit)
 

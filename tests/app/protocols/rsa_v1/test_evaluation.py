@@ -230,9 +230,8 @@ def test_each_point_is_checked_against_the_interval_of_its_one_step_forecast(
 ) -> None:
     v = history(24, 3)
     v[20, 1] += 40.0  # a spike far outside any width of the toy's intervals
-    r = client.post(
-        f"{TOY}/detect_anomalies", json={"series": [{"id": "a", "values": v.tolist()}], "level": 95}
-    )
+    body = {"series": [{"id": "a", "values": v.tolist()}], "level": 95, "repair": False}
+    r = client.post(f"{TOY}/detect_anomalies", json=body)
     assert r.status_code == 200, r.text
     answer = r.json()
     assert (answer["level"], answer["lead"]) == (95, 1)
@@ -252,9 +251,41 @@ def test_each_point_is_checked_against_the_interval_of_its_one_step_forecast(
     assert series["anomalies"] == answer["anomalies"] == int(flags.sum())
 
 
+def test_repair_forecasts_again_the_points_that_read_a_flagged_value(
+    client: TestClient, repository: Path
+) -> None:
+    """The points whose window holds a value flagged in the first pass are forecast again from windows
+    with each flagged value replaced by its first forecast; the others keep their first answer."""
+    v = history(24, 6)  # 16 points checked: the limit here
+    v[12, 0] += 40.0
+    body = {"series": [{"values": v.tolist()}], "level": 99}
+    first = client.post(f"{TOY}/detect_anomalies", json={**body, "repair": False}).json()["series"][0]
+    repaired = client.post(f"{TOY}/detect_anomalies", json=body).json()["series"][0]
+    points = np.array(first["index"])
+    flags = np.array(first["anomaly"])
+    f1 = np.array(first["forecast"], np.float32)
+    assert flags.any()
+    cleaned = v.copy()
+    rows, channels = np.nonzero(flags)
+    cleaned[points[rows], channels] = f1[rows, channels]
+    flagged_at = np.unique(points[rows])
+    again = np.array([((flagged_at < t) & (flagged_at >= t - L)).any() for t in points])
+    want = f1.copy()
+    if again.any():
+        windows = np.stack([cleaned[t - L : t] for t in points[again]])
+        want[again] = toy_forecast(repository, windows)[:, 0]
+    np.testing.assert_array_equal(np.array(repaired["forecast"], np.float32), want)
+    assert repaired["actual"] == first["actual"]  # the values checked are the ones sent
+    assert again.sum() > 0 and not again.all()
+
+
 def test_the_online_form_checks_only_the_last_points_with_the_same_answers(client: TestClient) -> None:
     v = history(24, 4)
-    body: dict[str, Any] = {"series": [{"values": v.tolist(), "start": "2024-01-01T00:00:00Z"}], "level": 80}
+    body: dict[str, Any] = {
+        "series": [{"values": v.tolist(), "start": "2024-01-01T00:00:00Z"}],
+        "level": 80,
+        "repair": False,  # the online form repairs only what it checks
+    }
     full = client.post(f"{TOY}/detect_anomalies", json=body).json()["series"][0]
     online = client.post(f"{TOY}/detect_anomalies", json={**body, "last": 3}).json()["series"][0]
     assert online["index"] == [21, 22, 23]
