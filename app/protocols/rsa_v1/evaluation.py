@@ -187,8 +187,9 @@ async def detect_anomalies(v1: V1Handlers, name: str, version: int | None, reque
         outputs = outputs[:, :lead]
         lo, hi = level_bounds(manifest.intervals, outputs, [level], window=batch.windows)[level]
         width = level_widths(manifest.intervals, outputs, [level], window=batch.windows)[level]
-        # C-ordered: orjson writes only contiguous arrays.
-        return tuple(np.ascontiguousarray(a[:, lead - 1]) for a in (outputs, lo, hi, width))
+        # C-ordered copies: orjson writes only contiguous arrays, and the repair pass writes into
+        # them (the widths may be a read-only broadcast).
+        return tuple(np.array(a[:, lead - 1], order="C") for a in (outputs, lo, hi, width))
 
     def judge(
         forecast: np.ndarray, lo: np.ndarray, hi: np.ndarray, width: np.ndarray

@@ -174,6 +174,24 @@ def test_the_shipped_models_backtest_equals_the_offline_evaluator_on_the_etth1_t
     assert max(deltas) <= 1e-6
 
 
+def test_the_shipped_model_flags_a_spike_and_repairs_the_points_after_it(client: TestClient) -> None:
+    """Intervals that scale with each window's spread (the shipped default) through the repair pass."""
+    from export.backtest import split_rows
+
+    start, rows = split_rows(shipped_latest())
+    values = rows[:528].copy()
+    values[520, 6] += 30.0  # OT: far outside its 99% interval
+    body = {"series": [{"start": start, "values": values.tolist()}], "level": 99, "last": 12}
+    first = client.post("/v1/models/etth1-rsa/detect_anomalies", json={**body, "repair": False})
+    repaired = client.post("/v1/models/etth1-rsa/detect_anomalies", json=body)
+    assert first.status_code == repaired.status_code == 200, repaired.text
+    a, b = first.json()["series"][0], repaired.json()["series"][0]
+    at = a["index"].index(520)
+    assert a["anomaly"][at][6] and b["anomaly"][at][6] and b["score"][at][6] > 5
+    assert a["forecast"][: at + 1] == b["forecast"][: at + 1]  # up to the spike: nothing to repair
+    assert a["forecast"][at + 1 :] != b["forecast"][at + 1 :]  # after it: read with the spike replaced
+
+
 BAD_BACKTESTS = [
     # (body changes, field, limit)
     ({"series": [{"values": history(L + 2, 0).tolist()}], "horizon": 3}, "series[0].values", L + 3),
