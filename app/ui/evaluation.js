@@ -54,7 +54,7 @@
     ui.showError("evaluation", `${where}${error.message}`, error.field);
   }
 
-  function plot(container, name, timed, seriesOpts, data, bands, width) {
+  function plot(container, name, timed, seriesOpts, data, bands, width, legend = true) {
     const box = document.createElement("div");
     box.className = "chart";
     box.dataset.channel = name;
@@ -68,9 +68,10 @@
         scales: { x: { time: timed } },
         series: [{ label: timed ? "time (UTC)" : "step", value: timed ? ui.formatTime : (u, v) => v }, ...seriesOpts],
         bands,
-        axes: [{ size: 44, values: timed ? ui.timeTicks : undefined }, { size: 56, values: (u, splits) => splits.map(ui.formatTick) }],
+        axes: [{ size: 44, space: 90, values: timed ? ui.timeTicks : undefined }, { size: 56, values: (u, splits) => splits.map(ui.formatTick) }],
         cursor: { drag: { x: true, y: false }, bind: { mousedown: ui.panOnShift } },
-        legend: { live: true },
+        // A backtest draws three lines per cutoff: a legend of them all would dwarf the chart.
+        legend: { show: legend, live: true },
         plugins: [ui.wheelZoom()],
       },
       data,
@@ -181,7 +182,7 @@
           bands.push({ series: [data.length - 1, data.length - 2], fill: "rgba(194, 65, 12, 0.15)" });
         }
       });
-      plot(container, name, timed, opts, data, bands, width);
+      plot(container, name, timed, opts, data, bands, width, false);
     });
   }
 

@@ -208,19 +208,27 @@ async def detect_anomalies(v1: V1Handlers, name: str, version: int | None, reque
     if request.repair and flag.any():
         # One repair pass: each flagged value replaced by its forecast in the windows of the points after
         # it, so that one spike does not move the forecasts (and raise flags) of the points that read it.
+        # A value flagged within `lead` steps after a replaced one is left as sent: its forecast read the
+        # replaced value, so its flag may be the spike's echo, and replacing it by that forecast would
+        # carry the spike on (measured on the shipped model: the echo moved to the next point). It is
+        # forecast again, from the repaired window, like every point that read a replaced value.
         repaired, again = [], []
         for s, h in enumerate(histories):
             rows = slice(offsets[s], offsets[s + 1])
+            own = np.asarray(points[s])
             values = h.values.copy()
-            hit_rows, hit_channels = np.nonzero(flag[rows])
-            at = np.asarray(points[s])[hit_rows]
-            values[at, hit_channels] = forecast[rows][hit_rows, hit_channels]
+            replaced: list[int] = []
+            for j in np.flatnonzero(flag[rows].any(axis=1)):
+                t = int(own[j])
+                if replaced and t - replaced[-1] <= lead:
+                    continue
+                channels = flag[rows][j]
+                values[t, channels] = forecast[rows][j, channels]
+                replaced.append(t)
             # Point t reads rows t − lead + 1 − L .. t − lead: those after a repaired row r up to r + L.
-            reads = np.zeros(len(points[s]), bool)
-            for r in np.unique(at):
-                reads |= (np.asarray(points[s]) > r + lead - 1) & (
-                    np.asarray(points[s]) <= r + lead - 1 + manifest.input_length
-                )
+            reads = np.zeros(len(own), bool)
+            for r in replaced:
+                reads |= (own > r + lead - 1) & (own <= r + lead - 1 + manifest.input_length)
             repaired.append(History(h.id, values, h.start, h.field, h.path_of))
             again.append(np.flatnonzero(reads))
         cuts = [[points[s][j] - lead + 1 for j in again[s]] for s in range(len(histories))]

@@ -81,6 +81,12 @@ def test_the_anomalies_view_marks_the_flagged_values(
     session = page_with_history
     page = session.page
     page.fill("#anomaly-last", "72")
+    # A spike in OT 30 rows before the end, written into the data field as a user would edit it.
+    page.evaluate(
+        """() => { const area = document.getElementById('data'); const doc = JSON.parse(area.value);
+                   const ot = doc.series[0].values.OT; ot[ot.length - 30] += 15;
+                   area.value = JSON.stringify(doc); }"""
+    )
     page.click("#run-anomalies")
     session.wait("window.__rsaState.anomalies && document.getElementById('anomalies-charts').children.length")
     request = page.evaluate("() => window.__rsaState.anomalies.request")
@@ -102,6 +108,8 @@ def test_the_anomalies_view_marks_the_flagged_values(
         assert forecast == [row[c] for row in shown["forecast"]]
         assert (lo, hi) == ([row[c] for row in shown["lo"]], [row[c] for row in shown["hi"]])
         assert flagged == [a if f[c] else None for a, f in zip(actual, shown["anomaly"], strict=True)]
+    spike = shown["index"].index(len(EXAMPLE["series"][0]["values"]["OT"]) - 30)
+    assert shown["anomaly"][spike][6] and plots[6]["data"][5][spike] is not None
     summary = page.text_content("#anomalies-summary")
     assert summary.startswith(f"{result['anomalies']} of {72 * 7} values flagged at level 99%")
     screenshot(page.locator("#anomalies-view"), tmp_path, "anomalies")
