@@ -351,7 +351,7 @@ class Client:
     def detect_anomalies(
         self,
         df: pd.DataFrame,
-        level: float = 99,
+        level: float | None = None,
         model: str = "etth1-rsa",
         version: int | None = None,
         *,
@@ -362,11 +362,12 @@ class Client:
         time_col: str = "ds",
     ) -> pd.DataFrame:
         """Check each series of `df` (long format) for values outside the model's calibrated interval at
-        `level`, each forecast `lead` steps ahead from the rows before it; `last`: only each series'
-        last `last` rows (the online form); `repair`: the server's (values flagged are replaced by their
-        forecasts in the windows of the points after them, once). Long series are split over requests
-        under the server's limit, each piece with the rows its windows read: without `repair` the
-        answers are the whole series' exactly; with it, each piece repairs only its own flags.
+        `level` (default: the highest the version calibrated), each forecast `lead` steps ahead from
+        the rows before it; `last`: only each series' last `last` rows (the online form); `repair`:
+        the server's (values flagged are replaced by their forecasts in the windows of the points after
+        them, once). Long series are split over requests under the server's limit, each piece with the
+        rows its windows read: without `repair` the answers are the whole series' exactly; with it,
+        each piece repairs only its own flags.
 
         Returns one row per series and checked row: `id_col`, `time_col`, the values in the channel
         columns, the forecast in `forecast` (a one-channel model) or `{column}-forecast`, its bounds
@@ -423,11 +424,12 @@ class Client:
                     k: np.array(result[k], np.float64) for k in ("actual", "forecast", "lo", "hi", "score")
                 }
                 flags = np.array(result["anomaly"], bool)
+                shown = answer["level"]
                 for c, name in enumerate(columns):
                     data[name] = arrays["actual"][:, c]
                     data[prefix(name)] = arrays["forecast"][:, c]
-                    data[f"{prefix(name)}-lo-{level:g}"] = arrays["lo"][:, c]
-                    data[f"{prefix(name)}-hi-{level:g}"] = arrays["hi"][:, c]
+                    data[f"{prefix(name)}-lo-{shown:g}"] = arrays["lo"][:, c]
+                    data[f"{prefix(name)}-hi-{shown:g}"] = arrays["hi"][:, c]
                     data["anomaly" if one else f"{name}-anomaly"] = flags[:, c]
                     data["score" if one else f"{name}-score"] = arrays["score"][:, c]
                 frames.append(pd.DataFrame(data))

@@ -23,7 +23,7 @@ from app.inference.backtest import (
     season_of,
     window_batch,
 )
-from app.inference.intervals import check_levels, level_bounds, level_widths
+from app.inference.intervals import check_levels, level_bounds, level_widths, require_intervals
 from app.inference.metrics import Accuracy, accuracy
 from app.inference.windows import check_horizon, check_series_count, require_finite
 from app.protocols.rsa_v1.codec import series_history, series_start
@@ -161,6 +161,8 @@ async def detect_anomalies(v1: V1Handlers, name: str, version: int | None, reque
     manifest = entry.manifest
     assert manifest is not None
     level = request.level
+    if level is None:  # the highest calibrated level: the fewest false alarms the version offers
+        level = max(require_intervals(manifest.intervals, "level").levels)
     try:
         check_levels(manifest.intervals, [level])
     except InvalidInput as e:  # a single level: name the field itself, not an item of a list

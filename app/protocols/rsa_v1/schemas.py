@@ -509,9 +509,10 @@ class AnomalyRequest(_Strict):
     )
 
     series: list[SeriesInput] = _HISTORY_SERIES
-    level: FiniteFloat = Field(
-        default=99,
-        description="The interval's level in percent, one the model calibrated (`intervals.levels`). Each "
+    level: FiniteFloat | None = Field(
+        default=None,
+        description="The interval's level in percent, one the model calibrated (`intervals.levels`; "
+        "default: the highest, 99 for the shipped model). Each "
         "point outside it is flagged; a normal point falls outside with probability about 1 − level/100, "
         "so over many points false flags are expected (docs/backtest.md).",
     )

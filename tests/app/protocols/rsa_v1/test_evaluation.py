@@ -370,3 +370,36 @@ def test_openapi_documents_both_routes_with_examples(client: TestClient) -> None
         assert f"/v1/models/{{name}}/versions/{{version}}/{route}" in doc["paths"]
         schema = doc["components"]["schemas"][body]
         assert schema["examples"] and "series" in schema["properties"]
+
+
+def test_a_global_model_backtests_and_checks_flat_series_from_min_history(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """A global read-out (one channel, flat lists, histories from min_history on, the missing start
+    masked): each cutoff's forecast is the model's own forecast of the values before it."""
+    from tests.utils.panel import NAME, publish, unseen
+
+    repo, model = publish(tmp_path_factory.mktemp("panel_evaluation"))
+    start, values = unseen()["store_new"]
+    h, k = 3, 4
+    with running_client(make_settings(repo)) as client:
+        r = client.post(
+            f"/v1/models/{NAME}/cross_validation",
+            json={
+                "series": [{"id": "s", "start": start, "values": values.tolist()}],
+                "horizon": h,
+                "n_windows": k,
+            },
+        )
+        assert r.status_code == 200, r.text
+        windows = r.json()["series"][0]["windows"]
+        cutoffs = [len(values) - h - h * (k - 1 - j) for j in range(k)]
+        assert [w["cutoff"] for w in windows] == cutoffs
+        want = model.forecast([values[:t] for t in cutoffs])[:, :h]
+        got = np.array([np.array(w["forecast"])[:, 0] for w in windows])
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+        short = values[: model.min_history + 2]  # shorter than L: windows masked at the start
+        r = client.post(f"/v1/models/{NAME}/detect_anomalies", json={"series": [{"values": short.tolist()}]})
+        assert r.status_code == 200, r.text
+        assert r.json()["level"] == 90  # the highest this small panel calibrated
+        assert r.json()["series"][0]["index"] == [model.min_history, model.min_history + 1]
