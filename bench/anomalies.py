@@ -19,9 +19,10 @@ at a random checked point with at least 6 points after it.
 Scoring, per kind and size: recall = events detected / events (a spike: flagged at its point; a shift:
 flagged within `--tolerance` steps of its onset, in its channel); precision = flags inside an event's span
 / all flags (a spike's span: its point; a shift's: onset .. return, + tolerance), over every channel of
-every series. Two detectors of ours: the flag (outside the interval at `--level`), and the score above
-`--score` half-widths (the same forecasts, a stricter threshold). The peer: rolling median ± k·MAD
-(scaled by 1.4826) of the `--peer-window` values before each point, on the same series in the same run.
+every series. Ours: the flag (outside the interval at `--level`), and the score above each of
+`--score` half-widths (the same forecasts, stricter thresholds). The peer: rolling median ± k·MAD
+(scaled by 1.4826) of the `--peer-window` values before each point, at each k of `--peer-k`, on the same
+series in the same run.
 Target: recall >= 0.9 for spikes of >= 5 half-widths with precision >= 0.8.
 
     .venv/bin/python -m bench.anomalies [--m3-series 1428] [--out results/anomalies/report.json]
@@ -52,11 +53,13 @@ KINDS = ("spike", "shift")
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--level", type=float, default=99.0)
-    p.add_argument("--score", type=float, default=3.0, help="the stricter detector's score threshold")
+    p.add_argument(
+        "--score", type=float, nargs="+", default=[2.0, 3.0, 4.0], help="stricter thresholds on `score`"
+    )
     p.add_argument("--gap", type=int, default=48, help="ETTh1: checked points between events")
     p.add_argument("--shift-length", type=int, default=24, help="ETTh1: steps a level shift lasts")
     p.add_argument("--tolerance", type=int, default=3, help="steps after a shift's onset that detect it")
-    p.add_argument("--peer-k", type=float, default=3.0)
+    p.add_argument("--peer-k", type=float, nargs="+", default=[3.0, 5.0, 8.0])
     p.add_argument("--peer-window", type=int, default=48)
     p.add_argument("--m3-series", type=int, default=None, help="check the first N M3 monthly series (all)")
     p.add_argument("--etth1-points", type=int, default=None, help="the last N ETTh1 test points (all)")
@@ -130,17 +133,18 @@ def inject(
     return out
 
 
-def peer_flags(series: list[np.ndarray], index: list[np.ndarray], window: int, k: float) -> list[np.ndarray]:
-    """Rolling median ± k·1.4826·MAD of the `window` values before each checked point."""
+def peer_scores(series: list[np.ndarray], index: list[np.ndarray], window: int) -> list[np.ndarray]:
+    """|value − rolling median| / (1.4826·MAD) over the `window` values before each checked point: the
+    peer flags a value when this passes k."""
     out = []
     for values, points in zip(series, index, strict=True):
-        flags = np.zeros((len(points), values.shape[1]), bool)
+        scores = np.zeros((len(points), values.shape[1]))
         for j, t in enumerate(points):
             past = values[max(0, t - window) : t]
             median = np.median(past, axis=0)
             mad = 1.4826 * np.median(np.abs(past - median), axis=0)
-            flags[j] = np.abs(values[t] - median) > k * np.maximum(mad, 1e-12)
-        out.append(flags)
+            scores[j] = np.abs(values[t] - median) / np.maximum(mad, 1e-12)
+        out.append(scores)
     return out
 
 
@@ -191,7 +195,10 @@ def run_dataset(
         "series": len(series),
         "checked_values": checked,
         "clean_flag_rate": sum(int(f.sum()) for f in clean.flag) / checked,
-        "clean_score_rate": sum(int((s > args.score).sum()) for s in clean.score) / checked,
+        "clean_score_rate": {
+            f"> {t:g}": sum(int((np.nan_to_num(s) > t).sum()) for s in clean.score) / checked
+            for t in args.score
+        },
     }
     C = series[0].shape[1]
     for kind in KINDS:
@@ -212,21 +219,16 @@ def run_dataset(
         signs = np.where(np.arange(len(events)) % 2 == 0, 1.0, -1.0)
         dirty = inject(series, clean, events, kind, signs)
         found = detect(client, model, dirty, args.level, last, batch, start)
-        scores = found.score
+        scores = [np.nan_to_num(sc) for sc in found.score]
+        peer = peer_scores(dirty, found.index, args.peer_window)
+        detectors = {f"flag (level {args.level:g})": found.flag}
+        detectors.update({f"score > {t:g}": [sc > t for sc in scores] for t in args.score})
+        detectors.update(
+            {f"peer median ± {k:g}·MAD ({args.peer_window})": [p > k for p in peer] for k in args.peer_k}
+        )
         report[kind] = {
-            f"flag (level {args.level:g})": score_events(
-                found.flag, found.index, events, kind, args.tolerance
-            ),
-            f"score > {args.score:g}": score_events(
-                [np.nan_to_num(s) > args.score for s in scores], found.index, events, kind, args.tolerance
-            ),
-            f"peer median ± {args.peer_k:g}·MAD ({args.peer_window})": score_events(
-                peer_flags(dirty, found.index, args.peer_window, args.peer_k),
-                found.index,
-                events,
-                kind,
-                args.tolerance,
-            ),
+            name: score_events(flags, found.index, events, kind, args.tolerance)
+            for name, flags in detectors.items()
         }
     report["seconds"] = round(time.perf_counter() - began, 1)
     return report
@@ -275,7 +277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 time.sleep(0.2)
             report = {
                 "level": args.level,
-                "score_threshold": args.score,
+                "score_thresholds": args.score,
                 "lead": 1,
                 "sizes_in_half_widths": list(SIZES),
                 "etth1": {
