@@ -132,11 +132,18 @@ def calibration_batch(architecture: dict[str, Any] | None) -> int:
 
 
 def split_forecasts(
-    model_path: Path, ds: Dataset, split: Split, period: int | None, batch: int = _BATCH
+    model_path: Path,
+    ds: Dataset,
+    split: Split,
+    period: int | None,
+    batch: int = _BATCH,
+    limit: int | None = None,
 ) -> SplitForecasts:
-    """Run every window of `split` (stride 1, none dropped) through the ONNX graph, `batch` at a time."""
+    """Run every window of `split` (stride 1, none dropped; the first `limit` when given) through the
+    ONNX graph, `batch` at a time."""
     raw = _raw_rows(ds, split)
-    L, H, n = split.input_length, split.horizon, split.num_windows
+    L, H = split.input_length, split.horizon
+    n = split.num_windows if limit is None else min(limit, split.num_windows)
     # [N, C, L] views -> [N, L, C]; the graph wants C-ordered float32 like a request's window.
     windows = np.lib.stride_tricks.sliding_window_view(raw, L, axis=0)[:n].transpose(0, 2, 1)
     targets = np.lib.stride_tricks.sliding_window_view(raw, H, axis=0)[L : L + n].transpose(0, 2, 1)
@@ -283,6 +290,16 @@ def fit_method(
     else:
         widths = [conformal_quantile(scores, level / 100) for level in levels]
     return np.stack([_float32_up(w) for w in widths]), scale
+
+
+def served_intervals(block: Mapping[str, Any]) -> tuple[list[float], np.ndarray, WindowScaleSpec | None]:
+    """A manifest's `intervals` block as the service reads it: levels, widths [K, H, C] float32 and the
+    window scale (None: unscaled)."""
+    ws = block.get("window_scale")
+    scale = (
+        WindowScaleSpec(ws["statistic"], ws["rows"], ws.get("power", 1.0), tuple(ws["floor"])) if ws else None
+    )
+    return list(block["levels"]), np.asarray(block["widths"], dtype=np.float32), scale
 
 
 def served_bounds(
@@ -621,13 +638,8 @@ def write_report(version_dir: Path, out_root: Path, data: Path | None = None) ->
     """Evaluate a version that has intervals on its data set's test split: report.json and bands.png in
     `<out_root>/<model>-v<version>/`; returns that folder."""
     manifest = json.loads((version_dir / MANIFEST_FILE).read_text())
+    levels, widths, scale = served_intervals(manifest["intervals"])
     block = manifest["intervals"]
-    levels = block["levels"]
-    widths = np.asarray(block["widths"], dtype=np.float32)
-    ws = block.get("window_scale")
-    scale = (
-        WindowScaleSpec(ws["statistic"], ws["rows"], ws.get("power", 1.0), tuple(ws["floor"])) if ws else None
-    )
     ds = load_for_manifest(manifest, data)
     period = (manifest.get("cycle") or {}).get("period")
     model_path = version_dir / MODEL_FILE

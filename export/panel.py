@@ -37,6 +37,7 @@ import typer
 from app.artifacts import readout
 from app.artifacts.covariates import CovariateLayout
 from app.artifacts.readout import TINY as _TINY
+from app.inference.metrics import mape, mase, seasonal_naive_scale, smape
 from export.bank import expand_bank
 from export.covariates import CovariatePlan, CovariateSeries, series_covariate_rows
 
@@ -47,6 +48,7 @@ __all__ = [
     "PanelConfig",
     "default_bank",
     "fit_global",
+    "mape",
     "mase",
     "rem_kernels",
     "smape",
@@ -295,31 +297,6 @@ def fit_global(
             [_values(v) for v in items], cfg.fit_settings, kernels, covariates=_covariate_rows(items, layout)
         )
     return GlobalModel(cfg, input_length, sol, fit_seconds=time.perf_counter() - start, covariates=layout)
-
-
-def seasonal_naive_scale(v: np.ndarray, period: int) -> float:
-    """MASE's denominator: the in-sample mean |v_t − v_{t−m}| (m = period, or 1 when the series is not
-    longer than a period); 1 where that is 0 (a constant series)."""
-    m = period if len(v) > period else 1
-    d = float(np.mean(np.abs(v[m:] - v[:-m]))) if len(v) > m else 0.0
-    return d if d > 0 else 1.0
-
-
-def mase(insample: Sequence[np.ndarray], actual: np.ndarray, forecast: np.ndarray, period: int) -> np.ndarray:
-    """MASE per series [S] (Hyndman & Koehler 2006: scaled by the in-sample seasonal naive MAE)."""
-    scale = np.array([seasonal_naive_scale(np.asarray(v, dtype=np.float64), period) for v in insample])
-    return np.abs(actual - forecast).mean(1) / scale
-
-
-def smape(actual: np.ndarray, forecast: np.ndarray) -> np.ndarray:
-    """sMAPE per series [S], in percent: mean 200·|y − ŷ| / (|y| + |ŷ|) (the M3 competition's)."""
-    den = np.abs(actual) + np.abs(forecast)
-    return (200.0 * np.abs(actual - forecast) / np.where(den > 0, den, 1.0)).mean(1)
-
-
-def mape(actual: np.ndarray, forecast: np.ndarray) -> np.ndarray:
-    """MAPE per series [S], in percent: mean 100·|y − ŷ| / |y| (the Tourism competition's)."""
-    return (100.0 * np.abs(actual - forecast) / np.maximum(np.abs(actual), _TINY)).mean(1)
 
 
 def _values(v: np.ndarray | CovariateSeries) -> np.ndarray:

@@ -63,7 +63,9 @@ MAY_IMPORT: dict[str, set[str]] = {
     "app.main": {"app"},
     "app.__main__": {"app"},
     "app.ui": set(),
-    "export": {"models", "app.artifacts"},  # the contract's names and the manifest, nothing of the service
+    # The contract's names and the manifest, and the metrics the service's backtests share (numpy only):
+    # nothing else of the service.
+    "export": {"models", "app.artifacts", "app.inference.metrics"},
     # Batch scoring runs the service's own window, interval and session code, never its HTTP or protocols;
     # the distributed fit runs export's (docs/batch.md).
     "batch": {"app.core", "app.artifacts", "app.inference", "app.engine", "export", "models"},

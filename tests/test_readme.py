@@ -239,3 +239,27 @@ def test_the_fit_on_request_example_runs_as_printed(tmp_path: Path) -> None:
     assert list(out.columns) == ["unique_id", "ds", "y", "y-lo-80", "y-hi-80", "y-lo-95", "y-hi-95"]
     assert out.attrs["fit"]["series"] == 20 and out.attrs["fit"]["levels"] == [80.0, 95.0]
     assert len(out) == 20 * 12
+
+def test_the_backtest_and_anomaly_examples_answer_as_described(tmp_path: Path) -> None:
+    """The README's cross_validation and detect_anomalies curl lines (their bodies, to the same paths),
+    and its client lines against a service process on the shipped models."""
+    block = next(b for b in blocks("bash", README) if "cross_validation" in b)
+    calls = re.findall(r"127\.0\.0\.1:8000(\S+) \\\s+.*?-d @(\S+)", block, flags=re.S)
+    assert [path.rsplit("/", 1)[1] for path, _ in calls] == ["cross_validation", "detect_anomalies"]
+    with running_client(make_settings(ROOT / "model_repository")) as client:
+        answers = [client.post(path, json=json.loads((ROOT / f).read_text())) for path, f in calls]
+    assert [r.status_code for r in answers] == [200, 200], [r.text[:300] for r in answers]
+    backtest, anomalies = (r.json() for r in answers)
+    assert backtest["n_windows"] == 8 and backtest["horizon"] == 24 and backtest["metrics"]["coverage"]
+    assert len(anomalies["series"][0]["index"]) == 24 and anomalies["level"] == 99
+
+    from tests.app.live import live_service
+
+    code = next(b for b in blocks("python", README) if "cross_validation" in b)
+    code = code.replace('"data/ETT/', f'"{ROOT}/data/ETT/')
+    with live_service(ROOT / "model_repository", tmp_path / "service.log") as service:
+        scope: dict = {}
+        exec(compile(code.replace("http://127.0.0.1:8000", service.url), "README.md", "exec"), scope)
+    cv, flags = scope["cv"], scope["flags"]
+    assert len(cv) == 8 * 24 and cv.attrs["metrics"]["points"] == 8 * 24 * 7
+    assert len(flags) == 24 and flags["OT-anomaly"].dtype == bool

@@ -40,6 +40,7 @@ __all__ = [
     "check_quantiles",
     "clip_nonnegative",
     "level_bounds",
+    "level_widths",
     "quantile_bounds",
     "require_intervals",
 ]
@@ -211,6 +212,23 @@ def level_bounds(
         )
         for level, k in zip(levels, positions, strict=True)
     }
+
+
+def level_widths(
+    intervals: IntervalsSpec | None,
+    forecast: np.ndarray,
+    levels: Sequence[float],
+    field: str = "level",
+    *,
+    window: np.ndarray | None = None,
+) -> dict[float, np.ndarray]:
+    """Per requested level (percent), the interval's half-width [S, h, C] float32 around `forecast`
+    [S, h, C] (before any clipping at 0): the unit anomaly scores are counted in."""
+    positions = check_levels(intervals, levels, field)
+    assert intervals is not None
+    widths = _widths(intervals, forecast, window)
+    shape = forecast.shape
+    return {level: np.broadcast_to(widths[k], shape) for level, k in zip(levels, positions, strict=True)}
 
 
 def quantile_bounds(

@@ -890,6 +890,12 @@
     return axis;
   }
 
+  // What evaluation.js (the backtest and anomalies views) reuses of this page.
+  window.__rsaUi = {
+    api, readInput, useText, stepper, parseTime, showApiError, showError, clearErrors, versionPath,
+    chartWidth, formatValue, formatTick, timeTicks, formatTime, panOnShift, wheelZoom,
+  };
+
   // ---------------------------------------------------------------------------------------------
   function start() {
     $("key-form").addEventListener("submit", (e) => {

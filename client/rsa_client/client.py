@@ -340,6 +340,164 @@ class Client:
         out.attrs["fit"] = answer["fit"]
         return out
 
+    # -- backtests and anomaly checks (/v1 cross_validation, detect_anomalies) ---------------------
+    def cross_validation(
+        self,
+        df: pd.DataFrame,
+        h: int | None = None,
+        n_windows: int = 1,
+        step_size: int | None = None,
+        level: Sequence[float] | None = None,
+        model: str = "etth1-rsa",
+        version: int | None = None,
+        *,
+        id_col: str = "unique_id",
+        time_col: str = "ds",
+    ) -> pd.DataFrame:
+        """Backtest the model on each series of `df` (long format, as `forecast` takes it): `n_windows`
+        forecasts of `h` steps from cutoffs `step_size` apart (default `h`), the last ending at the
+        series' last row, each forecast from the rows before its cutoff only.
+
+        Returns one row per series, cutoff and forecast step: `id_col`, `time_col`, `cutoff` (the time of
+        the last row before the forecast), the actual values in the channel columns (as in `df`), the
+        forecast in `forecast` (a one-channel model) or `{column}-forecast`, and per level
+        `...-lo-{level}`, `...-hi-{level}`. `frame.attrs["metrics"]`: the pooled metrics (MAE, MSE,
+        MASE, sMAPE, coverage per level); `frame.attrs["series_metrics"]`: per series id."""
+        spec = self.model(model, version)
+        columns = _channel_columns(df, spec)
+        series = _histories(df, columns, id_col, time_col)
+        per_request = max(1, spec.limits.max_series_per_request // max(1, n_windows))
+        options: dict[str, Any] = {"n_windows": n_windows}
+        if h is not None:
+            options["horizon"] = h
+        if step_size is not None:
+            options["step_size"] = step_size
+        if level:
+            options["level"] = [float(v) for v in level]
+        path = f"/v1/models/{model}/versions/{spec.version}/cross_validation"
+
+        def run(chunk: list[_History]) -> dict[str, Any]:
+            body = {"series": [s.body() for s in chunk], **options}
+            answer: dict[str, Any] = self._send("POST", path, [s.id for s in chunk], json=body).json()
+            return answer
+
+        chunks = [series[i : i + per_request] for i in range(0, len(series), per_request)]
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            answers = list(pool.map(run, chunks))
+        prefix = _forecast_prefix(columns)
+        frames, metrics = [], {}
+        for chunk, answer in zip(chunks, answers, strict=True):
+            for history, result in zip(chunk, answer["series"], strict=True):
+                metrics[history.id] = result["metrics"]
+                for window in result["windows"]:
+                    t, steps = window["cutoff"], len(window["forecast"])
+                    data: dict[str, Any] = {
+                        id_col: history.id,
+                        time_col: history.stamps[t : t + steps],
+                        "cutoff": history.stamps[t - 1],
+                    }
+                    actual = np.array(window["actual"], np.float64)  # null -> NaN
+                    forecast = np.array(window["forecast"], np.float64)
+                    for c, name in enumerate(columns):
+                        data[name] = actual[:, c]
+                        data[prefix(name)] = forecast[:, c]
+                        for v in options.get("level", []):
+                            data[f"{prefix(name)}-lo-{v:g}"] = np.array(window[f"lo-{v:g}"])[:, c]
+                            data[f"{prefix(name)}-hi-{v:g}"] = np.array(window[f"hi-{v:g}"])[:, c]
+                    frames.append(pd.DataFrame(data))
+        frame = pd.concat(frames, ignore_index=True)
+        frame.attrs["series_metrics"] = metrics
+        frame.attrs["metrics"] = _pooled(list(metrics.values()))
+        return frame
+
+    def detect_anomalies(
+        self,
+        df: pd.DataFrame,
+        level: float | None = None,
+        model: str = "etth1-rsa",
+        version: int | None = None,
+        *,
+        lead: int = 1,
+        last: int | None = None,
+        repair: bool = True,
+        id_col: str = "unique_id",
+        time_col: str = "ds",
+    ) -> pd.DataFrame:
+        """Check each series of `df` (long format) for values outside the model's calibrated interval at
+        `level` (default: the highest the version calibrated), each forecast `lead` steps ahead from
+        the rows before it; `last`: only each series' last `last` rows (the online form); `repair`:
+        the server's (values flagged are replaced by their forecasts in the windows of the points after
+        them, once). Long series are split over requests under the server's limit, each piece with the
+        rows its windows read: without `repair` the answers are the whole series' exactly; with it,
+        each piece repairs only its own flags.
+
+        Returns one row per series and checked row: `id_col`, `time_col`, the values in the channel
+        columns, the forecast in `forecast` (a one-channel model) or `{column}-forecast`, its bounds
+        `...-lo-{level}` / `...-hi-{level}`, `anomaly` (`{column}-anomaly`) and `score`
+        (`{column}-score`: |value − forecast| in interval half-widths)."""
+        spec = self.model(model, version)
+        columns = _channel_columns(df, spec)
+        series = _histories(df, columns, id_col, time_col)
+        info = self._send("GET", f"/v1/models/{model}").json()
+        entry = next(v for v in info["versions"] if v["version"] == spec.version)
+        need = (entry.get("panel") or {}).get("min_history") or spec.input_length
+        limit = spec.limits.max_series_per_request
+        # Pieces of at most `limit` checked rows; each sends the rows its windows read, and no more.
+        pieces: list[tuple[_History, int, int]] = []  # (series, first row checked, end)
+        for history in series:
+            n = len(history.values)
+            first = need + lead - 1 if last is None else n - last
+            for a in range(max(first, 0), n, limit):
+                pieces.append((history, a, min(a + limit, n)))
+        # One request holds pieces of one size (they share `last`), at most `limit` checked rows.
+        by_size: dict[int, list[tuple[_History, int, int]]] = {}
+        for piece in pieces:
+            by_size.setdefault(piece[2] - piece[1], []).append(piece)
+        groups = [
+            same[i : i + max(1, limit // size)]
+            for size, same in by_size.items()
+            for i in range(0, len(same), max(1, limit // size))
+        ]
+        path = f"/v1/models/{model}/versions/{spec.version}/detect_anomalies"
+
+        def run(group: list[tuple[_History, int, int]]) -> dict[str, Any]:
+            # Each piece sends its checked rows and the L (+ lead − 1) rows before them that its
+            # windows read: a window reads nothing older, so the answers are those of the whole series.
+            bodies = [h.body(max(0, a - lead + 1 - spec.input_length), b) for h, a, b in group]
+            body = {
+                "series": bodies,
+                "level": level,
+                "lead": lead,
+                "last": group[0][2] - group[0][1],
+                "repair": repair,
+            }
+            answer: dict[str, Any] = self._send("POST", path, [p[0].id for p in group], json=body).json()
+            return answer
+
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            answers = list(pool.map(run, groups))
+        prefix = _forecast_prefix(columns)
+        one = len(columns) == 1
+        frames = []
+        for group, answer in zip(groups, answers, strict=True):
+            for (history, a, b), result in zip(group, answer["series"], strict=True):
+                data: dict[str, Any] = {id_col: history.id, time_col: history.stamps[a:b]}
+                arrays = {
+                    k: np.array(result[k], np.float64) for k in ("actual", "forecast", "lo", "hi", "score")
+                }
+                flags = np.array(result["anomaly"], bool)
+                shown = answer["level"]
+                for c, name in enumerate(columns):
+                    data[name] = arrays["actual"][:, c]
+                    data[prefix(name)] = arrays["forecast"][:, c]
+                    data[f"{prefix(name)}-lo-{shown:g}"] = arrays["lo"][:, c]
+                    data[f"{prefix(name)}-hi-{shown:g}"] = arrays["hi"][:, c]
+                    data["anomaly" if one else f"{name}-anomaly"] = flags[:, c]
+                    data["score" if one else f"{name}-score"] = arrays["score"][:, c]
+                frames.append(pd.DataFrame(data))
+        frame = pd.concat(frames, ignore_index=True)
+        return frame.sort_values([id_col, time_col], kind="stable", ignore_index=True)
+
     # -- the repository API -----------------------------------------------------------------------
     def index(self, ready_only: bool = False) -> list[dict[str, Any]]:
         """Every model version on disk or served (the service runs with RSA_MODEL_CONTROL poll or
@@ -356,6 +514,63 @@ class Client:
     def unload(self, name: str) -> None:
         """Unload a model (RSA_MODEL_CONTROL=explicit)."""
         self._send("POST", f"/v2/repository/models/{name}/unload")
+
+
+@dataclass(frozen=True)
+class _History:
+    """One series of a long frame: its id, values [n, C] (NaN: missing) and timestamps [n]."""
+
+    id: Any
+    values: np.ndarray
+    stamps: np.ndarray  # datetime64[ns] (UTC)
+
+    def body(self, begin: int = 0, end: int | None = None) -> dict[str, Any]:
+        """/v1's `series` item for rows begin .. end − 1: values (null: missing) and their start."""
+        rows = self.values[begin:end]
+        values = [[None if v != v else v for v in row] for row in rows.tolist()]
+        start = pd.Timestamp(self.stamps[begin]).tz_localize("UTC").isoformat()
+        item_id = None if self.id is None else str(self.id)
+        return {"id": item_id, "values": values, "start": start}
+
+
+def _histories(df: pd.DataFrame, columns: list[str], id_col: str, time_col: str) -> list[_History]:
+    frame = df.sort_values([id_col, time_col], kind="stable")
+    stamps = pd.to_datetime(frame[time_col])
+    if stamps.dt.tz is not None:
+        stamps = stamps.dt.tz_convert("UTC").dt.tz_localize(None)
+    out = []
+    times = stamps.to_numpy()
+    values = frame[columns].to_numpy(np.float64)
+    ids = frame[id_col].to_numpy()
+    cuts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
+    for a, b in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [len(ids)]]), strict=True):
+        out.append(_History(ids[a], values[a:b], times[a:b]))
+    return out
+
+
+def _forecast_prefix(columns: list[str]) -> Any:
+    """The forecast's column for a channel column: `forecast` for a one-channel model (whose actual
+    values keep `y`), `{column}-forecast` for each channel of a wider one."""
+    if len(columns) == 1:
+        return lambda name: "forecast"
+    return lambda name: f"{name}-forecast"
+
+
+def _pooled(metrics: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-series metrics pooled over every point: each is a mean over its points, so the pooled one is
+    their mean weighted by points (the server's own pooled answer, for series sent in one request)."""
+    total = sum(m["points"] for m in metrics)
+    if not total:
+        return {"mae": None, "mse": None, "mase": None, "smape": None, "coverage": {}, "points": 0}
+
+    def mean(get: Any) -> float:
+        return float(sum(get(m) * m["points"] for m in metrics if m["points"]) / total)
+
+    return {
+        **{k: mean(lambda m, k=k: m[k]) for k in ("mae", "mse", "mase", "smape")},
+        "coverage": {lv: mean(lambda m, lv=lv: m["coverage"][lv]) for lv in metrics[0]["coverage"]},
+        "points": total,
+    }
 
 
 def _channel_columns(df: pd.DataFrame, spec: ModelSpec) -> list[str]:

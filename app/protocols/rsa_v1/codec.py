@@ -5,6 +5,7 @@ Every error is an `InvalidInput` naming the field (e.g. `series[2].values[5]`) a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import cast
@@ -42,6 +43,30 @@ def decode_series(
     """Rows, named columns or a flat list (lists from the model, or arrays from the fast lane) -> the
     last L points as [L, C] float32 (a global model's shorter history: its missing start NaN, which the
     graph masks), with the field path in every error."""
+    array, path_of = series_history(series, manifest, field)
+    n = len(array)
+    # Finite as float64 (the schema checked that; a null is NaN, missing, filled here) but maybe too large
+    # for the model's float32 arithmetic.
+    window, filled = last_window_filled(
+        array, manifest, max_history, max_missing_share, f"{field}.values", path_of, series.id
+    )
+    # A naive start is in the model's zone (UTC without one: the documented rule), made explicit: forecast
+    # timestamps then carry an offset and are the RFC 3339 date-times the schema promises.
+    start = series_start(series, manifest)
+    phase = window_phase_of(manifest, start, n, f"{field}.start")
+    return DecodedSeries(id=series.id, window=window, n_values=n, start=start, phase=phase, filled=filled)
+
+
+def series_start(series: SeriesInput | SeriesArrays, manifest: Manifest) -> datetime | None:
+    """The series' `start` as the model reads it (`in_model_zone`), or None."""
+    return None if series.start is None else in_model_zone(series.start, manifest)
+
+
+def series_history(
+    series: SeriesInput | SeriesArrays, manifest: Manifest, field: str
+) -> tuple[np.ndarray, Callable[[int, int], str]]:
+    """A request series' whole history as float64 [n, C] in the model's channel order (NaN: missing),
+    and the path that names value (row, channel) in an error; the layout's errors name `field`."""
     channels = manifest.channels
     C = len(channels)
     values = series.values
@@ -108,16 +133,7 @@ def decode_series(
         def path_of(row: int, c: int) -> str:
             return f"{field}.values[{row}][{c}]"
 
-    # Finite as float64 (the schema checked that; a null is NaN, missing, filled here) but maybe too large
-    # for the model's float32 arithmetic.
-    window, filled = last_window_filled(
-        array, manifest, max_history, max_missing_share, f"{field}.values", path_of, series.id
-    )
-    # A naive start is in the model's zone (UTC without one: the documented rule), made explicit: forecast
-    # timestamps then carry an offset and are the RFC 3339 date-times the schema promises.
-    start = None if series.start is None else in_model_zone(series.start, manifest)
-    phase = window_phase_of(manifest, start, n, f"{field}.start")
-    return DecodedSeries(id=series.id, window=window, n_values=n, start=start, phase=phase, filled=filled)
+    return array, path_of
 
 
 def _is_flat(values: object) -> bool:

@@ -7,11 +7,18 @@ from app.protocols.rsa_v1.handlers import V1Handlers
 from app.protocols.rsa_v1.routes import (
     FORECAST_ROUTES,
     attention_router,
+    evaluation_router,
     fit_router,
     forecast_router,
     models_router,
 )
-from app.protocols.rsa_v1.schemas import AttentionRequest, FitForecastRequest, ForecastRequest
+from app.protocols.rsa_v1.schemas import (
+    AnomalyRequest,
+    AttentionRequest,
+    CrossValidationRequest,
+    FitForecastRequest,
+    ForecastRequest,
+)
 from app.protocols.rsa_v1.wire import fast_forecast
 from app.protocols.spec import ErrorRenderer, ProtocolSpec
 
@@ -20,8 +27,8 @@ RSA_V1 = ProtocolSpec(
     prefix="/v1",
     errors=ErrorRenderer(errors.error_response_for, errors.render_error, errors.on_unexpected_error),
     handlers=lambda service, draining: V1Handlers(service),
-    routers=(models_router, forecast_router, attention_router, fit_router),
-    bodies=(ForecastRequest, AttentionRequest, FitForecastRequest),
+    routers=(models_router, forecast_router, attention_router, evaluation_router, fit_router),
+    bodies=(ForecastRequest, AttentionRequest, CrossValidationRequest, AnomalyRequest, FitForecastRequest),
     admitted=FORECAST_ROUTES,
     parsers=(fast_forecast,),
 )

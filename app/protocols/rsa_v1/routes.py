@@ -10,10 +10,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request, Response
 
 from app.protocols.http import body_schema, handlers, parse_body
+from app.protocols.rsa_v1.evaluation import cross_validation, detect_anomalies
 from app.protocols.rsa_v1.handlers import V1Handlers
 from app.protocols.rsa_v1.schemas import (
+    AnomalyRequest,
+    AnomalyResponse,
     AttentionRequest,
     AttentionResponse,
+    CrossValidationRequest,
+    CrossValidationResponse,
     ErrorResponse,
     FitForecastRequest,
     FitForecastResponse,
@@ -200,3 +205,73 @@ async def fit_forecast_version(
 ) -> Response:
     """Refit a given version's global read-out on the histories sent and forecast them."""
     return await _fit_forecast(name, version, request, v1)
+
+# -- backtests and anomaly checks over a series' own history (evaluation.py) ----------------------------
+
+evaluation_router = APIRouter(prefix="/v1/models", tags=["evaluation"])
+
+
+async def _cross_validation(name: str, version: int | None, request: Request, v1: V1Handlers) -> Response:
+    limit = v1.settings.max_series_per_request
+    body = await parse_body(
+        request, lambda raw: CrossValidationRequest.model_validate_json(raw, context={"max_series": limit})
+    )
+    return Response(await cross_validation(v1, name, version, body), media_type="application/json")
+
+
+@evaluation_router.post(
+    "/{name}/cross_validation",
+    response_model=CrossValidationResponse,
+    responses=INFERENCE_ERRORS,
+    openapi_extra=body_schema(CrossValidationRequest),
+)
+async def cross_validation_latest(name: ModelName, request: Request, v1: V1HandlersDep) -> Response:
+    """Backtest the model's latest loaded version on each series' own history: a forecast from each
+    cutoff beside the actual values, with intervals and accuracy per series and pooled."""
+    return await _cross_validation(name, None, request, v1)
+
+
+@evaluation_router.post(
+    "/{name}/versions/{version}/cross_validation",
+    response_model=CrossValidationResponse,
+    responses=INFERENCE_ERRORS,
+    openapi_extra=body_schema(CrossValidationRequest),
+)
+async def cross_validation_version(
+    name: ModelName, version: ModelVersionNumber, request: Request, v1: V1HandlersDep
+) -> Response:
+    """Backtest a given model version on each series' own history."""
+    return await _cross_validation(name, version, request, v1)
+
+
+async def _detect_anomalies(name: str, version: int | None, request: Request, v1: V1Handlers) -> Response:
+    limit = v1.settings.max_series_per_request
+    body = await parse_body(
+        request, lambda raw: AnomalyRequest.model_validate_json(raw, context={"max_series": limit})
+    )
+    return Response(await detect_anomalies(v1, name, version, body), media_type="application/json")
+
+
+@evaluation_router.post(
+    "/{name}/detect_anomalies",
+    response_model=AnomalyResponse,
+    responses=INFERENCE_ERRORS,
+    openapi_extra=body_schema(AnomalyRequest),
+)
+async def detect_anomalies_latest(name: ModelName, request: Request, v1: V1HandlersDep) -> Response:
+    """Flag the points of each series outside the latest version's calibrated interval (rolling
+    forecasts `lead` steps ahead; `last` for the online form)."""
+    return await _detect_anomalies(name, None, request, v1)
+
+
+@evaluation_router.post(
+    "/{name}/versions/{version}/detect_anomalies",
+    response_model=AnomalyResponse,
+    responses=INFERENCE_ERRORS,
+    openapi_extra=body_schema(AnomalyRequest),
+)
+async def detect_anomalies_version(
+    name: ModelName, version: ModelVersionNumber, request: Request, v1: V1HandlersDep
+) -> Response:
+    """Flag the points of each series outside a given version's calibrated interval."""
+    return await _detect_anomalies(name, version, request, v1)

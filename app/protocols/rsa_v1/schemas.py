@@ -479,3 +479,183 @@ class FitInfo(BaseModel):
 
 class FitForecastResponse(ForecastResponse):
     fit: FitInfo
+
+
+# -- backtests and anomaly checks over a series' own history (app/inference/backtest.py) ---------------
+
+
+def _series_within_limit(value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+    """The service's series limit (validation context `max_series`) before any series is validated."""
+    limit = (info.context or {}).get("max_series")
+    if limit is not None and isinstance(value, list) and len(value) > limit:
+        raise PydanticCustomError(
+            "too_long",
+            "series has {actual_length} items; at most {max_length} are accepted",
+            {"max_length": limit, "actual_length": len(value)},
+        )
+    return handler(value)
+
+
+_HISTORY_SERIES = Field(
+    min_length=1,
+    description="At most `RSA_MAX_SERIES_PER_REQUEST` series, each its whole history (as `/forecast`'s "
+    "`series`, of which a forecast reads only the last `input_length`): every window is cut from it.",
+)
+
+
+class CrossValidationRequest(_Strict):
+    """A backtest: `n_windows` forecasts of `horizon` steps per series, from cutoffs `step_size` apart,
+    the last `horizon` steps before the history's end, each beside the actual values that followed."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "series": [
+                        {"id": "a", "start": "2018-01-01T00:00:00Z", "values": [[1.0, 2.0], [1.5, 2.5]]}
+                    ],
+                    "horizon": 24,
+                    "n_windows": 5,
+                    "step_size": 24,
+                    "level": [80, 95],
+                }
+            ]
+        },
+    )
+
+    series: list[SeriesInput] = _HISTORY_SERIES
+    horizon: Count | None = Field(
+        default=None, ge=1, description="Steps per forecast, 1..model horizon (default: the model horizon)."
+    )
+    n_windows: Count = Field(
+        default=1,
+        ge=1,
+        description="Cutoffs per series. Series × n_windows forecasts run per request, at most "
+        "`RSA_MAX_SERIES_PER_REQUEST`; the first cutoff needs `input_length` values before it (a global "
+        "model's `min_history`).",
+    )
+    step_size: Count | None = Field(
+        default=None, ge=1, description="Steps between consecutive cutoffs (default: `horizon`)."
+    )
+    level: list[FiniteFloat] | None = Field(
+        default=None,
+        description="Prediction intervals to answer beside each forecast (`lo-80`, `hi-80`) and to score "
+        "(coverage per level): calibrated levels only, as `/forecast`'s `level`.",
+    )
+
+    _limit = field_validator("series", mode="wrap")(_series_within_limit)
+
+
+class BacktestMetrics(BaseModel):
+    """Accuracy over the known actual values: MAE and MSE in the data's units, MASE in units of the
+    seasonal naive forecast's in-sample MAE (period: the model's cycle, else 1; in-sample: the values
+    before the first cutoff), sMAPE in percent (0–200), coverage per level as the share inside [lo, hi]."""
+
+    mae: float | None
+    mse: float | None
+    mase: float | None
+    smape: float | None
+    coverage: dict[str, float | None] = Field(description='Per level asked for, e.g. {"80": 0.83}.')
+    points: int = Field(description="Actual values compared (missing ones are left out).")
+
+
+class BacktestWindow(BaseModel):
+    """One cutoff's forecast beside the actuals; with `level`, also `lo-{level}` and `hi-{level}`."""
+
+    model_config = ConfigDict(extra="allow")
+
+    cutoff: int = Field(description="Values before the forecast (its first step is values[cutoff]).")
+    timestamps: list[datetime] | None = Field(description="Each forecast step's time, with a `start`.")
+    forecast: list[list[float]] = Field(description="horizon rows of C values.")
+    actual: list[list[float | None]] = Field(description="The values that followed (null: missing).")
+
+
+class SeriesBacktest(BaseModel):
+    id: str | None
+    windows: list[BacktestWindow]
+    metrics: BacktestMetrics
+    channel_metrics: dict[str, BacktestMetrics] | None = Field(
+        default=None, description="Per channel, for a model of several channels."
+    )
+
+
+class CrossValidationResponse(BaseModel):
+    model: str
+    version: int
+    provider: str
+    channels: list[str]
+    horizon: int
+    n_windows: int
+    step_size: int
+    level: list[float] | None
+    series: list[SeriesBacktest]
+    metrics: BacktestMetrics = Field(description="Pooled over every point of every series and channel.")
+
+
+class AnomalyRequest(_Strict):
+    """Flag the points of each series outside the model's calibrated interval at `level`, each forecast
+    from the window that ends `lead` steps before it (1: rolling one-step forecasts). With `last`, only
+    the last `last` points (the online form: cheap enough to call on every new point)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"series": [{"id": "a", "values": [[1.0, 2.0], [1.5, 2.5]]}], "level": 99, "last": 24},
+            ]
+        },
+    )
+
+    series: list[SeriesInput] = _HISTORY_SERIES
+    level: FiniteFloat | None = Field(
+        default=None,
+        description="The interval's level in percent, one the model calibrated (`intervals.levels`; "
+        "default: the highest, 99 for the shipped model). Each "
+        "point outside it is flagged; a normal point falls outside with probability about 1 − level/100, "
+        "so over many points false flags are expected (docs/backtest.md).",
+    )
+    lead: Count = Field(
+        default=1, ge=1, description="Forecast steps ahead of each checked point, 1..model horizon."
+    )
+    last: Count | None = Field(
+        default=None,
+        ge=1,
+        description="Check only the last `last` points of each series (default: every point with a full "
+        "window before it). Series × points forecasts run per request, at most RSA_MAX_SERIES_PER_REQUEST.",
+    )
+    repair: bool = Field(
+        default=True,
+        description="Forecast again, once, the points whose window holds a flagged value, with each "
+        "flagged value replaced by its forecast: a spike then does not flag the points after it. Only "
+        "checked points are repaired (with `last`, older anomalies stay in the windows).",
+    )
+
+    _limit = field_validator("series", mode="wrap")(_series_within_limit)
+
+
+class SeriesAnomalies(BaseModel):
+    """Per checked point (oldest first) and channel: the value, its forecast, the interval, the flag and
+    the score, |value − forecast| in interval half-widths (above 1: outside the interval)."""
+
+    id: str | None
+    index: list[int] = Field(description="Each checked point's position in the history sent.")
+    timestamps: list[datetime] | None = Field(description="Each checked point's time, with a `start`.")
+    actual: list[list[float | None]]
+    forecast: list[list[float]]
+    lo: list[list[float]]
+    hi: list[list[float]]
+    anomaly: list[list[bool]]
+    score: list[list[float | None]] = Field(description="null where the value is missing.")
+    anomalies: int = Field(description="Values flagged.")
+
+
+class AnomalyResponse(BaseModel):
+    model: str
+    version: int
+    provider: str
+    channels: list[str]
+    level: float
+    lead: int
+    series: list[SeriesAnomalies]
+    anomalies: int = Field(description="Values flagged over every series.")

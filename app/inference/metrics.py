@@ -1,0 +1,120 @@
+"""Forecast accuracy metrics, numpy only: the one home of MAE, MSE, MASE, sMAPE, MAPE and interval
+coverage, for the service's backtests (`/v1` cross_validation) and for the offline evaluations
+(`export/panel.py`, `export/evaluate.py`, `bench/`), so that a backtest's numbers and an offline
+evaluation's are the same functions on the same windows.
+
+Missing actual values (NaN) are left out of every mean (a backtest's history may hold nulls); with none
+missing, every mean is numpy's plain mean.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = [
+    "TINY",
+    "Accuracy",
+    "accuracy",
+    "mape",
+    "mase",
+    "seasonal_naive_scale",
+    "smape",
+    "smape_terms",
+]
+
+TINY = 1e-8  # a denominator below this is taken as zero
+
+
+def seasonal_naive_scale(v: np.ndarray, period: int) -> float:
+    """MASE's denominator: the in-sample mean |v_t − v_{t−m}| (m = period, or 1 when the series is not
+    longer than a period), over the pairs where both values are known; 1 where that is 0 or has no pair
+    (a constant series, or one too short)."""
+    m = period if len(v) > period else 1
+    if len(v) <= m:
+        return 1.0
+    diffs = np.abs(v[m:] - v[:-m])
+    known = diffs[~np.isnan(diffs)]
+    d = float(np.mean(known)) if known.size else 0.0
+    return d if d > 0 else 1.0
+
+
+def mase(insample: Sequence[np.ndarray], actual: np.ndarray, forecast: np.ndarray, period: int) -> np.ndarray:
+    """MASE per series [S] (Hyndman & Koehler 2006: scaled by the in-sample seasonal naive MAE)."""
+    scale = np.array([seasonal_naive_scale(np.asarray(v, dtype=np.float64), period) for v in insample])
+    return np.abs(actual - forecast).mean(1) / scale
+
+
+def smape_terms(actual: np.ndarray, forecast: np.ndarray) -> np.ndarray:
+    """sMAPE's terms, in percent, elementwise: 200·|y − ŷ| / (|y| + |ŷ|), 0 where both are 0."""
+    den = np.abs(actual) + np.abs(forecast)
+    return 200.0 * np.abs(actual - forecast) / np.where(den > 0, den, 1.0)
+
+
+def smape(actual: np.ndarray, forecast: np.ndarray) -> np.ndarray:
+    """sMAPE per series [S], in percent: mean 200·|y − ŷ| / (|y| + |ŷ|) (the M3 competition's)."""
+    return smape_terms(actual, forecast).mean(1)
+
+
+def mape(actual: np.ndarray, forecast: np.ndarray) -> np.ndarray:
+    """MAPE per series [S], in percent: mean 100·|y − ŷ| / |y| (the Tourism competition's)."""
+    return (100.0 * np.abs(actual - forecast) / np.maximum(np.abs(actual), TINY)).mean(1)
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    """A backtest's summary over a set of points: errors in the data's own units (MASE in units of the
+    in-sample seasonal naive error, sMAPE in percent), coverage per level (percent) as a share of the
+    known actuals inside [lo, hi]; `points`: how many actual values were known."""
+
+    mae: float | None
+    mse: float | None
+    mase: float | None
+    smape: float | None
+    coverage: dict[float, float | None] = field(default_factory=dict)
+    points: int = 0
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "mae": self.mae,
+            "mse": self.mse,
+            "mase": self.mase,
+            "smape": self.smape,
+            "coverage": {f"{level:g}": value for level, value in self.coverage.items()},
+            "points": self.points,
+        }
+
+
+def _mean(values: np.ndarray, known: np.ndarray) -> float | None:
+    n = int(known.sum())
+    return float(values[known].sum(dtype=np.float64) / n) if n else None
+
+
+def accuracy(
+    actual: np.ndarray,
+    forecast: np.ndarray,
+    scale: np.ndarray,
+    bounds: Mapping[float, tuple[np.ndarray, np.ndarray]] | None = None,
+) -> Accuracy:
+    """The summary over every point of `actual` [..., C] (float64, NaN: missing) against `forecast`
+    (same shape), `scale` [..., C] broadcastable (each point's MASE denominator) and, per level, the
+    interval's bounds shaped like `forecast`."""
+    y = np.asarray(actual, dtype=np.float64)
+    f = np.asarray(forecast, dtype=np.float64)
+    known = ~np.isnan(y)
+    error = np.where(known, y - f, 0.0)
+    absolute = np.abs(error)
+    coverage: dict[float, float | None] = {}
+    for level, (lo, hi) in (bounds or {}).items():
+        inside = (y >= lo) & (y <= hi)  # NaN compares False: a missing actual is never inside
+        coverage[level] = _mean(inside.astype(np.float64), known)
+    return Accuracy(
+        mae=_mean(absolute, known),
+        mse=_mean(error * error, known),
+        mase=_mean(absolute / np.broadcast_to(scale, y.shape), known),
+        smape=_mean(np.where(known, smape_terms(np.where(known, y, 0.0), f), 0.0), known),
+        coverage=coverage,
+        points=int(known.sum()),
+    )

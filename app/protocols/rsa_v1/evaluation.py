@@ -1,0 +1,276 @@
+"""The `/v1` backtest (`cross_validation`) and anomaly check (`detect_anomalies`): a request's histories
+-> every window they ask for (app/inference/backtest.py, by the forecast's own window rules) -> one batch
+through the inference service -> forecasts, calibrated intervals (app/inference/intervals.py) and
+metrics (app/inference/metrics.py) -> the answer's JSON bytes. Nothing about HTTP."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import orjson
+
+from app.artifacts.manifest import Manifest
+from app.core.errors import InvalidInput
+from app.inference.backtest import (
+    History,
+    anomaly_points,
+    backtest_cutoffs,
+    check_window_count,
+    naive_scale,
+    season_of,
+    window_batch,
+)
+from app.inference.intervals import check_levels, level_bounds, level_widths, require_intervals
+from app.inference.metrics import Accuracy, accuracy
+from app.inference.windows import check_horizon, check_series_count, require_finite
+from app.protocols.rsa_v1.codec import series_history, series_start
+from app.protocols.rsa_v1.handlers import V1Handlers, _timestamps
+from app.protocols.rsa_v1.schemas import AnomalyRequest, CrossValidationRequest
+
+_DUMP = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_UTC_Z
+
+
+def _histories(v1: V1Handlers, manifest: Manifest, series: Sequence[Any]) -> list[History]:
+    check_series_count(len(series), v1.settings.max_series_per_request, "series", "items")
+    out = []
+    for i, s in enumerate(series):
+        values, path_of = series_history(s, manifest, f"series[{i}]")
+        out.append(History(s.id, values, series_start(s, manifest), f"series[{i}]", path_of))
+    return out
+
+
+def _stamps(history: History, first: int, count: int, manifest: Manifest) -> list[datetime] | None:
+    """The times of values first .. first + count − 1 of a history with a `start`, else None."""
+    return _timestamps(history.start, first, count, manifest, f"{history.field}.start")
+
+
+def _metrics(result: Accuracy) -> dict[str, Any]:
+    return result.as_dict()
+
+
+async def cross_validation(
+    v1: V1Handlers, name: str, version: int | None, request: CrossValidationRequest
+) -> bytes:
+    """`CrossValidationResponse`'s JSON: every cutoff of every series forecast in one batch."""
+    entry = v1.service.resolve(name, version)
+    manifest = entry.manifest
+    assert manifest is not None  # the catalog resolves ready versions only
+    horizon = check_horizon(request.horizon, manifest)
+    step = request.step_size or horizon
+    levels = request.level or []
+    if request.level is not None:
+        check_levels(manifest.intervals, request.level)  # before any model run
+    histories = _histories(v1, manifest, request.series)
+    K = request.n_windows
+    cutoffs = [
+        backtest_cutoffs(len(h.values), manifest, horizon, K, step, f"{h.field}.values") for h in histories
+    ]
+    check_window_count(
+        len(histories) * K,
+        v1.settings.max_series_per_request,
+        "n_windows",
+        f"{len(histories)} series x {K} windows",
+    )
+    stamps = [
+        [_stamps(h, t, horizon, manifest) for t in points]
+        for h, points in zip(histories, cutoffs, strict=True)
+    ]
+    batch = window_batch(
+        histories, cutoffs, manifest, v1.settings.max_history_length, v1.settings.max_missing_share
+    )
+    # C-ordered: orjson writes only contiguous arrays.
+    outputs = np.ascontiguousarray(
+        (await v1.service.forecast(entry, batch.windows, batch.phases, latest=version is None))[:, :horizon]
+    )
+    bounds = level_bounds(manifest.intervals, outputs, levels, window=batch.windows) if levels else {}
+    require_finite(
+        [outputs, *(b for pair in bounds.values() for b in pair)], lambda i: histories[i // K].field
+    )
+    actual = np.stack(
+        [h.values[t : t + horizon] for h, points in zip(histories, cutoffs, strict=True) for t in points]
+    )  # [S·K, h, C] float64, NaN: missing
+    C = len(manifest.channels)
+    period = season_of(manifest)
+    scales = np.stack(
+        [naive_scale(h.values, points[0], period) for h, points in zip(histories, cutoffs, strict=True)]
+    )
+    point_scale = np.repeat(scales, K, axis=0)[:, None, :]  # [S·K, 1, C]
+    series_out = []
+    for s, history in enumerate(histories):
+        rows = slice(s * K, (s + 1) * K)
+        own = {level: (lo[rows], hi[rows]) for level, (lo, hi) in bounds.items()}
+        windows = []
+        for j, t in enumerate(cutoffs[s]):
+            k = s * K + j
+            window: dict[str, Any] = {
+                "cutoff": t,
+                "timestamps": stamps[s][j],
+                "forecast": outputs[k],
+                "actual": actual[k],
+            }
+            for level, (lo, hi) in bounds.items():
+                window[f"lo-{level:g}"] = lo[k]
+                window[f"hi-{level:g}"] = hi[k]
+            if batch.filled[k]:
+                window["filled"] = int(batch.filled[k])
+            windows.append(window)
+        series_out.append(
+            {
+                "id": history.id,
+                "windows": windows,
+                "metrics": _metrics(accuracy(actual[rows], outputs[rows], point_scale[rows], own)),
+                "channel_metrics": None
+                if C == 1
+                else {
+                    channel: _metrics(
+                        accuracy(
+                            actual[rows, :, c],
+                            outputs[rows, :, c],
+                            point_scale[rows, :, c],
+                            {level: (lo[..., c], hi[..., c]) for level, (lo, hi) in own.items()},
+                        )
+                    )
+                    for c, channel in enumerate(manifest.channels)
+                },
+            }
+        )
+    return orjson.dumps(
+        {
+            "model": entry.name,
+            "version": entry.version,
+            "provider": entry.provider or "",
+            "channels": list(manifest.channels),
+            "horizon": horizon,
+            "n_windows": K,
+            "step_size": step,
+            "level": request.level,
+            "series": series_out,
+            "metrics": _metrics(accuracy(actual, outputs, point_scale, bounds)),
+        },
+        option=_DUMP,
+    )
+
+
+async def detect_anomalies(v1: V1Handlers, name: str, version: int | None, request: AnomalyRequest) -> bytes:
+    """`AnomalyResponse`'s JSON: every checked point of every series forecast in one batch, flagged
+    outside the calibrated interval at `level`."""
+    entry = v1.service.resolve(name, version)
+    manifest = entry.manifest
+    assert manifest is not None
+    level = request.level
+    if level is None:  # the highest calibrated level: the fewest false alarms the version offers
+        level = max(require_intervals(manifest.intervals, "level").levels)
+    try:
+        check_levels(manifest.intervals, [level])
+    except InvalidInput as e:  # a single level: name the field itself, not an item of a list
+        raise type(e)(e.message.replace("level[0]", "level"), field="level", limit=e.limit) from None
+    lead = check_horizon(request.lead, manifest, field="lead")
+    histories = _histories(v1, manifest, request.series)
+    points = [
+        anomaly_points(len(h.values), manifest, lead, request.last, f"{h.field}.values") for h in histories
+    ]
+    total = sum(len(p) for p in points)
+    check_window_count(
+        total,
+        v1.settings.max_series_per_request,
+        "last",
+        f"{total} points checked over {len(histories)} series; ask for fewer with `last`",
+    )
+    stamps = [_stamps(h, p[0], len(p), manifest) for h, p in zip(histories, points, strict=True)]
+    settings = v1.settings
+
+    async def check(hs: list[History], cuts: list[list[int]]) -> tuple[np.ndarray, ...]:
+        """Forecast, bounds and half-width [n, C] of the point `lead` steps after each cutoff."""
+        batch = window_batch(hs, cuts, manifest, settings.max_history_length, settings.max_missing_share)
+        outputs = await v1.service.forecast(entry, batch.windows, batch.phases, latest=version is None)
+        outputs = outputs[:, :lead]
+        lo, hi = level_bounds(manifest.intervals, outputs, [level], window=batch.windows)[level]
+        width = level_widths(manifest.intervals, outputs, [level], window=batch.windows)[level]
+        # C-ordered copies: orjson writes only contiguous arrays, and the repair pass writes into
+        # them (the widths may be a read-only broadcast).
+        return tuple(np.array(a[:, lead - 1], order="C") for a in (outputs, lo, hi, width))
+
+    def judge(
+        forecast: np.ndarray, lo: np.ndarray, hi: np.ndarray, width: np.ndarray
+    ) -> tuple[np.ndarray, ...]:
+        flag = (actual < lo) | (actual > hi)  # a missing value (NaN) is never flagged
+        # A width of 0 (a channel the calibration never saw vary) makes any difference infinitely far.
+        tiny = np.finfo(np.float32).tiny
+        return flag, np.abs(actual - forecast) / np.maximum(width.astype(np.float64), tiny)
+
+    actual = np.concatenate([h.values[p[0] : p[-1] + 1] for h, p in zip(histories, points, strict=True)])
+    offsets = np.cumsum([0, *(len(p) for p in points)])
+    forecast, lo, hi, width = await check(histories, [[t - lead + 1 for t in p] for p in points])
+    owner = np.repeat(np.arange(len(histories)), [len(p) for p in points])
+    require_finite([forecast, lo, hi], lambda i: histories[int(owner[i])].field)
+    flag, score = judge(forecast, lo, hi, width)
+    if request.repair and flag.any():
+        # One repair pass: each flagged value replaced by its forecast in the windows of the points after
+        # it, so that one spike does not move the forecasts (and raise flags) of the points that read it.
+        # A value flagged within `lead` steps after a replaced one is left as sent: its forecast read the
+        # replaced value, so its flag may be the spike's echo, and replacing it by that forecast would
+        # carry the spike on (measured on the shipped model: the echo moved to the next point). It is
+        # forecast again, from the repaired window, like every point that read a replaced value.
+        repaired, again = [], []
+        for s, h in enumerate(histories):
+            rows = slice(offsets[s], offsets[s + 1])
+            own = np.asarray(points[s])
+            values = h.values.copy()
+            replaced: list[int] = []
+            for j in np.flatnonzero(flag[rows].any(axis=1)):
+                t = int(own[j])
+                if replaced and t - replaced[-1] <= lead:
+                    continue
+                channels = flag[rows][j]
+                values[t, channels] = forecast[rows][j, channels]
+                replaced.append(t)
+            # Point t reads rows t − lead + 1 − L .. t − lead: those after a repaired row r up to r + L.
+            reads = np.zeros(len(own), bool)
+            for r in replaced:
+                reads |= (own > r + lead - 1) & (own <= r + lead - 1 + manifest.input_length)
+            repaired.append(History(h.id, values, h.start, h.field, h.path_of))
+            again.append(np.flatnonzero(reads))
+        cuts = [[points[s][j] - lead + 1 for j in again[s]] for s in range(len(histories))]
+        if any(cuts):
+            keep = [s for s in range(len(histories)) if cuts[s]]
+            redone = await check([repaired[s] for s in keep], [cuts[s] for s in keep])
+            where = np.concatenate([offsets[s] + again[s] for s in keep])
+            require_finite(list(redone), lambda i: histories[int(owner[where[i]])].field)
+            for array, new in zip((forecast, lo, hi, width), redone, strict=True):
+                array[where] = new
+            flag, score = judge(forecast, lo, hi, width)
+    series_out = []
+    first = 0
+    for s, history in enumerate(histories):
+        rows = slice(first, first + len(points[s]))
+        first = rows.stop
+        series_out.append(
+            {
+                "id": history.id,
+                "index": points[s],
+                "timestamps": stamps[s],
+                "actual": actual[rows],
+                "forecast": forecast[rows],
+                "lo": lo[rows],
+                "hi": hi[rows],
+                "anomaly": flag[rows],
+                "score": score[rows],
+                "anomalies": int(flag[rows].sum()),
+            }
+        )
+    return orjson.dumps(
+        {
+            "model": entry.name,
+            "version": entry.version,
+            "provider": entry.provider or "",
+            "channels": list(manifest.channels),
+            "level": level,
+            "lead": lead,
+            "series": series_out,
+            "anomalies": int(flag.sum()),
+        },
+        option=_DUMP,
+    )

@@ -1,0 +1,405 @@
+"""`/v1` cross_validation (backtests) and detect_anomalies: the answers against ONNX Runtime run directly
+and metrics computed here by hand, the shipped model's backtest against the offline evaluator
+(export/backtest.py) on a slice of the ETTh1 test split, and every refusal's field and limit."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.app.conftest import make_settings, ort_forecast, running_client
+from tests.app.fakes import ToySpec, write_version
+from tests.app.protocols.conftest import shipped_latest
+
+LEVELS = [50.0, 80.0, 90.0, 95.0, 99.0]
+L, H, C = 8, 4, 3
+MAX_WINDOWS = 16  # RSA_MAX_SERIES_PER_REQUEST here: forecasts per request
+TOY = "/v1/models/toy"
+
+
+def widths() -> np.ndarray:
+    rng = np.random.default_rng(3)
+    return np.sort(rng.uniform(0.05, 3.0, size=(len(LEVELS), H, C)), axis=0).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    repo = tmp_path_factory.mktemp("evaluation_repo")
+    block = {
+        "method": "split_conformal",
+        "residuals": "absolute",
+        "scale": "none",
+        "levels": LEVELS,
+        "widths": widths().astype(np.float64).tolist(),
+        "calibration": {"split": "val", "windows": 100},
+    }
+    write_version(repo, ToySpec(version=1))  # exported before intervals
+    write_version(repo, ToySpec(version=2, manifest_overrides={"intervals": block}))
+    latest = shipped_latest()
+    (repo / "etth1-rsa").mkdir()
+    (repo / "etth1-rsa" / latest.name).symlink_to(latest, target_is_directory=True)
+    return repo
+
+
+@pytest.fixture(scope="module")
+def client(repository: Path) -> Iterator[TestClient]:
+    with running_client(make_settings(repository, max_series_per_request=MAX_WINDOWS)) as c:
+        yield c
+
+
+def history(n: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).normal(10, 3, size=(n, C)).round(3)
+
+
+def toy_forecast(repository: Path, windows: np.ndarray) -> np.ndarray:
+    return ort_forecast(repository / "toy" / "2" / "model.onnx", np.asarray(windows, np.float32))
+
+
+def error_of(r: Any) -> tuple[str, Any]:
+    error = r.json()["error"]
+    return error["field"], error["limit"]
+
+
+# -- cross_validation -----------------------------------------------------------------------------------
+
+
+def test_each_cutoff_is_forecast_from_the_values_before_it_beside_the_actuals(
+    client: TestClient, repository: Path
+) -> None:
+    values = [history(20, 0), history(23, 1)]
+    h, k, step = 3, 3, 2
+    body = {
+        "series": [{"id": f"s{i}", "values": v.tolist()} for i, v in enumerate(values)],
+        "horizon": h,
+        "n_windows": k,
+        "step_size": step,
+        "level": [80],
+    }
+    r = client.post(f"{TOY}/cross_validation", json=body)
+    assert r.status_code == 200, r.text
+    answer = r.json()
+    assert (answer["version"], answer["horizon"], answer["n_windows"], answer["step_size"]) == (2, h, k, step)
+    w80 = widths()[LEVELS.index(80.0), :h]
+    errors, inside, scaled = [], [], []
+    for v, series in zip(values, answer["series"], strict=True):
+        n = len(v)
+        cutoffs = [n - h - step * (k - 1 - j) for j in range(k)]
+        assert [w["cutoff"] for w in series["windows"]] == cutoffs
+        want = toy_forecast(repository, np.stack([v[t - L : t] for t in cutoffs]))[:, :h]
+        naive = np.abs(np.diff(v[: cutoffs[0]], axis=0)).mean(axis=0)  # no cycle: the one-step naive
+        own_errors = []
+        for j, (t, window) in enumerate(zip(cutoffs, series["windows"], strict=True)):
+            f = np.array(window["forecast"], np.float32)
+            np.testing.assert_array_equal(f, want[j])
+            np.testing.assert_array_equal(np.array(window["actual"]), v[t : t + h])
+            np.testing.assert_array_equal(np.array(window["lo-80"], np.float32), f - w80)
+            np.testing.assert_array_equal(np.array(window["hi-80"], np.float32), f + w80)
+            e = v[t : t + h] - f.astype(np.float64)
+            own_errors.append(e)
+            inside.append((v[t : t + h] >= f - w80) & (v[t : t + h] <= f + w80))
+            scaled.append(np.abs(e) / naive)
+        e = np.stack(own_errors)
+        metrics = series["metrics"]
+        assert metrics["points"] == k * h * C
+        assert metrics["mae"] == pytest.approx(np.abs(e).mean(), rel=1e-12)
+        assert metrics["mse"] == pytest.approx((e**2).mean(), rel=1e-12)
+        assert metrics["mase"] == pytest.approx((np.abs(e) / naive).mean(), rel=1e-12)
+        assert set(series["channel_metrics"]) == {"HUFL", "MUFL", "OT"}
+        assert series["channel_metrics"]["OT"]["mae"] == pytest.approx(np.abs(e[..., 2]).mean(), rel=1e-12)
+        errors.append(e)
+    pooled = answer["metrics"]
+    assert pooled["mae"] == pytest.approx(np.abs(np.stack(errors)).mean(), rel=1e-12)
+    assert pooled["mase"] == pytest.approx(np.stack(scaled).mean(), rel=1e-12)
+    assert pooled["coverage"]["80"] == pytest.approx(np.stack(inside).mean(), rel=1e-12)
+
+
+def test_smape_and_missing_actuals(client: TestClient, repository: Path) -> None:
+    """A null in what follows a cutoff is answered as null and left out of every mean."""
+    v = history(14, 2)
+    rows: list[list[float | None]] = v.tolist()
+    rows[-1][0] = None
+    r = client.post(f"{TOY}/cross_validation", json={"series": [{"values": rows}], "horizon": 2})
+    assert r.status_code == 200, r.text
+    window = r.json()["series"][0]["windows"][0]
+    assert window["cutoff"] == 12 and window["actual"][-1][0] is None
+    f = np.array(window["forecast"], np.float32).astype(np.float64)  # the float32 the model computed
+    y = v[12:14]
+    known = np.ones_like(y, dtype=bool)
+    known[-1, 0] = False
+    terms = 200 * np.abs(y - f) / (np.abs(y) + np.abs(f))
+    metrics = r.json()["metrics"]
+    assert metrics["points"] == 2 * C - 1
+    assert metrics["smape"] == pytest.approx(terms[known].mean(), rel=1e-12)
+    assert metrics["mae"] == pytest.approx(np.abs(y - f)[known].mean(), rel=1e-12)
+
+
+def test_the_shipped_models_backtest_equals_the_offline_evaluator_on_the_etth1_test_split(
+    client: TestClient,
+) -> None:
+    """The same windows (the first 16 of the test split, stride 1) through the service and through the
+    offline evaluator, which runs the ONNX graph as calibration does: every metric within 1e-6
+    (`python -m bench.backtest` checks the whole split)."""
+    from export.backtest import evaluate_version, split_rows
+
+    version = shipped_latest()
+    start, rows = split_rows(version)
+    n, h = MAX_WINDOWS, 24
+    levels = [80.0, 95.0]
+    offline = evaluate_version(version, horizon=h, levels=levels, windows=n)
+    L_shipped = json.loads((version / "manifest.json").read_text())["input_length"]
+    body = {
+        "series": [{"id": "etth1", "start": start, "values": rows[: L_shipped + n - 1 + h].tolist()}],
+        "horizon": h,
+        "n_windows": n,
+        "step_size": 1,
+        "level": levels,
+    }
+    r = client.post("/v1/models/etth1-rsa/cross_validation", json=body)
+    assert r.status_code == 200, r.text
+    answer = r.json()
+    assert answer["series"][0]["windows"][0]["cutoff"] == L_shipped
+    pairs = [(answer["metrics"], offline["metrics"])]
+    pairs += [(answer["series"][0]["channel_metrics"][c], m) for c, m in offline["channel_metrics"].items()]
+    deltas = []
+    for served, reference in pairs:
+        assert served["points"] == reference["points"] > 0
+        deltas += [abs(served[k] - reference[k]) for k in ("mae", "mse", "mase", "smape")]
+        deltas += [abs(served["coverage"][f"{lv:g}"] - reference["coverage"][f"{lv:g}"]) for lv in levels]
+    assert max(deltas) <= 1e-6
+
+
+def test_the_shipped_model_flags_a_spike_and_repairs_the_points_after_it(client: TestClient) -> None:
+    """Intervals that scale with each window's spread (the shipped default) through the repair pass."""
+    from export.backtest import split_rows
+
+    start, rows = split_rows(shipped_latest())
+    values = rows[:528].copy()
+    values[520, 6] += 30.0  # OT: far outside its 99% interval
+    body = {"series": [{"start": start, "values": values.tolist()}], "level": 99, "last": 12}
+    first = client.post("/v1/models/etth1-rsa/detect_anomalies", json={**body, "repair": False})
+    repaired = client.post("/v1/models/etth1-rsa/detect_anomalies", json=body)
+    assert first.status_code == repaired.status_code == 200, repaired.text
+    a, b = first.json()["series"][0], repaired.json()["series"][0]
+    at = a["index"].index(520)
+    assert a["anomaly"][at][6] and b["anomaly"][at][6] and b["score"][at][6] > 5
+    assert a["forecast"][: at + 1] == b["forecast"][: at + 1]  # up to the spike: nothing to repair
+    assert a["forecast"][at + 1 :] != b["forecast"][at + 1 :]  # after it: read with the spike replaced
+    # the echo of the spike in the next forecast is gone: no flag there once repaired
+    assert a["anomaly"][at + 1][6] and not b["anomaly"][at + 1][6]
+
+
+BAD_BACKTESTS = [
+    # (body changes, field, limit)
+    ({"series": [{"values": history(L + 2, 0).tolist()}], "horizon": 3}, "series[0].values", L + 3),
+    (
+        {"series": [{"values": history(20, 0).tolist()}], "horizon": 3, "n_windows": 11, "step_size": 1},
+        "n_windows",
+        10,
+    ),
+    ({"series": [{"values": history(20, 0).tolist()}], "horizon": 3, "level": [85]}, "level[0]", LEVELS),
+    ({"series": [{"values": history(20, 0).tolist()}], "horizon": 5}, "horizon", H),
+    (
+        {
+            "series": [{"values": history(30, i).tolist()} for i in range(2)],
+            "horizon": 3,
+            "n_windows": 9,
+            "step_size": 1,
+        },
+        "n_windows",
+        MAX_WINDOWS,
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "field", "limit"), BAD_BACKTESTS)
+def test_a_backtest_out_of_bounds_is_refused_naming_the_field_and_the_limit(
+    client: TestClient, body: dict, field: str, limit: Any
+) -> None:
+    r = client.post(f"{TOY}/cross_validation", json=body)
+    assert r.status_code == 422, r.text
+    assert error_of(r) == (field, limit)
+
+
+def test_a_backtest_of_too_many_series_or_unknown_fields_is_refused(client: TestClient) -> None:
+    many = {"series": [{"values": history(20, 0).tolist()}] * (MAX_WINDOWS + 1), "horizon": 3}
+    r = client.post(f"{TOY}/cross_validation", json=many)
+    assert r.status_code == 422 and "at most 16" in r.text
+    r = client.post(f"{TOY}/cross_validation", json={"series": [{"values": [[1, 2, 3]]}], "h": 3})
+    assert r.status_code == 422 and r.json()["error"]["details"][0]["field"] == "h"
+
+
+def test_levels_of_a_version_without_intervals_are_refused(client: TestClient) -> None:
+    body = {"series": [{"values": history(20, 0).tolist()}], "horizon": 3, "level": [80]}
+    r = client.post(f"{TOY}/versions/1/cross_validation", json=body)
+    assert r.status_code == 422 and r.json()["error"]["code"] == "no_calibrated_intervals"
+    body.pop("level")
+    assert client.post(f"{TOY}/versions/1/cross_validation", json=body).status_code == 200
+
+
+# -- detect_anomalies -----------------------------------------------------------------------------------
+
+
+def test_each_point_is_checked_against_the_interval_of_its_one_step_forecast(
+    client: TestClient, repository: Path
+) -> None:
+    v = history(24, 3)
+    v[20, 1] += 40.0  # a spike far outside any width of the toy's intervals
+    body = {"series": [{"id": "a", "values": v.tolist()}], "level": 95, "repair": False}
+    r = client.post(f"{TOY}/detect_anomalies", json=body)
+    assert r.status_code == 200, r.text
+    answer = r.json()
+    assert (answer["level"], answer["lead"]) == (95, 1)
+    series = answer["series"][0]
+    points = list(range(L, 24))
+    assert series["index"] == points
+    f = toy_forecast(repository, np.stack([v[t - L : t] for t in points]))[:, 0]
+    w = widths()[LEVELS.index(95.0), 0]
+    np.testing.assert_array_equal(np.array(series["forecast"], np.float32), f)
+    np.testing.assert_array_equal(np.array(series["lo"], np.float32), f - w)
+    np.testing.assert_array_equal(np.array(series["hi"], np.float32), f + w)
+    y = v[points]
+    flags = (y < f - w) | (y > f + w)
+    assert np.array(series["anomaly"]).tolist() == flags.tolist()
+    assert series["anomaly"][20 - L][1] is True
+    np.testing.assert_allclose(np.array(series["score"]), np.abs(y - f) / w.astype(np.float64), rtol=1e-12)
+    assert series["anomalies"] == answer["anomalies"] == int(flags.sum())
+
+
+def test_repair_forecasts_again_the_points_that_read_a_flagged_value(
+    client: TestClient, repository: Path
+) -> None:
+    """The points whose window holds a value flagged in the first pass are forecast again from windows
+    with each flagged value replaced by its first forecast (but a flag right after a replaced value,
+    maybe its echo); the others keep their first answer."""
+    v = history(24, 6)  # 16 points checked: the limit here
+    v[12, 0] += 40.0
+    body = {"series": [{"values": v.tolist()}], "level": 99}
+    first = client.post(f"{TOY}/detect_anomalies", json={**body, "repair": False}).json()["series"][0]
+    repaired = client.post(f"{TOY}/detect_anomalies", json=body).json()["series"][0]
+    points = np.array(first["index"])
+    flags = np.array(first["anomaly"])
+    f1 = np.array(first["forecast"], np.float32)
+    assert flags.any()
+    cleaned = v.copy()
+    replaced: list[int] = []
+    for j in np.flatnonzero(flags.any(axis=1)):  # a flag right after a replaced value is left as sent
+        if replaced and points[j] - replaced[-1] <= 1:
+            continue
+        cleaned[points[j], flags[j]] = f1[j, flags[j]]
+        replaced.append(int(points[j]))
+    flagged_at = np.array(replaced)
+    again = np.array([((flagged_at < t) & (flagged_at >= t - L)).any() for t in points])
+    want = f1.copy()
+    if again.any():
+        windows = np.stack([cleaned[t - L : t] for t in points[again]])
+        want[again] = toy_forecast(repository, windows)[:, 0]
+    np.testing.assert_array_equal(np.array(repaired["forecast"], np.float32), want)
+    assert repaired["actual"] == first["actual"]  # the values checked are the ones sent
+    assert again.sum() > 0 and not again.all()
+
+
+def test_the_online_form_checks_only_the_last_points_with_the_same_answers(client: TestClient) -> None:
+    v = history(24, 4)
+    body: dict[str, Any] = {
+        "series": [{"values": v.tolist(), "start": "2024-01-01T00:00:00Z"}],
+        "level": 80,
+        "repair": False,  # the online form repairs only what it checks
+    }
+    full = client.post(f"{TOY}/detect_anomalies", json=body).json()["series"][0]
+    online = client.post(f"{TOY}/detect_anomalies", json={**body, "last": 3}).json()["series"][0]
+    assert online["index"] == [21, 22, 23]
+    assert online["timestamps"] == ["2024-01-01T21:00:00Z", "2024-01-01T22:00:00Z", "2024-01-01T23:00:00Z"]
+    for key in ("actual", "forecast", "lo", "hi", "anomaly", "score", "timestamps"):
+        assert online[key] == full[key][-3:], key
+
+
+def test_lead_forecasts_each_point_from_further_back(client: TestClient, repository: Path) -> None:
+    v = history(16, 5)
+    r = client.post(
+        f"{TOY}/detect_anomalies", json={"series": [{"values": v.tolist()}], "lead": 3, "last": 2}
+    )
+    assert r.status_code == 200, r.text
+    series = r.json()["series"][0]
+    assert series["index"] == [14, 15]
+    want = toy_forecast(repository, np.stack([v[t - 2 - L : t - 2] for t in (14, 15)]))[:, 2]
+    np.testing.assert_array_equal(np.array(series["forecast"], np.float32), want)
+    w = widths()[LEVELS.index(99.0), 2]  # the default level, at the third step's width
+    np.testing.assert_array_equal(np.array(series["hi"], np.float32), want + w)
+
+
+BAD_ANOMALY_CHECKS = [
+    ({"series": [{"values": history(20, 0).tolist()}], "level": 85}, "level", LEVELS),
+    ({"series": [{"values": history(20, 0).tolist()}], "last": 13}, "last", 12),
+    ({"series": [{"values": history(20, 0).tolist()}], "lead": 5}, "lead", H),
+    ({"series": [{"values": history(30, 0).tolist()}]}, "last", MAX_WINDOWS),
+    ({"series": [{"values": history(L, 0).tolist()}]}, "series[0].values", L + 1),
+    ({"series": [{"values": history(L + 1, 0).tolist()}], "lead": 2}, "series[0].values", L + 2),
+]
+
+
+@pytest.mark.parametrize(("body", "field", "limit"), BAD_ANOMALY_CHECKS)
+def test_an_anomaly_check_out_of_bounds_is_refused_naming_the_field_and_the_limit(
+    client: TestClient, body: dict, field: str, limit: Any
+) -> None:
+    r = client.post(f"{TOY}/detect_anomalies", json=body)
+    assert r.status_code == 422, r.text
+    assert error_of(r) == (field, limit)
+
+
+def test_an_anomaly_check_needs_calibrated_intervals(client: TestClient) -> None:
+    r = client.post(
+        f"{TOY}/versions/1/detect_anomalies", json={"series": [{"values": history(12, 0).tolist()}]}
+    )
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["code"] == "no_calibrated_intervals" and r.json()["error"]["field"] == "level"
+
+
+def test_openapi_documents_both_routes_with_examples(client: TestClient) -> None:
+    doc = client.get("/openapi.json").json()
+    for route, body in (
+        ("cross_validation", "CrossValidationRequest"),
+        ("detect_anomalies", "AnomalyRequest"),
+    ):
+        assert f"/v1/models/{{name}}/{route}" in doc["paths"]
+        assert f"/v1/models/{{name}}/versions/{{version}}/{route}" in doc["paths"]
+        schema = doc["components"]["schemas"][body]
+        assert schema["examples"] and "series" in schema["properties"]
+
+
+def test_a_global_model_backtests_and_checks_flat_series_from_min_history(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """A global read-out (one channel, flat lists, histories from min_history on, the missing start
+    masked): each cutoff's forecast is the model's own forecast of the values before it."""
+    from tests.utils.panel import NAME, publish, unseen
+
+    repo, model = publish(tmp_path_factory.mktemp("panel_evaluation"))
+    start, values = unseen()["store_new"]
+    h, k = 3, 4
+    with running_client(make_settings(repo)) as client:
+        r = client.post(
+            f"/v1/models/{NAME}/cross_validation",
+            json={
+                "series": [{"id": "s", "start": start, "values": values.tolist()}],
+                "horizon": h,
+                "n_windows": k,
+            },
+        )
+        assert r.status_code == 200, r.text
+        windows = r.json()["series"][0]["windows"]
+        cutoffs = [len(values) - h - h * (k - 1 - j) for j in range(k)]
+        assert [w["cutoff"] for w in windows] == cutoffs
+        want = model.forecast([values[:t] for t in cutoffs])[:, :h]
+        got = np.array([np.array(w["forecast"])[:, 0] for w in windows])
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+        short = values[: model.min_history + 2]  # shorter than L: windows masked at the start
+        r = client.post(f"/v1/models/{NAME}/detect_anomalies", json={"series": [{"values": short.tolist()}]})
+        assert r.status_code == 200, r.text
+        assert r.json()["level"] == 90  # the highest this small panel calibrated
+        assert r.json()["series"][0]["index"] == [model.min_history, model.min_history + 1]
