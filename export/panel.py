@@ -36,7 +36,6 @@ import typer
 
 from app.artifacts import readout
 from app.artifacts.covariates import CovariateLayout
-from app.artifacts.readout import TINY as _TINY
 from app.inference.metrics import mape, mase, seasonal_naive_scale, smape
 from export.bank import expand_bank
 from export.covariates import CovariatePlan, CovariateSeries, series_covariate_rows

@@ -240,6 +240,7 @@ def test_the_fit_on_request_example_runs_as_printed(tmp_path: Path) -> None:
     assert out.attrs["fit"]["series"] == 20 and out.attrs["fit"]["levels"] == [80.0, 95.0]
     assert len(out) == 20 * 12
 
+
 def test_the_backtest_and_anomaly_examples_answer_as_described(tmp_path: Path) -> None:
     """The README's cross_validation and detect_anomalies curl lines (their bodies, to the same paths),
     and its client lines against a service process on the shipped models."""

@@ -206,6 +206,7 @@ async def fit_forecast_version(
     """Refit a given version's global read-out on the histories sent and forecast them."""
     return await _fit_forecast(name, version, request, v1)
 
+
 # -- backtests and anomaly checks over a series' own history (evaluation.py) ----------------------------
 
 evaluation_router = APIRouter(prefix="/v1/models", tags=["evaluation"])
