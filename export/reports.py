@@ -3,9 +3,8 @@
 A report class names its `kind` and its current `schema_version` (class variables); `write_report`
 stores its fields (nested dataclasses as objects) with both, and `read_report` builds the class back
 from the file, field by field from its type hints, after the class's `migrate` has brought an older
-layout up to date. A file of
-another kind, or of a schema newer than the code, is refused with its path; readers then use
-attributes, never string keys.
+layout up to date. A file of another kind, or of a schema newer than the code, or holding a key its
+class does not declare, is refused with its path; readers then use attributes, never string keys.
 
     write_report(path, CompetitionRun(scores=[...]))
     run = read_report(path, CompetitionRun)   # run.scores[0].mase
@@ -46,6 +45,7 @@ __all__ = [
     "TrainingReport",
     "UnseenCheck",
     "WindowCounts",
+    "build",
     "from_dict",
     "read_report",
     "to_dict",
@@ -80,6 +80,7 @@ def read_report(path: Path, cls: type[R]) -> R:
 
 
 def from_dict(cls: type[R], data: dict[str, Any]) -> R:
+    """`cls` from parsed JSON: its kind checked, an older schema migrated, every field built by type."""
     kind, schema = getattr(cls, "kind"), getattr(cls, "schema_version")  # noqa: B009 (class variables)
     version = int(data.get("schema_version") or 1)  # the first layouts carried no version
     if data.get("kind", kind) != kind:

@@ -8,10 +8,11 @@ measured it beside our model; where a later run measured our model alone with ne
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from export.reports import CompetitionRun, read_report
+from export.reports import CompetitionRun, ReportError, from_dict
 
 OURS = "REM read-out, global"  # the prefix of our model's rows (their names add the input length)
 
@@ -29,8 +30,19 @@ class Score:
 
 
 def load_runs(folder: Path) -> list[tuple[str, CompetitionRun]]:
-    """Every run under `folder` by file name (any schema version: older layouts are migrated)."""
-    return [(path.name, read_report(path, CompetitionRun)) for path in sorted(folder.glob("*.json"))]
+    """Every competitions run under `folder` by file name (any schema version: older layouts are
+    migrated). Files of another kind share the folder (a run of another benchmark, in its own layout) and
+    are left to their own readers: a file is a competitions run by its `kind`, or, written before kinds,
+    by holding `scores`."""
+    runs = []
+    for path in sorted(folder.glob("*.json")):
+        raw = json.loads(path.read_text())
+        if raw.get("kind") == CompetitionRun.kind or ("kind" not in raw and "scores" in raw):
+            try:
+                runs.append((path.name, from_dict(CompetitionRun, raw)))
+            except ReportError as e:
+                raise ReportError(f"{path}: {e}") from None
+    return runs
 
 
 def load_scores(folder: Path) -> list[Score]:

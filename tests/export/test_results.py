@@ -414,6 +414,9 @@ def test_coverage_per_series_group_is_shown_from_runs_that_measured_it(tmp_path)
     (tmp_path / "old.json").write_text(
         json.dumps({"scores": [dataclasses.asdict(score)], "M3 yearly": {"horizon": 6}})
     )
+    # Another benchmark's run in its own layout shares the folder: left to its own reader.
+    (tmp_path / "other.json").write_text(json.dumps({"data": "M3 monthly", "rows": [], "all": {"x": 1}}))
+    assert [name for name, _ in load_runs(tmp_path)] == ["new.json", "old.json"]
     page = "\n".join(competition_section(load_scores(tmp_path), load_runs(tmp_path)))
     assert "| M3 yearly | new.json | history 14-17 (5) | 0.400 | 0.750 |" in page
     assert "| M3 yearly | new.json | all (9) | 0.500 | - |" in page and "old.json | history" not in page
