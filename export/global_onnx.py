@@ -33,6 +33,7 @@ from app.artifacts.contract import (
     window_scale,
 )
 from app.artifacts.readout import SCALE_FLOOR, CovariateRows, ReadoutSpec, calibrate
+from app.artifacts.readout import TINY as _TINY  # the scale's fallback threshold, as the numpy model's
 from export.bank import expand_bank
 from export.publish import publish_version
 from export.reports import GroupCoverage, IntervalCalibration, to_dict
@@ -60,7 +61,6 @@ GLOBAL_KIND = "global_readout"  # the manifest's `kind`
 OPSET = 18
 # float32 graph against the float64 numpy model: |onnx − numpy| <= TOLERANCE · (1 + |numpy|).
 TOLERANCE = 1e-4
-_TINY = 1e-8  # export/panel.py's scale fallback threshold
 _MEAN_MONTH_S = 365.2425 * 86_400 / 12  # a calendar month's nominal seconds (export/data/timestamps.py)
 DEFAULT_LEVELS = (50.0, 80.0, 90.0, 95.0, 99.0)  # as the multichannel exporter's
 

@@ -5,8 +5,9 @@ no parameter belongs to a series: the model forecasts series it never saw, of th
 features are the last rows of a fixed bank of REMs (export/bank.py's spec; the kernels of models/rem.py:
 regular decays, damped cyclic harmonics of the period, same-phase dilated decays) applied to the
 normalised window, the window's last `lags` values, and the share of the window that is missing. One
-ridge regression (export/ridge.py) maps them to the H normalised future values; its normal equations are
-accumulated series by series, so memory does not grow with the number of series.
+ridge regression (app/artifacts/readout.py, numpy: the service refits with it) maps them to the H
+normalised future values; its normal equations are accumulated series by series, so memory does not
+grow with the number of series.
 
 Short histories: a window reaching back before a series' first value has that start masked (zeros that
 the features see as missing, with the missing share as a feature), not filled with invented values.
