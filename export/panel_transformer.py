@@ -368,8 +368,10 @@ def train_panel_transformer(
             net = RSAForecaster(mcfg)
             if budget.start == "least_squares":
                 least_squares_start(net, whole, budget.ridge)
-            _, _, _, _, state = _train(net, whole, budget, best_epoch)
+            done, _, _, refit_stop, state = _train(net, whole, budget, best_epoch)
             net.load_state_dict(state)
+            if refit_stop == "max_seconds" and len(done) < best_epoch:  # said, never hidden
+                stopped += f"; refit cut at max_seconds after {len(done)} of {best_epoch} epochs"
             windows = len(whole)
         net.eval()
         return PanelTransformer(
