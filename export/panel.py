@@ -19,7 +19,9 @@ values of every training series are held out, the read-out fitted on the rest an
     python -m export.panel forecast --model runs/stores/model.json --data new_stores.csv
     python -m export.panel export --model runs/stores/model.json --name stores --repository model_repository
 
-`export` publishes the model as an ONNX graph the service serves (export/global_onnx.py).
+`export` publishes the model as an ONNX graph the service serves (export/global_onnx.py). Covariates
+(`--future`, `--past`, `--static`, `--calendar`; export/covariates.py, docs/panels.md) add features to
+the same ridge.
 """
 
 from __future__ import annotations
@@ -333,15 +335,14 @@ def _accumulate(
     eq: NormalEquations | None = None
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
     rows = 0
-    mix = None if layout is None else layout.readout_matrix(kernels)
 
     def flush() -> None:
         nonlocal eq, parts, rows
         x, m, t, w, c = (np.concatenate(p) for p in zip(*parts, strict=True))
         parts, rows = [], 0
         f, s = _features(x, m, cfg, kernels)
-        if layout is not None and mix is not None:
-            f = np.concatenate([f, layout.scaled_features(layout.standardise(c) @ mix, s)], 1)
+        if layout is not None:
+            f = np.concatenate([f, _covariate_features(layout, c, kernels, s)], 1)
         d = _naive_error(x, m, cfg.period) / s
         if cfg.row_scale == "mase":  # errors in units of the window's own seasonal-naive error
             w = w / np.maximum(d, cfg.mase_floor)[:, None] ** 2
