@@ -134,7 +134,7 @@ def _series(case: Case, upto: int, names: tuple[str, ...]) -> CovariateSeries:
 
 
 def fit_variant(
-    case: Case, names: tuple[str, ...], calendar: tuple[str, ...], irls: int, effect: str = "both"
+    case: Case, names: tuple[str, ...], calendar: tuple[str, ...], irls: int, effect: str = "auto"
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """The model's test forecasts [origins, H] trained on the training part with these covariates."""
     cfg = PanelConfig(horizon=case.horizon, period=case.period, input_periods=case.input_periods, irls=irls)
@@ -152,7 +152,9 @@ def fit_variant(
     assert model.covariates is not None
     rows = series_covariate_rows(full, model.covariates, origins)
     fc = model.forecast([case.y[:o] for o in origins], covariates=rows)
-    return fc, {"fit_s": round(fit_s, 2), "report": model.covariate_report}
+    chosen = {k: round(v, 6) for k, v in model.search.items() if k.startswith("effect_")}
+    info = {"fit_s": round(fit_s, 2), "effect": model.covariates.effect, "effect_validation_mase": chosen}
+    return fc, {**info, "report": model.covariate_report}
 
 
 def peers(case: Case, names: tuple[str, ...], weeks: int) -> dict[str, np.ndarray]:
@@ -190,7 +192,7 @@ def peers(case: Case, names: tuple[str, ...], weeks: int) -> dict[str, np.ndarra
     return out
 
 
-def run_case(case: Case, weeks: int, irls: int, effect: str = "both") -> dict[str, Any]:
+def run_case(case: Case, weeks: int, irls: int, effect: str = "auto") -> dict[str, Any]:
     H = case.horizon
     origins = np.arange(case.train_end, len(case.y) - H + 1, H)
     actual = np.stack([case.y[o : o + H] for o in origins])
@@ -260,7 +262,7 @@ def run_promo(horizon: int = 14) -> dict[str, Any]:
     panel = promo_panel()
     train = [s.head(len(s) - horizon) for s in panel]
     cfg = PanelConfig(horizon=horizon, period=7, input_periods=4)
-    plan = CovariatePlan.fit(train, (), ("promo",), (), ())
+    plan = CovariatePlan.fit(train, (), ("promo",), (), (), effect="auto")
     model = train_global(train, cfg, plan=plan)
     assert model.covariates is not None
     ends = np.array([len(panel[0]) - horizon])
@@ -298,6 +300,8 @@ def run_promo(horizon: int = 14) -> dict[str, Any]:
             "with_promo": float(np.mean(((real - actual) / actual.mean(1, keepdims=True)) ** 2)),
             "without": float(np.mean(((plain - actual) / actual.mean(1, keepdims=True)) ** 2)),
         },
+        "effect": model.covariates.effect,
+        "effect_validation_mase": {k: v for k, v in model.search.items() if k.startswith("effect_")},
         "covariate_report": model.covariate_report,
     }
 
@@ -368,7 +372,7 @@ def main(
         int,
         typer.Option(help="the read-out's reweighted passes toward MASE (0: least squares, the MSE's fit)"),
     ] = 0,
-    effect: Annotated[str, typer.Option(help="covariate effects: relative, additive or both")] = "both",
+    effect: Annotated[str, typer.Option(help="covariate effects: relative, additive, both or auto")] = "auto",
 ) -> None:
     if dataset == "promo":
         result = run_promo()

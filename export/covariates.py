@@ -76,7 +76,7 @@ class CovariatePlan:
     holidays: str | None = None
     timezone: str | None = None
     stats: dict[str, tuple[float, float]] = field(default_factory=dict)  # column name -> (mean, std)
-    effect: str = "both"  # app.artifacts.covariates.EFFECTS
+    effect: str = "relative"  # app.artifacts.covariates.EFFECTS, or "auto" (train_global picks)
     unit: float = 1.0  # the target's typical level (CovariateLayout.unit)
 
     @property
@@ -140,7 +140,7 @@ class CovariatePlan:
         static: Sequence[str],
         holidays: str | None = None,
         timezone: str | None = None,
-        effect: str = "both",
+        effect: str = "relative",
     ) -> CovariatePlan:
         """Statistics of every column over the training series; a static covariate is categorical when any
         of its values is not a number (its categories sorted)."""

@@ -20,11 +20,14 @@ values of every training series are held out, the read-out fitted on the rest an
     python -m export.panel forecast --model runs/stores/model.json --data new_stores.csv
     python -m export.panel export --model runs/stores/model.json --name stores --repository model_repository
 
-`export` publishes the model as an ONNX graph the service serves (export/global_onnx.py).
+`export` publishes the model as an ONNX graph the service serves (export/global_onnx.py). Covariates
+(`--future`, `--past`, `--static`, `--calendar`; export/covariates.py, docs/panels.md) add features to
+the same ridge.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Iterable, Sequence
@@ -385,10 +388,22 @@ def train_global(
     if len(periods) > 1:
         for k in periods:
             length = k * cfg.period if cfg.period > 1 else 4 * k
-            search[str(length)] = _validate(series, cfg, length, plan)[0]
+            searched = (
+                plan
+                if plan is None or plan.effect != "auto"
+                else dataclasses.replace(plan, effect="relative")
+            )
+            search[str(length)] = _validate(series, cfg, length, searched)[0]
         best = int(min(search, key=lambda k: search[k]))
     else:
         best = periods[0] * cfg.period if cfg.period > 1 else 4 * periods[0]
+    if plan is not None and plan.effect == "auto":  # relative or both, whichever validates better
+        tried = {
+            e: _validate(series, cfg, best, dataclasses.replace(plan, effect=e))[0]
+            for e in ("relative", "both")
+        }
+        search.update({f"effect_{e}": v for e, v in tried.items()})
+        plan = dataclasses.replace(plan, effect=min(tried, key=lambda e: tried[e]))
     model = fit_global(series, cfg, best, None if plan is None else plan.layout(best, cfg.horizon))
     if plan is not None and report:
         model.covariate_report = covariate_report(series, cfg, best, plan)  # type: ignore[arg-type]
@@ -442,9 +457,10 @@ def train(
         str,
         typer.Option(
             help="how covariates move the forecast: relative to each window's level (promotions), additive "
-            "in the target's units (temperature), or both (the read-out weighs each)"
+            "in the target's units (temperature), both (the read-out weighs each), or auto: relative or "
+            "both, whichever validates better"
         ),
-    ] = "both",
+    ] = "auto",
 ) -> None:
     """Train a global model on every series of a long file (with covariates: docs/panels.md)."""
     from export.covariates import CovariatePlan, load_covariate_panel, load_covariate_wide
@@ -470,8 +486,10 @@ def train(
         cal.append("holiday")
     from app.artifacts.covariates import EFFECTS
 
-    if effect not in EFFECTS:
-        raise typer.BadParameter(f"must be one of {list(EFFECTS)}, got {effect!r}", param_hint="--effect")
+    if effect not in (*EFFECTS, "auto"):
+        raise typer.BadParameter(
+            f"must be one of {[*EFFECTS, 'auto']}, got {effect!r}", param_hint="--effect"
+        )
     if layout not in ("long", "wide"):
         raise typer.BadParameter(f"must be long or wide, got {layout!r}", param_hint="--layout")
     if layout == "wide" and kinds["static"]:

@@ -148,7 +148,7 @@ class CovariateLayout:
     # level can learn); "additive" in the target's own units (the covariate features, and a constant,
     # divided by the window's scale before the read-out: temperature adds megawatts whatever the level;
     # for one series, or series of one unit); "both" reads each both ways.
-    effect: str = "both"
+    effect: str = "relative"
     # The target's typical level (the median over training series of their mean |value|): additive
     # features are g · unit / scale, of order one as the ridge penalty expects, not of order 1 / level.
     unit: float = 1.0
@@ -315,6 +315,6 @@ class CovariateLayout:
             timezone=d.get("timezone"),
             mean=tuple(float(x) for x in d.get("mean") or ()),
             std=tuple(float(x) for x in d.get("std") or ()),
-            effect=str(d.get("effect") or "both"),
+            effect=str(d.get("effect") or "relative"),
             unit=float(d.get("unit") or 1.0),
         )
