@@ -266,12 +266,20 @@ def _accumulate(
     assert kernels.shape[1] == length
     items = list(series) if layout is not None else series
     return readout.accumulate(
-        [_values(v) for v in items] if layout is not None else items,
+        [_values(v) for v in items] if layout is not None else _plain(items),
         cfg.fit_settings,
         kernels,
         previous,
         covariates=None if layout is None else _covariate_rows(items, layout),
     )
+
+
+def _plain(series: Iterable[Any]) -> Iterable[np.ndarray]:
+    """The values of `series` for a fit without covariates: CovariateSeries (validation without any of
+    a plan's covariates) read as their values; anything else as it is (a generator stays one)."""
+    if isinstance(series, Sequence) and any(isinstance(v, CovariateSeries) for v in series):
+        return [_values(v) for v in series]
+    return series
 
 
 def _covariate_rows(series: Sequence[Any], layout: CovariateLayout) -> readout.CovariateRows:
@@ -293,7 +301,7 @@ def fit_global(
     start = time.perf_counter()
     kernels = rem_kernels(cfg.spec, cfg.period, input_length)
     if layout is None:
-        sol = readout.fit_weights(series, cfg.fit_settings, kernels)  # type: ignore[arg-type]
+        sol = readout.fit_weights(_plain(series), cfg.fit_settings, kernels)
     else:
         items = list(series)
         sol = readout.fit_weights(
