@@ -37,15 +37,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from export.panel import (
-    PanelConfig,
-    _last_windows,
-    _naive_error,
-    _scales,
-    _series_windows,
-    _validation,
-    mase,
-)
+from app.artifacts.readout import last_windows, naive_error, series_windows, window_scales
+from export.panel import PanelConfig, _validation, mase
 from export.ridge import NormalEquations
 from export.train import TrainConfig, param_groups, warmup_cosine
 from models import ModelConfig, RSAForecaster
@@ -146,20 +139,20 @@ class Windows:
 
 def _normalised(x: np.ndarray, m: np.ndarray, period: int) -> tuple[np.ndarray, np.ndarray]:
     """(u [n, L], scales [n]): export/panel.py's scale, the masked start read as 0."""
-    s = _scales(x, m, period)
+    s = window_scales(x, m, period)
     return np.where(m > 0, x / s[:, None], 0.0), s
 
 
 def panel_windows(series: Sequence[np.ndarray], cfg: PanelConfig, length: int) -> Windows:
-    """Every training window of every series (export/panel.py's `_series_windows`), normalised."""
+    """Every training window of every series (app/artifacts/readout.py's `series_windows`), normalised."""
     us, ts, ws = [], [], []
     for v in series:
-        win = _series_windows(np.asarray(v, dtype=np.float64), length, cfg.horizon, cfg.train_min)
+        win = series_windows(np.asarray(v, dtype=np.float64), length, cfg.horizon, cfg.train_min)
         if win is None:
             continue
         x, m, t = win
         u, s = _normalised(x, m, cfg.period)
-        d = _naive_error(x, m, cfg.period) / s
+        d = naive_error(x, m, cfg.period) / s
         us.append(u.astype(np.float32))
         ts.append((t / s[:, None]).astype(np.float32))
         ws.append((1.0 / np.maximum(d, cfg.mase_floor)).astype(np.float32))
@@ -183,7 +176,7 @@ def _forecast(
     net.eval()
     with torch.no_grad():
         for a in range(0, len(histories), batch):
-            x, m = _last_windows(histories[a : a + batch], L)
+            x, m = last_windows(histories[a : a + batch], L)
             u, s = _normalised(x, m, period)
             y = net(torch.from_numpy(u.astype(np.float32)).unsqueeze(-1))
             assert isinstance(y, torch.Tensor)

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from export.panel import PanelConfig, _scales, _series_windows, mase
+from app.artifacts.readout import series_windows, window_scales
+from export.panel import PanelConfig, mase
 from export.panel_transformer import (
     Budget,
     least_squares_start,
@@ -40,12 +41,12 @@ def test_the_ablation_has_no_rem_heads_and_the_same_everything_else() -> None:
 def test_windows_are_the_read_outs_windows_scaled_by_their_last_cycle() -> None:
     series = seasonal_panel(5, seed=0)
     w = panel_windows(series, CFG, L)
-    raw = [_series_windows(v, L, H, CFG.train_min) for v in series]
+    raw = [series_windows(v, L, H, CFG.train_min) for v in series]
     x = np.concatenate([r[0] for r in raw if r is not None])
     m = np.concatenate([r[1] for r in raw if r is not None])
     t = np.concatenate([r[2] for r in raw if r is not None])
     assert len(w) == len(x)
-    s = _scales(x, m, PERIOD)
+    s = window_scales(x, m, PERIOD)
     np.testing.assert_allclose(w.target.numpy() * s[:, None], t, rtol=1e-5)
     np.testing.assert_allclose(w.u.numpy()[m == 0], 0.0)  # the masked start reads 0, nothing invented
     np.testing.assert_allclose(w.u.numpy() * s[:, None] * m, x * m, rtol=1e-5)
