@@ -312,10 +312,12 @@ def run(
     gpus_per_actor: float = 0.0,
     num_cpus: int | None = None,
     object_store_bytes: int | None = None,
+    worker_niceness: int = 0,
     progress: Progress | None = None,
 ) -> Summary:
     """Score every input part whose output part is not there yet, on Ray Data: a local Ray by default
-    (`num_cpus`, `object_store_bytes` bound it), the cluster at `address` otherwise."""
+    (`num_cpus`, `object_store_bytes` bound it; its workers, the scoring actors among them, run at
+    `worker_niceness`), the cluster at `address` otherwise (its own settings)."""
     import ray
 
     parts = io.list_parts(input_uri)
@@ -328,7 +330,11 @@ def run(
     if started_here:
         if address is None:
             local_ray_auth()
+            # Ray starts its workers at niceness 15 unless told otherwise: on a machine with other work the
+            # scoring actor then waits for every other process (the 100,000-series run scored at 0.48x the
+            # raw session's windows/s, which ran at 0, on cores shared with other jobs; docs/batch.md).
             ray.init(
+                _system_config={"worker_niceness": worker_niceness},
                 num_cpus=num_cpus,
                 object_store_memory=object_store_bytes,
                 include_dashboard=False,

@@ -43,12 +43,10 @@ def ray_state() -> Iterator[Path]:
     keeps the first token it read)."""
     temp = Path(tempfile.mkdtemp(prefix="r37-", dir="/tmp"))  # short: Ray's socket paths must fit 107 bytes
     saved = {k: os.environ.get(k) for k in RAY_STATE}
-    os.environ.update(
-        RAY_TMPDIR=str(temp),
-        RAY_AUTH_MODE="token",
-        RAY_AUTH_TOKEN=secrets.token_hex(32),
-        RAY_USAGE_STATS_ENABLED="0",
-    )
+    # The token only: `ray.init` turns the mode on itself and refreshes its configuration, which the test
+    # modules' `import ray` read before this ran (a mode set here left the driver's at 'disabled').
+    os.environ.pop("RAY_AUTH_MODE", None)
+    os.environ.update(RAY_TMPDIR=str(temp), RAY_AUTH_TOKEN=secrets.token_hex(32), RAY_USAGE_STATS_ENABLED="0")
     try:
         yield temp
     finally:
