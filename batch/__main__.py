@@ -55,7 +55,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.address:
             ray.init(address=args.address, log_to_driver=False)
         else:
-            ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False)
+            from batch.score import local_ray_auth
+
+            local_ray_auth()  # a token in the environment: Ray writes none to ~/.ray/auth_token
+            ray.init(address="local", num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False)
         try:
             model = fit_dataset(table_dataset(args.input), cfg, length)
         finally:

@@ -334,6 +334,9 @@ def run(
             # scoring actor then waits for every other process (the 100,000-series run scored at 0.48x the
             # raw session's windows/s, which ran at 0, on cores shared with other jobs; docs/batch.md).
             ray.init(
+                # "local": a Ray of its own, never one already running on this machine (ray.init()
+                # alone joins the newest `ray start` cluster it finds, whatever its token).
+                address="local",
                 _system_config={"worker_niceness": worker_niceness},
                 num_cpus=num_cpus,
                 object_store_memory=object_store_bytes,

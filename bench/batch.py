@@ -418,7 +418,13 @@ def fit_compare(limit: int | None, blocks: int, threads: int) -> dict[str, float
     single = fit_global(m3.train, cfg, 24)
     single_s = time.perf_counter() - start
     local_ray_auth()
-    ray.init(num_cpus=threads, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    ray.init(
+        address="local",
+        num_cpus=threads,
+        include_dashboard=False,
+        configure_logging=False,
+        log_to_driver=False,
+    )
     try:
         start = time.perf_counter()
         distributed = fit_dataset(series_dataset(m3.train, blocks=blocks), cfg, 24)

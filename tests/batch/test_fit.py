@@ -20,7 +20,10 @@ def m3_monthly():
 
 @pytest.fixture(scope="module")
 def local_ray():
-    ray.init(num_cpus=1, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    # "local": a Ray of the test's own, not one another process started on this machine.
+    ray.init(
+        address="local", num_cpus=1, include_dashboard=False, configure_logging=False, log_to_driver=False
+    )
     try:
         yield
     finally:
