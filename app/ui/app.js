@@ -170,6 +170,7 @@
       ["input length L", `${v.input_length}`],
       ["horizon H", `${v.horizon}`],
       ["channels", (v.channels || []).join(", ")],
+      ["time zone", modelZone(v) ? `${modelZone(v)}: times without an offset (the data's, start) are read there; answers show its offsets` : "UTC: times without an offset are read as UTC (the model has no zone)", "zone"],
       ["frequency", v.cycle ? `${v.frequency}, seasonal cycle of ${v.cycle.period} steps (needs start)` : `${v.frequency}`],
       ["calibrated levels", v.intervals ? v.intervals.levels.map((l) => `${l}%`).join(", ") : "none"],
       ["heads", `${heads.length} in ${(v.layers || []).length} layer(s): ${Object.entries(counts).map(([k, n]) => `${n} ${k}`).join(", ")}`],
@@ -249,15 +250,22 @@
   }
 
   function parseCsv(text) {
-    const lines = text.split(/\r?\n/).filter((line) => line.trim() !== "");
-    const first = lines[0];
+    const numbered = text.split(/\r?\n/).map((line, i) => [line, i + 1]).filter(([line]) => line.trim() !== "");
+    const first = numbered[0][0];
     const delimiter = [",", ";", "\t"].reduce((best, d) => (first.split(d).length > first.split(best).length ? d : best), ",");
-    const rows = lines.map((line) => line.split(delimiter).map((c) => c.trim().replace(/^"(.*)"$/, "$1")));
+    const rows = numbered.map(([line]) => line.split(delimiter).map((c) => c.trim().replace(/^"(.*)"$/, "$1")));
     const hasHeader = rows[0].some((c) => c !== "" && !NUMBER.test(c) && Number.isNaN(Date.parse(c)));
     const header = hasHeader ? rows[0] : null;
-    const body = hasHeader ? rows.slice(1) : rows;
+    let body = hasHeader ? rows.slice(1) : rows;
+    const lineOf = numbered.slice(hasHeader ? 1 : 0).map(([, n]) => n);
     let timeColumn = header ? header.findIndex((name) => TIME_HEADER.test(name)) : -1;
     if (timeColumn < 0 && body.length && !NUMBER.test(body[0][0]) && !Number.isNaN(Date.parse(body[0][0]))) timeColumn = 0;
+    let reordered = 0;
+    if (timeColumn >= 0) {
+      const ordered = orderRows(body, lineOf, timeColumn, header ? header[timeColumn] : null);
+      body = ordered.rows;
+      reordered = ordered.moved;
+    }
     const start = timeColumn >= 0 && body.length ? body[0][timeColumn].replace(" ", "T") : null;
     const keep = (row) => row.filter((_, i) => i !== timeColumn);
     let values;
@@ -269,7 +277,33 @@
     } else {
       values = body.map((row) => keep(row).map(cell));
     }
-    return { values, start, id: null, horizon: null, format: "CSV" };
+    return { values, start, id: null, horizon: null, format: "CSV", reordered };
+  }
+
+  // The trainer's rules for a file's rows (export/data/reading.py): a timestamp that repeats is
+  // refused, naming both lines; rows out of order are read in time order (as the trainer's `--sort`),
+  // and the page says how many moved. Naive times are ordered by their wall-clock reading, times with
+  // an offset by their instant. (A zoned model's autumn repeat, the same naive time twice, is refused
+  // here as a repeat: the page cannot tell the two readings apart by order once sorted.)
+  function orderRows(body, lineOf, column, name) {
+    const keyed = body.map((row, i) => {
+      const text = row[column] ?? "";
+      const key = parseTime(text.replace(" ", "T"), null);
+      if (key == null) throw new Error(`line ${lineOf[i]}${name ? `, column '${name}'` : ""}: ${JSON.stringify(text)} is not a timestamp`);
+      return { row, line: lineOf[i], key, i };
+    });
+    const sorted = [...keyed].sort((a, b) => a.key - b.key || a.i - b.i);
+    for (let k = 1; k < sorted.length; k++) {
+      if (sorted[k].key === sorted[k - 1].key) {
+        const [a, b] = [sorted[k - 1], sorted[k]].sort((x, y) => x.line - y.line);
+        throw new Error(
+          `line ${b.line}${name ? `, column '${name}'` : ""}: duplicate timestamp ${b.row[column]} (same as line ${a.line}); ` +
+            "each row needs its own time, as in training",
+        );
+      }
+    }
+    const moved = sorted.filter((entry, k) => entry.i !== k).length;
+    return { rows: sorted.map((entry) => entry.row), moved };
   }
 
   function readInput() {
@@ -287,6 +321,7 @@
       text = `${input.format}: ${names.length} columns (${names.join(", ")}) of ${Array.isArray(v[names[0]]) ? v[names[0]].length : "?"} values`;
     } else text = `${input.format}`;
     if (input.start) text += `, first time ${input.start}`;
+    if (input.reordered) text += `; rows sorted by time (${input.reordered} were out of order in the file)`;
     if (input.horizon != null) text += ` (its horizon ${input.horizon} is not used: the horizon field below is)`;
     $("data-summary").textContent = text;
   }
@@ -316,13 +351,49 @@
   }
 
   // ---------------------------------------------------------------------------------------------
-  // Time. The API's timestamps are UTC (`Z`); a `start` without a zone is UTC too. Steps are the
+  // Time. A `start` without an offset is read as the service reads it (docs/service.md, "Time zones"):
+  // in the model's zone (manifest `timezone`) when it has one, else UTC; in the autumn repeat, the
+  // first reading. Answers carry offsets, and the charts show the model's zone. Steps are the
   // manifest's `frequency_seconds`, or whole months for a calendar frequency (`3MS`, `1ME`).
-  function parseTime(text) {
+  function modelZone(version) {
+    return (version && (version.timezone || (version.dataset && version.dataset.timezone))) || null;
+  }
+
+  const OFFSET_FORMATS = {};
+  // The zone's UTC offset at an instant (ms), in ms.
+  function zoneOffset(zone, ms) {
+    const format = (OFFSET_FORMATS[zone] ||= new Intl.DateTimeFormat("en-US", {
+      timeZone: zone, hourCycle: "h23", year: "numeric", month: "2-digit", day: "2-digit",
+      hour: "2-digit", minute: "2-digit", second: "2-digit",
+    }));
+    const p = Object.fromEntries(format.formatToParts(new Date(ms)).map((x) => [x.type, x.value]));
+    const wall = Date.UTC(Number(p.year), Number(p.month) - 1, Number(p.day), Number(p.hour), Number(p.minute), Number(p.second));
+    return wall - Math.floor(ms / 1000) * 1000;
+  }
+
+  function parseTime(text, zone) {
     if (!text) return null;
-    const zoned = /([zZ]|[+-]\d\d:?\d\d)$/.test(text) ? text : `${text}Z`;
-    const ms = Date.parse(zoned);
-    return Number.isNaN(ms) ? null : ms / 1000;
+    if (/([zZ]|[+-]\d\d:?\d\d)$/.test(text)) {
+      const ms = Date.parse(text);
+      return Number.isNaN(ms) ? null : ms / 1000;
+    }
+    const wall = Date.parse(`${text}Z`);
+    if (Number.isNaN(wall)) return null;
+    if (!zone) return wall / 1000;
+    // The offsets around this wall time; each that maps back onto it is a reading; the earliest wins.
+    const offsets = [zoneOffset(zone, wall - 86400000), zoneOffset(zone, wall + 86400000)];
+    const readings = offsets.filter((o) => zoneOffset(zone, wall - o) === o).map((o) => wall - o);
+    return (readings.length ? Math.min(...readings) : wall - offsets[0]) / 1000;
+  }
+
+  function offsetText(ms) {
+    const m = Math.round(Math.abs(ms) / 60000);
+    return `${ms < 0 ? "-" : "+"}${String(Math.floor(m / 60)).padStart(2, "0")}:${String(m % 60).padStart(2, "0")}`;
+  }
+
+  // An instant (s) as the zone's wall clock, as a Date whose UTC fields read that clock.
+  function wallDate(ts, zone) {
+    return new Date(ts * 1000 + (zone ? zoneOffset(zone, ts * 1000) : 0));
   }
 
   function stepper(version) {
@@ -479,12 +550,13 @@
     const n = historyLength(series.values, version);
     const W = values[0].length;
     const H = fc.forecast.length;
-    const t0 = parseTime(series.start);
+    const zone = modelZone(version);
+    const t0 = parseTime(series.start, zone);
     const step = stepper(version);
     const timed = t0 != null && fc.timestamps != null;
     // x: the window's times (start + i·step for its last W points), then the forecast's own timestamps.
     const x = timed
-      ? [...Array.from({ length: W }, (_, i) => step(t0, n - W + i)), ...fc.timestamps.map(parseTime)]
+      ? [...Array.from({ length: W }, (_, i) => step(t0, n - W + i)), ...fc.timestamps.map((t) => parseTime(t, zone))]
       : [...Array.from({ length: W }, (_, i) => i - W + 1), ...Array.from({ length: H }, (_, k) => k + 1)];
     const levels = bandKeys(fc);
     for (const plot of state.plots) plot.destroy();
@@ -496,7 +568,7 @@
       const nulls = (k) => new Array(k).fill(null);
       const data = [x, [...values[c], ...nulls(H)], [...nulls(W), ...fc.forecast.map((row) => row[c])]];
       const seriesOpts = [
-        { label: timed ? "time (UTC)" : "step", value: timed ? formatTime : (u, v) => (v == null ? "–" : v) },
+        { label: timed ? `time (${zone || "UTC"})` : "step", value: timed ? (u, ts) => formatTime(ts, zone) : (u, v) => (v == null ? "–" : v) },
         { label: "input", stroke: INPUT, width: 1.25, value: formatValue },
         { label: "forecast", stroke: FORECAST, width: 2, value: formatValue },
       ];
@@ -522,11 +594,11 @@
           title: `${name}${target}`,
           width,
           height: 230,
-          tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), "Etc/UTC"),
+          tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), zone || "Etc/UTC"),
           scales: { x: { time: timed } },
           series: seriesOpts,
           bands,
-          axes: [{ size: 44, values: timed ? timeTicks : undefined }, { size: 56, values: (u, splits) => splits.map(formatTick) }],
+          axes: [{ size: 44, values: timed ? (u, splits) => timeTicks(splits, zone) : undefined }, { size: 56, values: (u, splits) => splits.map(formatTick) }],
           cursor: { sync: { key: "forecast" }, drag: { x: true, y: false }, bind: { mousedown: panOnShift } },
           legend: { live: true },
           hooks: { setScale: [syncZoom] },
@@ -555,13 +627,13 @@
 
   const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
 
-  // Time ticks in UTC: "Jan 27", with the hour when ticks are less than a day apart, and the year on
-  // the first tick and where it changes.
-  function timeTicks(u, splits) {
+  // Time ticks in the model's zone (UTC without one): "Jan 27", with the hour when ticks are less than
+  // a day apart, and the year on the first tick and where it changes.
+  function timeTicks(splits, zone) {
     const spacing = splits.length > 1 ? splits[1] - splits[0] : 86400;
     let year = null;
     return splits.map((ts) => {
-      const d = new Date(ts * 1000);
+      const d = wallDate(ts, zone);
       let text = `${MONTHS[d.getUTCMonth()]} ${d.getUTCDate()}`;
       if (spacing < 86400) text += ` ${String(d.getUTCHours()).padStart(2, "0")}:${String(d.getUTCMinutes()).padStart(2, "0")}`;
       if (d.getUTCFullYear() !== year) {
@@ -572,9 +644,11 @@
     });
   }
 
-  function formatTime(u, ts) {
+  // A time in the model's zone with its offset there ("2023-10-29 02:15 +01:00"); UTC without a zone.
+  function formatTime(ts, zone) {
     if (ts == null) return "–";
-    return new Date(ts * 1000).toISOString().replace("T", " ").replace(/:00\.000Z$/, "").replace(/\.000Z$/, "");
+    const text = wallDate(ts, zone).toISOString().replace("T", " ").replace(/:00\.000Z$/, "").replace(/\.000Z$/, "");
+    return zone ? `${text} ${offsetText(zoneOffset(zone, ts * 1000))}` : text;
   }
 
   // Zooming one channel's chart zooms them all to the same times.
@@ -894,6 +968,7 @@
   window.__rsaUi = {
     api, readInput, useText, stepper, parseTime, showApiError, showError, clearErrors, versionPath,
     chartWidth, formatValue, formatTick, timeTicks, formatTime, panOnShift, wheelZoom,
+    zone: () => modelZone(state.version),
   };
 
   // ---------------------------------------------------------------------------------------------

@@ -43,7 +43,7 @@
   }
 
   function times(series, version, n) {
-    const t0 = ui.parseTime(series.start);
+    const t0 = ui.parseTime(series.start, ui.zone());
     if (t0 == null) return { timed: false, x: Array.from({ length: n }, (_, i) => i) };
     const step = ui.stepper(version);
     return { timed: true, x: Array.from({ length: n }, (_, i) => step(t0, i)) };
@@ -59,16 +59,17 @@
     box.className = "chart";
     box.dataset.channel = name;
     container.append(box);
+    const zone = ui.zone();
     const u = new uPlot(
       {
         title: name,
         width,
         height: 220,
-        tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), "Etc/UTC"),
+        tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), zone || "Etc/UTC"),
         scales: { x: { time: timed } },
-        series: [{ label: timed ? "time (UTC)" : "step", value: timed ? ui.formatTime : (u, v) => v }, ...seriesOpts],
+        series: [{ label: timed ? `time (${zone || "UTC"})` : "step", value: timed ? (u, ts) => ui.formatTime(ts, zone) : (u, v) => v }, ...seriesOpts],
         bands,
-        axes: [{ size: 44, space: 90, values: timed ? ui.timeTicks : undefined }, { size: 56, values: (u, splits) => splits.map(ui.formatTick) }],
+        axes: [{ size: 44, space: 90, values: timed ? (u, splits) => ui.timeTicks(splits, zone) : undefined }, { size: 56, values: (u, splits) => splits.map(ui.formatTick) }],
         cursor: { drag: { x: true, y: false }, bind: { mousedown: ui.panOnShift } },
         // A backtest draws three lines per cutoff: a legend of them all would dwarf the chart.
         legend: { show: legend, live: true },
