@@ -79,6 +79,7 @@
     if (error.code === "unauthenticated" || error.code === "forbidden") return "key";
     const field = error.field || "";
     if (/^series(\[\d+\])?\.start/.test(field)) return "start";
+    if (/^series(\[\d+\])?\.(future|past|static)/.test(field)) return "covariates";
     if (field.startsWith("series")) return "data";
     if (field === "horizon") return "horizon";
     if (field.startsWith("level") || field.startsWith("quantiles")) return "levels";
@@ -205,6 +206,7 @@
     const legend = document.createElement("legend");
     legend.textContent = "intervals";
     levels.replaceChildren(legend, ...(boxes.length ? boxes : [document.createTextNode("none calibrated")]));
+    showCovariates(v);
     $("channel").replaceChildren(...(v.channels || []).map((c, i) => new Option(c, i)));
     const target = v.dataset && v.dataset.target;
     if (target && v.channels.includes(target)) $("channel").value = v.channels.indexOf(target);
@@ -416,14 +418,110 @@
   // last L points).
   function windowValues(values, version) {
     const L = version.input_length;
+    const flat = Array.isArray(values) && !Array.isArray(values[0]);
     return version.channels.map((name, c) => {
-      const column = Array.isArray(values) ? values.map((row) => row[c]) : values[name];
+      const column = flat ? values : Array.isArray(values) ? values.map((row) => row[c]) : values[name];
       return column.slice(-L).map(Number);
     });
   }
 
   function historyLength(values, version) {
     return Array.isArray(values) ? values.length : values[version.channels[0]].length;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Covariates of a global model (`panel.covariates` in /v1/models; docs/panels.md, "Covariates"):
+  // listed with their kind, and gathered from the data for the request: past ones and statics from
+  // the columns of their names, future ones from their field or from the CSV rows after the target's
+  // last value. What is missing is said here, before any request.
+  function sentCovariates(version) {
+    return ((version && version.panel && version.panel.covariates) || []).filter((c) => c.kind !== "calendar");
+  }
+
+  function showCovariates(version) {
+    const all = (version.panel && version.panel.covariates) || [];
+    $("covariates").hidden = all.length === 0;
+    const H = version.horizon;
+    const rows = all.map((c) => {
+      const tr = document.createElement("tr");
+      tr.dataset.covariate = c.name;
+      tr.dataset.kind = c.kind;
+      const type = c.categories ? `${c.dtype}: ${c.categories.join(", ")}` : c.dtype;
+      for (const text of [c.name, c.kind, type, c.horizon ? "yes" : "no"]) {
+        const td = document.createElement("td");
+        td.textContent = text;
+        tr.append(td);
+      }
+      const from = document.createElement("td");
+      if (c.kind === "future") {
+        const field = document.createElement("input");
+        field.type = "text";
+        field.spellcheck = false;
+        field.id = `future-${c.name}`;
+        field.dataset.future = c.name;
+        field.placeholder = `${H} values, e.g. ${Array.from({ length: Math.min(H, 3) }, () => "0").join(", ")}${H > 3 ? ", …" : ""}`;
+        field.setAttribute("aria-label", `${c.name}: ${H} future values`);
+        from.append(field);
+      } else if (c.kind === "calendar") {
+        from.textContent = "derived from the timestamps (needs start)";
+      } else {
+        from.textContent = c.kind === "past" ? `the data's column ${c.name}` : `the data's column ${c.name} (its last value)`;
+      }
+      tr.append(from);
+      return tr;
+    });
+    $("covariate-table").tBodies[0].replaceChildren(...rows);
+  }
+
+  // {values, future, past, static} of the series for a covariate model; nothing for another.
+  function withCovariates(input, version) {
+    const covs = sentCovariates(version);
+    if (!covs.length) return {};
+    const H = version.horizon;
+    const target = version.channels[0];
+    const columns = input.values && !Array.isArray(input.values) && typeof input.values === "object" ? input.values : null;
+    const needColumns = covs.filter((c) => c.kind !== "future").map((c) => c.name);
+    if (!columns) {
+      if (needColumns.length) throw new Error(`the model reads ${needColumns.join(", ")} from the data: give a CSV whose header names ${[target, ...needColumns].join(", ")}`);
+    } else if (!columns[target]) {
+      throw new Error(`the data has no column ${target}, the model's target (its columns: ${Object.keys(columns).join(", ")})`);
+    }
+    const all = columns ? columns[target] : input.values;
+    // Rows after the target's last value carry future covariates only.
+    let n = all.length;
+    while (n > 0 && all[n - 1] == null) n -= 1;
+    const out = { values: all.slice(0, n) };
+    const missing = [];
+    for (const c of covs) {
+      const column = columns && columns[c.name];
+      if (c.kind === "past") {
+        if (!column) missing.push(`past covariate ${c.name}: the data has no column ${c.name} (one value per target value)`);
+        else (out.past ||= {})[c.name] = column.slice(0, n);
+      } else if (c.kind === "static") {
+        const value = column ? column.slice(0, n).filter((x) => x != null).pop() : undefined;
+        if (value === undefined) missing.push(`static covariate ${c.name}: the data has no column ${c.name} with a value${c.categories ? ` (one of ${c.categories.join(", ")})` : ""}`);
+        else (out.static ||= {})[c.name] = value;
+      } else if (c.kind === "future") {
+        const typed = ($(`future-${c.name}`) || { value: "" }).value.trim();
+        let values;
+        if (typed) {
+          values = typed.split(/[\s,;]+/).filter((x) => x !== "").map((x) => (NUMBER.test(x) ? Number(x) : x));
+          const bad = values.find((x) => typeof x !== "number");
+          if (bad !== undefined) {
+            missing.push(`future covariate ${c.name}: ${JSON.stringify(bad)} is not a number`);
+            continue;
+          }
+        } else {
+          values = column ? column.slice(n) : [];
+        }
+        if (values.length !== H) {
+          const where = typed ? "typed" : column ? `in ${values.length} CSV rows after the last ${target} value` : "given";
+          missing.push(`future covariate ${c.name}: needs ${H} values, one per horizon step; ${values.length} ${where}: type ${H} in its field or add ${H} CSV rows after the last ${target} value`);
+        } else (out.future ||= {})[c.name] = values;
+      }
+    }
+    if (missing.length) throw new Error(missing.join("; "));
+    return out;
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -447,6 +545,12 @@
     if (input.id != null) series.id = input.id;
     const start = $("start").value.trim();
     if (start) series.start = start;
+    try {
+      Object.assign(series, withCovariates(input, state.version));
+    } catch (error) {
+      showError("covariates", error.message);
+      return;
+    }
     const body = { series: [series] };
     const horizon = $("horizon").value.trim();
     if (horizon !== "") body.horizon = Number.isNaN(Number(horizon)) ? horizon : Number(horizon);
@@ -455,7 +559,8 @@
     $("submit").disabled = true;
     $("status").textContent = "asking the service…";
     try {
-      await Promise.all([runForecast(body), runAttention()]);
+      // A global model has no attention to inspect (the service says so): only the forecast is asked.
+      await Promise.all(state.version.panel ? [runForecast(body)] : [runForecast(body), runAttention()]);
     } finally {
       $("submit").disabled = false;
     }
