@@ -30,6 +30,7 @@
   // RSA's recurrence half: fixed REM kernels read at the last step with a least-squares read-out
   // ("rem_readout"). Anything else is a full RSA-Transformer: gated softmax attention mixed with REM.
   function modelKind(version) {
+    if (version.panel) return version.kind || "global_readout"; // a global model: no attention heads
     const arch = version.architecture || {};
     if (arch.kind) return arch.kind;
     const heads = (version.layers || []).flatMap((layer) => layer.heads);
@@ -40,6 +41,7 @@
   const KIND_TEXT = {
     rem_readout: "REM read-out: fixed REM kernels read at the last step, least-squares read-out",
     rsa_transformer: "RSA-Transformer: gated softmax attention mixed with REM",
+    global_readout: "global REM read-out: one closed-form read-out for any series of its frequency (no attention to inspect)",
   };
 
   // ---------------------------------------------------------------------------------------------
@@ -174,7 +176,7 @@
       ["time zone", modelZone(v) ? `${modelZone(v)}: times without an offset (the data's, start) are read there; answers show its offsets` : "UTC: times without an offset are read as UTC (the model has no zone)", "zone"],
       ["frequency", v.cycle ? `${v.frequency}, seasonal cycle of ${v.cycle.period} steps (needs start)` : `${v.frequency}`],
       ["calibrated levels", v.intervals ? v.intervals.levels.map((l) => `${l}%`).join(", ") : "none"],
-      ["heads", `${heads.length} in ${(v.layers || []).length} layer(s): ${Object.entries(counts).map(([k, n]) => `${n} ${k}`).join(", ")}`],
+      ...(v.panel ? [] : [["heads", `${heads.length} in ${(v.layers || []).length} layer(s): ${Object.entries(counts).map(([k, n]) => `${n} ${k}`).join(", ")}`]]),
     ];
     if (v.architecture && v.architecture.description) rows.splice(1, 0, ["description", v.architecture.description]);
     if (v.metrics && v.metrics.test_mse != null) rows.push(["test MSE", `${Number(v.metrics.test_mse).toFixed(4)}`]);

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from export.panel import cli
 from tests.app.live import LiveService, live_service
 from tests.app.ui.conftest import Session
+from tests.app.ui.test_inspector import screenshot
 from tests.export.test_covariates_served import H, write_shops
 
 NAME, N = "shops", 60  # 60 days of history sent
@@ -125,6 +126,9 @@ def test_the_block_lists_the_models_covariates(page_for: Session) -> None:
         ]
     )
     assert page.is_visible("#future-promo")
+    kind = page.inner_text('#model-info dd[data-term="kind"]')
+    assert kind.startswith("global REM read-out") and "no attention" in kind
+    assert page.locator('#model-info dd[data-term="heads"]').count() == 0
 
 
 def test_csv_columns_and_rows_after_the_target_are_sent_and_plotted(
@@ -165,6 +169,7 @@ def test_a_typed_future_field_is_sent(
     page.click("#submit")
     page_for.wait("window.__rsaState.timings.forecast")
     assert page.evaluate("() => window.__rsaState.forecast.request")["series"] == [expected_series(s)]
+    screenshot(page.locator("#inputs"), tmp_path, "covariates")
 
 
 def test_missing_covariates_are_said_on_the_page_before_any_request(
@@ -184,3 +189,20 @@ def test_missing_covariates_are_said_on_the_page_before_any_request(
     page.click("#submit")
     page_for.wait(f"document.querySelector('{box}').textContent.includes('\"x\" is not a number')")
     assert [r.url for r in page_for.requests if r.method == "POST"] == []
+
+
+def test_the_services_covariate_error_lands_at_the_block(
+    open_page: Callable[[str], Session], shops: dict[str, dict[str, Any]], tmp_path: Path
+) -> None:
+    session = open_page(f"/ui/{NAME}")
+    page, s = session.page, shops["shop_2"]
+    text = shop_csv(s, future_rows=H).replace(f",{s['size']}\n", ",huge\n")  # not a training category
+    drop(session, tmp_path, text)
+    page.click("#submit")
+    box = '[data-error-for="covariates"]'
+    session.wait(f"document.querySelector('{box}').textContent !== ''")
+    assert page.get_attribute(box, "data-field") == "series[0].static.size"
+    assert "training categories" in page.inner_text(box)
+    assert page.inner_text('[data-error-for="data"]') == ""
+    failed = "Failed to load resource: the server responded with a status of 422"
+    assert session.outside == [] and [e for e in session.console_errors if not e.startswith(failed)] == []
