@@ -407,6 +407,7 @@ def manifest_of(
         "horizon": H,
         "channels": [channel],
         "frequency": model.frequency,
+        **({} if model.timezone is None else {"timezone": model.timezone}),
         "frequency_seconds": frequency_seconds(model.frequency),
         "inputs": [{"name": FORECAST_INPUT, "dtype": "float32", "shape": ["batch", L, 1]}]
         + (

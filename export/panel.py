@@ -163,6 +163,9 @@ class GlobalModel:
     covariates: CovariateLayout | None = None
     # Per covariate: validation MASE and MSE with and without it (train_global; empty without covariates).
     covariate_report: list[dict[str, Any]] = field(default_factory=list)
+    # The IANA zone the training file's local times were read in (`--timezone`; None: UTC or offsets):
+    # the manifest's `timezone`, so the service reads a naive `start` there and answers in it.
+    timezone: str | None = None
 
     @property
     def min_history(self) -> int:
@@ -212,6 +215,7 @@ class GlobalModel:
             "input_length": self.input_length,
             "min_history": self.min_history,
             "frequency": self.frequency,
+            "timezone": self.timezone,
             "search": self.search,
             "fit_seconds": round(self.fit_seconds, 3),
             "weights": self.weights.tolist(),
@@ -229,6 +233,7 @@ class GlobalModel:
             input_length=int(d["input_length"]),
             weights=np.asarray(d["weights"], dtype=np.float64),
             frequency=d.get("frequency"),
+            timezone=d.get("timezone"),
             search=dict(d.get("search") or {}),
             fit_seconds=float(d.get("fit_seconds") or 0.0),
             covariates=None if d.get("covariates") is None else CovariateLayout.from_json(d["covariates"]),
@@ -539,6 +544,7 @@ def train(
     cfg = PanelConfig(horizon=horizon, period=period or _period_of(frequency), input_periods=input_periods)
     try:
         model = train_global(series, cfg, frequency=frequency, plan=plan)
+        model.timezone = timezone
     except ValueError as e:  # too short for a window: said as an error, not a traceback
         raise typer.BadParameter(str(e), param_hint="--data") from None
     path = model.save(out / "model.json")
@@ -588,7 +594,8 @@ def export_command(
         covs = fitted.covariates
         try:
             if covs is None:
-                series: list[Any] = [s.values for s in load_panel(data, sort=sort, timezone=timezone).series]
+                zone = timezone or fitted.timezone  # the training zone unless told otherwise
+                series: list[Any] = [s.values for s in load_panel(data, sort=sort, timezone=zone).series]
             else:  # read as train read it: the covariates by name, the calendar in the model's zone
                 from export.covariates import load_covariate_panel, load_covariate_wide
                 from export.data import ReadOptions
@@ -641,7 +648,7 @@ def forecast(
             param_hint="--model",
         )
     try:
-        panel = load_panel(data, sort=sort, timezone=timezone)
+        panel = load_panel(data, sort=sort, timezone=timezone or fitted.timezone)
     except DataError as e:
         raise typer.BadParameter(str(e), param_hint="--data") from None
     values = fitted.forecast([s.values for s in panel.series])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -197,13 +198,17 @@ def test_the_panel_cli_takes_timezone(tmp_path: Path) -> None:
     assert CliRunner().invoke(cli, args).exit_code != 0  # the repeated 02:00 hour, read as UTC
     done = CliRunner().invoke(cli, [*args, "--timezone", "Europe/Berlin"])
     assert done.exit_code == 0, done.output
-    assert GlobalModel.load(tmp_path / "model.json").frequency == "1h"
+    fitted = GlobalModel.load(tmp_path / "model.json")
+    assert fitted.frequency == "1h" and fitted.timezone == "Europe/Berlin"
     model, repo = str(tmp_path / "model.json"), str(tmp_path / "repo")
     export = ["export", "--model", model, "--name", "h", "--repository", repo, "--data", str(path)]
-    assert CliRunner().invoke(cli, export).exit_code != 0  # --data read as UTC: the repeated hour again
-    done = CliRunner().invoke(cli, [*export, "--timezone", "Europe/Berlin"])
+    utc = CliRunner().invoke(cli, [*export, "--timezone", "UTC"])
+    assert utc.exit_code != 0  # --data read as UTC: the repeated hour again
+    done = CliRunner().invoke(cli, export)  # --data read in the model's own zone
     assert done.exit_code == 0, done.output
     assert "coverage out of fold, all (3 series): 50%:" in done.output  # 3 series: 50% only
+    manifest = json.loads((tmp_path / "repo" / "h" / "1" / "manifest.json").read_text())
+    assert manifest["timezone"] == "Europe/Berlin"  # a naive served start is read there
     out = tmp_path / "f.csv"
     forecast = [
         "forecast",

@@ -280,6 +280,7 @@ def describe_version(entry: VersionEntry, stats: VersionStats | None) -> Version
                 "channels": list(m.channels),
                 "frequency": m.frequency,
                 "frequency_seconds": m.frequency_seconds,
+                "timezone": m.timezone,
                 "cycle": None
                 if m.cycle is None
                 else CycleInfo(period=m.cycle.period, step_seconds=m.cycle.step_seconds),

@@ -342,6 +342,11 @@ class VersionInfo(BaseModel):
     channels: list[str] | None = None
     frequency: str | None = None
     frequency_seconds: float | None = None
+    timezone: str | None = Field(
+        default=None,
+        description="The IANA zone the model was trained in: a `start` without offset is read there, and "
+        "answers carry its offsets (null: UTC).",
+    )
     cycle: CycleInfo | None = Field(
         default=None, description="The model's seasonal cycle; when set, every series needs a `start`."
     )
