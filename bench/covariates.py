@@ -168,6 +168,20 @@ def fit_variant(
     return fc, {**info, "report": model.covariate_report}
 
 
+def _independent(columns: dict[str, np.ndarray], fitted: int) -> dict[str, np.ndarray]:
+    """The columns, in order, that add rank over the `fitted` training rows beside an intercept: AutoARIMA
+    refuses a rank-deficient X (on elecdemand, WorkDay is the weekday dummies' sum in a month without a
+    public holiday, and the cooling degrees are all zero in a cold month)."""
+    kept: dict[str, np.ndarray] = {}
+    basis = np.ones((fitted, 1))
+    for name, col in columns.items():
+        trial = np.column_stack([basis, col[:fitted]])
+        sv = np.linalg.svd(trial - trial.mean(0) * (np.arange(trial.shape[1]) > 0), compute_uv=False)
+        if sv.min() / sv.sum() > 1e-9:
+            kept[name], basis = col, trial
+    return kept
+
+
 def peers(case: Case, names: tuple[str, ...], weeks: int) -> dict[str, np.ndarray]:
     """AutoARIMA with X (the covariates and the calendar columns) and MSTL without, fitted once on the
     last `weeks` weeks of training and run forward through the test origins."""
@@ -187,6 +201,7 @@ def peers(case: Case, names: tuple[str, ...], weeks: int) -> dict[str, np.ndarra
     for i, c in enumerate(cols):
         if c != "dayofweek_6":  # one day-of-week dummy left out: the intercept is the seventh
             X[c] = cal[:, i]
+    X = _independent(X, case.train_end - first)
     with_x = base.assign(**X)
     out = {}
     freq = {24: "h", 48: "30min"}.get(case.period, "D")
