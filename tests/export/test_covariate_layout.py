@@ -49,6 +49,19 @@ def test_holidays_come_from_the_holidays_package(monkeypatch: pytest.MonkeyPatch
         CovariateLayout(4, 2, calendar=("holiday",))
 
 
+def test_holidays_from_the_installed_package() -> None:
+    """The real `holidays` package (requirements/serve.txt): New Year's Day is a holiday in AU, 2 January
+    is not, and days are read in the model's zone (23:30 UTC on 31 December is New Year's Day in
+    Melbourne)."""
+    flags = calendar_values(
+        stamps("2014-01-01T12:00", "2014-01-02T12:00", "2013-12-31T23:30"),
+        ("holiday",),
+        "Australia/Melbourne",
+        "AU",
+    )
+    assert flags[:, 0].tolist() == [1.0, 0.0, 1.0]
+
+
 def test_statics_are_encoded_or_refused_with_the_reason() -> None:
     size = StaticCovariate("size", ("big", "small"))
     assert size.encode("small").tolist() == [0.0, 1.0]

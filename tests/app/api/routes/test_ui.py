@@ -32,7 +32,13 @@ def test_page_and_assets_are_served_from_the_package(client: TestClient) -> None
             "connect-src 'self'" in CONTENT_SECURITY_POLICY and "script-src 'self'" in CONTENT_SECURITY_POLICY
         )
     sources = re.findall(r"""(?:src|href)=["']([^"']+)""", page.text)
-    static = ["vendor/uplot/uPlot.min.css", "style.css", "vendor/uplot/uPlot.iife.min.js", "app.js", "evaluation.js"]
+    static = [
+        "vendor/uplot/uPlot.min.css",
+        "style.css",
+        "vendor/uplot/uPlot.iife.min.js",
+        "app.js",
+        "evaluation.js",
+    ]
     assert sorted(sources) == sorted(["data:,", *(f"/ui/static/{s}" for s in static)])
     for asset, kind in ASSETS.items():
         r = client.get(f"/ui/static/{asset}")
