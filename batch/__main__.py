@@ -79,18 +79,22 @@ def main(argv: list[str] | None = None) -> int:
             batch_rows=args.batch_rows,
             threads=args.threads,
         )
-        summary = run(
-            job,
-            args.input,
-            args.output,
-            address=args.address,
-            actors=args.actors,
-            cpus_per_actor=args.cpus_per_actor,
-            gpus_per_actor=args.gpus_per_actor,
-            num_cpus=args.num_cpus,
-            object_store_bytes=None if args.object_store_mb is None else args.object_store_mb * 2**20,
-            progress=Progress(),
-        )
+        try:
+            summary = run(
+                job,
+                args.input,
+                args.output,
+                address=args.address,
+                actors=args.actors,
+                cpus_per_actor=args.cpus_per_actor,
+                gpus_per_actor=args.gpus_per_actor,
+                num_cpus=args.num_cpus,
+                object_store_bytes=None if args.object_store_mb is None else args.object_store_mb * 2**20,
+                progress=Progress(),
+            )
+        except (FileNotFoundError, ValueError) as e:  # no such model or version; a model it cannot score
+            sys.stderr.write(f"error: {e}\n")
+            return 2
         rate = summary.series / summary.seconds if summary.seconds else 0.0
         sys.stdout.write(
             f"scored {summary.series:,} series in {summary.parts - summary.skipped} parts "

@@ -320,6 +320,16 @@ def run(
     `worker_niceness`), the cluster at `address` otherwise (its own settings)."""
     import ray
 
+    _, manifest = published(job.repository, job.model, job.version)
+    if manifest.panel is not None and manifest.panel.covariates is not None:
+        # A covariate model's graph also reads each series' covariate row (its future values for the
+        # horizon among them), which a long table of targets does not hold.
+        names = [c["name"] for c in manifest.panel.layout.describe()] if manifest.panel.layout else []
+        raise ValueError(
+            f"model {job.model!r} version {manifest.version} reads covariates {names}: the batch command "
+            "scores models without covariates; forecast this one through the service (/v1 or OIP v2, "
+            "each series with its `future`, `past` and `static` values)"
+        )
     parts = io.list_parts(input_uri)
     out_fs, out_root = io.open_fs(output_uri)
     todo = [r for r in parts.relative if not io.finished(out_fs, f"{out_root}/{io.output_name(parts, r)}")]

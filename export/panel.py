@@ -450,6 +450,7 @@ def train(
     target_column: Annotated[str | None, typer.Option()] = None,
     sort: Annotated[bool, typer.Option(help="sort rows by series and time")] = False,
     fill: Annotated[str, typer.Option(help="none, linear, ffill or zero")] = "none",
+    drop: Annotated[str, typer.Option(help="columns to leave out, comma-separated")] = "",
     timezone: Annotated[
         str | None, typer.Option(help="IANA zone of timestamps without offset (the calendar's zone)")
     ] = None,
@@ -490,6 +491,7 @@ def train(
             sort=sort,
             fill=fill,
             timezone=timezone,
+            drop=tuple(names(drop)),
         )
     except DataError as e:  # a zone name that is none
         raise typer.BadParameter(str(e), param_hint="--timezone") from None

@@ -165,7 +165,8 @@ def load_panel(path: str | Path, options: ReadOptions | None = None, **overrides
     if extra:
         raise DataError(
             f"{fname} line 1: columns {extra} are neither the id ({id_col!r}), the timestamp ({ts_col!r}) "
-            f"nor the target ({y_col!r}); leave them out with --drop {' '.join(extra)}"
+            f"nor the target ({y_col!r}); read them as covariates (--future, --past or --static) or leave "
+            f"them out with --drop {' '.join(extra)}"
         )
     if len(frame) == 0:
         raise DataError(f"{fname}: the file has no data row")

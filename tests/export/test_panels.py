@@ -237,3 +237,33 @@ def test_zoned_parquet_timestamps_are_instants(tmp_path: Path) -> None:
     want = stamps.tz_convert("UTC").tz_localize(None).to_numpy()
     np.testing.assert_array_equal(panel.series[0].timestamps, want)
     assert panel.timezone is None and "converted to UTC" in " ".join(panel.notes)
+
+
+def test_an_extra_column_is_offered_as_a_covariate_or_dropped(tmp_path: Path) -> None:
+    """A long file with a column beside id, timestamp and target: the trainer names the options that
+    read it (a covariate) or leave it out (--drop, which it takes)."""
+    from typer.testing import CliRunner
+
+    from export.panel import cli
+
+    t = np.arange(96)
+    frame = pd.concat(
+        pd.DataFrame(
+            {
+                "unique_id": sid,
+                "ds": pd.date_range("2024-01-01", periods=96, freq="D"),
+                "y": 10 + k + np.sin(2 * np.pi * t / 7),
+                "price": 1.0 + k,
+            }
+        )
+        for k, sid in enumerate(("a", "b", "c"))
+    )
+    path = tmp_path / "daily.csv"
+    frame.to_csv(path, index=False)
+    args = ["train", "--data", str(path), "--horizon", "7", "--input-periods", "2", "--out", str(tmp_path)]
+    refused = CliRunner().invoke(cli, args)
+    assert refused.exit_code != 0
+    said = " ".join(refused.output.replace("│", " ").split())  # the error box wraps its lines
+    assert "read them as covariates (--future, --past or --static)" in said and "--drop price" in said
+    done = CliRunner().invoke(cli, [*args, "--drop", "price"])
+    assert done.exit_code == 0, done.output
