@@ -3,7 +3,7 @@ helps it.
 
 (a) Speed. A global model is trained on M3 monthly (export/panel.py, input length searched) and exported
 into a temporary repository; a 2,000-point monthly series is refitted and forecast with 80% and 95%
-intervals `--calls` times, through the service's own function (`app.protocols.rsa_v1.fitting._run`, in
+intervals `--calls` times, through the service's own function (`app.inference.refit.run_fit`, in
 this process) and through the HTTP route of a real service process on loopback (`python -m app`). The p50
 of each is printed beside the target (50 ms) and beside a plain /v1 forecast of the same series by the
 same service in the same run (the peer: what a forecast costs without a fit). Also the in-process work
@@ -39,7 +39,7 @@ import numpy as np
 
 from app.artifacts.manifest import load_manifest
 from app.artifacts.readout import ReadoutSpec, fit_weights, forecast
-from app.protocols.rsa_v1.fitting import _fit, _run
+from app.inference.refit import fit_readout, run_fit
 from bench.competitions import Competition, load_competition
 from bench.harness.servers import local_server
 from export.global_onnx import calibrate_global, export_global
@@ -78,14 +78,14 @@ def speed(repo: Path, spec: ReadoutSpec, series: np.ndarray, calls: int) -> dict
     in_process = []
     for _ in range(calls + 3):
         start = time.perf_counter()
-        _run(spec, [series], H, LEVELS, budget_s=60.0)
+        run_fit(spec, [series], H, LEVELS, budget_s=60.0)
         in_process.append(time.perf_counter() - start)
     in_process = in_process[3:]  # the first calls warm caches
-    # The same work with OpenBLAS's default threads (what `_run` limits to one): fewer calls, it is slow.
+    # The same work with OpenBLAS's default threads (what `run_fit` limits to one): fewer calls, it is slow.
     default_threads = []
     for _ in range(max(calls // 5, 3)):
         start = time.perf_counter()
-        _fit(spec, [series], H, LEVELS, budget_s=60.0)
+        fit_readout(spec, [series], H, LEVELS, budget_s=60.0)
         default_threads.append(time.perf_counter() - start)
     body = {"series": [{"id": "long", "start": "1850-01-01", "values": series.tolist()}]}
     fit_body = {**body, "level": LEVELS}

@@ -2,7 +2,7 @@
 
 The one home of this code. The exporter (export/panel.py: `fit_global`, `GlobalModel.forecast`;
 export/global_onnx.py: `calibrate_global`) and the service's fit on request (`/v1/.../fit_forecast`,
-app/protocols/rsa_v1/fitting.py) both call it, so a read-out refitted by the service is the one the
+app/inference/refit.py) both call it, so a read-out refitted by the service is the one the
 exporter would have fitted on the same series with the same settings.
 
 Each window of L steps is divided by its own scale (the mean |value| of its last cycle); its features are

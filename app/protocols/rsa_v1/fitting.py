@@ -2,104 +2,30 @@
 interval widths calibrated on their last values, and its forecast of them, publishing nothing unless
 asked (docs/service.md, "Fit on request").
 
-The fit is app/artifacts/readout.py's, the exporter's own code, with the settings the version's manifest
-carries (`readout`, written by export/global_onnx.py): versions exported before that block answer 422
-`not_refittable`. It runs in a worker thread (the event loop keeps serving) under RSA_MAX_FIT_SECONDS,
-checked between batches of windows. A published refit is its source version's graph with the new
-read-out constants (app/artifacts/initializers.py), checked with ONNX Runtime against the numpy forecast
-as the exporter checks its graphs, written through the exporter's publishing path
-(app/artifacts/publish.py).
+This module decodes the request (its limits, each history) and encodes the answer; the work (the fit,
+its worker-thread slots, its time budget, publishing) is app/inference/refit.py's. Versions exported
+before the manifest's `readout` block, and covariate models, answer 422 `not_refittable`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import orjson
-from threadpoolctl import threadpool_limits
 
-from app.artifacts.contract import FORECAST_INPUT, FORECAST_OUTPUT, MANIFEST_FILE, MODEL_FILE
-from app.artifacts.initializers import replace_initializers
 from app.artifacts.manifest import IntervalsSpec, Manifest
-from app.artifacts.publish import publish_version
-from app.artifacts.readout import ReadoutSpec, calibrate, fit_weights, forecast, training_windows
-from app.artifacts.repository import NameRefused, check_model_name, model_folder, sha256_of
+from app.artifacts.repository import NameRefused, check_model_name
 from app.core.config import Settings
-from app.core.errors import InvalidInput, Overloaded, PermissionDenied
+from app.core.errors import InvalidInput, PermissionDenied
 from app.inference.intervals import level_bounds
+from app.inference.refit import PROVIDER, in_slot, publish_refit, refit_spec, run_fit, window_counts
 from app.inference.windows import check_horizon, in_model_zone, require_finite
 from app.protocols.rsa_v1.handlers import V1Handlers, _timestamps
 from app.protocols.rsa_v1.schemas import FitForecastRequest, SeriesInput
 from app.protocols.rsa_v1.wire import ForecastResult, encode_forecast
 
-__all__ = ["CALIBRATION_SHARE", "FitTooLong", "NotRefittable", "fit_forecast"]
-
-T = TypeVar("T")
-# The share of each history held out to calibrate the interval widths (at least the horizon): a
-# 2,000-point monthly series gives 400 - 18 + 1 = 383 windows, an M3 monthly series of 126 values 8.
-CALIBRATION_SHARE = 0.2
-# ONNX Runtime's float32 graph against the numpy refit: export/global_onnx.py's TOLERANCE.
-GRAPH_TOLERANCE = 1e-4
-PROVIDER = "numpy (refit)"
-
-
-class NotRefittable(InvalidInput):
-    """A version whose manifest does not say how to refit it (not a global read-out, or exported before
-    the `readout` block)."""
-
-    code = "not_refittable"
-
-
-class FitTooLong(InvalidInput):
-    """The fit passed RSA_MAX_FIT_SECONDS and was stopped."""
-
-    code = "fit_too_long"
-
-
-@dataclass
-class _Fit:
-    weights: np.ndarray
-    outputs: np.ndarray  # [S, h, 1] float32
-    windows: np.ndarray  # [S, L, 1] float32, NaN before a short series' start (the service's window)
-    intervals: dict[str, Any] | None
-    dropped: dict[float, str]
-    calibration_windows: int
-    seconds: float
-    published: dict[str, Any] | None = field(default=None)
-
-
-def _spec(manifest: Manifest, name: str, version: int) -> ReadoutSpec:
-    what = f"model {name} version {version}"
-    if manifest.panel is None:
-        raise NotRefittable(
-            f"{what} cannot be refit: only a global read-out (`panel` in /v1/models) can", field="version"
-        )
-    if manifest.panel.covariates is not None:
-        # The refit reads histories alone; a covariate model's read-out also reads its covariates'
-        # windows and horizons, which this route does not take (refit it offline with export.panel).
-        raise NotRefittable(
-            f"{what} cannot be refit on request: it reads covariates; refit it with "
-            "`python -m export.panel train` and publish it with `export.panel export`",
-            field="version",
-        )
-    if manifest.readout is None:
-        raise NotRefittable(
-            f"{what} cannot be refit: it was exported before versions carried their refit settings (the "
-            "manifest's `readout` block); export it again with `python -m export.panel export`",
-            field="version",
-        )
-    try:
-        return ReadoutSpec.from_json(manifest.readout)
-    except ValueError as e:
-        raise NotRefittable(f"{what} cannot be refit: {e}", field="version") from None
+__all__ = ["fit_forecast"]
 
 
 def _history(series: SeriesInput, manifest: Manifest, where: str) -> np.ndarray:
@@ -167,114 +93,6 @@ def _check_limits(request: FitForecastRequest, settings: Settings) -> None:
         raise InvalidInput("level repeats a value", field="level")
 
 
-def _run(
-    spec: ReadoutSpec,
-    histories: list[np.ndarray],
-    horizon: int,
-    levels: list[float],
-    budget_s: float,
-) -> _Fit:
-    """The fit, the calibration and the forecast (in a worker thread), BLAS on one thread: its matrices
-    are small (a 2,000-point series: 1,959 windows x 70 features), and OpenBLAS's threads only fought
-    over the cores (`python -m bench.refit` prints both: BENCHMARKS.md section 9)."""
-    with threadpool_limits(1, "blas"):
-        return _fit(spec, histories, horizon, levels, budget_s)
-
-
-def _fit(
-    spec: ReadoutSpec,
-    histories: list[np.ndarray],
-    horizon: int,
-    levels: list[float],
-    budget_s: float,
-) -> _Fit:
-    start = time.perf_counter()
-    deadline = start + budget_s
-
-    def check() -> None:
-        if time.perf_counter() > deadline:
-            raise FitTooLong(
-                f"the fit took more than {budget_s:g} s (RSA_MAX_FIT_SECONDS) and was stopped: send fewer "
-                "or shorter series",
-                field="series",
-                limit=budget_s,
-            )
-
-    kernels = spec.kernels()
-    fit = spec.fit
-    if not _training_windows(histories, spec)[1]:
-        raise InvalidInput(
-            f"no series holds a training window: a fit needs one series of at least train_history + "
-            f"horizon = {fit.train_min} + {fit.horizon} values",
-            field="series",
-            limit=fit.train_min + fit.horizon,
-        )
-    unfit = InvalidInput(
-        "the read-out cannot be fitted on these values (too large for float64 arithmetic, or degenerate): "
-        "send them in smaller units",
-        field="series",
-    )
-    try:
-        with np.errstate(all="ignore"):  # overflow is checked on the answer, not warned about
-            weights = fit_weights(histories, fit, kernels, check)
-    except np.linalg.LinAlgError:
-        raise unfit from None
-    if not np.isfinite(weights).all():
-        raise unfit
-    with np.errstate(all="ignore"):  # what overflows float32 is refused below, not warned about
-        outputs = forecast(weights, histories, fit, kernels)[:, :horizon, None].astype(np.float32)
-        require_finite([outputs], lambda i: f"series[{i}]")
-        intervals, dropped, n_cal = None, {}, 0
-        if levels:
-            H = fit.horizon
-            cal = calibrate(histories, spec, levels, lambda n: max(H, round(CALIBRATION_SHARE * n)), check)
-            intervals, dropped, n_cal = cal.intervals, cal.dropped, cal.windows
-            if intervals is not None and not np.isfinite(np.asarray(intervals["widths"])).all():
-                why = "the calibration errors overflow float32: send the values in smaller units"
-                intervals, dropped = None, {float(lv): why for lv in levels}
-        L = spec.input_length
-        windows = np.full((len(histories), L, 1), np.nan, dtype=np.float32)
-        for i, h in enumerate(histories):
-            tail = h[-L:]
-            windows[i, L - len(tail) :, 0] = tail
-    return _Fit(weights, outputs, windows, intervals, dropped, n_cal, time.perf_counter() - start)
-
-
-# Fits (and publishes) running in worker threads in this process: at most RSA_MAX_FITS_IN_FLIGHT.
-_in_flight = 0
-
-
-async def _in_slot(settings: Settings, func: Callable[..., T], *args: Any) -> T:
-    """`func(*args)` in a worker thread, holding one of RSA_MAX_FITS_IN_FLIGHT slots (Overloaded when
-    none is free). A call whose client went away keeps its slot until its thread really finishes (the
-    thread cannot be stopped; its time budget stops it), so abandoned fits cannot pile up past the bound."""
-    global _in_flight
-    limit = settings.max_fits_in_flight
-    if _in_flight >= limit:
-        raise Overloaded(
-            f"{_in_flight} fits in flight, the limit (RSA_MAX_FITS_IN_FLIGHT); retry later",
-            limit=limit,
-            retry_after_s=settings.retry_after_s,
-        )
-    _in_flight += 1
-    call = asyncio.ensure_future(asyncio.to_thread(func, *args))
-    call.add_done_callback(_release_slot)
-    return await asyncio.shield(call)
-
-
-def _release_slot(call: asyncio.Future[Any]) -> None:
-    global _in_flight
-    _in_flight -= 1
-    if not call.cancelled():
-        call.exception()  # retrieved, so an abandoned call logs no "never retrieved"
-
-
-def _training_windows(histories: list[np.ndarray], spec: ReadoutSpec) -> tuple[int, int]:
-    """(series holding a training window, windows in all)."""
-    per = training_windows(histories, spec.fit)
-    return sum(1 for n in per if n), sum(per)
-
-
 async def fit_forecast(
     v1: V1Handlers,
     name: str,
@@ -287,7 +105,7 @@ async def fit_forecast(
     entry = v1.service.resolve(name, version)
     assert entry.manifest is not None  # the catalog resolves ready versions only
     manifest = entry.manifest
-    spec = _spec(manifest, entry.name, entry.version)
+    spec = refit_spec(manifest, entry.name, entry.version)
     _check_limits(request, settings)
     horizon = check_horizon(request.horizon, manifest)
     target = None
@@ -322,7 +140,7 @@ async def fit_forecast(
         for i, (s, h) in enumerate(zip(request.series, histories, strict=True))
     ]
     levels = list(request.level or [])
-    result = await _in_slot(settings, _run, spec, histories, horizon, levels, settings.max_fit_seconds)
+    result = await in_slot(settings, run_fit, spec, histories, horizon, levels, settings.max_fit_seconds)
     bands: dict[str, np.ndarray] = {}
     answered: list[float] = []
     if result.intervals is not None:
@@ -337,9 +155,9 @@ async def fit_forecast(
     require_finite([result.outputs, *bands.values()], lambda i: f"series[{i}]")
     published = None
     if target is not None:
-        number = await _in_slot(
+        number = await in_slot(
             settings,
-            _publish,
+            publish_refit,
             settings.model_repository,
             entry.name,
             entry.version,
@@ -349,7 +167,7 @@ async def fit_forecast(
             histories,
         )
         published = {"model": target, "version": number}
-    n_series, n_windows = _training_windows(histories, spec)
+    n_series, n_windows = window_counts(histories, spec)
     body = encode_forecast(
         ForecastResult(
             model=entry.name,
@@ -373,72 +191,3 @@ async def fit_forecast(
     }
     # encode_forecast's object, one key more (its bytes end with the object's closing brace).
     return body[:-1] + b',"fit":' + orjson.dumps(info) + b"}"
-
-
-def _publish(
-    repository: Path,
-    source_name: str,
-    source_version: int,
-    target: str,
-    spec: ReadoutSpec,
-    fit: _Fit,
-    histories: list[np.ndarray],
-) -> int:
-    """The refit as the next version of `target`: the source version's graph with the new read-out,
-    checked with ONNX Runtime against the numpy forecast; returns its number."""
-    import onnxruntime as ort
-
-    source = model_folder(repository, source_name) / str(source_version)
-    graph = replace_initializers(
-        (source / MODEL_FILE).read_bytes(),
-        {
-            "readout": fit.weights[:-1].astype(np.float32),
-            "bias": fit.weights[-1].astype(np.float32),
-        },
-    )
-    session = ort.InferenceSession(graph, providers=["CPUExecutionProvider"])
-    (got,) = session.run([FORECAST_OUTPUT], {FORECAST_INPUT: fit.windows})
-    want = forecast(fit.weights, histories, spec.fit, spec.kernels())
-    err = np.abs(np.asarray(got)[:, :, 0] - want) / (1.0 + np.abs(want))
-    if not np.isfinite(got).all() or float(err.max()) > GRAPH_TOLERANCE:
-        raise InvalidInput(
-            f"the refit's graph differs from its numpy forecast by {float(err.max()):.3g} (relative), over "
-            f"{GRAPH_TOLERANCE}: not published",
-            field="publish",
-        )
-    manifest = json.loads((source / MANIFEST_FILE).read_text())
-
-    def write(staging: Path, number: int) -> None:
-        path = staging / MODEL_FILE
-        path.write_bytes(graph)
-        manifest.update(
-            {
-                "name": target,
-                "version": number,
-                "created": datetime.now(UTC).isoformat(timespec="seconds"),
-                "files": {MODEL_FILE: {"sha256": sha256_of(path), "bytes": path.stat().st_size}},
-                "intervals": fit.intervals,
-                "verification": {
-                    "provider": "CPUExecutionProvider",
-                    "series": len(histories),
-                    "max_rel_error": float(err.max()),
-                    "tolerance": GRAPH_TOLERANCE,
-                },
-                "refit": {
-                    "from": {"model": source_name, "version": source_version},
-                    "series": len(histories),
-                    "values": int(sum(len(h) for h in histories)),
-                    "by": "POST /v1/models/{name}/fit_forecast",
-                },
-                "metrics": None,
-            }
-        )
-        (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
-
-    for attempt in range(3):
-        try:
-            return int(publish_version(model_folder(repository, target), write).name)
-        except OSError:  # another publish took the same number first (its folder renamed in before ours)
-            if attempt == 2:
-                raise
-    raise AssertionError("unreachable")

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from app.artifacts.readout import ReadoutSpec
-from app.protocols.rsa_v1.fitting import FitTooLong, _run
+from app.inference.refit import FitTooLong, run_fit
 from export.panel import GlobalModel, fit_global
 from tests.app.live import live_service
 from tests.utils.panel import HORIZON, NAME, PERIOD, publish, store
@@ -170,7 +170,7 @@ def test_the_fit_stops_at_its_time_budget(published: tuple[Path, GlobalModel]) -
     manifest = json.loads((repo / NAME / "1" / "manifest.json").read_text())
     spec = ReadoutSpec.from_json(manifest["readout"])
     with pytest.raises(FitTooLong) as caught:
-        _run(spec, histories(), HORIZON, [], budget_s=0.0)
+        run_fit(spec, histories(), HORIZON, [], budget_s=0.0)
     assert caught.value.field == "series" and caught.value.limit == 0.0
     assert "RSA_MAX_FIT_SECONDS" in caught.value.message
 
@@ -206,7 +206,7 @@ def test_a_published_refit_is_served_with_the_same_forecasts(controlled: Served)
 def test_fits_past_the_in_flight_bound_are_refused_with_retry_after(
     published: tuple[Path, GlobalModel], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from app.protocols.rsa_v1 import fitting
+    from app.inference import refit as fitting
     from tests.app.conftest import make_settings, running_client
 
     repo, _ = published
