@@ -14,7 +14,7 @@ import asyncio
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -70,6 +70,9 @@ class FitTooLong(InvalidInput):
 
 @dataclass
 class Refit:
+    """One fit's results: the read-out, its forecast, the windows it forecast from, the calibrated widths
+    (None without levels or windows enough) and why each dropped level was, and its time."""
+
     weights: np.ndarray
     outputs: np.ndarray  # [S, h, 1] float32
     windows: np.ndarray  # [S, L, 1] float32, NaN before a short series' start (the service's window)
@@ -77,7 +80,6 @@ class Refit:
     dropped: dict[float, str]
     calibration_windows: int
     seconds: float
-    published: dict[str, Any] | None = field(default=None)
 
 
 def refit_spec(manifest: Manifest, name: str, version: int) -> ReadoutSpec:
