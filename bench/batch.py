@@ -1,7 +1,8 @@
 """Forecasting a whole table (issue 37): the batch command and the Python client against the raw session.
 
     .venv/bin/python -m bench.batch [--series 100000] [--client-series 100000] [--parts 20] [--threads 2]
-                                    [--contenders raw,batch,scorer,client] [--input DIR] [--float32]
+                                    [--contenders raw,batch,scorer,client] [--input DIR] [--output DIR]
+                                    [--float32]
                                     [--smoke] [--json results/batch/run.json]
 
 Synthetic series built from ETTh1 (random stretches of L + 8..L + 64 rows, each scaled and shifted, so no
@@ -261,6 +262,7 @@ def _stop_on_sigterm() -> None:
 class BatchResult:
     series: int = 0
     parts: int = 0
+    skipped_parts: int = 0  # already in the output (`--output` from an earlier sitting): not scored here
     scoring_seconds: float = 0.0
     seconds_with_startup: float = 0.0
     peak_pss_mib: float = 0.0
@@ -320,9 +322,10 @@ def batch_rate(
             )
             result.series, result.parts, result.scoring_seconds = (
                 summary.series,
-                summary.parts,
+                summary.parts - summary.skipped,
                 summary.seconds,
             )
+            result.skipped_parts = summary.skipped
             result.finished = True
         except (StoppedError, SystemExit) as stop:
             # `ray.init` swaps the SIGTERM handler for one that exits with the signal's number
@@ -508,6 +511,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--input", type=Path, default=None, help="keep the synthetic parts here (reused if there)"
     )
+    ap.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help="keep the batch command's output parts here (OUTPUT/out-NICENESS); a rerun skips the parts "
+        "already there and scores the rest (a long run in several sittings: each prints its own rate)",
+    )
     ap.add_argument("--float32", action="store_true", help="store the synthetic channels as float32")
     ap.add_argument("--every-s", type=float, default=60.0, help="progress and peak memory printed this often")
     ap.add_argument("--rss-bound-mib", type=float, default=4096.0)
@@ -564,11 +574,20 @@ def main(argv: list[str] | None = None) -> int:
             saved["batch_by_niceness"] = {}
             for niceness in args.ray_niceness:
                 result = batch_rate(
-                    inputs, work / f"out-{niceness}", args.threads, args.every_s, niceness, checkpoint
+                    inputs,
+                    (args.output or work) / f"out-{niceness}",
+                    args.threads,
+                    args.every_s,
+                    niceness,
+                    checkpoint,
                 )
                 saved["batch"] = asdict(result) | {"series_per_s": result.rate, "worker_niceness": niceness}
                 saved["batch_by_niceness"][str(niceness)] = saved["batch"]
                 state = "" if result.finished else " (STOPPED before the end: the parts done so far)"
+                if result.skipped_parts:
+                    state += (
+                        f" ({result.skipped_parts} parts already in --output, not scored in this sitting)"
+                    )
                 print(
                     f"batch (Ray's workers at niceness {niceness}): {result.series:,} series in "
                     f"{result.parts} parts, {result.rate:,.0f} series/s scoring, "
