@@ -19,7 +19,13 @@ from app.artifacts.covariates import CovariateLayout
 from app.artifacts.manifest import Manifest
 from app.core.errors import InvalidInput
 
-__all__ = ["SeriesCovariates", "covariate_rows", "refuse_covariates"]
+__all__ = [
+    "HistoryCovariates",
+    "SeriesCovariates",
+    "covariate_rows",
+    "history_covariate_rows",
+    "refuse_covariates",
+]
 
 
 @dataclass(frozen=True)
@@ -29,13 +35,27 @@ class SeriesCovariates:
 
     field: str
     n_values: int
-    future: Mapping[str, Sequence[float]] | None = None
-    past: Mapping[str, Sequence[float | None]] | None = None
+    future: Mapping[str, Sequence[float] | np.ndarray] | None = None
+    past: Mapping[str, Sequence[float | None] | np.ndarray] | None = None
     static: Mapping[str, Any] | None = None
     horizon_stamps: Sequence[datetime] | None = None  # the model's H horizon steps (for its calendar)
 
 
-def refuse_covariates(manifest: Manifest, item: SeriesCovariates) -> None:
+@dataclass(frozen=True)
+class HistoryCovariates:
+    """One series' covariates over its whole history, for a backtest or an anomaly check (statsforecast's
+    `cross_validation(df)` with exogenous columns): `past` and `future` {name: one value per value of the
+    history}, `future` also the values after it that the last window's forecast reads (`reach` in
+    `history_covariate_rows`), `static` {name: value}."""
+
+    field: str
+    n_values: int
+    future: Mapping[str, Sequence[float]] | None = None
+    past: Mapping[str, Sequence[float | None]] | None = None
+    static: Mapping[str, Any] | None = None
+
+
+def refuse_covariates(manifest: Manifest, item: SeriesCovariates | HistoryCovariates) -> None:
     """A model without covariates refuses a series that sends some (silently ignoring them would forecast
     without what the client believes it used)."""
     for kind in ("future", "past", "static"):
@@ -68,7 +88,9 @@ def _names(
     return given
 
 
-def _column(values: Sequence[Any], n: int, field: str, what: str, allow_null: bool) -> np.ndarray:
+def _column(
+    values: Sequence[Any] | np.ndarray, n: int, field: str, what: str, allow_null: bool
+) -> np.ndarray:
     if len(values) != n:
         raise InvalidInput(f"{field} has {len(values)} values; it needs {n} ({what})", field=field, limit=n)
     if isinstance(values, np.ndarray):  # the /v1 fast lane's arrays: no null in them
@@ -123,6 +145,50 @@ def covariate_rows(
                 )
             stamps[i] = [_utc(t) for t in item.horizon_stamps]
     return layout.assemble(past, future, stamps if layout.calendar else None, static)
+
+
+def history_covariate_rows(
+    manifest: Manifest,
+    layout: CovariateLayout,
+    item: HistoryCovariates,
+    cutoffs: Sequence[int],
+    reach: int,
+    horizon_stamps: Sequence[Sequence[datetime] | None],
+) -> np.ndarray:
+    """The raw `covariates` rows [len(cutoffs), D] of the windows before each cutoff: the past values
+    before it and the future values of the model's H steps from it, cut from the whole-history columns
+    and laid out by `covariate_rows`, as a forecast of that window alone lays them out. The future
+    columns hold n + `reach` values: the last cutoff's H steps run `reach` (H − the horizon asked) past
+    the history's end. `horizon_stamps`: each cutoff's H horizon steps (for the calendar; None without
+    a `start`)."""
+    where, n, H = item.field, item.n_values, layout.horizon
+    want = "one per value of the series"
+    future = {
+        name: _column(
+            values,
+            n + reach,
+            f"{where}.future.{name}",
+            want if not reach else f"{want}, then the {reach} after it that the last window's {H} steps read",
+            False,
+        )
+        for name, values in _names(item.future, layout.future, where, "future", manifest.name).items()
+    }
+    past = {
+        name: _column(values, n, f"{where}.past.{name}", want, True)
+        for name, values in _names(item.past, layout.past, where, "past", manifest.name).items()
+    }
+    windows = [
+        SeriesCovariates(
+            field=where,
+            n_values=t,
+            future={name: column[t : t + H] for name, column in future.items()},
+            past={name: column[:t] for name, column in past.items()},
+            static=item.static,
+            horizon_stamps=stamps,
+        )
+        for t, stamps in zip(cutoffs, horizon_stamps, strict=True)
+    ]
+    return covariate_rows(manifest, layout, windows)
 
 
 def _offset(layout: CovariateLayout, name: str) -> int:

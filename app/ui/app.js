@@ -475,8 +475,11 @@
     $("covariate-table").tBodies[0].replaceChildren(...rows);
   }
 
-  // {values, future, past, static} of the series for a covariate model; nothing for another.
-  function withCovariates(input, version) {
+  // {values, future, past, static} of the series for a covariate model; nothing for another. A backtest
+  // or anomaly check (evaluation.js) passes `over`: it sends each future covariate over the whole
+  // history, its column's values beside the target's and `over` rows after them (the model's H − the
+  // steps asked: how far the last window's forecast reads past the history).
+  function withCovariates(input, version, over = null) {
     const covs = sentCovariates(version);
     if (!covs.length) return {};
     const H = version.horizon;
@@ -503,6 +506,15 @@
         const value = column ? column.slice(0, n).filter((x) => x != null).pop() : undefined;
         if (value === undefined) missing.push(`static covariate ${c.name}: the data has no column ${c.name} with a value${c.categories ? ` (one of ${c.categories.join(", ")})` : ""}`);
         else (out.static ||= {})[c.name] = value;
+      } else if (c.kind === "future" && over != null) {
+        const want = n + over;
+        const values = column ? column.slice(0, want) : [];
+        const bad = values.find((x) => typeof x !== "number");
+        const rows = `one per ${target} value${over ? `, then ${over} CSV rows after the last (what the last window's ${H} steps read)` : ""}`;
+        if (!column) missing.push(`future covariate ${c.name}: the data has no column ${c.name} (${rows})`);
+        else if (values.length !== want) missing.push(`future covariate ${c.name}: needs ${want} values, ${rows}; the data has ${values.length}`);
+        else if (bad !== undefined) missing.push(`future covariate ${c.name}: ${JSON.stringify(bad)} at row ${values.indexOf(bad) + 1} is not a number`);
+        else (out.future ||= {})[c.name] = values;
       } else if (c.kind === "future") {
         const typed = ($(`future-${c.name}`) || { value: "" }).value.trim();
         let values;
@@ -1073,7 +1085,7 @@
 
   // What evaluation.js (the backtest and anomalies views) reuses of this page.
   window.__rsaUi = {
-    api, readInput, useText, stepper, parseTime, showApiError, showError, clearErrors, versionPath,
+    api, readInput, useText, withCovariates, stepper, parseTime, showApiError, showError, clearErrors, versionPath,
     chartWidth, formatValue, formatTick, timeTicks, formatTime, panOnShift, wheelZoom,
     zone: () => modelZone(state.version),
   };

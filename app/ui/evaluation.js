@@ -29,13 +29,22 @@
     );
   }
 
-  function historyBody() {
+  // The history in "Data in" as the request's one series; a covariate model's covariates gathered from
+  // it by the forecast's own code (app.js's withCovariates), `over` the future values it needs past the
+  // history. What is missing throws, said in the panel before any request.
+  function historyBody(over) {
     const input = ui.readInput();
     const series = { values: input.values };
     if (input.id != null) series.id = input.id;
     const start = $("start").value.trim() || input.start;
     if (start) series.start = start;
+    Object.assign(series, ui.withCovariates(input, state.version, over));
     return { series: [series] };
+  }
+
+  // The model's H − the steps each forecast is read for (the horizon asked, or a lead of 1).
+  function overHistory(steps) {
+    return Math.max(0, state.version.horizon - (Number.isInteger(steps) && steps > 0 ? steps : state.version.horizon));
   }
 
   function columns(values, version) {
@@ -97,13 +106,13 @@
   async function runBacktest() {
     ui.clearErrors(["evaluation"]);
     if (!state.version) return ui.showError("evaluation", "choose a model first");
+    const horizon = $("horizon").value.trim();
     let body;
     try {
-      body = historyBody();
+      body = historyBody(overHistory(horizon === "" ? null : Number(horizon)));
     } catch (error) {
       return ui.showError("evaluation", error.message);
     }
-    const horizon = $("horizon").value.trim();
     if (horizon !== "") body.horizon = Number(horizon);
     body.n_windows = Number($("n-windows").value || 1);
     const step = $("step-size").value.trim();
@@ -194,7 +203,7 @@
     syncLevels();
     let body;
     try {
-      body = historyBody();
+      body = historyBody(overHistory(1)); // one-step forecasts: lead 1
     } catch (error) {
       return ui.showError("evaluation", error.message);
     }

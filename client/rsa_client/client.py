@@ -16,7 +16,7 @@ import re
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -70,6 +70,9 @@ class ModelSpec:
     has_cycle: bool
     levels: list[float]
     limits: ModelLimits
+    # A global model's covariates the request sends (`panel.covariates` less the derived calendar):
+    # (name, kind) with kind "past", "future" or "static".
+    covariates: tuple[tuple[str, str], ...] = ()
 
 
 class Client:
@@ -156,6 +159,11 @@ class Client:
             has_cycle=any(i["name"] == "start" or i["name"] == "phase" for i in meta["inputs"]),
             levels=[float(v) for v in intervals.get("levels", [])],
             limits=limits,
+            covariates=tuple(
+                (c["name"], c["kind"])
+                for c in (entry.get("panel") or {}).get("covariates") or []
+                if c["kind"] != "calendar"
+            ),
         )
 
     # -- forecast ---------------------------------------------------------------------------------
@@ -351,12 +359,19 @@ class Client:
         model: str = "etth1-rsa",
         version: int | None = None,
         *,
+        X_df: pd.DataFrame | None = None,  # noqa: N803 (NeuralForecast's and statsforecast's name)
         id_col: str = "unique_id",
         time_col: str = "ds",
     ) -> pd.DataFrame:
         """Backtest the model on each series of `df` (long format, as `forecast` takes it): `n_windows`
         forecasts of `h` steps from cutoffs `step_size` apart (default `h`), the last ending at the
         series' last row, each forecast from the rows before its cutoff only.
+
+        A covariate model's covariates are `df`'s other columns (statsforecast's convention): past and
+        future ones a value per row, a static one constant per series; the service cuts each window's
+        from them. With `h` below the model's horizon H, the last window reads H − h future values past
+        the history: `X_df` (`id_col`, `time_col`, the future covariates) holds them, per series after
+        its last row.
 
         Returns one row per series, cutoff and forecast step: `id_col`, `time_col`, `cutoff` (the time of
         the last row before the forecast), the actual values in the channel columns (as in `df`), the
@@ -365,7 +380,8 @@ class Client:
         MASE, sMAPE, coverage per level); `frame.attrs["series_metrics"]`: per series id."""
         spec = self.model(model, version)
         columns = _channel_columns(df, spec)
-        series = _histories(df, columns, id_col, time_col)
+        series = _histories(df, columns, id_col, time_col, spec, X_df)
+        reach = spec.horizon - (spec.horizon if h is None else h)
         per_request = max(1, spec.limits.max_series_per_request // max(1, n_windows))
         options: dict[str, Any] = {"n_windows": n_windows}
         if h is not None:
@@ -377,7 +393,7 @@ class Client:
         path = f"/v1/models/{model}/versions/{spec.version}/cross_validation"
 
         def run(chunk: list[_History]) -> dict[str, Any]:
-            body = {"series": [s.body() for s in chunk], **options}
+            body = {"series": [s.body(reach=reach) for s in chunk], **options}
             answer: dict[str, Any] = self._send("POST", path, [s.id for s in chunk], json=body).json()
             return answer
 
@@ -420,6 +436,7 @@ class Client:
         lead: int = 1,
         last: int | None = None,
         repair: bool = True,
+        X_df: pd.DataFrame | None = None,  # noqa: N803 (NeuralForecast's and statsforecast's name)
         id_col: str = "unique_id",
         time_col: str = "ds",
     ) -> pd.DataFrame:
@@ -434,10 +451,14 @@ class Client:
         Returns one row per series and checked row: `id_col`, `time_col`, the values in the channel
         columns, the forecast in `forecast` (a one-channel model) or `{column}-forecast`, its bounds
         `...-lo-{level}` / `...-hi-{level}`, `anomaly` (`{column}-anomaly`) and `score`
-        (`{column}-score`: |value − forecast| in interval half-widths)."""
+        (`{column}-score`: |value − forecast| in interval half-widths).
+
+        A covariate model's covariates are `df`'s other columns, as in `cross_validation`; the last
+        point's forecast reads the model's horizon H − `lead` future values past the history, from
+        `X_df`."""
         spec = self.model(model, version)
         columns = _channel_columns(df, spec)
-        series = _histories(df, columns, id_col, time_col)
+        series = _histories(df, columns, id_col, time_col, spec, X_df)
         info = self._send("GET", f"/v1/models/{model}").json()
         entry = next(v for v in info["versions"] if v["version"] == spec.version)
         need = (entry.get("panel") or {}).get("min_history") or spec.input_length
@@ -463,7 +484,8 @@ class Client:
         def run(group: list[tuple[_History, int, int]]) -> dict[str, Any]:
             # Each piece sends its checked rows and the L (+ lead − 1) rows before them that its
             # windows read: a window reads nothing older, so the answers are those of the whole series.
-            bodies = [h.body(max(0, a - lead + 1 - spec.input_length), b) for h, a, b in group]
+            reach = spec.horizon - lead
+            bodies = [h.body(max(0, a - lead + 1 - spec.input_length), b, reach) for h, a, b in group]
             body = {
                 "series": bodies,
                 "level": level,
@@ -518,22 +540,74 @@ class Client:
 
 @dataclass(frozen=True)
 class _History:
-    """One series of a long frame: its id, values [n, C] (NaN: missing) and timestamps [n]."""
+    """One series of a long frame: its id, values [n, C] (NaN: missing) and timestamps [n]; a covariate
+    model's past covariates [n] (NaN: not observed), future ones [n + its rows of X_df], statics."""
 
     id: Any
     values: np.ndarray
     stamps: np.ndarray  # datetime64[ns] (UTC)
+    past: dict[str, np.ndarray] = field(default_factory=dict)
+    future: dict[str, np.ndarray] = field(default_factory=dict)
+    static: dict[str, Any] = field(default_factory=dict)
 
-    def body(self, begin: int = 0, end: int | None = None) -> dict[str, Any]:
-        """/v1's `series` item for rows begin .. end − 1: values (null: missing) and their start."""
-        rows = self.values[begin:end]
+    def body(self, begin: int = 0, end: int | None = None, reach: int = 0) -> dict[str, Any]:
+        """/v1's `series` item for rows begin .. end − 1: values (null: missing) and their start, and
+        the covariates over those rows (the future ones `reach` rows further: what the last window's
+        forecast reads past them)."""
+        stop = len(self.values) if end is None else end
+        rows = self.values[begin:stop]
         values = [[None if v != v else v for v in row] for row in rows.tolist()]
         start = pd.Timestamp(self.stamps[begin]).tz_localize("UTC").isoformat()
         item_id = None if self.id is None else str(self.id)
-        return {"id": item_id, "values": values, "start": start}
+        item: dict[str, Any] = {"id": item_id, "values": values, "start": start}
+        if self.past:
+            item["past"] = {
+                k: [None if v != v else v for v in col[begin:stop].tolist()] for k, col in self.past.items()
+            }
+        if self.future:
+            item["future"] = {}
+            for k, col in self.future.items():
+                if len(col) < stop + reach:
+                    raise ValueError(
+                        f"series {self.id!r}: future covariate {k!r} needs {reach} value(s) after the "
+                        f"history's last row (the model's horizon less the steps asked), in X_df; it has "
+                        f"{len(col) - len(self.values)}"
+                    )
+                item["future"][k] = col[begin : stop + reach].tolist()
+        if self.static:
+            item["static"] = dict(self.static)
+        return item
 
 
-def _histories(df: pd.DataFrame, columns: list[str], id_col: str, time_col: str) -> list[_History]:
+def _histories(
+    df: pd.DataFrame,
+    columns: list[str],
+    id_col: str,
+    time_col: str,
+    spec: ModelSpec | None = None,
+    x_df: pd.DataFrame | None = None,
+) -> list[_History]:
+    kinds = dict(spec.covariates) if spec is not None else {}
+    extra = [c for c in df.columns if c not in (id_col, time_col, *columns)]
+    if spec is not None:
+        unknown = [c for c in extra if c not in kinds]
+        if unknown:
+            has = f"its covariates are {list(kinds)}" if kinds else "it takes no covariates"
+            raise ValueError(
+                f"columns {unknown} are neither the model's channels {columns} nor its covariates: {has} "
+                "(every other column of the frame is read as a covariate)"
+            )
+        absent = [c for c in kinds if c not in df.columns]
+        if absent:
+            raise ValueError(f"model {spec.name} reads covariates {list(kinds)}; the frame lacks {absent}")
+    futures = [c for c, kind in kinds.items() if kind == "future"]
+    after: dict[Any, pd.DataFrame] = {}
+    if x_df is not None:
+        lacking = [c for c in futures if c not in x_df.columns]
+        if lacking:
+            raise ValueError(f"X_df lacks the future covariates {lacking}")
+        ordered = x_df.sort_values([id_col, time_col], kind="stable")
+        after = {key: part for key, part in ordered.groupby(id_col, sort=False)}
     frame = df.sort_values([id_col, time_col], kind="stable")
     stamps = pd.to_datetime(frame[time_col])
     if stamps.dt.tz is not None:
@@ -544,7 +618,24 @@ def _histories(df: pd.DataFrame, columns: list[str], id_col: str, time_col: str)
     ids = frame[id_col].to_numpy()
     cuts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
     for a, b in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [len(ids)]]), strict=True):
-        out.append(_History(ids[a], values[a:b], times[a:b]))
+        rows = frame.iloc[a:b]
+        past, future, static = {}, {}, {}
+        for name, kind in kinds.items():
+            if kind == "past":
+                past[name] = rows[name].to_numpy(np.float64)
+            elif kind == "future":
+                later = after[ids[a]][name].to_numpy(np.float64) if ids[a] in after else np.zeros(0)
+                future[name] = np.concatenate([rows[name].to_numpy(np.float64), later])
+            else:
+                seen = rows[name].dropna().unique()
+                if len(seen) != 1:
+                    raise ValueError(
+                        f"series {ids[a]!r}: static covariate {name!r} must have one value per series; "
+                        f"it has {len(seen)}"
+                    )
+                value = seen[0]
+                static[name] = value.item() if isinstance(value, np.generic) else value
+        out.append(_History(ids[a], values[a:b], times[a:b], past, future, static))
     return out
 
 

@@ -23,6 +23,7 @@ from app.inference.backtest import (
     season_of,
     window_batch,
 )
+from app.inference.covariates import HistoryCovariates, history_covariate_rows, refuse_covariates
 from app.inference.intervals import check_levels, level_bounds, level_widths, require_intervals
 from app.inference.metrics import Accuracy, accuracy
 from app.inference.windows import check_horizon, check_series_count, require_finite
@@ -45,6 +46,38 @@ def _histories(v1: V1Handlers, manifest: Manifest, series: Sequence[Any]) -> lis
 def _stamps(history: History, first: int, count: int, manifest: Manifest) -> list[datetime] | None:
     """The times of values first .. first + count − 1 of a history with a `start`, else None."""
     return _timestamps(history.start, first, count, manifest, f"{history.field}.start")
+
+
+def _covariates(
+    manifest: Manifest,
+    series: Sequence[Any],
+    histories: Sequence[History],
+    cutoffs: Sequence[Sequence[int]],
+    reach: int,
+) -> list[np.ndarray] | None:
+    """Per series, the raw `covariates` rows [cutoffs, D] of a covariate model's windows before each of
+    its cutoffs (app/inference/covariates.py cuts them from the whole-history columns sent), or None; a
+    model without covariates refuses a series sending some, as `/forecast` does. `reach`: the model's
+    H − the steps asked, how far the last window's forecast reads future covariates past the history."""
+    layout = manifest.panel.layout if manifest.panel is not None else None
+    items = [
+        HistoryCovariates(h.field, len(h.values), s.future, s.past, s.static)
+        for s, h in zip(series, histories, strict=True)
+    ]
+    if layout is None:
+        for item in items:
+            refuse_covariates(manifest, item)
+        return None
+    out = []
+    for item, h, points in zip(items, histories, cutoffs, strict=True):
+        # The calendar at each window's H horizon steps, read as `/forecast` reads it after t values.
+        timed = bool(layout.calendar) and h.start is not None
+        stamps = [
+            _timestamps(h.start, t, manifest.horizon, manifest, f"{h.field}.start") if timed else None
+            for t in points
+        ]
+        out.append(history_covariate_rows(manifest, layout, item, points, reach, stamps))
+    return out
 
 
 def _metrics(result: Accuracy) -> dict[str, Any]:
@@ -81,9 +114,15 @@ async def cross_validation(
     batch = window_batch(
         histories, cutoffs, manifest, v1.settings.max_history_length, v1.settings.max_missing_share
     )
+    per_series = _covariates(manifest, request.series, histories, cutoffs, manifest.horizon - horizon)
+    covariates = None if per_series is None else np.concatenate(per_series)
     # C-ordered: orjson writes only contiguous arrays.
     outputs = np.ascontiguousarray(
-        (await v1.service.forecast(entry, batch.windows, batch.phases, latest=version is None))[:, :horizon]
+        (
+            await v1.service.forecast(
+                entry, batch.windows, batch.phases, latest=version is None, covariates=covariates
+            )
+        )[:, :horizon]
     )
     bounds = level_bounds(manifest.intervals, outputs, levels, window=batch.windows) if levels else {}
     require_finite(
@@ -181,11 +220,18 @@ async def detect_anomalies(v1: V1Handlers, name: str, version: int | None, reque
     )
     stamps = [_stamps(h, p[0], len(p), manifest) for h, p in zip(histories, points, strict=True)]
     settings = v1.settings
+    # Each checked point's window covariates, built (and checked) before any model run.
+    all_cuts = [[t - lead + 1 for t in p] for p in points]
+    covariate_rows = _covariates(manifest, request.series, histories, all_cuts, manifest.horizon - lead)
 
-    async def check(hs: list[History], cuts: list[list[int]]) -> tuple[np.ndarray, ...]:
+    async def check(
+        hs: list[History], cuts: list[list[int]], covariates: np.ndarray | None
+    ) -> tuple[np.ndarray, ...]:
         """Forecast, bounds and half-width [n, C] of the point `lead` steps after each cutoff."""
         batch = window_batch(hs, cuts, manifest, settings.max_history_length, settings.max_missing_share)
-        outputs = await v1.service.forecast(entry, batch.windows, batch.phases, latest=version is None)
+        outputs = await v1.service.forecast(
+            entry, batch.windows, batch.phases, latest=version is None, covariates=covariates
+        )
         outputs = outputs[:, :lead]
         lo, hi = level_bounds(manifest.intervals, outputs, [level], window=batch.windows)[level]
         width = level_widths(manifest.intervals, outputs, [level], window=batch.windows)[level]
@@ -203,7 +249,9 @@ async def detect_anomalies(v1: V1Handlers, name: str, version: int | None, reque
 
     actual = np.concatenate([h.values[p[0] : p[-1] + 1] for h, p in zip(histories, points, strict=True)])
     offsets = np.cumsum([0, *(len(p) for p in points)])
-    forecast, lo, hi, width = await check(histories, [[t - lead + 1 for t in p] for p in points])
+    forecast, lo, hi, width = await check(
+        histories, all_cuts, None if covariate_rows is None else np.concatenate(covariate_rows)
+    )
     owner = np.repeat(np.arange(len(histories)), [len(p) for p in points])
     require_finite([forecast, lo, hi], lambda i: histories[int(owner[i])].field)
     flag, score = judge(forecast, lo, hi, width)
@@ -236,7 +284,14 @@ async def detect_anomalies(v1: V1Handlers, name: str, version: int | None, reque
         cuts = [[points[s][j] - lead + 1 for j in again[s]] for s in range(len(histories))]
         if any(cuts):
             keep = [s for s in range(len(histories)) if cuts[s]]
-            redone = await check([repaired[s] for s in keep], [cuts[s] for s in keep])
+            # The covariates stay as sent: only the target's flagged values are replaced.
+            redone = await check(
+                [repaired[s] for s in keep],
+                [cuts[s] for s in keep],
+                None
+                if covariate_rows is None
+                else np.concatenate([covariate_rows[s][again[s]] for s in keep]),
+            )
             where = np.concatenate([offsets[s] + again[s] for s in keep])
             require_finite(list(redone), lambda i: histories[int(owner[where[i]])].field)
             for array, new in zip((forecast, lo, hi, width), redone, strict=True):

@@ -504,7 +504,9 @@ def _series_within_limit(value: Any, handler: ValidatorFunctionWrapHandler, info
 _HISTORY_SERIES = Field(
     min_length=1,
     description="At most `RSA_MAX_SERIES_PER_REQUEST` series, each its whole history (as `/forecast`'s "
-    "`series`, of which a forecast reads only the last `input_length`): every window is cut from it.",
+    "`series`, of which a forecast reads only the last `input_length`): every window is cut from it. A "
+    "covariate model's covariates span the history too: `past` and `future` one value per value (`future` "
+    "also the model's horizon H − `horizon` (− `lead`) values after them), `static` (docs/backtest.md).",
 )
 
 

@@ -206,3 +206,95 @@ def test_the_services_covariate_error_lands_at_the_block(
     assert page.inner_text('[data-error-for="data"]') == ""
     failed = "Failed to load resource: the server responded with a status of 422"
     assert session.outside == [] and [e for e in session.console_errors if not e.startswith(failed)] == []
+
+
+# -- the backtest and anomaly views (app/ui/evaluation.js) ------------------------------------------------
+
+
+def test_a_backtest_from_a_dropped_csv_sends_its_covariate_columns(
+    page_for: Session, service: LiveService, shops: dict[str, dict[str, Any]], tmp_path: Path
+) -> None:
+    """The backtest view sends the columns over the whole history (future ones included, cut per window
+    by the service) and draws the service's answer; a shorter horizon also sends the H − h rows after
+    the target that the last window reads."""
+    page, s = page_for.page, shops["shop_4"]
+    drop(page_for, tmp_path, shop_csv(s, future_rows=H))
+    page.fill("#n-windows", "3")
+    page.click("#run-backtest")
+    page_for.wait("window.__rsaState.backtest && window.__rsaState.evaluationPlots.length")
+    request = page.evaluate("() => window.__rsaState.backtest.request")
+    history = {**expected_series(s), "future": {"promo": s["promo"][:N].tolist()}}
+    assert request["series"] == [history] and request["n_windows"] == 3
+    answer = httpx.post(f"{service.url}/v1/models/{NAME}/cross_validation", json=request, timeout=30)
+    assert answer.status_code == 200, answer.text
+    shown = page.evaluate("() => window.__rsaState.backtest.response")
+    assert shown == answer.json() and [w["cutoff"] for w in shown["series"][0]["windows"]] == [39, 46, 53]
+    ((x, actual, *lines),) = page.evaluate(
+        """() => window.__rsaState.evaluationPlots
+             .filter(u => u.root.closest('#backtest-charts')).map(u => u.data)"""
+    )
+    first = 39 - H
+    assert actual == s["y"][first:N].tolist() and len(x) == N - first
+    per_window = 3 if request.get("level") else 1  # with a level: its lo and hi beside each forecast
+    for j, w in enumerate(shown["series"][0]["windows"]):
+        at = w["cutoff"] - first
+        assert lines[per_window * j][at : at + H] == [row[0] for row in w["forecast"]]
+    # Each window's forecast is /v1 forecast's of its values alone, with that window's covariates.
+    w = shown["series"][0]["windows"][1]
+    alone = {
+        "values": s["y"][: w["cutoff"]].tolist(),
+        "start": history["start"],
+        "past": {"footfall": s["footfall"][: w["cutoff"]].tolist()},
+        "static": {"size": s["size"]},
+        "future": {"promo": s["promo"][w["cutoff"] : w["cutoff"] + H].tolist()},
+    }
+    forecast = httpx.post(f"{service.url}/v1/models/{NAME}/forecast", json={"series": [alone]}, timeout=30)
+    assert forecast.json()["forecasts"][0]["forecast"] == w["forecast"]
+    page.fill("#horizon", "3")
+    page.click("#run-backtest")
+    page_for.wait("window.__rsaState.backtest.response.horizon === 3")
+    sent = page.evaluate("() => window.__rsaState.backtest.request")["series"][0]
+    assert sent["future"] == {"promo": s["promo"][: N + H - 3].tolist()}
+    page.fill("#horizon", "")
+    screenshot(page.locator("#backtest-view"), tmp_path, "backtest-covariates")
+
+
+def test_an_anomaly_check_sends_the_covariates_its_one_step_forecasts_read(
+    page_for: Session, service: LiveService, shops: dict[str, dict[str, Any]], tmp_path: Path
+) -> None:
+    page, s = page_for.page, shops["shop_6"]
+    drop(page_for, tmp_path, shop_csv(s, future_rows=H))
+    page.fill("#anomaly-last", "10")
+    page.click("#run-anomalies")
+    page_for.wait(
+        "window.__rsaState.anomalies && document.getElementById('anomalies-charts').children.length"
+    )
+    request = page.evaluate("() => window.__rsaState.anomalies.request")
+    assert request["series"][0]["future"] == {"promo": s["promo"][: N + H - 1].tolist()}
+    answer = httpx.post(f"{service.url}/v1/models/{NAME}/detect_anomalies", json=request, timeout=30)
+    assert answer.status_code == 200, answer.text
+    assert page.evaluate("() => window.__rsaState.anomalies.response") == answer.json()
+    assert answer.json()["series"][0]["index"] == list(range(N - 10, N))
+
+
+def test_covariates_missing_for_a_backtest_are_said_before_any_request(
+    page_for: Session, shops: dict[str, dict[str, Any]], tmp_path: Path
+) -> None:
+    page, s = page_for.page, shops["shop_1"]
+    drop(page_for, tmp_path, shop_csv(s, future_rows=0, columns=("promo", "size")))
+    page.fill("#horizon", "5")
+    page.click("#run-backtest")
+    box = '[data-error-for="evaluation"]'
+    page_for.wait(f"document.querySelector('{box}').textContent !== ''")
+    assert page.inner_text(box) == (
+        "past covariate footfall: the data has no column footfall (one value per target value); "
+        f"future covariate promo: needs {N + H - 5} values, one per y value, then {H - 5} CSV rows after the "
+        f"last (what the last window's {H} steps read); the data has {N}"
+    )
+    page.fill("#horizon", "")
+    (tmp_path / "without_promo").mkdir()
+    drop(page_for, tmp_path / "without_promo", shop_csv(s, future_rows=0, columns=("footfall", "size")))
+    page_for.wait("!document.getElementById('data').value.includes('promo')")
+    page.click("#run-anomalies")
+    page_for.wait(f"document.querySelector('{box}').textContent.includes('no column promo')")
+    assert [r.url for r in page_for.requests if r.method == "POST"] == []

@@ -234,6 +234,23 @@ def test_a_backtest_of_too_many_series_or_unknown_fields_is_refused(client: Test
     assert r.status_code == 422 and r.json()["error"]["details"][0]["field"] == "h"
 
 
+@pytest.mark.parametrize("route", ["cross_validation", "detect_anomalies"])
+@pytest.mark.parametrize(
+    ("kind", "value"),
+    [("future", {"promo": [0.0] * 20}), ("past", {"x": [1.0] * 20}), ("static", {"size": 1})],
+)
+def test_covariates_sent_to_a_model_without_them_are_refused(
+    client: TestClient, route: str, kind: str, value: dict
+) -> None:
+    """Ignoring them would backtest without what the client believes the forecasts read."""
+    body = {"series": [{"values": history(20, 0).tolist(), kind: value}], "horizon": 3}
+    r = client.post(
+        f"{TOY}/{route}", json=body if route == "cross_validation" else {"series": body["series"]}
+    )
+    assert r.status_code == 422, r.text
+    assert error_of(r)[0] == f"series[0].{kind}" and "takes no covariates" in r.json()["error"]["message"]
+
+
 def test_levels_of_a_version_without_intervals_are_refused(client: TestClient) -> None:
     body = {"series": [{"values": history(20, 0).tolist()}], "horizon": 3, "level": [80]}
     r = client.post(f"{TOY}/versions/1/cross_validation", json=body)
