@@ -5,8 +5,11 @@ Parquet table out (docs/batch.md).
 its checks with missing values filled (`app.inference.windows.last_window_filled`), the phase
 (`window_phase_of`), the calendar anchor, the graph's inputs (`app.artifacts.feed.build_feed`), the
 session as the service creates it (`app.engine.session.create_session`), the intervals and their clipping
-(`app.inference.intervals`), and the finiteness check. For the same series run in the same batch its
-numbers are the service's, bit for bit (tests/batch/test_score.py).
+(`app.inference.intervals`), the finiteness check, and for a covariate model each series' covariate
+row (`app.inference.covariates.covariate_rows`: past covariates and statics from the table's columns,
+future ones from the future table, the calendar from the horizon's timestamps). For the same series run
+in the same batch its numbers are the service's, bit for bit (tests/batch/test_score.py,
+test_score_covariates.py).
 
 `run` spreads the parts over Ray Data: `map_batches` with one `PartScorer` actor (one ONNX Runtime
 session) per slot, CUDA where the actor was given a GPU. One part is one block: read, scored and written
