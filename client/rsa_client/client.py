@@ -651,13 +651,16 @@ def _covariate_tensors(
     for c in statics:
         column = frame[c["name"]].to_numpy()
         firsts = column[begins]
-        for i, (a, b) in enumerate(zip(begins, ends, strict=True)):
-            held = pd.unique(column[a:b])
-            if len(held) != 1 or pd.isna(held[0]):
-                raise ValueError(
-                    f"series {series_ids[i]!r}: static covariate {c['name']!r} must hold one value per "
-                    f"series, it holds {list(held)[:3]}"
-                )
+        # frame is sorted by id, so its groups come in the order of `begins`
+        held = frame.groupby(id_col, sort=False)[c["name"]].nunique(dropna=False).to_numpy()
+        bad = np.flatnonzero((held != 1) | pd.isna(firsts))
+        if len(bad):
+            i = int(bad[0])
+            values = list(pd.unique(column[begins[i] : ends[i]]))[:3]
+            raise ValueError(
+                f"series {series_ids[i]!r}: static covariate {c['name']!r} must hold one value per "
+                f"series, it holds {values}"
+            )
         if c["categories"] is None:
             out.append((f"static_{c['name']}", "FP32", firsts.astype(np.float32)))
             continue
