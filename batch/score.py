@@ -152,16 +152,18 @@ class FutureRows:
     from that future part alone; otherwise every future part is read for them. Either way a part is
     streamed a batch at a time and only the rows of the part's series are kept: memory holds S x H rows."""
 
-    def __init__(self, uri: str, id_col: str, time_col: str, names: Sequence[str]) -> None:
+    def __init__(
+        self, uri: str, id_col: str, time_col: str, names: Sequence[str], zone: str | None = None
+    ) -> None:
         self.parts = io.list_parts(uri)
-        self.id_col, self.time_col, self.names = id_col, time_col, list(names)
+        self.id_col, self.time_col, self.names, self.zone = id_col, time_col, list(names), zone
         self.by_name = {io.output_name(self.parts, r): r for r in self.parts.relative if r}
 
     def read(self, output_name: str, keys: pa.Array) -> pa.Table:
         """`future_frame` of the rows whose id is one of `keys` (strings)."""
         mirror = self.by_name.get(output_name)
         frames = [
-            future_frame(pa.Table.from_batches([b]), self.id_col, self.time_col, self.names)
+            future_frame(pa.Table.from_batches([b]), self.id_col, self.time_col, self.names, self.zone)
             for rel in ([mirror] if mirror is not None else self.parts.relative)
             for b in io.read_matching(self.parts.fs, self.parts.path(rel), self.id_col, keys)
         ]
@@ -170,9 +172,12 @@ class FutureRows:
         )
 
 
-def future_frame(table: pa.Table | None, id_col: str, time_col: str, names: Sequence[str]) -> pa.Table:
+def future_frame(
+    table: pa.Table | None, id_col: str, time_col: str, names: Sequence[str], zone: str | None = None
+) -> pa.Table:
     """A future table (id, time, the future covariates, in any types pyarrow read) in one form: the id a
-    string, the time UTC microseconds (a naive time is UTC), the values float64; other columns dropped.
+    string, the time UTC microseconds (a naive time is in `zone`, the model's, or UTC), the values float64;
+    other columns dropped.
     Idempotent. ValueError naming a missing column or a null id or time."""
     types = [
         (id_col, pa.string()),
@@ -190,17 +195,24 @@ def future_frame(table: pa.Table | None, id_col: str, time_col: str, names: Sequ
     ids = table[id_col]
     if pa.types.is_dictionary(ids.type):
         ids = pc.cast(ids, ids.type.value_type)
-    stamps = pa.array(_utc_micros(table[time_col]), pa.int64()).cast(pa.timestamp("us", "UTC"))
+    stamps = pa.array(_utc_micros(table[time_col], zone), pa.int64()).cast(pa.timestamp("us", "UTC"))
     data: dict[str, Any] = {id_col: pc.cast(ids, pa.string()), time_col: stamps}
     for n in names:
         data[n] = pc.cast(table[n], pa.float64())
     return pa.table(data)
 
 
-def _utc_micros(column: pa.ChunkedArray) -> np.ndarray:
-    """int64 microseconds since the epoch, UTC (a naive timestamp is UTC: the service's rule)."""
+def _utc_micros(column: pa.ChunkedArray, zone: str | None = None) -> np.ndarray:
+    """int64 microseconds since the epoch, UTC. A naive timestamp is in `zone`, the model's (UTC for a
+    model without one): the service's rule for a naive `start` (`app.inference.windows.in_model_zone`; a
+    wall-clock time a DST change repeats is its first, as Python's fold=0 reads it)."""
     if not pa.types.is_timestamp(column.type):
         column = pc.cast(column, pa.timestamp("us"))
+    if column.type.tz is None and zone is not None:
+        try:
+            column = pc.assume_timezone(column, timezone=zone, ambiguous="earliest", nonexistent="raise")
+        except pa.ArrowInvalid as e:
+            raise ValueError(f"a naive time is not a time of the model's zone {zone}: {e}") from None
     return pc.cast(column, pa.timestamp("us", column.type.tz)).to_numpy().view("int64")
 
 
@@ -269,7 +281,7 @@ class Forecaster:
         if not _sorted(table, job.id_col, job.time_col):
             table = table.sort_by([(job.id_col, "ascending"), (job.time_col, "ascending")])
         n = table.num_rows
-        stamps = _utc_micros(table[job.time_col])
+        stamps = _utc_micros(table[job.time_col], manifest.timezone)
         values = np.column_stack(
             [table[c].to_numpy(zero_copy_only=False).astype(np.float64, copy=False) for c in columns]
         )
@@ -357,7 +369,7 @@ class Forecaster:
         found: dict[str, tuple[int, int]] = {}
         if layout.future:
             assert future is not None
-            future = future_frame(future, job.id_col, job.time_col, layout.future)
+            future = future_frame(future, job.id_col, job.time_col, layout.future, manifest.timezone)
             future = future.sort_by([(job.id_col, "ascending"), (job.time_col, "ascending")])
             n = future.num_rows
             cuts = np.flatnonzero(_changes(future[job.id_col])) + 1 if n else np.empty(0, np.int64)
@@ -421,14 +433,14 @@ class Forecaster:
     def _steps_after(self, last_us: np.ndarray, steps: int) -> np.ndarray:
         """[S, steps] int64 UTC microseconds of the steps after each series' last timestamp: last + k·step,
         as the service's forecast_timestamps, or k calendar months on."""
-        months = self.manifest.calendar
+        months, zone = self.manifest.calendar, self.manifest.zone or UTC
         if months is None:
             step = round(self.manifest.frequency_seconds * 1e6)
             return last_us[:, None] + step * np.arange(1, steps + 1)
         return np.array(
             [
                 [
-                    int(months.advance(datetime.fromtimestamp(t / 1e6, UTC), k).timestamp() * 1e6)
+                    int(months.advance(datetime.fromtimestamp(t / 1e6, zone), k).timestamp() * 1e6)
                     for k in range(1, steps + 1)
                 ]
                 for t in last_us
@@ -451,9 +463,13 @@ class Forecaster:
         S = len(series)
         future = future_us.reshape(-1)
         tz = table[job.time_col].type.tz if pa.types.is_timestamp(table[job.time_col].type) else None
+        zone = self.manifest.timezone
+        times = pa.array(future, pa.int64()).cast(pa.timestamp("us", tz or zone))
+        if tz is None and zone is not None:  # naive in, naive out: the model's wall clock, as /v1 shows it
+            times = pc.local_timestamp(times)
         data: dict[str, Any] = {
             job.id_col: pa.array(np.repeat(series, h), type=table[job.id_col].type),
-            job.time_col: pa.array(future, pa.int64()).cast(pa.timestamp("us", tz)),
+            job.time_col: times,
         }
         for c, name in enumerate(columns):
             data[name] = forecast[:, :, c].reshape(-1)
@@ -501,7 +517,8 @@ class PartScorer:
         layout = covariate_layout(self.forecaster.manifest)
         self.future = None
         if job.future is not None and layout is not None:
-            self.future = FutureRows(job.future, job.id_col, job.time_col, layout.future)
+            zone = self.forecaster.manifest.timezone
+            self.future = FutureRows(job.future, job.id_col, job.time_col, layout.future, zone)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         import ray

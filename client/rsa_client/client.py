@@ -76,6 +76,7 @@ class ModelSpec:
     # A covariate model's covariates as /v1/models lists them: name, kind (past, future, calendar,
     # static), dtype, categories; empty for any other model.
     covariates: tuple[dict[str, Any], ...] = ()
+    timezone: str | None = None  # the model's zone: where a naive time is read (None: UTC)
 
     def covariate_names(self, kind: str) -> list[str]:
         return [c["name"] for c in self.covariates if c["kind"] == kind]
@@ -166,6 +167,7 @@ class Client:
             levels=[float(v) for v in intervals.get("levels", [])],
             limits=limits,
             covariates=tuple((entry.get("panel") or {}).get("covariates") or ()),
+            timezone=entry.get("timezone"),
         )
 
     # -- forecast ---------------------------------------------------------------------------------
@@ -206,7 +208,7 @@ class Client:
         frame = df.sort_values([id_col, time_col], kind="stable")
         ids = frame[id_col].to_numpy()
         values = frame[columns].to_numpy(np.float64)
-        stamps = _utc(frame[time_col])
+        stamps = _utc(frame[time_col], spec.timezone)
         cuts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
         begins = np.concatenate([[0], cuts])
         ends = np.concatenate([cuts, [len(ids)]])
@@ -234,7 +236,12 @@ class Client:
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
             answers = list(pool.map(run, chunks))
         out = {name: np.concatenate([a[name] for a in answers])[:, :h] for name in outputs}
-        return _long_frame(spec, out, levels, columns, series_ids, stamps[ends - 1], h, id_col, time_col)
+        frame_out = _long_frame(spec, out, levels, columns, series_ids, stamps[ends - 1], h, id_col, time_col)
+        if spec.timezone and pd.to_datetime(frame[time_col]).dt.tz is None:
+            # naive in, naive out: the model's wall clock, as /v1 shows its timestamps (without the offset)
+            local = frame_out[time_col].dt.tz_localize("UTC").dt.tz_convert(spec.timezone)
+            frame_out[time_col] = local.dt.tz_localize(None)
+        return frame_out
 
     def _infer(
         self,
@@ -606,11 +613,19 @@ def _channel_columns(df: pd.DataFrame, spec: ModelSpec) -> list[str]:
     raise ValueError(f"model {spec.name} reads channels {spec.channels}; the frame lacks {absent}")
 
 
-def _utc(column: pd.Series) -> np.ndarray:
-    """Timestamps as int64 Unix seconds (a naive timestamp is UTC, the service's rule)."""
+def _aware(column: pd.Series, zone: str | None) -> pd.Series:
+    """Timestamps with their zone: a naive one is in the model's `zone` (UTC without one), the service's
+    rule for a naive `start`; a wall-clock time a DST change repeats is its first (Python's fold=0)."""
     stamps = pd.to_datetime(column)
     if stamps.dt.tz is None:
-        stamps = stamps.dt.tz_localize("UTC")
+        first = np.ones(len(stamps), bool)  # ambiguous: the daylight-saving (first) reading
+        stamps = stamps.dt.tz_localize(zone or "UTC", ambiguous=first)
+    return stamps
+
+
+def _utc(column: pd.Series, zone: str | None = None) -> np.ndarray:
+    """Timestamps as int64 Unix seconds (a naive timestamp is in the model's `zone`, or UTC)."""
+    stamps = _aware(column, zone)
     return (stamps.dt.tz_convert("UTC").astype("datetime64[ns, UTC]").astype("int64") // 10**9).to_numpy()
 
 
@@ -695,9 +710,7 @@ def _covariate_tensors(
             f"covariates: {future})"
         )
     xf = X_df.sort_values([id_col, time_col], kind="stable")
-    stamps = pd.to_datetime(xf[time_col])
-    if stamps.dt.tz is not None:
-        stamps = stamps.dt.tz_convert("UTC").dt.tz_localize(None)
+    stamps = _aware(xf[time_col], spec.timezone).dt.tz_convert("UTC").dt.tz_localize(None)
     times = stamps.to_numpy().astype("datetime64[ns]")
     groups = {k: np.asarray(v) for k, v in xf.groupby(id_col, sort=False).indices.items()}
     known = set(series_ids.tolist())

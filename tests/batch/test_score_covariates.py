@@ -56,7 +56,8 @@ def v1_answers(shops: Shops, levels: list[float]) -> dict[str, Any]:
             }
         )
     with running_client(make_settings(shops.repository)) as client:
-        r = client.post(f"/v1/models/{NAME}/forecast", json={"series": series, "level": levels})
+        body = {"series": series, **({"level": levels} if levels else {})}
+        r = client.post(f"/v1/models/{NAME}/forecast", json=body)
     assert r.status_code == 200, r.text
     return {f["id"]: f for f in r.json()["forecasts"]}
 
@@ -80,6 +81,24 @@ def test_covariate_forecasts_are_v1s_bit_for_bit(shops: Shops, levels: list[floa
     flipped = shops.future.assign(promo=1 - shops.future["promo"])
     other = Forecaster(job).score_table(table(shops.history), table(flipped)).to_pandas()
     assert not np.array_equal(other["y"].to_numpy(), out["y"].to_numpy())
+
+
+def test_a_zoned_models_naive_times_are_read_in_its_zone(tmp_path: Path) -> None:
+    """A model trained in Bogotá's zone reads a naive time there, as /v1 reads a naive `start`: its
+    day-of-week calendar is Bogotá's (read as UTC, every midnight would fall on the day before), and
+    the output's naive times are Bogotá's wall clock, /v1's timestamps without their offset."""
+    shops = publish_shops(tmp_path, n=3, short=False, timezone="America/Bogota")
+    levels: list[float] = []
+    out = Forecaster(Job(str(shops.repository), NAME, threads=1)).score_table(
+        table(shops.history), table(shops.future)
+    )
+    expected = v1_answers(shops, levels)
+    for sid, rows in out.to_pandas().groupby("unique_id"):
+        want = expected[sid]
+        assert want["timestamps"][0].endswith("-05:00")  # UTC-5, no DST
+        stamps = np.array([np.datetime64(t[:19]) for t in want["timestamps"]], "datetime64[us]")
+        assert (rows["ds"].to_numpy().astype("datetime64[us]") == stamps).all()
+        np.testing.assert_array_equal(rows[["y"]].to_numpy(), np.asarray(want["forecast"], np.float32))
 
 
 def write(frame: pd.DataFrame, path: Path) -> None:

@@ -6,6 +6,7 @@ and the column; a value the server refuses is named by its series."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -42,7 +43,7 @@ def v1_answers(url: str, shops: Shops, level: list[float]) -> dict[str, Any]:
                 "static": {"size": rows["size"].iloc[0]},
             }
         )
-    body = {"series": series, "level": level}
+    body = {"series": series, **({"level": level} if level else {})}
     r = httpx.post(f"{url}/v1/models/{NAME}/forecast", json=body, timeout=120)
     assert r.status_code == 200, r.text
     return {f["id"]: f for f in r.json()["forecasts"]}
@@ -73,6 +74,23 @@ def test_covariate_forecasts_are_v1s(served: tuple[LiveService, Shops]) -> None:
         other = client.forecast(shops.history, model=NAME, X_df=flipped, h=3)
     assert len(other) == len(expected) * 3
     assert not np.array_equal(other["y"].to_numpy(), out.groupby("unique_id").head(3)["y"].to_numpy())
+
+
+def test_a_zoned_models_naive_times_are_read_in_its_zone(tmp_path: Path) -> None:
+    """A model trained in Bogotá's zone: the client reads a naive `ds` there, as /v1 reads a naive start
+    (its `start` input and X_df's times as instants of that zone; read as UTC, every midnight would be the
+    day before and the day-of-week calendar a day off), and answers in its wall clock."""
+    shops = publish_shops(tmp_path, n=3, short=False, timezone="America/Bogota")
+    with live_service(shops.repository, tmp_path / "service.log", RSA_DRAIN_DELAY_S="0") as service:
+        with Client(service.url, concurrency=1) as client:
+            out = client.forecast(shops.history, model=NAME, X_df=shops.future)
+        expected = v1_answers(service.url, shops, [])
+    for sid, rows in out.groupby("unique_id"):
+        want = expected[sid]
+        assert want["timestamps"][0].endswith("-05:00")
+        stamps = pd.to_datetime([t[:19] for t in want["timestamps"]])
+        assert (rows["ds"].to_numpy() == stamps.to_numpy()).all()
+        np.testing.assert_array_equal(rows["y"].to_numpy(), np.asarray(want["forecast"], np.float32)[:, 0])
 
 
 def _drop_last_of_shop_2(f: pd.DataFrame) -> pd.DataFrame:

@@ -26,16 +26,17 @@ class Shops:
     future: pd.DataFrame  # unique_id, ds, promo: the H days after each shop's last row
 
 
-def publish_shops(folder: Path, n: int = 6, short: bool = True) -> Shops:
+def publish_shops(folder: Path, n: int = 6, short: bool = True, timezone: str | None = None) -> Shops:
     """`n` shops, a model trained on them (future promo, past footfall, static size, day-of-week
     calendar; H = 7, L = 28) and exported with intervals into `folder/repo`; with `short`, the last shop
-    has only SHORT days of history."""
+    has only SHORT days of history; with `timezone`, the file's dates are read there (the model's zone)."""
     from export.panel import cli
 
     csv = folder / "shops.csv"
     write_shops(csv, n=n)
     train = ["train", "--data", str(csv), "--horizon", str(H), "--input-periods", "4", "--future", "promo"]
     train += ["--past", "footfall", "--static", "size", "--calendar", "dayofweek"]
+    train += [] if timezone is None else ["--timezone", timezone]
     done = CliRunner().invoke(cli, [*train, "--out", str(folder / "run")])
     assert done.exit_code == 0, done.output
     export = ["export", "--model", str(folder / "run" / "model.json"), "--name", NAME, "--data", str(csv)]
