@@ -177,8 +177,7 @@ def future_frame(
 ) -> pa.Table:
     """A future table (id, time, the future covariates, in any types pyarrow read) in one form: the id a
     string, the time UTC microseconds (a naive time is in `zone`, the model's, or UTC), the values float64;
-    other columns dropped.
-    Idempotent. ValueError naming a missing column or a null id or time."""
+    other columns dropped. Idempotent. ValueError naming a missing column or a null id or time."""
     types = [
         (id_col, pa.string()),
         (time_col, pa.timestamp("us", "UTC")),
@@ -254,7 +253,7 @@ class Forecaster:
         """Every series of `table` (long: id, time and channel columns; a covariate model's past
         covariates and statics as columns named as them) -> its forecast, long. `future`: a covariate
         model's future-known covariates (long: id, time, one column per future covariate; the model's H
-        steps after each series' last timestamp; rows of other series are not read)."""
+        steps after each series' last timestamp; rows of other series are ignored)."""
         job, manifest, h = self.job, self.manifest, self.horizon
         L, columns = manifest.input_length, channel_columns(table.column_names, manifest)
         layout = covariate_layout(manifest)
