@@ -18,6 +18,12 @@ def main(argv: list[str] | None = None) -> int:
     score.add_argument("--version", type=int, default=None, help="default: the latest published version")
     score.add_argument("--input", required=True, help="a file, a folder of part files, or a pyarrow URL")
     score.add_argument("--output", required=True, help="a folder (or URL): one Parquet part per input part")
+    score.add_argument(
+        "--future",
+        default=None,
+        help="a covariate model's future-known covariates: a long table (file, folder or URL) of id, time "
+        "and one column per future covariate, the model's H steps after each series' last timestamp",
+    )
     score.add_argument("--horizon", type=int, default=None, help="default: the model's horizon")
     score.add_argument("--level", type=float, action="append", default=[], help="an interval level, %%")
     score.add_argument("--id-column", default="unique_id")
@@ -78,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
             time_col=args.time_column,
             batch_rows=args.batch_rows,
             threads=args.threads,
+            future=args.future,
         )
         try:
             summary = run(

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -84,3 +85,30 @@ def write_part(fs: pafs.FileSystem, path: str, table: pa.Table) -> None:
     tmp = f"{folder}/.tmp-{path.rsplit('/', 1)[-1]}"
     pq.write_table(table, tmp, filesystem=fs)
     fs.move(tmp, path)
+
+
+def read_columns(fs: pafs.FileSystem, path: str) -> list[str]:
+    """A part's column names, from its header (CSV) or footer (Parquet), without reading its rows."""
+    if path.endswith((".csv", ".csv.gz")):
+        with fs.open_input_stream(path, compression="detect") as stream:
+            return list(pacsv.open_csv(stream).schema.names)
+    with fs.open_input_file(path) as f:
+        return list(pq.read_schema(f).names)
+
+
+def read_matching(fs: pafs.FileSystem, path: str, column: str, keys: pa.Array) -> list[pa.RecordBatch]:
+    """The rows of a part whose `column`, read as a string, is one of `keys` (strings): read a batch at a
+    time and filtered, so memory holds the rows kept and one batch, never the whole part (CSV: the column
+    declared a string, so that an id like 007 keeps its zeros and a later batch cannot change its type)."""
+    kept = []
+    if path.endswith((".csv", ".csv.gz")):
+        options = pacsv.ConvertOptions(column_types={column: pa.string()})
+        with fs.open_input_stream(path, compression="detect") as stream:
+            for batch in pacsv.open_csv(stream, convert_options=options):
+                kept.append(batch.filter(pc.is_in(batch.column(column), value_set=keys)))
+    else:
+        with fs.open_input_file(path) as f:
+            for batch in pq.ParquetFile(f).iter_batches(batch_size=65_536):
+                ids = pc.cast(batch.column(column), pa.string())
+                kept.append(batch.filter(pc.is_in(ids, value_set=keys)))
+    return [b for b in kept if b.num_rows]

@@ -5,8 +5,11 @@ Parquet table out (docs/batch.md).
 its checks with missing values filled (`app.inference.windows.last_window_filled`), the phase
 (`window_phase_of`), the calendar anchor, the graph's inputs (`app.artifacts.feed.build_feed`), the
 session as the service creates it (`app.engine.session.create_session`), the intervals and their clipping
-(`app.inference.intervals`), and the finiteness check. For the same series run in the same batch its
-numbers are the service's, bit for bit (tests/batch/test_score.py).
+(`app.inference.intervals`), the finiteness check, and for a covariate model each series' covariate
+row (`app.inference.covariates.covariate_rows`: past covariates and statics from the table's columns,
+future ones from the future table, the calendar from the horizon's timestamps). For the same series run
+in the same batch its numbers are the service's, bit for bit (tests/batch/test_score.py,
+test_score_covariates.py).
 
 `run` spreads the parts over Ray Data: `map_batches` with one `PartScorer` actor (one ONNX Runtime
 session) per slot, CUDA where the actor was given a GPU. One part is one block: read, scored and written
@@ -21,7 +24,7 @@ import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,10 +33,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from app.artifacts.contract import FORECAST_OUTPUT, MANIFEST_FILE, MODEL_FILE
+from app.artifacts.covariates import CovariateLayout
 from app.artifacts.feed import build_feed
 from app.artifacts.manifest import Manifest, load_manifest
 from app.artifacts.repository import read_model
 from app.core.config import Settings
+from app.inference.covariates import SeriesCovariates, covariate_rows
 from app.inference.intervals import check_levels, level_bounds
 from app.inference.windows import (
     check_calendar_anchor,
@@ -50,6 +55,12 @@ logger = logging.getLogger("batch")
 # (RSA_MAX_MISSING_SHARE).
 MAX_MISSING_SHARE: float = Settings.model_fields["max_missing_share"].default
 T = TypeVar("T")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _shown(us: int | np.integer[Any]) -> str:
+    """UTC microseconds as an ISO time."""
+    return (_EPOCH + timedelta(microseconds=int(us))).isoformat()
 
 
 @dataclass(frozen=True)
@@ -69,6 +80,9 @@ class Job:
     batch_rows: int = 64
     threads: int | None = None  # intra-op threads per session; None: the CPUs the actor may use
     retries: int = 2  # further tries of a part that failed, in the actor, before Ray's own retries
+    # A covariate model's future-known covariates: a long table (id, time, one column per future
+    # covariate; the model's H steps after each series' last timestamp), a file, folder or URL.
+    future: str | None = None
 
 
 def published(repository: str, model: str, version: int | None) -> tuple[Path, Manifest]:
@@ -95,10 +109,109 @@ def channel_columns(names: Sequence[str], manifest: Manifest) -> list[str]:
     raise ValueError(f"model {manifest.name} reads channels {channels}; the table has columns {list(names)}")
 
 
-def _utc_micros(column: pa.ChunkedArray) -> np.ndarray:
-    """int64 microseconds since the epoch, UTC (a naive timestamp is UTC: the service's rule)."""
+def covariate_layout(manifest: Manifest) -> CovariateLayout | None:
+    return manifest.panel.layout if manifest.panel is not None else None
+
+
+def check_covariates(job: Job, manifest: Manifest) -> None:
+    """What a covariate model needs that is checked before Ray starts: a future table exactly when the
+    model reads future covariates, and in each of its parts the id, time and future covariate columns
+    and no other (read from the parts' headers, not their rows). ValueError saying what is wrong."""
+    layout = covariate_layout(manifest)
+    future = list(layout.future) if layout is not None else []
+    name = f"model {manifest.name!r} version {manifest.version}"
+    if future and job.future is None:
+        raise ValueError(
+            f"{name} reads the future covariates {future}: give each series' values for the model's "
+            f"{manifest.horizon} steps after its last timestamp in a table with --future "
+            f"({job.id_col}, {job.time_col}, {', '.join(future)})"
+        )
+    if job.future is None:
+        return
+    if not future:
+        raise ValueError(f"{name} reads no future covariates; --future {job.future} would not be read")
+    parts = io.list_parts(job.future)
+    want = [job.id_col, job.time_col, *future]
+    for rel in parts.relative:
+        columns = io.read_columns(parts.fs, parts.path(rel))
+        where = f"future table {parts.path(rel)}"
+        missing = [c for c in want if c not in columns]
+        if missing:
+            raise ValueError(f"{where} has no column {missing[0]!r}; {name} needs the columns {want}")
+        extra = [c for c in columns if c not in want]
+        if extra:
+            raise ValueError(
+                f"{where}: column {extra[0]!r} is not a future covariate of {name} (its future covariates: "
+                f"{future}); the future table holds {want} only"
+            )
+
+
+class FutureRows:
+    """The future table's rows of one input part's series. A folder of future parts that mirrors the
+    input (a future part at the input part's relative path, any of the suffixes) gives that part's series
+    from that future part alone; otherwise every future part is read for them. Either way a part is
+    streamed a batch at a time and only the rows of the part's series are kept: memory holds S x H rows."""
+
+    def __init__(
+        self, uri: str, id_col: str, time_col: str, names: Sequence[str], zone: str | None = None
+    ) -> None:
+        self.parts = io.list_parts(uri)
+        self.id_col, self.time_col, self.names, self.zone = id_col, time_col, list(names), zone
+        self.by_name = {io.output_name(self.parts, r): r for r in self.parts.relative if r}
+
+    def read(self, output_name: str, keys: pa.Array) -> pa.Table:
+        """`future_frame` of the rows whose id is one of `keys` (strings)."""
+        mirror = self.by_name.get(output_name)
+        frames = [
+            future_frame(pa.Table.from_batches([b]), self.id_col, self.time_col, self.names, self.zone)
+            for rel in ([mirror] if mirror is not None else self.parts.relative)
+            for b in io.read_matching(self.parts.fs, self.parts.path(rel), self.id_col, keys)
+        ]
+        return (
+            pa.concat_tables(frames) if frames else future_frame(None, self.id_col, self.time_col, self.names)
+        )
+
+
+def future_frame(
+    table: pa.Table | None, id_col: str, time_col: str, names: Sequence[str], zone: str | None = None
+) -> pa.Table:
+    """A future table (id, time, the future covariates, in any types pyarrow read) in one form: the id a
+    string, the time UTC microseconds (a naive time is in `zone`, the model's, or UTC), the values float64;
+    other columns dropped. Idempotent. ValueError naming a missing column or a null id or time."""
+    types = [
+        (id_col, pa.string()),
+        (time_col, pa.timestamp("us", "UTC")),
+        *((n, pa.float64()) for n in names),
+    ]
+    if table is None:
+        return pa.table({c: pa.array([], t) for c, t in types})
+    missing = [c for c, _ in types if c not in table.column_names]
+    if missing:
+        raise ValueError(f"the future table has no column {missing[0]!r}; it needs {[c for c, _ in types]}")
+    for c in (id_col, time_col):
+        if table[c].null_count:
+            raise ValueError(f"the future table's column {c!r} has {table[c].null_count} nulls")
+    ids = table[id_col]
+    if pa.types.is_dictionary(ids.type):
+        ids = pc.cast(ids, ids.type.value_type)
+    stamps = pa.array(_utc_micros(table[time_col], zone), pa.int64()).cast(pa.timestamp("us", "UTC"))
+    data: dict[str, Any] = {id_col: pc.cast(ids, pa.string()), time_col: stamps}
+    for n in names:
+        data[n] = pc.cast(table[n], pa.float64())
+    return pa.table(data)
+
+
+def _utc_micros(column: pa.ChunkedArray, zone: str | None = None) -> np.ndarray:
+    """int64 microseconds since the epoch, UTC. A naive timestamp is in `zone`, the model's (UTC for a
+    model without one): the service's rule for a naive `start` (`app.inference.windows.in_model_zone`; a
+    wall-clock time a DST change repeats is its first, as Python's fold=0 reads it)."""
     if not pa.types.is_timestamp(column.type):
         column = pc.cast(column, pa.timestamp("us"))
+    if column.type.tz is None and zone is not None:
+        try:
+            column = pc.assume_timezone(column, timezone=zone, ambiguous="earliest", nonexistent="raise")
+        except pa.ArrowInvalid as e:
+            raise ValueError(f"a naive time is not a time of the model's zone {zone}: {e}") from None
     return pc.cast(column, pa.timestamp("us", column.type.tz)).to_numpy().view("int64")
 
 
@@ -136,13 +249,29 @@ class Forecaster:
         self.session = create_session(folder / MODEL_FILE, options)
         self.provider = self.session.get_providers()[0]
 
-    def score_table(self, table: pa.Table) -> pa.Table:
-        """Every series of `table` (long: id, time and channel columns) -> its forecast, long."""
+    def score_table(self, table: pa.Table, future: pa.Table | None = None) -> pa.Table:
+        """Every series of `table` (long: id, time and channel columns; a covariate model's past
+        covariates and statics as columns named as them) -> its forecast, long. `future`: a covariate
+        model's future-known covariates (long: id, time, one column per future covariate; the model's H
+        steps after each series' last timestamp; rows of other series are ignored)."""
         job, manifest, h = self.job, self.manifest, self.horizon
         L, columns = manifest.input_length, channel_columns(table.column_names, manifest)
+        layout = covariate_layout(manifest)
+        extra = [] if layout is None else [*layout.past, *(s.name for s in layout.static)]
+        absent = [c for c in extra if c not in table.column_names]
+        if absent:
+            kind = "past" if layout is not None and absent[0] in layout.past else "static"
+            raise ValueError(
+                f"the table has no column {absent[0]!r}, a {kind} covariate of model {manifest.name!r}; "
+                f"its columns are {table.column_names}"
+            )
+        if layout is not None and layout.future and future is None:
+            raise ValueError(
+                f"model {manifest.name!r} reads the future covariates {list(layout.future)}: no future table"
+            )
         # Only the columns read, and sorted only when not sorted already: a part's table is the biggest
         # thing an actor holds, and a sorted copy doubled it.
-        table = table.select([job.id_col, job.time_col, *columns])
+        table = table.select([job.id_col, job.time_col, *columns, *extra])
         if pa.types.is_dictionary(table[job.id_col].type):  # compared and sorted by value
             plain = pc.cast(table[job.id_col], table[job.id_col].type.value_type)
             table = table.set_column(0, job.id_col, plain)
@@ -151,7 +280,7 @@ class Forecaster:
         if not _sorted(table, job.id_col, job.time_col):
             table = table.sort_by([(job.id_col, "ascending"), (job.time_col, "ascending")])
         n = table.num_rows
-        stamps = _utc_micros(table[job.time_col])
+        stamps = _utc_micros(table[job.time_col], manifest.timezone)
         values = np.column_stack(
             [table[c].to_numpy(zero_copy_only=False).astype(np.float64, copy=False) for c in columns]
         )
@@ -184,46 +313,162 @@ class Forecaster:
                     phase = window_phase_of(manifest, first, L, f"{where} timestamp")
                     assert phase is not None
                     phases[i] = phase
+        steps = h if layout is None else max(h, layout.horizon)
+        horizon_us = self._steps_after(stamps[ends - 1], steps)  # [S, steps]
+        rows = None
+        if layout is not None:
+            rows = self._covariates(layout, table, ids, begins, ends, horizon_us, future)
         forecast = np.empty((S, h, len(columns)), np.float32)
         for lo in range(0, S, job.batch_rows):
             part = slice(lo, lo + job.batch_rows)
-            feed = build_feed(manifest, windows[part], None if phases is None else phases[part])
+            feed = build_feed(
+                manifest,
+                windows[part],
+                None if phases is None else phases[part],
+                None if rows is None else rows[part],
+            )
             forecast[part] = self.session.run([FORECAST_OUTPUT], feed)[0][:, :h]
         bounds = level_bounds(manifest.intervals, forecast, job.levels, window=windows) if job.levels else {}
         arrays = [forecast, *(b for pair in bounds.values() for b in pair)]
         require_finite(arrays, lambda i: f"series {ids[i]!r}")
-        return self._long(table, ids, stamps[ends - 1], forecast, bounds, columns)
+        return self._long(table, ids, horizon_us[:, :h], forecast, bounds, columns)
+
+    def _covariates(
+        self,
+        layout: CovariateLayout,
+        table: pa.Table,
+        ids: np.ndarray,
+        begins: np.ndarray,
+        ends: np.ndarray,
+        horizon_us: np.ndarray,
+        future: pa.Table | None,
+    ) -> np.ndarray:
+        """The `covariates` rows [S, D] of a part's series, by the service's own assembly and checks
+        (`app.inference.covariates.covariate_rows`, as /v1 and OIP v2 build them): each series' past
+        covariates from its last L rows of their columns (null: not observed), its statics from its
+        rows (one value per series), its future ones from `future`'s rows at exactly the model's H
+        steps after its last timestamp, its calendar from those steps. ValueError naming the series."""
+        job, manifest, H, L = self.job, self.manifest, layout.horizon, layout.input_length
+        S = len(ids)
+        where = [f"series {sid!r}" for sid in ids]
+        past = {p: pc.cast(table[p], pa.float64()).to_numpy(zero_copy_only=False) for p in layout.past}
+        statics: dict[str, list[Any]] = {}
+        for s in layout.static:
+            column = table[s.name]
+            firsts = column.take(pa.array(np.repeat(begins, ends - begins)))
+            differs = pc.invert(pc.fill_null(pc.equal(column, firsts), False)).to_numpy(zero_copy_only=False)
+            if differs.any():
+                row = int(np.argmax(differs))
+                i = int(np.searchsorted(ends, row, side="right"))
+                raise ValueError(
+                    f"{where[i]}: static covariate {s.name!r} must hold one value per series; its rows hold "
+                    f"{column[int(begins[i])].as_py()!r} and {column[row].as_py()!r}"
+                )
+            statics[s.name] = column.take(pa.array(begins)).to_pylist()
+        found: dict[str, tuple[int, int]] = {}
+        if layout.future:
+            assert future is not None
+            future = future_frame(future, job.id_col, job.time_col, layout.future, manifest.timezone)
+            future = future.sort_by([(job.id_col, "ascending"), (job.time_col, "ascending")])
+            n = future.num_rows
+            cuts = np.flatnonzero(_changes(future[job.id_col])) + 1 if n else np.empty(0, np.int64)
+            starts = np.concatenate([[0], cuts]).astype(np.int64) if n else cuts
+            stops = np.concatenate([cuts, [n]]).astype(np.int64) if n else cuts
+            keys = future[job.id_col].take(pa.array(starts)).to_pylist()
+            found = {k: (int(a), int(b)) for k, a, b in zip(keys, starts, stops, strict=True)}
+            future_us = _utc_micros(future[job.time_col])
+            values = {f: future[f].to_numpy(zero_copy_only=False) for f in layout.future}
+        items = []
+        for i in range(S):
+            b, e = int(begins[i]), int(ends[i])
+            k = min(e - b, L)  # the values the window reads, as /v1's series would send them
+            futures = None
+            if layout.future:
+                futures = self._future_of(where[i], str(ids[i]), found, future_us, values, horizon_us[i, :H])
+            items.append(
+                SeriesCovariates(
+                    field=where[i],
+                    n_values=k,
+                    future=futures,
+                    past={p: past[p][e - k : e] for p in layout.past},
+                    static={name: v[i] for name, v in statics.items()},
+                    horizon_stamps=[_EPOCH + timedelta(microseconds=int(t)) for t in horizon_us[i, :H]],
+                )
+            )
+        return covariate_rows(manifest, layout, items)
+
+    def _future_of(
+        self,
+        where: str,
+        key: str,
+        found: dict[str, tuple[int, int]],
+        stamps: np.ndarray,
+        values: dict[str, np.ndarray],
+        want: np.ndarray,
+    ) -> dict[str, Any]:
+        """One series' future values from the future table's rows, which must be at exactly `want`."""
+        H = len(want)
+        if key not in found:
+            raise ValueError(
+                f"{where} has no rows in the future table (--future): model {self.manifest.name!r} needs its "
+                f"future covariates at the {H} steps after its last timestamp, from {_shown(want[0])}"
+            )
+        a, b = found[key]
+        if b - a != H:
+            raise ValueError(
+                f"{where} has {b - a} rows in the future table (--future); model {self.manifest.name!r} "
+                f"needs exactly {H}, the steps {_shown(want[0])} .. {_shown(want[-1])}"
+            )
+        wrong = np.flatnonzero(stamps[a:b] != want)
+        if len(wrong):
+            j = int(wrong[0])
+            raise ValueError(
+                f"{where}: the future table's row {j} is at {_shown(stamps[a + j])}; model "
+                f"{self.manifest.name!r} needs the {H} steps after the series' last timestamp, "
+                f"{_shown(want[0])} .. {_shown(want[-1])}, so row {j} at {_shown(want[j])}"
+            )
+        return {f: v[a:b] for f, v in values.items()}
+
+    def _steps_after(self, last_us: np.ndarray, steps: int) -> np.ndarray:
+        """[S, steps] int64 UTC microseconds of the steps after each series' last timestamp: last + k·step,
+        as the service's forecast_timestamps, or k calendar months on."""
+        months, zone = self.manifest.calendar, self.manifest.zone or UTC
+        if months is None:
+            step = round(self.manifest.frequency_seconds * 1e6)
+            return last_us[:, None] + step * np.arange(1, steps + 1)
+        return np.array(
+            [
+                [
+                    int(months.advance(datetime.fromtimestamp(t / 1e6, zone), k).timestamp() * 1e6)
+                    for k in range(1, steps + 1)
+                ]
+                for t in last_us
+            ],
+            np.int64,
+        ).reshape(len(last_us), steps)
 
     def _long(
         self,
         table: pa.Table,
         series: np.ndarray,
-        last_us: np.ndarray,
+        future_us: np.ndarray,
         forecast: np.ndarray,
         bounds: dict[float, tuple[np.ndarray, np.ndarray]],
         columns: list[str],
     ) -> pa.Table:
         """One row per series and step: id, timestamp, a forecast column per channel (named as in the
         input), `{column}-lo-{level}` and `{column}-hi-{level}` per level."""
-        job, manifest, h = self.job, self.manifest, self.horizon
+        job, h = self.job, self.horizon
         S = len(series)
-        months = manifest.calendar
-        if months is None:  # start + (n + k)·step, as the service's forecast_timestamps, in microseconds
-            step = round(manifest.frequency_seconds * 1e6)
-            future = (last_us[:, None] + step * np.arange(1, h + 1)).reshape(-1)
-        else:
-            future = np.array(
-                [
-                    int(months.advance(datetime.fromtimestamp(t / 1e6, UTC), k).timestamp() * 1e6)
-                    for t in last_us
-                    for k in range(1, h + 1)
-                ],
-                np.int64,
-            )
+        future = future_us.reshape(-1)
         tz = table[job.time_col].type.tz if pa.types.is_timestamp(table[job.time_col].type) else None
+        zone = self.manifest.timezone
+        times = pa.array(future, pa.int64()).cast(pa.timestamp("us", tz or zone))
+        if tz is None and zone is not None:  # naive in, naive out: the model's wall clock, as /v1 shows it
+            times = pc.local_timestamp(times)
         data: dict[str, Any] = {
             job.id_col: pa.array(np.repeat(series, h), type=table[job.id_col].type),
-            job.time_col: pa.array(future, pa.int64()).cast(pa.timestamp("us", tz)),
+            job.time_col: times,
         }
         for c, name in enumerate(columns):
             data[name] = forecast[:, :, c].reshape(-1)
@@ -268,6 +513,11 @@ class PartScorer:
         self.parts = io.list_parts(input_uri)
         self.out_fs, self.out_root = io.open_fs(output_uri)
         self.forecaster = Forecaster(job, device="cuda" if ray.get_gpu_ids() else "cpu")
+        layout = covariate_layout(self.forecaster.manifest)
+        self.future = None
+        if job.future is not None and layout is not None:
+            zone = self.forecaster.manifest.timezone
+            self.future = FutureRows(job.future, job.id_col, job.time_col, layout.future, zone)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         import ray
@@ -286,8 +536,15 @@ class PartScorer:
 
     def _one(self, rel: str) -> int:
         table = io.read_part(self.parts.fs, self.parts.path(rel))
-        out = self.forecaster.score_table(table)
-        io.write_part(self.out_fs, f"{self.out_root}/{io.output_name(self.parts, rel)}", out)
+        name = io.output_name(self.parts, rel)
+        future = None
+        if self.future is not None:  # only the rows of this part's series
+            ids = table[self.job.id_col]
+            if pa.types.is_dictionary(ids.type):
+                ids = pc.cast(ids, ids.type.value_type)
+            future = self.future.read(name, pc.unique(pc.cast(ids, pa.string())))
+        out = self.forecaster.score_table(table, future)
+        io.write_part(self.out_fs, f"{self.out_root}/{name}", out)
         return out.num_rows // self.forecaster.horizon
 
 
@@ -321,15 +578,7 @@ def run(
     import ray
 
     _, manifest = published(job.repository, job.model, job.version)
-    if manifest.panel is not None and manifest.panel.covariates is not None:
-        # A covariate model's graph also reads each series' covariate row (its future values for the
-        # horizon among them), which a long table of targets does not hold.
-        names = [c["name"] for c in manifest.panel.layout.describe()] if manifest.panel.layout else []
-        raise ValueError(
-            f"model {job.model!r} version {manifest.version} reads covariates {names}: the batch command "
-            "scores models without covariates; forecast this one through the service (/v1 or OIP v2, "
-            "each series with its `future`, `past` and `static` values)"
-        )
+    check_covariates(job, manifest)  # a missing future table or column fails here, before Ray starts
     parts = io.list_parts(input_uri)
     out_fs, out_root = io.open_fs(output_uri)
     todo = [r for r in parts.relative if not io.finished(out_fs, f"{out_root}/{io.output_name(parts, r)}")]

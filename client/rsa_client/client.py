@@ -50,8 +50,11 @@ class ModelLimits:
     max_series_per_request: int
     max_body_bytes: int
 
-    def rows_per_request(self, input_length: int, n_channels: int, with_start: bool) -> int:
-        per_row = input_length * n_channels * 4 + (8 if with_start else 0)
+    def rows_per_request(
+        self, input_length: int, n_channels: int, with_start: bool, covariate_bytes: int = 0
+    ) -> int:
+        """Windows per request under both limits; `covariate_bytes`: a window's covariate tensors."""
+        per_row = input_length * n_channels * 4 + (8 if with_start else 0) + covariate_bytes
         fit = (self.max_body_bytes - _HEADER_ALLOWANCE) // per_row
         return max(1, min(self.max_series_per_request, fit))
 
@@ -70,9 +73,13 @@ class ModelSpec:
     has_cycle: bool
     levels: list[float]
     limits: ModelLimits
-    # A global model's covariates the request sends (`panel.covariates` less the derived calendar):
-    # (name, kind) with kind "past", "future" or "static".
-    covariates: tuple[tuple[str, str], ...] = ()
+    # A covariate model's covariates as /v1/models lists them: name, kind (past, future, calendar,
+    # static), dtype, categories; empty for any other model.
+    covariates: tuple[dict[str, Any], ...] = ()
+    timezone: str | None = None  # the model's zone: where a naive time is read (None: UTC)
+
+    def covariate_names(self, kind: str) -> list[str]:
+        return [c["name"] for c in self.covariates if c["kind"] == kind]
 
 
 class Client:
@@ -159,11 +166,8 @@ class Client:
             has_cycle=any(i["name"] == "start" or i["name"] == "phase" for i in meta["inputs"]),
             levels=[float(v) for v in intervals.get("levels", [])],
             limits=limits,
-            covariates=tuple(
-                (c["name"], c["kind"])
-                for c in (entry.get("panel") or {}).get("covariates") or []
-                if c["kind"] != "calendar"
-            ),
+            covariates=tuple((entry.get("panel") or {}).get("covariates") or ()),
+            timezone=entry.get("timezone"),
         )
 
     # -- forecast ---------------------------------------------------------------------------------
@@ -177,9 +181,16 @@ class Client:
         *,
         id_col: str = "unique_id",
         time_col: str = "ds",
+        X_df: pd.DataFrame | None = None,  # noqa: N803  (TimeGPT's name for the future values)
     ) -> pd.DataFrame:
         """`df`: long format, one row per series and step: `id_col`, `time_col` and the model's channel
         columns (or `y` for a one-channel model). Each series' last L rows are forecast.
+
+        A covariate model's past covariates and statics are further columns of `df`, named as the model
+        names them (a past one: a value per row, NaN where not observed; a static one: one value per
+        series); its future-known covariates are `X_df`: long, `id_col`, `time_col` and a column per
+        future covariate, the model's H steps after each series' last row. What is missing or wrong is
+        refused here, naming the series and the column, before any request.
 
         Returns one row per series and future step: `id_col`, `time_col`, a forecast column per channel
         (named as in `df`) and, per level, `{column}-lo-{level}` and `{column}-hi-{level}`."""
@@ -197,7 +208,7 @@ class Client:
         frame = df.sort_values([id_col, time_col], kind="stable")
         ids = frame[id_col].to_numpy()
         values = frame[columns].to_numpy(np.float64)
-        stamps = _utc(frame[time_col])
+        stamps = _utc(frame[time_col], spec.timezone)
         cuts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
         begins = np.concatenate([[0], cuts])
         ends = np.concatenate([cuts, [len(ids)]])
@@ -207,7 +218,11 @@ class Client:
         if len(short):
             named = ", ".join(f"{series_ids[i]!r} ({ends[i] - begins[i]} rows)" for i in short[:5])
             raise ValueError(f"{len(short)} series are shorter than the model's input length {L}: {named}")
-        per_request = spec.limits.rows_per_request(L, len(columns), spec.has_cycle)
+        covariates = _covariate_tensors(
+            spec, frame, X_df, series_ids, begins, ends, stamps[ends - 1], id_col, time_col
+        )
+        extra = sum(a[0].nbytes for _, _, a in covariates) if len(ends) else 0
+        per_request = spec.limits.rows_per_request(L, len(columns), spec.has_cycle, extra)
         chunks = [slice(i, min(i + per_request, len(ends))) for i in range(0, len(ends), per_request)]
         outputs = ["forecast"] + [f"forecast_{side}_{v:g}" for v in levels for side in ("lo", "hi")]
 
@@ -215,12 +230,18 @@ class Client:
             rows = ends[chunk][:, None] - L + np.arange(L)  # [n, L] row positions of each last window
             window = values[rows].astype(np.float32)
             start = stamps[rows[:, 0]] if spec.has_cycle else None
-            return self._infer(spec, window, start, outputs, series_ids[chunk])
+            named = [(name, datatype, array[chunk]) for name, datatype, array in covariates]
+            return self._infer(spec, window, start, outputs, series_ids[chunk], named)
 
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
             answers = list(pool.map(run, chunks))
         out = {name: np.concatenate([a[name] for a in answers])[:, :h] for name in outputs}
-        return _long_frame(spec, out, levels, columns, series_ids, stamps[ends - 1], h, id_col, time_col)
+        frame_out = _long_frame(spec, out, levels, columns, series_ids, stamps[ends - 1], h, id_col, time_col)
+        if spec.timezone and pd.to_datetime(frame[time_col]).dt.tz is None:
+            # naive in, naive out: the model's wall clock, as /v1 shows its timestamps (without the offset)
+            local = frame_out[time_col].dt.tz_localize("UTC").dt.tz_convert(spec.timezone)
+            frame_out[time_col] = local.dt.tz_localize(None)
+        return frame_out
 
     def _infer(
         self,
@@ -229,10 +250,12 @@ class Client:
         start: np.ndarray | None,
         outputs: list[str],
         series: np.ndarray,
+        covariates: Sequence[tuple[str, str, np.ndarray]] = (),
     ) -> dict[str, np.ndarray]:
         tensors = [("window", "FP32", window)]
         if start is not None:
             tensors.append(("start", "INT64", start.astype("<i8")))
+        tensors += covariates
         header = {
             "inputs": [
                 {
@@ -587,7 +610,10 @@ def _histories(
     spec: ModelSpec | None = None,
     x_df: pd.DataFrame | None = None,
 ) -> list[_History]:
-    kinds = dict(spec.covariates) if spec is not None else {}
+    # the covariates a request sends: the calendar is derived from the timestamps
+    kinds = (
+        {c["name"]: c["kind"] for c in spec.covariates if c["kind"] != "calendar"} if spec is not None else {}
+    )
     extra = [c for c in df.columns if c not in (id_col, time_col, *columns)]
     if spec is not None:
         unknown = [c for c in extra if c not in kinds]
@@ -673,12 +699,138 @@ def _channel_columns(df: pd.DataFrame, spec: ModelSpec) -> list[str]:
     raise ValueError(f"model {spec.name} reads channels {spec.channels}; the frame lacks {absent}")
 
 
-def _utc(column: pd.Series) -> np.ndarray:
-    """Timestamps as int64 Unix seconds (a naive timestamp is UTC, the service's rule)."""
+def _aware(column: pd.Series, zone: str | None) -> pd.Series:
+    """Timestamps with their zone: a naive one is in the model's `zone` (UTC without one), the service's
+    rule for a naive `start`; a wall-clock time a DST change repeats is its first (Python's fold=0)."""
     stamps = pd.to_datetime(column)
     if stamps.dt.tz is None:
-        stamps = stamps.dt.tz_localize("UTC")
+        first = np.ones(len(stamps), bool)  # ambiguous: the daylight-saving (first) reading
+        stamps = stamps.dt.tz_localize(zone or "UTC", ambiguous=first)
+    return stamps
+
+
+def _utc(column: pd.Series, zone: str | None = None) -> np.ndarray:
+    """Timestamps as int64 Unix seconds (a naive timestamp is in the model's `zone`, or UTC)."""
+    stamps = _aware(column, zone)
     return (stamps.dt.tz_convert("UTC").astype("datetime64[ns, UTC]").astype("int64") // 10**9).to_numpy()
+
+
+def _covariate_tensors(
+    spec: ModelSpec,
+    frame: pd.DataFrame,
+    X_df: pd.DataFrame | None,  # noqa: N803
+    series_ids: np.ndarray,
+    begins: np.ndarray,
+    ends: np.ndarray,
+    last: np.ndarray,
+    id_col: str,
+    time_col: str,
+) -> list[tuple[str, str, np.ndarray]]:
+    """A covariate model's named OIP v2 inputs for every series (frame sorted by id and time): `past_{name}`
+    FP32 [S, L] (each series' last L rows of the column, NaN: not observed), `future_{name}` FP32 [S, H]
+    (from X_df, at exactly the model's H steps after each series' last row), `static_{name}` FP32 [S] or
+    INT64 [S] (the category's index). ValueError naming the series and the column, before any request."""
+    past, future = spec.covariate_names("past"), spec.covariate_names("future")
+    statics = [c for c in spec.covariates if c["kind"] == "static"]
+    if not spec.covariates:
+        if X_df is not None:
+            raise ValueError(f"model {spec.name} v{spec.version} takes no covariates; X_df would not be read")
+        return []
+    listed = ", ".join(f"{c['name']} ({c['kind']})" for c in spec.covariates)
+    for name in [*past, *(c["name"] for c in statics)]:
+        if name not in frame.columns:
+            raise ValueError(
+                f"df has no column {name!r}: model {spec.name} v{spec.version} reads the covariates "
+                f"{listed}; past ones and statics are columns of df, future ones X_df's"
+            )
+    L, H = spec.input_length, spec.horizon
+    out: list[tuple[str, str, np.ndarray]] = []
+    rows = ends[:, None] - L + np.arange(L)
+    for name in past:
+        values = pd.to_numeric(frame[name], errors="coerce").to_numpy(np.float64)
+        out.append((f"past_{name}", "FP32", values[rows].astype(np.float32)))
+    for c in statics:
+        column = frame[c["name"]].to_numpy()
+        firsts = column[begins]
+        # frame is sorted by id, so its groups come in the order of `begins`
+        held = frame.groupby(id_col, sort=False)[c["name"]].nunique(dropna=False).to_numpy()
+        bad = np.flatnonzero((held != 1) | pd.isna(firsts))
+        if len(bad):
+            i = int(bad[0])
+            values = list(pd.unique(column[begins[i] : ends[i]]))[:3]
+            raise ValueError(
+                f"series {series_ids[i]!r}: static covariate {c['name']!r} must hold one value per "
+                f"series, it holds {values}"
+            )
+        if c["categories"] is None:
+            out.append((f"static_{c['name']}", "FP32", firsts.astype(np.float32)))
+            continue
+        categories = [str(v) for v in c["categories"]]
+        index = []
+        for i, v in enumerate(firsts):
+            if str(v) not in categories:
+                raise ValueError(
+                    f"series {series_ids[i]!r}: static covariate {c['name']!r} is {v!r}, not one of the "
+                    f"model's training categories {categories}"
+                )
+            index.append(categories.index(str(v)))
+        out.append((f"static_{c['name']}", "INT64", np.array(index, "<i8")))
+    if not future:
+        if X_df is not None:
+            raise ValueError(
+                f"model {spec.name} v{spec.version} reads no future covariates; X_df would not be read"
+            )
+        return out
+    if X_df is None:
+        raise ValueError(
+            f"model {spec.name} v{spec.version} reads the future covariates {future}: give X_df "
+            f"({id_col}, {time_col}, {', '.join(future)}; the model's {H} steps after each series' last row)"
+        )
+    absent = [c for c in (id_col, time_col, *future) if c not in X_df.columns]
+    if absent:
+        raise ValueError(f"X_df has no column {absent[0]!r}; it needs {[id_col, time_col, *future]}")
+    unknown = [c for c in X_df.columns if c not in (id_col, time_col, *future)]
+    if unknown:
+        raise ValueError(
+            f"X_df's column {unknown[0]!r} is not a future covariate of model {spec.name} (its future "
+            f"covariates: {future})"
+        )
+    xf = X_df.sort_values([id_col, time_col], kind="stable")
+    stamps = _aware(xf[time_col], spec.timezone).dt.tz_convert("UTC").dt.tz_localize(None)
+    times = stamps.to_numpy().astype("datetime64[ns]")
+    groups = {k: np.asarray(v) for k, v in xf.groupby(id_col, sort=False).indices.items()}
+    known = set(series_ids.tolist())
+    stray = [k for k in groups if k not in known]
+    if stray:
+        raise ValueError(f"X_df holds series that df does not: {stray[:5]}")
+    want = _future(spec, last, H)
+    arrays = {f: np.empty((len(series_ids), H), np.float32) for f in future}
+    values = {f: pd.to_numeric(xf[f], errors="coerce").to_numpy(np.float64) for f in future}
+    for i, sid in enumerate(series_ids):
+        at = groups.get(sid)
+        span = f"{pd.Timestamp(want[i, 0])} .. {pd.Timestamp(want[i, -1])}"
+        if at is None or len(at) != H:
+            raise ValueError(
+                f"series {sid!r} has {0 if at is None else len(at)} rows in X_df; model {spec.name} needs "
+                f"its future covariates {future} at exactly the {H} steps after its last row, {span}"
+            )
+        wrong = np.flatnonzero(times[at] != want[i])
+        if len(wrong):
+            j = int(wrong[0])
+            raise ValueError(
+                f"series {sid!r}: X_df's row {j} is at {pd.Timestamp(times[at][j])}; model {spec.name} needs "
+                f"the {H} steps after the series' last row, {span}"
+            )
+        for f in future:
+            got = values[f][at]
+            if not np.isfinite(got).all():
+                j = int(np.argmax(~np.isfinite(got)))
+                raise ValueError(
+                    f"series {sid!r}: X_df's {f!r} at {pd.Timestamp(times[at][j])} is not a number"
+                )
+            arrays[f][i] = got
+    out += [(f"future_{f}", "FP32", arrays[f]) for f in future]
+    return out
 
 
 def _decode(response: httpx.Response) -> dict[str, np.ndarray]:

@@ -216,27 +216,3 @@ def test_sorted_shuffled_and_dictionary_tables_give_the_same_answer(repository):
     ids[5] = None
     with pytest.raises(ValueError, match="column 'unique_id' has 1 null ids"):
         forecaster.score_table(ordered.set_column(0, "unique_id", pa.array(ids)))
-
-
-def test_a_covariate_model_is_refused_naming_its_covariates(tmp_path):
-    """A covariate model's graph reads each series' covariates, which a table of targets does not hold:
-    the batch command refuses it before Ray starts, naming them and where to forecast it instead."""
-    from typer.testing import CliRunner
-
-    from batch.__main__ import main
-    from export.panel import cli
-    from tests.export.test_covariates_served import write_shops
-
-    write_shops(tmp_path / "shops.csv", n=4)
-    train = ["train", "--data", str(tmp_path / "shops.csv"), "--horizon", "7", "--input-periods", "2"]
-    train += ["--future", "promo", "--past", "footfall", "--static", "size", "--out", str(tmp_path / "run")]
-    assert CliRunner().invoke(cli, train).exit_code == 0
-    repo = tmp_path / "repo"
-    export = ["export", "--model", str(tmp_path / "run" / "model.json"), "--name", "shops"]
-    assert CliRunner().invoke(cli, [*export, "--repository", str(repo)]).exit_code == 0
-    job = Job(repository=str(repo), model="shops", version=None, horizon=None, levels=())
-    with pytest.raises(ValueError, match=r"reads covariates \[.*'promo'.*through the service"):
-        run(job, str(tmp_path / "shops.csv"), str(tmp_path / "out"))
-    assert not (tmp_path / "out").exists()
-    args = ["score", "--model-repository", str(repo), "--model", "shops"]
-    assert main([*args, "--input", str(tmp_path / "shops.csv"), "--output", str(tmp_path / "out")]) == 2

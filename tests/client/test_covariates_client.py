@@ -1,101 +1,175 @@
-"""The client's `cross_validation` and `detect_anomalies` on a covariate model (issue 36): the frame's
-other columns are the covariates (statsforecast's convention), `X_df` the future ones past the history;
-each answer is /v1's for the same histories with the same covariates. The model and the in-process
-service are tests/export/test_covariates_served.py's (the client's httpx session is its TestClient)."""
+"""`Client.forecast` for a covariate model against a real service process: past covariates and statics
+as columns of `df`, future ones in `X_df`, sent as OIP v2's named inputs; the answers are /v1's for the
+same series and covariates; what is missing is refused before any forecast request, naming the series
+and the column; a value the server refuses is named by its series."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 import pandas as pd
 import pytest
-from rsa_client import Client
+from rsa_client import Client, ServiceError
+from rsa_client.client import ModelLimits, ModelSpec, _covariate_tensors
 
-from tests.app.protocols.rsa_v1.test_evaluation_covariates import history_series
-from tests.export.test_covariates_served import NAME, Served, served
-
-__all__ = ["served"]
-
-H, N = 7, 100  # the shops model's horizon; rows of history per series
-SHOPS = ("shop_0", "shop_3")
+from tests.app.live import LiveService, live_service
+from tests.utils.shops import NAME, H, Shops, publish_shops
 
 
-@pytest.fixture()
-def client(served: Served) -> Iterator[Client]:
-    c = Client("http://testserver", concurrency=1)
-    c.http = served.client  # a TestClient is an httpx.Client on the app
-    yield c
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveService, Shops]]:
+    folder = tmp_path_factory.mktemp("client-covariates")
+    shops = publish_shops(folder, short=False)  # the client sends whole windows: every shop has L rows
+    env = {"RSA_MODEL_CONTROL": "explicit", "RSA_DRAIN_DELAY_S": "0"}
+    with live_service(shops.repository, folder / "service.log", **env) as service:
+        yield service, shops
 
 
-def frame_of(served: Served, after: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The shops' first N rows (target and covariates) and their next `after` promotions as X_df."""
-    parts, later = [], []
-    for sid in SHOPS:
-        s = served.shops[sid]
-        parts.append(
-            pd.DataFrame(
-                {
-                    "unique_id": sid,
-                    "ds": s["stamps"][:N],
-                    "y": s["y"][:N],
-                    "promo": s["promo"][:N],
-                    "footfall": s["footfall"][:N],
-                    "size": s["size"],
-                }
-            )
+def v1_answers(url: str, shops: Shops, level: list[float]) -> dict[str, Any]:
+    series = []
+    for sid, rows in shops.history.sort_values(["unique_id", "ds"]).groupby("unique_id"):
+        promo = shops.future[shops.future["unique_id"] == sid].sort_values("ds")["promo"]
+        series.append(
+            {
+                "id": sid,
+                "start": rows["ds"].iloc[0].isoformat(),
+                "values": rows["y"].tolist(),
+                "future": {"promo": promo.astype(float).tolist()},
+                "past": {"footfall": rows["footfall"].tolist()},
+                "static": {"size": rows["size"].iloc[0]},
+            }
         )
-        later.append(
-            pd.DataFrame(
-                {"unique_id": sid, "ds": s["stamps"][N : N + after], "promo": s["promo"][N : N + after]}
-            )
-        )
-    return pd.concat(parts, ignore_index=True).sample(frac=1.0, random_state=1), pd.concat(later)
-
-
-def v1(served: Served, route: str, body: dict[str, Any]) -> dict[str, Any]:
-    r = served.client.post(f"/v1/models/{NAME}/{route}", json=body)
+    body = {"series": series, **({"level": level} if level else {})}
+    r = httpx.post(f"{url}/v1/models/{NAME}/forecast", json=body, timeout=120)
     assert r.status_code == 200, r.text
-    answer: dict[str, Any] = r.json()
-    return answer
+    return {f["id"]: f for f in r.json()["forecasts"]}
 
 
-@pytest.mark.parametrize("h", [H, 3])
-def test_cross_validation_sends_the_frames_covariates(served: Served, client: Client, h: int) -> None:
-    df, later = frame_of(served, after=H - h)
-    out = client.cross_validation(df, h=h, n_windows=2, model=NAME, X_df=later if h < H else None)
-    for sid in SHOPS:
-        body = {"series": [history_series(served.shops[sid], sid, N, H - h)], "horizon": h, "n_windows": 2}
-        body["series"][0]["start"] += "T00:00:00+00:00"
-        want = np.concatenate(
-            [
-                np.array(w["forecast"])[:, 0]
-                for w in v1(served, "cross_validation", body)["series"][0]["windows"]
-            ]
-        )
-        np.testing.assert_allclose(out[out["unique_id"] == sid]["forecast"].to_numpy(), want, rtol=1e-6)
+def test_covariate_forecasts_are_v1s(served: tuple[LiveService, Shops]) -> None:
+    """One request of every shop, as /v1's: every value equal."""
+    service, shops = served
+    with Client(service.url, concurrency=1) as client:
+        level = client.model(NAME).levels[:1]
+        assert level, "the model was exported with intervals"
+        df = shops.history.sample(frac=1.0, random_state=2)  # the client sorts
+        out = client.forecast(df, model=NAME, level=level, X_df=shops.future)
+    expected = v1_answers(service.url, shops, level)
+    assert sorted(out["unique_id"].unique()) == sorted(expected) and len(out) == len(expected) * H
+    v = f"{level[0]:g}"
+    for sid, rows in out.groupby("unique_id"):
+        want = expected[sid]
+        stamps = pd.to_datetime(want["timestamps"]).tz_convert(None)
+        assert (rows["ds"].to_numpy() == stamps.to_numpy()).all()
+        for suffix, key in (("", "forecast"), (f"-lo-{v}", f"lo-{v}"), (f"-hi-{v}", f"hi-{v}")):
+            got = rows[f"y{suffix}"].to_numpy()
+            want_key = np.asarray(want[key], np.float32)[:, 0]
+            np.testing.assert_array_equal(got, want_key, err_msg=f"{sid} {key}")
+    # the covariates are sent: other promotions give another forecast
+    flipped = shops.future.assign(promo=1 - shops.future["promo"])
+    with Client(service.url, concurrency=1) as client:
+        other = client.forecast(shops.history, model=NAME, X_df=flipped, h=3)
+    assert len(other) == len(expected) * 3
+    assert not np.array_equal(other["y"].to_numpy(), out.groupby("unique_id").head(3)["y"].to_numpy())
 
 
-def test_detect_anomalies_sends_the_frames_covariates(served: Served, client: Client) -> None:
-    df, later = frame_of(served, after=H - 1)
-    out = client.detect_anomalies(df, model=NAME, last=4, repair=False, X_df=later)
-    for sid in SHOPS:
-        body = {"series": [history_series(served.shops[sid], sid, N, H - 1)], "last": 4, "repair": False}
-        result = v1(served, "detect_anomalies", body)["series"][0]
-        got = out[out["unique_id"] == sid]
-        np.testing.assert_allclose(got["forecast"].to_numpy(), np.array(result["forecast"])[:, 0], rtol=1e-6)
+def test_a_zoned_models_naive_times_are_read_in_its_zone(tmp_path: Path) -> None:
+    """A model trained in Bogotá's zone: the client reads a naive `ds` there, as /v1 reads a naive start
+    (its `start` input and X_df's times as instants of that zone; read as UTC, every midnight would be the
+    day before and the day-of-week calendar a day off), and answers in its wall clock."""
+    shops = publish_shops(tmp_path, n=3, short=False, timezone="America/Bogota")
+    with live_service(shops.repository, tmp_path / "service.log", RSA_DRAIN_DELAY_S="0") as service:
+        with Client(service.url, concurrency=1) as client:
+            out = client.forecast(shops.history, model=NAME, X_df=shops.future)
+        expected = v1_answers(service.url, shops, [])
+    for sid, rows in out.groupby("unique_id"):
+        want = expected[sid]
+        assert want["timestamps"][0].endswith("-05:00")
+        stamps = pd.to_datetime([t[:19] for t in want["timestamps"]])
+        assert (rows["ds"].to_numpy() == stamps.to_numpy()).all()
+        np.testing.assert_array_equal(rows["y"].to_numpy(), np.asarray(want["forecast"], np.float32)[:, 0])
 
 
-def test_columns_and_rows_the_model_cannot_read_are_refused_before_any_request(
-    served: Served, client: Client
+def _drop_last_of_shop_2(f: pd.DataFrame) -> pd.DataFrame:
+    return f.drop(f.index[f["unique_id"] == "shop_2"][-1:])
+
+
+def _late(f: pd.DataFrame) -> pd.DataFrame:
+    return f.assign(ds=f["ds"] + pd.to_timedelta((f["unique_id"] == "shop_2") * 1, unit="D"))
+
+
+def _nan(f: pd.DataFrame) -> pd.DataFrame:
+    f = f.copy()
+    f.loc[f.index[f["unique_id"] == "shop_2"][3], "promo"] = np.nan
+    return f
+
+
+def _size(value: Any, sid: str = "shop_3", last: bool = False) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    def change(d: pd.DataFrame) -> pd.DataFrame:
+        d = d.copy()
+        at = d.index[d["unique_id"] == sid]
+        d.loc[at[-1:] if last else at, "size"] = value
+        return d
+
+    return change
+
+
+SAME = lambda f: f  # noqa: E731
+
+
+@pytest.mark.parametrize(
+    ("df_change", "x_change", "words"),
+    [
+        (SAME, None, r"reads the future covariates \['promo'\]: give X_df"),
+        (SAME, lambda f: f[f["unique_id"] != "shop_2"], r"series 'shop_2' has 0 rows in X_df"),
+        (SAME, _drop_last_of_shop_2, r"series 'shop_2' has 6 rows in X_df; model shops needs"),
+        (SAME, _late, r"series 'shop_2': X_df's row 0 is at 2023-05-16 00:00:00"),
+        (SAME, _nan, r"series 'shop_2': X_df's 'promo' at 2023-05-18 00:00:00 is not a number"),
+        (SAME, lambda f: f.assign(price=1.0), r"X_df's column 'price' is not a future covariate"),
+        (SAME, lambda f: f.drop(columns="promo"), r"X_df has no column 'promo'"),
+        (lambda d: d.drop(columns="footfall"), SAME, r"df has no column 'footfall'"),
+        (_size("other", last=True), SAME, r"series 'shop_3': static covariate 'size' must hold one value"),
+        (_size("huge"), SAME, r"series 'shop_3': static covariate 'size' is 'huge', not one of"),
+        (lambda d: d[d["unique_id"] != "shop_1"], SAME, r"X_df holds series that df does not: \['shop_1'\]"),
+    ],
+)
+def test_missing_covariates_are_refused_before_any_request(
+    served: tuple[LiveService, Shops],
+    monkeypatch: pytest.MonkeyPatch,
+    df_change: Any,
+    x_change: Any,
+    words: str,
 ) -> None:
-    df, _ = frame_of(served)
-    with pytest.raises(ValueError, match=r"columns \['price'\] are neither"):
-        client.cross_validation(df.assign(price=1.0), model=NAME)
-    with pytest.raises(ValueError, match=r"lacks \['footfall'\]"):
-        client.cross_validation(df.drop(columns="footfall"), model=NAME)
-    with pytest.raises(ValueError, match="needs 4 value"):
-        client.cross_validation(df, h=3, model=NAME)  # no X_df: the last window's 4 promotions
-    with pytest.raises(ValueError, match="static covariate 'size' must have one value"):
-        client.cross_validation(df.assign(size=np.where(np.arange(len(df)) % 2, "big", "small")), model=NAME)
+    service, shops = served
+    with Client(service.url) as client:
+
+        def no_request(*args: Any, **kwargs: Any) -> Any:
+            raise AssertionError("a forecast request was sent")
+
+        monkeypatch.setattr(client, "_infer", no_request)
+        X_df = None if x_change is None else x_change(shops.future)
+        with pytest.raises(ValueError, match=words):
+            client.forecast(df_change(shops.history), model=NAME, X_df=X_df)
+
+
+def test_a_value_the_server_refuses_is_named_by_its_series(served: tuple[LiveService, Shops]) -> None:
+    """An infinite past value passes the client (NaN is a value not observed, inf is not) and the server
+    refuses it naming the window: the error names that series."""
+    service, shops = served
+    df = shops.history.copy()
+    df.loc[df.index[df["unique_id"] == "shop_4"][-1], "footfall"] = np.inf
+    with Client(service.url) as client, pytest.raises(ServiceError) as caught:
+        client.forecast(df, model=NAME, X_df=shops.future)
+    assert caught.value.status == 400 and caught.value.series == ["shop_4"], str(caught.value)
+    assert "past.footfall" in caught.value.message
+
+
+def test_x_df_for_a_model_without_covariates_is_refused(served: tuple[LiveService, Shops]) -> None:
+    _, shops = served
+    spec = ModelSpec("plain", 1, ["y"], 28, H, "D", 86400.0, False, [], ModelLimits(10, 2**20))
+    empty = np.array([], np.int64)
+    with pytest.raises(ValueError, match="takes no covariates; X_df would not be read"):
+        _covariate_tensors(spec, shops.history, shops.future, empty, empty, empty, empty, "unique_id", "ds")

@@ -1,0 +1,101 @@
+"""The client's `cross_validation` and `detect_anomalies` on a covariate model (issue 36): the frame's
+other columns are the covariates (statsforecast's convention), `X_df` the future ones past the history;
+each answer is /v1's for the same histories with the same covariates. The model and the in-process
+service are tests/export/test_covariates_served.py's (the client's httpx session is its TestClient)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from rsa_client import Client
+
+from tests.app.protocols.rsa_v1.test_evaluation_covariates import history_series
+from tests.export.test_covariates_served import NAME, Served, served
+
+__all__ = ["served"]
+
+H, N = 7, 100  # the shops model's horizon; rows of history per series
+SHOPS = ("shop_0", "shop_3")
+
+
+@pytest.fixture()
+def client(served: Served) -> Iterator[Client]:
+    c = Client("http://testserver", concurrency=1)
+    c.http = served.client  # a TestClient is an httpx.Client on the app
+    yield c
+
+
+def frame_of(served: Served, after: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The shops' first N rows (target and covariates) and their next `after` promotions as X_df."""
+    parts, later = [], []
+    for sid in SHOPS:
+        s = served.shops[sid]
+        parts.append(
+            pd.DataFrame(
+                {
+                    "unique_id": sid,
+                    "ds": s["stamps"][:N],
+                    "y": s["y"][:N],
+                    "promo": s["promo"][:N],
+                    "footfall": s["footfall"][:N],
+                    "size": s["size"],
+                }
+            )
+        )
+        later.append(
+            pd.DataFrame(
+                {"unique_id": sid, "ds": s["stamps"][N : N + after], "promo": s["promo"][N : N + after]}
+            )
+        )
+    return pd.concat(parts, ignore_index=True).sample(frac=1.0, random_state=1), pd.concat(later)
+
+
+def v1(served: Served, route: str, body: dict[str, Any]) -> dict[str, Any]:
+    r = served.client.post(f"/v1/models/{NAME}/{route}", json=body)
+    assert r.status_code == 200, r.text
+    answer: dict[str, Any] = r.json()
+    return answer
+
+
+@pytest.mark.parametrize("h", [H, 3])
+def test_cross_validation_sends_the_frames_covariates(served: Served, client: Client, h: int) -> None:
+    df, later = frame_of(served, after=H - h)
+    out = client.cross_validation(df, h=h, n_windows=2, model=NAME, X_df=later if h < H else None)
+    for sid in SHOPS:
+        body = {"series": [history_series(served.shops[sid], sid, N, H - h)], "horizon": h, "n_windows": 2}
+        body["series"][0]["start"] += "T00:00:00+00:00"
+        want = np.concatenate(
+            [
+                np.array(w["forecast"])[:, 0]
+                for w in v1(served, "cross_validation", body)["series"][0]["windows"]
+            ]
+        )
+        np.testing.assert_allclose(out[out["unique_id"] == sid]["forecast"].to_numpy(), want, rtol=1e-6)
+
+
+def test_detect_anomalies_sends_the_frames_covariates(served: Served, client: Client) -> None:
+    df, later = frame_of(served, after=H - 1)
+    out = client.detect_anomalies(df, model=NAME, last=4, repair=False, X_df=later)
+    for sid in SHOPS:
+        body = {"series": [history_series(served.shops[sid], sid, N, H - 1)], "last": 4, "repair": False}
+        result = v1(served, "detect_anomalies", body)["series"][0]
+        got = out[out["unique_id"] == sid]
+        np.testing.assert_allclose(got["forecast"].to_numpy(), np.array(result["forecast"])[:, 0], rtol=1e-6)
+
+
+def test_columns_and_rows_the_model_cannot_read_are_refused_before_any_request(
+    served: Served, client: Client
+) -> None:
+    df, _ = frame_of(served)
+    with pytest.raises(ValueError, match=r"columns \['price'\] are neither"):
+        client.cross_validation(df.assign(price=1.0), model=NAME)
+    with pytest.raises(ValueError, match=r"lacks \['footfall'\]"):
+        client.cross_validation(df.drop(columns="footfall"), model=NAME)
+    with pytest.raises(ValueError, match="needs 4 value"):
+        client.cross_validation(df, h=3, model=NAME)  # no X_df: the last window's 4 promotions
+    with pytest.raises(ValueError, match="static covariate 'size' must have one value"):
+        client.cross_validation(df.assign(size=np.where(np.arange(len(df)) % 2, "big", "small")), model=NAME)
