@@ -10,10 +10,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import grpc
 import httpx
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
+from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 from typer.testing import CliRunner
 
@@ -28,6 +30,7 @@ NAME = "shops"
 @dataclass(frozen=True)
 class Shops:
     url: str
+    target: str
     client: grpcclient.InferenceServerClient
     model: GlobalModel
     shops: dict[str, dict[str, Any]]
@@ -52,7 +55,7 @@ def shops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shops]:
     with live_service(folder / "repo", folder / "service.log", RSA_GRPC_PORT=str(grpc_port)) as service:
         client = grpcclient.InferenceServerClient(f"127.0.0.1:{grpc_port}")
         try:
-            yield Shops(service.url, client, GlobalModel.load(model_file), written)
+            yield Shops(service.url, f"127.0.0.1:{grpc_port}", client, GlobalModel.load(model_file), written)
         finally:
             client.close()
 
@@ -63,8 +66,8 @@ def _input(name: str, array: np.ndarray, datatype: str) -> grpcclient.InferInput
     return item
 
 
-def _inputs(shops: Shops, n: int) -> dict[str, grpcclient.InferInput]:
-    """shop_0 after n days, and shop_1 as a 10-day history (`lengths`), as named gRPC inputs."""
+def _arrays(shops: Shops, n: int) -> dict[str, np.ndarray]:
+    """shop_0 after n days, and shop_1 as a 10-day history (`lengths`), as named tensors."""
     L = shops.model.input_length
     s0, s1 = shops.shops["shop_0"], shops.shops["shop_1"]
     window = np.stack([s0["y"][n - L : n], s1["y"][n - L : n]]).astype(np.float32)
@@ -75,15 +78,19 @@ def _inputs(shops: Shops, n: int) -> dict[str, grpcclient.InferInput]:
     assert shops.model.covariates is not None
     categories = shops.model.covariates.static[0].categories
     assert categories is not None
-    sizes = np.array([categories.index(s0["size"]), categories.index(s1["size"])], np.int64)
-    starts = np.array([int(s["stamps"][n - L].timestamp()) for s in (s0, s1)], np.int64)
     return {
-        "window": _input("window", window, "FP32"),
-        "lengths": _input("lengths", np.array([L, 10], np.int64), "INT64"),
-        "future_promo": _input("future_promo", future, "FP32"),
-        "past_footfall": _input("past_footfall", past, "FP32"),
-        "static_size": _input("static_size", sizes, "INT64"),
-        "start": _input("start", starts, "INT64"),
+        "window": window,
+        "lengths": np.array([L, 10], np.int64),
+        "future_promo": future,
+        "past_footfall": past,
+        "static_size": np.array([categories.index(s0["size"]), categories.index(s1["size"])], np.int64),
+        "start": np.array([int(s["stamps"][n - L].timestamp()) for s in (s0, s1)], np.int64),
+    }
+
+
+def _inputs(shops: Shops, n: int) -> dict[str, grpcclient.InferInput]:
+    return {
+        k: _input(k, a, "FP32" if a.dtype == np.float32 else "INT64") for k, a in _arrays(shops, n).items()
     }
 
 
@@ -115,6 +122,23 @@ def test_grpc_covariates_give_the_v1_numbers(shops: Shops) -> None:
     flipped["future_promo"] = _input("future_promo", 1 - promo, "FP32")
     again = shops.client.infer(NAME, list(flipped.values())).as_numpy("forecast").reshape(2, H)
     assert np.abs(again - got.reshape(2, H)).max() > 1.0
+
+
+def test_grpc_typed_contents_give_the_same_numbers(shops: Shops) -> None:
+    """The same tensors as typed `contents` (fp32_contents, int64_contents) instead of raw bytes."""
+    n = DAYS - H
+    request = service_pb2.ModelInferRequest(model_name=NAME)
+    for name, array in _arrays(shops, n).items():
+        typed = array.dtype == np.float32
+        tensor = request.inputs.add(name=name, datatype="FP32" if typed else "INT64", shape=array.shape)
+        contents = tensor.contents.fp32_contents if typed else tensor.contents.int64_contents
+        contents.extend(array.ravel().tolist())
+    with grpc.insecure_channel(shops.target) as channel:
+        response = service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(request, timeout=30)
+    (output,) = [o for o in response.outputs if o.name == "forecast"]
+    at = [o.name for o in response.outputs].index("forecast")
+    got = np.frombuffer(response.raw_output_contents[at], np.float32).reshape(list(output.shape))
+    np.testing.assert_allclose(got.reshape(2, H), _v1(shops, n), rtol=1e-5, atol=1e-4)
 
 
 def _refusal(shops: Shops, inputs: dict[str, grpcclient.InferInput]) -> str:
