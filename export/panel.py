@@ -643,6 +643,7 @@ def forecast(
     timezone: Annotated[
         str | None, typer.Option(help="the zone --data's local times were written in (forecasts: UTC)")
     ] = None,
+    drop: Annotated[str, typer.Option(help="columns of --data to leave out, comma-separated")] = "",
     future_file: Annotated[
         Path | None,
         typer.Option(
@@ -663,16 +664,17 @@ def forecast(
         raise typer.BadParameter(
             "the model reads no covariates: it takes no future values", param_hint="--future-file"
         )
+    dropped = tuple(n.strip() for n in drop.split(",") if n.strip())
     histories: Sequence[Any]  # PanelSeries, or a covariate model's CovariateSeries
     rows: np.ndarray | None = None
     if fitted.covariates is None:
         try:
-            panel = load_panel(data, sort=sort, timezone=zone)
+            panel = load_panel(data, sort=sort, timezone=zone, drop=dropped)
         except DataError as e:
             raise typer.BadParameter(str(e), param_hint="--data") from None
         histories, frequency = panel.series, panel.frequency
     else:
-        histories, frequency, rows = _with_covariates(fitted, data, future_file, sort, zone)
+        histories, frequency, rows = _with_covariates(fitted, data, future_file, sort, zone, dropped)
     try:
         values = fitted.forecast([s.values for s in histories], covariates=rows)
     except ValueError as e:  # shorter than min_history
@@ -699,7 +701,12 @@ def _horizon(stamps: np.ndarray, offset: Any, h: int) -> np.ndarray:
 
 
 def _with_covariates(
-    fitted: GlobalModel, data: Path, future_file: Path | None, sort: bool, zone: str | None
+    fitted: GlobalModel,
+    data: Path,
+    future_file: Path | None,
+    sort: bool,
+    zone: str | None,
+    drop: tuple[str, ...] = (),
 ) -> tuple[list[CovariateSeries], str, np.ndarray]:
     """A covariate model's histories (past and static covariates from `data`'s columns), their
     frequency, and their `covariates` rows: the future covariates from `future_file`, which must hold
@@ -730,7 +737,8 @@ def _with_covariates(
                 f"columns are {header}"
             )
         # The future covariates' past values, if the file has them (the training file does), are not read.
-        options = ReadOptions(sort=sort, timezone=zone, drop=tuple(n for n in covs.future if n in header))
+        unread = (*drop, *(n for n in covs.future if n in header))
+        options = ReadOptions(sort=sort, timezone=zone, drop=unread)
         histories, frequency = load_covariate_panel(data, options, covs.past, (), statics)
     except DataError as e:
         raise bad(str(e), "--data") from None

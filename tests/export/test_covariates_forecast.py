@@ -60,8 +60,8 @@ def files(t: Trained, where: Path, short: bool = True) -> tuple[Path, Path]:
     return where / "history.csv", where / "future.csv"
 
 
-def run(t: Trained, history: Path, future: Path | None, out: Path | None = None) -> Any:
-    args = ["forecast", "--model", str(t.model_file), "--data", str(history)]
+def run(t: Trained, history: Path, future: Path | None, out: Path | None = None, *more: str) -> Any:
+    args = ["forecast", "--model", str(t.model_file), "--data", str(history), *more]
     args += [] if future is None else ["--future-file", str(future)]
     args += [] if out is None else ["--out", str(out)]
     return CliRunner().invoke(cli, args)
@@ -161,6 +161,10 @@ def test_a_history_without_its_covariates_or_a_future_file_is_refused(
     result = run(trained, tmp_path / "h.csv", future)
     assert result.exit_code == 2, result.output
     assert "--data: h.csv line 1, column 'footfall': missing" in said(result), result.output
+    pd.read_csv(history).assign(note="x").to_csv(tmp_path / "h.csv", index=False)
+    result = run(trained, tmp_path / "h.csv", future)
+    assert result.exit_code == 2 and "--drop note" in said(result), result.output
+    assert run(trained, tmp_path / "h.csv", future, None, "--drop", "note").exit_code == 0
     big = pd.read_csv(history).assign(size=lambda f: f["size"].where(f["unique_id"] != "shop_1", "huge"))
     big.to_csv(tmp_path / "h.csv", index=False)
     result = run(trained, tmp_path / "h.csv", future)
