@@ -328,7 +328,8 @@ def run(
         raise ValueError(
             f"model {job.model!r} version {manifest.version} reads covariates {names}: the batch command "
             "scores models without covariates; forecast this one through the service (/v1 or OIP v2, "
-            "each series with its `future`, `past` and `static` values)"
+            "each series with its `future`, `past` and `static` values), or a file from its model.json with "
+            "`python -m export.panel forecast --future-file` (docs/panels.md)"
         )
     parts = io.list_parts(input_uri)
     out_fs, out_root = io.open_fs(output_uri)

@@ -235,7 +235,7 @@ def test_a_covariate_model_is_refused_naming_its_covariates(tmp_path):
     export = ["export", "--model", str(tmp_path / "run" / "model.json"), "--name", "shops"]
     assert CliRunner().invoke(cli, [*export, "--repository", str(repo)]).exit_code == 0
     job = Job(repository=str(repo), model="shops", version=None, horizon=None, levels=())
-    with pytest.raises(ValueError, match=r"reads covariates \[.*'promo'.*through the service"):
+    with pytest.raises(ValueError, match=r"reads covariates \[.*'promo'.*through the service.*--future-file"):
         run(job, str(tmp_path / "shops.csv"), str(tmp_path / "out"))
     assert not (tmp_path / "out").exists()
     args = ["score", "--model-repository", str(repo), "--model", "shops"]
