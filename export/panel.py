@@ -749,6 +749,11 @@ def _with_covariates(
                 f"the model reads the future covariates {list(covs.future)}: give their values for the "
                 f"{H} steps after each series' last timestamp with --future-file (docs/panels.md)"
             )
+        if H == 1:  # the long reader infers each file's step from a series' rows: one row tells none
+            raise bad(
+                "a model of horizon 1: a future file holds one row per series, from which the long reader "
+                "cannot tell the step; forecast it through the service (docs/panels.md, Covariates)"
+            )
         try:
             future = load_future_values(future_file, ReadOptions(sort=sort, timezone=zone), covs.future)
         except DataError as e:
