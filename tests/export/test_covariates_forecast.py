@@ -219,3 +219,19 @@ def test_a_zoned_model_reads_both_files_in_its_zone_across_a_clock_change(tmp_pa
     bad.to_csv(tmp_path / "future.csv", index=False)
     result = run(t, tmp_path / "history.csv", tmp_path / "future.csv")
     assert result.exit_code == 2 and "does not exist in Europe/Berlin" in said(result), result.output
+
+
+def test_a_horizon_of_one_is_refused_saying_why(trained: Trained, tmp_path: Path) -> None:
+    args = ["train", "--data", str(trained.folder / "shops.csv"), "--horizon", "1", "--input-periods", "2"]
+    args += ["--future", "promo", "--drop", "footfall,size"]
+    train = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "run")])
+    assert train.exit_code == 0, train.output
+    history, future = files(trained, tmp_path, short=False)
+    one = pd.read_csv(future).groupby("unique_id").head(1)
+    one.to_csv(future, index=False)
+    t = Trained(tmp_path, tmp_path / "run" / "model.json", trained.model, {}, trained.frame)
+    history_only = pd.read_csv(history).drop(columns=["footfall", "size"])
+    history_only.to_csv(history, index=False)
+    result = run(t, history, future)
+    assert result.exit_code == 2, result.output
+    assert "a model of horizon 1" in said(result) and "through the service" in said(result), result.output
