@@ -26,12 +26,15 @@ import numpy as np
 
 from app.artifacts.covariates import CovariateLayout, StaticCovariate, calendar_columns, calendar_values
 from export.data import DataError, ReadOptions, load_csv, load_panel
+from export.data.layout import ID_NAMES, PANEL_TIMESTAMP_NAMES
 
 __all__ = [
     "CovariatePlan",
     "CovariateSeries",
+    "file_columns",
     "load_covariate_panel",
     "load_covariate_wide",
+    "load_future_values",
     "series_covariate_rows",
 ]
 
@@ -327,3 +330,61 @@ def load_covariate_panel(
             )
         )
     return out, panel.frequency
+
+
+def file_columns(path: Path) -> list[str]:
+    """A CSV's header (stripped, as the long reader reads it) or a Parquet file's columns."""
+    import pandas as pd
+
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
+    try:
+        if path.suffix.lower() in (".parquet", ".pq"):
+            return [str(c) for c in pd.read_parquet(path).columns]
+        return [str(c).strip() for c in pd.read_csv(path, nrows=0, dtype=str, encoding="utf-8-sig").columns]
+    except Exception as exc:  # the long reader says the same of an unreadable file
+        raise DataError(f"{path.name}: not a readable file: {exc}") from None
+
+
+def load_future_values(path: Path, options: ReadOptions, future: Sequence[str]) -> dict[str, CovariateSeries]:
+    """A future-values file (NeuralForecast's `futr_df`, TimeGPT's `X_df`): long, an id column, a
+    timestamp column and exactly the columns `future`; each read by the long reader's rules, as
+    load_covariate_panel reads a covariate (zone, order, a missing or non-numeric cell named by series
+    and row). Per series id: its timestamps and future columns (`values` NaN). The reader infers a step
+    from each series' rows: a horizon of 1 (one row per series) is refused as it."""
+    header = file_columns(path)
+    lower = {h.lower(): h for h in header}
+    id_col = options.id_column or next((lower[n] for n in ID_NAMES if n in lower), None)
+    ts_col = options.timestamp_column or next((lower[n] for n in PANEL_TIMESTAMP_NAMES if n in lower), None)
+    if id_col is None or ts_col is None:
+        raise DataError(
+            f"{path.name} line 1: no {'series id' if id_col is None else 'timestamp'} column (one of "
+            f"{'/'.join(ID_NAMES if id_col is None else PANEL_TIMESTAMP_NAMES)}); the columns are {header}"
+        )
+    missing = [n for n in future if n not in header]
+    if missing:
+        raise DataError(
+            f"{path.name} line 1, column {missing[0]!r}: missing; the model's future covariates are "
+            f"{list(future)}; the columns are {header}"
+        )
+    extra = [c for c in header if c not in (id_col, ts_col, *future)]
+    if extra:
+        raise DataError(
+            f"{path.name} line 1, column {extra[0]!r}: not a future covariate of the model (its future "
+            f"covariates are {list(future)}); the file holds the id, the timestamp and those columns only"
+        )
+    out: dict[str, CovariateSeries] = {}
+    for name in future:
+        read = dataclasses.replace(
+            options,
+            id_column=id_col,
+            timestamp_column=ts_col,
+            target_column=name,
+            drop=tuple(n for n in future if n != name),
+        )
+        for s in load_panel(path, read).series:
+            have = out.get(s.id)
+            if have is None:
+                have = out[s.id] = CovariateSeries(s.id, np.full(len(s), np.nan), s.timestamps)
+            have.future[name] = s.values
+    return out

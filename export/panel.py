@@ -18,6 +18,7 @@ values of every training series are held out, the read-out fitted on the rest an
 
     python -m export.panel train --data stores_long.csv --horizon 12 --out runs/stores
     python -m export.panel forecast --model runs/stores/model.json --data new_stores.csv
+    python -m export.panel forecast --model runs/shops/model.json --data shops.csv --future-file promo.csv
     python -m export.panel export --model runs/stores/model.json --name stores --repository model_repository
 
 `export` publishes the model as an ONNX graph the service serves (export/global_onnx.py). Covariates
@@ -630,11 +631,26 @@ def export_command(
 @cli.command()
 def forecast(
     model: Annotated[Path, typer.Option(help="a model.json written by train")],
-    data: Annotated[Path, typer.Option(help="a long file of histories (any series, seen or not)")],
+    data: Annotated[
+        Path,
+        typer.Option(
+            help="a long file of histories (any series, seen or not); a covariate model's past and static "
+            "covariates are its columns, by name"
+        ),
+    ],
     out: Annotated[Path | None, typer.Option(help="CSV to write (default: print)")] = None,
     sort: Annotated[bool, typer.Option()] = False,
     timezone: Annotated[
         str | None, typer.Option(help="the zone --data's local times were written in (forecasts: UTC)")
+    ] = None,
+    drop: Annotated[str, typer.Option(help="columns of --data to leave out, comma-separated")] = "",
+    future_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="a covariate model's future values (as NeuralForecast's futr_df, TimeGPT's X_df): a long "
+            "CSV or Parquet file, id, timestamp and one column per future covariate, the H steps after "
+            "each series' last timestamp"
+        ),
     ] = None,
 ) -> None:
     """Forecast every series of a long file (series never seen in training included)."""
@@ -643,28 +659,163 @@ def forecast(
     from export.data import DataError, load_panel
 
     fitted = GlobalModel.load(model)
-    if fitted.covariates is not None:
+    zone = timezone or fitted.timezone
+    if fitted.covariates is None and future_file is not None:
         raise typer.BadParameter(
-            "a covariate model needs each series' future covariates for the horizon: forecast through the "
-            "service (export it; docs/panels.md, Covariates)",
-            param_hint="--model",
+            "the model reads no covariates: it takes no future values", param_hint="--future-file"
         )
+    dropped = tuple(n.strip() for n in drop.split(",") if n.strip())
+    histories: Sequence[Any]  # PanelSeries, or a covariate model's CovariateSeries
+    rows: np.ndarray | None = None
+    if fitted.covariates is None:
+        try:
+            panel = load_panel(data, sort=sort, timezone=zone, drop=dropped)
+        except DataError as e:
+            raise typer.BadParameter(str(e), param_hint="--data") from None
+        histories, frequency = panel.series, panel.frequency
+    else:
+        histories, frequency, rows = _with_covariates(fitted, data, future_file, sort, zone, dropped)
     try:
-        panel = load_panel(data, sort=sort, timezone=timezone or fitted.timezone)
-    except DataError as e:
+        values = fitted.forecast([s.values for s in histories], covariates=rows)
+    except ValueError as e:  # shorter than min_history
         raise typer.BadParameter(str(e), param_hint="--data") from None
-    values = fitted.forecast([s.values for s in panel.series])
-    rows = []
-    offset = pd.tseries.frequencies.to_offset(panel.frequency)
-    for s, f in zip(panel.series, values, strict=True):
-        stamps = pd.date_range(pd.Timestamp(s.timestamps[-1]) + offset, periods=len(f), freq=offset)
-        rows += [(s.id, t, float(v)) for t, v in zip(stamps, f, strict=True)]
-    frame = pd.DataFrame(rows, columns=["unique_id", "ds", "y_hat"])
+    table = []
+    offset = pd.tseries.frequencies.to_offset(frequency)
+    for i, f in enumerate(values):
+        s: Any = histories[i]
+        table += [(s.id, t, float(v)) for t, v in zip(_horizon(s.timestamps, offset, len(f)), f, strict=True)]
+    frame = pd.DataFrame(table, columns=["unique_id", "ds", "y_hat"])
     if out is None:
         typer.echo(frame.to_csv(index=False), nl=False)
     else:
         frame.to_csv(out, index=False)
-        typer.echo(f"{len(panel)} series forecast: {out}")
+        typer.echo(f"{len(histories)} series forecast: {out}")
+
+
+def _horizon(stamps: np.ndarray, offset: Any, h: int) -> np.ndarray:
+    """The h steps of `offset` after a series' last timestamp (UTC instants, datetime64[ns])."""
+    import pandas as pd
+
+    first = pd.Timestamp(stamps[-1]) + offset
+    return pd.date_range(first, periods=h, freq=offset).to_numpy().astype("datetime64[ns]")
+
+
+def _with_covariates(
+    fitted: GlobalModel,
+    data: Path,
+    future_file: Path | None,
+    sort: bool,
+    zone: str | None,
+    drop: tuple[str, ...] = (),
+) -> tuple[list[CovariateSeries], str, np.ndarray]:
+    """A covariate model's histories (past and static covariates from `data`'s columns), their
+    frequency, and their `covariates` rows: the future covariates from `future_file`, which must hold
+    exactly the H steps after each series' last timestamp; the calendar from those timestamps in the
+    model's zone. The rows are the trainer's (series_covariate_rows on the history followed by the
+    horizon). Every problem is a BadParameter naming the file, the series and the column."""
+    import pandas as pd
+
+    from export.covariates import file_columns, load_covariate_panel, load_future_values
+    from export.data import DataError, ReadOptions
+
+    covs = fitted.covariates
+    assert covs is not None
+    H = fitted.config.horizon
+    statics = [s.name for s in covs.static]
+
+    def bad(message: str, option: str = "--future-file") -> typer.BadParameter:
+        return typer.BadParameter(message, param_hint=option)
+
+    try:
+        header = file_columns(data)
+        absent = [n for n in (*covs.past, *statics) if n not in header]
+        if absent:
+            kind = "past" if absent[0] in covs.past else "static"
+            raise DataError(
+                f"{data.name} line 1, column {absent[0]!r}: missing; the model reads the {kind} covariate "
+                f"{absent[0]!r} from the history file (past {list(covs.past)}, static {statics}); the "
+                f"columns are {header}"
+            )
+        # The future covariates' past values, if the file has them (the training file does), are not read.
+        unread = (*drop, *(n for n in covs.future if n in header))
+        options = ReadOptions(sort=sort, timezone=zone, drop=unread)
+        histories, frequency = load_covariate_panel(data, options, covs.past, (), statics)
+    except DataError as e:
+        raise bad(str(e), "--data") from None
+    future: dict[str, CovariateSeries] = {}
+    if covs.future:
+        if future_file is None:
+            raise bad(
+                f"the model reads the future covariates {list(covs.future)}: give their values for the "
+                f"{H} steps after each series' last timestamp with --future-file (docs/panels.md)"
+            )
+        if H == 1:  # the long reader infers each file's step from a series' rows: one row tells none
+            raise bad(
+                "a model of horizon 1: a future file holds one row per series, from which the long reader "
+                "cannot tell the step; forecast it through the service (docs/panels.md, Covariates)"
+            )
+        try:
+            future = load_future_values(future_file, ReadOptions(sort=sort, timezone=zone), covs.future)
+        except DataError as e:
+            raise bad(str(e)) from None
+        known = {s.id for s in histories}
+        unknown = [k for k in future if k not in known]
+        if unknown:
+            raise bad(
+                f"{future_file.name} (series {unknown[0]!r}): no such series in {data.name}; the future "
+                "values are those of the series forecast"
+            )
+    elif future_file is not None:
+        raise typer.BadParameter(
+            "the model reads no future covariates (its calendar comes from the timestamps): it takes no "
+            "future values",
+            param_hint="--future-file",
+        )
+    offset = pd.tseries.frequencies.to_offset(frequency)
+
+    def show(t: np.datetime64) -> str:  # in the zone the files were written in
+        return str(pd.Timestamp(t).tz_localize("UTC").tz_convert(zone or "UTC"))
+
+    rows = []
+    for s in histories:
+        stamps = _horizon(s.timestamps, offset, H)
+        n = len(s)
+        after = {}
+        if covs.future:
+            assert future_file is not None
+            given = future.get(s.id)
+            if given is None:
+                raise bad(
+                    f"{future_file.name}: no rows for series {s.id!r}; it needs the {H} steps after the "
+                    f"series' last timestamp {show(s.timestamps[-1])}"
+                )
+            if len(given) != H:
+                raise bad(
+                    f"{future_file.name} (series {s.id!r}): {len(given)} rows; the model's horizon needs "
+                    f"{H}, the steps after the series' last timestamp {show(s.timestamps[-1])}"
+                )
+            off = np.flatnonzero(given.timestamps != stamps)
+            if off.size:
+                k = int(off[0])
+                raise bad(
+                    f"{future_file.name} (series {s.id!r}): row {k + 1} of the series is at "
+                    f"{show(given.timestamps[k])}; horizon step {k + 1} after its last timestamp "
+                    f"{show(s.timestamps[-1])} is {show(stamps[k])}"
+                )
+            after = given.future
+        full = CovariateSeries(
+            s.id,
+            np.concatenate([s.values, np.full(H, np.nan)]),
+            np.concatenate([s.timestamps, stamps]),
+            past={p: np.concatenate([s.past[p], np.full(H, np.nan)]) for p in covs.past},
+            future={f: np.concatenate([np.zeros(n), after[f]]) for f in covs.future},
+            static=s.static,
+        )
+        try:
+            rows.append(series_covariate_rows(full, covs, np.array([n])))
+        except ValueError as e:  # a static value the model cannot encode (an unseen category)
+            raise bad(f"{data.name} (series {s.id!r}): {e}", "--data") from None
+    return histories, frequency, np.concatenate(rows)
 
 
 if __name__ == "__main__":

@@ -266,7 +266,7 @@
     if (timeColumn < 0 && body.length && !NUMBER.test(body[0][0]) && !Number.isNaN(Date.parse(body[0][0]))) timeColumn = 0;
     let reordered = 0;
     if (timeColumn >= 0) {
-      const ordered = orderRows(body, lineOf, timeColumn, header ? header[timeColumn] : null);
+      const ordered = orderRows(body, lineOf, timeColumn, header ? header[timeColumn] : null, modelZone(state.version));
       body = ordered.rows;
       reordered = ordered.moved;
     }
@@ -284,16 +284,33 @@
     return { values, start, id: null, horizon: null, format: "CSV", reordered };
   }
 
-  // The trainer's rules for a file's rows (export/data/reading.py): a timestamp that repeats is
-  // refused, naming both lines; rows out of order are read in time order (as the trainer's `--sort`),
-  // and the page says how many moved. Naive times are ordered by their wall-clock reading, times with
-  // an offset by their instant. (A zoned model's autumn repeat, the same naive time twice, is refused
-  // here as a repeat: the page cannot tell the two readings apart by order once sorted.)
-  function orderRows(body, lineOf, column, name) {
+  // The trainer's rules for a file's rows (export/data/panels.py, timestamps.py `localize`): a timestamp
+  // that repeats is refused, naming both lines; rows out of order are read in time order (as the
+  // trainer's `--sort`), and the page says how many moved. Times with an offset are ordered by their
+  // instant; naive times by their wall-clock reading, or, for a model with a zone, by their instant
+  // there: in the autumn repeat (the same naive time twice) a row is in summer time the first time and
+  // in standard time once the clock has gone back (a row not after the previous one, both in the
+  // repeat), as the trainer reads it; a time the clocks skip (the spring gap) is refused, as there.
+  function orderRows(body, lineOf, column, name, zone) {
+    const where = (i) => `line ${lineOf[i]}${name ? `, column '${name}'` : ""}`;
+    let previous = null; // the previous row (file order) when it was in a repeat: { wall, summer }
     const keyed = body.map((row, i) => {
-      const text = row[column] ?? "";
-      const key = parseTime(text.replace(" ", "T"), null);
-      if (key == null) throw new Error(`line ${lineOf[i]}${name ? `, column '${name}'` : ""}: ${JSON.stringify(text)} is not a timestamp`);
+      const text = (row[column] ?? "").replace(" ", "T");
+      let key = parseTime(text, null);
+      if (key == null) throw new Error(`${where(i)}: ${JSON.stringify(row[column] ?? "")} is not a timestamp`);
+      let reading = null;
+      if (zone && !OFFSET.test(text)) {
+        const wall = key * 1000;
+        const readings = zoneReadings(wall, zone);
+        if (!readings.length) {
+          throw new Error(`${where(i)}: ${row[column]} does not exist in ${zone}: the clocks skip it (daylight saving)`);
+        }
+        const fold = readings.length === 2;
+        const summer = !(fold && previous && (wall <= previous.wall || !previous.summer));
+        key = (summer ? readings[0] : readings[1]) / 1000;
+        if (fold) reading = { wall, summer };
+      }
+      previous = reading;
       return { row, line: lineOf[i], key, i };
     });
     const sorted = [...keyed].sort((a, b) => a.key - b.key || a.i - b.i);
@@ -307,6 +324,8 @@
       }
     }
     const moved = sorted.filter((entry, k) => entry.i !== k).length;
+    // The first row is never a repeat's second reading (a row read so follows one read earlier), so a
+    // naive `start` reads as the service reads it: the repeat's first reading.
     return { rows: sorted.map((entry) => entry.row), moved };
   }
 
@@ -375,19 +394,27 @@
     return wall - Math.floor(ms / 1000) * 1000;
   }
 
+  const OFFSET = /([zZ]|[+-]\d\d:?\d\d)$/;
+
   function parseTime(text, zone) {
     if (!text) return null;
-    if (/([zZ]|[+-]\d\d:?\d\d)$/.test(text)) {
+    if (OFFSET.test(text)) {
       const ms = Date.parse(text);
       return Number.isNaN(ms) ? null : ms / 1000;
     }
     const wall = Date.parse(`${text}Z`);
     if (Number.isNaN(wall)) return null;
     if (!zone) return wall / 1000;
-    // The offsets around this wall time; each that maps back onto it is a reading; the earliest wins.
-    const offsets = [zoneOffset(zone, wall - 86400000), zoneOffset(zone, wall + 86400000)];
-    const readings = offsets.filter((o) => zoneOffset(zone, wall - o) === o).map((o) => wall - o);
-    return (readings.length ? Math.min(...readings) : wall - offsets[0]) / 1000;
+    const readings = zoneReadings(wall, zone); // in the autumn repeat, the earliest wins
+    return (readings.length ? readings[0] : wall - zoneOffset(zone, wall - 86400000)) / 1000;
+  }
+
+  // The instants (ms, earliest first) at which the zone's clock reads `wall` (ms of a naive time read
+  // as UTC): one, two in the autumn repeat, none in the spring gap. The offsets a day either side are
+  // the zone's two around a change; each that maps back onto the wall time is a reading.
+  function zoneReadings(wall, zone) {
+    const offsets = [...new Set([zoneOffset(zone, wall - 86400000), zoneOffset(zone, wall + 86400000)])];
+    return offsets.filter((o) => zoneOffset(zone, wall - o) === o).map((o) => wall - o).sort((a, b) => a - b);
   }
 
   function offsetText(ms) {

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -122,5 +122,92 @@ def test_a_repeated_timestamp_is_refused_before_any_request(open_page: object, t
     page.click("#submit")
     session.wait("document.querySelector('[data-error-for=\"data\"]').textContent !== ''")
     assert page.inner_text('[data-error-for="data"]') == error
+    assert [r.url for r in session.requests if r.method == "POST"] == []  # nothing was asked
+    assert session.outside == [] and session.console_errors == []
+
+
+# A window of naive Berlin hours that runs through the autumn change: 2023-10-29 02:00 appears twice, in
+# summer time (+02:00) and then in winter time (+01:00), as a local export writes it.
+AUTUMN = datetime(2023, 10, 20, 0, 0, tzinfo=ZoneInfo(ZONE))
+
+
+def autumn_rows(change: Callable[[list[str]], None] | None = None) -> tuple[str, list[str]]:
+    """The example's window as a CSV of naive local times over the autumn change; `change` edits the
+    time cells (file order) before they are written."""
+    values = EXAMPLE["series"][0]["values"]
+    names = list(values)
+    utc = AUTUMN.astimezone(ZoneInfo("UTC"))
+    stamps = [
+        (utc + timedelta(hours=i)).astimezone(ZoneInfo(ZONE)).strftime("%Y-%m-%d %H:%M:%S") for i in range(L)
+    ]
+    cells = list(stamps)
+    if change is not None:
+        change(cells)
+    lines = [",".join(["date", *names])]
+    lines += [",".join([cells[i], *(repr(values[n][i]) for n in names)]) for i in range(L)]
+    return "\n".join(lines) + "\n", stamps
+
+
+def test_the_autumn_repeat_of_a_zoned_model_is_read_as_the_trainer_reads_it(
+    open_page: object, service: LiveService, tmp_path: Path
+) -> None:
+    """The repeated hour is summer time the first time, winter time the second (the trainer's rule,
+    export/data/timestamps.py `localize`): no duplicate, the rows one hour apart, nothing moved."""
+    text, stamps = autumn_rows()
+    assert stamps.count("2023-10-29 02:00:00") == 2  # the file does repeat the naive time
+    session = open_page("/ui")  # type: ignore[operator]
+    page = session.page
+    drop(session, tmp_path, text)
+    assert page.inner_text('[data-error-for="data"]') == ""
+    summary = page.inner_text("#data-summary")
+    assert "sorted" not in summary and "first time 2023-10-20T00:00:00" in summary, summary
+    page.click("#submit")
+    session.wait("window.__rsaState.timings.forecast")
+    request = page.evaluate("() => window.__rsaState.forecast.request")
+    (series,) = request["series"]
+    assert series["start"] == "2023-10-20T00:00:00" and series["values"] == EXAMPLE["series"][0]["values"]
+    first = AUTUMN.timestamp()
+    x = page.evaluate("() => window.__rsaState.plots[0].data[0]")
+    assert x[:L] == [first + 3600 * i for i in range(L)]  # hourly instants through the change, no gap
+    fold = stamps.index("2023-10-29 02:00:00")
+    shown = [page.evaluate(f"() => window.__rsaUi.formatTime({x[k]}, '{ZONE}')") for k in (fold, fold + 1)]
+    assert shown == ["2023-10-29 02:00 +02:00", "2023-10-29 02:00 +01:00"]
+    assert session.outside == [] and session.console_errors == []
+
+
+def _third(cells: list[str]) -> None:
+    """The repeated hour written a third time (over the next row): a genuine repeat."""
+    k = cells.index("2023-10-29 02:00:00")
+    cells[k + 2] = cells[k]
+
+
+def _gap(cells: list[str]) -> None:
+    cells[5] = "2023-03-26 02:30:00"  # the spring change skips 02:00 to 03:00 in Berlin
+
+
+@pytest.mark.parametrize(
+    ("change", "error"),
+    [
+        (
+            _third,
+            "line {line}, column 'date': duplicate timestamp 2023-10-29 02:00:00 (same as line {same}); "
+            "each row needs its own time, as in training",
+        ),
+        (
+            _gap,
+            "line 7, column 'date': 2023-03-26 02:30:00 does not exist in Europe/Berlin: the clocks skip it "
+            "(daylight saving)",
+        ),
+    ],
+)
+def test_a_repeat_beyond_the_fold_or_a_skipped_time_is_refused_naming_the_line(
+    open_page: object, service: LiveService, tmp_path: Path, change: Callable[[list[str]], None], error: str
+) -> None:
+    text, stamps = autumn_rows(change)
+    fold = stamps.index("2023-10-29 02:00:00")  # file line = index + 2 (the header is line 1)
+    session = open_page("/ui")  # type: ignore[operator]
+    page = session.page
+    drop(session, tmp_path, text)
+    assert page.inner_text('[data-error-for="data"]') == error.format(line=fold + 4, same=fold + 3)
     assert [r.url for r in session.requests if r.method == "POST"] == []  # nothing was asked
     assert session.outside == [] and session.console_errors == []
