@@ -37,15 +37,17 @@ from typing import Any
 import numpy as np
 import torch
 
+from app.artifacts.covariates import CovariateLayout
 from app.artifacts.readout import last_windows, naive_error, series_windows, window_scales
 from export.panel import PanelConfig, _validation, mase
 from export.ridge import NormalEquations
 from export.train import TrainConfig, param_groups, warmup_cosine
-from models import ModelConfig, RSAForecaster
+from models import Covariates, ModelConfig, RSAForecaster
 
 __all__ = [
     "Budget",
     "PanelTransformer",
+    "covariate_parts",
     "least_squares_start",
     "panel_windows",
     "train_panel_transformer",
@@ -99,12 +101,25 @@ class Budget:
 
 
 def transformer_config(
-    cfg: PanelConfig, input_length: int, rem: bool = True, d_model: int = 32, **overrides: Any
+    cfg: PanelConfig,
+    input_length: int,
+    rem: bool = True,
+    d_model: int = 32,
+    layout: CovariateLayout | None = None,
+    **overrides: Any,
 ) -> ModelConfig:
     """configs/etth1-rsa.yaml's network for one channel: one layer of 4 heads, 2 regular and 2 cyclic
     causal REM heads (the cyclic ones starting at the period's frequency 2π/period), a linear path L→H
     beside it; no RevIN and no cycle table (per-window scaling instead, shared by every series).
-    `rem=False`: the same network without REM heads (`ModelConfig.baseline()`)."""
+    `rem=False`: the same network without REM heads (`ModelConfig.baseline()`). With a covariate
+    `layout` the network takes its past, future (calendar included) and static columns."""
+    if layout is not None:
+        overrides = {
+            "past_covariates": len(layout.past),
+            "future_covariates": len(layout.future_columns),
+            "static_covariates": layout.static_width,
+            **overrides,
+        }
     mcfg = ModelConfig(
         input_length=input_length,
         horizon=cfg.horizon,
@@ -122,6 +137,19 @@ def transformer_config(
         **overrides,
     )
     return mcfg if rem else mcfg.baseline()
+
+
+def covariate_parts(layout: CovariateLayout, z: torch.Tensor) -> Covariates:
+    """Standardised covariate rows z [n, D] in the layout's order (app/artifacts/covariates.py: past
+    step-major, future step-major, statics) -> the network's `Covariates`. Plain slicing and reshapes, so
+    the exported graph does the same."""
+    L, H = layout.input_length, layout.horizon
+    P, F, S = len(layout.past), len(layout.future_columns), layout.static_width
+    return Covariates(
+        past=z[:, : L * P].reshape(-1, L, P) if P else None,
+        future=z[:, L * P : L * P + H * F].reshape(-1, H, F) if F else None,
+        static=z[:, L * P + H * F : L * P + H * F + S] if S else None,
+    )
 
 
 @dataclass
@@ -169,16 +197,28 @@ def panel_windows(series: Sequence[np.ndarray], cfg: PanelConfig, length: int) -
 
 
 def _forecast(
-    net: RSAForecaster, histories: Sequence[np.ndarray], period: int, batch: int = 4096
+    net: RSAForecaster,
+    histories: Sequence[np.ndarray],
+    period: int,
+    batch: int = 4096,
+    layout: CovariateLayout | None = None,
+    covariates: np.ndarray | None = None,
 ) -> np.ndarray:
+    """[S, H] forecasts; a covariate model (`layout`) reads `covariates` [S, D], raw, in its layout."""
     L = net.cfg.input_length
     out = np.empty((len(histories), net.cfg.horizon))
+    if (layout is None) != (covariates is None):
+        raise ValueError("a covariate model needs its covariate rows, and only it takes them")
     net.eval()
     with torch.no_grad():
         for a in range(0, len(histories), batch):
             x, m = last_windows(histories[a : a + batch], L)
             u, s = _normalised(x, m, period)
-            y = net(torch.from_numpy(u.astype(np.float32)).unsqueeze(-1))
+            cov = None
+            if layout is not None and covariates is not None:
+                z = layout.standardise(np.asarray(covariates[a : a + batch], dtype=np.float64))
+                cov = covariate_parts(layout, torch.from_numpy(z.astype(np.float32)))
+            y = net(torch.from_numpy(u.astype(np.float32)).unsqueeze(-1), covariates=cov)
             assert isinstance(y, torch.Tensor)
             out[a : a + len(x)] = y[..., 0].double().numpy() * s[:, None]
     return out
@@ -198,6 +238,7 @@ class PanelTransformer:
     windows: int = 0  # training windows available (the whole histories' when refitted)
     stopped: str = ""  # why training ended: patience, epochs or max_seconds
     fit_seconds: float = 0.0
+    covariates: CovariateLayout | None = None  # what the network reads beside the window, and how
 
     @property
     def input_length(self) -> int:
@@ -207,16 +248,19 @@ class PanelTransformer:
     def parameters(self) -> int:
         return sum(p.numel() for p in self.network.parameters())
 
-    def forecast(self, histories: Sequence[np.ndarray]) -> np.ndarray:
+    def forecast(self, histories: Sequence[np.ndarray], covariates: np.ndarray | None = None) -> np.ndarray:
         """The next H values [S, H] of each history (at least `config.history` values; shorter than L
-        masked at the start)."""
+        masked at the start); a covariate model reads each series' raw covariate row [S, D] (the
+        layout's order, as `GlobalModel.forecast`)."""
         short = [i for i, h in enumerate(histories) if len(h) < self.config.history]
         if short:
             raise ValueError(
                 f"{len(short)} series have fewer than min_history = {self.config.history} values "
                 f"(the first: series {short[0]} with {len(histories[short[0]])})"
             )
-        return _forecast(self.network, histories, self.config.period)
+        return _forecast(
+            self.network, histories, self.config.period, layout=self.covariates, covariates=covariates
+        )
 
     def report(self) -> dict[str, Any]:
         return {
