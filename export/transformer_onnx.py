@@ -27,7 +27,7 @@ import copy
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ from app.artifacts.contract import (
 )
 from app.artifacts.covariates import CovariateLayout
 from app.artifacts.readout import TINY
+from export.covariates import CovariatePlan
 from export.global_onnx import OPSET, check_covariates, check_histories, panel_manifest, windows_of
 from export.panel import PanelConfig
 from export.panel_transformer import Budget, PanelTransformer, covariate_parts
@@ -288,6 +289,42 @@ def export_transformer(
     return publish_version(Path(repository) / name, write, version)
 
 
+# -- training from the CLI ----------------------------------------------------------------------------
+
+
+def train_transformer(
+    series: Sequence[Any],
+    cfg: PanelConfig,
+    frequency: str | None,
+    timezone: str | None,
+    plan: CovariatePlan | None,
+    path: Path,
+    budget: Budget,
+) -> list[str]:
+    """`python -m export.panel train --network transformer`: train at L = `cfg.input_periods` periods, or
+    at the input length the read-out's validation search picks on the same series (as
+    bench/global_transformer.py does: one closed-form fit per length, where a transformer search would
+    train once per length), save the model file at `path`; returns the lines saying what was done."""
+    from export.panel import train_global
+    from export.panel_transformer import train_panel_transformer
+
+    if cfg.input_periods is not None:
+        length = cfg.input_periods * cfg.period if cfg.period > 1 else 4 * cfg.input_periods
+        how = "given"
+    else:
+        length = train_global(series, cfg, frequency=frequency, plan=plan, report=False).input_length
+        how = "the read-out's validation search"
+    extra: dict[str, Any] = {} if plan is None else {"plan": plan}
+    model = train_panel_transformer(series, cfg, length, budget=budget, **extra)
+    save_transformer(SavedTransformer(model, frequency, timezone), path)
+    lines = [
+        f"RSA-Transformer, L = {length} ({how}), min history {cfg.history}, {model.parameters} parameters, "
+        f"best epoch {model.best_epoch} (validation MASE {model.val_mase:.4f}), stopped: {model.stopped}, "
+        f"trained in {model.fit_seconds:.1f} s: {path}"
+    ]
+    return lines
+
+
 # -- the model file ----------------------------------------------------------------------------------
 
 
@@ -301,16 +338,40 @@ class SavedTransformer:
     timezone: str | None = None
 
 
+# PanelTransformer's fields that are not its network, settings or layout: the training record (held-out
+# forecasts and what calibration needs included), saved as JSON (arrays as lists) and read back by name.
+_OWN_FIELDS = ("config", "network", "rem", "budget", "covariates")
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, np.ndarray):
+        return {"ndarray": v.tolist()}
+    if isinstance(v, float) and not np.isfinite(v):
+        return None  # inf: never validated
+    return v
+
+
 def _record(model: PanelTransformer) -> dict[str, Any]:
-    return {
-        "budget": asdict(model.budget),
-        "history": model.history,
-        "best_epoch": model.best_epoch,
-        "val_mase": model.val_mase if np.isfinite(model.val_mase) else None,  # inf: never validated
-        "windows": model.windows,
-        "stopped": model.stopped,
-        "fit_seconds": round(model.fit_seconds, 3),
-    }
+    out = {f.name: _jsonable(getattr(model, f.name)) for f in fields(model) if f.name not in _OWN_FIELDS}
+    out["fit_seconds"] = round(model.fit_seconds, 3)
+    return {"budget": asdict(model.budget), **out}
+
+
+def _from_record(d: dict[str, Any]) -> dict[str, Any]:
+    """The record's fields as PanelTransformer takes them (arrays, tuples, inf where null)."""
+    out: dict[str, Any] = {}
+    for f in fields(PanelTransformer):
+        if f.name in _OWN_FIELDS or f.name not in d:
+            continue
+        v = d[f.name]
+        if isinstance(v, dict) and set(v) == {"ndarray"}:
+            v = np.asarray(v["ndarray"], dtype=np.float64)
+        elif v is None and isinstance(f.default, float):
+            v = f.default
+        elif isinstance(v, list) and isinstance(f.default, tuple):
+            v = tuple(v)
+        out[f.name] = v
+    return out
 
 
 def save_transformer(saved: SavedTransformer, path: Path) -> Path:
@@ -363,12 +424,7 @@ def load_transformer(path: Path) -> SavedTransformer:
         network=network,
         rem=bool(d["rem"]),
         budget=Budget(**training.get("budget", {})),
-        history=list(training.get("history") or []),
-        best_epoch=int(training.get("best_epoch") or 0),
-        val_mase=float(training.get("val_mase") or float("inf")),
-        windows=int(training.get("windows") or 0),
-        stopped=str(training.get("stopped") or ""),
-        fit_seconds=float(training.get("fit_seconds") or 0.0),
         covariates=None if d.get("covariates") is None else CovariateLayout.from_json(d["covariates"]),
+        **_from_record(training),
     )
     return SavedTransformer(model, d.get("frequency"), d.get("timezone"))
