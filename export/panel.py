@@ -486,6 +486,13 @@ def train(
     windows_per_epoch: Annotated[int, typer.Option(help="transformer: windows drawn per epoch")] = 4096,
     max_seconds: Annotated[float, typer.Option(help="transformer: the cap on a training's seconds")] = 240.0,
     seed: Annotated[int, typer.Option(help="transformer: the seed of its start and batches")] = 0,
+    start: Annotated[
+        str,
+        typer.Option(
+            help="transformer: least_squares (the linear path at its ridge solution, attention from 0) or "
+            "random (PyTorch's initialisation)"
+        ),
+    ] = "least_squares",
 ) -> None:
     """Train a global model on every series of a long file (with covariates: docs/panels.md)."""
     from export.covariates import CovariatePlan, load_covariate_panel, load_covariate_wide
@@ -563,7 +570,11 @@ def train(
 
         try:
             budget = Budget(
-                epochs=epochs, windows_per_epoch=windows_per_epoch, max_seconds=max_seconds, seed=seed
+                epochs=epochs,
+                windows_per_epoch=windows_per_epoch,
+                max_seconds=max_seconds,
+                seed=seed,
+                start=start,
             )
             lines = train_transformer(series, cfg, frequency, timezone, plan, out / "model.json", budget)
         except ValueError as e:  # a budget out of range, or too short for a window
@@ -609,6 +620,7 @@ def export_command(
     layout: Annotated[
         str, typer.Option(help="--data is long, or wide (one series, as train read it)")
     ] = "long",
+    drop: Annotated[str, typer.Option(help="--data's columns to leave out, as at train")] = "",
 ) -> None:
     """Publish a global model (a read-out or a transformer, as train wrote it) as an ONNX graph into a
     model repository (checked against the Python model), with intervals pooled across the series of
@@ -627,7 +639,9 @@ def export_command(
             from export.panel_transformer import calibrate_transformer
 
             try:
-                series = _training_series(data, net.covariates, timezone or saved.timezone, sort, layout)
+                series = _training_series(
+                    data, net.covariates, timezone or saved.timezone, sort, layout, drop
+                )
                 intervals, said = calibrate_transformer(net, series)
             except DataError as e:
                 raise typer.BadParameter(str(e), param_hint="--data") from None
@@ -650,7 +664,9 @@ def export_command(
     intervals, said = None, "no intervals (give --data, the training file, to calibrate them)"
     if data is not None:
         try:
-            series = _training_series(data, fitted.covariates, timezone or fitted.timezone, sort, layout)
+            series = _training_series(
+                data, fitted.covariates, timezone or fitted.timezone, sort, layout, drop
+            )
         except DataError as e:
             raise typer.BadParameter(str(e), param_hint="--data") from None
         intervals, said = calibrate_global(fitted, series)
@@ -666,18 +682,20 @@ def export_command(
 
 
 def _training_series(
-    data: Path, covs: CovariateLayout | None, zone: str | None, sort: bool, layout: str
+    data: Path, covs: CovariateLayout | None, zone: str | None, sort: bool, layout: str, drop: str = ""
 ) -> list[Any]:
     """The training file's series as train read them: values alone, or (a covariate model) with the
-    covariates by name, the calendar in the model's zone."""
-    from export.data import load_panel
+    covariates by name, the calendar in the model's zone; `drop`: the columns train left out."""
+    from export.data import ReadOptions, load_panel
 
+    dropped = tuple(n.strip() for n in drop.split(",") if n.strip())
     if covs is None:
-        return [s.values for s in load_panel(data, sort=sort, timezone=zone).series]
+        return [
+            s.values for s in load_panel(data, ReadOptions(sort=sort, timezone=zone, drop=dropped)).series
+        ]
     from export.covariates import load_covariate_panel, load_covariate_wide
-    from export.data import ReadOptions
 
-    options = ReadOptions(sort=sort, timezone=covs.timezone)
+    options = ReadOptions(sort=sort, timezone=covs.timezone, drop=dropped)
     statics = [s.name for s in covs.static]
     if layout == "wide":
         return load_covariate_wide(data, options, None, covs.past, covs.future)[0]

@@ -306,7 +306,7 @@ def train_transformer(
     bench/global_transformer.py does: one closed-form fit per length, where a transformer search would
     train once per length), save the model file at `path`; returns the lines saying what was done."""
     from export.panel import train_global
-    from export.panel_transformer import train_panel_transformer
+    from export.panel_transformer import covariate_lines, train_panel_transformer
 
     if cfg.input_periods is not None:
         length = cfg.input_periods * cfg.period if cfg.period > 1 else 4 * cfg.input_periods
@@ -314,15 +314,14 @@ def train_transformer(
     else:
         length = train_global(series, cfg, frequency=frequency, plan=plan, report=False).input_length
         how = "the read-out's validation search"
-    extra: dict[str, Any] = {} if plan is None else {"plan": plan}
-    model = train_panel_transformer(series, cfg, length, budget=budget, **extra)
+    model = train_panel_transformer(series, cfg, length, budget=budget, plan=plan)
     save_transformer(SavedTransformer(model, frequency, timezone), path)
     lines = [
         f"RSA-Transformer, L = {length} ({how}), min history {cfg.history}, {model.parameters} parameters, "
         f"best epoch {model.best_epoch} (validation MASE {model.val_mase:.4f}), stopped: {model.stopped}, "
         f"trained in {model.fit_seconds:.1f} s: {path}"
     ]
-    return lines
+    return lines + covariate_lines(model.covariate_report)
 
 
 # -- the model file ----------------------------------------------------------------------------------
