@@ -630,7 +630,11 @@ def export_command(
     from export.transformer_onnx import is_transformer_file
 
     if is_transformer_file(model):
+        import logging
+
         from export.transformer_onnx import export_transformer, load_transformer
+
+        logging.getLogger("torch").setLevel(logging.ERROR)  # the exporter's notes on absent torchvision ops
 
         saved = load_transformer(model)
         net = saved.model

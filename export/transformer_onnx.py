@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import copy
 import json
-import logging
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -72,8 +71,6 @@ WEIGHTS_FILE = "model.safetensors"
 # network): |onnx − reference| in units of each window's scale (the network's own output unit, so the bound
 # means the same for a series near 0.01 and one near 10,000).
 TOLERANCE = 1e-4
-
-log = logging.getLogger(__name__)
 
 
 class TransformerGraph(nn.Module):

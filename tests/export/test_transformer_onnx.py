@@ -90,6 +90,8 @@ def test_the_graph_forecasts_as_the_python_model(published: tuple[PanelTransform
     assert cov is not None and np.isnan(cov).any()  # the short histories' past start
     want = m.forecast(hs, covariates=cov)
     got = run_transformer_graph(folder / "model.onnx", hs, L, cov)
+    one = run_transformer_graph(folder / "model.onnx", hs[-1:], L, cov[-1:])  # a batch of one
+    np.testing.assert_allclose(one[0], got[-1], rtol=1e-6, atol=1e-6 * float(np.abs(got[-1]).max()))
     scale = window_scales(*last_windows(hs, L), PERIOD)  # the network's unit, as the exporter's check
     assert float((np.abs(got - want) / scale[:, None]).max()) <= TOLERANCE
     # the covariates move the forecast: this is not a network that ignores them
