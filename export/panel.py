@@ -482,17 +482,23 @@ def train(
             "gradient within the budget below (export/panel_transformer.py; docs/panels.md)"
         ),
     ] = "readout",
-    epochs: Annotated[int, typer.Option(help="transformer: at most this many epochs")] = 20,
-    windows_per_epoch: Annotated[int, typer.Option(help="transformer: windows drawn per epoch")] = 4096,
-    max_seconds: Annotated[float, typer.Option(help="transformer: the cap on a training's seconds")] = 240.0,
-    seed: Annotated[int, typer.Option(help="transformer: the seed of its start and batches")] = 0,
+    epochs: Annotated[int | None, typer.Option(help="transformer: at most this many epochs (20)")] = None,
+    windows_per_epoch: Annotated[
+        int | None, typer.Option(help="transformer: windows drawn per epoch (4096)")
+    ] = None,
+    max_seconds: Annotated[
+        float | None, typer.Option(help="transformer: the cap on a training's seconds (240)")
+    ] = None,
+    seed: Annotated[int | None, typer.Option(help="transformer: the seed of its start and batches (0)")] = (
+        None
+    ),
     start: Annotated[
-        str,
+        str | None,
         typer.Option(
-            help="transformer: least_squares (the linear path at its ridge solution, attention from 0) or "
-            "random (PyTorch's initialisation)"
+            help="transformer: least_squares (the default: the linear path at its ridge solution, attention "
+            "from 0) or random (PyTorch's initialisation)"
         ),
-    ] = "least_squares",
+    ] = None,
 ) -> None:
     """Train a global model on every series of a long file (with covariates: docs/panels.md)."""
     from export.covariates import CovariatePlan, load_covariate_panel, load_covariate_wide
@@ -527,6 +533,36 @@ def train(
         raise typer.BadParameter(f"must be long or wide, got {layout!r}", param_hint="--layout")
     if network not in ("readout", "transformer"):
         raise typer.BadParameter(f"must be readout or transformer, got {network!r}", param_hint="--network")
+    budget_options = {
+        "--epochs": epochs,
+        "--windows-per-epoch": windows_per_epoch,
+        "--max-seconds": max_seconds,
+        "--seed": seed,
+        "--start": start,
+    }
+    given = [k for k, v in budget_options.items() if v is not None]
+    if network == "readout" and given:  # said, never ignored
+        raise typer.BadParameter(
+            "a training budget is the transformer's: the read-out is fitted in closed form (add "
+            "--network transformer)",
+            param_hint=given[0],
+        )
+    if network == "transformer" and effect not in ("auto", "relative"):
+        raise typer.BadParameter(
+            "the transformer reads covariates relative to each window's scale (its input is scaled): "
+            "leave --effect out",
+            param_hint="--effect",
+        )
+    budget: Any = None
+    if network == "transformer":
+        from export.panel_transformer import Budget
+
+        try:  # refused before the data is read
+            budget = Budget(
+                **{k.lstrip("-").replace("-", "_"): v for k, v in budget_options.items() if v is not None}
+            )
+        except ValueError as e:
+            raise typer.BadParameter(str(e), param_hint=given[0] if given else None) from None
     if layout == "wide" and kinds["static"]:
         raise typer.BadParameter(
             "a wide file is one series: it has no static covariates", param_hint="--static"
@@ -565,20 +601,12 @@ def train(
         raise typer.BadParameter(str(e), param_hint="--calendar") from None
     cfg = PanelConfig(horizon=horizon, period=period or _period_of(frequency), input_periods=input_periods)
     if network == "transformer":
-        from export.panel_transformer import Budget
         from export.transformer_onnx import train_transformer
 
         try:
-            budget = Budget(
-                epochs=epochs,
-                windows_per_epoch=windows_per_epoch,
-                max_seconds=max_seconds,
-                seed=seed,
-                start=start,
-            )
             lines = train_transformer(series, cfg, frequency, timezone, plan, out / "model.json", budget)
-        except ValueError as e:  # a budget out of range, or too short for a window
-            raise typer.BadParameter(str(e)) from None
+        except ValueError as e:  # too short for a window
+            raise typer.BadParameter(str(e), param_hint="--data") from None
         typer.echo(f"{count} series ({frequency}): " + "\n".join(lines))
         return
     try:

@@ -128,3 +128,28 @@ def test_the_model_file_round_trips(tmp_path: Path) -> None:
     hs = histories(2)
     cov = check_covariates(m.covariates, hs)
     np.testing.assert_array_equal(back.model.forecast(hs, covariates=cov), m.forecast(hs, covariates=cov))
+
+
+@pytest.mark.parametrize(
+    ("args", "option", "words"),
+    [
+        (["--epochs", "3"], "--epochs", "--network transformer"),
+        (["--network", "transformer", "--effect", "additive"], "--effect", "relative"),
+        (["--network", "transformer", "--start", "zeros"], None, "start must be"),
+    ],
+)
+def test_the_cli_refuses_options_the_model_would_ignore(
+    tmp_path: Path, args: list[str], option: str | None, words: str
+) -> None:
+    from typer.testing import CliRunner
+
+    from export.panel import cli
+    from tests.export.test_covariates_served import write_shops
+
+    write_shops(tmp_path / "shops.csv", n=2)
+    base = ["train", "--data", str(tmp_path / "shops.csv"), "--horizon", "7", "--out", str(tmp_path / "run")]
+    r = CliRunner().invoke(cli, [*base, *args])
+    assert r.exit_code == 2, r.output
+    text = " ".join(r.output.replace("│", " ").split())
+    assert words in text and (option is None or option in text), text
+    assert not (tmp_path / "run").exists()
