@@ -8,6 +8,8 @@ Models at L = 28 (4 weeks, the read-out bench's setting):
 - the RSA-Transformer without covariates, with `promo` (a future-known covariate: 14 horizon tokens), and
   with `promo` + the day-of-week calendar; each trained under one budget and seed (`--epochs`,
   `--windows-per-epoch`, `--d-model`), stopped on validation MASE, refitted on the whole training part;
+  and its least-squares start with `promo` untrained (epochs 0: the linear model over [window, promo]
+  the attention starts from);
 - the REM read-out (export/panel.py) with the same covariates, effect "relative" as the transformer
   reads them, and the read-out's own default ("auto": relative or both, picked on validation).
 
@@ -79,13 +81,20 @@ def run(budget: Budget, d_model: int, report: bool) -> dict[str, Any]:
         return out
 
     rows: dict[str, dict[str, Any]] = {}
-    for name, plan in [("none", None), *plans.items()]:
+    start = dataclasses.replace(budget, epochs=0)  # the least-squares start alone: the linear model
+    variants = [
+        ("none", None, budget),
+        ("promo, least-squares start only", plans["promo"], start),
+        ("promo", plans["promo"], budget),
+        ("promo+calendar", plans["promo+calendar"], budget),
+    ]
+    for name, plan, spent in variants:
         t0 = time.perf_counter()
         tf = train_panel_transformer(
             train if plan is not None else [s.values for s in train],
             cfg,
             L,
-            budget=budget,
+            budget=spent,
             d_model=d_model,
             plan=plan,
             report=report and name == "promo+calendar",
