@@ -123,6 +123,7 @@ def test_no_epochs_is_the_least_squares_linear_model_and_a_frozen_path_stays_put
     assert trained.best_epoch >= 1 or trained.val_mase == start.val_mase
     if trained.best_epoch >= 1:  # the refit trained the attention on top of the same frozen linear path
         assert trained.network.head.weight.any()
+        assert trained.network.linear is not None and start.network.linear is not None
         torch.testing.assert_close(trained.network.linear.weight, start.network.linear.weight)
 
 
