@@ -123,6 +123,7 @@ def test_no_epochs_is_the_least_squares_linear_model_and_a_frozen_path_stays_put
     assert trained.best_epoch >= 1 or trained.val_mase == start.val_mase
     if trained.best_epoch >= 1:  # the refit trained the attention on top of the same frozen linear path
         assert trained.network.head.weight.any()
+        assert trained.network.linear is not None and start.network.linear is not None
         torch.testing.assert_close(trained.network.linear.weight, start.network.linear.weight)
 
 
@@ -265,3 +266,29 @@ def test_the_covariate_report_says_a_useless_covariate_does_not_help() -> None:
     assert len(lines) == 2 and all(line.startswith("covariate ") for line in lines)
     verdicts = {r["covariate"]: ("DOES NOT HELP" in line) for r, line in zip(rows, lines, strict=True)}
     assert verdicts == {r["covariate"]: not r["helps"] for r in rows}
+
+
+def test_past_and_static_covariates_train_and_forecast_series_never_seen() -> None:
+    panel = promo_panel(10, seed=10)
+    rng = np.random.default_rng(1)
+    kinds = ["a", "b"]
+    full = [
+        dataclasses.replace(
+            s,
+            past={"footfall": s.values * (1 + 0.1 * rng.standard_normal(len(s)))},
+            static={"kind": kinds[i % 2]},
+        )
+        for i, s in enumerate(panel)
+    ]
+    plan = CovariatePlan.fit(full[:8], ("footfall",), ("promo",), ("dayofweek",), ("kind",))
+    budget = Budget(epochs=1, windows_per_epoch=256, batch_size=64)
+    model = train_panel_transformer(full[:8], PCFG, PL, budget=budget, d_model=8, plan=plan, report=False)
+    layout = model.covariates
+    assert layout is not None and layout.past == ("footfall",) and layout.static_width == 2
+    cfg = model.network.cfg
+    assert (cfg.past_covariates, cfg.future_covariates, cfg.static_covariates) == (1, 8, 2)
+    unseen = full[8:]
+    ends = np.array([len(unseen[0]) - PH])
+    rows = np.concatenate([series_covariate_rows(s, layout, ends) for s in unseen])
+    forecast = model.forecast([s.values[:-PH] for s in unseen], covariates=rows)
+    assert forecast.shape == (2, PH) and np.isfinite(forecast).all()
