@@ -28,6 +28,7 @@ from app.artifacts.contract import (
     COVARIATE_INPUT,
     FORECAST_INPUT,
     FORECAST_OUTPUT,
+    GLOBAL_READOUT_KIND,
     MANIFEST_FILE,
     MODEL_FILE,
     window_scale,
@@ -39,6 +40,7 @@ from export.publish import publish_version
 from export.reports import GroupCoverage, IntervalCalibration, to_dict
 
 if TYPE_CHECKING:  # export/panel.py's CLI imports this module
+    from app.artifacts.covariates import CovariateLayout
     from export.panel import GlobalModel
 
 __all__ = [
@@ -47,17 +49,20 @@ __all__ = [
     "OPSET",
     "TOLERANCE",
     "calibrate_global",
+    "check_covariates",
+    "check_histories",
     "export_global",
     "global_graph",
     "group_coverage",
     "history_groups",
     "interval_halfwidths",
+    "panel_manifest",
     "readout_spec",
     "run_graph",
     "series_spread",
 ]
 
-GLOBAL_KIND = "global_readout"  # the manifest's `kind`
+GLOBAL_KIND = GLOBAL_READOUT_KIND  # the manifest's `kind`
 OPSET = 18
 # float32 graph against the float64 numpy model: |onnx − numpy| <= TOLERANCE · (1 + |numpy|).
 TOLERANCE = 1e-4
@@ -198,12 +203,12 @@ def run_graph(
     return np.asarray(out)[:, :, 0]
 
 
-def _check_covariates(
-    model: GlobalModel, histories: Sequence[np.ndarray], seed: int = 1
+def check_covariates(
+    layout: CovariateLayout | None, histories: Sequence[np.ndarray], seed: int = 1
 ) -> np.ndarray | None:
-    """Random raw covariate rows for the parity check: each column around its training mean and spread,
-    one-hot statics as 0/1, and the past start NaN where a history is shorter than L."""
-    layout = model.covariates
+    """Random raw covariate rows for the parity check (of any global model reading `layout`): each
+    column around its training mean and spread, one-hot statics too, and the past start NaN where a
+    history is shorter than L."""
     if layout is None:
         return None
     rng = np.random.default_rng(seed)
@@ -228,25 +233,25 @@ def frequency_seconds(frequency: str | None) -> float:
     return float(pd.to_timedelta(pd.tseries.frequencies.to_offset(frequency)).total_seconds())
 
 
-def _check_histories(model: GlobalModel, seed: int = 0) -> list[np.ndarray]:
-    """Histories the parity check runs on: every length from min_history to past L, levels from tiny to
-    large, a constant and an all-zero series."""
+def check_histories(input_length: int, period: int, min_history: int, seed: int = 0) -> list[np.ndarray]:
+    """Histories the parity check of a global model runs on: every length from min_history to past L,
+    levels from tiny to large, a constant and an all-zero series."""
     rng = np.random.default_rng(seed)
-    L, p = model.input_length, max(model.config.period, 1)
+    L, p = input_length, max(period, 1)
     out = []
-    for n in sorted({model.min_history, *range(model.min_history, L + 3, max(1, p // 2)), L, 2 * L}):
+    for n in sorted({min_history, *range(min_history, L + 3, max(1, p // 2)), L, 2 * L}):
         t = np.arange(n)
         level = 10.0 ** rng.uniform(-2, 4)
         out.append(level * (1 + 0.3 * np.sin(2 * np.pi * t / p) + 0.1 * rng.standard_normal(n)))
-    out += [np.full(L, 7.0), np.zeros(model.min_history)]
+    out += [np.full(L, 7.0), np.zeros(min_history)]
     return out
 
 
 def verify(path: Path, model: GlobalModel) -> dict[str, Any]:
-    """ONNX Runtime against `GlobalModel.forecast` on `_check_histories`; raises ValueError past
+    """ONNX Runtime against `GlobalModel.forecast` on `check_histories`; raises ValueError past
     TOLERANCE."""
-    histories = _check_histories(model)
-    covariates = _check_covariates(model, histories)
+    histories = check_histories(model.input_length, model.config.period, model.min_history)
+    covariates = check_covariates(model.covariates, histories)
     want = model.forecast(histories, covariates=covariates)
     got = run_graph(path, histories, model.input_length, covariates)
     err = np.abs(got - want) / (1.0 + np.abs(want))
@@ -384,6 +389,59 @@ def interval_halfwidths(
     return widths[:, None, :] * series_spread(model, histories)[None, :, None]
 
 
+def panel_manifest(
+    *,
+    name: str,
+    version: int,
+    kind: str,
+    description: str,
+    input_length: int,
+    horizon: int,
+    channel: str,
+    frequency: str | None,
+    timezone: str | None,
+    min_history: int,
+    period: int,
+    layout: CovariateLayout | None,
+    files: dict[str, Any],
+    intervals: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """What every global model's manifest holds (the read-out's and the transformer's): the graph's
+    inputs (`window`, and `covariates` for a covariate model) and output, the frequency and zone, the
+    `panel` block the service serves it by, the files and the intervals."""
+    L, H = input_length, horizon
+    return {
+        "name": name,
+        "version": version,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "kind": kind,
+        "description": description,
+        "input_length": L,
+        "horizon": H,
+        "channels": [channel],
+        "frequency": frequency,
+        **({} if timezone is None else {"timezone": timezone}),
+        "frequency_seconds": frequency_seconds(frequency),
+        "inputs": [{"name": FORECAST_INPUT, "dtype": "float32", "shape": ["batch", L, 1]}]
+        + (
+            []
+            if layout is None
+            else [{"name": COVARIATE_INPUT, "dtype": "float32", "shape": ["batch", layout.width]}]
+        ),
+        "outputs": [{"name": FORECAST_OUTPUT, "dtype": "float32", "shape": ["batch", H, 1]}],
+        "panel": {
+            "min_history": min_history,
+            "period": period,
+            "missing": "nan",
+            **({} if layout is None else {"covariates": {**layout.to_json(), "list": layout.describe()}}),
+        },
+        "opset": OPSET,
+        "files": files,
+        # null without the training series to calibrate on (`export --data`)
+        "intervals": intervals,
+    }
+
+
 def manifest_of(
     model: GlobalModel,
     name: str,
@@ -392,53 +450,36 @@ def manifest_of(
     files: dict[str, Any],
     intervals: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    cfg, L, H = model.config, model.input_length, model.config.horizon
-    return {
-        "name": name,
-        "version": version,
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "kind": GLOBAL_KIND,
-        "description": (
+    cfg = model.config
+    manifest = panel_manifest(
+        name=name,
+        version=version,
+        kind=GLOBAL_KIND,
+        description=(
             f"A global REM read-out (closed-form ridge over a fixed REM bank) of period {cfg.period}: "
             f"forecasts any {model.frequency} series of at least {model.min_history} values, seen in "
             "training or not."
         ),
-        "input_length": L,
-        "horizon": H,
-        "channels": [channel],
-        "frequency": model.frequency,
-        **({} if model.timezone is None else {"timezone": model.timezone}),
-        "frequency_seconds": frequency_seconds(model.frequency),
-        "inputs": [{"name": FORECAST_INPUT, "dtype": "float32", "shape": ["batch", L, 1]}]
-        + (
-            []
-            if model.covariates is None
-            else [{"name": COVARIATE_INPUT, "dtype": "float32", "shape": ["batch", model.covariates.width]}]
-        ),
-        "outputs": [{"name": FORECAST_OUTPUT, "dtype": "float32", "shape": ["batch", H, 1]}],
-        "panel": {
-            "min_history": model.min_history,
-            "period": cfg.period,
-            "missing": "nan",
-            **(
-                {}
-                if model.covariates is None
-                else {"covariates": {**model.covariates.to_json(), "list": model.covariates.describe()}}
-            ),
-        },
-        # What the service's fit on request (/v1/.../fit_forecast) refits with (app/artifacts/readout.py).
-        "readout": readout_spec(model).to_json(),
-        "architecture": {
-            "config": model.to_json()["config"],
-            "input_length": L,
-            "search": model.search,
-            **({"covariate_report": model.covariate_report} if model.covariate_report else {}),
-        },
-        "opset": OPSET,
-        "files": files,
-        # null without the training series to calibrate on (`export --data`)
-        "intervals": intervals,
+        input_length=model.input_length,
+        horizon=cfg.horizon,
+        channel=channel,
+        frequency=model.frequency,
+        timezone=model.timezone,
+        min_history=model.min_history,
+        period=cfg.period,
+        layout=model.covariates,
+        files=files,
+        intervals=intervals,
+    )
+    # What the service's fit on request (/v1/.../fit_forecast) refits with (app/artifacts/readout.py).
+    manifest["readout"] = readout_spec(model).to_json()
+    manifest["architecture"] = {
+        "config": model.to_json()["config"],
+        "input_length": model.input_length,
+        "search": model.search,
+        **({"covariate_report": model.covariate_report} if model.covariate_report else {}),
     }
+    return manifest
 
 
 def export_global(

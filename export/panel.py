@@ -476,6 +476,30 @@ def train(
             "both, whichever validates better"
         ),
     ] = "auto",
+    network: Annotated[
+        str,
+        typer.Option(
+            help="readout: the closed-form REM read-out; transformer: the global RSA-Transformer, trained by "
+            "gradient within the budget below (export/panel_transformer.py; docs/panels.md)"
+        ),
+    ] = "readout",
+    epochs: Annotated[int | None, typer.Option(help="transformer: at most this many epochs (20)")] = None,
+    windows_per_epoch: Annotated[
+        int | None, typer.Option(help="transformer: windows drawn per epoch (4096)")
+    ] = None,
+    max_seconds: Annotated[
+        float | None, typer.Option(help="transformer: the cap on a training's seconds (240)")
+    ] = None,
+    seed: Annotated[int | None, typer.Option(help="transformer: the seed of its start and batches (0)")] = (
+        None
+    ),
+    start: Annotated[
+        str | None,
+        typer.Option(
+            help="transformer: least_squares (the default: the linear path at its ridge solution, attention "
+            "from 0) or random (PyTorch's initialisation)"
+        ),
+    ] = None,
 ) -> None:
     """Train a global model on every series of a long file (with covariates: docs/panels.md)."""
     from export.covariates import CovariatePlan, load_covariate_panel, load_covariate_wide
@@ -508,6 +532,38 @@ def train(
         )
     if layout not in ("long", "wide"):
         raise typer.BadParameter(f"must be long or wide, got {layout!r}", param_hint="--layout")
+    if network not in ("readout", "transformer"):
+        raise typer.BadParameter(f"must be readout or transformer, got {network!r}", param_hint="--network")
+    budget_options = {
+        "--epochs": epochs,
+        "--windows-per-epoch": windows_per_epoch,
+        "--max-seconds": max_seconds,
+        "--seed": seed,
+        "--start": start,
+    }
+    given = [k for k, v in budget_options.items() if v is not None]
+    if network == "readout" and given:  # said, never ignored
+        raise typer.BadParameter(
+            "a training budget is the transformer's: the read-out is fitted in closed form (add "
+            "--network transformer)",
+            param_hint=given[0],
+        )
+    if network == "transformer" and effect not in ("auto", "relative"):
+        raise typer.BadParameter(
+            "the transformer reads covariates relative to each window's scale (its input is scaled): "
+            "leave --effect out",
+            param_hint="--effect",
+        )
+    budget: Any = None
+    if network == "transformer":
+        from export.panel_transformer import Budget
+
+        try:  # refused before the data is read
+            budget = Budget(
+                **{k.lstrip("-").replace("-", "_"): v for k, v in budget_options.items() if v is not None}
+            )
+        except ValueError as e:
+            raise typer.BadParameter(str(e), param_hint=given[0] if given else None) from None
     if layout == "wide" and kinds["static"]:
         raise typer.BadParameter(
             "a wide file is one series: it has no static covariates", param_hint="--static"
@@ -545,6 +601,15 @@ def train(
     except ValueError as e:  # a calendar feature or holiday country the model cannot derive
         raise typer.BadParameter(str(e), param_hint="--calendar") from None
     cfg = PanelConfig(horizon=horizon, period=period or _period_of(frequency), input_periods=input_periods)
+    if network == "transformer":
+        from export.transformer_onnx import train_transformer
+
+        try:
+            lines = train_transformer(series, cfg, frequency, timezone, plan, out / "model.json", budget)
+        except ValueError as e:  # too short for a window
+            raise typer.BadParameter(str(e), param_hint="--data") from None
+        typer.echo(f"{count} series ({frequency}): " + "\n".join(lines))
+        return
     try:
         model = train_global(series, cfg, frequency=frequency, plan=plan)
         model.timezone = timezone
@@ -584,31 +649,57 @@ def export_command(
     layout: Annotated[
         str, typer.Option(help="--data is long, or wide (one series, as train read it)")
     ] = "long",
+    drop: Annotated[str, typer.Option(help="--data's columns to leave out, as at train")] = "",
 ) -> None:
-    """Publish a global model as an ONNX graph into a model repository (checked against the numpy model),
-    with intervals pooled across the series of `--data`."""
-    from export.data import DataError, load_panel
-    from export.global_onnx import calibrate_global, export_global
+    """Publish a global model (a read-out or a transformer, as train wrote it) as an ONNX graph into a
+    model repository (checked against the Python model), with intervals pooled across the series of
+    `--data`."""
+    from export.data import DataError
     from export.publish import VersionExistsError
+    from export.transformer_onnx import is_transformer_file
+
+    if is_transformer_file(model):
+        import logging
+
+        from export.transformer_onnx import export_transformer, load_transformer
+
+        logging.getLogger("torch").setLevel(logging.ERROR)  # the exporter's notes on absent torchvision ops
+
+        saved = load_transformer(model)
+        net = saved.model
+        intervals, said = None, "no intervals (give --data, the training file, to calibrate them)"
+        if data is not None:
+            from export.panel_transformer import calibrate_transformer
+
+            try:
+                series = _training_series(
+                    data, net.covariates, timezone or saved.timezone, sort, layout, drop
+                )
+                intervals, said = calibrate_transformer(net, series)
+            except DataError as e:
+                raise typer.BadParameter(str(e), param_hint="--data") from None
+            except ValueError as e:  # not the series it was trained on
+                raise typer.BadParameter(str(e), param_hint="--data") from None
+        try:
+            folder = export_transformer(saved, repository, name, version, channel, intervals)
+        except (ValueError, VersionExistsError) as e:
+            raise typer.BadParameter(str(e)) from None
+        L, H = net.input_length, net.config.horizon
+        typer.echo(
+            f"{name} version {folder.name} (global transformer): L = {L}, H = {H}, min history "
+            f"{net.config.history}, {said}: {folder}"
+        )
+        _echo_coverage(intervals)
+        return
+    from export.global_onnx import calibrate_global, export_global
 
     fitted = GlobalModel.load(model)
     intervals, said = None, "no intervals (give --data, the training file, to calibrate them)"
     if data is not None:
-        covs = fitted.covariates
         try:
-            if covs is None:
-                zone = timezone or fitted.timezone  # the training zone unless told otherwise
-                series: list[Any] = [s.values for s in load_panel(data, sort=sort, timezone=zone).series]
-            else:  # read as train read it: the covariates by name, the calendar in the model's zone
-                from export.covariates import load_covariate_panel, load_covariate_wide
-                from export.data import ReadOptions
-
-                options = ReadOptions(sort=sort, timezone=covs.timezone)
-                statics = [s.name for s in covs.static]
-                if layout == "wide":
-                    series, _ = load_covariate_wide(data, options, None, covs.past, covs.future)
-                else:
-                    series, _ = load_covariate_panel(data, options, covs.past, covs.future, statics)
+            series = _training_series(
+                data, fitted.covariates, timezone or fitted.timezone, sort, layout, drop
+            )
         except DataError as e:
             raise typer.BadParameter(str(e), param_hint="--data") from None
         intervals, said = calibrate_global(fitted, series)
@@ -620,6 +711,31 @@ def export_command(
         f"{name} version {folder.name}: L = {fitted.input_length}, H = {fitted.config.horizon}, "
         f"min history {fitted.min_history}, {said}: {folder}"
     )
+    _echo_coverage(intervals)
+
+
+def _training_series(
+    data: Path, covs: CovariateLayout | None, zone: str | None, sort: bool, layout: str, drop: str = ""
+) -> list[Any]:
+    """The training file's series as train read them: values alone, or (a covariate model) with the
+    covariates by name, the calendar in the model's zone; `drop`: the columns train left out."""
+    from export.data import ReadOptions, load_panel
+
+    dropped = tuple(n.strip() for n in drop.split(",") if n.strip())
+    if covs is None:
+        return [
+            s.values for s in load_panel(data, ReadOptions(sort=sort, timezone=zone, drop=dropped)).series
+        ]
+    from export.covariates import load_covariate_panel, load_covariate_wide
+
+    options = ReadOptions(sort=sort, timezone=covs.timezone, drop=dropped)
+    statics = [s.name for s in covs.static]
+    if layout == "wide":
+        return load_covariate_wide(data, options, None, covs.past, covs.future)[0]
+    return load_covariate_panel(data, options, covs.past, covs.future, statics)[0]
+
+
+def _echo_coverage(intervals: dict[str, Any] | None) -> None:
     if intervals is not None:
         from export.reports import IntervalCalibration, from_dict
 
@@ -657,7 +773,13 @@ def forecast(
     import pandas as pd
 
     from export.data import DataError, load_panel
+    from export.transformer_onnx import is_transformer_file
 
+    if is_transformer_file(model):
+        raise typer.BadParameter(
+            "a global transformer is forecast through the service: export it (docs/panels.md)",
+            param_hint="--model",
+        )
     fitted = GlobalModel.load(model)
     zone = timezone or fitted.timezone
     if fitted.covariates is None and future_file is not None:

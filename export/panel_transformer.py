@@ -23,11 +23,27 @@ whole histories after its input-length search); without it the early-stopped net
 
 The variant without REM (`rem=False`) is models/config.py's `ModelConfig.baseline()`: the same network
 with plain softmax heads and a learned positional encoding instead (the paper's ablation).
+
+Covariates (issue 36; `plan`, series of export/covariates.py's `CovariateSeries`): each window carries its
+raw covariate row, built by the read-out's own code (`series_covariate_rows`, the layout of
+app/artifacts/covariates.py's `CovariateLayout` at the plan's training statistics), standardised. The
+network reads past-only values as input channels, future-known values (calendar included) as H horizon
+tokens and statics on every token (models/forecaster.py), and a linear map over the flattened row beside
+its linear path. The least-squares start solves the linear path and that map jointly (one weighted ridge
+over [window, covariates]), so the network starts as the read-out's linear model with covariates; every
+covariate acts relative to the window's scale (the layout's effect "relative": the target is divided by
+it, as the read-out's relative effect). `covariate_report` scores each covariate on validation with and
+without it, as export/panel.py's read-out report does; `calibrate_transformer` turns the early-stopped
+network's held-out forecasts into split-conformal interval widths.
+
+    model = train_panel_transformer(covariate_series, cfg, 28, plan=CovariatePlan.fit(...))
+    forecast = model.forecast(histories, covariates=rows)   # rows [S, D]: series_covariate_rows
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import time
 from collections.abc import Sequence
@@ -37,20 +53,32 @@ from typing import Any
 import numpy as np
 import torch
 
-from app.artifacts.readout import last_windows, naive_error, series_windows, window_scales
-from export.panel import PanelConfig, _validation, mase
+from app.artifacts.conformal import conformal_quantile, level_fits
+from app.artifacts.contract import window_scale
+from app.artifacts.covariates import CovariateLayout
+from app.artifacts.readout import SCALE_FLOOR, last_windows, naive_error, series_windows, window_scales
+from app.inference.metrics import seasonal_naive_scale
+from export.covariates import CovariatePlan, CovariateSeries, series_covariate_rows
+from export.panel import PanelConfig, _validation, _values, mase
 from export.ridge import NormalEquations
 from export.train import TrainConfig, param_groups, warmup_cosine
-from models import ModelConfig, RSAForecaster
+from models import Covariates, ModelConfig, RSAForecaster
 
 __all__ = [
+    "DEFAULT_LEVELS",
     "Budget",
     "PanelTransformer",
+    "calibrate_transformer",
+    "covariate_lines",
+    "covariate_parts",
+    "covariate_report",
     "least_squares_start",
     "panel_windows",
     "train_panel_transformer",
     "transformer_config",
 ]
+
+DEFAULT_LEVELS = (50.0, 80.0, 90.0, 95.0, 99.0)  # export/global_onnx.py's, the read-out's levels
 
 
 @dataclass(frozen=True)
@@ -99,12 +127,25 @@ class Budget:
 
 
 def transformer_config(
-    cfg: PanelConfig, input_length: int, rem: bool = True, d_model: int = 32, **overrides: Any
+    cfg: PanelConfig,
+    input_length: int,
+    rem: bool = True,
+    d_model: int = 32,
+    layout: CovariateLayout | None = None,
+    **overrides: Any,
 ) -> ModelConfig:
     """configs/etth1-rsa.yaml's network for one channel: one layer of 4 heads, 2 regular and 2 cyclic
     causal REM heads (the cyclic ones starting at the period's frequency 2π/period), a linear path L→H
     beside it; no RevIN and no cycle table (per-window scaling instead, shared by every series).
-    `rem=False`: the same network without REM heads (`ModelConfig.baseline()`)."""
+    `rem=False`: the same network without REM heads (`ModelConfig.baseline()`). With a covariate
+    `layout` the network takes its past, future (calendar included) and static columns."""
+    if layout is not None:
+        overrides = {
+            "past_covariates": len(layout.past),
+            "future_covariates": len(layout.future_columns),
+            "static_covariates": layout.static_width,
+            **overrides,
+        }
     mcfg = ModelConfig(
         input_length=input_length,
         horizon=cfg.horizon,
@@ -124,17 +165,38 @@ def transformer_config(
     return mcfg if rem else mcfg.baseline()
 
 
+def covariate_parts(layout: CovariateLayout, z: torch.Tensor) -> Covariates:
+    """Standardised covariate rows z [n, D] in the layout's order (app/artifacts/covariates.py: past
+    step-major, future step-major, statics) -> the network's `Covariates`. Plain slicing and reshapes, so
+    the exported graph does the same."""
+    L, H = layout.input_length, layout.horizon
+    P, F, S = len(layout.past), len(layout.future_columns), layout.static_width
+    return Covariates(
+        past=z[:, : L * P].reshape(-1, L, P) if P else None,
+        future=z[:, L * P : L * P + H * F].reshape(-1, H, F) if F else None,
+        static=z[:, L * P + H * F : L * P + H * F + S] if S else None,
+    )
+
+
 @dataclass
 class Windows:
     """Normalised training windows: inputs u [n, L], targets [n, H] (both in units of the window's
-    scale) and each window's loss weight [n] (1 / its floored in-window seasonal-naive error)."""
+    scale), each window's loss weight [n] (1 / its floored in-window seasonal-naive error) and, for a
+    covariate model, each window's standardised covariate row z [n, D] (the layout's order)."""
 
     u: torch.Tensor
     target: torch.Tensor
     weight: torch.Tensor
+    z: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return len(self.u)
+
+    def covariates(self, layout: CovariateLayout | None, idx: torch.Tensor) -> Covariates | None:
+        """The network's covariates of the windows at `idx` (None without a layout)."""
+        if layout is None or self.z is None:
+            return None
+        return covariate_parts(layout, self.z[idx])
 
 
 def _normalised(x: np.ndarray, m: np.ndarray, period: int) -> tuple[np.ndarray, np.ndarray]:
@@ -143,11 +205,21 @@ def _normalised(x: np.ndarray, m: np.ndarray, period: int) -> tuple[np.ndarray, 
     return np.where(m > 0, x / s[:, None], 0.0), s
 
 
-def panel_windows(series: Sequence[np.ndarray], cfg: PanelConfig, length: int) -> Windows:
-    """Every training window of every series (app/artifacts/readout.py's `series_windows`), normalised."""
-    us, ts, ws = [], [], []
-    for v in series:
-        win = series_windows(np.asarray(v, dtype=np.float64), length, cfg.horizon, cfg.train_min)
+def panel_windows(
+    series: Sequence[np.ndarray] | Sequence[CovariateSeries],
+    cfg: PanelConfig,
+    length: int,
+    layout: CovariateLayout | None = None,
+) -> Windows:
+    """Every training window of every series (app/artifacts/readout.py's `series_windows`), normalised;
+    with a covariate `layout` each window's covariate row (export/covariates.py's
+    `series_covariate_rows`, the read-out's rows) standardised by the layout's statistics."""
+    if layout is not None and not all(isinstance(v, CovariateSeries) for v in series):
+        raise ValueError("a covariate model is trained on CovariateSeries (each with its covariates)")
+    us, ts, ws, zs = [], [], [], []
+    for item in series:
+        v = _values(item)
+        win = series_windows(v, length, cfg.horizon, cfg.train_min)
         if win is None:
             continue
         x, m, t = win
@@ -156,6 +228,10 @@ def panel_windows(series: Sequence[np.ndarray], cfg: PanelConfig, length: int) -
         us.append(u.astype(np.float32))
         ts.append((t / s[:, None]).astype(np.float32))
         ws.append((1.0 / np.maximum(d, cfg.mase_floor)).astype(np.float32))
+        if layout is not None:
+            assert isinstance(item, CovariateSeries)
+            ends = np.arange(max(cfg.train_min, 1), len(v) - cfg.horizon + 1)  # as series_windows draws
+            zs.append(layout.standardise(series_covariate_rows(item, layout, ends)).astype(np.float32))
     if not us:
         raise ValueError(
             f"no series has a window: each needs at least train_history + horizon = "
@@ -165,20 +241,40 @@ def panel_windows(series: Sequence[np.ndarray], cfg: PanelConfig, length: int) -
         torch.from_numpy(np.concatenate(us)),
         torch.from_numpy(np.concatenate(ts)),
         torch.from_numpy(np.concatenate(ws)),
+        torch.from_numpy(np.concatenate(zs)) if layout is not None else None,
     )
 
 
 def _forecast(
-    net: RSAForecaster, histories: Sequence[np.ndarray], period: int, batch: int = 4096
+    net: RSAForecaster,
+    histories: Sequence[np.ndarray],
+    period: int,
+    batch: int = 4096,
+    layout: CovariateLayout | None = None,
+    covariates: np.ndarray | None = None,
 ) -> np.ndarray:
+    """[S, H] forecasts; a covariate model (`layout`) reads `covariates` [S, D], raw, in its layout."""
     L = net.cfg.input_length
     out = np.empty((len(histories), net.cfg.horizon))
+    if (layout is None) != (covariates is None):
+        raise ValueError("a covariate model needs its covariate rows, and only it takes them")
+    if layout is not None and covariates is not None:
+        shape = np.shape(covariates)
+        if len(shape) != 2 or shape != (len(histories), layout.width):
+            raise ValueError(
+                f"covariates must be one raw row per series, [{len(histories)}, {layout.width}] "
+                f"(the layout's width D), got {list(shape)}"
+            )
     net.eval()
     with torch.no_grad():
         for a in range(0, len(histories), batch):
             x, m = last_windows(histories[a : a + batch], L)
             u, s = _normalised(x, m, period)
-            y = net(torch.from_numpy(u.astype(np.float32)).unsqueeze(-1))
+            cov = None
+            if layout is not None and covariates is not None:
+                z = layout.standardise(np.asarray(covariates[a : a + batch], dtype=np.float64))
+                cov = covariate_parts(layout, torch.from_numpy(z.astype(np.float32)))
+            y = net(torch.from_numpy(u.astype(np.float32)).unsqueeze(-1), covariates=cov)
             assert isinstance(y, torch.Tensor)
             out[a : a + len(x)] = y[..., 0].double().numpy() * s[:, None]
     return out
@@ -198,6 +294,16 @@ class PanelTransformer:
     windows: int = 0  # training windows available (the whole histories' when refitted)
     stopped: str = ""  # why training ended: patience, epochs or max_seconds
     fit_seconds: float = 0.0
+    covariates: CovariateLayout | None = None  # what the network reads beside the window, and how
+    # The early-stopped (pre-refit) network's forecasts [n, H] of the held-out last H values of the
+    # training series at `holdout_series` (their lengths `holdout_lengths`): calibrate_transformer's
+    # errors. None when not trained here.
+    holdout: np.ndarray | None = None
+    holdout_series: tuple[int, ...] = ()
+    holdout_lengths: tuple[int, ...] = ()
+    val_mse: float = math.inf  # mean scaled MSE of those forecasts (units of seasonal-naive error²)
+    # Per covariate group: validation MASE and MSE with and without it (`covariate_report`).
+    covariate_report: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def input_length(self) -> int:
@@ -207,16 +313,19 @@ class PanelTransformer:
     def parameters(self) -> int:
         return sum(p.numel() for p in self.network.parameters())
 
-    def forecast(self, histories: Sequence[np.ndarray]) -> np.ndarray:
+    def forecast(self, histories: Sequence[np.ndarray], covariates: np.ndarray | None = None) -> np.ndarray:
         """The next H values [S, H] of each history (at least `config.history` values; shorter than L
-        masked at the start)."""
+        masked at the start); a covariate model reads each series' raw covariate row [S, D] (the
+        layout's order, as `GlobalModel.forecast`)."""
         short = [i for i, h in enumerate(histories) if len(h) < self.config.history]
         if short:
             raise ValueError(
                 f"{len(short)} series have fewer than min_history = {self.config.history} values "
                 f"(the first: series {short[0]} with {len(histories[short[0]])})"
             )
-        return _forecast(self.network, histories, self.config.period)
+        return _forecast(
+            self.network, histories, self.config.period, layout=self.covariates, covariates=covariates
+        )
 
     def report(self) -> dict[str, Any]:
         return {
@@ -231,6 +340,9 @@ class PanelTransformer:
             "fit_seconds": self.fit_seconds,
             "epochs": self.history,
             "gates": _gates(self.network) if self.rem else None,
+            "val_mse": self.val_mse,
+            "covariates": None if self.covariates is None else self.covariates.to_json(),
+            "covariate_report": self.covariate_report,
         }
 
 
@@ -241,17 +353,31 @@ def _gates(net: RSAForecaster) -> list[float]:
 
 @torch.no_grad()
 def least_squares_start(net: RSAForecaster, data: Windows, ridge: float, batch: int = 8192) -> None:
-    """Set the linear path to its weighted ridge solution on `data` and the attention head to zero."""
+    """Set the linear path (and, with covariates, the linear map over them) to their joint weighted
+    ridge solution on `data` (features [u, z]) and the attention's heads (the window's and the horizon
+    tokens') to zero: the network starts as the linear model with covariates."""
     assert net.linear is not None  # transformer_config keeps the linear path
-    eq = NormalEquations(net.cfg.input_length, net.cfg.horizon)
+    L, D = net.cfg.input_length, net.cfg.covariate_width
+    if (data.z is None) != (D == 0) or (data.z is not None and data.z.shape[1] != D):
+        got = 0 if data.z is None else data.z.shape[1]
+        raise ValueError(f"the network reads {D} covariate values per window, the windows carry {got}")
+    eq = NormalEquations(L + D, net.cfg.horizon)
     for a in range(0, len(data), batch):
         w = data.weight[a : a + batch, None]
-        eq.add(data.u[a : a + batch], data.target[a : a + batch], w * w)
+        f = data.u[a : a + batch]
+        if data.z is not None:
+            f = torch.cat([f, data.z[a : a + batch]], 1)
+        eq.add(f, data.target[a : a + batch], w * w)
     sol, _ = eq.solve(ridge)
-    net.linear.weight.copy_(sol[:-1].T.float())
+    net.linear.weight.copy_(sol[:L].T.float())
     net.linear.bias.copy_(sol[-1].float())
+    if net.covariate_linear is not None:
+        net.covariate_linear.weight.copy_(sol[L : L + D].T.float())
     net.head.weight.zero_()
     net.head.bias.zero_()
+    if net.future_head is not None:
+        net.future_head.weight.zero_()
+        net.future_head.bias.zero_()
 
 
 def _train(
@@ -260,6 +386,7 @@ def _train(
     budget: Budget,
     epochs: int,
     validate: Any = None,
+    layout: CovariateLayout | None = None,
 ) -> tuple[list[dict[str, float]], int, float, str, dict[str, torch.Tensor]]:
     """Train `net` for at most `epochs` epochs; with `validate` (net -> MASE) keep the best epoch's
     weights (epoch 0: the start, untrained) and stop after `patience` epochs without improvement. The
@@ -269,9 +396,11 @@ def _train(
     per_epoch = min(len(data), budget.windows_per_epoch)
     steps = math.ceil(per_epoch / budget.batch_size)
     frozen = budget.start == "least_squares" and budget.freeze_linear and net.linear is not None
-    if frozen:
+    if frozen:  # the linear model with covariates stays the least-squares one
         assert net.linear is not None
         net.linear.requires_grad_(False)
+        if net.covariate_linear is not None:
+            net.covariate_linear.requires_grad_(False)
     # export/train.py's groups: decay on matrices only, the REM scalars and gates at rem_lr_mult × lr.
     groups = param_groups(
         net, TrainConfig(lr=budget.lr, weight_decay=budget.weight_decay, rem_lr_mult=budget.rem_lr_mult)
@@ -291,7 +420,7 @@ def _train(
         order = torch.randperm(len(data), generator=gen)[:per_epoch]
         total = 0.0
         for idx in order.split(budget.batch_size):
-            pred = net(data.u[idx].unsqueeze(-1))
+            pred = net(data.u[idx].unsqueeze(-1), covariates=data.covariates(layout, idx))
             assert isinstance(pred, torch.Tensor)
             loss = ((pred[..., 0] - data.target[idx]).abs().mean(1) * data.weight[idx]).mean()
             if not math.isfinite(loss.item()):
@@ -323,51 +452,85 @@ def _train(
     return history, best_epoch, best, stopped, best_state
 
 
+def _holdout_rows(series: Sequence[Any], keep: Sequence[int], layout: CovariateLayout | None) -> Any:
+    """The raw covariate rows [len(keep), D] of each kept series' held-out window (None without)."""
+    if layout is None:
+        return None
+    H = layout.horizon
+    return np.concatenate(
+        [series_covariate_rows(series[i], layout, np.array([len(series[i]) - H])) for i in keep]
+    )
+
+
 def train_panel_transformer(
-    series: Sequence[np.ndarray],
+    series: Sequence[np.ndarray] | Sequence[CovariateSeries],
     cfg: PanelConfig,
     input_length: int,
     rem: bool = True,
     budget: Budget | None = None,
     d_model: int = 32,
+    plan: CovariatePlan | None = None,
+    report: bool = True,
 ) -> PanelTransformer:
     """Train the global transformer (`rem=False`: without REM heads) at `input_length`, choosing its
     epoch count on validation only (each series' last H values), then refit it on the whole histories
-    for that many epochs (`budget.refit`)."""
+    for that many epochs (`budget.refit`).
+
+    With covariates (`plan`, series of `CovariateSeries`) the network reads the plan's layout at this
+    input length (its training statistics standardise the rows; the effect is relative to each
+    window's scale whatever `plan.effect` says: a scaled network reads nothing else), and with `report`
+    each covariate group is scored on validation with and without it (`covariate_report`, at
+    `report_budget(budget)`: 1 + groups further trainings)."""
     budget = budget or Budget()
+    layout = None
+    if plan is not None:
+        if not all(isinstance(v, CovariateSeries) for v in series):
+            raise ValueError("a covariate model is trained on CovariateSeries (each with its covariates)")
+        plan = dataclasses.replace(plan, effect="relative")
+        layout = plan.layout(input_length, cfg.horizon)
+    elif any(isinstance(v, CovariateSeries) for v in series):
+        series = [_values(v) for v in series]  # no plan: the target alone
     threads = torch.get_num_threads()
     torch.set_num_threads(budget.threads)
     try:
         start = time.perf_counter()
         fit_part, keep = _validation(series, cfg)
-        held = np.array([np.asarray(series[i][-cfg.horizon :], dtype=np.float64) for i in keep])
+        held = np.array([_values(series[i])[-cfg.horizon :] for i in keep])
+        fit_hist = [_values(v) for v in fit_part]
+        rows = _holdout_rows(series, keep, layout)
+
+        def forecast_held(net: RSAForecaster) -> np.ndarray:
+            return _forecast(net, fit_hist, cfg.period, layout=layout, covariates=rows)
 
         def validate(net: RSAForecaster) -> float:
-            return float(mase(fit_part, held, _forecast(net, fit_part, cfg.period), cfg.period).mean())
+            return float(mase(fit_hist, held, forecast_held(net), cfg.period).mean())
 
-        mcfg = transformer_config(cfg, input_length, rem, d_model)
+        mcfg = transformer_config(cfg, input_length, rem, d_model, layout=layout)
         torch.manual_seed(budget.seed)
         net = RSAForecaster(mcfg)
-        part = panel_windows(fit_part, cfg, input_length)
+        part = panel_windows(fit_part, cfg, input_length, layout)
         windows = len(part)
         if budget.start == "least_squares":
             least_squares_start(net, part, budget.ridge)
-        history, best_epoch, val, stopped, state = _train(net, part, budget, budget.epochs, validate)
+        history, best_epoch, val, stopped, state = _train(net, part, budget, budget.epochs, validate, layout)
         net.load_state_dict(state)
         del part
+        holdout = forecast_held(net)  # the early-stopped network's: the intervals' errors
+        naive = np.array([seasonal_naive_scale(v, cfg.period) for v in fit_hist])
+        val_mse = float(np.mean(((held - holdout) ** 2).mean(1) / naive**2))
         if budget.refit:
-            whole = panel_windows(series, cfg, input_length)
+            whole = panel_windows(series, cfg, input_length, layout)
             torch.manual_seed(budget.seed)
             net = RSAForecaster(mcfg)
             if budget.start == "least_squares":
                 least_squares_start(net, whole, budget.ridge)
-            done, _, _, refit_stop, state = _train(net, whole, budget, best_epoch)
+            done, _, _, refit_stop, state = _train(net, whole, budget, best_epoch, layout=layout)
             net.load_state_dict(state)
             if refit_stop == "max_seconds" and len(done) < best_epoch:  # said, never hidden
                 stopped += f"; refit cut at max_seconds after {len(done)} of {best_epoch} epochs"
             windows = len(whole)
         net.eval()
-        return PanelTransformer(
+        model = PanelTransformer(
             config=cfg,
             network=net,
             rem=rem,
@@ -377,7 +540,157 @@ def train_panel_transformer(
             val_mase=val,
             windows=windows,
             stopped=stopped,
-            fit_seconds=time.perf_counter() - start,
+            covariates=layout,
+            holdout=holdout,
+            holdout_series=tuple(keep),
+            holdout_lengths=tuple(len(series[i]) for i in keep),
+            val_mse=val_mse,
         )
     finally:
         torch.set_num_threads(threads)
+    if plan is not None and report:
+        covs = [v for v in series if isinstance(v, CovariateSeries)]
+        model.covariate_report = covariate_report(
+            covs, cfg, input_length, plan, rem, report_budget(budget), d_model
+        )
+    model.fit_seconds = time.perf_counter() - start
+    return model
+
+
+def report_budget(budget: Budget) -> Budget:
+    """The per-covariate report's budget: at most REPORT_EPOCHS epochs and a quarter of the time cap,
+    no refit (only validation is scored), so a report costs 1 + groups short trainings."""
+    return dataclasses.replace(
+        budget,
+        epochs=min(budget.epochs, REPORT_EPOCHS),
+        max_seconds=budget.max_seconds / 4,
+        refit=False,
+    )
+
+
+# The per-covariate report's epochs (report_budget).
+REPORT_EPOCHS = 5
+
+
+def covariate_report(
+    series: Sequence[CovariateSeries],
+    cfg: PanelConfig,
+    input_length: int,
+    plan: CovariatePlan,
+    rem: bool = True,
+    budget: Budget | None = None,
+    d_model: int = 32,
+) -> list[dict[str, Any]]:
+    """Per covariate group (the calendar as one), as export/panel.py's `covariate_report` for the
+    read-out: validation MASE and scaled MSE of the transformer trained (at `budget`, the same seed) with
+    every covariate and without that one, and whether it helped (lower MASE with it). A covariate that
+    does not help is reported as such; it is kept (retrain without it to drop it)."""
+    budget = dataclasses.replace(budget or report_budget(Budget()), refit=False)
+
+    def scored(p: CovariatePlan | None) -> tuple[float, float]:
+        m = train_panel_transformer(series, cfg, input_length, rem, budget, d_model, p, report=False)
+        return m.val_mase, m.val_mse
+
+    with_mase, with_mse = scored(plan)
+    out = []
+    for group in plan.groups:
+        without = plan.without(group)
+        w_mase, w_mse = scored(without if without.groups else None)
+        out.append(
+            {
+                "covariate": group,
+                "mase_with": round(with_mase, 6),
+                "mase_without": round(w_mase, 6),
+                "mse_with": round(with_mse, 6),
+                "mse_without": round(w_mse, 6),
+                "helps": with_mase < w_mase,
+            }
+        )
+    return out
+
+
+def covariate_lines(report: Sequence[dict[str, Any]]) -> list[str]:
+    """The report as `python -m export.panel train` prints the read-out's: one line per covariate."""
+    lines = []
+    for row in report:
+        verdict = "helps" if row["helps"] else "DOES NOT HELP (kept; retrain without it to drop it)"
+        lines.append(
+            f"covariate {row['covariate']}: validation MASE {row['mase_with']:.4f} with, "
+            f"{row['mase_without']:.4f} without; scaled MSE {row['mse_with']:.4f} with, "
+            f"{row['mse_without']:.4f} without: {verdict}"
+        )
+    return lines
+
+
+def calibrate_transformer(
+    model: PanelTransformer, series: Sequence[Any], levels: Sequence[float] = DEFAULT_LEVELS
+) -> tuple[dict[str, Any] | None, str]:
+    """Split-conformal intervals pooled across series from the early-stopped (pre-refit) network's
+    forecasts of each training series' held-out last H values (`model.holdout`), as export/global_onnx.py's
+    `calibrate_global` calibrates the read-out: (the manifest's `intervals` or None, a sentence saying
+    what was calibrated or why nothing was). `series` are the series it was trained on (values or
+    CovariateSeries). Each absolute error is divided by the spread the service computes from the same
+    window (`window_scale`, mean |x_t − x_{t−period}| of the last L values), and per horizon step the
+    conformal quantile of the pooled scores is the width, in units of that spread. The network was
+    chosen on these held-out values (its epoch count), so the widths are a little optimistic where
+    early stopping picked a lucky epoch; the read-out's calibration refits instead."""
+    from export.global_onnx import _cross_coverage, history_groups
+    from export.reports import IntervalCalibration, to_dict
+
+    H, L, period = model.config.horizon, model.input_length, model.config.period
+    if model.holdout is None:
+        return None, "no interval: the model carries no held-out forecasts (train it here)"
+    index = model.holdout_series
+    lengths = [len(series[i]) if i < len(series) else -1 for i in index]
+    if lengths != list(model.holdout_lengths):
+        raise ValueError(
+            "calibrate on the series the model was trained on: their number or lengths differ "
+            f"({len(series)} series given)"
+        )
+    values = [_values(series[i]) for i in index]
+    actual = np.array([v[-H:] for v in values]).reshape(-1, H)
+    x, m = last_windows([v[:-H] for v in values], L)
+    window = np.where(m > 0, x, np.nan).astype(np.float32)[:, :, None]  # the service's window
+    lag = max(period, 1)
+    spread = window_scale(window, "mean_abs_diff", L, 1.0, [SCALE_FLOOR], lag)[:, 0, 0].astype(np.float64)
+    scores = np.abs(actual - model.holdout) / spread[:, None]
+    n, ordered = len(scores), sorted(levels)
+    ok = [lv for lv in ordered if level_fits(n, lv)]
+    dropped = [lv for lv in ordered if lv not in ok]
+    if not ok:
+        return (
+            None,
+            f"no interval: {n} series hold {H} values out after min_history = {model.config.history}, "
+            f"too few for any of {list(levels)} (a level needs ceil((n + 1)·level) <= n series)",
+        )
+    why = (
+        f"{dropped} need more than the {n} series that hold {H} values out after min_history = "
+        f"{model.config.history} (a level needs ceil((n + 1)·level) <= n)"
+        if dropped
+        else None
+    )
+    widths = np.maximum.accumulate(np.array([conformal_quantile(scores, lv / 100) for lv in ok]), axis=0)
+    report = IntervalCalibration(
+        series=n,
+        levels=ok,
+        dropped_levels=dropped,
+        dropped_because=why,
+        coverage=_cross_coverage(scores, ok, history_groups([len(v) - H for v in values])),
+    )
+    intervals = {
+        "method": "split_conformal",
+        "residuals": "absolute",
+        "scale": "window",
+        "window_scale": {
+            "statistic": "mean_abs_diff",
+            "rows": L,
+            "lag": lag,
+            "power": 1.0,
+            "floor": [SCALE_FLOOR],
+        },
+        "levels": ok,
+        "widths": [[[float(x)] for x in w] for w in widths],
+        "calibration": to_dict(report),
+    }
+    said = f"intervals at {ok} from {n} series' last {H} values (the early-stopped network's forecasts)"
+    return intervals, said + (f"; {why}" if why else "")

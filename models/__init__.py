@@ -2,7 +2,7 @@
 
 from models.attention import RSAAttention
 from models.config import ModelConfig
-from models.forecaster import RSAForecaster
+from models.forecaster import Covariates, RSAForecaster
 from models.rem import build_rem
 
-__all__ = ["ModelConfig", "RSAAttention", "RSAForecaster", "build_rem"]
+__all__ = ["Covariates", "ModelConfig", "RSAAttention", "RSAForecaster", "build_rem"]

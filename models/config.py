@@ -61,6 +61,14 @@ class ModelConfig:
     # order, in place of the rem_heads counts' random starts (a deterministic bank of memories);
     # heads beyond them are plain softmax heads. Empty: rem_heads decides.
     rem_bank: tuple[tuple[str, int, float, float], ...] = ()
+    # Covariates (issue 36), standardised by the caller; 0: none of that kind, and forward takes none.
+    # Past-only ones are input channels of every window step (added to the step's token), future-known
+    # ones make H horizon tokens appended after the window's L (their outputs add to each step's
+    # forecast), statics are added to every token; a linear map beside the attention reads all of them
+    # as the REM read-out does (models/forecaster.py).
+    past_covariates: int = 0  # P: values per window step
+    future_covariates: int = 0  # F: values per horizon step (calendar columns included)
+    static_covariates: int = 0  # S: values per series (categorical ones one-hot)
 
     def __post_init__(self) -> None:
         for name in ("input_length", "horizon", "channels", "d_model", "n_heads", "n_layers", "d_ff"):
@@ -82,6 +90,13 @@ class ModelConfig:
             raise ValueError(f"head must be 'flatten', 'last' or 'state', got {self.head!r}")
         if self.head == "state" and self.n_layers != 1:
             raise ValueError(f"head 'state' reads one layer at its last step; n_layers is {self.n_layers}")
+        for name in ("past_covariates", "future_covariates", "static_covariates"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.future_covariates and self.head == "state":
+            raise ValueError(
+                "head 'state' reads the last window step only: it has no horizon tokens for future covariates"
+            )
         if self.rem_bank and any(self.rem_heads):
             raise ValueError("set rem_bank or rem_heads, not both")
         if len(self.rem_bank) > self.n_heads:
@@ -91,6 +106,20 @@ class ModelConfig:
         for name in ("dropout", "attn_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+
+    @property
+    def covariate_width(self) -> int:
+        """The covariates' values per window, flattened step-major: L·P + H·F + S."""
+        return (
+            self.input_length * self.past_covariates
+            + self.horizon * self.future_covariates
+            + self.static_covariates
+        )
+
+    @property
+    def sequence_length(self) -> int:
+        """Tokens the attention sees: the window's L, and H horizon tokens with future covariates."""
+        return self.input_length + (self.horizon if self.future_covariates else 0)
 
     @property
     def head_types(self) -> list[tuple[str, int]]:

@@ -10,10 +10,20 @@ With ``cycle_period`` P > 0 the window first loses a learned seasonal cycle Q [P
 Lin et al., NeurIPS 2024), aligned by ``phase`` [B], the position in the cycle of the window's first
 row; the network forecasts what is left and Q's continuation is added back.  A window of 96 hourly
 rows holds only four noisy days; Q is the daily profile learned from every training day.
+
+Covariates (`ModelConfig.past_covariates`, `future_covariates`, `static_covariates`; issue 36) come in
+standardised, as a `Covariates`: past-only values are extra input channels of each window step (a linear
+embedding added to the step's token), future-known values become H horizon tokens appended after the
+window (each its step's values embedded, plus a learned horizon position), whose outputs add one value
+to their step's forecast (NeuralForecast's `futr_exog`, TFT's decoder inputs), and statics are embedded
+and added to every token. Beside the attention, a linear map reads the flattened covariates, as the REM
+read-out reads them (app/artifacts/covariates.py's layout: past step-major, then future step-major, then
+the statics), so a least-squares start can solve for it with the linear path.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import cast
 
 import torch
@@ -22,7 +32,22 @@ from torch import Tensor, nn
 from models.attention import RSAAttention
 from models.config import ModelConfig
 
-__all__ = ["EncoderLayer", "LastStepLayer", "RSAForecaster", "RevIN"]
+__all__ = ["Covariates", "EncoderLayer", "LastStepLayer", "RSAForecaster", "RevIN"]
+
+
+@dataclass(frozen=True)
+class Covariates:
+    """A batch's standardised covariates: past [B, L, P], future [B, H, F], static [B, S]; None for a
+    kind the model does not take."""
+
+    past: Tensor | None = None
+    future: Tensor | None = None
+    static: Tensor | None = None
+
+    def flat(self) -> Tensor:
+        """[B, L·P + H·F + S]: past then future, each step-major, then the statics."""
+        parts = [t.flatten(1) for t in (self.past, self.future, self.static) if t is not None]
+        return torch.cat(parts, 1)
 
 
 class RevIN(nn.Module):
@@ -116,6 +141,29 @@ class RSAForecaster(nn.Module):
         self.head = nn.Linear(L * d if cfg.head == "flatten" else d, H)
         self.linear = nn.Linear(L, H) if cfg.linear_residual else None
         self.cycle = nn.Parameter(torch.zeros(cfg.cycle_period, cfg.channels)) if cfg.cycle_period else None
+        P, F, S = cfg.past_covariates, cfg.future_covariates, cfg.static_covariates
+        self.past_embed = nn.Linear(P, d, bias=False) if P else None
+        self.static_embed = nn.Linear(S, d, bias=False) if S else None
+        self.future_embed = nn.Linear(F, d) if F else None
+        self.horizon_pos = nn.Parameter(torch.randn(1, H, d) * 0.02) if F else None
+        self.future_head = nn.Linear(d, 1) if F else None
+        width = cfg.covariate_width
+        self.covariate_linear = nn.Linear(width, H, bias=False) if width else None
+
+    def _check_covariates(self, covariates: Covariates | None) -> Covariates | None:
+        cfg = self.cfg
+        want = {"past": cfg.past_covariates, "future": cfg.future_covariates, "static": cfg.static_covariates}
+        if not any(want.values()):
+            if covariates is not None:
+                raise ValueError("this model takes no covariates")
+            return None
+        given = covariates or Covariates()
+        for kind, n in want.items():
+            t = getattr(given, kind)
+            if (t is None) != (n == 0) or (t is not None and t.shape[-1] != n):
+                got = "none" if t is None else f"{t.shape[-1]}"
+                raise ValueError(f"this model takes {n} {kind} covariates, got {got}")
+        return given
 
     def cycle_rows(self, phase: Tensor, length: int, offset: int = 0) -> Tensor:
         """Q at rows offset..offset+length-1 of windows starting at ``phase`` [B] -> [B, length, C]."""
@@ -125,12 +173,17 @@ class RSAForecaster(nn.Module):
         return self.cycle[idx]
 
     def encode(
-        self, x: Tensor, phase: Tensor | None = None, return_attn: bool = False
+        self,
+        x: Tensor,
+        phase: Tensor | None = None,
+        return_attn: bool = False,
+        covariates: Covariates | None = None,
     ) -> tuple[Tensor, Tensor, tuple[Tensor, Tensor] | None, list[dict[str, Tensor] | None]]:
         """x [B, L, C] -> (the features the head reads [B*C, F], the normalised input u [B*C, L],
-        RevIN's (mean, std) [B, 1, C] or None, each layer's attention maps)."""
+        RevIN's (mean, std) [B, 1, C] or None, each layer's attention maps). With future covariates the
+        features end with the H horizon tokens' outputs [B*C, H, d], flattened."""
         cfg = self.cfg
-        L = cfg.input_length
+        L, C = cfg.input_length, cfg.channels
         if self.cycle is not None:
             if phase is None:
                 raise ValueError(f"this model has a seasonal cycle of period {cfg.cycle_period}: pass phase")
@@ -143,34 +196,69 @@ class RSAForecaster(nn.Module):
         z = self.embed(u.unsqueeze(1)).transpose(1, 2)  # (B*C, L, d)
         if self.pos is not None:
             z = z + self.pos
+        if covariates is not None:
+            z = self._with_covariates(z, covariates, C)
         z = self.drop(z)
         maps = []
         for layer in self.layers:
             z, m = layer(z, return_attn)  # (B*C, L, d); (B*C, d) for the "state" head
             maps.append(m)
         z = self.norm(z)
-        if cfg.head == "flatten":
-            return z.flatten(1), u, stats, maps
-        return (z if cfg.head == "state" else z[:, -1]), u, stats, maps
+        if cfg.head == "state":
+            return z, u, stats, maps
+        window, horizon = z[:, :L], z[:, L:]
+        head_in = window.flatten(1) if cfg.head == "flatten" else window[:, -1]
+        return torch.cat([head_in, horizon.flatten(1)], 1), u, stats, maps
+
+    def _with_covariates(self, z: Tensor, cov: Covariates, channels: int) -> Tensor:
+        """The window's tokens z [B*C, L, d] with the covariates' embeddings added, and the horizon
+        tokens appended: [B*C, sequence_length, d]. Every channel reads the same covariates."""
+
+        def per_channel(t: Tensor) -> Tensor:
+            return t.repeat_interleave(channels, dim=0)
+
+        static = None
+        if self.static_embed is not None and cov.static is not None:
+            static = per_channel(self.static_embed(cov.static)).unsqueeze(1)  # (B*C, 1, d)
+            z = z + static
+        if self.past_embed is not None and cov.past is not None:
+            z = z + per_channel(self.past_embed(cov.past))  # (B*C, L, d)
+        if self.future_embed is not None and self.horizon_pos is not None and cov.future is not None:
+            h = per_channel(self.future_embed(cov.future)) + self.horizon_pos  # (B*C, H, d)
+            z = torch.cat([z, h if static is None else h + static], 1)
+        return z
 
     def forward(
-        self, x: Tensor, return_attn: bool = False, *, phase: Tensor | None = None
+        self,
+        x: Tensor,
+        return_attn: bool = False,
+        *,
+        phase: Tensor | None = None,
+        covariates: Covariates | None = None,
     ) -> Tensor | tuple[Tensor, dict[str, Tensor]]:
-        """x [B, L, C] (and phase [B] int64 when the model has a cycle) -> [B, H, C]; with return_attn
-        also the attention matrices: softmax and mixed [B, C, N, Hh, L, L], rem [N, Hh, L, L] (for the
-        "state" head, their last rows only: [B, C, 1, Hh, L] and [1, Hh, L])."""
+        """x [B, L, C] (and phase [B] int64 when the model has a cycle, covariates when it takes them)
+        -> [B, H, C]; with return_attn also the attention matrices: softmax and mixed
+        [B, C, N, Hh, T, T], rem [N, Hh, T, T], T = cfg.sequence_length (for the "state" head, their last
+        rows only: [B, C, 1, Hh, L] and [1, Hh, L])."""
         cfg = self.cfg
-        L, C = cfg.input_length, cfg.channels
-        features, u, stats, maps = self.encode(x, phase, return_attn)
-        y = self.head(features)  # (B*C, H)
+        C, H = cfg.channels, cfg.horizon
+        cov = self._check_covariates(covariates)
+        features, u, stats, maps = self.encode(x, phase, return_attn, cov)
+        if self.future_head is not None:
+            features, horizon = features[:, : -H * cfg.d_model], features[:, -H * cfg.d_model :]
+            y = self.head(features) + self.future_head(horizon.reshape(-1, H, cfg.d_model))[..., 0]
+        else:
+            y = self.head(features)  # (B*C, H)
         if self.linear is not None:
             y = y + self.linear(u)
+        if self.covariate_linear is not None and cov is not None:
+            y = y + self.covariate_linear(cov.flat()).repeat_interleave(C, dim=0)
         y = y.reshape(-1, C, cfg.horizon).transpose(1, 2)  # (B, H, C)
         if self.revin is not None and stats is not None:  # stats come from RevIN
             y = self.revin.denormalise(y, *stats)
         if self.cycle is not None:
             assert phase is not None  # encode refused a cycle without phase
-            y = y + self.cycle_rows(phase, cfg.horizon, offset=L)
+            y = y + self.cycle_rows(phase, cfg.horizon, offset=cfg.input_length)
         if not return_attn:
             return y
         layer_maps = [m for m in maps if m is not None]  # asked for, every layer returned its maps
@@ -185,7 +273,7 @@ class RSAForecaster(nn.Module):
     def fold(self) -> RSAForecaster:
         """Freeze every REM and gate for the model's input length (export, fast inference)."""
         for attn in self.attentions():
-            attn.fold(self.cfg.input_length, last_row=self.cfg.head == "state")
+            attn.fold(self.cfg.sequence_length, last_row=self.cfg.head == "state")
         return self
 
     def attentions(self) -> list[RSAAttention]:

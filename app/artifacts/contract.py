@@ -28,6 +28,12 @@ PHASE_INPUT = "phase"  # int64 [batch], each window's phase in the seasonal cycl
 # when the manifest's `panel.covariates` is set.
 COVARIATE_INPUT = "covariates"
 
+# A global model's manifest `kind` (docs/artifacts.md, "Global models"): the closed-form REM read-out,
+# which the service can refit on request (its `readout` block), and the global RSA-Transformer, which it
+# serves the same way but never refits (a network is trained offline).
+GLOBAL_READOUT_KIND = "global_readout"
+GLOBAL_TRANSFORMER_KIND = "global_transformer"
+
 # Graph outputs.
 FORECAST_OUTPUT = "forecast"  # float32 [batch, H, C], raw scale
 ATTN_SOFTMAX = "attn_softmax"  # [batch, C, N, Hh, L, L]

@@ -22,7 +22,13 @@ from typing import Any, TypeVar
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from app.artifacts.contract import FORECAST_INPUT, FORECAST_OUTPUT, MANIFEST_FILE, MODEL_FILE
+from app.artifacts.contract import (
+    FORECAST_INPUT,
+    FORECAST_OUTPUT,
+    GLOBAL_TRANSFORMER_KIND,
+    MANIFEST_FILE,
+    MODEL_FILE,
+)
 from app.artifacts.initializers import replace_initializers
 from app.artifacts.manifest import Manifest
 from app.artifacts.publish import publish_version
@@ -87,6 +93,14 @@ def refit_spec(manifest: Manifest, name: str, version: int) -> ReadoutSpec:
     if manifest.panel is None:
         raise NotRefittable(
             f"{what} cannot be refit: only a global read-out (`panel` in /v1/models) can", field="version"
+        )
+    if manifest.kind == GLOBAL_TRANSFORMER_KIND:
+        # A network's weights come from gradient training on a panel (minutes), not a closed-form fit.
+        raise NotRefittable(
+            f"{what} cannot be refit on request: it is a global transformer (a trained network, not a "
+            "closed-form read-out); retrain it with `python -m export.panel train --network transformer` "
+            "and publish it with `export.panel export`",
+            field="version",
         )
     if manifest.panel.covariates is not None:
         # The refit reads histories alone; a covariate model's read-out also reads its covariates'

@@ -9,10 +9,17 @@ import numpy as np
 import pytest
 import torch
 
-from app.artifacts.readout import series_windows, window_scales
+from app.artifacts.contract import window_scale
+from app.artifacts.covariates import CovariateLayout
+from app.artifacts.readout import SCALE_FLOOR, last_windows, series_windows, window_scales
+from export.covariates import CovariatePlan, CovariateSeries, series_covariate_rows
 from export.panel import PanelConfig, mase
 from export.panel_transformer import (
     Budget,
+    calibrate_transformer,
+    covariate_lines,
+    covariate_parts,
+    covariate_report,
     least_squares_start,
     panel_windows,
     train_panel_transformer,
@@ -116,6 +123,7 @@ def test_no_epochs_is_the_least_squares_linear_model_and_a_frozen_path_stays_put
     assert trained.best_epoch >= 1 or trained.val_mase == start.val_mase
     if trained.best_epoch >= 1:  # the refit trained the attention on top of the same frozen linear path
         assert trained.network.head.weight.any()
+        assert trained.network.linear is not None and start.network.linear is not None
         torch.testing.assert_close(trained.network.linear.weight, start.network.linear.weight)
 
 
@@ -126,3 +134,161 @@ def test_budget_is_checked() -> None:
         Budget(epochs=-1)
     with pytest.raises(ValueError, match="start"):
         Budget(start="zeros")
+
+
+# -- covariates (issue 36) ----------------------------------------------------------------------------
+
+WEEK, PH, PL = 7, 7, 14
+PROMO = 0.5  # the tiny panel's promotion effect: +50% sales
+
+
+def promo_panel(n: int, days: int = 120, seed: int = 0) -> list[CovariateSeries]:
+    """Daily shops: a level, a weekly cycle, 5% noise, promotions on a fifth of days raising sales by
+    PROMO (bench/covariates.py's panel, smaller)."""
+    rng = np.random.default_rng(seed)
+    stamps = np.datetime64("2022-01-03", "ns") + np.arange(days) * np.timedelta64(1, "D")
+    out = []
+    for i in range(n):
+        t = np.arange(days)
+        promo = (rng.random(days) < 0.2).astype(float)
+        weekly = 1 + 0.3 * np.sin(2 * np.pi * t / WEEK + rng.uniform(0, 2 * np.pi))
+        y = rng.uniform(20, 2000) * weekly * (1 + PROMO * promo) * (1 + 0.05 * rng.standard_normal(days))
+        out.append(CovariateSeries(f"shop_{i}", y, stamps, future={"promo": promo}))
+    return out
+
+
+PCFG = PanelConfig(horizon=PH, period=WEEK)
+
+
+def _rows_with(panel: list[CovariateSeries], layout: CovariateLayout, promo: float) -> np.ndarray:
+    """Each series' raw covariate row of the window after its history, the horizon's promo set."""
+    rows = []
+    for s in panel:
+        f = {"promo": np.concatenate([s.future["promo"][:-PH], np.full(PH, promo)])}
+        c = CovariateSeries(s.id, s.values, s.timestamps, future=f)
+        rows.append(series_covariate_rows(c, layout, np.array([len(s) - PH])))
+    return np.concatenate(rows)
+
+
+def test_trained_with_a_promotion_the_forecast_moves_with_it_by_about_its_effect() -> None:
+    panel = promo_panel(16, seed=5)
+    plan = CovariatePlan.fit(panel, (), ("promo",), (), ())
+    budget = Budget(epochs=2, windows_per_epoch=512, batch_size=64, patience=2)
+    model = train_panel_transformer(panel, PCFG, PL, budget=budget, d_model=8, plan=plan, report=False)
+    assert model.covariates is not None and model.covariates.future == ("promo",)
+    assert model.covariates.effect == "relative"  # a scaled network reads covariates relative to level
+    assert model.network.cfg.future_covariates == 1 and model.network.covariate_linear is not None
+    hist = [s.values[:-PH] for s in panel]
+    on = model.forecast(hist, covariates=_rows_with(panel, model.covariates, 1.0))
+    off = model.forecast(hist, covariates=_rows_with(panel, model.covariates, 0.0))
+    effect = float(np.mean(on / off) - 1)
+    assert 0.6 * PROMO < effect < 1.4 * PROMO, effect
+    plain = train_panel_transformer(panel, PCFG, PL, budget=budget, d_model=8)
+    assert plain.covariates is None and model.val_mase < plain.val_mase  # the promotion helps
+    assert model.report()["covariates"]["future"] == ["promo"]
+
+
+def test_least_squares_start_with_covariates_is_one_ridge_over_window_and_covariates() -> None:
+    panel = promo_panel(6, seed=6)
+    plan = CovariatePlan.fit(panel, (), ("promo",), ("dayofweek",), ())
+    layout = plan.layout(PL, PH)
+    data = panel_windows(panel, PCFG, PL, layout)
+    assert data.z is not None and data.z.shape == (len(data), layout.width)
+    torch.manual_seed(0)
+    net = RSAForecaster(transformer_config(PCFG, PL, d_model=8, layout=layout)).eval()
+    least_squares_start(net, data, ridge=1.0)
+    u, z, t = data.u.double(), data.z.double(), data.target.double()
+    w = data.weight.double()[:, None] ** 2
+    a = torch.cat([u, z, torch.ones(len(u), 1, dtype=u.dtype)], 1)
+    penalty = torch.eye(a.shape[1], dtype=u.dtype)
+    penalty[-1, -1] = 0.0
+    sol = torch.linalg.solve((a * w).T @ a + penalty, (a * w).T @ t)
+    with torch.no_grad():  # both heads at zero: the network is the linear model with covariates
+        out = net(data.u.unsqueeze(-1), covariates=covariate_parts(layout, data.z))[..., 0].double()
+    np.testing.assert_allclose(out.numpy(), (a @ sol).numpy(), atol=2e-3)
+    with pytest.raises(ValueError, match="covariate values per window"):
+        least_squares_start(net, panel_windows(panel, PCFG, PL), ridge=1.0)
+
+
+def test_a_covariate_model_refuses_missing_or_misshapen_rows_and_plain_series() -> None:
+    panel = promo_panel(8, seed=7)
+    plan = CovariatePlan.fit(panel, (), ("promo",), (), ())
+    budget = Budget(epochs=0, refit=False)
+    model = train_panel_transformer(panel, PCFG, PL, budget=budget, d_model=8, plan=plan, report=False)
+    assert model.covariates is not None
+    hist = [s.values[:-PH] for s in panel]
+    with pytest.raises(ValueError, match="needs its covariate rows"):
+        model.forecast(hist)
+    rows = _rows_with(panel, model.covariates, 1.0)
+    with pytest.raises(ValueError, match="one raw row per series"):
+        model.forecast(hist, covariates=rows[:-1])
+    with pytest.raises(ValueError, match="CovariateSeries"):
+        train_panel_transformer([s.values for s in panel], PCFG, PL, budget=budget, plan=plan)
+
+
+def test_calibrated_widths_are_positive_ordered_by_level_and_need_the_training_series() -> None:
+    panel = promo_panel(24, seed=8)
+    plan = CovariatePlan.fit(panel, (), ("promo",), (), ())
+    budget = Budget(epochs=1, windows_per_epoch=256, batch_size=64)
+    model = train_panel_transformer(panel, PCFG, PL, budget=budget, d_model=8, plan=plan, report=False)
+    assert model.holdout is not None and model.holdout.shape == (24, PH)
+    intervals, said = calibrate_transformer(model, panel, (50.0, 80.0, 90.0, 99.0))
+    assert intervals is not None and intervals["levels"] == [50.0, 80.0, 90.0]  # 24 series: not 99
+    assert "99.0" in said or "[99.0]" in said
+    widths = np.asarray(intervals["widths"])[:, :, 0]  # [levels, H]
+    assert widths.shape == (3, PH) and (widths > 0).all()
+    assert (np.diff(widths, axis=0) >= 0).all() and (np.diff(widths, axis=0) > 0).any()
+    assert intervals["window_scale"]["rows"] == PL and intervals["window_scale"]["lag"] == WEEK
+    # Every held-out score at most the 90% width in 90% of cases or more: the widths are the scores'.
+    hist = [s.values[:-PH] for s in panel]
+    x, m = last_windows(hist, PL)
+    window = np.where(m > 0, x, np.nan)[:, :, None]
+    spread = window_scale(window, "mean_abs_diff", PL, 1.0, [SCALE_FLOOR], WEEK)[:, 0, 0]
+    scores = np.abs(np.array([s.values[-PH:] for s in panel]) - model.holdout) / spread[:, None]
+    assert ((scores <= widths[2]).mean(0) >= 0.9).all()
+    with pytest.raises(ValueError, match="trained on"):
+        calibrate_transformer(model, panel[:10])
+    assert calibrate_transformer(model, panel, (99.0,))[0] is None
+
+
+def test_the_covariate_report_says_a_useless_covariate_does_not_help() -> None:
+    panel = promo_panel(12, seed=9)
+    rng = np.random.default_rng(0)
+    noisy = [dataclasses.replace(s, future={**s.future, "noise": rng.standard_normal(len(s))}) for s in panel]
+    plan = CovariatePlan.fit(noisy, (), ("promo", "noise"), (), ())
+    budget = Budget(epochs=1, windows_per_epoch=256, batch_size=64)
+    rows = covariate_report(noisy, PCFG, PL, plan, budget=budget, d_model=8)
+    by = {r["covariate"]: r for r in rows}
+    assert set(by) == {"promo", "noise"}
+    assert by["promo"]["helps"] and by["promo"]["mase_with"] < by["promo"]["mase_without"]
+    assert by["promo"]["mase_with"] == by["noise"]["mase_with"]  # one model with both
+    lines = covariate_lines(rows)
+    assert len(lines) == 2 and all(line.startswith("covariate ") for line in lines)
+    verdicts = {r["covariate"]: ("DOES NOT HELP" in line) for r, line in zip(rows, lines, strict=True)}
+    assert verdicts == {r["covariate"]: not r["helps"] for r in rows}
+
+
+def test_past_and_static_covariates_train_and_forecast_series_never_seen() -> None:
+    panel = promo_panel(10, seed=10)
+    rng = np.random.default_rng(1)
+    kinds = ["a", "b"]
+    full = [
+        dataclasses.replace(
+            s,
+            past={"footfall": s.values * (1 + 0.1 * rng.standard_normal(len(s)))},
+            static={"kind": kinds[i % 2]},
+        )
+        for i, s in enumerate(panel)
+    ]
+    plan = CovariatePlan.fit(full[:8], ("footfall",), ("promo",), ("dayofweek",), ("kind",))
+    budget = Budget(epochs=1, windows_per_epoch=256, batch_size=64)
+    model = train_panel_transformer(full[:8], PCFG, PL, budget=budget, d_model=8, plan=plan, report=False)
+    layout = model.covariates
+    assert layout is not None and layout.past == ("footfall",) and layout.static_width == 2
+    cfg = model.network.cfg
+    assert (cfg.past_covariates, cfg.future_covariates, cfg.static_covariates) == (1, 8, 2)
+    unseen = full[8:]
+    ends = np.array([len(unseen[0]) - PH])
+    rows = np.concatenate([series_covariate_rows(s, layout, ends) for s in unseen])
+    forecast = model.forecast([s.values[:-PH] for s in unseen], covariates=rows)
+    assert forecast.shape == (2, PH) and np.isfinite(forecast).all()

@@ -9,7 +9,7 @@ import torch
 
 from models.attention import RSAAttention
 from models.config import REM_TYPES, ModelConfig
-from models.forecaster import RevIN, RSAForecaster
+from models.forecaster import Covariates, RevIN, RSAForecaster
 
 SIX_TYPES = {"n_heads": 6, "rem_heads": (1, 1, 1, 1, 1, 1), "d_model": 12, "d_ff": 16, "dilation": 2}
 
@@ -482,3 +482,105 @@ def test_bank_round_trips_and_baseline_drops_it():
     assert ModelConfig.from_dict(STATE.to_dict()) == STATE
     base = STATE.baseline()
     assert base.rem_bank == () and all(kind == "softmax" for kind, _ in base.head_types)
+
+
+# -- covariates (issue 36) ------------------------------------------------------------------------
+
+
+def covariates_for(cfg: ModelConfig, batch: int, seed: int = 2) -> Covariates:
+    g = torch.Generator().manual_seed(seed)
+
+    def draw(*shape: int) -> torch.Tensor | None:
+        return torch.randn(batch, *shape, generator=g) if shape[-1] else None
+
+    return Covariates(
+        past=draw(cfg.input_length, cfg.past_covariates),
+        future=draw(cfg.horizon, cfg.future_covariates),
+        static=draw(cfg.static_covariates),
+    )
+
+
+def covariate_cfg(**kw) -> ModelConfig:
+    return small_cfg(past_covariates=2, future_covariates=3, static_covariates=4, masked=True, **kw)
+
+
+@pytest.mark.parametrize("head", ["flatten", "last"])
+def test_each_kind_of_covariate_moves_the_forecast(head):
+    cfg = covariate_cfg(head=head)
+    model = make_model(cfg)
+    x, cov = window(3, cfg), covariates_for(cfg, 3)
+    y = model(x, covariates=cov)
+    assert y.shape == (3, cfg.horizon, cfg.channels)
+    for kind in ("past", "future", "static"):
+        t = getattr(cov, kind).clone()
+        t[1] += 1.0
+        moved = model(x, covariates=Covariates(**{**cov.__dict__, kind: t}))
+        assert torch.equal(moved[[0, 2]], y[[0, 2]]), kind  # another series' covariates never leak
+        assert (moved[1] - y[1]).abs().max() > 1e-4, kind
+
+
+def test_horizon_tokens_alone_carry_future_covariates_through_the_attention():
+    """With the linear map off, a future covariate reaches the forecast only through its horizon token:
+    the token is in the attention (causal: the window's tokens never see it)."""
+    cfg = small_cfg(future_covariates=2, masked=True)
+    model = make_model(cfg)
+    assert model.covariate_linear is not None
+    with torch.no_grad():
+        model.covariate_linear.weight.zero_()
+    x, cov = window(2, cfg), covariates_for(cfg, 2)
+    _, maps = model(x, return_attn=True, covariates=cov)
+    T = cfg.input_length + cfg.horizon
+    assert maps["softmax"].shape[-2:] == (T, T)
+    assert cov.future is not None
+    later = cov.future.clone()
+    later[:, -1] += 1.0  # the last horizon step's covariates
+    y, y2 = model(x, covariates=cov), model(x, covariates=Covariates(future=later))
+    assert torch.allclose(y[:, :-1], y2[:, :-1], atol=1e-6)  # causal: earlier steps never see it
+    assert (y[:, -1] - y2[:, -1]).abs().max() > 1e-4
+
+
+@pytest.mark.parametrize("head", ["flatten", "last"])
+def test_fold_leaves_covariate_outputs_unchanged(head):
+    cfg = covariate_cfg(head=head)
+    model = make_model(cfg)
+    x, cov = window(4, cfg), covariates_for(cfg, 4)
+    want = model(x, covariates=cov)
+    set_fused(model, False)
+    assert torch.allclose(model(x, covariates=cov), want, atol=1e-5)
+    model.fold()
+    assert model.attentions()[0].folded_length == cfg.input_length + cfg.horizon
+    assert torch.allclose(model(x, covariates=cov), want, atol=1e-5)
+
+
+def test_covariate_linear_reads_the_flat_layout():
+    """The linear map's input is past then future, each step-major, then the statics: the layout the
+    service feeds (app/artifacts/covariates.py)."""
+    cfg = covariate_cfg()
+    cov = covariates_for(cfg, 2)
+    flat = cov.flat()
+    assert flat.shape == (2, cfg.covariate_width)
+    L, P, H, F = cfg.input_length, cfg.past_covariates, cfg.horizon, cfg.future_covariates
+    assert cov.past is not None and cov.future is not None and cov.static is not None
+    assert torch.equal(flat[:, 1 * P + 0], cov.past[:, 1, 0])  # step 1, covariate 0
+    assert torch.equal(flat[:, L * P + 2 * F + 1], cov.future[:, 2, 1])  # horizon step 2, column 1
+    assert torch.equal(flat[:, L * P + H * F :], cov.static)
+
+
+def test_covariates_are_checked_against_the_config():
+    cfg = covariate_cfg()
+    model = make_model(cfg)
+    x, cov = window(2, cfg), covariates_for(cfg, 2)
+    with pytest.raises(ValueError, match="takes 2 past covariates, got none"):
+        model(x, covariates=Covariates(future=cov.future, static=cov.static))
+    with pytest.raises(ValueError, match="takes 3 future covariates, got 1"):
+        model(x, covariates=Covariates(past=cov.past, future=cov.future[..., :1], static=cov.static))
+    with pytest.raises(ValueError, match="takes 2 past covariates"):
+        model(x)
+    plain = make_model(small_cfg())
+    with pytest.raises(ValueError, match="takes no covariates"):
+        plain(window(2, small_cfg()), covariates=cov)
+    with pytest.raises(ValueError, match="no horizon tokens"):
+        small_cfg(head="state", n_layers=1, future_covariates=1)
+    with pytest.raises(ValueError, match="static_covariates must be >= 0"):
+        small_cfg(static_covariates=-1)
+    assert ModelConfig.from_dict(cfg.to_dict()) == cfg

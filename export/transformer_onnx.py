@@ -1,0 +1,426 @@
+"""The global RSA-Transformer (export/panel_transformer.py's `PanelTransformer`) as an ONNX graph and a
+served model version, and its model file.
+
+The graph takes exactly the global read-out's inputs (export/global_onnx.py): `window` float32
+[batch, L, 1], raw, NaN where a short history has not started, and for a covariate model `covariates`
+float32 [batch, D], raw, in app/artifacts/covariates.py's layout. Everything `PanelTransformer.forecast`
+does happens inside it: each window's scale (the mean |value| of its last cycle's observed steps, else of
+the window's, else 1), the masked start read as 0, the covariates standardised with the layout's training
+mean and std (NaN, a short series' past start, read as 0), the network with every REM and gate folded
+into constants for its L (+ H horizon tokens) steps, and the un-scaling. The service therefore serves it
+as it serves a global read-out (the manifest's `panel` block and the graph's inputs are all it reads);
+the manifest's `kind` is `global_transformer` and it has no `readout` block: a network is not refit on
+request (/v1 fit_forecast answers 422 not_refittable).
+
+The model file (`python -m export.panel train --network transformer`): `model.json` (kind
+`rsa-transformer-global`: the panel settings, the network's config, the covariate layout, the training
+record, the frequency and zone) and `model.safetensors` beside it, the network's state dict.
+
+    python -m export.panel train --data shops.csv --horizon 7 --future promo --network transformer \
+        --out runs/t
+    python -m export.panel export --model runs/t/model.json --name shops --repository model_repository
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from app.artifacts.contract import (
+    COVARIATE_INPUT,
+    FORECAST_INPUT,
+    FORECAST_OUTPUT,
+    GLOBAL_TRANSFORMER_KIND,
+    MANIFEST_FILE,
+    MODEL_FILE,
+)
+from app.artifacts.covariates import CovariateLayout
+from app.artifacts.readout import TINY
+from export.covariates import CovariatePlan
+from export.global_onnx import OPSET, check_covariates, check_histories, panel_manifest, windows_of
+from export.panel import PanelConfig
+from export.panel_transformer import Budget, PanelTransformer, covariate_parts
+from export.publish import publish_version
+from models import ModelConfig, RSAForecaster
+
+__all__ = [
+    "TOLERANCE",
+    "TRANSFORMER_FILE_KIND",
+    "TRANSFORMER_KIND",
+    "SavedTransformer",
+    "TransformerGraph",
+    "export_transformer",
+    "load_transformer",
+    "save_transformer",
+    "verify_transformer",
+]
+
+TRANSFORMER_KIND = GLOBAL_TRANSFORMER_KIND  # the manifest's `kind`
+TRANSFORMER_FILE_KIND = "rsa-transformer-global"  # model.json's `kind`
+SCHEMA_VERSION = 1
+WEIGHTS_FILE = "model.safetensors"
+# ONNX Runtime (float32 throughout) against `PanelTransformer.forecast` (float64 scaling around the float32
+# network): |onnx − reference| in units of each window's scale (the network's own output unit, so the bound
+# means the same for a series near 0.01 and one near 10,000).
+TOLERANCE = 1e-4
+
+
+class TransformerGraph(nn.Module):
+    """Raw window [B, L, 1] (NaN before a short history's start) and, for a covariate model, raw
+    covariates [B, D] -> the raw forecast [B, H, 1]: `PanelTransformer.forecast` in tensors."""
+
+    def __init__(self, network: RSAForecaster, period: int, layout: CovariateLayout | None) -> None:
+        super().__init__()
+        L = network.cfg.input_length
+        last = max(period, 1)
+        self.network = network
+        self.layout = layout
+        sums = torch.zeros(L, 2)  # column 0: the last cycle's steps; column 1: every step
+        sums[L - last :, 0] = 1.0
+        sums[:, 1] = 1.0
+        self.register_buffer("sums", sums)
+        if layout is not None:
+            self.register_buffer("cov_mean", torch.tensor(layout.mean, dtype=torch.float32))
+            self.register_buffer("cov_std", torch.tensor(layout.std, dtype=torch.float32))
+
+    def forward(self, window: Tensor, covariates: Tensor | None = None) -> Tensor:
+        x = window[..., 0]  # [B, L]
+        missing = torch.isnan(x)
+        mask = (~missing).to(x.dtype)
+        x0 = torch.where(missing, torch.zeros_like(x), x)
+        # app/artifacts/readout.py's window_scales: the last cycle's mean |value|, else the window's, else 1
+        sums = x0.abs() @ self.sums  # [B, 2]
+        counts = torch.clamp(mask @ self.sums, min=1.0)
+        means = sums / counts
+        last, whole = means[:, :1], means[:, 1:]
+        s = torch.where(last > TINY, last, whole)
+        scale = torch.where(s > TINY, s, torch.ones_like(s))  # [B, 1]
+        u = (x0 / scale).unsqueeze(-1)  # [B, L, 1], 0 where missing
+        cov = None
+        if self.layout is not None:
+            if covariates is None:
+                raise ValueError("a covariate model takes its covariates")
+            z = (covariates - self.cov_mean) / self.cov_std
+            z = torch.where(torch.isnan(z), torch.zeros_like(z), z)
+            cov = covariate_parts(self.layout, z)
+        y = self.network(u, covariates=cov)
+        assert isinstance(y, Tensor)
+        return y * scale.unsqueeze(-1)  # [B, H, 1]
+
+
+def _export(module: TransformerGraph, path: Path) -> None:
+    """torch.onnx.export as export/onnx.py exports versions 1-3: the dynamo exporter, opset 18, one dynamic
+    batch axis."""
+    import warnings
+
+    cfg = module.network.cfg
+    names = [FORECAST_INPUT] + ([COVARIATE_INPUT] if module.layout is not None else [])
+    example: tuple[Tensor, ...] = (torch.zeros(2, cfg.input_length, 1),)
+    if module.layout is not None:
+        example += (torch.zeros(2, module.layout.width),)
+    batch = torch.export.Dim("batch", min=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.onnx.export(
+            module,
+            example,
+            dynamo=True,
+            input_names=names,
+            output_names=[FORECAST_OUTPUT],
+            dynamic_shapes={n: {0: batch} for n in names},
+            opset_version=OPSET,
+            verbose=False,
+        )
+    assert program is not None
+    program.save(str(path))
+
+
+def transformer_graph(model: PanelTransformer) -> TransformerGraph:
+    """The graph module of `model`: a folded copy of its network (every REM and gate a constant)."""
+    folded = copy.deepcopy(model.network).eval().fold()
+    return TransformerGraph(folded, model.config.period, model.covariates).eval()
+
+
+def _check_set(model: PanelTransformer) -> tuple[list[np.ndarray], np.ndarray | None]:
+    """export/global_onnx.py's check histories (every length from min_history to past L, levels from 0.01
+    to 10,000, a constant and an all-zero series) with a large and a tiny constant one, and random raw
+    covariate rows (the past start NaN where a history is shorter than L)."""
+    L, low = model.input_length, model.config.history
+    histories = check_histories(L, model.config.period, low)
+    histories += [np.full(L, 1e4), np.full(low, 1e-2)]
+    return histories, check_covariates(model.covariates, histories)
+
+
+def run_transformer_graph(
+    path: Path, histories: Sequence[np.ndarray], length: int, covariates: np.ndarray | None = None
+) -> np.ndarray:
+    """ONNX Runtime's forecasts [S, H] of the graph at `path` (CPU)."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    feed = {FORECAST_INPUT: windows_of(histories, length)}
+    if covariates is not None:
+        feed[COVARIATE_INPUT] = np.asarray(covariates, dtype=np.float32)
+    (out,) = session.run([FORECAST_OUTPUT], feed)
+    return np.asarray(out)[:, :, 0]
+
+
+def _scales(model: PanelTransformer, histories: Sequence[np.ndarray]) -> np.ndarray:
+    from app.artifacts.readout import last_windows, window_scales
+
+    x, m = last_windows(histories, model.input_length)
+    return window_scales(x, m, model.config.period)
+
+
+def verify_transformer(path: Path, model: PanelTransformer) -> dict[str, Any]:
+    """ONNX Runtime against `PanelTransformer.forecast` on `_check_set` (with random covariates for a
+    covariate model); raises ValueError past TOLERANCE (in units of each window's scale)."""
+    histories, covariates = _check_set(model)
+    want = model.forecast(histories, covariates=covariates)
+    got = run_transformer_graph(path, histories, model.input_length, covariates)
+    diff = np.abs(got - want)
+    err = diff / _scales(model, histories)[:, None]
+    worst = float(err.max()) if np.isfinite(got).all() else float("inf")
+    if not worst <= TOLERANCE:
+        raise ValueError(
+            f"ONNX Runtime differs from PanelTransformer.forecast by {worst:.3g} of a window's scale "
+            f"(tolerance {TOLERANCE}); nothing published"
+        )
+    return {
+        "series": len(histories),
+        "max_error": worst,
+        "max_abs_error": float(diff.max()),
+        "scale": "forecasts in units of each window's scale (the mean |value| of its last cycle)",
+        "tolerance": TOLERANCE,
+    }
+
+
+def _forbidden(path: Path) -> list[str]:
+    from export.onnx import forbidden_nodes
+
+    return forbidden_nodes(path)
+
+
+def describe(model: PanelTransformer, frequency: str | None) -> str:
+    cfg = model.network.cfg
+    layout = model.covariates
+    reads = "" if layout is None else f", reading {len(layout.describe())} covariates"
+    what = "RSA-Transformer (REM heads mixed with softmax attention)" if model.rem else "Transformer"
+    return (
+        f"A global {what} of period {model.config.period}: {cfg.n_layers} layer of {cfg.n_heads} heads, "
+        f"d_model {cfg.d_model}, {model.parameters} parameters{reads}; forecasts any {frequency} series "
+        f"of at least {model.config.history} values, seen in training or not, each window scaled by its "
+        "own last cycle. Not refittable on request."
+    )
+
+
+def export_transformer(
+    saved: SavedTransformer,
+    repository: Path,
+    name: str,
+    version: int | None = None,
+    channel: str = "y",
+    intervals: dict[str, Any] | None = None,
+) -> Path:
+    """Export the graph, check it against `PanelTransformer.forecast` (refusing to publish past
+    TOLERANCE), publish a version (with `intervals`, or none); returns its folder."""
+    import onnx
+    import onnxruntime as ort
+
+    from app.artifacts.repository import sha256_of
+
+    model = saved.model
+    graph = transformer_graph(model)
+
+    def write(staging: Path, number: int) -> None:
+        path = staging / MODEL_FILE
+        _export(graph, path)
+        onnx.checker.check_model(str(path), full_check=True)
+        bad = _forbidden(path)
+        if bad:
+            raise ValueError(f"{MODEL_FILE} still computes REM/gate values: {bad[:5]}")
+        verification = verify_transformer(path, model)
+        files = {MODEL_FILE: {"sha256": sha256_of(path), "bytes": path.stat().st_size}}
+        manifest = panel_manifest(
+            name=name,
+            version=number,
+            kind=TRANSFORMER_KIND,
+            description=describe(model, saved.frequency),
+            input_length=model.input_length,
+            horizon=model.config.horizon,
+            channel=channel,
+            frequency=saved.frequency,
+            timezone=saved.timezone,
+            min_history=model.config.history,
+            period=model.config.period,
+            layout=model.covariates,
+            files=files,
+            intervals=intervals,
+        )
+        manifest["architecture"] = {
+            "config": model.network.cfg.to_dict(),
+            "panel_config": asdict(model.config),
+            "rem": model.rem,
+            "parameters": model.parameters,
+            "training": _record(model),
+        }
+        manifest["verification"] = {
+            "provider": "CPUExecutionProvider",
+            "onnx": onnx.__version__,
+            "onnxruntime": ort.__version__,
+            "torch": torch.__version__,
+            **verification,
+        }
+        (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
+
+    return publish_version(Path(repository) / name, write, version)
+
+
+# -- training from the CLI ----------------------------------------------------------------------------
+
+
+def train_transformer(
+    series: Sequence[Any],
+    cfg: PanelConfig,
+    frequency: str | None,
+    timezone: str | None,
+    plan: CovariatePlan | None,
+    path: Path,
+    budget: Budget,
+) -> list[str]:
+    """`python -m export.panel train --network transformer`: train at L = `cfg.input_periods` periods, or
+    at the input length the read-out's validation search picks on the same series (as
+    bench/global_transformer.py does: one closed-form fit per length, where a transformer search would
+    train once per length), save the model file at `path`; returns the lines saying what was done."""
+    from export.panel import train_global
+    from export.panel_transformer import covariate_lines, train_panel_transformer
+
+    if cfg.input_periods is not None:
+        length = cfg.input_periods * cfg.period if cfg.period > 1 else 4 * cfg.input_periods
+        how = "given"
+    else:
+        length = train_global(series, cfg, frequency=frequency, plan=plan, report=False).input_length
+        how = "the read-out's validation search"
+    model = train_panel_transformer(series, cfg, length, budget=budget, plan=plan)
+    save_transformer(SavedTransformer(model, frequency, timezone), path)
+    lines = [
+        f"RSA-Transformer, L = {length} ({how}), min history {cfg.history}, {model.parameters} parameters, "
+        f"best epoch {model.best_epoch} (validation MASE {model.val_mase:.4f}), stopped: {model.stopped}, "
+        f"trained in {model.fit_seconds:.1f} s: {path}"
+    ]
+    return lines + covariate_lines(model.covariate_report)
+
+
+# -- the model file ----------------------------------------------------------------------------------
+
+
+@dataclass
+class SavedTransformer:
+    """A trained global transformer with what its data said: the frequency and the zone its local times
+    were read in (None: UTC or offsets)."""
+
+    model: PanelTransformer
+    frequency: str | None = None
+    timezone: str | None = None
+
+
+# PanelTransformer's fields that are not its network, settings or layout: the training record (held-out
+# forecasts and what calibration needs included), saved as JSON (arrays as lists) and read back by name.
+_OWN_FIELDS = ("config", "network", "rem", "budget", "covariates")
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, np.ndarray):
+        return {"ndarray": v.tolist()}
+    if isinstance(v, float) and not np.isfinite(v):
+        return None  # inf: never validated
+    return v
+
+
+def _record(model: PanelTransformer) -> dict[str, Any]:
+    out = {f.name: _jsonable(getattr(model, f.name)) for f in fields(model) if f.name not in _OWN_FIELDS}
+    out["fit_seconds"] = round(model.fit_seconds, 3)
+    return {"budget": asdict(model.budget), **out}
+
+
+def _from_record(d: dict[str, Any]) -> dict[str, Any]:
+    """The record's fields as PanelTransformer takes them (arrays, tuples, inf where null)."""
+    out: dict[str, Any] = {}
+    for f in fields(PanelTransformer):
+        if f.name in _OWN_FIELDS or f.name not in d:
+            continue
+        v = d[f.name]
+        if isinstance(v, dict) and set(v) == {"ndarray"}:
+            v = np.asarray(v["ndarray"], dtype=np.float64)
+        elif v is None and isinstance(f.default, float):
+            v = f.default
+        elif isinstance(v, list) and isinstance(f.default, tuple):
+            v = tuple(v)
+        out[f.name] = v
+    return out
+
+
+def save_transformer(saved: SavedTransformer, path: Path) -> Path:
+    """`path` (model.json) and model.safetensors beside it (the network's state dict)."""
+    from safetensors.torch import save_file
+
+    model = saved.model
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().contiguous().cpu() for k, v in model.network.state_dict().items()}
+    save_file(state, str(path.with_name(WEIGHTS_FILE)))
+    info = {
+        "kind": TRANSFORMER_FILE_KIND,
+        "schema_version": SCHEMA_VERSION,
+        "config": asdict(model.config),
+        "model_config": model.network.cfg.to_dict(),
+        "rem": model.rem,
+        "weights": WEIGHTS_FILE,
+        "frequency": saved.frequency,
+        "timezone": saved.timezone,
+        "covariates": None if model.covariates is None else model.covariates.to_json(),
+        "training": _record(model),
+    }
+    path.write_text(json.dumps(info) + "\n")
+    return path
+
+
+def is_transformer_file(path: Path) -> bool:
+    """Whether `path` is a model.json written by `save_transformer` (else: a global read-out's)."""
+    try:
+        return json.loads(Path(path).read_text()).get("kind") == TRANSFORMER_FILE_KIND
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def load_transformer(path: Path) -> SavedTransformer:
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    d = json.loads(path.read_text())
+    if d.get("kind") != TRANSFORMER_FILE_KIND or d.get("schema_version") != SCHEMA_VERSION:
+        found = f"{d.get('kind')!r}, schema {d.get('schema_version')!r}"
+        raise ValueError(f"not a global transformer of schema {SCHEMA_VERSION}: {found}")
+    network = RSAForecaster(ModelConfig.from_dict(d["model_config"]))
+    network.load_state_dict(load_file(str(path.with_name(d["weights"]))))
+    network.eval()
+    training = d.get("training") or {}
+    model = PanelTransformer(
+        config=PanelConfig(**d["config"]),
+        network=network,
+        rem=bool(d["rem"]),
+        budget=Budget(**training.get("budget", {})),
+        covariates=None if d.get("covariates") is None else CovariateLayout.from_json(d["covariates"]),
+        **_from_record(training),
+    )
+    return SavedTransformer(model, d.get("frequency"), d.get("timezone"))
