@@ -300,8 +300,7 @@ class Client:
         frame = df.sort_values(time_col, kind="stable").tail(spec.input_length)
         series: dict[str, Any] = {"values": frame[columns].to_numpy(np.float64).tolist()}
         if time_col in frame:
-            first = pd.Timestamp(frame[time_col].iloc[0])
-            series["start"] = (first if first.tzinfo else first.tz_localize("UTC")).isoformat()
+            series["start"] = _start(frame[time_col])
         path = f"/v1/models/{model}/versions/{spec.version}/attention"
         response = self._send("POST", path, json={"series": series, **options})
         if response.headers.get("content-type", "").startswith("image/"):
@@ -337,12 +336,11 @@ class Client:
         frame = df.sort_values([id_col, time_col], kind="stable")
         series = []
         for key, part in frame.groupby(id_col, sort=False):
-            first = pd.Timestamp(part[time_col].iloc[0])
             values = part[target].to_numpy(np.float64)
             series.append(
                 {
                     "id": str(key),
-                    "start": (first if first.tzinfo else first.tz_localize("UTC")).isoformat(),
+                    "start": _start(part[time_col]),
                     "values": [None if np.isnan(v) else float(v) for v in values],
                 }
             )
@@ -635,9 +633,8 @@ def _histories(
         ordered = x_df.sort_values([id_col, time_col], kind="stable")
         after = {key: part for key, part in ordered.groupby(id_col, sort=False)}
     frame = df.sort_values([id_col, time_col], kind="stable")
-    stamps = pd.to_datetime(frame[time_col])
-    if stamps.dt.tz is not None:
-        stamps = stamps.dt.tz_convert("UTC").dt.tz_localize(None)
+    zone = spec.timezone if spec is not None else None
+    stamps = _aware(frame[time_col], zone).dt.tz_convert("UTC").dt.tz_localize(None)
     out = []
     times = stamps.to_numpy()
     values = frame[columns].to_numpy(np.float64)
@@ -707,6 +704,12 @@ def _aware(column: pd.Series, zone: str | None) -> pd.Series:
         first = np.ones(len(stamps), bool)  # ambiguous: the daylight-saving (first) reading
         stamps = stamps.dt.tz_localize(zone or "UTC", ambiguous=first)
     return stamps
+
+
+def _start(column: pd.Series) -> str:
+    """The first timestamp of a series as /v1's `start`, as written: with its offset, or naive, which the
+    service reads in the model's zone (its rule, applied in one place)."""
+    return str(pd.Timestamp(pd.to_datetime(column.iloc[:1]).iloc[0]).isoformat())
 
 
 def _utc(column: pd.Series, zone: str | None = None) -> np.ndarray:

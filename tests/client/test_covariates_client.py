@@ -84,7 +84,26 @@ def test_a_zoned_models_naive_times_are_read_in_its_zone(tmp_path: Path) -> None
     with live_service(shops.repository, tmp_path / "service.log", RSA_DRAIN_DELAY_S="0") as service:
         with Client(service.url, concurrency=1) as client:
             out = client.forecast(shops.history, model=NAME, X_df=shops.future)
+            backtest = client.cross_validation(shops.history, h=H, n_windows=2, model=NAME)
         expected = v1_answers(service.url, shops, [])
+        # The backtest's windows too: the client cuts them from naive times read in the zone, /v1 from
+        # the naive start it reads there (both rules in UTC would agree with each other, not with the zone).
+        for sid, rows in shops.history.sort_values(["unique_id", "ds"]).groupby("unique_id"):
+            series = {
+                "id": sid,
+                "start": rows["ds"].iloc[0].isoformat(),
+                "values": rows["y"].tolist(),
+                "future": {"promo": rows["promo"].astype(float).tolist()},
+                "past": {"footfall": rows["footfall"].tolist()},
+                "static": {"size": rows["size"].iloc[0]},
+            }
+            body = {"series": [series], "horizon": H, "n_windows": 2}
+            r = httpx.post(f"{service.url}/v1/models/{NAME}/cross_validation", json=body, timeout=120)
+            assert r.status_code == 200, r.text
+            windows = r.json()["series"][0]["windows"]
+            want = np.concatenate([np.array(w["forecast"])[:, 0] for w in windows])
+            got = backtest[backtest["unique_id"] == sid]["forecast"].to_numpy()
+            np.testing.assert_allclose(got, want, rtol=1e-6)
     for sid, rows in out.groupby("unique_id"):
         want = expected[sid]
         assert want["timestamps"][0].endswith("-05:00")

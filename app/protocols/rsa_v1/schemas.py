@@ -76,7 +76,8 @@ class SeriesInput(_Strict):
     )
     start: IsoDatetime | None = Field(
         default=None,
-        description="Timestamp of the first value, ISO 8601 (e.g. 2018-01-26T16:00:00Z; naive means UTC); "
+        description="Timestamp of the first value, ISO 8601 (e.g. 2018-01-26T16:00:00Z; a naive one is read "
+        "in the model's zone, `timezone` in /v1/models, UTC without one); "
         "enables forecast timestamps. Required by a model with a seasonal `cycle`, which aligns it to the "
         "window's first timestamp.",
     )
