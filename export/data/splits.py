@@ -3,7 +3,7 @@ Time-Series-Library), scaled on its training rows and exposed as sliding windows
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -185,6 +185,33 @@ def _target_problem(fname: str, columns: list[str], target: str, mode: str) -> t
     return target, None
 
 
+def _covariate_note(series: Series, mode: str, target: str) -> str | None:
+    """What this trainer does with the columns beside the target, when a user may take them for inputs:
+    in mode S they are not read; in mode M each is a channel forecast on its own (shared weights, no
+    channel reads another), so a 0/1 column such as a promotion flag is forecast, never used. Either way
+    the global model is the one that reads covariates."""
+
+    def is_flag(column: str) -> bool:
+        v = series.values[:, series.columns.index(column)]
+        return bool(np.isin(v[np.isfinite(v)], (0.0, 1.0)).all())
+
+    others = [c for c in series.columns if c != target]
+    unread = others if mode == "S" else [c for c in others if is_flag(c)]
+    if not unread:
+        return None
+    why = (
+        "are not read (--mode S reads the target only)"
+        if mode == "S"
+        else "hold only 0 and 1: in mode M each column is a channel forecast on its own, never an input to "
+        "another's forecast"
+    )
+    return (
+        f"columns {unread} {why}; to forecast {target!r} from them, train the global model, which reads "
+        f"covariates: `python -m export.panel train --data {series.path.name} --layout wide --target-column "
+        f"{target} --future {unread[0]} ...` (or --past, --static; docs/panels.md, Covariates)"
+    )
+
+
 def load_dataset(
     path: str | Path,
     input_length: int,
@@ -229,6 +256,9 @@ def split_series(
     target, problem = _target_problem(fname, series.columns, target, mode)
     _raise([problem] if problem else [])
     channels = list(series.columns) if mode == "M" else [target]
+    unread = _covariate_note(series, mode, target)
+    if unread:  # said in the run's notes and its report, never dropped or mixed in silently
+        series = replace(series, notes=(*series.notes, unread))
     values = series.values[:, [series.columns.index(c) for c in channels]]
 
     chosen = _protocol_for(series.name, protocol)

@@ -785,3 +785,22 @@ def test_every_problem_of_a_file_in_one_run(tmp_path: Path) -> None:
     assert lines[3].startswith("also: all.csv line 1: which column is the target?")
     ds = load_dataset(path, 4, 2, mode="S", target="price", drop=["site", "sales"], fill="linear")
     assert ds.series.inserted_steps == 1 and len(ds.series.timestamps) == 40
+
+
+def test_columns_beside_the_target_are_never_dropped_or_used_silently(tmp_path: Path) -> None:
+    """Issue 36's first report: `date, sales, promo` with --mode S dropped promo with no note, and mode M
+    forecast the promotion flag as a series. Both now say so, and where a covariate is read."""
+    rows = [f"2023-01-{d:02d},{100 + d},{d % 2}" for d in range(1, 31)]
+    csv = write_csv(tmp_path / "shop.csv", "date,sales,promo", rows)
+    single = load_dataset(csv, 7, 3, mode="S", target="sales")
+    (note,) = [n for n in single.series.notes if "promo" in n]
+    assert "['promo'] are not read (--mode S" in note
+    assert "export.panel train --data shop.csv --layout wide --target-column sales --future promo" in note
+    both = load_dataset(csv, 7, 3, mode="M", target="sales")
+    assert any("['promo'] hold only 0 and 1" in n for n in both.series.notes)
+    plain = write_csv(
+        tmp_path / "plain.csv", "date,sales,price", [f"2023-01-{d:02d},{d},{d * 1.5}" for d in range(1, 31)]
+    )
+    assert not any(
+        "export.panel" in n for n in load_dataset(plain, 7, 3, mode="M", target="sales").series.notes
+    )
