@@ -401,8 +401,8 @@ class Client:
         MASE, sMAPE, coverage per level); `frame.attrs["series_metrics"]`: per series id."""
         spec = self.model(model, version)
         columns = _channel_columns(df, spec)
-        series = _histories(df, columns, id_col, time_col, spec, X_df)
         reach = spec.horizon - (spec.horizon if h is None else h)
+        series = _histories(df, columns, id_col, time_col, spec, X_df, reach)
         per_request = max(1, spec.limits.max_series_per_request // max(1, n_windows))
         options: dict[str, Any] = {"n_windows": n_windows}
         if h is not None:
@@ -479,7 +479,7 @@ class Client:
         `X_df`."""
         spec = self.model(model, version)
         columns = _channel_columns(df, spec)
-        series = _histories(df, columns, id_col, time_col, spec, X_df)
+        series = _histories(df, columns, id_col, time_col, spec, X_df, spec.horizon - lead)
         info = self._send("GET", f"/v1/models/{model}").json()
         entry = next(v for v in info["versions"] if v["version"] == spec.version)
         need = (entry.get("panel") or {}).get("min_history") or spec.input_length
@@ -607,7 +607,11 @@ def _histories(
     time_col: str,
     spec: ModelSpec | None = None,
     x_df: pd.DataFrame | None = None,
+    reach: int = 0,
 ) -> list[_History]:
+    """The frame's series with their covariates (every column beside the id, the time and the channels is
+    one); a covariate model's future values past each history, the `reach` steps the last window's
+    forecast reads, come from `x_df`, checked as a forecast's X_df is: all before any request."""
     # the covariates a request sends: the calendar is derived from the timestamps
     kinds = (
         {c["name"]: c["kind"] for c in spec.covariates if c["kind"] != "calendar"} if spec is not None else {}
@@ -625,13 +629,15 @@ def _histories(
         if absent:
             raise ValueError(f"model {spec.name} reads covariates {list(kinds)}; the frame lacks {absent}")
     futures = [c for c, kind in kinds.items() if kind == "future"]
-    after: dict[Any, pd.DataFrame] = {}
-    if x_df is not None:
-        lacking = [c for c in futures if c not in x_df.columns]
-        if lacking:
-            raise ValueError(f"X_df lacks the future covariates {lacking}")
-        ordered = x_df.sort_values([id_col, time_col], kind="stable")
-        after = {key: part for key, part in ordered.groupby(id_col, sort=False)}
+    if x_df is not None and not (futures and reach):
+        why = "reads no future covariates" if not futures else "reads no future value past the history here"
+        raise ValueError(f"model {spec.name if spec else ''} {why}; X_df would not be read")
+    if futures and reach and x_df is None:
+        raise ValueError(
+            f"the last window's forecast reads {reach} future value(s) of {futures} past each history (the "
+            f"model's horizon less the steps asked): give them in X_df "
+            f"({id_col}, {time_col}, {', '.join(futures)})"
+        )
     frame = df.sort_values([id_col, time_col], kind="stable")
     zone = spec.timezone if spec is not None else None
     stamps = _aware(frame[time_col], zone).dt.tz_convert("UTC").dt.tz_localize(None)
@@ -640,21 +646,26 @@ def _histories(
     values = frame[columns].to_numpy(np.float64)
     ids = frame[id_col].to_numpy()
     cuts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
-    for a, b in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [len(ids)]]), strict=True):
+    begins, ends = np.concatenate([[0], cuts]).astype(int), np.concatenate([cuts, [len(ids)]]).astype(int)
+    after: dict[str, np.ndarray] = {}
+    if x_df is not None and spec is not None:
+        last = times[ends - 1].astype("datetime64[s]").astype(np.int64)
+        after = _future_rows(spec, x_df, ids[begins], last, reach, id_col, time_col)
+    for i, (a, b) in enumerate(zip(begins, ends, strict=True)):
         rows = frame.iloc[a:b]
         past, future, static = {}, {}, {}
         for name, kind in kinds.items():
             if kind == "past":
                 past[name] = rows[name].to_numpy(np.float64)
             elif kind == "future":
-                later = after[ids[a]][name].to_numpy(np.float64) if ids[a] in after else np.zeros(0)
+                later = after[name][i].astype(np.float64) if name in after else np.zeros(0)
                 future[name] = np.concatenate([rows[name].to_numpy(np.float64), later])
             else:
-                seen = rows[name].dropna().unique()
-                if len(seen) != 1:
+                seen = pd.unique(rows[name])
+                if len(seen) != 1 or pd.isna(seen[0]):
                     raise ValueError(
                         f"series {ids[a]!r}: static covariate {name!r} must have one value per series; "
-                        f"it has {len(seen)}"
+                        f"it holds {list(seen)[:3]}"
                     )
                 value = seen[0]
                 static[name] = value.item() if isinstance(value, np.generic) else value
@@ -789,9 +800,28 @@ def _covariate_tensors(
             f"model {spec.name} v{spec.version} reads the future covariates {future}: give X_df "
             f"({id_col}, {time_col}, {', '.join(future)}; the model's {H} steps after each series' last row)"
         )
+    arrays = _future_rows(spec, X_df, series_ids, last, H, id_col, time_col)
+    out += [(f"future_{f}", "FP32", arrays[f]) for f in future]
+    return out
+
+
+def _future_rows(
+    spec: ModelSpec,
+    X_df: pd.DataFrame,  # noqa: N803
+    series_ids: np.ndarray,
+    last: np.ndarray,
+    n: int,
+    id_col: str,
+    time_col: str,
+) -> dict[str, np.ndarray]:
+    """X_df's future covariates {name: [S, n] float32}: every series' rows at exactly the n steps after
+    its last row (`last`, Unix seconds), every value a number, no other column and no series df lacks;
+    ValueError naming the series and the column, before any request (forecast's X_df and a backtest's)."""
+    future = spec.covariate_names("future")
     absent = [c for c in (id_col, time_col, *future) if c not in X_df.columns]
     if absent:
         raise ValueError(f"X_df has no column {absent[0]!r}; it needs {[id_col, time_col, *future]}")
+
     unknown = [c for c in X_df.columns if c not in (id_col, time_col, *future)]
     if unknown:
         raise ValueError(
@@ -806,23 +836,23 @@ def _covariate_tensors(
     stray = [k for k in groups if k not in known]
     if stray:
         raise ValueError(f"X_df holds series that df does not: {stray[:5]}")
-    want = _future(spec, last, H)
-    arrays = {f: np.empty((len(series_ids), H), np.float32) for f in future}
+    want = _future(spec, last, n)
+    arrays = {f: np.empty((len(series_ids), n), np.float32) for f in future}
     values = {f: pd.to_numeric(xf[f], errors="coerce").to_numpy(np.float64) for f in future}
     for i, sid in enumerate(series_ids):
         at = groups.get(sid)
         span = f"{pd.Timestamp(want[i, 0])} .. {pd.Timestamp(want[i, -1])}"
-        if at is None or len(at) != H:
+        if at is None or len(at) != n:
             raise ValueError(
                 f"series {sid!r} has {0 if at is None else len(at)} rows in X_df; model {spec.name} needs "
-                f"its future covariates {future} at exactly the {H} steps after its last row, {span}"
+                f"its future covariates {future} at exactly the {n} steps after its last row, {span}"
             )
         wrong = np.flatnonzero(times[at] != want[i])
         if len(wrong):
             j = int(wrong[0])
             raise ValueError(
                 f"series {sid!r}: X_df's row {j} is at {pd.Timestamp(times[at][j])}; model {spec.name} needs "
-                f"the {H} steps after the series' last row, {span}"
+                f"the {n} steps after the series' last row, {span}"
             )
         for f in future:
             got = values[f][at]
@@ -832,8 +862,7 @@ def _covariate_tensors(
                     f"series {sid!r}: X_df's {f!r} at {pd.Timestamp(times[at][j])} is not a number"
                 )
             arrays[f][i] = got
-    out += [(f"future_{f}", "FP32", arrays[f]) for f in future]
-    return out
+    return arrays
 
 
 def _decode(response: httpx.Response) -> dict[str, np.ndarray]:

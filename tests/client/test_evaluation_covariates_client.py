@@ -95,7 +95,33 @@ def test_columns_and_rows_the_model_cannot_read_are_refused_before_any_request(
         client.cross_validation(df.assign(price=1.0), model=NAME)
     with pytest.raises(ValueError, match=r"lacks \['footfall'\]"):
         client.cross_validation(df.drop(columns="footfall"), model=NAME)
-    with pytest.raises(ValueError, match="needs 4 value"):
+    with pytest.raises(ValueError, match=r"reads 4 future value\(s\) of \['promo'\] past each history"):
         client.cross_validation(df, h=3, model=NAME)  # no X_df: the last window's 4 promotions
     with pytest.raises(ValueError, match="static covariate 'size' must have one value"):
         client.cross_validation(df.assign(size=np.where(np.arange(len(df)) % 2, "big", "small")), model=NAME)
+
+
+def test_a_backtests_x_df_is_checked_as_a_forecasts(served: Served, client: Client) -> None:
+    """X_df's rows must be exactly the steps the last window reads past each history (a row elsewhere was
+    appended as if it were the next), every value a number, no column or series df lacks; an X_df nothing
+    reads is refused, and a static must hold one value (a NaN among them too): all before any request."""
+    df, later = frame_of(served, after=H - 3)
+    shifted = later.assign(ds=later["ds"] - pd.Timedelta(days=400))
+    with pytest.raises(ValueError, match=r"series 'shop_0': X_df's row 0 is at"):
+        client.cross_validation(df, h=3, model=NAME, X_df=shifted)
+    with pytest.raises(
+        ValueError, match=r"series 'shop_0' has 3 rows in X_df; model shops needs .* exactly the 4"
+    ):
+        client.cross_validation(df, h=3, model=NAME, X_df=later.groupby("unique_id").head(3))
+    stray = pd.concat([later, later.assign(unique_id="shop_9")])
+    with pytest.raises(ValueError, match=r"X_df holds series that df does not: \['shop_9'\]"):
+        client.cross_validation(df, h=3, model=NAME, X_df=stray)
+    with pytest.raises(ValueError, match="X_df's column 'price' is not a future covariate"):
+        client.cross_validation(df, h=3, model=NAME, X_df=later.assign(price=1.0))
+    with pytest.raises(
+        ValueError, match="reads no future value past the history here; X_df would not be read"
+    ):
+        client.cross_validation(df, model=NAME, X_df=later)
+    nan_size = df.assign(size=df["size"].where(np.arange(len(df)) % 7 != 0))
+    with pytest.raises(ValueError, match="static covariate 'size' must have one value per series"):
+        client.cross_validation(nan_size, h=3, model=NAME, X_df=later)
