@@ -56,7 +56,14 @@ import torch
 from app.artifacts.conformal import conformal_quantile, level_fits
 from app.artifacts.contract import window_scale
 from app.artifacts.covariates import CovariateLayout
-from app.artifacts.readout import SCALE_FLOOR, last_windows, naive_error, series_windows, window_scales
+from app.artifacts.readout import (
+    SCALE_FLOOR,
+    last_windows,
+    naive_error,
+    series_windows,
+    window_ends,
+    window_scales,
+)
 from app.inference.metrics import seasonal_naive_scale
 from export.covariates import CovariatePlan, CovariateSeries, series_covariate_rows
 from export.panel import PanelConfig, _validation, _values, mase
@@ -230,7 +237,7 @@ def panel_windows(
         ws.append((1.0 / np.maximum(d, cfg.mase_floor)).astype(np.float32))
         if layout is not None:
             assert isinstance(item, CovariateSeries)
-            ends = np.arange(max(cfg.train_min, 1), len(v) - cfg.horizon + 1)  # as series_windows draws
+            ends = window_ends(len(v), cfg.horizon, cfg.train_min)  # the windows series_windows drew
             zs.append(layout.standardise(series_covariate_rows(item, layout, ends)).astype(np.float32))
     if not us:
         raise ValueError(

@@ -47,6 +47,7 @@ __all__ = [
     "series_windows",
     "solve_passes",
     "training_windows",
+    "window_ends",
     "window_scales",
 ]
 
@@ -248,6 +249,13 @@ def last_windows(histories: Sequence[np.ndarray], length: int) -> tuple[np.ndarr
     return x, m
 
 
+def window_ends(n: int, horizon: int, history: int) -> np.ndarray:
+    """Where each training window of a series of n values ends (its input is v[end − L : end]): every end
+    from max(history, 1) whose H targets lie in the series. `series_windows` draws these windows, and a
+    covariate model's rows are cut at the same ends."""
+    return np.arange(max(history, 1), n - horizon + 1)
+
+
 def series_windows(
     v: np.ndarray, length: int, horizon: int, history: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -255,7 +263,7 @@ def series_windows(
     it: inputs [n, L] (the start before the series masked), masks [n, L], targets [n, H]. Window i's
     input ends after value max(history, 1) + i."""
     n = len(v)
-    ends = np.arange(max(history, 1), n - horizon + 1)  # the input is v[end - L : end]
+    ends = window_ends(n, horizon, history)
     if not len(ends):
         return None
     padded = np.concatenate([np.zeros(length), v])
@@ -332,7 +340,7 @@ def _batches(
         x, m, t = win
         w = np.full((len(x), 1), 1.0 / len(x) if fit.weighting == "series" else 1.0)
         if covariates is not None:  # the windows' ends, as series_windows draws them
-            c = covariates.rows(i, np.arange(max(fit.train_min, 1), len(v) - fit.horizon + 1))
+            c = covariates.rows(i, window_ends(len(v), fit.horizon, fit.train_min))
         else:
             c = np.zeros((len(x), 0))
         parts.append((x, m, t, w, c))
@@ -499,7 +507,7 @@ def calibrate(
         ms.append(win[1][first:])
         ts.append(win[2][first:])
         if covariates is not None:
-            cs.append(covariates.rows(index[j], np.arange(max(spec.min_history, 1), len(v) - H + 1)[first:]))
+            cs.append(covariates.rows(index[j], window_ends(len(v), H, spec.min_history)[first:]))
     x, m, t = np.concatenate(xs), np.concatenate(ms), np.concatenate(ts)
     f, s = features(x, m, fit.period, fit.n_lags, kernels)
     if covariates is not None:
