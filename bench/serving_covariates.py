@@ -1,7 +1,8 @@
 """`python -m bench.serving --covariates`: the serving cost of a future covariate, on loopback (issue 36:
 single-window req/s with a future covariate ≥ 0.9× without).
 
-    .venv/bin/python -m bench.serving --covariates --rounds 5 --json results/covariates/serving.json
+    .venv/bin/python -m bench.serving --covariates --rounds 7 --requests 6000 --warmup 300 \
+        --json results/covariates/serving.json                 # ~3 min (docs/panels.md's numbers)
     .venv/bin/python -m bench.serving --covariates --smoke
 
 The two global read-outs of the synthetic promo panel that `python -m bench.covariates --dataset serving`
