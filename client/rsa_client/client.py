@@ -252,9 +252,9 @@ class Client:
         firsts = _window_starts(spec, stamps, begins, ends)
 
         def run(chunk: slice) -> dict[str, np.ndarray]:
-            # The steps before a short series' start hold 0, not NaN: the service fills NaN (counting it
-            # against RSA_MAX_MISSING_SHARE) before `lengths` marks those steps missing, so a NaN there
-            # could refuse or change the window; a finite value is ignored (oip_v2 `_mask_start`).
+            # The steps before a short series' start hold 0, not NaN: the service takes any finite number
+            # there and ignores it (oip_v2 `_mask_start` marks them missing after its checks), while
+            # `check_windows` refuses a NaN there as a value that is not finite.
             window = _right_aligned(values, begins[chunk], ends[chunk], L, 0.0)
             start = firsts[chunk] if spec.has_cycle else None
             named = [(name, datatype, array[chunk]) for name, datatype, array in covariates]

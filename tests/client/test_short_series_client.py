@@ -77,6 +77,20 @@ def test_short_series_of_a_global_model_are_v1s(stores: LiveService) -> None:
             )
 
 
+def test_a_short_series_missing_values_are_filled_as_v1_fills_them(stores: LiveService) -> None:
+    """A short series missing its first value (and one more): the service fills it among the series' own
+    values, as /v1 does, not from the 0 before its start."""
+    frame, _, _ = stores_frame(stores)
+    rows = frame[frame["unique_id"] == "store_opened"].sort_values("ds").reset_index(drop=True)
+    rows.loc[[0, 6], "y"] = np.nan
+    with Client(stores.url) as client:
+        out = client.forecast(rows, model=panel.NAME)
+    values = [None if np.isnan(v) else v for v in rows["y"]]
+    series = [{"id": "store_opened", "start": rows["ds"].iloc[0].isoformat(), "values": values}]
+    want = v1_forecasts(stores.url, panel.NAME, series, [])["store_opened"]
+    np.testing.assert_array_equal(out["y"].to_numpy(), np.asarray(want["forecast"], np.float32)[:, 0])
+
+
 def test_a_series_under_min_history_is_refused_before_any_request(
     stores: LiveService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
