@@ -171,27 +171,37 @@ def last_window_filled(
 
 
 def fill_windows(
-    windows: np.ndarray, manifest: Manifest, max_missing_share: float, field_of: Callable[[int], str]
+    windows: np.ndarray,
+    manifest: Manifest,
+    max_missing_share: float,
+    field_of: Callable[[int], str],
+    observed: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Windows [n, L, C] given as tensors, with NaN (missing) filled as `last_window_filled` fills one
     series' window, by the same rule and limit (`field_of(i)` names window i in an error); infinities
-    are left for `check_windows` to refuse. Returns the windows and the count filled in each [n]."""
-    missing = np.isnan(windows)
+    are left for `check_windows` to refuse. `observed` [n] (a global model's `lengths`): the values each
+    row holds, its last; only those are counted and filled, as `last_window_filled` fills a short history
+    within the values sent (the steps before are left as given, for the caller to mask). Returns the
+    windows and the count filled in each [n]."""
+    L = windows.shape[1]
+    held = np.full(len(windows), L) if observed is None else np.asarray(observed)
+    missing = np.isnan(windows) & (np.arange(L)[None, :, None] >= (L - held)[:, None, None])
     counts = missing.reshape(len(windows), -1).sum(axis=1)
     if not counts.any():
         return windows, counts
-    allowed = math.floor(max_missing_share * windows[0].size + 1e-9)
     out = windows.copy()
     for i in np.flatnonzero(counts):
         field = field_of(int(i))
+        first = L - int(held[i])
+        allowed = math.floor(max_missing_share * windows[i, first:].size + 1e-9)
         if counts[i] > allowed:
             raise InvalidInput(
-                f"{field} has {int(counts[i])} missing values (NaN) among its {windows[i].size}; at most "
-                f"{allowed} ({max_missing_share:g} of them, RSA_MAX_MISSING_SHARE) are filled",
+                f"{field} has {int(counts[i])} missing values (NaN) among its {windows[i, first:].size}; "
+                f"at most {allowed} ({max_missing_share:g} of them, RSA_MAX_MISSING_SHARE) are filled",
                 field=field,
                 limit=allowed,
             )
-        empty = missing[i].all(axis=0)
+        empty = missing[i, first:].all(axis=0)
         if empty.any():
             channel = manifest.channels[int(np.argmax(empty))]
             raise InvalidInput(
@@ -199,7 +209,7 @@ def fill_windows(
                 field=field,
                 limit=allowed,
             )
-        out[i] = fill_window(windows[i], manifest.training_fill)
+        out[i, first:] = fill_window(windows[i, first:], manifest.training_fill)
     return out, counts
 
 

@@ -4,7 +4,9 @@ DataFrame out; plus attention inspection and the repository API.
 Wire (docs/protocols.md, OIP v2 with Triton's binary tensor extension): each request carries `window`
 FP32 [n, L, C] (each series' last L rows, channels in the model's order) and, for a model with a seasonal
 cycle, `start` INT64 [n] (Unix seconds of each window's first row, from which the service computes the
-phase exactly as /v1 does); it asks `forecast` and `forecast_lo_{level}` / `forecast_hi_{level}` in
+phase exactly as /v1 does); for a global model (its /v1/models entry has a `panel` block), a series of
+`min_history` to L rows is sent right-aligned in its row of `window`, with `lengths` INT64 [n] (the values
+each row holds); it asks `forecast` and `forecast_lo_{level}` / `forecast_hi_{level}` in
 binary. The model's channels, input length, horizon, frequency and levels come from `/v1/models/{name}`,
 the request limits from the OIP v2 model metadata's `parameters`.
 """
@@ -51,10 +53,17 @@ class ModelLimits:
     max_body_bytes: int
 
     def rows_per_request(
-        self, input_length: int, n_channels: int, with_start: bool, covariate_bytes: int = 0
+        self,
+        input_length: int,
+        n_channels: int,
+        with_start: bool,
+        covariate_bytes: int = 0,
+        with_lengths: bool = False,
     ) -> int:
-        """Windows per request under both limits; `covariate_bytes`: a window's covariate tensors."""
+        """Windows per request under both limits; `covariate_bytes`: a window's covariate tensors;
+        `with_lengths`: a global model's `lengths` (8 bytes a window)."""
         per_row = input_length * n_channels * 4 + (8 if with_start else 0) + covariate_bytes
+        per_row += 8 if with_lengths else 0
         fit = (self.max_body_bytes - _HEADER_ALLOWANCE) // per_row
         return max(1, min(self.max_series_per_request, fit))
 
@@ -77,6 +86,9 @@ class ModelSpec:
     # static), dtype, categories; empty for any other model.
     covariates: tuple[dict[str, Any], ...] = ()
     timezone: str | None = None  # the model's zone: where a naive time is read (None: UTC)
+    # A global model's fewest values a series may have (its `panel.min_history`); None: not global,
+    # every series needs the input length.
+    min_history: int | None = None
 
     def covariate_names(self, kind: str) -> list[str]:
         return [c["name"] for c in self.covariates if c["kind"] == kind]
@@ -168,6 +180,7 @@ class Client:
             limits=limits,
             covariates=tuple((entry.get("panel") or {}).get("covariates") or ()),
             timezone=entry.get("timezone"),
+            min_history=(entry.get("panel") or {}).get("min_history"),
         )
 
     # -- forecast ---------------------------------------------------------------------------------
@@ -184,7 +197,9 @@ class Client:
         X_df: pd.DataFrame | None = None,  # noqa: N803  (TimeGPT's name for the future values)
     ) -> pd.DataFrame:
         """`df`: long format, one row per series and step: `id_col`, `time_col` and the model's channel
-        columns (or `y` for a one-channel model). Each series' last L rows are forecast.
+        columns (or `y` for a one-channel model). Each series' last L rows are forecast; a global
+        model's series may be shorter, down to its `min_history` rows (a shorter one is refused here,
+        naming it, before any request).
 
         A covariate model's past covariates and statics are further columns of `df`, named as the model
         names them (a past one: a value per row, NaN where not observed; a static one: one value per
@@ -214,23 +229,37 @@ class Client:
         ends = np.concatenate([cuts, [len(ids)]])
         series_ids = ids[begins]
         L = spec.input_length
-        short = np.flatnonzero(ends - begins < L)
+        least = L if spec.min_history is None else spec.min_history
+        short = np.flatnonzero(ends - begins < least)
         if len(short):
             named = ", ".join(f"{series_ids[i]!r} ({ends[i] - begins[i]} rows)" for i in short[:5])
-            raise ValueError(f"{len(short)} series are shorter than the model's input length {L}: {named}")
+            limit = (
+                f"the model's input length {L}"
+                if spec.min_history is None
+                else f"the model's min_history {least} (a global model forecasts {least} to {L} values)"
+            )
+            raise ValueError(f"{len(short)} series are shorter than {limit}: {named}")
+        lengths = np.minimum(ends - begins, L)
         covariates = _covariate_tensors(
             spec, frame, X_df, series_ids, begins, ends, stamps[ends - 1], id_col, time_col
         )
         extra = sum(a[0].nbytes for _, _, a in covariates) if len(ends) else 0
-        per_request = spec.limits.rows_per_request(L, len(columns), spec.has_cycle, extra)
+        per_request = spec.limits.rows_per_request(
+            L, len(columns), spec.has_cycle, extra, with_lengths=spec.min_history is not None
+        )
         chunks = [slice(i, min(i + per_request, len(ends))) for i in range(0, len(ends), per_request)]
         outputs = ["forecast"] + [f"forecast_{side}_{v:g}" for v in levels for side in ("lo", "hi")]
+        firsts = _window_starts(spec, stamps, begins, ends)
 
         def run(chunk: slice) -> dict[str, np.ndarray]:
-            rows = ends[chunk][:, None] - L + np.arange(L)  # [n, L] row positions of each last window
-            window = values[rows].astype(np.float32)
-            start = stamps[rows[:, 0]] if spec.has_cycle else None
+            # The steps before a short series' start hold 0, not NaN: the service takes any finite number
+            # there and ignores it (oip_v2 `_mask_start` marks them missing after its checks), while
+            # `check_windows` refuses a NaN there as a value that is not finite.
+            window = _right_aligned(values, begins[chunk], ends[chunk], L, 0.0)
+            start = firsts[chunk] if spec.has_cycle else None
             named = [(name, datatype, array[chunk]) for name, datatype, array in covariates]
+            if spec.min_history is not None:
+                named.insert(0, ("lengths", "INT64", lengths[chunk].astype("<i8")))
             return self._infer(spec, window, start, outputs, series_ids[chunk], named)
 
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
@@ -273,7 +302,7 @@ class Client:
         response = self._send(
             "POST",
             f"/v2/models/{spec.name}/versions/{spec.version}/infer",
-            series,
+            list(series),
             content=body,
             headers={
                 "Content-Type": "application/octet-stream",
@@ -759,10 +788,10 @@ def _covariate_tensors(
             )
     L, H = spec.input_length, spec.horizon
     out: list[tuple[str, str, np.ndarray]] = []
-    rows = ends[:, None] - L + np.arange(L)
     for name in past:
         values = pd.to_numeric(frame[name], errors="coerce").to_numpy(np.float64)
-        out.append((f"past_{name}", "FP32", values[rows].astype(np.float32)))
+        # NaN before a short series' start: not observed (the service reads only its `lengths` last)
+        out.append((f"past_{name}", "FP32", _right_aligned(values, begins, ends, L, np.nan)))
     for c in statics:
         column = frame[c["name"]].to_numpy()
         firsts = column[begins]
@@ -865,6 +894,38 @@ def _future_rows(
     return arrays
 
 
+def _right_aligned(
+    values: np.ndarray, begins: np.ndarray, ends: np.ndarray, length: int, before: float
+) -> np.ndarray:
+    """FP32 [S, length, ...]: each series' last `length` rows of `values` (rows begins[i] .. ends[i] − 1),
+    its last row last; a shorter series has `before` in the steps before its first."""
+    rows = ends[:, None] - length + np.arange(length)  # [S, L] row positions of each last window
+    outside = rows < begins[:, None]
+    out = values[np.maximum(rows, 0)].astype(np.float32)
+    out[outside] = before
+    return out
+
+
+def _window_starts(spec: ModelSpec, stamps: np.ndarray, begins: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Unix seconds of each window's first row, the service's `start`: that row's time for a series of L
+    rows or more; for a shorter one, the time L − 1 steps before its last row (a step the model's fixed
+    one in seconds, so the same instant in any zone, or its calendar months, as the service advances them
+    from `start` in UTC), so that the service's horizon stamps are the steps after the last row."""
+    L = spec.input_length
+    firsts = stamps[np.maximum(ends - L, begins)].copy()
+    short = np.flatnonzero(ends - begins < L)
+    if not len(short):
+        return firsts
+    last = stamps[ends[short] - 1]
+    offset = _calendar_offset(spec)
+    if offset is not None:
+        back = [pd.Timestamp(t, unit="s") - offset * (L - 1) for t in last]
+        firsts[short] = [int(t.value // 10**9) for t in back]
+    else:
+        firsts[short] = last - round((spec.frequency_seconds or 0) * (L - 1))
+    return firsts
+
+
 def _decode(response: httpx.Response) -> dict[str, np.ndarray]:
     raw = response.content
     cut = response.headers.get("inference-header-content-length")
@@ -884,11 +945,19 @@ def _decode(response: httpx.Response) -> dict[str, np.ndarray]:
     return out
 
 
+def _calendar_offset(spec: ModelSpec) -> Any:
+    """The pandas offset of a calendar frequency (1MS, 3ME, 12MS), stepped in UTC as the service steps
+    months; None for a fixed step."""
+    freq = spec.frequency or ""
+    if "M" in freq and freq.rstrip("SE").rstrip("M").isdigit():
+        return pd.tseries.frequencies.to_offset(freq)
+    return None
+
+
 def _future(spec: ModelSpec, last: np.ndarray, h: int) -> np.ndarray:
     """[S, h] datetime64[ns] of the h steps after each series' last timestamp (Unix seconds)."""
-    freq = spec.frequency or ""
-    if "M" in freq and freq.rstrip("SE").rstrip("M").isdigit():  # a calendar frequency: 1MS, 3ME, 12MS
-        offset = pd.tseries.frequencies.to_offset(freq)
+    offset = _calendar_offset(spec)
+    if offset is not None:
         starts = pd.to_datetime(last, unit="s")
         return np.stack([pd.date_range(s, periods=h + 1, freq=offset)[1:].to_numpy() for s in starts])
     step = np.timedelta64(round((spec.frequency_seconds or 0) * 1e9), "ns")

@@ -75,6 +75,9 @@ def test_rows_per_request_follow_both_limits():
     # the body limit binds: 14,344 bytes a window
     assert ModelLimits(1024, 2**20).rows_per_request(512, 7, True) == (2**20 - 16 * 1024) // (512 * 28 + 8)
     assert ModelLimits(5, 2**10).rows_per_request(512, 7, False) == 1  # at least one
+    # a global model's `lengths`: 8 bytes more a window (one channel, L = 24, no start)
+    fit = ModelLimits(10**6, 2**20).rows_per_request(24, 1, False, with_lengths=True)
+    assert fit == (2**20 - 16 * 1024) // (24 * 4 + 8)
 
 
 def test_metadata_states_the_limits(service):
@@ -94,6 +97,8 @@ def test_a_refused_series_is_named(service):
 
 
 def test_short_series_are_named_before_any_request(service):
+    """etth1-rsa is not a global model: every series needs its input length (a global model's shorter
+    series: tests/client/test_short_series_client.py)."""
     frame = etth1_long(2)
     short = frame[frame["unique_id"] == "s01"].sort_values("ds").tail(100)
     frame = pd.concat([frame[frame["unique_id"] == "s00"], short])

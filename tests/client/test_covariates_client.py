@@ -23,7 +23,7 @@ from tests.utils.shops import NAME, H, Shops, publish_shops
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveService, Shops]]:
     folder = tmp_path_factory.mktemp("client-covariates")
-    shops = publish_shops(folder, short=False)  # the client sends whole windows: every shop has L rows
+    shops = publish_shops(folder, short=False)  # a shorter shop: test_short_series_client.py
     env = {"RSA_MODEL_CONTROL": "explicit", "RSA_DRAIN_DELAY_S": "0"}
     with live_service(shops.repository, folder / "service.log", **env) as service:
         yield service, shops

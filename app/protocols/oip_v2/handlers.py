@@ -11,7 +11,8 @@ Tensors of a model version (docs/artifacts.md):
   [n, L], each row right-aligned (its last value last), and optionally `lengths` INT64 [n]: how many of
   the row's last values the series has (from the model's min_history to L; absent: all L). The steps
   before a series' start hold any finite number, which is ignored: the service marks them missing (NaN)
-  and the graph masks them, never reading them as values;
+  and the graph masks them, never reading them as values; a row's NaN (missing) are filled among the
+  series' own values, and counted against their share, as /v1 fills a short history;
 - for a global model with covariates (`panel.covariates`; docs/panels.md), named inputs: `future_<name>`
   FP32 [n, H] per future-known covariate, `past_<name>` FP32 [n, L] per past-only one (right-aligned as
   `window`; NaN: not observed), `static_<name>` [n] per static one (FP32 for a number, INT64 the index
@@ -237,23 +238,33 @@ class OipV2Handlers:
                 field="window.shape",
                 limit=limit,
             )
-        # NaN is a missing value: filled by the model's training rule, up to RSA_MAX_MISSING_SHARE.
+        lengths = _lengths(tensors.get(LENGTHS), manifest, len(array))
+        # NaN is a missing value: filled by the model's training rule, up to RSA_MAX_MISSING_SHARE; in a
+        # global model's short row, only among the values the series has (as /v1 fills its history).
         array, counts = fill_windows(
-            array, manifest, self.settings.max_missing_share, lambda n: f"window[{n}]"
+            array, manifest, self.settings.max_missing_share, lambda n: f"window[{n}]", lengths
         )
         check_windows(array, L, lambda n, t, c: f"window[{n}][{t}][{c}]")
-        if manifest.panel is not None:
-            array = _mask_start(array, tensors.get(LENGTHS), manifest)
+        if lengths is not None:
+            array = _mask_start(array, lengths)
         return array, int(counts.sum())
 
 
-def _mask_start(array: np.ndarray, lengths: Tensor | None, manifest: Manifest) -> np.ndarray:
+def _mask_start(array: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """A global model's windows with the steps before each series' start (`lengths`) set to NaN, which
-    its graph masks; every length between the model's min_history and L."""
-    assert manifest.panel is not None
-    L, n, least = manifest.input_length, len(array), manifest.panel.min_history
-    if lengths is None:
-        return array
+    its graph masks."""
+    L = array.shape[1]
+    out = np.array(array, dtype=np.float32)  # a copy: a binary tensor's array is read-only
+    out[np.arange(L)[None, :] < (L - lengths)[:, None]] = np.nan
+    return out
+
+
+def _lengths(lengths: Tensor | None, manifest: Manifest, n: int) -> np.ndarray | None:
+    """A global model's `lengths` [n], checked: every length between its min_history and L; None when
+    not given (every row full) or for any other model (which takes no `lengths`)."""
+    if manifest.panel is None or lengths is None:
+        return None
+    L, least = manifest.input_length, manifest.panel.min_history
     if lengths.datatype != "INT64" or lengths.array.shape != (n,):
         raise InvalidInput(
             f"input {LENGTHS!r} must be INT64 of shape [{n}] (one per window), got {lengths.datatype} "
@@ -270,9 +281,7 @@ def _mask_start(array: np.ndarray, lengths: Tensor | None, manifest: Manifest) -
             field=f"{LENGTHS}[{i}]",
             limit=least,
         )
-    out = np.array(array, dtype=np.float32)  # a copy: a binary tensor's array is read-only
-    out[np.arange(L)[None, :] < (L - lengths.array)[:, None]] = np.nan
-    return out
+    return np.asarray(lengths.array, np.int64)
 
 
 def _check_parameters(names: Iterable[str]) -> None:

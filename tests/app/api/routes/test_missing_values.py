@@ -118,6 +118,22 @@ def test_tensor_windows_are_filled_and_counted_or_refused() -> None:
     assert caught.value.field == "window[2]"
 
 
+def test_a_short_rows_missing_values_are_filled_among_its_own() -> None:
+    """A global model's row of `observed` values (its last): the steps before are neither counted nor
+    read, as /v1 fills a short history within the values sent (a NaN at its first value takes the next
+    value, not the 0 before it; the share is of its own values)."""
+    manifest: Manifest = _manifest("linear")
+    windows = np.zeros((2, 10, 1), np.float32)
+    windows[:, 5:, 0] = [np.nan, 4.0, 5.0, 6.0, 7.0]
+    out, counts = fill_windows(windows, manifest, 0.2, lambda i: f"window[{i}]", np.array([5, 5]))
+    assert counts.tolist() == [1, 1]
+    assert out[0, :, 0].tolist() == [0.0] * 5 + [4.0, 4.0, 5.0, 6.0, 7.0]
+    windows[1, 6, 0] = np.nan  # 2 of its 5 values: over 0.2 of them, though under 0.2 of the row's 10
+    with pytest.raises(InvalidInput, match=r"window\[1\] has 2 missing values") as caught:
+        fill_windows(windows, manifest, 0.2, lambda i: f"window[{i}]", np.array([5, 5]))
+    assert caught.value.limit == 1
+
+
 def _binary(client: TestClient, x: np.ndarray) -> Any:
     header = b'{"inputs": [{"name": "window", "datatype": "FP32", "shape": %s, ' % str(list(x.shape)).encode()
     header += b'"parameters": {"binary_data_size": %d}}]}' % x.nbytes
