@@ -5,6 +5,7 @@ wraps attention inspection and the repository API."""
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 
 import httpx
@@ -104,6 +105,43 @@ def test_short_series_are_named_before_any_request(service):
     frame = pd.concat([frame[frame["unique_id"] == "s00"], short])
     with Client(service.url) as client, pytest.raises(ValueError, match="'s01' \\(100 rows\\)"):
         client.forecast(frame)
+
+
+class DeadlineOver(httpx.HTTPTransport):
+    """The real service, except that an infer call of more than `most` windows answers 504 (its deadline
+    passed), as a loaded server answers a call too big for its deadline."""
+
+    def __init__(self, most: int) -> None:
+        super().__init__()
+        self.most = most
+        self.sizes: list[int] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/infer"):
+            head = request.read()[: int(request.headers["inference-header-content-length"])]
+            window = next(t for t in json.loads(head)["inputs"] if t["name"] == "window")
+            self.sizes.append(window["shape"][0])
+            if window["shape"][0] > self.most:
+                return httpx.Response(504, json={"error": "no result within the request's deadline of 30s"})
+        return super().handle_request(request)
+
+
+def test_a_504_is_asked_again_in_halves(service):
+    """A call the service could not finish within its deadline is asked again in halves, down to what
+    it finishes: the answers are the whole call's, in order; a 504 on one window is raised."""
+    frame = etth1_long(5)
+    with Client(service.url) as client:
+        want = client.forecast(frame, h=8)
+        over = DeadlineOver(most=2)
+        client.http = httpx.Client(base_url=service.url, transport=over, timeout=120)
+        got = client.forecast(frame, h=8)
+        pd.testing.assert_frame_equal(got, want, rtol=1e-4, atol=1e-4)  # other batch sizes: last bits
+        answered = [n for n in over.sizes if n <= over.most]
+        assert sum(answered) == 5 and len(answered) < len(over.sizes)  # every window once, after 504s
+        client.http = httpx.Client(base_url=service.url, transport=DeadlineOver(most=0), timeout=120)
+        with pytest.raises(ServiceError) as caught:
+            client.forecast(frame, h=8)
+        assert caught.value.status == 504
 
 
 def test_503_and_429_are_retried_after_retry_after():
