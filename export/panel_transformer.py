@@ -53,14 +53,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from app.artifacts.conformal import conformal_quantile, level_fits
-from app.artifacts.contract import window_scale
+from app.artifacts.conformal import level_fits
 from app.artifacts.covariates import CovariateLayout
 from app.artifacts.readout import (
-    SCALE_FLOOR,
     last_windows,
     naive_error,
+    pooled_intervals,
     series_windows,
+    service_spread,
     window_ends,
     window_scales,
 )
@@ -657,10 +657,7 @@ def calibrate_transformer(
     values = [_values(series[i]) for i in index]
     actual = np.array([v[-H:] for v in values]).reshape(-1, H)
     x, m = last_windows([v[:-H] for v in values], L)
-    window = np.where(m > 0, x, np.nan).astype(np.float32)[:, :, None]  # the service's window
-    lag = max(period, 1)
-    spread = window_scale(window, "mean_abs_diff", L, 1.0, [SCALE_FLOOR], lag)[:, 0, 0].astype(np.float64)
-    scores = np.abs(actual - model.holdout) / spread[:, None]
+    scores = np.abs(actual - model.holdout) / service_spread(x, m, period)[:, None]
     n, ordered = len(scores), sorted(levels)
     ok = [lv for lv in ordered if level_fits(n, lv)]
     dropped = [lv for lv in ordered if lv not in ok]
@@ -676,7 +673,6 @@ def calibrate_transformer(
         if dropped
         else None
     )
-    widths = np.maximum.accumulate(np.array([conformal_quantile(scores, lv / 100) for lv in ok]), axis=0)
     report = IntervalCalibration(
         series=n,
         levels=ok,
@@ -684,20 +680,6 @@ def calibrate_transformer(
         dropped_because=why,
         coverage=_cross_coverage(scores, ok, history_groups([len(v) - H for v in values])),
     )
-    intervals = {
-        "method": "split_conformal",
-        "residuals": "absolute",
-        "scale": "window",
-        "window_scale": {
-            "statistic": "mean_abs_diff",
-            "rows": L,
-            "lag": lag,
-            "power": 1.0,
-            "floor": [SCALE_FLOOR],
-        },
-        "levels": ok,
-        "widths": [[[float(x)] for x in w] for w in widths],
-        "calibration": to_dict(report),
-    }
+    intervals = {**pooled_intervals(scores, ok, L, period), "calibration": to_dict(report)}
     said = f"intervals at {ok} from {n} series' last {H} values (the early-stopped network's forecasts)"
     return intervals, said + (f"; {why}" if why else "")

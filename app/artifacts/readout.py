@@ -43,8 +43,10 @@ __all__ = [
     "forecast",
     "last_windows",
     "naive_error",
+    "pooled_intervals",
     "rem_kernels",
     "series_windows",
+    "service_spread",
     "solve_passes",
     "training_windows",
     "window_ends",
@@ -513,10 +515,7 @@ def calibrate(
     if covariates is not None:
         f = np.concatenate([f, covariate_features(covariates.layout, np.concatenate(cs), kernels, s)], 1)
     errors = np.abs(t - (f @ weights[:-1] + weights[-1]) * s[:, None])  # [n, H]
-    lag = max(fit.period, 1)
-    window = np.where(m > 0, x, np.nan).astype(np.float32)[:, :, None]  # the service's window
-    spread = window_scale(window, "mean_abs_diff", L, 1.0, [SCALE_FLOOR], lag)[:, 0, 0]
-    scores = errors / spread[:, None]
+    scores = errors / service_spread(x, m, fit.period)[:, None]
     n = len(scores)
     ok = [lv for lv in ordered if level_fits(n, lv)]
     dropped = {
@@ -527,25 +526,44 @@ def calibrate(
     }
     if not ok:
         return Calibration(None, dropped, n, len(held), scores)
-    widths = np.maximum.accumulate(np.array([conformal_quantile(scores, lv / 100) for lv in ok]), axis=0)
-    intervals = {
+    intervals = pooled_intervals(scores, ok, L, fit.period)
+    intervals["calibration"] = {
+        "series": len(held),
+        "windows": n,
+        "pooled": "across series, per horizon step",
+        "dropped_levels": list(dropped),
+    }
+    return Calibration(intervals, dropped, n, len(held), scores)
+
+
+def service_spread(x: np.ndarray, m: np.ndarray, period: int) -> np.ndarray:
+    """Each window's spread [n] as the service computes it from the window it forecasts (`window_scale`:
+    the mean |x_t − x_{t−period}| over observed pairs, floored): x, m [n, L] the windows and their masks."""
+    window = np.where(m > 0, x, np.nan).astype(np.float32)[:, :, None]  # the service's window
+    lag = max(period, 1)
+    return window_scale(window, "mean_abs_diff", x.shape[1], 1.0, [SCALE_FLOOR], lag)[:, 0, 0].astype(
+        np.float64
+    )
+
+
+def pooled_intervals(
+    scores: np.ndarray, levels: Sequence[float], input_length: int, period: int
+) -> dict[str, Any]:
+    """The manifest's `intervals` (without its `calibration` report) from pooled scores [n, H] (|error| in
+    units of `service_spread`) at `levels` that fit n: per horizon step the conformal quantile of the
+    scores, made non-decreasing across levels. One definition for the read-out's and the transformer's."""
+    widths = np.maximum.accumulate(np.array([conformal_quantile(scores, lv / 100) for lv in levels]), axis=0)
+    return {
         "method": "split_conformal",
         "residuals": "absolute",
         "scale": "window",
         "window_scale": {
             "statistic": "mean_abs_diff",
-            "rows": L,
-            "lag": lag,
+            "rows": input_length,
+            "lag": max(period, 1),
             "power": 1.0,
             "floor": [SCALE_FLOOR],
         },
-        "levels": ok,
+        "levels": list(levels),
         "widths": [[[float(x)] for x in w] for w in widths],
-        "calibration": {
-            "series": len(held),
-            "windows": n,
-            "pooled": "across series, per horizon step",
-            "dropped_levels": list(dropped),
-        },
     }
-    return Calibration(intervals, dropped, n, len(held), scores)
