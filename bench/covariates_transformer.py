@@ -36,9 +36,9 @@ import torch
 import typer
 
 from bench.covariates import EFFECT, promo_panel
-from export.covariates import CovariatePlan, CovariateSeries, series_covariate_rows
+from export.covariates import CovariatePlan, CovariateSeries, covariate_lines, series_covariate_rows
 from export.panel import PanelConfig, mase, train_global
-from export.panel_transformer import Budget, covariate_lines, train_panel_transformer
+from export.panel_transformer import Budget, train_panel_transformer
 
 H, PERIOD, INPUT_PERIODS = 14, 7, 4
 

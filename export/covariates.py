@@ -18,9 +18,10 @@ missing value is refused naming the series and the row, or filled by `--fill` as
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -388,3 +389,40 @@ def load_future_values(path: Path, options: ReadOptions, future: Sequence[str]) 
                 have = out[s.id] = CovariateSeries(s.id, np.full(len(s), np.nan), s.timestamps)
             have.future[name] = s.values
     return out
+
+
+def ablation_rows(
+    plan: CovariatePlan, scored: Callable[[CovariatePlan | None], tuple[float, float]]
+) -> list[dict[str, Any]]:
+    """Per covariate group of `plan` (the calendar as one): `scored`'s validation (MASE, scaled MSE) with
+    every covariate and without that group, and whether it helped (lower MASE with it). One report for
+    the read-out and the transformer; a covariate that does not help is reported, and kept."""
+    with_mase, with_mse = scored(plan)
+    out = []
+    for group in plan.groups:
+        without = plan.without(group)
+        w_mase, w_mse = scored(without if without.groups else None)
+        out.append(
+            {
+                "covariate": group,
+                "mase_with": round(with_mase, 6),
+                "mase_without": round(w_mase, 6),
+                "mse_with": round(with_mse, 6),
+                "mse_without": round(w_mse, 6),
+                "helps": with_mase < w_mase,
+            }
+        )
+    return out
+
+
+def covariate_lines(report: Sequence[dict[str, Any]]) -> list[str]:
+    """The report as `python -m export.panel train` prints it: one line per covariate group."""
+    lines = []
+    for row in report:
+        verdict = "helps" if row["helps"] else "DOES NOT HELP (kept; retrain without it to drop it)"
+        lines.append(
+            f"covariate {row['covariate']}: validation MASE {row['mase_with']:.4f} with, "
+            f"{row['mase_without']:.4f} without; scaled MSE {row['mse_with']:.4f} with, "
+            f"{row['mse_without']:.4f} without: {verdict}"
+        )
+    return lines

@@ -43,7 +43,13 @@ from app.artifacts import readout
 from app.artifacts.covariates import CovariateLayout
 from app.inference.metrics import mape, mase, seasonal_naive_scale, smape
 from export.bank import expand_bank
-from export.covariates import CovariatePlan, CovariateSeries, series_covariate_rows
+from export.covariates import (
+    CovariatePlan,
+    CovariateSeries,
+    ablation_rows,
+    covariate_lines,
+    series_covariate_rows,
+)
 
 __all__ = [
     "INPUT_PERIODS",
@@ -365,23 +371,7 @@ def covariate_report(
     """Per covariate (the calendar as one): validation MASE and scaled MSE with every covariate and
     without that one, and whether it helped (lower MASE with it). A covariate that does not help is
     reported as such; it is kept (retrain without it to drop it)."""
-    with_mase, with_mse = _validate(series, cfg, length, plan)
-    out = []
-    for group in plan.groups:
-        without = plan.without(group)
-        empty = not without.groups
-        w_mase, w_mse = _validate(series, cfg, length, None if empty else without)
-        out.append(
-            {
-                "covariate": group,
-                "mase_with": round(with_mase, 6),
-                "mase_without": round(w_mase, 6),
-                "mse_with": round(with_mse, 6),
-                "mse_without": round(w_mse, 6),
-                "helps": with_mase < w_mase,
-            }
-        )
-    return out
+    return ablation_rows(plan, lambda p: _validate(series, cfg, length, p))
 
 
 def train_global(
@@ -620,13 +610,8 @@ def train(
         f"{count} series ({frequency}), L = {model.input_length}, "
         f"min history {model.min_history}, fitted in {model.fit_seconds:.2f} s: {path}"
     )
-    for row in model.covariate_report:
-        verdict = "helps" if row["helps"] else "DOES NOT HELP (kept; retrain without it to drop it)"
-        typer.echo(
-            f"covariate {row['covariate']}: validation MASE {row['mase_with']:.4f} with, "
-            f"{row['mase_without']:.4f} without; scaled MSE {row['mse_with']:.4f} with, "
-            f"{row['mse_without']:.4f} without: {verdict}"
-        )
+    for line in covariate_lines(model.covariate_report):
+        typer.echo(line)
 
 
 @cli.command("export")

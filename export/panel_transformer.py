@@ -65,7 +65,12 @@ from app.artifacts.readout import (
     window_scales,
 )
 from app.inference.metrics import seasonal_naive_scale
-from export.covariates import CovariatePlan, CovariateSeries, series_covariate_rows
+from export.covariates import (
+    CovariatePlan,
+    CovariateSeries,
+    ablation_rows,
+    series_covariate_rows,
+)
 from export.panel import PanelConfig, _validation, _values, mase
 from export.ridge import NormalEquations
 from export.train import TrainConfig, param_groups, warmup_cosine
@@ -76,7 +81,6 @@ __all__ = [
     "Budget",
     "PanelTransformer",
     "calibrate_transformer",
-    "covariate_lines",
     "covariate_parts",
     "covariate_report",
     "least_squares_start",
@@ -598,35 +602,7 @@ def covariate_report(
         m = train_panel_transformer(series, cfg, input_length, rem, budget, d_model, p, report=False)
         return m.val_mase, m.val_mse
 
-    with_mase, with_mse = scored(plan)
-    out = []
-    for group in plan.groups:
-        without = plan.without(group)
-        w_mase, w_mse = scored(without if without.groups else None)
-        out.append(
-            {
-                "covariate": group,
-                "mase_with": round(with_mase, 6),
-                "mase_without": round(w_mase, 6),
-                "mse_with": round(with_mse, 6),
-                "mse_without": round(w_mse, 6),
-                "helps": with_mase < w_mase,
-            }
-        )
-    return out
-
-
-def covariate_lines(report: Sequence[dict[str, Any]]) -> list[str]:
-    """The report as `python -m export.panel train` prints the read-out's: one line per covariate."""
-    lines = []
-    for row in report:
-        verdict = "helps" if row["helps"] else "DOES NOT HELP (kept; retrain without it to drop it)"
-        lines.append(
-            f"covariate {row['covariate']}: validation MASE {row['mase_with']:.4f} with, "
-            f"{row['mase_without']:.4f} without; scaled MSE {row['mse_with']:.4f} with, "
-            f"{row['mse_without']:.4f} without: {verdict}"
-        )
-    return lines
+    return ablation_rows(plan, scored)
 
 
 def calibrate_transformer(

@@ -302,8 +302,9 @@ def train_transformer(
     at the input length the read-out's validation search picks on the same series (as
     bench/global_transformer.py does: one closed-form fit per length, where a transformer search would
     train once per length), save the model file at `path`; returns the lines saying what was done."""
+    from export.covariates import covariate_lines
     from export.panel import train_global
-    from export.panel_transformer import covariate_lines, train_panel_transformer
+    from export.panel_transformer import train_panel_transformer
 
     if cfg.input_periods is not None:
         length = cfg.input_periods * cfg.period if cfg.period > 1 else 4 * cfg.input_periods

@@ -12,12 +12,11 @@ import torch
 from app.artifacts.contract import window_scale
 from app.artifacts.covariates import CovariateLayout
 from app.artifacts.readout import SCALE_FLOOR, last_windows, series_windows, window_scales
-from export.covariates import CovariatePlan, CovariateSeries, series_covariate_rows
+from export.covariates import CovariatePlan, CovariateSeries, covariate_lines, series_covariate_rows
 from export.panel import PanelConfig, mase
 from export.panel_transformer import (
     Budget,
     calibrate_transformer,
-    covariate_lines,
     covariate_parts,
     covariate_report,
     least_squares_start,
