@@ -13,31 +13,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
-from typer.testing import CliRunner
 
 from batch.score import Forecaster, Job
 from export.data.timestamps import localize
 from tests.app.conftest import make_settings, running_client
-
-ZONE = "Europe/Berlin"
-
-
-def publish(
-    folder: Path, frame: pd.DataFrame, name: str, h: int, zone: str | None = None, periods: int = 2
-) -> Path:
-    """A global model trained on `frame` (unique_id, ds, y) and exported into `folder/repo`."""
-    from export.panel import cli
-
-    csv = folder / f"{name}.csv"
-    frame.to_csv(csv, index=False)
-    train = ["train", "--data", str(csv), "--horizon", str(h), "--input-periods", str(periods)]
-    train += [] if zone is None else ["--timezone", zone]
-    done = CliRunner().invoke(cli, [*train, "--out", str(folder / "run")])
-    assert done.exit_code == 0, done.output
-    export = ["export", "--model", str(folder / "run" / "model.json"), "--name", name, "--data", str(csv)]
-    done = CliRunner().invoke(cli, [*export, "--repository", str(folder / "repo")])
-    assert done.exit_code == 0, done.output
-    return folder / "repo"
+from tests.utils.zoned import ZONE, ending_in_the_repeat, publish_berlin, publish_global
 
 
 def v1_answers(repository: Path, name: str, series: dict[str, tuple[np.ndarray, Any]]) -> dict[str, Any]:
@@ -51,20 +31,7 @@ def v1_answers(repository: Path, name: str, series: dict[str, tuple[np.ndarray, 
 
 @pytest.fixture(scope="module")
 def berlin(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pd.DataFrame]:
-    """An hourly Berlin model (L = 48, H = 12) trained on a naive local file over the autumn change of
-    29 October 2023 (02:00 .. 02:59 twice), and that file."""
-    stamps = pd.date_range("2023-09-20", "2023-11-05 23:00", freq="h", tz=ZONE)  # instants, local labels
-    local = stamps.strftime("%Y-%m-%d %H:%M:%S")
-    assert (local == "2023-10-29 02:00:00").sum() == 2
-    frames = []
-    for i in range(3):
-        rng = np.random.default_rng(i)
-        daily = 10 * np.sin(2 * np.pi * stamps.hour.to_numpy() / 24)  # by the local clock
-        y = 50 + 10 * i + daily + rng.standard_normal(len(stamps))
-        frames.append(pd.DataFrame({"unique_id": f"s{i}", "ds": local, "y": y.round(3)}))
-    frame = pd.concat(frames, ignore_index=True)
-    folder = tmp_path_factory.mktemp("batch-zones")
-    return publish(folder, frame, "berlin", 12, ZONE), frame
+    return publish_berlin(tmp_path_factory.mktemp("batch-zones"))
 
 
 def test_the_autumn_repeat_is_read_as_the_trainer_reads_it(berlin: tuple[Path, pd.DataFrame]) -> None:
@@ -72,13 +39,7 @@ def test_the_autumn_repeat_is_read_as_the_trainer_reads_it(berlin: tuple[Path, p
     length inside the repeat: each forecast's naive times and values are /v1's for the same rows sent with
     the start's offset written out; the horizon after the first 02:00 starts at the second."""
     repository, frame = berlin
-    cut = {"s0": 1, "s1": 0, "s2": 1}  # which 02:00 ends the series (0: the first, 1: the second)
-    rows = []
-    for sid, which in cut.items():
-        mine = frame[frame["unique_id"] == sid].reset_index(drop=True)
-        at = [int(i) for i in np.flatnonzero(mine["ds"].to_numpy() == "2023-10-29 02:00:00")][which]
-        rows.append(mine.iloc[at - 29 : at + 1] if sid == "s2" else mine.iloc[: at + 1])
-    history = pd.concat(rows, ignore_index=True)
+    history = ending_in_the_repeat(frame, {"s0": 1, "s1": 0, "s2": 1}, short={"s2": 30})
     table = pa.Table.from_pandas(history, preserve_index=False)
     table = table.set_column(1, "ds", pa.array(pd.to_datetime(history["ds"]).to_numpy(), pa.timestamp("us")))
     out = Forecaster(Job(str(repository), "berlin", threads=1)).score_table(table).to_pandas()
@@ -128,7 +89,7 @@ def test_a_series_shorter_than_the_input_is_stepped_back_from_its_own_first_row(
         )
         frames.append(pd.DataFrame({"unique_id": f"m{i}", "ds": months, "y": y.round(3)}))
     frame = pd.concat(frames, ignore_index=True)
-    repository = publish(tmp_path, frame, "monthly", 6, periods=3)
+    repository = publish_global(tmp_path, frame, "monthly", 6, periods=3)
     short = pd.concat([frame[frame["unique_id"] == f"m{i}"].tail(12 + 5 * i) for i in range(2)])
     short = short.reset_index(drop=True)
     forecaster = Forecaster(Job(str(repository), "monthly", threads=1))

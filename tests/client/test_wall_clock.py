@@ -1,18 +1,23 @@
 """The client's copy of the trainer's rule for naive local times (`_wall_clock`; the client is installed
 without the project, so it cannot import export/) agrees with export.data.timestamps.localize on a file
 of several series over an autumn repeat and a spring gap, and `_aware` refuses a skipped time naming
-its series and row."""
+its series and row; `Client.forecast` of a served Berlin model over the autumn repeat gives /v1's
+timestamps and values for the same rows sent with an explicit-offset start."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import httpx
 import numpy as np
 import pandas as pd
 import pytest
+from rsa_client import Client
 from rsa_client.client import _aware, _utc, _wall_clock
 
 from export.data.timestamps import localize
-
-ZONE = "Europe/Berlin"
+from tests.app.live import live_service
+from tests.utils.zoned import BERLIN, ZONE, ending_in_the_repeat, publish_berlin
 
 
 def local_times(start: str, end: str, freq: str) -> list[str]:
@@ -75,3 +80,29 @@ def test_aware_reads_each_series_by_its_own_order_and_names_a_skipped_time() -> 
         ValueError, match=r"series '4', row 38, column 'ds': 2023-03-26 02:00:00 does not exist"
     ):
         _aware(pd.Series(stamps, name="ds"), ZONE, ids)
+
+
+def test_a_forecast_after_the_repeat_is_v1s(tmp_path: Path) -> None:
+    """a ends on the second 02:00 (standard time), b on the first (summer time): the client's naive
+    times and values are /v1's for the rows sent with their explicit-offset start (it read both 02:00 as
+    summer time: a's horizon started an hour early)."""
+    repository, frame = publish_berlin(tmp_path)
+    history = ending_in_the_repeat(frame, {"s0": 1, "s1": 0}, short={"s0": 60, "s1": 60})
+    with live_service(repository, tmp_path / "service.log") as service:
+        with Client(service.url) as client:
+            out = client.forecast(history, model=BERLIN)
+        series = []
+        for sid, part in history.groupby("unique_id"):
+            utc = localize(pd.to_datetime(part["ds"]).to_numpy(), ZONE)[0]
+            start = pd.Timestamp(utc[-48]).tz_localize("UTC").isoformat()
+            series.append({"id": sid, "values": part["y"].tail(48).tolist(), "start": start})
+        r = httpx.post(f"{service.url}/v1/models/{BERLIN}/forecast", json={"series": series})
+    assert r.status_code == 200, r.text
+    answers = {f["id"]: f for f in r.json()["forecasts"]}
+    assert answers["s0"]["timestamps"][0].startswith("2023-10-29T03:00:00+01:00")
+    assert answers["s1"]["timestamps"][0].startswith("2023-10-29T02:00:00+01:00")
+    for sid, rows in out.groupby("unique_id"):
+        want = answers[sid]
+        stamps = np.array([np.datetime64(t[:19]) for t in want["timestamps"]], "datetime64[ns]")
+        assert (rows["ds"].to_numpy().astype("datetime64[ns]") == stamps).all(), sid
+        np.testing.assert_array_equal(rows["y"].to_numpy(), np.asarray(want["forecast"], np.float32)[:, 0])
