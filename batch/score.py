@@ -163,11 +163,14 @@ class FutureRows:
     def read(self, output_name: str, keys: pa.Array) -> pa.Table:
         """`future_frame` of the rows whose id is one of `keys` (strings)."""
         mirror = self.by_name.get(output_name)
-        frames = [
-            future_frame(pa.Table.from_batches([b]), self.id_col, self.time_col, self.names, self.zone)
-            for rel in ([mirror] if mirror is not None else self.parts.relative)
-            for b in io.read_matching(self.parts.fs, self.parts.path(rel), self.id_col, keys)
-        ]
+        frames = []
+        for rel in [mirror] if mirror is not None else self.parts.relative:
+            # One future part's kept rows read as one table: a naive time's autumn repeat is read by each
+            # series' row order, which a batch boundary would cut.
+            kept = io.read_matching(self.parts.fs, self.parts.path(rel), self.id_col, keys)
+            if kept:
+                rows = pa.Table.from_batches(kept)
+                frames.append(future_frame(rows, self.id_col, self.time_col, self.names, self.zone))
         return (
             pa.concat_tables(frames) if frames else future_frame(None, self.id_col, self.time_col, self.names)
         )

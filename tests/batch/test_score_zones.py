@@ -12,12 +12,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
-from batch.score import Forecaster, Job
+from batch.score import Forecaster, FutureRows, Job
 from export.data.timestamps import localize
 from tests.app.conftest import make_settings, running_client
-from tests.utils.zoned import ZONE, ending_in_the_repeat, publish_berlin, publish_global
+from tests.utils.zoned import AUTUMN, BERLIN, ZONE, ending_in_the_repeat, publish_berlin, publish_global
 
 
 def v1_answers(repository: Path, name: str, series: dict[str, tuple[np.ndarray, Any]]) -> dict[str, Any]:
@@ -59,6 +60,49 @@ def test_the_autumn_repeat_is_read_as_the_trainer_reads_it(berlin: tuple[Path, p
         np.testing.assert_array_equal(rows_[["y"]].to_numpy(), np.asarray(want["forecast"], np.float32))
     assert expected["s0"]["timestamps"][0].startswith("2023-10-29T03:00:00+01:00")
     assert expected["s1"]["timestamps"][0].startswith("2023-10-29T02:00:00+01:00")
+
+
+def naive(frame: pd.DataFrame) -> pa.Table:
+    """`frame` as a table whose `ds` is a naive timestamp column, rows in its order."""
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    column = pa.array(pd.to_datetime(frame["ds"]).to_numpy(), pa.timestamp("us"))
+    return table.set_column(table.column_names.index("ds"), "ds", column)
+
+
+def test_a_future_table_over_the_repeat_is_read_by_its_order(tmp_path: Path) -> None:
+    """A Berlin model with a future covariate: each series' history ends at 22:00 the evening before the
+    change, its future rows (naive, in order) hold 02:00 twice; they are the 12 steps the model needs
+    (read as one hour, the second 02:00 was refused), read from a Parquet part too, and the answers are
+    /v1's with the future values sent and the start's offset written out."""
+    repository, frame = publish_berlin(tmp_path, heat=True)
+    step = frame.groupby("unique_id").cumcount()
+    n = int(np.flatnonzero(frame["ds"].to_numpy() == "2023-10-28 22:00:00")[0]) + 1
+    history = frame[step < n].reset_index(drop=True)
+    future = frame[(step >= n) & (step < n + 12)][["unique_id", "ds", "heat"]].reset_index(drop=True)
+    assert (future["ds"] == AUTUMN).sum() == 6
+    pq.write_table(naive(future), tmp_path / "future.parquet")
+    read = FutureRows(str(tmp_path / "future.parquet"), "unique_id", "ds", ["heat"], ZONE)
+    forecaster = Forecaster(Job(str(repository), BERLIN, threads=1))
+    out = forecaster.score_table(naive(history), naive(future)).to_pandas()
+    keys = pa.array(["s0", "s1", "s2"])
+    again = forecaster.score_table(naive(history), read.read("future.parquet", keys)).to_pandas()
+    pd.testing.assert_frame_equal(out, again)
+    series = []
+    for sid, part in history.groupby("unique_id"):
+        utc = localize(pd.to_datetime(part["ds"]).to_numpy(), ZONE)[0]
+        heat = future[future["unique_id"] == sid]["heat"].tolist()
+        start = pd.Timestamp(utc[-48]).tz_localize("UTC").isoformat()
+        series.append(
+            {"id": sid, "values": part["y"].tail(48).tolist(), "start": start, "future": {"heat": heat}}
+        )
+    with running_client(make_settings(repository)) as client:
+        r = client.post(f"/v1/models/{BERLIN}/forecast", json={"series": series})
+    assert r.status_code == 200, r.text
+    for f in r.json()["forecasts"]:
+        rows = out[out["unique_id"] == f["id"]]
+        stamps = np.array([np.datetime64(t[:19]) for t in f["timestamps"]], "datetime64[us]")
+        assert (rows["ds"].to_numpy().astype("datetime64[us]") == stamps).all(), f["id"]
+        np.testing.assert_array_equal(rows[["y"]].to_numpy(), np.asarray(f["forecast"], np.float32))
 
 
 def test_a_time_the_spring_change_skips_is_refused_naming_the_series(
