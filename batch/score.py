@@ -227,7 +227,7 @@ def _utc_micros(
         order, starts = np.arange(n), np.r_[True, np.zeros(max(n - 1, 0), bool)][:n]
     else:
         # Each series' rows in table order, laid end to end (the trainer's grouping: export.data.panels).
-        codes = pc.dictionary_encode(ids).combine_chunks().indices.to_numpy(zero_copy_only=False)
+        codes = pc.index_in(ids, value_set=pc.unique(ids)).to_numpy(zero_copy_only=False)
         order = np.argsort(codes, kind="stable")
         grouped = codes[order]
         starts = np.r_[True, grouped[1:] != grouped[:-1]][:n]
