@@ -745,7 +745,8 @@ def _aware(column: pd.Series, zone: str | None, ids: np.ndarray | None = None) -
             f"{series}row {column.index[i]!r}, column {column.name!r}: {stamps.iloc[i]} does not exist in "
             f"{zone}: the clocks skip it (daylight saving)" + (f" (and {more} more rows)" if more else "")
         )
-    return pd.Series(utc, index=column.index, name=column.name).dt.tz_localize("UTC").dt.tz_convert(zone)
+    instants = pd.Series(utc, index=column.index, name=column.name).dt.tz_localize("UTC")
+    return instants.astype(f"datetime64[{stamps.dt.unit}, UTC]").dt.tz_convert(zone)  # the input's unit
 
 
 def _start(column: pd.Series) -> str:
