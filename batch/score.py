@@ -49,6 +49,7 @@ from app.inference.windows import (
 )
 from batch import io
 from batch.progress import Progress
+from export.data.timestamps import localize
 
 logger = logging.getLogger("batch")
 # The share of a window's values that may be missing and be filled: the service's default
@@ -162,11 +163,14 @@ class FutureRows:
     def read(self, output_name: str, keys: pa.Array) -> pa.Table:
         """`future_frame` of the rows whose id is one of `keys` (strings)."""
         mirror = self.by_name.get(output_name)
-        frames = [
-            future_frame(pa.Table.from_batches([b]), self.id_col, self.time_col, self.names, self.zone)
-            for rel in ([mirror] if mirror is not None else self.parts.relative)
-            for b in io.read_matching(self.parts.fs, self.parts.path(rel), self.id_col, keys)
-        ]
+        frames = []
+        for rel in [mirror] if mirror is not None else self.parts.relative:
+            # One future part's kept rows read as one table: a naive time's autumn repeat is read by each
+            # series' row order, which a batch boundary would cut.
+            kept = io.read_matching(self.parts.fs, self.parts.path(rel), self.id_col, keys)
+            if kept:
+                rows = pa.Table.from_batches(kept)
+                frames.append(future_frame(rows, self.id_col, self.time_col, self.names, self.zone))
         return (
             pa.concat_tables(frames) if frames else future_frame(None, self.id_col, self.time_col, self.names)
         )
@@ -194,25 +198,58 @@ def future_frame(
     ids = table[id_col]
     if pa.types.is_dictionary(ids.type):
         ids = pc.cast(ids, ids.type.value_type)
-    stamps = pa.array(_utc_micros(table[time_col], zone), pa.int64()).cast(pa.timestamp("us", "UTC"))
+    micros = _utc_micros(table[time_col], zone, pc.cast(ids, pa.string()), time_col)
+    stamps = pa.array(micros, pa.int64()).cast(pa.timestamp("us", "UTC"))
     data: dict[str, Any] = {id_col: pc.cast(ids, pa.string()), time_col: stamps}
     for n in names:
         data[n] = pc.cast(table[n], pa.float64())
     return pa.table(data)
 
 
-def _utc_micros(column: pa.ChunkedArray, zone: str | None = None) -> np.ndarray:
+def _utc_micros(
+    column: pa.ChunkedArray,
+    zone: str | None = None,
+    ids: pa.ChunkedArray | None = None,
+    name: str = "time",
+) -> np.ndarray:
     """int64 microseconds since the epoch, UTC. A naive timestamp is in `zone`, the model's (UTC for a
-    model without one): the service's rule for a naive `start` (`app.inference.windows.in_model_zone`; a
-    wall-clock time a DST change repeats is its first, as Python's fold=0 reads it)."""
+    model without one), read by the trainer's rule (`export.data.timestamps.localize`): each series' rows
+    (`ids`; None: one series) in table order, a wall-clock time the autumn change repeats in summer time
+    the first time and in standard time once the clock has gone back. A time the spring change skips is
+    refused (ValueError naming the series and its row), as the trainer refuses it."""
     if not pa.types.is_timestamp(column.type):
         column = pc.cast(column, pa.timestamp("us"))
-    if column.type.tz is None and zone is not None:
-        try:
-            column = pc.assume_timezone(column, timezone=zone, ambiguous="earliest", nonexistent="raise")
-        except pa.ArrowInvalid as e:
-            raise ValueError(f"a naive time is not a time of the model's zone {zone}: {e}") from None
-    return pc.cast(column, pa.timestamp("us", column.type.tz)).to_numpy().view("int64")
+    if column.type.tz is not None or zone is None:
+        return pc.cast(column, pa.timestamp("us", column.type.tz)).to_numpy().view("int64")
+    naive = pc.cast(column, pa.timestamp("us")).to_numpy(zero_copy_only=False)
+    n = len(naive)
+    if ids is None:
+        order, starts = np.arange(n), np.r_[True, np.zeros(max(n - 1, 0), bool)][:n]
+    else:
+        # Each series' rows in table order, laid end to end (the trainer's grouping: export.data.panels).
+        codes = pc.index_in(ids, value_set=pc.unique(ids)).to_numpy(zero_copy_only=False)
+        order = np.argsort(codes, kind="stable")
+        grouped = codes[order]
+        starts = np.r_[True, grouped[1:] != grouped[:-1]][:n]
+    local, skipped = localize(naive[order], zone, starts)
+    if skipped.any():
+        k = int(np.argmax(skipped))
+        row = int(order[k])
+        begin = int(np.flatnonzero(starts[: k + 1])[-1])
+        series = "" if ids is None else f"series {ids[row].as_py()!r} "
+        raise ValueError(
+            f"{series}row {k - begin} (table row {row}), column {name!r}: {_shown_naive(naive[row])} does "
+            f"not exist in {zone}: the clocks skip it (daylight saving)"
+            + (f" (and {int(skipped.sum()) - 1} more rows)" if skipped.sum() > 1 else "")
+        )
+    out = np.empty(n, np.int64)
+    out[order] = local.astype("datetime64[us]").view("int64")
+    return out
+
+
+def _shown_naive(stamp: np.datetime64) -> str:
+    """A naive wall-clock time as ISO text."""
+    return str(stamp.astype("datetime64[us]").item().isoformat())
 
 
 def _changes(column: pa.ChunkedArray) -> np.ndarray:
@@ -277,10 +314,18 @@ class Forecaster:
             table = table.set_column(0, job.id_col, plain)
         if table[job.id_col].null_count:
             raise ValueError(f"column {job.id_col!r} has {table[job.id_col].null_count} null ids")
+        # UTC before sorting: a naive time's autumn repeat is read by each series' row order, which a
+        # sort by wall-clock time would undo.
+        time_type = table[job.time_col].type
+        tz = time_type.tz if pa.types.is_timestamp(time_type) else None  # the output's, as the input's
+        micros = _utc_micros(table[job.time_col], manifest.timezone, table[job.id_col], job.time_col)
+        utc_type = pa.timestamp("us", "UTC")
+        i_time = table.column_names.index(job.time_col)
+        table = table.set_column(i_time, job.time_col, pa.array(micros, pa.int64()).cast(utc_type))
         if not _sorted(table, job.id_col, job.time_col):
             table = table.sort_by([(job.id_col, "ascending"), (job.time_col, "ascending")])
         n = table.num_rows
-        stamps = _utc_micros(table[job.time_col], manifest.timezone)
+        stamps = table[job.time_col].combine_chunks().cast(pa.int64()).to_numpy(zero_copy_only=False)
         values = np.column_stack(
             [table[c].to_numpy(zero_copy_only=False).astype(np.float64, copy=False) for c in columns]
         )
@@ -306,11 +351,16 @@ class Forecaster:
                 values[b:e], manifest, e - b, MAX_MISSING_SHARE, where, path_of, str(sid)
             )
             if manifest.cycle is not None or manifest.calendar is not None:
-                first = datetime.fromtimestamp(int(stamps[e - L]) / 1e6, UTC)  # the window's first row
+                # The window's first row and the rows it spans; a global model's series shorter than L
+                # has none before its own first row: /v1's reading of its `start` and length, which steps
+                # back L - (e - b) of the model's steps (months for a calendar model) inside the service's
+                # code. The time in the model's zone, as /v1 reads a start (`in_model_zone`).
+                top, spans = (e - L, L) if e - b >= L else (b, e - b)
+                first = datetime.fromtimestamp(int(stamps[top]) / 1e6, manifest.zone or UTC)
                 if manifest.calendar is not None:
                     check_calendar_anchor(manifest, first, f"{where} timestamp")
                 if phases is not None:
-                    phase = window_phase_of(manifest, first, L, f"{where} timestamp")
+                    phase = window_phase_of(manifest, first, spans, f"{where} timestamp")
                     assert phase is not None
                     phases[i] = phase
         steps = h if layout is None else max(h, layout.horizon)
@@ -331,7 +381,7 @@ class Forecaster:
         bounds = level_bounds(manifest.intervals, forecast, job.levels, window=windows) if job.levels else {}
         arrays = [forecast, *(b for pair in bounds.values() for b in pair)]
         require_finite(arrays, lambda i: f"series {ids[i]!r}")
-        return self._long(table, ids, horizon_us[:, :h], forecast, bounds, columns)
+        return self._long(table, tz, ids, horizon_us[:, :h], forecast, bounds, columns)
 
     def _covariates(
         self,
@@ -450,6 +500,7 @@ class Forecaster:
     def _long(
         self,
         table: pa.Table,
+        tz: str | None,
         series: np.ndarray,
         future_us: np.ndarray,
         forecast: np.ndarray,
@@ -457,11 +508,11 @@ class Forecaster:
         columns: list[str],
     ) -> pa.Table:
         """One row per series and step: id, timestamp, a forecast column per channel (named as in the
-        input), `{column}-lo-{level}` and `{column}-hi-{level}` per level."""
+        input), `{column}-lo-{level}` and `{column}-hi-{level}` per level. `tz`: the input time column's
+        zone (None: naive, shown as the model's wall clock)."""
         job, h = self.job, self.horizon
         S = len(series)
         future = future_us.reshape(-1)
-        tz = table[job.time_col].type.tz if pa.types.is_timestamp(table[job.time_col].type) else None
         zone = self.manifest.timezone
         times = pa.array(future, pa.int64()).cast(pa.timestamp("us", tz or zone))
         if tz is None and zone is not None:  # naive in, naive out: the model's wall clock, as /v1 shows it

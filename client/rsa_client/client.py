@@ -750,14 +750,57 @@ def _channel_columns(df: pd.DataFrame, spec: ModelSpec) -> list[str]:
     raise ValueError(f"model {spec.name} reads channels {spec.channels}; the frame lacks {absent}")
 
 
-def _aware(column: pd.Series, zone: str | None) -> pd.Series:
-    """Timestamps with their zone: a naive one is in the model's `zone` (UTC without one), the service's
-    rule for a naive `start`; a wall-clock time a DST change repeats is its first (Python's fold=0)."""
+def _wall_clock(
+    stamps: np.ndarray, zone: str, starts: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Wall-clock times of `zone` (naive datetime64, in the frame's row order) -> (naive UTC
+    datetime64[ns]; the rows whose time the zone skips, the spring gap). The trainer's rule, copied
+    because the client is installed without the project (export.data.timestamps.localize; the two are
+    tested to agree, tests/client/test_wall_clock.py): a wall-clock time the autumn change repeats is in
+    summer time the first time and in standard time once the clock has gone back (a row not after the
+    one before, both in the repeat); `starts` (bool) marks the rows that begin a series, across which the
+    rule never looks back. A skipped time is shifted forward and flagged for the caller to refuse."""
+    index = pd.DatetimeIndex(stamps.astype("datetime64[ns]"))
+    present = ~np.isnat(index.to_numpy())
+    summer = np.ones(len(index), bool)
+    ambiguous = np.asarray(index.tz_localize(zone, ambiguous="NaT", nonexistent="shift_forward").isna())
+    ambiguous &= present
+    wall = index.asi8
+    first = np.zeros(len(index), bool) if starts is None else np.asarray(starts, bool)
+    for i in np.flatnonzero(ambiguous):
+        if i > 0 and not first[i] and ambiguous[i - 1] and (wall[i] <= wall[i - 1] or not summer[i - 1]):
+            summer[i] = False
+    skipped = np.asarray(index.tz_localize(zone, ambiguous=summer, nonexistent="NaT").isna()) & present
+    local = index.tz_localize(zone, ambiguous=summer, nonexistent="shift_forward")
+    return local.tz_convert("UTC").tz_localize(None).to_numpy().astype("datetime64[ns]"), skipped
+
+
+def _aware(column: pd.Series, zone: str | None, ids: np.ndarray | None = None) -> pd.Series:
+    """Timestamps with their zone: a naive one is in the model's `zone` (UTC without one), read by the
+    trainer's rule (`_wall_clock`: in the column's row order, the autumn repeat's second reading once the
+    clock has gone back; `ids`, one per row, keeps the rule within each series). A time the spring change
+    skips is refused (ValueError naming the row, and its series with `ids`)."""
     stamps = pd.to_datetime(column)
-    if stamps.dt.tz is None:
-        first = np.ones(len(stamps), bool)  # ambiguous: the daylight-saving (first) reading
-        stamps = stamps.dt.tz_localize(zone or "UTC", ambiguous=first)
-    return stamps
+    if stamps.dt.tz is not None:
+        return stamps
+    if zone is None:
+        return stamps.dt.tz_localize("UTC")
+    starts = None
+    if ids is not None:
+        ids = np.asarray(ids)
+        starts = np.r_[True, ids[1:] != ids[:-1]][: len(ids)]
+    utc, skipped = _wall_clock(stamps.to_numpy(), zone, starts)
+    if skipped.any():
+        i = int(np.argmax(skipped))
+        sid = None if ids is None else ids[i].item() if isinstance(ids[i], np.generic) else ids[i]
+        series = f"series {sid!r}, " if ids is not None else ""
+        more = int(skipped.sum()) - 1
+        raise ValueError(
+            f"{series}row {column.index[i]!r}, column {column.name!r}: {stamps.iloc[i]} does not exist in "
+            f"{zone}: the clocks skip it (daylight saving)" + (f" (and {more} more rows)" if more else "")
+        )
+    instants = pd.Series(utc, index=column.index, name=column.name).dt.tz_localize("UTC")
+    return instants.astype(f"datetime64[{stamps.dt.unit}, UTC]").dt.tz_convert(zone)  # the input's unit
 
 
 def _start(column: pd.Series) -> str:
@@ -766,9 +809,9 @@ def _start(column: pd.Series) -> str:
     return str(pd.Timestamp(pd.to_datetime(column.iloc[:1]).iloc[0]).isoformat())
 
 
-def _utc(column: pd.Series, zone: str | None = None) -> np.ndarray:
-    """Timestamps as int64 Unix seconds (a naive timestamp is in the model's `zone`, or UTC)."""
-    stamps = _aware(column, zone)
+def _utc(column: pd.Series, zone: str | None = None, ids: np.ndarray | None = None) -> np.ndarray:
+    """Timestamps as int64 Unix seconds (a naive timestamp is in the model's `zone`, or UTC; `_aware`)."""
+    stamps = _aware(column, zone, ids)
     return (stamps.dt.tz_convert("UTC").astype("datetime64[ns, UTC]").astype("int64") // 10**9).to_numpy()
 
 
