@@ -220,10 +220,10 @@ class Client:
                 f"levels {missing} are not calibrated for {model} v{spec.version}: {spec.levels}"
             )
         columns = _channel_columns(df, spec)
-        frame = df.sort_values([id_col, time_col], kind="stable")
+        frame, instants = _ordered(df, id_col, time_col, spec.timezone)
         ids = frame[id_col].to_numpy()
         values = frame[columns].to_numpy(np.float64)
-        stamps = _utc(frame[time_col], spec.timezone)
+        stamps = instants.astype("datetime64[s]").astype(np.int64)  # Unix seconds
         cuts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
         begins = np.concatenate([[0], cuts])
         ends = np.concatenate([cuts, [len(ids)]])
@@ -681,11 +681,8 @@ def _histories(
             f"model's horizon less the steps asked): give them in X_df "
             f"({id_col}, {time_col}, {', '.join(futures)})"
         )
-    frame = df.sort_values([id_col, time_col], kind="stable")
-    zone = spec.timezone if spec is not None else None
-    stamps = _aware(frame[time_col], zone).dt.tz_convert("UTC").dt.tz_localize(None)
+    frame, times = _ordered(df, id_col, time_col, spec.timezone if spec is not None else None)
     out = []
-    times = stamps.to_numpy()
     values = frame[columns].to_numpy(np.float64)
     ids = frame[id_col].to_numpy()
     cuts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
@@ -803,16 +800,24 @@ def _aware(column: pd.Series, zone: str | None, ids: np.ndarray | None = None) -
     return instants.astype(f"datetime64[{stamps.dt.unit}, UTC]").dt.tz_convert(zone)  # the input's unit
 
 
+def _ordered(
+    df: pd.DataFrame, id_col: str, time_col: str, zone: str | None
+) -> tuple[pd.DataFrame, np.ndarray]:
+    """`df` sorted by series and by the instant each row names, and those instants (naive UTC
+    datetime64[ns]): naive times are read in the model's `zone` in each series' own row order first (the
+    trainer's rule, `_aware`), then sorted; sorting the wall clock first would interleave the two
+    readings of a repeated autumn hour (02:00, 02:15, ... twice)."""
+    frame = df.sort_values(id_col, kind="stable")  # each series' rows in the frame's own order
+    instants = _aware(frame[time_col], zone, frame[id_col].to_numpy())
+    utc = instants.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy().astype("datetime64[ns]")
+    order = np.lexsort((utc, pd.factorize(frame[id_col], sort=True)[0]))
+    return frame.iloc[order], utc[order]
+
+
 def _start(column: pd.Series) -> str:
     """The first timestamp of a series as /v1's `start`, as written: with its offset, or naive, which the
     service reads in the model's zone (its rule, applied in one place)."""
     return str(pd.Timestamp(pd.to_datetime(column.iloc[:1]).iloc[0]).isoformat())
-
-
-def _utc(column: pd.Series, zone: str | None = None, ids: np.ndarray | None = None) -> np.ndarray:
-    """Timestamps as int64 Unix seconds (a naive timestamp is in the model's `zone`, or UTC; `_aware`)."""
-    stamps = _aware(column, zone, ids)
-    return (stamps.dt.tz_convert("UTC").astype("datetime64[ns, UTC]").astype("int64") // 10**9).to_numpy()
 
 
 def _covariate_tensors(
@@ -914,9 +919,7 @@ def _future_rows(
             f"X_df's column {unknown[0]!r} is not a future covariate of model {spec.name} (its future "
             f"covariates: {future})"
         )
-    xf = X_df.sort_values([id_col, time_col], kind="stable")
-    stamps = _aware(xf[time_col], spec.timezone).dt.tz_convert("UTC").dt.tz_localize(None)
-    times = stamps.to_numpy().astype("datetime64[ns]")
+    xf, times = _ordered(X_df, id_col, time_col, spec.timezone)
     groups = {k: np.asarray(v) for k, v in xf.groupby(id_col, sort=False).indices.items()}
     known = set(series_ids.tolist())
     stray = [k for k in groups if k not in known]

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from rsa_client import Client
-from rsa_client.client import _aware, _utc, _wall_clock
+from rsa_client.client import _aware, _ordered, _wall_clock
 
 from export.data.timestamps import localize
 from tests.app.live import live_service
@@ -70,7 +70,7 @@ def test_aware_reads_each_series_by_its_own_order_and_names_a_skipped_time() -> 
     ids = np.cumsum(starts).astype(str)
     keep = ~np.isin(ids, ["4"])  # the series with the skipped times
     column = pd.Series(stamps[keep], index=np.flatnonzero(keep), name="ds")
-    seconds = _utc(column, ZONE, ids[keep])
+    seconds = _aware(column, ZONE, ids[keep]).dt.tz_convert("UTC").astype("int64").to_numpy() // 10**9
     want = localize(stamps[keep], ZONE, starts[keep])[0]
     present = ~np.isnat(want)
     np.testing.assert_array_equal(seconds[present], want[present].astype("int64") // 10**9)
@@ -106,3 +106,19 @@ def test_a_forecast_after_the_repeat_is_v1s(tmp_path: Path) -> None:
         stamps = np.array([np.datetime64(t[:19]) for t in want["timestamps"]], "datetime64[ns]")
         assert (rows["ds"].to_numpy().astype("datetime64[ns]") == stamps).all(), sid
         np.testing.assert_array_equal(rows["y"].to_numpy(), np.asarray(want["forecast"], np.float32)[:, 0])
+
+
+def test_frames_are_read_in_row_order_then_sorted_by_instant() -> None:
+    """Two series of quarter hours through the autumn repeat, in file order, the rows of one between
+    the other's: each series' naive times are read in its own row order first, then the frame is sorted
+    by the instants (sorting the wall clock first interleaved the two readings of 02:00 ... 02:45)."""
+    wall = pd.date_range("2023-10-29 01:30", "2023-10-29 02:45", freq="15min")
+    repeat = pd.date_range("2023-10-29 02:00", "2023-10-29 03:15", freq="15min")
+    stamps = np.concatenate([wall.to_numpy(), repeat.to_numpy()])  # 01:30 .. 02:45, 02:00 .. 03:15
+    one = pd.DataFrame({"unique_id": "a", "ds": stamps, "y": np.arange(len(stamps), dtype=float)})
+    frame = pd.concat([one, one.assign(unique_id="b")]).sort_index(kind="stable")  # a, b, a, b, ...
+    ordered, instants = _ordered(frame, "unique_id", "ds", ZONE)
+    for sid in ("a", "b"):
+        mine = (ordered["unique_id"] == sid).to_numpy()
+        assert (np.diff(instants[mine].astype("int64")) == 15 * 60 * 10**9).all()
+        np.testing.assert_array_equal(ordered["y"].to_numpy()[mine], np.arange(len(stamps)))
