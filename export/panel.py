@@ -34,7 +34,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 import typer
@@ -42,7 +42,6 @@ import typer
 from app.artifacts import readout
 from app.artifacts.covariates import CovariateLayout
 from app.inference.metrics import mape, mase, seasonal_naive_scale, smape
-from export.bank import expand_bank
 from export.covariates import (
     CovariatePlan,
     CovariateSeries,
@@ -50,6 +49,10 @@ from export.covariates import (
     covariate_lines,
     series_covariate_rows,
 )
+from export.panel_config import PanelConfig, default_bank, rem_kernels, series_values, validation_split
+
+if TYPE_CHECKING:  # the transformer is imported where the command line asks for it
+    from export.panel_transformer import Budget
 
 __all__ = [
     "INPUT_PERIODS",
@@ -68,91 +71,6 @@ __all__ = [
 SCHEMA_VERSION = 1  # of model.json
 # Input lengths searched, in periods of the cycle (a monthly model: 12, 24, 36, 48, 72 steps).
 INPUT_PERIODS = (1, 2, 3, 4, 6)
-
-
-def default_bank(period: int) -> dict[str, Any]:
-    """The REM bank of a global model of this period: 6 decays, every harmonic of the period at 3 decays
-    (none for period < 2), 2 same-phase dilated decays (none for period < 2)."""
-    spec: dict[str, Any] = {"regular": [0.3, 0.5, 0.7, 0.8, 0.9, 0.95]}
-    if period >= 2:
-        spec["cyclic"] = {"harmonics": list(range(1, period // 2 + 1)), "gamma": [0.8, 0.9, 0.97]}
-        spec["dilated"] = {"lambda": [0.5, 0.9]}
-    return spec
-
-
-def rem_kernels(bank: Any, period: int, length: int) -> np.ndarray:
-    """The last rows [K, L] of the bank's REMs over a window of `length` steps, as models/rem.py computes
-    them, each row scaled to unit norm (app/artifacts/readout.py's `rem_kernels` of the expanded bank)."""
-    return readout.rem_kernels(expand_bank(bank, period), length)
-
-
-@dataclass(frozen=True)
-class PanelConfig:
-    """A global model's settings; `input_periods` None searches `INPUT_PERIODS` on validation."""
-
-    horizon: int
-    period: int  # the seasonal cycle in steps (12 for monthly data, 4 quarterly, 1 without a cycle)
-    input_periods: int | None = None
-    ridge: float = 1.0
-    bank: dict[str, Any] | None = None  # None: default_bank(period)
-    lags: int | None = None  # the last values fed as they are (None: one period, at least 2)
-    # "series": every series weighs the same whatever its length; "window": every window weighs the same.
-    weighting: str = "window"
-    min_history: int | None = None  # None: one period, at least 2 (fewer values are not forecast)
-    # The observed values a training window needs (None: two periods, at least min_history): windows of
-    # mostly masked input taught the read-out worse (validation MASE on M3 quarterly 1.23 -> 1.18, M3
-    # monthly 0.949 -> 0.938; Tourism quarterly 1.753 -> 1.756), while series from min_history on are
-    # still forecast.
-    train_history: int | None = None
-    # How each window's squared errors are weighed: "level" as they are in units of the window's scale;
-    # "mase" in units of the window's own seasonal-naive error (the MASE denominator, in-window), so the
-    # fit weighs errors as MASE does (floored at `mase_floor` of the scale).
-    row_scale: str = "mase"
-    mase_floor: float = 0.2
-    # Reweighted passes toward the absolute error (IRLS: each window weighed by 1 / its mean |residual|
-    # of the pass before, floored at `irls_floor`): MASE and sMAPE are absolute, the ridge fit squared.
-    irls: int = 3
-    irls_floor: float = 0.05
-
-    def __post_init__(self) -> None:
-        if self.horizon < 1 or self.period < 1:
-            raise ValueError(f"horizon and period must be positive, got {self.horizon} and {self.period}")
-        if self.row_scale not in ("level", "mase"):
-            raise ValueError(f"row_scale must be 'level' or 'mase', got {self.row_scale!r}")
-        if self.weighting not in ("series", "window"):
-            raise ValueError(f"weighting must be 'series' or 'window', got {self.weighting!r}")
-
-    @property
-    def n_lags(self) -> int:
-        return self.lags if self.lags is not None else max(self.period, 2)
-
-    @property
-    def history(self) -> int:
-        return self.min_history if self.min_history is not None else max(self.period, 2)
-
-    @property
-    def train_min(self) -> int:
-        return self.train_history if self.train_history is not None else max(2 * self.period, self.history)
-
-    @property
-    def spec(self) -> dict[str, Any]:
-        return self.bank if self.bank is not None else default_bank(self.period)
-
-    @property
-    def fit_settings(self) -> readout.FitSettings:
-        """The settings app/artifacts/readout.py fits with."""
-        return readout.FitSettings(
-            horizon=self.horizon,
-            period=self.period,
-            n_lags=self.n_lags,
-            ridge=self.ridge,
-            weighting=self.weighting,
-            train_min=self.train_min,
-            row_scale=self.row_scale,
-            mase_floor=self.mase_floor,
-            irls=self.irls,
-            irls_floor=self.irls_floor,
-        )
 
 
 @dataclass
@@ -278,7 +196,7 @@ def _accumulate(
     assert kernels.shape[1] == length
     items = list(series) if layout is not None else series
     return readout.accumulate(
-        [_values(v) for v in items] if layout is not None else _plain(items),
+        [series_values(v) for v in items] if layout is not None else _plain(items),
         cfg.fit_settings,
         kernels,
         previous,
@@ -290,7 +208,7 @@ def _plain(series: Iterable[Any]) -> Iterable[np.ndarray]:
     """The values of `series` for a fit without covariates: CovariateSeries (validation without any of
     a plan's covariates) read as their values; anything else as it is (a generator stays one)."""
     if isinstance(series, Sequence) and any(isinstance(v, CovariateSeries) for v in series):
-        return [_values(v) for v in series]
+        return [series_values(v) for v in series]
     return series
 
 
@@ -317,27 +235,12 @@ def fit_global(
     else:
         items = list(series)
         sol = readout.fit_weights(
-            [_values(v) for v in items], cfg.fit_settings, kernels, covariates=_covariate_rows(items, layout)
+            [series_values(v) for v in items],
+            cfg.fit_settings,
+            kernels,
+            covariates=_covariate_rows(items, layout),
         )
     return GlobalModel(cfg, input_length, sol, fit_seconds=time.perf_counter() - start, covariates=layout)
-
-
-def _values(v: np.ndarray | CovariateSeries) -> np.ndarray:
-    return np.asarray(v.values if isinstance(v, CovariateSeries) else v, dtype=np.float64)
-
-
-def _validation(
-    series: Sequence[np.ndarray] | Sequence[CovariateSeries], cfg: PanelConfig
-) -> tuple[list[Any], list[int]]:
-    """Training parts (the last H held out) of the series long enough to hold out and still forecast."""
-    keep = [i for i, v in enumerate(series) if len(v) >= cfg.history + cfg.horizon]
-    out: list[Any] = []
-    for i in keep:
-        v = series[i]
-        out.append(
-            v.head(len(v) - cfg.horizon) if isinstance(v, CovariateSeries) else _values(v)[: -cfg.horizon]
-        )
-    return out, keep
 
 
 def _validate(
@@ -348,9 +251,9 @@ def _validate(
 ) -> tuple[float, float]:
     """(mean MASE, mean scaled MSE) of a read-out of input `length` fitted on every series but its last H
     values and forecasting them (MSE per series in units of its seasonal-naive error squared)."""
-    fit_part, keep = _validation(series, cfg)
+    fit_part, keep = validation_split(series, cfg)
     H = cfg.horizon
-    held = np.array([_values(series[i])[-H:] for i in keep])
+    held = np.array([series_values(series[i])[-H:] for i in keep])
     layout = None if plan is None else plan.layout(length, H)
     model = fit_global(fit_part, cfg, length, layout)
     rows = None
@@ -358,7 +261,7 @@ def _validate(
         rows = np.concatenate(
             [series_covariate_rows(series[i], layout, np.array([len(series[i]) - H])) for i in keep]  # type: ignore[arg-type]
         )
-    insample = [_values(v) for v in fit_part]
+    insample = [series_values(v) for v in fit_part]
     fc = model.forecast(insample, covariates=rows)
     scale = np.array([seasonal_naive_scale(v, cfg.period) for v in insample])
     mse = ((held - fc) ** 2).mean(1) / scale**2
@@ -425,6 +328,38 @@ def _period_of(frequency: str) -> int:
     """The cycle of a frequency alias: monthly 12, quarterly 4, hourly 24, daily 7, else 1."""
     table = {"1MS": 12, "1ME": 12, "3MS": 4, "3ME": 4, "12MS": 1, "12ME": 1, "1h": 24, "1D": 7, "7D": 52}
     return table.get(frequency, 1)
+
+
+def train_transformer(
+    series: Sequence[Any],
+    cfg: PanelConfig,
+    frequency: str | None,
+    timezone: str | None,
+    plan: CovariatePlan | None,
+    path: Path,
+    budget: Budget,
+) -> list[str]:
+    """`python -m export.panel train --network transformer`: train at L = `cfg.input_periods` periods, or
+    at the input length the read-out's validation search picks on the same series (as
+    bench/global_transformer.py does: one closed-form fit per length, where a transformer search would
+    train once per length), save the model file at `path`; returns the lines saying what was done."""
+    from export.panel_transformer import train_panel_transformer
+    from export.transformer_onnx import SavedTransformer, save_transformer
+
+    if cfg.input_periods is not None:
+        length = cfg.input_periods * cfg.period if cfg.period > 1 else 4 * cfg.input_periods
+        how = "given"
+    else:
+        length = train_global(series, cfg, frequency=frequency, plan=plan, report=False).input_length
+        how = "the read-out's validation search"
+    model = train_panel_transformer(series, cfg, length, budget=budget, plan=plan)
+    save_transformer(SavedTransformer(model, frequency, timezone), path)
+    lines = [
+        f"RSA-Transformer, L = {length} ({how}), min history {cfg.history}, {model.parameters} parameters, "
+        f"best epoch {model.best_epoch} (validation MASE {model.val_mase:.4f}), stopped: {model.stopped}, "
+        f"trained in {model.fit_seconds:.1f} s: {path}"
+    ]
+    return lines + covariate_lines(model.covariate_report)
 
 
 @cli.command()
@@ -592,8 +527,6 @@ def train(
         raise typer.BadParameter(str(e), param_hint="--calendar") from None
     cfg = PanelConfig(horizon=horizon, period=period or _period_of(frequency), input_periods=input_periods)
     if network == "transformer":
-        from export.transformer_onnx import train_transformer
-
         try:
             lines = train_transformer(series, cfg, frequency, timezone, plan, out / "model.json", budget)
         except ValueError as e:  # too short for a window

@@ -64,14 +64,14 @@ from app.artifacts.readout import (
     window_ends,
     window_scales,
 )
-from app.inference.metrics import seasonal_naive_scale
+from app.inference.metrics import mase, seasonal_naive_scale
 from export.covariates import (
     CovariatePlan,
     CovariateSeries,
     ablation_rows,
     series_covariate_rows,
 )
-from export.panel import PanelConfig, _validation, _values, mase
+from export.panel_config import PanelConfig, series_values, validation_split
 from export.ridge import NormalEquations
 from export.train import TrainConfig, param_groups, warmup_cosine
 from models import Covariates, ModelConfig, RSAForecaster
@@ -229,7 +229,7 @@ def panel_windows(
         raise ValueError("a covariate model is trained on CovariateSeries (each with its covariates)")
     us, ts, ws, zs = [], [], [], []
     for item in series:
-        v = _values(item)
+        v = series_values(item)
         win = series_windows(v, length, cfg.horizon, cfg.train_min)
         if win is None:
             continue
@@ -500,14 +500,14 @@ def train_panel_transformer(
         plan = dataclasses.replace(plan, effect="relative")
         layout = plan.layout(input_length, cfg.horizon)
     elif any(isinstance(v, CovariateSeries) for v in series):
-        series = [_values(v) for v in series]  # no plan: the target alone
+        series = [series_values(v) for v in series]  # no plan: the target alone
     threads = torch.get_num_threads()
     torch.set_num_threads(budget.threads)
     try:
         start = time.perf_counter()
-        fit_part, keep = _validation(series, cfg)
-        held = np.array([_values(series[i])[-cfg.horizon :] for i in keep])
-        fit_hist = [_values(v) for v in fit_part]
+        fit_part, keep = validation_split(series, cfg)
+        held = np.array([series_values(series[i])[-cfg.horizon :] for i in keep])
+        fit_hist = [series_values(v) for v in fit_part]
         rows = _holdout_rows(series, keep, layout)
 
         def forecast_held(net: RSAForecaster) -> np.ndarray:
@@ -630,7 +630,7 @@ def calibrate_transformer(
             "calibrate on the series the model was trained on: their number or lengths differ "
             f"({len(series)} series given)"
         )
-    values = [_values(series[i]) for i in index]
+    values = [series_values(series[i]) for i in index]
     actual = np.array([v[-H:] for v in values]).reshape(-1, H)
     x, m = last_windows([v[:-H] for v in values], L)
     scores = np.abs(actual - model.holdout) / service_spread(x, m, period)[:, None]

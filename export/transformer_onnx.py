@@ -44,9 +44,8 @@ from app.artifacts.contract import (
 )
 from app.artifacts.covariates import CovariateLayout
 from app.artifacts.readout import TINY
-from export.covariates import CovariatePlan
 from export.global_onnx import OPSET, check_covariates, check_histories, panel_manifest, windows_of
-from export.panel import PanelConfig
+from export.panel_config import PanelConfig
 from export.panel_transformer import Budget, PanelTransformer, covariate_parts
 from export.publish import publish_version
 from models import ModelConfig, RSAForecaster
@@ -287,39 +286,6 @@ def export_transformer(
 
 
 # -- training from the CLI ----------------------------------------------------------------------------
-
-
-def train_transformer(
-    series: Sequence[Any],
-    cfg: PanelConfig,
-    frequency: str | None,
-    timezone: str | None,
-    plan: CovariatePlan | None,
-    path: Path,
-    budget: Budget,
-) -> list[str]:
-    """`python -m export.panel train --network transformer`: train at L = `cfg.input_periods` periods, or
-    at the input length the read-out's validation search picks on the same series (as
-    bench/global_transformer.py does: one closed-form fit per length, where a transformer search would
-    train once per length), save the model file at `path`; returns the lines saying what was done."""
-    from export.covariates import covariate_lines
-    from export.panel import train_global
-    from export.panel_transformer import train_panel_transformer
-
-    if cfg.input_periods is not None:
-        length = cfg.input_periods * cfg.period if cfg.period > 1 else 4 * cfg.input_periods
-        how = "given"
-    else:
-        length = train_global(series, cfg, frequency=frequency, plan=plan, report=False).input_length
-        how = "the read-out's validation search"
-    model = train_panel_transformer(series, cfg, length, budget=budget, plan=plan)
-    save_transformer(SavedTransformer(model, frequency, timezone), path)
-    lines = [
-        f"RSA-Transformer, L = {length} ({how}), min history {cfg.history}, {model.parameters} parameters, "
-        f"best epoch {model.best_epoch} (validation MASE {model.val_mase:.4f}), stopped: {model.stopped}, "
-        f"trained in {model.fit_seconds:.1f} s: {path}"
-    ]
-    return lines + covariate_lines(model.covariate_report)
 
 
 # -- the model file ----------------------------------------------------------------------------------
