@@ -19,7 +19,7 @@ import pytest
 from batch.__main__ import main
 from batch.score import Forecaster, FutureRows, Job, run
 from tests.app.conftest import make_settings, running_client
-from tests.utils.shops import NAME, H, Shops, publish_shops
+from tests.utils.shops import NAME, H, Shops, publish_shops, v1_series
 
 
 @pytest.fixture(scope="module")
@@ -42,19 +42,7 @@ def table(frame: pd.DataFrame) -> pa.Table:
 
 def v1_answers(shops: Shops, levels: list[float]) -> dict[str, Any]:
     """/v1's answer for every shop in one request, its covariates sent as `future`, `past`, `static`."""
-    series = []
-    for sid, rows in shops.history.sort_values(["unique_id", "ds"]).groupby("unique_id"):
-        promo = shops.future[shops.future["unique_id"] == sid].sort_values("ds")["promo"]
-        series.append(
-            {
-                "id": sid,
-                "start": rows["ds"].iloc[0].isoformat(),
-                "values": rows["y"].tolist(),
-                "future": {"promo": promo.astype(float).tolist()},
-                "past": {"footfall": rows["footfall"].tolist()},
-                "static": {"size": rows["size"].iloc[0]},
-            }
-        )
+    series = v1_series(shops.history, shops.future)
     with running_client(make_settings(shops.repository)) as client:
         body = {"series": series, **({"level": levels} if levels else {})}
         r = client.post(f"/v1/models/{NAME}/forecast", json=body)

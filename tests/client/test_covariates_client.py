@@ -17,7 +17,7 @@ from rsa_client import Client, ServiceError
 from rsa_client.client import ModelLimits, ModelSpec, _covariate_tensors
 
 from tests.app.live import LiveService, live_service
-from tests.utils.shops import NAME, H, Shops, publish_shops
+from tests.utils.shops import NAME, H, Shops, publish_shops, v1_series
 
 
 @pytest.fixture(scope="module")
@@ -30,19 +30,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServi
 
 
 def v1_answers(url: str, shops: Shops, level: list[float]) -> dict[str, Any]:
-    series = []
-    for sid, rows in shops.history.sort_values(["unique_id", "ds"]).groupby("unique_id"):
-        promo = shops.future[shops.future["unique_id"] == sid].sort_values("ds")["promo"]
-        series.append(
-            {
-                "id": sid,
-                "start": rows["ds"].iloc[0].isoformat(),
-                "values": rows["y"].tolist(),
-                "future": {"promo": promo.astype(float).tolist()},
-                "past": {"footfall": rows["footfall"].tolist()},
-                "static": {"size": rows["size"].iloc[0]},
-            }
-        )
+    series = v1_series(shops.history, shops.future)
     body = {"series": series, **({"level": level} if level else {})}
     r = httpx.post(f"{url}/v1/models/{NAME}/forecast", json=body, timeout=120)
     assert r.status_code == 200, r.text

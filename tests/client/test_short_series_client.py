@@ -124,19 +124,7 @@ def test_a_short_shop_with_covariates_is_v1s(tmp_path: Path, timezone: str | Non
             other = client.forecast(
                 history.assign(footfall=history["footfall"] * 3), model=shops.NAME, X_df=future
             )
-        series = []
-        for sid, rows in history.sort_values(["unique_id", "ds"]).groupby("unique_id"):
-            promo = future[future["unique_id"] == sid].sort_values("ds")["promo"]
-            series.append(
-                {
-                    "id": sid,
-                    "start": rows["ds"].iloc[0].isoformat(),
-                    "values": rows["y"].tolist(),
-                    "future": {"promo": promo.astype(float).tolist()},
-                    "past": {"footfall": rows["footfall"].tolist()},
-                    "static": {"size": rows["size"].iloc[0]},
-                }
-            )
+        series = shops.v1_series(history, future)
         expected = v1_forecasts(service.url, shops.NAME, series, [])
     assert sorted(out["unique_id"].unique()) == sorted(expected)
     for sid, rows in out.groupby("unique_id"):

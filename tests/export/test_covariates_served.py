@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -22,6 +22,9 @@ from typer.testing import CliRunner
 from export.covariates import CovariateSeries, series_covariate_rows
 from export.panel import GlobalModel, cli
 from tests.app.conftest import make_settings, running_client
+
+if TYPE_CHECKING:  # the transformer's test shares expected(); this module needs no torch
+    from export.panel_transformer import PanelTransformer
 
 H, DAYS, NAME = 7, 140, "shops"
 EFFECT = 0.3  # a promotion day sells 30% more
@@ -100,9 +103,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         yield Served(client, GlobalModel.load(model_file), shops, train.output)
 
 
-def request_series(s: dict[str, Any], sid: str, n: int, start: int = 0) -> dict[str, Any]:
-    """Shop `sid`'s values [start, n) with their covariates, and the promotions of the H days after."""
-    return {
+def request_series(s: dict[str, Any], sid: str, n: int, start: int = 0, past: bool = True) -> dict[str, Any]:
+    """Shop `sid`'s values [start, n) with their covariates (footfall unless `past` is False), and the
+    promotions of the H days after."""
+    item = {
         "id": sid,
         "start": s["stamps"][start].date().isoformat(),
         "values": s["y"][start:n].tolist(),
@@ -110,19 +114,23 @@ def request_series(s: dict[str, Any], sid: str, n: int, start: int = 0) -> dict[
         "past": {"footfall": s["footfall"][start:n].tolist()},
         "static": {"size": s["size"]},
     }
+    if not past:
+        del item["past"]
+    return item
 
 
-def expected(model: GlobalModel, s: dict[str, Any], n: int, start: int = 0) -> np.ndarray:
-    """The Python model's forecast after s[start:n], its covariate row built by the trainer's code."""
+def expected(model: GlobalModel | PanelTransformer, s: dict[str, Any], n: int, start: int = 0) -> np.ndarray:
+    """The Python model's forecast after s[start:n], its covariate row built by the trainer's code (the
+    footfall only for a model that reads it)."""
+    assert model.covariates is not None
     full = CovariateSeries(
         "x",
         s["y"][start : n + H],
         s["stamps"][start : n + H].to_numpy().astype("datetime64[ns]"),
-        past={"footfall": s["footfall"][start : n + H]},
+        past={"footfall": s["footfall"][start : n + H]} if "footfall" in model.covariates.past else {},
         future={"promo": s["promo"][start : n + H]},
         static={"size": s["size"]},
     )
-    assert model.covariates is not None
     rows = series_covariate_rows(full, model.covariates, np.array([n - start]))
     return model.forecast([s["y"][start:n]], covariates=rows)[0]
 

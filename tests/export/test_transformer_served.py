@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +20,15 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from export.covariates import CovariateSeries, series_covariate_rows
 from export.panel import cli
 from export.panel_transformer import PanelTransformer
 from export.transformer_onnx import TOLERANCE, load_transformer
 from tests.app.conftest import make_settings, running_client
-from tests.export.test_covariates_served import DAYS, H, write_shops
+from tests.export.test_covariates_served import DAYS, H, expected, write_shops
+from tests.export.test_covariates_served import request_series as shop_series
 
 NAME = "shops_tf"
+request_series = partial(shop_series, past=False)  # the transformer is trained without the footfall
 L = 14  # --input-periods 2 of the weekly cycle
 
 
@@ -84,31 +86,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     assert export.exit_code == 0, export.output
     with running_client(make_settings(repo)) as client:
         yield Served(client, load_transformer(model_file).model, shops, repo / NAME / "1", train.output)
-
-
-def request_series(s: dict[str, Any], sid: str, n: int, start: int = 0) -> dict[str, Any]:
-    """Shop values [start, n), its size, and the promotions of the H days after."""
-    return {
-        "id": sid,
-        "start": s["stamps"][start].date().isoformat(),
-        "values": s["y"][start:n].tolist(),
-        "future": {"promo": s["promo"][n : n + H].tolist()},
-        "static": {"size": s["size"]},
-    }
-
-
-def expected(model: PanelTransformer, s: dict[str, Any], n: int, start: int = 0) -> np.ndarray:
-    """The Python model's forecast after s[start:n], its covariate row built by the trainer's code."""
-    full = CovariateSeries(
-        "x",
-        s["y"][start : n + H],
-        s["stamps"][start : n + H].to_numpy().astype("datetime64[ns]"),
-        future={"promo": s["promo"][start : n + H]},
-        static={"size": s["size"]},
-    )
-    assert model.covariates is not None
-    rows = series_covariate_rows(full, model.covariates, np.array([n - start]))
-    return model.forecast([s["y"][start:n]], covariates=rows)[0]
 
 
 def close(got: np.ndarray, want: np.ndarray, history: np.ndarray) -> None:

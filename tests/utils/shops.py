@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from typer.testing import CliRunner
@@ -16,7 +17,7 @@ from tests.export.test_covariates_served import DAYS, H, write_shops
 NAME = "shops"
 SHORT = 10  # days of history of the shop that opened late (shop_5 when there are 6; the model reads 28)
 
-__all__ = ["DAYS", "NAME", "SHORT", "H", "Shops", "publish_shops"]
+__all__ = ["DAYS", "NAME", "SHORT", "H", "Shops", "publish_shops", "v1_series"]
 
 
 @dataclass(frozen=True)
@@ -48,3 +49,22 @@ def publish_shops(folder: Path, n: int = 6, short: bool = True, timezone: str | 
     history = frame[(day < DAYS - H) & (~late | (day >= DAYS - H - SHORT))]
     future = frame[day >= DAYS - H][["unique_id", "ds", "promo"]]
     return Shops(folder / "repo", history.reset_index(drop=True), future.reset_index(drop=True))
+
+
+def v1_series(history: pd.DataFrame, future: pd.DataFrame) -> list[dict[str, Any]]:
+    """/v1's `series` for every shop of `history` (its rows, footfall and size) with the promotions of
+    `future` after it: what the batch scorer's and the client's answers are checked against."""
+    series = []
+    for sid, rows in history.sort_values(["unique_id", "ds"]).groupby("unique_id"):
+        promo = future[future["unique_id"] == sid].sort_values("ds")["promo"]
+        series.append(
+            {
+                "id": sid,
+                "start": rows["ds"].iloc[0].isoformat(),
+                "values": rows["y"].tolist(),
+                "future": {"promo": promo.astype(float).tolist()},
+                "past": {"footfall": rows["footfall"].tolist()},
+                "static": {"size": rows["size"].iloc[0]},
+            }
+        )
+    return series
