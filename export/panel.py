@@ -41,6 +41,7 @@ import typer
 
 from app.artifacts import readout
 from app.artifacts.covariates import CovariateLayout
+from app.artifacts.local_models import LocalSpec
 from app.inference.metrics import mape, mase, seasonal_naive_scale, smape
 from export.covariates import (
     CovariatePlan,
@@ -49,7 +50,8 @@ from export.covariates import (
     covariate_lines,
     series_covariate_rows,
 )
-from export.panel_config import PanelConfig, default_bank, rem_kernels, series_values, validation_split
+from export.hybrid import Origin, local_search, origins, tail_windows
+from export.panel_config import PanelConfig, default_bank, rem_kernels, series_values
 
 if TYPE_CHECKING:  # the transformer is imported where the command line asks for it
     from export.panel_transformer import Budget
@@ -91,14 +93,23 @@ class GlobalModel:
     # The IANA zone the training file's local times were read in (`--timezone`; None: UTC or offsets):
     # the manifest's `timezone`, so the service reads a naive `start` there and answers in it.
     timezone: str | None = None
+    # The hybrid's local half (export/hybrid.py; None: the read-out alone).
+    local: LocalSpec | None = None
 
     @property
     def min_history(self) -> int:
         return self.config.history
 
+    @property
+    def window_length(self) -> int:
+        """The values the served graph reads: the read-out's L, or the local models' window if longer."""
+        return max(self.input_length, self.local.length if self.local is not None else 0)
+
     def refit(self, series: Sequence[np.ndarray]) -> GlobalModel:
         """A read-out of the same settings and input length fitted on other series (calibration)."""
-        return fit_global(series, self.config, self.input_length, self.covariates)
+        refit = fit_global(series, self.config, self.input_length, self.covariates)
+        refit.local = self.local
+        return refit
 
     def kernels(self) -> np.ndarray:
         """The REM bank's last rows [K, L] over this model's input length."""
@@ -122,7 +133,7 @@ class GlobalModel:
                 f"{len(short)} series have fewer than min_history = {self.min_history} values "
                 f"(the first: series {short[0]} with {len(histories[short[0]])})"
             )
-        return readout.forecast(
+        out = readout.forecast(
             self.weights,
             histories,
             self.config.fit_settings,
@@ -131,6 +142,9 @@ class GlobalModel:
             self.covariates,
             covariates,
         )
+        if self.local is None:
+            return out
+        return self.local.combine(out, tail_windows(histories, self.window_length))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -146,6 +160,7 @@ class GlobalModel:
             "weights": self.weights.tolist(),
             "covariates": None if self.covariates is None else self.covariates.to_json(),
             "covariate_report": self.covariate_report,
+            "local": None if self.local is None else self.local.to_json(),
         }
 
     @classmethod
@@ -163,6 +178,7 @@ class GlobalModel:
             fit_seconds=float(d.get("fit_seconds") or 0.0),
             covariates=None if d.get("covariates") is None else CovariateLayout.from_json(d["covariates"]),
             covariate_report=list(d.get("covariate_report") or []),
+            local=None if d.get("local") is None else LocalSpec.from_json(d["local"]),
         )
 
     def save(self, path: Path) -> Path:
@@ -243,29 +259,56 @@ def fit_global(
     return GlobalModel(cfg, input_length, sol, fit_seconds=time.perf_counter() - start, covariates=layout)
 
 
+def _cut(v: Any, k: int) -> Any:
+    """A series without its last k values (a CovariateSeries with its covariates)."""
+    return v.head(len(v) - k) if isinstance(v, CovariateSeries) else series_values(v)[:-k]
+
+
+def _origins(series: Sequence[Any], cfg: PanelConfig) -> list[Origin]:
+    return origins(series, cfg.horizon, cfg.history, cfg.train_min, _cut)
+
+
+def _validation_forecasts(
+    series: Sequence[Any], cfg: PanelConfig, length: int, plan: CovariatePlan | None, val: Sequence[Origin]
+) -> list[np.ndarray]:
+    """Per origin, the forecasts [S, H] of a read-out of input `length` fitted on the series' parts
+    before it (export/hybrid.py)."""
+    H = cfg.horizon
+    layout = None if plan is None else plan.layout(length, H)
+    out = []
+    for o in val:
+        model = fit_global(o.fit_part, cfg, length, layout)
+        rows = None
+        if layout is not None:
+            rows = np.concatenate(
+                [
+                    series_covariate_rows(series[i], layout, np.array([len(p)]))
+                    for i, p in zip(o.keep, o.fit_part, strict=True)
+                ]  # type: ignore[arg-type]
+            )
+        out.append(model.forecast([series_values(v) for v in o.fit_part], covariates=rows))
+    return out
+
+
 def _validate(
     series: Sequence[np.ndarray] | Sequence[CovariateSeries],
     cfg: PanelConfig,
     length: int,
     plan: CovariatePlan | None,
 ) -> tuple[float, float]:
-    """(mean MASE, mean scaled MSE) of a read-out of input `length` fitted on every series but its last H
-    values and forecasting them (MSE per series in units of its seasonal-naive error squared)."""
-    fit_part, keep = validation_split(series, cfg)
-    H = cfg.horizon
-    held = np.array([series_values(series[i])[-H:] for i in keep])
-    layout = None if plan is None else plan.layout(length, H)
-    model = fit_global(fit_part, cfg, length, layout)
-    rows = None
-    if layout is not None:
-        rows = np.concatenate(
-            [series_covariate_rows(series[i], layout, np.array([len(series[i]) - H])) for i in keep]  # type: ignore[arg-type]
-        )
-    insample = [series_values(v) for v in fit_part]
-    fc = model.forecast(insample, covariates=rows)
-    scale = np.array([seasonal_naive_scale(v, cfg.period) for v in insample])
-    mse = ((held - fc) ** 2).mean(1) / scale**2
-    return float(np.mean(mase(insample, held, fc, cfg.period))), float(np.mean(mse))
+    """(mean MASE, mean scaled MSE) over the validation origins (export/hybrid.py) of a read-out of input
+    `length` fitted on every series' part before each origin and forecasting the H values after it (MSE
+    per series in units of its seasonal-naive error squared)."""
+    val = _origins(series, cfg)
+    forecasts = _validation_forecasts(series, cfg, length, plan, val)
+    mases, mses = [], []
+    for o, fc in zip(val, forecasts, strict=True):
+        insample = [series_values(v) for v in o.fit_part]
+        scale = np.array([seasonal_naive_scale(v, cfg.period) for v in insample])
+        mse = ((o.held - fc) ** 2).mean(1) / scale**2
+        mases.append(o.score(fc, cfg.period))
+        mses.append(float(np.mean(mse[o.scored])))
+    return float(np.mean(mases)), float(np.mean(mses))
 
 
 def covariate_report(
@@ -283,10 +326,13 @@ def train_global(
     frequency: str | None = None,
     plan: CovariatePlan | None = None,
     report: bool = True,
+    local: bool = False,
 ) -> GlobalModel:
     """Search the input length (in periods) on validation when `cfg.input_periods` is None, then fit on
-    every window of every series. Validation: each series' last H values held out, the read-out fitted
-    on what comes before and scored by mean MASE on them; the series' hold-outs are never fitted on.
+    every window of every series. Validation (export/hybrid.py): at two origins, each series' values
+    after the origin held out, the read-out fitted on what comes before and scored by mean MASE on them;
+    the series' hold-outs are never fitted on. `local`: the hybrid (a model without covariates only),
+    its local window chosen on the same origins (`search` holds `local_<length>` and `global`).
     With covariates (`plan`, series of `CovariateSeries`), each is also scored on validation with and
     without it (`covariate_report`, unless `report` is False)."""
     start = time.perf_counter()
@@ -311,7 +357,17 @@ def train_global(
         }
         search.update({f"effect_{e}": v for e, v in tried.items()})
         plan = dataclasses.replace(plan, effect=min(tried, key=lambda e: tried[e]))
+    hybrid = None
+    if local:
+        if plan is not None:
+            raise ValueError("the hybrid's local models read the target alone: a covariate model has none")
+        val = _origins(series, cfg)
+        hybrid, scores = local_search(
+            val, _validation_forecasts(series, cfg, best, None, val), cfg.period, cfg.horizon
+        )
+        search.update(scores)
     model = fit_global(series, cfg, best, None if plan is None else plan.layout(best, cfg.horizon))
+    model.local = hybrid
     if plan is not None and report:
         model.covariate_report = covariate_report(series, cfg, best, plan)  # type: ignore[arg-type]
     model.search, model.frequency = search, frequency

@@ -1,0 +1,247 @@
+"""Local statistical models fitted per series at request time: numpy only, vectorized over the series.
+
+The hybrid default model (docs/hybrid.md) combines the global REM read-out with these, fitted on the
+same window the read-out reads (raw values [S, L], the steps before a short series' start NaN). Every
+member is one of the classical baselines the M competitions are judged against (M4's "Comb" members and
+Theta; Hyndman & Billah 2003), fitted the way they are there:
+
+- a multiplicative seasonal decomposition (classical: ratios to a centred 2×m moving average, one mean
+  per phase, normalised to mean 1) applied where a series is positive, holds two full cycles and passes
+  the 90% autocorrelation test at lag m (M4's `SeasonalityTest`); the other series are not adjusted;
+- on the adjusted values: simple exponential smoothing (`ses`), Holt's linear trend (`holt`), the damped
+  trend (`damped`), each with its smoothing parameters chosen per series on a grid by the in-sample
+  one-step squared error, and Theta (`theta`: the SES level plus half the OLS slope as drift, θ = 2);
+- the forecasts re-seasonalised with the indices of their phases.
+
+A grid search in place of an optimiser keeps the fit a fixed number of array operations: 1,428 series of
+72 values take milliseconds, where statsforecast's AutoETS takes about 90 s (issue 43). Nothing here
+reads anything but the window: the service, the batch scorer and the exporter call the same function on
+the same window and get the same numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["LOCAL_SCHEMA", "MEMBERS", "LocalSpec", "fit_forecast", "seasonal_indices"]
+
+MEMBERS = ("ses", "holt", "damped", "theta")
+
+# The grids the parameters are chosen on (per series, by the in-sample one-step squared error).
+ALPHAS = np.array([0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0])
+TREND_ALPHAS = np.array([0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9])
+BETAS = np.array([0.01, 0.05, 0.1, 0.2])  # as a share of alpha (beta* = beta·alpha <= alpha)
+PHIS = np.array([0.8, 0.9, 0.95, 0.98])
+# One-sided 90% normal quantile of M4's seasonality test.
+SEASONALITY_Z = 1.645
+
+
+def _observed(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(values with the missing start as 0, mask, count of observed values) of windows [S, L]."""
+    m = ~np.isnan(x)
+    return np.where(m, x, 0.0), m, m.sum(1)
+
+
+def _seasonal_test(x0: np.ndarray, m: np.ndarray, n: np.ndarray, period: int) -> np.ndarray:
+    """Per series: whether its autocorrelation at lag `period` passes M4's 90% test."""
+    mean = x0.sum(1) / np.maximum(n, 1)
+    d = np.where(m, x0 - mean[:, None], 0.0)
+    denom = np.maximum((d * d).sum(1), 1e-300)
+    acf = np.stack([(d[:, k:] * d[:, :-k]).sum(1) / denom for k in range(1, period + 1)], 1)
+    limit = SEASONALITY_Z * np.sqrt((1 + 2 * (acf[:, :-1] ** 2).sum(1)) / np.maximum(n, 1))
+    return np.abs(acf[:, -1]) > limit
+
+
+def seasonal_indices(x: np.ndarray, period: int) -> np.ndarray:
+    """Multiplicative seasonal indices [S, period] by phase counted back from each window's last step
+    (index p is the phase of steps L-1-p, L-1-p-period, ...); all 1 where a series is not adjusted."""
+    S, L = x.shape
+    out = np.ones((S, period))
+    if period < 2 or 2 * period > L:
+        return out
+    x0, m, n = _observed(x)
+    positive = np.all(np.where(m, x0 > 0, True), 1)
+    use = positive & (n >= 2 * period) & _seasonal_test(x0, m, n, period)
+    if not use.any():
+        return out
+    # The centred moving average: 2×m for even m (m + 1 points, the ends halved), m points for odd m.
+    w = np.r_[0.5, np.ones(period - 1), 0.5] / period if period % 2 == 0 else np.ones(period) / period
+    k = len(w)
+    view = np.lib.stride_tricks.sliding_window_view
+    ma = view(x0, k, axis=1) @ w  # [S, L - k + 1], centred on step j + k // 2
+    full = view(m, k, axis=1).all(2)
+    centre = np.arange(k // 2, k // 2 + ma.shape[1])
+    ratio = np.where(full, x0[:, centre] / np.where(full, ma, 1.0), 0.0)
+    phase = (L - 1 - centre) % period
+    sums = np.zeros((S, period))
+    counts = np.zeros((S, period))
+    for p in range(period):
+        at = phase == p
+        sums[:, p] = ratio[:, at].sum(1)
+        counts[:, p] = full[:, at].sum(1)
+    ok = use & (counts > 0).all(1)
+    idx = sums / np.maximum(counts, 1)
+    idx = idx / np.maximum(idx.mean(1, keepdims=True), 1e-300)
+    out[ok] = idx[ok]
+    return out
+
+
+def _smooth(
+    x0: np.ndarray, m: np.ndarray, alpha: np.ndarray, beta: np.ndarray, phi: np.ndarray, period: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Holt's damped trend over windows [S, L] for every parameter triple [G] at once: (level [S, G],
+    trend [S, G], in-sample one-step SSE [S, G]). beta 0 and phi 0 is SES; phi 1 Holt's linear trend.
+    Each series starts at its first observed value, with the mean slope of its first cycle (or of all
+    its values when shorter) as its trend."""
+    S, L = x0.shape
+    n = m.sum(1)
+    first = L - n  # the missing start is a prefix
+    k = np.clip(np.minimum(max(period, 2), n - 1), 1, None)
+    rows = np.arange(S)
+    b0 = (x0[rows, np.minimum(first + k, L - 1)] - x0[rows, first]) / k
+    level = np.zeros((S, alpha.shape[0]))
+    trend = np.zeros_like(level)
+    sse = np.zeros_like(level)
+    on_trend = beta > 0
+    for t in range(L):
+        start = first == t
+        later = (first < t)[:, None]
+        y = x0[:, t][:, None]
+        fit = level + phi * trend
+        err = y - fit
+        sse = np.where(later, sse + err * err, sse)
+        level = np.where(later, fit + alpha * err, level)
+        trend = np.where(later, phi * trend + beta * alpha * err, trend)
+        if start.any():
+            level[start] = x0[start, t][:, None]
+            trend[start] = np.where(on_trend, b0[start][:, None], 0.0)
+    return level, trend, sse
+
+
+def _pick(level: np.ndarray, trend: np.ndarray, sse: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    g = np.argmin(sse, 1)
+    rows = np.arange(len(g))
+    return level[rows, g], trend[rows, g], g
+
+
+def fit_forecast(x: np.ndarray, period: int, horizon: int) -> dict[str, np.ndarray]:
+    """Each member's forecast [S, H] of raw windows x [S, L] (the missing start NaN)."""
+    x = np.asarray(x, dtype=np.float64)
+    _S, L = x.shape
+    idx = seasonal_indices(x, period)
+    phase_back = (L - 1 - np.arange(L)) % max(period, 1)
+    adj = x / idx[:, phase_back] if period >= 2 else x
+    x0, m, n = _observed(adj)
+    h = np.arange(1, horizon + 1)
+    out: dict[str, np.ndarray] = {}
+
+    # SES: alpha grid, no trend.
+    a = ALPHAS
+    lv, _, sse = _smooth(x0, m, a, np.zeros_like(a), np.zeros_like(a), period)
+    ses_level, _, g = _pick(lv, np.zeros_like(lv), sse)
+    out["ses"] = np.repeat(ses_level[:, None], horizon, 1)
+    ses_alpha = a[g]
+
+    # Holt and the damped trend: alpha x beta x phi grids.
+    ga, gb = np.meshgrid(TREND_ALPHAS, BETAS, indexing="ij")
+    ga, gb = ga.ravel(), gb.ravel()
+    lv, tr, sse = _smooth(x0, m, ga, gb, np.ones_like(ga), period)
+    hl, ht, _ = _pick(lv, tr, sse)
+    out["holt"] = hl[:, None] + ht[:, None] * h[None]
+    da = np.repeat(ga, len(PHIS))
+    db = np.repeat(gb, len(PHIS))
+    dp = np.tile(PHIS, len(ga))
+    lv, tr, sse = _smooth(x0, m, da, db, dp, period)
+    dl, dt, g = _pick(lv, tr, sse)
+    phi = dp[g][:, None]
+    out["damped"] = dl[:, None] + dt[:, None] * np.cumsum(phi ** h[None], 1)
+
+    # Theta (θ = 2): the SES level plus half the OLS slope of the adjusted values as drift.
+    t = np.where(m, np.arange(L)[None, :], 0.0)
+    nn = np.maximum(n, 1)
+    tm = t.sum(1) / nn
+    ym = x0.sum(1) / nn
+    dt_ = np.where(m, t - tm[:, None], 0.0)
+    slope = (dt_ * np.where(m, x0 - ym[:, None], 0.0)).sum(1) / np.maximum((dt_ * dt_).sum(1), 1e-300)
+    al = ses_alpha[:, None]
+    drift = (h[None] - 1 + 1 / al - (1 - al) ** n[:, None] / al) * (slope / 2)[:, None]
+    out["theta"] = ses_level[:, None] + drift
+
+    season = idx[:, (-h) % max(period, 1)] if period >= 2 else 1.0
+    return {k: v * season for k, v in out.items()}
+
+
+# -- the hybrid's local half, as a version's manifest and its graph read it ----------------------------
+
+LOCAL_SCHEMA = 1  # of the manifest's `panel.local` block
+
+
+@dataclass(frozen=True)
+class LocalSpec:
+    """The local half of a hybrid global model (the manifest's `panel.local` block): which members, each
+    one's weight in the forecast (the global read-out's is 1 − their sum), the window's last `length`
+    steps they read, and the fewest observed values a series needs for them (fewer: the read-out alone,
+    and the answer says so)."""
+
+    members: tuple[str, ...]
+    weights: tuple[float, ...]
+    length: int
+    period: int
+    horizon: int
+    min_values: int
+
+    def __post_init__(self) -> None:
+        unknown = [m for m in self.members if m not in MEMBERS]
+        if unknown or len(self.members) != len(self.weights) or not self.members:
+            raise ValueError(f"local members must be among {list(MEMBERS)}, one weight each: {self}")
+        if any(w < 0 for w in self.weights) or sum(self.weights) > 1 + 1e-9:
+            raise ValueError(f"local weights must be >= 0 and sum to at most 1, got {self.weights}")
+        if self.length < 2 or self.horizon < 1 or self.period < 1 or self.min_values < 2:
+            raise ValueError(f"local length, horizon, period or min_values out of range: {self}")
+
+    @property
+    def share(self) -> float:
+        return float(sum(self.weights))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema": LOCAL_SCHEMA, **asdict(self)}
+
+    @classmethod
+    def from_json(cls, d: Any) -> LocalSpec:
+        """ValueError saying what is wrong when `d` is not a `local` block of this schema."""
+        if not isinstance(d, dict) or d.get("schema") != LOCAL_SCHEMA:
+            found = d.get("schema") if isinstance(d, dict) else type(d).__name__
+            raise ValueError(f"not a local block of schema {LOCAL_SCHEMA} (found {found!r})")
+        try:
+            return cls(
+                members=tuple(str(m) for m in d["members"]),
+                weights=tuple(float(w) for w in d["weights"]),
+                length=int(d["length"]),
+                period=int(d["period"]),
+                horizon=int(d["horizon"]),
+                min_values=int(d["min_values"]),
+            )
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"the local block is incomplete or malformed: {e!r}") from None
+
+    def feed(self, windows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The graph's `local` [S, H] (the members' weighted forecasts) and `local_weight` [S, 1] (their
+        summed weight; 0, and `local` 0, for a series of fewer than `min_values` observed values) of
+        windows [S, W] or [S, W, 1] (the missing start NaN), float64."""
+        x = np.asarray(windows, dtype=np.float64).reshape(len(windows), -1)[:, -self.length :]
+        enough = (~np.isnan(x)).sum(1) >= self.min_values
+        local = np.zeros((len(x), self.horizon))
+        if enough.any():
+            fc = fit_forecast(x[enough], self.period, self.horizon)
+            local[enough] = sum(w * fc[m] for m, w in zip(self.members, self.weights, strict=True))
+        weight = np.where(enough, self.share, 0.0)[:, None]
+        return local, weight
+
+    def combine(self, global_forecast: np.ndarray, windows: np.ndarray) -> np.ndarray:
+        """The hybrid's forecast [S, H] from the read-out's [S, H] and the windows it read (float64: the
+        exporter's numpy model; the graph computes the same in float32)."""
+        local, weight = self.feed(windows)
+        return global_forecast * (1.0 - weight) + local
