@@ -23,17 +23,27 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from app.artifacts.conformal import level_fits
 from app.artifacts.contract import (
     CALENDAR_FREQUENCY,
     COVARIATE_INPUT,
     FORECAST_INPUT,
     FORECAST_OUTPUT,
     GLOBAL_READOUT_KIND,
+    LOCAL_INPUT,
+    LOCAL_WEIGHT_INPUT,
     MANIFEST_FILE,
     MODEL_FILE,
     window_scale,
 )
-from app.artifacts.readout import SCALE_FLOOR, CovariateRows, ReadoutSpec, calibrate
+from app.artifacts.readout import (
+    SCALE_FLOOR,
+    Calibration,
+    CovariateRows,
+    ReadoutSpec,
+    calibrate,
+    pooled_intervals,
+)
 from app.artifacts.readout import TINY as _TINY  # the scale's fallback threshold, as the numpy model's
 from export.bank import expand_bank
 from export.publish import publish_version
@@ -41,6 +51,7 @@ from export.reports import GroupCoverage, IntervalCalibration, to_dict
 
 if TYPE_CHECKING:  # export/panel.py's CLI imports this module
     from app.artifacts.covariates import CovariateLayout
+    from app.artifacts.local_models import LocalSpec
     from export.panel import GlobalModel
 
 __all__ = [
@@ -84,7 +95,7 @@ def global_graph(model: GlobalModel) -> Any:
     import onnx
     from onnx import TensorProto, helper
 
-    cfg, L, H = model.config, model.input_length, model.config.horizon
+    cfg, L, H, W = model.config, model.input_length, model.config.horizon, model.window_length
     last = max(cfg.period, 1)
     kernels = model.kernels()  # [K, L]
     lags = np.zeros((L, cfg.n_lags))
@@ -94,7 +105,10 @@ def global_graph(model: GlobalModel) -> Any:
     sums[L - last :, 0] = 1.0
     sums[:, 1] = 1.0
     inits = [
-        _const("shape_in", [-1, L], np.int64),
+        _const("shape_in", [-1, W], np.int64),
+        _const("keep_from", [W - L], np.int64),  # a hybrid's window is longer than the read-out's L
+        _const("keep_to", [W], np.int64),
+        _const("keep_axis", [1], np.int64),
         _const("shape_out", [-1, H, 1], np.int64),
         _const("zero", 0.0),
         _const("one", 1.0),
@@ -109,7 +123,8 @@ def global_graph(model: GlobalModel) -> Any:
     ]
     node = helper.make_node
     nodes = [
-        node("Reshape", [FORECAST_INPUT, "shape_in"], ["x"]),  # [B, L]
+        node("Reshape", [FORECAST_INPUT, "shape_in"], ["x_all"]),  # [B, W]
+        node("Slice", ["x_all", "keep_from", "keep_to", "keep_axis"], ["x"]),  # [B, L]: the last L
         node("IsNaN", ["x"], ["missing"]),
         node("Not", ["missing"], ["observed"]),
         node("Cast", ["observed"], ["mask"], to=TensorProto.FLOAT),  # [B, L], 1 where observed
@@ -134,9 +149,21 @@ def global_graph(model: GlobalModel) -> Any:
         node("MatMul", ["f", "readout"], ["y0"]),  # [B, H]
         node("Add", ["y0", "bias"], ["y"]),
         node("Mul", ["y", "scale"], ["raw"]),  # back to the raw scale
-        node("Reshape", ["raw", "shape_out"], [FORECAST_OUTPUT]),  # [B, H, 1]
+        node("Reshape", ["out", "shape_out"], [FORECAST_OUTPUT]),  # [B, H, 1]
     ]
-    inputs = [helper.make_tensor_value_info(FORECAST_INPUT, TensorProto.FLOAT, ["batch", L, 1])]
+    inputs = [helper.make_tensor_value_info(FORECAST_INPUT, TensorProto.FLOAT, ["batch", W, 1])]
+    if model.local is None:
+        nodes.insert(len(nodes) - 1, node("Identity", ["raw"], ["out"]))
+    else:  # the hybrid: read-out · (1 − the local weight) + the local models' weighted forecasts
+        nodes[len(nodes) - 1 : len(nodes) - 1] = [
+            node("Sub", ["one", LOCAL_WEIGHT_INPUT], ["global_weight"]),  # [B, 1]
+            node("Mul", ["raw", "global_weight"], ["raw_part"]),
+            node("Add", ["raw_part", LOCAL_INPUT], ["out"]),
+        ]
+        inputs += [
+            helper.make_tensor_value_info(LOCAL_INPUT, TensorProto.FLOAT, ["batch", H]),
+            helper.make_tensor_value_info(LOCAL_WEIGHT_INPUT, TensorProto.FLOAT, ["batch", 1]),
+        ]
     layout = model.covariates
     at = next(i for i, n in enumerate(nodes) if n.output[0] == "f_target") + 1
     if layout is None:
@@ -189,16 +216,23 @@ def windows_of(histories: Sequence[np.ndarray], length: int) -> np.ndarray:
 
 
 def run_graph(
-    path: Path, histories: Sequence[np.ndarray], length: int, covariates: np.ndarray | None = None
+    path: Path,
+    histories: Sequence[np.ndarray],
+    length: int,
+    covariates: np.ndarray | None = None,
+    local: LocalSpec | None = None,
 ) -> np.ndarray:
     """ONNX Runtime's forecasts [S, H] of the graph at `path` (CPU); `covariates` [S, D] raw for a
-    covariate model."""
+    covariate model; a hybrid's `local` half, fed as the service's `build_feed` feeds it."""
     import onnxruntime as ort
 
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     feed = {FORECAST_INPUT: windows_of(histories, length)}
     if covariates is not None:
         feed[COVARIATE_INPUT] = np.asarray(covariates, dtype=np.float32)
+    if local is not None:
+        values, weight = local.feed(feed[FORECAST_INPUT])
+        feed[LOCAL_INPUT], feed[LOCAL_WEIGHT_INPUT] = values.astype(np.float32), weight.astype(np.float32)
     (out,) = session.run([FORECAST_OUTPUT], feed)
     return np.asarray(out)[:, :, 0]
 
@@ -250,10 +284,10 @@ def check_histories(input_length: int, period: int, min_history: int, seed: int 
 def verify(path: Path, model: GlobalModel) -> dict[str, Any]:
     """ONNX Runtime against `GlobalModel.forecast` on `check_histories`; raises ValueError past
     TOLERANCE."""
-    histories = check_histories(model.input_length, model.config.period, model.min_history)
+    histories = check_histories(model.window_length, model.config.period, model.min_history)
     covariates = check_covariates(model.covariates, histories)
     want = model.forecast(histories, covariates=covariates)
-    got = run_graph(path, histories, model.input_length, covariates)
+    got = run_graph(path, histories, model.window_length, covariates, model.local)
     err = np.abs(got - want) / (1.0 + np.abs(want))
     if not np.isfinite(got).all() or float(err.max()) > TOLERANCE:
         raise ValueError(f"ONNX Runtime differs from the numpy model by {float(err.max()):.3g} (relative)")
@@ -352,7 +386,10 @@ def calibrate_global(
         if layout is None
         else CovariateRows(layout, lambda i, ends: series_covariate_rows(series[i], layout, ends))
     )
-    cal = calibrate(values, readout_spec(model), levels, tail=lambda n: H, covariates=rows)
+    if model.local is None:
+        cal = calibrate(values, readout_spec(model), levels, tail=lambda n: H, covariates=rows)
+    else:
+        cal = _calibrate_hybrid(model, values, levels)
     n = cal.series
     if cal.intervals is None:
         return (
@@ -380,6 +417,36 @@ def calibrate_global(
     return intervals, f"intervals at {ok} from {n} series' last {H} values" + (f"; {why}" if why else "")
 
 
+def _calibrate_hybrid(
+    model: GlobalModel, values: Sequence[np.ndarray], levels: Sequence[float]
+) -> Calibration:
+    """`calibrate` for a hybrid: the same held-out last H values of every series long enough, forecast by
+    the hybrid (its read-out refitted on what comes before, its local models on the same windows), each
+    |error| in units of the spread the service computes (`series_spread`)."""
+    H = model.config.horizon
+    keep = [v for v in values if len(v) >= model.min_history + H]
+    if not keep:
+        return Calibration(None, {}, 0, 0)
+    before = [v[:-H] for v in keep]
+    held = np.array([v[-H:] for v in keep])
+    scores = np.abs(held - model.refit(before).forecast(before)) / series_spread(model, before)[:, None]
+    n = len(scores)
+    ok = [lv for lv in sorted(levels) if level_fits(n, lv)]
+    dropped = {
+        float(lv): f"{n} calibration windows are too few for level {lv:g}" for lv in levels if lv not in ok
+    }
+    if not ok:
+        return Calibration(None, dropped, n, n, scores)
+    intervals = pooled_intervals(scores, ok, model.input_length, model.config.period)
+    intervals["calibration"] = {
+        "series": n,
+        "windows": n,
+        "pooled": "across series, per horizon step",
+        "dropped_levels": list(dropped),
+    }
+    return Calibration(intervals, dropped, n, n, scores)
+
+
 def interval_halfwidths(
     intervals: dict[str, Any], model: GlobalModel, histories: Sequence[np.ndarray]
 ) -> np.ndarray:
@@ -405,6 +472,7 @@ def panel_manifest(
     layout: CovariateLayout | None,
     files: dict[str, Any],
     intervals: dict[str, Any] | None,
+    local: LocalSpec | None = None,
 ) -> dict[str, Any]:
     """What every global model's manifest holds (the read-out's and the transformer's): the graph's
     inputs (`window`, and `covariates` for a covariate model) and output, the frequency and zone, the
@@ -427,6 +495,14 @@ def panel_manifest(
             []
             if layout is None
             else [{"name": COVARIATE_INPUT, "dtype": "float32", "shape": ["batch", layout.width]}]
+        )
+        + (
+            []
+            if local is None
+            else [
+                {"name": LOCAL_INPUT, "dtype": "float32", "shape": ["batch", H]},
+                {"name": LOCAL_WEIGHT_INPUT, "dtype": "float32", "shape": ["batch", 1]},
+            ]
         ),
         "outputs": [{"name": FORECAST_OUTPUT, "dtype": "float32", "shape": ["batch", H, 1]}],
         "panel": {
@@ -434,6 +510,7 @@ def panel_manifest(
             "period": period,
             "missing": "nan",
             **({} if layout is None else {"covariates": {**layout.to_json(), "list": layout.describe()}}),
+            **({} if local is None else {"local": local.to_json()}),
         },
         "opset": OPSET,
         "files": files,
@@ -456,11 +533,17 @@ def manifest_of(
         version=version,
         kind=GLOBAL_KIND,
         description=(
-            f"A global REM read-out (closed-form ridge over a fixed REM bank) of period {cfg.period}: "
-            f"forecasts any {model.frequency} series of at least {model.min_history} values, seen in "
+            f"A global REM read-out (closed-form ridge over a fixed REM bank) of period {cfg.period}"
+            + (
+                ""
+                if model.local is None
+                else f", averaged with {' and '.join(model.local.members)} fitted per series on the last "
+                f"{model.local.length} values (the read-out's weight {1 - model.local.share:.3g})"
+            )
+            + f": forecasts any {model.frequency} series of at least {model.min_history} values, seen in "
             "training or not."
         ),
-        input_length=model.input_length,
+        input_length=model.window_length,
         horizon=cfg.horizon,
         channel=channel,
         frequency=model.frequency,
@@ -470,6 +553,7 @@ def manifest_of(
         layout=model.covariates,
         files=files,
         intervals=intervals,
+        local=model.local,
     )
     # What the service's fit on request (/v1/.../fit_forecast) refits with (app/artifacts/readout.py).
     manifest["readout"] = readout_spec(model).to_json()

@@ -144,7 +144,8 @@ class GlobalModel:
         )
         if self.local is None:
             return out
-        return self.local.combine(out, tail_windows(histories, self.window_length))
+        # The local models read the window as the service feeds it (float32), so both fit the same values.
+        return self.local.combine(out, tail_windows(histories, self.window_length).astype(np.float32))
 
     def to_json(self) -> dict[str, Any]:
         return {

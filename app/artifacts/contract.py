@@ -27,6 +27,11 @@ PHASE_INPUT = "phase"  # int64 [batch], each window's phase in the seasonal cycl
 # float32 [batch, D]: a global model's raw covariates (app/artifacts/covariates.py lays them out); exactly
 # when the manifest's `panel.covariates` is set.
 COVARIATE_INPUT = "covariates"
+# A hybrid global model's local half (app/artifacts/local_models.py), computed from the window by
+# `build_feed`: float32 [batch, H], the local models' weighted forecasts, and float32 [batch, 1], their
+# summed weight (0 for a series too short for them); exactly when the manifest's `panel.local` is set.
+LOCAL_INPUT = "local"
+LOCAL_WEIGHT_INPUT = "local_weight"
 
 # A global model's manifest `kind` (docs/artifacts.md, "Global models"): the closed-form REM read-out,
 # which the service can refit on request (its `readout` block), and the global RSA-Transformer, which it

@@ -1,13 +1,21 @@
 """A version's graph inputs from windows and phases: `window` [n, L, C] float32, plus `phase` [n] int64
 exactly when the manifest has a cycle, or `covariates` [n, D] float32 exactly when a global model has
-covariates (ONNX Runtime refuses an input the graph does not declare, and needs every one it does). The
-one place that knows it, for the service and the engine alike."""
+covariates, or `local` [n, H] and `local_weight` [n, 1] float32 exactly when it is a hybrid (its local
+models' forecasts, fitted here on the window itself: app/artifacts/local_models.py). ONNX Runtime refuses
+an input the graph does not declare, and needs every one it does. The one place that knows it, for the
+service, the engine and the batch scorer alike."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from app.artifacts.contract import COVARIATE_INPUT, FORECAST_INPUT, PHASE_INPUT
+from app.artifacts.contract import (
+    COVARIATE_INPUT,
+    FORECAST_INPUT,
+    LOCAL_INPUT,
+    LOCAL_WEIGHT_INPUT,
+    PHASE_INPUT,
+)
 from app.artifacts.manifest import Manifest
 
 
@@ -26,6 +34,11 @@ def build_feed(
                 f"model {manifest.name} needs covariates [{len(windows)}, {layout.width}], got {got}"
             )
         feed[COVARIATE_INPUT] = np.ascontiguousarray(covariates, dtype=np.float32)
+    local = manifest.panel.local_spec if manifest.panel is not None else None
+    if local is not None:  # the hybrid's local models, fitted on the window the graph reads
+        values, weight = local.feed(feed[FORECAST_INPUT])
+        feed[LOCAL_INPUT] = values.astype(np.float32)
+        feed[LOCAL_WEIGHT_INPUT] = weight.astype(np.float32)
     cycle = manifest.cycle
     if cycle is None:
         if phases is not None:

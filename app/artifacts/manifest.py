@@ -22,12 +22,15 @@ from app.artifacts.contract import (
     FORECAST_INPUT,
     FORECAST_OUTPUT,
     INSPECT_FILE,
+    LOCAL_INPUT,
+    LOCAL_WEIGHT_INPUT,
     MODEL_FILE,
     PHASE_INPUT,
     window_scale,
 )
 from app.artifacts.covariates import CovariateLayout
 from app.artifacts.cycle import step_microseconds
+from app.artifacts.local_models import LocalSpec
 
 HeadKind = Literal["regular", "cyclic_cos", "cyclic_sin", "softmax"]
 
@@ -156,7 +159,15 @@ class PanelSpec(_Frozen):
     # Covariates (app/artifacts/covariates.py `CovariateLayout.to_json`): what the `covariates` input
     # holds and its training statistics; null or absent: the model reads the target alone.
     covariates: dict[str, Any] | None = None
+    # A hybrid's local half (app/artifacts/local_models.py `LocalSpec.to_json`); null: the read-out alone.
+    local: dict[str, Any] | None = None
     _layout: CovariateLayout | None = PrivateAttr(default=None)
+    _local: LocalSpec | None = PrivateAttr(default=None)
+
+    @property
+    def local_spec(self) -> LocalSpec | None:
+        """The hybrid's local half, built once at load (None: the read-out alone)."""
+        return self._local
 
     @property
     def layout(self) -> CovariateLayout | None:
@@ -173,6 +184,13 @@ class PanelSpec(_Frozen):
             if len(layout.mean) != layout.width or len(layout.std) != layout.width:
                 raise ValueError(f"panel.covariates needs {layout.width} means and stds")
             self._layout = layout
+        if self.local is not None:
+            if self.covariates is not None:
+                raise ValueError("panel.local (a hybrid) reads the target alone: it cannot have covariates")
+            try:
+                self._local = LocalSpec.from_json(self.local)
+            except ValueError as e:
+                raise ValueError(f"panel.local: {e}") from None
         return self
 
 
@@ -313,6 +331,12 @@ class Manifest(_Frozen):
                 f"got {len(scale.floor)} floors and rows {scale.rows}"
             )
         panel = self.panel
+        local = panel.local_spec if panel is not None else None
+        if local is not None and (local.length > L or local.horizon != H or local.period != panel.period):  # type: ignore[union-attr]
+            raise ValueError(
+                f"panel.local reads {local.length} values for horizon {local.horizon} at period "
+                f"{local.period}: it needs length <= input_length {L}, horizon {H} and the panel's period"
+            )
         if panel is not None and (C != 1 or self.cycle or panel.min_history > L or self.inspect_outputs):
             raise ValueError(
                 "panel (a global model) needs one channel, no cycle, no inspect_outputs and "
@@ -339,26 +363,40 @@ def _expect(specs: tuple[TensorSpec, ...], name: str, shape: tuple[str | int, ..
         raise ValueError(f"{where}.{name} must have a dynamic batch axis, got {list(spec.shape)}")
 
 
-def input_names(cycle: CycleSpec | None, covariates: bool = False) -> tuple[str, ...]:
-    """The graph inputs, in order, that a model with (or without) a cycle, or covariates, takes."""
+def input_names(cycle: CycleSpec | None, covariates: bool = False, local: bool = False) -> tuple[str, ...]:
+    """The graph inputs, in order, that a model with (or without) a cycle, covariates or a local half
+    takes."""
     if covariates:
         return (FORECAST_INPUT, COVARIATE_INPUT)
+    if local:
+        return (FORECAST_INPUT, LOCAL_INPUT, LOCAL_WEIGHT_INPUT)
     return (FORECAST_INPUT,) if cycle is None else (FORECAST_INPUT, PHASE_INPUT)
+
+
+def graph_inputs(manifest: Manifest) -> tuple[str, ...]:
+    """The graph inputs, in order, of this manifest's model."""
+    return input_names(manifest.cycle, has_covariates(manifest), has_local(manifest))
 
 
 def has_covariates(manifest: Manifest) -> bool:
     return manifest.panel is not None and manifest.panel.layout is not None
 
 
+def has_local(manifest: Manifest) -> bool:
+    return manifest.panel is not None and manifest.panel.local_spec is not None
+
+
 def _check_cycle(manifest: Manifest) -> None:
     """`cycle` and `inputs` agree, and the cycle advances one phase per row of the series."""
     cycle = manifest.cycle
     names = tuple(t.name for t in manifest.inputs)
-    want = input_names(cycle, has_covariates(manifest))
+    want = graph_inputs(manifest)
     if names != want:
         why = "cycle is null" if cycle is None else f"cycle has period {cycle.period}"
         if has_covariates(manifest):
             why = "panel.covariates is set"
+        if has_local(manifest):
+            why = "panel.local is set"
         raise ValueError(f"inputs are {list(names)} but {why}, so they must be {list(want)}")
     if cycle is None:
         return

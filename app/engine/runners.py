@@ -47,7 +47,7 @@ import onnxruntime as ort
 from onnxruntime.capi import onnxruntime_pybind11_state as ort_errors
 
 from app.artifacts.contract import FORECAST_INPUT, FORECAST_OUTPUT
-from app.artifacts.manifest import Manifest, has_covariates, input_names
+from app.artifacts.manifest import Manifest, graph_inputs
 from app.core.errors import DeviceError, DeviceOutOfMemory
 from app.engine.gate import CUDA_GATE, cuda_call
 from app.engine.providers import CPU, CUDA, RuntimeOptions
@@ -488,7 +488,7 @@ class BoundRunner(Runner):
         self._cudart = (cudart or Cudart.load()) if device == "cuda" else None
         self._copy_out_in_place = True  # without libcudart: D2H via update_inplace, else .numpy()
         self._shapes = {i.name: (tuple(i.shape[1:]), _DTYPES[i.type]) for i in session.get_inputs()}
-        want = list(input_names(manifest.cycle, has_covariates(manifest)))
+        want = list(graph_inputs(manifest))
         if list(self._shapes) != want:
             raise SessionLoadError(f"inputs {list(self._shapes)} are not {want}")
         self._out_shape = (manifest.horizon, manifest.n_channels)

@@ -15,7 +15,7 @@ from pathlib import Path
 import onnxruntime as ort
 
 from app.artifacts.contract import FORECAST_INPUT, PHASE_INPUT
-from app.artifacts.manifest import Manifest, has_covariates, input_names
+from app.artifacts.manifest import Manifest, graph_inputs
 from app.engine.gate import cuda_call
 from app.engine.providers import CUDA, RuntimeOptions, choose_providers
 
@@ -113,7 +113,7 @@ def check_io(session: ort.InferenceSession, manifest: Manifest, outputs: tuple[s
     """The session's inputs and outputs are the ones the artifacts contract and the manifest promise."""
     inputs = session.get_inputs()
     names = [i.name for i in inputs]
-    want_names = list(input_names(manifest.cycle, has_covariates(manifest)))
+    want_names = list(graph_inputs(manifest))
     if names != want_names:
         raise SessionLoadError(f"{path}: expected inputs {want_names} (as the manifest says), got {names}")
     window = inputs[0]
