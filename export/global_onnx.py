@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from app.artifacts.conformal import level_fits
 from app.artifacts.contract import (
     CALENDAR_FREQUENCY,
     COVARIATE_INPUT,
@@ -38,11 +37,9 @@ from app.artifacts.contract import (
 )
 from app.artifacts.readout import (
     SCALE_FLOOR,
-    Calibration,
     CovariateRows,
     ReadoutSpec,
     calibrate,
-    pooled_intervals,
 )
 from app.artifacts.readout import TINY as _TINY  # the scale's fallback threshold, as the numpy model's
 from export.bank import expand_bank
@@ -386,10 +383,7 @@ def calibrate_global(
         if layout is None
         else CovariateRows(layout, lambda i, ends: series_covariate_rows(series[i], layout, ends))
     )
-    if model.local is None:
-        cal = calibrate(values, readout_spec(model), levels, tail=lambda n: H, covariates=rows)
-    else:
-        cal = _calibrate_hybrid(model, values, levels)
+    cal = calibrate(values, readout_spec(model), levels, tail=lambda n: H, covariates=rows, local=model.local)
     n = cal.series
     if cal.intervals is None:
         return (
@@ -415,36 +409,6 @@ def calibrate_global(
     )
     intervals = {**cal.intervals, "calibration": to_dict(report)}
     return intervals, f"intervals at {ok} from {n} series' last {H} values" + (f"; {why}" if why else "")
-
-
-def _calibrate_hybrid(
-    model: GlobalModel, values: Sequence[np.ndarray], levels: Sequence[float]
-) -> Calibration:
-    """`calibrate` for a hybrid: the same held-out last H values of every series long enough, forecast by
-    the hybrid (its read-out refitted on what comes before, its local models on the same windows), each
-    |error| in units of the spread the service computes (`series_spread`)."""
-    H = model.config.horizon
-    keep = [v for v in values if len(v) >= model.min_history + H]
-    if not keep:
-        return Calibration(None, {}, 0, 0)
-    before = [v[:-H] for v in keep]
-    held = np.array([v[-H:] for v in keep])
-    scores = np.abs(held - model.refit(before).forecast(before)) / series_spread(model, before)[:, None]
-    n = len(scores)
-    ok = [lv for lv in sorted(levels) if level_fits(n, lv)]
-    dropped = {
-        float(lv): f"{n} calibration windows are too few for level {lv:g}" for lv in levels if lv not in ok
-    }
-    if not ok:
-        return Calibration(None, dropped, n, n, scores)
-    intervals = pooled_intervals(scores, ok, model.input_length, model.config.period)
-    intervals["calibration"] = {
-        "series": n,
-        "windows": n,
-        "pooled": "across series, per horizon step",
-        "dropped_levels": list(dropped),
-    }
-    return Calibration(intervals, dropped, n, n, scores)
 
 
 def interval_halfwidths(

@@ -458,6 +458,14 @@ def train(
             "both, whichever validates better"
         ),
     ] = "auto",
+    local: Annotated[
+        bool,
+        typer.Option(
+            help="the hybrid (the default without covariates): the read-out averaged with Theta and the "
+            "damped trend fitted per series at forecast time (export/hybrid.py); --no-local: the read-out "
+            "alone"
+        ),
+    ] = True,
     network: Annotated[
         str,
         typer.Option(
@@ -591,14 +599,19 @@ def train(
         typer.echo(f"{count} series ({frequency}): " + "\n".join(lines))
         return
     try:
-        model = train_global(series, cfg, frequency=frequency, plan=plan)
+        model = train_global(series, cfg, frequency=frequency, plan=plan, local=local and plan is None)
         model.timezone = timezone
     except ValueError as e:  # too short for a window: said as an error, not a traceback
         raise typer.BadParameter(str(e), param_hint="--data") from None
     path = model.save(out / "model.json")
+    hybrid = (
+        ""
+        if model.local is None
+        else f", averaged with {' and '.join(model.local.members)} on the last {model.local.length} values"
+    )
     typer.echo(
         f"{count} series ({frequency}), L = {model.input_length}, "
-        f"min history {model.min_history}, fitted in {model.fit_seconds:.2f} s: {path}"
+        f"min history {model.min_history}{hybrid}, fitted in {model.fit_seconds:.2f} s: {path}"
     )
     for line in covariate_lines(model.covariate_report):
         typer.echo(line)

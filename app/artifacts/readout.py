@@ -24,6 +24,7 @@ import numpy as np
 from app.artifacts.conformal import conformal_quantile, level_fits
 from app.artifacts.contract import window_scale
 from app.artifacts.covariates import CovariateLayout
+from app.artifacts.local_models import LocalSpec
 
 __all__ = [
     "CACHE_ROWS",
@@ -464,8 +465,10 @@ def calibrate(
     tail: Callable[[int], int],
     check: Callable[[], None] | None = None,
     covariates: CovariateRows | None = None,
+    local: LocalSpec | None = None,
 ) -> Calibration:
-    """Split-conformal widths of a read-out of `spec`'s settings, per horizon step, pooled across series.
+    """Split-conformal widths of a read-out of `spec`'s settings, per horizon step, pooled across series
+    (of a hybrid's forecast, with its `local` half fitted on each window as the service fits it).
 
     Each series of n values holds out its last `tail(n)` (at least H) values: a read-out is fitted on what
     comes before, and every window whose H targets lie in the held-out part (its input at least
@@ -476,6 +479,7 @@ def calibrate(
     (one window per series: its last H values). A covariate model's fit and forecasts read `covariates`
     (its rows indexed by the position of the series in `series`)."""
     fit, L, H = spec.fit, spec.input_length, spec.fit.horizon
+    W = L if local is None else max(L, local.length)  # the served window: the read-out reads its last L
     kernels = spec.kernels()
     arrays = [np.asarray(v, dtype=np.float64) for v in series]
     index = [i for i, v in enumerate(arrays) if len(v) >= spec.min_history + H]
@@ -501,7 +505,7 @@ def calibrate(
         )
     xs, ms, ts, cs = [], [], [], []
     for j, (v, k) in enumerate(held):
-        win = series_windows(v, L, H, spec.min_history)
+        win = series_windows(v, W, H, spec.min_history)
         if win is None:
             continue
         first = max(len(v) - k - max(spec.min_history, 1), 0)  # windows whose input ends at n − k or later
@@ -510,11 +514,15 @@ def calibrate(
         ts.append(win[2][first:])
         if covariates is not None:
             cs.append(covariates.rows(index[j], window_ends(len(v), H, spec.min_history)[first:]))
-    x, m, t = np.concatenate(xs), np.concatenate(ms), np.concatenate(ts)
+    x_all, m_all, t = np.concatenate(xs), np.concatenate(ms), np.concatenate(ts)
+    x, m = x_all[:, W - L :], m_all[:, W - L :]
     f, s = features(x, m, fit.period, fit.n_lags, kernels)
     if covariates is not None:
         f = np.concatenate([f, covariate_features(covariates.layout, np.concatenate(cs), kernels, s)], 1)
-    errors = np.abs(t - (f @ weights[:-1] + weights[-1]) * s[:, None])  # [n, H]
+    predicted = (f @ weights[:-1] + weights[-1]) * s[:, None]
+    if local is not None:  # the window as the service feeds it: float32, NaN before the series' start
+        predicted = local.combine(predicted, np.where(m_all > 0, x_all, np.nan).astype(np.float32))
+    errors = np.abs(t - predicted)  # [n, H]
     scores = errors / service_spread(x, m, fit.period)[:, None]
     n = len(scores)
     ok = [lv for lv in ordered if level_fits(n, lv)]

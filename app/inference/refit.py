@@ -26,10 +26,13 @@ from app.artifacts.contract import (
     FORECAST_INPUT,
     FORECAST_OUTPUT,
     GLOBAL_TRANSFORMER_KIND,
+    LOCAL_INPUT,
+    LOCAL_WEIGHT_INPUT,
     MANIFEST_FILE,
     MODEL_FILE,
 )
 from app.artifacts.initializers import replace_initializers
+from app.artifacts.local_models import LocalSpec
 from app.artifacts.manifest import Manifest
 from app.artifacts.publish import publish_version
 from app.artifacts.readout import ReadoutSpec, calibrate, fit_weights, forecast, training_windows
@@ -128,12 +131,13 @@ def run_fit(
     horizon: int,
     levels: list[float],
     budget_s: float,
+    local: LocalSpec | None = None,
 ) -> Refit:
     """The fit, the calibration and the forecast (in a worker thread), BLAS on one thread: its matrices
     are small (a 2,000-point series: 1,959 windows x 70 features), and OpenBLAS's threads only fought
     over the cores (`python -m bench.refit` prints both: BENCHMARKS.md section 9)."""
     with threadpool_limits(1, "blas"):
-        return fit_readout(spec, histories, horizon, levels, budget_s)
+        return fit_readout(spec, histories, horizon, levels, budget_s, local)
 
 
 def fit_readout(
@@ -142,7 +146,10 @@ def fit_readout(
     horizon: int,
     levels: list[float],
     budget_s: float,
+    local: LocalSpec | None = None,
 ) -> Refit:
+    """The read-out refitted on `histories`, its forecast (a hybrid's with its `local` half fitted on the
+    same windows, as the service's graph feeds it) and its intervals."""
     start = time.perf_counter()
     deadline = start + budget_s
 
@@ -176,22 +183,27 @@ def fit_readout(
         raise unfit from None
     if not np.isfinite(weights).all():
         raise unfit
+    L = spec.input_length if local is None else max(spec.input_length, local.length)
+    windows = np.full((len(histories), L, 1), np.nan, dtype=np.float32)
+    for i, h in enumerate(histories):
+        tail = h[-L:]
+        windows[i, L - len(tail) :, 0] = tail
     with np.errstate(all="ignore"):  # what overflows float32 is refused below, not warned about
-        outputs = forecast(weights, histories, fit, kernels)[:, :horizon, None].astype(np.float32)
+        point = forecast(weights, histories, fit, kernels)
+        if local is not None:
+            point = local.combine(point, windows)
+        outputs = point[:, :horizon, None].astype(np.float32)
         require_finite([outputs], lambda i: f"series[{i}]")
         intervals, dropped, n_cal = None, {}, 0
         if levels:
             H = fit.horizon
-            cal = calibrate(histories, spec, levels, lambda n: max(H, round(CALIBRATION_SHARE * n)), check)
+            cal = calibrate(
+                histories, spec, levels, lambda n: max(H, round(CALIBRATION_SHARE * n)), check, local=local
+            )
             intervals, dropped, n_cal = cal.intervals, cal.dropped, cal.windows
             if intervals is not None and not np.isfinite(np.asarray(intervals["widths"])).all():
                 why = "the calibration errors overflow float32: send the values in smaller units"
                 intervals, dropped = None, {float(lv): why for lv in levels}
-        L = spec.input_length
-        windows = np.full((len(histories), L, 1), np.nan, dtype=np.float32)
-        for i, h in enumerate(histories):
-            tail = h[-L:]
-            windows[i, L - len(tail) :, 0] = tail
     return Refit(weights, outputs, windows, intervals, dropped, n_cal, time.perf_counter() - start)
 
 
@@ -238,6 +250,7 @@ def publish_refit(
     spec: ReadoutSpec,
     fit: Refit,
     histories: list[np.ndarray],
+    local: LocalSpec | None = None,
 ) -> int:
     """The refit as the next version of `target`: the source version's graph with the new read-out,
     checked with ONNX Runtime against the numpy forecast; returns its number."""
@@ -252,8 +265,13 @@ def publish_refit(
         },
     )
     session = ort.InferenceSession(graph, providers=["CPUExecutionProvider"])
-    (got,) = session.run([FORECAST_OUTPUT], {FORECAST_INPUT: fit.windows})
+    feed = {FORECAST_INPUT: fit.windows}
     want = forecast(fit.weights, histories, spec.fit, spec.kernels())
+    if local is not None:  # a hybrid's graph also reads its local half, as build_feed feeds it
+        values, weight = local.feed(fit.windows)
+        feed[LOCAL_INPUT], feed[LOCAL_WEIGHT_INPUT] = values.astype(np.float32), weight.astype(np.float32)
+        want = local.combine(want, fit.windows)
+    (got,) = session.run([FORECAST_OUTPUT], feed)
     err = np.abs(np.asarray(got)[:, :, 0] - want) / (1.0 + np.abs(want))
     if not np.isfinite(got).all() or float(err.max()) > GRAPH_TOLERANCE:
         raise InvalidInput(

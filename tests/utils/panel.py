@@ -35,14 +35,27 @@ def write_long(path: Path, n: int = 12, months: int = 48, seed: int = 0) -> Path
     return path
 
 
-def publish(tmp_path: Path) -> tuple[Path, GlobalModel]:
-    """Train on a written long file and export into `tmp_path/repo` through the CLI; (repository, model)."""
+def publish(tmp_path: Path, local: bool = False) -> tuple[Path, GlobalModel]:
+    """Train on a written long file and export into `tmp_path/repo` through the CLI; (repository, model).
+    `local`: the hybrid (the CLI's default); without it the read-out alone, whose every path the panel
+    tests check."""
     data = write_long(tmp_path / "stores_long.csv")
     runner = CliRunner()
     out = tmp_path / "run"
     train = runner.invoke(
         cli,
-        ["train", "--data", str(data), "--horizon", str(HORIZON), "--input-periods", "2", "--out", str(out)],
+        [
+            "train",
+            "--data",
+            str(data),
+            "--horizon",
+            str(HORIZON),
+            "--input-periods",
+            "2",
+            "--out",
+            str(out),
+            "--local" if local else "--no-local",
+        ],
     )
     assert train.exit_code == 0, train.output
     repo = tmp_path / "repo"

@@ -140,7 +140,10 @@ async def fit_forecast(
         for i, (s, h) in enumerate(zip(request.series, histories, strict=True))
     ]
     levels = list(request.level or [])
-    result = await in_slot(settings, run_fit, spec, histories, horizon, levels, settings.max_fit_seconds)
+    local = manifest.panel.local_spec if manifest.panel is not None else None
+    result = await in_slot(
+        settings, run_fit, spec, histories, horizon, levels, settings.max_fit_seconds, local
+    )
     bands: dict[str, np.ndarray] = {}
     answered: list[float] = []
     if result.intervals is not None:
@@ -165,6 +168,7 @@ async def fit_forecast(
             spec,
             result,
             histories,
+            local,
         )
         published = {"model": target, "version": number}
     n_series, n_windows = window_counts(histories, spec)
