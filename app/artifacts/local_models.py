@@ -72,7 +72,7 @@ def seasonal_indices(x: np.ndarray, period: int) -> np.ndarray:
     k = len(w)
     view = np.lib.stride_tricks.sliding_window_view
     ma = view(x0, k, axis=1) @ w  # [S, L - k + 1], centred on step j + k // 2
-    full = view(m, k, axis=1).all(2)
+    full = np.asarray(view(m, k, axis=1).all(2), dtype=bool)
     centre = np.arange(k // 2, k // 2 + ma.shape[1])
     ratio = np.where(full, x0[:, centre] / np.where(full, ma, 1.0), 0.0)
     phase = (L - 1 - centre) % period
