@@ -168,7 +168,15 @@ class InferenceService:
         `latest`: the request named no version, so if its version went away between resolving and
         submitting (an unload), the new latest serves it when it takes the same inputs."""
         assert entry.manifest is not None  # the catalog resolves ready versions only
-        feed = build_feed(entry.manifest, windows, phases, covariates)
+        manifest = entry.manifest
+        if manifest.panel is not None and manifest.panel.local_spec is not None:
+            # A hybrid's feed fits its local models on every window (0.27 s for the 1,428 M3 monthly
+            # series of 120 values, issue 43): off the event loop, so other requests are not held.
+            feed = await asyncio.get_running_loop().run_in_executor(
+                self._executor, build_feed, manifest, windows, phases, covariates
+            )
+        else:
+            feed = build_feed(manifest, windows, phases, covariates)
         left, budget = self._time_left(entry)
         reservation = take_reservation(entry.name, entry.version)
         try:
