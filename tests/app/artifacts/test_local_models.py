@@ -1,0 +1,88 @@
+"""The hybrid's local models (app/artifacts/local_models.py): what each member must forecast on series
+whose answer is known, the missing start read as no values at all, one series alone equal to it among
+many, and the `panel.local` block's round trip and refusals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.artifacts.local_models import MEMBERS, LocalSpec, fit_forecast, seasonal_indices
+
+H = 6
+
+
+def padded(values: list[np.ndarray], length: int) -> np.ndarray:
+    x = np.full((len(values), length), np.nan)
+    for i, v in enumerate(values):
+        x[i, length - len(v) :] = v[-length:]
+    return x
+
+
+def test_a_constant_series_is_forecast_as_that_constant_by_every_member() -> None:
+    f = fit_forecast(padded([np.full(30, 7.0)], 30), period=12, horizon=H)
+    for m in MEMBERS:
+        np.testing.assert_allclose(f[m], 7.0, rtol=1e-9)
+
+
+def test_a_straight_line_is_continued_by_the_trend_members() -> None:
+    line = 100.0 + 2.0 * np.arange(40)
+    f = fit_forecast(padded([line], 40), period=1, horizon=H)
+    want = 100.0 + 2.0 * np.arange(40, 40 + H)
+    np.testing.assert_allclose(f["holt"][0], want, rtol=1e-6)
+    # Theta's drift is half the slope beside SES's lagging level: it rises, less than the line.
+    assert np.all(np.diff(f["theta"][0]) > 0) and f["theta"][0, -1] < want[-1] + 1e-6
+    assert f["damped"][0, 0] > line[-1]  # a damped trend still rises from the last value
+
+
+def test_a_multiplicative_season_is_found_and_put_back() -> None:
+    period, cycles = 4, 8
+    shape = np.array([0.8, 1.0, 1.3, 0.9])
+    series = 50.0 * np.tile(shape, cycles)
+    idx = seasonal_indices(padded([series], len(series)), period)
+    # Index p is the phase of step L-1-p: the last step is the cycle's last phase.
+    np.testing.assert_allclose(idx[0], (shape / shape.mean())[::-1], rtol=1e-9)
+    f = fit_forecast(padded([series], len(series)), period, horizon=period)
+    for m in MEMBERS:
+        np.testing.assert_allclose(f[m][0], 50.0 * shape, rtol=1e-6)
+
+
+def test_a_series_without_a_season_or_with_non_positive_values_is_not_adjusted() -> None:
+    rng = np.random.default_rng(0)
+    noise = 10 + rng.standard_normal(48)
+    signed = np.tile([-1.0, 2.0, 3.0, 1.0], 12)
+    idx = seasonal_indices(padded([noise, signed], 48), 4)
+    np.testing.assert_array_equal(idx, 1.0)
+
+
+def test_the_missing_start_is_no_values_and_a_series_alone_equals_it_among_others() -> None:
+    rng = np.random.default_rng(1)
+    series = [
+        50 + np.cumsum(rng.standard_normal(n)) + 5 * np.sin(np.arange(n) * np.pi / 6) for n in (30, 55, 80)
+    ]
+    together = fit_forecast(padded(series, 80), period=12, horizon=H)
+    for i, v in enumerate(series):
+        alone = fit_forecast(padded([v], len(v)), period=12, horizon=H)
+        for m in MEMBERS:
+            np.testing.assert_allclose(together[m][i], alone[m][0], rtol=1e-10)
+
+
+def test_the_local_block_round_trips_and_refuses_what_it_cannot_serve() -> None:
+    spec = LocalSpec(("theta", "damped"), (1 / 3, 1 / 3), 48, 12, H, 24)
+    assert LocalSpec.from_json(spec.to_json()) == spec
+    with pytest.raises(ValueError, match="members"):
+        LocalSpec(("arima",), (0.5,), 48, 12, H, 24)
+    with pytest.raises(ValueError, match="sum to at most 1"):
+        LocalSpec(("theta", "damped"), (0.6, 0.6), 48, 12, H, 24)
+    with pytest.raises(ValueError, match="schema"):
+        LocalSpec.from_json({"schema": 99})
+
+
+def test_the_feed_gives_a_short_series_no_local_part() -> None:
+    spec = LocalSpec(("theta", "damped"), (1 / 3, 1 / 3), 36, 12, H, 24)
+    long, short = np.linspace(10, 20, 36), np.linspace(10, 20, 36)[-20:]
+    local, weight = spec.feed(padded([long, short], 36))
+    np.testing.assert_allclose(weight[:, 0], [2 / 3, 0.0])
+    np.testing.assert_array_equal(local[1], 0.0)
+    g = np.full((2, H), 5.0)
+    np.testing.assert_allclose(spec.combine(g, padded([long, short], 36))[1], 5.0)  # the read-out alone

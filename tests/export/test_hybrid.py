@@ -1,0 +1,56 @@
+"""The validation every global model's choices are made on (export/hybrid.py): two origins, the series
+too short to hold a training window before an origin left out of its score, and the hybrid's local
+window chosen on them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from export.hybrid import LOCAL_MEMBERS, local_search, origins, tail_windows
+
+
+def cut(v: np.ndarray, k: int) -> np.ndarray:
+    return v[:-k]
+
+
+def test_two_origins_hold_out_the_last_h_and_the_h_before_half_a_horizon_earlier() -> None:
+    series = [np.arange(100.0), np.arange(60.0)]
+    val = origins(series, horizon=6, history=12, train_min=24, cut=cut)
+    assert len(val) == 2
+    np.testing.assert_array_equal(val[0].held[0], np.arange(94.0, 100.0))
+    np.testing.assert_array_equal(val[1].held[0], np.arange(91.0, 97.0))  # back H + H // 2 = 9
+    assert [len(p) for p in val[1].fit_part] == [91, 51]
+
+
+def test_a_series_shorter_than_a_training_window_before_the_origin_is_not_scored() -> None:
+    series = [np.arange(80.0)] * 3 + [np.arange(30.0)] * 2  # 30 - 6 = 24 < train_min 36
+    (first, *_) = origins(series, horizon=6, history=12, train_min=36, cut=cut)
+    assert first.scored.tolist() == [True, True, True, False, False]
+    # A forecast that is wrong only on the short series scores as if it were right.
+    forecast = first.held.copy()
+    forecast[3:] += 1000.0
+    assert first.score(forecast, period=12) == 0.0
+
+
+def test_all_series_are_scored_when_most_are_short_and_a_later_origin_needs_a_window() -> None:
+    series = [np.arange(80.0)] + [np.arange(30.0)] * 3
+    val = origins(series, horizon=6, history=12, train_min=36, cut=cut)
+    assert val[0].scored.all()  # fewer than half long enough: every series counts
+    few = origins([np.arange(40.0)] * 3, horizon=6, history=12, train_min=30, cut=cut)
+    assert len(few) == 1  # 40 - 9 = 31 < train_min + H = 36: no window before the second origin
+
+
+def test_the_local_window_is_chosen_on_the_origins() -> None:
+    rng = np.random.default_rng(3)
+    t = np.arange(96)
+    series = [
+        (20 + i) * (1 + 0.3 * np.sin(2 * np.pi * t / 12)) * (1 + 0.01 * rng.standard_normal(96))
+        for i in range(8)
+    ]
+    val = origins(series, horizon=6, history=12, train_min=24, cut=cut)
+    flat = [np.repeat(np.array([p[-1] for p in o.fit_part])[:, None], 6, 1) for o in val]  # a poor read-out
+    spec, scores = local_search(val, flat, period=12, horizon=6)
+    assert spec.members == LOCAL_MEMBERS and spec.length % 12 == 0
+    assert scores[f"local_{spec.length}"] == min(v for k, v in scores.items() if k.startswith("local_"))
+    assert scores[f"local_{spec.length}"] < scores["global"]  # the local models see the season
+    assert tail_windows(series, spec.length).shape == (8, spec.length)
