@@ -20,6 +20,8 @@ from app.artifacts.manifest import Manifest
 from app.core.errors import InvalidInput, NonFiniteResult
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
+# The dates a timestamp may name, in UTC and in a model's zone: Python's datetime years 1 to 9999.
+YEARS = "0001-01-01..9999-12-31"
 
 
 @cache
@@ -233,16 +235,27 @@ def utc(start: datetime) -> datetime:
     return start if start.tzinfo is not None else start.replace(tzinfo=UTC)
 
 
-def in_model_zone(start: datetime, manifest: Manifest) -> datetime:
+def in_model_zone(start: datetime, manifest: Manifest, field: str = "start") -> datetime:
     """A served `start` as the model reads it: a naive one is in the model's zone (UTC for a model without
     one, as `utc`; in the autumn repeat, the first of the two readings), an aware one is the instant it
-    names, shown in the model's zone. A UTC model keeps an aware start's own offset, as before zones."""
+    names, shown in the model's zone. A UTC model keeps an aware start's own offset, as before zones.
+
+    The instant must be a date in UTC and in the model's zone, years 1 to 9999 (`YEARS`): Python's
+    datetimes hold no other, and every later step (the cycle's phase, the forecast's timestamps, the
+    calendar) reads it in one of the two. Outside, an `InvalidInput` naming `field` and the limit."""
     zone = manifest.zone
-    if zone is None:
-        return utc(start)
-    if start.tzinfo is None:
-        return start.replace(tzinfo=zone)
-    return start.astimezone(zone)
+    try:
+        aware = start if start.tzinfo is not None else start.replace(tzinfo=zone or UTC)
+        aware.astimezone(UTC)  # OverflowError when the instant itself leaves the years
+        return aware if zone is None else aware.astimezone(zone)
+    except OverflowError:
+        where = "UTC" if zone is None else f"UTC and in the model's zone {manifest.timezone}"
+        raise InvalidInput(
+            f"{field} = {start.isoformat()} is not a date once read as an instant in {where}: times must lie "
+            f"within years 1 to 9999 ({YEARS})",
+            field=field,
+            limit=YEARS,
+        ) from None
 
 
 def window_phase_of(manifest: Manifest, start: datetime | None, n_values: int, field: str) -> int | None:
@@ -257,9 +270,17 @@ def window_phase_of(manifest: Manifest, start: datetime | None, n_values: int, f
             f"of {cycle.step_seconds:g} s to the timestamp of the window's first value",
             field=field,
         )
-    return window_phase(
-        start, n_values, manifest.input_length, cycle.period, cycle.step_seconds, manifest.timezone
-    )
+    try:
+        return window_phase(
+            start, n_values, manifest.input_length, cycle.period, cycle.step_seconds, manifest.timezone
+        )
+    except OverflowError:  # a global model's short history: its window starts before `start`
+        raise InvalidInput(
+            f"{field}: the window's first step, {manifest.input_length - n_values} steps before {field}, is "
+            f"not a date: times must lie within years 1 to 9999 ({YEARS})",
+            field=field,
+            limit=YEARS,
+        ) from None
 
 
 def check_calendar_anchor(manifest: Manifest, start: datetime, field: str) -> None:

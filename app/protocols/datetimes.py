@@ -9,6 +9,9 @@ A time may end in an IANA zone name in brackets (RFC 9557): `2023-10-29T02:30:00
 wall-clock time in that zone (in the autumn repeat, the first of the two; add the offset to pick the
 second: `2023-10-29T02:30:00+01:00[Europe/Berlin]`, whose offset wins and is then shown in the zone). A
 time without offset or zone is read in the model's zone by the codec (UTC for a model without one).
+An offset moved into a zone where it is no date (`9999-12-31T23:00:00-05:00[Asia/Tokyo]`, past year 9999
+there) is refused here, naming the years (`YEARS`); the codec refuses the same of a start read in the
+model's zone (`app.inference.windows.in_model_zone`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import ValidationError, ValidatorFunctionWrapHandler, WrapValidator
 from pydantic_core import PydanticCustomError
+
+from app.inference.windows import YEARS
 
 EXAMPLE = "2018-01-26T16:00:00Z"
 _PYDANTIC_PREFIX = "Input should be a valid datetime or date, "
@@ -43,7 +48,16 @@ def _iso8601(value: Any, handler: ValidatorFunctionWrapHandler) -> datetime:
     if isinstance(value, str) and (match := _ZONE_SUFFIX.match(value.strip())) is not None:
         zone = _zone(match["zone"], value)
         when = _iso8601(match["time"], handler)
-        return when.replace(tzinfo=zone) if when.tzinfo is None else when.astimezone(zone)
+        if when.tzinfo is None:
+            return when.replace(tzinfo=zone)
+        try:
+            return when.astimezone(zone)
+        except OverflowError:  # the instant is no date in that zone: before year 1 or after 9999
+            raise PydanticCustomError(
+                "datetime_range",
+                "{value} is not a date in {zone}: times must lie within years 1 to 9999 ({expected})",
+                {"value": repr(value[:80]), "zone": match["zone"], "expected": YEARS},
+            ) from None
     try:
         return handler(value)
     except ValidationError as exc:

@@ -52,14 +52,16 @@ def decode_series(
     )
     # A naive start is in the model's zone (UTC without one: the documented rule), made explicit: forecast
     # timestamps then carry an offset and are the RFC 3339 date-times the schema promises.
-    start = series_start(series, manifest)
+    start = series_start(series, manifest, f"{field}.start")
     phase = window_phase_of(manifest, start, n, f"{field}.start")
     return DecodedSeries(id=series.id, window=window, n_values=n, start=start, phase=phase, filled=filled)
 
 
-def series_start(series: SeriesInput | SeriesArrays, manifest: Manifest) -> datetime | None:
-    """The series' `start` as the model reads it (`in_model_zone`), or None."""
-    return None if series.start is None else in_model_zone(series.start, manifest)
+def series_start(
+    series: SeriesInput | SeriesArrays, manifest: Manifest, field: str = "start"
+) -> datetime | None:
+    """The series' `start` as the model reads it (`in_model_zone`; `field` names it in an error), or None."""
+    return None if series.start is None else in_model_zone(series.start, manifest, field)
 
 
 def series_history(

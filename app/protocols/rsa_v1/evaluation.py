@@ -39,7 +39,9 @@ def _histories(v1: V1Handlers, manifest: Manifest, series: Sequence[Any]) -> lis
     out = []
     for i, s in enumerate(series):
         values, path_of = series_history(s, manifest, f"series[{i}]")
-        out.append(History(s.id, values, series_start(s, manifest), f"series[{i}]", path_of))
+        out.append(
+            History(s.id, values, series_start(s, manifest, f"series[{i}].start"), f"series[{i}]", path_of)
+        )
     return out
 
 

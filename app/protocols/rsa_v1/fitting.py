@@ -66,7 +66,9 @@ def _check_limits(request: FitForecastRequest, settings: Settings) -> None:
         )
     total = 0
     for i, s in enumerate(request.series):
-        length = len(s.values[next(iter(s.values))]) if isinstance(s.values, dict) else len(s.values)
+        # an object without columns is 0 values here, named by `_history` (the model's one column)
+        values = s.values
+        length = max(map(len, values.values()), default=0) if isinstance(values, dict) else len(values)
         if length > settings.max_fit_history:
             raise InvalidInput(
                 f"series[{i}].values has {length} values; a fit takes at most {settings.max_fit_history} per "
@@ -131,7 +133,8 @@ async def fit_forecast(
             )
     stamps = [
         _timestamps(
-            None if s.start is None else in_model_zone(s.start, manifest),  # as a forecast reads it
+            # as a forecast reads it
+            None if s.start is None else in_model_zone(s.start, manifest, f"series[{i}].start"),
             len(h),
             horizon,
             manifest,

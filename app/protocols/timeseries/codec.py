@@ -102,7 +102,8 @@ def decode_input(item: TimeSeriesInput, manifest: Manifest, field: str, max_hist
             f"{field}.start_timestamp is required: it dates the forecast (and aligns a seasonal cycle)",
             field=f"{field}.start_timestamp",
         )
-    start = in_model_zone(start, manifest)  # naive is in the model's zone (UTC without one), as in /v1
+    # naive is in the model's zone (UTC without one), as in /v1
+    start = in_model_zone(start, manifest, f"{field}.start_timestamp")
     check_calendar_anchor(manifest, start, f"{field}.start_timestamp")
     phase = window_phase_of(manifest, start, n, f"{field}.start_timestamp")
     return DecodedInput(window, n, start, phase)
