@@ -7,10 +7,12 @@ model (`app.protocols.rsa_v1.wire`). Validation errors come out exactly as FastA
 RequestValidationError with locations under "body"), so the error rendering and the OpenAPI document
 (`body_schema`) are unchanged.
 
-Parsing runs on the event loop, except for large bodies with a fast lane: those go to the parse process
-(`app.core.offload`), since a thread would not free the loop (neither pydantic-core nor orjson releases
-the GIL: 250 ms gaps in the loop's thread measured with pydantic on 10 MB). What the fast lane declines
-there is parsed here as any other body, so its errors are the model's.
+Parsing runs on the event loop, except for large bodies of a route with an `offload`: those go to the
+parse process (`app.core.offload`), since a thread would not free the loop (neither pydantic-core nor
+orjson releases the GIL: 250 ms gaps in the loop's thread measured with pydantic on 10 MB). Every `/v1`
+route with a body has one: the forecast's fast lane then its model, the others their model
+(`app.protocols.parsing.validate_json`). A refusal there comes back as its errors (`Refusal`), rendered
+here as any other body's; only what a lane declines (None) is parsed here, so its errors are the model's.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pydantic import BaseModel, ValidationError
 
 from app.core.errors import UnsupportedMediaType
 from app.core.offload import ParseProcess
+from app.protocols.parsing import Refusal
 from app.runtime import maybe_runtime, runtime_of
 
 T = TypeVar("T")
@@ -51,12 +54,15 @@ def handlers_getter(kind: type[H]) -> Callable[[Request], Awaitable[H]]:
 
 
 async def parse_body(
-    request: Request, parse: Callable[[bytes], T], offload: Callable[[bytes], T | None] | None = None
+    request: Request,
+    parse: Callable[[bytes], T],
+    offload: Callable[[bytes], T | Refusal | None] | None = None,
 ) -> T:
     """The body through `parse` (e.g. `Model.model_validate_json`), which may raise ValidationError.
 
-    `offload`: a fast lane that may run in the parse process for large bodies (it must pickle, as a
-    module-level function or a partial of one); None from it means "not mine", and `parse` decides."""
+    `offload`: a parser that may run in the parse process for large bodies (it must pickle, as a
+    module-level function or a partial of one): its request, or its `Refusal` (the body's 422), is final;
+    None from it means "not mine", and `parse` decides."""
     media_type = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
     if media_type != "application/json" and not media_type.endswith("+json"):
         raise UnsupportedMediaType(
@@ -71,13 +77,19 @@ async def parse_body(
     worker: ParseProcess | None = runtime.parse_process if runtime is not None else None
     try:
         if offload is not None and worker is not None and worker.takes(len(raw)):
-            parsed = await worker.run(offload, raw)
+            parsed: T | Refusal | None = await worker.run(offload, raw)
+            if isinstance(parsed, Refusal):
+                raise RequestValidationError(_in_body(parsed.errors), body=None)
             if parsed is not None:
                 return parsed
         return parse(raw)
     except ValidationError as exc:
-        errors = [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]
-        raise RequestValidationError(errors, body=None) from None
+        raise RequestValidationError(_in_body(exc.errors(include_url=False)), body=None) from None
+
+
+def _in_body(errors: Any) -> list[dict[str, Any]]:
+    """pydantic's errors located under "body", as FastAPI locates its own."""
+    return [{**e, "loc": ("body", *e["loc"])} for e in errors]
 
 
 def body_schema(model: type[BaseModel]) -> dict[str, Any]:

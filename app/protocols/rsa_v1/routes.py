@@ -10,6 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request, Response
 
 from app.protocols.http import body_schema, handlers, parse_body
+from app.protocols.parsing import validate_json
 from app.protocols.rsa_v1.evaluation import cross_validation, detect_anomalies
 from app.protocols.rsa_v1.handlers import V1Handlers
 from app.protocols.rsa_v1.schemas import (
@@ -28,7 +29,7 @@ from app.protocols.rsa_v1.schemas import (
     ModelList,
     OutputFormat,
 )
-from app.protocols.rsa_v1.wire import ForecastArgs, encode_forecast, fast_forecast, parse_forecast
+from app.protocols.rsa_v1.wire import ForecastArgs, encode_forecast, offloaded_forecast, parse_forecast
 
 V1HandlersDep = Annotated[V1Handlers, handlers(V1Handlers)]
 ModelName = Annotated[str, Path(description="Model name, a folder of the model repository.")]
@@ -74,7 +75,7 @@ FORECAST_ROUTES = ("/v1/models/{name}/forecast", "/v1/models/{name}/versions/{ve
 async def _forecast(name: str, version: int | None, request: Request, v1: V1Handlers) -> Response:
     limit = v1.settings.max_series_per_request
     body: ForecastArgs | ForecastRequest = await parse_body(
-        request, lambda raw: parse_forecast(raw, limit), offload=partial(fast_forecast, max_series=limit)
+        request, lambda raw: parse_forecast(raw, limit), offload=partial(offloaded_forecast, max_series=limit)
     )
     # `response_model` documents the answer; this bytes response passes through FastAPI untouched.
     return Response(encode_forecast(await v1.forecast(name, version, body)), media_type="application/json")
@@ -120,7 +121,9 @@ ATTENTION_RESPONSES: dict[int | str, dict[str, Any]] = {
 async def _attention(
     name: str, version: int | None, request: Request, v1: V1Handlers, fmt: OutputFormat | None
 ) -> Response:
-    body = await parse_body(request, AttentionRequest.model_validate_json)
+    body = await parse_body(
+        request, AttentionRequest.model_validate_json, offload=partial(validate_json, AttentionRequest)
+    )
     if (fmt or body.format) == "png":
         return Response(await v1.attention_png(name, version, body), media_type="image/png")
     # JSON bytes encoded by orjson from the arrays (app/protocols/rsa_v1/wire.py); `response_model`
@@ -176,7 +179,9 @@ async def _fit_forecast(name: str, version: int | None, request: Request, v1: V1
     from app.protocols.rsa_v1.fitting import fit_forecast
     from app.runtime import runtime_of
 
-    body = await parse_body(request, FitForecastRequest.model_validate_json)
+    body = await parse_body(
+        request, FitForecastRequest.model_validate_json, offload=partial(validate_json, FitForecastRequest)
+    )
     can_publish = runtime_of(request.app).api_keys.enabled and v1.settings.model_control == "explicit"
     answer = await fit_forecast(v1, name, version, body, can_publish)
     return Response(answer, media_type="application/json")
@@ -214,8 +219,11 @@ evaluation_router = APIRouter(prefix="/v1/models", tags=["evaluation"])
 
 async def _cross_validation(name: str, version: int | None, request: Request, v1: V1Handlers) -> Response:
     limit = v1.settings.max_series_per_request
+    context = {"max_series": limit}
     body = await parse_body(
-        request, lambda raw: CrossValidationRequest.model_validate_json(raw, context={"max_series": limit})
+        request,
+        lambda raw: CrossValidationRequest.model_validate_json(raw, context=context),
+        offload=partial(validate_json, CrossValidationRequest, context=context),
     )
     return Response(await cross_validation(v1, name, version, body), media_type="application/json")
 
@@ -247,8 +255,11 @@ async def cross_validation_version(
 
 async def _detect_anomalies(name: str, version: int | None, request: Request, v1: V1Handlers) -> Response:
     limit = v1.settings.max_series_per_request
+    context = {"max_series": limit}
     body = await parse_body(
-        request, lambda raw: AnomalyRequest.model_validate_json(raw, context={"max_series": limit})
+        request,
+        lambda raw: AnomalyRequest.model_validate_json(raw, context=context),
+        offload=partial(validate_json, AnomalyRequest, context=context),
     )
     return Response(await detect_anomalies(v1, name, version, body), media_type="application/json")
 

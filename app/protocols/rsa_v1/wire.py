@@ -27,6 +27,7 @@ import numpy as np
 import orjson
 from pydantic import TypeAdapter, ValidationError
 
+from app.protocols.parsing import Refusal, validate_json
 from app.protocols.rsa_v1.schemas import ForecastRequest, SeriesInput
 
 # The request's fields, and the longest id the model allows (SeriesInput.id's max_length).
@@ -68,6 +69,16 @@ def parse_forecast(raw: bytes, max_series: int) -> ForecastArgs | ForecastReques
     if fast is not None:
         return fast
     return ForecastRequest.model_validate_json(raw, context={"max_series": max_series})
+
+
+def offloaded_forecast(raw: bytes, max_series: int) -> ForecastArgs | ForecastRequest | Refusal:
+    """`parse_forecast` in the parse process (`app.protocols.http.parse_body`'s offload): the fast lane,
+    else the model, whose refusal comes back as its errors, so that the event loop parses no big body
+    again, valid or not."""
+    fast = fast_forecast(raw, max_series)
+    if fast is not None:
+        return fast
+    return validate_json(ForecastRequest, raw, {"max_series": max_series})
 
 
 def fast_forecast(raw: bytes, max_series: int) -> ForecastArgs | None:

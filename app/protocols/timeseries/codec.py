@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
-from pydantic import ValidationError
 
 from app.artifacts.manifest import Manifest
 from app.core.errors import InvalidInput
 from app.inference.windows import check_calendar_anchor, in_model_zone, last_window, window_phase_of
+from app.protocols.parsing import Refusal, validate_json
 from app.protocols.rsa_v1.codec import forecast_timestamps
 from app.protocols.timeseries.schemas import TimeSeriesForecastRequest, TimeSeriesInput
 
@@ -21,14 +21,11 @@ SECONDS |= {"week": 604_800, "W": 604_800}
 MONTHS = {"month": 1, "M": 1, "quarter": 3, "Q": 3, "year": 12, "Y": 12}
 
 
-def parse_request(raw: bytes) -> TimeSeriesForecastRequest | None:
+def parse_request(raw: bytes) -> TimeSeriesForecastRequest | Refusal:
     """The request, for the parse process (`app.protocols.http.parse_body`'s offload: large bodies are parsed
-    there, off the event loop); None when it is invalid, so that the loop parses it again for the
-    error, rendered as any other (a ValidationError does not survive pickling whole)."""
-    try:
-        return TimeSeriesForecastRequest.model_validate_json(raw)
-    except ValidationError:
-        return None
+    there, off the event loop), or its refusal's errors, rendered as any other body's (a ValidationError
+    does not survive pickling whole; parsing it again on the loop for them would hold the loop)."""
+    return validate_json(TimeSeriesForecastRequest, raw)
 
 
 @dataclass(frozen=True)
