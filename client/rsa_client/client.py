@@ -9,18 +9,27 @@ phase exactly as /v1 does); for a global model (its /v1/models entry has a `pane
 each row holds); it asks `forecast` and `forecast_lo_{level}` / `forecast_hi_{level}` in
 binary. The model's channels, input length, horizon, frequency and levels come from `/v1/models/{name}`,
 the request limits from the OIP v2 model metadata's `parameters`.
+
+Faults: `timeout_s` bounds each request as a whole, from connecting to the answer's last byte (a server
+that drips its answer cannot hold a call longer); an answer that is not what the API documents (not JSON,
+another shape, tensors that do not fit) is a `ServiceError` naming the call and what was wrong; a
+`Retry-After` that is no finite number of seconds is read as absent.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpcore
 import httpx
 import numpy as np
 import pandas as pd
@@ -114,11 +123,14 @@ class Client:
         self.concurrency = max(1, concurrency)
         self.max_retries = max_retries
         self.max_wait_s = max_wait_s
+        self.timeout_s = timeout_s
+        limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
         self.http = httpx.Client(
             base_url=url.rstrip("/"),
             headers=headers,
             timeout=timeout_s,
-            limits=httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency),
+            limits=limits,
+            transport=_bounded_transport(limits),
         )
 
     def close(self) -> None:
@@ -133,9 +145,18 @@ class Client:
     # -- plumbing ---------------------------------------------------------------------------------
     def _send(self, method: str, path: str, series: Sequence[Any] = (), **kwargs: Any) -> httpx.Response:
         """One call, retried on 503 and 429 after the server's Retry-After (bounded); any other error
-        status raises ServiceError naming `series`."""
+        status raises ServiceError naming `series`. Each request is bounded by `timeout_s` as a whole
+        (httpx.TimeoutException past it, whatever the server trickles)."""
         for attempt in range(self.max_retries + 1):
-            response = self.http.request(method, path, **kwargs)
+            _DEADLINE.at = time.monotonic() + self.timeout_s
+            try:
+                response = self.http.request(method, path, **kwargs)
+            except httpx.TimeoutException as e:
+                raise type(e)(
+                    f"{method} {path}: no complete answer within timeout_s = {self.timeout_s:g} s ({e})"
+                ) from e
+            finally:
+                _DEADLINE.at = None
             if response.status_code < 400:
                 return response
             if response.status_code in (429, 503) and attempt < self.max_retries:
@@ -145,43 +166,51 @@ class Client:
         raise AssertionError("unreachable")  # the last attempt returns or raises
 
     def _wait(self, response: httpx.Response, attempt: int) -> float:
+        """Seconds before the next try: the answer's Retry-After when it is a finite number (an HTTP date,
+        text, nan or inf read as absent), else a backoff doubling from 0.25 s; at most `max_wait_s`."""
+        wait = 0.25 * 2**attempt
         raw = response.headers.get("retry-after")
         try:
-            wait = float(raw) if raw is not None else 0.25 * 2**attempt
+            given = float(raw) if raw is not None else math.nan
         except ValueError:
-            wait = 0.25 * 2**attempt
+            given = math.nan
+        if math.isfinite(given):
+            wait = given
         return min(max(wait, 0.0), self.max_wait_s)
 
     # -- models -----------------------------------------------------------------------------------
     def model(self, name: str, version: int | None = None) -> ModelSpec:
         """The version that serves `name` (the latest when `version` is None) and the server's limits."""
-        info = self._send("GET", f"/v1/models/{name}").json()
-        number = version if version is not None else info.get("latest_version")
-        entry = next((v for v in info["versions"] if v["version"] == number), None)
+        response = self._send("GET", f"/v1/models/{name}")
+        info = _json(response)
+        with _reading(response):
+            number = version if version is not None else info.get("latest_version")
+            entry = next((v for v in info["versions"] if v["version"] == number), None)
         if entry is None or entry.get("state") not in (None, "ready"):
             raise ValueError(f"model {name!r} has no ready version {number}")
-        meta = self._send("GET", f"/v2/models/{name}/versions/{number}").json()
-        params = meta.get("parameters") or {}
-        limits = ModelLimits(
-            int(params.get("max_series_per_request", _DEFAULT_MAX_SERIES)),
-            int(params.get("max_body_bytes", _DEFAULT_MAX_BODY)),
-        )
-        intervals = entry.get("intervals") or {}
-        return ModelSpec(
-            name=name,
-            version=int(number),
-            channels=list(entry["channels"]),
-            input_length=int(entry["input_length"]),
-            horizon=int(entry["horizon"]),
-            frequency=entry.get("frequency"),
-            frequency_seconds=entry.get("frequency_seconds"),
-            has_cycle=any(i["name"] == "start" or i["name"] == "phase" for i in meta["inputs"]),
-            levels=[float(v) for v in intervals.get("levels", [])],
-            limits=limits,
-            covariates=tuple((entry.get("panel") or {}).get("covariates") or ()),
-            timezone=entry.get("timezone"),
-            min_history=(entry.get("panel") or {}).get("min_history"),
-        )
+        with _reading(response):
+            panel = entry.get("panel") or {}
+            described = dict(
+                channels=[str(c) for c in entry["channels"]],
+                input_length=int(entry["input_length"]),
+                horizon=int(entry["horizon"]),
+                frequency=entry.get("frequency"),
+                frequency_seconds=entry.get("frequency_seconds"),
+                levels=[float(v) for v in (entry.get("intervals") or {}).get("levels", [])],
+                covariates=tuple(panel.get("covariates") or ()),
+                timezone=entry.get("timezone"),
+                min_history=panel.get("min_history"),
+            )
+        metadata = self._send("GET", f"/v2/models/{name}/versions/{number}")
+        meta = _json(metadata)
+        with _reading(metadata):
+            params = meta.get("parameters") or {}
+            limits = ModelLimits(
+                int(params.get("max_series_per_request", _DEFAULT_MAX_SERIES)),
+                int(params.get("max_body_bytes", _DEFAULT_MAX_BODY)),
+            )
+            has_cycle = any(i["name"] == "start" or i["name"] == "phase" for i in meta["inputs"])
+        return ModelSpec(name=name, version=int(number), has_cycle=has_cycle, limits=limits, **described)
 
     # -- forecast ---------------------------------------------------------------------------------
     def forecast(
@@ -323,7 +352,15 @@ class Client:
                 "Inference-Header-Content-Length": str(len(head)),
             },
         )
-        return _decode(response)
+        with _reading(response, list(series)):
+            out = _decode(response)
+            want = (len(window), spec.horizon, window.shape[2])
+            for name in outputs:
+                if name not in out:
+                    raise KeyError(f"output {name!r} missing")
+                if out[name].shape != want:
+                    raise ValueError(f"output {name!r} has shape {list(out[name].shape)}, not {list(want)}")
+        return out
 
     # -- attention --------------------------------------------------------------------------------
     def attention(
@@ -348,7 +385,9 @@ class Client:
         response = self._send("POST", path, json={"series": series, **options})
         if response.headers.get("content-type", "").startswith("image/"):
             return response.content
-        answer: dict[str, Any] = response.json()
+        answer = _json(response)
+        if not isinstance(answer, dict):
+            raise _unreadable(response, f"a JSON {type(answer).__name__}, not an object")
         return answer
 
     # -- a read-out fitted on request -------------------------------------------------------------
@@ -395,21 +434,24 @@ class Client:
         if publish is not None:
             body["publish"] = {"model": publish}
         path = f"/v1/models/{model}" + (f"/versions/{version}" if version is not None else "")
-        answer = self._send("POST", f"{path}/fit_forecast", [s["id"] for s in series], json=body).json()
-        rows: dict[str, list[Any]] = {id_col: [], time_col: [], target: []}
-        bands = [f"{side}-{v:g}" for v in answer["fit"]["levels"] for side in ("lo", "hi")]
-        for band in bands:
-            rows[f"{target}-{band}"] = []
-        for f in answer["forecasts"]:
-            n = len(f["forecast"])
-            rows[id_col] += [f["id"]] * n
-            rows[time_col] += list(f["timestamps"] or [None] * n)
-            rows[target] += [row[0] for row in f["forecast"]]
+        ids = [s["id"] for s in series]
+        response = self._send("POST", f"{path}/fit_forecast", ids, json=body)
+        answer = _json(response, ids)
+        with _reading(response, ids):
+            rows: dict[str, list[Any]] = {id_col: [], time_col: [], target: []}
+            bands = [f"{side}-{v:g}" for v in answer["fit"]["levels"] for side in ("lo", "hi")]
             for band in bands:
-                rows[f"{target}-{band}"] += [row[0] for row in f[band]]
-        out = pd.DataFrame(rows)
-        out[time_col] = pd.to_datetime(out[time_col], utc=True, format="ISO8601")
-        out.attrs["fit"] = answer["fit"]
+                rows[f"{target}-{band}"] = []
+            for f in answer["forecasts"]:
+                n = len(f["forecast"])
+                rows[id_col] += [f["id"]] * n
+                rows[time_col] += list(f["timestamps"] or [None] * n)
+                rows[target] += [row[0] for row in f["forecast"]]
+                for band in bands:
+                    rows[f"{target}-{band}"] += [row[0] for row in f[band]]
+            out = pd.DataFrame(rows)
+            out[time_col] = pd.to_datetime(out[time_col], utc=True, format="ISO8601")
+            out.attrs["fit"] = answer["fit"]
         return out
 
     # -- backtests and anomaly checks (/v1 cross_validation, detect_anomalies) ---------------------
@@ -456,38 +498,40 @@ class Client:
             options["level"] = [float(v) for v in level]
         path = f"/v1/models/{model}/versions/{spec.version}/cross_validation"
 
-        def run(chunk: list[_History]) -> dict[str, Any]:
+        def run(chunk: list[_History]) -> tuple[httpx.Response, Any]:
             body = {"series": [s.body(reach=reach) for s in chunk], **options}
-            answer: dict[str, Any] = self._send("POST", path, [s.id for s in chunk], json=body).json()
-            return answer
+            response = self._send("POST", path, [s.id for s in chunk], json=body)
+            return response, _json(response, [s.id for s in chunk])
 
         chunks = [series[i : i + per_request] for i in range(0, len(series), per_request)]
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
             answers = list(pool.map(run, chunks))
         prefix = _forecast_prefix(columns)
         frames, metrics = [], {}
-        for chunk, answer in zip(chunks, answers, strict=True):
-            for history, result in zip(chunk, answer["series"], strict=True):
-                metrics[history.id] = result["metrics"]
-                for window in result["windows"]:
-                    t, steps = window["cutoff"], len(window["forecast"])
-                    data: dict[str, Any] = {
-                        id_col: history.id,
-                        time_col: history.stamps[t : t + steps],
-                        "cutoff": history.stamps[t - 1],
-                    }
-                    actual = np.array(window["actual"], np.float64)  # null -> NaN
-                    forecast = np.array(window["forecast"], np.float64)
-                    for c, name in enumerate(columns):
-                        data[name] = actual[:, c]
-                        data[prefix(name)] = forecast[:, c]
-                        for v in options.get("level", []):
-                            data[f"{prefix(name)}-lo-{v:g}"] = np.array(window[f"lo-{v:g}"])[:, c]
-                            data[f"{prefix(name)}-hi-{v:g}"] = np.array(window[f"hi-{v:g}"])[:, c]
-                    frames.append(pd.DataFrame(data))
+        for chunk, (response, answer) in zip(chunks, answers, strict=True):
+            with _reading(response, [s.id for s in chunk]):
+                for history, result in zip(chunk, answer["series"], strict=True):
+                    metrics[history.id] = result["metrics"]
+                    for window in result["windows"]:
+                        t, steps = window["cutoff"], len(window["forecast"])
+                        data: dict[str, Any] = {
+                            id_col: history.id,
+                            time_col: history.stamps[t : t + steps],
+                            "cutoff": history.stamps[t - 1],
+                        }
+                        actual = np.array(window["actual"], np.float64)  # null -> NaN
+                        forecast = np.array(window["forecast"], np.float64)
+                        for c, name in enumerate(columns):
+                            data[name] = actual[:, c]
+                            data[prefix(name)] = forecast[:, c]
+                            for v in options.get("level", []):
+                                data[f"{prefix(name)}-lo-{v:g}"] = np.array(window[f"lo-{v:g}"])[:, c]
+                                data[f"{prefix(name)}-hi-{v:g}"] = np.array(window[f"hi-{v:g}"])[:, c]
+                        frames.append(pd.DataFrame(data))
         frame = pd.concat(frames, ignore_index=True)
         frame.attrs["series_metrics"] = metrics
-        frame.attrs["metrics"] = _pooled(list(metrics.values()))
+        with _reading(answers[-1][0]):  # the per-series metrics as the answers gave them
+            frame.attrs["metrics"] = _pooled(list(metrics.values()))
         return frame
 
     def detect_anomalies(
@@ -523,9 +567,7 @@ class Client:
         spec = self.model(model, version)
         columns = _channel_columns(df, spec)
         series = _histories(df, columns, id_col, time_col, spec, X_df, spec.horizon - lead)
-        info = self._send("GET", f"/v1/models/{model}").json()
-        entry = next(v for v in info["versions"] if v["version"] == spec.version)
-        need = (entry.get("panel") or {}).get("min_history") or spec.input_length
+        need = spec.min_history or spec.input_length
         limit = spec.limits.max_series_per_request
         # Pieces of at most `limit` checked rows; each sends the rows its windows read, and no more.
         pieces: list[tuple[_History, int, int]] = []  # (series, first row checked, end)
@@ -545,7 +587,7 @@ class Client:
         ]
         path = f"/v1/models/{model}/versions/{spec.version}/detect_anomalies"
 
-        def run(group: list[tuple[_History, int, int]]) -> dict[str, Any]:
+        def run(group: list[tuple[_History, int, int]]) -> tuple[httpx.Response, Any]:
             # Each piece sends its checked rows and the L (+ lead − 1) rows before them that its
             # windows read: a window reads nothing older, so the answers are those of the whole series.
             reach = spec.horizon - lead
@@ -557,30 +599,33 @@ class Client:
                 "last": group[0][2] - group[0][1],
                 "repair": repair,
             }
-            answer: dict[str, Any] = self._send("POST", path, [p[0].id for p in group], json=body).json()
-            return answer
+            ids = [p[0].id for p in group]
+            response = self._send("POST", path, ids, json=body)
+            return response, _json(response, ids)
 
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
             answers = list(pool.map(run, groups))
         prefix = _forecast_prefix(columns)
         one = len(columns) == 1
         frames = []
-        for group, answer in zip(groups, answers, strict=True):
-            for (history, a, b), result in zip(group, answer["series"], strict=True):
-                data: dict[str, Any] = {id_col: history.id, time_col: history.stamps[a:b]}
-                arrays = {
-                    k: np.array(result[k], np.float64) for k in ("actual", "forecast", "lo", "hi", "score")
-                }
-                flags = np.array(result["anomaly"], bool)
-                shown = answer["level"]
-                for c, name in enumerate(columns):
-                    data[name] = arrays["actual"][:, c]
-                    data[prefix(name)] = arrays["forecast"][:, c]
-                    data[f"{prefix(name)}-lo-{shown:g}"] = arrays["lo"][:, c]
-                    data[f"{prefix(name)}-hi-{shown:g}"] = arrays["hi"][:, c]
-                    data["anomaly" if one else f"{name}-anomaly"] = flags[:, c]
-                    data["score" if one else f"{name}-score"] = arrays["score"][:, c]
-                frames.append(pd.DataFrame(data))
+        for group, (response, answer) in zip(groups, answers, strict=True):
+            with _reading(response, [p[0].id for p in group]):
+                for (history, a, b), result in zip(group, answer["series"], strict=True):
+                    data: dict[str, Any] = {id_col: history.id, time_col: history.stamps[a:b]}
+                    arrays = {
+                        k: np.array(result[k], np.float64)
+                        for k in ("actual", "forecast", "lo", "hi", "score")
+                    }
+                    flags = np.array(result["anomaly"], bool)
+                    shown = float(answer["level"])
+                    for c, name in enumerate(columns):
+                        data[name] = arrays["actual"][:, c]
+                        data[prefix(name)] = arrays["forecast"][:, c]
+                        data[f"{prefix(name)}-lo-{shown:g}"] = arrays["lo"][:, c]
+                        data[f"{prefix(name)}-hi-{shown:g}"] = arrays["hi"][:, c]
+                        data["anomaly" if one else f"{name}-anomaly"] = flags[:, c]
+                        data["score" if one else f"{name}-score"] = arrays["score"][:, c]
+                    frames.append(pd.DataFrame(data))
         frame = pd.concat(frames, ignore_index=True)
         return frame.sort_values([id_col, time_col], kind="stable", ignore_index=True)
 
@@ -588,9 +633,10 @@ class Client:
     def index(self, ready_only: bool = False) -> list[dict[str, Any]]:
         """Every model version on disk or served (the service runs with RSA_MODEL_CONTROL poll or
         explicit)."""
-        listed: list[dict[str, Any]] = self._send(
-            "POST", "/v2/repository/index", json={"ready": ready_only}
-        ).json()
+        response = self._send("POST", "/v2/repository/index", json={"ready": ready_only})
+        listed = _json(response)
+        if not isinstance(listed, list):
+            raise _unreadable(response, f"a JSON {type(listed).__name__}, not a list")
         return listed
 
     def load(self, name: str) -> None:
@@ -1065,3 +1111,143 @@ def _error(response: httpx.Response, series: Sequence[Any]) -> ServiceError:
     if named is not None and int(named.group(1)) < len(series):
         series = [series[int(named.group(1))]]
     return ServiceError(response.status_code, message, series)
+
+
+# -- answers that are not what the API documents ---------------------------------------------------------
+
+# What reading a wrong-shaped answer raises: a missing key, a wrong type, a list too short, a value that
+# is no number, arrays that do not fit.
+_SHAPE_ERRORS = (KeyError, IndexError, TypeError, ValueError, AttributeError, OverflowError)
+
+
+def _unreadable(response: httpx.Response, what: str, series: Sequence[Any] = ()) -> ServiceError:
+    request = response.request
+    begins = response.content[:120]
+    return ServiceError(
+        response.status_code,
+        f"the answer to {request.method} {request.url.path} is {what}; it begins {begins!r}",
+        series,
+    )
+
+
+def _json(response: httpx.Response, series: Sequence[Any] = ()) -> Any:
+    """A successful answer's JSON, or ServiceError saying it is none (a proxy's HTML page, a cut body)."""
+    try:
+        return json.loads(response.content)
+    except ValueError as e:  # JSONDecodeError and UnicodeDecodeError alike
+        raise _unreadable(response, f"not JSON ({e})", series) from None
+
+
+@contextmanager
+def _reading(response: httpx.Response, series: Sequence[Any] = ()) -> Iterator[None]:
+    """Reading an answer: an error its shape causes is a ServiceError naming the call and what was wrong."""
+    try:
+        yield
+    except ServiceError:
+        raise
+    except _SHAPE_ERRORS as e:
+        what = str(e) if not isinstance(e, KeyError) else f"missing {e}"
+        raise _unreadable(
+            response, f"not what the API documents ({type(e).__name__}: {what})", series
+        ) from None
+
+
+# -- a bound on each request as a whole ------------------------------------------------------------------
+
+
+class _Deadline(threading.local):
+    """The monotonic time by which the request this thread is sending must be over (None: no bound)."""
+
+    at: float | None = None
+
+
+_DEADLINE = _Deadline()
+
+
+def _left(timeout: float | None, kind: type[Exception]) -> float | None:
+    """A socket operation's timeout: httpx's own (per read, write or connect) or the time left before the
+    request's deadline, whichever is shorter; `kind` (an httpcore timeout) once the deadline has passed."""
+    at = _DEADLINE.at
+    if at is None:
+        return timeout
+    left = at - time.monotonic()
+    if left <= 0:
+        raise kind("timed out: the request's deadline (timeout_s) passed")
+    return left if timeout is None else min(timeout, left)
+
+
+class _BoundedStream(httpcore.NetworkStream):
+    """A connection whose every read, write and TLS handshake waits at most until the request's deadline:
+    a server trickling a byte at a time meets it, where httpx's timeouts bound each operation alone."""
+
+    def __init__(self, inner: httpcore.NetworkStream) -> None:
+        self._inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._inner.read(max_bytes, _left(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        sock = self._inner.get_extra_info("socket")
+        if sock is None or _DEADLINE.at is None:
+            self._inner.write(buffer, _left(timeout, httpcore.WriteTimeout))
+            return
+        # httpcore's own loop, the timeout taken again before each send: a server reading a byte at a
+        # time would otherwise keep one write going for as long as it pleases.
+        view = memoryview(buffer)
+        try:
+            while view:
+                sock.settimeout(_left(timeout, httpcore.WriteTimeout))
+                view = view[sock.send(view) :]
+        except TimeoutError as e:
+            raise httpcore.WriteTimeout(e) from e
+        except OSError as e:
+            raise httpcore.WriteError(e) from e
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(
+        self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
+    ) -> Any:
+        stream = self._inner.start_tls(ssl_context, server_hostname, _left(timeout, httpcore.ConnectTimeout))
+        return _BoundedStream(stream)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _BoundedBackend(httpcore.NetworkBackend):
+    def __init__(self, inner: httpcore.NetworkBackend) -> None:
+        self._inner = inner
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> httpcore.NetworkStream:
+        limit = _left(timeout, httpcore.ConnectTimeout)
+        return _BoundedStream(self._inner.connect_tcp(host, port, limit, local_address, socket_options))
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Any = None
+    ) -> httpcore.NetworkStream:
+        limit = _left(timeout, httpcore.ConnectTimeout)
+        return _BoundedStream(self._inner.connect_unix_socket(path, limit, socket_options))
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+def _bounded_transport(limits: httpx.Limits) -> httpx.HTTPTransport:
+    """httpx's transport, its connections opened through `_BoundedBackend` (httpcore's pool takes a network
+    backend; httpx does not pass one through, so it is set on the pool httpx built)."""
+    transport = httpx.HTTPTransport(limits=limits)
+    pool = getattr(transport, "_pool", None)
+    backend = getattr(pool, "_network_backend", None)
+    if backend is None:  # another httpx: each read bounded by timeout_s, not the request
+        return transport
+    pool._network_backend = _BoundedBackend(backend)  # type: ignore[union-attr]
+    return transport

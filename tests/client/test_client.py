@@ -193,8 +193,12 @@ def test_the_client_imports_nothing_of_the_service():
         "numpy",
         "pandas",
         "json",
+        "math",
         "re",
+        "threading",
         "time",
+        "contextlib",
+        "httpcore",  # httpx's own transport, given a bound on each request (the client's deadline)
         "collections",
         "concurrent",
         "dataclasses",
