@@ -14,9 +14,12 @@ would start a second lifespan on a loop of its own). Two generators:
   the data plane or a limit; the same checks validate each answer, whose status must also be the one
   predicted (200, 404, 413 or 422).
 
-`test_attention_png` adds the PNG answers for sure; `test_generated_case_count` asserts the total (at
-least 1,000 cases) once the generators have run. Each bug it found is a test at the end, its smallest
-reproduction (a strict xfail until the app was fixed).
+`test_times_at_the_ends_of_the_calendar` sends starts within two days of year 1's start or year 9999's
+end (naive, any offset, maybe a `[Zone]` suffix) to every operation with a series `start`, forecast,
+attention, cross_validation, detect_anomalies and fit_forecast, on a UTC and an Asia/Tokyo model (a 500
+before issue 46). `test_attention_png` adds the PNG answers for sure; `test_generated_case_count` asserts
+the total (at least 1,000 cases) once the generators have run. Each bug it found is a test at the end,
+its smallest reproduction (a strict xfail until the app was fixed).
 """
 
 from __future__ import annotations
@@ -352,6 +355,103 @@ def test_attention_png(label: str, where: str, served: TestClient) -> None:
     response = call(served, _case(label, body, path_parameters=path_parameters, query=query), "png")
     assert response.status_code == 200
     assert response.content.startswith(b"\x89PNG")
+
+
+# -- times at the ends of the calendar, on every route that takes a body ----------------------------------
+
+# Every `/v1` operation with a series `start` (the evaluation and fit routes beside forecast and attention).
+START_OPERATIONS = (
+    *MODEL_OPERATIONS,
+    "POST /v1/models/{name}/cross_validation",
+    "POST /v1/models/{name}/versions/{version}/cross_validation",
+    "POST /v1/models/{name}/detect_anomalies",
+    "POST /v1/models/{name}/versions/{version}/detect_anomalies",
+    "POST /v1/models/{name}/fit_forecast",
+    "POST /v1/models/{name}/versions/{version}/fit_forecast",
+)
+START_EXAMPLES = 50  # per operation
+ZONES = ("Asia/Tokyo", "America/New_York", "Pacific/Kiritimati", "Etc/GMT+12", "UTC")
+EDGE_LEVELS = [80.0, 95.0]
+
+
+@pytest.fixture(scope="module")
+def zoned(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """ "toy" (UTC) and "tokyo" (Asia/Tokyo, with intervals, so that detect_anomalies reads its starts)."""
+    from tests.app.fakes import ToySpec, write_version
+
+    repository = write_repository(tmp_path_factory.mktemp("zoned_repository"), versions=(1,))
+    widths = np.sort(np.random.default_rng(5).uniform(0.1, 2.0, (len(EDGE_LEVELS), H, len(CHANNELS))), axis=0)
+    intervals = {
+        "method": "split_conformal",
+        "residuals": "absolute",
+        "scale": "none",
+        "levels": EDGE_LEVELS,
+        "widths": widths.tolist(),
+        "calibration": {"split": "val", "windows": 100},
+    }
+    write_version(
+        repository,
+        ToySpec(name="tokyo", manifest_overrides={"timezone": "Asia/Tokyo", "intervals": intervals}),
+    )
+    with running_client(make_settings(repository, max_series_per_request=MAX_SERIES)) as client:
+        yield client
+
+
+@st.composite
+def edge_starts(draw: st.DrawFn) -> str:
+    """A time within two days of year 1's start or year 9999's end: naive, with any offset, and maybe a
+    `[Zone]` suffix, so that reading it in UTC, in the model's zone or in the suffix's may leave the years."""
+    low = draw(st.booleans())
+    bounds = (
+        (datetime(1, 1, 1), datetime(1, 1, 3))
+        if low
+        else (datetime(9999, 12, 29), datetime(9999, 12, 31, 23, 59))
+    )
+    when = draw(st.datetimes(min_value=bounds[0], max_value=bounds[1]))
+    text = when.isoformat()
+    if draw(st.booleans()):
+        minutes = draw(st.integers(-(24 * 60 - 1), 24 * 60 - 1))
+        text = when.replace(tzinfo=timezone(timedelta(minutes=minutes))).isoformat()
+    if draw(st.booleans()):
+        text += f"[{draw(st.sampled_from(ZONES))}]"
+    return text
+
+
+@st.composite
+def start_cases(draw: st.DrawFn, label: str) -> schemathesis.Case:
+    path_parameters: dict[str, Any] = {"name": draw(st.sampled_from(["toy", "tokyo", "tokyo", "absent"]))}
+    if "{version}" in label:
+        path_parameters["version"] = 1
+    start = draw(edge_starts())
+    if label.endswith("/attention"):
+        body: dict[str, Any] = {"series": {"values": _window(1.0), "start": start}}
+    elif label.endswith("/forecast"):
+        body = {"series": [{"values": _window(1.0), "start": start}]}
+    else:  # a history long enough for a backtest, a check or a fit's windows
+        values = [[float(i % 5), 1.0, 2.0] for i in range(L + 2 * H)]
+        body = {"series": [{"values": values, "start": start}]}
+    return _case(label, body, path_parameters=path_parameters)
+
+
+@pytest.mark.parametrize("label", START_OPERATIONS)
+@settings(
+    max_examples=START_EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_times_at_the_ends_of_the_calendar(label: str, zoned: TestClient, data: st.DataObject) -> None:
+    """No start is a 500 (issue 46: `astimezone` overflowed past year 9999 or before year 1 in the model's
+    zone, or in a `[Zone]` suffix's while parsing): a start refused is a 422 naming the field."""
+    case = data.draw(start_cases(label))
+    response = call(zoned, case, "edge_starts")
+    assert response.status_code in (200, 404, 422), response.text[:300]
+    if response.status_code == 422 and "start" in response.text:
+        error = response.json()["error"]
+        if error["field"] is not None and error["field"].endswith("start"):
+            assert error["field"] in ("series[0].start", "series.start"), error
 
 
 # -- bookkeeping -----------------------------------------------------------------------------------------
