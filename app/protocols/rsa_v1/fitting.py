@@ -29,7 +29,9 @@ __all__ = ["fit_forecast"]
 
 
 def _history(series: SeriesInput, manifest: Manifest, where: str) -> np.ndarray:
-    """One series' values as float64, every one observed."""
+    """One series' values as float64, every one observed. They come as lists, or as arrays from the parse
+    process (`app.protocols.rsa_v1.wire.offloaded_request`), a null then NaN: the schema refuses NaN
+    itself, so NaN is a null either way."""
     values: Any = series.values
     channel = manifest.channels[0]
     if isinstance(values, dict):
@@ -39,21 +41,24 @@ def _history(series: SeriesInput, manifest: Manifest, where: str) -> np.ndarray:
                 field=f"{where}.values",
             )
         values = values[channel]
-    elif values and isinstance(values[0], list):
+    elif (isinstance(values, np.ndarray) and values.ndim == 2) or (
+        isinstance(values, list) and values and isinstance(values[0], list)
+    ):
         if any(len(row) != 1 for row in values):
             raise InvalidInput(
                 f"{where}.values: rows must hold one value (the model has one channel)",
                 field=f"{where}.values",
                 limit=1,
             )
-        values = [row[0] for row in values]
-    missing = next((j for j, v in enumerate(values) if v is None), None)
-    if missing is not None:
+        values = values[:, 0] if isinstance(values, np.ndarray) else [row[0] for row in values]
+    history = np.asarray(values, dtype=np.float64)  # a null: NaN
+    missing = np.flatnonzero(np.isnan(history))
+    if len(missing):
         raise InvalidInput(
-            f"{where}.values[{missing}] is null: a fit needs every value observed (fill the gaps first)",
-            field=f"{where}.values[{missing}]",
+            f"{where}.values[{missing[0]}] is null: a fit needs every value observed (fill the gaps first)",
+            field=f"{where}.values[{missing[0]}]",
         )
-    return np.asarray(values, dtype=np.float64)
+    return history
 
 
 def _check_limits(request: FitForecastRequest, settings: Settings) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from app.protocols.parsing import validate_json
 from app.protocols.rsa_v1 import errors
 from app.protocols.rsa_v1.handlers import V1Handlers
 from app.protocols.rsa_v1.routes import (
@@ -20,7 +19,7 @@ from app.protocols.rsa_v1.schemas import (
     FitForecastRequest,
     ForecastRequest,
 )
-from app.protocols.rsa_v1.wire import fast_forecast, offloaded_forecast
+from app.protocols.rsa_v1.wire import fast_forecast, offloaded_forecast, offloaded_request
 from app.protocols.spec import ErrorRenderer, ProtocolSpec
 
 RSA_V1 = ProtocolSpec(
@@ -32,5 +31,5 @@ RSA_V1 = ProtocolSpec(
     bodies=(ForecastRequest, AttentionRequest, CrossValidationRequest, AnomalyRequest, FitForecastRequest),
     admitted=FORECAST_ROUTES,
     # the parse process's lanes (their modules load as it starts): the forecast's, every other body's
-    parsers=(fast_forecast, offloaded_forecast, validate_json),
+    parsers=(fast_forecast, offloaded_forecast, offloaded_request),
 )

@@ -10,7 +10,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request, Response
 
 from app.protocols.http import body_schema, handlers, parse_body
-from app.protocols.parsing import validate_json
 from app.protocols.rsa_v1.evaluation import cross_validation, detect_anomalies
 from app.protocols.rsa_v1.handlers import V1Handlers
 from app.protocols.rsa_v1.schemas import (
@@ -29,7 +28,13 @@ from app.protocols.rsa_v1.schemas import (
     ModelList,
     OutputFormat,
 )
-from app.protocols.rsa_v1.wire import ForecastArgs, encode_forecast, offloaded_forecast, parse_forecast
+from app.protocols.rsa_v1.wire import (
+    ForecastArgs,
+    encode_forecast,
+    offloaded_forecast,
+    offloaded_request,
+    parse_forecast,
+)
 
 V1HandlersDep = Annotated[V1Handlers, handlers(V1Handlers)]
 ModelName = Annotated[str, Path(description="Model name, a folder of the model repository.")]
@@ -122,7 +127,7 @@ async def _attention(
     name: str, version: int | None, request: Request, v1: V1Handlers, fmt: OutputFormat | None
 ) -> Response:
     body = await parse_body(
-        request, AttentionRequest.model_validate_json, offload=partial(validate_json, AttentionRequest)
+        request, AttentionRequest.model_validate_json, offload=partial(offloaded_request, AttentionRequest)
     )
     if (fmt or body.format) == "png":
         return Response(await v1.attention_png(name, version, body), media_type="image/png")
@@ -180,7 +185,9 @@ async def _fit_forecast(name: str, version: int | None, request: Request, v1: V1
     from app.runtime import runtime_of
 
     body = await parse_body(
-        request, FitForecastRequest.model_validate_json, offload=partial(validate_json, FitForecastRequest)
+        request,
+        FitForecastRequest.model_validate_json,
+        offload=partial(offloaded_request, FitForecastRequest),
     )
     can_publish = runtime_of(request.app).api_keys.enabled and v1.settings.model_control == "explicit"
     answer = await fit_forecast(v1, name, version, body, can_publish)
@@ -223,7 +230,7 @@ async def _cross_validation(name: str, version: int | None, request: Request, v1
     body = await parse_body(
         request,
         lambda raw: CrossValidationRequest.model_validate_json(raw, context=context),
-        offload=partial(validate_json, CrossValidationRequest, context=context),
+        offload=partial(offloaded_request, CrossValidationRequest, context=context),
     )
     return Response(await cross_validation(v1, name, version, body), media_type="application/json")
 
@@ -259,7 +266,7 @@ async def _detect_anomalies(name: str, version: int | None, request: Request, v1
     body = await parse_body(
         request,
         lambda raw: AnomalyRequest.model_validate_json(raw, context=context),
-        offload=partial(validate_json, AnomalyRequest, context=context),
+        offload=partial(offloaded_request, AnomalyRequest, context=context),
     )
     return Response(await detect_anomalies(v1, name, version, body), media_type="application/json")
 

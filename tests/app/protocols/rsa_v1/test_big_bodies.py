@@ -29,6 +29,7 @@ from app.core.offload import ParseProcess
 from app.protocols.parsing import Refusal
 from tests.app.conftest import make_settings, running_client
 from tests.app.fakes import write_repository
+from tests.utils.panel import NAME, publish, store
 
 L, C = 8, 3
 MB = 1024 * 1024
@@ -46,10 +47,25 @@ def gated_call(folder: str, fn: Callable[..., Any], *args: Any) -> Any:
 
 
 @pytest.fixture(scope="module")
-def gated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, Path, list[Any]]]:
+def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """ "toy" (L = 8, three channels) and "stores" (a refittable global read-out, tests/utils/panel.py)."""
+    repo, _ = publish(tmp_path_factory.mktemp("big_bodies"))
+    return write_repository(repo, versions=(1,))
+
+
+@pytest.fixture(scope="module")
+def plain(repository: Path) -> Iterator[TestClient]:
+    """The same models, every body parsed on the event loop (no parse process): the reference."""
+    with running_client(make_settings(repository, max_series_per_request=64)) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def gated(
+    repository: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[TestClient, Path, list[Any]]]:
     """The app with its parse process, every parse in it held at the gate folder's `open` file; and the
     answers the worker gave (what `ParseProcess.run` returned to the route)."""
-    repository = write_repository(tmp_path_factory.mktemp("big_bodies_repo"), versions=(1,))
     gate = tmp_path_factory.mktemp("gate")
     answers: list[Any] = []
     real = ParseProcess.run
@@ -147,11 +163,20 @@ def test_healthz_answers_while_a_big_body_is_parsed(
         assert error["field"].startswith("series"), error
     # The worker's answer was final: a request or the refusal's errors, never "parse it again on the loop".
     assert answers and all(a is not None for a in answers), answers
+    for answer in answers:  # and a request came back with arrays: millions of floats took the loop longer
+        if not isinstance(answer, Refusal):
+            assert all(isinstance(v, np.ndarray) for v in values_of(answer)), type(answer)
+
+
+def values_of(request: Any) -> Iterator[Any]:
+    items = request.series if isinstance(request.series, list) else [request.series]
+    for s in items:
+        yield from s.values.values() if isinstance(s.values, dict) else [s.values]
 
 
 @pytest.mark.parametrize("route", ["cross_validation", "fit_forecast", "forecast"])
 def test_a_refusal_from_the_parse_process_reads_as_the_loops(
-    gated: tuple[TestClient, Path, list[Any]], route: str
+    gated: tuple[TestClient, Path, list[Any]], plain: TestClient, route: str
 ) -> None:
     """The same invalid body, parsed in the worker and on the loop (an app without the parse process):
     the same 422, word for word (field, limit, message, details)."""
@@ -165,8 +190,77 @@ def test_a_refusal_from_the_parse_process_reads_as_the_loops(
     headers = {"content-type": "application/json"}
     in_worker = client.post(f"/v1/models/toy/{route}", content=raw, headers=headers)
     assert [type(a) for a in answers] == [Refusal]  # refused in the worker, not parsed again here
-    repository = write_repository(gate / "plain_repo", versions=(1,))
-    with running_client(make_settings(repository, max_series_per_request=64)) as plain:
-        on_loop = plain.post(f"/v1/models/toy/{route}", content=raw, headers=headers)
+    on_loop = plain.post(f"/v1/models/toy/{route}", content=raw, headers=headers)
     assert in_worker.status_code == on_loop.status_code == 422, in_worker.text[:300]
     assert in_worker.json() == on_loop.json()
+
+
+def stores_body(null: bool = False, rows: bool = False) -> bytes:
+    """60 monthly histories of 1,500 values (long decimals: over 1 MiB), for "stores" to refit."""
+    series = []
+    for i in range(60):
+        values: list[Any] = (store(i, 1500) + np.random.default_rng(i).uniform(0, 1e-3, 1500)).tolist()
+        if null and i == 59:
+            values[700] = None
+        series.append(
+            {"id": f"s{i}", "start": "1900-01-01", "values": [[v] for v in values] if rows else values}
+        )
+    raw = orjson.dumps({"series": series, "level": [80]})
+    assert len(raw) >= MB
+    return raw
+
+
+def toy_body(route: str, null: bool = False, columns: bool = False) -> bytes:
+    """Histories of the toy (three channels), over 1 MiB: rows or named columns, maybe a null."""
+    series: list[dict[str, Any]] = []
+    for i in range(4):
+        values: Any = rows(24_000 if route == "attention" else 12_000, i).tolist()
+        if null:
+            values[-3][1] = None  # in the last window: filled by the model's rule, as on the loop
+        if columns:
+            values = {name: [r[c] for r in values] for c, name in enumerate(("HUFL", "MUFL", "OT"))}
+        series.append({"id": f"s{i}", "values": values, "start": "2020-01-01T00:00:00Z"})
+    document: dict[str, Any] = {"series": series[0] if route == "attention" else series}
+    if route == "cross_validation":
+        document["n_windows"] = 3
+    if route == "forecast" and null:
+        document["series"][0]["values"] = values  # a null: the fast lane declines, the model parses it
+    raw = orjson.dumps(document)
+    assert len(raw) >= MB
+    return raw
+
+
+SAME = [
+    (NAME, "fit_forecast", lambda: stores_body()),
+    (NAME, "fit_forecast", lambda: stores_body(rows=True)),
+    (NAME, "fit_forecast", lambda: stores_body(null=True)),  # 422: the null's position, as on the loop
+    ("toy", "cross_validation", lambda: toy_body("cross_validation")),
+    ("toy", "cross_validation", lambda: toy_body("cross_validation", null=True, columns=True)),
+    ("toy", "attention", lambda: toy_body("attention", columns=True)),
+    ("toy", "forecast", lambda: toy_body("forecast", null=True)),
+]
+
+
+@pytest.mark.parametrize(("model", "route", "make"), SAME)
+def test_a_big_body_parsed_in_the_worker_is_answered_as_on_the_loop(
+    gated: tuple[TestClient, Path, list[Any]],
+    plain: TestClient,
+    model: str,
+    route: str,
+    make: Callable[[], bytes],
+) -> None:
+    """Values back from the worker as arrays (null: NaN) answer exactly as the loop's lists do."""
+    client, gate, answers = gated
+    (gate / "open").write_text("")
+    answers.clear()
+    raw = make()
+    headers = {"content-type": "application/json"}
+    in_worker = client.post(f"/v1/models/{model}/{route}", content=raw, headers=headers)
+    assert answers and not isinstance(answers[-1], Refusal)  # parsed there, into arrays
+    assert all(isinstance(v, np.ndarray) for v in values_of(answers[-1]))
+    on_loop = plain.post(f"/v1/models/{model}/{route}", content=raw, headers=headers)
+    assert in_worker.status_code == on_loop.status_code, (in_worker.text[:300], on_loop.text[:300])
+    got, want = in_worker.json(), on_loop.json()
+    for answer in (got, want):
+        (answer.get("fit") or {}).pop("seconds", None)  # the fit's own time
+    assert got == want
