@@ -46,7 +46,7 @@ from app.engine.catalog import VersionEntry
 from app.inference.covariates import SeriesCovariates, covariate_rows
 from app.inference.intervals import level_bounds, require_intervals
 from app.inference.service import InferenceService
-from app.inference.windows import check_windows, fill_windows, require_finite
+from app.inference.windows import YEARS, check_windows, fill_windows, require_finite
 from app.protocols.oip_v2.codec import InferResult, Tensor
 from app.protocols.oip_v2.schemas import ModelMetadata, RepositoryModel, ServerMetadata, TensorMetadata
 from app.protocols.rsa_v1.codec import forecast_timestamps
@@ -419,10 +419,17 @@ def _phases(tensors: dict[str, Tensor], manifest: Manifest, n: int) -> np.ndarra
             limit=[n],
         )
     if tensor.name == "start":
-        phases = [
-            unix_seconds_phase(int(s), cycle.period, cycle.step_seconds, manifest.timezone)
-            for s in tensor.array
-        ]
+        phases = []
+        for i, s in enumerate(tensor.array):
+            try:
+                phases.append(unix_seconds_phase(int(s), cycle.period, cycle.step_seconds, manifest.timezone))
+            except OverflowError:  # a zoned model reads the instant on its clock, which has years 1..9999
+                raise InvalidInput(
+                    f"start[{i}] = {int(s)} Unix seconds is not a date in the model's zone "
+                    f"{manifest.timezone}: times must lie within years 1 to 9999 ({YEARS})",
+                    field=f"start[{i}]",
+                    limit=YEARS,
+                ) from None
         return np.array(phases, np.int64)
     bad = (tensor.array < 0) | (tensor.array >= cycle.period)
     if bad.any():

@@ -4,6 +4,7 @@
 - a `start` whose instant leaves years 1..9999 once moved to the model's zone (or to UTC): the move
   overflowed (`astimezone`, OverflowError) on forecast, cross_validation, detect_anomalies and
   fit_forecast; with a `[Zone]` suffix it overflowed while parsing, on any model;
+- OIP v2's `start` (Unix seconds) on a zoned model with a cycle, read on the model's clock;
 - fit_forecast of a series whose `values` is an object without columns (`{}`): StopIteration raised
   inside the coroutine (`RuntimeError: coroutine raised StopIteration`).
 
@@ -53,6 +54,7 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     manifest.update(name=f"{NAME}-tokyo", timezone=ZONE)
     path.write_text(json.dumps(manifest))
     write_version(repo, ToySpec(name="toy"))
+    write_version(repo, ToySpec(name="tokyo-hourly", cycle_period=24, manifest_overrides={"timezone": ZONE}))
     write_version(
         repo, ToySpec(name="tokyo", manifest_overrides={"timezone": ZONE, "intervals": _intervals()})
     )
@@ -148,3 +150,16 @@ def test_a_refit_series_without_columns_or_values_is_named(
     r = client.post(f"/v1/models/{NAME}/fit_forecast", json={"series": [{"values": values}]})
     assert r.status_code == 422, r.text
     assert r.json()["error"]["field"] == field, r.text
+
+
+@pytest.mark.parametrize("start", [2**62, -(2**62), 253402300799, -62135596800 - 3600])
+def test_oip_v2_unix_starts_outside_the_years_in_the_models_zone_are_named(
+    client: TestClient, start: int
+) -> None:
+    """OIP v2's `start` (Unix seconds of each window's first row) is read on a zoned model's clock for its
+    cycle: an instant whose local time leaves years 1..9999 is refused naming its element, as /v1's is."""
+    window = {"name": "window", "datatype": "FP32", "shape": [2, L, C], "data": [0.5] * (2 * L * C)}
+    starts = {"name": "start", "datatype": "INT64", "shape": [2], "data": [0, start]}
+    r = client.post("/v2/models/tokyo-hourly/infer", json={"inputs": [window, starts]})
+    assert r.status_code == 400, r.text
+    assert "start[1]" in r.text and LIMIT in r.text and "9999" in r.text, r.text
