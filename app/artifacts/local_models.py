@@ -28,13 +28,16 @@ import numpy as np
 
 __all__ = ["LOCAL_SCHEMA", "MEMBERS", "LocalSpec", "fit_forecast", "seasonal_indices"]
 
-MEMBERS = ("ses", "holt", "damped", "theta")
+MEMBERS = ("ses", "holt", "damped", "theta", "dotm")
 
 # The grids the parameters are chosen on (per series, by the in-sample one-step squared error).
 ALPHAS = np.array([0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0])
 TREND_ALPHAS = np.array([0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9])
 BETAS = np.array([0.01, 0.05, 0.1, 0.2])  # as a share of alpha (beta* = beta·alpha <= alpha)
 PHIS = np.array([0.8, 0.9, 0.95, 0.98])
+# The dynamic optimised Theta's grids (Fiorucci et al. 2016: alpha in [0.1, 0.99], theta >= 1).
+THETA_ALPHAS = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.99])
+THETAS = np.array([1.0, 1.5, 2.0, 2.5, 3.0, 4.0])
 # One-sided 90% normal quantile of M4's seasonality test.
 SEASONALITY_Z = 1.645
 
@@ -118,11 +121,64 @@ def _smooth(
         sse += (first < t)[:, None] * (err * err)
         level = fit + alpha * err
         trend = phi * trend + ba * err
-        rows = starts.get(t)
-        if rows is not None:
-            level[rows] = x0[rows, t][:, None]
-            trend[rows] = b0[rows][:, None] * on_trend
+        begin = starts.get(t)
+        if begin is not None:
+            level[begin] = x0[begin, t][:, None]
+            trend[begin] = b0[begin][:, None] * on_trend
     return level, trend, sse
+
+
+def _dotm(x0: np.ndarray, m: np.ndarray, horizon: int) -> np.ndarray:
+    """The dynamic optimised Theta model (DOTM; Fiorucci et al. 2016, statsforecast's `DynamicOptimized
+    Theta` recursions) over windows [S, L], alpha and theta chosen per series on a grid by the in-sample
+    one-step squared error, the level starting at the first value: its forecast [S, H].
+
+    Each step i (counted from the series' first value) forecasts mu_i = level + (1 − 1/θ)·(A·(1−α)^i +
+    B·(1 − (1−α)^(i+1))/α), then updates the level (SES), the running mean and the trend line's slope B
+    and intercept A recursively; the forecast runs the same recursions on its own forecasts."""
+    S, L = x0.shape
+    n = m.sum(1)
+    first = L - n
+    ga, gt = np.meshgrid(THETA_ALPHAS, THETAS, indexing="ij")
+    alpha, theta = ga.ravel()[None, :], gt.ravel()[None, :]
+    G = alpha.shape[1]
+    level = np.zeros((S, G))
+    mean = np.zeros((S, G))
+    a = np.zeros((S, G))
+    b = np.zeros((S, G))
+    sse = np.zeros((S, G))
+    rows = np.arange(S)
+    decay = 1 - alpha
+    pw = np.ones((S, G))  # (1 − α)^i, i counted from each series' first value
+    for t in range(L):
+        i = np.maximum(t - first, 0).astype(np.float64)[:, None]
+        y = x0[:, t][:, None]
+        mu = level + (1 - 1 / theta) * (a * pw + b * (1 - pw * decay) / alpha)
+        sse += (first < t)[:, None] * (y - mu) ** 2
+        level = alpha * y + decay * level
+        mean = (i * mean + y) / (i + 1)
+        b = ((i - 1) * b + 6 * (y - mean) / (i + 1)) / (i + 2)
+        a = mean - b * (i + 2) / 2
+        pw = pw * decay
+        start = first == t
+        if start.any():  # the first value: the level, mean and intercept at it, no slope yet; i = 0 next
+            v = x0[start, t][:, None]
+            level[start], mean[start], a[start], b[start] = v, v, v, 0.0
+            pw[start] = decay
+    g = np.argmin(sse, 1)
+    keep = (rows, g)
+    level, mean, a, b = level[keep][:, None], mean[keep][:, None], a[keep][:, None], b[keep][:, None]
+    alpha, theta = alpha[0, g][:, None], theta[0, g][:, None]
+    out = np.empty((S, horizon))
+    for k in range(horizon):
+        i = n[:, None].astype(np.float64) + k
+        mu = level + (1 - 1 / theta) * (a * (1 - alpha) ** i + b * (1 - (1 - alpha) ** (i + 1)) / alpha)
+        out[:, k] = mu[:, 0]
+        level = alpha * mu + (1 - alpha) * level
+        mean = (i * mean + mu) / (i + 1)
+        b = ((i - 1) * b + 6 * (mu - mean) / (i + 1)) / (i + 2)
+        a = mean - b * (i + 2) / 2
+    return out
 
 
 def _pick(level: np.ndarray, trend: np.ndarray, sse: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -177,6 +233,9 @@ def fit_forecast(
     al = ses_alpha[:, None]
     drift = (h[None] - 1 + 1 / al - (1 - al) ** n[:, None] / al) * (slope / 2)[:, None]
     out["theta"] = ses_level[:, None] + drift
+
+    if "dotm" in members:
+        out["dotm"] = _dotm(x0, m, horizon)
 
     season = idx[:, (-h) % max(period, 1)] if period >= 2 else 1.0
     return {k: v * season for k, v in out.items() if k in members}

@@ -86,3 +86,12 @@ def test_the_feed_gives_a_short_series_no_local_part() -> None:
     np.testing.assert_array_equal(local[1], 0.0)
     g = np.full((2, H), 5.0)
     np.testing.assert_allclose(spec.combine(g, padded([long, short], 36))[1], 5.0)  # the read-out alone
+
+
+def test_the_dynamic_theta_follows_a_line_and_a_constant() -> None:
+    line = 10.0 + 0.5 * np.arange(30)
+    f = fit_forecast(padded([line, np.full(30, 4.0)], 30), period=1, horizon=H, members=("dotm",))
+    assert set(f) == {"dotm"}
+    np.testing.assert_allclose(f["dotm"][1], 4.0, rtol=1e-9)
+    assert np.all(np.diff(f["dotm"][0]) > 0)  # it keeps rising after the line's end
+    assert abs(f["dotm"][0, 0] - 25.0) < 1.0  # near the next value of the line (10 + 0.5 * 30)
