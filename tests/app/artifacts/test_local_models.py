@@ -95,3 +95,13 @@ def test_the_dynamic_theta_follows_a_line_and_a_constant() -> None:
     np.testing.assert_allclose(f["dotm"][1], 4.0, rtol=1e-9)
     assert np.all(np.diff(f["dotm"][0]) > 0)  # it keeps rising after the line's end
     assert abs(f["dotm"][0, 0] - 25.0) < 1.0  # near the next value of the line (10 + 0.5 * 30)
+
+
+def test_the_seasonal_ar_repeats_a_stable_season_and_its_drift() -> None:
+    period = 4
+    shape = np.array([10.0, 20.0, 15.0, 5.0])
+    series = np.tile(shape, 6) + np.repeat(np.arange(6.0), period)  # each cycle one higher
+    f = fit_forecast(padded([series], len(series)), period, horizon=period, members=("sar",))
+    np.testing.assert_allclose(f["sar"][0], shape + 6.0, atol=1e-9)  # last cycle + the drift of 1
+    short = fit_forecast(padded([series[:6]], 6), period, horizon=2, members=("sar",))  # < 2 cycles + 3
+    assert np.isfinite(short["sar"]).all()  # first differences, no seasonal lag to read
