@@ -61,10 +61,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.address:
             ray.init(address=args.address, log_to_driver=False)
         else:
-            from batch.score import local_ray_auth
+            from batch.score import init_local_ray
 
-            local_ray_auth()  # a token in the environment: Ray writes none to ~/.ray/auth_token
-            ray.init(address="local", num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False)
+            init_local_ray(num_cpus=args.num_cpus)  # loopback only, a token of its own
         try:
             model = fit_dataset(table_dataset(args.input), cfg, length)
         finally:

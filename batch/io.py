@@ -1,10 +1,13 @@
 """Tables in and out: a file, a folder of part files, or any filesystem URL pyarrow opens (file://,
 s3://, gs://, hdfs://); CSV or Parquet in, Parquet out, one output part per input part at the same
 relative path (`part-0003.csv` -> `part-0003.parquet`), written under a temporary name and renamed, so a
-part that exists is finished and a rerun skips it."""
+part that exists is finished and a rerun skips it. A local folder's symbolic links to folders are
+followed once each folder (a link to the folder itself is not walked again)."""
 
 from __future__ import annotations
 
+import logging
+import os
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -14,6 +17,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 SUFFIXES = (".parquet", ".pq", ".csv", ".csv.gz")
+logger = logging.getLogger("batch")
 
 
 @dataclass(frozen=True)
@@ -33,8 +37,6 @@ def open_fs(uri: str) -> tuple[pafs.FileSystem, str]:
     """(filesystem, path) for a URL or a local path."""
     if "://" in uri:
         return pafs.FileSystem.from_uri(uri)
-    import os
-
     return pafs.LocalFileSystem(), os.path.abspath(uri)
 
 
@@ -45,17 +47,52 @@ def list_parts(uri: str) -> Parts:
         return Parts(fs, root, [""])
     if info.type != pafs.FileType.Directory:
         raise FileNotFoundError(f"{uri}: no such file or folder")
-    found = fs.get_file_info(pafs.FileSelector(root, recursive=True))
-    relative = sorted(
-        f.path[len(root) + 1 :]
-        for f in found
-        if f.type == pafs.FileType.File
-        and f.base_name.endswith(SUFFIXES)
-        and not f.base_name.startswith((".", "_"))
-    )
+    if isinstance(fs, pafs.LocalFileSystem):
+        files = _local_files(root)
+    else:  # object stores and HDFS: no symbolic links to loop through
+        found = fs.get_file_info(pafs.FileSelector(root, recursive=True))
+        files = [f.path[len(root) + 1 :] for f in found if f.type == pafs.FileType.File]
+    relative = sorted(rel for rel in files if _is_part(rel.rsplit("/", 1)[-1]))
     if not relative:
         raise FileNotFoundError(f"{uri}: no CSV or Parquet part files ({', '.join(SUFFIXES)})")
     return Parts(fs, root, relative)
+
+
+def _is_part(base_name: str) -> bool:
+    return base_name.endswith(SUFFIXES) and not base_name.startswith((".", "_"))
+
+
+def _local_files(root: str) -> list[str]:
+    """The files under a local folder, by their paths relative to it. A symbolic link to a folder is
+    followed only to a folder not seen yet (by device and inode), so a link to the folder itself or to one
+    above it is walked once, not until the path is too long (Arrow's recursive listing went 40 levels deep
+    and listed each part 41 times); a link to a folder met twice is skipped there (logged)."""
+    seen: set[tuple[int, int]] = set()
+    files: list[str] = []
+
+    def walk(folder: str, rel: str) -> None:
+        info = os.stat(folder)
+        key = (info.st_dev, info.st_ino)
+        if key in seen:
+            logger.warning("%s: a folder met before (a symbolic link loop, or two links): skipped", folder)
+            return
+        seen.add(key)
+        with os.scandir(folder) as entries:
+            children = sorted(entries, key=lambda e: e.name)
+        for entry in children:
+            path = f"{rel}/{entry.name}" if rel else entry.name
+            try:
+                is_dir = entry.is_dir()  # through a symbolic link
+                is_file = not is_dir and entry.is_file()
+            except OSError:  # a dangling or looping link
+                continue
+            if is_dir:
+                walk(entry.path, path)
+            elif is_file:
+                files.append(path)
+
+    walk(root, "")
+    return files
 
 
 def output_name(parts: Parts, rel: str) -> str:

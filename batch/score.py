@@ -335,6 +335,7 @@ class Forecaster:
         begins = np.concatenate([[0], cuts]).astype(np.int64) if n else cuts
         ends = np.concatenate([cuts, [n]]).astype(np.int64) if n else cuts
         ids = table[job.id_col].take(pa.array(begins)).to_numpy(zero_copy_only=False)  # one per series
+        self._refuse_repeats(stamps, begins, ends, ids)
         S = len(begins)
         windows = np.empty((S, L, len(columns)), np.float32)
         phases = np.empty(S, np.int64) if manifest.cycle is not None else None
@@ -382,6 +383,30 @@ class Forecaster:
         arrays = [forecast, *(b for pair in bounds.values() for b in pair)]
         require_finite(arrays, lambda i: f"series {ids[i]!r}")
         return self._long(table, tz, ids, horizon_us[:, :h], forecast, bounds, columns)
+
+    def _refuse_repeats(
+        self, stamps: np.ndarray, begins: np.ndarray, ends: np.ndarray, ids: np.ndarray
+    ) -> None:
+        """ValueError naming the first series with two rows at one time (the rows sorted by id, then
+        time), the time in the model's zone and the rows: its window would not be the model's steps. The
+        trainer refuses a duplicate timestamp, and a /v1 series (a start and consecutive steps) cannot
+        hold one."""
+        if len(stamps) < 2:
+            return
+        same = np.diff(stamps) == 0
+        if len(ends):
+            same[ends[:-1] - 1] = False  # the last row of a series against the next one's first
+        if not same.any():
+            return
+        row = int(np.argmax(same)) + 1
+        i = int(np.searchsorted(ends, row, side="right"))
+        when = (_EPOCH + timedelta(microseconds=int(stamps[row]))).astimezone(self.manifest.zone or UTC)
+        more = int(same.sum()) - 1
+        raise ValueError(
+            f"series {ids[i]!r} has two rows at {when.isoformat()} (rows {row - int(begins[i]) - 1} and "
+            f"{row - int(begins[i])} of the series sorted by time): a series holds each time once; drop "
+            "or aggregate the duplicates" + (f" ({more} more duplicate rows in this part)" if more else "")
+        )
 
     def _covariates(
         self,
@@ -542,11 +567,62 @@ def local_ray_auth() -> None:
         os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
 
 
+# A local Ray's one address. Ray swaps 127.0.0.1 for the machine's outward address (and so binds its
+# servers on every interface) unless it runs as a machine of its own, which on Linux this switch of
+# Ray's says (its default on macOS and Windows, read by `ray._private.services.get_node_ip_address`).
+LOOPBACK = "127.0.0.1"
+_LOCAL_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+def init_local_ray(**options: Any) -> None:
+    """Start a local Ray of this process's own (`ray.init(address="local")`, `options` passed on) that
+    listens on loopback only: its GCS, raylet, workers, agents and the autoscaler's metrics server on
+    127.0.0.1, no dashboard, authenticated by a token of this process (`local_ray_auth`). Without this a
+    local job's GCS, raylet and workers listened on every interface and the autoscaler's unauthenticated
+    metrics server on 0.0.0.0:44217. A cluster (`ray.init(address=...)`) is the caller's explicit choice,
+    and never goes through here."""
+    import ray
+    from ray._private import ray_constants
+
+    local_ray_auth()
+    saved = os.environ.get(_LOCAL_ONLY), ray_constants.ENABLE_RAY_CLUSTER
+    # The environment for Ray's processes started now (they inherit it), the flag for this one, which
+    # read it when Ray was imported; both as they were afterwards, so a later `ray.init(address=...)` of
+    # this process joins a cluster on its outward address as before.
+    os.environ[_LOCAL_ONLY] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        ray.init(
+            # "local": a Ray of its own, never one already running on this machine (ray.init() alone
+            # joins the newest `ray start` cluster it finds, whatever its token).
+            address="local",
+            _node_ip_address=LOOPBACK,
+            include_dashboard=False,
+            log_to_driver=False,
+            **options,
+        )
+    finally:
+        if saved[0] is None:
+            os.environ.pop(_LOCAL_ONLY, None)
+        else:
+            os.environ[_LOCAL_ONLY] = saved[0]
+        ray_constants.ENABLE_RAY_CLUSTER = saved[1]
+
+
+class InputRefused(ValueError):  # noqa: N818
+    """A part the scorer refuses (a series too short, two rows at one time, a missing covariate ...): the
+    same answer on every try, so it is never tried again; its actor hands the message back as data, and
+    `run` raises it, naming the part (Ray would wrap it in its own exception and traceback)."""
+
+
 def retrying(call: Callable[[], T], retries: int, what: str) -> T:
-    """`call`, tried again up to `retries` times when it raises (each failure logged)."""
+    """`call`, tried again up to `retries` times when it raises (each failure logged), but for
+    InputRefused."""
     for attempt in range(retries + 1):
         try:
             return call()
+        except InputRefused:
+            raise
         except Exception as exc:
             if attempt == retries:
                 raise
@@ -574,12 +650,24 @@ class PartScorer:
         import ray
 
         node = ray.get_runtime_context().get_node_id()
-        done: dict[str, list[Any]] = {"part": [], "series": [], "seconds": [], "provider": [], "node": []}
+        done: dict[str, list[Any]] = {
+            "part": [],
+            "series": [],
+            "seconds": [],
+            "provider": [],
+            "node": [],
+            "refused": [],
+        }
         for rel in batch["part"]:
             start = time.perf_counter()
-            series = retrying(lambda rel=str(rel): self._one(rel), self.job.retries, f"part {rel!r}")
+            refused = ""
+            try:
+                series = retrying(lambda rel=str(rel): self._one(rel), self.job.retries, f"part {rel!r}")
+            except InputRefused as e:
+                series, refused = 0, str(e)
             done["part"].append(str(rel))
             done["series"].append(series)
+            done["refused"].append(refused)
             done["seconds"].append(time.perf_counter() - start)
             done["provider"].append(self.forecaster.provider)
             done["node"].append(node)
@@ -589,12 +677,15 @@ class PartScorer:
         table = io.read_part(self.parts.fs, self.parts.path(rel))
         name = io.output_name(self.parts, rel)
         future = None
-        if self.future is not None:  # only the rows of this part's series
-            ids = table[self.job.id_col]
-            if pa.types.is_dictionary(ids.type):
-                ids = pc.cast(ids, ids.type.value_type)
-            future = self.future.read(name, pc.unique(pc.cast(ids, pa.string())))
-        out = self.forecaster.score_table(table, future)
+        try:
+            if self.future is not None:  # only the rows of this part's series
+                ids = table[self.job.id_col]
+                if pa.types.is_dictionary(ids.type):
+                    ids = pc.cast(ids, ids.type.value_type)
+                future = self.future.read(name, pc.unique(pc.cast(ids, pa.string())))
+            out = self.forecaster.score_table(table, future)
+        except ValueError as e:  # the scorer's refusals: this input, whatever the try
+            raise InputRefused(f"part {rel or self.parts.root!r}: {e}") from None
         io.write_part(self.out_fs, f"{self.out_root}/{name}", out)
         return out.num_rows // self.forecaster.horizon
 
@@ -639,20 +730,14 @@ def run(
     started_here = not ray.is_initialized()
     if started_here:
         if address is None:
-            local_ray_auth()
             # Ray starts its workers at niceness 15 unless told otherwise: on a machine with other work the
             # scoring actor then waits for every other process (the 100,000-series run scored at 0.48x the
             # raw session's windows/s, which ran at 0, on cores shared with other jobs; docs/batch.md).
-            ray.init(
-                # "local": a Ray of its own, never one already running on this machine (ray.init()
-                # alone joins the newest `ray start` cluster it finds, whatever its token).
-                address="local",
+            init_local_ray(
                 _system_config={"worker_niceness": worker_niceness},
                 num_cpus=num_cpus,
                 object_store_memory=object_store_bytes,
-                include_dashboard=False,
                 configure_logging=False,
-                log_to_driver=False,
             )
         else:
             # A cluster on a loopback address (127.0.0.2: Ray swaps 127.0.0.1 for the machine's outward
@@ -685,6 +770,9 @@ def run(
         # Each part's row as soon as it is written: `iter_rows` prefetches a block ahead, so it handed over
         # a part only once the next one was done too (a whole part late in the 100,000-series run).
         for batch in scored.iter_batches(batch_size=None, prefetch_batches=0, batch_format="numpy"):
+            for refused in batch["refused"]:
+                if refused:  # nothing more is scored: the job stops, non-zero, naming the part
+                    raise InputRefused(str(refused))
             for series, provider, node in zip(batch["series"], batch["provider"], batch["node"], strict=True):
                 summary.series += int(series)
                 summary.providers.add(str(provider))

@@ -411,7 +411,7 @@ def fit_compare(limit: int | None, blocks: int, threads: int) -> dict[str, float
     import ray
 
     from batch.fit import fit_dataset, series_dataset
-    from batch.score import local_ray_auth
+    from batch.score import init_local_ray
     from bench.competitions import load_competition
     from export.panel import PanelConfig, fit_global
 
@@ -420,14 +420,7 @@ def fit_compare(limit: int | None, blocks: int, threads: int) -> dict[str, float
     start = time.perf_counter()
     single = fit_global(m3.train, cfg, 24)
     single_s = time.perf_counter() - start
-    local_ray_auth()
-    ray.init(
-        address="local",
-        num_cpus=threads,
-        include_dashboard=False,
-        configure_logging=False,
-        log_to_driver=False,
-    )
+    init_local_ray(num_cpus=threads, configure_logging=False)
     try:
         start = time.perf_counter()
         distributed = fit_dataset(series_dataset(m3.train, blocks=blocks), cfg, 24)

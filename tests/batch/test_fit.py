@@ -9,6 +9,7 @@ import pytest
 import ray
 
 from batch.fit import block_equations, fit_dataset, series_dataset, table_dataset
+from batch.score import init_local_ray
 from bench.competitions import load_competition
 from export.panel import PanelConfig, fit_global
 
@@ -20,10 +21,8 @@ def m3_monthly():
 
 @pytest.fixture(scope="module")
 def local_ray():
-    # "local": a Ray of the test's own, not one another process started on this machine.
-    ray.init(
-        address="local", num_cpus=1, include_dashboard=False, configure_logging=False, log_to_driver=False
-    )
+    # A Ray of the test's own, not one another process started on this machine, on loopback.
+    init_local_ray(num_cpus=1, configure_logging=False)
     try:
         yield
     finally:

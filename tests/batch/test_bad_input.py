@@ -1,0 +1,96 @@
+"""The batch command under bad input (issue 46, item 9): two rows of a series at one time are refused,
+naming the series and the time, by the scorer and by the command (exit 2, one line, no Ray traceback),
+and a folder holding a symbolic link to itself (or to its parent) is walked once."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from batch import io as batch_io
+from batch.score import Forecaster, Job
+from tests.batch.conftest import etth1_table
+
+
+def with_repeat(table: pa.Table, row: int) -> pa.Table:
+    """`table` with its row `row` once more, at the end (the same series, the same time)."""
+    return pa.concat_tables([table, table.slice(row, 1)])
+
+
+def test_two_rows_at_one_time_are_refused_naming_the_series_and_the_time(repository: Path) -> None:
+    table = etth1_table(2, seed=2)
+    ids = table["unique_id"].to_pylist()
+    row = [i for i, sid in enumerate(ids) if sid == "ss01"][100]
+    when = table["ds"][row].as_py()
+    forecaster = Forecaster(Job(str(repository), "etth1-rsa", horizon=24, threads=1))
+    assert forecaster.score_table(table).num_rows == 2 * 24  # the table as it is: scored
+    with pytest.raises(ValueError, match="series 'ss01' has two rows at ") as caught:
+        forecaster.score_table(with_repeat(table, row))
+    assert when.strftime("%Y-%m-%dT%H:%M:%S") in str(caught.value)
+    # The last row of one series and the first row of the next at one time: not a repeat.
+    a = table.filter(pc.equal(table["unique_id"], "ss00"))
+    stamps = a["ds"].to_pylist()
+    shift = max(stamps) - min(stamps)
+    b = a.set_column(0, "unique_id", pa.array(["ss99"] * a.num_rows, a["unique_id"].type))
+    b = b.set_column(1, "ds", pa.array([t + shift for t in stamps], a["ds"].type))
+    assert forecaster.score_table(pa.concat_tables([a, b])).num_rows == 2 * 24
+
+
+def test_a_symbolic_link_to_the_folder_itself_is_walked_once(tmp_path: Path) -> None:
+    root = tmp_path / "in"
+    (root / "sub").mkdir(parents=True)
+    pq.write_table(etth1_table(1, seed=1), root / "part-0.parquet")
+    pq.write_table(etth1_table(1, seed=2), root / "sub" / "part-1.parquet")
+    os.symlink(root, root / "loop")  # the folder itself
+    assert batch_io.list_parts(str(root)).relative == ["part-0.parquet", "sub/part-1.parquet"]
+    # Two loops (Arrow's listing would have walked 2 ** 40 paths), and a link to nothing.
+    os.symlink(root, root / "sub" / "up")  # its parent, from below
+    os.symlink(root / "nowhere", root / "dangling")
+    assert batch_io.list_parts(str(root)).relative == ["part-0.parquet", "sub/part-1.parquet"]
+    # A link to a folder outside the input, met once, is still followed.
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    pq.write_table(etth1_table(1, seed=3), outside / "part-2.parquet")
+    os.symlink(outside, root / "more")
+    assert batch_io.list_parts(str(root)).relative == [
+        "more/part-2.parquet",
+        "part-0.parquet",
+        "sub/part-1.parquet",
+    ]
+
+
+def test_the_command_refuses_a_repeated_time_and_walks_a_loop_once(
+    repository: Path, tmp_path: Path, ray_state: Path
+) -> None:
+    """`python -m batch score` on a folder holding a good part, a part with one time twice and a link
+    to itself: exit 2, the error naming the part, the series and the time on one line."""
+    root = tmp_path / "in"
+    root.mkdir()
+    pq.write_table(etth1_table(2, seed=1), root / "part-0.parquet")
+    table = etth1_table(2, seed=2, prefix="r")
+    row = [i for i, sid in enumerate(table["unique_id"].to_pylist()) if sid == "rs01"][100]
+    pq.write_table(with_repeat(table, row), root / "part-1.parquet")
+    os.symlink(root, root / "loop")
+    env = {**os.environ, "RAY_TMPDIR": str(ray_state)}
+    command = [
+        sys.executable, "-m", "batch", "score", "--model-repository", str(repository), "--model", "etth1-rsa",
+        "--input", str(root), "--output", str(tmp_path / "out"), "--horizon", "24", "--threads", "1",
+        "--num-cpus", "1",
+    ]  # fmt: skip
+    workdir = Path(__file__).resolve().parents[2]
+    done = subprocess.run(command, cwd=workdir, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: part 'part-1.parquet': series 'rs01' has two rows at "), done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    written = sorted(
+        p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*.parquet")
+    )
+    assert written in ([], ["part-0.parquet"]), written  # never loop/part-0.parquet, loop/loop/...
