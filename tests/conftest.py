@@ -1,10 +1,25 @@
-"""Session-wide: the figure the time-bounded tests were scaled by (tests/utils/speed.py), if any asked."""
+"""Session-wide: the `slow` mark of the tests outside the fast tier (tests/tiers.py), and the figure the
+time-bounded tests were scaled by (tests/utils/speed.py), if any asked."""
 
 from __future__ import annotations
 
 import pytest
 
+from tests import tiers
 from tests.utils import speed
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "slow: outside the fast tier (tests/tiers.py names them; deselect with -m 'not slow', "
+        "which bash scripts/test-fast.sh does)",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m reads the marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    tiers.mark(items)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The fast tier, for every change: ruff, then every package's quick tests (pytest -m "not slow"; the slow
+# ones are named in tests/tiers.py). Under 3 minutes on a 2-core machine. The whole suite, as CI runs it:
+# scripts/test.sh. Sets up .venv (the dev set) only where it is missing; arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ -x .venv/bin/pytest ] || scripts/setup.sh dev
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+.venv/bin/python -m pytest -m "not slow" -q "$@"
