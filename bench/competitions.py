@@ -18,7 +18,11 @@ each series, every model fitted on what comes before;
 - quantiles from central intervals at 20/40/60/80%: q < 0.5 is the lower bound of level 100(1 − 2q),
   q > 0.5 the upper bound of level 100(2q − 1), the median the point forecast;
 - relative scores: the geometric mean over data sets of a model's MASE (and WQL) divided by the
-  seasonal naive's of the same run (published models: by fev's seasonal naive).
+  seasonal naive's of the same run (published models: by fev's seasonal naive). fev's SeasonalNaive has
+  no intervals (its published WQL is its point forecast's, to 4 decimals), so the WQL reference here is
+  the seasonal naive's point forecast at every quantile, not statsforecast's SeasonalNaive row. Spans:
+  every data set of the run, fev's tasks among them, and those where this run's seasonal naive
+  reproduces fev's MASE to 1% (the same series and hold-outs; in our full run all but Tourism yearly).
 
 statsforecast 2.1.1 fits SeasonalNaive, AutoETS, AutoTheta, AutoARIMA, AutoCES and
 DynamicOptimizedTheta per series (`n_jobs` processes, SeasonalNaive as the fallback model, as Nixtla's
@@ -60,6 +64,7 @@ from export.reports import (
     write_report,
 )
 from export.reports import CompetitionScore as Score
+from export.results_competitions import benchmark_table, same_data
 
 __all__ = [
     "ALL_DATA",
@@ -112,7 +117,8 @@ PROTOCOL = (
     "(fallback SeasonalNaive); StatisticalEnsemble = mean of AutoETS, AutoARIMA, AutoCES and "
     "DynamicOptimizedTheta (Nixtla's amazon-chronos experiment), its quantiles the mean of its members' "
     "(Nixtla's: a normal around the mean from each member's 68.27% interval). Relative scores: geometric "
-    "mean over data sets of model / this run's SeasonalNaive."
+    "mean over data sets of model / this run's SeasonalNaive, whose WQL there is its point forecast's at "
+    "every quantile (as fev's SeasonalNaive, which has no intervals)."
 )
 PUBLISHED_PROTOCOL = (
     "fev 0.6.0's chronos_zeroshot tasks monash_m3_{monthly,quarterly,yearly} and "
@@ -442,50 +448,68 @@ def _gmean(ratios: Sequence[float]) -> float:
     return float(np.exp(np.mean(np.log(ratios))))
 
 
-def geomeans(scores: Sequence[Score], published: Sequence[CompetitionPublished]) -> list[CompetitionGeoMean]:
-    """Each model's geometric mean over data sets of its MASE (and WQL) relative to the seasonal naive's:
-    this run's models against this run's SeasonalNaive, over every data set of the run and, where they
-    differ, over the ones fev has a task for; published models against fev's SeasonalNaive, over the
-    fev tasks of the run they cover."""
+def geomeans(
+    scores: Sequence[Score],
+    published: Sequence[CompetitionPublished],
+    naive_wql: Mapping[str, float] | None = None,
+) -> list[CompetitionGeoMean]:
+    """Each model's geometric mean over data sets of its MASE (and WQL) relative to the seasonal naive's.
+    This run's models are divided by this run's SeasonalNaive (its WQL: `naive_wql`, the WQL of its point
+    forecast at every quantile, where given: fev's SeasonalNaive has no intervals), over every data set
+    of the run, over the ones fev has a task for, and over those of them where this run's seasonal naive
+    reproduces fev's MASE to 1% (the same data: `same_data`); published models by fev's SeasonalNaive,
+    over the last two. A span equal to a wider one is not repeated."""
     by = {(s.data, s.model): s for s in scores}
+    pub = {(p.data, p.model): p for p in published}
     datas = list(dict.fromkeys(s.data for s in scores))
-    spans = [datas]
     fev = [d for d in datas if d in FEV_TASKS]
-    if fev and fev != datas:
-        spans.append(fev)
+    same = [d for d in fev if _same_data(by.get((d, SEASONAL_NAIVE)), pub.get((d, SEASONAL_NAIVE)))]
+    spans = [t for i, t in enumerate([datas, fev, same]) if t and t not in [datas, fev, same][:i]]
+    naive_wql = naive_wql or {}
     out = []
     for model in dict.fromkeys(s.model for s in scores):
         for tasks in spans:
             if not all((d, model) in by and (d, SEASONAL_NAIVE) in by for d in tasks):
                 continue
             rows = [(by[(d, model)], by[(d, SEASONAL_NAIVE)]) for d in tasks]
-            w = [(m.wql, n.wql) for m, n in rows]
+            w = [(m.wql, naive_wql.get(m.data, n.wql)) for m, n in rows]
+            out.append(_geomean(model, "this run", tasks, [(m.mase, n.mase) for m, n in rows], w))
+    for model in dict.fromkeys(p.model for p in published if p.model != SEASONAL_NAIVE):
+        for tasks in spans:
+            if not all((d, model) in pub and (d, SEASONAL_NAIVE) in pub for d in tasks):
+                continue
+            pairs = [(pub[(d, model)], pub[(d, SEASONAL_NAIVE)]) for d in tasks]
             out.append(
-                CompetitionGeoMean(
-                    model=model,
-                    source="this run",
-                    tasks=list(tasks),
-                    mase=_gmean([m.mase / n.mase for m, n in rows]),
-                    wql=_gmean([a / b for a, b in w]) if all(a and b for a, b in w) else None,  # type: ignore[operator]
+                _geomean(
+                    model,
+                    "published",
+                    tasks,
+                    [(m.mase, n.mase) for m, n in pairs],
+                    [(m.wql, n.wql) for m, n in pairs],
                 )
             )
-    pub = {(p.data, p.model): p for p in published}
-    for model in dict.fromkeys(p.model for p in published if p.model != SEASONAL_NAIVE):
-        tasks = [d for d in fev if (d, model) in pub and (d, SEASONAL_NAIVE) in pub]
-        if not tasks:
-            continue
-        pairs = [(pub[(d, model)], pub[(d, SEASONAL_NAIVE)]) for d in tasks]
-        pw = [(m.wql, n.wql) for m, n in pairs]
-        out.append(
-            CompetitionGeoMean(
-                model=model,
-                source="published",
-                tasks=tasks,
-                mase=_gmean([m.mase / n.mase for m, n in pairs]),
-                wql=_gmean([a / b for a, b in pw]) if all(a and b for a, b in pw) else None,  # type: ignore[operator]
-            )
-        )
     return out
+
+
+def _same_data(mine: Score | None, fev: CompetitionPublished | None) -> bool:
+    return mine is not None and fev is not None and same_data(mine.mase, fev.mase)
+
+
+def _geomean(
+    model: str,
+    source: str,
+    tasks: list[str],
+    mase_pairs: Sequence[tuple[float, float]],
+    wql_pairs: Sequence[tuple[float | None, float | None]],
+) -> CompetitionGeoMean:
+    ratios = [a / b for a, b in wql_pairs if a and b]
+    return CompetitionGeoMean(
+        model=model,
+        source=source,
+        tasks=list(tasks),
+        mase=_gmean([a / b for a, b in mase_pairs]),
+        wql=_gmean(ratios) if len(ratios) == len(wql_pairs) else None,
+    )
 
 
 def published_scores(datas: Sequence[str]) -> list[CompetitionPublished]:
@@ -524,8 +548,6 @@ def format_table(scores: Sequence[Score]) -> str:
 def format_benchmark(run: CompetitionRun) -> str:
     """The Chronos Benchmark II style tables (MASE, then WQL: a model per row, a data set per column,
     the geometric means relative to the seasonal naive last), as plain text."""
-    from export.results_competitions import benchmark_table
-
     blocks = []
     for metric in ("mase", "wql"):
         header, rows = benchmark_table(run, metric)
@@ -569,9 +591,11 @@ def benchmark(
             peers.append(ensemble([f for f in peers if f.model in ENSEMBLE_MEMBERS]))
         rows += [score_forecast(comp, f) for f in peers]
         scores += rows
+        naive = next(f for f in peers if f.model == SEASONAL_NAIVE)
         per_data[comp.name] = CompetitionData(
             horizon=comp.horizon,
             period=comp.period,
+            naive_point_wql=wql(comp.test, dict.fromkeys(QUANTILES, naive.point)),
             unseen=unseen_check(comp) if unseen else None,
             candidates=[
                 CompetitionCandidate(
@@ -591,6 +615,7 @@ def benchmark(
         )
         log(f"{mine.label}: validation / test MASE per candidate (* chosen): {cands}; {mine.extra}\n")
     published = published_scores(list(dict.fromkeys(s.data for s in scores)))
+    naive_wql = {d: m.naive_point_wql for d, m in per_data.items() if m.naive_point_wql is not None}
     load = "/".join(f"{x:.1f}" for x in os.getloadavg())
     notes = []
     if limit:
@@ -605,7 +630,7 @@ def benchmark(
         protocol=PROTOCOL.replace("fitted per series", f"fitted per series over n_jobs = {n_jobs}"),
         published_protocol=PUBLISHED_PROTOCOL,
         published=published,
-        geomean=geomeans(scores, published),
+        geomean=geomeans(scores, published, naive_wql),
         total_s=time.perf_counter() - start,
         machine=f"{os.cpu_count()} cores, load average {load} over the last 1/5/15 min at the end",
         notes=notes,

@@ -224,6 +224,9 @@ class CompetitionData:
     period: int | None = None
     candidates: list[CompetitionCandidate] = dataclasses.field(default_factory=list)
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # The seasonal naive's point forecast at every quantile: its WQL (a WAPE) is fev's SeasonalNaive's
+    # (no intervals there), the reference of the relative WQL.
+    naive_point_wql: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -74,26 +74,40 @@ def test_wql_is_fevs_and_quantiles_come_from_interval_bounds() -> None:
 
 
 def test_geometric_means_against_this_runs_and_fevs_seasonal_naive() -> None:
+    """This run's models by this run's seasonal naive (WQL: by its point forecast's, where given), over
+    every data set, fev's tasks and the tasks where the seasonal naive reproduces fev's (to 1%);
+    published models by fev's seasonal naive over the spans they cover."""
+
     def row(data: str, model: str, m: float, w: float | None) -> Score:
         return Score(data, model, 5, 1.0, m, None, 0.0, 0.0, w, None)
 
     scores = [
-        row("M3 monthly", "SeasonalNaive", 1.0, 0.2),
-        row("M3 monthly", "ours", 0.5, 0.1),
+        row("M3 monthly", "SeasonalNaive", 1.2, 0.2),
+        row("M3 monthly", "ours", 0.6, 0.1),
+        row("Tourism yearly", "SeasonalNaive", 3.0, 0.1),
+        row("Tourism yearly", "ours", 1.5, 0.05),
         row("M3 other", "SeasonalNaive", 2.0, 0.1),
-        row("M3 other", "ours", 4.0, None),
+        row("M3 other", "ours", 8.0, None),
     ]
     published = [
-        CompetitionPublished("M3 monthly", "SeasonalNaive", 1.2, 0.2, "s.csv", "statsforecast"),
-        CompetitionPublished("M3 monthly", "TiRex", 0.6, 0.05, "t.csv"),
+        CompetitionPublished("M3 monthly", "SeasonalNaive", 1.2012, 0.2, "s.csv", "statsforecast"),
+        CompetitionPublished("M3 monthly", "TiRex", 0.3, 0.05, "t.csv"),
+        CompetitionPublished("Tourism yearly", "SeasonalNaive", 3.5, 0.2, "s.csv", "statsforecast"),
+        CompetitionPublished("Tourism yearly", "TiRex", 3.5, 0.1, "t.csv"),
     ]
-    by = {(g.model, g.source, len(g.tasks)): g for g in geomeans(scores, published)}
-    assert by[("ours", "this run", 2)].mase == pytest.approx(1.0)  # sqrt(0.5 · 2)
-    assert by[("ours", "this run", 2)].wql is None  # a data set without WQL
-    assert by[("ours", "this run", 1)].mase == pytest.approx(0.5)  # the fev tasks only (no M3 other)
-    assert by[("ours", "this run", 1)].wql == pytest.approx(0.5)
-    assert by[("TiRex", "published", 1)].mase == pytest.approx(0.5)  # by fev's seasonal naive
-    assert by[("TiRex", "published", 1)].tasks == ["M3 monthly"]
+    found = geomeans(scores, published, {"M3 monthly": 0.4, "Tourism yearly": 0.1})
+    by = {(g.model, g.source, len(g.tasks)): g for g in found}
+    assert set(by) == {(m, "this run", n) for m in ("ours", "SeasonalNaive") for n in (3, 2, 1)} | {
+        ("TiRex", "published", 2),
+        ("TiRex", "published", 1),
+    }
+    assert by[("ours", "this run", 3)].mase == pytest.approx((0.5 * 0.5 * 4) ** (1 / 3))
+    assert by[("ours", "this run", 3)].wql is None  # a data set without WQL
+    assert by[("ours", "this run", 2)].wql == pytest.approx((0.25 * 0.5) ** 0.5)  # by the point's WQL
+    assert by[("SeasonalNaive", "this run", 2)].wql == pytest.approx(0.5**0.5)  # its intervals vs its point
+    assert by[("ours", "this run", 1)].tasks == ["M3 monthly"]  # Tourism yearly: 3.0 is not fev's 3.5
+    assert by[("TiRex", "published", 2)].mase == pytest.approx((0.3 / 1.2012) ** 0.5)
+    assert by[("TiRex", "published", 1)].wql == pytest.approx(0.25)
 
 
 def test_statsforecast_peers_and_the_ensemble() -> None:
@@ -165,6 +179,7 @@ def test_a_smoke_run_with_every_model_reports_the_benchmark(tmp_path) -> None:
     assert all(g.mase == pytest.approx(1.0) for g in naive)
     measured = run.data["Tourism yearly"]
     assert (measured.horizon, measured.period) == (4, 1) and any(c.chosen for c in measured.candidates)
+    assert measured.naive_point_wql is not None and measured.naive_point_wql > 0
     assert run.total_s is not None and run.total_s > 0 and run.notes and run.protocol
     # The layouts before: schema 1 (the per-data results beside `scores`) and 2 read into the same type.
     first = {"scores": [raw["scores"][0]], "Tourism yearly": {"horizon": 4}}
