@@ -421,3 +421,76 @@ def test_coverage_per_series_group_is_shown_from_runs_that_measured_it(tmp_path)
     assert "| M3 yearly | new.json | history 14-17 (5) | 0.400 | 0.750 |" in page
     assert "| M3 yearly | new.json | all (9) | 0.500 | - |" in page and "old.json | history" not in page
     assert "- intervals at [50.0, 80.0]; [90.0] need more" in page
+
+
+def test_the_benchmark_section_renders_from_the_run_json(tmp_path):
+    """A benchmark run (report schema 3) is rendered from its JSON alone: the MASE and WQL tables with
+    this run's models (ours first) and the published ones, the relative columns from its geometric
+    means, validation beside test, this run's statsforecast against fev's; an earlier run follows."""
+    from bench.competitions import geomeans, published_scores
+    from export.reports import (
+        CompetitionCandidate,
+        CompetitionData,
+        CompetitionRun,
+        CompetitionScore,
+        write_report,
+    )
+    from export.results_competitions import competition_section, load_runs, load_scores
+
+    def row(data, model, mase, wql):
+        return CompetitionScore(data, model, 9, 10.0, mase, None, 1.0, 0.1, wql, 0.8)
+
+    scores = [
+        row("M3 monthly", "ours", 0.9, 0.09),
+        row("M3 monthly", "SeasonalNaive", 1.2, 0.15),
+        row("M3 other", "ours", 2.0, 0.04),
+        row("M3 other", "SeasonalNaive", 2.5, 0.05),
+    ]
+    published = published_scores(["M3 monthly", "M3 other"])
+    candidates = [
+        CompetitionCandidate("L=24", 0.95, 0.93, False),
+        CompetitionCandidate("L=72", 0.94, 0.9, True),
+    ]
+    run = CompetitionRun(
+        scores=scores,
+        data={"M3 monthly": CompetitionData(horizon=18, period=12, candidates=candidates)},
+        command="python -m bench.competitions --data M3:monthly --data M3:other",
+        ours="ours",
+        protocol="this run's protocol",
+        published_protocol="fev's protocol",
+        published=published,
+        geomean=geomeans(scores, published),
+        total_s=120.0,
+        machine="2 cores",
+    )
+    write_report(tmp_path / "benchmark.json", run)
+    old = CompetitionScore("M3 monthly", "REM read-out, global (L=72)", 1428, 15.0, 0.94, None, 90.0)
+    write_report(tmp_path / "monthly.json", CompetitionRun(scores=[old]))
+    page = "\n".join(competition_section(load_scores(tmp_path), load_runs(tmp_path)))
+    assert "| model | source | M3 monthly | M3 other | rel. SN, 2 sets | rel. SN, 1 fev task |" in page
+    assert "| ours | this run | 0.900 | **2.000** | **0.775** | 0.750 |" in page  # sqrt(0.75 · 0.8)
+    assert "| TiRex | published (fev) | 0.831 | - | - | 0.725 |" in page  # 0.8308 / 1.1462
+    assert "| SeasonalNaive | this run | 0.0015" not in page and "| ours | this run | 0.0900 |" in page
+    assert "| M3 monthly | L=24 0.950 / 0.930, **L=72 0.940 / 0.900** |" in page
+    assert "| M3 monthly | SeasonalNaive | 1.200 | 1.146 | 0.1500 | 0.1485 |" in page
+    assert "- **This run** (ours and statsforecast's models, fitted here): this run's protocol" in page
+    assert "The whole command took 120 s (2.0 min) on 2 cores." in page
+    assert "which leaves out M3 monthly (this run's SeasonalNaive MASE 1.200, fev's 1.146)." in page
+    assert "### Earlier runs" in page and "#### M3 monthly (1,428 series)" in page
+    assert "| REM read-out, global (L=72) | monthly.json | 15.00 | **0.940** | - | 90.0 |" in page
+
+
+def test_the_results_page_holds_the_competitions_section_as_rendered_from_its_runs():
+    """docs/results.md's competitions section is what `competition_section` renders from the runs under
+    results/competitions/ (regenerate with `python -m export.results`)."""
+    from pathlib import Path
+
+    from export.results_competitions import competition_section, load_runs, load_scores
+
+    root = Path(__file__).resolve().parents[2]
+    folder = root / "results" / "competitions"
+    section = competition_section(load_scores(folder), load_runs(folder))
+    page = (root / "docs" / "results.md").read_text().split("\n")
+    start = page.index(section[0])
+    end = next(i for i in range(start + 1, len(page)) if page[i].startswith("## "))
+    assert page[start:end] == section
