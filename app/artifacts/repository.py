@@ -7,8 +7,9 @@ folder, a README) is skipped.
 
 A model name is one plain folder name of the repository (`check_model_name`, the one copy of the rule:
 every name a client or a setting gives goes through `model_folder`): 1 to MAX_NAME_BYTES bytes of
-UTF-8, no `/`, `\\`, NUL or other control character, not `.` or `..` and not starting with `.` (the
-exporter's staging folders), and the folder it names, symlinks resolved, lies inside the repository.
+UTF-8, no `/`, `\\`, NUL or other control character, not only white space, not `.` or `..` and not
+starting with `.` (the exporter's staging folders), and the folder it names, symlinks resolved, lies
+inside the repository.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ _CHUNK = 1 << 20
 MAX_NAME_BYTES = 128
 NAME_RULE = (
     f"a model name is one folder name of the model repository: 1 to {MAX_NAME_BYTES} bytes of UTF-8, "
-    "no '/', '\\', NUL or control character, not '.' or '..' and not starting with '.'"
+    "no '/', '\\', NUL or control character, not only white space, not '.' or '..' and not starting "
+    "with '.'"
 )
 
 
@@ -79,6 +81,8 @@ def check_model_name(name: str) -> None:
         problem = "the model name holds a path separator"
     elif any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
         problem = "the model name holds NUL or a control character"
+    elif not name.strip():  # " ", a no-break or an ideographic space: a folder no one can tell apart
+        problem = "the model name is only white space"
     elif name.startswith("."):
         problem = "the model name starts with '.'"
     else:

@@ -107,6 +107,13 @@ class Settings(BaseSettings):
     max_fit_values: int = Field(default=1_000_000, ge=1)
     max_fit_seconds: float = Field(default=10.0, gt=0)
     max_fits_in_flight: int = Field(default=4, ge=1)  # fits (and publishes) at once; 503 above
+    # Publishing a refit (fit_forecast's `publish`; app/inference/publishing.py): the versions a model keeps
+    # on disk (a publish past it removes the oldest, never one the service holds: 409 naming them), the
+    # model folders a publish may bring the repository to (409 above), the bytes one published version may
+    # write (422 above). Together they bound what publishing can put on disk: folders x versions x bytes.
+    max_model_versions: int = Field(default=16, ge=1)
+    max_model_folders: int = Field(default=256, ge=1)
+    max_publish_bytes: int = Field(default=256 * 1024 * 1024, ge=1)
     # Forecast bodies of at least this many bytes are parsed in a worker process, off the event loop
     # (app/core/offload.py); 0: no worker, every body parsed on the loop.
     parse_process_min_bytes: int = Field(default=1024 * 1024, ge=0)

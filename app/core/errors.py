@@ -107,6 +107,13 @@ class TooManyVersions(ServiceError):  # noqa: N818
     code = "too_many_versions"
 
 
+class PublishRefused(ServiceError):  # noqa: N818
+    """A refit not published: its target model is of another kind, or a bound on publishing
+    (RSA_MAX_MODEL_VERSIONS, RSA_MAX_MODEL_FOLDERS) is in the way. Nothing was written."""
+
+    code = "publish_refused"
+
+
 class ModelNotReady(ServiceError):  # noqa: N818
     """Still loading, failed to load, or shutting down: worth retrying later."""
 

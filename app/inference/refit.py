@@ -39,6 +39,7 @@ from app.artifacts.readout import ReadoutSpec, calibrate, fit_weights, forecast,
 from app.artifacts.repository import model_folder, sha256_of
 from app.core.config import Settings
 from app.core.errors import InvalidInput, Overloaded
+from app.inference.publishing import check_publish_bytes, plan_publish, publish_lock, remove_versions
 from app.inference.windows import require_finite
 
 __all__ = [
@@ -251,9 +252,15 @@ def publish_refit(
     fit: Refit,
     histories: list[np.ndarray],
     local: LocalSpec | None = None,
+    *,
+    settings: Settings,
+    served: Callable[[], set[int]],
 ) -> int:
     """The refit as the next version of `target`: the source version's graph with the new read-out,
-    checked with ONNX Runtime against the numpy forecast; returns its number."""
+    checked with ONNX Runtime against the numpy forecast; returns its number. Only into a model of the
+    source's kind or a new one, within RSA_MAX_MODEL_VERSIONS, RSA_MAX_MODEL_FOLDERS and
+    RSA_MAX_PUBLISH_BYTES, its oldest versions past the first of these removed (`app.inference.publishing`;
+    `served()`: the versions of `target` the service holds, never removed)."""
     import onnxruntime as ort
 
     source = model_folder(repository, source_name) / str(source_version)
@@ -280,6 +287,7 @@ def publish_refit(
             field="publish",
         )
     manifest = json.loads((source / MANIFEST_FILE).read_text())
+    check_publish_bytes(len(graph), settings)
 
     def write(staging: Path, number: int) -> None:
         path = staging / MODEL_FILE
@@ -307,11 +315,17 @@ def publish_refit(
             }
         )
         (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
+        check_publish_bytes(sum(p.stat().st_size for p in staging.iterdir()), settings)
 
-    for attempt in range(3):
-        try:
-            return int(publish_version(model_folder(repository, target), write).name)
-        except OSError:  # another publish took the same number first (its folder renamed in before ours)
-            if attempt == 2:
-                raise
-    raise AssertionError("unreachable")
+    source_manifest = dict(manifest)  # as the source has it, before `write` makes it the refit's
+    with publish_lock(repository):
+        plan = plan_publish(repository, target, source_manifest, settings, served)
+        for attempt in range(3):
+            try:
+                number = int(publish_version(plan.folder, write).name)
+                break
+            except OSError:  # another publish took the same number first (its folder renamed in before ours)
+                if attempt == 2:
+                    raise
+        remove_versions(plan.folder, plan.remove, served)
+    return number

@@ -17,6 +17,7 @@ from app.core.errors import (
     Overloaded,
     PayloadTooLarge,
     PermissionDenied,
+    PublishRefused,
     ServiceError,
     Timeout,
     TooManyVersions,
@@ -33,6 +34,7 @@ HTTP_STATUS: dict[type[ServiceError], int] = {
     ModelNotFound: 404,
     NotServed: 404,
     TooManyVersions: 409,  # the server's state, not the request, is in the way: unload something first
+    PublishRefused: 409,  # the repository's state (the target model's kind, its room) is in the way
     ModelNotReady: 503,
     Overloaded: 503,
     Timeout: 504,

@@ -9,16 +9,20 @@ before the manifest's `readout` block, and covariate models, answer 422 `not_ref
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
 import orjson
 
 from app.artifacts.manifest import IntervalsSpec, Manifest
-from app.artifacts.repository import NameRefused, check_model_name
+from app.artifacts.repository import NameRefused, check_model_name, model_folder
 from app.core.config import Settings
 from app.core.errors import InvalidInput, PermissionDenied
 from app.inference.intervals import level_bounds
+from app.inference.publishing import precheck_publish, served_versions
 from app.inference.refit import PROVIDER, in_slot, publish_refit, refit_spec, run_fit, window_counts
 from app.inference.windows import check_horizon, in_model_zone, require_finite
 from app.protocols.rsa_v1.handlers import V1Handlers, _timestamps
@@ -100,6 +104,11 @@ def _check_limits(request: FitForecastRequest, settings: Settings) -> None:
         raise InvalidInput("level repeats a value", field="level")
 
 
+def served_by(v1: V1Handlers, name: str) -> Callable[[], set[int]]:
+    """The versions of `name` the service holds when called (its catalog then, read from any thread)."""
+    return lambda: served_versions(v1.service.catalog, name)
+
+
 async def fit_forecast(
     v1: V1Handlers,
     name: str,
@@ -128,6 +137,16 @@ async def fit_forecast(
             check_model_name(target)
         except NameRefused as e:
             raise InvalidInput(str(e), field="publish.model") from None
+        # Where it would go and what it would write, checked before the fit (its CPU) is spent; the
+        # publish checks again under its lock.
+        await asyncio.to_thread(
+            precheck_publish,
+            settings.model_repository,
+            target,
+            model_folder(settings.model_repository, entry.name) / str(entry.version),
+            settings,
+            served_by(v1, target),
+        )
     histories = [_history(s, manifest, f"series[{i}]") for i, s in enumerate(request.series)]
     for i, h in enumerate(histories):
         if len(h) < spec.min_history:
@@ -168,7 +187,8 @@ async def fit_forecast(
     if target is not None:
         number = await in_slot(
             settings,
-            publish_refit,
+            # keywords through a partial: in_slot passes positional arguments (and has a `settings`)
+            partial(publish_refit, settings=settings, served=served_by(v1, target)),
             settings.model_repository,
             entry.name,
             entry.version,
