@@ -30,6 +30,7 @@ __all__ = [
     "anomaly_points",
     "backtest_cutoffs",
     "check_window_count",
+    "least_history",
     "naive_scale",
     "season_of",
     "window_batch",

@@ -19,6 +19,7 @@ from app.inference.backtest import (
     anomaly_points,
     backtest_cutoffs,
     check_window_count,
+    least_history,
     naive_scale,
     season_of,
     window_batch,
@@ -26,6 +27,7 @@ from app.inference.backtest import (
 from app.inference.covariates import HistoryCovariates, history_covariate_rows, refuse_covariates
 from app.inference.intervals import check_levels, level_bounds, level_widths, require_intervals
 from app.inference.metrics import Accuracy, accuracy
+from app.inference.repair import ROUNDS, Repair
 from app.inference.windows import check_horizon, check_series_count, require_finite
 from app.protocols.rsa_v1.codec import series_history, series_start
 from app.protocols.rsa_v1.handlers import V1Handlers, _timestamps
@@ -227,19 +229,21 @@ async def detect_anomalies(v1: V1Handlers, name: str, version: int | None, reque
     covariate_rows = _covariates(manifest, request.series, histories, all_cuts, manifest.horizon - lead)
 
     async def check(
-        hs: list[History], cuts: list[list[int]], covariates: np.ndarray | None
+        hs: list[History], cuts: list[list[int]], steps: np.ndarray, covariates: np.ndarray | None
     ) -> tuple[np.ndarray, ...]:
-        """Forecast, bounds and half-width [n, C] of the point `lead` steps after each cutoff."""
+        """Forecast, bounds and half-width [n, C] of the point `steps[i]` steps after each cutoff (`lead`,
+        or further ahead where the repair's replaced values end the window)."""
         batch = window_batch(hs, cuts, manifest, settings.max_history_length, settings.max_missing_share)
         outputs = await v1.service.forecast(
             entry, batch.windows, batch.phases, latest=version is None, covariates=covariates
         )
-        outputs = outputs[:, :lead]
+        outputs = outputs[:, : int(steps.max())]
         lo, hi = level_bounds(manifest.intervals, outputs, [level], window=batch.windows)[level]
         width = level_widths(manifest.intervals, outputs, [level], window=batch.windows)[level]
-        # C-ordered copies: orjson writes only contiguous arrays, and the repair pass writes into
-        # them (the widths may be a read-only broadcast).
-        return tuple(np.array(a[:, lead - 1], order="C") for a in (outputs, lo, hi, width))
+        rows = np.arange(len(steps))
+        width = np.broadcast_to(width, outputs.shape)
+        # C-ordered copies: orjson writes only contiguous arrays, and the repair writes into them.
+        return tuple(np.array(a[rows, steps - 1], order="C") for a in (outputs, lo, hi, width))
 
     def judge(
         forecast: np.ndarray, lo: np.ndarray, hi: np.ndarray, width: np.ndarray
@@ -250,55 +254,61 @@ async def detect_anomalies(v1: V1Handlers, name: str, version: int | None, reque
         return flag, np.abs(actual - forecast) / np.maximum(width.astype(np.float64), tiny)
 
     actual = np.concatenate([h.values[p[0] : p[-1] + 1] for h, p in zip(histories, points, strict=True)])
-    offsets = np.cumsum([0, *(len(p) for p in points)])
     forecast, lo, hi, width = await check(
-        histories, all_cuts, None if covariate_rows is None else np.concatenate(covariate_rows)
+        histories,
+        all_cuts,
+        np.full(total, lead),
+        None if covariate_rows is None else np.concatenate(covariate_rows),
     )
     owner = np.repeat(np.arange(len(histories)), [len(p) for p in points])
     require_finite([forecast, lo, hi], lambda i: histories[int(owner[i])].field)
     flag, score = judge(forecast, lo, hi, width)
     if request.repair and flag.any():
-        # One repair pass: each flagged value replaced by its forecast in the windows of the points after
-        # it, so that one spike does not move the forecasts (and raise flags) of the points that read it.
-        # A value flagged within `lead` steps after a replaced one is left as sent: its forecast read the
-        # replaced value, so its flag may be the spike's echo, and replacing it by that forecast would
-        # carry the spike on (measured on the shipped model: the echo moved to the next point). It is
-        # forecast again, from the repaired window, like every point that read a replaced value.
-        repaired, again = [], []
-        for s, h in enumerate(histories):
-            rows = slice(offsets[s], offsets[s + 1])
-            own = np.asarray(points[s])
-            values = h.values.copy()
-            replaced: list[int] = []
-            for j in np.flatnonzero(flag[rows].any(axis=1)):
-                t = int(own[j])
-                if replaced and t - replaced[-1] <= lead:
-                    continue
-                channels = flag[rows][j]
-                values[t, channels] = forecast[rows][j, channels]
-                replaced.append(t)
-            # Point t reads rows t − lead + 1 − L .. t − lead: those after a repaired row r up to r + L.
-            reads = np.zeros(len(own), bool)
-            for r in replaced:
-                reads |= (own > r + lead - 1) & (own <= r + lead - 1 + manifest.input_length)
-            repaired.append(History(h.id, values, h.start, h.field, h.path_of))
-            again.append(np.flatnonzero(reads))
-        cuts = [[points[s][j] - lead + 1 for j in again[s]] for s in range(len(histories))]
-        if any(cuts):
-            keep = [s for s in range(len(histories)) if cuts[s]]
-            # The covariates stay as sent: only the target's flagged values are replaced.
-            redone = await check(
-                [repaired[s] for s in keep],
-                [cuts[s] for s in keep],
-                None
-                if covariate_rows is None
-                else np.concatenate([covariate_rows[s][again[s]] for s in keep]),
+        # The points judged in time order, each from a window whose spikes are replaced by their
+        # forecasts (a level shift's onset read as sent), in rounds of one batch each:
+        # app/inference/repair.py.
+        repair = Repair(
+            [h.values for h in histories],
+            [p[0] for p in points],
+            lead,
+            manifest.horizon,
+            manifest.input_length,
+            least_history(manifest),
+            forecast,
+            lo,
+            hi,
+            width,
+        )
+        for _ in range(ROUNDS):
+            again = repair.next_round()
+            keep = [s for s in range(len(histories)) if again[s]]
+            if not keep:
+                break
+            hs = [
+                History(
+                    histories[s].id,
+                    repair.values(s),
+                    histories[s].start,
+                    histories[s].field,
+                    histories[s].path_of,
+                )
+                for s in keep
+            ]
+            cuts = [[points[s][j] - step + 1 for j, step in again[s]] for s in keep]
+            steps = np.array([step for s in keep for _, step in again[s]], np.int64)
+            # The covariates stay as sent (only the target's values are repaired), cut at the new cutoffs.
+            cut_rows = _covariates(
+                manifest, [request.series[s] for s in keep], hs, cuts, manifest.horizon - lead
             )
-            where = np.concatenate([offsets[s] + again[s] for s in keep])
-            require_finite(list(redone), lambda i: histories[int(owner[where[i]])].field)
-            for array, new in zip((forecast, lo, hi, width), redone, strict=True):
-                array[where] = new
-            flag, score = judge(forecast, lo, hi, width)
+            redone = await check(hs, cuts, steps, None if cut_rows is None else np.concatenate(cut_rows))
+            fields = [histories[s].field for s in keep for _ in again[s]]
+            require_finite(list(redone), fields.__getitem__)
+            at = 0
+            for s in keep:
+                n = len(again[s])
+                repair.update(s, [j for j, _ in again[s]], [a[at : at + n] for a in redone])
+                at += n
+        flag, score = judge(forecast, lo, hi, width)
     series_out = []
     first = 0
     for s, history in enumerate(histories):

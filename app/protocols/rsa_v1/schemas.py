@@ -634,9 +634,12 @@ class AnomalyRequest(_Strict):
     )
     repair: bool = Field(
         default=True,
-        description="Forecast again, once, the points whose window holds a flagged value, with each "
-        "flagged value replaced by its forecast: a spike then does not flag the points after it. Only "
-        "checked points are repaired (with `last`, older anomalies stay in the windows).",
+        description="Judge the points in time order, each forecast from a window with the spikes flagged "
+        "before it replaced by their forecasts (a window that would end with replaced values: from the "
+        "window before them, that many steps further ahead), so that a spike does not flag the points "
+        "after it; a flag followed `lead` steps later by another on the same side is a level shift's "
+        "onset, read as sent. Only checked points are repaired (with `last`, older anomalies stay in the "
+        "windows); docs/backtest.md.",
     )
 
     _limit = field_validator("series", mode="wrap")(_series_within_limit)

@@ -288,37 +288,98 @@ def test_each_point_is_checked_against_the_interval_of_its_one_step_forecast(
     assert series["anomalies"] == answer["anomalies"] == int(flags.sum())
 
 
-def test_repair_forecasts_again_the_points_that_read_a_flagged_value(
-    client: TestClient, repository: Path
+def own_history(repository: Path, n: int) -> np.ndarray:
+    """A history the toy forecasts well: each value its one-step forecast from the values before, plus
+    noise well inside the 50% interval."""
+    rng = np.random.default_rng(8)
+    v = np.zeros((n, C))
+    v[:L] = rng.normal(0, 1, (L, C))
+    w = widths()[0, 0]
+    for t in range(L, n):
+        v[t] = toy_forecast(repository, v[None, t - L : t])[0, 0] + rng.uniform(-0.5, 0.5, C) * w
+    return v
+
+
+def sequential_repair(
+    repository: Path, v: np.ndarray, first: int, lead: int, level: float
+) -> tuple[np.ndarray, bool]:
+    """docs/backtest.md's repair, one point at a time in time order (the service runs it in rounds of
+    one batch): each point forecast from the values as repaired so far, `lead` steps ahead, or further
+    from the window before the replaced values its window would end with; a flag taken for a spike
+    (replaced by its forecast), unless the point `lead` steps after it is flagged on the same side by at
+    least half as much: a level shift's onset, then read as sent, with the flags on its side after it.
+    Returns the forecasts [points, C] and whether a shift was found."""
+    w = widths()[LEVELS.index(level)]
+    values = v.copy()
+    replaced = np.zeros(len(v), bool)
+    spikes: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    shifting = np.zeros(C)
+    out, shifted = [], False
+    t = first
+    while t < len(v):
+        step = lead
+        while step < min(H, t + 1 - L) and replaced[t - step]:
+            step += 1
+        f = toy_forecast(repository, values[None, t - step + 1 - L : t - step + 1])[0, step - 1]
+        diff = v[t] - f.astype(np.float64)
+        flags = np.abs(diff) > w[step - 1]
+        onset = t - lead
+        if onset in spikes:
+            channels, before = spikes[onset]
+            shift = (
+                channels & flags & (np.sign(diff) == np.sign(before)) & (np.abs(diff) >= np.abs(before) / 2)
+            )
+            if shift.any():
+                shifted = True
+                for r in range(onset, t):
+                    if r in spikes:
+                        undo = spikes[r][0] & shift
+                        values[r, undo] = v[r, undo]
+                        spikes[r][0][undo] = False
+                        if not spikes[r][0].any():
+                            del spikes[r]
+                            replaced[r] = False
+                shifting[shift] = np.sign(before[shift])
+                continue  # judged again from the values as sent
+        absorbing = flags & (shifting != 0) & (np.sign(diff) == shifting)
+        shifting[~absorbing] = 0
+        spike = flags & ~absorbing
+        if spike.any():
+            values[t, spike] = f[spike]
+            replaced[t] = True
+            spikes[t] = (spike, diff)
+        out.append(f)
+        t += 1
+    return np.array(out), shifted
+
+
+@pytest.mark.parametrize(
+    ("lead", "event"), [(1, "spike"), (2, "spike"), (1, "shift"), (2, "shift"), (1, "two spikes")]
+)
+def test_the_repair_equals_judging_each_point_in_time_order_from_the_values_repaired_before_it(
+    client: TestClient, repository: Path, lead: int, event: str
 ) -> None:
-    """The points whose window holds a value flagged in the first pass are forecast again from windows
-    with each flagged value replaced by its first forecast (but a flag right after a replaced value,
-    maybe its echo); the others keep their first answer."""
-    v = history(24, 6)  # 16 points checked: the limit here
-    v[12, 0] += 40.0
-    body = {"series": [{"values": v.tolist()}], "level": 99}
-    first = client.post(f"{TOY}/detect_anomalies", json={**body, "repair": False}).json()["series"][0]
+    """The service's rounds give the forecasts of the sequential rule, whatever flags the toy's random
+    forecasts raise besides the events (a shift's onset is told from a spike only where it is one)."""
+    v = own_history(repository, 24 + lead - 1)  # 16 points checked: the limit here
+    if event == "shift":
+        v[13:, 0] += 60.0
+    else:
+        v[12, 0] += 60.0
+        if event == "two spikes":
+            v[15, 1] -= 60.0
+    body = {"series": [{"values": v.tolist()}], "level": 99, "lead": lead}
+    plain = client.post(f"{TOY}/detect_anomalies", json={**body, "repair": False}).json()["series"][0]
     repaired = client.post(f"{TOY}/detect_anomalies", json=body).json()["series"][0]
-    points = np.array(first["index"])
-    flags = np.array(first["anomaly"])
-    f1 = np.array(first["forecast"], np.float32)
-    assert flags.any()
-    cleaned = v.copy()
-    replaced: list[int] = []
-    for j in np.flatnonzero(flags.any(axis=1)):  # a flag right after a replaced value is left as sent
-        if replaced and points[j] - replaced[-1] <= 1:
-            continue
-        cleaned[points[j], flags[j]] = f1[j, flags[j]]
-        replaced.append(int(points[j]))
-    flagged_at = np.array(replaced)
-    again = np.array([((flagged_at < t) & (flagged_at >= t - L)).any() for t in points])
-    want = f1.copy()
-    if again.any():
-        windows = np.stack([cleaned[t - L : t] for t in points[again]])
-        want[again] = toy_forecast(repository, windows)[:, 0]
+    first = repaired["index"][0]
+    want, shifted = sequential_repair(repository, v, first, lead, 99.0)
     np.testing.assert_array_equal(np.array(repaired["forecast"], np.float32), want)
-    assert repaired["actual"] == first["actual"]  # the values checked are the ones sent
-    assert again.sum() > 0 and not again.all()
+    assert repaired["actual"] == plain["actual"]  # the values checked are the ones sent
+    assert shifted == (event == "shift")
+    flagged = np.array(repaired["anomaly"])
+    assert flagged[(13 if event == "shift" else 12) - first, 0]  # the spike, the shift's onset
+    if event != "shift" and lead == 1:  # nothing else: the points after a spike read windows without it
+        assert flagged.sum() == 1 + (event == "two spikes")
 
 
 def test_the_online_form_checks_only_the_last_points_with_the_same_answers(client: TestClient) -> None:

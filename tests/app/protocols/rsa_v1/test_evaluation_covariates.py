@@ -96,11 +96,16 @@ def test_an_anomaly_check_with_covariates_forecasts_each_point_as_forecast_does(
     answer = r.json()["series"][0]
     assert answer["anomaly"][0] == [True]
     # The spike is replaced by its forecast, and the points after it are those of /v1 forecast on the
-    # repaired history with the covariates as sent.
+    # repaired history with the covariates as sent; the point right after it, whose window would end with
+    # the replaced value, from the window before the spike, two steps ahead (docs/backtest.md, Repair).
     repaired = dict(s, y=np.array(spiked["values"], dtype=float))
     repaired["y"][n - 3] = answer["forecast"][0][0]
     for k, t in enumerate(answer["index"][1:], start=1):
-        want = forecast_of(served, repaired, "shop_2", t)[0]
+        want = (
+            forecast_of(served, repaired, "shop_2", t - 1)[1]
+            if k == 1
+            else forecast_of(served, repaired, "shop_2", t)[0]
+        )
         np.testing.assert_allclose(answer["forecast"][k][0], want, rtol=1e-5, atol=1e-4)
 
 
