@@ -13,6 +13,7 @@ import pytest
 from bench.competitions import (
     ENSEMBLE,
     ENSEMBLE_MEMBERS,
+    OURS_LABEL,
     QUANTILES,
     STATS_MODELS,
     Candidate,
@@ -142,9 +143,16 @@ def test_our_model_gives_quantiles_candidates_and_is_pluggable() -> None:
     assert ours.point.shape == comp.test.shape and ours.quantiles is not None
     stacked = np.stack([ours.quantiles[q] for q in QUANTILES])
     assert (np.diff(stacked, axis=0) >= 0).all()
-    chosen = [c for c in ours.candidates.values() if c.chosen]
-    assert len(chosen) == 1 and chosen[0].point is ours.point
-    assert ours.extra["input_length"] == int(next(k for k, c in ours.candidates.items() if c.chosen)[2:])
+    chosen = {k: c for k, c in ours.candidates.items() if c.chosen}
+    # One read-out input length and one local set and window, each scored with the other as chosen.
+    assert [k.split("=")[0].split()[0] for k in chosen] == ["L", "local"]
+    assert all(c.point is ours.point for c in chosen.values())
+    assert ours.extra["input_length"] == int(next(k for k in chosen if k.startswith("L="))[2:])
+    ablation = ours.extra["ablation"]
+    assert ablation["hybrid"] == pytest.approx(
+        float(mase(comp.train, comp.test, ours.point, comp.period).mean())
+    )
+    assert set(ablation) >= {"read-out alone", "hybrid without REM features"}
 
     def fake(comp):  # another model: only run_ours names ours
         naive = np.array([np.resize(x[-1:], comp.horizon) for x in comp.train])
@@ -167,10 +175,10 @@ def test_a_smoke_run_with_every_model_reports_the_benchmark(tmp_path) -> None:
     raw = json.loads(path.read_text())
     assert (raw["kind"], raw["schema_version"]) == ("competition_run", CompetitionRun.schema_version)
     run = read_report(path, CompetitionRun)
-    models = ["REM read-out, global", *STATS_MODELS, ENSEMBLE]
+    models = [OURS_LABEL, *STATS_MODELS, ENSEMBLE]
     assert [s.model for s in run.scores] == models * 2
     assert all(s.wql is not None and np.isfinite(s.wql) and 0 <= s.coverage_80 <= 1 for s in run.scores)  # type: ignore[operator]
-    assert run.ours == "REM read-out, global" and "--limit 12" in run.command  # type: ignore[operator]
+    assert run.ours == OURS_LABEL and "--limit 12" in run.command  # type: ignore[operator]
     mine = {(g.model, len(g.tasks)) for g in run.geomean if g.source == "this run"}
     assert mine == {(m, n) for m in models for n in (2, 1)}  # both data sets; the fev task alone
     published = [g for g in run.geomean if g.source == "published"]
