@@ -16,7 +16,8 @@ units of each series' own seasonal-naive error, which the service computes from 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -315,30 +316,34 @@ def history_groups(lengths: Sequence[int], groups: int = 3) -> list[str]:
     return [label[int(g)] for g in index]
 
 
-def group_coverage(inside: np.ndarray, levels: Sequence[float], groups: Sequence[str]) -> list[GroupCoverage]:
+def group_coverage(
+    inside: np.ndarray, levels: Sequence[float], groups: Sequence[str], owners: np.ndarray | None = None
+) -> list[GroupCoverage]:
     """Per group (shortest histories first, then "all"): the share of values inside the interval at
-    each level; `inside` [levels, S, H] booleans."""
+    each level; `inside` [levels, rows, H] booleans, `groups` each row's group, `owners` each row's series
+    (None: one row per series), so that a group counts its series, not its windows."""
     labels = np.asarray(groups, dtype=object)
+    owner = np.arange(len(labels)) if owners is None else np.asarray(owners)
     out = []
     names = sorted(set(groups), key=lambda g: int(g.split()[-1].split("-")[0]) if g[-1].isdigit() else 0)
     for name in [*names, "all"]:
         rows = np.ones(len(labels), dtype=bool) if name == "all" else labels == name
         coverage = {f"{lv:g}": float(inside[i][rows].mean()) for i, lv in enumerate(levels)}
-        out.append(GroupCoverage(group=name, series=int(rows.sum()), coverage=coverage))
+        out.append(GroupCoverage(group=name, series=len(np.unique(owner[rows])), coverage=coverage))
     return out
 
 
 def _cross_coverage(
-    scores: np.ndarray, levels: Sequence[float], groups: Sequence[str]
+    scores: np.ndarray, levels: Sequence[float], groups: Sequence[str], folds: np.ndarray, owners: np.ndarray
 ) -> list[GroupCoverage]:
-    """Out-of-fold coverage: the even-numbered series' scores against widths from the odd-numbered ones'
-    and the other way round, so that no series is scored against a width it helped set. Levels one half
-    is too small for are left out."""
+    """Out-of-fold coverage: the scores of fold 0 (`folds` [n], 0 or 1 per row) against widths from fold
+    1's and the other way round, so that no window is scored against a width it helped set. Levels one
+    fold is too small for are left out."""
     import math
 
     from export.conformal import conformal_quantile
 
-    halves = [np.arange(0, len(scores), 2), np.arange(1, len(scores), 2)]
+    halves = [np.flatnonzero(folds == 0), np.flatnonzero(folds == 1)]
     small = min(len(h) for h in halves)
     ok = [lv for lv in levels if small and math.ceil((small + 1) * lv / 100) <= small]
     if not ok:
@@ -347,7 +352,48 @@ def _cross_coverage(
     for fold, other in ((halves[0], halves[1]), (halves[1], halves[0])):
         for i, lv in enumerate(ok):
             inside[i, fold] = scores[fold] <= conformal_quantile(scores[other], lv / 100)[None, :]
-    return group_coverage(inside, ok, groups)
+    return group_coverage(inside, ok, groups, owners)
+
+
+def _folds(per_series: Sequence[int]) -> np.ndarray:
+    """Each calibration window's fold: its series' parity (every other series), or with one series the
+    earlier and the later half of its windows."""
+    if len(per_series) == 1:
+        n = per_series[0]
+        return (np.arange(n) >= n // 2).astype(np.int64)
+    return np.repeat(np.arange(len(per_series)) % 2, per_series)
+
+
+def windows_needed(level: float) -> int:
+    """The fewest calibration windows that calibrate `level` (percent, below 100): the least n with
+    ceil((n + 1)·level/100) <= n (99 for 99%, 19 for 95%)."""
+    from app.artifacts.conformal import level_fits
+
+    n = 1
+    while not level_fits(n, level):
+        n += 1
+    return n
+
+
+def calibration_tail(
+    lengths: Sequence[int], horizon: int, min_history: int, train_min: int, levels: Sequence[float]
+) -> tuple[Callable[[int], int], int]:
+    """How many of its last values each series of n holds out to calibrate on, and the windows each
+    holds (k): its last H (k = 1: one window per series, the rule for many series) while the series long
+    enough to hold one are as many as the highest level asked needs windows (99 for 99%); fewer series,
+    each holds out its last H + k − 1 values, the k rolling windows whose H targets lie there (as the
+    service's fit on request calibrates), k = the windows that level needs / the series, rounded up. A
+    series holds out at most half its values, and never its last training window (train_min + H values
+    stay before the tail), so a short one may give fewer."""
+    H = horizon
+    count = sum(1 for n in lengths if n >= min_history + H)
+    need = max((windows_needed(lv) for lv in levels if lv < 100), default=1)
+    k = 1 if count == 0 or count >= need else math.ceil(need / count)
+
+    def tail(n: int) -> int:
+        return max(H, min(H + k - 1, n // 2, n - train_min - H))
+
+    return tail, k
 
 
 def readout_spec(model: GlobalModel) -> ReadoutSpec:
@@ -364,14 +410,17 @@ def calibrate_global(
     """Split-conformal intervals pooled across series, each scaled by its own seasonal-naive error:
     (the manifest's `intervals` or None, a sentence saying what was calibrated or why nothing was).
 
-    Every series long enough keeps its last H values out; a read-out of the same settings and input
-    length is fitted on what comes before and forecasts them (app/artifacts/readout.py's `calibrate`
-    with a tail of H: the service's fit on request calibrates with the same code). Each series' absolute
-    errors are divided by the spread the service computes from the same window (`series_spread`), and
-    per horizon step the conformal quantile of the n pooled scores is the width, in units of that
-    spread. A level needs ceil((n + 1)·level) <= n series. The calibration report
-    (`IntervalCalibration`, in the manifest's `intervals.calibration`) gives the coverage per
-    history-length group, out of fold."""
+    Every series long enough keeps its last values out (`calibration_tail`: its last H, one window per
+    series, when the series are as many as the highest level needs windows; fewer series hold out more,
+    k rolling windows each, as the service's fit on request does, so that one series gets 80, 90 and 95%);
+    a read-out of the same settings and input length is fitted on what comes before and forecasts every
+    window whose H targets lie in the held-out values (app/artifacts/readout.py's `calibrate`: the
+    service's fit on request calibrates with the same code). Each window's absolute errors are divided
+    by the spread the service computes from the same window (`series_spread`), and per horizon step the
+    conformal quantile of the n pooled scores is the width, in units of that spread. A level needs
+    ceil((n + 1)·level) <= n windows. The calibration report (`IntervalCalibration`, in the manifest's
+    `intervals.calibration`) gives the coverage per history-length group, out of fold (every other
+    series; one series: the earlier and the later half of its windows)."""
     from export.covariates import CovariateSeries, series_covariate_rows
 
     H, layout = model.config.horizon, model.covariates
@@ -383,32 +432,50 @@ def calibrate_global(
         if layout is None
         else CovariateRows(layout, lambda i, ends: series_covariate_rows(series[i], layout, ends))
     )
-    cal = calibrate(values, readout_spec(model), levels, tail=lambda n: H, covariates=rows, local=model.local)
+    cfg = model.config
+    tail, k = calibration_tail([len(v) for v in values], H, model.min_history, cfg.train_min, levels)
+    cal = calibrate(values, readout_spec(model), levels, tail=tail, covariates=rows, local=model.local)
     n = cal.series
+    lengths = [len(v) for v in values if len(v) >= model.min_history + H] or [0]
+    what = (
+        f"{n} series' last {H} values"
+        if k == 1
+        else f"{cal.windows} rolling windows over the last {max(map(tail, lengths))} values (at most) of "
+        f"{n} series"
+    )
     if cal.intervals is None:
         return (
             None,
-            f"no interval: {n} series hold {H} values out after min_history = {model.min_history}, "
-            f"too few for any of {list(levels)} (a level needs ceil((n + 1)·level) <= n series)",
+            f"no interval: {what} after min_history = {model.min_history} are too few for any of "
+            f"{list(levels)} (a level needs ceil((n + 1)·level) <= n windows)",
         )
     ok = list(cal.intervals["levels"])
     dropped = [lv for lv in levels if lv not in ok]
     why = (
         f"{dropped} need more than the {n} series that hold {H} values out after min_history = "
         f"{model.min_history} (a level needs ceil((n + 1)·level) <= n)"
+        if dropped and k == 1
+        else f"{dropped} need more than the {cal.windows} windows (a level needs ceil((n + 1)·level) <= n)"
         if dropped
         else None
     )
-    held = [len(v) - H for v in series if len(v) >= model.min_history + H]  # one window per series
+    labels = history_groups([m - H for m in lengths])  # each series' values before its last window
     report = IntervalCalibration(
         series=n,
         levels=ok,
         dropped_levels=dropped,
         dropped_because=why,
-        coverage=_cross_coverage(cal.scores, ok, history_groups(held)),
+        coverage=_cross_coverage(
+            cal.scores,
+            ok,
+            np.repeat(labels, cal.per_series).tolist(),
+            _folds(cal.per_series),
+            np.repeat(np.arange(len(cal.per_series)), cal.per_series),
+        ),
+        windows=cal.windows,
     )
     intervals = {**cal.intervals, "calibration": to_dict(report)}
-    return intervals, f"intervals at {ok} from {n} series' last {H} values" + (f"; {why}" if why else "")
+    return intervals, f"intervals at {ok} from {what}" + (f"; {why}" if why else "")
 
 
 def interval_halfwidths(

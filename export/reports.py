@@ -155,7 +155,8 @@ class GroupCoverage:
 class IntervalCalibration:
     """A global model's interval calibration (export/global_onnx.py `calibrate_global`; the manifest's
     `intervals.calibration`): the levels calibrated, those dropped and why, and the coverage per
-    history-length group, out of fold (each half of the series scored against widths from the other)."""
+    history-length group, out of fold (each half of the series scored against widths from the other; one
+    series: each half of its windows)."""
 
     kind: ClassVar[str] = "interval_calibration"
     schema_version: ClassVar[int] = 1
@@ -166,6 +167,9 @@ class IntervalCalibration:
     dropped_because: str | None
     coverage: list[GroupCoverage]
     pooled: str = "across series, per horizon step, in units of each window's seasonal-naive error"
+    # The windows scored (one per series, or several per series where the series are few; None: a report
+    # written before they could be several).
+    windows: int | None = None
 
 
 # -- bench/competitions.py -------------------------------------------------------------------------

@@ -456,6 +456,8 @@ class Calibration:
     # Each scored window's |error| / spread [windows, H] (empty when none was scored): the exporter's
     # coverage report per series group (export/global_onnx.py).
     scores: np.ndarray = field(default_factory=lambda: np.empty((0, 0)))
+    # How many of `scores`' rows each series holding windows gave, in order.
+    per_series: tuple[int, ...] = ()
 
 
 def calibrate(
@@ -503,12 +505,13 @@ def calibrate(
             f"no series leaves train_history + horizon = {fit.train_min} + {H} values to fit on "
             "before its calibration tail"
         )
-    xs, ms, ts, cs = [], [], [], []
+    xs, ms, ts, cs, counts = [], [], [], [], []
     for j, (v, k) in enumerate(held):
         win = series_windows(v, W, H, spec.min_history)
         if win is None:
             continue
         first = max(len(v) - k - max(spec.min_history, 1), 0)  # windows whose input ends at n − k or later
+        counts.append(len(win[0]) - first)
         xs.append(win[0][first:])
         ms.append(win[1][first:])
         ts.append(win[2][first:])
@@ -533,7 +536,7 @@ def calibrate(
         if lv not in ok
     }
     if not ok:
-        return Calibration(None, dropped, n, len(held), scores)
+        return Calibration(None, dropped, n, len(held), scores, tuple(counts))
     intervals = pooled_intervals(scores, ok, L, fit.period)
     intervals["calibration"] = {
         "series": len(held),
@@ -541,7 +544,7 @@ def calibrate(
         "pooled": "across series, per horizon step",
         "dropped_levels": list(dropped),
     }
-    return Calibration(intervals, dropped, n, len(held), scores)
+    return Calibration(intervals, dropped, n, len(held), scores, tuple(counts))
 
 
 def service_spread(x: np.ndarray, m: np.ndarray, period: int) -> np.ndarray:

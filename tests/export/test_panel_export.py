@@ -22,8 +22,9 @@ def test_a_published_global_model_forecasts_unseen_series_as_the_numpy_model(tmp
     assert manifest.panel is not None and manifest.panel.period == PERIOD
     assert manifest.min_history == model.min_history < manifest.input_length == model.input_length
     assert (manifest.horizon, manifest.frequency) == (HORIZON, "1MS")
-    intervals = manifest.intervals  # pooled over the 12 stores: 50, 80 and 90 (95 needs 19 series)
-    assert intervals is not None and intervals.levels == (50.0, 80.0, 90.0)
+    # Pooled over the 12 stores, 9 rolling windows each where they hold them (99% needs 99 windows: 87).
+    intervals = manifest.intervals
+    assert intervals is not None and intervals.levels == (50.0, 80.0, 90.0, 95.0)
     assert intervals.window_scale is not None and intervals.window_scale.lag == PERIOD
     assert not (folder / INSPECT_FILE).exists()
     histories = [v for _, v in unseen().values()] + [np.full(model.min_history, 3.0)]
@@ -95,10 +96,12 @@ def test_the_interval_spread_leaves_the_missing_start_out() -> None:
 
 
 def test_the_calibration_report_gives_out_of_fold_coverage_per_history_group() -> None:
-    """`intervals.calibration` is an IntervalCalibration: the levels dropped and why, and per history
-    third the share of held-out values inside widths set by the other half of the series only."""
+    """`intervals.calibration` is an IntervalCalibration: the levels calibrated, the windows, and per
+    history third the share of held-out values inside widths set by the other half of the series only.
+    24 series are fewer than 99% needs windows (99): each holds out its last H + 4 values, 5 windows."""
+    from app.artifacts.readout import calibrate
     from export.conformal import conformal_quantile
-    from export.global_onnx import calibrate_global
+    from export.global_onnx import calibrate_global, calibration_tail, readout_spec
     from export.panel import PanelConfig, train_global
     from export.reports import IntervalCalibration, from_dict
 
@@ -110,21 +113,54 @@ def test_the_calibration_report_gives_out_of_fold_coverage_per_history_group() -
     ]
     model = train_global(series, PanelConfig(horizon=6, period=12, input_periods=2, irls=0))
     intervals, said = calibrate_global(model, series)
-    assert intervals is not None and intervals["levels"] == [50.0, 80.0, 90.0, 95.0]
-    assert "[99.0] need more than the 24 series" in said
-    report = from_dict(IntervalCalibration, intervals["calibration"])
-    assert (
-        report.series == 24 and report.dropped_levels == [99.0] and "[99.0]" in (report.dropped_because or "")
+    assert intervals is not None and intervals["levels"] == [50.0, 80.0, 90.0, 95.0, 99.0]
+    assert said == (
+        "intervals at [50.0, 80.0, 90.0, 95.0, 99.0] from 120 rolling windows over the last 10 values "
+        "(at most) of 24 series"
     )
-    assert [g.group for g in report.coverage] == ["history 34-58", "history 61-82", "history 85-103", "all"]
-    # Out of fold, by hand: halves of 12 series carry 50, 80 and 90 (95 needs ceil(13·0.95) = 13 > 12).
-    assert list(report.coverage[-1].coverage) == ["50", "80", "90"]
-    keep = [v for v in series if len(v) >= model.min_history + 6]
-    fit, held = [v[:-6] for v in keep], np.array([v[-6:] for v in keep])
-    ref = model.refit(fit)
-    from export.global_onnx import series_spread
-
-    scores = np.abs(held - ref.forecast(fit)) / series_spread(model, fit)[:, None]
-    even, odd = scores[0::2], scores[1::2]
+    report = from_dict(IntervalCalibration, intervals["calibration"])
+    assert (report.series, report.windows, report.dropped_levels, report.dropped_because) == (
+        24,
+        120,
+        [],
+        None,
+    )
+    assert [(g.group, g.series) for g in report.coverage] == [
+        ("history 34-58", 9),
+        ("history 61-82", 8),
+        ("history 85-103", 7),
+        ("all", 24),
+    ]
+    # Out of fold, by hand: every other series' 60 windows carry 50, 80, 90 and 95 (99 needs 99).
+    assert list(report.coverage[-1].coverage) == ["50", "80", "90", "95"]
+    tail, k = calibration_tail([len(v) for v in series], 6, model.min_history, model.config.train_min, [99.0])
+    assert k == 5 and tail(70) == 10
+    cal = calibrate(series, readout_spec(model), [80.0], tail)
+    assert cal.per_series == (5,) * 24
+    scores = cal.scores.reshape(24, 5, 6)
+    even, odd = scores[0::2].reshape(-1, 6), scores[1::2].reshape(-1, 6)
     inside = np.concatenate([even <= conformal_quantile(odd, 0.8), odd <= conformal_quantile(even, 0.8)])
     assert report.coverage[-1].coverage["80"] == pytest.approx(inside.mean())
+
+
+def test_one_series_gets_80_90_and_95_percent_and_three_get_99() -> None:
+    """Few series hold out more of their last values (rolling windows, as the fit on request): one series
+    of 103 values (H 6) holds out its last 51, 46 windows; many series keep one window each."""
+    from export.global_onnx import calibrate_global, calibration_tail
+    from export.panel import PanelConfig, train_global
+
+    rng = np.random.default_rng(5)
+    t = np.arange(103)
+    series = [
+        (5 + i) * (1 + 0.3 * np.sin(2 * np.pi * t / 12 + i) + 0.1 * rng.standard_normal(len(t)))
+        for i in range(3)
+    ]
+    model = train_global(series[:1], PanelConfig(horizon=6, period=12, input_periods=2))
+    intervals, said = calibrate_global(model, series[:1])
+    assert intervals is not None and intervals["levels"] == [50.0, 80.0, 90.0, 95.0], said
+    assert intervals["calibration"]["windows"] == 46 and "[99.0] need more than the 46 windows" in said
+    model = train_global(series, PanelConfig(horizon=6, period=12, input_periods=2))
+    intervals, said = calibrate_global(model, series)
+    assert intervals is not None and intervals["levels"][-1] == 99.0, said
+    tail, k = calibration_tail([103] * 99, 6, 12, 24, [50.0, 99.0])
+    assert (k, tail(103)) == (1, 6)  # as many series as 99% needs windows: their last H values
