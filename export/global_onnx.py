@@ -588,6 +588,8 @@ def manifest_of(
     )
     # What the service's fit on request (/v1/.../fit_forecast) refits with (app/artifacts/readout.py).
     manifest["readout"] = readout_spec(model).to_json()
+    if model.training is not None:  # the training data's end: a backtest's in-sample cutoffs
+        manifest["panel"]["training"] = model.training
     manifest["architecture"] = {
         "config": model.to_json()["config"],
         "input_length": model.input_length,

@@ -68,9 +68,12 @@ __all__ = [
     "rem_kernels",
     "smape",
     "train_global",
+    "training_record",
 ]
 
 SCHEMA_VERSION = 1  # of model.json
+# Training series whose last timestamps a model records one by one (beyond: only the last of all).
+TRAINING_ENDS = 10_000
 # Input lengths searched, in periods of the cycle (a monthly model: 12, 24, 36, 48, 72 steps).
 INPUT_PERIODS = (1, 2, 3, 4, 6)
 
@@ -95,6 +98,9 @@ class GlobalModel:
     timezone: str | None = None
     # The hybrid's local half (export/hybrid.py; None: the read-out alone).
     local: LocalSpec | None = None
+    # What it was trained on (`training_record`): the series, the last timestamp of all, and of each by id
+    # (up to TRAINING_ENDS series); None: unknown (a model.json written before, or trained from arrays).
+    training: dict[str, Any] | None = None
 
     @property
     def min_history(self) -> int:
@@ -162,6 +168,7 @@ class GlobalModel:
             "covariates": None if self.covariates is None else self.covariates.to_json(),
             "covariate_report": self.covariate_report,
             "local": None if self.local is None else self.local.to_json(),
+            "training": self.training,
         }
 
     @classmethod
@@ -180,6 +187,7 @@ class GlobalModel:
             covariates=None if d.get("covariates") is None else CovariateLayout.from_json(d["covariates"]),
             covariate_report=list(d.get("covariate_report") or []),
             local=None if d.get("local") is None else LocalSpec.from_json(d["local"]),
+            training=d.get("training"),
         )
 
     def save(self, path: Path) -> Path:
@@ -234,6 +242,27 @@ def _covariate_rows(series: Sequence[Any], layout: CovariateLayout) -> readout.C
     if not all(isinstance(v, CovariateSeries) for v in series):
         raise ValueError("a covariate model is fitted on CovariateSeries")
     return readout.CovariateRows(layout, lambda i, ends: series_covariate_rows(series[i], layout, ends))
+
+
+def training_record(items: Sequence[Any]) -> dict[str, Any] | None:
+    """What a model was trained on, for the service to tell a backtest's in-sample cutoffs (the manifest's
+    `panel.training`): the series, the last timestamp of all (`end`, UTC), and each series' last by its id
+    (`ends`, up to TRAINING_ENDS series). `items` hold `id` and `timestamps` (UTC datetime64); None
+    where they do not."""
+    import pandas as pd
+
+    ends: dict[str, str] = {}
+    for s in items:
+        stamps = getattr(s, "timestamps", None)
+        if stamps is None or not len(stamps):
+            return None
+        ends[str(s.id)] = pd.Timestamp(stamps[-1]).tz_localize("UTC").isoformat()
+    if not ends:
+        return None
+    record: dict[str, Any] = {"series": len(ends), "end": max(ends.values(), key=pd.Timestamp)}
+    if len(ends) <= TRAINING_ENDS:
+        record["ends"] = ends
+    return record
 
 
 def fit_global(
@@ -562,6 +591,7 @@ def train(
         if layout == "wide":
             wide = ReadOptions(timestamp_column=timestamp_column, fill=fill, timezone=timezone)
             one, frequency = load_covariate_wide(data, wide, target_column, kinds["past"], kinds["future"])
+            loaded: Sequence[Any] = one
             plan = None
             series = [one[0].values]
             if kinds["past"] or kinds["future"] or cal:
@@ -574,12 +604,14 @@ def train(
             series, frequency = load_covariate_panel(
                 data, options, kinds["past"], kinds["future"], kinds["static"]
             )
+            loaded = series
             plan = CovariatePlan.fit(
                 series, kinds["past"], kinds["future"], cal, kinds["static"], holidays, timezone, effect
             )
             count = len(series)
         else:
             panel = load_panel(data, options)
+            loaded = panel.series
             series, frequency, plan, count = (
                 [s.values for s in panel.series],
                 panel.frequency,
@@ -601,6 +633,7 @@ def train(
     try:
         model = train_global(series, cfg, frequency=frequency, plan=plan, local=local and plan is None)
         model.timezone = timezone
+        model.training = training_record(loaded)
     except ValueError as e:  # too short for a window: said as an error, not a traceback
         raise typer.BadParameter(str(e), param_hint="--data") from None
     path = model.save(out / "model.json")

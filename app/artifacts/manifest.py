@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from datetime import datetime
 from itertools import pairwise
 from pathlib import Path
 from typing import Any, Literal
@@ -148,6 +149,22 @@ class IntervalsSpec(_Frozen):
         return self
 
 
+class TrainingSpec(_Frozen):
+    """What a global model was trained on (export/panel.py `training_record`): the series, the last
+    timestamp of all, and each series' last by id (absent past 10,000 series)."""
+
+    series: PositiveInt
+    end: datetime
+    ends: dict[str, datetime] | None = None
+
+    def end_of(self, series_id: str | None) -> datetime:
+        """The training data's end for a series: its own where the id was trained on, else the last of
+        all (a series not known by id may still be one of them)."""
+        if series_id is not None and self.ends is not None and series_id in self.ends:
+            return self.ends[series_id]
+        return self.end
+
+
 class PanelSpec(_Frozen):
     """A global model (docs/artifacts.md, "Global models"): one channel, any series of the frequency.
     Histories of `min_history` to L values are fed with their missing start as NaN, which the graph
@@ -161,6 +178,9 @@ class PanelSpec(_Frozen):
     covariates: dict[str, Any] | None = None
     # A hybrid's local half (app/artifacts/local_models.py `LocalSpec.to_json`); null: the read-out alone.
     local: dict[str, Any] | None = None
+    # The training data's range (null: a version exported before it was recorded): a backtest's cutoffs
+    # inside it are in-sample for the served weights.
+    training: TrainingSpec | None = None
     _layout: CovariateLayout | None = PrivateAttr(default=None)
     _local: LocalSpec | None = PrivateAttr(default=None)
 

@@ -52,6 +52,7 @@ __all__ = [
     "in_slot",
     "publish_refit",
     "refit_spec",
+    "run_backtest_refits",
     "run_fit",
     "window_counts",
 ]
@@ -206,6 +207,58 @@ def fit_readout(
                 why = "the calibration errors overflow float32: send the values in smaller units"
                 intervals, dropped = None, {float(lv): why for lv in levels}
     return Refit(weights, outputs, windows, intervals, dropped, n_cal, time.perf_counter() - start)
+
+
+def run_backtest_refits(
+    spec: ReadoutSpec,
+    fits: list[list[np.ndarray]],
+    windows: list[np.ndarray],
+    budget_s: float,
+    local: LocalSpec | None = None,
+) -> list[np.ndarray]:
+    """A backtest's refits (`cross_validation` with `refit`), in a worker thread, BLAS on one thread: per
+    cutoff j, the read-out fitted on `fits[j]` (each series' values before its cutoff j, every one
+    observed) and its forecast [n_j, H] of `windows[j]` [n_j, W, 1] (the service's windows, NaN before a
+    short series' start: the read-out reads their last L values; a hybrid's `local` half is fitted on
+    them, as the graph's feed is). All the fits within `budget_s` (FitTooLong); InvalidInput where no
+    series holds a training window before a cutoff."""
+    with threadpool_limits(1, "blas"):
+        start = time.perf_counter()
+        deadline = start + budget_s
+
+        def check() -> None:
+            if time.perf_counter() > deadline:
+                raise FitTooLong(
+                    f"the backtest's {len(fits)} refits took more than {budget_s:g} s (RSA_MAX_FIT_SECONDS) "
+                    "and were stopped: send fewer series or windows, or refit: false to score the served "
+                    "weights",
+                    field="refit",
+                    limit=budget_s,
+                )
+
+        kernels, fit = spec.kernels(), spec.fit
+        out = []
+        for j, (parts, batch) in enumerate(zip(fits, windows, strict=True)):
+            if not window_counts(parts, spec)[1]:
+                raise InvalidInput(
+                    f"refit: before cutoff {j + 1} of each series no series holds a training window "
+                    f"(train_history + horizon = {fit.train_min} + {fit.horizon} values): ask for fewer "
+                    "n_windows, or refit: false to score the served weights",
+                    field="refit",
+                    limit=fit.train_min + fit.horizon,
+                )
+            with np.errstate(all="ignore"):
+                try:
+                    weights = fit_weights(parts, fit, kernels, check)
+                except np.linalg.LinAlgError:
+                    weights = np.full((kernels.shape[0] + fit.n_lags + 2, fit.horizon), np.nan)
+                histories = [w[~np.isnan(w[:, 0]), 0].astype(np.float64) for w in batch]
+                point = forecast(weights, histories, fit, kernels)
+                if local is not None:
+                    point = local.combine(point, batch)
+            out.append(point)
+            check()
+        return out
 
 
 # Fits (and publishes) running in worker threads in this process: at most RSA_MAX_FITS_IN_FLIGHT.

@@ -530,6 +530,8 @@ class Client:
                         frames.append(pd.DataFrame(data))
         frame = pd.concat(frames, ignore_index=True)
         frame.attrs["series_metrics"] = metrics
+        # Whether the service refitted its read-out before each cutoff (on each request's series).
+        frame.attrs["refit"] = all(bool(answer.get("refit")) for _, answer in answers)
         with _reading(answers[-1][0]):  # the per-series metrics as the answers gave them
             frame.attrs["metrics"] = _pooled(list(metrics.values()))
         return frame

@@ -6,13 +6,14 @@ metrics (app/inference/metrics.py) -> the answer's JSON bytes. Nothing about HTT
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import orjson
 
-from app.artifacts.manifest import Manifest
+from app.artifacts.manifest import Manifest, TrainingSpec
+from app.artifacts.readout import ReadoutSpec
 from app.core.errors import InvalidInput
 from app.inference.backtest import (
     History,
@@ -27,8 +28,9 @@ from app.inference.backtest import (
 from app.inference.covariates import HistoryCovariates, history_covariate_rows, refuse_covariates
 from app.inference.intervals import check_levels, level_bounds, level_widths, require_intervals
 from app.inference.metrics import Accuracy, accuracy
+from app.inference.refit import NotRefittable, in_slot, refit_spec, run_backtest_refits
 from app.inference.repair import ROUNDS, Repair
-from app.inference.windows import check_horizon, check_series_count, require_finite
+from app.inference.windows import check_horizon, check_series_count, fill_window, require_finite
 from app.protocols.rsa_v1.codec import series_history, series_start
 from app.protocols.rsa_v1.handlers import V1Handlers, _timestamps
 from app.protocols.rsa_v1.schemas import AnomalyRequest, CrossValidationRequest
@@ -84,6 +86,66 @@ def _covariates(
     return out
 
 
+def _refit_spec(manifest: Manifest, name: str, version: int, asked: bool | None) -> ReadoutSpec | None:
+    """The read-out a backtest refits before each cutoff, or None (the served weights): `refit` as asked,
+    by default where the version can be refitted (a global read-out without covariates exported with
+    its `readout` block) and every cutoff leaves a training window (`_refittable`). Asked of one that
+    cannot be: NotRefittable naming `refit`."""
+    if asked is False:
+        return None
+    try:
+        return refit_spec(manifest, name, version)
+    except NotRefittable as e:
+        if asked is None:
+            return None
+        raise NotRefittable(f"refit: {e.message}; send refit: false", field="refit") from None
+
+
+def _refittable(spec: ReadoutSpec, cutoffs: Sequence[Sequence[int]]) -> bool:
+    """Whether some series holds a training window (train_history + H values) before each cutoff."""
+    least = max(spec.fit.train_min, 1) + spec.fit.horizon
+    return all(any(points[j] >= least for points in cutoffs) for j in range(len(cutoffs[0])))
+
+
+async def _refit_forecasts(
+    v1: V1Handlers,
+    manifest: Manifest,
+    spec: ReadoutSpec,
+    histories: Sequence[History],
+    cutoffs: Sequence[Sequence[int]],
+    windows: np.ndarray,
+) -> np.ndarray:
+    """Each window's forecast [S·K, H, 1] (series-major) by a read-out refitted on every series' values
+    before its cutoff of the same rank (their missing values filled by the model's training rule, as its
+    windows are), in a fit slot."""
+    K = len(cutoffs[0])
+    rule = manifest.training_fill
+    fits = [
+        [
+            fill_window(h.values[: points[j], :1], rule)[:, 0]
+            for h, points in zip(histories, cutoffs, strict=True)
+        ]
+        for j in range(K)
+    ]
+    ranked = [windows[j::K] for j in range(K)]  # window j of every series
+    local = manifest.panel.local_spec if manifest.panel is not None else None
+    settings = v1.settings
+    parts = await in_slot(settings, run_backtest_refits, spec, fits, ranked, settings.max_fit_seconds, local)
+    out = np.empty((len(windows), spec.fit.horizon, 1), np.float32)
+    for j, point in enumerate(parts):
+        out[j::K, :, 0] = point
+    return out
+
+
+def _in_sample(training: TrainingSpec | None, history: History, stamps: list[datetime] | None) -> bool | None:
+    """Whether a window's first actual value is at or before the end of the model's training data (that
+    series' own where its id was trained on); None without timestamps or a training record."""
+    if training is None or not stamps:
+        return None
+    first = stamps[0] if stamps[0].tzinfo is not None else stamps[0].replace(tzinfo=UTC)
+    return first <= training.end_of(history.id)
+
+
 def _metrics(result: Accuracy) -> dict[str, Any]:
     return result.as_dict()
 
@@ -115,19 +177,22 @@ async def cross_validation(
         [_stamps(h, t, horizon, manifest) for t in points]
         for h, points in zip(histories, cutoffs, strict=True)
     ]
+    spec = _refit_spec(manifest, entry.name, entry.version, request.refit)
+    if spec is not None and request.refit is None and not _refittable(spec, cutoffs):
+        spec = None  # by default, the served weights where a cutoff leaves no training window
     batch = window_batch(
         histories, cutoffs, manifest, v1.settings.max_history_length, v1.settings.max_missing_share
     )
     per_series = _covariates(manifest, request.series, histories, cutoffs, manifest.horizon - horizon)
     covariates = None if per_series is None else np.concatenate(per_series)
+    if spec is None:
+        forecasts = await v1.service.forecast(
+            entry, batch.windows, batch.phases, latest=version is None, covariates=covariates
+        )
+    else:
+        forecasts = await _refit_forecasts(v1, manifest, spec, histories, cutoffs, batch.windows)
     # C-ordered: orjson writes only contiguous arrays.
-    outputs = np.ascontiguousarray(
-        (
-            await v1.service.forecast(
-                entry, batch.windows, batch.phases, latest=version is None, covariates=covariates
-            )
-        )[:, :horizon]
-    )
+    outputs = np.ascontiguousarray(forecasts[:, :horizon])
     bounds = level_bounds(manifest.intervals, outputs, levels, window=batch.windows) if levels else {}
     require_finite(
         [outputs, *(b for pair in bounds.values() for b in pair)], lambda i: histories[i // K].field
@@ -141,6 +206,7 @@ async def cross_validation(
         [naive_scale(h.values, points[0], period) for h, points in zip(histories, cutoffs, strict=True)]
     )
     point_scale = np.repeat(scales, K, axis=0)[:, None, :]  # [S·K, 1, C]
+    training = manifest.panel.training if manifest.panel is not None else None
     series_out = []
     for s, history in enumerate(histories):
         rows = slice(s * K, (s + 1) * K)
@@ -153,6 +219,7 @@ async def cross_validation(
                 "timestamps": stamps[s][j],
                 "forecast": outputs[k],
                 "actual": actual[k],
+                "in_sample": False if spec is not None else _in_sample(training, history, stamps[s][j]),
             }
             for level, (lo, hi) in bounds.items():
                 window[f"lo-{level:g}"] = lo[k]
@@ -190,6 +257,8 @@ async def cross_validation(
             "n_windows": K,
             "step_size": step,
             "level": request.level,
+            "refit": spec is not None,
+            "training_end": None if training is None else training.end,
             "series": series_out,
             "metrics": _metrics(accuracy(actual, outputs, point_scale, bounds)),
         },

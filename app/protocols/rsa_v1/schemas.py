@@ -551,6 +551,16 @@ class CrossValidationRequest(_Strict):
         description="Prediction intervals to answer beside each forecast (`lo-80`, `hi-80`) and to score "
         "(coverage per level): calibrated levels only, as `/forecast`'s `level`.",
     )
+    refit: bool | None = Field(
+        default=None,
+        description="Refit the model's closed-form read-out on the values before each cutoff (every "
+        "series' values before its window `j`, for window `j`), as `fit_forecast` fits, and forecast from "
+        "it, as statsforecast and NeuralForecast backtest; false: the served weights at every cutoff, "
+        "in-sample where a cutoff falls inside the model's training range (`in_sample`). Default: true "
+        "for a global read-out that can be refitted (no covariates), false otherwise; it costs "
+        "`n_windows` fits, in a fit slot (RSA_MAX_FITS_IN_FLIGHT) within RSA_MAX_FIT_SECONDS "
+        "(docs/backtest.md).",
+    )
 
     _limit = field_validator("series", mode="wrap")(_series_within_limit)
 
@@ -577,6 +587,13 @@ class BacktestWindow(BaseModel):
     timestamps: list[datetime] | None = Field(description="Each forecast step's time, with a `start`.")
     forecast: list[list[float]] = Field(description="horizon rows of C values.")
     actual: list[list[float | None]] = Field(description="The values that followed (null: missing).")
+    in_sample: bool | None = Field(
+        default=None,
+        description="Whether the values compared may have been fitted on: false with `refit`; without it, "
+        "true where the window's first value is at or before the end of the model's training data (the "
+        "series' own end where its id was trained on, else the last of all), null where unknown (no "
+        "`start`, or a version that does not record its training range).",
+    )
 
 
 class SeriesBacktest(BaseModel):
@@ -597,6 +614,11 @@ class CrossValidationResponse(BaseModel):
     n_windows: int
     step_size: int
     level: list[float] | None
+    refit: bool = Field(description="Whether each window was forecast by a read-out refitted before it.")
+    training_end: datetime | None = Field(
+        default=None,
+        description="The last timestamp of the model's training data (null: not recorded, before issue 45).",
+    )
     series: list[SeriesBacktest]
     metrics: BacktestMetrics = Field(description="Pooled over every point of every series and channel.")
 
