@@ -42,7 +42,7 @@ import typer
 from app.artifacts import readout
 from app.artifacts.covariates import CovariateLayout
 from app.artifacts.local_models import LocalSpec
-from app.inference.metrics import mape, mase, seasonal_naive_scale, smape
+from app.inference.metrics import mape, mase, seasonal_naive, seasonal_naive_scale, smape
 from export.covariates import (
     CovariatePlan,
     CovariateSeries,
@@ -66,7 +66,9 @@ __all__ = [
     "mape",
     "mase",
     "rem_kernels",
+    "seasonal_naive_score",
     "smape",
+    "summary_lines",
     "train_global",
     "training_record",
 ]
@@ -341,6 +343,37 @@ def _validate(
     return float(np.mean(mases)), float(np.mean(mses))
 
 
+def seasonal_naive_score(val: Sequence[Origin], period: int, horizon: int) -> float:
+    """The seasonal naive forecast's mean MASE over the validation origins, scored as the model is
+    (`Origin.score`: the same series, the same H values after each origin)."""
+    scores = []
+    for o in val:
+        fc = np.array([seasonal_naive(series_values(v), horizon, period) for v in o.fit_part])
+        scores.append(o.score(fc, period))
+    return float(np.mean(scores))
+
+
+def summary_lines(model: GlobalModel) -> list[str]:
+    """What `export.panel train` prints after its first line: the validation MASE beside the seasonal
+    naive's on the same origins, and the input lengths searched."""
+    search, out = model.search, []
+    if "model" in search and "seasonal_naive" in search:
+        what = "the hybrid" if model.local is not None else "the read-out"
+        ratio = search["model"] / search["seasonal_naive"] if search["seasonal_naive"] > 0 else float("nan")
+        out.append(
+            f"validation MASE {search['model']:.4f} ({what}), seasonal naive {search['seasonal_naive']:.4f} "
+            f"on the same origins (each series' last H and H + H//2 values held out): {ratio:.3f} of the "
+            "naive's"
+        )
+    lengths = sorted((int(k), v) for k, v in search.items() if k.isdigit())
+    if len(lengths) > 1:
+        cells = ", ".join(
+            f"{k}: {v:.4f}" + (" (chosen)" if k == model.input_length else "") for k, v in lengths
+        )
+        out.append(f"input length searched (validation MASE of the read-out): {cells}")
+    return out
+
+
 def covariate_report(
     series: Sequence[CovariateSeries], cfg: PanelConfig, length: int, plan: CovariatePlan
 ) -> list[dict[str, Any]]:
@@ -396,6 +429,16 @@ def train_global(
             val, _validation_forecasts(series, cfg, best, None, val), cfg.period, cfg.horizon
         )
         search.update(scores)
+    if hybrid is not None:  # the chosen hybrid's validation score
+        chosen = search[f"local_{'+'.join(hybrid.members)}_{hybrid.length}"]
+    elif plan is not None and f"effect_{plan.effect}" in search:
+        chosen = search[f"effect_{plan.effect}"]
+    elif str(best) in search:
+        chosen = search[str(best)]
+    else:  # the input length given: scored on validation all the same, for the summary
+        chosen = _validate(series, cfg, best, plan)[0]
+    search["model"] = chosen
+    search["seasonal_naive"] = seasonal_naive_score(_origins(series, cfg), cfg.period, cfg.horizon)
     model = fit_global(series, cfg, best, None if plan is None else plan.layout(best, cfg.horizon))
     model.local = hybrid
     if plan is not None and report:
@@ -646,7 +689,7 @@ def train(
         f"{count} series ({frequency}), L = {model.input_length}, "
         f"min history {model.min_history}{hybrid}, fitted in {model.fit_seconds:.2f} s: {path}"
     )
-    for line in covariate_lines(model.covariate_report):
+    for line in [*summary_lines(model), *covariate_lines(model.covariate_report)]:
         typer.echo(line)
 
 

@@ -20,6 +20,7 @@ __all__ = [
     "accuracy",
     "mape",
     "mase",
+    "seasonal_naive",
     "seasonal_naive_scale",
     "smape",
     "smape_terms",
@@ -39,6 +40,25 @@ def seasonal_naive_scale(v: np.ndarray, period: int) -> float:
     known = diffs[~np.isnan(diffs)]
     d = float(np.mean(known)) if known.size else 0.0
     return d if d > 0 else 1.0
+
+
+def seasonal_naive(history: np.ndarray, horizon: int, period: int) -> np.ndarray:
+    """The seasonal naive forecast [horizon, C] of a history [n, C] (or [n] -> [horizon]; NaN: missing):
+    step h repeats the value of the history's last season at h's phase (season m = period where the
+    history is longer than a period, else 1: the last value, MASE's scale's rule), a missing value read
+    as the last observed one before it (NaN where there is none)."""
+    x = np.asarray(history, dtype=np.float64)
+    flat = x.ndim == 1
+    x = x[:, None] if flat else x
+    n = len(x)
+    m = period if n > period else 1
+    rows = np.arange(n)
+    filled = np.empty_like(x)
+    for c in range(x.shape[1]):
+        last = np.maximum.accumulate(np.where(np.isnan(x[:, c]), -1, rows))
+        filled[:, c] = np.where(last >= 0, x[np.maximum(last, 0), c], np.nan)
+    out = filled[n - m :][np.arange(horizon) % m]
+    return out[:, 0] if flat else out
 
 
 def mase(insample: Sequence[np.ndarray], actual: np.ndarray, forecast: np.ndarray, period: int) -> np.ndarray:

@@ -779,11 +779,14 @@ def _pooled(metrics: list[dict[str, Any]]) -> dict[str, Any]:
     def mean(get: Any) -> float:
         return float(sum(get(m) * m["points"] for m in metrics if m["points"]) / total)
 
-    return {
+    pooled = {
         **{k: mean(lambda m, k=k: m[k]) for k in ("mae", "mse", "mase", "smape")},
         "coverage": {lv: mean(lambda m, lv=lv: m["coverage"][lv]) for lv in metrics[0]["coverage"]},
         "points": total,
     }
+    if all(m.get("seasonal_naive") is not None for m in metrics):  # the baseline on the same points
+        pooled["seasonal_naive"] = _pooled([m["seasonal_naive"] for m in metrics])
+    return pooled
 
 
 def _channel_columns(df: pd.DataFrame, spec: ModelSpec) -> list[str]:

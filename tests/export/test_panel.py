@@ -104,8 +104,36 @@ def test_the_input_length_is_searched_in_periods_on_validation() -> None:
     series = seasonal_panel(50, seed=5)
     cfg = PanelConfig(horizon=H, period=PERIOD, irls=0)
     model = train_global(series, cfg)
-    assert set(model.search) == {"12", "24", "36", "48", "72"}
-    assert model.input_length == int(min(model.search, key=lambda k: model.search[k]))
+    lengths = {k: v for k, v in model.search.items() if k.isdigit()}
+    assert set(model.search) == {"12", "24", "36", "48", "72", "model", "seasonal_naive"}
+    assert model.input_length == int(min(lengths, key=lambda k: lengths[k]))
+    assert model.search["model"] == lengths[str(model.input_length)]
+
+
+def test_train_prints_the_validation_mase_beside_the_seasonal_naives_on_the_same_origins(
+    tmp_path: Path,
+) -> None:
+    """Issue 45, item 5: the seasonal naive scored by hand on export/hybrid.py's validation origins (each
+    series' last H, then H + H//2 values held out; each step the value a season before it)."""
+    from export.hybrid import origins
+    from export.panel import summary_lines
+
+    series = seasonal_panel(30, seed=9, lengths=(40, 60))
+    cfg = PanelConfig(horizon=H, period=PERIOD, irls=0)
+    model = train_global(series, cfg)
+    naive = []
+    for o in origins(series, H, cfg.history, cfg.train_min, lambda v, k: v[:-k]):
+        fc = np.array([np.resize(p[-PERIOD:], H) for p in o.fit_part])  # H = 6 <= one season
+        scores = mase(o.fit_part, o.held, fc, PERIOD)
+        naive.append(scores[o.scored].mean())
+    assert model.search["seasonal_naive"] == pytest.approx(np.mean(naive), rel=1e-12)
+    first, table = summary_lines(model)
+    assert first.startswith(
+        f"validation MASE {model.search['model']:.4f} (the read-out), seasonal naive {np.mean(naive):.4f} on "
+        "the same origins"
+    )
+    assert table.startswith("input length searched (validation MASE of the read-out): 12: ")
+    assert f"{model.input_length}: {model.search[str(model.input_length)]:.4f} (chosen)" in table
 
 
 def test_save_and_load(tmp_path: Path) -> None:
@@ -151,6 +179,7 @@ def test_cli_trains_on_a_long_file_and_forecasts_unseen_series(tmp_path: Path) -
     )
     assert result.exit_code == 0, result.output
     assert "30 series (1MS), L = 24, min history 12" in result.output
+    assert "validation MASE " in result.output and ", seasonal naive " in result.output  # L given: scored too
     new_file = long_file(seasonal_panel(4, seed=8, lengths=(20, 30)), "new.csv", "opened_")
     out = tmp_path / "forecast.csv"
     result = runner.invoke(

@@ -27,7 +27,7 @@ from app.inference.backtest import (
 )
 from app.inference.covariates import HistoryCovariates, history_covariate_rows, refuse_covariates
 from app.inference.intervals import check_levels, level_bounds, level_widths, require_intervals
-from app.inference.metrics import Accuracy, accuracy
+from app.inference.metrics import Accuracy, accuracy, seasonal_naive
 from app.inference.refit import NotRefittable, in_slot, refit_spec, run_backtest_refits
 from app.inference.repair import ROUNDS, Repair
 from app.inference.windows import check_horizon, check_series_count, fill_window, require_finite
@@ -146,8 +146,12 @@ def _in_sample(training: TrainingSpec | None, history: History, stamps: list[dat
     return first <= training.end_of(history.id)
 
 
-def _metrics(result: Accuracy) -> dict[str, Any]:
-    return result.as_dict()
+def _metrics(result: Accuracy, naive: Accuracy | None = None) -> dict[str, Any]:
+    """The answer's metrics, with the seasonal naive forecast's on the same points beside them."""
+    out = result.as_dict()
+    if naive is not None:
+        out["seasonal_naive"] = naive.as_dict()
+    return out
 
 
 async def cross_validation(
@@ -206,6 +210,23 @@ async def cross_validation(
         [naive_scale(h.values, points[0], period) for h, points in zip(histories, cutoffs, strict=True)]
     )
     point_scale = np.repeat(scales, K, axis=0)[:, None, :]  # [S·K, 1, C]
+    # The seasonal naive forecast of each window (the season MASE's scale uses), scored on the same points.
+    naive = np.stack(
+        [
+            seasonal_naive(h.values[:t], horizon, period)
+            for h, points in zip(histories, cutoffs, strict=True)
+            for t in points
+        ]
+    )
+
+    def scored(rows: Any, c: Any, bands: dict[float, tuple[np.ndarray, np.ndarray]]) -> dict[str, Any]:
+        """The metrics of windows `rows`, channel `c` (all: Ellipsis), with the naive's beside them."""
+        at = (rows, slice(None), c)
+        return _metrics(
+            accuracy(actual[at], outputs[at], point_scale[at], bands),
+            accuracy(actual[at], naive[at], point_scale[at]),
+        )
+
     training = manifest.panel.training if manifest.panel is not None else None
     series_out = []
     for s, history in enumerate(histories):
@@ -231,18 +252,11 @@ async def cross_validation(
             {
                 "id": history.id,
                 "windows": windows,
-                "metrics": _metrics(accuracy(actual[rows], outputs[rows], point_scale[rows], own)),
+                "metrics": scored(rows, slice(None), own),
                 "channel_metrics": None
                 if C == 1
                 else {
-                    channel: _metrics(
-                        accuracy(
-                            actual[rows, :, c],
-                            outputs[rows, :, c],
-                            point_scale[rows, :, c],
-                            {level: (lo[..., c], hi[..., c]) for level, (lo, hi) in own.items()},
-                        )
-                    )
+                    channel: scored(rows, c, {lv: (lo[..., c], hi[..., c]) for lv, (lo, hi) in own.items()})
                     for c, channel in enumerate(manifest.channels)
                 },
             }
@@ -260,7 +274,7 @@ async def cross_validation(
             "refit": spec is not None,
             "training_end": None if training is None else training.end,
             "series": series_out,
-            "metrics": _metrics(accuracy(actual, outputs, point_scale, bounds)),
+            "metrics": scored(slice(None), slice(None), bounds),
         },
         option=_DUMP,
     )

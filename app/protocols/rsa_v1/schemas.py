@@ -576,6 +576,12 @@ class BacktestMetrics(BaseModel):
     smape: float | None
     coverage: dict[str, float | None] = Field(description='Per level asked for, e.g. {"80": 0.83}.')
     points: int = Field(description="Actual values compared (missing ones are left out).")
+    seasonal_naive: BacktestMetrics | None = Field(
+        default=None,
+        description="The same metrics of the seasonal naive forecast on the same points (each step the "
+        "value a season before it, from the values before the cutoff; season: MASE's), the baseline a "
+        "model must beat.",
+    )
 
 
 class BacktestWindow(BaseModel):

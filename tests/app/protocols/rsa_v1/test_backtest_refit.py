@@ -127,3 +127,37 @@ def test_the_manifest_records_the_training_range_and_an_older_one_reads_as_unkno
     older.write_text(json.dumps(written))
     manifest = load_manifest(older)
     assert manifest.panel is not None and manifest.panel.training is None
+
+
+def test_the_metrics_carry_the_seasonal_naives_on_the_same_points(
+    served: tuple[TestClient, Any, pd.DataFrame],
+) -> None:
+    """Issue 45, item 5: beside every summary (pooled, per series, per channel) the seasonal naive
+    forecast's, scored on the same points with the same MASE scale: each step the value a season before
+    it (the stores' period 12; the toy, without a cycle: the last value)."""
+    client, _, frame = served
+    body = {"series": stores(frame, ["store_00", "store_02"]), "horizon": HORIZON, "n_windows": 2}
+    answer = client.post(URL, json=body).json()
+    errors, scaled = [], []
+    for sent, result in zip(body["series"], answer["series"], strict=True):
+        v = np.array(sent["values"])
+        cuts = [w["cutoff"] for w in result["windows"]]
+        scale = np.abs(v[12 : cuts[0]] - v[: cuts[0] - 12]).mean()
+        e = np.concatenate([v[t : t + HORIZON] - v[t - 12 : t - 12 + HORIZON] for t in cuts])
+        naive = result["metrics"]["seasonal_naive"]
+        assert naive["mae"] == pytest.approx(np.abs(e).mean(), rel=1e-12)
+        assert naive["mase"] == pytest.approx(np.abs(e).mean() / scale, rel=1e-12)
+        assert naive["points"] == result["metrics"]["points"] == 2 * HORIZON
+        errors.append(e)
+        scaled.append(np.abs(e) / scale)
+    pooled = answer["metrics"]["seasonal_naive"]
+    assert pooled["mse"] == pytest.approx((np.concatenate(errors) ** 2).mean(), rel=1e-12)
+    assert pooled["mase"] == pytest.approx(np.concatenate(scaled).mean(), rel=1e-12)
+    toy = np.random.default_rng(0).normal(10, 3, (20, 3))
+    r = client.post(
+        "/v1/models/toy/cross_validation", json={"series": [{"values": toy.tolist()}], "horizon": 3}
+    )
+    series = r.json()["series"][0]
+    last = toy[16]  # the value before the cutoff, repeated
+    want = np.abs(toy[17:20, 1] - last[1]).mean()
+    assert series["channel_metrics"]["MUFL"]["seasonal_naive"]["mae"] == pytest.approx(want, rel=1e-12)
