@@ -127,10 +127,13 @@ def local_min_values(period: int) -> int:
 
 def local_search(
     val: Sequence[Origin], global_forecasts: Sequence[np.ndarray], period: int, horizon: int
-) -> tuple[LocalSpec, dict[str, float]]:
+) -> tuple[LocalSpec | None, dict[str, float]]:
     """The local members and window, chosen by the hybrid's mean validation MASE over the origins (each
     origin's read-out forecasts `global_forecasts[j]`), and the validation scores: `global` (the read-out
-    alone) and `local_<members>_<length>` per set and window tried."""
+    alone) and `local_<members>_<length>` per set and window tried. None (the read-out alone) where no
+    hybrid validates better than the read-out alone: on the docs' walk-through stores (36-48 months, H 12)
+    the best hybrid validated at MASE 1.85 against the read-out's 0.75, while on every M3 and Tourism set
+    the chosen hybrid validated better (issue 43's notes)."""
     unit = period if period > 1 else 4
     scores: dict[str, float] = {
         "global": float(np.mean([o.score(g, period) for o, g in zip(val, global_forecasts, strict=True)]))
@@ -165,4 +168,4 @@ def local_search(
         if best is None or chosen[0] < best[0]:
             best = chosen
     assert best is not None
-    return best[1], scores
+    return (best[1] if best[0] < scores["global"] else None), scores

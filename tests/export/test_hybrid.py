@@ -56,3 +56,13 @@ def test_the_local_window_is_chosen_on_the_origins() -> None:
     assert best <= chosen <= best * (1 + WINDOW_TOLERANCE)  # a longer window within the tolerance
     assert chosen < scores["global"]  # the local models see the season
     assert tail_windows(series, spec.length).shape == (8, spec.length)
+
+
+def test_no_hybrid_where_none_validates_better_than_the_read_out_alone() -> None:
+    rng = np.random.default_rng(4)
+    t = np.arange(72)
+    series = [(30 + i) * (1 + 0.3 * np.sin(2 * np.pi * t / 12)) + rng.standard_normal(72) for i in range(6)]
+    val = origins(series, horizon=6, history=12, train_min=24, cut=cut)
+    spec, scores = local_search(val, [o.held for o in val], period=12, horizon=6)  # a perfect read-out
+    assert spec is None and scores["global"] == 0.0
+    assert all(v > 0 for k, v in scores.items() if k.startswith("local_"))

