@@ -9,19 +9,20 @@ last windows share calendar time; ../shared/docs/global-models.md §7).
 values a training window needs) is forecast there from a window no training window looks like (more of
 it masked than any the read-out learned from), so its validation error says nothing about the test,
 where the series is longer. Measured on M3 monthly cut to 30-80 values per series (issue 43): the 413 such
-series scored MASE 4.3-5.0 at L >= 24 against 1.84 at L = 12, and the search chose L = 12, the worst but
-one on test (1.073 against 1.019 at L = 24); scored on the other series it chose L = 36 (1.039). Those
+series scored MASE 4.3-5.0 at L >= 24 against 1.84 at L = 12, and the search chose L = 12, the worst on
+test (1.073 against 1.019 at L = 24); scored on the other series it chose L = 36 (1.039). Those
 series are left out of the score when at least half the series remain; otherwise all are scored.
 
 **The hybrid** (app/artifacts/local_models.py): the read-out's forecast averaged in equal shares with
 local models fitted per series at request time (SCUM's and the StatisticalEnsemble's rule: an unweighted
 combination of unlike models; weights fitted on one validation window were worse on test on 4 of 7
-competition sets, issue 43's notes). Two choices are made on the validation origins: which local members
-(`MEMBER_SETS`: Theta and the damped trend, with the dynamic optimised Theta in place of or beside
-Theta) and how many of the last values they read (`LOCAL_PERIODS`: a long window holds seasons that
-have since changed: Tourism monthly Theta MASE 1.61 at 48 values, 1.49 at 120, 1.75 at all 309), the
-longest window within 1% of the best (validation histories are shorter than the test's, so windows
-longer than most of them score alike and noise would pick among them).
+competition sets, issue 43's notes). Three choices are made on the validation origins: which local
+members (`MEMBER_SETS`: Theta and the damped trend, with the dynamic optimised Theta in place of or
+beside Theta, each with or without a seasonal AR), how many of the last values they read
+(`LOCAL_PERIODS`: a long window holds seasons that have since changed: Tourism monthly Theta MASE 1.61 at
+48 values, 1.49 at 120, 1.75 at all 309), the longest window within 1% of the best (validation
+histories are shorter than the test's, so windows longer than most of them score alike and noise would
+pick among them), and whether the hybrid at all: the read-out alone where no hybrid validates better.
 """
 
 from __future__ import annotations
