@@ -15,7 +15,7 @@ series are left out of the score when at least half the series remain; otherwise
 
 **The hybrid** (app/artifacts/local_models.py): the read-out's forecast averaged in equal shares with
 local models fitted per series at request time (SCUM's and the StatisticalEnsemble's rule: an unweighted
-combination of unlike models; weights fitted on one validation window were worse on test on 4 of 7
+combination of unlike models; weights fitted on one validation window were worse on test on 6 of 7
 competition sets, issue 43's notes). Three choices are made on the validation origins: which local
 members (`MEMBER_SETS`: Theta and the damped trend, with the dynamic optimised Theta in place of or
 beside Theta, each with or without a seasonal AR), how many of the last values they read
