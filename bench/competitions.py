@@ -314,7 +314,6 @@ def run_ours(comp: Competition) -> OursResult:
         bounds = {lv: (point - h, point + h) for lv, h in zip(intervals["levels"], half, strict=True)}
         quantiles = quantiles_from_intervals(point, bounds)
     forecast_s = time.perf_counter() - start
-    assert model.local is not None
     candidates: dict[str, Candidate] = {}
     for key, val in model.search.items():
         if key.isdigit():  # a read-out input length, with the chosen local half
@@ -341,8 +340,6 @@ def run_ours(comp: Competition) -> OursResult:
             variant = dataclasses.replace(model, local=spec)
             forecast = point if chosen else variant.forecast(comp.train)
             candidates[f"local {names} {window}"] = Candidate(val, forecast, chosen)
-    k = len(model.local.members)
-    alone = dataclasses.replace(model.local, weights=(1.0 / k,) * k)
     no_rem = train_global(comp.train, dataclasses.replace(cfg, bank={}), local=True)
 
     def test_mase(forecast: np.ndarray) -> float:
@@ -351,11 +348,14 @@ def run_ours(comp: Competition) -> OursResult:
     ablation = {
         "hybrid": test_mase(point),
         "read-out alone": test_mase(dataclasses.replace(model, local=None).forecast(comp.train)),
-        "local half alone (the read-out for series too short for it)": test_mase(
-            dataclasses.replace(model, local=alone).forecast(comp.train)
-        ),
         "hybrid without REM features": test_mase(no_rem.forecast(comp.train)),
     }
+    if model.local is not None:  # the read-out alone where no hybrid validated better
+        k = len(model.local.members)
+        alone = dataclasses.replace(model.local, weights=(1.0 / k,) * k)
+        ablation["local half alone (the read-out for series too short for it)"] = test_mase(
+            dataclasses.replace(model, local=alone).forecast(comp.train)
+        )
     return OursResult(
         label=OURS_LABEL,
         point=point,
@@ -365,7 +365,7 @@ def run_ours(comp: Competition) -> OursResult:
         candidates=candidates,
         extra={
             "input_length": model.input_length,
-            "local": model.local.to_json(),
+            "local": None if model.local is None else model.local.to_json(),
             "intervals": said,
             "ablation": ablation,
         },

@@ -654,7 +654,13 @@ def calibrate_transformer(
         levels=ok,
         dropped_levels=dropped,
         dropped_because=why,
-        coverage=_cross_coverage(scores, ok, history_groups([len(v) - H for v in values])),
+        coverage=_cross_coverage(
+            scores,
+            ok,
+            history_groups([len(v) - H for v in values]),
+            np.arange(len(scores)) % 2,  # one window per series: every other series a fold
+            np.arange(len(scores)),
+        ),
     )
     intervals = {**pooled_intervals(scores, ok, L, period), "calibration": to_dict(report)}
     said = f"intervals at {ok} from {n} series' last {H} values (the early-stopped network's forecasts)"

@@ -25,7 +25,7 @@ URL = f"/v1/models/{NAME}/cross_validation"
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, Any, pd.DataFrame]]:
     folder = tmp_path_factory.mktemp("backtest_refit")
-    repo, model = publish(folder, local=True)
+    repo, model = publish(folder)  # the stores: the CLI's default is the read-out alone there too
     model.folder = repo / NAME / "1"  # where the test reads its manifest
     write_version(repo, ToySpec(version=1))  # a multichannel model: nothing to refit
     frame = pd.read_csv(folder / "stores_long.csv")
