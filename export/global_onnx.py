@@ -36,6 +36,7 @@ from app.artifacts.contract import (
     MODEL_FILE,
     window_scale,
 )
+from app.artifacts.feed import local_inputs
 from app.artifacts.readout import (
     SCALE_FLOOR,
     CovariateRows,
@@ -229,8 +230,7 @@ def run_graph(
     if covariates is not None:
         feed[COVARIATE_INPUT] = np.asarray(covariates, dtype=np.float32)
     if local is not None:
-        values, weight = local.feed(feed[FORECAST_INPUT])
-        feed[LOCAL_INPUT], feed[LOCAL_WEIGHT_INPUT] = values.astype(np.float32), weight.astype(np.float32)
+        feed.update(local_inputs(local, feed[FORECAST_INPUT]))
     (out,) = session.run([FORECAST_OUTPUT], feed)
     return np.asarray(out)[:, :, 0]
 

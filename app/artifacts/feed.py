@@ -16,7 +16,15 @@ from app.artifacts.contract import (
     LOCAL_WEIGHT_INPUT,
     PHASE_INPUT,
 )
+from app.artifacts.local_models import LocalSpec
 from app.artifacts.manifest import Manifest
+
+
+def local_inputs(local: LocalSpec, windows: np.ndarray) -> dict[str, np.ndarray]:
+    """A hybrid's `local` and `local_weight` inputs for float32 windows (the exporter's parity check and
+    the refit's publish feed their graphs with this too)."""
+    values, weight = local.feed(windows)
+    return {LOCAL_INPUT: values.astype(np.float32), LOCAL_WEIGHT_INPUT: weight.astype(np.float32)}
 
 
 def build_feed(
@@ -36,9 +44,7 @@ def build_feed(
         feed[COVARIATE_INPUT] = np.ascontiguousarray(covariates, dtype=np.float32)
     local = manifest.panel.local_spec if manifest.panel is not None else None
     if local is not None:  # the hybrid's local models, fitted on the window the graph reads
-        values, weight = local.feed(feed[FORECAST_INPUT])
-        feed[LOCAL_INPUT] = values.astype(np.float32)
-        feed[LOCAL_WEIGHT_INPUT] = weight.astype(np.float32)
+        feed.update(local_inputs(local, feed[FORECAST_INPUT]))
     cycle = manifest.cycle
     if cycle is None:
         if phases is not None:

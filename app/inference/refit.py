@@ -26,11 +26,10 @@ from app.artifacts.contract import (
     FORECAST_INPUT,
     FORECAST_OUTPUT,
     GLOBAL_TRANSFORMER_KIND,
-    LOCAL_INPUT,
-    LOCAL_WEIGHT_INPUT,
     MANIFEST_FILE,
     MODEL_FILE,
 )
+from app.artifacts.feed import local_inputs
 from app.artifacts.initializers import replace_initializers
 from app.artifacts.local_models import LocalSpec
 from app.artifacts.manifest import Manifest
@@ -328,8 +327,7 @@ def publish_refit(
     feed = {FORECAST_INPUT: fit.windows}
     want = forecast(fit.weights, histories, spec.fit, spec.kernels())
     if local is not None:  # a hybrid's graph also reads its local half, as build_feed feeds it
-        values, weight = local.feed(fit.windows)
-        feed[LOCAL_INPUT], feed[LOCAL_WEIGHT_INPUT] = values.astype(np.float32), weight.astype(np.float32)
+        feed.update(local_inputs(local, fit.windows))
         want = local.combine(want, fit.windows)
     (got,) = session.run([FORECAST_OUTPUT], feed)
     err = np.abs(np.asarray(got)[:, :, 0] - want) / (1.0 + np.abs(want))
