@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -662,7 +663,7 @@ class PartScorer:
             start = time.perf_counter()
             refused = ""
             try:
-                series = retrying(lambda rel=str(rel): self._one(rel), self.job.retries, f"part {rel!r}")
+                series = retrying(partial(self._one, str(rel)), self.job.retries, f"part {rel!r}")
             except InputRefused as e:
                 series, refused = 0, str(e)
             done["part"].append(str(rel))
@@ -743,7 +744,7 @@ def run(
             # A cluster on a loopback address (127.0.0.2: Ray swaps 127.0.0.1 for the machine's outward
             # address) is reached from this machine only, and the driver joins it on that address.
             host = address.rsplit(":", 1)[0]
-            loopback = {"_node_ip_address": host} if host.startswith("127.") else {}
+            loopback: dict[str, Any] = {"_node_ip_address": host} if host.startswith("127.") else {}
             ray.init(address=address, log_to_driver=False, **loopback)
     start = time.perf_counter()
     try:
