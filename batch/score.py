@@ -50,7 +50,7 @@ from app.inference.windows import (
 )
 from batch import io
 from batch.progress import Progress
-from export.data.timestamps import localize
+from rsa_core.wallclock import localize
 
 logger = logging.getLogger("batch")
 # The share of a window's values that may be missing and be filled: the service's default
@@ -214,7 +214,7 @@ def _utc_micros(
     name: str = "time",
 ) -> np.ndarray:
     """int64 microseconds since the epoch, UTC. A naive timestamp is in `zone`, the model's (UTC for a
-    model without one), read by the trainer's rule (`export.data.timestamps.localize`): each series' rows
+    model without one), read by the trainer's rule (`rsa_core.wallclock.localize`): each series' rows
     (`ids`; None: one series) in table order, a wall-clock time the autumn change repeats in summer time
     the first time and in standard time once the clock has gone back. A time the spring change skips is
     refused (ValueError naming the series and its row), as the trainer refuses it."""

@@ -34,12 +34,16 @@ import httpx
 import numpy as np
 import pandas as pd
 
+from rsa_core.wallclock import localize
+
 # What a request holds besides its tensors (the JSON header), with room to spare.
 _HEADER_ALLOWANCE = 16 * 1024
 # The service's defaults (app/core/config.py), for a server whose metadata does not say its limits.
 _DEFAULT_MAX_SERIES = 1024
 _DEFAULT_MAX_BODY = 64 * 1024 * 1024
 _WINDOW_ROW = re.compile(r"window\[(\d+)\]")
+# The trainer's rule of naive local times, by the name the client's tests knew it under.
+_wall_clock = localize
 
 
 class ServiceError(Exception):
@@ -798,36 +802,11 @@ def _channel_columns(df: pd.DataFrame, spec: ModelSpec) -> list[str]:
     raise ValueError(f"model {spec.name} reads channels {spec.channels}; the frame lacks {absent}")
 
 
-def _wall_clock(
-    stamps: np.ndarray, zone: str, starts: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Wall-clock times of `zone` (naive datetime64, in the frame's row order) -> (naive UTC
-    datetime64[ns]; the rows whose time the zone skips, the spring gap). The trainer's rule, copied
-    because the client is installed without the project (export.data.timestamps.localize; the two are
-    tested to agree, tests/client/test_wall_clock.py): a wall-clock time the autumn change repeats is in
-    summer time the first time and in standard time once the clock has gone back (a row not after the
-    one before, both in the repeat); `starts` (bool) marks the rows that begin a series, across which the
-    rule never looks back. A skipped time is shifted forward and flagged for the caller to refuse."""
-    index = pd.DatetimeIndex(stamps.astype("datetime64[ns]"))
-    present = ~np.isnat(index.to_numpy())
-    summer = np.ones(len(index), bool)
-    ambiguous = np.asarray(index.tz_localize(zone, ambiguous="NaT", nonexistent="shift_forward").isna())
-    ambiguous &= present
-    wall = index.asi8
-    first = np.zeros(len(index), bool) if starts is None else np.asarray(starts, bool)
-    for i in np.flatnonzero(ambiguous):
-        if i > 0 and not first[i] and ambiguous[i - 1] and (wall[i] <= wall[i - 1] or not summer[i - 1]):
-            summer[i] = False
-    skipped = np.asarray(index.tz_localize(zone, ambiguous=summer, nonexistent="NaT").isna()) & present
-    local = index.tz_localize(zone, ambiguous=summer, nonexistent="shift_forward")
-    return local.tz_convert("UTC").tz_localize(None).to_numpy().astype("datetime64[ns]"), skipped
-
-
 def _aware(column: pd.Series, zone: str | None, ids: np.ndarray | None = None) -> pd.Series:
     """Timestamps with their zone: a naive one is in the model's `zone` (UTC without one), read by the
-    trainer's rule (`_wall_clock`: in the column's row order, the autumn repeat's second reading once the
-    clock has gone back; `ids`, one per row, keeps the rule within each series). A time the spring change
-    skips is refused (ValueError naming the row, and its series with `ids`)."""
+    trainer's rule (`rsa_core.wallclock.localize`: in the column's row order, the autumn repeat's second
+    reading once the clock has gone back; `ids`, one per row, keeps the rule within each series). A time
+    the spring change skips is refused (ValueError naming the row, and its series with `ids`)."""
     stamps = pd.to_datetime(column)
     if stamps.dt.tz is not None:
         return stamps
@@ -837,7 +816,7 @@ def _aware(column: pd.Series, zone: str | None, ids: np.ndarray | None = None) -
     if ids is not None:
         ids = np.asarray(ids)
         starts = np.r_[True, ids[1:] != ids[:-1]][: len(ids)]
-    utc, skipped = _wall_clock(stamps.to_numpy(), zone, starts)
+    utc, skipped = localize(stamps.to_numpy(), zone, starts)
     if skipped.any():
         i = int(np.argmax(skipped))
         sid = None if ids is None else ids[i].item() if isinstance(ids[i], np.generic) else ids[i]

@@ -12,6 +12,7 @@ import pandas as pd
 from pandas.tseries.api import guess_datetime_format
 
 from export.data.errors import _MISSING_TOKENS, _where
+from rsa_core.wallclock import localize as localize  # the one rule of naive local times (readers use it)
 
 #: Column names (case-insensitive) recognised as the timestamp column when none is given.
 TIMESTAMP_NAMES = ("date", "timestamp", "time", "datetime")
@@ -373,31 +374,3 @@ _OFFSET = re.compile(r"(Z|[+-]\d{2}:?\d{2})$")
 def has_offsets(cells: np.ndarray) -> bool:
     """Whether the column's timestamps carry UTC offsets (a sample of its cells, as the notes check)."""
     return any(_OFFSET.search(str(cell)) for cell in cells[:: max(1, len(cells) // 64)])
-
-
-def localize(
-    stamps: np.ndarray, zone: str, starts: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Wall-clock times of `zone` (naive datetime64, in file order) -> (UTC instants, naive datetime64[ns];
-    the rows whose wall-clock time the zone skips, the spring gap of daylight saving). `starts` (bool,
-    a long file's series laid end to end) marks the rows that begin a series: the order rule below never
-    looks back across them.
-
-    The autumn repeat is read by order: a repeated wall-clock time is in summer time the first time and
-    in standard time once the clock has gone back (a row not after the previous one, both in the repeat),
-    so a 15-minute file reads 02:00 … 02:45, 02:00 … 02:45 as eight distinct quarters. Skipped times
-    come back NaT in neither output: they are shifted forward, and flagged for the caller to refuse."""
-    index = pd.DatetimeIndex(stamps.astype("datetime64[ns]"))
-    summer = np.ones(len(index), bool)
-    ambiguous = np.asarray(index.tz_localize(zone, ambiguous="NaT", nonexistent="shift_forward").isna())
-    ambiguous &= ~np.isnat(stamps)
-    wall = index.asi8
-    first = np.zeros(len(index), bool) if starts is None else np.asarray(starts, bool)
-    for i in np.flatnonzero(ambiguous):
-        if i > 0 and not first[i] and ambiguous[i - 1] and (wall[i] <= wall[i - 1] or not summer[i - 1]):
-            summer[i] = False
-    skipped = np.asarray(index.tz_localize(zone, ambiguous=summer, nonexistent="NaT").isna()) & ~np.isnat(
-        stamps
-    )
-    local = index.tz_localize(zone, ambiguous=summer, nonexistent="shift_forward")
-    return local.tz_convert("UTC").tz_localize(None).to_numpy().astype("datetime64[ns]"), skipped

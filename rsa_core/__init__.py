@@ -1,0 +1,13 @@
+"""The rules every path obeys, in one place: the service (app/), the exporter (export/), the batch scorer
+(batch/) and the client (client/rsa_client) import them, so that a forecast's timestamps, a naive time's
+reading across a daylight-saving change and a future table's check agree to the last bit.
+
+Installable on its own (`pip install ./rsa_core`): numpy and the standard library; `rsa_core.wallclock`
+reads naive times with pandas' zone database (the exporter, the batch scorer and the client have it; the
+service, whose image has no pandas, never imports that module).
+
+- `rsa_core.calendar`: calendar frequencies (`3MS`: every 3 months, on the 1st) and their month steps.
+- `rsa_core.steps`: the instants n steps after (or before) a timestamp, fixed or calendar, in a zone.
+- `rsa_core.wallclock`: naive wall-clock times of a zone -> UTC instants, across daylight saving.
+- `rsa_core.future`: a future table's rows checked against the steps after a series' last timestamp.
+"""
