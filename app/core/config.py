@@ -84,6 +84,12 @@ class Settings(BaseSettings):
     max_queue_rows: int = Field(default=16384, ge=1)  # queued series before requests get 503
     request_timeout_s: float = Field(default=30.0, gt=0)  # queue + session time before a 504
     retry_after_s: int = Field(default=1, ge=0)  # Retry-After header on 503 responses
+    # Evaluation work (cross_validation's and detect_anomalies' windows) per version: its own queue, run
+    # after waiting forecasts in calls of at most `evaluation_call_rows` rows (app/engine/batching/), and at
+    # most `max_evaluations_in_flight` such requests waiting or running (503 above), so that backtests
+    # cannot starve the version's forecasts (issue 46, item 5; results/fairness.json).
+    max_evaluations_in_flight: int = Field(default=2, ge=1)
+    evaluation_call_rows: int = Field(default=64, ge=1)
 
     # Attention inspection runs outside the batcher: bound the calls in flight (503 above).
     max_attention_in_flight: int = Field(default=8, ge=1)

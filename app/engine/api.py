@@ -98,9 +98,16 @@ class Engine(ABC):
 
     @abstractmethod
     async def submit(
-        self, name: str, version: int, feed: Feed, timeout_s: float, reservation: Reservation | None = None
+        self,
+        name: str,
+        version: int,
+        feed: Feed,
+        timeout_s: float,
+        reservation: Reservation | None = None,
+        evaluation: bool = False,
     ) -> np.ndarray:
-        """The forecast [n, H, C] of a feed of n rows through the version's batcher."""
+        """The forecast [n, H, C] of a feed of n rows through the version's batcher (`evaluation`: a
+        backtest's or an anomaly check's windows, in the version's evaluation queue)."""
 
     @abstractmethod
     async def inspect(self, name: str, version: int, feed: Feed) -> InspectResult:

@@ -273,11 +273,17 @@ class RemoteEngine(Engine):
             self._send(frames)  # no answer: the rows stop counting, or expire
 
     async def submit(
-        self, name: str, version: int, feed: Feed, timeout_s: float, reservation: Reservation | None = None
+        self,
+        name: str,
+        version: int,
+        feed: Feed,
+        timeout_s: float,
+        reservation: Reservation | None = None,
+        evaluation: bool = False,
     ) -> np.ndarray:
         # The engine keeps the deadline (a Timeout comes back from it); the answer's trip is given a second.
         header, out = await self._call(
-            Submit(name, version, timeout_s, reservation), feed, wait_s=timeout_s + 1.0
+            Submit(name, version, timeout_s, reservation, evaluation), feed, wait_s=timeout_s + 1.0
         )
         self._note_backlog(name, version, header["backlog"])
         return out["forecast"]

@@ -113,6 +113,8 @@ class VersionHost:
             max_calls=policy.max_calls,
             concurrent_max_rows=policy.concurrent_max_rows,
             row_seconds=opened.seconds_per_row,
+            max_evaluations=settings.max_evaluations_in_flight,
+            evaluation_call_rows=settings.evaluation_call_rows,
         )
         # The runner takes the feed the data plane built: window, and phase for a cycle.
         self.batcher = DynamicBatcher(model.runner, config, observer, executor=executor, alone=alone)

@@ -710,12 +710,19 @@ class LocalEngine(Engine):
             sv.batcher.release(reservation.id)
 
     async def submit(
-        self, name: str, version: int, feed: Feed, timeout_s: float, reservation: Reservation | None = None
+        self,
+        name: str,
+        version: int,
+        feed: Feed,
+        timeout_s: float,
+        reservation: Reservation | None = None,
+        evaluation: bool = False,
     ) -> np.ndarray:
         batcher = self._batcher(name, version)
         self.submits_in_flight += 1
         try:
-            return await batcher.submit(feed, timeout_s, None if reservation is None else reservation.id)
+            key = None if reservation is None else reservation.id
+            return await batcher.submit(feed, timeout_s, key, evaluation)
         finally:
             self.submits_in_flight -= 1
 

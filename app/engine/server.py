@@ -122,7 +122,7 @@ class EngineServer:
     async def _submit(self, identity: bytes, request: Submit, arrays: Arrays) -> Reply:
         engine = self.engine
         out = await engine.submit(
-            request.name, request.version, arrays, request.timeout_s, request.reservation
+            request.name, request.version, arrays, request.timeout_s, request.reservation, request.evaluation
         )
         # the version's backlog now, for the front end's own admission of small requests
         return {"backlog": engine.backlog(request.name, request.version)}, {"forecast": out}

@@ -81,6 +81,7 @@ class Submit:
     version: int
     timeout_s: float
     reservation: Reservation | None = None
+    evaluation: bool = False  # a backtest's or an anomaly check's windows: the evaluation queue
 
 
 @dataclass(frozen=True)

@@ -163,10 +163,12 @@ class InferenceService:
         phases: np.ndarray | None,
         latest: bool = False,
         covariates: np.ndarray | None = None,
+        evaluation: bool = False,
     ) -> np.ndarray:
         """[S, L, C] windows (and [S] phases for a cycle model) -> [S, H, C], through the engine's batcher.
         `latest`: the request named no version, so if its version went away between resolving and
-        submitting (an unload), the new latest serves it when it takes the same inputs."""
+        submitting (an unload), the new latest serves it when it takes the same inputs. `evaluation`: a
+        backtest's or an anomaly check's windows, in the version's evaluation queue (its own admission)."""
         assert entry.manifest is not None  # the catalog resolves ready versions only
         manifest = entry.manifest
         if manifest.panel is not None and manifest.panel.local_spec is not None:
@@ -180,7 +182,7 @@ class InferenceService:
         left, budget = self._time_left(entry)
         reservation = take_reservation(entry.name, entry.version)
         try:
-            return await self.engine.submit(entry.name, entry.version, feed, left, reservation)
+            return await self.engine.submit(entry.name, entry.version, feed, left, reservation, evaluation)
         except Timeout:
             raise Timeout(
                 f"model {entry.name}: no result within the request's deadline of {budget:g}s", limit=budget
@@ -191,7 +193,7 @@ class InferenceService:
                 raise
             note_model_version(now.name, now.version)
             left, _ = self._time_left(now)
-            return await self.engine.submit(now.name, now.version, feed, left)
+            return await self.engine.submit(now.name, now.version, feed, left, None, evaluation)
 
     # -- inspect -----------------------------------------------------------------------------------
     async def inspect(

@@ -18,6 +18,16 @@ call uses every intra-op thread, so it waits for the small ones to finish and th
 Triton's instance groups, without a second copy of the weights: an ONNX Runtime session runs calls
 from several threads at once.
 
+Evaluation work (a backtest's or an anomaly check's windows, `submit(..., evaluation=True)`) has its own
+queue and its own admission, so that it cannot starve the version's forecasts (issue 46, item 5: six
+clients looping 1,024-window backtests got 28 of 45 small forecasts a 503, and p99 from 23 ms to 5.5 s).
+At most `max_evaluations` evaluation requests wait or run per version (Overloaded above). Forecasts are
+admitted against their own backlog (queued, running and reserved rows: evaluation rows waiting do not
+count), evaluation against everything ahead. Evaluation goes out in chunks of `evaluation_call_rows`,
+only while no forecast waits or after EVALUATION_EVERY forecast calls in a row (a weighted share, as
+Triton's priority levels and vLLM's scheduler give: forecasts first, evaluation never starved), on at most
+max_calls - 1 of the calls side by side when several may run: one is always left to forecasts.
+
 The parts, each in a module of its own: admission (app/engine/batching/admission.py: the time rule, the
 queue's bound, reservations, the drain rate), the inline gate (inline.py: when a small request runs on
 the event loop itself), the memory release after idle time (release.py), and the queued items and
@@ -39,7 +49,7 @@ from typing import Literal, Protocol
 
 import numpy as np
 
-from app.core.errors import InferenceError, ModelNotReady, ServiceError, Timeout
+from app.core.errors import InferenceError, ModelNotReady, Overloaded, ServiceError, Timeout
 from app.engine.batching.admission import Admission, DrainRate
 from app.engine.batching.inline import InlineGate
 from app.engine.batching.items import Batch, BatcherStats, Segment, WorkItem
@@ -53,6 +63,9 @@ logger = logging.getLogger(__name__)
 # 90-94 ms where calls splitting the queue evenly had 32-36 and 98-134 ms, at the same throughput;
 # 8 rows 26-36 and 91-131 ms; 2 rows 80-100 ms at c=64, within the same spread, for twice the hops.
 SHARED_CALL_ROWS = 4
+# While forecasts and evaluation work both wait, one evaluation call after this many forecast calls in a
+# row: forecasts keep the version (they wait at most one evaluation chunk), evaluation keeps a share.
+EVALUATION_EVERY = 4
 
 
 class BatchRunner(Protocol):
@@ -79,18 +92,27 @@ class BatcherConfig:
     max_calls: int = 1  # session calls at once
     concurrent_max_rows: int = 0  # rows of a call that may run beside others
     row_seconds: float | None = None  # the drain rate's seed (seconds per row, timed at load); None: unknown
+    max_evaluations: int = 2  # evaluation requests waiting or running at once (RSA_MAX_EVALUATIONS_IN_FLIGHT)
+    evaluation_call_rows: int = 64  # evaluation rows per session call at most (RSA_EVALUATION_CALL_ROWS)
 
     def __post_init__(self) -> None:
         if (
-            min(self.max_batch_rows, self.max_queue_rows, self.max_calls) < 1
+            min(
+                self.max_batch_rows,
+                self.max_queue_rows,
+                self.max_calls,
+                self.max_evaluations,
+                self.evaluation_call_rows,
+            )
+            < 1
             or min(
                 self.max_wait_s, self.release_after_s or 0.0, self.inline_max_rows, self.concurrent_max_rows
             )
             < 0
         ):
             raise ValueError(
-                "max_batch_rows, max_queue_rows and max_calls must be >= 1; max_wait_s, release_after_s, "
-                "inline_max_rows and concurrent_max_rows >= 0"
+                "max_batch_rows, max_queue_rows, max_calls, max_evaluations and evaluation_call_rows must "
+                "be >= 1; max_wait_s, release_after_s, inline_max_rows and concurrent_max_rows >= 0"
             )
 
 
@@ -126,6 +148,11 @@ class DynamicBatcher:
         self._executor = executor
         self._queue: deque[WorkItem] = deque()
         self._queued_rows = 0
+        self._eval_queue: deque[WorkItem] = deque()  # evaluation work, its own queue
+        self._eval_rows = 0  # rows in _eval_queue
+        self._evaluations = 0  # evaluation requests waiting or running
+        self._eval_tasks: set[asyncio.Task[None]] = set()  # session calls of evaluation chunks under way
+        self._forecast_streak = 0  # forecast calls in a row while evaluation waited
         self._running_rows = 0  # rows in the session calls under way
         self._calls: set[asyncio.Task[None]] = set()  # the worker's session calls under way
         self._exclusive = False  # a call of more than concurrent_max_rows rows is under way
@@ -171,9 +198,10 @@ class DynamicBatcher:
                 for call in calls:
                     call.cancel()
                 await asyncio.gather(*calls, return_exceptions=True)
-        while self._queue:
-            self._fail(self._queue.popleft(), ModelNotReady(f"model {self.name} is shutting down"))
-        self._queued_rows = 0
+        for queue in (self._queue, self._eval_queue):
+            while queue:
+                self._fail(queue.popleft(), ModelNotReady(f"model {self.name} is shutting down"))
+        self._queued_rows = self._eval_rows = 0
         self.admission.clear()
 
     @property
@@ -182,18 +210,31 @@ class DynamicBatcher:
 
     @property
     def queued_rows(self) -> int:
-        return self._queued_rows
+        """Rows waiting: forecasts' and evaluation work's."""
+        return self._queued_rows + self._eval_rows
+
+    @property
+    def evaluation_rows(self) -> int:
+        """Evaluation rows waiting in their own queue."""
+        return self._eval_rows
+
+    @property
+    def evaluations(self) -> int:
+        """Evaluation requests waiting or running."""
+        return self._evaluations
 
     @property
     def ahead_rows(self) -> int:
-        """Rows admitted and not yet answered: queued, running, and reserved by requests still parsing."""
+        """Rows admitted ahead of a forecast and not yet answered: forecasts queued, rows running, and rows
+        reserved by requests still parsing. Evaluation rows waiting go after forecasts, so they are not
+        ahead of one."""
         return self.admission.ahead(self._queued_rows + self._running_rows)
 
     @property
     def backlog_s(self) -> float:
-        """Seconds the session needs for every row admitted and not yet answered, at the measured drain
-        rate (0 when nothing waits): the signal to scale replicas on."""
-        ahead = self.ahead_rows
+        """Seconds the session needs for every row admitted and not yet answered (evaluation's too), at the
+        measured drain rate (0 when nothing waits): the signal to scale replicas on."""
+        ahead = self.ahead_rows + self._eval_rows
         return ahead * self.row_seconds if ahead and self.row_seconds is not None else 0.0
 
     # -- admission (app/engine/batching/admission.py) ----------------------------------------------
@@ -230,19 +271,30 @@ class DynamicBatcher:
     def quiet_for(self, seconds: float) -> bool:
         """Nothing admitted, queued or running, and nothing arrived or finished for `seconds` (what an
         unload waits for before it stops the batcher)."""
-        return self.ahead_rows == 0 and not self._calls and perf_counter() - self._last_activity >= seconds
+        return (
+            self.ahead_rows == 0
+            and not self._eval_rows
+            and not self._calls
+            and perf_counter() - self._last_activity >= seconds
+        )
 
     # -- submitting ------------------------------------------------------------------------------
-    async def submit(self, inputs: Feed, timeout_s: float, reservation: int | None = None) -> np.ndarray:
+    async def submit(
+        self, inputs: Feed, timeout_s: float, reservation: int | None = None, evaluation: bool = False
+    ) -> np.ndarray:
         """Queue `inputs` (named [n, ...] arrays, n >= 1); wait for their outputs ([n, ...], same order).
         A request admitted by `reserve` is admitted for its reserved rows; only rows beyond them are
-        judged again."""
+        judged again. `evaluation`: a backtest's or an anomaly check's windows, in the evaluation queue."""
         n = feed_rows(inputs)
         if n < 1:
             raise ValueError("submit needs at least one row")
         if self._closed or not self.running:
             raise ModelNotReady(f"model {self.name} is not serving", retry_after_s=self.config.retry_after_s)
         self._last_activity = perf_counter()
+        if evaluation:
+            if reservation is not None:
+                self.release(reservation)
+            return await self._evaluate(inputs, n, timeout_s)
         reserved = self.release(reservation) if reservation is not None else 0
         if n > reserved:  # rows the reservation did not count are judged on time
             self.admission.in_time(n - reserved, timeout_s, self.ahead_rows)
@@ -269,13 +321,58 @@ class DynamicBatcher:
                 limit=timeout_s,
             ) from None
 
+    async def _evaluate(self, inputs: Feed, n: int, timeout_s: float) -> np.ndarray:
+        """Evaluation work: within `max_evaluations` requests at once, in time behind everything admitted
+        (forecasts and evaluation alike), in the evaluation queue."""
+        config = self.config
+        if self._evaluations >= config.max_evaluations:
+            self.stats.rejected_items += 1
+            raise Overloaded(
+                f"model {self.name} is busy evaluating: {self._evaluations} backtests or anomaly checks in "
+                f"flight, the limit (RSA_MAX_EVALUATIONS_IN_FLIGHT = {config.max_evaluations}); retry later",
+                limit=config.max_evaluations,
+                retry_after_s=config.retry_after_s,
+            )
+        self.admission.in_time(n, timeout_s, self.ahead_rows + self._eval_rows)
+        now = perf_counter()
+        item = WorkItem(
+            inputs, asyncio.get_running_loop().create_future(), now + timeout_s, now, evaluation=True
+        )
+        self._eval_queue.append(item)
+        self._eval_rows += n
+        self._evaluations += 1
+        self._wakeup.set()
+        try:
+            return await asyncio.wait_for(item.future, timeout_s)
+        except TimeoutError:
+            raise Timeout(
+                f"model {self.name}: no result within the request timeout of {timeout_s:g}s",
+                limit=timeout_s,
+            ) from None
+        finally:
+            self._evaluations -= 1
+
     def _idle(self) -> bool:
-        return not self._queue and not self._calls and not self.memory.running
+        return not self._queue and not self._eval_queue and not self._calls and not self.memory.running
+
+    @property
+    def _eval_call_limit(self) -> int:
+        """Evaluation calls at once: every call but one when several may run, so one is left to forecasts."""
+        return max(1, self.config.max_calls - 1)
+
+    def _evaluation_turn(self) -> bool:
+        """Whether the next call is an evaluation chunk: one waits, a call may take it, and no forecast
+        waits or forecasts have had EVALUATION_EVERY calls in a row."""
+        return (
+            bool(self._eval_queue)
+            and len(self._eval_tasks) < self._eval_call_limit
+            and (not self._queue or self._forecast_streak >= EVALUATION_EVERY)
+        )
 
     # -- worker ----------------------------------------------------------------------------------
     async def _work(self) -> None:
         while True:
-            if not self._queue:
+            if not self._queue and not self._eval_queue:
                 if self._calls:  # a finishing call or a new request wakes us
                     self._wakeup.clear()
                     await self._wakeup.wait()
@@ -294,9 +391,10 @@ class DynamicBatcher:
                 continue
             try:
                 await self._free_call()
-                if not self._queue:
+                if not self._queue and not self._eval_queue:
                     continue
-                await self._gather()
+                if self._queue:
+                    await self._gather()
                 batch = self._take_batch()
                 if batch is not None:
                     await self._launch(batch)
@@ -317,15 +415,26 @@ class DynamicBatcher:
             self._exclusive = True
         call = asyncio.get_running_loop().create_task(self._execute(batch))
         self._calls.add(call)
+        if batch.evaluation:
+            self._eval_tasks.add(call)
         call.add_done_callback(self._call_done)
 
     async def _free_call(self) -> None:
-        """Wait until another session call may start: fewer than max_calls under way, none of them big."""
-        while self._calls and (self._exclusive or len(self._calls) >= self.config.max_calls):
-            await asyncio.wait(self._calls, return_when=asyncio.FIRST_COMPLETED)
+        """Wait until another session call may start: fewer than max_calls under way, none of them big;
+        and, when only evaluation work waits, fewer evaluation calls than theirs (a new forecast or a
+        call's end wakes it)."""
+        while True:
+            if self._calls and (self._exclusive or len(self._calls) >= self.config.max_calls):
+                await asyncio.wait(self._calls, return_when=asyncio.FIRST_COMPLETED)
+            elif not self._queue and self._eval_queue and len(self._eval_tasks) >= self._eval_call_limit:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+            else:
+                return
 
     def _call_done(self, call: asyncio.Task[None]) -> None:
         self._calls.discard(call)
+        self._eval_tasks.discard(call)
         if not call.cancelled() and call.exception() is not None:  # _execute fails its own batch first
             logger.error("batcher %s: a session call failed", self.name, exc_info=call.exception())
         if not self._calls:
@@ -348,20 +457,38 @@ class DynamicBatcher:
 
     def _take_batch(self) -> Batch | None:
         now = perf_counter()
-        segments: list[Segment] = []
-        rows = 0
         config = self.config
+        if self._evaluation_turn():
+            limit = min(config.evaluation_call_rows, config.max_batch_rows)
+            segments, rows, gone = self._take_from(self._eval_queue, limit, now)
+            self._eval_rows -= gone
+            if segments:
+                self._forecast_streak = 0
+                return Batch(segments, rows, evaluation=True)
+        if not self._queue:
+            return None
         limit = config.max_batch_rows
         if config.max_calls > 1 and self._queued_rows <= config.concurrent_max_rows * config.max_calls:
             # Small work is shared out over the calls that may run: on one thread a bigger call is no
             # cheaper per row, and its rows wait for all of it.
             free = config.max_calls - len(self._calls)
             limit = min(limit, SHARED_CALL_ROWS, max(1, math.ceil(self._queued_rows / free)))
-        while self._queue and rows < limit:
-            item = self._queue[0]
+        segments, rows, gone = self._take_from(self._queue, limit, now)
+        self._queued_rows -= gone
+        if segments and self._eval_queue:
+            self._forecast_streak += 1
+        return Batch(segments, rows) if segments else None
+
+    def _take_from(self, queue: deque[WorkItem], limit: int, now: float) -> tuple[list[Segment], int, int]:
+        """Up to `limit` rows from the head of `queue`, dropping what expired or was abandoned: (segments,
+        rows taken, rows gone from the queue: taken or dropped)."""
+        segments: list[Segment] = []
+        rows = gone = 0
+        while queue and rows < limit:
+            item = queue[0]
             if item.future.done() or item.deadline <= now:
-                self._queue.popleft()
-                self._queued_rows -= item.n_rows - item.next_row
+                queue.popleft()
+                gone += item.n_rows - item.next_row
                 if item.future.done():
                     self.stats.dropped_items += 1
                 else:
@@ -375,10 +502,10 @@ class DynamicBatcher:
             item.next_row += take
             item.session_calls += 1
             rows += take
-            self._queued_rows -= take
+            gone += take
             if item.next_row == item.n_rows:
-                self._queue.popleft()
-        return Batch(segments, rows) if segments else None
+                queue.popleft()
+        return segments, rows, gone
 
     async def _execute(self, batch: Batch, inline: bool = False) -> None:
         """One session call, in the executor, or `inline` on this thread (then it never suspends)."""
@@ -417,7 +544,10 @@ class DynamicBatcher:
             self._running_rows -= batch.rows
             self.memory.ran_since = True
             self.drain.observe(
-                batch.t_run_start, batch.t_run_end, batch.rows, bool(self._queue or self._running_rows)
+                batch.t_run_start,
+                batch.t_run_end,
+                batch.rows,
+                bool(self._queue or self._eval_queue or self._running_rows),
             )
             self.stats.session_calls += 1
             self.stats.rows += batch.rows

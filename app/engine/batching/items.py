@@ -26,6 +26,9 @@ class WorkItem:
     rows_pending: int = 0  # rows not yet returned
     output: np.ndarray | None = None
     session_calls: int = 0  # >1 when the request was split
+    # Evaluation work (a backtest's or an anomaly check's windows): its own queue and admission, run in
+    # chunks after the forecasts waiting (app/engine/batching/batcher.py)
+    evaluation: bool = False
     n_rows: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -59,6 +62,7 @@ class Batch:
     t_run_start: float | None = None
     t_run_end: float | None = None
     error: BaseException | None = None
+    evaluation: bool = False  # a chunk of evaluation work
 
     @property
     def run_s(self) -> float | None:

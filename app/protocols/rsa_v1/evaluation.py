@@ -191,7 +191,12 @@ async def cross_validation(
     covariates = None if per_series is None else np.concatenate(per_series)
     if spec is None:
         forecasts = await v1.service.forecast(
-            entry, batch.windows, batch.phases, latest=version is None, covariates=covariates
+            entry,
+            batch.windows,
+            batch.phases,
+            latest=version is None,
+            covariates=covariates,
+            evaluation=True,  # the version's evaluation queue: forecasts keep their latency
         )
     else:
         forecasts = await _refit_forecasts(v1, manifest, spec, histories, cutoffs, batch.windows)
@@ -318,7 +323,12 @@ async def detect_anomalies(v1: V1Handlers, name: str, version: int | None, reque
         or further ahead where the repair's replaced values end the window)."""
         batch = window_batch(hs, cuts, manifest, settings.max_history_length, settings.max_missing_share)
         outputs = await v1.service.forecast(
-            entry, batch.windows, batch.phases, latest=version is None, covariates=covariates
+            entry,
+            batch.windows,
+            batch.phases,
+            latest=version is None,
+            covariates=covariates,
+            evaluation=True,  # the version's evaluation queue: forecasts keep their latency
         )
         outputs = outputs[:, : int(steps.max())]
         lo, hi = level_bounds(manifest.intervals, outputs, [level], window=batch.windows)[level]
