@@ -87,7 +87,7 @@ class Features:
 
 def _weights(model: RSAForecaster, mode: str) -> tuple[Tensor, Tensor]:
     """(REM weight, softmax weight) per head for a feature mode."""
-    attn = model.layers[0].attn
+    attn = model.attentions()[0]
     g = attn.gates().detach()
     is_rem = torch.tensor([kind != "softmax" for kind, _ in attn.head_types], dtype=g.dtype)
     if mode == "model":
@@ -111,11 +111,12 @@ def last_step_features(model: RSAForecaster, u: Tensor, mode: str = "model") -> 
         raise ValueError(
             f"closed-form features need a model read at its last step (head 'state'), not {cfg.head!r}"
         )
-    attn = model.layers[0].attn
+    attn = model.attentions()[0]
     d, n_heads, hd = cfg.d_model, attn.n_heads, attn.head_dim
     L, k = u.shape[1], cfg.token_kernel
     rem_w, soft_w = _weights(model, mode)
     we, be = model.embed.weight[:, 0, :], model.embed.bias  # [d, k], [d]
+    assert be is not None  # the embedding is an nn.Conv1d with its default bias
     wqkv, bqkv = attn.qkv.weight, attn.qkv.bias  # [3d, d], [3d]
     taps, bias = wqkv @ we, wqkv @ be + bqkv  # q, k, v as 3-tap filters of u: [3d, k], [3d]
     pos = model.pos[0] if model.pos is not None else None  # [L, d]

@@ -259,10 +259,10 @@ def interval_section(reports: list[IntervalEvaluation]) -> list[str]:
             "|---|---|---|---|" + "---|" * (len(levels) + 3),
         ]
         for r in reports:
-            served = r.rows("served")
-            cov = " | ".join(f"{100 * served[v].coverage:.1f}%" if v in served else "—" for v in levels)
-            chan = " / ".join(f"{served[v].channel_off:.1f}" for v in TARGET_LEVELS if v in served)
-            at90 = served.get(90.0)
+            by_level = r.rows("served")
+            cov = " | ".join(f"{100 * by_level[v].coverage:.1f}%" if v in by_level else "—" for v in levels)
+            chan = " / ".join(f"{by_level[v].channel_off:.1f}" for v in TARGET_LEVELS if v in by_level)
+            at90 = by_level.get(90.0)
             width, score = (f"{at90.width:.3f}", f"{at90.winkler:.3f}") if at90 else ("—", "—")
             lines.append(
                 f"| {r.model} v{r.version} | {r.input_length} | {r.horizon} |"
@@ -293,9 +293,9 @@ def interval_section(reports: list[IntervalEvaluation]) -> list[str]:
                 f"{100 * hi:.1f}% | {row.width:.3f} | {row.winkler:.3f} |"
             )
         targeted = [row for row in served if row.level in TARGET_LEVELS]
-        off = {row.level: 100 * row.coverage - row.level for row in targeted}
-        within = [f"{v:g}%" for v, d in off.items() if abs(d) <= OVERALL_BAND]
-        outside = [f"{v:g}% ({d:+.1f})" for v, d in off.items() if abs(d) > OVERALL_BAND]
+        off_by_level = {row.level: 100 * row.coverage - row.level for row in targeted}
+        within = [f"{v:g}%" for v, d in off_by_level.items() if abs(d) <= OVERALL_BAND]
+        outside = [f"{v:g}% ({d:+.1f})" for v, d in off_by_level.items() if abs(d) > OVERALL_BAND]
         lines += [
             "",
             "Target: coverage within ±3 points of nominal at 80/90/95%. "
@@ -491,7 +491,7 @@ def render(
         lines.append(f"  Published at this setting (not rerun here): {refs}.")
     have = [h for h in MAIN_HORIZONS if g(("ETTh1", "rsa", h))]
     if len(have) == len(MAIN_HORIZONS):
-        mean4 = statistics.fmean(_stat(g(("ETTh1", "rsa", h)), "mse")[0] for h in MAIN_HORIZONS)
+        mean4 = statistics.fmean(_stat(groups[("ETTh1", "rsa", h)], "mse")[0] for h in MAIN_HORIZONS)
         ok = "met" if mean4 <= TARGET_MEAN else "**missed**"
         lines.append(f"- Mean RSA MSE over horizons 96/192/336/720 ≤ {TARGET_MEAN:.3f}: {mean4:.3f} — {ok}.")
     else:
@@ -500,16 +500,19 @@ def render(
     wins = [
         h
         for h in pairs
-        if _stat(g(("ETTh1", "rsa", h)), "mse")[0] < _stat(g(("ETTh1", "baseline", h)), "mse")[0]
+        if _stat(groups[("ETTh1", "rsa", h)], "mse")[0] < _stat(groups[("ETTh1", "baseline", h)], "mse")[0]
     ]
     ok = "met" if len(pairs) == len(MAIN_HORIZONS) and len(wins) >= 3 else "**missed**"
     lines.append(f"- RSA better than the baseline at ≥ 3 of 4 horizons: wins at {wins} of {pairs} — {ok}.")
     if pairs:
         diffs = {
-            h: _stat(g(("ETTh1", "rsa", h)), "mse")[0] - _stat(g(("ETTh1", "baseline", h)), "mse")[0]
+            h: _stat(groups[("ETTh1", "rsa", h)], "mse")[0]
+            - _stat(groups[("ETTh1", "baseline", h)], "mse")[0]
             for h in pairs
         }
-        stds = [sd for h in pairs for v in ("rsa", "baseline") if (sd := _stat(g(("ETTh1", v, h)), "mse")[1])]
+        stds = [
+            sd for h in pairs for v in ("rsa", "baseline") if (sd := _stat(groups[("ETTh1", v, h)], "mse")[1])
+        ]
         text = ", ".join(f"{h}: {d:+.4f}" for h, d in diffs.items())
         noise = f"; seed std ranges {min(stds):.4f}–{max(stds):.4f}" if stds else ""
         lines.append(f"  RSA − baseline test MSE per horizon: {text}{noise}.")

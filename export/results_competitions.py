@@ -253,8 +253,8 @@ def benchmark_section(name: str, run: CompetitionRun) -> list[str]:
         lines += [f"- {d}: " + "; ".join(f"{k}: {v}" for k, v in e.items()) for d, e in extras]
         lines += [""] if extras else []
     fev_stats = {(p.data, p.model): p for p in run.published if p.kind == "statsforecast"}
-    mine = [s for s in run.scores if (s.data, s.model) in fev_stats]
-    if mine:
+    rerun = [s for s in run.scores if (s.data, s.model) in fev_stats]
+    if rerun:
         lines += [
             "### This run's statsforecast against fev's",
             "",
@@ -262,7 +262,7 @@ def benchmark_section(name: str, run: CompetitionRun) -> list[str]:
             "",
         ]
         rows = []
-        for s in mine:
+        for s in rerun:
             p = fev_stats[(s.data, s.model)]
             rows.append([s.data, s.model, _num(s.mase, 3), _num(p.mase, 3), _num(s.wql, 4), _num(p.wql, 4)])
         lines += [*_markdown(["data", "model", "MASE here", "MASE fev", "WQL here", "WQL fev"], rows), ""]
