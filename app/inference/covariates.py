@@ -25,6 +25,7 @@ __all__ = [
     "covariate_rows",
     "history_covariate_rows",
     "refuse_covariates",
+    "unsent_future_steps",
 ]
 
 
@@ -105,9 +106,14 @@ def _column(
 
 
 def covariate_rows(
-    manifest: Manifest, layout: CovariateLayout, items: Sequence[SeriesCovariates]
+    manifest: Manifest,
+    layout: CovariateLayout,
+    items: Sequence[SeriesCovariates],
+    open_future: bool = False,
 ) -> np.ndarray:
-    """The raw `covariates` rows [S, D] of the request's series."""
+    """The raw `covariates` rows [S, D] of the request's series. `open_future`: the future values may
+    hold NaN (a backtest's or anomaly check's steps past the history that were not sent: read as the
+    training mean, as the graph reads a short series' missing past)."""
     L, H = layout.input_length, layout.horizon
     past = np.full((len(items), L, len(layout.past)), np.nan)
     future = np.zeros((len(items), H, len(layout.future)))
@@ -118,7 +124,8 @@ def covariate_rows(
         given = _names(item.future, layout.future, where, "future", manifest.name)
         for j, name in enumerate(layout.future):
             f = f"{where}.future.{name}"
-            future[i, :, j] = _column(given[name], H, f, f"one per step of the model's horizon {H}", False)
+            what = f"one per step of the model's horizon {H}"
+            future[i, :, j] = _column(given[name], H, f, what, open_future)
         given = _names(item.past, layout.past, where, "past", manifest.name)
         for j, name in enumerate(layout.past):
             f = f"{where}.past.{name}"
@@ -157,20 +164,17 @@ def history_covariate_rows(
 ) -> np.ndarray:
     """The raw `covariates` rows [len(cutoffs), D] of the windows before each cutoff: the past values
     before it and the future values of the model's H steps from it, cut from the whole-history columns
-    and laid out by `covariate_rows`, as a forecast of that window alone lays them out. The future
-    columns hold n + `reach` values: the last cutoff's H steps run `reach` (H − the horizon asked) past
-    the history's end. `horizon_stamps`: each cutoff's H horizon steps (for the calendar; None without
-    a `start`)."""
+    and laid out by `covariate_rows`, as a forecast of that window alone lays them out. A future column
+    holds one value per value of the history, then up to `reach` (H − the steps the answer reads) more:
+    the last windows' H steps run that far past the history's end, but the answer reads none of those
+    steps, so the ones not sent are read as the training mean (NaN in the row, as a short series'
+    missing past; `unsent_future_steps` counts them per window) and sending them makes the forecast the
+    one `/forecast` gives with them. `horizon_stamps`: each cutoff's H horizon steps (for the calendar;
+    None without a `start`)."""
     where, n, H = item.field, item.n_values, layout.horizon
     want = "one per value of the series"
     future = {
-        name: _column(
-            values,
-            n + reach,
-            f"{where}.future.{name}",
-            want if not reach else f"{want}, then the {reach} after it that the last window's {H} steps read",
-            False,
-        )
+        name: _future_column(values, n, reach, H, f"{where}.future.{name}")
         for name, values in _names(item.future, layout.future, where, "future", manifest.name).items()
     }
     past = {
@@ -188,7 +192,38 @@ def history_covariate_rows(
         )
         for t, stamps in zip(cutoffs, horizon_stamps, strict=True)
     ]
-    return covariate_rows(manifest, layout, windows)
+    return covariate_rows(manifest, layout, windows, open_future=True)
+
+
+def _future_column(values: Sequence[Any], n: int, reach: int, horizon: int, field: str) -> np.ndarray:
+    """A history's future covariate: n values (one per value of the series), or up to `reach` more (the
+    steps past the history the last windows' H steps read), padded with NaN to n + reach."""
+    m = len(values)
+    if not n <= m <= n + reach:
+        after = (
+            f", then optionally up to the {reach} after it that the last window's {horizon} steps read "
+            "(read as the training mean where not sent; the answer reads none of them)"
+            if reach
+            else ""
+        )
+        raise InvalidInput(
+            f"{field} has {m} values; it needs {n} (one per value of the series{after})",
+            field=field,
+            limit=n if m < n else n + reach,
+        )
+    out = np.full(n + reach, np.nan)
+    out[:m] = _column(values, m, field, "one per value of the series", False)
+    return out
+
+
+def unsent_future_steps(item: HistoryCovariates, cutoffs: Sequence[int], horizon: int) -> list[int]:
+    """Per cutoff, the future covariate steps its window reads (the model's `horizon` H from it) that lie
+    past the values sent (`history_covariate_rows` reads them as the training mean); 0 for a model or a
+    series without future covariates."""
+    sent = min((len(v) for v in (item.future or {}).values()), default=None)
+    if sent is None:
+        return [0] * len(cutoffs)
+    return [max(0, t + horizon - sent) for t in cutoffs]
 
 
 def _offset(layout: CovariateLayout, name: str) -> int:

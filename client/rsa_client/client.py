@@ -480,8 +480,9 @@ class Client:
         A covariate model's covariates are `df`'s other columns (statsforecast's convention): past and
         future ones a value per row, a static one constant per series; the service cuts each window's
         from them. With `h` below the model's horizon H, the last window reads H − h future values past
-        the history: `X_df` (`id_col`, `time_col`, the future covariates) holds them, per series after
-        its last row.
+        the history (steps the answer does not show): `X_df` (`id_col`, `time_col`, the future
+        covariates) may hold them, per series after its last row; without it they are read as the
+        training mean.
 
         Returns one row per series, cutoff and forecast step: `id_col`, `time_col`, `cutoff` (the time of
         the last row before the forecast), the actual values in the channel columns (as in `df`), the
@@ -569,7 +570,7 @@ class Client:
 
         A covariate model's covariates are `df`'s other columns, as in `cross_validation`; the last
         point's forecast reads the model's horizon H − `lead` future values past the history, from
-        `X_df`."""
+        `X_df` where given, else read as the training mean (steps the answer does not show)."""
         spec = self.model(model, version)
         columns = _channel_columns(df, spec)
         series = _histories(df, columns, id_col, time_col, spec, X_df, spec.horizon - lead)
@@ -683,13 +684,9 @@ class _History:
         if self.future:
             item["future"] = {}
             for k, col in self.future.items():
-                if len(col) < stop + reach:
-                    raise ValueError(
-                        f"series {self.id!r}: future covariate {k!r} needs {reach} value(s) after the "
-                        f"history's last row (the model's horizon less the steps asked), in X_df; it has "
-                        f"{len(col) - len(self.values)}"
-                    )
-                item["future"][k] = col[begin : stop + reach].tolist()
+                # Up to `reach` values past the rows (X_df's); the service reads those not sent as
+                # the training mean.
+                item["future"][k] = col[begin : min(stop + reach, len(col))].tolist()
         if self.static:
             item["static"] = dict(self.static)
         return item
@@ -727,12 +724,8 @@ def _histories(
     if x_df is not None and not (futures and reach):
         why = "reads no future covariates" if not futures else "reads no future value past the history here"
         raise ValueError(f"model {spec.name if spec else ''} {why}; X_df would not be read")
-    if futures and reach and x_df is None:
-        raise ValueError(
-            f"the last window's forecast reads {reach} future value(s) of {futures} past each history (the "
-            f"model's horizon less the steps asked): give them in X_df "
-            f"({id_col}, {time_col}, {', '.join(futures)})"
-        )
+    # Without X_df, the `reach` future steps past each history (which the answer does not show) are
+    # read by the service as the training mean (issue 45 item 4; the answer's `future_unsent`).
     frame, times = _ordered(df, id_col, time_col, spec.timezone if spec is not None else None)
     out = []
     values = frame[columns].to_numpy(np.float64)

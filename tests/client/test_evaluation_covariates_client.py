@@ -74,7 +74,7 @@ def test_cross_validation_sends_the_frames_covariates(served: Served, client: Cl
                 for w in v1(served, "cross_validation", body)["series"][0]["windows"]
             ]
         )
-        np.testing.assert_allclose(out[out["unique_id"] == sid]["forecast"].to_numpy(), want, rtol=1e-6)
+        np.testing.assert_allclose(out[out["unique_id"] == sid][NAME].to_numpy(), want, rtol=1e-6)
 
 
 def test_detect_anomalies_sends_the_frames_covariates(served: Served, client: Client) -> None:
@@ -84,7 +84,28 @@ def test_detect_anomalies_sends_the_frames_covariates(served: Served, client: Cl
         body = {"series": [history_series(served.shops[sid], sid, N, H - 1)], "last": 4, "repair": False}
         result = v1(served, "detect_anomalies", body)["series"][0]
         got = out[out["unique_id"] == sid]
-        np.testing.assert_allclose(got["forecast"].to_numpy(), np.array(result["forecast"])[:, 0], rtol=1e-6)
+        np.testing.assert_allclose(got[NAME].to_numpy(), np.array(result["forecast"])[:, 0], rtol=1e-6)
+
+
+def test_no_x_df_sends_the_history_alone(served: Served, client: Client) -> None:
+    """Issue 45 item 4: without X_df the future covariates past each history (steps the answer does not
+    show) are not sent, and the answers are /v1's for the history alone (read there as the training
+    mean)."""
+    df, _ = frame_of(served)
+    out = client.cross_validation(df, h=3, n_windows=2, model=NAME)
+    forecast = NAME if NAME in out.columns else "forecast"  # the model-named column (issue 45 item 8)
+    flags = client.detect_anomalies(df, model=NAME, last=4, repair=False)
+    for sid in SHOPS:
+        body = {"series": [history_series(served.shops[sid], sid, N)], "horizon": 3, "n_windows": 2}
+        body["series"][0]["start"] += "T00:00:00+00:00"
+        windows = v1(served, "cross_validation", body)["series"][0]["windows"]
+        assert windows[-1]["future_unsent"] == H - 3
+        want = np.concatenate([np.array(w["forecast"])[:, 0] for w in windows])
+        np.testing.assert_allclose(out[out["unique_id"] == sid][forecast].to_numpy(), want, rtol=1e-6)
+        body = {"series": [history_series(served.shops[sid], sid, N)], "last": 4, "repair": False}
+        result = v1(served, "detect_anomalies", body)["series"][0]
+        got = flags[flags["unique_id"] == sid][forecast].to_numpy()
+        np.testing.assert_allclose(got, np.array(result["forecast"])[:, 0], rtol=1e-6)
 
 
 def test_columns_and_rows_the_model_cannot_read_are_refused_before_any_request(
@@ -95,8 +116,6 @@ def test_columns_and_rows_the_model_cannot_read_are_refused_before_any_request(
         client.cross_validation(df.assign(price=1.0), model=NAME)
     with pytest.raises(ValueError, match=r"lacks \['footfall'\]"):
         client.cross_validation(df.drop(columns="footfall"), model=NAME)
-    with pytest.raises(ValueError, match=r"reads 4 future value\(s\) of \['promo'\] past each history"):
-        client.cross_validation(df, h=3, model=NAME)  # no X_df: the last window's 4 promotions
     with pytest.raises(ValueError, match="static covariate 'size' must have one value"):
         client.cross_validation(df.assign(size=np.where(np.arange(len(df)) % 2, "big", "small")), model=NAME)
 

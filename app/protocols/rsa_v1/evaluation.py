@@ -25,7 +25,12 @@ from app.inference.backtest import (
     season_of,
     window_batch,
 )
-from app.inference.covariates import HistoryCovariates, history_covariate_rows, refuse_covariates
+from app.inference.covariates import (
+    HistoryCovariates,
+    history_covariate_rows,
+    refuse_covariates,
+    unsent_future_steps,
+)
 from app.inference.intervals import check_levels, level_bounds, level_widths, require_intervals
 from app.inference.metrics import Accuracy, accuracy, seasonal_naive
 from app.inference.refit import NotRefittable, in_slot, refit_spec, run_backtest_refits
@@ -84,6 +89,17 @@ def _covariates(
         ]
         out.append(history_covariate_rows(manifest, layout, item, points, reach, stamps))
     return out
+
+
+def _unsent(
+    manifest: Manifest, series: Sequence[Any], histories: Sequence[History], cutoffs: Sequence[Sequence[int]]
+) -> list[list[int]]:
+    """Per series and cutoff, the future covariate steps past the values sent that its window read as
+    the training mean (none of them a step the answer reads; 0 without future covariates)."""
+    return [
+        unsent_future_steps(HistoryCovariates(h.field, len(h.values), s.future), points, manifest.horizon)
+        for s, h, points in zip(series, histories, cutoffs, strict=True)
+    ]
 
 
 def _refit_spec(manifest: Manifest, name: str, version: int, asked: bool | None) -> ReadoutSpec | None:
@@ -189,6 +205,7 @@ async def cross_validation(
     )
     per_series = _covariates(manifest, request.series, histories, cutoffs, manifest.horizon - horizon)
     covariates = None if per_series is None else np.concatenate(per_series)
+    unsent = _unsent(manifest, request.series, histories, cutoffs)
     if spec is None:
         forecasts = await v1.service.forecast(
             entry,
@@ -252,6 +269,8 @@ async def cross_validation(
                 window[f"hi-{level:g}"] = hi[k]
             if batch.filled[k]:
                 window["filled"] = int(batch.filled[k])
+            if unsent[s][j]:
+                window["future_unsent"] = unsent[s][j]
             windows.append(window)
         series_out.append(
             {
@@ -404,9 +423,13 @@ async def detect_anomalies(v1: V1Handlers, name: str, version: int | None, reque
         flag, score = judge(forecast, lo, hi, width)
     series_out = []
     first = 0
+    unsent = _unsent(manifest, request.series, histories, all_cuts)
     for s, history in enumerate(histories):
         rows = slice(first, first + len(points[s]))
         first = rows.stop
+        answer: dict[str, Any] = {}
+        if any(unsent[s]):
+            answer["future_unsent"] = unsent[s]
         series_out.append(
             {
                 "id": history.id,
@@ -419,6 +442,7 @@ async def detect_anomalies(v1: V1Handlers, name: str, version: int | None, reque
                 "anomaly": flag[rows],
                 "score": score[rows],
                 "anomalies": int(flag[rows].sum()),
+                **answer,
             }
         )
     return orjson.dumps(

@@ -506,8 +506,10 @@ _HISTORY_SERIES = Field(
     min_length=1,
     description="At most `RSA_MAX_SERIES_PER_REQUEST` series, each its whole history (as `/forecast`'s "
     "`series`, of which a forecast reads only the last `input_length`): every window is cut from it. A "
-    "covariate model's covariates span the history too: `past` and `future` one value per value (`future` "
-    "also the model's horizon H − `horizon` (− `lead`) values after them), `static` (docs/backtest.md).",
+    "covariate model's covariates span the history too: `past` and `future` one value per value, "
+    "`static` (docs/backtest.md). The last windows' H future steps run past the history, where the answer "
+    "reads none of them: `future` may send up to H − `horizon` (H − `lead`) values after the history; "
+    "those not sent are read as the training mean (counted in `future_unsent`).",
 )
 
 
@@ -696,5 +698,15 @@ class AnomalyResponse(BaseModel):
     channels: list[str]
     level: float
     lead: int
+    future_unsent: int | None = Field(
+        default=None,
+        description="A covariate model's future steps past the values sent that this window's forecast "
+        "read as the training mean (steps after `horizon`, which the answer does not show; absent: none).",
+    )
     series: list[SeriesAnomalies]
     anomalies: int = Field(description="Values flagged over every series.")
+    future_unsent: list[int] | None = Field(
+        default=None,
+        description="A covariate model's future steps past the values sent that each checked point's "
+        "forecast read as the training mean (steps after `lead`; absent when none did).",
+    )

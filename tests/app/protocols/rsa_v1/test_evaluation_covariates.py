@@ -63,20 +63,79 @@ def test_a_backtest_with_covariates_equals_the_forecasts_of_its_windows(served: 
     assert not np.allclose(again[-1]["forecast"], first[-1]["forecast"])
 
 
+def promo_mean(served: Served) -> float:
+    """The training mean of `promo`: the value a future step not sent is read as."""
+    layout = served.model.covariates
+    assert layout is not None and layout.future == ("promo",)
+    return layout.mean[layout.input_length * len(layout.past)]  # the first future column: promo
+
+
+def with_future_tail(s: dict[str, Any], n: int, value: float) -> dict[str, Any]:
+    """Shop s with its promotions from day n on replaced by `value`."""
+    promo = s["promo"].copy()
+    promo[n:] = value
+    return dict(s, promo=promo)
+
+
 def test_a_shorter_horizon_reads_the_future_covariates_past_the_history(served: Served) -> None:
-    """h < H: the last window's forecast still reads the model's H future steps, the H − h after the
-    history are sent too (and their absence is refused, naming the field and the length)."""
+    """h < H: the last window's forecast still reads the model's H future steps; the H − h after the
+    history may be sent (the forecast /forecast gives with them) or not (read as the training mean, as
+    /forecast gives with that value there, and counted in `future_unsent`), issue 45 item 4; fewer than
+    one per value, or more than H − h after them, is refused naming the field and the length."""
     s, n, h = served.shops["shop_1"], DAYS - 10, 3
     body = {"series": [history_series(s, "shop_1", n, reach=H - h)], "horizon": h, "n_windows": 2}
     r = served.client.post(CV, json=body)
     assert r.status_code == 200, r.text
-    for w in r.json()["series"][0]["windows"]:
+    sent = r.json()["series"][0]["windows"]
+    for w in sent:
         want = forecast_of(served, s, "shop_1", w["cutoff"])[:h]
         np.testing.assert_allclose(np.array(w["forecast"])[:, 0], want, rtol=1e-5, atol=1e-4)
+        assert "future_unsent" not in w
     r = served.client.post(CV, json={**body, "series": [history_series(s, "shop_1", n)]})
-    assert r.status_code == 422, r.text
-    error = r.json()["error"]
-    assert error["field"] == "series[0].future.promo" and error["limit"] == n + H - h, error
+    assert r.status_code == 200, r.text
+    windows = r.json()["series"][0]["windows"]
+    mean = with_future_tail(s, n, promo_mean(served))
+    for w in windows:
+        unsent = max(0, w["cutoff"] + H - n)
+        assert w.get("future_unsent", 0) == unsent
+        want = forecast_of(served, mean, "shop_1", w["cutoff"])[:h]
+        np.testing.assert_allclose(np.array(w["forecast"])[:, 0], want, rtol=1e-5, atol=1e-4)
+    assert windows[-1]["future_unsent"] == H - h
+    assert windows[-1]["actual"] == sent[-1]["actual"]
+    for values, limit in ((s["promo"][: n - 1], n), (s["promo"][: n + H - h + 1], n + H - h)):
+        series = history_series(s, "shop_1", n)
+        series["future"]["promo"] = values.tolist()
+        r = served.client.post(CV, json={**body, "series": [series]})
+        assert r.status_code == 422, r.text
+        error = r.json()["error"]
+        assert error["field"] == "series[0].future.promo" and error["limit"] == limit, error
+        assert "training mean" in error["message"], error
+
+
+def test_a_one_step_anomaly_check_needs_no_covariate_past_the_history(served: Served) -> None:
+    """Issue 45 item 4: `lead` 1 over n values asks n future values, not n + H − 1; each checked point's
+    forecast is /forecast's with the promotions not sent at the training mean, and `future_unsent`
+    counts them per point."""
+    s, n, last = served.shops["shop_4"], DAYS - H, 9
+    body = {"series": [history_series(s, "shop_4", n)], "last": last, "repair": False}
+    r = served.client.post(ANOMALIES, json=body)
+    assert r.status_code == 200, r.text
+    result = r.json()["series"][0]
+    unsent = [max(0, t + H - n) for t in result["index"]]
+    assert result["future_unsent"] == unsent and unsent[-1] == H - 1 and unsent[0] == 0
+    mean = with_future_tail(s, n, promo_mean(served))
+    for t, forecast in zip(result["index"], result["forecast"], strict=True):
+        np.testing.assert_allclose(
+            forecast[0], forecast_of(served, mean, "shop_4", t)[0], rtol=1e-5, atol=1e-4
+        )
+    full = served.client.post(
+        ANOMALIES, json={**body, "series": [history_series(s, "shop_4", n, reach=H - 1)]}
+    ).json()["series"][0]
+    assert "future_unsent" not in full
+    early = [k for k, u in enumerate(unsent) if u == 0]  # windows that read no step past the history
+    np.testing.assert_allclose(
+        np.array(result["forecast"])[early], np.array(full["forecast"])[early], rtol=1e-6
+    )
 
 
 def test_an_anomaly_check_with_covariates_forecasts_each_point_as_forecast_does(served: Served) -> None:
@@ -128,9 +187,8 @@ def test_bad_covariates_are_refused_naming_the_field(
     served: Served, route: str, change: Any, field: str, words: str
 ) -> None:
     body = history_series(served.shops["shop_0"], "shop_0", 120)
-    if route == ANOMALIES:  # lead 1 reads H − 1 future values past the history; none short here
+    if route == ANOMALIES:  # lead 1 may send H − 1 future values past the history; none short here
         body["future"]["promo"] = served.shops["shop_0"]["promo"][: 120 + H - 1].tolist()
-        words = words.replace("needs 120", "needs 126") if "future" in field else words
     change(body)
     r = served.client.post(
         route, json={"series": [body], "n_windows": 2} if route == CV else {"series": [body]}
