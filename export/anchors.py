@@ -96,9 +96,9 @@ def anchor_section(anchors: list[Anchor], ours: dict[str, dict[int, float]], lab
         lines += [f"### {data}", "", f"| horizon | ours ({label}) | " + " | ".join(a.model for a in free)]
         lines[-1] += " | ours − best bug-free |"
         lines.append("|---|---|" + "---|" * len(free) + "---|")
-        rows = [*HORIZONS, "mean"]
+        rows: list[int | str] = [*HORIZONS, "mean"]
         for h in rows:
-            if h == "mean":
+            if isinstance(h, str):  # "mean"
                 our = statistics.fmean(mine.values()) if all(x in mine for x in HORIZONS) else None
                 theirs = [a.mean for a in free]
                 best = best_mean[0] if best_mean else None

@@ -116,11 +116,11 @@ def cycle_name(period: int, step_seconds: float | None, detected: float | None =
         for name, length in (("daily", 1.0), ("weekly", 7.0), ("yearly", 365.25)):
             if abs(days - length) <= 0.02 * length:  # 52 weeks are 364 days: within 2% of a year
                 return name
-    length = f"{days / 365.25:.3g} years" if days >= 2 * 365.25 else f"{days:g} days"
+    span = f"{days / 365.25:.3g} years" if days >= 2 * 365.25 else f"{days:g} days"
     rounded = (
         f", rounded to {period} steps" if detected is not None and abs(detected - period) >= 1e-9 else ""
     )
-    return f"seasonal ({length}{rounded})" if days >= 1 else "seasonal"
+    return f"seasonal ({span}{rounded})" if days >= 1 else "seasonal"
 
 
 @torch.no_grad()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 
 import torch
 
@@ -61,7 +62,9 @@ def _season(ds: Dataset, cycle_period: int) -> tuple[int, str, str | None]:
 
 
 @torch.no_grad()
-def _scores(split: Split, forecast, batch: int = 512) -> dict[str, float]:
+def _scores(
+    split: Split, forecast: Callable[[torch.Tensor], torch.Tensor], batch: int = 512
+) -> dict[str, float]:
     se = ae = 0.0
     n = split.num_windows
     for start in range(0, n, batch):

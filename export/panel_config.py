@@ -107,7 +107,7 @@ def series_values(v: np.ndarray | CovariateSeries) -> np.ndarray:
 
 
 def validation_split(
-    series: Sequence[np.ndarray] | Sequence[CovariateSeries], cfg: PanelConfig
+    series: Sequence[np.ndarray | CovariateSeries], cfg: PanelConfig
 ) -> tuple[list[Any], list[int]]:
     """Training parts (the last H held out) of the series long enough to hold out and still forecast."""
     keep = [i for i, v in enumerate(series) if len(v) >= cfg.history + cfg.horizon]

@@ -97,7 +97,7 @@ def from_dict(cls: type[R], data: dict[str, Any]) -> R:
 def build(cls: type[R], fields: dict[str, Any]) -> R:
     """`cls` from a mapping of its fields (nested parts as mappings or as built objects), checked as a
     read is: a missing field or one it does not declare is a ReportError."""
-    return _build(cls, fields)  # type: ignore[no-any-return]
+    return _build(cls, fields)
 
 
 def _build(tp: Any, value: Any) -> Any:

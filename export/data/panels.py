@@ -139,7 +139,7 @@ def load_panel(path: str | Path, options: ReadOptions | None = None, **overrides
     and `TARGET_NAMES` (case-insensitive); other columns must be named in `options.drop`. A file with
     no id column is refused with the option that reads it as wide. Every problem raises one
     `DataError` naming the series and the row."""
-    options = ReadOptions.of(options, **overrides)  # type: ignore[arg-type]
+    options = ReadOptions.of(options, **overrides)
     path = Path(path)
     fname = path.name
     raw, frame, first = _read_table(path)
