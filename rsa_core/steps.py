@@ -59,8 +59,8 @@ def shifted(
     unit, _ = np.datetime_data(stamps.dtype)
     k = np.asarray(offsets, np.int64)
     if months is None:
-        per_second = int(np.timedelta64(1, "s") // np.timedelta64(1, unit))
-        step = np.timedelta64(round(frequency_seconds * per_second), unit)
+        per_second = int(np.array(1, "m8[s]").astype(f"m8[{unit}]").astype(np.int64))
+        step = np.array(round(frequency_seconds * per_second)).astype(f"m8[{unit}]")
         return stamps[:, None] + step * k[None, :]
     if zone is None:
         # UTC: the month arithmetic of datetime64, vectorised (CalendarStep.advance, to the same digit).

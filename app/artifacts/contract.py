@@ -9,6 +9,9 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+# The standard library alone: the calendar frequencies' pattern, which every path reads.
+from rsa_core.calendar import CALENDAR_FREQUENCY as CALENDAR_FREQUENCY
+
 if TYPE_CHECKING:  # for annotations only: numpy is imported where it is used
     import numpy as np
     from numpy.typing import ArrayLike
@@ -48,10 +51,8 @@ INSPECT_OUTPUTS = (FORECAST_OUTPUT, ATTN_SOFTMAX, ATTN_REM, ATTN_MIXED)
 
 BATCH_AXIS = "batch"  # the name of the one dynamic axis in the manifest's shapes
 
-# A calendar frequency (the manifest's `frequency`): every N months, stamped on the first day of a month
-# ("MS") or on its last ("ME"), as pandas writes them: monthly "1MS", quarterly "3MS", yearly "12MS".
-# Any other frequency is a fixed step of `frequency_seconds`.
-CALENDAR_FREQUENCY = re.compile(r"(?P<months>[1-9][0-9]*)M(?P<anchor>[SE])")
+# A calendar frequency (the manifest's `frequency`, e.g. "3MS"): CALENDAR_FREQUENCY, imported above from
+# rsa_core.calendar, the one copy; any other frequency is a fixed step of `frequency_seconds`.
 
 # The CUDA provider options under which a graph computes the numbers the exporter verified. ONNX Runtime's
 # CUDA provider computes MatMul and Gemm in TF32 (a 10-bit mantissa) by default on Ampere and newer GPUs:

@@ -49,7 +49,7 @@ from app.inference.service import InferenceService
 from app.inference.windows import YEARS, check_windows, fill_windows, require_finite
 from app.protocols.oip_v2.codec import InferResult, Tensor
 from app.protocols.oip_v2.schemas import ModelMetadata, RepositoryModel, ServerMetadata, TensorMetadata
-from app.protocols.rsa_v1.codec import forecast_timestamps
+from rsa_core.steps import forecast_timestamps
 
 SERVER_NAME = "rsa-forecast"
 SERVER_VERSION = "0.1.0"

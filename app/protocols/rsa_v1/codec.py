@@ -7,18 +7,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import cast
-from zoneinfo import ZoneInfo
 
 import numpy as np
 
-from app.artifacts.calendar import CalendarStep
 from app.artifacts.manifest import Manifest
 from app.core.errors import InvalidInput
 from app.inference.windows import in_model_zone, last_window_filled, window_phase_of
 from app.protocols.rsa_v1.schemas import SeriesInput
 from app.protocols.rsa_v1.wire import SeriesArrays
+from rsa_core.steps import forecast_timestamps as forecast_timestamps  # the one stepping rule
 
 
 @dataclass(frozen=True)
@@ -143,27 +142,6 @@ def _is_flat(values: object) -> bool:
     if isinstance(values, np.ndarray):
         return values.ndim == 1
     return isinstance(values, list) and bool(values) and not isinstance(values[0], list)
-
-
-def forecast_timestamps(
-    start: datetime,
-    n_values: int,
-    horizon: int,
-    step_s: float,
-    months: CalendarStep | None = None,
-    zone: ZoneInfo | None = None,
-) -> list[datetime]:
-    """start + (n_values + k)·step for k in 0..horizon-1: the times right after the last value sent.
-    With a calendar step, `step` is that many months on the same anchor (`start` must be on it). With a
-    `zone` (the model's), a fixed step is added to the instant and each time shown in the zone, with the
-    offset of its own date (Python's aware arithmetic would add wall-clock time across a DST change)."""
-    if months is not None:
-        return [months.advance(start, n_values + k) for k in range(horizon)]
-    step = timedelta(seconds=step_s)
-    if zone is not None:
-        instant = start.astimezone(UTC)
-        return [(instant + step * (n_values + k)).astimezone(zone) for k in range(horizon)]
-    return [start + step * (n_values + k) for k in range(horizon)]
 
 
 def resolve_channel(channel: int | str, manifest: Manifest) -> int:

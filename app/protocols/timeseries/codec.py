@@ -12,8 +12,8 @@ from app.artifacts.manifest import Manifest
 from app.core.errors import InvalidInput
 from app.inference.windows import check_calendar_anchor, in_model_zone, last_window, window_phase_of
 from app.protocols.parsing import Refusal, validate_json
-from app.protocols.rsa_v1.codec import forecast_timestamps
 from app.protocols.timeseries.schemas import TimeSeriesForecastRequest, TimeSeriesInput
+from rsa_core.steps import forecast_timestamps
 
 # KServe's frequency codes: a fixed step in seconds, or a number of calendar months.
 SECONDS = {"second": 1, "S": 1, "minute": 60, "T": 60, "hour": 3600, "H": 3600, "day": 86_400, "D": 86_400}
