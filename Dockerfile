@@ -60,8 +60,11 @@ RUN python3 -m venv /opt/venv \
 # Models, then code: the layers that change most are last, so an app change rebuilds in seconds.
 # Root owns both (read-only for the service); a read-only mount over /models replaces the models.
 COPY model_repository/ /models/
+# rsa_core: the rules the service shares with the exporter, batch scorer and client (numpy and the standard
+# library; its pandas module, rsa_core.wallclock, is never imported by the service). On PYTHONPATH, as app/.
+COPY rsa_core/ /srv/rsa/rsa_core/
 COPY app/ /srv/rsa/app/
-RUN python -m compileall -q /srv/rsa/app
+RUN python -m compileall -q /srv/rsa/rsa_core /srv/rsa/app
 
 # NVML (the GPU memory metrics) numbers devices in PCI bus order; CUDA's default order is fastest-first.
 # PCI order for both, so that RSA_CUDA_DEVICE_ID and the metrics' `device` label name the same GPU.

@@ -156,7 +156,8 @@ def test_installs_the_test_requirement_files_with_constraints() -> None:
 def test_copies_the_service_only_and_bakes_in_no_build_flag() -> None:
     sources = [i.args.split()[:-1] for i in _instructions() if i.keyword == "COPY"]
     copied = {source.rstrip("/") for args in sources for source in args if not source.startswith("--")}
-    assert {s for s in copied if not s.startswith("requirements/")} == {"app", "model_repository"}
+    # rsa_core: the rules the service shares with the client and the exporter (issue 44), no torch.
+    assert {s for s in copied if not s.startswith("requirements/")} == {"app", "model_repository", "rsa_core"}
     text = " ".join(f"{i.keyword} {i.args}" for i in _instructions())
     for test_only in ("ca-certificates.crt", "PIP_CERT", "--network", "proxy", "torch"):
         assert test_only not in text, test_only
