@@ -30,6 +30,7 @@ SLOW_FILES: dict[str, float] = {
     "tests/app/protocols/oip_v2/test_tritonclient_grpc.py": 5.3,
     "tests/app/protocols/rsa_v1/test_anomaly_echo.py": 35.0,  # fixtures 11 s (measured in the fast tier)
     "tests/app/protocols/rsa_v1/test_evaluation_covariates.py": 13.0,
+    "tests/app/protocols/rsa_v1/test_global_attention.py": 51.3,  # five models trained (loaded machine)
     "tests/app/protocols/test_fit_forecast.py": 14.9,
     "tests/app/test_model_control.py": 104.3,
     "tests/app/test_workers.py": 45.6,

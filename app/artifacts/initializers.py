@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 
-__all__ = ["replace_initializers"]
+__all__ = ["read_initializers", "replace_initializers"]
 
 _MODEL_GRAPH, _GRAPH_INITIALIZER, _TENSOR_NAME, _TENSOR_RAW = 7, 5, 8, 9
 
@@ -86,3 +86,44 @@ def replace_initializers(model: bytes, values: Mapping[str, np.ndarray]) -> byte
     if missing:
         raise ValueError(f"the graph has no initializer {missing}")
     return bytes(out)
+
+
+_TENSOR_DIMS, _TENSOR_TYPE = 1, 2
+_ONNX_DTYPES = {1: np.float32, 6: np.int32, 7: np.int64, 11: np.float64}  # TensorProto.DataType
+
+
+def read_initializers(model: bytes, names: set[str] | frozenset[str]) -> dict[str, np.ndarray]:
+    """The named initializers of `model` (ONNX bytes) as numpy arrays, read from their raw data (as
+    `onnx.numpy_helper.from_array` writes them); names the graph lacks are left out. ValueError for an
+    initializer without raw data or of a type not read here."""
+    out: dict[str, np.ndarray] = {}
+    for number, wire, g0, g1 in _fields(model, 0, len(model)):
+        if number != _MODEL_GRAPH or wire != 2:
+            continue
+        for field, kind, t0, t1 in _fields(model, g0, g1):
+            if field != _GRAPH_INITIALIZER or kind != 2:
+                continue
+            name, raw, dtype, dims = None, None, None, []
+            for f, k, a, b in _fields(model, t0, t1):
+                if f == _TENSOR_NAME and k == 2:
+                    name = bytes(model[a:b]).decode()
+                elif f == _TENSOR_RAW and k == 2:
+                    raw = (a, b)
+                elif f == _TENSOR_TYPE and k == 0:
+                    dtype = _varint(model, a)[0]
+                elif f == _TENSOR_DIMS and k == 0:
+                    dims.append(_varint(model, a)[0])
+                elif f == _TENSOR_DIMS and k == 2:  # packed
+                    i = a
+                    while i < b:
+                        d, i = _varint(model, i)
+                        dims.append(d)
+            if name is None or name not in names:
+                continue
+            if raw is None or dtype not in _ONNX_DTYPES:
+                raise ValueError(f"initializer {name!r}: no raw data, or data type {dtype} not read here")
+            array = np.frombuffer(
+                model[raw[0] : raw[1]], dtype=np.dtype(_ONNX_DTYPES[dtype]).newbyteorder("<")
+            )
+            out[name] = array.reshape(dims).astype(array.dtype.newbyteorder("="))
+    return out

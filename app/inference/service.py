@@ -20,7 +20,7 @@ request ends and the middleware releases it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from time import perf_counter
@@ -208,6 +208,37 @@ class InferenceService:
         A call whose client timed out still holds its slot until it really finishes, so timeouts cannot
         pile up work behind the bound."""
         assert entry.manifest is not None
+        self._check_inspect_slot(entry)
+        feed = build_feed(entry.manifest, windows, phases)
+
+        async def run() -> T:
+            result = await self.engine.inspect(entry.name, entry.version, feed)
+            return await asyncio.get_running_loop().run_in_executor(self._executor, finish, result)
+
+        return await self._in_inspect_slot(entry, run)
+
+    async def explain(
+        self,
+        entry: VersionEntry,
+        compute: Callable[[np.ndarray | None], T],
+        rows: np.ndarray | None = None,
+        covariates: np.ndarray | None = None,
+    ) -> T:
+        """A global model's inspection (app/inference/explain.py), in the same slots and deadline as
+        `inspect`: `compute` runs in a worker thread, on the forecasts [n, H, 1] of `rows` (windows
+        [n, W, 1] through the served graph, with their `covariates`) when rows are given, else on None."""
+        assert entry.manifest is not None
+        self._check_inspect_slot(entry)
+
+        async def run() -> T:
+            outputs = None
+            if rows is not None:
+                outputs = await self.forecast(entry, rows, None, covariates=covariates)
+            return await asyncio.get_running_loop().run_in_executor(self._executor, compute, outputs)
+
+        return await self._in_inspect_slot(entry, run)
+
+    def _check_inspect_slot(self, entry: VersionEntry) -> None:
         limit = self.settings.max_attention_in_flight
         if self._inspect_in_flight >= limit:
             raise Overloaded(
@@ -215,13 +246,9 @@ class InferenceService:
                 limit=limit,
                 retry_after_s=self.settings.retry_after_s,
             )
+
+    async def _in_inspect_slot(self, entry: VersionEntry, run: Callable[[], Awaitable[T]]) -> T:
         timeout, budget = self._time_left(entry)
-        feed = build_feed(entry.manifest, windows, phases)
-
-        async def run() -> T:
-            result = await self.engine.inspect(entry.name, entry.version, feed)
-            return await asyncio.get_running_loop().run_in_executor(self._executor, finish, result)
-
         self._inspect_in_flight += 1
         call = asyncio.ensure_future(run())
         call.add_done_callback(self._release_inspect_slot)

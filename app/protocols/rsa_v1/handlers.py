@@ -9,12 +9,23 @@ from typing import Any, TypeVar, get_args
 
 import numpy as np
 
+from app.artifacts.contract import GLOBAL_TRANSFORMER_KIND, MODEL_FILE
 from app.artifacts.manifest import Manifest
-from app.core.errors import InvalidInput
+from app.artifacts.readout import window_scales
+from app.artifacts.repository import model_folder
+from app.core.errors import InvalidInput, ModelNotReady
 from app.engine.api import VersionStats
 from app.engine.catalog import ModelEntry, VersionEntry
 from app.engine.types import InspectResult
 from app.inference.covariates import SeriesCovariates, covariate_rows, refuse_covariates
+from app.inference.explain import (
+    FD_STEP,
+    explain_hybrid,
+    explain_readout,
+    finite_difference_rows,
+    load_readout_graph,
+    sensitivity,
+)
 from app.inference.intervals import (
     available_quantiles,
     check_levels,
@@ -133,9 +144,7 @@ class V1Handlers:
         entry = self.service.resolve(name, version)
         manifest = _manifest(entry)
         if manifest.panel is not None:
-            raise InvalidInput(
-                f"model {entry.name} is a global read-out: it has no attention to inspect", field="series"
-            )
+            return await self._explain_global(entry, manifest, request, finish)
         channel = resolve_channel(request.channel, manifest)
         decoded = decode_series(
             request.series,
@@ -180,6 +189,93 @@ class V1Handlers:
             )
 
         return await self.service.inspect(entry, decoded.window[None], _phases([decoded]), encode)
+
+    async def _explain_global(
+        self,
+        entry: VersionEntry,
+        manifest: Manifest,
+        request: AttentionRequest,
+        finish: Callable[[dict[str, Any]], T],
+    ) -> T:
+        """A global model's answer (app/inference/explain.py): a read-out's (or a hybrid's read-out's)
+        forecast term by term, a hybrid's members, or a network's lag sensitivity through its graph."""
+        channel = resolve_channel(request.channel, manifest)
+        if request.layers is not None:
+            raise InvalidInput(
+                f"model {entry.name} is a global model: it has no layers; leave `layers` out", field="layers"
+            )
+        decoded = decode_series(
+            request.series,
+            manifest,
+            "series",
+            self.settings.max_history_length,
+            self.settings.max_missing_share,
+        )
+        one = ForecastRequest.model_construct(series=[request.series])
+        covariates = _covariates(manifest, one, [decoded])  # [1, D] or None
+        L, H = manifest.input_length, manifest.horizon
+        network = manifest.kind == GLOBAL_TRANSFORMER_KIND
+        # The answer's numbers: [L][H] weights and contributions (the read-out) or weights (a network),
+        # H per kernel, covariate and member at most L + D of them.
+        width = 0 if covariates is None else covariates.shape[1]
+        values = (1 if network else 2) * L * H + (L + width + 8) * H + L
+        limit = self.settings.max_attention_values
+        if values > limit:
+            raise InvalidInput(
+                f"the answer would hold about {values} numbers (L = {L} lags x H = {H} steps), over the "
+                f"limit of {limit} (RSA_MAX_ATTENTION_VALUES)",
+                field="series",
+                limit=limit,
+            )
+        window = decoded.window[:, 0]  # [W] float32, NaN before a short series' start
+        base = {
+            "model": entry.name,
+            "version": entry.version,
+            "provider": entry.provider or "",
+            "channel": {"index": channel, "name": manifest.channels[channel]},
+            "input_length": L,
+            "query": "last",
+            "layers": [],
+        }
+        if network:
+            period = manifest.panel.period if manifest.panel is not None else 1
+            x = window.astype(np.float64)[None]
+            m = (~np.isnan(x)).astype(np.float64)
+            scale = float(window_scales(np.where(m > 0, x, 0.0), m, period)[0])
+            rows = finite_difference_rows(window, scale)
+            cov_rows = None if covariates is None else np.repeat(covariates, len(rows), 0)
+
+            def sensitive(outputs: np.ndarray | None) -> T:
+                assert outputs is not None
+                out = outputs[:, :, 0]
+                require_finite([out], lambda _: "series")
+                weights = sensitivity(out, window, scale)
+                normalised = np.where(np.isnan(window), 0.0, window.astype(np.float64)) / scale
+                answer = {
+                    "method": "finite_difference",
+                    "step": FD_STEP,
+                    "scale": scale,
+                    "values": normalised[-L:],
+                    "lag_weights": weights[-L:],
+                    "forecast": out[0].astype(np.float64),
+                }
+                return finish({**base, "sensitivity": answer})
+
+            return await self.service.explain(entry, sensitive, rows[:, :, None], cov_rows)
+
+        path = model_folder(self.settings.model_repository, entry.name) / str(entry.version) / MODEL_FILE
+
+        def explain(_: np.ndarray | None) -> T:
+            try:
+                graph = load_readout_graph(path)
+            except (OSError, ValueError) as e:
+                raise ModelNotReady(f"model {entry.name} version {entry.version}: {e}") from None
+            readout = explain_readout(manifest, graph, window, None if covariates is None else covariates[0])
+            require_finite([readout["forecast"]], lambda _: "series")
+            hybrid = explain_hybrid(manifest, window, readout["forecast"])
+            return finish({**base, "readout": readout, "hybrid": hybrid})
+
+        return await self.service.explain(entry, explain)
 
     def _check_attention_size(self, manifest: Manifest, request: AttentionRequest, n_matrices: int) -> None:
         """The answer's size, known from the manifest, against RSA_MAX_ATTENTION_VALUES."""

@@ -20,7 +20,13 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
-from app.protocols.rsa_v1.schemas import AttentionResponse, HeadAttention, LayerAttention, MatrixName
+from app.protocols.rsa_v1.schemas import (
+    AttentionResponse,
+    HeadAttention,
+    KernelShare,
+    LayerAttention,
+    MatrixName,
+)
 
 _MAX_PANELS = 256  # a figure beyond this is unreadable anyway
 _DPI = 100
@@ -88,7 +94,10 @@ def head_label(head: HeadAttention, with_gate: bool) -> str:
 
 def render_attention_png(result: AttentionResponse, matrices: list[MatrixName]) -> bytes:
     """One row of panels per (layer, head) (or per layer when heads are averaged), one column per matrix;
-    for a model read at its last step, one heatmap of heads × lags per layer and matrix."""
+    for a model read at its last step, one heatmap of heads × lags per layer and matrix; for a global
+    model, its lag weights and what makes its forecast (`render_global_png`)."""
+    if result.readout is not None or result.sensitivity is not None:
+        return render_global_png(result)
     if result.query == "last":
         return _render_rows(result, matrices)
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -188,6 +197,82 @@ def _render_rows(result: AttentionResponse, matrices: list[MatrixName]) -> bytes
             bar = figure.colorbar(image, ax=ax, shrink=0.6, extend="both")
             bar.set_label(_scale_label(cmap), fontsize=8)
             bar.ax.tick_params(labelsize=8)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=_DPI)
+    return buffer.getvalue()
+
+
+def kernel_label(kernel: KernelShare) -> str:
+    """`3 cos/2 γ=0.9 θ=0.524`: a REM kernel of a global read-out, as a head is labelled."""
+    kind = _KIND.get(kernel.kind or "", kernel.kind or "?")
+    if (kernel.dilation or 1) > 1:
+        kind += f"/{kernel.dilation}"
+    return f"{kernel.index} {kind} " + _describe(kernel.lambda_, kernel.gamma, kernel.theta, None)
+
+
+def render_global_png(result: AttentionResponse) -> bytes:
+    """A global model's figure: the heatmap of its lag weights (lags × horizon steps, normalised units,
+    diverging around 0) and, for a read-out, a bar of each term's share of the forecast (the kernels by
+    kind and λ/γ/θ, the direct lags, the missing share, the bias, each covariate) and, for a hybrid, each
+    member's weight; for a network, its lag effects alone."""
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    readout, sens, hybrid = result.readout, result.sensitivity, result.hybrid
+    weights = np.asarray(readout.lag_weights if readout is not None else sens.lag_weights)  # type: ignore[union-attr]
+    L, H = weights.shape
+    bars: list[tuple[str, float]] = []
+    if readout is not None:
+        bars += [(kernel_label(k), k.share) for k in readout.kernels]
+        bars += [(f"last {readout.direct_lags.lags} lags", readout.direct_lags.share)]
+        bars += [("missing share", readout.missing.share), ("bias", readout.bias.share)]
+        bars += [(f"{c.name} ({c.kind})", c.share) for c in readout.covariates]
+    n_panels = 1 + (readout is not None) + (hybrid is not None)
+    height = max(4.0, 0.22 * len(bars) + 1.5)
+    figure = Figure(figsize=(5.2 * n_panels + 1.0, height), layout="constrained")
+    FigureCanvasAgg(figure)
+    what = "lag weights" if readout is not None else "lag effects d forecast / d value (finite differences)"
+    figure.suptitle(f"{result.model} v{result.version}: {what} per horizon step", fontsize=11)
+    axes = figure.subplots(1, n_panels, squeeze=False)[0]
+    cmap, low, high = colour_scale(weights)
+    if cmap == "viridis":  # non-negative weights: still read around 0
+        cmap, low, high = "RdBu_r", -max(abs(high), 1e-12), max(abs(high), 1e-12)
+    image = axes[0].imshow(
+        weights,
+        aspect="auto",
+        cmap=cmap,
+        vmin=low,
+        vmax=high,
+        interpolation="nearest",
+        extent=(0.5, H + 0.5, -0.5, L - 0.5),  # row 0 (the oldest value) at the top: lag L-1
+    )
+    axes[0].set_yticks(range(0, L, max(1, L // 8)))
+    axes[0].set_yticklabels([str(L - 1 - j) for j in range(0, L, max(1, L // 8))][::-1], fontsize=8)
+    axes[0].set_ylabel("lag from the last value", fontsize=9)
+    axes[0].set_xlabel("horizon step", fontsize=9)
+    axes[0].set_title("normalised units (value / window scale)", fontsize=9)
+    bar = figure.colorbar(image, ax=axes[0], shrink=0.8, extend="both")
+    bar.set_label(_scale_label(cmap), fontsize=8)
+    if readout is not None:
+        ax = axes[1]
+        ax.barh(range(len(bars)), [b[1] for b in bars], color="tab:blue")
+        ax.set_yticks(range(len(bars)))
+        ax.set_yticklabels([b[0] for b in bars], fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xlabel("share of the forecast: Σ_h |weight × feature| / total", fontsize=8)
+        ax.set_title("what the read-out's forecast is made of", fontsize=9)
+    if hybrid is not None:
+        ax = axes[-1]
+        names = [m.name for m in hybrid.members]
+        ax.bar(range(len(names)), [m.weight for m in hybrid.members], color="tab:orange")
+        ax.set_xticks(range(len(names)))
+        ax.set_xticklabels(names, fontsize=8)
+        ax.set_ylim(0, 1)
+        ax.set_title(
+            "hybrid: each member's weight" + ("" if hybrid.local_used else " (too short: read-out alone)"),
+            fontsize=9,
+        )
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=_DPI)
     return buffer.getvalue()
