@@ -606,9 +606,11 @@ def export_global(
     version: int | None = None,
     channel: str = "y",
     intervals: dict[str, Any] | None = None,
+    dataset: dict[str, Any] | None = None,
 ) -> Path:
     """Build the graph, check it against the numpy model, publish a version (with `intervals` from
-    `calibrate_global`, or none); returns its folder."""
+    `calibrate_global`, or none); returns its folder. `dataset`: the manifest's `dataset` block (what the
+    model was trained on: export/pretrained.py names the data's origin and licence there)."""
     import onnx
 
     from app.artifacts.repository import sha256_of
@@ -620,6 +622,8 @@ def export_global(
         files = {MODEL_FILE: {"sha256": sha256_of(path), "bytes": path.stat().st_size}}
         manifest = manifest_of(model, name, number, channel, files, intervals)
         manifest["verification"] = {"provider": "CPUExecutionProvider", **verification}
+        if dataset is not None:
+            manifest["dataset"] = dataset
         (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
 
     return publish_version(Path(repository) / name, write, version)
