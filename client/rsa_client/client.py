@@ -34,6 +34,7 @@ import httpx
 import numpy as np
 import pandas as pd
 
+from rsa_client.explain import Explanation, explanation
 from rsa_core.wallclock import localize
 
 # What a request holds besides its tensors (the JSON header), with room to spare.
@@ -393,6 +394,40 @@ class Client:
         if not isinstance(answer, dict):
             raise _unreadable(response, f"a JSON {type(answer).__name__}, not an object")
         return answer
+
+    def explain(
+        self,
+        df: pd.DataFrame,
+        model: str = "etth1-rsa",
+        version: int | None = None,
+        *,
+        time_col: str = "ds",
+        target_col: str | None = None,
+        future: dict[str, list[float]] | None = None,
+        past: dict[str, list[float | None]] | None = None,
+        static: dict[str, Any] | None = None,
+    ) -> Explanation:
+        """What a global model's forecast of one series (`df`: its rows, oldest first by `time_col`) is
+        made of, as DataFrames (rsa_client.explain): each lag's weight and contribution per horizon step,
+        each term's (REM kernel, direct lags, missing share, bias, covariate) share and contribution, a
+        hybrid's members; a covariate model's `future`, `past` and `static` as /v1 takes them. A
+        multichannel model answers matrices: `attention`."""
+        spec = self.model(model, version)
+        columns = _channel_columns(df, spec, target_col)
+        frame = df.sort_values(time_col, kind="stable")
+        if not past:  # past covariates need a value per value sent: then the whole history goes
+            frame = frame.tail(spec.input_length)
+        series: dict[str, Any] = {"values": frame[columns].to_numpy(np.float64).tolist()}
+        if time_col in frame:
+            series["start"] = _start(frame[time_col])
+        for key, value in (("future", future), ("past", past), ("static", static)):
+            if value is not None:
+                series[key] = value
+        path = f"/v1/models/{model}/versions/{spec.version}/attention"
+        answer = _json(self._send("POST", path, json={"series": series}))
+        if not isinstance(answer, dict):
+            raise ValueError(f"the attention answer is a JSON {type(answer).__name__}, not an object")
+        return explanation(answer)
 
     # -- a read-out fitted on request -------------------------------------------------------------
     def fit_forecast(
