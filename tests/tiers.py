@@ -31,6 +31,7 @@ SLOW_FILES: dict[str, float] = {
     "tests/app/protocols/rsa_v1/test_anomaly_echo.py": 35.0,  # fixtures 11 s (measured in the fast tier)
     "tests/app/protocols/rsa_v1/test_evaluation_covariates.py": 13.0,
     "tests/app/protocols/rsa_v1/test_global_attention.py": 51.3,  # five models trained (loaded machine)
+    "tests/app/protocols/rsa_v1/test_zero_shot.py": 19.4,  # two models trained, two services (loaded)
     "tests/app/protocols/test_fit_forecast.py": 14.9,
     "tests/app/test_model_control.py": 104.3,
     "tests/app/test_workers.py": 45.6,
@@ -43,6 +44,7 @@ SLOW_FILES: dict[str, float] = {
     "tests/batch/test_score_covariates.py": 39.3,
     "tests/client/test_client.py": 6.5,
     "tests/client/test_covariates_client.py": 13.4,
+    "tests/client/test_explain_client.py": 23.7,  # a live service (loaded machine)
     "tests/client/test_evaluation_covariates_client.py": 3.9,
     "tests/client/test_short_series_client.py": 28.9,
     "tests/deploy/test_fleet.py": 109.8,
