@@ -50,6 +50,8 @@ from app.inference.windows import (
 )
 from batch import io
 from batch.progress import Progress
+from rsa_core.future import future_rows_problem
+from rsa_core.steps import steps_after
 from rsa_core.wallclock import localize
 
 logger = logging.getLogger("batch")
@@ -484,20 +486,20 @@ class Forecaster:
     ) -> dict[str, Any]:
         """One series' future values from the future table's rows, which must be at exactly `want`."""
         H = len(want)
-        if key not in found:
+        a, b = found.get(key, (0, 0))
+        problem = future_rows_problem(stamps[a:b], want)
+        if problem is not None and problem.kind == "missing":
             raise ValueError(
                 f"{where} has no rows in the future table (--future): model {self.manifest.name!r} needs its "
                 f"future covariates at the {H} steps after its last timestamp, from {_shown(want[0])}"
             )
-        a, b = found[key]
-        if b - a != H:
+        if problem is not None and problem.kind == "count":
             raise ValueError(
                 f"{where} has {b - a} rows in the future table (--future); model {self.manifest.name!r} "
                 f"needs exactly {H}, the steps {_shown(want[0])} .. {_shown(want[-1])}"
             )
-        wrong = np.flatnonzero(stamps[a:b] != want)
-        if len(wrong):
-            j = int(wrong[0])
+        if problem is not None:
+            j = problem.row
             raise ValueError(
                 f"{where}: the future table's row {j} is at {_shown(stamps[a + j])}; model "
                 f"{self.manifest.name!r} needs the {H} steps after the series' last timestamp, "
@@ -507,21 +509,12 @@ class Forecaster:
 
     def _steps_after(self, last_us: np.ndarray, steps: int) -> np.ndarray:
         """[S, steps] int64 UTC microseconds of the steps after each series' last timestamp: last + k·step,
-        as the service's forecast_timestamps, or k calendar months on."""
-        months, zone = self.manifest.calendar, self.manifest.zone or UTC
-        if months is None:
-            step = round(self.manifest.frequency_seconds * 1e6)
-            return last_us[:, None] + step * np.arange(1, steps + 1)
-        return np.array(
-            [
-                [
-                    int(months.advance(datetime.fromtimestamp(t / 1e6, zone), k).timestamp() * 1e6)
-                    for k in range(1, steps + 1)
-                ]
-                for t in last_us
-            ],
-            np.int64,
-        ).reshape(len(last_us), steps)
+        or k calendar months on in the model's zone, by the one rule the service steps a forecast's
+        timestamps with (`rsa_core.steps`)."""
+        m = self.manifest
+        last = np.asarray(last_us, np.int64).astype("datetime64[us]")
+        after = steps_after(last, steps, m.frequency_seconds, m.calendar, m.zone)
+        return after.astype(np.int64).reshape(len(last_us), steps)
 
     def _long(
         self,
