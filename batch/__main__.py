@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from batch.progress import Progress
+from batch.progress import Progress, rate_text
+from batch.stderr import without_lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
 
             init_local_ray(num_cpus=args.num_cpus)  # loopback only, a token of its own
         try:
-            model = fit_dataset(table_dataset(args.input), cfg, length)
+            with without_lines():  # Ray's error-level line of every actor pool (batch/stderr.py)
+                model = fit_dataset(table_dataset(args.input), cfg, length)
         finally:
             ray.shutdown()
         path = model.save(Path(args.out))
@@ -85,26 +87,28 @@ def main(argv: list[str] | None = None) -> int:
             threads=args.threads,
             future=args.future,
         )
+        progress = Progress()  # a bar on a terminal: asked before standard error goes through the filter
         try:
-            summary = run(
-                job,
-                args.input,
-                args.output,
-                address=args.address,
-                actors=args.actors,
-                cpus_per_actor=args.cpus_per_actor,
-                gpus_per_actor=args.gpus_per_actor,
-                num_cpus=args.num_cpus,
-                object_store_bytes=None if args.object_store_mb is None else args.object_store_mb * 2**20,
-                progress=Progress(),
-            )
+            with without_lines():  # Ray's error-level line of every actor pool (batch/stderr.py)
+                summary = run(
+                    job,
+                    args.input,
+                    args.output,
+                    address=args.address,
+                    actors=args.actors,
+                    cpus_per_actor=args.cpus_per_actor,
+                    gpus_per_actor=args.gpus_per_actor,
+                    num_cpus=args.num_cpus,
+                    object_store_bytes=None if args.object_store_mb is None else args.object_store_mb * 2**20,
+                    progress=progress,
+                )
         except (FileNotFoundError, ValueError) as e:  # no such model or version; a model it cannot score
             sys.stderr.write(f"error: {e}\n")
             return 2
-        rate = summary.series / summary.seconds if summary.seconds else 0.0
+        rate = rate_text(summary.series, summary.seconds)
         sys.stdout.write(
             f"scored {summary.series:,} series in {summary.parts - summary.skipped} parts "
-            f"({summary.skipped} already done) in {summary.seconds:.1f} s, {rate:,.0f} series/s, "
+            f"({summary.skipped} already done) in {summary.seconds:.1f} s, {rate} series/s, "
             f"on {', '.join(sorted(summary.providers)) or 'nothing'}, {len(summary.nodes)} node(s): "
             f"{args.output}\n"
         )

@@ -13,6 +13,15 @@ def _clock(seconds: float) -> str:
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
+def rate_text(series: int, seconds: float) -> str:
+    """Series per second, to two significant figures below 10 (a small run's 5 series in 5.1 s read
+    "0 series/s" as a whole number)."""
+    if seconds <= 0:
+        return "?"
+    rate = series / seconds
+    return f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}"
+
+
 class Progress:
     def __init__(self, stream: TextIO | None = None, every_s: float = 5.0, bar: bool | None = None) -> None:
         self.stream = stream or sys.stderr
@@ -30,12 +39,12 @@ class Progress:
 
     def line(self) -> str:
         elapsed = time.monotonic() - self.t0
-        rate = self.series / elapsed if elapsed > 0 else 0.0
         left = self.parts - self.done_parts
         eta = elapsed / self.done_parts * left if self.done_parts else float("nan")
         eta_text = _clock(eta) if eta == eta else "?"
         return (
-            f"parts {self.done_parts}/{self.parts}  series {self.series:,}  {rate:,.0f} series/s  "
+            f"parts {self.done_parts}/{self.parts}  series {self.series:,}  "
+            f"{rate_text(self.series, elapsed)} series/s  "
             f"elapsed {_clock(elapsed)}  ETA {eta_text}"
         )
 
@@ -44,7 +53,7 @@ class Progress:
         self.series += series
         if self.bar is not None:
             elapsed = time.monotonic() - self.t0
-            self.bar.set_postfix(series=f"{self.series:,}", rate=f"{self.series / max(elapsed, 1e-9):,.0f}/s")
+            self.bar.set_postfix(series=f"{self.series:,}", rate=f"{rate_text(self.series, elapsed)}/s")
             self.bar.update(1)
             return
         now = time.monotonic()

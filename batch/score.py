@@ -22,6 +22,7 @@ import logging
 import os
 import secrets
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -581,6 +582,11 @@ def init_local_ray(**options: Any) -> None:
     local_ray_auth()
     saved = os.environ.get(_LOCAL_ONLY), ray_constants.ENABLE_RAY_CLUSTER
     # The environment for Ray's processes started now (they inherit it), the flag for this one, which
+    # Ray's notice that it turned token authentication on (and how to opt out): on purpose here, with a
+    # token of this process's own; a warning on every run of the batch command otherwise (issue 45).
+    notice = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    notice_level = notice.level
+    notice.setLevel(logging.ERROR)
     # read it when Ray was imported; both as they were afterwards, so a later `ray.init(address=...)` of
     # this process joins a cluster on its outward address as before.
     os.environ[_LOCAL_ONLY] = "0"
@@ -597,6 +603,7 @@ def init_local_ray(**options: Any) -> None:
         )
     finally:
         if saved[0] is None:
+        notice.setLevel(notice_level)
             os.environ.pop(_LOCAL_ONLY, None)
         else:
             os.environ[_LOCAL_ONLY] = saved[0]
@@ -685,6 +692,21 @@ class PartScorer:
 
 
 @dataclass
+class _QuietRayData(logging.Filter):
+    """Ray Data during a batch job: its warnings and errors, not its executor's INFO lines (the execution
+    plan, "execution finished in ...") nor its notice that progress bars are off (the job's own
+    `Progress` reports), printed on every run (issue 45, item 12). A filter of the loggers that log them:
+    Ray Data makes its handlers anew when a dataset runs."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING and not record.getMessage().startswith(
+            "Progress bars disabled"
+        )
+
+
+_QUIETED = ("ray.data._internal.execution.streaming_executor", "ray.data._internal.progress")
+
+
 class Summary:
     parts: int = 0
     skipped: int = 0
@@ -741,6 +763,9 @@ def run(
             ray.init(address=address, log_to_driver=False, **loopback)
     start = time.perf_counter()
     try:
+    quiet = _QuietRayData()
+    for name in _QUIETED:
+        logging.getLogger(name).addFilter(quiet)
         context = ray.data.DataContext.get_current()
         context.actor_task_retry_on_errors = True  # a part that failed in the actor is tried again
         # Parts are handed out once the whole pool is up (at most 10 minutes: a cluster without room for
@@ -749,16 +774,21 @@ def run(
         context.enable_progress_bars = False
         context.print_on_execution_start = False
         dataset = ray.data.from_items([{"part": r} for r in todo], override_num_blocks=len(todo))
-        scored = dataset.map_batches(
-            PartScorer,
-            fn_constructor_kwargs={"job": job, "input_uri": input_uri, "output_uri": output_uri},
-            batch_size=1,
-            compute=ray.data.ActorPoolStrategy(size=max(1, actors), max_tasks_in_flight_per_actor=1),
-            num_cpus=cpus_per_actor,
-            num_gpus=gpus_per_actor,
-            max_restarts=2,  # an actor that died (a crash, a lost node) is restarted ...
-            max_task_retries=2,  # ... and its part tried again
-        )
+        with warnings.catch_warnings():
+            # Ray 2.60 (pinned, requirements/constraints.txt) names no parameter for an actor's restarts
+            # and retries but `ray_remote_args`, which it warns will go in Ray 2.64; without them an actor
+            # is restarted and its part tried again forever (Ray Data's default, -1).
+            warnings.filterwarnings("ignore", message=r"`ray_remote_args` is deprecated")
+            scored = dataset.map_batches(
+                PartScorer,
+                fn_constructor_kwargs={"job": job, "input_uri": input_uri, "output_uri": output_uri},
+                batch_size=1,
+                compute=ray.data.ActorPoolStrategy(size=max(1, actors), max_tasks_in_flight_per_actor=1),
+                num_cpus=cpus_per_actor,
+                num_gpus=gpus_per_actor,
+                max_restarts=2,  # an actor that died (a crash, a lost node) is restarted ...
+                max_task_retries=2,  # ... and its part tried again
+            )
         if progress is not None:
             progress.start(len(todo))
         # Each part's row as soon as it is written: `iter_rows` prefetches a block ahead, so it handed over
@@ -775,6 +805,8 @@ def run(
                     progress.update(int(series))
     finally:
         if started_here:
+        for name in _QUIETED:
+            logging.getLogger(name).removeFilter(quiet)
             ray.shutdown()
         if progress is not None:
             progress.close()

@@ -198,6 +198,12 @@ def test_the_batch_command_leaves_no_token_in_the_home_folder(repository, tmp_pa
     assert done.returncode == 0, done.stdout + done.stderr
     assert "scored 4 series in 1 parts" in done.stdout, done.stdout
     assert not (home / ".ray").exists(), sorted(p.name for p in (home / ".ray").iterdir())
+    # Issue 45 item 12: a successful run prints its progress and summary, none of Ray's notices, and a
+    # small run's rate in two figures, not "0 series/s".
+    for noise in ("Token authentication", "RayDeprecationWarning", "core_worker", " INFO ", "Progress bars"):
+        assert noise not in done.stderr, done.stderr
+    assert done.stderr.startswith("parts 1/1  series 4  "), done.stderr
+    assert " 0 series/s" not in done.stdout + done.stderr, done.stdout
 
 
 def test_sorted_shuffled_and_dictionary_tables_give_the_same_answer(repository):
