@@ -389,12 +389,13 @@ def client_rate(
                 return
             df = pd.read_parquet(path)
             if done["series"] == 0:  # warm: connections, the model's metadata, the session's first calls
-                client.forecast(df[df["unique_id"].isin(set(df["unique_id"].unique()[:8]))], h=96)
+                warm = df[df["unique_id"].isin(set(df["unique_id"].unique()[:8]))]
+                client.forecast(warm, h=96, model=MODEL)
             ids = df["unique_id"].unique()
             if done["series"] + len(ids) > series:
                 df = df[df["unique_id"].isin(set(ids[: int(series - done["series"])]))]
             start = time.perf_counter()
-            out = client.forecast(df, h=96)
+            out = client.forecast(df, h=96, model=MODEL)
             seconds = time.perf_counter() - start
             n = out["unique_id"].nunique()
             assert n == df["unique_id"].nunique() and len(out) == 96 * n

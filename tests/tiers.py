@@ -47,6 +47,7 @@ SLOW_FILES: dict[str, float] = {
     "tests/client/test_explain_client.py": 23.7,  # a live service (loaded machine)
     "tests/client/test_evaluation_covariates_client.py": 3.9,
     "tests/client/test_short_series_client.py": 28.9,
+    "tests/client/test_zero_shot_client.py": 40.6,  # a service process (loaded machine)
     "tests/deploy/test_fleet.py": 109.8,
     "tests/deploy/test_prometheus.py": 30.5,
     "tests/export/test_covariates_served.py": 9.6,

@@ -223,7 +223,7 @@ class Client:
         df: pd.DataFrame,
         h: int | None = None,
         level: Sequence[float] | None = None,
-        model: str = "etth1-rsa",
+        model: str | None = None,
         version: int | None = None,
         *,
         id_col: str = "unique_id",
@@ -242,7 +242,15 @@ class Client:
         refused here, naming the series and the column, before any request.
 
         Returns one row per series and future step: `id_col`, `time_col`, a forecast column per channel
-        (named as in `df`) and, per level, `{column}-lo-{level}` and `{column}-hi-{level}`."""
+        (named as in `df`) and, per level, `{column}-lo-{level}` and `{column}-hi-{level}`.
+
+        Without `model`: the service's pretrained model of `df`'s frequency answers (`POST /v1/forecast`,
+        `forecast_pretrained`); the forecast's column is named after the model that answered."""
+        if model is None:
+            if version is not None or X_df is not None:
+                raise ValueError("version and X_df need a model: name it (model=...)")
+            return self.forecast_pretrained(df, h, level, id_col=id_col, time_col=time_col)
+
         spec = self.model(model, version)
         h = spec.horizon if h is None else h
         if not 1 <= h <= spec.horizon:
@@ -319,6 +327,79 @@ class Client:
             local = frame_out[time_col].dt.tz_localize("UTC").dt.tz_convert(spec.timezone)
             frame_out[time_col] = local.dt.tz_localize(None)
         return frame_out
+
+    def forecast_pretrained(
+        self,
+        df: pd.DataFrame,
+        h: int | None = None,
+        level: Sequence[float] | None = None,
+        freq: str | None = None,
+        *,
+        id_col: str = "unique_id",
+        time_col: str = "ds",
+        target_col: str | None = None,
+    ) -> pd.DataFrame:
+        """Forecast `df` (long: `id_col`, `time_col`, `target_col` or `y`) with no model named: `POST
+        /v1/forecast`, the service's pretrained model of the series' frequency (`freq`, a pandas alias;
+        default: the median step of the series' timestamps, h, D, W, MS, QS or YS; else the service
+        reads each series' first timestamp). Missing values (NaN) are sent as missing. Returns `id_col`, `time_col` and the
+        forecast in a column named after the model that answered (`{model}-lo-80`, ... per level);
+        `frame.attrs["model"]`, `["version"]`: which one."""
+        target = target_col or "y"
+        if target not in df.columns:
+            raise ValueError(f"df has no column {target!r} (give target_col)")
+        frame = df.sort_values([id_col, time_col], kind="stable")
+        groups = [(str(sid), rows) for sid, rows in frame.groupby(id_col, sort=False)]
+        if freq is None:
+            inferred = {_step_alias(pd.DatetimeIndex(r[time_col])) for _, r in groups if len(r) >= 2}
+            inferred.discard(None)
+            if len(inferred) > 1:
+                raise ValueError(
+                    f"df's series have different frequencies {sorted(inferred)}: forecast them apart"
+                )
+            freq = inferred.pop() if inferred else None
+        options: dict[str, Any] = {} if h is None else {"horizon": int(h)}
+        if level:
+            options["level"] = [float(v) for v in level]
+        if freq is not None:
+            options["freq"] = freq
+
+        def item(sid: str, rows: pd.DataFrame) -> dict[str, Any]:
+            values = rows[target].to_numpy(np.float64)
+            start = pd.Timestamp(rows[time_col].iloc[0])
+            return {
+                "id": sid,
+                "start": start.isoformat(),
+                "values": [None if math.isnan(v) else float(v) for v in values],
+            }
+
+        def run(chunk: list[tuple[str, pd.DataFrame]]) -> Any:
+            body = {"series": [item(sid, rows) for sid, rows in chunk], **options}
+            ids = [sid for sid, _ in chunk]
+            return _json(self._send("POST", "/v1/forecast", ids, json=body), ids)
+
+        per_request = _DEFAULT_MAX_SERIES
+        chunks = [groups[i : i + per_request] for i in range(0, len(groups), per_request)]
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            answers = list(pool.map(run, chunks))
+        frames = []
+        for answer in answers:
+            name = answer["model"]
+            for one in answer["forecasts"]:
+                data: dict[str, Any] = {
+                    id_col: one["id"],
+                    time_col: pd.to_datetime(one["timestamps"], utc=True, format="ISO8601"),
+                    name: np.array(one["forecast"], np.float64)[:, 0],
+                }
+                for v in options.get("level", []):
+                    for side in ("lo", "hi"):
+                        data[f"{name}-{side}-{v:g}"] = np.array(one[f"{side}-{v:g}"], np.float64)[:, 0]
+                frames.append(pd.DataFrame(data))
+        out = pd.concat(frames, ignore_index=True)
+        if pd.DatetimeIndex(frame[time_col]).tz is None:  # naive in, naive out
+            out[time_col] = out[time_col].dt.tz_localize(None)
+        out.attrs["model"], out.attrs["version"] = answers[0]["model"], answers[0]["version"]
+        return out
 
     def _infer(
         self,
@@ -856,6 +937,17 @@ def _aware(column: pd.Series, zone: str | None, ids: np.ndarray | None = None) -
         )
     instants = pd.Series(utc, index=column.index, name=column.name).dt.tz_localize("UTC")
     return instants.astype(f"datetime64[{stamps.dt.unit}, UTC]").dt.tz_convert(zone)  # the input's unit
+
+
+def _step_alias(stamps: pd.DatetimeIndex) -> str | None:
+    """The pandas alias of a series' median step (h, D, W, MS, QS, YS), None for any other step; by
+    hand, not `pd.infer_freq` (whose answer's type changes across pandas versions)."""
+    days = float(np.median(np.diff(stamps.to_numpy()).astype("timedelta64[s]").astype(np.float64))) / 86400
+    steps = ((1 / 24, "h"), (1.0, "D"), (7.0, "W"), (30.4, "MS"), (91.3, "QS"), (365.25, "YS"))
+    for length, alias in steps:
+        if abs(days - length) <= 0.1 * length:
+            return alias
+    return None
 
 
 def _ordered(

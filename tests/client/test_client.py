@@ -67,7 +67,7 @@ def test_forecast_is_v1s_answer_for_the_same_series(service):
 def test_concurrent_requests_answer_the_same(service):
     frame = etth1_long(11, seed=2)
     with Client(service.url, concurrency=4) as client:
-        out = client.forecast(frame, h=96, level=[80])
+        out = client.forecast(frame, h=96, level=[80], model="etth1-rsa")
     check_against_v1(out, v1_answer(service.url, frame, 96, [80], per_request=3), exact=False)
 
 
@@ -93,7 +93,7 @@ def test_a_refused_series_is_named(service):
     latest = frame[frame["unique_id"] == "s03"]["ds"].idxmax()
     frame.loc[latest, "OT"] = 1e30  # in its last window; beyond what float32 normalises
     with Client(service.url) as client, pytest.raises(ServiceError) as caught:
-        client.forecast(frame, h=4)
+        client.forecast(frame, h=4, model="etth1-rsa")
     assert caught.value.status == 400 and caught.value.series == ["s03"], caught.value
 
 
@@ -104,7 +104,7 @@ def test_short_series_are_named_before_any_request(service):
     short = frame[frame["unique_id"] == "s01"].sort_values("ds").tail(100)
     frame = pd.concat([frame[frame["unique_id"] == "s00"], short])
     with Client(service.url) as client, pytest.raises(ValueError, match="'s01' \\(100 rows\\)"):
-        client.forecast(frame)
+        client.forecast(frame, model="etth1-rsa")
 
 
 class DeadlineOver(httpx.HTTPTransport):
@@ -131,16 +131,16 @@ def test_a_504_is_asked_again_in_halves(service):
     it finishes: the answers are the whole call's, in order; a 504 on one window is raised."""
     frame = etth1_long(5)
     with Client(service.url) as client:
-        want = client.forecast(frame, h=8)
+        want = client.forecast(frame, h=8, model="etth1-rsa")
         over = DeadlineOver(most=2)
         client.http = httpx.Client(base_url=service.url, transport=over, timeout=120)
-        got = client.forecast(frame, h=8)
+        got = client.forecast(frame, h=8, model="etth1-rsa")
         pd.testing.assert_frame_equal(got, want, rtol=1e-4, atol=1e-4)  # other batch sizes: last bits
         answered = [n for n in over.sizes if n <= over.most]
         assert sum(answered) == 5 and len(answered) < len(over.sizes)  # every window once, after 504s
         client.http = httpx.Client(base_url=service.url, transport=DeadlineOver(most=0), timeout=120)
         with pytest.raises(ServiceError) as caught:
-            client.forecast(frame, h=8)
+            client.forecast(frame, h=8, model="etth1-rsa")
         assert caught.value.status == 504
 
 

@@ -35,6 +35,12 @@ from app.protocols.rsa_v1.wire import (
     offloaded_request,
     parse_forecast,
 )
+from app.protocols.rsa_v1.zero_shot import (
+    ZeroShotRequest,
+    offloaded_zero_shot,
+    parse_zero_shot,
+    zero_shot_forecast,
+)
 
 V1HandlersDep = Annotated[V1Handlers, handlers(V1Handlers)]
 ModelName = Annotated[str, Path(description="Model name, a folder of the model repository.")]
@@ -108,6 +114,28 @@ async def forecast_version(
 ) -> Response:
     """Forecast one or many series with a given model version."""
     return await _forecast(name, version, request, v1)
+
+
+# A forecast without naming a model: the pretrained model of the series' frequency (zero_shot.py).
+zero_shot_router = APIRouter(prefix="/v1", tags=["forecast"])
+
+
+@zero_shot_router.post(
+    "/forecast",
+    response_model=ForecastResponse,
+    responses=INFERENCE_ERRORS,
+    openapi_extra=body_schema(ZeroShotRequest),
+)
+async def forecast_pretrained(request: Request, v1: V1HandlersDep) -> Response:
+    """Forecast series of one frequency (`freq`, or read from each series' `start`) with the pretrained
+    model of that frequency; the answer's `model` and `version` name it."""
+    limit = v1.settings.max_series_per_request
+    body, freq = await parse_body(
+        request,
+        partial(parse_zero_shot, max_series=limit),
+        offload=partial(offloaded_zero_shot, max_series=limit),
+    )
+    return Response(await zero_shot_forecast(v1, body, freq), media_type="application/json")
 
 
 # -- attention inspection -------------------------------------------------------------------------------

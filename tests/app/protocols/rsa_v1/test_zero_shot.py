@@ -1,0 +1,139 @@
+"""`POST /v1/forecast` (issue 47): a forecast without naming a model, answered by the pretrained model of
+the series' frequency (`freq`, or each series' `start`), the answer naming it; refusals are 4xx naming
+the field, never a 500."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from app.protocols.rsa_v1.zero_shot import frequency_of_alias, frequency_of_start
+from export.global_onnx import export_global
+from export.pretrained import PretrainedSpec, dataset_record, train_pretrained
+from tests.app.conftest import make_settings, running_client
+from tests.utils.panel import store
+
+MONTHLY = PretrainedSpec("monthly", "1MS", 12, 6, ())
+QUARTERLY = PretrainedSpec("quarterly", "3MS", 4, 4, ())
+
+
+@pytest.fixture(scope="module")
+def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A repository of two pretrained read-outs (monthly, quarterly; trained on made-up stores) and one
+    model that is not pretrained."""
+    repo = tmp_path_factory.mktemp("zero_shot_repository")
+    series = [store(i, 48 - 3 * (i % 4)) for i in range(12)]
+    for spec in (MONTHLY, QUARTERLY):
+        model, intervals, _ = train_pretrained(spec, series, local=False)
+        export_global(model, repo, spec.name, intervals=intervals, dataset=dataset_record(spec, []))
+        if spec is MONTHLY:  # the same model under a name of its own, not pretrained
+            export_global(model, repo, "stores", intervals=intervals)
+    return repo
+
+
+@pytest.fixture(scope="module")
+def client(repository: Path) -> Iterator[TestClient]:
+    with running_client(make_settings(repository)) as c:
+        yield c
+
+
+def monthly_body(**extra: Any) -> dict[str, Any]:
+    values = [float(v) for v in store(99, 30)]
+    return {"series": [{"id": "shop", "start": "2021-01-01", "values": values}], "level": [80], **extra}
+
+
+def test_a_monthly_series_with_its_start_is_answered_by_the_pretrained_model(client: TestClient) -> None:
+    r = client.post("/v1/forecast", json=monthly_body())
+    assert r.status_code == 200, r.text
+    got = r.json()
+    assert (got["model"], got["version"]) == ("pretrained-monthly", 1)
+    one = got["forecasts"][0]
+    assert one["id"] == "shop" and len(one["forecast"]) == MONTHLY.horizon
+    assert one["timestamps"][0].startswith("2023-07-01")  # 30 months from 2021-01
+    lo, hi, mid = (np.asarray(one[k], float)[:, 0] for k in ("lo-80", "hi-80", "forecast"))
+    assert np.all(lo < mid) and np.all(mid < hi)
+    named = client.post("/v1/models/pretrained-monthly/forecast", json=monthly_body()).json()
+    assert named["forecasts"] == got["forecasts"]  # the same model, the same answer
+
+
+@pytest.mark.parametrize("freq", ["QS", "Q", "3MS", "QS-OCT", "QE-DEC"])
+def test_freq_picks_the_model_of_that_frequency(client: TestClient, freq: str) -> None:
+    r = client.post("/v1/forecast", json=monthly_body(freq=freq))
+    assert r.status_code == 200, r.text
+    assert r.json()["model"] == "pretrained-quarterly"
+
+
+def test_a_frequency_without_a_model_is_422_naming_those_with_one(client: TestClient) -> None:
+    r = client.post("/v1/forecast", json=monthly_body(freq="H"))
+    assert r.status_code == 422, r.text
+    error = r.json()["error"]
+    assert error["field"] == "freq"
+    assert "hourly" in error["message"] and "monthly, quarterly" in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (monthly_body(freq="fortnightly"), "freq"),
+        (monthly_body(freq=""), "freq"),
+        (monthly_body(freq=12), "freq"),
+        (monthly_body(freq="M" * 40), "freq"),
+        ({"series": [{"values": [1.0] * 20}]}, "freq"),  # no start, no freq
+        ({"series": [{"start": "2021-01-17", "values": [1.0] * 20}]}, "freq"),  # a day of no frequency
+        (
+            {
+                "series": [
+                    {"start": "2021-01-01", "values": [1.0] * 20},
+                    {"start": "2021-01-01T13:00:00", "values": [1.0] * 20},
+                ]
+            },
+            "series[1].start",
+        ),
+        ({"series": []}, "series"),
+        ({"series": [{"start": "2021-01-01", "values": [1.0, 2.0]}]}, "series[0].values"),  # too short
+        (monthly_body(horizon=100), "horizon"),
+        (monthly_body(level=[42]), "level"),
+        (monthly_body(model="stores"), "model"),  # an unknown field
+    ],
+)
+def test_bad_input_is_422_naming_the_field(client: TestClient, body: dict[str, Any], field: str) -> None:
+    r = client.post("/v1/forecast", json=body)
+    assert r.status_code == 422, r.text
+    assert field in (r.json()["error"]["field"] or ""), r.json()
+
+
+@pytest.mark.parametrize("raw", ["not json", '{"series": [', "[]", "null", '{"freq": "MS"}'])
+def test_malformed_bodies_are_4xx(client: TestClient, raw: str) -> None:
+    r = client.post("/v1/forecast", content=raw, headers={"content-type": "application/json"})
+    assert 400 <= r.status_code < 500, r.text
+
+
+def test_no_pretrained_model_loaded_is_422_saying_so(repository: Path) -> None:
+    with running_client(make_settings(repository, models=["stores"])) as c:
+        r = c.post("/v1/forecast", json=monthly_body())
+    assert r.status_code == 422, r.text
+    assert "none" in r.json()["error"]["message"]
+
+
+def test_frequency_aliases_and_starts() -> None:
+    assert [frequency_of_alias(f) for f in ("MS", "m", "1MS", "YS", "A-DEC", "h", "1h", "W-SUN", "D")] == [
+        "monthly",
+        "monthly",
+        "monthly",
+        "yearly",
+        "yearly",
+        "hourly",
+        "hourly",
+        "weekly",
+        "daily",
+    ]
+    assert frequency_of_alias("min") is None and frequency_of_alias("ms") is None
+    assert frequency_of_start(datetime(2020, 3, 1)) == "monthly"
+    assert frequency_of_start(datetime(2020, 3, 1, 5)) == "hourly"
+    assert frequency_of_start(datetime(2020, 3, 2)) is None and frequency_of_start(None) is None

@@ -1,0 +1,80 @@
+"""`Client.forecast(df)` without a model (issue 47): `POST /v1/forecast`, the shipped pretrained model of
+the frame's frequency answering (pandas' inferred frequency sent as `freq`), the column named after it."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pandas as pd
+import pytest
+from rsa_client import Client
+
+from tests.app.live import LiveService, live_service
+from tests.utils.panel import store
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = ROOT / "model_repository"
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveService]:
+    repo = tmp_path_factory.mktemp("pretrained")
+    for name in ("pretrained-monthly", "pretrained-quarterly"):
+        shutil.copytree(SHIPPED / name / "1", repo / name / "1")
+    with live_service(repo, tmp_path_factory.mktemp("log") / "service.log", RSA_DRAIN_DELAY_S="0") as live:
+        yield live
+
+
+def long(freq: str, lengths: dict[str, int]) -> pd.DataFrame:
+    parts = [
+        pd.DataFrame(
+            {"unique_id": sid, "ds": pd.date_range("2015-01-01", periods=n, freq=freq), "y": store(i, n)}
+        )
+        for i, (sid, n) in enumerate(lengths.items())
+    ]
+    return pd.concat(parts, ignore_index=True).sample(frac=1.0, random_state=0)  # the client sorts
+
+
+def test_forecast_without_a_model_is_the_pretrained_models_answer(service: LiveService) -> None:
+    frame = long("MS", {"a": 40, "b": 30})
+    with Client(service.url, concurrency=1) as client:
+        out = client.forecast(frame, h=12, level=[80])
+    assert out.attrs["model"] == "pretrained-monthly" and out.attrs["version"] == 1
+    assert list(out.columns) == [
+        "unique_id",
+        "ds",
+        "pretrained-monthly",
+        "pretrained-monthly-lo-80",
+        "pretrained-monthly-hi-80",
+    ]
+    first = out[out["unique_id"] == "b"]
+    assert first["ds"].iloc[0] == pd.Timestamp("2017-07-01") and len(first) == 12  # 30 months from 2015-01
+    body = {"series": [{"id": "b", "start": "2015-01-01", "values": [float(v) for v in store(1, 30)]}]}
+    want = httpx.post(f"{service.url}/v1/models/pretrained-monthly/forecast", json={**body, "horizon": 12})
+    np.testing.assert_allclose(
+        first["pretrained-monthly"], np.asarray(want.json()["forecasts"][0]["forecast"])[:, 0], rtol=1e-6
+    )
+
+
+def test_the_inferred_frequency_picks_the_model(service: LiveService) -> None:
+    with Client(service.url, concurrency=1) as client:
+        out = client.forecast(long("QS", {"q": 24}))
+    assert out.attrs["model"] == "pretrained-quarterly" and "pretrained-quarterly" in out
+
+
+def test_refusals_name_what_is_wrong(service: LiveService) -> None:
+    mixed = pd.concat([long("MS", {"m": 30}), long("QS", {"q": 24})])
+    with Client(service.url) as client:
+        with pytest.raises(ValueError, match="different frequencies"):
+            client.forecast(mixed)
+        with pytest.raises(ValueError, match="need a model"):
+            client.forecast(long("MS", {"m": 30}), version=1)
+        from rsa_client import ServiceError
+
+        with pytest.raises(ServiceError) as caught:
+            client.forecast(long("h", {"hourly": 100}))  # no hourly model in this repository
+    assert caught.value.status == 422 and "monthly, quarterly" in str(caught.value)
