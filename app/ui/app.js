@@ -41,8 +41,8 @@
   const KIND_TEXT = {
     rem_readout: "REM read-out: fixed REM kernels read at the last step, least-squares read-out",
     rsa_transformer: "RSA-Transformer: gated softmax attention mixed with REM",
-    global_readout: "global REM read-out: one closed-form read-out for any series of its frequency (no attention to inspect)",
-    global_transformer: "global RSA-Transformer: one trained network for any series of its frequency (not refit on request)",
+    global_readout: "global REM read-out: one closed-form read-out for any series of its frequency (inspected as lag weights and kernel shares)",
+    global_transformer: "global RSA-Transformer: one trained network for any series of its frequency (not refit on request; inspected as lag effects)",
   };
 
   // ---------------------------------------------------------------------------------------------
@@ -601,8 +601,8 @@
     $("submit").disabled = true;
     $("status").textContent = "asking the service…";
     try {
-      // A global model has no attention to inspect (the service says so): only the forecast is asked.
-      await Promise.all(state.version.panel ? [runForecast(body)] : [runForecast(body), runAttention()]);
+      // A global model answers its lag weights and what makes its forecast (its covariates sent too).
+      await Promise.all([runForecast(body), runAttention(state.version.panel ? series : null)]);
     } finally {
       $("submit").disabled = false;
     }
@@ -632,13 +632,21 @@
     }
   }
 
-  async function runAttention() {
+  async function runAttention(panelSeries = null) {
     if (!state.input) return;
     clearErrors(["channel", "attention"]);
-    const series = { values: state.input.values };
-    const start = $("start").value.trim();
-    if (start) series.start = start;
-    const body = { series, channel: Number($("channel").value), matrices: MATRICES };
+    let body;
+    if (state.version.panel) {
+      // A global model: the series as the forecast sent it (covariates too); no matrices, one channel.
+      const sent = panelSeries || (state.forecast && state.forecast.request.series[0]);
+      if (!sent) return;
+      body = { series: sent };
+    } else {
+      const series = { values: state.input.values };
+      const start = $("start").value.trim();
+      if (start) series.start = start;
+      body = { series, channel: Number($("channel").value), matrices: MATRICES };
+    }
     const version = state.version;
     performance.mark("attention-request");
     try {
@@ -960,6 +968,12 @@
   function renderAttention(answer, version) {
     const container = $("layers");
     container.replaceChildren();
+    const global = Boolean(answer.readout || answer.sensitivity);
+    $("sort").closest("label").hidden = global; // a global model has no heads to sort
+    if (global) {
+      renderGlobal(answer, container);
+      return;
+    }
     const L = answer.input_length;
     const rows = answer.query === "last";
     const period = version.cycle ? version.cycle.period : null;
@@ -994,6 +1008,95 @@
       section.append(grid);
       container.append(section);
     }
+  }
+
+  // A global model's answer: a heatmap of each lag's weight per horizon step (rows: steps 1..H; columns:
+  // the lags, oldest left, as the heads' rows), a bar per term of the read-out (REM kernel, direct lags,
+  // missing share, bias, covariate) by its share of the forecast, and a hybrid's members and weights.
+  function renderGlobal(answer, container) {
+    const part = answer.readout || answer.sensitivity;
+    const L = part.lag_weights.length;
+    const H = L ? part.lag_weights[0].length : 0;
+    const values = new Float32Array(L * H);
+    for (let j = 0; j < L; j++) for (let h = 0; h < H; h++) values[h * L + j] = part.lag_weights[j][h];
+    const section = document.createElement("section");
+    section.className = "layer global";
+    section.id = "global-view";
+    const title = document.createElement("h3");
+    title.textContent = answer.readout
+      ? `lag weights: each of the ${L} lags' weight per horizon step (REM kernels and direct lags combined by the read-out's weights; normalised units, value / ${fmt(part.scale)})`
+      : `lag effects: d forecast / d value of each of the ${L} lags per horizon step (finite differences through the served network; it has no inspection graph)`;
+    const hi = Math.max(1e-12, ...Array.from(values, Math.abs));
+    const scale = { kind: "diverging", lo: -hi, hi, note: `±${fmt(hi)}` };
+    const canvas = document.createElement("canvas");
+    canvas.id = "lag-weights";
+    canvas.className = "lag-weights";
+    canvas.style.setProperty("--steps", H);
+    paint(canvas, values, L, H, scale);
+    const axis = document.createElement("p");
+    axis.className = "hint";
+    axis.textContent = `rows: horizon steps 1 (top) to ${H}; columns: lags ${L - 1} (left) to 0, the last value (right); blue negative, red positive, ${scale.note}`;
+    section.append(title, canvas, axis);
+    if (answer.readout) {
+      const r = answer.readout;
+      const terms = [
+        ...r.kernels.map((k) => [`${k.index} ${k.kind || "?"}${(k.dilation || 1) > 1 ? `/${k.dilation}` : ""} ${kernelParams(k)}`, k.share, "kernel"]),
+        [`last ${r.direct_lags.lags} lags`, r.direct_lags.share, "lags"],
+        ["missing share", r.missing.share, "missing"],
+        ["bias", r.bias.share, "bias"],
+        ...r.covariates.map((c) => [`${c.name} (${c.kind})`, c.share, "covariate"]),
+      ];
+      const heading = document.createElement("h3");
+      heading.textContent = "what the forecast is made of: each term's share, Σ over the steps of |weight × feature|";
+      const list = document.createElement("div");
+      list.id = "kernel-shares";
+      list.className = "shares";
+      for (const [label, share, kind] of terms) {
+        const row = document.createElement("div");
+        row.className = `share-row ${kind}`;
+        const bar = document.createElement("span");
+        bar.className = "share-bar";
+        bar.style.setProperty("--share", `${(100 * share).toFixed(2)}%`);
+        row.append(textCell(label, "share-label"), bar, textCell(`${(100 * share).toFixed(1)}%`, "share-value"));
+        list.append(row);
+      }
+      section.append(heading, list);
+    }
+    if (answer.hybrid) {
+      const hy = answer.hybrid;
+      const heading = document.createElement("h3");
+      heading.textContent = hy.local_used
+        ? "hybrid: the forecast is Σ weight × member forecast"
+        : `hybrid: ${hy.observed} observed values, fewer than the local models' ${hy.min_values}: the read-out alone`;
+      const table = document.createElement("table");
+      table.id = "hybrid-members";
+      const head = document.createElement("tr");
+      for (const t of ["member", "weight", ...Array.from({ length: hy.forecast.length }, (_, i) => `h${i + 1}`)]) {
+        const th = document.createElement("th");
+        th.textContent = t;
+        head.append(th);
+      }
+      table.append(head);
+      for (const m of [...hy.members, { name: "forecast", weight: 1, forecast: hy.forecast }]) {
+        const tr = document.createElement("tr");
+        for (const t of [m.name, fmt(m.weight), ...m.forecast.map(fmt)]) {
+          const td = document.createElement("td");
+          td.textContent = t;
+          tr.append(td);
+        }
+        table.append(tr);
+      }
+      section.append(heading, table);
+    }
+    container.append(section);
+  }
+
+  function kernelParams(k) {
+    const parts = [];
+    if (k.lambda != null) parts.push(`λ=${fmt(k.lambda)}`);
+    if (k.gamma != null) parts.push(`γ=${fmt(k.gamma)}`);
+    if (k.theta != null) parts.push(`θ=${fmt(k.theta)}`);
+    return parts.join(" ");
   }
 
   function sortHeads(heads) {

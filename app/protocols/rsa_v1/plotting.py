@@ -247,8 +247,9 @@ def render_global_png(result: AttentionResponse) -> bytes:
         interpolation="nearest",
         extent=(0.5, H + 0.5, -0.5, L - 0.5),  # row 0 (the oldest value) at the top: lag L-1
     )
-    axes[0].set_yticks(range(0, L, max(1, L // 8)))
-    axes[0].set_yticklabels([str(L - 1 - j) for j in range(0, L, max(1, L // 8))][::-1], fontsize=8)
+    ticks = list(range(0, L, max(1, L // 8)))  # y is the lag: row j (oldest first) sits at L - 1 - j
+    axes[0].set_yticks(ticks)
+    axes[0].set_yticklabels([str(t) for t in ticks], fontsize=8)
     axes[0].set_ylabel("lag from the last value", fontsize=9)
     axes[0].set_xlabel("horizon step", fontsize=9)
     axes[0].set_title("normalised units (value / window scale)", fontsize=9)

@@ -127,7 +127,7 @@ def test_the_block_lists_the_models_covariates(page_for: Session) -> None:
     )
     assert page.is_visible("#future-promo")
     kind = page.inner_text('#model-info dd[data-term="kind"]')
-    assert kind.startswith("global REM read-out") and "no attention" in kind
+    assert kind.startswith("global REM read-out") and "lag weights and kernel shares" in kind
     assert page.locator('#model-info dd[data-term="heads"]').count() == 0
 
 
@@ -137,10 +137,11 @@ def test_csv_columns_and_rows_after_the_target_are_sent_and_plotted(
     page, s = page_for.page, shops["shop_3"]
     drop(page_for, tmp_path, shop_csv(s, future_rows=H))
     page.click("#submit")
-    page_for.wait("window.__rsaState.timings.forecast")
+    page_for.wait("window.__rsaState.timings.forecast && window.__rsaState.timings.attention")
     request = page.evaluate("() => window.__rsaState.forecast.request")
     assert request["series"] == [expected_series(s)]
-    assert page.evaluate("() => window.__rsaState.attention") is None  # a global model has none
+    # a global model's inspection asks for the same series, covariates included (issue 48)
+    assert page.evaluate("() => window.__rsaState.attention.request") == {"series": request["series"][0]}
     again = httpx.post(f"{service.url}/v1/models/{NAME}/forecast", json=request, timeout=30)
     assert again.status_code == 200, again.text
     (fc,) = again.json()["forecasts"]
@@ -158,6 +159,38 @@ def test_csv_columns_and_rows_after_the_target_are_sent_and_plotted(
     flat["series"][0]["future"]["promo"] = [0.0] * H
     other = httpx.post(f"{service.url}/v1/models/{NAME}/forecast", json=flat, timeout=30).json()
     assert other["forecasts"][0]["forecast"] != fc["forecast"]
+
+
+def test_the_inspection_shows_the_lag_weights_and_kernel_shares(
+    page_for: Session, service: LiveService, shops: dict[str, dict[str, Any]], tmp_path: Path
+) -> None:
+    """Issue 48: the recurrence view of a global read-out draws its lag weights (horizon steps x lags) and
+    a bar per term (each REM kernel, direct lags, missing share, bias, each covariate) by its share, the
+    numbers of /v1 attention for the series the forecast sent."""
+    page, s = page_for.page, shops["shop_6"]
+    drop(page_for, tmp_path, shop_csv(s, future_rows=H))
+    page.click("#submit")
+    page_for.wait("window.__rsaState.timings.attention")
+    request = page.evaluate("() => window.__rsaState.attention.request")
+    answer = httpx.post(f"{service.url}/v1/models/{NAME}/attention", json=request, timeout=30)
+    assert answer.status_code == 200, answer.text
+    readout = answer.json()["readout"]
+    L, Hm = len(readout["lag_weights"]), len(readout["lag_weights"][0])
+    assert page.is_visible("#global-view #lag-weights")
+    assert page.eval_on_selector("#lag-weights", "c => [c.width, c.height]") == [L, Hm]
+    rows = page.evaluate(
+        """() => [...document.querySelectorAll('#kernel-shares .share-row')].map(r =>
+               [r.querySelector('.share-label').textContent, r.querySelector('.share-value').textContent])"""
+    )
+    terms = len(readout["kernels"]) + 3 + len(readout["covariates"])
+    assert len(rows) == terms
+    shares = [k["share"] for k in readout["kernels"]]
+    shares += [readout["direct_lags"]["share"], readout["missing"]["share"], readout["bias"]["share"]]
+    shares += [c["share"] for c in readout["covariates"]]
+    assert [r[1] for r in rows] == [f"{100 * x:.1f}%" for x in shares]
+    assert rows[-1][0].startswith(readout["covariates"][-1]["name"])
+    assert rows[0][0].split()[1] == readout["kernels"][0]["kind"]
+    screenshot(page.locator("#recurrence-view"), tmp_path, "global-inspection")
 
 
 def test_a_typed_future_field_is_sent(
