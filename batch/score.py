@@ -581,12 +581,12 @@ def init_local_ray(**options: Any) -> None:
 
     local_ray_auth()
     saved = os.environ.get(_LOCAL_ONLY), ray_constants.ENABLE_RAY_CLUSTER
-    # The environment for Ray's processes started now (they inherit it), the flag for this one, which
     # Ray's notice that it turned token authentication on (and how to opt out): on purpose here, with a
     # token of this process's own; a warning on every run of the batch command otherwise (issue 45).
     notice = logging.getLogger("ray._private.authentication.authentication_token_setup")
     notice_level = notice.level
     notice.setLevel(logging.ERROR)
+    # The environment for Ray's processes started now (they inherit it), the flag for this one, which
     # read it when Ray was imported; both as they were afterwards, so a later `ray.init(address=...)` of
     # this process joins a cluster on its outward address as before.
     os.environ[_LOCAL_ONLY] = "0"
@@ -602,8 +602,8 @@ def init_local_ray(**options: Any) -> None:
             **options,
         )
     finally:
-        if saved[0] is None:
         notice.setLevel(notice_level)
+        if saved[0] is None:
             os.environ.pop(_LOCAL_ONLY, None)
         else:
             os.environ[_LOCAL_ONLY] = saved[0]
@@ -691,7 +691,6 @@ class PartScorer:
         return out.num_rows // self.forecaster.horizon
 
 
-@dataclass
 class _QuietRayData(logging.Filter):
     """Ray Data during a batch job: its warnings and errors, not its executor's INFO lines (the execution
     plan, "execution finished in ...") nor its notice that progress bars are off (the job's own
@@ -707,6 +706,7 @@ class _QuietRayData(logging.Filter):
 _QUIETED = ("ray.data._internal.execution.streaming_executor", "ray.data._internal.progress")
 
 
+@dataclass
 class Summary:
     parts: int = 0
     skipped: int = 0
@@ -762,10 +762,10 @@ def run(
             loopback: dict[str, Any] = {"_node_ip_address": host} if host.startswith("127.") else {}
             ray.init(address=address, log_to_driver=False, **loopback)
     start = time.perf_counter()
-    try:
     quiet = _QuietRayData()
     for name in _QUIETED:
         logging.getLogger(name).addFilter(quiet)
+    try:
         context = ray.data.DataContext.get_current()
         context.actor_task_retry_on_errors = True  # a part that failed in the actor is tried again
         # Parts are handed out once the whole pool is up (at most 10 minutes: a cluster without room for
@@ -804,9 +804,9 @@ def run(
                 if progress is not None:
                     progress.update(int(series))
     finally:
-        if started_here:
         for name in _QUIETED:
             logging.getLogger(name).removeFilter(quiet)
+        if started_here:
             ray.shutdown()
         if progress is not None:
             progress.close()

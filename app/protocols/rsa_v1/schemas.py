@@ -698,6 +698,11 @@ class BacktestWindow(BaseModel):
         "series' own end where its id was trained on, else the last of all), null where unknown (no "
         "`start`, or a version that does not record its training range).",
     )
+    future_unsent: int | None = Field(
+        default=None,
+        description="A covariate model's future steps past the values sent that this window's forecast "
+        "read as the training mean (steps after `horizon`, which the answer does not show; absent: none).",
+    )
 
 
 class SeriesBacktest(BaseModel):
@@ -785,6 +790,11 @@ class SeriesAnomalies(BaseModel):
     anomaly: list[list[bool]]
     score: list[list[float | None]] = Field(description="null where the value is missing.")
     anomalies: int = Field(description="Values flagged.")
+    future_unsent: list[int] | None = Field(
+        default=None,
+        description="A covariate model's future steps past the values sent that each checked point's "
+        "forecast read as the training mean (steps after `lead`; absent when none did).",
+    )
 
 
 class AnomalyResponse(BaseModel):
@@ -794,15 +804,5 @@ class AnomalyResponse(BaseModel):
     channels: list[str]
     level: float
     lead: int
-    future_unsent: int | None = Field(
-        default=None,
-        description="A covariate model's future steps past the values sent that this window's forecast "
-        "read as the training mean (steps after `horizon`, which the answer does not show; absent: none).",
-    )
     series: list[SeriesAnomalies]
     anomalies: int = Field(description="Values flagged over every series.")
-    future_unsent: list[int] | None = Field(
-        default=None,
-        description="A covariate model's future steps past the values sent that each checked point's "
-        "forecast read as the training mean (steps after `lead`; absent when none did).",
-    )
