@@ -34,7 +34,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from app.artifacts.contract import FORECAST_OUTPUT, MANIFEST_FILE, MODEL_FILE
+from app.artifacts.contract import FORECAST_OUTPUT, MANIFEST_FILE, MODEL_FILE, forecast_columns
 from app.artifacts.covariates import CovariateLayout
 from app.artifacts.feed import build_feed
 from app.artifacts.manifest import Manifest, load_manifest
@@ -527,8 +527,9 @@ class Forecaster:
         bounds: dict[float, tuple[np.ndarray, np.ndarray]],
         columns: list[str],
     ) -> pa.Table:
-        """One row per series and step: id, timestamp, a forecast column per channel (named as in the
-        input), `{column}-lo-{level}` and `{column}-hi-{level}` per level. `tz`: the input time column's
+        """One row per series and step: id, timestamp, the forecast in a column named after the model
+        (`forecast_columns`: `{model}`, or `{model}-{channel}` per channel of a wider one, as the client
+        names it), `{column}-lo-{level}` and `{column}-hi-{level}` per level. `tz`: the input time column's
         zone (None: naive, shown as the model's wall clock)."""
         job, h = self.job, self.horizon
         S = len(series)
@@ -541,7 +542,7 @@ class Forecaster:
             job.id_col: pa.array(np.repeat(series, h), type=table[job.id_col].type),
             job.time_col: times,
         }
-        for c, name in enumerate(columns):
+        for c, name in enumerate(forecast_columns(self.job.model, columns)):
             data[name] = forecast[:, :, c].reshape(-1)
             for level, (lo, hi) in bounds.items():
                 data[f"{name}-lo-{level:g}"] = lo[:, :, c].reshape(-1)

@@ -40,6 +40,7 @@ import numpy as np
 import typer
 
 from app.artifacts import readout
+from app.artifacts.contract import forecast_columns
 from app.artifacts.covariates import CovariateLayout
 from app.artifacts.local_models import LocalSpec
 from app.inference.metrics import mape, mase, seasonal_naive, seasonal_naive_scale, smape
@@ -832,8 +833,16 @@ def forecast(
             "each series' last timestamp"
         ),
     ] = None,
+    name: Annotated[
+        str | None,
+        typer.Option(
+            help="the forecast column's name, the model's (default: the folder of --model, as export --name "
+            "usually names it); the client and the batch command name theirs after the served model"
+        ),
+    ] = None,
 ) -> None:
-    """Forecast every series of a long file (series never seen in training included)."""
+    """Forecast every series of a long file (series never seen in training included): `unique_id, ds`
+    and the forecast in a column named after the model (NeuralForecast's and TimeGPT's rule)."""
     import pandas as pd
 
     from export.data import DataError, load_panel
@@ -870,7 +879,8 @@ def forecast(
     for i, f in enumerate(values):
         s: Any = histories[i]
         table += [(s.id, t, float(v)) for t, v in zip(_horizon(s.timestamps, offset, len(f)), f, strict=True)]
-    frame = pd.DataFrame(table, columns=["unique_id", "ds", "y_hat"])
+    column = forecast_columns(name or model.resolve().parent.name, ["y"])[0]
+    frame = pd.DataFrame(table, columns=["unique_id", "ds", column])
     if out is None:
         typer.echo(frame.to_csv(index=False), nl=False)
     else:

@@ -51,6 +51,18 @@ INSPECT_OUTPUTS = (FORECAST_OUTPUT, ATTN_SOFTMAX, ATTN_REM, ATTN_MIXED)
 
 BATCH_AXIS = "batch"  # the name of the one dynamic axis in the manifest's shapes
 
+
+def forecast_columns(model: str, channels: list[str] | tuple[str, ...]) -> list[str]:
+    """A tabular forecast's column names (NeuralForecast's and TimeGPT's rule): the model's name for a
+    one-channel model (its intervals `{model}-lo-80`, `{model}-hi-80`), `{model}-{channel}` for each
+    channel of a wider one; never the target's own name, so a forecast merges with the actuals without
+    suffixes. `python -m batch score` and `export.panel forecast` use it; the client (installed without
+    the project) keeps the same rule in `rsa_client.forecast_columns` (tests/client/test_columns.py)."""
+    if len(channels) == 1:
+        return [model]
+    return [f"{model}-{c}" for c in channels]
+
+
 # A calendar frequency (the manifest's `frequency`, e.g. "3MS"): CALENDAR_FREQUENCY, imported above from
 # rsa_core.calendar, the one copy; any other frequency is a fixed step of `frequency_seconds`.
 

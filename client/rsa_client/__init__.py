@@ -7,6 +7,6 @@
 Installable on its own (`pip install ./client`): pandas, numpy and httpx; nothing of the service.
 """
 
-from rsa_client.client import Client, ModelLimits, ModelSpec, ServiceError
+from rsa_client.client import Client, ModelLimits, ModelSpec, ServiceError, forecast_columns
 
-__all__ = ["Client", "ModelLimits", "ModelSpec", "ServiceError"]
+__all__ = ["Client", "ModelLimits", "ModelSpec", "ServiceError", "forecast_columns"]

@@ -228,6 +228,7 @@ class Client:
         *,
         id_col: str = "unique_id",
         time_col: str = "ds",
+        target_col: str | None = None,
         X_df: pd.DataFrame | None = None,  # noqa: N803  (TimeGPT's name for the future values)
     ) -> pd.DataFrame:
         """`df`: long format, one row per series and step: `id_col`, `time_col` and the model's channel
@@ -241,15 +242,20 @@ class Client:
         future covariate, the model's H steps after each series' last row. What is missing or wrong is
         refused here, naming the series and the column, before any request.
 
-        Returns one row per series and future step: `id_col`, `time_col`, a forecast column per channel
-        (named as in `df`) and, per level, `{column}-lo-{level}` and `{column}-hi-{level}`.
+        `target_col`: a one-channel model's target column when it is not `y` (any name).
+
+        Returns one row per series and future step: `id_col`, `time_col`, the forecast in a column named
+        after the model (`forecast_columns`: `{model}`, or `{model}-{channel}` per channel of a wider
+        one) and, per level, `{column}-lo-{level}` and `{column}-hi-{level}`.
 
         Without `model`: the service's pretrained model of `df`'s frequency answers (`POST /v1/forecast`,
         `forecast_pretrained`); the forecast's column is named after the model that answered."""
         if model is None:
             if version is not None or X_df is not None:
                 raise ValueError("version and X_df need a model: name it (model=...)")
-            return self.forecast_pretrained(df, h, level, id_col=id_col, time_col=time_col)
+            return self.forecast_pretrained(
+                df, h, level, id_col=id_col, time_col=time_col, target_col=target_col
+            )
 
         spec = self.model(model, version)
         h = spec.horizon if h is None else h
@@ -261,7 +267,7 @@ class Client:
             raise ValueError(
                 f"levels {missing} are not calibrated for {model} v{spec.version}: {spec.levels}"
             )
-        columns = _channel_columns(df, spec)
+        columns = _channel_columns(df, spec, target_col)
         frame, instants = _ordered(df, id_col, time_col, spec.timezone)
         ids = frame[id_col].to_numpy()
         values = frame[columns].to_numpy(np.float64)
@@ -456,13 +462,14 @@ class Client:
         version: int | None = None,
         *,
         time_col: str = "ds",
+        target_col: str | None = None,
         **options: Any,
     ) -> dict[str, Any] | bytes:
         """Attention inspection of one series (`df`: its rows, `time_col` and the channel columns; its
         last L rows are read): `options` are /v1's (`matrices`, `channel`, `average_heads`, `layers`,
         `format`). The JSON answer, or the PNG's bytes with format="png"."""
         spec = self.model(model, version)
-        columns = _channel_columns(df, spec)
+        columns = _channel_columns(df, spec, target_col)
         frame = df.sort_values(time_col, kind="stable").tail(spec.input_length)
         series: dict[str, Any] = {"values": frame[columns].to_numpy(np.float64).tolist()}
         if time_col in frame:
@@ -529,8 +536,9 @@ class Client:
         request: the server bounds it by RSA_MAX_FIT_*). `publish`: a model name to publish the refit into
         as its next version (an API key and RSA_MODEL_CONTROL=explicit).
 
-        Returns one row per series and future step: `id_col`, `time_col`, the target column and, per
-        level with intervals, `{target}-lo-{level}` and `{target}-hi-{level}`; `.attrs["fit"]` holds the
+        Returns one row per series and future step: `id_col`, `time_col`, the forecast in a column named
+        after the model (`{model}`, as `forecast`) and, per level with intervals, `{model}-lo-{level}` and
+        `{model}-hi-{level}`; `.attrs["fit"]` holds the
         server's fit summary (levels without intervals and why, the published version)."""
         target = target_col or ("y" if "y" in df.columns else None)
         if target is None or target not in df.columns:
@@ -557,18 +565,19 @@ class Client:
         ids = [s["id"] for s in series]
         response = self._send("POST", f"{path}/fit_forecast", ids, json=body)
         answer = _json(response, ids)
+        named = forecast_columns(model, [target])[0]  # the forecast's column, as forecast names it
         with _reading(response, ids):
-            rows: dict[str, list[Any]] = {id_col: [], time_col: [], target: []}
+            rows: dict[str, list[Any]] = {id_col: [], time_col: [], named: []}
             bands = [f"{side}-{v:g}" for v in answer["fit"]["levels"] for side in ("lo", "hi")]
             for band in bands:
-                rows[f"{target}-{band}"] = []
+                rows[f"{named}-{band}"] = []
             for f in answer["forecasts"]:
                 n = len(f["forecast"])
                 rows[id_col] += [f["id"]] * n
                 rows[time_col] += list(f["timestamps"] or [None] * n)
-                rows[target] += [row[0] for row in f["forecast"]]
+                rows[named] += [row[0] for row in f["forecast"]]
                 for band in bands:
-                    rows[f"{target}-{band}"] += [row[0] for row in f[band]]
+                    rows[f"{named}-{band}"] += [row[0] for row in f[band]]
             out = pd.DataFrame(rows)
             out[time_col] = pd.to_datetime(out[time_col], utc=True, format="ISO8601")
             out.attrs["fit"] = answer["fit"]
@@ -588,6 +597,7 @@ class Client:
         X_df: pd.DataFrame | None = None,  # noqa: N803 (NeuralForecast's and statsforecast's name)
         id_col: str = "unique_id",
         time_col: str = "ds",
+        target_col: str | None = None,
     ) -> pd.DataFrame:
         """Backtest the model on each series of `df` (long format, as `forecast` takes it): `n_windows`
         forecasts of `h` steps from cutoffs `step_size` apart (default `h`), the last ending at the
@@ -602,11 +612,11 @@ class Client:
 
         Returns one row per series, cutoff and forecast step: `id_col`, `time_col`, `cutoff` (the time of
         the last row before the forecast), the actual values in the channel columns (as in `df`), the
-        forecast in `forecast` (a one-channel model) or `{column}-forecast`, and per level
+        forecast in a column named after the model (`{model}`, or `{model}-{channel}`), and per level
         `...-lo-{level}`, `...-hi-{level}`. `frame.attrs["metrics"]`: the pooled metrics (MAE, MSE,
         MASE, sMAPE, coverage per level); `frame.attrs["series_metrics"]`: per series id."""
         spec = self.model(model, version)
-        columns = _channel_columns(df, spec)
+        columns = _channel_columns(df, spec, target_col)
         reach = spec.horizon - (spec.horizon if h is None else h)
         series = _histories(df, columns, id_col, time_col, spec, X_df, reach)
         per_request = max(1, spec.limits.max_series_per_request // max(1, n_windows))
@@ -627,7 +637,7 @@ class Client:
         chunks = [series[i : i + per_request] for i in range(0, len(series), per_request)]
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
             answers = list(pool.map(run, chunks))
-        prefix = _forecast_prefix(columns)
+        prefix = _forecast_prefix(spec.name, columns)
         frames, metrics = [], {}
         for chunk, (response, answer) in zip(chunks, answers, strict=True):
             with _reading(response, [s.id for s in chunk]):
@@ -670,6 +680,7 @@ class Client:
         X_df: pd.DataFrame | None = None,  # noqa: N803 (NeuralForecast's and statsforecast's name)
         id_col: str = "unique_id",
         time_col: str = "ds",
+        target_col: str | None = None,
     ) -> pd.DataFrame:
         """Check each series of `df` (long format) for values outside the model's calibrated interval at
         `level` (default: the highest the version calibrated), each forecast `lead` steps ahead from
@@ -680,15 +691,15 @@ class Client:
         each piece repairs only its own flags.
 
         Returns one row per series and checked row: `id_col`, `time_col`, the values in the channel
-        columns, the forecast in `forecast` (a one-channel model) or `{column}-forecast`, its bounds
-        `...-lo-{level}` / `...-hi-{level}`, `anomaly` (`{column}-anomaly`) and `score`
+        columns, the forecast in a column named after the model (`{model}`, or `{model}-{channel}`), its
+        bounds `...-lo-{level}` / `...-hi-{level}`, `anomaly` (`{column}-anomaly`) and `score`
         (`{column}-score`: |value − forecast| in interval half-widths).
 
         A covariate model's covariates are `df`'s other columns, as in `cross_validation`; the last
         point's forecast reads the model's horizon H − `lead` future values past the history, from
         `X_df` where given, else read as the training mean (steps the answer does not show)."""
         spec = self.model(model, version)
-        columns = _channel_columns(df, spec)
+        columns = _channel_columns(df, spec, target_col)
         series = _histories(df, columns, id_col, time_col, spec, X_df, spec.horizon - lead)
         need = spec.min_history or spec.input_length
         limit = spec.limits.max_series_per_request
@@ -728,7 +739,7 @@ class Client:
 
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
             answers = list(pool.map(run, groups))
-        prefix = _forecast_prefix(columns)
+        prefix = _forecast_prefix(spec.name, columns)
         one = len(columns) == 1
         frames = []
         for group, (response, answer) in zip(groups, answers, strict=True):
@@ -874,12 +885,20 @@ def _histories(
     return out
 
 
-def _forecast_prefix(columns: list[str]) -> Any:
-    """The forecast's column for a channel column: `forecast` for a one-channel model (whose actual
-    values keep `y`), `{column}-forecast` for each channel of a wider one."""
-    if len(columns) == 1:
-        return lambda name: "forecast"
-    return lambda name: f"{name}-forecast"
+def forecast_columns(model: str, channels: Sequence[str]) -> list[str]:
+    """The forecast's column names, NeuralForecast's and TimeGPT's rule: the model's name for a one-channel
+    model (its intervals `{model}-lo-80`, `{model}-hi-80`), `{model}-{channel}` for each channel of a wider
+    one. The same on every tabular path (this client, `python -m batch score`, `export.panel forecast`),
+    never the target's own name, so a forecast merges with the actuals without suffixes."""
+    if len(channels) == 1:
+        return [model]
+    return [f"{model}-{c}" for c in channels]
+
+
+def _forecast_prefix(model: str, columns: list[str]) -> Any:
+    """The forecast's column for a channel column (`forecast_columns`); the actual values keep theirs."""
+    named = dict(zip(columns, forecast_columns(model, columns), strict=True))
+    return lambda name: named[name]
 
 
 def _pooled(metrics: list[dict[str, Any]]) -> dict[str, Any]:
@@ -902,7 +921,18 @@ def _pooled(metrics: list[dict[str, Any]]) -> dict[str, Any]:
     return pooled
 
 
-def _channel_columns(df: pd.DataFrame, spec: ModelSpec) -> list[str]:
+def _channel_columns(df: pd.DataFrame, spec: ModelSpec, target_col: str | None = None) -> list[str]:
+    """The frame's columns for the model's channels: `target_col` (a one-channel model's target, any
+    name), else the channels' own names, else `y` for a one-channel model."""
+    if target_col is not None:
+        if len(spec.channels) != 1:
+            raise ValueError(
+                f"target_col names the target of a one-channel model; model {spec.name} reads the channels "
+                f"{spec.channels} (columns of those names)"
+            )
+        if target_col not in df.columns:
+            raise ValueError(f"target_col {target_col!r} is not a column of the frame: {list(df.columns)}")
+        return [target_col]
     if all(c in df.columns for c in spec.channels):
         return list(spec.channels)
     if len(spec.channels) == 1 and "y" in df.columns:
@@ -1191,7 +1221,7 @@ def _long_frame(
         id_col: np.repeat(series_ids, h),
         time_col: _future(spec, last, h).reshape(-1),
     }
-    for c, name in enumerate(columns):
+    for c, name in enumerate(forecast_columns(spec.name, columns)):
         data[name] = out["forecast"][:, :, c].reshape(-1)
         for v in levels:
             data[f"{name}-lo-{v:g}"] = out[f"forecast_lo_{v:g}"][:, :, c].reshape(-1)

@@ -49,7 +49,7 @@ def test_batch_answers_are_the_services_bit_for_bit(repository):
         stamps = np.array([np.datetime64(t[:19]) for t in want["timestamps"]], "datetime64[us]")
         assert (rows["ds"].to_numpy().astype("datetime64[us]") == stamps).all()
         for suffix, key in (("", "forecast"), ("-lo-80", "lo-80"), ("-hi-80", "hi-80")):
-            got = rows[[c + suffix for c in CHANNELS]].to_numpy()
+            got = rows[[f"etth1-rsa-{c}{suffix}" for c in CHANNELS]].to_numpy()  # named after the model
             assert got.dtype == np.float32
             np.testing.assert_array_equal(got, np.asarray(want[key], np.float32))
 
@@ -70,7 +70,7 @@ def test_missing_values_are_filled_as_the_service_fills_them(repository):
     assert r.status_code == 200, r.text
     answer = r.json()["forecasts"][0]
     assert answer["filled"] == 3
-    got = out[out["unique_id"] == "ss01"][CHANNELS].to_numpy()
+    got = out[out["unique_id"] == "ss01"][[f"etth1-rsa-{c}" for c in CHANNELS]].to_numpy()
     np.testing.assert_allclose(got, np.asarray(answer["forecast"], np.float32), rtol=1e-4, atol=1e-5)
 
 

@@ -62,13 +62,13 @@ def test_covariate_forecasts_are_v1s_bit_for_bit(shops: Shops, levels: list[floa
         assert (rows["ds"].to_numpy().astype("datetime64[us]") == stamps).all()
         keys = [("", "forecast")] + [(f"-{s}-{v:g}", f"{s}-{v:g}") for v in levels for s in ("lo", "hi")]
         for suffix, key in keys:
-            got = rows[[f"y{suffix}"]].to_numpy()
+            got = rows[[f"{NAME}{suffix}"]].to_numpy()  # named after the model
             assert got.dtype == np.float32
             np.testing.assert_array_equal(got, np.asarray(want[key], np.float32), err_msg=f"{sid} {key}")
     # the covariates are read: other promotions give another forecast
     flipped = shops.future.assign(promo=1 - shops.future["promo"])
     other = Forecaster(job).score_table(table(shops.history), table(flipped)).to_pandas()
-    assert not np.array_equal(other["y"].to_numpy(), out["y"].to_numpy())
+    assert not np.array_equal(other[NAME].to_numpy(), out[NAME].to_numpy())
 
 
 def test_a_zoned_models_naive_times_are_read_in_its_zone(tmp_path: Path) -> None:
@@ -86,7 +86,7 @@ def test_a_zoned_models_naive_times_are_read_in_its_zone(tmp_path: Path) -> None
         assert want["timestamps"][0].endswith("-05:00")  # UTC-5, no DST
         stamps = np.array([np.datetime64(t[:19]) for t in want["timestamps"]], "datetime64[us]")
         assert (rows["ds"].to_numpy().astype("datetime64[us]") == stamps).all()
-        np.testing.assert_array_equal(rows[["y"]].to_numpy(), np.asarray(want["forecast"], np.float32))
+        np.testing.assert_array_equal(rows[[NAME]].to_numpy(), np.asarray(want["forecast"], np.float32))
 
 
 def write(frame: pd.DataFrame, path: Path) -> None:

@@ -57,7 +57,7 @@ def test_the_autumn_repeat_is_read_as_the_trainer_reads_it(berlin: tuple[Path, p
         want = expected[sid]
         stamps = np.array([np.datetime64(t[:19]) for t in want["timestamps"]], "datetime64[us]")
         assert (rows_["ds"].to_numpy().astype("datetime64[us]") == stamps).all(), sid
-        np.testing.assert_array_equal(rows_[["y"]].to_numpy(), np.asarray(want["forecast"], np.float32))
+        np.testing.assert_array_equal(rows_[["berlin"]].to_numpy(), np.asarray(want["forecast"], np.float32))
     assert expected["s0"]["timestamps"][0].startswith("2023-10-29T03:00:00+01:00")
     assert expected["s1"]["timestamps"][0].startswith("2023-10-29T02:00:00+01:00")
 
@@ -102,7 +102,7 @@ def test_a_future_table_over_the_repeat_is_read_by_its_order(tmp_path: Path) -> 
         rows = out[out["unique_id"] == f["id"]]
         stamps = np.array([np.datetime64(t[:19]) for t in f["timestamps"]], "datetime64[us]")
         assert (rows["ds"].to_numpy().astype("datetime64[us]") == stamps).all(), f["id"]
-        np.testing.assert_array_equal(rows[["y"]].to_numpy(), np.asarray(f["forecast"], np.float32))
+        np.testing.assert_array_equal(rows[[BERLIN]].to_numpy(), np.asarray(f["forecast"], np.float32))
 
 
 def test_a_time_the_spring_change_skips_is_refused_naming_the_series(
@@ -150,4 +150,4 @@ def test_a_series_shorter_than_the_input_is_stepped_back_from_its_own_first_row(
         want = expected[sid]
         stamps = np.array([np.datetime64(t[:19]) for t in want["timestamps"]], "datetime64[us]")
         assert (rows["ds"].to_numpy().astype("datetime64[us]") == stamps).all(), sid
-        np.testing.assert_array_equal(rows[["y"]].to_numpy(), np.asarray(want["forecast"], np.float32))
+        np.testing.assert_array_equal(rows[["monthly"]].to_numpy(), np.asarray(want["forecast"], np.float32))

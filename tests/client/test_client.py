@@ -47,7 +47,7 @@ def check_against_v1(out: pd.DataFrame, expected: dict, exact: bool) -> None:
         stamps = pd.to_datetime(want["timestamps"]).tz_convert(None)
         assert (rows["ds"].to_numpy() == stamps.to_numpy()).all()
         for name, key in (("", "forecast"), ("-lo-80", "lo-80"), ("-hi-80", "hi-80")):
-            got = rows[[c + name for c in CHANNELS]].to_numpy()
+            got = rows[[f"etth1-rsa-{c}{name}" for c in CHANNELS]].to_numpy()  # named after the model
             if exact:  # float32 both, and /v1 writes each in its shortest exact form
                 np.testing.assert_array_equal(got, np.asarray(want[key], np.float32))
             else:
@@ -59,7 +59,7 @@ def test_forecast_is_v1s_answer_for_the_same_series(service):
     frame = etth1_long(7)
     with Client(service.url, concurrency=1) as client:
         out = client.forecast(frame, h=24, level=[80], model="etth1-rsa")
-    assert list(out.columns[:3]) == ["unique_id", "ds", "HUFL"] and "OT-hi-80" in out
+    assert list(out.columns[:3]) == ["unique_id", "ds", "etth1-rsa-HUFL"] and "etth1-rsa-OT-hi-80" in out
     assert len(out) == 7 * 24  # 7 series under a limit of 3 a request: three requests, in order
     check_against_v1(out, v1_answer(service.url, frame, 24, [80], per_request=3), exact=True)
 

@@ -351,10 +351,10 @@ def test_well_formed_answers_read_as_before() -> None:
     with serving(well_formed) as client:
         assert client.model("m").horizon == 2
         forecast = client.forecast(FRAME, model="m")
-        assert forecast["y"].tolist() == [6.0, 7.0]
+        assert forecast["m"].tolist() == [6.0, 7.0]  # the forecast's column is named after the model
         backtest = client.cross_validation(FRAME, model="m")
-        assert backtest["forecast"].tolist() == [4.5, 5.5] and backtest.attrs["metrics"]["points"] == 2
+        assert backtest["m"].tolist() == [4.5, 5.5] and backtest.attrs["metrics"]["points"] == 2
         flagged = client.detect_anomalies(FRAME, model="m", last=2)
-        assert flagged["anomaly"].tolist() == [False, True] and "forecast-hi-99" in flagged
+        assert flagged["anomaly"].tolist() == [False, True] and "m-hi-99" in flagged
         fitted = client.fit_forecast(FRAME, model="m")
-        assert fitted["y"].tolist() == [6.0, 7.0] and fitted.attrs["fit"]["series"] == 1
+        assert fitted["m"].tolist() == [6.0, 7.0] and fitted.attrs["fit"]["series"] == 1

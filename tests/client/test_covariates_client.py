@@ -53,7 +53,7 @@ def test_covariate_forecasts_are_v1s(served: tuple[LiveService, Shops]) -> None:
         stamps = pd.to_datetime(want["timestamps"]).tz_convert(None)
         assert (rows["ds"].to_numpy() == stamps.to_numpy()).all()
         for suffix, key in (("", "forecast"), (f"-lo-{v}", f"lo-{v}"), (f"-hi-{v}", f"hi-{v}")):
-            got = rows[f"y{suffix}"].to_numpy()
+            got = rows[f"{NAME}{suffix}"].to_numpy()  # named after the model
             want_key = np.asarray(want[key], np.float32)[:, 0]
             np.testing.assert_array_equal(got, want_key, err_msg=f"{sid} {key}")
     # the covariates are sent: other promotions give another forecast
@@ -61,7 +61,7 @@ def test_covariate_forecasts_are_v1s(served: tuple[LiveService, Shops]) -> None:
     with Client(service.url, concurrency=1) as client:
         other = client.forecast(shops.history, model=NAME, X_df=flipped, h=3)
     assert len(other) == len(expected) * 3
-    assert not np.array_equal(other["y"].to_numpy(), out.groupby("unique_id").head(3)["y"].to_numpy())
+    assert not np.array_equal(other[NAME].to_numpy(), out.groupby("unique_id").head(3)[NAME].to_numpy())
 
 
 def test_a_zoned_models_naive_times_are_read_in_its_zone(tmp_path: Path) -> None:
@@ -90,14 +90,14 @@ def test_a_zoned_models_naive_times_are_read_in_its_zone(tmp_path: Path) -> None
             assert r.status_code == 200, r.text
             windows = r.json()["series"][0]["windows"]
             want = np.concatenate([np.array(w["forecast"])[:, 0] for w in windows])
-            got = backtest[backtest["unique_id"] == sid]["forecast"].to_numpy()
+            got = backtest[backtest["unique_id"] == sid][NAME].to_numpy()
             np.testing.assert_allclose(got, want, rtol=1e-6)
     for sid, rows in out.groupby("unique_id"):
         want = expected[sid]
         assert want["timestamps"][0].endswith("-05:00")
         stamps = pd.to_datetime([t[:19] for t in want["timestamps"]])
         assert (rows["ds"].to_numpy() == stamps.to_numpy()).all()
-        np.testing.assert_array_equal(rows["y"].to_numpy(), np.asarray(want["forecast"], np.float32)[:, 0])
+        np.testing.assert_array_equal(rows[NAME].to_numpy(), np.asarray(want["forecast"], np.float32)[:, 0])
 
 
 def _drop_last_of_shop_2(f: pd.DataFrame) -> pd.DataFrame:

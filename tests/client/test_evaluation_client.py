@@ -36,7 +36,7 @@ def test_cross_validation_is_v1s_backtest_of_each_series(service: Any) -> None:
     with Client(service.url, concurrency=1) as client:
         out = client.cross_validation(frame, h=24, n_windows=3, step_size=12, level=[80])
     assert list(out.columns[:4]) == ["unique_id", "ds", "cutoff", "HUFL"]
-    assert {"OT-forecast", "OT-forecast-lo-80", "OT-forecast-hi-80"} <= set(out.columns)
+    assert {"etth1-rsa-OT", "etth1-rsa-OT-lo-80", "etth1-rsa-OT-hi-80"} <= set(out.columns)
     assert len(out) == 2 * 3 * 24
     points = []
     for sid, part in frame.groupby("unique_id"):
@@ -51,9 +51,9 @@ def test_cross_validation_is_v1s_backtest_of_each_series(service: Any) -> None:
             assert list(rows["ds"]) == list(part["ds"].iloc[t : t + 24])
             np.testing.assert_array_equal(rows["OT"].to_numpy(), part["OT"].to_numpy()[t : t + 24])
             want = np.array(window["forecast"], np.float32)[:, CHANNELS.index("OT")]
-            np.testing.assert_array_equal(rows["OT-forecast"].to_numpy(np.float32), want)
+            np.testing.assert_array_equal(rows["etth1-rsa-OT"].to_numpy(np.float32), want)
             lo = np.array(window["lo-80"], np.float32)[:, CHANNELS.index("OT")]
-            np.testing.assert_array_equal(rows["OT-forecast-lo-80"].to_numpy(np.float32), lo)
+            np.testing.assert_array_equal(rows["etth1-rsa-OT-lo-80"].to_numpy(np.float32), lo)
         assert out.attrs["series_metrics"][sid] == answer["metrics"]
         points.append(answer["metrics"])
     pooled = out.attrs["metrics"]
@@ -73,14 +73,14 @@ def test_detect_anomalies_in_pieces_answers_as_the_whole_series(service: Any) ->
     with Client(service.url, concurrency=1) as client:
         out = client.detect_anomalies(frame, level=99, last=7)
     assert len(out) == 7 and list(out["ds"]) == list(part["ds"].iloc[n - 7 :])
-    assert {"OT-forecast", "OT-forecast-lo-99", "OT-forecast-hi-99", "OT-anomaly", "OT-score"} <= set(out)
+    assert {"etth1-rsa-OT", "etth1-rsa-OT-lo-99", "etth1-rsa-OT-hi-99", "OT-anomaly", "OT-score"} <= set(out)
     for end, size in ((n - 4, 3), (n - 1, 3), (n, 1)):  # pieces from the first row checked on
         body = {"series": [series_body(part.iloc[:end])], "level": 99, "last": size}
         answer = v1(service, "detect_anomalies", body)["series"][0]
         rows = out[out["ds"].isin(part["ds"].iloc[end - size : end])]
         c = CHANNELS.index("OT")
         np.testing.assert_array_equal(
-            rows["OT-forecast"].to_numpy(np.float32), np.array(answer["forecast"], np.float32)[:, c]
+            rows["etth1-rsa-OT"].to_numpy(np.float32), np.array(answer["forecast"], np.float32)[:, c]
         )
         np.testing.assert_array_equal(rows["OT-score"].to_numpy(), np.array(answer["score"])[:, c])
         assert rows["OT-anomaly"].tolist() == [a[c] for a in answer["anomaly"]]

@@ -40,7 +40,9 @@ def test_fit_forecast_is_the_routes_answer_as_a_long_frame(served: tuple[LiveSer
     service, repo = served
     frame = long_frame({"a": 300, "b": 64})
     with Client(service.url, api_key=KEY) as client:
-        out = client.fit_forecast(frame, h=4, level=[80], model=NAME)
+        # the target under a name of its own (target_col), the forecast named after the model
+        sales = frame.rename(columns={"y": "sales"})
+        out = client.fit_forecast(sales, h=4, level=[80], model=NAME, target_col="sales")
     body = {
         "series": [
             {"id": sid, "start": "2016-01-01T00:00:00+00:00", "values": rows.sort_values("ds")["y"].tolist()}
@@ -52,11 +54,11 @@ def test_fit_forecast_is_the_routes_answer_as_a_long_frame(served: tuple[LiveSer
     answer = httpx.post(
         f"{service.url}/v1/models/{NAME}/fit_forecast", json=body, headers={"Authorization": f"Bearer {KEY}"}
     ).json()
-    assert list(out.columns) == ["unique_id", "ds", "y", "y-lo-80", "y-hi-80"]
+    assert list(out.columns) == ["unique_id", "ds", NAME, f"{NAME}-lo-80", f"{NAME}-hi-80"]
     want = np.array([row[0] for f in answer["forecasts"] for row in f["forecast"]])
-    np.testing.assert_array_equal(out["y"].to_numpy(), want)
+    np.testing.assert_array_equal(out[NAME].to_numpy(), want)
     np.testing.assert_array_equal(
-        out["y-hi-80"].to_numpy(), [row[0] for f in answer["forecasts"] for row in f["hi-80"]]
+        out[f"{NAME}-hi-80"].to_numpy(), [row[0] for f in answer["forecasts"] for row in f["hi-80"]]
     )
     assert out["ds"].iloc[0] == pd.Timestamp("2041-01-01", tz="UTC")  # 300 months after 2016-01
     assert out.attrs["fit"]["levels"] == [80]

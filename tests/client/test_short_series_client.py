@@ -73,7 +73,9 @@ def test_short_series_of_a_global_model_are_v1s(stores: LiveService) -> None:
         assert (rows["ds"].to_numpy() == pd.to_datetime(want["timestamps"]).tz_convert(None).to_numpy()).all()
         for suffix, key in keys:
             np.testing.assert_array_equal(
-                rows[f"y{suffix}"].to_numpy(), np.asarray(want[key], np.float32)[:, 0], err_msg=f"{sid} {key}"
+                rows[f"{panel.NAME}{suffix}"].to_numpy(),
+                np.asarray(want[key], np.float32)[:, 0],
+                err_msg=f"{sid} {key}",
             )
 
 
@@ -88,7 +90,7 @@ def test_a_short_series_missing_values_are_filled_as_v1_fills_them(stores: LiveS
     values = [None if np.isnan(v) else v for v in rows["y"]]
     series = [{"id": "store_opened", "start": rows["ds"].iloc[0].isoformat(), "values": values}]
     want = v1_forecasts(stores.url, panel.NAME, series, [])["store_opened"]
-    np.testing.assert_array_equal(out["y"].to_numpy(), np.asarray(want["forecast"], np.float32)[:, 0])
+    np.testing.assert_array_equal(out[panel.NAME].to_numpy(), np.asarray(want["forecast"], np.float32)[:, 0])
 
 
 def test_a_series_under_min_history_is_refused_before_any_request(
@@ -131,7 +133,7 @@ def test_a_short_shop_with_covariates_is_v1s(tmp_path: Path, timezone: str | Non
         want = expected[sid]
         stamps = pd.to_datetime([t[:19] for t in want["timestamps"]])  # the model's wall clock
         assert (rows["ds"].to_numpy() == stamps.to_numpy()).all()
-        got = rows["y"].to_numpy()
+        got = rows[shops.NAME].to_numpy()
         np.testing.assert_array_equal(got, np.asarray(want["forecast"], np.float32)[:, 0], err_msg=sid)
     short = out["unique_id"] == late
-    assert not np.array_equal(other[short]["y"].to_numpy(), out[short]["y"].to_numpy())
+    assert not np.array_equal(other[short][shops.NAME].to_numpy(), out[short][shops.NAME].to_numpy())

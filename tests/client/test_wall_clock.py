@@ -105,7 +105,7 @@ def test_a_forecast_after_the_repeat_is_v1s(tmp_path: Path) -> None:
         want = answers[sid]
         stamps = np.array([np.datetime64(t[:19]) for t in want["timestamps"]], "datetime64[ns]")
         assert (rows["ds"].to_numpy().astype("datetime64[ns]") == stamps).all(), sid
-        np.testing.assert_array_equal(rows["y"].to_numpy(), np.asarray(want["forecast"], np.float32)[:, 0])
+        np.testing.assert_array_equal(rows[BERLIN].to_numpy(), np.asarray(want["forecast"], np.float32)[:, 0])
 
 
 def test_frames_are_read_in_row_order_then_sorted_by_instant() -> None:

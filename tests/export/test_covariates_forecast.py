@@ -71,15 +71,16 @@ def test_the_cli_forecasts_a_covariate_model_as_the_model_and_the_service_do(
     trained: Trained, tmp_path: Path
 ) -> None:
     history, future = files(trained, tmp_path)
-    result = run(trained, history, future, tmp_path / "forecast.csv")
+    result = run(trained, history, future, tmp_path / "forecast.csv", "--name", "shops")
     assert result.exit_code == 0, result.output
     got = pd.read_csv(tmp_path / "forecast.csv")
-    assert list(got.columns) == ["unique_id", "ds", "y_hat"] and len(got) == 4 * H
+    # the forecast column is named after the model, as the client and the batch command name it
+    assert list(got.columns) == ["unique_id", "ds", "shops"] and len(got) == 4 * H
     for sid, s in trained.shops.items():
         rows = got[got["unique_id"] == sid]
         start = N - 10 if sid == "shop_3" else 0
         want = expected(trained.model, s, N, start)  # GlobalModel.forecast, the trainer's covariate rows
-        np.testing.assert_allclose(rows["y_hat"].to_numpy(), want, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(rows["shops"].to_numpy(), want, rtol=1e-9, atol=1e-9)
         assert [pd.Timestamp(x).date() for x in rows["ds"]] == [x.date() for x in s["stamps"][N : N + H]]
     # the service, fed the same series, answers the same numbers
     repo = tmp_path / "repo"
@@ -92,15 +93,15 @@ def test_the_cli_forecasts_a_covariate_model_as_the_model_and_the_service_do(
         r = client.post("/v1/models/shops/forecast", json=body)
     assert r.status_code == 200, r.text
     for f in r.json()["forecasts"]:
-        mine = got[got["unique_id"] == f["id"]]["y_hat"].to_numpy()
+        mine = got[got["unique_id"] == f["id"]]["shops"].to_numpy()
         np.testing.assert_allclose(np.array(f["forecast"])[:, 0], mine, rtol=1e-4, atol=1e-3)
     # the future values are read: other promotions, another forecast
     flipped = pd.read_csv(future)
     flipped["promo"] = 1 - flipped["promo"]
     flipped.to_csv(tmp_path / "flipped.csv", index=False)
-    other = run(trained, history, tmp_path / "flipped.csv", tmp_path / "other.csv")
+    other = run(trained, history, tmp_path / "flipped.csv", tmp_path / "other.csv", "--name", "shops")
     assert other.exit_code == 0, other.output
-    assert np.abs(pd.read_csv(tmp_path / "other.csv")["y_hat"] - got["y_hat"]).min() > 1.0
+    assert np.abs(pd.read_csv(tmp_path / "other.csv")["shops"] - got["shops"]).min() > 1.0
 
 
 def said(result: Any) -> str:
@@ -211,7 +212,8 @@ def test_a_zoned_model_reads_both_files_in_its_zone_across_a_clock_change(tmp_pa
         rows_ = series_covariate_rows(full, model.covariates, np.array([n]))
         want = model.forecast([y[:n]], covariates=rows_)[0]
         mine = got[got["unique_id"] == sid]
-        np.testing.assert_allclose(mine["y_hat"].to_numpy(), want, rtol=1e-9, atol=1e-9)
+        # without --name, the column is named after the model's folder (run/model.json: `run`)
+        np.testing.assert_allclose(mine[t.model_file.parent.name].to_numpy(), want, rtol=1e-9, atol=1e-9)
         assert pd.to_datetime(mine["ds"]).tolist() == list(pd.to_datetime(utc[n : n + h]))  # UTC
     # a local time the clocks skip is refused, naming it
     bad = future.copy()

@@ -188,7 +188,9 @@ def test_cli_trains_on_a_long_file_and_forecasts_unseen_series(tmp_path: Path) -
     assert result.exit_code == 0, result.output
     frame = pd.read_csv(out)
     assert frame["unique_id"].unique().tolist() == ["opened_0", "opened_1", "opened_2", "opened_3"]
-    assert len(frame) == 4 * 3 and np.isfinite(frame["y_hat"]).all()
+    # the forecast column is named after the model, by default its folder's name (as export --name)
+    assert list(frame.columns) == ["unique_id", "ds", tmp_path.name]
+    assert len(frame) == 4 * 3 and np.isfinite(frame[tmp_path.name]).all()
 
 
 def test_one_pass_streams_series_that_are_never_held_whole() -> None:
