@@ -99,7 +99,7 @@ class SplitForecasts:
         return self.targets - self.forecasts
 
 
-def _session(model_path: Path):
+def _session(model_path: Path) -> Any:  # an ort.InferenceSession (onnxruntime ships no types)
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -311,7 +311,9 @@ def served_bounds(
     return data.forecasts - w, data.forecasts + w
 
 
-def _coverage_errors(widths, scale, data: SplitForecasts, levels: Sequence[float]) -> dict[float, Any]:
+def _coverage_errors(
+    widths: np.ndarray, scale: WindowScaleSpec | None, data: SplitForecasts, levels: Sequence[float]
+) -> dict[float, Any]:
     """Per target level: (overall coverage, coverage per channel [C], interval score in target units)."""
     out = {}
     y = data.targets
@@ -346,11 +348,12 @@ def validation_splits(n: int, horizon: int) -> list[tuple[str, int, int, int]]:
 
 def select_method(
     val: SplitForecasts, levels: Sequence[float], std: np.ndarray, methods: Sequence[Method] = METHODS
-) -> tuple[str, dict[str, dict[str, float]]]:
+) -> tuple[str, dict[str, Any]]:
     """The method to serve, chosen on validation-internal splits only: the smallest mean distance outside
     the target bands (coverage within ±3 points of nominal overall and ±6 on each channel at 80/90/95%),
     ties within 0.05 points broken by the lower interval score at 90% (units of the training std).
-    Returns its name and every method's numbers."""
+    Returns its name and every method's numbers by its name (a dict of floats), beside "splits": the
+    splits' names (a list of str)."""
     H = val.targets.shape[1]
     splits = validation_splits(len(val.targets), H)
     if not splits:

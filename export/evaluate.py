@@ -58,8 +58,7 @@ def ablations(model: RSAForecaster, split: Split) -> dict[str, float]:
     out = {}
     for name in ("gates_zero", "rem_zero"):
         ablated = copy.deepcopy(model).fold()
-        for layer in ablated.layers:
-            attn = layer.attn
+        for attn in ablated.attentions():
             if not attn.has_rem:
                 continue
             attn.rem_scaled.zero_()
@@ -118,7 +117,14 @@ def main(
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
     metrics = evaluate(model, getattr(ds, split), batch_size)
-    report = EvaluationReport(str(checkpoint), str(ds.series.path), split, **metrics)
+    report = EvaluationReport(
+        str(checkpoint),
+        str(ds.series.path),
+        split,
+        mse=metrics["mse"],
+        mae=metrics["mae"],
+        windows=int(metrics["windows"]),  # evaluate's count of windows, an int in its dict of floats
+    )
     typer.echo(json.dumps(to_dict(report)))
 
 

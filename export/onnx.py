@@ -17,7 +17,7 @@ import json
 import logging
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -83,6 +83,10 @@ class ExportError(RuntimeError):
 class ForecastGraph(nn.Module):
     """Raw window [B, L, C] -> raw forecast [B, H, C]: the data set's scaler around the folded model."""
 
+    # Buffers registered by name (register_buffer), declared here for the type checker.
+    mean: Tensor
+    std: Tensor
+
     def __init__(self, model: RSAForecaster, mean: np.ndarray, std: np.ndarray):
         super().__init__()
         self.model = model
@@ -122,6 +126,7 @@ def _export(module: nn.Module, example: tuple[Tensor, ...], path: Path, output_n
             opset_version=OPSET,
             verbose=False,
         )
+    assert program is not None  # dynamo=True returns the ONNXProgram
     program.save(str(path))
 
 
@@ -132,7 +137,7 @@ def forbidden_nodes(path: Path) -> list[str]:
     model = onnx.load(str(path))
     found: list[str] = []
 
-    def walk(nodes, where: str) -> None:
+    def walk(nodes: Iterable[onnx.NodeProto], where: str) -> None:
         for node in nodes:
             if node.op_type in FORBIDDEN_OPS:
                 found.append(f"{where}/{node.name or node.op_type} ({node.op_type})")
@@ -166,7 +171,7 @@ def cuda_provider() -> tuple[str, dict[str, Any]] | None:
     return CUDA, {"device_id": 0, **CUDA_EXACT_OPTIONS}
 
 
-def _session(path: Path, provider: str | tuple[str, dict[str, Any]] = CPU):
+def _session(path: Path, provider: str | tuple[str, dict[str, Any]] = CPU) -> Any:  # ort.InferenceSession
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -487,7 +492,14 @@ def export_model(
 def main(
     checkpoint: Annotated[Path, typer.Argument(help="checkpoint.safetensors written by export.train")],
     name: Annotated[str, typer.Option(help="model name in the repository")],
-    repository: Annotated[Path, typer.Option(help="model repository folder")] = Path("model_repository"),
+    repository: Annotated[
+        Path,
+        typer.Option(
+            help="model repository folder (default: my_models, ignored by git; the shipped model's is "
+            "model_repository)",
+            envvar="RSA_MODEL_REPOSITORY",
+        ),
+    ] = Path("my_models"),
     version: Annotated[int | None, typer.Option(help="version number (default: next free)")] = None,
     report: Annotated[
         Path | None, typer.Option(help="training report (default: beside the checkpoint)")

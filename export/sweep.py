@@ -15,6 +15,7 @@ sweep resumes. docs/results.md shows every sweep, each variant against the refer
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -49,7 +50,7 @@ def load_sweep(path: Path) -> dict[str, Any]:
     return spec
 
 
-def run_sweep(path: Path, only: list[str] | None = None, echo=print) -> Path:
+def run_sweep(path: Path, only: list[str] | None = None, echo: Callable[[str], object] = print) -> Path:
     """Run the sweep's missing rows; returns its JSON file."""
     spec = load_sweep(path)
     out = resolve(spec["out"])

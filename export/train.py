@@ -18,6 +18,7 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -210,7 +211,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     return TrainConfig(**raw)
 
 
-def warmup_cosine(total_steps: int, warmup: float = 0.05):
+def warmup_cosine(total_steps: int, warmup: float = 0.05) -> Callable[[int], float]:
     """LR factor: linear warm-up over the first 5% of steps, then cosine decay to zero."""
     w = max(1, int(total_steps * warmup))
 
@@ -318,7 +319,7 @@ def data_meta(ds: Dataset, path: Path, cfg: TrainConfig) -> dict[str, Any]:
 
 
 @torch.no_grad()
-def least_squares_reference(cfg: TrainConfig, ds: Dataset) -> dict[str, float]:
+def least_squares_reference(cfg: TrainConfig, ds: Dataset) -> dict[str, float | list[float]]:
     """What a full least-squares map L→H scores at this run's L, with the same seasonal cycle and RevIN:
     the reference a recurrence must beat to earn its place (its test MSE is reported, never used):
     train, validation (every window and per rolling origin, export/readout.py) and test MSE."""
@@ -366,6 +367,7 @@ def start_network(
     linear_fit = None
     if cfg.linear_path == "least_squares":
         linear_fit = {"ridge": cfg.ridge, "train_mse": fit_linear_path(model, ds.train, cfg.ridge)}
+        assert model.linear is not None  # fit_linear_path refuses a model without it
         model.linear.requires_grad_(False)
         torch.nn.init.zeros_(model.head.weight)
         torch.nn.init.zeros_(model.head.bias)
@@ -552,7 +554,7 @@ def train(cfg: TrainConfig) -> Path:
                 "train_loss": running / seen,
                 "val_mse": val["mse"],
                 "val_mae": val["mae"],
-                "lr_end": sched.get_last_lr()[0],
+                "lr_end": float(sched.get_last_lr()[0]),  # cfg.lr (a float) times the schedule factor
                 "seconds": seconds,
             }
         )

@@ -39,6 +39,8 @@ from app.artifacts.contract import (
     FORECAST_INPUT,
     FORECAST_OUTPUT,
     GLOBAL_TRANSFORMER_KIND,
+    INSPECT_FILE,
+    INSPECT_OUTPUTS,
     MANIFEST_FILE,
     MODEL_FILE,
 )
@@ -48,7 +50,7 @@ from export.global_onnx import OPSET, check_covariates, check_histories, panel_m
 from export.panel_config import PanelConfig
 from export.panel_transformer import Budget, PanelTransformer, covariate_parts
 from export.publish import publish_version
-from models import ModelConfig, RSAForecaster
+from models import Covariates, ModelConfig, RSAForecaster
 
 __all__ = [
     "TOLERANCE",
@@ -56,6 +58,7 @@ __all__ = [
     "TRANSFORMER_KIND",
     "SavedTransformer",
     "TransformerGraph",
+    "TransformerInspectGraph",
     "export_transformer",
     "load_transformer",
     "save_transformer",
@@ -76,6 +79,12 @@ class TransformerGraph(nn.Module):
     """Raw window [B, L, 1] (NaN before a short history's start) and, for a covariate model, raw
     covariates [B, D] -> the raw forecast [B, H, 1]: `PanelTransformer.forecast` in tensors."""
 
+    # Buffers registered by name (register_buffer), declared here for the type checker; cov_mean and
+    # cov_std only for a covariate model.
+    sums: Tensor
+    cov_mean: Tensor
+    cov_std: Tensor
+
     def __init__(self, network: RSAForecaster, period: int, layout: CovariateLayout | None) -> None:
         super().__init__()
         L = network.cfg.input_length
@@ -91,6 +100,13 @@ class TransformerGraph(nn.Module):
             self.register_buffer("cov_std", torch.tensor(layout.std, dtype=torch.float32))
 
     def forward(self, window: Tensor, covariates: Tensor | None = None) -> Tensor:
+        u, cov, scale = self.prepare(window, covariates)
+        y = self.network(u, covariates=cov)
+        assert isinstance(y, Tensor)
+        return y * scale.unsqueeze(-1)  # [B, H, 1]
+
+    def prepare(self, window: Tensor, covariates: Tensor | None) -> tuple[Tensor, Covariates | None, Tensor]:
+        """(the normalised window u [B, L, 1], the standardised covariates, each window's scale [B, 1])."""
         x = window[..., 0]  # [B, L]
         missing = torch.isnan(x)
         mask = (~missing).to(x.dtype)
@@ -110,12 +126,23 @@ class TransformerGraph(nn.Module):
             z = (covariates - self.cov_mean) / self.cov_std
             z = torch.where(torch.isnan(z), torch.zeros_like(z), z)
             cov = covariate_parts(self.layout, z)
-        y = self.network(u, covariates=cov)
-        assert isinstance(y, Tensor)
-        return y * scale.unsqueeze(-1)  # [B, H, 1]
+        return u, cov, scale
 
 
-def _export(module: TransformerGraph, path: Path) -> None:
+class TransformerInspectGraph(TransformerGraph):
+    """The forecast and, per layer and head, the softmax, REM and mixed matrices (issue 48): the global
+    model's inspect.onnx, the multichannel models' (export/onnx.py `InspectGraph`) outputs for C = 1,
+    over its T = L (+ H horizon tokens with future covariates) tokens."""
+
+    def forward(  # type: ignore[override]
+        self, window: Tensor, covariates: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        u, cov, scale = self.prepare(window, covariates)
+        y, maps = self.network(u, return_attn=True, covariates=cov)
+        return y * scale.unsqueeze(-1), maps["softmax"], maps["rem"], maps["mixed"]
+
+
+def _export(module: TransformerGraph, path: Path, outputs: Sequence[str] = (FORECAST_OUTPUT,)) -> None:
     """torch.onnx.export as export/onnx.py exports versions 1-3: the dynamo exporter, opset 18, one dynamic
     batch axis."""
     import warnings
@@ -133,7 +160,7 @@ def _export(module: TransformerGraph, path: Path) -> None:
             example,
             dynamo=True,
             input_names=names,
-            output_names=[FORECAST_OUTPUT],
+            output_names=list(outputs),
             dynamic_shapes={n: {0: batch} for n in names},
             opset_version=OPSET,
             verbose=False,
@@ -146,6 +173,35 @@ def transformer_graph(model: PanelTransformer) -> TransformerGraph:
     """The graph module of `model`: a folded copy of its network (every REM and gate a constant)."""
     folded = copy.deepcopy(model.network).eval().fold()
     return TransformerGraph(folded, model.config.period, model.covariates).eval()
+
+
+def transformer_inspect_graph(model: PanelTransformer) -> TransformerInspectGraph:
+    """The inspection graph module of `model`, on a folded copy of its network as `transformer_graph`."""
+    folded = copy.deepcopy(model.network).eval().fold()
+    return TransformerInspectGraph(folded, model.config.period, model.covariates).eval()
+
+
+def verify_inspect(path: Path, forecast_path: Path, model: PanelTransformer) -> dict[str, Any]:
+    """The inspection graph's forecast against the forecast graph's on `_check_set` (ValueError past
+    TOLERANCE of a window's scale), and its matrices finite."""
+    import onnxruntime as ort
+
+    histories, covariates = _check_set(model)
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    feed = {FORECAST_INPUT: windows_of(histories, model.input_length)}
+    if covariates is not None:
+        feed[COVARIATE_INPUT] = np.asarray(covariates, dtype=np.float32)
+    out = session.run(list(INSPECT_OUTPUTS), feed)
+    want = run_transformer_graph(forecast_path, histories, model.input_length, covariates)
+    err = np.abs(np.asarray(out[0])[:, :, 0] - want) / _scales(model, histories)[:, None]
+    worst = float(err.max())
+    if not (worst <= TOLERANCE and all(np.isfinite(a).all() for a in out)):
+        raise ValueError(
+            f"{INSPECT_FILE}'s forecast differs from {MODEL_FILE}'s by {worst:.3g}; nothing published"
+        )
+    return {"series": len(histories), "max_error": worst, "tolerance": TOLERANCE}
 
 
 def _check_set(model: PanelTransformer) -> tuple[list[np.ndarray], np.ndarray | None]:
@@ -204,6 +260,12 @@ def verify_transformer(path: Path, model: PanelTransformer) -> dict[str, Any]:
     }
 
 
+def _inspect_io(path: Path) -> list[dict[str, Any]]:
+    from export.onnx import _io
+
+    return _io(path)
+
+
 def _forbidden(path: Path) -> list[str]:
     from export.onnx import forbidden_nodes
 
@@ -249,7 +311,15 @@ def export_transformer(
         if bad:
             raise ValueError(f"{MODEL_FILE} still computes REM/gate values: {bad[:5]}")
         verification = verify_transformer(path, model)
-        files = {MODEL_FILE: {"sha256": sha256_of(path), "bytes": path.stat().st_size}}
+        # The inspection graph (issue 48): what /v1 attention reads, as for the multichannel models.
+        inspect_path = staging / INSPECT_FILE
+        _export(transformer_inspect_graph(model), inspect_path, INSPECT_OUTPUTS)
+        onnx.checker.check_model(str(inspect_path), full_check=True)
+        bad = _forbidden(inspect_path)
+        if bad:
+            raise ValueError(f"{INSPECT_FILE} still computes REM/gate values: {bad[:5]}")
+        verification["inspect"] = verify_inspect(inspect_path, path, model)
+        files = {p.name: {"sha256": sha256_of(p), "bytes": p.stat().st_size} for p in (path, inspect_path)}
         manifest = panel_manifest(
             name=name,
             version=number,
@@ -266,6 +336,8 @@ def export_transformer(
             files=files,
             intervals=intervals,
         )
+        manifest["inspect_outputs"] = _inspect_io(inspect_path)
+        manifest["layers"] = model.network.recurrence_report()
         manifest["architecture"] = {
             "config": model.network.cfg.to_dict(),
             "panel_config": asdict(model.config),
