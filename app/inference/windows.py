@@ -296,15 +296,36 @@ def check_calendar_anchor(manifest: Manifest, start: datetime, field: str) -> No
         )
 
 
-def check_horizon(requested: int | None, manifest: Manifest, field: str = "horizon") -> int:
-    """The steps asked for (the model's horizon when None), between 1 and the model's horizon."""
+def check_horizon(
+    requested: int | None, manifest: Manifest, field: str = "horizon", fit_hint: bool = False
+) -> int:
+    """The steps asked for (the model's horizon when None), between 1 and the model's horizon; above it,
+    the refusal says what to do instead (`fit_hint`: a forecast's, which a refittable global read-out
+    can serve by fit_forecast at that horizon)."""
     if requested is None:
         return manifest.horizon
-    if not 1 <= requested <= manifest.horizon:
+    H = manifest.horizon
+    if requested > H:  # what to do instead (issue 45, item 12)
+        instead = (
+            f"ask for at most {H}, or train a model of horizon {requested} "
+            f"(python -m export.panel train --horizon {requested})"
+        )
+        panel = manifest.panel
+        if fit_hint and panel is not None and panel.covariates is None and manifest.readout is not None:
+            # a global read-out that keeps its refit settings: fit_forecast fits it at any horizon
+            instead += (
+                f", or fit this global read-out at that horizon on your series: POST "
+                f'/v1/models/{manifest.name}/fit_forecast with "horizon": {requested} (docs/service.md)'
+            )
         raise InvalidInput(
-            f"{field} must be between 1 and the model horizon {manifest.horizon}, got {requested}",
+            f"{field} = {requested} is above model {manifest.name}'s horizon {H}, the most steps it "
+            f"forecasts: {instead}",
             field=field,
-            limit=manifest.horizon,
+            limit=H,
+        )
+    if requested < 1:
+        raise InvalidInput(
+            f"{field} must be between 1 and the model horizon {H}, got {requested}", field=field, limit=H
         )
     return requested
 

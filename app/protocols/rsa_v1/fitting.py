@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -123,7 +124,16 @@ async def fit_forecast(
     manifest = entry.manifest
     spec = refit_spec(manifest, entry.name, entry.version)
     _check_limits(request, settings)
-    horizon = check_horizon(request.horizon, manifest)
+    # Above the model's horizon H: the read-out fitted at that horizon (its windows H' steps long).
+    longer = request.horizon is not None and request.horizon > manifest.horizon
+    horizon = request.horizon if longer and request.horizon else check_horizon(request.horizon, manifest)
+    if longer and request.publish is not None:
+        raise InvalidInput(
+            f"publish: a refit at horizon {horizon} cannot be published: model {entry.name}'s graph "
+            f"forecasts {manifest.horizon} steps; leave publish out to get the forecast, or train a model "
+            f"of horizon {horizon} (python -m export.panel train --horizon {horizon}) and export it",
+            field="publish",
+        )
     target = None
     if request.publish is not None:
         if not can_publish:
@@ -155,6 +165,17 @@ async def fit_forecast(
                 field=f"series[{i}].values",
                 limit=spec.min_history,
             )
+    if longer:
+        most = max(len(h) for h in histories) - spec.fit.train_min
+        if horizon > most:
+            raise InvalidInput(
+                f"horizon = {horizon}: a read-out fitted at a horizon above the model's "
+                f"{manifest.horizon} needs a series of train_history + horizon values, and the longest "
+                f"sent has {most + spec.fit.train_min} (train_history {spec.fit.train_min}): ask for at "
+                f"most {max(most, manifest.horizon)} steps, or send longer series",
+                field="horizon",
+                limit=max(most, manifest.horizon),
+            )
     stamps = [
         _timestamps(
             # as a forecast reads it
@@ -168,6 +189,9 @@ async def fit_forecast(
     ]
     levels = list(request.level or [])
     local = manifest.panel.local_spec if manifest.panel is not None else None
+    if longer:  # the read-out and a hybrid's local half, both fitted and forecast `horizon` steps
+        spec = replace(spec, fit=replace(spec.fit, horizon=horizon))
+        local = None if local is None else replace(local, horizon=horizon)
     result = await in_slot(
         settings, run_fit, spec, histories, horizon, levels, settings.max_fit_seconds, local
     )

@@ -79,7 +79,7 @@ class V1Handlers:
         entry = self.service.resolve(name, version)
         manifest = _manifest(entry)
         check_series_count(len(request.series), self.settings.max_series_per_request, "series", "items")
-        horizon = check_horizon(request.horizon, manifest)
+        horizon = check_horizon(request.horizon, manifest, fit_hint=True)
         _check_interval_request(manifest, request)  # before the session call: a bad level costs no run
         decoded = [
             decode_series(

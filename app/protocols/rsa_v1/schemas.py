@@ -168,7 +168,8 @@ class SeriesForecast(BaseModel):
     forecast: list[list[float]] = Field(description="horizon rows of C values, channels as in `channels`.")
     channels: list[str]
     timestamps: list[datetime] | None = Field(
-        description="ISO 8601 time of each forecast row when the series had a `start`, else null."
+        description="ISO 8601 time of each forecast row when the series had a `start`, else null (the "
+        "model knows its step, not where the series begins: send `start`, the first value's time)."
     )
 
 
@@ -550,7 +551,11 @@ class FitForecastRequest(_Strict):
 
     series: list[SeriesInput] = Field(min_length=1, description="At most `RSA_MAX_FIT_SERIES` histories.")
     horizon: Count | None = Field(
-        default=None, ge=1, description="Steps to return, 1..model horizon (default: the model horizon)."
+        default=None,
+        ge=1,
+        description="Steps to return (default: the model horizon). Above it, the read-out is fitted at "
+        "that horizon (its windows that many steps long; the longest series must hold train_history + "
+        "horizon values) and cannot be published.",
     )
     level: list[FiniteFloat] | None = Field(
         default=None,
