@@ -9,8 +9,37 @@ import sys
 from batch.progress import Progress, rate_text
 from batch.stderr import without_lines
 
+# The user's install set (training, export, the batch command and the client, without the test tools):
+# what a missing optional dependency's message names (requirements/user.txt, README "Your own data").
+USER_SET = "bash scripts/setup.sh user"
+USER_PIP = "pip install -r requirements/user.txt -c requirements/constraints.txt"
+
+
+def missing_dependency(error: ModuleNotFoundError) -> str | None:
+    """What to say when a module of the user set is missing (Ray, after `scripts/setup.sh train` or
+    `serve`): the module, the set that has it and the command that installs it; None for any other."""
+    top = (error.name or "").split(".")[0]
+    if top not in ("ray", "pyarrow", "pandas", "torch", "onnx", "typer", "httpx"):
+        return None
+    return (
+        f"python -m batch needs {top!r}, which this environment lacks; it is in the user install set "
+        f"(training, export, the batch command and the client, without the test tools): `{USER_SET}` "
+        f"at the repository root, or `{USER_PIP}` into this environment"
+    )
+
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except ModuleNotFoundError as e:  # `import ray` where only the train or serve set is installed
+        said = missing_dependency(e)
+        if said is None:
+            raise
+        sys.stderr.write(f"error: {said}\n")
+        return 2
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="python -m batch", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     score = commands.add_parser("score", help="forecast every series of a long table (CSV or Parquet)")

@@ -2,6 +2,7 @@
 # Create .venv at the repo root and install one requirements set into it.
 #   scripts/setup.sh serve   # the service only: onnxruntime-gpu + web stack, no torch
 #   scripts/setup.sh train   # the service + training and export: torch==2.13.0, the CPU build (no tests)
+#   scripts/setup.sh user    # your own data end to end: train + the batch command (Ray) + the client (no tests)
 #   scripts/setup.sh dev     # all of train + tests and linters (what scripts/test.sh runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -87,9 +87,10 @@ def test_bring_your_own_csv_walkthrough_works_as_printed(tmp_path: Path) -> None
 
 
 def test_the_training_set_up_command_is_the_setup_script_and_installs_cpu_torch() -> None:
-    """The third command: `bash scripts/setup.sh train`, which asks PyTorch's CPU index for the pinned
-    torch before the requirements (scripts/setup.sh dev, which the test command runs, does the same)."""
-    assert "bash scripts/setup.sh train" in blocks("bash", README)[2]
+    """The third command: `bash scripts/setup.sh user` (the user set: train's, Ray and the client), which
+    asks PyTorch's CPU index for the pinned torch before the requirements (scripts/setup.sh dev, which the
+    test command runs, does the same)."""
+    assert "bash scripts/setup.sh user" in blocks("bash", README)[2]
     script = (ROOT / "scripts" / "setup.sh").read_text()
     assert "https://download.pytorch.org/whl/cpu" in script and "--no-deps" in script
     assert "torch==2.13.0" in (ROOT / "requirements" / "train.txt").read_text()
