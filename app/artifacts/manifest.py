@@ -8,7 +8,7 @@ from datetime import datetime
 from itertools import pairwise
 from pathlib import Path
 from typing import Any, Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, PrivateAttr, ValidationError, model_validator
@@ -32,6 +32,7 @@ from app.artifacts.contract import (
 from app.artifacts.covariates import CovariateLayout
 from app.artifacts.cycle import step_microseconds
 from app.artifacts.local_models import LocalSpec
+from rsa_core.zones import model_zone
 
 HeadKind = Literal["regular", "cyclic_cos", "cyclic_sin", "softmax"]
 
@@ -327,10 +328,7 @@ class Manifest(_Frozen):
         _expect(self.inputs, FORECAST_INPUT, (BATCH_AXIS, L, C), "inputs")
         _check_cycle(self)
         if self.timezone is not None:
-            try:
-                ZoneInfo(self.timezone)
-            except (ZoneInfoNotFoundError, ValueError):
-                raise ValueError(f"timezone {self.timezone!r} is not an IANA time zone name") from None
+            model_zone(self.timezone)  # ValueError: not an IANA name, or the host's own (`localtime`)
         _expect(self.outputs, FORECAST_OUTPUT, (BATCH_AXIS, H, C), "outputs")
         if self.inspect_outputs:
             _expect(self.inspect_outputs, FORECAST_OUTPUT, (BATCH_AXIS, H, C), "inspect_outputs")

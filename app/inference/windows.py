@@ -18,6 +18,7 @@ import numpy as np
 from app.artifacts.cycle import window_phase
 from app.artifacts.manifest import Manifest
 from app.core.errors import InvalidInput, NonFiniteResult
+from rsa_core.zones import skipped
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 # The dates a timestamp may name, in UTC and in a model's zone: Python's datetime years 1 to 9999.
@@ -242,9 +243,18 @@ def in_model_zone(start: datetime, manifest: Manifest, field: str = "start") -> 
 
     The instant must be a date in UTC and in the model's zone, years 1 to 9999 (`YEARS`): Python's
     datetimes hold no other, and every later step (the cycle's phase, the forecast's timestamps, the
-    calendar) reads it in one of the two. Outside, an `InvalidInput` naming `field` and the limit."""
+    calendar) reads it in one of the two. Outside, an `InvalidInput` naming `field` and the limit. So is a
+    naive start the model's zone skips (the spring change of daylight saving), as the client, the batch
+    scorer, the exporter and /ui refuse it (`rsa_core.zones.skipped`, issue 46, item 8)."""
     zone = manifest.zone
     try:
+        if start.tzinfo is None and zone is not None and skipped(start, zone):
+            raise InvalidInput(
+                f"{field} = {start.isoformat()} does not exist in the model's zone {manifest.timezone}: the "
+                "clocks skip it (daylight saving); send the time as the clocks showed it, or with its UTC "
+                "offset",
+                field=field,
+            )
         aware = start if start.tzinfo is not None else start.replace(tzinfo=zone or UTC)
         aware.astimezone(UTC)  # OverflowError when the instant itself leaves the years
         return aware if zone is None else aware.astimezone(zone)

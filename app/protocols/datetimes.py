@@ -19,12 +19,13 @@ from __future__ import annotations
 import re
 from datetime import datetime
 from typing import Annotated, Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from pydantic import ValidationError, ValidatorFunctionWrapHandler, WrapValidator
 from pydantic_core import PydanticCustomError
 
 from app.inference.windows import YEARS
+from rsa_core.zones import HOST_ZONES, model_zone, skipped
 
 EXAMPLE = "2018-01-26T16:00:00Z"
 _PYDANTIC_PREFIX = "Input should be a valid datetime or date, "
@@ -35,12 +36,15 @@ _ZONE_SUFFIX = re.compile(r"^(?P<time>[^\[\]]+)\[(?P<zone>[^\[\]]{1,64})\]$")
 
 def _zone(name: str, value: str) -> ZoneInfo:
     try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
+        return model_zone(name)  # `localtime` is the server's own zone: refused, as a model's is
+    except ValueError as e:
+        host = name.strip().lower() in HOST_ZONES
         raise PydanticCustomError(
             "datetime_zone",
-            "unknown time zone {zone} in {value}: expected an IANA name such as Europe/Berlin",
-            {"zone": repr(name), "value": repr(value[:80])},
+            "{reason} (in {value})"
+            if host
+            else "unknown time zone {zone} in {value}: expected an IANA name such as Europe/Berlin",
+            {"reason": str(e), "zone": repr(name), "value": repr(value[:80])},
         ) from None
 
 
@@ -49,6 +53,17 @@ def _iso8601(value: Any, handler: ValidatorFunctionWrapHandler) -> datetime:
         zone = _zone(match["zone"], value)
         when = _iso8601(match["time"], handler)
         if when.tzinfo is None:
+            try:
+                gap = skipped(when, zone)
+            except OverflowError:
+                gap = False  # no date there: the codec names the years
+            if gap:  # the one rule (rsa_core.zones): the client, batch, the exporter and /ui refuse it too
+                raise PydanticCustomError(
+                    "datetime_skipped",
+                    "{value} does not exist in {zone}: the clocks skip it (daylight saving); send the time "
+                    "as the clocks showed it, or with its UTC offset",
+                    {"value": repr(value[:80]), "zone": match["zone"]},
+                )
             return when.replace(tzinfo=zone)
         try:
             return when.astimezone(zone)

@@ -7,9 +7,9 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from export.data.errors import DataError
+from rsa_core.zones import model_zone
 
 __all__ = ["FILL_METHODS", "LAYOUTS", "PANEL_OPTIONS", "READ_OPTIONS", "ZONE_OPTIONS", "ReadOptions"]
 
@@ -71,10 +71,11 @@ class ReadOptions:
             raise DataError(f"sort must be true or false, got {self.sort!r}")
         if self.timezone is not None:
             try:
-                ZoneInfo(str(self.timezone))
-            except (ZoneInfoNotFoundError, ValueError):
+                model_zone(str(self.timezone))  # not the host's own (`localtime`): one rule, rsa_core.zones
+            except ValueError as e:
                 raise DataError(
-                    f"timezone must be an IANA time zone name such as Europe/Berlin, got {self.timezone!r}"
+                    "timezone must be an IANA time zone name such as Europe/Berlin, got "
+                    f"{self.timezone!r}: {e}"
                 ) from None
 
     @classmethod

@@ -26,6 +26,7 @@ from export.data.layout import ID_NAMES, PANEL_TIMESTAMP_NAMES, TARGET_NAMES
 from export.data.options import ReadOptions
 from export.data.reading import _fill, _number_problem
 from export.data.timestamps import (
+    _CALENDAR,
     _grid,
     _grid_problem,
     _infer_frequency,
@@ -40,6 +41,21 @@ __all__ = ["Panel", "PanelSeries", "load_panel"]
 
 # Problems reported per file before the rest are summarised (a 100,000-series file can have many).
 _SHOWN = 5
+_DAY_S = 86_400
+
+
+def _step_clock(wall: np.ndarray | None, instants: np.ndarray) -> tuple[np.ndarray, bool]:
+    """The stamps a zoned series' steps are judged on (issue 46, item 8): its wall-clock times where it
+    steps whole days or months (a daily series keeps its time of day across a daylight-saving change, 23
+    or 25 hours apart as instants; a month start east of UTC is the last day of the month before in UTC),
+    its instants where it steps less than a day (an hourly series steps elapsed hours, across the change
+    too). `wall` None (no zone): the instants. (stamps, whether they are the wall clock's)"""
+    if wall is None or len(wall) < 2:
+        return instants, False
+    alias, seconds = _infer_frequency(wall)
+    if _CALENDAR.match(alias) or (seconds >= _DAY_S and seconds % _DAY_S == 0):
+        return wall, True
+    return instants, False
 
 
 @dataclass(frozen=True, eq=False)
@@ -176,6 +192,7 @@ def load_panel(path: str | Path, options: ReadOptions | None = None, **overrides
     ids = frame[id_col].astype(str).str.strip().to_numpy(dtype=object)
     ts_raw = frame[ts_col]
     zoned = False  # instants already: typed with a zone, or written with UTC offsets
+    wall: np.ndarray | None = None  # with --timezone: the naive wall-clock times, as written
     if pd.api.types.is_datetime64_any_dtype(ts_raw):  # Parquet keeps timestamps typed
         zoned = getattr(ts_raw.dt, "tz", None) is not None
         ts = ts_raw.dt.tz_convert("UTC").dt.tz_localize(None) if zoned else ts_raw
@@ -206,6 +223,7 @@ def load_panel(path: str | Path, options: ReadOptions | None = None, **overrides
         grouped = ids[by_series]
         starts = np.r_[True, grouped[1:] != grouped[:-1]]
         local, skipped_sorted = localize(stamps[by_series], options.timezone, starts)
+        wall = stamps.astype("datetime64[ns]")
         stamps, skipped = np.empty_like(local), np.empty(len(local), bool)
         stamps[by_series], skipped[by_series] = local, skipped_sorted
         notes.append(
@@ -255,6 +273,7 @@ def load_panel(path: str | Path, options: ReadOptions | None = None, **overrides
             rows[order],
             fillable[order],
         )
+        wall = None if wall is None else wall[order]
 
     starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
     ends = np.r_[starts[1:], len(ids)]
@@ -266,7 +285,10 @@ def load_panel(path: str | Path, options: ReadOptions | None = None, **overrides
         _raise([f"{where(i)}: duplicate timestamp {_stamp_text(stamps[i])} (same as {unit} {rows[i - 1]})"])
 
     # One frequency for the panel: the most common of its series' own steps.
-    freqs = [_infer_frequency(stamps[a:b]) for a, b in zip(starts, ends, strict=True) if b - a >= 2]
+    def clock(a: int, b: int) -> tuple[np.ndarray, bool]:
+        return _step_clock(None if wall is None else wall[a:b], stamps[a:b])
+
+    freqs = [_infer_frequency(clock(a, b)[0]) for a, b in zip(starts, ends, strict=True) if b - a >= 2]
     if not freqs:
         raise DataError(f"{fname}: every series has one row; at least one needs 2 (to infer the time step)")
     aliases = pd.Series([f[0] for f in freqs])
@@ -280,7 +302,8 @@ def load_panel(path: str | Path, options: ReadOptions | None = None, **overrides
         s_stamps, s_values, s_rows = stamps[a:b], values[a:b].copy(), [int(r) for r in rows[a:b]]
         label = f"{fname} (series {sid!r})"
         if b - a >= 2:
-            grid = _grid(s_stamps)
+            judged, on_wall = clock(a, b)  # wall-clock times (zoned days and months) or instants
+            grid = _grid(judged)
             if grid.alias != alias:
                 problems.append(
                     f"{fname} {unit} {s_rows[0]} (series {sid!r}): the series steps {grid.alias}, the panel "
@@ -289,9 +312,7 @@ def load_panel(path: str | Path, options: ReadOptions | None = None, **overrides
                 continue
             if grid.off.size or (grid.missing and (options.fill == "none" or grid.missing > len(s_stamps))):
                 problems.append(
-                    _grid_problem(label, grid, s_stamps, s_rows, options.fill).replace(
-                        " lines ", f" {unit}s "
-                    )
+                    _grid_problem(label, grid, judged, s_rows, options.fill).replace(" lines ", f" {unit}s ")
                 )
                 continue
             if grid.missing:
@@ -299,7 +320,9 @@ def load_panel(path: str | Path, options: ReadOptions | None = None, **overrides
                 full = np.full(int(grid.position[-1]) + 1, np.nan)
                 full[grid.position] = s_values
                 inserted += grid.missing
-                s_values, s_stamps = full, grid.stamps(s_stamps[0])
+                s_values, s_stamps = full, grid.stamps(judged[0])
+                if on_wall and options.timezone is not None:
+                    s_stamps = localize(s_stamps, options.timezone)[0]  # the wall-clock grid as instants
         if np.isnan(s_values).any():
             if np.isnan(s_values).all():
                 problems.append(
