@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from app.artifacts.contract import (
     CALENDAR_FREQUENCY,
@@ -80,7 +81,7 @@ _MEAN_MONTH_S = 365.2425 * 86_400 / 12  # a calendar month's nominal seconds (ex
 DEFAULT_LEVELS = (50.0, 80.0, 90.0, 95.0, 99.0)  # as the multichannel exporter's
 
 
-def _const(name: str, value: np.ndarray | float, dtype: Any = np.float32) -> Any:
+def _const(name: str, value: ArrayLike, dtype: Any = np.float32) -> Any:
     from onnx import numpy_helper
 
     return numpy_helper.from_array(np.asarray(value, dtype=dtype), name)
