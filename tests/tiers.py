@@ -42,6 +42,7 @@ SLOW_FILES: dict[str, float] = {
     "tests/batch/test_cluster.py": 60.6,
     "tests/batch/test_fit.py": 15.5,
     "tests/batch/test_score_covariates.py": 39.3,
+    "tests/bench/test_zero_shot.py": 67.3,  # six models trained on M3/Tourism slices, AutoETS (loaded machine)
     "tests/client/test_client.py": 6.5,
     "tests/client/test_covariates_client.py": 13.4,
     "tests/client/test_explain_client.py": 23.7,  # a live service (loaded machine)

@@ -137,3 +137,27 @@ def test_frequency_aliases_and_starts() -> None:
     assert frequency_of_start(datetime(2020, 3, 1)) == "monthly"
     assert frequency_of_start(datetime(2020, 3, 1, 5)) == "hourly"
     assert frequency_of_start(datetime(2020, 3, 2)) is None and frequency_of_start(None) is None
+
+
+def test_the_shipped_repository_answers_a_flat_monthly_series_by_its_start() -> None:
+    """The done criterion's curl: the shipped pretrained models load, and a flat monthly series with its
+    start and no model name is forecast with intervals by pretrained-monthly; each model's frequency
+    answers by its `freq`."""
+    shipped = Path(__file__).resolve().parents[4] / "model_repository"
+    names = sorted(p.name for p in shipped.glob("pretrained-*"))
+    assert {"pretrained-monthly", "pretrained-quarterly", "pretrained-yearly", "pretrained-hourly"} <= set(
+        names
+    )
+    flat = {"series": [{"start": "2023-01-01", "values": [100.0] * 36}], "level": [80]}
+    with running_client(make_settings(shipped, models=names)) as c:
+        r = c.post("/v1/forecast", json=flat)
+        assert r.status_code == 200, r.text
+        got = r.json()
+        assert got["model"] == "pretrained-monthly" and got["version"] >= 1
+        one = got["forecasts"][0]
+        assert one["timestamps"][0].startswith("2026-01-01") and "lo-80" in one and "hi-80" in one
+        np.testing.assert_allclose(np.asarray(one["forecast"])[:, 0], 100.0, rtol=0.02)  # flat stays flat
+        for freq, model in (("QS", "quarterly"), ("YS", "yearly"), ("h", "hourly")):
+            answer = c.post("/v1/forecast", json={**flat, "freq": freq})
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["model"] == f"pretrained-{model}"

@@ -1,0 +1,196 @@
+"""Zero-shot evaluation of the pretrained monthly model (issue 47, item 4): leave-one-dataset-out and
+in-domain, beside statsforecast's AutoETS fitted in the same run and fev's published zero-shot numbers.
+
+For each evaluated set (M3 monthly, Tourism monthly: the official hold-outs, bench/competitions.py's
+protocol) the model of `export.pretrained` (the hybrid, `train_pretrained`, horizon 24: the shipped
+pretrained-monthly's settings, its first H steps scored) is trained on the histories of
+
+- the other set only: zero-shot, it never saw a series of the evaluated set (leave-one-dataset-out);
+- the evaluated set only: in-domain;
+- both (`--pooled`): the shipped pretrained-monthly's training data (its histories, never a hold-out);
+
+its intervals calibrated on its own training series, each evaluated series' widths scaled by that
+series' own seasonal-naive error (the service's rule). MASE, sMAPE, WQL (quantiles 0.1-0.9 from the
+20/40/60/80% intervals) and the 80% interval's coverage; AutoETS fitted per series on the same
+histories in the same run; fev's published MASE and WQL of the foundation models (bench/published.py),
+zero-shot on the same series, as a reference.
+
+    python -m bench.zero_shot --json results/zero_shot/report.json
+    python -m bench.zero_shot --limit 40 --no-pooled --no-stats     # a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.competitions import (
+    LEVELS,
+    Competition,
+    load_competition,
+    quantiles_from_intervals,
+    run_statsforecast,
+    score,
+    score_forecast,
+)
+from bench.published import PUBLISHED
+from bench.published import SOURCE as PUBLISHED_SOURCE
+from export.pretrained import SPECS, PretrainedSpec
+
+SETS = ("M3", "Tourism")  # their monthly series
+
+
+def _label(trained_on: Sequence[str], evaluated: str) -> str:
+    if list(trained_on) == [evaluated]:
+        kind = "in-domain"
+    elif evaluated not in trained_on:
+        kind = "zero-shot"
+    else:
+        kind = "pooled (the shipped model's data)"
+    return f"REM hybrid trained on {' + '.join(f'{d} monthly' for d in trained_on)} ({kind})"
+
+
+def run_model(
+    spec: PretrainedSpec, train: dict[str, Competition], evaluated: Competition, trained_on: Sequence[str]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Train `spec`'s model on the histories of `trained_on` and score it on `evaluated`'s hold-outs:
+    (the score row, what the model chose)."""
+    from export.global_onnx import calibrate_global, interval_halfwidths
+    from export.pretrained import train_pretrained
+
+    series = [x for d in trained_on for x in train[d].train]
+    start = time.perf_counter()
+    model, _, _ = train_pretrained(spec, series, local=True)
+    intervals, said = calibrate_global(model, series, LEVELS)
+    fit_s = time.perf_counter() - start
+    H = evaluated.horizon
+    start = time.perf_counter()
+    point = model.forecast(evaluated.train)[:, :H]
+    quantiles = None
+    if intervals is not None:
+        half = interval_halfwidths(intervals, model, evaluated.train)[:, :, :H]  # [levels, S, H]
+        bounds = {lv: (point - h, point + h) for lv, h in zip(intervals["levels"], half, strict=True)}
+        quantiles = quantiles_from_intervals(point, bounds)
+    forecast_s = time.perf_counter() - start
+    row = score(evaluated, _label(trained_on, evaluated.dataset), point, fit_s, forecast_s, quantiles)
+    chosen = {
+        "trained_on": list(trained_on),
+        "series": len(series),
+        "input_length": model.input_length,
+        "local": None if model.local is None else model.local.to_json(),
+        "validation_mase": model.search.get("model"),
+        "intervals": said,
+    }
+    return dataclasses.asdict(row), chosen
+
+
+def published_rows(name: str) -> list[dict[str, Any]]:
+    """fev's published (MASE, WQL) of the foundation models on `name` (zero-shot), best MASE first."""
+    rows = [
+        {"model": p.model, "mase": p.scores[name][0], "wql": p.scores[name][1], "file": p.file}
+        for p in PUBLISHED
+        if p.kind == "foundation" and name in p.scores
+    ]
+    return sorted(rows, key=lambda r: r["mase"])
+
+
+def _first(comp: Competition, limit: int | None, least: int = 100) -> Competition:
+    """`comp` whole, or (a smoke run) its first `limit` series of at least `least` values (M3's first
+    monthly series hold 50: too few for the validation origins of a 24-step model)."""
+    if limit is None:
+        return comp
+    keep = [i for i, x in enumerate(comp.train) if len(x) >= least][:limit]
+    return dataclasses.replace(
+        comp, ids=[comp.ids[i] for i in keep], train=[comp.train[i] for i in keep], test=comp.test[keep]
+    )
+
+
+def evaluate(limit: int | None = None, pooled: bool = True, stats: bool = True) -> dict[str, Any]:
+    """Every evaluated set's rows: the model trained each way, AutoETS, the published references."""
+    spec = SPECS["monthly"]
+    comps = {d: _first(load_competition(d, "monthly"), limit) for d in SETS}
+    report: dict[str, Any] = {
+        "protocol": __doc__.split("\n\n")[1].replace("\n", " "),
+        "horizon_trained": spec.horizon,
+        "published_source": PUBLISHED_SOURCE,
+        "sets": {},
+    }
+    for name, comp in comps.items():
+        other = next(d for d in SETS if d != name)
+        ways: list[list[str]] = [[other], [name]] + ([list(SETS)] if pooled else [])
+        rows, chosen = [], []
+        for trained_on in ways:
+            row, what = run_model(spec, comps, comp, trained_on)
+            rows.append(row)
+            chosen.append(what)
+            print(f"{comp.name}: {row['model']}: MASE {row['mase']:.3f}", file=sys.stderr)
+        if stats:
+            ets = run_statsforecast(comp, ["AutoETS"])[0]
+            rows.append(dataclasses.asdict(score_forecast(comp, ets)))
+            print(f"{comp.name}: AutoETS: MASE {rows[-1]['mase']:.3f}", file=sys.stderr)
+        report["sets"][comp.name] = {
+            "series": len(comp.ids),
+            "horizon": comp.horizon,
+            "rows": rows,
+            "models": chosen,
+            "published_zero_shot": published_rows(comp.name) if limit is None else [],
+        }
+    return report
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """The report as Markdown tables, one per evaluated set."""
+
+    def num(x: float | None, fmt: str) -> str:
+        return "" if x is None else format(x, fmt)
+
+    out = []
+    for name, part in report["sets"].items():
+        out += [
+            f"**{name}** ({part['series']} series, H = {part['horizon']})",
+            "",
+            "| model | MASE | sMAPE | WQL | 80% coverage | fit s |",
+            "|---|---|---|---|---|---|",
+        ]
+        for r in part["rows"]:
+            cov = None if r["coverage_80"] is None else 100 * r["coverage_80"]
+            out.append(
+                f"| {r['model']} | {r['mase']:.3f} | {r['smape']:.2f} | {num(r['wql'], '.4f')} | "
+                f"{num(cov, '.1f')} | {r['fit_s']:.1f} |"
+            )
+        for p in part["published_zero_shot"]:
+            out.append(
+                f"| {p['model']} (fev, published, zero-shot) | {p['mase']:.4f} | | {p['wql']:.4f} | | |"
+            )
+        out.append("")
+    return "\n".join(out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--limit", type=int, default=None, help="the first N series of 100 values or more (a smoke run)"
+    )
+    ap.add_argument("--no-pooled", action="store_true", help="leave out the model trained on both sets")
+    ap.add_argument("--no-stats", action="store_true", help="leave out AutoETS")
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args(argv)
+    start = time.perf_counter()
+    report = evaluate(args.limit, pooled=not args.no_pooled, stats=not args.no_stats)
+    report["seconds"] = time.perf_counter() - start
+    report["command"] = "python -m bench.zero_shot " + " ".join(argv if argv is not None else sys.argv[1:])
+    print(format_report(report))
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
