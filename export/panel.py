@@ -678,6 +678,9 @@ def train(
         model = train_global(series, cfg, frequency=frequency, plan=plan, local=local and plan is None)
         model.timezone = timezone
         model.training = training_record(loaded)
+        if options.drop and layout == "long" and model.training is not None:
+            # the columns left out, so that export --data reads the file as train did (issue 45, item 9)
+            model.training = {**model.training, "drop": list(options.drop)}
     except ValueError as e:  # too short for a window: said as an error, not a traceback
         raise typer.BadParameter(str(e), param_hint="--data") from None
     path = model.save(out / "model.json")
@@ -714,7 +717,10 @@ def export_command(
     layout: Annotated[
         str, typer.Option(help="--data is long, or wide (one series, as train read it)")
     ] = "long",
-    drop: Annotated[str, typer.Option(help="--data's columns to leave out, as at train")] = "",
+    drop: Annotated[
+        str | None,
+        typer.Option(help="--data's columns to leave out, comma-separated (default: those train left out)"),
+    ] = None,
 ) -> None:
     """Publish a global model (a read-out or a transformer, as train wrote it) as an ONNX graph into a
     model repository (checked against the Python model), with intervals pooled across the series of
@@ -738,7 +744,7 @@ def export_command(
 
             try:
                 series = _training_series(
-                    data, net.covariates, timezone or saved.timezone, sort, layout, drop
+                    data, net.covariates, timezone or saved.timezone, sort, layout, drop or ""
                 )
                 intervals, said = calibrate_transformer(net, series)
             except DataError as e:
@@ -761,6 +767,8 @@ def export_command(
     fitted = GlobalModel.load(model)
     intervals, said = None, "no intervals (give --data, the training file, to calibrate them)"
     if data is not None:
+        if drop is None:  # the columns train left out, as model.json records them
+            drop = ",".join((fitted.training or {}).get("drop", []))
         try:
             series = _training_series(
                 data, fitted.covariates, timezone or fitted.timezone, sort, layout, drop

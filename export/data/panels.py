@@ -13,6 +13,7 @@ tells the wide reader the reverse).
 from __future__ import annotations
 
 import hashlib
+import shlex
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -182,7 +183,7 @@ def load_panel(path: str | Path, options: ReadOptions | None = None, **overrides
         raise DataError(
             f"{fname} line 1: columns {extra} are neither the id ({id_col!r}), the timestamp ({ts_col!r}) "
             f"nor the target ({y_col!r}); read them as covariates (--future, --past or --static) or leave "
-            f"them out with --drop {' '.join(extra)}"
+            f"them out with --drop {shlex.quote(','.join(extra))}"
         )
     if len(frame) == 0:
         raise DataError(f"{fname}: the file has no data row")

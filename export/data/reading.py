@@ -7,6 +7,7 @@ import csv
 import hashlib
 import io
 import re
+import shlex
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -201,7 +202,7 @@ def _number_problem(cell: str, column: str, numeric_share: float) -> str:
                 f"not a number: {cell!r} ({100 * numeric_share:.0f}% of the column's cells are numbers: "
                 "correct this one)"
             )
-        return f"not a number: {cell!r} (a text column can be left out with --drop {column})"
+        return f"not a number: {cell!r} (a text column can be left out with --drop {shlex.quote(column)})"
     if np.isnan(value):
         return missing
     return f"not a finite number: {cell!r}"
