@@ -5,6 +5,7 @@ Built on demand by the cached `get_settings()`; nothing here runs at import time
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
@@ -16,6 +17,15 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # Where KServe's storage initializer puts the storageUri of an InferenceService (its
 # DefaultModelLocalMountPath); for a custom container it also rewrites STORAGE_URI to this path.
 KSERVE_MODEL_DIR = Path("/mnt/models")
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity; the count of the host where there is none)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
 
 Device = Literal["auto", "cpu", "cuda"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
@@ -112,7 +122,10 @@ class Settings(BaseSettings):
     max_fit_history: int = Field(default=20_000, ge=1)
     max_fit_values: int = Field(default=1_000_000, ge=1)
     max_fit_seconds: float = Field(default=10.0, gt=0)
-    max_fits_in_flight: int = Field(default=4, ge=1)  # fits (and publishes) at once; 503 above
+    # Fits (and publishes) at once, 503 above: by default one per CPU this process may use, each fit in a
+    # worker process at a lower priority (app/inference/fit_pool.py). 4 on 2 cores let no maximal fit
+    # finish under 8 clients (issue 46, item 6): each had half a core for a budget set for a whole one.
+    max_fits_in_flight: int = Field(default_factory=usable_cpus, ge=1)
     # Publishing a refit (fit_forecast's `publish`; app/inference/publishing.py): the versions a model keeps
     # on disk (a publish past it removes the oldest, never one the service holds: 409 naming them), the
     # model folders a publish may bring the repository to (409 above), the bytes one published version may

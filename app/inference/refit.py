@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,10 +34,18 @@ from app.artifacts.initializers import replace_initializers
 from app.artifacts.local_models import LocalSpec
 from app.artifacts.manifest import Manifest
 from app.artifacts.publish import publish_version
-from app.artifacts.readout import ReadoutSpec, calibrate, fit_weights, forecast, training_windows
+from app.artifacts.readout import (
+    CACHE_ROWS,
+    ReadoutSpec,
+    calibrate,
+    fit_weights,
+    forecast,
+    training_windows,
+)
 from app.artifacts.repository import model_folder, sha256_of
 from app.core.config import Settings
 from app.core.errors import InvalidInput, Overloaded
+from app.inference.fit_pool import fit_pool
 from app.inference.publishing import check_publish_bytes, plan_publish, publish_lock, remove_versions
 from app.inference.windows import require_finite
 
@@ -47,7 +55,11 @@ __all__ = [
     "FitTooLong",
     "NotRefittable",
     "Refit",
+    "backtest_work",
+    "estimated_seconds",
+    "fit_in_slot",
     "fit_readout",
+    "fit_work",
     "in_slot",
     "publish_refit",
     "refit_spec",
@@ -260,24 +272,132 @@ def run_backtest_refits(
         return out
 
 
-# Fits (and publishes) running in worker threads in this process: at most RSA_MAX_FITS_IN_FLIGHT.
+# Fits (and publishes) running in this process's workers: at most RSA_MAX_FITS_IN_FLIGHT.
 _in_flight = 0
+
+# A fit's cost before it starts (issue 46, item 6): seconds = READOUT_SECONDS x its read-out work (windows
+# x passes x the multiply-adds of one window: its REM features L x K and its normal equations'
+# (F + 1) x (F + 1 + H)) + LOCAL_SECONDS x a hybrid's local work (windows its local half fits x their
+# length x members). Medians measured by `python -m bench.fit_cost` (results/fit_cost.json: 28 fits of
+# 1-256 series of 120-20,000 values, with and without levels, read-out and hybrid, on this loaded 2-core
+# host): the fits of 0.5 s or more took 0.47-2.28 times their estimate, the biggest the most (so a fit
+# estimated past the budget is refused, one within it may still pass it: RSA_MAX_FIT_SECONDS is also
+# checked as it runs). A faster host refuses a little early; a slower one late.
+READOUT_SECONDS = 1.10e-9
+LOCAL_SECONDS = 4.84e-6
+
+
+@dataclass(frozen=True)
+class FitWork:
+    """What a fit will do, in the units its estimate is calibrated in."""
+
+    readout: float  # windows x passes x multiply-adds per window
+    local: float  # a hybrid's local windows x their length x members
+
+    def __add__(self, other: FitWork) -> FitWork:
+        return FitWork(self.readout + other.readout, self.local + other.local)
+
+
+def _readout_work(spec: ReadoutSpec, windows: int) -> float:
+    """Multiply-adds of a fit on `windows` training windows: each window's REM features (L x K) and its
+    share of the normal equations ((F + 1) x (F + 1 + H)) every pass; the features once where the fit keeps
+    them between passes (at most CACHE_ROWS windows: `fit_weights`), every pass where it cannot."""
+    fit, L, K = spec.fit, spec.input_length, len(spec.heads)
+    F = K + fit.n_lags + 1
+    passes = 1 + fit.irls
+    features, equations = L * K, (F + 1) * (F + 1 + fit.horizon)
+    if fit.irls and windows <= CACHE_ROWS:
+        return float(windows * (features + passes * equations))
+    return float(windows * passes * (features + equations))
+
+
+def _forecast_work(spec: ReadoutSpec, windows: int) -> float:
+    """Multiply-adds of the features and forecasts of `windows` windows (one pass, no equations)."""
+    fit, L, K = spec.fit, spec.input_length, len(spec.heads)
+    return float(windows * (L * K + (K + fit.n_lags + 2) * fit.horizon))
+
+
+def _local_unit(local: LocalSpec | None) -> float:
+    return 0.0 if local is None else float(local.length * len(local.members))
+
+
+def fit_work(
+    spec: ReadoutSpec, histories: list[np.ndarray], levels: list[float], local: LocalSpec | None
+) -> FitWork:
+    """`run_fit`'s work: the fit on every training window (each IRLS pass), and with `levels` the
+    calibration's fit on each history less its tail and the forecasts of the tail's windows."""
+    fit, H = spec.fit, spec.fit.horizon
+    work = _readout_work(spec, sum(training_windows(histories, fit)))
+    forecast_windows = len(histories)
+    if levels:
+        before_tails = 0
+        for v in histories:
+            n = len(v)
+            if n < spec.min_history + H:
+                continue
+            k = max(H, round(CALIBRATION_SHARE * n))
+            before_tails += training_windows([v[:-k]], fit)[0]
+            held = max(0, n - H + 1 - max(spec.min_history, 1))  # every window, then those in the tail
+            forecast_windows += held - max(n - k - max(spec.min_history, 1), 0)
+        work += _readout_work(spec, before_tails)
+    return FitWork(work + _forecast_work(spec, forecast_windows), forecast_windows * _local_unit(local))
+
+
+def backtest_work(
+    spec: ReadoutSpec, fits: list[list[np.ndarray]], windows: list[np.ndarray], local: LocalSpec | None
+) -> FitWork:
+    """`run_backtest_refits`' work: a fit per cutoff, then its windows' forecasts."""
+    work = sum(
+        _readout_work(spec, sum(training_windows(parts, spec.fit))) + _forecast_work(spec, len(w))
+        for parts, w in zip(fits, windows, strict=True)
+    )
+    n_local = sum(len(w) for w in windows)
+    return FitWork(work, n_local * _local_unit(local))
+
+
+def estimated_seconds(work: FitWork) -> float:
+    """The seconds a fit of this work takes on one core of a host like the one measured."""
+    return READOUT_SECONDS * work.readout + LOCAL_SECONDS * work.local
+
+
+async def fit_in_slot(settings: Settings, func: Callable[..., T], work: FitWork, field: str, *args: Any) -> T:
+    """A fit (`run_fit`, `run_backtest_refits`: `func(*args)`) in a niced worker process
+    (app/inference/fit_pool.py), holding one of RSA_MAX_FITS_IN_FLIGHT slots, once its `work` is
+    estimated to finish within RSA_MAX_FIT_SECONDS (FitTooLong naming `field` and the limit before any
+    CPU is spent; Overloaded when no slot is free)."""
+    budget = settings.max_fit_seconds
+    estimate = estimated_seconds(work)
+    if estimate > budget:
+        raise FitTooLong(
+            f"this fit would take about {estimate:.1f} s, more than the {budget:g} s a fit may take "
+            "(RSA_MAX_FIT_SECONDS): refused before it started; send fewer or shorter series"
+            + (", fewer windows, or refit: false" if field == "refit" else ""),
+            field=field,
+            limit=budget,
+        )
+    pool = fit_pool(settings.max_fits_in_flight)
+    return await _hold_slot(settings, pool.run(func, *args))
 
 
 async def in_slot(settings: Settings, func: Callable[..., T], *args: Any) -> T:
     """`func(*args)` in a worker thread, holding one of RSA_MAX_FITS_IN_FLIGHT slots (Overloaded when
     none is free). A call whose client went away keeps its slot until its thread really finishes (the
     thread cannot be stopped; its time budget stops it), so abandoned fits cannot pile up past the bound."""
+    return await _hold_slot(settings, asyncio.to_thread(func, *args))
+
+
+async def _hold_slot(settings: Settings, work: Coroutine[Any, Any, T]) -> T:
     global _in_flight
     limit = settings.max_fits_in_flight
     if _in_flight >= limit:
+        work.close()  # never started
         raise Overloaded(
             f"{_in_flight} fits in flight, the limit (RSA_MAX_FITS_IN_FLIGHT); retry later",
             limit=limit,
             retry_after_s=settings.retry_after_s,
         )
     _in_flight += 1
-    call = asyncio.ensure_future(asyncio.to_thread(func, *args))
+    call = asyncio.ensure_future(work)
     call.add_done_callback(_release_slot)
     return await asyncio.shield(call)
 

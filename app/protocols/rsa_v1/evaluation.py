@@ -33,7 +33,13 @@ from app.inference.covariates import (
 )
 from app.inference.intervals import check_levels, level_bounds, level_widths, require_intervals
 from app.inference.metrics import Accuracy, accuracy, seasonal_naive
-from app.inference.refit import NotRefittable, in_slot, refit_spec, run_backtest_refits
+from app.inference.refit import (
+    NotRefittable,
+    backtest_work,
+    fit_in_slot,
+    refit_spec,
+    run_backtest_refits,
+)
 from app.inference.repair import ROUNDS, Repair
 from app.inference.windows import check_horizon, check_series_count, fill_window, require_finite
 from app.protocols.rsa_v1.codec import series_history, series_start
@@ -146,7 +152,10 @@ async def _refit_forecasts(
     ranked = [windows[j::K] for j in range(K)]  # window j of every series
     local = manifest.panel.local_spec if manifest.panel is not None else None
     settings = v1.settings
-    parts = await in_slot(settings, run_backtest_refits, spec, fits, ranked, settings.max_fit_seconds, local)
+    work = backtest_work(spec, fits, ranked, local)  # refused before it starts where it cannot finish in time
+    parts = await fit_in_slot(
+        settings, run_backtest_refits, work, "refit", spec, fits, ranked, settings.max_fit_seconds, local
+    )
     out = np.empty((len(windows), spec.fit.horizon, 1), np.float32)
     for j, point in enumerate(parts):
         out[j::K, :, 0] = point

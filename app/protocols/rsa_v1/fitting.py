@@ -24,7 +24,16 @@ from app.core.config import Settings
 from app.core.errors import InvalidInput, PermissionDenied
 from app.inference.intervals import level_bounds
 from app.inference.publishing import precheck_publish, served_versions
-from app.inference.refit import PROVIDER, in_slot, publish_refit, refit_spec, run_fit, window_counts
+from app.inference.refit import (
+    PROVIDER,
+    fit_in_slot,
+    fit_work,
+    in_slot,
+    publish_refit,
+    refit_spec,
+    run_fit,
+    window_counts,
+)
 from app.inference.windows import check_horizon, in_model_zone, require_finite
 from app.protocols.rsa_v1.handlers import V1Handlers, _timestamps
 from app.protocols.rsa_v1.schemas import FitForecastRequest, SeriesInput
@@ -192,8 +201,10 @@ async def fit_forecast(
     if longer:  # the read-out and a hybrid's local half, both fitted and forecast `horizon` steps
         spec = replace(spec, fit=replace(spec.fit, horizon=horizon))
         local = None if local is None else replace(local, horizon=horizon)
-    result = await in_slot(
-        settings, run_fit, spec, histories, horizon, levels, settings.max_fit_seconds, local
+    # Refused before it starts where its estimated cost passes RSA_MAX_FIT_SECONDS; run in a niced worker.
+    work = fit_work(spec, histories, levels, local)
+    result = await fit_in_slot(
+        settings, run_fit, work, "series", spec, histories, horizon, levels, settings.max_fit_seconds, local
     )
     bands: dict[str, np.ndarray] = {}
     answered: list[float] = []
