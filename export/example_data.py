@@ -111,6 +111,30 @@ def write_stores(folder: Path) -> tuple[Path, Path]:
     return csv, body
 
 
+FIT_STORES = ((31, 240), (32, 216), (33, 180))  # (seed, months) of the fit example's three shops
+
+
+def write_fit_example(folder: Path) -> tuple[Path, Path]:
+    """The README's fit_forecast example, tracked in docs/examples so that it runs on a fresh clone
+    against the shipped pretrained-monthly model (issue 45, item 11): `fit_request.json`, a /v1 body of
+    three shops of 15 to 20 years up to December 2023 (long enough for the model's training windows,
+    24 + 24 values, before their last fifth, whose windows calibrate 80% and 95% intervals), and
+    `fit_series.csv`, the same shops long (unique_id, ds, y) for the client. tests/test_readme.py
+    checks that the tracked files are what this writes."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rows, series = ["unique_id,ds,y"], []
+    for seed, months in FIT_STORES:
+        stamps = pd.date_range(end="2023-12-01", periods=months, freq="MS")
+        values = store_sales(seed, months)
+        rows += [f"store_{seed},{t:%Y-%m-%d},{v:.2f}" for t, v in zip(stamps, values, strict=True)]
+        series.append({"id": f"store_{seed}", "start": f"{stamps[0]:%Y-%m-%d}", "values": values.tolist()})
+    csv = folder / "fit_series.csv"
+    csv.write_text("\n".join(rows) + "\n")
+    body = folder / "fit_request.json"
+    body.write_text(json.dumps({"series": series, "horizon": 12, "level": [80, 95]}) + "\n")
+    return body, csv
+
+
 def write_example(folder: Path) -> tuple[Path, Path]:
     folder.mkdir(parents=True, exist_ok=True)
     frame = grid_frame()

@@ -193,12 +193,10 @@ def test_the_panel_walkthrough_serves_an_unseen_series_as_printed(tmp_path: Path
 
 
 def test_the_fit_on_request_example_runs_as_printed(tmp_path: Path) -> None:
-    """The README's fit_forecast example: its curl request (the walk-through's two-shop request) and its
-    client line (the walk-through's long file), against a service process serving the walk-through's
-    model."""
-    import shlex
-    import subprocess
-    import sys
+    """The README's fit_forecast example on a fresh clone (issue 45, item 11): its curl request and its
+    client line read tracked files only, against a service process serving the shipped
+    pretrained-monthly model; both answer the same forecasts, with the 80% and 95% intervals asked."""
+    import shutil
 
     import httpx
     import pandas as pd
@@ -209,22 +207,11 @@ def test_the_fit_on_request_example_runs_as_printed(tmp_path: Path) -> None:
     example = README[README.index("## A read-out fitted on your series") :]
     curl = next(b for b in blocks("bash", example) if "fit_forecast" in b)
     line = next(b for b in blocks("python", example) if "fit_forecast" in b).strip()
-    for argv in (
-        ["-m", "export.example_data", f"{tmp_path}/runs/example"],
-        shlex.split(
-            f"-m export.panel train --data {tmp_path}/runs/example/stores_long.csv --horizon 12 "
-            f"--input-periods 2 --out {tmp_path}/runs/stores"
-        ),
-        shlex.split(
-            f"-m export.panel export --model {tmp_path}/runs/stores/model.json --name stores "
-            f"--repository {tmp_path}/my_models --data {tmp_path}/runs/example/stores_long.csv"
-        ),
-    ):
-        proc = subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, proc.stderr[-2000:]
     path = re.search(r"127\.0\.0\.1:8000(\S+)", curl).group(1)
-    request = tmp_path / re.search(r"-d @(\S+)", curl).group(1)
-    with live_service(tmp_path / "my_models", tmp_path / "service.log") as service:
+    name = path.split("/")[3]
+    shutil.copytree(ROOT / "model_repository" / name, tmp_path / "repo" / name)  # the shipped model
+    request = ROOT / re.search(r"-d @(\S+)", curl).group(1)
+    with live_service(tmp_path / "repo", tmp_path / "service.log") as service:
         r = httpx.post(
             f"{service.url}{path}",
             content=request.read_bytes(),
@@ -232,14 +219,41 @@ def test_the_fit_on_request_example_runs_as_printed(tmp_path: Path) -> None:
             headers={"content-type": "application/json"},
         )
         assert r.status_code == 200, r.text
-        assert [f["id"] for f in r.json()["forecasts"]] == ["store_21", "store_22"]
-        code = line.replace("http://127.0.0.1:8000", service.url).replace(
-            '"runs/example', f'"{tmp_path}/runs/example'
-        )
+        answer = r.json()
+        assert answer["fit"]["levels"] == [80.0, 95.0] and not answer["fit"]["no_interval"], answer["fit"]
+        code = line.replace("http://127.0.0.1:8000", service.url).replace('"docs/', f'"{ROOT}/docs/')
         out = eval(code, {"Client": Client, "pd": pd})  # the README line itself
-    assert list(out.columns) == ["unique_id", "ds", "y", "y-lo-80", "y-hi-80", "y-lo-95", "y-hi-95"]
-    assert out.attrs["fit"]["series"] == 20 and out.attrs["fit"]["levels"] == [80.0, 95.0]
-    assert len(out) == 20 * 12
+    ids = [f["id"] for f in answer["forecasts"]]
+    assert ids == ["store_31", "store_32", "store_33"]
+    rest = np.concatenate([np.array(f["forecast"])[:, 0] for f in answer["forecasts"]])
+    assert list(out["unique_id"]) == [i for i in ids for _ in range(12)]
+    bands = [c for c in out.columns if re.search(r"-(lo|hi)-\d+$", c)]
+    assert len(bands) == 4, list(out.columns)  # lo and hi of 80 and 95
+    (column,) = [c for c in out.columns if c not in ("unique_id", "ds", *bands)]  # the forecast's
+    np.testing.assert_allclose(out[column].to_numpy(), rest, rtol=1e-6)
+    assert out.attrs["fit"]["series"] == 3 and out.attrs["fit"]["levels"] == [80.0, 95.0]
+
+
+def test_every_file_a_readme_request_reads_is_in_a_fresh_clone() -> None:
+    """Issue 45, item 11: every file the README's requests send (`curl -d @file`) or its Python lines read
+    (`read_csv("file")`) is tracked, so a fresh clone has it (a walk-through's output is not: curl -s
+    then sends an empty body)."""
+    import subprocess
+
+    named = re.findall(r"-d @(\S+)", README) + re.findall(r"read_csv\(\"([^\"]+)\"", README)
+    assert len(named) >= 5, named
+    tracked = subprocess.run(
+        ["git", "ls-files", "--error-unmatch", *named], cwd=ROOT, capture_output=True, text=True
+    )
+    assert tracked.returncode == 0, tracked.stderr
+
+
+def test_the_fit_example_files_are_what_the_generator_writes(tmp_path: Path) -> None:
+    """docs/examples' fit files are export.example_data's synthetic shops, not data copied from anywhere."""
+    from export.example_data import write_fit_example
+
+    for written in write_fit_example(tmp_path):
+        assert written.read_text() == (ROOT / "docs" / "examples" / written.name).read_text(), written.name
 
 
 def test_the_backtest_and_anomaly_examples_answer_as_described(tmp_path: Path) -> None:
