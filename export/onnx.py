@@ -1,6 +1,7 @@
 """ONNX export: checkpoint -> <repository>/<name>/<version>/{model.onnx, inspect.onnx, manifest.json}.
 
-    python -m export.onnx results/runs/etth1-rsa-h96-s0/checkpoint.safetensors --name etth1-rsa
+    python -m export.onnx results/runs/etth1-rsa-h96-s0/checkpoint.safetensors --name etth1-rsa \
+        --repository model_repository   # the shipped model's; without it: my_models/ (RSA_MODEL_REPOSITORY)
 
 Every REM and gate is folded into constants for the model's input length (rsa.md §4); the data set's
 scaler is inside the graph, so clients send raw values and get raw forecasts.  The command verifies

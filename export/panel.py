@@ -29,6 +29,7 @@ the same ridge.
 from __future__ import annotations
 
 import dataclasses
+import shlex
 import json
 import time
 from collections.abc import Iterable, Sequence
@@ -701,9 +702,15 @@ def train(
 def export_command(
     model: Annotated[Path, typer.Option(help="a model.json written by train")],
     name: Annotated[str, typer.Option(help="the model's name in the repository")],
-    repository: Annotated[Path, typer.Option(help="the model repository the service reads")] = Path(
-        "model_repository"
-    ),
+    repository: Annotated[
+        Path,
+        typer.Option(
+            help="the model repository the service reads (default: my_models, ignored by git, outside the "
+            "tracked model_repository/; served by `RSA_MODEL_REPOSITORY=my_models bash scripts/serve.sh`, "
+            "which polls it: a running one serves a new version without a restart)",
+            envvar="RSA_MODEL_REPOSITORY",
+        ),
+    ] = Path("my_models"),
     version: Annotated[int | None, typer.Option(help="the version to write (default: the next)")] = None,
     channel: Annotated[str, typer.Option(help="the name the service gives the forecast's one channel")] = "y",
     data: Annotated[
@@ -761,6 +768,7 @@ def export_command(
             f"{net.config.history}, {said}: {folder}"
         )
         _echo_coverage(intervals)
+        _echo_serving(repository)
         return
     from export.global_onnx import calibrate_global, export_global
 
@@ -785,6 +793,16 @@ def export_command(
         f"min history {fitted.min_history}, {said}: {folder}"
     )
     _echo_coverage(intervals)
+    _echo_serving(repository)
+
+
+def _echo_serving(repository: Path) -> None:
+    """The exact command that serves `repository`: scripts/serve.sh polls it (RSA_MODEL_CONTROL=poll), so a
+    service it started serves a new version without a restart."""
+    typer.echo(
+        f"  served by: RSA_MODEL_REPOSITORY={shlex.quote(str(repository))} bash scripts/serve.sh (it polls "
+        "the repository every RSA_POLL_S seconds: a running one serves this version without a restart)"
+    )
 
 
 def _training_series(

@@ -26,6 +26,7 @@ import pytest
 # Whole files -> their measured seconds (the fixtures' set-up included).
 SLOW_FILES: dict[str, float] = {
     "tests/gpu": 0.0,  # the CUDA lane (scripts/gpu-lane.sh): skipped here, minutes on a GPU host
+    "tests/test_user_workflow.py": 86.7,  # serve.sh, train, export, the client, a local Ray (loaded machine)
     "tests/app/protocols/oip_v2/test_grpc_covariates.py": 26.5,
     "tests/app/protocols/oip_v2/test_tritonclient_grpc.py": 5.3,
     "tests/app/protocols/rsa_v1/test_anomaly_echo.py": 35.0,  # fixtures 11 s (measured in the fast tier)
@@ -168,6 +169,9 @@ SLOW_TESTS: dict[str, dict[str, float]] = {
     },
     "tests/batch/test_loopback.py": {
         "test_a_local_ray_listens_on_loopback_only": 5.5,
+    },
+    "tests/batch/test_user_set.py": {
+        "test_the_batch_command_without_ray_names_the_user_set": 1.8,  # a fresh interpreter
     },
     "tests/batch/test_score.py": {
         "test_a_folder_of_parts_on_local_ray_then_a_rerun_skips_them": 20.9,

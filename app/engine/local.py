@@ -398,6 +398,12 @@ class RepositoryManager:
             except DeadlineExceeded as exc:
                 logger.error("rescanning the repository: %s", exc)
                 continue
+            if self.error is not None and names and not self.settings.models:
+                # The repository was missing or empty at start-up and holds models now (serve.sh before
+                # the first export): its error no longer holds readiness back; its models' own states do.
+                logger.info("the model repository holds models now: %s", ", ".join(names))
+                self.error = None
+                self._publish()
             for name in dict.fromkeys([*names, *self.models]):
                 deadline = time.monotonic() + self.settings.load_timeout_s
                 try:
