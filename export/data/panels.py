@@ -286,7 +286,7 @@ def load_panel(path: str | Path, options: ReadOptions | None = None, **overrides
         _raise([f"{where(i)}: duplicate timestamp {_stamp_text(stamps[i])} (same as {unit} {rows[i - 1]})"])
 
     # One frequency for the panel: the most common of its series' own steps.
-    def clock(a: int, b: int) -> tuple[np.ndarray, bool]:
+    def clock(a: int | np.integer, b: int | np.integer) -> tuple[np.ndarray, bool]:  # starts' and ends' items
         return _step_clock(None if wall is None else wall[a:b], stamps[a:b])
 
     freqs = [_infer_frequency(clock(a, b)[0]) for a, b in zip(starts, ends, strict=True) if b - a >= 2]
