@@ -598,6 +598,7 @@ class Client:
         id_col: str = "unique_id",
         time_col: str = "ds",
         target_col: str | None = None,
+        refit: bool | None = None,
     ) -> pd.DataFrame:
         """Backtest the model on each series of `df` (long format, as `forecast` takes it): `n_windows`
         forecasts of `h` steps from cutoffs `step_size` apart (default `h`), the last ending at the
@@ -614,7 +615,13 @@ class Client:
         the last row before the forecast), the actual values in the channel columns (as in `df`), the
         forecast in a column named after the model (`{model}`, or `{model}-{channel}`), and per level
         `...-lo-{level}`, `...-hi-{level}`. `frame.attrs["metrics"]`: the pooled metrics (MAE, MSE,
-        MASE, sMAPE, coverage per level); `frame.attrs["series_metrics"]`: per series id."""
+        MASE, sMAPE, coverage per level); `frame.attrs["series_metrics"]`: per series id.
+
+        `refit` (the service's): True refits a global read-out on the values before each cutoff, as
+        statsforecast and NeuralForecast backtest; False scores the served weights at every cutoff; None
+        (default) lets the service choose (a refit where the version can be refitted). A refit reads every
+        series of its request: series beyond one request's share go in several, each refitted on its own
+        series. `frame.attrs["refit"]`: whether every request was refitted."""
         spec = self.model(model, version)
         columns = _channel_columns(df, spec, target_col)
         reach = spec.horizon - (spec.horizon if h is None else h)
@@ -627,6 +634,8 @@ class Client:
             options["step_size"] = step_size
         if level:
             options["level"] = [float(v) for v in level]
+        if refit is not None:
+            options["refit"] = bool(refit)
         path = f"/v1/models/{model}/versions/{spec.version}/cross_validation"
 
         def run(chunk: list[_History]) -> tuple[httpx.Response, Any]:

@@ -1,0 +1,49 @@
+"""`Client.cross_validation(..., refit=)` (issue 45, item 2): True and False are sent as the service's
+`refit`, and each answer is /v1 cross_validation's with that `refit` for the same histories; None leaves
+the choice to the service. The service and model are tests/client/test_fit_forecast.py's (a global
+read-out that can be refitted)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import numpy as np
+from rsa_client import Client
+
+from tests.app.live import LiveService
+from tests.client.test_fit_forecast import KEY, long_frame, served
+from tests.utils.panel import NAME
+
+__all__ = ["served"]
+
+
+def test_refit_is_sent_as_asked(served: tuple[LiveService, Path]) -> None:
+    service, _ = served
+    frame = long_frame({"a": 120, "b": 96})
+    body = {
+        "series": [
+            {"id": sid, "start": "2016-01-01T00:00:00+00:00", "values": rows.sort_values("ds")["y"].tolist()}
+            for sid, rows in frame.groupby("unique_id", sort=True)
+        ],
+        "horizon": 4,
+        "n_windows": 3,
+    }
+    got = {}
+    with Client(service.url, api_key=KEY) as client:
+        for refit in (True, False, None):
+            out = client.cross_validation(frame, h=4, n_windows=3, model=NAME, refit=refit)
+            rest = httpx.post(
+                f"{service.url}/v1/models/{NAME}/cross_validation",
+                json=body if refit is None else {**body, "refit": refit},
+                headers={"Authorization": f"Bearer {KEY}"},
+                timeout=60,
+            ).json()
+            want = np.array([r[0] for s in rest["series"] for w in s["windows"] for r in w["forecast"]])
+            column = NAME if NAME in out.columns else "forecast"  # the model-named column (item 8)
+            np.testing.assert_allclose(out[column].to_numpy(), want, rtol=1e-6)
+            assert out.attrs["refit"] is rest["refit"]
+            got[refit] = want
+    assert rest["refit"] is True  # the service's default for a refittable read-out
+    assert not np.allclose(got[True], got[False])  # the served weights are not the refit's
+    np.testing.assert_allclose(got[None], got[True], rtol=1e-6)
