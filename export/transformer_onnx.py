@@ -10,7 +10,8 @@ mean and std (NaN, a short series' past start, read as 0), the network with ever
 into constants for its L (+ H horizon tokens) steps, and the un-scaling. The service therefore serves it
 as it serves a global read-out (the manifest's `panel` block and the graph's inputs are all it reads);
 the manifest's `kind` is `global_transformer` and it has no `readout` block: a network is not refit on
-request (/v1 fit_forecast answers 422 not_refittable).
+request (/v1 fit_forecast answers 422 not_refittable). Beside it, `inspect.onnx` (issue 48): the same
+graph with the attention matrices as outputs, which /v1 attention reads as a multichannel model's.
 
 The model file (`python -m export.panel train --network transformer`): `model.json` (kind
 `rsa-transformer-global`: the panel settings, the network's config, the covariate layout, the training

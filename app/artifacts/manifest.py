@@ -22,6 +22,7 @@ from app.artifacts.contract import (
     COVARIATE_INPUT,
     FORECAST_INPUT,
     FORECAST_OUTPUT,
+    GLOBAL_TRANSFORMER_KIND,
     INSPECT_FILE,
     LOCAL_INPUT,
     LOCAL_WEIGHT_INPUT,
@@ -355,13 +356,18 @@ class Manifest(_Frozen):
                 f"panel.local reads {local.length} values for horizon {local.horizon} at period "
                 f"{local.period}: it needs length <= input_length {L}, horizon {H} and the panel's period"
             )
-        if panel is not None and (C != 1 or self.cycle or panel.min_history > L or self.inspect_outputs):
+        # A global read-out has no attention graph (/v1 attention reads its model.onnx's constants); a
+        # global transformer may have one (exported since issue 48): inspect.onnx, as a multichannel model.
+        network = self.kind == GLOBAL_TRANSFORMER_KIND
+        if panel is not None and (
+            C != 1 or self.cycle or panel.min_history > L or (self.inspect_outputs and not network)
+        ):
             raise ValueError(
-                "panel (a global model) needs one channel, no cycle, no inspect_outputs and "
-                f"min_history <= input_length {L}"
+                "panel (a global model) needs one channel, no cycle, no inspect_outputs (but a global "
+                f"transformer's) and min_history <= input_length {L}"
             )
-        # A global model has no attention to inspect: its version folder holds no inspect.onnx.
-        for required in (MODEL_FILE,) if self.panel is not None else (MODEL_FILE, INSPECT_FILE):
+        inspectable = self.panel is None or bool(self.inspect_outputs)
+        for required in (MODEL_FILE, INSPECT_FILE) if inspectable else (MODEL_FILE,):
             if required not in self.files:
                 raise ValueError(f"files has no entry for {required!r}")
         return self

@@ -20,10 +20,11 @@ really forecasts with; the kernels' kind and λ/γ/θ come from the manifest's `
 A hybrid adds its local members' forecasts, fitted on the window as the service feeds them
 (app/artifacts/local_models.py): out = readout·(1 − w) + Σ_i w_i·member_i.
 
-The global RSA-Transformer has no inspection graph (its manifest's `panel` models forecast on `window`
-alone): what can be said of a network without its graph's internals is each lag's local effect, the
-forecast's change per unit change of one normalised lag (`finite_difference_rows` builds the windows, the
-served graph forecasts them; `sensitivity` reads the answer).
+A global RSA-Transformer exported with its inspection graph (inspect.onnx, since issue 48) is inspected
+as a multichannel model; one exported before has its forecast graph alone, and what can be said of a
+network without its graph's internals is each lag's local effect, the forecast's change per unit change
+of one normalised lag (`finite_difference_rows` builds the windows, the served graph forecasts them;
+`sensitivity` reads the answer).
 """
 
 from __future__ import annotations

@@ -202,14 +202,15 @@ class InferenceService:
         windows: np.ndarray,
         phases: np.ndarray | None,
         finish: Callable[[InspectResult], T],
+        covariates: np.ndarray | None = None,
     ) -> T:
         """The inspection graph, then `finish` (encoding, rendering) on its result in a worker thread: at
         most `max_attention_in_flight` such calls (Overloaded above) and the request's deadline (Timeout).
         A call whose client timed out still holds its slot until it really finishes, so timeouts cannot
-        pile up work behind the bound."""
+        pile up work behind the bound. `covariates`: a global covariate model's rows, as a forecast's."""
         assert entry.manifest is not None
         self._check_inspect_slot(entry)
-        feed = build_feed(entry.manifest, windows, phases)
+        feed = build_feed(entry.manifest, windows, phases, covariates)
 
         async def run() -> T:
             result = await self.engine.inspect(entry.name, entry.version, feed)

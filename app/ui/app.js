@@ -42,7 +42,7 @@
     rem_readout: "REM read-out: fixed REM kernels read at the last step, least-squares read-out",
     rsa_transformer: "RSA-Transformer: gated softmax attention mixed with REM",
     global_readout: "global REM read-out: one closed-form read-out for any series of its frequency (inspected as lag weights and kernel shares)",
-    global_transformer: "global RSA-Transformer: one trained network for any series of its frequency (not refit on request; inspected as lag effects)",
+    global_transformer: "global RSA-Transformer: one trained network for any series of its frequency (not refit on request; its attention heads inspected)",
   };
 
   // ---------------------------------------------------------------------------------------------

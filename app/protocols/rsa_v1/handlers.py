@@ -9,7 +9,7 @@ from typing import Any, TypeVar, get_args
 
 import numpy as np
 
-from app.artifacts.contract import GLOBAL_TRANSFORMER_KIND, MODEL_FILE
+from app.artifacts.contract import ATTN_SOFTMAX, GLOBAL_TRANSFORMER_KIND, MODEL_FILE
 from app.artifacts.manifest import Manifest
 from app.artifacts.readout import window_scales
 from app.artifacts.repository import model_folder
@@ -143,7 +143,7 @@ class V1Handlers:
     ) -> T:
         entry = self.service.resolve(name, version)
         manifest = _manifest(entry)
-        if manifest.panel is not None:
+        if manifest.panel is not None and not manifest.inspect_outputs:
             return await self._explain_global(entry, manifest, request, finish)
         channel = resolve_channel(request.channel, manifest)
         decoded = decode_series(
@@ -157,6 +157,11 @@ class V1Handlers:
             _check_layers(request.layers, manifest.n_layers)  # before paying for the session call
         wanted = list(dict.fromkeys(request.matrices))
         self._check_attention_size(manifest, request, len(wanted))
+        covariates = None  # a global transformer's inspection graph reads its covariates, as its forecast
+        if manifest.panel is not None:
+            covariates = _covariates(
+                manifest, ForecastRequest.model_construct(series=[request.series]), [decoded]
+            )
 
         def encode(result: InspectResult) -> T:
             require_finite([result.mixed[:, channel], result.softmax[:, channel]], lambda _: "series")
@@ -188,7 +193,7 @@ class V1Handlers:
                 }
             )
 
-        return await self.service.inspect(entry, decoded.window[None], _phases([decoded]), encode)
+        return await self.service.inspect(entry, decoded.window[None], _phases([decoded]), encode, covariates)
 
     async def _explain_global(
         self,
@@ -284,7 +289,7 @@ class V1Handlers:
             return  # an older manifest: the layer check after the session call still applies
         layers = len(request.layers) if request.layers is not None else n_layers
         per_layer = 1 if request.average_heads else n_heads
-        L = manifest.input_length
+        L = _tokens(manifest)
         per_matrix, size = (L, f"{L}") if manifest.last_query_only else (L * L, f"{L}^2")
         values = layers * per_layer * n_matrices * per_matrix
         limit = self.settings.max_attention_values
@@ -482,6 +487,14 @@ def _layer_attention(
         "heads": heads,
         "mean": mean,
     }
+
+
+def _tokens(manifest: Manifest) -> int:
+    """The attention's length T: L, or a global transformer's L + H horizon tokens (its attn_softmax's
+    last axis, when the manifest states it)."""
+    softmax = next((t for t in manifest.inspect_outputs if t.name == ATTN_SOFTMAX), None)
+    last = softmax.shape[-1] if softmax is not None and softmax.shape else None
+    return last if isinstance(last, int) else manifest.input_length
 
 
 def _manifest(entry: VersionEntry) -> Manifest:

@@ -312,8 +312,9 @@ class HybridExplanation(BaseModel):
 
 
 class SensitivityExplanation(BaseModel):
-    """A global network's (no inspection graph) lag effects on the series sent: d forecast / d value of
-    each lag per horizon step, by finite differences through the served graph."""
+    """A global network exported without an inspection graph (before issue 48): its lag effects on the
+    series sent, d forecast / d value of each lag per horizon step, by finite differences through the
+    served graph."""
 
     method: Literal["finite_difference"] = "finite_difference"
     step: float = Field(description="The step, in the window's normalised units.")
@@ -342,7 +343,7 @@ class AttentionResponse(BaseModel):
     )
     hybrid: HybridExplanation | None = Field(default=None, description="A hybrid: each member, its weight.")
     sensitivity: SensitivityExplanation | None = Field(
-        default=None, description="A global RSA-Transformer: each lag's effect on the forecast."
+        default=None, description="A global RSA-Transformer without inspect.onnx: each lag's effect."
     )
 
 

@@ -6,6 +6,8 @@ combine into it; a network's lag effects are the finite differences of its serve
 
 from __future__ import annotations
 
+import json
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +26,8 @@ from tests.app.fakes import write_repository
 from tests.utils.panel import NAME, publish, unseen
 
 KINDS = ("multichannel", "global_readout", "hybrid", "covariate_readout", "global_transformer")
+# A global transformer exported before its inspection graph (issue 48): model.onnx alone.
+OLD_TRANSFORMER = "global_transformer_without_inspect"
 
 
 @dataclass(frozen=True)
@@ -80,7 +84,20 @@ def kinds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Kind]:
     (folder / "transformer").mkdir()
     repo, body = _shops_model(folder / "transformer", network=True)
     out["global_transformer"] = Kind(repo, "shops", body)
+    out[OLD_TRANSFORMER] = Kind(without_inspection(repo / "shops" / "1", folder / "old"), "shops", body)
     return out
+
+
+def without_inspection(version: Path, folder: Path) -> Path:
+    """A copy of a global transformer's version as exported before issue 48: no inspect.onnx, no
+    inspect_outputs nor layers in its manifest; the repository holding it."""
+    target = folder / "repo" / "shops" / "1"
+    shutil.copytree(version, target)
+    (target / "inspect.onnx").unlink()
+    manifest = json.loads((target / "manifest.json").read_text())
+    del manifest["files"]["inspect.onnx"], manifest["inspect_outputs"], manifest["layers"]
+    (target / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    return folder / "repo"
 
 
 @pytest.fixture(scope="module")
@@ -115,17 +132,26 @@ def terms_sum(readout: dict[str, Any]) -> np.ndarray:
     return total
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", [*KINDS, OLD_TRANSFORMER])
 def test_every_kind_answers_attention_for_a_valid_series(
     kind: str, kinds: dict[str, Kind], clients: dict[str, TestClient]
 ) -> None:
     body = attention(clients[kind], kinds[kind])
     if kind == "multichannel":
         assert body["layers"] and body.get("readout") is None
-    elif kind == "global_transformer":
+    elif kind == OLD_TRANSFORMER:  # no inspection graph: its lag effects through its forecast graph
         sens = body["sensitivity"]
         assert body["layers"] == [] and body.get("readout") is None
         assert np.array(sens["lag_weights"]).shape == (body["input_length"], len(sens["forecast"]))
+    elif kind == "global_transformer":  # its inspection graph: softmax, REM and mixed per head
+        assert body.get("readout") is None and body.get("sensitivity") is None
+        heads = body["layers"][0]["heads"]
+        assert {h["kind"] for h in heads} >= {"regular", "cyclic_cos"}  # tests' transformer_config
+        assert all(h["gate"] is not None and (h["lambda"] or h["gamma"]) is not None for h in heads)
+        tokens = len(heads[0]["matrices"]["mixed"])  # L + H: the horizon tokens of its future covariates
+        assert tokens == body["input_length"] + 7 == len(heads[0]["matrices"]["mixed"][0])
+        softmax = np.array(heads[0]["matrices"]["softmax"])
+        np.testing.assert_allclose(softmax.sum(1), 1.0, atol=1e-5)
     else:
         assert body["layers"] == [] and body["readout"] is not None
         png = clients[kind].post(
@@ -234,7 +260,7 @@ def test_a_hybrids_members_combine_into_its_served_forecast(
 def test_a_networks_lag_effects_are_its_served_forecasts_finite_differences(
     kinds: dict[str, Kind], clients: dict[str, TestClient]
 ) -> None:
-    client, k = clients["global_transformer"], kinds["global_transformer"]
+    client, k = clients[OLD_TRANSFORMER], kinds[OLD_TRANSFORMER]
     sens = attention(client, k)["sensitivity"]
     served = served_forecast(client, k)
     np.testing.assert_allclose(sens["forecast"], served, rtol=1e-6)
