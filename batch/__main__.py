@@ -82,7 +82,7 @@ def _main(argv: list[str] | None) -> int:
         import ray
 
         from batch.fit import fit_dataset, table_dataset
-        from export.panel import PanelConfig
+        from export.panel_config import PanelConfig
 
         cfg = PanelConfig(
             horizon=args.horizon, period=args.period, input_periods=args.input_periods, irls=args.irls

@@ -1,5 +1,5 @@
 """The global REM read-out (export/panel.py) fitted on Ray Data: each block of series adds its windows to
-its own normal equations (`export.panel._accumulate`, the single-process fit's own code), the blocks'
+its own normal equations (`export.global_model.accumulate`, the single-process fit's own code), the blocks'
 Gram matrices, cross products and sums are added on the driver, and the sum is solved once
 (`app.artifacts.readout.NormalEquations.solve`). Only the (F+1)² + (F+1)·H numbers of each block
 travel, so the table is never in one place; the answer equals the single-process fit's up to the
@@ -17,7 +17,8 @@ import numpy as np
 
 from app.artifacts.readout import NormalEquations, solve_passes
 from batch import io
-from export.panel import GlobalModel, PanelConfig, _accumulate, rem_kernels
+from export.global_model import GlobalModel, accumulate
+from export.panel_config import PanelConfig, rem_kernels
 
 
 def block_equations(
@@ -26,7 +27,7 @@ def block_equations(
     """One block's normal equations as arrays with a leading axis of one (none when no series of the
     block has a window)."""
     kernels = rem_kernels(cfg.spec, cfg.period, length)
-    eq = _accumulate(series, cfg, length, kernels, previous)
+    eq = accumulate(series, cfg, length, kernels, previous)
     if eq is None:
         return {
             "gram": np.empty((0, 0, 0)),

@@ -30,20 +30,16 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
-import json
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 import typer
 
-from app.artifacts import readout
 from app.artifacts.contract import forecast_columns
 from app.artifacts.covariates import CovariateLayout
-from app.artifacts.local_models import LocalSpec
 from app.inference.metrics import mape, mase, seasonal_naive, seasonal_naive_scale, smape
 from export.covariates import (
     CovariatePlan,
@@ -52,8 +48,17 @@ from export.covariates import (
     covariate_lines,
     series_covariate_rows,
 )
-from export.hybrid import Origin, local_search, origins, tail_windows
+from export.global_model import SCHEMA_VERSION, GlobalModel, fit_global
+from export.global_model import _covariate_rows as _covariate_rows
+from export.global_model import _features as _features
+from export.global_model import _plain as _plain
+from export.global_model import _series_windows as _series_windows
+from export.hybrid import Origin, local_search, origins
 from export.panel_config import PanelConfig, default_bank, rem_kernels, series_values
+from rsa_core.calendar import calendar_step
+from rsa_core.future import future_rows_problem
+from rsa_core.steps import steps_after
+from rsa_core.zones import model_zone
 
 if TYPE_CHECKING:  # the transformer is imported where the command line asks for it
     from export.panel_transformer import Budget
@@ -75,177 +80,10 @@ __all__ = [
     "training_record",
 ]
 
-SCHEMA_VERSION = 1  # of model.json
 # Training series whose last timestamps a model records one by one (beyond: only the last of all).
 TRAINING_ENDS = 10_000
 # Input lengths searched, in periods of the cycle (a monthly model: 12, 24, 36, 48, 72 steps).
 INPUT_PERIODS = (1, 2, 3, 4, 6)
-
-
-@dataclass
-class GlobalModel:
-    """A fitted global read-out: `weights` [F + 1, H] (the last row the bias) over `features`."""
-
-    config: PanelConfig
-    input_length: int
-    weights: np.ndarray
-    frequency: str | None = None
-    search: dict[str, float] = field(default_factory=dict)  # validation MASE per input length searched
-    fit_seconds: float = 0.0
-    # Covariates (export/covariates.py): the layout of the raw `covariates` rows, with its training
-    # statistics; the weights' covariate rows follow the target's features. None: the target alone.
-    covariates: CovariateLayout | None = None
-    # Per covariate: validation MASE and MSE with and without it (train_global; empty without covariates).
-    covariate_report: list[dict[str, Any]] = field(default_factory=list)
-    # The IANA zone the training file's local times were read in (`--timezone`; None: UTC or offsets):
-    # the manifest's `timezone`, so the service reads a naive `start` there and answers in it.
-    timezone: str | None = None
-    # The hybrid's local half (export/hybrid.py; None: the read-out alone).
-    local: LocalSpec | None = None
-    # What it was trained on (`training_record`): the series, the last timestamp of all, and of each by id
-    # (up to TRAINING_ENDS series); None: unknown (a model.json written before, or trained from arrays).
-    training: dict[str, Any] | None = None
-
-    @property
-    def min_history(self) -> int:
-        return self.config.history
-
-    @property
-    def window_length(self) -> int:
-        """The values the served graph reads: the read-out's L, or the local models' window if longer."""
-        return max(self.input_length, self.local.length if self.local is not None else 0)
-
-    def refit(self, series: Sequence[np.ndarray]) -> GlobalModel:
-        """A read-out of the same settings and input length fitted on other series (calibration)."""
-        refit = fit_global(series, self.config, self.input_length, self.covariates)
-        refit.local = self.local
-        return refit
-
-    def kernels(self) -> np.ndarray:
-        """The REM bank's last rows [K, L] over this model's input length."""
-        return rem_kernels(self.config.spec, self.config.period, self.input_length)
-
-    def features(self, windows: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(features [n, F], scales [n]) of raw windows [n, L] whose observed steps are `mask` [n, L]."""
-        return _features(windows, mask, self.config, self.kernels())
-
-    def forecast(
-        self, histories: Sequence[np.ndarray], batch: int = 4096, covariates: np.ndarray | None = None
-    ) -> np.ndarray:
-        """The next H values [S, H] of each history (raw values, oldest first; any length of at least
-        `min_history`: shorter than L is masked at the start). A covariate model needs `covariates`, the
-        raw rows [S, D] of its layout (`CovariateLayout.assemble`)."""
-        if (self.covariates is None) != (covariates is None):
-            raise ValueError("covariates are given to a model without them, or missing for one with them")
-        short = [i for i, h in enumerate(histories) if len(h) < self.min_history]
-        if short:
-            raise ValueError(
-                f"{len(short)} series have fewer than min_history = {self.min_history} values "
-                f"(the first: series {short[0]} with {len(histories[short[0]])})"
-            )
-        out = readout.forecast(
-            self.weights,
-            histories,
-            self.config.fit_settings,
-            self.kernels(),
-            batch,
-            self.covariates,
-            covariates,
-        )
-        if self.local is None:
-            return out
-        # The local models read the window as the service feeds it (float32), so both fit the same values.
-        return self.local.combine(out, tail_windows(histories, self.window_length).astype(np.float32))
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": "rem-readout-global",
-            "schema_version": SCHEMA_VERSION,
-            "config": asdict(self.config),
-            "input_length": self.input_length,
-            "min_history": self.min_history,
-            "frequency": self.frequency,
-            "timezone": self.timezone,
-            "search": self.search,
-            "fit_seconds": round(self.fit_seconds, 3),
-            "weights": self.weights.tolist(),
-            "covariates": None if self.covariates is None else self.covariates.to_json(),
-            "covariate_report": self.covariate_report,
-            "local": None if self.local is None else self.local.to_json(),
-            "training": self.training,
-        }
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> GlobalModel:
-        if d.get("kind") != "rem-readout-global" or d.get("schema_version") != SCHEMA_VERSION:
-            found = f"{d.get('kind')!r}, schema {d.get('schema_version')!r}"
-            raise ValueError(f"not a global model of schema {SCHEMA_VERSION}: {found}")
-        return cls(
-            config=PanelConfig(**d["config"]),
-            input_length=int(d["input_length"]),
-            weights=np.asarray(d["weights"], dtype=np.float64),
-            frequency=d.get("frequency"),
-            timezone=d.get("timezone"),
-            search=dict(d.get("search") or {}),
-            fit_seconds=float(d.get("fit_seconds") or 0.0),
-            covariates=None if d.get("covariates") is None else CovariateLayout.from_json(d["covariates"]),
-            covariate_report=list(d.get("covariate_report") or []),
-            local=None if d.get("local") is None else LocalSpec.from_json(d["local"]),
-            training=d.get("training"),
-        )
-
-    def save(self, path: Path) -> Path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_json()) + "\n")
-        return path
-
-    @classmethod
-    def load(cls, path: Path) -> GlobalModel:
-        return cls.from_json(json.loads(Path(path).read_text()))
-
-
-_series_windows = readout.series_windows  # every training window of one series
-
-
-def _features(
-    x: np.ndarray, m: np.ndarray, cfg: PanelConfig, kernels: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    return readout.features(x, m, cfg.period, cfg.n_lags, kernels)
-
-
-def _accumulate(
-    series: Iterable[np.ndarray],
-    cfg: PanelConfig,
-    length: int,
-    kernels: np.ndarray,
-    previous: np.ndarray | None = None,
-    layout: CovariateLayout | None = None,
-) -> readout.NormalEquations | None:
-    """One pass's normal equations over every window of `series` (None when none has a window)."""
-    assert kernels.shape[1] == length
-    items = list(series) if layout is not None else series
-    return readout.accumulate(
-        [series_values(v) for v in items] if layout is not None else _plain(items),
-        cfg.fit_settings,
-        kernels,
-        previous,
-        covariates=None if layout is None else _covariate_rows(items, layout),
-    )
-
-
-def _plain(series: Iterable[Any]) -> Iterable[np.ndarray]:
-    """The values of `series` for a fit without covariates: CovariateSeries (validation without any of
-    a plan's covariates) read as their values; anything else as it is (a generator stays one)."""
-    if isinstance(series, Sequence) and any(isinstance(v, CovariateSeries) for v in series):
-        return [series_values(v) for v in series]
-    return series
-
-
-def _covariate_rows(series: Sequence[Any], layout: CovariateLayout) -> readout.CovariateRows:
-    """The fit's covariate rows of `series` (CovariateSeries, each with its covariates)."""
-    if not all(isinstance(v, CovariateSeries) for v in series):
-        raise ValueError("a covariate model is fitted on CovariateSeries")
-    return readout.CovariateRows(layout, lambda i, ends: series_covariate_rows(series[i], layout, ends))
 
 
 def training_record(items: Sequence[Any]) -> dict[str, Any] | None:
@@ -267,30 +105,6 @@ def training_record(items: Sequence[Any]) -> dict[str, Any] | None:
     if len(ends) <= TRAINING_ENDS:
         record["ends"] = ends
     return record
-
-
-def fit_global(
-    series: Iterable[np.ndarray] | Iterable[CovariateSeries],
-    cfg: PanelConfig,
-    input_length: int,
-    layout: CovariateLayout | None = None,
-) -> GlobalModel:
-    """The read-out fitted on every window of every series, read one at a time, once per pass: IRLS
-    passes (`cfg.irls` > 0) read them again, so they need a sequence; one pass takes any iterable (a
-    generator of series too many to hold)."""
-    start = time.perf_counter()
-    kernels = rem_kernels(cfg.spec, cfg.period, input_length)
-    if layout is None:
-        sol = readout.fit_weights(_plain(series), cfg.fit_settings, kernels)
-    else:
-        items = list(series)
-        sol = readout.fit_weights(
-            [series_values(v) for v in items],
-            cfg.fit_settings,
-            kernels,
-            covariates=_covariate_rows(items, layout),
-        )
-    return GlobalModel(cfg, input_length, sol, fit_seconds=time.perf_counter() - start, covariates=layout)
 
 
 def _cut(v: Any, k: int) -> Any:
@@ -901,10 +715,12 @@ def forecast(
     except ValueError as e:  # shorter than min_history
         raise typer.BadParameter(str(e), param_hint="--data") from None
     table = []
-    offset = pd.tseries.frequencies.to_offset(frequency)
     for i, f in enumerate(values):
         s: Any = histories[i]
-        table += [(s.id, t, float(v)) for t, v in zip(_horizon(s.timestamps, offset, len(f)), f, strict=True)]
+        table += [
+            (s.id, t, float(v))
+            for t, v in zip(_horizon(s.timestamps, frequency, len(f), zone), f, strict=True)
+        ]
     column = forecast_columns(name or model.resolve().parent.name, ["y"])[0]
     frame = pd.DataFrame(table, columns=["unique_id", "ds", column])
     if out is None:
@@ -914,12 +730,17 @@ def forecast(
         typer.echo(f"{len(histories)} series forecast: {out}")
 
 
-def _horizon(stamps: np.ndarray, offset: Any, h: int) -> np.ndarray:
-    """The h steps of `offset` after a series' last timestamp (UTC instants, datetime64[ns])."""
+def _horizon(stamps: np.ndarray, frequency: str, h: int, zone: str | None = None) -> np.ndarray:
+    """The h steps of `frequency` (the series' alias: `1h`, `3MS`) after a series' last timestamp (UTC
+    instants, datetime64[ns]), by the one stepping rule (`rsa_core.steps`): a fixed step on the instants,
+    calendar months on the wall clock of `zone` (the files' zone, where a zoned series' months were read;
+    None: UTC), as the service and the batch scorer step them."""
     import pandas as pd
 
-    first = pd.Timestamp(stamps[-1]) + offset
-    return pd.date_range(first, periods=h, freq=offset).to_numpy().astype("datetime64[ns]")
+    months = calendar_step(frequency)
+    seconds = 0.0 if months is not None else pd.Timedelta(frequency).total_seconds()
+    tz = None if zone is None or months is None else model_zone(zone)
+    return steps_after(np.asarray(stamps[-1:], "datetime64[ns]"), h, seconds, months, tz)[0]
 
 
 def _with_covariates(
@@ -993,32 +814,31 @@ def _with_covariates(
             "future values",
             param_hint="--future-file",
         )
-    offset = pd.tseries.frequencies.to_offset(frequency)
 
     def show(t: np.datetime64) -> str:  # in the zone the files were written in
         return str(pd.Timestamp(t).tz_localize("UTC").tz_convert(zone or "UTC"))
 
     rows = []
     for s in histories:
-        stamps = _horizon(s.timestamps, offset, H)
+        stamps = _horizon(s.timestamps, frequency, H, zone)
         n = len(s)
         after = {}
         if covs.future:
             assert future_file is not None
             given = future.get(s.id)
-            if given is None:
+            problem = future_rows_problem(None if given is None else given.timestamps, stamps)
+            if given is None or (problem is not None and problem.kind == "missing"):
                 raise bad(
                     f"{future_file.name}: no rows for series {s.id!r}; it needs the {H} steps after the "
                     f"series' last timestamp {show(s.timestamps[-1])}"
                 )
-            if len(given) != H:
+            if problem is not None and problem.kind == "count":
                 raise bad(
                     f"{future_file.name} (series {s.id!r}): {len(given)} rows; the model's horizon needs "
                     f"{H}, the steps after the series' last timestamp {show(s.timestamps[-1])}"
                 )
-            off = np.flatnonzero(given.timestamps != stamps)
-            if off.size:
-                k = int(off[0])
+            if problem is not None:
+                k = problem.row
                 raise bad(
                     f"{future_file.name} (series {s.id!r}): row {k + 1} of the series is at "
                     f"{show(given.timestamps[k])}; horizon step {k + 1} after its last timestamp "

@@ -20,19 +20,22 @@ import grimp
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-# `rsa_client` is client/rsa_client (pytest puts client/ on the path, pyproject.toml).
-OURS = ("app", "export", "models", "bench", "batch", "rsa_client")
+# `rsa_client` is client/rsa_client (pytest puts client/ on the path, pyproject.toml); `rsa_core` the rules
+# every path shares (installed on its own, rsa_core/pyproject.toml).
+OURS = ("app", "export", "models", "bench", "batch", "rsa_client", "rsa_core")
 
 # What each part of the service may import of ours (besides itself), lowest layer first. A module belongs
 # to the longest prefix listed. Wiring (app.main, app.__main__, app.engine.__main__) may import anything
 # of app.
 MAY_IMPORT: dict[str, set[str]] = {
+    # The time and future-table rules every path shares (issue 44): below everything, nothing of ours.
+    "rsa_core": set(),
     "models": set(),
     "app.core": set(),
-    "app.artifacts": {"app.core"},
+    "app.artifacts": {"app.core", "rsa_core"},
     "app.engine": {"app.core", "app.artifacts"},
     "app.engine.__main__": {"app"},
-    "app.inference": {"app.core", "app.artifacts", "app.engine"},
+    "app.inference": {"app.core", "app.artifacts", "app.engine", "rsa_core"},
     "app.observability": {"app.core", "app.engine"},
     "app.runtime": {"app.core", "app.engine", "app.inference", "app.observability"},
     "app.protocols": {
@@ -42,6 +45,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "app.inference",
         "app.observability",
         "app.runtime",
+        "rsa_core",
     },
     "app.api": {
         "app.core",
@@ -68,12 +72,12 @@ MAY_IMPORT: dict[str, set[str]] = {
     "app.ui": set(),
     # The contract's names and the manifest, and the metrics the service's backtests share (numpy only):
     # nothing else of the service.
-    "export": {"models", "app.artifacts", "app.inference.metrics"},
+    "export": {"models", "app.artifacts", "app.inference.metrics", "rsa_core"},
     # Batch scoring runs the service's own window, interval and session code, never its HTTP or protocols;
     # the distributed fit runs export's (docs/batch.md).
-    "batch": {"app.core", "app.artifacts", "app.inference", "app.engine", "export", "models"},
-    # Installed on its own (client/pyproject.toml): nothing of ours.
-    "rsa_client": set(),
+    "batch": {"app.core", "app.artifacts", "app.inference", "app.engine", "export", "models", "rsa_core"},
+    # Installed on its own (client/pyproject.toml): nothing of ours but the shared rules.
+    "rsa_client": {"rsa_core"},
 }
 # Imports that break the rules today, each with what removes it. The test fails when one is gone, so
 # that the list only shrinks.

@@ -35,6 +35,9 @@ import numpy as np
 import pandas as pd
 
 from rsa_client.explain import Explanation, explanation
+from rsa_core.calendar import calendar_step
+from rsa_core.future import future_rows_problem
+from rsa_core.steps import shifted, steps_after
 from rsa_core.wallclock import localize
 
 # What a request holds besides its tensors (the JSON header), with room to spare.
@@ -1120,14 +1123,14 @@ def _future_rows(
     for i, sid in enumerate(series_ids):
         at = groups.get(sid)
         span = f"{pd.Timestamp(want[i, 0])} .. {pd.Timestamp(want[i, -1])}"
-        if at is None or len(at) != n:
+        problem = future_rows_problem(None if at is None else times[at], want[i])
+        if problem is not None and problem.kind != "row":
             raise ValueError(
-                f"series {sid!r} has {0 if at is None else len(at)} rows in X_df; model {spec.name} needs "
+                f"series {sid!r} has {problem.rows} rows in X_df; model {spec.name} needs "
                 f"its future covariates {future} at exactly the {n} steps after its last row, {span}"
             )
-        wrong = np.flatnonzero(times[at] != want[i])
-        if len(wrong):
-            j = int(wrong[0])
+        if problem is not None:
+            j = problem.row
             raise ValueError(
                 f"series {sid!r}: X_df's row {j} is at {pd.Timestamp(times[at][j])}; model {spec.name} needs "
                 f"the {n} steps after the series' last row, {span}"
@@ -1165,13 +1168,9 @@ def _window_starts(spec: ModelSpec, stamps: np.ndarray, begins: np.ndarray, ends
     short = np.flatnonzero(ends - begins < L)
     if not len(short):
         return firsts
-    last = stamps[ends[short] - 1]
-    offset = _calendar_offset(spec)
-    if offset is not None:
-        back = [pd.Timestamp(t, unit="s") - offset * (L - 1) for t in last]
-        firsts[short] = [int(t.value // 10**9) for t in back]
-    else:
-        firsts[short] = last - round((spec.frequency_seconds or 0) * (L - 1))
+    last = np.asarray(stamps[ends[short] - 1]).astype("datetime64[s]")
+    back = shifted(last, [-(L - 1)], spec.frequency_seconds or 0, calendar_step(spec.frequency))
+    firsts[short] = back[:, 0].astype(np.int64)
     return firsts
 
 
@@ -1194,24 +1193,12 @@ def _decode(response: httpx.Response) -> dict[str, np.ndarray]:
     return out
 
 
-def _calendar_offset(spec: ModelSpec) -> Any:
-    """The pandas offset of a calendar frequency (1MS, 3ME, 12MS), stepped in UTC as the service steps
-    months; None for a fixed step."""
-    freq = spec.frequency or ""
-    if "M" in freq and freq.rstrip("SE").rstrip("M").isdigit():
-        return pd.tseries.frequencies.to_offset(freq)
-    return None
-
-
 def _future(spec: ModelSpec, last: np.ndarray, h: int) -> np.ndarray:
-    """[S, h] datetime64[ns] of the h steps after each series' last timestamp (Unix seconds)."""
-    offset = _calendar_offset(spec)
-    if offset is not None:
-        starts = pd.to_datetime(last, unit="s")
-        return np.stack([pd.date_range(s, periods=h + 1, freq=offset)[1:].to_numpy() for s in starts])
-    step = np.timedelta64(round((spec.frequency_seconds or 0) * 1e9), "ns")
-    base = last.astype("datetime64[s]").astype("datetime64[ns]")
-    return base[:, None] + step * np.arange(1, h + 1)
+    """[S, h] datetime64[ns] of the h steps after each series' last timestamp (Unix seconds): the one
+    stepping rule (`rsa_core.steps`), calendar months stepped in UTC as the service steps them from an OIP
+    v2 `start`."""
+    base = np.asarray(last).astype("datetime64[s]").astype("datetime64[ns]")
+    return steps_after(base, h, spec.frequency_seconds or 0, calendar_step(spec.frequency))
 
 
 def _long_frame(

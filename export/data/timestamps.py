@@ -12,6 +12,8 @@ import pandas as pd
 from pandas.tseries.api import guess_datetime_format
 
 from export.data.errors import _MISSING_TOKENS, _where
+from rsa_core.calendar import calendar_step
+from rsa_core.steps import shifted
 from rsa_core.wallclock import localize as localize  # the one rule of naive local times (readers use it)
 
 #: Column names (case-insensitive) recognised as the timestamp column when none is given.
@@ -294,15 +296,9 @@ class _Grid:
         """Every step of the grid from `first` (the first row's stamp) to the last row's."""
         assert self.position is not None
         steps = np.arange(int(self.position[-1]) + 1)
-        match = _CALENDAR.match(self.alias)
-        if match is None:
-            return first + steps * np.timedelta64(round(self.seconds * 1e9), "ns")
-        day = first.astype("datetime64[D]")
-        months = day.astype("datetime64[M]") + steps * int(match["months"])
-        anchor = months.astype("datetime64[D]")
-        if match["anchor"] == "E":
-            anchor = (months + 1).astype("datetime64[D]") - 1
-        return (anchor + (first - day)).astype("datetime64[ns]")
+        # the one stepping rule (rsa_core.steps), months in UTC where the grid was read
+        first_ns = np.asarray([first], "datetime64[ns]")
+        return shifted(first_ns, steps, self.seconds, calendar_step(self.alias))[0]
 
 
 def _grid(stamps: np.ndarray) -> _Grid:
