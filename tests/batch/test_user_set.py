@@ -4,6 +4,7 @@ names it when Ray (or another of its modules) is missing, instead of a bare `No 
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -64,3 +65,24 @@ def test_a_missing_module_outside_the_user_set_is_not_hidden() -> None:
     assert missing_dependency(ModuleNotFoundError("No module named 'ray'", name="ray")) is not None
     assert missing_dependency(ModuleNotFoundError("No module named 'ray.data'", name="ray.data")) is not None
     assert missing_dependency(ModuleNotFoundError("No module named 'app'", name="app")) is None
+
+
+def test_an_export_command_without_its_modules_names_the_user_set(tmp_path: Path) -> None:
+    """`python -m export.panel train` where typer is missing (as after `setup.sh serve`): one line naming
+    the module and the set, no traceback; imported as a library, the export package changes nothing."""
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "typer.py").write_text("raise ModuleNotFoundError(\"No module named 'typer'\", name='typer')\n")
+    env = {"PYTHONPATH": f"{fake}{os.pathsep}{ROOT}", "PATH": os.environ.get("PATH", "")}
+    args = ["-m", "export.panel", "train", "--data", "x.csv", "--horizon", "3"]
+    done = subprocess.run([sys.executable, *args], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert "needs 'typer'" in done.stderr and "bash scripts/setup.sh user" in done.stderr
+    imported = subprocess.run(
+        [sys.executable, "-c", "import sys, export; print(sys.excepthook is sys.__excepthook__)"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert imported.stdout.strip() == "True", imported.stderr
