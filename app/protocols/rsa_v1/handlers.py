@@ -63,8 +63,6 @@ from app.protocols.rsa_v1.wire import ForecastArgs, ForecastResult, encode_atten
 
 T = TypeVar("T")
 _MATRIX_FIELDS: tuple[MatrixName, ...] = get_args(MatrixName)  # softmax, rem, mixed: MatrixSet's field order
-# AttentionResponse's global-model fields, null unless the answer has them (its JSON holds every field).
-_NO_GLOBAL_PARTS: dict[str, Any] = {"readout": None, "hybrid": None, "sensitivity": None}
 
 
 class V1Handlers:
@@ -117,6 +115,7 @@ class V1Handlers:
             timestamps=stamps,
             bands=bands,
             filled=[d.filled for d in decoded],
+            local_models=_local_models(manifest, windows),
         )
 
     # -- attention -------------------------------------------------------------------------------
@@ -192,7 +191,6 @@ class V1Handlers:
                     "input_length": manifest.input_length,
                     "query": "last" if result.rem.ndim == 3 else "all",
                     "layers": out_layers,
-                    **_NO_GLOBAL_PARTS,
                 }
             )
 
@@ -244,7 +242,6 @@ class V1Handlers:
             "input_length": L,
             "query": "last",
             "layers": [],
-            **_NO_GLOBAL_PARTS,
         }
         if network:
             period = manifest.panel.period if manifest.panel is not None else 1
@@ -505,6 +502,13 @@ def _manifest(entry: VersionEntry) -> Manifest:
     """A ready version's manifest (the catalog resolves ready versions only)."""
     assert entry.manifest is not None
     return entry.manifest
+
+
+def _local_models(manifest: Manifest, windows: np.ndarray) -> list[str | None]:
+    """Per series of a hybrid, why it got the read-out alone (None: the local models took their share);
+    empty for any other model."""
+    local = manifest.panel.local_spec if manifest.panel is not None else None
+    return [] if local is None else local.skipped(windows)
 
 
 def _phases(decoded: list[DecodedSeries]) -> np.ndarray | None:

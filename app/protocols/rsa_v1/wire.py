@@ -286,6 +286,9 @@ class ForecastResult:
     # Per series, the window's missing values filled (`filled` in the answer, written only when > 0, so
     # answers to complete windows are as they always were); empty: none.
     filled: list[int] = field(default_factory=list)
+    # Per series of a hybrid, why it got the global read-out alone (`local_models` in the answer, written
+    # only for those series; app/artifacts/local_models.py `LocalSpec.skipped`); empty: none.
+    local_models: list[str | None] = field(default_factory=list)
 
 
 def encode_forecast(result: ForecastResult) -> bytes:
@@ -316,6 +319,9 @@ def encode_forecast(result: ForecastResult) -> bytes:
     for i, n in enumerate(result.filled):
         if n:
             forecasts[i]["filled"] = n
+    for i, note in enumerate(result.local_models):
+        if note is not None:
+            forecasts[i]["local_models"] = note
     return orjson.dumps(
         {
             "model": result.model,

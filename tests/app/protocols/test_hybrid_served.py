@@ -83,10 +83,10 @@ def test_v1_and_oip_v2_answer_the_exporters_hybrid_forecast(hybrid: tuple[Path, 
     )
 
 
-def test_a_series_too_short_for_the_local_models_gets_the_read_out_alone(
+def test_a_series_too_short_for_the_local_models_gets_the_read_out_alone_and_the_answer_says_so(
     hybrid: tuple[Path, GlobalModel],
 ) -> None:
-    _, model = hybrid
+    repo, model = hybrid
     assert model.local is not None
     short = store(5, model.local.min_values - 1)
     long = store(6, 60)
@@ -94,6 +94,17 @@ def test_a_series_too_short_for_the_local_models_gets_the_read_out_alone(
     both = model.forecast([short, long])
     np.testing.assert_allclose(both[0], alone[0])  # fewer values than min_values: the read-out alone
     assert np.abs(both[1] - alone[1]).max() > 1e-3  # enough values: the local models move it
+    body = {"series": [{"id": "short", "values": short.tolist()}, {"id": "long", "values": long.tolist()}]}
+    with running_client(make_settings(repo, models=[NAME])) as client:
+        r = client.post(f"/v1/models/{NAME}/forecast", json=body)
+    assert r.status_code == 200, r.text
+    short_answer, long_answer = r.json()["forecasts"]
+    note = short_answer["local_models"]
+    assert note.startswith("the global read-out alone") and f"need {model.local.min_values}" in note
+    assert f"{model.local.min_values - 1} observed values" in note
+    assert "local_models" not in long_answer  # the local models took their share: nothing to say
+    got = np.array([f["forecast"] for f in r.json()["forecasts"]])[:, :, 0]
+    np.testing.assert_allclose(got, both, rtol=1e-4, atol=1e-3)
 
 
 def test_the_batch_scorer_answers_as_v1(hybrid: tuple[Path, GlobalModel]) -> None:
