@@ -40,9 +40,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
+import threading
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from time import perf_counter
 from typing import Literal, Protocol
@@ -66,6 +68,35 @@ SHARED_CALL_ROWS = 4
 # While forecasts and evaluation work both wait, one evaluation call after this many forecast calls in a
 # row: forecasts keep the version (they wait at most one evaluation chunk), evaluation keeps a share.
 EVALUATION_EVERY = 4
+# Evaluation chunks run on threads of their own at this niceness above the service's (Linux: a thread's
+# own, set with setpriority on its thread id; a session call of a small chunk computes on the calling
+# thread): on a busy host the kernel gives the cores to forecasts' calls and the event loop first.
+EVALUATION_NICENESS = 10
+
+
+def _lower_priority() -> None:
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + EVALUATION_NICENESS)
+    except (AttributeError, OSError):  # not Linux, or not allowed: the chunks still run, at the same priority
+        pass
+
+
+_evaluation_pool: ThreadPoolExecutor | None = None
+
+
+def evaluation_executor() -> ThreadPoolExecutor:
+    """The process's threads for evaluation chunks (made on first use, one per CPU, each niced once)."""
+    global _evaluation_pool
+    if _evaluation_pool is None:
+        try:
+            cpus = len(os.sched_getaffinity(0))
+        except AttributeError:
+            cpus = os.cpu_count() or 1
+        _evaluation_pool = ThreadPoolExecutor(
+            max_workers=max(1, cpus), thread_name_prefix="rsa-evaluation", initializer=_lower_priority
+        )
+    return _evaluation_pool
 
 
 class BatchRunner(Protocol):
@@ -517,7 +548,8 @@ class DynamicBatcher:
                 outputs = self.runner.run(inputs, True)
             else:
                 loop = asyncio.get_running_loop()
-                outputs = await loop.run_in_executor(self._executor, self.runner.run, inputs)
+                executor = evaluation_executor() if batch.evaluation else self._executor
+                outputs = await loop.run_in_executor(executor, self.runner.run, inputs)
             if not isinstance(outputs, np.ndarray) or outputs.shape[:1] != (batch.rows,):
                 got = getattr(outputs, "shape", type(outputs).__name__)
                 raise RuntimeError(f"session returned {got} for a batch of {batch.rows} rows")

@@ -5,6 +5,7 @@ bounds: the latency it buys is measured by bench/fairness.py."""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 
 from app.core.errors import Overloaded
 from app.engine.batching import BatcherConfig, DynamicBatcher
-from app.engine.batching.batcher import EVALUATION_EVERY
+from app.engine.batching.batcher import EVALUATION_EVERY, EVALUATION_NICENESS
 from tests.utils.batching import FnRunner
 
 
@@ -187,3 +188,28 @@ def test_evaluation_leaves_one_call_to_forecasts_when_calls_run_side_by_side() -
         await batcher.stop()
 
     run(scenario)
+
+
+def test_evaluation_chunks_run_on_threads_of_lower_priority() -> None:
+    """Linux: the thread an evaluation chunk computes on is niced EVALUATION_NICENESS above the one a
+    forecast's call runs on; the service's own threads keep theirs."""
+    niceness: dict[str, int] = {}
+
+    def run(feed: dict[str, np.ndarray]) -> np.ndarray:
+        kind = "evaluation" if feed["x"][0, 0] < 0 else "forecast"
+        niceness[kind] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        return feed["x"] * 2.0
+
+    async def scenario() -> None:
+        batcher = DynamicBatcher(
+            FnRunner(run), BatcherConfig(name="t", max_batch_rows=8, max_wait_s=0.0, max_queue_rows=100)
+        )
+        batcher.start()
+        await batcher.submit(evaluation_rows(3), 5.0, evaluation=True)
+        await batcher.submit(forecast_rows(1), 5.0)
+        await batcher.stop()
+
+    mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    asyncio.run(asyncio.wait_for(scenario(), 20))
+    assert niceness["evaluation"] == min(19, niceness["forecast"] + EVALUATION_NICENESS)
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine
