@@ -21,9 +21,11 @@ from app.core.errors import InvalidInput
 
 __all__ = [
     "HistoryCovariates",
+    "HistoryRows",
     "SeriesCovariates",
     "covariate_rows",
     "history_covariate_rows",
+    "history_rows",
     "refuse_covariates",
     "unsent_future_steps",
 ]
@@ -195,9 +197,16 @@ def history_covariate_rows(
     return covariate_rows(manifest, layout, windows, open_future=True)
 
 
-def _future_column(values: Sequence[Any], n: int, reach: int, horizon: int, field: str) -> np.ndarray:
-    """A history's future covariate: n values (one per value of the series), or up to `reach` more (the
-    steps past the history the last windows' H steps read), padded with NaN to n + reach."""
+def _future_column(
+    values: Sequence[Any],
+    n: int,
+    reach: int,
+    horizon: int,
+    field: str,
+    what: str = "one per value of the series",
+) -> np.ndarray:
+    """A history's future covariate: n values (`what`: one per value of the series), or up to `reach`
+    more (the steps past them the last windows' H steps read), padded with NaN to n + reach."""
     m = len(values)
     if not n <= m <= n + reach:
         after = (
@@ -207,13 +216,125 @@ def _future_column(values: Sequence[Any], n: int, reach: int, horizon: int, fiel
             else ""
         )
         raise InvalidInput(
-            f"{field} has {m} values; it needs {n} (one per value of the series{after})",
+            f"{field} has {m} values; it needs {n} ({what}{after})",
             field=field,
             limit=n if m < n else n + reach,
         )
     out = np.full(n + reach, np.nan)
     out[:m] = _column(values, m, field, "one per value of the series", False)
     return out
+
+
+@dataclass(frozen=True)
+class HistoryRows:
+    """A request's covariates over each series' whole history, checked once (`history_rows`), from which
+    any window's raw `covariates` row is cut, laid out as a forecast of that window alone lays it out
+    (`covariate_rows`): what a refit of a covariate model reads (app/artifacts/readout.py's
+    `CovariateRows(layout, rows)`). Plain arrays, so it pickles to the fit's worker process."""
+
+    layout: CovariateLayout
+    past: tuple[np.ndarray, ...]  # per series [n, P], NaN where not observed
+    future: tuple[np.ndarray, ...]  # per series [n + reach, F], NaN where not sent (the training mean)
+    static: tuple[np.ndarray, ...]  # per series [S], encoded
+    stamps: tuple[np.ndarray | None, ...]  # per series [n + H] datetime64[us] UTC (the calendar's)
+
+    def rows(self, i: int, ends: np.ndarray) -> np.ndarray:
+        """Series i's raw rows [len(ends), D] of the windows whose input ends at each of `ends`: the past
+        values before the end (NaN before the series' start), the future values and the calendar of the
+        H steps from it (NaN past what was sent)."""
+        layout, e = self.layout, np.asarray(ends, dtype=np.int64)
+        L, H = layout.input_length, layout.horizon
+        steps = e[:, None] + np.arange(H)[None, :]  # [n, H]
+        past = None
+        if layout.past:
+            padded = np.concatenate([np.full((L, len(layout.past)), np.nan), self.past[i]])
+            past = padded[e[:, None] + np.arange(L)[None, :]]  # padded[e : e + L] = past[e − L : e]
+        future = None
+        if layout.future:
+            column = self.future[i]
+            reach = int(steps.max()) + 1 - len(column) if len(e) else 0
+            if reach > 0:  # past what was sent: the training mean
+                column = np.concatenate([column, np.full((reach, column.shape[1]), np.nan)])
+            future = column[steps]
+        stamps = None
+        if layout.calendar:
+            at = self.stamps[i]
+            assert at is not None  # history_rows requires a start for a calendar model
+            stamps = at[steps]
+        static = np.repeat(self.static[i][None, :], len(e), axis=0)
+        return layout.assemble(past, future, stamps, static)
+
+
+def history_rows(
+    manifest: Manifest,
+    layout: CovariateLayout,
+    items: Sequence[HistoryCovariates],
+    reach: int,
+    stamps: Sequence[Sequence[datetime] | None],
+    future_what: str = "one per value of the series",
+    future_extra: int = 0,
+) -> HistoryRows:
+    """The request's covariates checked (each error an InvalidInput naming the field, as
+    `covariate_rows`'s) and kept whole: past one value per value, future `n + future_extra` values
+    (`future_what`) and up to `reach` more, statics encoded; `stamps[i]`: the times of series i's values
+    and the H steps after them (None without a `start`, refused for a calendar model)."""
+    past, future, static, times = [], [], [], []
+    for item, when in zip(items, stamps, strict=True):
+        where, n = item.field, item.n_values
+        given = _names(item.future, layout.future, where, "future", manifest.name)
+        future.append(
+            np.stack(
+                [
+                    _future_column(
+                        given[name],
+                        n + future_extra,
+                        reach,
+                        layout.horizon,
+                        f"{where}.future.{name}",
+                        future_what,
+                    )
+                    for name in layout.future
+                ],
+                axis=1,
+            )
+            if layout.future
+            else np.zeros((n, 0))
+        )
+        given = _names(item.past, layout.past, where, "past", manifest.name)
+        past.append(
+            np.stack(
+                [
+                    _column(given[name], n, f"{where}.past.{name}", "one per value of the series", True)
+                    for name in layout.past
+                ],
+                axis=1,
+            )
+            if layout.past
+            else np.zeros((n, 0))
+        )
+        given = _names(item.static, [s.name for s in layout.static], where, "static", manifest.name)
+        encoded = []
+        for s in layout.static:
+            f = f"{where}.static.{s.name}"
+            try:
+                encoded.append(s.encode(given[s.name]))
+            except ValueError as e:
+                raise InvalidInput(
+                    f"{f}: {e}", field=f, limit=None if s.categories is None else list(s.categories)
+                ) from None
+        static.append(np.concatenate(encoded) if encoded else np.zeros(0))
+        if layout.calendar and when is None:
+            raise InvalidInput(
+                f"{where}.start: required, the model derives calendar covariates {list(layout.calendar)} "
+                "from the timestamps",
+                field=f"{where}.start",
+            )
+        times.append(
+            None
+            if not layout.calendar or when is None
+            else np.array([_utc(t) for t in when], "datetime64[us]")
+        )
+    return HistoryRows(layout, tuple(past), tuple(future), tuple(static), tuple(times))
 
 
 def unsent_future_steps(item: HistoryCovariates, cutoffs: Sequence[int], horizon: int) -> list[int]:

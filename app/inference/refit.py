@@ -23,12 +23,14 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from app.artifacts.contract import (
+    COVARIATE_INPUT,
     FORECAST_INPUT,
     FORECAST_OUTPUT,
     GLOBAL_TRANSFORMER_KIND,
     MANIFEST_FILE,
     MODEL_FILE,
 )
+from app.artifacts.covariates import CovariateLayout
 from app.artifacts.feed import local_inputs
 from app.artifacts.initializers import replace_initializers
 from app.artifacts.local_models import LocalSpec
@@ -36,6 +38,7 @@ from app.artifacts.manifest import Manifest
 from app.artifacts.publish import publish_version
 from app.artifacts.readout import (
     CACHE_ROWS,
+    CovariateRows,
     ReadoutSpec,
     calibrate,
     fit_weights,
@@ -45,6 +48,7 @@ from app.artifacts.readout import (
 from app.artifacts.repository import model_folder, sha256_of
 from app.core.config import Settings
 from app.core.errors import InvalidInput, Overloaded
+from app.inference.covariates import HistoryRows
 from app.inference.fit_pool import fit_pool
 from app.inference.publishing import check_publish_bytes, plan_publish, publish_lock, remove_versions
 from app.inference.windows import require_finite
@@ -102,6 +106,7 @@ class Refit:
     dropped: dict[float, str]
     calibration_windows: int
     seconds: float
+    covariates: np.ndarray | None = None  # [S, D] a covariate model's raw rows of `windows` (the feed's)
 
 
 def refit_spec(manifest: Manifest, name: str, version: int) -> ReadoutSpec:
@@ -116,14 +121,6 @@ def refit_spec(manifest: Manifest, name: str, version: int) -> ReadoutSpec:
             f"{what} cannot be refit on request: it is a global transformer (a trained network, not a "
             "closed-form read-out); retrain it with `python -m export.panel train --network transformer` "
             "and publish it with `export.panel export`",
-            field="version",
-        )
-    if manifest.panel.covariates is not None:
-        # The refit reads histories alone; a covariate model's read-out also reads its covariates'
-        # windows and horizons, which this route does not take (refit it offline with export.panel).
-        raise NotRefittable(
-            f"{what} cannot be refit on request: it reads covariates; refit it with "
-            "`python -m export.panel train` and publish it with `export.panel export`",
             field="version",
         )
     if manifest.readout is None:
@@ -145,12 +142,13 @@ def run_fit(
     levels: list[float],
     budget_s: float,
     local: LocalSpec | None = None,
+    covariates: HistoryRows | None = None,
 ) -> Refit:
     """The fit, the calibration and the forecast (in a worker thread), BLAS on one thread: its matrices
     are small (a 2,000-point series: 1,959 windows x 70 features), and OpenBLAS's threads only fought
     over the cores (`python -m bench.refit` prints both: BENCHMARKS.md section 9)."""
     with threadpool_limits(1, "blas"):
-        return fit_readout(spec, histories, horizon, levels, budget_s, local)
+        return fit_readout(spec, histories, horizon, levels, budget_s, local, covariates)
 
 
 def fit_readout(
@@ -160,9 +158,11 @@ def fit_readout(
     levels: list[float],
     budget_s: float,
     local: LocalSpec | None = None,
+    covariates: HistoryRows | None = None,
 ) -> Refit:
     """The read-out refitted on `histories`, its forecast (a hybrid's with its `local` half fitted on the
-    same windows, as the service's graph feeds it) and its intervals."""
+    same windows, as the service's graph feeds it) and its intervals; a covariate model's fit, forecast
+    and calibration read each window's covariates, cut from `covariates` (the request's, checked)."""
     start = time.perf_counter()
     deadline = start + budget_s
 
@@ -189,9 +189,10 @@ def fit_readout(
         "send them in smaller units",
         field="series",
     )
+    rows = None if covariates is None else CovariateRows(covariates.layout, covariates.rows)
     try:
         with np.errstate(all="ignore"):  # overflow is checked on the answer, not warned about
-            weights = fit_weights(histories, fit, kernels, check)
+            weights = fit_weights(histories, fit, kernels, check, rows)
     except np.linalg.LinAlgError:
         raise unfit from None
     if not np.isfinite(weights).all():
@@ -201,8 +202,12 @@ def fit_readout(
     for i, h in enumerate(histories):
         tail = h[-L:]
         windows[i, L - len(tail) :, 0] = tail
+    last = None  # each series' raw covariate row of its forecast's window (ending with its history)
+    if covariates is not None:
+        last = np.concatenate([covariates.rows(i, np.array([len(h)])) for i, h in enumerate(histories)])
     with np.errstate(all="ignore"):  # what overflows float32 is refused below, not warned about
-        point = forecast(weights, histories, fit, kernels)
+        layout = None if covariates is None else covariates.layout
+        point = forecast(weights, histories, fit, kernels, layout=layout, covariates=last)
         if local is not None:
             point = local.combine(point, windows)
         outputs = point[:, :horizon, None].astype(np.float32)
@@ -211,13 +216,20 @@ def fit_readout(
         if levels:
             H = fit.horizon
             cal = calibrate(
-                histories, spec, levels, lambda n: max(H, round(CALIBRATION_SHARE * n)), check, local=local
+                histories,
+                spec,
+                levels,
+                lambda n: max(H, round(CALIBRATION_SHARE * n)),
+                check,
+                covariates=rows,
+                local=local,
             )
             intervals, dropped, n_cal = cal.intervals, cal.dropped, cal.windows
             if intervals is not None and not np.isfinite(np.asarray(intervals["widths"])).all():
                 why = "the calibration errors overflow float32: send the values in smaller units"
                 intervals, dropped = None, {float(lv): why for lv in levels}
-    return Refit(weights, outputs, windows, intervals, dropped, n_cal, time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    return Refit(weights, outputs, windows, intervals, dropped, n_cal, seconds, last)
 
 
 def run_backtest_refits(
@@ -226,13 +238,17 @@ def run_backtest_refits(
     windows: list[np.ndarray],
     budget_s: float,
     local: LocalSpec | None = None,
+    covariates: HistoryRows | None = None,
+    window_rows: list[np.ndarray] | None = None,
 ) -> list[np.ndarray]:
     """A backtest's refits (`cross_validation` with `refit`), in a worker thread, BLAS on one thread: per
     cutoff j, the read-out fitted on `fits[j]` (each series' values before its cutoff j, every one
     observed) and its forecast [n_j, H] of `windows[j]` [n_j, W, 1] (the service's windows, NaN before a
     short series' start: the read-out reads their last L values; a hybrid's `local` half is fitted on
-    them, as the graph's feed is). All the fits within `budget_s` (FitTooLong); InvalidInput where no
-    series holds a training window before a cutoff."""
+    them, as the graph's feed is). A covariate model's fits read each training window's covariates, cut
+    from `covariates` (series i of every `fits[j]` is series i of the request), and its forecasts
+    `window_rows[j]` [n_j, D], the raw rows of `windows[j]`. All the fits within `budget_s` (FitTooLong);
+    InvalidInput where no series holds a training window before a cutoff."""
     with threadpool_limits(1, "blas"):
         start = time.perf_counter()
         deadline = start + budget_s
@@ -259,12 +275,23 @@ def run_backtest_refits(
                     limit=fit.train_min + fit.horizon,
                 )
             with np.errstate(all="ignore"):
+                rows = None if covariates is None else CovariateRows(covariates.layout, covariates.rows)
                 try:
-                    weights = fit_weights(parts, fit, kernels, check)
-                except np.linalg.LinAlgError:
-                    weights = np.full((kernels.shape[0] + fit.n_lags + 2, fit.horizon), np.nan)
+                    weights = fit_weights(parts, fit, kernels, check, rows)
+                except np.linalg.LinAlgError:  # no forecast from this cutoff (the answer says where)
+                    out.append(np.full((len(batch), fit.horizon), np.nan))
+                    check()
+                    continue
                 histories = [w[~np.isnan(w[:, 0]), 0].astype(np.float64) for w in batch]
-                point = forecast(weights, histories, fit, kernels)
+                layout = None if covariates is None else covariates.layout
+                point = forecast(
+                    weights,
+                    histories,
+                    fit,
+                    kernels,
+                    layout=layout,
+                    covariates=None if window_rows is None else window_rows[j],
+                )
                 if local is not None:
                     point = local.combine(point, batch)
             out.append(point)
@@ -425,6 +452,7 @@ def publish_refit(
     histories: list[np.ndarray],
     local: LocalSpec | None = None,
     *,
+    layout: CovariateLayout | None = None,
     settings: Settings,
     served: Callable[[], set[int]],
 ) -> int:
@@ -445,7 +473,11 @@ def publish_refit(
     )
     session = ort.InferenceSession(graph, providers=["CPUExecutionProvider"])
     feed = {FORECAST_INPUT: fit.windows}
-    want = forecast(fit.weights, histories, spec.fit, spec.kernels())
+    if layout is not None and fit.covariates is not None:  # a covariate model's graph reads their rows
+        feed[COVARIATE_INPUT] = fit.covariates.astype(np.float32)
+    want = forecast(
+        fit.weights, histories, spec.fit, spec.kernels(), layout=layout, covariates=fit.covariates
+    )
     if local is not None:  # a hybrid's graph also reads its local half, as build_feed feeds it
         feed.update(local_inputs(local, fit.windows))
         want = local.combine(want, fit.windows)

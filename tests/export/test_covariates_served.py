@@ -337,13 +337,13 @@ def test_v1_intervals_of_a_covariate_model(served: Served) -> None:
     assert (lo < point).all() and (point < hi).all()
 
 
-def test_a_covariate_model_is_not_refit_on_request(served: Served) -> None:
-    """/v1 fit_forecast reads histories alone: a covariate model answers 422 not_refittable, field
-    `version`, and says how to refit it offline."""
+def test_a_covariate_model_is_refit_on_request_with_its_covariates(served: Served) -> None:
+    """/v1 fit_forecast refits a covariate model on the histories and their covariates (issue 45, item 2:
+    tests/app/protocols/rsa_v1/test_refit_covariates.py): a series without them is refused naming the
+    first covariate missing."""
     body = request_series(served.shops["shop_0"], "shop_0", DAYS - H)
     body.pop("future"), body.pop("past"), body.pop("static")
     r = served.client.post(f"/v1/models/{NAME}/fit_forecast", json={"series": [body]})
     assert r.status_code == 422, r.text
     error = r.json()["error"]
-    assert error["code"] == "not_refittable" and error["field"] == "version"
-    assert "covariates" in error["message"] and "export.panel" in error["message"]
+    assert error["field"] == "series[0].future.promo" and "missing" in error["message"], error

@@ -27,7 +27,9 @@ from app.inference.backtest import (
 )
 from app.inference.covariates import (
     HistoryCovariates,
+    HistoryRows,
     history_covariate_rows,
+    history_rows,
     refuse_covariates,
     unsent_future_steps,
 )
@@ -108,10 +110,31 @@ def _unsent(
     ]
 
 
+def _history_rows(
+    manifest: Manifest, series: Sequence[Any], histories: Sequence[History], reach: int
+) -> HistoryRows | None:
+    """A covariate model's covariates over each whole history, for a backtest's refits (each fit cuts its
+    training windows' rows from them); None for a model without covariates."""
+    layout = manifest.panel.layout if manifest.panel is not None else None
+    if layout is None:
+        return None
+    items = [
+        HistoryCovariates(h.field, len(h.values), s.future, s.past, s.static)
+        for s, h in zip(series, histories, strict=True)
+    ]
+    times = [  # every value's time and the H steps after them (the calendar of each window's horizon)
+        _timestamps(h.start, 0, len(h.values) + manifest.horizon, manifest, f"{h.field}.start")
+        if layout.calendar and h.start is not None
+        else None
+        for h in histories
+    ]
+    return history_rows(manifest, layout, items, reach, times)
+
+
 def _refit_spec(manifest: Manifest, name: str, version: int, asked: bool | None) -> ReadoutSpec | None:
     """The read-out a backtest refits before each cutoff, or None (the served weights): `refit` as asked,
-    by default where the version can be refitted (a global read-out without covariates exported with
-    its `readout` block) and every cutoff leaves a training window (`_refittable`). Asked of one that
+    by default where the version can be refitted (a global read-out exported with its `readout` block,
+    covariates or not) and every cutoff leaves a training window (`_refittable`). Asked of one that
     cannot be: NotRefittable naming `refit`."""
     if asked is False:
         return None
@@ -136,10 +159,13 @@ async def _refit_forecasts(
     histories: Sequence[History],
     cutoffs: Sequence[Sequence[int]],
     windows: np.ndarray,
+    covariates: HistoryRows | None = None,
+    rows: Sequence[np.ndarray] | None = None,
 ) -> np.ndarray:
     """Each window's forecast [S·K, H, 1] (series-major) by a read-out refitted on every series' values
     before its cutoff of the same rank (their missing values filled by the model's training rule, as its
-    windows are), in a fit slot."""
+    windows are), in a fit slot; a covariate model's fits read `covariates` (the whole histories'), its
+    forecasts each window's raw row (`rows`, per series [K, D])."""
     K = len(cutoffs[0])
     rule = manifest.training_fill
     fits = [
@@ -150,11 +176,22 @@ async def _refit_forecasts(
         for j in range(K)
     ]
     ranked = [windows[j::K] for j in range(K)]  # window j of every series
+    window_rows = None if rows is None else [np.stack([r[j] for r in rows]) for j in range(K)]
     local = manifest.panel.local_spec if manifest.panel is not None else None
     settings = v1.settings
     work = backtest_work(spec, fits, ranked, local)  # refused before it starts where it cannot finish in time
     parts = await fit_in_slot(
-        settings, run_backtest_refits, work, "refit", spec, fits, ranked, settings.max_fit_seconds, local
+        settings,
+        run_backtest_refits,
+        work,
+        "refit",
+        spec,
+        fits,
+        ranked,
+        settings.max_fit_seconds,
+        local,
+        covariates,
+        window_rows,
     )
     out = np.empty((len(windows), spec.fit.horizon, 1), np.float32)
     for j, point in enumerate(parts):
@@ -225,7 +262,10 @@ async def cross_validation(
             evaluation=True,  # the version's evaluation queue: forecasts keep their latency
         )
     else:
-        forecasts = await _refit_forecasts(v1, manifest, spec, histories, cutoffs, batch.windows)
+        whole = _history_rows(manifest, request.series, histories, manifest.horizon - horizon)
+        forecasts = await _refit_forecasts(
+            v1, manifest, spec, histories, cutoffs, batch.windows, whole, per_series
+        )
     # C-ordered: orjson writes only contiguous arrays.
     outputs = np.ascontiguousarray(forecasts[:, :horizon])
     bounds = level_bounds(manifest.intervals, outputs, levels, window=batch.windows) if levels else {}

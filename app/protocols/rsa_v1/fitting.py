@@ -4,7 +4,8 @@ asked (docs/service.md, "Fit on request").
 
 This module decodes the request (its limits, each history) and encodes the answer; the work (the fit,
 its worker-thread slots, its time budget, publishing) is app/inference/refit.py's. Versions exported
-before the manifest's `readout` block, and covariate models, answer 422 `not_refittable`.
+before the manifest's `readout` block answer 422 `not_refittable`. A covariate model's series send their
+covariates over the history (`future` also over the steps forecast), as a backtest's do.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from app.artifacts.manifest import IntervalsSpec, Manifest
 from app.artifacts.repository import NameRefused, check_model_name, model_folder
 from app.core.config import Settings
 from app.core.errors import InvalidInput, PermissionDenied
+from app.inference.covariates import HistoryCovariates, HistoryRows, history_rows, refuse_covariates
 from app.inference.intervals import level_bounds
 from app.inference.publishing import precheck_publish, served_versions
 from app.inference.refit import (
@@ -114,6 +116,47 @@ def _check_limits(request: FitForecastRequest, settings: Settings) -> None:
         raise InvalidInput("level repeats a value", field="level")
 
 
+def _covariates(
+    request: FitForecastRequest, manifest: Manifest, histories: list[np.ndarray], horizon: int
+) -> HistoryRows | None:
+    """A covariate model's covariates over each history, checked (app/inference/covariates.py
+    `history_rows`): `past` one value per value, `future` one per value and then the `horizon` steps
+    forecast (up to the model's H: the steps after `horizon`, which the answer does not show, are read
+    as the training mean where not sent), `static`, and `start` for a calendar; None for a model
+    without covariates, which refuses a series that sends some, as `/forecast` does."""
+    layout = manifest.panel.layout if manifest.panel is not None else None
+    items = [
+        HistoryCovariates(f"series[{i}]", len(h), s.future, s.past, s.static)
+        for i, (s, h) in enumerate(zip(request.series, histories, strict=True))
+    ]
+    if layout is None:
+        for item in items:
+            refuse_covariates(manifest, item)
+        return None
+    H = manifest.horizon
+    times = [
+        _timestamps(
+            None if s.start is None else in_model_zone(s.start, manifest, f"series[{i}].start"),
+            0,
+            len(h) + H,  # every value and the H steps after them: each window's horizon steps
+            manifest,
+            f"series[{i}].start",
+        )
+        if layout.calendar
+        else None
+        for i, (s, h) in enumerate(zip(request.series, histories, strict=True))
+    ]
+    return history_rows(
+        manifest,
+        layout,
+        items,
+        H - horizon,
+        times,
+        future_what=f"one per value of the series, then the {horizon} steps forecast",
+        future_extra=horizon,
+    )
+
+
 def served_by(v1: V1Handlers, name: str) -> Callable[[], set[int]]:
     """The versions of `name` the service holds when called (its catalog then, read from any thread)."""
     return lambda: served_versions(v1.service.catalog, name)
@@ -136,6 +179,16 @@ async def fit_forecast(
     # Above the model's horizon H: the read-out fitted at that horizon (its windows H' steps long).
     longer = request.horizon is not None and request.horizon > manifest.horizon
     horizon = request.horizon if longer and request.horizon else check_horizon(request.horizon, manifest)
+    layout = manifest.panel.layout if manifest.panel is not None else None
+    if longer and layout is not None:
+        raise InvalidInput(
+            f"horizon = {horizon} is above model {entry.name}'s horizon {manifest.horizon}: a covariate "
+            f"model's read-out reads the future covariates of its {manifest.horizon} steps, so it is "
+            f"refitted at that horizon only; ask for at most {manifest.horizon}, or train a model of horizon "
+            f"{horizon} (python -m export.panel train --horizon {horizon})",
+            field="horizon",
+            limit=manifest.horizon,
+        )
     if longer and request.publish is not None:
         raise InvalidInput(
             f"publish: a refit at horizon {horizon} cannot be published: model {entry.name}'s graph "
@@ -196,6 +249,7 @@ async def fit_forecast(
         )
         for i, (s, h) in enumerate(zip(request.series, histories, strict=True))
     ]
+    covariates = _covariates(request, manifest, histories, horizon)
     levels = list(request.level or [])
     local = manifest.panel.local_spec if manifest.panel is not None else None
     if longer:  # the read-out and a hybrid's local half, both fitted and forecast `horizon` steps
@@ -204,7 +258,17 @@ async def fit_forecast(
     # Refused before it starts where its estimated cost passes RSA_MAX_FIT_SECONDS; run in a niced worker.
     work = fit_work(spec, histories, levels, local)
     result = await fit_in_slot(
-        settings, run_fit, work, "series", spec, histories, horizon, levels, settings.max_fit_seconds, local
+        settings,
+        run_fit,
+        work,
+        "series",
+        spec,
+        histories,
+        horizon,
+        levels,
+        settings.max_fit_seconds,
+        local,
+        covariates,
     )
     bands: dict[str, np.ndarray] = {}
     answered: list[float] = []
@@ -223,7 +287,7 @@ async def fit_forecast(
         number = await in_slot(
             settings,
             # keywords through a partial: in_slot passes positional arguments (and has a `settings`)
-            partial(publish_refit, settings=settings, served=served_by(v1, target)),
+            partial(publish_refit, settings=settings, served=served_by(v1, target), layout=layout),
             settings.model_repository,
             entry.name,
             entry.version,

@@ -662,7 +662,7 @@ class CrossValidationRequest(_Strict):
         "series' values before its window `j`, for window `j`), as `fit_forecast` fits, and forecast from "
         "it, as statsforecast and NeuralForecast backtest; false: the served weights at every cutoff, "
         "in-sample where a cutoff falls inside the model's training range (`in_sample`). Default: true "
-        "for a global read-out that can be refitted (no covariates), false otherwise; it costs "
+        "for a global read-out that can be refitted (covariates or not), false otherwise; it costs "
         "`n_windows` fits, in a fit slot (RSA_MAX_FITS_IN_FLIGHT) within RSA_MAX_FIT_SECONDS "
         "(docs/backtest.md).",
     )

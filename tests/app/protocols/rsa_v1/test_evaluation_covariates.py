@@ -46,6 +46,7 @@ def test_a_backtest_with_covariates_equals_the_forecasts_of_its_windows(served: 
         "n_windows": k,
         "step_size": 4,
         "level": [80],
+        "refit": False,  # the served weights (a refit: tests/app/protocols/rsa_v1/test_refit_covariates.py)
     }
     r = served.client.post(CV, json=body)
     assert r.status_code == 200, r.text
@@ -83,7 +84,12 @@ def test_a_shorter_horizon_reads_the_future_covariates_past_the_history(served: 
     /forecast gives with that value there, and counted in `future_unsent`), issue 45 item 4; fewer than
     one per value, or more than H − h after them, is refused naming the field and the length."""
     s, n, h = served.shops["shop_1"], DAYS - 10, 3
-    body = {"series": [history_series(s, "shop_1", n, reach=H - h)], "horizon": h, "n_windows": 2}
+    body = {
+        "series": [history_series(s, "shop_1", n, reach=H - h)],
+        "horizon": h,
+        "n_windows": 2,
+        "refit": False,  # the served weights, each window's forecast /forecast's
+    }
     r = served.client.post(CV, json=body)
     assert r.status_code == 200, r.text
     sent = r.json()["series"][0]["windows"]
