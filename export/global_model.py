@@ -160,7 +160,7 @@ def _features(
 
 
 def accumulate(
-    series: Iterable[np.ndarray],
+    series: Iterable[np.ndarray | CovariateSeries],
     cfg: PanelConfig,
     length: int,
     kernels: np.ndarray,
@@ -169,13 +169,15 @@ def accumulate(
 ) -> readout.NormalEquations | None:
     """One pass's normal equations over every window of `series` (None when none has a window)."""
     assert kernels.shape[1] == length
-    items = list(series) if layout is not None else series
+    if layout is None:
+        return readout.accumulate(_plain(series), cfg.fit_settings, kernels, previous, covariates=None)
+    items = list(series)
     return readout.accumulate(
-        [series_values(v) for v in items] if layout is not None else _plain(items),
+        [series_values(v) for v in items],
         cfg.fit_settings,
         kernels,
         previous,
-        covariates=None if layout is None else _covariate_rows(items, layout),
+        covariates=_covariate_rows(items, layout),
     )
 
 
@@ -195,7 +197,7 @@ def _covariate_rows(series: Sequence[Any], layout: CovariateLayout) -> readout.C
 
 
 def fit_global(
-    series: Iterable[np.ndarray] | Iterable[CovariateSeries],
+    series: Iterable[np.ndarray | CovariateSeries],
     cfg: PanelConfig,
     input_length: int,
     layout: CovariateLayout | None = None,

@@ -132,7 +132,7 @@ def _validation_forecasts(
                 [
                     series_covariate_rows(series[i], layout, np.array([len(p)]))
                     for i, p in zip(o.keep, o.fit_part, strict=True)
-                ]  # type: ignore[arg-type]
+                ]
             )
         out.append(model.forecast([series_values(v) for v in o.fit_part], covariates=rows))
     return out
@@ -412,7 +412,7 @@ def train(
         raise typer.BadParameter(f"must be long or wide, got {layout!r}", param_hint="--layout")
     if network not in ("readout", "transformer"):
         raise typer.BadParameter(f"must be readout or transformer, got {network!r}", param_hint="--network")
-    budget_options = {
+    budget_options: dict[str, Any] = {  # Budget's fields by option (int, float or str; None: not given)
         "--epochs": epochs,
         "--windows-per-epoch": windows_per_epoch,
         "--max-seconds": max_seconds,
@@ -452,7 +452,7 @@ def train(
             one, frequency = load_covariate_wide(data, wide, target_column, kinds["past"], kinds["future"])
             loaded: Sequence[Any] = one
             plan = None
-            series = [one[0].values]
+            series: list[np.ndarray] | list[CovariateSeries] = [one[0].values]
             if kinds["past"] or kinds["future"] or cal:
                 plan = CovariatePlan.fit(
                     one, kinds["past"], kinds["future"], cal, (), holidays, timezone, effect
