@@ -39,6 +39,7 @@ SLOW_FILES: dict[str, float] = {
     "tests/app/ui/test_covariates.py": 23.7,
     "tests/app/ui/test_evaluation_views.py": 14.2,
     "tests/app/ui/test_files_and_zones.py": 13.3,
+    "tests/app/ui/test_global_models.py": 62.6,  # a hybrid and a transformer trained (loaded machine)
     "tests/app/ui/test_inspector.py": 20.5,
     "tests/batch/test_cluster.py": 60.6,
     "tests/batch/test_fit.py": 15.5,

@@ -974,7 +974,9 @@
       renderGlobal(answer, container);
       return;
     }
-    const L = answer.input_length;
+    // The matrices' side: L, or a global transformer's L + H tokens (its horizon tokens).
+    const first = answer.layers.flatMap((l) => l.heads).find((h) => h.matrices && h.matrices.mixed);
+    const L = first && Array.isArray(first.matrices.mixed[0]) ? first.matrices.mixed.length : answer.input_length;
     const rows = answer.query === "last";
     const period = version.cycle ? version.cycle.period : null;
     for (const layer of answer.layers) {
