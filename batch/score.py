@@ -51,7 +51,7 @@ from app.inference.windows import (
 )
 from batch import io
 from batch.progress import Progress
-from rsa_core.future import future_rows_problem
+from rsa_core.future import FutureProblem, future_rows_problem
 from rsa_core.steps import steps_after
 from rsa_core.wallclock import localize
 
@@ -486,27 +486,29 @@ class Forecaster:
         want: np.ndarray,
     ) -> dict[str, Any]:
         """One series' future values from the future table's rows, which must be at exactly `want`."""
-        H = len(want)
+        H, name = len(want), self.manifest.name
         a, b = found.get(key, (0, 0))
-        problem = future_rows_problem(stamps[a:b], want)
-        if problem is not None and problem.kind == "missing":
-            raise ValueError(
-                f"{where} has no rows in the future table (--future): model {self.manifest.name!r} needs its "
-                f"future covariates at the {H} steps after its last timestamp, from {_shown(want[0])}"
-            )
-        if problem is not None and problem.kind == "count":
-            raise ValueError(
-                f"{where} has {b - a} rows in the future table (--future); model {self.manifest.name!r} "
-                f"needs exactly {H}, the steps {_shown(want[0])} .. {_shown(want[-1])}"
-            )
-        if problem is not None:
-            j = problem.row
-            raise ValueError(
-                f"{where}: the future table's row {j} is at {_shown(stamps[a + j])}; model "
-                f"{self.manifest.name!r} needs the {H} steps after the series' last timestamp, "
-                f"{_shown(want[0])} .. {_shown(want[-1])}, so row {j} at {_shown(want[j])}"
-            )
-        return {f: v[a:b] for f, v in values.items()}
+        span = f"{_shown(want[0])} .. {_shown(want[-1])}"
+        match future_rows_problem(stamps[a:b], want):
+            case None:
+                return {f: v[a:b] for f, v in values.items()}
+            case FutureProblem(kind="missing"):
+                why = (
+                    f"{where} has no rows in the future table (--future): model {name!r} needs its future "
+                    f"covariates at the {H} steps after its last timestamp, from {_shown(want[0])}"
+                )
+            case FutureProblem(kind="count", rows=rows):
+                why = (
+                    f"{where} has {rows} rows in the future table (--future); model {name!r} needs exactly "
+                    f"{H}, the steps {span}"
+                )
+            case FutureProblem(row=j):
+                why = (
+                    f"{where}: the future table's row {j} is at {_shown(stamps[a + j])}; model {name!r} "
+                    f"needs the {H} steps after the series' last timestamp, {span}, so row {j} at "
+                    f"{_shown(want[j])}"
+                )
+        raise ValueError(why)
 
     def _steps_after(self, last_us: np.ndarray, steps: int) -> np.ndarray:
         """[S, steps] int64 UTC microseconds of the steps after each series' last timestamp: last + k·step,

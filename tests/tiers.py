@@ -294,6 +294,9 @@ SLOW_TESTS: dict[str, dict[str, float]] = {
         "test_long_cyclic_rem_is_finite": 6.4,
         "test_long_regular_rem_with_negative_lambda_is_finite": 9.8,
     },
+    "tests/rsa_core/test_one_rule.py": {
+        "test_the_service_loads_the_core_without_pandas": 3.2,  # imports app.main in a fresh interpreter
+    },
     "tests/test_readme.py": {
         "test_bring_your_own_csv_walkthrough_works_as_printed": 29.9,
         "test_curl_example_answer_is_what_the_service_says": 3.8,

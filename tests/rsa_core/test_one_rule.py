@@ -5,7 +5,11 @@ path's own wrapper gives the core's instants on daylight-saving cases (no copy l
 
 from __future__ import annotations
 
+import ast
+import subprocess
+import sys
 from datetime import UTC, datetime
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -30,6 +34,7 @@ import rsa_core.steps
 import rsa_core.wallclock
 
 BERLIN = "Europe/Berlin"
+ROOT = Path(__file__).resolve().parents[2]
 
 # (module, the name it calls the rule by, the core's object)
 ONE_RULE = [
@@ -133,3 +138,18 @@ def test_the_batch_scorer_and_the_client_read_naive_times_as_the_exporter() -> N
         batch.score._utc_micros(pa.chunked_array([pa.array(gap)]), BERLIN)
     with pytest.raises(ValueError, match="does not exist in Europe/Berlin"):
         rsa_client._aware(pd.Series(gap, name="ds"), BERLIN)
+
+
+def test_the_service_loads_the_core_without_pandas() -> None:
+    """The serving image has no pandas: the service's app loads rsa_core's standard-library modules and
+    never rsa_core.wallclock (pandas' zone database), which only the exporter, batch and client read."""
+    code = (
+        "import sys, app.main\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('rsa_core', 'pandas', 'torch')))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, check=True
+    )
+    loaded = ast.literal_eval(out.stdout.strip())
+    assert "rsa_core.steps" in loaded and "rsa_core.calendar" in loaded
+    assert not [m for m in loaded if m == "rsa_core.wallclock" or m.split(".")[0] in ("pandas", "torch")]

@@ -14,8 +14,10 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import httpx
+import numpy as np
 import pytest
 
+from rsa_core.wallclock import localize
 from tests.app.live import LiveService, live_service
 from tests.app.ui.conftest import ROOT, Session
 
@@ -152,7 +154,8 @@ def test_the_autumn_repeat_of_a_zoned_model_is_read_as_the_trainer_reads_it(
     open_page: object, service: LiveService, tmp_path: Path
 ) -> None:
     """The repeated hour is summer time the first time, winter time the second (the trainer's rule,
-    export/data/timestamps.py `localize`): no duplicate, the rows one hour apart, nothing moved."""
+    `rsa_core.wallclock.localize`, which the page's script is checked against here): no duplicate, the
+    rows one hour apart, nothing moved."""
     text, stamps = autumn_rows()
     assert stamps.count("2023-10-29 02:00:00") == 2  # the file does repeat the naive time
     session = open_page("/ui")  # type: ignore[operator]
@@ -169,6 +172,9 @@ def test_the_autumn_repeat_of_a_zoned_model_is_read_as_the_trainer_reads_it(
     first = AUTUMN.timestamp()
     x = page.evaluate("() => window.__rsaState.plots[0].data[0]")
     assert x[:L] == [first + 3600 * i for i in range(L)]  # hourly instants through the change, no gap
+    # the page's reading of the naive times is the Python rule's (the one the client and the batch use)
+    utc, skipped = localize(np.array(stamps, "datetime64[ns]"), ZONE)
+    assert not skipped.any() and x[:L] == (utc.astype("datetime64[s]").astype(np.int64)).tolist()
     fold = stamps.index("2023-10-29 02:00:00")
     shown = [page.evaluate(f"() => window.__rsaUi.formatTime({x[k]}, '{ZONE}')") for k in (fold, fold + 1)]
     assert shown == ["2023-10-29 02:00 +02:00", "2023-10-29 02:00 +01:00"]
