@@ -63,6 +63,8 @@ from app.protocols.rsa_v1.wire import ForecastArgs, ForecastResult, encode_atten
 
 T = TypeVar("T")
 _MATRIX_FIELDS: tuple[MatrixName, ...] = get_args(MatrixName)  # softmax, rem, mixed: MatrixSet's field order
+# AttentionResponse's global-model fields, null unless the answer has them (its JSON holds every field).
+_NO_GLOBAL_PARTS: dict[str, Any] = {"readout": None, "hybrid": None, "sensitivity": None}
 
 
 class V1Handlers:
@@ -191,6 +193,7 @@ class V1Handlers:
                     "input_length": manifest.input_length,
                     "query": "last" if result.rem.ndim == 3 else "all",
                     "layers": out_layers,
+                    **_NO_GLOBAL_PARTS,
                 }
             )
 
@@ -242,6 +245,7 @@ class V1Handlers:
             "input_length": L,
             "query": "last",
             "layers": [],
+            **_NO_GLOBAL_PARTS,
         }
         if network:
             period = manifest.panel.period if manifest.panel is not None else 1
