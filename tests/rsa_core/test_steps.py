@@ -26,27 +26,20 @@ def utc64(when: datetime, unit: str = "us") -> np.datetime64:
     return np.datetime64(when.astimezone(UTC).replace(tzinfo=None), unit)
 
 
-def test_an_hourly_forecast_across_the_spring_change_steps_elapsed_hours() -> None:
-    start = datetime(2023, 3, 26, 0, 0, tzinfo=BERLIN)  # +01:00; at 02:00 the clocks jump to 03:00
-    got = forecast_timestamps(start, 1, 4, HOUR, None, BERLIN)
-    assert [t.isoformat() for t in got] == [
-        "2023-03-26T01:00:00+01:00",
-        "2023-03-26T03:00:00+02:00",
-        "2023-03-26T04:00:00+02:00",
-        "2023-03-26T05:00:00+02:00",
-    ]
-
-
-def test_an_hourly_forecast_across_the_autumn_change_shows_the_repeated_hour_twice() -> None:
-    start = datetime(2023, 10, 29, 0, 0, tzinfo=BERLIN)  # +02:00; at 03:00 the clocks go back to 02:00
-    got = forecast_timestamps(start, 1, 4, HOUR, None, BERLIN)
-    assert [t.isoformat() for t in got] == [
-        "2023-10-29T01:00:00+02:00",
-        "2023-10-29T02:00:00+02:00",
-        "2023-10-29T02:00:00+01:00",
-        "2023-10-29T03:00:00+01:00",
-    ]
-    instants = [t.astimezone(UTC) for t in got]
+@pytest.mark.parametrize(
+    ("start", "shown"),
+    [
+        # spring: +01:00 until 02:00, when the clocks jump to 03:00 (+02:00)
+        (datetime(2023, 3, 26, 0, 0, tzinfo=BERLIN), ["01:00:00+01:00", "03:00:00+02:00", "04:00:00+02:00"]),
+        # autumn: +02:00 until 03:00, when the clocks go back to 02:00 (+01:00): 02:00 is shown twice
+        (datetime(2023, 10, 29, 0, 0, tzinfo=BERLIN), ["01:00:00+02:00", "02:00:00+02:00", "02:00:00+01:00"]),
+    ],
+    ids=["spring", "autumn"],
+)
+def test_an_hourly_forecast_across_a_change_steps_elapsed_hours(start: datetime, shown: list[str]) -> None:
+    got = forecast_timestamps(start, 1, 3, HOUR, None, BERLIN)
+    assert [t.isoformat() for t in got] == [f"{start.date().isoformat()}T{s}" for s in shown]
+    instants = [start.astimezone(UTC), *(t.astimezone(UTC) for t in got)]
     assert all(b - a == timedelta(hours=1) for a, b in pairwise(instants))
 
 
