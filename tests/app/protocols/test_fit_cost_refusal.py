@@ -16,6 +16,8 @@ from app.protocols.rsa_v1 import evaluation, fitting
 from tests.app.conftest import make_settings, running_client
 from tests.utils.panel import NAME, publish, store
 
+pytestmark = pytest.mark.slow  # trains and exports a model (tests/tiers.py: a trained model is slow)
+
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
