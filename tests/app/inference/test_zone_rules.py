@@ -51,7 +51,7 @@ def test_the_service_skips_the_times_the_columns_readers_skip(zone: str, first: 
 
 
 def test_the_host_zone_is_refused_as_a_zone_everywhere(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="localtime.*differently on each host"):
+    with pytest.raises(ValueError, match=r"localtime.*differently on each host"):
         model_zone("localtime")
     with pytest.raises(DataError, match="localtime"):
         ReadOptions(timezone="localtime")
