@@ -360,8 +360,8 @@ class Client:
         frame = df.sort_values([id_col, time_col], kind="stable")
         groups = [(str(sid), rows) for sid, rows in frame.groupby(id_col, sort=False)]
         if freq is None:
-            inferred = {_step_alias(pd.DatetimeIndex(r[time_col])) for _, r in groups if len(r) >= 2}
-            inferred.discard(None)
+            aliases = (_step_alias(pd.DatetimeIndex(r[time_col])) for _, r in groups if len(r) >= 2)
+            inferred = {a for a in aliases if a is not None}
             if len(inferred) > 1:
                 raise ValueError(
                     f"df's series have different frequencies {sorted(inferred)}: forecast them apart"
