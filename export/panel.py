@@ -84,6 +84,10 @@ __all__ = [
 TRAINING_ENDS = 10_000
 # Input lengths searched, in periods of the cycle (a monthly model: 12, 24, 36, 48, 72 steps).
 INPUT_PERIODS = (1, 2, 3, 4, 6)
+# The covariate report's validation origins (issue 45, item 6): each series' last H, H + H//2, ... values
+# held out (export/hybrid.py `origins`), more than the model's choices are made on, so that one common
+# shock (many series' last windows share calendar time) cannot decide a covariate's verdict.
+REPORT_ORIGINS = 4
 
 
 def training_record(items: Sequence[Any]) -> dict[str, Any] | None:
@@ -112,8 +116,10 @@ def _cut(v: Any, k: int) -> Any:
     return v.head(len(v) - k) if isinstance(v, CovariateSeries) else series_values(v)[:-k]
 
 
-def _origins(series: Sequence[Any], cfg: PanelConfig) -> list[Origin]:
-    return origins(series, cfg.horizon, cfg.history, cfg.train_min, _cut)
+def _origins(series: Sequence[Any], cfg: PanelConfig, n_origins: int | None = None) -> list[Origin]:
+    if n_origins is None:
+        return origins(series, cfg.horizon, cfg.history, cfg.train_min, _cut)
+    return origins(series, cfg.horizon, cfg.history, cfg.train_min, _cut, n_origins)
 
 
 def _validation_forecasts(
@@ -143,11 +149,13 @@ def _validate(
     cfg: PanelConfig,
     length: int,
     plan: CovariatePlan | None,
-) -> tuple[float, float]:
-    """(mean MASE, mean scaled MSE) over the validation origins (export/hybrid.py) of a read-out of input
-    `length` fitted on every series' part before each origin and forecasting the H values after it (MSE
-    per series in units of its seasonal-naive error squared)."""
-    val = _origins(series, cfg)
+    n_origins: int | None = None,
+) -> tuple[float, float, tuple[float, ...]]:
+    """(mean MASE, mean scaled MSE, MASE at each origin) over the validation origins (export/hybrid.py;
+    `n_origins` of them, default its N_ORIGINS) of a read-out of input `length` fitted on every series'
+    part before each origin and forecasting the H values after it (MSE per series in units of its
+    seasonal-naive error squared)."""
+    val = _origins(series, cfg, n_origins)
     forecasts = _validation_forecasts(series, cfg, length, plan, val)
     mases, mses = [], []
     for o, fc in zip(val, forecasts, strict=True):
@@ -156,7 +164,7 @@ def _validate(
         mse = ((o.held - fc) ** 2).mean(1) / scale**2
         mases.append(o.score(fc, cfg.period))
         mses.append(float(np.mean(mse[o.scored])))
-    return float(np.mean(mases)), float(np.mean(mses))
+    return float(np.mean(mases)), float(np.mean(mses)), tuple(mases)
 
 
 def seasonal_naive_score(val: Sequence[Origin], period: int, horizon: int) -> float:
@@ -194,9 +202,10 @@ def covariate_report(
     series: Sequence[CovariateSeries], cfg: PanelConfig, length: int, plan: CovariatePlan
 ) -> list[dict[str, Any]]:
     """Per covariate (the calendar as one): validation MASE and scaled MSE with every covariate and
-    without that one, and whether it helped (lower MASE with it). A covariate that does not help is
+    without that one, over REPORT_ORIGINS origins, and the verdict (`ablation_rows`: it helps where it
+    lowers the mean MASE, the MASE at most origins and not the MSE). A covariate that does not help is
     reported as such; it is kept (retrain without it to drop it)."""
-    return ablation_rows(plan, lambda p: _validate(series, cfg, length, p))
+    return ablation_rows(plan, lambda p: _validate(series, cfg, length, p, REPORT_ORIGINS))
 
 
 def train_global(
@@ -217,25 +226,25 @@ def train_global(
     start = time.perf_counter()
     search: dict[str, float] = {}
     periods = (cfg.input_periods,) if cfg.input_periods is not None else INPUT_PERIODS
-    if len(periods) > 1:
-        for k in periods:
-            length = k * cfg.period if cfg.period > 1 else 4 * k
-            searched = (
-                plan
-                if plan is None or plan.effect != "auto"
-                else dataclasses.replace(plan, effect="relative")
-            )
-            search[str(length)] = _validate(series, cfg, length, searched)[0]
-        best = int(min(search, key=lambda k: search[k]))
+    lengths = [k * cfg.period if cfg.period > 1 else 4 * k for k in periods]
+    # `auto`: the input length searched under each effect (relative or both), the pair of lowest
+    # validation MASE kept (issue 45, item 6: searched under relative alone, it missed a better both).
+    effects = ("relative", "both") if plan is not None and plan.effect == "auto" else (None,)
+    if len(lengths) > 1 or len(effects) > 1:
+        grid: dict[tuple[int, str | None], float] = {}
+        for e in effects:
+            tried = plan if plan is None or e is None else dataclasses.replace(plan, effect=e)
+            for length in lengths:
+                grid[length, e] = _validate(series, cfg, length, tried)[0]
+        best, effect = min(grid, key=lambda k: grid[k])
+        if len(lengths) > 1:  # each length's best over the effects (the summary's table)
+            search.update({str(n): min(v for (m, _), v in grid.items() if m == n) for n in lengths})
+        if len(effects) > 1:  # each effect's best over the lengths
+            search.update({f"effect_{e}": min(v for (_, f), v in grid.items() if f == e) for e in effects})
+            assert plan is not None and effect is not None
+            plan = dataclasses.replace(plan, effect=effect)
     else:
-        best = periods[0] * cfg.period if cfg.period > 1 else 4 * periods[0]
-    if plan is not None and plan.effect == "auto":  # relative or both, whichever validates better
-        tried = {
-            e: _validate(series, cfg, best, dataclasses.replace(plan, effect=e))[0]
-            for e in ("relative", "both")
-        }
-        search.update({f"effect_{e}": v for e, v in tried.items()})
-        plan = dataclasses.replace(plan, effect=min(tried, key=lambda e: tried[e]))
+        best = lengths[0]
     hybrid = None
     if local:
         if plan is not None:

@@ -140,7 +140,10 @@ def test_training_reports_each_covariate_on_validation(served: Served) -> None:
     assert set(report) == {"promo", "footfall", "calendar", "size"}
     promo = report["promo"]
     assert promo["helps"] and promo["mase_with"] < promo["mase_without"]  # the effect is 30%
+    # judged at several origins (issue 45, item 6): the promotion lowers the MASE at every one
+    assert promo["origins"] == 4 and promo["wins"] == 4 and promo["verdict"] == "helps"
     assert "covariate promo: validation MASE" in served.train_output
+    assert "lower at 4 of 4 origins" in served.train_output
     for row in report.values():  # every verdict is printed, helping or not
         assert f"covariate {row['covariate']}:" in served.train_output
 
