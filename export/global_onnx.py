@@ -48,6 +48,7 @@ from app.artifacts.readout import TINY as _TINY  # the scale's fallback threshol
 from export.bank import expand_bank
 from export.publish import publish_version
 from export.reports import GroupCoverage, IntervalCalibration, to_dict
+from rsa_core.windows import tail_windows
 
 if TYPE_CHECKING:  # export/panel.py's CLI imports this module
     from app.artifacts.covariates import CovariateLayout
@@ -207,12 +208,9 @@ def global_graph(model: GlobalModel) -> Any:
 
 
 def windows_of(histories: Sequence[np.ndarray], length: int) -> np.ndarray:
-    """The graph's input [S, L, 1] float32: each history's last L values, the missing start NaN."""
-    out = np.full((len(histories), length, 1), np.nan, dtype=np.float32)
-    for i, h in enumerate(histories):
-        tail = np.asarray(h, dtype=np.float64)[-length:]
-        out[i, length - len(tail) :, 0] = tail
-    return out
+    """The graph's input [S, L, 1] float32: each history's last L values, the missing start NaN (the one
+    window rule, rsa_core.windows)."""
+    return tail_windows(histories, length, dtype=np.float32)[:, :, None]
 
 
 def run_graph(

@@ -35,6 +35,7 @@ import numpy as np
 
 from app.artifacts.local_models import LocalSpec, fit_forecast
 from app.inference.metrics import mase
+from rsa_core.windows import tail_windows as _tail_windows
 
 __all__ = [
     "LOCAL_PERIODS",
@@ -112,12 +113,9 @@ def origins(
 
 
 def tail_windows(series: Sequence[Any], length: int) -> np.ndarray:
-    """The last `length` values of each series [S, length], NaN before a short series' start."""
-    x = np.full((len(series), length), np.nan)
-    for i, v in enumerate(series):
-        tail = np.asarray(getattr(v, "values", v), dtype=np.float64)[-length:]
-        x[i, length - len(tail) :] = tail
-    return x
+    """The last `length` values of each series [S, length], NaN before a short series' start (the one
+    window rule, rsa_core.windows)."""
+    return _tail_windows([getattr(v, "values", v) for v in series], length)
 
 
 def local_min_values(period: int) -> int:

@@ -10,4 +10,5 @@ service, whose image has no pandas, never imports that module).
 - `rsa_core.steps`: the instants n steps after (or before) a timestamp, fixed or calendar, in a zone.
 - `rsa_core.wallclock`: naive wall-clock times of a zone -> UTC instants, across daylight saving.
 - `rsa_core.future`: a future table's rows checked against the steps after a series' last timestamp.
+- `rsa_core.windows`: the last L values of each series right-aligned, a short start filled.
 """

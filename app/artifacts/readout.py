@@ -25,6 +25,7 @@ from app.artifacts.conformal import conformal_quantile, level_fits
 from app.artifacts.contract import window_scale
 from app.artifacts.covariates import CovariateLayout
 from app.artifacts.local_models import LocalSpec
+from rsa_core.windows import tail_windows
 
 __all__ = [
     "CACHE_ROWS",
@@ -242,14 +243,11 @@ class CovariateRows:
 
 
 def last_windows(histories: Sequence[np.ndarray], length: int) -> tuple[np.ndarray, np.ndarray]:
-    """The last `length` values of each history [S, L] and their mask, the missing start masked."""
-    x = np.zeros((len(histories), length))
-    m = np.zeros((len(histories), length))
-    for i, h in enumerate(histories):
-        tail = np.asarray(h, dtype=np.float64)[-length:]
-        x[i, length - len(tail) :] = tail
-        m[i, length - len(tail) :] = 1.0
-    return x, m
+    """The last `length` values of each history [S, L] and their mask, the missing start masked (and 0;
+    the one window rule, rsa_core.windows)."""
+    held = np.array([min(len(h), length) for h in histories], dtype=np.int64).reshape(-1, 1)
+    m = (np.arange(length) >= length - held).astype(np.float64)
+    return tail_windows(histories, length, before=0.0), m
 
 
 def window_ends(n: int, horizon: int, history: int) -> np.ndarray:

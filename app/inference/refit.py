@@ -52,6 +52,7 @@ from app.inference.covariates import HistoryRows
 from app.inference.fit_pool import fit_pool
 from app.inference.publishing import check_publish_bytes, plan_publish, publish_lock, remove_versions
 from app.inference.windows import require_finite
+from rsa_core.windows import tail_windows
 
 __all__ = [
     "CALIBRATION_SHARE",
@@ -198,10 +199,7 @@ def fit_readout(
     if not np.isfinite(weights).all():
         raise unfit
     L = spec.input_length if local is None else max(spec.input_length, local.length)
-    windows = np.full((len(histories), L, 1), np.nan, dtype=np.float32)
-    for i, h in enumerate(histories):
-        tail = h[-L:]
-        windows[i, L - len(tail) :, 0] = tail
+    windows = tail_windows(histories, L, dtype=np.float32)[:, :, None]  # as served: NaN before the start
     last = None  # each series' raw covariate row of its forecast's window (ending with its history)
     if covariates is not None:
         last = np.concatenate([covariates.rows(i, np.array([len(h)])) for i, h in enumerate(histories)])

@@ -39,6 +39,7 @@ from rsa_core.calendar import calendar_step
 from rsa_core.future import future_rows_problem
 from rsa_core.steps import shifted, steps_after
 from rsa_core.wallclock import localize
+from rsa_core.windows import right_aligned as _right_aligned
 
 # What a request holds besides its tensors (the JSON header), with room to spare.
 _HEADER_ALLOWANCE = 16 * 1024
@@ -1144,18 +1145,6 @@ def _future_rows(
                 )
             arrays[f][i] = got
     return arrays
-
-
-def _right_aligned(
-    values: np.ndarray, begins: np.ndarray, ends: np.ndarray, length: int, before: float
-) -> np.ndarray:
-    """FP32 [S, length, ...]: each series' last `length` rows of `values` (rows begins[i] .. ends[i] − 1),
-    its last row last; a shorter series has `before` in the steps before its first."""
-    rows = ends[:, None] - length + np.arange(length)  # [S, L] row positions of each last window
-    outside = rows < begins[:, None]
-    out = values[np.maximum(rows, 0)].astype(np.float32)
-    out[outside] = before
-    return out
 
 
 def _window_starts(spec: ModelSpec, stamps: np.ndarray, begins: np.ndarray, ends: np.ndarray) -> np.ndarray:

@@ -1,7 +1,8 @@
-"""One implementation of each time rule (issue 44): the service, the batch scorer, the client and the
-exporter step a forecast's timestamps, check a future table and read naive local times by calling
-rsa_core's functions, not copies of them. Each path's name for the rule *is* the core's object, and each
-path's own wrapper gives the core's instants on daylight-saving cases (no copy left to compare)."""
+"""One implementation of each time and window rule (issue 44): the service, the batch scorer, the client
+and the exporter step a forecast's timestamps, check a future table, cut right-aligned windows and read
+naive local times by calling rsa_core's functions, not copies of them. Each path's name for the rule *is*
+the core's object, and each path's own wrapper gives the core's instants on daylight-saving cases (no
+copy left to compare)."""
 
 from __future__ import annotations
 
@@ -22,16 +23,21 @@ from rsa_client import client as rsa_client
 
 import app.artifacts.calendar
 import app.artifacts.contract
+import app.artifacts.readout
+import app.inference.refit
 import app.protocols.oip_v2.handlers
 import app.protocols.rsa_v1.codec
 import app.protocols.timeseries.codec
 import batch.score
 import export.data.timestamps
+import export.global_onnx
+import export.hybrid
 import export.panel
 import rsa_core.calendar
 import rsa_core.future
 import rsa_core.steps
 import rsa_core.wallclock
+import rsa_core.windows
 
 BERLIN = "Europe/Berlin"
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,6 +64,11 @@ ONE_RULE = [
     (export.panel, "future_rows_problem", rsa_core.future.future_rows_problem),
     (export.data.timestamps, "shifted", rsa_core.steps.shifted),
     (export.data.timestamps, "localize", rsa_core.wallclock.localize),
+    (rsa_client, "_right_aligned", rsa_core.windows.right_aligned),
+    (export.hybrid, "_tail_windows", rsa_core.windows.tail_windows),
+    (export.global_onnx, "tail_windows", rsa_core.windows.tail_windows),
+    (app.inference.refit, "tail_windows", rsa_core.windows.tail_windows),
+    (app.artifacts.readout, "tail_windows", rsa_core.windows.tail_windows),
 ]
 
 
