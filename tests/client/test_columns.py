@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-
-from app.artifacts.contract import forecast_columns as contract_columns
 from rsa_client import forecast_columns
 from rsa_client.client import ModelLimits, ModelSpec, _channel_columns
+
+from app.artifacts.contract import forecast_columns as contract_columns
 
 ONE = ModelSpec("stores", 1, ["y"], 24, 12, "1MS", None, False, [], ModelLimits(10, 2**20))
 WIDE = ModelSpec("etth1-rsa", 5, ["HUFL", "OT"], 512, 96, "h", 3600.0, True, [], ModelLimits(10, 2**20))
