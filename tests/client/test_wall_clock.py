@@ -1,6 +1,6 @@
-"""The client's copy of the trainer's rule for naive local times (`_wall_clock`; the client is installed
-without the project, so it cannot import export/) agrees with export.data.timestamps.localize on a file
-of several series over an autumn repeat and a spring gap, and `_aware` refuses a skipped time naming
+"""The client's rule for naive local times (`_wall_clock`: rsa_core.wallclock.localize itself since issue
+44, tests/rsa_core/test_one_rule.py) reads the trainer's way on a file of several series over an autumn
+repeat and a spring gap, and `_aware` refuses a skipped time naming
 its series and row; `Client.forecast` of a served Berlin model over the autumn repeat gives /v1's
 timestamps and values for the same rows sent with an explicit-offset start."""
 
