@@ -7,5 +7,5 @@ scripts/setup.sh dev
 scripts/ci-tools.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
-.venv/bin/mypy  # app/, models/ and rsa_core/, as [tool.mypy] in pyproject.toml says
+.venv/bin/mypy  # app/, models/, rsa_core/, export/, batch/ and client/, as [tool.mypy] in pyproject.toml says
 .venv/bin/python -m pytest "$@"
