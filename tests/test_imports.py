@@ -232,6 +232,20 @@ def test_the_service_needs_no_training_code() -> None:
     assert bad == []
 
 
+def test_batch_imports_no_command_line_module() -> None:
+    """batch/ runs export's fit, never one of its command lines (issue 44: batch/fit.py imported the private
+    `_accumulate` of export.panel's): no module of batch imports a module of export that imports typer."""
+    g = graph()
+    bad = [
+        (importer, imported)
+        for importer, imported in _edges()
+        if importer.split(".")[0] == "batch"
+        and imported.split(".")[0] == "export"
+        and "typer" in g.find_modules_directly_imported_by(imported)
+    ]
+    assert bad == []
+
+
 def test_the_protocol_neutral_layers_know_no_http() -> None:
     bad = [
         (importer, imported)
