@@ -157,40 +157,51 @@ def _dotm(x0: np.ndarray, m: np.ndarray, horizon: int) -> np.ndarray:
     ga, gt = np.meshgrid(THETA_ALPHAS, THETAS, indexing="ij")
     alpha, theta = ga.ravel()[None, :], gt.ravel()[None, :]
     G = alpha.shape[1]
+    # The running mean and the trend line (mean, a, b) read the observations alone, the same for every
+    # grid point: [S, 1]. Only the level and (1 − α)^i differ per grid point.
     level = np.zeros((S, G))
-    mean = np.zeros((S, G))
-    a = np.zeros((S, G))
-    b = np.zeros((S, G))
+    mean = np.zeros((S, 1))
+    a = np.zeros((S, 1))
+    b = np.zeros((S, 1))
     sse = np.zeros((S, G))
     cross = np.zeros((S, G))  # sum over steps of error x l0's weight
-    weight2 = np.zeros((S, G))  # sum of l0's weight squared
     rows = np.arange(S)
     decay = 1 - alpha
+    shrink = 1 - 1 / theta
+    inv = 1 / alpha
     pw = np.ones((S, G))  # (1 − α)^i, i counted from each series' first value: l0's weight at step i
+    starts = {int(t): np.flatnonzero(first == t) for t in np.unique(first) if t < L}
     for t in range(L):
         i = np.maximum(t - first, 0).astype(np.float64)[:, None]
         y = x0[:, t][:, None]
-        mu = level + (1 - 1 / theta) * (a * pw + b * (1 - pw * decay) / alpha)
-        err = (first < t)[:, None] * (y - mu)  # with l0 = 0
+        # Before a series' start its states and values are 0, so its error is 0; at its first value the
+        # error is not counted (the level starts there).
+        err = y - (level + shrink * (a * pw + b * (1 - pw * decay) * inv))  # with l0 = 0
+        begin = starts.get(t)
+        if begin is not None:
+            err[begin] = 0.0
         sse += err * err
         cross += err * pw
-        weight2 += (first < t)[:, None] * pw * pw
         level = alpha * y + decay * level
         mean = (i * mean + y) / (i + 1)
         b = ((i - 1) * b + 6 * (y - mean) / (i + 1)) / (i + 2)
         a = mean - b * (i + 2) / 2
-        pw = pw * decay
-        start = first == t
-        if start.any():  # the first value: the level (l0 = 0 here), mean and intercept at it, no slope
-            v = x0[start, t][:, None]
-            level[start], mean[start], a[start], b[start] = alpha * v, v, v, 0.0
-            pw[start] = decay
-    l0 = np.where(weight2 > 0, cross / np.where(weight2 > 0, weight2, 1.0), 0.0)
+        pw *= decay
+        if begin is not None:  # the first value: the level (l0 = 0 here), mean and intercept at it
+            v = x0[begin, t][:, None]
+            level[begin], mean[begin], a[begin], b[begin] = alpha * v, v, v, 0.0
+            pw[begin] = decay
+    # l0's weights squared summed over steps i = 1 .. n − 1: a geometric series in q = (1 − α)^2.
+    q = decay * decay
+    weight2 = q * (1 - q ** np.maximum(n - 1, 0)[:, None]) / (1 - q)
+    # (A series of one value has no step to fit l0 on: l0 is that value, so the level is that value.)
+    first_value = x0[rows, np.minimum(first, L - 1)][:, None]
+    l0 = np.where(weight2 > 0, cross / np.where(weight2 > 0, weight2, 1.0), first_value)
     sse -= l0 * cross  # the parabola's minimum
     level += pw * l0  # l0's weight in the level after the last value, (1 − α)^n
     g = np.argmin(sse, 1)
     keep = (rows, g)
-    level, mean, a, b = level[keep][:, None], mean[keep][:, None], a[keep][:, None], b[keep][:, None]
+    level = level[keep][:, None]
     alpha, theta = alpha[0, g][:, None], theta[0, g][:, None]
     out = np.empty((S, horizon))
     for k in range(horizon):
