@@ -64,9 +64,13 @@ def v1(served: Served, route: str, body: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("h", [H, 3])
 def test_cross_validation_sends_the_frames_covariates(served: Served, client: Client, h: int) -> None:
     df, later = frame_of(served, after=H - h)
-    out = client.cross_validation(df, h=h, n_windows=2, model=NAME, X_df=later if h < H else None)
+    # refit False: the served weights, so that one shop's request answers as two shops' do (a refit reads
+    # every series of its request: tests/app/protocols/rsa_v1/test_refit_covariates.py)
+    kw = {"X_df": later if h < H else None, "refit": False}
+    out = client.cross_validation(df, h=h, n_windows=2, model=NAME, **kw)
     for sid in SHOPS:
-        body = {"series": [history_series(served.shops[sid], sid, N, H - h)], "horizon": h, "n_windows": 2}
+        series = [history_series(served.shops[sid], sid, N, H - h)]
+        body = {"series": series, "horizon": h, "n_windows": 2, "refit": False}
         body["series"][0]["start"] += "T00:00:00+00:00"
         want = np.concatenate(
             [
@@ -92,11 +96,12 @@ def test_no_x_df_sends_the_history_alone(served: Served, client: Client) -> None
     show) are not sent, and the answers are /v1's for the history alone (read there as the training
     mean)."""
     df, _ = frame_of(served)
-    out = client.cross_validation(df, h=3, n_windows=2, model=NAME)
+    out = client.cross_validation(df, h=3, n_windows=2, model=NAME, refit=False)
     forecast = NAME if NAME in out.columns else "forecast"  # the model-named column (issue 45 item 8)
     flags = client.detect_anomalies(df, model=NAME, last=4, repair=False)
     for sid in SHOPS:
-        body = {"series": [history_series(served.shops[sid], sid, N)], "horizon": 3, "n_windows": 2}
+        series = [history_series(served.shops[sid], sid, N)]
+        body = {"series": series, "horizon": 3, "n_windows": 2, "refit": False}
         body["series"][0]["start"] += "T00:00:00+00:00"
         windows = v1(served, "cross_validation", body)["series"][0]["windows"]
         assert windows[-1]["future_unsent"] == H - 3
