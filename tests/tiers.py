@@ -31,9 +31,11 @@ SLOW_FILES: dict[str, float] = {
     "tests/app/protocols/oip_v2/test_tritonclient_grpc.py": 5.3,
     "tests/app/protocols/rsa_v1/test_anomaly_echo.py": 35.0,  # fixtures 11 s (measured in the fast tier)
     "tests/app/protocols/rsa_v1/test_evaluation_covariates.py": 13.0,
+    "tests/app/protocols/rsa_v1/test_refit_covariates.py": 34.9,  # the shops trained, four fits (loaded)
     "tests/app/protocols/rsa_v1/test_global_attention.py": 51.3,  # five models trained (loaded machine)
     "tests/app/protocols/rsa_v1/test_zero_shot.py": 19.4,  # two models trained, two services (loaded)
     "tests/app/protocols/test_fit_forecast.py": 14.9,
+    "tests/app/protocols/test_fit_longer_horizon.py": 24.8,  # a service process (loaded machine)
     "tests/app/test_model_control.py": 104.3,
     "tests/app/test_workers.py": 45.6,
     "tests/app/ui/test_covariates.py": 23.7,
@@ -47,6 +49,7 @@ SLOW_FILES: dict[str, float] = {
     "tests/bench/test_zero_shot.py": 67.3,  # six models trained on M3/Tourism slices, AutoETS (loaded machine)
     "tests/client/test_client.py": 6.5,
     "tests/client/test_covariates_client.py": 13.4,
+    "tests/client/test_cross_validation_refit.py": 12.2,  # a service process (loaded machine)
     "tests/client/test_explain_client.py": 23.7,  # a live service (loaded machine)
     "tests/client/test_evaluation_covariates_client.py": 3.9,
     "tests/client/test_short_series_client.py": 28.9,
@@ -54,6 +57,8 @@ SLOW_FILES: dict[str, float] = {
     "tests/deploy/test_fleet.py": 109.8,
     "tests/deploy/test_prometheus.py": 30.5,
     "tests/export/test_covariates_served.py": 9.6,
+    "tests/export/test_covariate_report_origins.py": 9.7,  # validations of small covariate panels
+    "tests/export/test_drop_hint.py": 6.4,  # two trainings and an export through the CLI
     "tests/export/test_local_time_served.py": 16.1,
     "tests/export/test_onnx.py": 76.2,
     "tests/export/test_own_data_served.py": 41.2,
