@@ -20,8 +20,9 @@ request ends and the middleware releases it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from time import perf_counter
 from typing import Any, TypeVar
@@ -83,6 +84,7 @@ class InferenceService:
         self.engine = engine
         self.settings = settings
         self._inspect_in_flight = 0
+        self._evaluating: dict[tuple[str, int], int] = {}  # backtests and anomaly checks per version
         # Encoding and rendering of inspection answers (PNG figures): off the event loop, and apart from
         # the engine's own threads.
         self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="rsa-render")
@@ -194,6 +196,30 @@ class InferenceService:
             note_model_version(now.name, now.version)
             left, _ = self._time_left(now)
             return await self.engine.submit(now.name, now.version, feed, left, None, evaluation)
+
+    @asynccontextmanager
+    async def evaluating(self, entry: VersionEntry) -> AsyncIterator[None]:
+        """One of the version's RSA_MAX_EVALUATIONS_IN_FLIGHT slots in this process for a whole backtest or
+        anomaly check (an anomaly check's repair rounds included, which the engine's own count of
+        evaluation submits would see as new ones); Overloaded naming the setting when none is free, before
+        any window is built. The engine bounds the evaluation submits of every front end together."""
+        key = (entry.name, entry.version)
+        limit = self.settings.max_evaluations_in_flight
+        held = self._evaluating.get(key, 0)
+        if held >= limit:
+            raise Overloaded(
+                f"model {entry.name} is busy evaluating: {held} backtests or anomaly checks in flight, the "
+                f"limit (RSA_MAX_EVALUATIONS_IN_FLIGHT = {limit}); retry later",
+                limit=limit,
+                retry_after_s=self.settings.retry_after_s,
+            )
+        self._evaluating[key] = held + 1
+        try:
+            yield
+        finally:
+            self._evaluating[key] -= 1
+            if not self._evaluating[key]:
+                del self._evaluating[key]
 
     # -- inspect -----------------------------------------------------------------------------------
     async def inspect(

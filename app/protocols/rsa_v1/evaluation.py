@@ -5,9 +5,10 @@ metrics (app/inference/metrics.py) -> the answer's JSON bytes. Nothing about HTT
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import orjson
@@ -49,6 +50,22 @@ from app.protocols.rsa_v1.handlers import V1Handlers, _timestamps
 from app.protocols.rsa_v1.schemas import AnomalyRequest, CrossValidationRequest
 
 _DUMP = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_UTC_Z
+R = TypeVar("R")
+
+
+def _in_evaluation_slot(
+    route: Callable[[V1Handlers, str, int | None, R], Awaitable[bytes]],
+) -> Callable[[V1Handlers, str, int | None, R], Awaitable[bytes]]:
+    """The route holding one of its version's evaluation slots from before its windows are built to its
+    answer (InferenceService.evaluating): refused at once when none is free, never between an anomaly
+    check's repair rounds (issue 46, item 5)."""
+
+    @functools.wraps(route)
+    async def held(v1: V1Handlers, name: str, version: int | None, request: R) -> bytes:
+        async with v1.service.evaluating(v1.service.resolve(name, version)):
+            return await route(v1, name, version, request)
+
+    return held
 
 
 def _histories(v1: V1Handlers, manifest: Manifest, series: Sequence[Any]) -> list[History]:
@@ -216,6 +233,7 @@ def _metrics(result: Accuracy, naive: Accuracy | None = None) -> dict[str, Any]:
     return out
 
 
+@_in_evaluation_slot
 async def cross_validation(
     v1: V1Handlers, name: str, version: int | None, request: CrossValidationRequest
 ) -> bytes:
@@ -353,6 +371,7 @@ async def cross_validation(
     )
 
 
+@_in_evaluation_slot
 async def detect_anomalies(v1: V1Handlers, name: str, version: int | None, request: AnomalyRequest) -> bytes:
     """`AnomalyResponse`'s JSON: every checked point of every series forecast in one batch, flagged
     outside the calibrated interval at `level`."""

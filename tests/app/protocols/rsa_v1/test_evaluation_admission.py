@@ -4,14 +4,17 @@ RSA_MAX_EVALUATIONS_IN_FLIGHT answers 503 naming the limit while forecasts are s
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.app.conftest import engine_of, make_settings, running_client
+from app.core.errors import Overloaded
+from tests.app.conftest import engine_of, make_settings, running_client, runtime_of
 from tests.app.fakes import ToySpec, write_version
 
 TOY = "/v1/models/toy"
@@ -86,3 +89,51 @@ def test_evaluation_past_its_slots_is_refused_naming_the_limit_and_forecasts_are
 def test_the_settings_reach_the_batcher(client: TestClient) -> None:
     config = engine_of(client)._batcher("toy", 1).config
     assert (config.max_evaluations, config.evaluation_call_rows) == (1, 64)  # the setting, the default
+
+
+def test_a_request_holds_its_slot_from_before_its_windows_to_its_answer(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The front end's slot (InferenceService.evaluating) is taken before any window is built and held
+    across every submit of the request (an anomaly check's repair rounds): refused there, the engine is
+    never asked."""
+    service = runtime_of(client).service
+    batcher = engine_of(client)._batcher("toy", 1)
+    submitted: list[int] = []
+    submit = batcher.submit
+
+    async def spy(*args: Any, **kwargs: Any) -> Any:
+        submitted.append(1)
+        return await submit(*args, **kwargs)
+
+    monkeypatch.setattr(batcher, "submit", spy)
+    monkeypatch.setitem(service._evaluating, ("toy", 1), 1)
+    r = client.post(f"{TOY}/detect_anomalies", json=ANOMALIES)
+    assert r.status_code == 503 and "RSA_MAX_EVALUATIONS_IN_FLIGHT" in r.json()["error"]["message"]
+    assert submitted == []
+    monkeypatch.delitem(service._evaluating, ("toy", 1))
+    assert client.post(f"{TOY}/detect_anomalies", json=ANOMALIES).status_code == 200
+    assert submitted and service._evaluating == {}  # given back
+
+
+def test_the_slot_is_one_per_request_and_given_back() -> None:
+    from app.engine.catalog import VersionEntry
+    from app.inference.service import InferenceService
+
+    settings = make_settings(Path("."), max_evaluations_in_flight=1)
+    service = InferenceService.__new__(InferenceService)
+    service.settings, service._evaluating = settings, {}
+    entry = VersionEntry.__new__(VersionEntry)
+    object.__setattr__(entry, "name", "m")
+    object.__setattr__(entry, "version", 3)
+
+    async def scenario() -> None:
+        async with service.evaluating(entry):
+            assert service._evaluating == {("m", 3): 1}
+            with pytest.raises(Overloaded) as refused:
+                async with service.evaluating(entry):
+                    pass
+            assert refused.value.limit == 1
+        assert service._evaluating == {}
+
+    asyncio.run(scenario())
