@@ -148,7 +148,7 @@ def test_the_shipped_repository_answers_a_flat_monthly_series_by_its_start() -> 
     assert {"pretrained-monthly", "pretrained-quarterly", "pretrained-yearly", "pretrained-hourly"} <= set(
         names
     )
-    flat = {"series": [{"start": "2023-01-01", "values": [100.0] * 36}], "level": [80]}
+    flat = {"series": [{"start": "2022-01-01", "values": [100.0] * 48}], "level": [80]}
     with running_client(make_settings(shipped, models=names)) as c:
         r = c.post("/v1/forecast", json=flat)
         assert r.status_code == 200, r.text
@@ -157,6 +157,10 @@ def test_the_shipped_repository_answers_a_flat_monthly_series_by_its_start() -> 
         one = got["forecasts"][0]
         assert one["timestamps"][0].startswith("2026-01-01") and "lo-80" in one and "hi-80" in one
         np.testing.assert_allclose(np.asarray(one["forecast"])[:, 0], 100.0, rtol=0.02)  # flat stays flat
+        # fewer than two years: refused, never answered from a window unlike any it was trained on
+        short = c.post("/v1/forecast", json={"series": [{"start": "2023-01-01", "values": [100.0] * 12}]})
+        assert short.status_code == 422 and short.json()["error"]["field"] == "series[0].values", short.text
+        assert "24" in short.json()["error"]["message"]
         for freq, model in (("QS", "quarterly"), ("YS", "yearly"), ("h", "hourly")):
             answer = c.post("/v1/forecast", json={**flat, "freq": freq})
             assert answer.status_code == 200, answer.text
