@@ -32,6 +32,7 @@ import dataclasses
 import shlex
 import time
 from collections.abc import Sequence
+from datetime import tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -728,7 +729,7 @@ def forecast(
         s: Any = histories[i]
         table += [
             (s.id, t, float(v))
-            for t, v in zip(_horizon(s.timestamps, frequency, len(f), zone), f, strict=True)
+            for t, v in zip(_horizon(s.timestamps, frequency, len(f), zone, fitted.timezone), f, strict=True)
         ]
     column = forecast_columns(name or model.resolve().parent.name, ["y"])[0]
     frame = pd.DataFrame(table, columns=["unique_id", "ds", column])
@@ -739,16 +740,22 @@ def forecast(
         typer.echo(f"{len(histories)} series forecast: {out}")
 
 
-def _horizon(stamps: np.ndarray, frequency: str, h: int, zone: str | None = None) -> np.ndarray:
-    """The h steps of `frequency` (the series' alias: `1h`, `3MS`) after a series' last timestamp (UTC
-    instants, datetime64[ns]), by the one stepping rule (`rsa_core.steps`): a fixed step on the instants,
-    calendar months on the wall clock of `zone` (the files' zone, where a zoned series' months were read;
-    None: UTC), as the service and the batch scorer step them."""
+def _horizon(
+    stamps: np.ndarray, frequency: str, h: int, zone: str | None = None, model: str | None = None
+) -> np.ndarray:
+    """The h steps of `frequency` (the series' alias: `1h`, `1D`, `3MS`) after a series' last timestamp
+    (UTC instants, datetime64[ns]), by the one stepping rule (`rsa_core.steps`), as the service and the
+    batch scorer step them: days and months on the wall clock of `model`, the model's zone, shorter steps
+    on the instants. A model without a zone (None) steps months on the wall clock of `zone`, the files'
+    zone where they were read (UTC without one), and every fixed step on the instants."""
     import pandas as pd
 
     months = calendar_step(frequency)
     seconds = 0.0 if months is not None else pd.Timedelta(frequency).total_seconds()
-    tz = None if zone is None or months is None else model_zone(zone)
+    if model is not None:
+        tz: tzinfo | None = model_zone(model)
+    else:  # a UTC model, as before: months on the files' wall clock, fixed steps on the instants
+        tz = None if zone is None or months is None else model_zone(zone)
     return steps_after(np.asarray(stamps[-1:], "datetime64[ns]"), h, seconds, months, tz)[0]
 
 
@@ -829,7 +836,7 @@ def _with_covariates(
 
     rows = []
     for s in histories:
-        stamps = _horizon(s.timestamps, frequency, H, zone)
+        stamps = _horizon(s.timestamps, frequency, H, zone, fitted.timezone)
         n = len(s)
         after = {}
         if covs.future:

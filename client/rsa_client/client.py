@@ -27,6 +27,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import tzinfo
 from typing import Any
 
 import httpcore
@@ -40,6 +41,7 @@ from rsa_core.future import future_rows_problem
 from rsa_core.steps import shifted, steps_after
 from rsa_core.wallclock import localize
 from rsa_core.windows import right_aligned as _right_aligned
+from rsa_core.zones import model_zone
 
 # What a request holds besides its tensors (the JSON header), with room to spare.
 _HEADER_ALLOWANCE = 16 * 1024
@@ -301,7 +303,7 @@ class Client:
         )
         chunks = [slice(i, min(i + per_request, len(ends))) for i in range(0, len(ends), per_request)]
         outputs = ["forecast"] + [f"forecast_{side}_{v:g}" for v in levels for side in ("lo", "hi")]
-        firsts = _window_starts(spec, stamps, begins, ends)
+        firsts = _window_starts(spec, stamps, begins, ends, _zone(spec))
 
         def run(chunk: slice) -> dict[str, np.ndarray]:
             # The steps before a short series' start hold 0, not NaN: the service takes any finite number
@@ -1118,7 +1120,7 @@ def _future_rows(
     stray = [k for k in groups if k not in known]
     if stray:
         raise ValueError(f"X_df holds series that df does not: {stray[:5]}")
-    want = _future(spec, last, n)
+    want = _future(spec, last, n, _zone(spec))
     arrays = {f: np.empty((len(series_ids), n), np.float32) for f in future}
     values = {f: pd.to_numeric(xf[f], errors="coerce").to_numpy(np.float64) for f in future}
     for i, sid in enumerate(series_ids):
@@ -1147,18 +1149,26 @@ def _future_rows(
     return arrays
 
 
-def _window_starts(spec: ModelSpec, stamps: np.ndarray, begins: np.ndarray, ends: np.ndarray) -> np.ndarray:
+def _zone(spec: ModelSpec) -> tzinfo | None:
+    """The model's zone, on whose wall clock its days and months step (`rsa_core.steps`); None: UTC."""
+    return None if spec.timezone is None else model_zone(spec.timezone)
+
+
+def _window_starts(
+    spec: ModelSpec, stamps: np.ndarray, begins: np.ndarray, ends: np.ndarray, zone: tzinfo | None = None
+) -> np.ndarray:
     """Unix seconds of each window's first row, the service's `start`: that row's time for a series of L
-    rows or more; for a shorter one, the time L − 1 steps before its last row (a step the model's fixed
-    one in seconds, so the same instant in any zone, or its calendar months, as the service advances them
-    from `start` in UTC), so that the service's horizon stamps are the steps after the last row."""
+    rows or more; for a shorter one, the time L − 1 steps before its last row by the one stepping rule
+    (`rsa_core.steps`: days and months on the wall clock of `zone`, the model's, shorter steps on the
+    instant), as the service steps from `start`, so that its horizon stamps are the steps after the last
+    row."""
     L = spec.input_length
     firsts = stamps[np.maximum(ends - L, begins)].copy()
     short = np.flatnonzero(ends - begins < L)
     if not len(short):
         return firsts
     last = np.asarray(stamps[ends[short] - 1]).astype("datetime64[s]")
-    back = shifted(last, [-(L - 1)], spec.frequency_seconds or 0, calendar_step(spec.frequency))
+    back = shifted(last, [-(L - 1)], spec.frequency_seconds or 0, calendar_step(spec.frequency), zone)
     firsts[short] = back[:, 0].astype(np.int64)
     return firsts
 
@@ -1182,12 +1192,12 @@ def _decode(response: httpx.Response) -> dict[str, np.ndarray]:
     return out
 
 
-def _future(spec: ModelSpec, last: np.ndarray, h: int) -> np.ndarray:
+def _future(spec: ModelSpec, last: np.ndarray, h: int, zone: tzinfo | None = None) -> np.ndarray:
     """[S, h] datetime64[ns] of the h steps after each series' last timestamp (Unix seconds): the one
-    stepping rule (`rsa_core.steps`), calendar months stepped in UTC as the service steps them from an OIP
-    v2 `start`."""
+    stepping rule (`rsa_core.steps`), days and months on the wall clock of `zone` (the model's; None:
+    UTC), as the service steps them from an OIP v2 `start`."""
     base = np.asarray(last).astype("datetime64[s]").astype("datetime64[ns]")
-    return steps_after(base, h, spec.frequency_seconds or 0, calendar_step(spec.frequency))
+    return steps_after(base, h, spec.frequency_seconds or 0, calendar_step(spec.frequency), zone)
 
 
 def _long_frame(
@@ -1204,7 +1214,7 @@ def _long_frame(
     S = len(series_ids)
     data: dict[str, Any] = {
         id_col: np.repeat(series_ids, h),
-        time_col: _future(spec, last, h).reshape(-1),
+        time_col: _future(spec, last, h, _zone(spec)).reshape(-1),
     }
     for c, name in enumerate(forecast_columns(spec.name, columns)):
         data[name] = out["forecast"][:, :, c].reshape(-1)
