@@ -533,6 +533,7 @@ class Client:
         version: int | None = None,
         publish: str | None = None,
         *,
+        X_df: pd.DataFrame | None = None,  # noqa: N803 (NeuralForecast's and statsforecast's name)
         id_col: str = "unique_id",
         time_col: str = "ds",
         target_col: str | None = None,
@@ -541,6 +542,10 @@ class Client:
         target, `y` or the model's channel), then forecasting them (POST /v1/.../fit_forecast, one
         request: the server bounds it by RSA_MAX_FIT_*). `publish`: a model name to publish the refit into
         as its next version (an API key and RSA_MODEL_CONTROL=explicit).
+
+        A covariate model's covariates are `df`'s other columns (as `cross_validation` reads them) and
+        `X_df` its future covariates over the `h` steps forecast (default: the model's horizon), per
+        series after its last row; the server refuses a future covariate without them, naming it.
 
         Returns one row per series and future step: `id_col`, `time_col`, the forecast in a column named
         after the model (`{model}`, as `forecast`) and, per level with intervals, `{model}-lo-{level}` and
@@ -551,7 +556,18 @@ class Client:
             raise ValueError(f"df needs a target column (`y` or target_col), has {list(df.columns)}")
         frame = df.sort_values([id_col, time_col], kind="stable")
         series = []
-        for key, part in frame.groupby(id_col, sort=False):
+        # Columns beside the id, the time and the target (or an X_df) may be a covariate model's: ask the
+        # model which (a frame of those three alone needs no such request).
+        spec = self.model(model, version) if X_df is not None or len(df.columns) > 3 else None
+        if spec is not None and spec.covariates:  # the history's covariates, X_df's future after it
+            reach = spec.horizon if h is None else h
+            histories = _histories(
+                frame, [target], id_col, time_col, spec, X_df, reach if X_df is not None else 0
+            )
+            series = [s.body(reach=reach) for s in histories]
+        elif X_df is not None:
+            raise ValueError(f"model {model} takes no covariates; X_df would not be read")
+        for key, part in [] if series else frame.groupby(id_col, sort=False):
             values = part[target].to_numpy(np.float64)
             series.append(
                 {

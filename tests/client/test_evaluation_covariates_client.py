@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from rsa_client import Client
+from rsa_client import Client, ServiceError
 
 from tests.app.protocols.rsa_v1.test_evaluation_covariates import history_series
 from tests.export.test_covariates_served import NAME, Served, served
@@ -111,6 +111,24 @@ def test_no_x_df_sends_the_history_alone(served: Served, client: Client) -> None
         result = v1(served, "detect_anomalies", body)["series"][0]
         got = flags[flags["unique_id"] == sid][forecast].to_numpy()
         np.testing.assert_allclose(got, np.array(result["forecast"])[:, 0], rtol=1e-6)
+
+
+def test_fit_forecast_sends_the_frames_covariates(served: Served, client: Client) -> None:
+    """Issue 45, item 2: a covariate model refitted from the client: the frame's other columns over the
+    history, X_df's promotions over the h days forecast; the answer is /v1 fit_forecast's for the same
+    histories in one request."""
+    df, later = frame_of(served, after=3)
+    out = client.fit_forecast(df, h=3, model=NAME, X_df=later)
+    series = [history_series(served.shops[sid], sid, N, 3) for sid in SHOPS]
+    for s in series:
+        s["start"] += "T00:00:00+00:00"
+        s["values"] = [[v] for v in s["values"]]
+    answer = v1(served, "fit_forecast", {"series": series, "horizon": 3})
+    want = np.concatenate([np.array(f["forecast"])[:, 0] for f in answer["forecasts"]])
+    column = NAME if NAME in out.columns else "y"  # the model-named column (item 8)
+    np.testing.assert_allclose(out[column].to_numpy(), want, rtol=1e-6)
+    with pytest.raises(ServiceError, match=r"future\.promo"):  # no X_df: the h days' promotions missing
+        client.fit_forecast(df, h=3, model=NAME)
 
 
 def test_columns_and_rows_the_model_cannot_read_are_refused_before_any_request(
