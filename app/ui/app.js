@@ -428,20 +428,35 @@
     return new Date(ts * 1000 + (zone ? zoneOffset(zone, ts * 1000) : 0));
   }
 
+  // The service's rule (rsa_core.steps, docs/service.md "Time zones"): a zoned model's whole days and
+  // calendar months move its zone's wall clock (a stepped time read as parseTime reads a naive one: the
+  // repeat's first reading, a skipped time with the offset before the change); other steps, and every
+  // step of a model without a zone, as before (fixed seconds on the instant, months in UTC).
   function stepper(version) {
     const months = /^(\d*)M([SE])$/.exec(version.frequency || "");
+    let move = null; // (ms of a wall clock read as UTC, k) -> that wall clock k steps on
     if (months) {
       const n = Number(months[1] || 1);
       const end = months[2] === "E";
-      return (t0, k) => {
-        const d = new Date(t0 * 1000);
+      move = (ms, k) => {
+        const d = new Date(ms);
         const month = d.getUTCMonth() + n * k;
         const day = end ? 0 : 1; // day 0 of the next month: the month's end
-        const t = Date.UTC(d.getUTCFullYear(), end ? month + 1 : month, day, d.getUTCHours(), d.getUTCMinutes(), d.getUTCSeconds());
-        return t / 1000;
+        return Date.UTC(d.getUTCFullYear(), end ? month + 1 : month, day, d.getUTCHours(), d.getUTCMinutes(), d.getUTCSeconds());
       };
     }
-    return (t0, k) => t0 + k * version.frequency_seconds;
+    const seconds = version.frequency_seconds;
+    const zone = modelZone(version);
+    if (zone && (move || (seconds >= 86400 && seconds % 86400 === 0))) {
+      const by = move || ((ms, k) => ms + k * seconds * 1000); // whole days: the wall clock's days
+      return (t0, k) => {
+        const wall = by(t0 * 1000 + zoneOffset(zone, t0 * 1000), k);
+        const readings = zoneReadings(wall, zone);
+        return (readings.length ? readings[0] : wall - zoneOffset(zone, wall - 86400000)) / 1000;
+      };
+    }
+    if (move) return (t0, k) => move(t0 * 1000, k) / 1000;
+    return (t0, k) => t0 + k * seconds;
   }
 
   // The window's values per channel, in the model's channel order (only what the model reads: the

@@ -217,3 +217,42 @@ def test_a_repeat_beyond_the_fold_or_a_skipped_time_is_refused_naming_the_line(
     assert page.inner_text('[data-error-for="data"]') == error.format(line=fold + 4, same=fold + 3)
     assert [r.url for r in session.requests if r.method == "POST"] == []  # nothing was asked
     assert session.outside == [] and session.console_errors == []
+
+
+# (zone, frequency, seconds, the stamp stepped from as the zone's wall clock): the page's stepper, which
+# times a window's rows, against rsa_core.steps across Berlin's and New York's changes (issue 44/46
+# follow-up: a zoned model's days and months on the wall clock, hours on the instant, no zone unchanged)
+STEPS = [
+    ("Europe/Berlin", "1D", 86400, datetime(2023, 3, 24)),
+    ("Europe/Berlin", "1D", 86400, datetime(2023, 3, 24, 2, 30)),  # 26 March 02:30 is skipped
+    ("America/New_York", "1D", 86400, datetime(2023, 11, 3, 1, 30)),  # 5 November 01:30 repeats
+    ("Europe/Berlin", "7D", 7 * 86400, datetime(2023, 10, 15)),
+    ("Europe/Berlin", "1MS", 30 * 86400, datetime(2023, 9, 1)),
+    ("America/New_York", "3ME", 91 * 86400, datetime(2022, 12, 31)),
+    ("Europe/Berlin", "1h", 3600, datetime(2023, 10, 29, 0)),
+    (None, "1D", 86400, datetime(2023, 3, 25, 23)),
+    (None, "1MS", 30 * 86400, datetime(2023, 1, 1)),
+]
+
+
+@pytest.mark.parametrize(("zone", "frequency", "seconds", "wall"), STEPS)
+def test_the_pages_steps_are_the_services(
+    open_page: object, zone: str | None, frequency: str, seconds: int, wall: datetime
+) -> None:
+    from datetime import UTC
+
+    from rsa_core.calendar import calendar_step
+    from rsa_core.steps import shifted
+
+    session = open_page("/ui")  # type: ignore[operator]
+    t0 = int(wall.replace(tzinfo=ZoneInfo(zone) if zone else UTC).timestamp())
+    ks = list(range(-3, 8))
+    version = {"frequency": frequency, "frequency_seconds": seconds, "timezone": zone}
+    got = session.page.evaluate(
+        "([v, t0, ks]) => { const step = window.__rsaUi.stepper(v); return ks.map((k) => step(t0, k)); }",
+        [version, t0, ks],
+    )
+    months = calendar_step(frequency)
+    want = shifted(np.array([t0], "datetime64[s]"), ks, seconds, months, ZoneInfo(zone) if zone else None)
+    assert got == want[0].astype(np.int64).tolist()
+    assert session.console_errors == []
