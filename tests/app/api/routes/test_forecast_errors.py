@@ -119,7 +119,7 @@ CASES: list[tuple[str, dict[str, Any], str, Any, str]] = [
         "input length",
     ),
     ("horizon 0", {"series": [{"values": rows()}], "horizon": 0}, "horizon", 1, "greater than or equal"),
-    ("horizon above model", {"series": [{"values": rows()}], "horizon": 5}, "horizon", 4, "model horizon"),
+    ("horizon above model", {"series": [{"values": rows()}], "horizon": 5}, "horizon", 4, "is above model toy's horizon 4"),
     ("horizon string", {"series": [{"values": rows()}], "horizon": "x"}, "horizon", None, "integer"),
     ("empty series", {"series": []}, "series", 1, "at least 1"),
     ("series not a list", {"series": {"values": rows()}}, "series", None, "array"),
