@@ -26,19 +26,31 @@ import numpy as np
 
 from rsa_core.calendar import CalendarStep
 
-__all__ = ["DAY_S", "forecast_timestamps", "on_wall_clock", "shifted", "step", "steps_after"]
+__all__ = [
+    "DAY_S",
+    "calendar_units",
+    "forecast_timestamps",
+    "on_wall_clock",
+    "shifted",
+    "step",
+    "steps_after",
+]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 DAY_S = 86_400  # a fixed step of a whole number of these is calendar days on a zoned model's wall clock
 
 
+def calendar_units(frequency_seconds: float, months: CalendarStep | None) -> bool:
+    """Whether a step is whole calendar units: months, or whole days (daily, weekly), which a zoned
+    series steps on its wall clock (the trainer judges such a series' rows there, export/data/panels.py)."""
+    return months is not None or (frequency_seconds >= DAY_S and frequency_seconds % DAY_S == 0)
+
+
 def on_wall_clock(frequency_seconds: float, months: CalendarStep | None, zone: tzinfo | None) -> bool:
     """Whether a step moves the wall clock of `zone` (calendar months, or whole days, in a zone) rather
     than elapsed time on the instant (no zone, or less than a day, or not whole days): the rule above."""
-    if zone is None:
-        return False
-    return months is not None or (frequency_seconds >= DAY_S and frequency_seconds % DAY_S == 0)
+    return zone is not None and calendar_units(frequency_seconds, months)
 
 
 def step(

@@ -27,7 +27,6 @@ from export.data.layout import ID_NAMES, PANEL_TIMESTAMP_NAMES, TARGET_NAMES
 from export.data.options import ReadOptions
 from export.data.reading import _fill, _number_problem
 from export.data.timestamps import (
-    _CALENDAR,
     _grid,
     _grid_problem,
     _infer_frequency,
@@ -37,12 +36,13 @@ from export.data.timestamps import (
     has_offsets,
     localize,
 )
+from rsa_core.calendar import calendar_step
+from rsa_core.steps import calendar_units
 
 __all__ = ["Panel", "PanelSeries", "load_panel"]
 
 # Problems reported per file before the rest are summarised (a 100,000-series file can have many).
 _SHOWN = 5
-_DAY_S = 86_400
 
 
 def _step_clock(wall: np.ndarray | None, instants: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -54,7 +54,7 @@ def _step_clock(wall: np.ndarray | None, instants: np.ndarray) -> tuple[np.ndarr
     if wall is None or len(wall) < 2:
         return instants, False
     alias, seconds = _infer_frequency(wall)
-    if _CALENDAR.match(alias) or (seconds >= _DAY_S and seconds % _DAY_S == 0):
+    if calendar_units(seconds, calendar_step(alias)):  # the rule every path steps by (rsa_core.steps)
         return wall, True
     return instants, False
 

@@ -29,6 +29,7 @@ import app.protocols.oip_v2.handlers
 import app.protocols.rsa_v1.codec
 import app.protocols.timeseries.codec
 import batch.score
+import export.data.panels
 import export.data.timestamps
 import export.global_onnx
 import export.hybrid
@@ -63,6 +64,7 @@ ONE_RULE = [
     (export.panel, "calendar_step", rsa_core.calendar.calendar_step),
     (export.panel, "future_rows_problem", rsa_core.future.future_rows_problem),
     (export.data.timestamps, "shifted", rsa_core.steps.shifted),
+    (export.data.panels, "calendar_units", rsa_core.steps.calendar_units),  # days and months: wall clock
     (export.data.timestamps, "localize", rsa_core.wallclock.localize),
     (rsa_client, "_right_aligned", rsa_core.windows.right_aligned),
     (export.hybrid, "_tail_windows", rsa_core.windows.tail_windows),
