@@ -7,7 +7,8 @@ reads naive times with pandas' zone database (the exporter, the batch scorer and
 service, whose image has no pandas, never imports that module).
 
 - `rsa_core.calendar`: calendar frequencies (`3MS`: every 3 months, on the 1st) and their month steps.
-- `rsa_core.steps`: the instants n steps after (or before) a timestamp, fixed or calendar, in a zone.
+- `rsa_core.steps`: the instants n steps after (or before) a timestamp, fixed or calendar; a zoned
+  model's days and months on its zone's wall clock, shorter steps on the instant.
 - `rsa_core.wallclock`: naive wall-clock times of a zone -> UTC instants, across daylight saving.
 - `rsa_core.future`: a future table's rows checked against the steps after a series' last timestamp.
 - `rsa_core.windows`: the last L values of each series right-aligned, a short start filled.
