@@ -72,4 +72,9 @@ for version in 3 4 5; do .venv/bin/python -m export.conformal "model_repository/
     --json results/competitions/benchmark.json
 [ -f results/competitions/hybrid.json ] || .venv/bin/python -m bench.competitions --all --no-stats \
     --json results/competitions/hybrid.json
+# The pretrained monthly model's zero-shot evaluation (docs/pretrained.md: 43 min on the loaded 2-core
+# machine) and one series' /v1/forecast latency against the named route's.
+[ -f results/zero_shot/report.json ] || .venv/bin/python -m bench.zero_shot --json results/zero_shot/report.json
+[ -f results/zero_shot/latency.json ] || .venv/bin/python -m bench.zero_shot_latency --requests 300 \
+    --json results/zero_shot/latency.json
 .venv/bin/python -m export.results
