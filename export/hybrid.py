@@ -47,6 +47,7 @@ __all__ = [
     "local_search",
     "origins",
     "tail_windows",
+    "widest_near_best",
 ]
 
 # The local members tried (each set averaged with the read-out in equal shares): Theta and the damped
@@ -125,6 +126,20 @@ def local_min_values(period: int) -> int:
     return max(2 * period, 4)
 
 
+def widest_near_best(chosen: Sequence[tuple[float, LocalSpec]], alone: float) -> LocalSpec | None:
+    """Of each member set's (validation MASE, spec), the set with the most members within
+    WINDOW_TOLERANCE of the best score, ties by the lower score, among those that validate better than
+    the read-out alone (`alone`); None (the read-out alone) where none does. Where validation cannot tell
+    sets apart the wider combination is the safer one (the combination literature's finding;
+    ../shared/docs/global-models.md). Issue 43's notes: over two runs of the seven competition sets it
+    changed the choice 10 times, 7 of them for the better on test."""
+    if not chosen:
+        return None
+    low = min(v for v, _ in chosen)
+    near = [t for t in chosen if t[0] <= low * (1 + WINDOW_TOLERANCE) and t[0] < alone]
+    return max(near, key=lambda t: (len(t[1].members), -t[0]))[1] if near else None
+
+
 def local_search(
     val: Sequence[Origin], global_forecasts: Sequence[np.ndarray], period: int, horizon: int
 ) -> tuple[LocalSpec | None, dict[str, float]]:
@@ -167,11 +182,4 @@ def local_search(
         chosen_per_set.append(
             max((t for t in tried if t[0] <= low * (1 + WINDOW_TOLERANCE)), key=lambda t: t[1].length)
         )
-    # The set with the most members within the same tolerance of the best set (ties: the lower score):
-    # where validation cannot tell sets apart, the wider combination is the safer one (the combination
-    # literature's finding; ../shared/docs/global-models.md). Issue 43's notes: over two runs of the seven
-    # competition sets it changed the choice 10 times, 7 of them for the better on test.
-    low = min(v for v, _ in chosen_per_set)
-    near = [t for t in chosen_per_set if t[0] <= low * (1 + WINDOW_TOLERANCE)]
-    best = max(near, key=lambda t: (len(t[1].members), -t[0]))
-    return (best[1] if best[0] < scores["global"] else None), scores
+    return widest_near_best(chosen_per_set, scores["global"]), scores

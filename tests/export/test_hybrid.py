@@ -6,7 +6,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from export.hybrid import MEMBER_SETS, WINDOW_TOLERANCE, local_search, origins, tail_windows
+from app.artifacts.local_models import LocalSpec
+from export.hybrid import (
+    MEMBER_SETS,
+    WINDOW_TOLERANCE,
+    local_search,
+    origins,
+    tail_windows,
+    widest_near_best,
+)
 
 
 def cut(v: np.ndarray, k: int) -> np.ndarray:
@@ -66,3 +74,26 @@ def test_no_hybrid_where_none_validates_better_than_the_read_out_alone() -> None
     spec, scores = local_search(val, [o.held for o in val], period=12, horizon=6)  # a perfect read-out
     assert spec is None and scores["global"] == 0.0
     assert all(v > 0 for k, v in scores.items() if k.startswith("local_"))
+
+
+def test_the_widest_set_near_the_best_is_chosen_among_those_better_than_the_read_out_alone() -> None:
+    def spec(*members: str) -> LocalSpec:
+        return LocalSpec(members, (1 / (len(members) + 1),) * len(members), 24, 12, 6, 24)
+
+    two, three, four = (
+        spec("theta", "damped"),
+        spec("dotm", "damped", "sar"),
+        spec("theta", "dotm", "damped", "sar"),
+    )
+    # Within 1% of the best: the widest; beyond it, the best alone.
+    assert widest_near_best([(1.000, two), (1.009, three)], alone=2.0) == three
+    assert widest_near_best([(1.000, two), (1.011, three)], alone=2.0) == two
+    # Equal widths: the lower score.
+    assert widest_near_best([(1.005, three), (1.000, spec("theta", "damped", "sar"))], 2.0) == spec(
+        "theta", "damped", "sar"
+    )
+    # A near set no better than the read-out alone does not compete (Tourism monthly: the best set 1.7602,
+    # the read-out 1.7656, the four-member set 1.7701), and none better: the read-out alone.
+    assert widest_near_best([(1.7602, three), (1.7701, four)], alone=1.7656) == three
+    assert widest_near_best([(1.80, three), (1.81, four)], alone=1.7656) is None
+    assert widest_near_best([], alone=1.0) is None
