@@ -202,6 +202,7 @@ def test_the_client_imports_nothing_of_the_service():
         "collections",
         "concurrent",
         "dataclasses",
+        "datetime",
         "typing",
         "rsa_core",  # the rules it shares with the service (installed on its own, client/pyproject.toml)
     }, imported
