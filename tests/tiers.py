@@ -46,7 +46,8 @@ SLOW_FILES: dict[str, float] = {
     "tests/batch/test_cluster.py": 60.6,
     "tests/batch/test_fit.py": 15.5,
     "tests/batch/test_score_covariates.py": 39.3,
-    "tests/bench/test_zero_shot.py": 67.3,  # six models trained on M3/Tourism slices, AutoETS (loaded machine)
+    # six models trained on M3/Tourism slices, AutoETS (loaded machine)
+    "tests/bench/test_zero_shot.py": 67.3,
     "tests/client/test_client.py": 6.5,
     "tests/client/test_covariates_client.py": 13.4,
     "tests/client/test_cross_validation_refit.py": 12.2,  # a service process (loaded machine)

@@ -354,9 +354,9 @@ class Client:
         """Forecast `df` (long: `id_col`, `time_col`, `target_col` or `y`) with no model named: `POST
         /v1/forecast`, the service's pretrained model of the series' frequency (`freq`, a pandas alias;
         default: the median step of the series' timestamps, h, D, W, MS, QS or YS; else the service
-        reads each series' first timestamp). Missing values (NaN) are sent as missing. Returns `id_col`, `time_col` and the
-        forecast in a column named after the model that answered (`{model}-lo-80`, ... per level);
-        `frame.attrs["model"]`, `["version"]`: which one."""
+        reads each series' first timestamp). Missing values (NaN) are sent as missing. Returns `id_col`,
+        `time_col` and the forecast in a column named after the model that answered (`{model}-lo-80`,
+        ... per level); `frame.attrs["model"]`, `["version"]`: which one."""
         target = target_col or "y"
         if target not in df.columns:
             raise ValueError(f"df has no column {target!r} (give target_col)")
