@@ -321,8 +321,9 @@ def test_kserve_storage_uri_serves_mnt_models(image: Build, tmp_path: Path) -> N
 def test_holds_the_service_only(container: Container) -> None:
     torch = _exec(container, "python", "-c", "import torch")
     assert torch.returncode == 1 and "ModuleNotFoundError: No module named 'torch'" in torch.stderr
-    # Code and models only: no training code, tests or data next to the app.
-    assert _exec(container, "ls", "/srv/rsa").stdout.split() == ["app", "requirements"]
+    # Code and models only: no training code, tests or data next to the app; rsa_core is the time and
+    # window rules the service shares with the exporter, the batch scorer and the client.
+    assert _exec(container, "ls", "/srv/rsa").stdout.split() == ["app", "requirements", "rsa_core"]
     plain_ort = _exec(container, "python", "-c", "import importlib.metadata as m; m.version('onnxruntime')")
     assert plain_ort.returncode == 1 and "PackageNotFoundError" in plain_ort.stderr
 
@@ -364,8 +365,8 @@ def test_every_installed_package_is_pinned(container: Container) -> None:
 
 
 def test_build_context_is_what_the_dockerfile_copies(image: Build, tmp_path: Path) -> None:
-    """What podman really sends (.dockerignore applied): the app, the models and three requirement files;
-    no virtual environment, data, results, tests or host bytecode."""
+    """What podman really sends (.dockerignore applied): the app, rsa_core's source, the models and three
+    requirement files; no virtual environment, data, results, tests, host bytecode or pip's egg-info."""
     dockerfile = tmp_path / "Context.Dockerfile"
     dockerfile.write_text(f"FROM {BASE_IMAGE}\nCOPY . /context/\n")
     tag = f"localhost/rsa-context:{uuid.uuid4().hex[:10]}"
@@ -379,10 +380,15 @@ def test_build_context_is_what_the_dockerfile_copies(image: Build, tmp_path: Pat
     files = dict(line.rsplit(" ", 1) for line in listing.stdout.splitlines())
     requirements = {"requirements/serve.txt", "requirements/gpu.txt", "requirements/constraints.txt"}
     assert {path for path in files if path.startswith("requirements/")} == requirements
-    assert {path.split("/")[0] for path in files} == {"app", "model_repository", "requirements"}
+    assert {path.split("/")[0] for path in files} == {"app", "model_repository", "requirements", "rsa_core"}
     assert [path for path in files if "__pycache__" in path or path.endswith(".pyc")] == []
+    assert [path for path in files if ".egg-info" in path or path.startswith("rsa_core/build")] == []
     tracked = subprocess.run(
-        ["git", "ls-files", "app", "model_repository"], cwd=ROOT, capture_output=True, text=True, check=True
+        ["git", "ls-files", "app", "rsa_core", "model_repository"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert set(tracked.stdout.split()) <= files.keys()
     assert sum(int(size) for size in files.values()) < 20 * 2**20
