@@ -344,13 +344,7 @@ class DynamicBatcher:
         self._queue.append(item)
         self._queued_rows += n
         self._wakeup.set()
-        try:
-            return await asyncio.wait_for(item.future, timeout_s)
-        except TimeoutError:
-            raise Timeout(
-                f"model {self.name}: no result within the request timeout of {timeout_s:g}s",
-                limit=timeout_s,
-            ) from None
+        return await self._result(item, timeout_s)
 
     async def _evaluate(self, inputs: Feed, n: int, timeout_s: float) -> np.ndarray:
         """Evaluation work: within `max_evaluations` requests at once, in time behind everything admitted
@@ -374,14 +368,19 @@ class DynamicBatcher:
         self._evaluations += 1
         self._wakeup.set()
         try:
+            return await self._result(item, timeout_s)
+        finally:
+            self._evaluations -= 1
+
+    async def _result(self, item: WorkItem, timeout_s: float) -> np.ndarray:
+        """A queued item's forecast, or Timeout naming the request's limit (forecasts and evaluation)."""
+        try:
             return await asyncio.wait_for(item.future, timeout_s)
         except TimeoutError:
             raise Timeout(
                 f"model {self.name}: no result within the request timeout of {timeout_s:g}s",
                 limit=timeout_s,
             ) from None
-        finally:
-            self._evaluations -= 1
 
     def _idle(self) -> bool:
         return not self._queue and not self._eval_queue and not self._calls and not self.memory.running
