@@ -1,4 +1,4 @@
-"""A global REM read-out (export/panel.py's `GlobalModel`) as an ONNX graph and a served model version.
+"""A global REM read-out (export/global_model.py's `GlobalModel`) as an ONNX graph and a served model version.
 
 The whole forecast runs inside the graph, so the service feeds nothing but windows: each window's scale
 (the mean |value| of its last cycle), the REM features as one MatMul with a constant kernel matrix [L, F]
@@ -50,10 +50,10 @@ from export.publish import publish_version
 from export.reports import GroupCoverage, IntervalCalibration, to_dict
 from rsa_core.windows import tail_windows
 
-if TYPE_CHECKING:  # export/panel.py's CLI imports this module
+if TYPE_CHECKING:
     from app.artifacts.covariates import CovariateLayout
     from app.artifacts.local_models import LocalSpec
-    from export.panel import GlobalModel
+    from export.global_model import GlobalModel
 
 __all__ = [
     "DEFAULT_LEVELS",
