@@ -27,6 +27,13 @@ count), evaluation against everything ahead. Evaluation goes out in chunks of `e
 only while no forecast waits or after EVALUATION_EVERY forecast calls in a row (a weighted share, as
 Triton's priority levels and vLLM's scheduler give: forecasts first, evaluation never starved), on at most
 max_calls - 1 of the calls side by side when several may run: one is always left to forecasts.
+Evaluation is admitted on its own drain rate (`evaluation_row_seconds`: seconds per row through its queue,
+measured over its chunks while evaluation work waits, so its share, its niceness and the host's load all
+count; the forecasts' rate until measured): a request whose rows alone cannot be through within
+ADMIT_FRACTION of its time left is refused at once, before it queues (InvalidInput on `EVALUATION_ROWS`
+with the rows that would fit: the route names its own field), and one that could alone but not behind
+the evaluation work ahead of it gets Overloaded with that work's drain time as Retry-After. A maximal
+backtest on a loaded host used to be admitted and answered 504 at the deadline.
 
 The parts, each in a module of its own: admission (app/engine/batching/admission.py: the time rule, the
 queue's bound, reservations, the drain rate), the inline gate (inline.py: when a small request runs on
@@ -51,8 +58,8 @@ from typing import Literal, Protocol
 
 import numpy as np
 
-from app.core.errors import InferenceError, ModelNotReady, Overloaded, ServiceError, Timeout
-from app.engine.batching.admission import Admission, DrainRate
+from app.core.errors import InferenceError, InvalidInput, ModelNotReady, Overloaded, ServiceError, Timeout
+from app.engine.batching.admission import ADMIT_FRACTION, Admission, DrainRate
 from app.engine.batching.inline import InlineGate
 from app.engine.batching.items import Batch, BatcherStats, Segment, WorkItem
 from app.engine.batching.release import MemoryRelease
@@ -72,6 +79,9 @@ EVALUATION_EVERY = 4
 # own, set with setpriority on its thread id; a session call of a small chunk computes on the calling
 # thread): on a busy host the kernel gives the cores to forecasts' calls and the event loop first.
 EVALUATION_NICENESS = 10
+# The `field` of the refusal of evaluation work too big to be through in its time (InvalidInput, whose
+# `limit` is the rows that would fit): the route that submitted it names its own field in its place.
+EVALUATION_ROWS = "evaluation_rows"
 
 
 def _lower_priority() -> None:
@@ -125,6 +135,9 @@ class BatcherConfig:
     row_seconds: float | None = None  # the drain rate's seed (seconds per row, timed at load); None: unknown
     max_evaluations: int = 2  # evaluation requests waiting or running at once (RSA_MAX_EVALUATIONS_IN_FLIGHT)
     evaluation_call_rows: int = 64  # evaluation rows per session call at most (RSA_EVALUATION_CALL_ROWS)
+    # The evaluation drain rate's seed (seconds per evaluation row through its queue); None: the forecasts'
+    # rate until an evaluation chunk is measured.
+    evaluation_row_seconds: float | None = None
 
     def __post_init__(self) -> None:
         if (
@@ -168,6 +181,7 @@ class DynamicBatcher:
         self.observer = observer
         self.stats = BatcherStats()
         self.drain = DrainRate(config.row_seconds)
+        self.evaluation_drain = DrainRate(config.evaluation_row_seconds)  # evaluation chunks' own rate
         self.admission = Admission(
             config.name, config.max_queue_rows, config.retry_after_s, self.drain, self.stats
         )
@@ -183,6 +197,7 @@ class DynamicBatcher:
         self._eval_rows = 0  # rows in _eval_queue
         self._evaluations = 0  # evaluation requests waiting or running
         self._eval_tasks: set[asyncio.Task[None]] = set()  # session calls of evaluation chunks under way
+        self._eval_running = 0  # rows in those calls
         self._forecast_streak = 0  # forecast calls in a row while evaluation waited
         self._running_rows = 0  # rows in the session calls under way
         self._calls: set[asyncio.Task[None]] = set()  # the worker's session calls under way
@@ -253,6 +268,14 @@ class DynamicBatcher:
     def evaluations(self) -> int:
         """Evaluation requests waiting or running."""
         return self._evaluations
+
+    @property
+    def evaluation_row_seconds(self) -> float | None:
+        """Seconds per row through the evaluation queue: measured on its chunks (seeded by the config),
+        else the forecasts' drain rate (a lower bound: evaluation gets a share of the calls, niced);
+        None: nothing measured yet."""
+        measured = self.evaluation_drain.row_seconds
+        return measured if measured is not None else self.drain.row_seconds
 
     @property
     def ahead_rows(self) -> int:
@@ -359,6 +382,7 @@ class DynamicBatcher:
                 retry_after_s=config.retry_after_s,
             )
         self.admission.in_time(n, timeout_s, self.ahead_rows + self._eval_rows)
+        self._evaluation_in_time(n, timeout_s)
         now = perf_counter()
         item = WorkItem(
             inputs, asyncio.get_running_loop().create_future(), now + timeout_s, now, evaluation=True
@@ -371,6 +395,36 @@ class DynamicBatcher:
             return await self._result(item, timeout_s)
         finally:
             self._evaluations -= 1
+
+    def _evaluation_in_time(self, n: int, timeout_s: float) -> None:
+        """Refuse `n` evaluation rows that cannot be through the evaluation queue within ADMIT_FRACTION of
+        `timeout_s` at its rate: alone (InvalidInput on EVALUATION_ROWS, `limit` the rows that would fit),
+        or behind the evaluation rows waiting and running (Overloaded, Retry-After their drain time)."""
+        rate = self.evaluation_row_seconds
+        if rate is None or rate <= 0:
+            return
+        budget = ADMIT_FRACTION * timeout_s
+        if n * rate > budget:
+            self.stats.rejected_items += 1
+            fits = int(budget / rate)
+            raise InvalidInput(
+                f"model {self.name}: {n} windows of evaluation would take about {n * rate:.1f}s at the "
+                f"{1000 * rate:.3g} ms a window evaluation work runs at on this host now, more than the "
+                f"{budget:.1f}s ({ADMIT_FRACTION:.0%} of the {timeout_s:.1f}s this request has left) it may "
+                f"take: refused before it started; {fits} windows would fit",
+                field=EVALUATION_ROWS,
+                limit=fits,
+            )
+        ahead = self._eval_rows + self._eval_running
+        if ahead and (ahead + n) * rate > budget:
+            self.stats.rejected_items += 1
+            drain_s = ahead * rate
+            raise Overloaded(
+                f"model {self.name} is busy evaluating: {ahead} windows of backtests or anomaly checks ahead "
+                f"need about {drain_s:.1f}s, and {n} more would not be through in the {budget:.1f}s this "
+                "request may take; retry later",
+                retry_after_s=max(1, math.ceil(drain_s)),
+            )
 
     async def _result(self, item: WorkItem, timeout_s: float) -> np.ndarray:
         """A queued item's forecast, or Timeout naming the request's limit (forecasts and evaluation)."""
@@ -541,6 +595,8 @@ class DynamicBatcher:
         """One session call, in the executor, or `inline` on this thread (then it never suspends)."""
         batch.t_run_start = perf_counter()
         self._running_rows += batch.rows
+        if batch.evaluation:
+            self._eval_running += batch.rows
         try:
             inputs = batch.feed()
             if inline:
@@ -573,6 +629,14 @@ class DynamicBatcher:
         finally:
             batch.t_run_end = self._last_activity = perf_counter()
             self._running_rows -= batch.rows
+            if batch.evaluation:
+                self._eval_running -= batch.rows
+                self.evaluation_drain.observe(  # its own rate: between chunk ends while evaluation waits
+                    batch.t_run_start,
+                    batch.t_run_end,
+                    batch.rows,
+                    bool(self._eval_queue or self._eval_running),
+                )
             self.memory.ran_since = True
             self.drain.observe(
                 batch.t_run_start,

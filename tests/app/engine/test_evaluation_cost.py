@@ -1,0 +1,150 @@
+"""Evaluation work is admitted on what it costs on this host (issue 46): the batcher's evaluation drain
+rate (seconds per row through the evaluation queue, seeded or measured over its chunks) refuses up front
+what could not be through within ADMIT_FRACTION of the request's time left, where a maximal backtest on a
+loaded host used to be admitted and answered 504 at the deadline. Driven by injected rates and a fake
+clock: no wall-clock bound."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+from app.core.errors import InvalidInput, Overloaded
+from app.engine.batching import BatcherConfig, DynamicBatcher
+from app.engine.batching import batcher as batcher_module
+from app.engine.batching.admission import ADMIT_FRACTION
+from app.engine.batching.batcher import EVALUATION_ROWS
+from tests.app.engine.test_evaluation_queue import Gated, evaluation_rows, forecast_rows, until
+from tests.utils.batching import FnRunner
+
+
+def make(run: Any, **config: Any) -> DynamicBatcher:
+    options: dict[str, Any] = {
+        "name": "t",
+        "max_batch_rows": 64,
+        "max_wait_s": 0.0,
+        "max_queue_rows": 10_000,
+        "max_evaluations": 2,
+        "evaluation_call_rows": 8,
+    }
+    options.update(config)
+    return DynamicBatcher(FnRunner(run), BatcherConfig(**options))
+
+
+def run(scenario: Any) -> None:
+    asyncio.run(asyncio.wait_for(scenario(), 20))
+
+
+def doubled(feed: dict[str, np.ndarray]) -> np.ndarray:
+    return feed["x"] * 2.0
+
+
+def test_evaluation_that_cannot_be_through_in_time_alone_is_refused_before_it_queues() -> None:
+    """At 10 ms a row and 10 s left, 6 s (ADMIT_FRACTION) hold 600 rows: 1,024 are refused at once,
+    naming the rows that would fit, with nothing run; 600 are admitted and answered."""
+    calls: list[int] = []
+
+    def counted(feed: dict[str, np.ndarray]) -> np.ndarray:
+        calls.append(len(feed["x"]))
+        return doubled(feed)
+
+    async def scenario() -> None:
+        batcher = make(counted, evaluation_row_seconds=0.01)
+        batcher.start()
+        with pytest.raises(InvalidInput) as refused:
+            await batcher.submit(evaluation_rows(1024), 10.0, evaluation=True)
+        fits = math.floor(ADMIT_FRACTION * 10.0 / 0.01 + 1e-9)
+        assert refused.value.field == EVALUATION_ROWS and refused.value.limit == fits == 600
+        assert "1024 windows" in refused.value.message and "600 windows would fit" in refused.value.message
+        assert calls == [] and batcher.evaluation_rows == 0 and batcher.evaluations == 0
+        assert batcher.stats.rejected_items == 1
+        answer = await batcher.submit(evaluation_rows(fits), 10.0, evaluation=True)
+        np.testing.assert_array_equal(answer, evaluation_rows(fits)["x"] * 2)
+        await batcher.stop()
+
+    run(scenario)
+
+
+def test_evaluation_that_fits_alone_but_not_behind_the_evaluation_ahead_is_overloaded() -> None:
+    """A 500-row backtest admitted (5 s of 6), then 200 more rows would end past the budget behind it:
+    Overloaded with Retry-After the ahead rows' drain time (5 s); forecasts are not judged on this rate."""
+
+    async def scenario() -> None:
+        gate = Gated()
+        batcher = make(gate, evaluation_row_seconds=0.01)
+        batcher.start()
+        first = asyncio.ensure_future(batcher.submit(evaluation_rows(500), 10.0, evaluation=True))
+        await until(lambda: len(gate.calls) == 1)  # its first chunk runs, the rest waits
+        with pytest.raises(Overloaded) as refused:
+            await batcher.submit(evaluation_rows(200), 10.0, evaluation=True)
+        assert refused.value.retry_after_s == 5 and "500 windows" in refused.value.message
+        forecast = asyncio.ensure_future(batcher.submit(forecast_rows(3), 10.0))
+        small = asyncio.ensure_future(batcher.submit(evaluation_rows(100), 10.0, evaluation=True))
+        await until(lambda: batcher.evaluations == 2)  # 600 rows: exactly the budget, admitted
+        gate.open.set()
+        await asyncio.gather(first, forecast, small)
+        await batcher.stop()
+
+    run(scenario)
+
+
+def test_without_an_evaluation_rate_the_forecasts_rate_judges_and_unknown_admits() -> None:
+    async def scenario() -> None:
+        unknown = make(doubled)
+        unknown.start()
+        assert unknown.evaluation_row_seconds is None
+        await unknown.submit(evaluation_rows(1024), 10.0, evaluation=True)  # nothing measured: admitted
+        await unknown.stop()
+        forecasts_rate = make(doubled, row_seconds=0.01)
+        forecasts_rate.start()
+        with pytest.raises(InvalidInput) as refused:
+            await forecasts_rate.submit(evaluation_rows(700), 10.0, evaluation=True)
+        assert refused.value.limit == 600
+        await forecasts_rate.stop()
+
+    run(scenario)
+
+
+class FakeClock:
+    """The batcher's perf_counter, advanced by the runner: `seconds_per_row` a row of every call."""
+
+    def __init__(self, evaluation_seconds_per_row: float, forecast_seconds_per_row: float) -> None:
+        self.now = 1000.0
+        self.evaluation = evaluation_seconds_per_row
+        self.forecast = forecast_seconds_per_row
+
+    def __call__(self) -> float:
+        return self.now
+
+    def run(self, feed: dict[str, np.ndarray]) -> np.ndarray:
+        x = feed["x"]
+        self.now += len(x) * (self.evaluation if x[0, 0] < 0 else self.forecast)
+        return x * 2.0
+
+
+def test_the_evaluation_rate_is_measured_on_its_own_chunks_and_then_refuses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Evaluation chunks at 50 ms a row (niced, shared, a loaded host), forecasts at 1 ms: after a 40-row
+    backtest the evaluation rate is 50 ms a row, the forecasts' stays about 1 ms, and 200 rows (10 s) in
+    10 s left are refused (120 would fit), where the forecasts' rate alone would have admitted them."""
+    clock = FakeClock(0.05, 0.001)
+    monkeypatch.setattr(batcher_module, "perf_counter", clock)
+
+    async def scenario() -> None:
+        batcher = make(clock.run, row_seconds=0.001)
+        batcher.start()
+        await batcher.submit(evaluation_rows(40), 10.0, evaluation=True)
+        assert batcher.evaluation_row_seconds == pytest.approx(0.05)
+        await batcher.submit(forecast_rows(4), 10.0)
+        assert batcher.row_seconds is not None and batcher.row_seconds < 0.05
+        with pytest.raises(InvalidInput) as refused:
+            await batcher.submit(evaluation_rows(200), 10.0, evaluation=True)
+        assert refused.value.limit == 120
+        await batcher.stop()
+
+    run(scenario)
