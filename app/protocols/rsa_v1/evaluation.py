@@ -443,6 +443,9 @@ async def detect_anomalies(v1: V1Handlers, name: str, version: int | None, reque
     owner = np.repeat(np.arange(len(histories)), [len(p) for p in points])
     require_finite([forecast, lo, hi], lambda i: histories[int(owner[i])].field)
     flag, score = judge(forecast, lo, hi, width)
+    # Each point's cutoff for the forecast the answer shows: the repair forecasts some again, further
+    # ahead from an earlier window, and `future_unsent` counts what that window read (every pass).
+    shown_cuts = [list(c) for c in all_cuts]
     if request.repair and flag.any():
         # The points judged in time order, each from a window whose spikes are replaced by their
         # forecasts (a level shift's onset read as sent), in rounds of one batch each:
@@ -487,11 +490,13 @@ async def detect_anomalies(v1: V1Handlers, name: str, version: int | None, reque
             for s in keep:
                 n = len(again[s])
                 repair.update(s, [j for j, _ in again[s]], [a[at : at + n] for a in redone])
+                for j, step in again[s]:
+                    shown_cuts[s][j] = points[s][j] - step + 1
                 at += n
         flag, score = judge(forecast, lo, hi, width)
     series_out = []
     first = 0
-    unsent = _unsent(manifest, request.series, histories, all_cuts)
+    unsent = _unsent(manifest, request.series, histories, shown_cuts)
     for s, history in enumerate(histories):
         rows = slice(first, first + len(points[s]))
         first = rows.stop

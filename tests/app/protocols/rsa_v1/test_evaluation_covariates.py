@@ -174,6 +174,32 @@ def test_an_anomaly_check_with_covariates_forecasts_each_point_as_forecast_does(
         np.testing.assert_allclose(answer["forecast"][k][0], want, rtol=1e-5, atol=1e-4)
 
 
+def test_future_unsent_counts_the_window_of_the_forecast_shown_in_every_pass(served: Served) -> None:
+    """Issue 45: with the repair, a point whose window would end with a replaced spike is forecast again
+    from the window before it, two steps ahead; its `future_unsent` is what that window read past the
+    history (one step fewer than the first pass's), and its forecast is /forecast's from that window
+    with the promotions not sent at the training mean."""
+    s, n, last = served.shops["shop_2"], DAYS - H, 3
+    spiked = history_series(s, "shop_2", n)  # no promotion past the history: read as the training mean
+    spiked["values"][n - 3] *= 3
+    r = served.client.post(ANOMALIES, json={"series": [spiked], "last": last, "repair": False})
+    assert r.status_code == 200, r.text
+    first = r.json()["series"][0]
+    assert first["anomaly"][0] == [True]
+    assert first["future_unsent"] == [t + H - n for t in first["index"]] == [4, 5, 6]
+    r = served.client.post(ANOMALIES, json={"series": [spiked], "last": last})
+    assert r.status_code == 200, r.text
+    answer = r.json()["series"][0]
+    assert answer["anomaly"][0] == [True]
+    # Point n − 2 from the window ending before the spike (cutoff n − 3, two steps ahead), n − 1 from the
+    # repaired window (cutoff n − 1, one step): the steps each shown forecast read past the n values.
+    assert answer["future_unsent"] == [4, 4, 6]
+    repaired = with_future_tail(dict(s, y=np.array(spiked["values"], dtype=float)), n, promo_mean(served))
+    repaired["y"][n - 3] = answer["forecast"][0][0]
+    want = forecast_of(served, repaired, "shop_2", n - 3)[1]
+    np.testing.assert_allclose(answer["forecast"][1][0], want, rtol=1e-5, atol=1e-4)
+
+
 @pytest.mark.parametrize(
     ("change", "field", "words"),
     [
