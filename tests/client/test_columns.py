@@ -7,7 +7,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 from rsa_client import forecast_columns
-from rsa_client.client import ModelLimits, ModelSpec, _channel_columns
+from rsa_client.frames import _channel_columns
+from rsa_client.models import ModelLimits, ModelSpec
 
 from app.artifacts.contract import forecast_columns as contract_columns
 

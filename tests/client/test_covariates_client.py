@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from rsa_client import Client, ServiceError
-from rsa_client.client import ModelLimits, ModelSpec, _covariate_tensors
+from rsa_client.models import ModelLimits, ModelSpec
+from rsa_client.series import _covariate_tensors
 
 from tests.app.live import LiveService, live_service
 from tests.utils.shops import NAME, H, Shops, publish_shops, v1_series

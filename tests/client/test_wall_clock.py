@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from rsa_client import Client
-from rsa_client.client import _aware, _ordered, _wall_clock
+from rsa_client.frames import _aware, _ordered, _wall_clock
 
 from export.data.timestamps import localize
 from tests.app.live import live_service

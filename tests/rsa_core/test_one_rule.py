@@ -19,7 +19,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
-from rsa_client import client as rsa_client
+from rsa_client import forecast as client_forecast
+from rsa_client import frames as rsa_client
+from rsa_client import series as client_series
 
 import app.artifacts.calendar
 import app.artifacts.contract
@@ -57,7 +59,7 @@ ONE_RULE = [
     (rsa_client, "steps_after", rsa_core.steps.steps_after),
     (rsa_client, "shifted", rsa_core.steps.shifted),
     (rsa_client, "calendar_step", rsa_core.calendar.calendar_step),
-    (rsa_client, "future_rows_problem", rsa_core.future.future_rows_problem),
+    (client_series, "future_rows_problem", rsa_core.future.future_rows_problem),
     (rsa_client, "localize", rsa_core.wallclock.localize),
     (rsa_client, "_wall_clock", rsa_core.wallclock.localize),
     (export.panel, "steps_after", rsa_core.steps.steps_after),
@@ -66,7 +68,8 @@ ONE_RULE = [
     (export.data.timestamps, "shifted", rsa_core.steps.shifted),
     (export.data.panels, "calendar_units", rsa_core.steps.calendar_units),  # days and months: wall clock
     (export.data.timestamps, "localize", rsa_core.wallclock.localize),
-    (rsa_client, "_right_aligned", rsa_core.windows.right_aligned),
+    (client_forecast, "_right_aligned", rsa_core.windows.right_aligned),
+    (client_series, "_right_aligned", rsa_core.windows.right_aligned),
     (export.hybrid, "_tail_windows", rsa_core.windows.tail_windows),
     (export.global_onnx, "tail_windows", rsa_core.windows.tail_windows),
     (app.inference.refit, "tail_windows", rsa_core.windows.tail_windows),

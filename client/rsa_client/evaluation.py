@@ -1,0 +1,231 @@
+"""Backtests and anomaly checks (/v1 cross_validation, detect_anomalies): each series' rows and
+covariates sent as /v1 series items, split over requests under the server's limit, the answers read back
+into long frames with the pooled metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import numpy as np
+import pandas as pd
+
+from rsa_client.frames import _channel_columns, _forecast_prefix
+from rsa_client.models import _Models
+from rsa_client.series import _histories, _History
+from rsa_client.transport import _json, _reading
+
+
+class _Evaluating(_Models):
+    """Backtests and anomaly checks."""
+
+    # -- backtests and anomaly checks (/v1 cross_validation, detect_anomalies) ---------------------
+    def cross_validation(
+        self,
+        df: pd.DataFrame,
+        h: int | None = None,
+        n_windows: int = 1,
+        step_size: int | None = None,
+        level: Sequence[float] | None = None,
+        model: str = "etth1-rsa",
+        version: int | None = None,
+        *,
+        X_df: pd.DataFrame | None = None,  # noqa: N803 (NeuralForecast's and statsforecast's name)
+        id_col: str = "unique_id",
+        time_col: str = "ds",
+        target_col: str | None = None,
+        refit: bool | None = None,
+    ) -> pd.DataFrame:
+        """Backtest the model on each series of `df` (long format, as `forecast` takes it): `n_windows`
+        forecasts of `h` steps from cutoffs `step_size` apart (default `h`), the last ending at the
+        series' last row, each forecast from the rows before its cutoff only.
+
+        A covariate model's covariates are `df`'s other columns (statsforecast's convention): past and
+        future ones a value per row, a static one constant per series; the service cuts each window's
+        from them. With `h` below the model's horizon H, the last window reads H − h future values past
+        the history (steps the answer does not show): `X_df` (`id_col`, `time_col`, the future
+        covariates) may hold them, per series after its last row; without it they are read as the
+        training mean.
+
+        Returns one row per series, cutoff and forecast step: `id_col`, `time_col`, `cutoff` (the time of
+        the last row before the forecast), the actual values in the channel columns (as in `df`), the
+        forecast in a column named after the model (`{model}`, or `{model}-{channel}`), and per level
+        `...-lo-{level}`, `...-hi-{level}`. `frame.attrs["metrics"]`: the pooled metrics (MAE, MSE,
+        MASE, sMAPE, coverage per level); `frame.attrs["series_metrics"]`: per series id.
+
+        `refit` (the service's): True refits a global read-out on the values before each cutoff, as
+        statsforecast and NeuralForecast backtest; False scores the served weights at every cutoff; None
+        (default) lets the service choose (a refit where the version can be refitted). A refit reads every
+        series of its request: series beyond one request's share go in several, each refitted on its own
+        series. `frame.attrs["refit"]`: whether every request was refitted."""
+        spec = self.model(model, version)
+        columns = _channel_columns(df, spec, target_col)
+        reach = spec.horizon - (spec.horizon if h is None else h)
+        series = _histories(df, columns, id_col, time_col, spec, X_df, reach)
+        per_request = max(1, spec.limits.max_series_per_request // max(1, n_windows))
+        options: dict[str, Any] = {"n_windows": n_windows}
+        if h is not None:
+            options["horizon"] = h
+        if step_size is not None:
+            options["step_size"] = step_size
+        if level:
+            options["level"] = [float(v) for v in level]
+        if refit is not None:
+            options["refit"] = bool(refit)
+        path = f"/v1/models/{model}/versions/{spec.version}/cross_validation"
+
+        def run(chunk: list[_History]) -> tuple[httpx.Response, Any]:
+            body = {"series": [s.body(reach=reach) for s in chunk], **options}
+            response = self._send("POST", path, [s.id for s in chunk], json=body)
+            return response, _json(response, [s.id for s in chunk])
+
+        chunks = [series[i : i + per_request] for i in range(0, len(series), per_request)]
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            answers = list(pool.map(run, chunks))
+        prefix = _forecast_prefix(spec.name, columns)
+        frames, metrics = [], {}
+        for chunk, (response, answer) in zip(chunks, answers, strict=True):
+            with _reading(response, [s.id for s in chunk]):
+                for history, result in zip(chunk, answer["series"], strict=True):
+                    metrics[history.id] = result["metrics"]
+                    for window in result["windows"]:
+                        t, steps = window["cutoff"], len(window["forecast"])
+                        data: dict[str, Any] = {
+                            id_col: history.id,
+                            time_col: history.stamps[t : t + steps],
+                            "cutoff": history.stamps[t - 1],
+                        }
+                        actual = np.array(window["actual"], np.float64)  # null -> NaN
+                        forecast = np.array(window["forecast"], np.float64)
+                        for c, name in enumerate(columns):
+                            data[name] = actual[:, c]
+                            data[prefix(name)] = forecast[:, c]
+                            for v in options.get("level", []):
+                                data[f"{prefix(name)}-lo-{v:g}"] = np.array(window[f"lo-{v:g}"])[:, c]
+                                data[f"{prefix(name)}-hi-{v:g}"] = np.array(window[f"hi-{v:g}"])[:, c]
+                        frames.append(pd.DataFrame(data))
+        frame = pd.concat(frames, ignore_index=True)
+        frame.attrs["series_metrics"] = metrics
+        # Whether the service refitted its read-out before each cutoff (on each request's series).
+        frame.attrs["refit"] = all(bool(answer.get("refit")) for _, answer in answers)
+        with _reading(answers[-1][0]):  # the per-series metrics as the answers gave them
+            frame.attrs["metrics"] = _pooled(list(metrics.values()))
+        return frame
+
+    def detect_anomalies(
+        self,
+        df: pd.DataFrame,
+        level: float | None = None,
+        model: str = "etth1-rsa",
+        version: int | None = None,
+        *,
+        lead: int = 1,
+        last: int | None = None,
+        repair: bool = True,
+        X_df: pd.DataFrame | None = None,  # noqa: N803 (NeuralForecast's and statsforecast's name)
+        id_col: str = "unique_id",
+        time_col: str = "ds",
+        target_col: str | None = None,
+    ) -> pd.DataFrame:
+        """Check each series of `df` (long format) for values outside the model's calibrated interval at
+        `level` (default: the highest the version calibrated), each forecast `lead` steps ahead from
+        the rows before it; `last`: only each series' last `last` rows (the online form); `repair`:
+        the server's (values flagged are replaced by their forecasts in the windows of the points after
+        them, once). Long series are split over requests under the server's limit, each piece with the
+        rows its windows read: without `repair` the answers are the whole series' exactly; with it,
+        each piece repairs only its own flags.
+
+        Returns one row per series and checked row: `id_col`, `time_col`, the values in the channel
+        columns, the forecast in a column named after the model (`{model}`, or `{model}-{channel}`), its
+        bounds `...-lo-{level}` / `...-hi-{level}`, `anomaly` (`{column}-anomaly`) and `score`
+        (`{column}-score`: |value − forecast| in interval half-widths).
+
+        A covariate model's covariates are `df`'s other columns, as in `cross_validation`; the last
+        point's forecast reads the model's horizon H − `lead` future values past the history, from
+        `X_df` where given, else read as the training mean (steps the answer does not show)."""
+        spec = self.model(model, version)
+        columns = _channel_columns(df, spec, target_col)
+        series = _histories(df, columns, id_col, time_col, spec, X_df, spec.horizon - lead)
+        need = spec.min_history or spec.input_length
+        limit = spec.limits.max_series_per_request
+        # Pieces of at most `limit` checked rows; each sends the rows its windows read, and no more.
+        pieces: list[tuple[_History, int, int]] = []  # (series, first row checked, end)
+        for history in series:
+            n = len(history.values)
+            first = need + lead - 1 if last is None else n - last
+            for a in range(max(first, 0), n, limit):
+                pieces.append((history, a, min(a + limit, n)))
+        # One request holds pieces of one size (they share `last`), at most `limit` checked rows.
+        by_size: dict[int, list[tuple[_History, int, int]]] = {}
+        for piece in pieces:
+            by_size.setdefault(piece[2] - piece[1], []).append(piece)
+        groups = [
+            same[i : i + max(1, limit // size)]
+            for size, same in by_size.items()
+            for i in range(0, len(same), max(1, limit // size))
+        ]
+        path = f"/v1/models/{model}/versions/{spec.version}/detect_anomalies"
+
+        def run(group: list[tuple[_History, int, int]]) -> tuple[httpx.Response, Any]:
+            # Each piece sends its checked rows and the L (+ lead − 1) rows before them that its
+            # windows read: a window reads nothing older, so the answers are those of the whole series.
+            reach = spec.horizon - lead
+            bodies = [h.body(max(0, a - lead + 1 - spec.input_length), b, reach) for h, a, b in group]
+            body = {
+                "series": bodies,
+                "level": level,
+                "lead": lead,
+                "last": group[0][2] - group[0][1],
+                "repair": repair,
+            }
+            ids = [p[0].id for p in group]
+            response = self._send("POST", path, ids, json=body)
+            return response, _json(response, ids)
+
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            answers = list(pool.map(run, groups))
+        prefix = _forecast_prefix(spec.name, columns)
+        one = len(columns) == 1
+        frames = []
+        for group, (response, answer) in zip(groups, answers, strict=True):
+            with _reading(response, [p[0].id for p in group]):
+                for (history, a, b), result in zip(group, answer["series"], strict=True):
+                    data: dict[str, Any] = {id_col: history.id, time_col: history.stamps[a:b]}
+                    arrays = {
+                        k: np.array(result[k], np.float64)
+                        for k in ("actual", "forecast", "lo", "hi", "score")
+                    }
+                    flags = np.array(result["anomaly"], bool)
+                    shown = float(answer["level"])
+                    for c, name in enumerate(columns):
+                        data[name] = arrays["actual"][:, c]
+                        data[prefix(name)] = arrays["forecast"][:, c]
+                        data[f"{prefix(name)}-lo-{shown:g}"] = arrays["lo"][:, c]
+                        data[f"{prefix(name)}-hi-{shown:g}"] = arrays["hi"][:, c]
+                        data["anomaly" if one else f"{name}-anomaly"] = flags[:, c]
+                        data["score" if one else f"{name}-score"] = arrays["score"][:, c]
+                    frames.append(pd.DataFrame(data))
+        frame = pd.concat(frames, ignore_index=True)
+        return frame.sort_values([id_col, time_col], kind="stable", ignore_index=True)
+
+
+def _pooled(metrics: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-series metrics pooled over every point: each is a mean over its points, so the pooled one is
+    their mean weighted by points (the server's own pooled answer, for series sent in one request)."""
+    total = sum(m["points"] for m in metrics)
+    if not total:
+        return {"mae": None, "mse": None, "mase": None, "smape": None, "coverage": {}, "points": 0}
+
+    def mean(get: Any) -> float:
+        return float(sum(get(m) * m["points"] for m in metrics if m["points"]) / total)
+
+    pooled = {
+        **{k: mean(lambda m, k=k: m[k]) for k in ("mae", "mse", "mase", "smape")},
+        "coverage": {lv: mean(lambda m, lv=lv: m["coverage"][lv]) for lv in metrics[0]["coverage"]},
+        "points": total,
+    }
+    if all(m.get("seasonal_naive") is not None for m in metrics):  # the baseline on the same points
+        pooled["seasonal_naive"] = _pooled([m["seasonal_naive"] for m in metrics])
+    return pooled
