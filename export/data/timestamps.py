@@ -13,22 +13,13 @@ from pandas.tseries.api import guess_datetime_format
 
 from export.data.errors import _MISSING_TOKENS, _where
 from rsa_core.calendar import calendar_step
+from rsa_core.frequency import infer_step as _infer_frequency  # the one frequency rule (exported name)
 from rsa_core.steps import shifted
 from rsa_core.wallclock import localize as localize  # the one rule of naive local times (readers use it)
 
 #: Column names (case-insensitive) recognised as the timestamp column when none is given.
 TIMESTAMP_NAMES = ("date", "timestamp", "time", "datetime")
 
-# Units for the frequency alias, coarsest first; the alias always carries its multiplier ("1h").
-_FREQ_UNITS = (
-    ("D", 86_400 * 10**9),
-    ("h", 3_600 * 10**9),
-    ("min", 60 * 10**9),
-    ("s", 10**9),
-    ("ms", 10**6),
-    ("us", 10**3),
-    ("ns", 1),
-)
 
 # datetime64[ns] covers only these years; checked in seconds so the comparison itself cannot overflow.
 _NS_MIN = np.datetime64("1677-09-22", "s")
@@ -225,53 +216,8 @@ def _ambiguity_problem(cells: np.ndarray, parsed: _Timestamps) -> tuple[int, str
     )
 
 
-# A calendar month's mean length in seconds (the Gregorian year / 12): the nominal frequency_seconds of
-# a calendar frequency, which steps by months, not seconds.
-_MEAN_MONTH_S = 365.2425 * 86_400 / 12
+# A calendar step's alias ("3MS"), as the one frequency rule (rsa_core.frequency) writes it.
 _CALENDAR = re.compile(r"^(?P<months>\d+)M(?P<anchor>[SE])$")
-
-
-def _calendar_frequency(stamps: np.ndarray) -> tuple[str, float] | None:
-    """Every stamp on the first day of a month (or every one on the last), at one time of day: steps of
-    whole months, the alias of the most common one (`3MS`: quarterly, on the 1st; `12MS`: yearly), and
-    its nominal seconds. None for data that is not so."""
-    if len(stamps) < 2:
-        return None
-    days = stamps.astype("datetime64[D]")
-    if len(np.unique((stamps - days).astype("int64"))) != 1:  # not one time of day
-        return None
-    month = days.astype("datetime64[M]")
-    month_start = bool(np.all(days == month))
-    month_end = bool(np.all(days == (month + 1).astype("datetime64[D]") - 1))
-    if month_start == month_end:  # neither (or one-day months: impossible)
-        return None
-    steps = np.diff(month.astype("int64"))
-    values, counts = np.unique(steps[steps > 0], return_counts=True)
-    if not len(values):
-        return None
-    months = int(values[np.argmax(counts)])
-    return f"{months}M{'S' if month_start else 'E'}", months * _MEAN_MONTH_S
-
-
-def _most_common_step(stamps: np.ndarray) -> int:
-    """The most common positive step between consecutive stamps, in ns (ties: the smaller)."""
-    steps = np.diff(stamps.astype("int64"))
-    positive = steps[steps > 0]
-    values, counts = np.unique(positive if len(positive) else np.abs(steps), return_counts=True)
-    return int(values[np.argmax(counts)])
-
-
-def _infer_frequency(stamps: np.ndarray) -> tuple[str, float]:
-    """Most common step between consecutive timestamps, as alias and seconds; month-anchored data steps
-    whole months (`_calendar_frequency`), all else a fixed step."""
-    calendar_step = _calendar_frequency(stamps)
-    if calendar_step is not None:
-        return calendar_step
-    step = _most_common_step(stamps)
-    for alias, unit in _FREQ_UNITS:
-        if step and step % unit == 0:
-            return f"{step // unit}{alias}", step / 10**9
-    return "0s", 0.0  # every stamp equal: reported as duplicates before any grid is asked for
 
 
 @dataclass(frozen=True)

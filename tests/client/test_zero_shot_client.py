@@ -23,16 +23,20 @@ SHIPPED = ROOT / "model_repository"
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveService]:
     repo = tmp_path_factory.mktemp("pretrained")
-    for name in ("pretrained-monthly", "pretrained-quarterly"):
+    for name in ("pretrained-monthly", "pretrained-quarterly", "pretrained-yearly"):
         shutil.copytree(SHIPPED / name / "1", repo / name / "1")
     with live_service(repo, tmp_path_factory.mktemp("log") / "service.log", RSA_DRAIN_DELAY_S="0") as live:
         yield live
 
 
-def long(freq: str, lengths: dict[str, int]) -> pd.DataFrame:
+def long(freq: str, lengths: dict[str, int], tz: str | None = None) -> pd.DataFrame:
     parts = [
         pd.DataFrame(
-            {"unique_id": sid, "ds": pd.date_range("2015-01-01", periods=n, freq=freq), "y": store(i, n)}
+            {
+                "unique_id": sid,
+                "ds": pd.date_range("2015-01-01", periods=n, freq=freq, tz=tz),
+                "y": store(i, n),
+            }
         )
         for i, (sid, n) in enumerate(lengths.items())
     ]
@@ -60,10 +64,36 @@ def test_forecast_without_a_model_is_the_pretrained_models_answer(service: LiveS
     )
 
 
-def test_the_inferred_frequency_picks_the_model(service: LiveService) -> None:
+@pytest.mark.parametrize(
+    ("freq", "tz", "model"),
+    [
+        ("QS", None, "quarterly"),
+        ("YS", None, "yearly"),
+        ("QS", "Europe/Berlin", "quarterly"),  # +01:00 and +02:00 starts: the wall clock decides
+        ("MS", "Europe/Berlin", "monthly"),
+        ("YS", "America/New_York", "yearly"),
+    ],
+)
+def test_the_inferred_frequency_picks_the_model(
+    service: LiveService, freq: str, tz: str | None, model: str
+) -> None:
+    """Quarterly and yearly series start on the 1st of a month as monthly ones do: without `freq` the
+    client reads their timestamps (rsa_core.frequency) and the service's model of that frequency answers,
+    the same forecast as that model named for the same values and start."""
+    frame = long(freq, {"q": 30, "r": 26}, tz=tz)
     with Client(service.url, concurrency=1) as client:
-        out = client.forecast(long("QS", {"q": 24}))
-    assert out.attrs["model"] == "pretrained-quarterly" and "pretrained-quarterly" in out
+        out = client.forecast(frame)
+    name = f"pretrained-{model}"
+    assert out.attrs["model"] == name and name in out
+    rows = frame[frame["unique_id"] == "r"].sort_values("ds")
+    body = {"id": "r", "start": rows["ds"].iloc[0].isoformat(), "values": rows["y"].tolist()}
+    want = httpx.post(f"{service.url}/v1/models/{name}/forecast", json={"series": [body]})
+    assert want.status_code == 200, want.text
+    np.testing.assert_allclose(
+        out[out["unique_id"] == "r"][name],
+        np.asarray(want.json()["forecasts"][0]["forecast"])[:, 0],
+        rtol=1e-6,
+    )
 
 
 def test_refusals_name_what_is_wrong(service: LiveService) -> None:

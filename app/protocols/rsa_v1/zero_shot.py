@@ -1,48 +1,61 @@
 """`POST /v1/forecast`: a forecast without naming a model (issue 47), as TimeGPT and Chronos users send
-one. The body is the named forecast's (`ForecastRequest`) plus an optional `freq`; the answer is the
-named forecast's, whose `model` and `version` say which pretrained model answered.
+one. The body is the named forecast's (`ForecastRequest`) plus an optional `freq` and, per series,
+optional `timestamps`; the answer is the named forecast's, whose `model` and `version` say which
+pretrained model answered, plus `frequency`: the frequency read, its pandas alias, where it was read
+from and, when it was only assumed, a note saying so.
 
 The model is the pretrained one of the request's frequency: a loaded model whose latest version's
-manifest has `dataset.pretrained.frequency` (export/pretrained.py builds them). The frequency is
+manifest has `dataset.pretrained.frequency` (export/pretrained.py builds them). The frequency is read by
+the one rule every path shares (`rsa_core.frequency`), from, in order:
 
-- `freq`, a pandas/TimeGPT alias: `MS`/`M`/`ME` monthly, `QS`/`Q`/`QE` quarterly, `YS`/`Y`/`A`/`AS`
-  yearly, `H`/`h` hourly, `D` daily, `W` weekly (an anchor such as `QS-OCT` or `W-SUN` is read by its
-  base, a multiple `1MS` or `3MS` as the step it names);
-- else each series' `start`: a time of day other than midnight reads hourly, midnight on the first of a
-  month monthly (send `freq` for quarterly or yearly series, which start there too); any other start,
-  or none, is refused naming `freq`. Series of different frequencies in one request are refused (send
-  them apart), naming the first that differs.
+- `freq`, a pandas/TimeGPT alias: `MS`/`M`/`ME` monthly, `QS`/`Q`/`QE` quarterly, `YS`/`Y`/`A` yearly,
+  `h` hourly, `D` daily, `W` weekly (an anchor such as `QS-OCT` or `W-SUN` is read by its base, a multiple
+  `3MS` or `24h` as the step it names); a series' `timestamps` that step otherwise are refused;
+- each series' `timestamps` (one per value, the first its `start`): **the gaps decide** (every stamp on
+  the 1st of its month three months apart: quarterly; twelve: yearly; a zoned series' days and months on
+  its wall clock across daylight saving), and every row must be one step after the one before (send
+  null for a missing value);
+- else each series' `start`, which cannot tell and is only **assumed**: midnight on the first of a month
+  reads monthly (quarterly and yearly series start there too), a time of day other than midnight hourly;
+  the answer's `frequency.note` says so and to send `freq` or `timestamps`; any other start, or none,
+  is refused naming `freq`.
 
-A frequency with no pretrained model is a 422 naming the frequencies that have one. The handler goes
-through `V1Handlers` and the service's catalog (its `models()`), as the named routes do.
+Series of different frequencies in one request are refused (send them apart), naming the first that
+differs. A frequency with no pretrained model is a 422 naming the frequencies that have one. The handler
+goes through `V1Handlers` and the service's catalog (its `models()`), as the named routes do.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import orjson
-from pydantic import Field
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from app.core.errors import InvalidInput
+from app.protocols.datetimes import IsoDatetime
 from app.protocols.parsing import Refusal
 from app.protocols.rsa_v1.handlers import V1Handlers
-from app.protocols.rsa_v1.schemas import ForecastRequest
+from app.protocols.rsa_v1.schemas import ForecastRequest, ForecastResponse, SeriesInput
 from app.protocols.rsa_v1.wire import ForecastArgs, encode_forecast, offloaded_forecast, parse_forecast
+from rsa_core.frequency import FREQUENCIES, Frequency, infer_frequency, off_grid, parse_alias, read_start
+from rsa_core.frequency import frequency_name as frequency_name
 
-# A pandas/TimeGPT alias (its base, upper case, without an anchor) -> the frequency it names.
-ALIASES: dict[str, str] = {
-    **dict.fromkeys(("MS", "M", "ME", "1MS", "1M", "1ME", "BMS", "BM", "BME", "SMS"), "monthly"),
-    **dict.fromkeys(("QS", "Q", "QE", "3MS", "3M", "3ME", "BQS", "BQ", "BQE"), "quarterly"),
-    **dict.fromkeys(("YS", "Y", "YE", "A", "AS", "12MS", "12M", "12ME", "BYS", "BY", "BA"), "yearly"),
-    **dict.fromkeys(("H", "1H"), "hourly"),
-    **dict.fromkeys(("D", "1D"), "daily"),
-    **dict.fromkeys(("W", "1W", "7D"), "weekly"),
-}
-# pandas' aliases of steps under an hour, case as pandas writes them: no model forecasts them.
-SUB_HOURLY = frozenset(("min", "T", "s", "S", "ms", "L", "us", "U", "ns", "N"))
 MAX_FREQ_LENGTH = 32
+_TIMESTAMPS = TypeAdapter(list[IsoDatetime])
+Source = Literal["freq", "timestamps", "start"]
+
+
+class ZeroShotSeries(SeriesInput):
+    """A series of a forecast without a model: the named forecast's, plus its `timestamps` if known."""
+
+    timestamps: list[IsoDatetime] | None = Field(
+        default=None,
+        description="The time of each value (as many as `values`, oldest first, one step apart: null "
+        "for a missing value); the frequency is read from their gaps, and `start` is the first of them.",
+    )
 
 
 class ZeroShotRequest(ForecastRequest):
@@ -51,64 +64,165 @@ class ZeroShotRequest(ForecastRequest):
      "horizon": 12, "level": [80], "freq": "MS"}
     ```"""
 
+    series: list[ZeroShotSeries] = Field(  # type: ignore[assignment]
+        min_length=1, description="At most `RSA_MAX_SERIES_PER_REQUEST`."
+    )
     freq: str | None = Field(
         default=None,
         max_length=MAX_FREQ_LENGTH,
-        description="The series' frequency as pandas/TimeGPT write it (MS, QS, YS, H, D, W, ...); absent: "
-        "read from each series' `start` (midnight on the 1st of a month: monthly; another time of day: "
-        "hourly).",
+        description="The series' frequency as pandas/TimeGPT write it (MS, QS, YS, h, D, W, ...); absent: "
+        "read from each series' `timestamps`, else assumed from its `start` (midnight on the 1st of a "
+        "month: monthly; another time of day: hourly), which the answer's `frequency.note` says.",
     )
 
 
-def frequency_of_alias(freq: str) -> str | None:
-    """The frequency a pandas/TimeGPT alias names (monthly, quarterly, ...), None for one it does not."""
-    base = freq.strip().split("-", 1)[0]
-    if base.lstrip("0123456789") in SUB_HOURLY:  # "ms" is milliseconds, never month starts
+class FrequencyUsed(BaseModel):
+    name: str = Field(description="The frequency the pretrained model was picked by (monthly, ...).")
+    freq: str = Field(description="Its pandas alias (MS, QS, YS, h, D, W; ME, QE, YE on month ends).")
+    source: Source = Field(
+        description="Read from `freq`, from the series' `timestamps`, or assumed from their `start`."
+    )
+    note: str | None = Field(
+        default=None,
+        description="When only assumed (from `start`): what else the start fits, and to send `freq` or "
+        "`timestamps` if the series are not of the assumed frequency.",
+    )
+
+
+class ZeroShotResponse(ForecastResponse):
+    frequency: FrequencyUsed
+
+
+@dataclass(frozen=True)
+class ZeroShotBody:
+    """A parsed zero-shot body: the named forecast's arguments, `freq`, and each series' timestamps."""
+
+    forecast: ForecastArgs | ForecastRequest
+    freq: str | None = None
+    timestamps: tuple[list[datetime] | None, ...] | None = None
+
+
+def _refuse_freq(freq: str) -> InvalidInput:
+    return InvalidInput(
+        f"freq {freq!r} is not a pandas frequency alias this service reads; give one of "
+        f"{', '.join(FREQUENCIES.values())} (ME, QE, YE for month ends; an anchor such as QS-OCT or a "
+        "multiple such as 3MS is read too)",
+        field="freq",
+        limit="MS, QS, YS, h, D, W (pandas aliases)",
+    )
+
+
+def _values_length(series: Any) -> int:
+    values = series.values
+    if isinstance(values, dict):
+        return len(next(iter(values.values()), []))
+    return len(values)
+
+
+def _from_timestamps(i: int, series: Any, stamps: list[datetime]) -> Frequency | None:
+    """The frequency series i's timestamps step by (None for a single one), every row checked: as many
+    as its values, the first its start, each one step after the one before (InvalidInput naming
+    `series[i].timestamps`)."""
+    field = f"series[{i}].timestamps"
+    n = _values_length(series)
+    if len(stamps) != n:
+        raise InvalidInput(
+            f"{field} has {len(stamps)} timestamps for {n} values: one per value (null for a missing one)",
+            field=field,
+        )
+    if series.start is not None and series.start != stamps[0]:
+        raise InvalidInput(
+            f"series[{i}].start {series.start.isoformat()} is not its first timestamp "
+            f"{stamps[0].isoformat()}: send the one, or the same time in both",
+            field=f"series[{i}].start",
+        )
+    found = infer_frequency(stamps)
+    if found is None:
         return None
-    return ALIASES.get(base.upper())
+    off = off_grid(stamps, found)
+    if off is not None:
+        raise InvalidInput(
+            f"{field}[{off}] {stamps[off].isoformat()} is not one step ({found.freq}) after "
+            f"{field}[{off - 1}] {stamps[off - 1].isoformat()}: send one row per step, null for a missing "
+            "value",
+            field=field,
+        )
+    return found
 
 
-def frequency_of_start(start: datetime | None) -> str | None:
-    """The frequency a series' `start` implies: hourly off midnight, monthly on the 1st, else None."""
-    if start is None:
-        return None
-    if (start.hour, start.minute, start.second, start.microsecond) != (0, 0, 0, 0):
-        return "hourly"
-    return "monthly" if start.day == 1 else None
-
-
-def request_frequency(freq: str | None, series: Any) -> str:
-    """The one frequency of the request: `freq`'s, else every series' start's (InvalidInput naming the
-    field when there is none or when two series differ)."""
+def request_frequency(
+    freq: str | None, series: Any, timestamps: tuple[list[datetime] | None, ...] | None = None
+) -> FrequencyUsed:
+    """The one frequency of the request (module docstring): `freq`'s, else the series' timestamps',
+    else assumed from every series' start (InvalidInput naming the field when there is none, when two
+    series differ, or when timestamps contradict `freq`)."""
+    stamps = timestamps or (None,) * len(series)
+    pairs = enumerate(zip(series, stamps, strict=True))
+    stepped = [(i, _from_timestamps(i, s, t)) for i, (s, t) in pairs if t is not None]
+    read = [(i, f) for i, f in stepped if f is not None]
     if freq is not None:
-        found = frequency_of_alias(freq)
-        if found is None:
-            raise InvalidInput(
-                f"freq {freq!r} is not a frequency alias this service reads; give one of "
-                f"{sorted(set(ALIASES))}",
-                field="freq",
-                limit="MS, QS, YS, H, D, W (pandas aliases)",
-            )
-        return found
+        if parse_alias(freq) is None:
+            raise _refuse_freq(freq)
+        name = frequency_name(freq)
+        for i, found in read:
+            if parse_alias(found.alias) != parse_alias(freq) and (name is None or found.name != name):
+                raise InvalidInput(
+                    f"series[{i}].timestamps step {found.freq} ({found.name or found.alias}) but freq is "
+                    f"{freq!r}: send the series' own frequency, or leave freq out to read it from them",
+                    field=f"series[{i}].timestamps",
+                )
+        return FrequencyUsed(name=name or freq, freq=freq, source="freq")
+    if read:
+        first_i, first = read[0]
+        for i, found in read[1:]:
+            if found.name != first.name or (found.name is None and found.alias != first.alias):
+                raise InvalidInput(
+                    f"series[{i}].timestamps step {found.freq} but series[{first_i}].timestamps "
+                    f"{first.freq}: one request holds series of one frequency (send them apart)",
+                    field=f"series[{i}].timestamps",
+                )
+        name = first.name or first.alias
+        for i, s in enumerate(series):
+            if stamps[i] is None and s.start is not None and name not in read_start(s.start).fits:
+                raise InvalidInput(
+                    f"series[{i}].start {s.start.isoformat()} cannot begin a {name} series (the timestamps "
+                    f"of series[{first_i}] step {first.freq}): send its timestamps or send it apart",
+                    field=f"series[{i}].start",
+                )
+        return FrequencyUsed(name=name, freq=first.freq, source="timestamps")
+    return _assumed_from_starts(series)
+
+
+def _assumed_from_starts(series: Any) -> FrequencyUsed:
+    """Every series' start read alone: one assumed frequency, said in the note."""
     first: str | None = None
     for i, s in enumerate(series):
-        found = frequency_of_start(s.start)
-        if found is None:
+        reading = None if s.start is None else read_start(s.start)
+        if reading is None or reading.assumed is None:
             why = "has no start" if s.start is None else f"starts at {s.start.isoformat()}"
+            fits = "" if reading is None else f" ({' or '.join(reading.fits)}: cannot tell which)"
             raise InvalidInput(
-                f"series[{i}] {why}: its frequency cannot be told from it; give `freq` (e.g. MS, QS, YS, "
-                "H, D, W) or a start on the 1st of a month (monthly) or off midnight (hourly)",
+                f"series[{i}] {why}{fits}: its frequency cannot be told from it; give `freq` (e.g. MS, QS, "
+                "YS, h, D, W), each series' `timestamps`, or a start on the 1st of a month (monthly "
+                "assumed) or off midnight (hourly assumed)",
                 field="freq",
             )
-        if first is not None and found != first:
+        if first is not None and reading.assumed != first:
             raise InvalidInput(
-                f"series[{i}].start reads {found} but series[0].start {first}: one request holds series of "
-                "one frequency (send them apart, or give `freq`)",
+                f"series[{i}].start reads {reading.assumed} but series[0].start {first}: one request holds "
+                "series of one frequency (send them apart, or give `freq`)",
                 field=f"series[{i}].start",
             )
-        first = found
+        first = reading.assumed
     assert first is not None  # the request has at least one series
-    return first
+    reading = read_start(series[0].start)
+    others = [f for f in reading.fits if f != first]
+    note = (
+        f"assumed {first} from the series' start (series[0]: {reading.why}), where {', '.join(others)} "
+        f"series start too; if they are not {first}, send `freq` (e.g. "
+        f"{', '.join(FREQUENCIES[f] for f in others[:2])}) or each series' `timestamps`"
+    )
+    return FrequencyUsed(name=first, freq=FREQUENCIES[first], source="start", note=note)
 
 
 def pretrained_models(v1: V1Handlers) -> dict[str, str]:
@@ -124,43 +238,71 @@ def pretrained_models(v1: V1Handlers) -> dict[str, str]:
     return found
 
 
-def parse_zero_shot(raw: bytes, max_series: int) -> tuple[ForecastArgs | ForecastRequest, str | None]:
-    """(the forecast body, its `freq`): a string `freq` is taken off and the rest read by the named
-    forecast's lanes (wire.py); anything else is judged by `ZeroShotRequest` (its errors name the field)."""
+def _take_timestamps(body: dict[str, Any]) -> tuple[list[datetime] | None, ...] | None:
+    """Each series' `timestamps` taken off the body (its `start` set to the first where it has none),
+    parsed as `start` is; None when one is not a list of ISO 8601 times (the model then names it)."""
+    series = body.get("series")
+    if type(series) is not list or not any(type(s) is dict and "timestamps" in s for s in series):
+        return (None,) * len(series) if type(series) is list else ()
+    found: list[list[datetime] | None] = []
+    for item in series:
+        raw = item.pop("timestamps", None) if type(item) is dict else None
+        if raw is None:
+            found.append(None)
+            continue
+        try:
+            stamps = _TIMESTAMPS.validate_python(raw)
+        except ValidationError:
+            return None
+        if stamps and item.get("start") is None:
+            item["start"] = raw[0]
+        found.append(stamps)
+    return tuple(found)
+
+
+def parse_zero_shot(raw: bytes, max_series: int) -> tuple[ZeroShotBody, str | None]:
+    """(the forecast body with each series' timestamps, its `freq`): a string `freq` and the timestamps
+    are taken off and the rest read by the named forecast's lanes (wire.py); anything else is judged by
+    `ZeroShotRequest` (its errors name the field)."""
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError:
         body = None
-    if type(body) is dict and "freq" in body:
-        freq = body.pop("freq")
-        if freq is None or (type(freq) is str and len(freq) <= MAX_FREQ_LENGTH):
-            return parse_forecast(orjson.dumps(body), max_series), freq
-    elif type(body) is dict:
-        return parse_forecast(raw, max_series), None
+    if type(body) is dict:
+        changed = "freq" in body or b'"timestamps"' in raw  # else the body is the named forecast's as sent
+        freq = body.pop("freq", None)
+        timestamps = _take_timestamps(body)
+        if timestamps is not None and (freq is None or (type(freq) is str and len(freq) <= MAX_FREQ_LENGTH)):
+            forecast = parse_forecast(orjson.dumps(body) if changed else raw, max_series)
+            return ZeroShotBody(forecast, freq, timestamps or None), freq
     parsed = ZeroShotRequest.model_validate_json(raw, context={"max_series": max_series})
-    return parsed, parsed.freq
+    stamps = tuple(s.timestamps for s in parsed.series)
+    return ZeroShotBody(parsed, parsed.freq, stamps), parsed.freq
 
 
-async def zero_shot_forecast(v1: V1Handlers, body: ForecastArgs | ForecastRequest, freq: str | None) -> bytes:
-    """The forecast of the pretrained model of the request's frequency, encoded."""
-    frequency = request_frequency(freq, body.series)
+async def zero_shot_forecast(v1: V1Handlers, body: ZeroShotBody, freq: str | None) -> bytes:
+    """The forecast of the pretrained model of the request's frequency, encoded, with `frequency`."""
+    used = request_frequency(freq, body.forecast.series, body.timestamps)
     models = pretrained_models(v1)
-    if frequency not in models:
+    if used.name not in models:
         have = sorted(models)
+        where = {"freq": "freq", "timestamps": "the series' timestamps", "start": "the series' start"}
         raise InvalidInput(
-            f"no pretrained model forecasts {frequency} series; the frequencies with one: "
-            f"{', '.join(have) if have else 'none (none is loaded)'}",
+            f"no pretrained model forecasts {used.name} series (read from {where[used.source]}); the "
+            f"frequencies with one: {', '.join(have) if have else 'none (none is loaded)'}",
             field="freq",
             limit=", ".join(have),
         )
-    return encode_forecast(await v1.forecast(models[frequency], None, body))
+    encoded = encode_forecast(await v1.forecast(models[used.name], None, body.forecast))
+    # the named forecast's JSON object with `frequency` added (no second encoding of the values)
+    return encoded[:-1] + b',"frequency":' + orjson.dumps(used.model_dump()) + b"}"
 
 
 def offloaded_zero_shot(raw: bytes, max_series: int) -> Any:
     """`parse_zero_shot` in the parse process for a big body: the named forecast's lane when the body
-    has no `freq` (the tuple `parse_zero_shot` gives, or the lane's refusal); None (parsed in the event
-    loop) when it may have one."""
-    if b'"freq"' in raw:
+    has no `freq` and no `timestamps` (the tuple `parse_zero_shot` gives, or the lane's refusal); None
+    (parsed in the event loop) when it may have one."""
+    if b'"freq"' in raw or b'"timestamps"' in raw:
         return None
     parsed = offloaded_forecast(raw, max_series)
-    return parsed if isinstance(parsed, Refusal) else (parsed, None)
+    return parsed if isinstance(parsed, Refusal) else (ZeroShotBody(parsed), None)

@@ -10,26 +10,28 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
 
-from app.protocols.rsa_v1.zero_shot import frequency_of_alias, frequency_of_start
 from export.global_onnx import export_global
 from export.pretrained import PretrainedSpec, dataset_record, train_pretrained
+from rsa_core.frequency import frequency_name, read_start
 from tests.app.conftest import make_settings, running_client
 from tests.utils.panel import store
 
 MONTHLY = PretrainedSpec("monthly", "1MS", 12, 6, ())
 QUARTERLY = PretrainedSpec("quarterly", "3MS", 4, 4, ())
+YEARLY = PretrainedSpec("yearly", "12MS", 1, 4, ())
 
 
 @pytest.fixture(scope="module")
 def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A repository of two pretrained read-outs (monthly, quarterly; trained on made-up stores) and one
-    model that is not pretrained."""
+    """A repository of three pretrained read-outs (monthly, quarterly, yearly; trained on made-up stores)
+    and one model that is not pretrained."""
     repo = tmp_path_factory.mktemp("zero_shot_repository")
     series = [store(i, 48 - 3 * (i % 4)) for i in range(12)]
-    for spec in (MONTHLY, QUARTERLY):
+    for spec in (MONTHLY, QUARTERLY, YEARLY):
         model, intervals, _ = train_pretrained(spec, series, local=False)
         export_global(model, repo, spec.name, intervals=intervals, dataset=dataset_record(spec, []))
         if spec is MONTHLY:  # the same model under a name of its own, not pretrained
@@ -74,7 +76,7 @@ def test_a_frequency_without_a_model_is_422_naming_those_with_one(client: TestCl
     assert r.status_code == 422, r.text
     error = r.json()["error"]
     assert error["field"] == "freq"
-    assert "hourly" in error["message"] and "monthly, quarterly" in error["message"]
+    assert "hourly" in error["message"] and "monthly, quarterly, yearly" in error["message"]
 
 
 @pytest.mark.parametrize(
@@ -122,7 +124,7 @@ def test_no_pretrained_model_loaded_is_422_saying_so(repository: Path) -> None:
 
 
 def test_frequency_aliases_and_starts() -> None:
-    assert [frequency_of_alias(f) for f in ("MS", "m", "1MS", "YS", "A-DEC", "h", "1h", "W-SUN", "D")] == [
+    assert [frequency_name(f) for f in ("MS", "m", "1MS", "YS", "A-DEC", "h", "1h", "W-SUN", "D")] == [
         "monthly",
         "monthly",
         "monthly",
@@ -133,10 +135,10 @@ def test_frequency_aliases_and_starts() -> None:
         "weekly",
         "daily",
     ]
-    assert frequency_of_alias("min") is None and frequency_of_alias("ms") is None
-    assert frequency_of_start(datetime(2020, 3, 1)) == "monthly"
-    assert frequency_of_start(datetime(2020, 3, 1, 5)) == "hourly"
-    assert frequency_of_start(datetime(2020, 3, 2)) is None and frequency_of_start(None) is None
+    assert frequency_name("min") is None and frequency_name("ms") is None
+    assert read_start(datetime(2020, 3, 1)).assumed == "monthly"
+    assert read_start(datetime(2020, 3, 1, 5)).assumed == "hourly"
+    assert read_start(datetime(2020, 3, 2)).assumed is None
 
 
 def test_the_shipped_repository_answers_a_flat_monthly_series_by_its_start() -> None:
@@ -165,3 +167,116 @@ def test_the_shipped_repository_answers_a_flat_monthly_series_by_its_start() -> 
             answer = c.post("/v1/forecast", json={**flat, "freq": freq})
             assert answer.status_code == 200, answer.text
             assert answer.json()["model"] == f"pretrained-{model}"
+
+
+def stamped(freq: str, n: int = 30, start: str = "2001-01-01", tz: str | None = None) -> dict[str, Any]:
+    """One series with its timestamps (pandas' `freq` from `start`) and no `start`, `freq` or model."""
+    stamps = pd.date_range(start, periods=n, freq=freq, tz=tz)
+    values = [float(v) for v in store(99, n)]
+    return {"series": [{"id": "shop", "timestamps": [t.isoformat() for t in stamps], "values": values}]}
+
+
+@pytest.mark.parametrize(
+    ("freq", "model", "alias"),
+    [
+        ("QS", "quarterly", "QS"),
+        ("QS-OCT", "quarterly", "QS"),
+        ("YS", "yearly", "YS"),
+        ("MS", "monthly", "MS"),
+    ],
+)
+def test_the_timestamps_gaps_decide_the_frequency_without_freq(
+    client: TestClient, freq: str, model: str, alias: str
+) -> None:
+    """Quarterly and yearly series start on the 1st of a month like monthly ones: their timestamps tell
+    them apart, and the answer is the named model's for the same values from the same start."""
+    body = stamped(freq, start="2001-01-01" if freq != "QS-OCT" else "2001-10-01")
+    r = client.post("/v1/forecast", json=body)
+    assert r.status_code == 200, r.text
+    got = r.json()
+    assert got["model"] == f"pretrained-{model}"
+    assert got["frequency"] == {"name": model, "freq": alias, "source": "timestamps", "note": None}
+    one = body["series"][0]
+    named = {"series": [{"id": "shop", "start": one["timestamps"][0], "values": one["values"]}]}
+    want = client.post(f"/v1/models/pretrained-{model}/forecast", json=named)
+    assert got["forecasts"] == want.json()["forecasts"]
+
+
+def test_zoned_month_starts_across_daylight_saving_read_monthly(client: TestClient) -> None:
+    """Berlin's month starts are +01:00 in winter and +02:00 in summer (a 30- or 31-day gap, an hour
+    off, as instants): read on the wall clock, they step one month."""
+    r = client.post("/v1/forecast", json=stamped("MS", tz="Europe/Berlin"))
+    assert r.status_code == 200, r.text
+    assert r.json()["frequency"]["name"] == "monthly" and r.json()["model"] == "pretrained-monthly"
+
+
+def test_a_start_alone_is_assumed_and_the_answer_says_so(client: TestClient) -> None:
+    got = client.post("/v1/forecast", json=monthly_body()).json()
+    said = got["frequency"]
+    assert (said["name"], said["freq"], said["source"]) == ("monthly", "MS", "start")
+    assert "assumed monthly" in said["note"] and "quarterly" in said["note"] and "yearly" in said["note"]
+    assert "`freq`" in said["note"] and "`timestamps`" in said["note"]
+    told = client.post("/v1/forecast", json=monthly_body(freq="QS")).json()["frequency"]
+    assert told == {"name": "quarterly", "freq": "QS", "source": "freq", "note": None}
+
+
+def _with(body: dict[str, Any], i: int = 0, **fields: Any) -> dict[str, Any]:
+    series = [dict(s) for s in body["series"]]
+    series[i].update(fields)
+    return {**body, "series": series}
+
+
+QUARTERS = stamped("QS")
+STAMPS = QUARTERS["series"][0]["timestamps"]
+VALUES = QUARTERS["series"][0]["values"]
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "words"),
+    [
+        # a quarter missing: one row per step (null for a missing value)
+        (
+            _with(QUARTERS, timestamps=STAMPS[:5] + STAMPS[6:], values=VALUES[:-1]),
+            "series[0].timestamps",
+            "[5]",
+        ),
+        (_with(QUARTERS, values=VALUES[:-1]), "series[0].timestamps", "one per value"),
+        (_with(QUARTERS, timestamps=["2001-01-01", "x", *STAMPS[2:]]), "timestamps", ""),
+        (_with(QUARTERS, start="2001-04-01"), "series[0].start", "first timestamp"),
+        ({**QUARTERS, "freq": "MS"}, "series[0].timestamps", "freq"),
+        (
+            {"series": [*QUARTERS["series"], *stamped("YS")["series"]]},
+            "series[1].timestamps",
+            "one frequency",
+        ),
+        (
+            {"series": [*QUARTERS["series"], {"start": "2001-01-01T13:00:00", "values": VALUES}]},
+            "series[1].start",
+            "quarterly",
+        ),
+        (stamped("15min", n=200), "freq", "no pretrained model forecasts 15min"),
+        (
+            stamped("h", n=200),
+            "freq",
+            "no pretrained model forecasts hourly series (read from the series' timestamps)",
+        ),
+    ],
+)
+def test_timestamps_that_do_not_fit_are_422_naming_the_field(
+    client: TestClient, body: dict[str, Any], field: str, words: str
+) -> None:
+    r = client.post("/v1/forecast", json=body)
+    assert r.status_code == 422, r.text
+    error = r.json()["error"]
+    assert field in (error["field"] or ""), error
+    assert words in error["message"], error
+
+
+def test_month_end_timestamps_read_quarterly_and_the_month_start_model_names_its_anchor(
+    client: TestClient,
+) -> None:
+    r = client.post("/v1/forecast", json=stamped("QE"))
+    assert r.status_code == 422, r.text
+    error = r.json()["error"]
+    assert error["field"] == "series[0].start" and "pretrained-quarterly" in error["message"]
+    assert "first day of a month" in error["message"]
