@@ -550,12 +550,19 @@
         if (value === undefined) missing.push(`static covariate ${c.name}: the data has no column ${c.name} with a value${c.categories ? ` (one of ${c.categories.join(", ")})` : ""}`);
         else (out.static ||= {})[c.name] = value;
       } else if (c.kind === "future" && over != null) {
-        const want = n + over;
-        const values = column ? column.slice(0, want) : [];
+        // Over a history (a backtest, an anomaly check): one value per target value, then the CSV rows
+        // after the last, up to the `over` steps the last windows' H steps read past the history. The
+        // answer reads none of those steps: the rows not given are read by the service as the training
+        // mean (counted in its `future_unsent`), so they are sent where given and never asked for.
+        const given = column ? column.slice(0, n) : [];
+        let extra = column ? column.slice(n, n + over) : [];
+        const gap = extra.findIndex((x) => x == null);
+        if (gap >= 0) extra = extra.slice(0, gap);
+        const values = [...given, ...extra];
         const bad = values.find((x) => typeof x !== "number");
-        const rows = `one per ${target} value${over ? `, then ${over} CSV rows after the last (what the last window's ${H} steps read)` : ""}`;
+        const rows = `one per ${target} value${over ? `, then up to ${over} CSV rows after the last (what the last window's ${H} steps read; those not given are read as the training mean)` : ""}`;
         if (!column) missing.push(`future covariate ${c.name}: the data has no column ${c.name} (${rows})`);
-        else if (values.length !== want) missing.push(`future covariate ${c.name}: needs ${want} values, ${rows}; the data has ${values.length}`);
+        else if (given.length !== n) missing.push(`future covariate ${c.name}: needs ${n} values, ${rows}; the data has ${given.length}`);
         else if (bad !== undefined) missing.push(`future covariate ${c.name}: ${JSON.stringify(bad)} at row ${values.indexOf(bad) + 1} is not a number`);
         else (out.future ||= {})[c.name] = values;
       } else if (c.kind === "future") {

@@ -143,6 +143,13 @@
       ["sMAPE", m.smape == null ? null : `${m.smape.toFixed(2)}%`],
       ...Object.entries(m.coverage).map(([level, v]) => [`coverage ${level}%`, v == null ? null : `${(100 * v).toFixed(1)}%`]),
     ];
+    // A covariate model's future steps past the history that the windows read as the training mean
+    // (rows not given after the target: the answer reads none of those steps).
+    const unsent = answer.series.flatMap((s) => s.windows.filter((w) => w.future_unsent));
+    if (unsent.length) {
+      const steps = unsent.reduce((sum, w) => sum + w.future_unsent, 0);
+      rows.push(["future not sent", `${steps} steps in ${unsent.length} windows, read as the training mean`]);
+    }
     $("backtest-metrics").replaceChildren(
       ...rows.flatMap(([term, value]) => {
         const dt = document.createElement("dt");
@@ -231,7 +238,9 @@
     const n = columns(series.values, version)[0].length;
     const { timed, x } = times(series, version, n);
     const xs = result.index.map((i) => x[i]);
-    $("anomalies-summary").textContent = `${result.anomalies} of ${result.index.length * answer.channels.length} values flagged at level ${answer.level}% (one-step forecasts, last ${result.index.length} points).`;
+    const unsent = (result.future_unsent || []).filter((u) => u > 0);
+    const note = unsent.length ? ` ${unsent.length} of these forecasts read up to ${Math.max(...unsent)} future steps past the history as the training mean (not sent).` : "";
+    $("anomalies-summary").textContent = `${result.anomalies} of ${result.index.length * answer.channels.length} values flagged at level ${answer.level}% (one-step forecasts, last ${result.index.length} points).${note}`;
     const width = ui.chartWidth(container);
     answer.channels.forEach((name, c) => {
       const pick = (key) => result[key].map((row) => row[c]);
