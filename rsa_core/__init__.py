@@ -12,4 +12,6 @@ service, whose image has no pandas, never imports that module).
 - `rsa_core.wallclock`: naive wall-clock times of a zone -> UTC instants, across daylight saving.
 - `rsa_core.future`: a future table's rows checked against the steps after a series' last timestamp.
 - `rsa_core.windows`: the last L values of each series right-aligned, a short start filled.
+- `rsa_core.frequency`: a series' frequency from its timestamps (the gaps decide; zoned days and months
+  on the wall clock), from a pandas alias, or assumed from its start alone (saying what else it fits).
 """
