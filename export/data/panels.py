@@ -25,7 +25,7 @@ import pandas as pd
 from export.data.errors import _MISSING_TOKENS, DataError, _raise
 from export.data.layout import ID_NAMES, PANEL_TIMESTAMP_NAMES, TARGET_NAMES
 from export.data.options import ReadOptions
-from export.data.reading import _fill, _number_problem
+from export.data.reading import _fill, _number_problem, _step_clock
 from export.data.timestamps import (
     _grid,
     _grid_problem,
@@ -36,27 +36,11 @@ from export.data.timestamps import (
     has_offsets,
     localize,
 )
-from rsa_core.calendar import calendar_step
-from rsa_core.steps import calendar_units
 
 __all__ = ["Panel", "PanelSeries", "load_panel"]
 
 # Problems reported per file before the rest are summarised (a 100,000-series file can have many).
 _SHOWN = 5
-
-
-def _step_clock(wall: np.ndarray | None, instants: np.ndarray) -> tuple[np.ndarray, bool]:
-    """The stamps a zoned series' steps are judged on (issue 46, item 8): its wall-clock times where it
-    steps whole days or months (a daily series keeps its time of day across a daylight-saving change, 23
-    or 25 hours apart as instants; a month start east of UTC is the last day of the month before in UTC),
-    its instants where it steps less than a day (an hourly series steps elapsed hours, across the change
-    too). `wall` None (no zone): the instants. (stamps, whether they are the wall clock's)"""
-    if wall is None or len(wall) < 2:
-        return instants, False
-    alias, seconds = _infer_frequency(wall)
-    if calendar_units(seconds, calendar_step(alias)):  # the rule every path steps by (rsa_core.steps)
-        return wall, True
-    return instants, False
 
 
 @dataclass(frozen=True, eq=False)

@@ -25,6 +25,7 @@ from export.data.timestamps import (
     _gap_list,
     _grid,
     _grid_problem,
+    _infer_frequency,
     _order_name,
     _parse_timestamps,
     _timestamp_problem,
@@ -32,6 +33,8 @@ from export.data.timestamps import (
     has_offsets,
     localize,
 )
+from rsa_core.calendar import calendar_step
+from rsa_core.steps import calendar_units
 
 __all__ = ["FILL_METHODS", "READ_OPTIONS", "ReadOptions", "Series", "load_csv"]
 
@@ -222,6 +225,21 @@ def _fill(values: np.ndarray, method: str) -> np.ndarray:
     return column.to_numpy(dtype=np.float64)
 
 
+def _step_clock(wall: np.ndarray | None, instants: np.ndarray) -> tuple[np.ndarray, bool]:
+    """The stamps a zoned series' steps are judged on (issue 46, item 8), by this reader and the panel
+    reader alike: its wall-clock times where it steps whole days or months (a daily series keeps its time
+    of day across a daylight-saving change, 23 or 25 hours apart as instants; a month start east of UTC is
+    the last day of the month before in UTC), its instants where it steps less than a day (an hourly series
+    steps elapsed hours, across the change too). `wall` None (no zone): the instants. (stamps, whether they
+    are the wall clock's)"""
+    if wall is None or len(wall) < 2:
+        return instants, False
+    alias, seconds = _infer_frequency(wall)
+    if calendar_units(seconds, calendar_step(alias)):  # the rule every path steps by (rsa_core.steps)
+        return wall, True
+    return instants, False
+
+
 @dataclass(frozen=True)
 class _Loaded:
     """What `_load` made of a file: the series (None when any cell or the grid has a problem), every
@@ -332,9 +350,11 @@ def _load(path: str | Path, options: ReadOptions) -> _Loaded:
     parsed = _parse_timestamps(ts_cells, date_format, dayfirst)
     stamps = parsed.stamps
     skipped = np.zeros(len(stamps), bool)  # local times the zone skips (daylight saving's spring gap)
+    wall = None  # with a zone: the wall-clock times as written (whole days and months step on them)
     if has_offsets(ts_cells):
         notes.append("timestamps with UTC offsets were converted to UTC")
     elif options.timezone is not None:
+        wall = stamps
         stamps, skipped = localize(stamps, options.timezone)
         notes.append(
             f"local times of {options.timezone} were read as UTC instants (daylight saving included)"
@@ -407,13 +427,15 @@ def _load(path: str | Path, options: ReadOptions) -> _Loaded:
 
     messages = [f"{_where(fname, lines[i], header[pos])}: {msg}" for i, pos, msg in sorted(problems)]
     timestamps_ok = not any(pos == ts_pos for _, pos, _ in problems)
-    grid = _grid(stamps) if timestamps_ok else None
+    # A zoned file's daily or monthly steps on its wall clock, as the panel reader judges them.
+    judged, on_wall = _step_clock(wall, stamps) if timestamps_ok else (stamps, False)
+    grid = _grid(judged) if timestamps_ok else None
     # Without a fill, missing steps are an error; with one, too, when they outnumber the rows (a fill
     # would invent most of the series: the dates are more likely misread).
     if grid is not None and (
         grid.off.size or (grid.missing and (fill == "none" or grid.missing > len(rows)))
     ):
-        messages.append(_grid_problem(fname, grid, stamps, lines, fill))
+        messages.append(_grid_problem(fname, grid, judged, lines, fill))
         grid = None
     if messages or grid is None:
         return _Loaded(None, messages, columns)
@@ -425,9 +447,11 @@ def _load(path: str | Path, options: ReadOptions) -> _Loaded:
         gaps = np.diff(grid.position) - 1
         notes.append(
             f"{grid.missing} missing step(s) of {grid.alias} inserted as rows and filled ({fill}): "
-            f"{_gap_list(grid, stamps, lines, shown=2)}; the longest gap was {int(gaps.max())} step(s)"
+            f"{_gap_list(grid, judged, lines, shown=2)}; the longest gap was {int(gaps.max())} step(s)"
         )
-        values, stamps = full, grid.stamps(stamps[0])
+        values, stamps = full, grid.stamps(judged[0])
+        if on_wall and options.timezone is not None:
+            stamps = localize(stamps, options.timezone)[0]  # the wall-clock grid as instants
     if fillable.any():
         notes.append(f"{int(fillable.sum())} missing value(s) filled ({fill})")
     for j in range(values.shape[1]):
