@@ -293,6 +293,7 @@ def train_transformer(
     plan: CovariatePlan | None,
     path: Path,
     budget: Budget,
+    drop: tuple[str, ...] = (),
 ) -> list[str]:
     """`python -m export.panel train --network transformer`: train at L = `cfg.input_periods` periods, or
     at the input length the read-out's validation search picks on the same series (as
@@ -308,6 +309,7 @@ def train_transformer(
         length = train_global(series, cfg, frequency=frequency, plan=plan, report=False).input_length
         how = "the read-out's validation search"
     model = train_panel_transformer(series, cfg, length, budget=budget, plan=plan)
+    model.drop = drop  # the columns left out, as the read-out's model.json records them (issue 45, item 9)
     save_transformer(SavedTransformer(model, frequency, timezone), path)
     lines = [
         f"RSA-Transformer, L = {length} ({how}), min history {cfg.history}, {model.parameters} parameters, "
@@ -494,7 +496,16 @@ def train(
     cfg = PanelConfig(horizon=horizon, period=period or _period_of(frequency), input_periods=input_periods)
     if network == "transformer":
         try:
-            lines = train_transformer(series, cfg, frequency, timezone, plan, out / "model.json", budget)
+            lines = train_transformer(
+                series,
+                cfg,
+                frequency,
+                timezone,
+                plan,
+                out / "model.json",
+                budget,
+                options.drop if layout == "long" else (),
+            )
         except ValueError as e:  # too short for a window
             raise typer.BadParameter(str(e), param_hint="--data") from None
         typer.echo(f"{count} series ({frequency}): " + "\n".join(lines))
@@ -575,7 +586,12 @@ def export_command(
 
             try:
                 series = _training_series(
-                    data, net.covariates, timezone or saved.timezone, sort, layout, drop or ""
+                    data,
+                    net.covariates,
+                    timezone or saved.timezone,
+                    sort,
+                    layout,
+                    ",".join(net.drop) if drop is None else drop,  # default: the columns train left out
                 )
                 intervals, said = calibrate_transformer(net, series)
             except DataError as e:

@@ -59,3 +59,26 @@ def test_a_text_column_hint_quotes_a_name_with_a_space(tmp_path: Path) -> None:
     said = " ".join(refused.output.split())
     assert refused.exit_code != 0 and "--drop 'store name'" in said, said
     assert runner.invoke(cli, [*args, *shlex.split("--drop 'store name'")]).exit_code == 0
+
+
+def test_a_transformer_remembers_the_drop_too(tmp_path: Path) -> None:
+    """The global transformer's model.json records train's --drop as the read-out's does, and `export
+    --data` reads the file without --drop repeated (before, only the read-out remembered it); --drop at
+    export still wins."""
+    data = wide_file(tmp_path / "stores.csv")
+    runner = CliRunner()
+    train = ["train", "--data", str(data), "--horizon", str(HORIZON), "--out", str(tmp_path / "run")]
+    train += ["--network", "transformer", "--input-periods", "2", "--epochs", "1"]
+    train += ["--windows-per-epoch", "64", "--drop", "WorkDay,Temperature"]
+    trained = runner.invoke(cli, train)
+    assert trained.exit_code == 0, trained.output
+    model = json.loads((tmp_path / "run" / "model.json").read_text())
+    assert model["kind"] == "rsa-transformer-global"
+    assert model["training"]["drop"] == ["WorkDay", "Temperature"]
+    export = ["export", "--model", str(tmp_path / "run" / "model.json"), "--name", "stores"]
+    export += ["--repository", str(tmp_path / "repo"), "--data", str(data)]
+    exported = runner.invoke(cli, export)
+    assert exported.exit_code == 0, exported.output
+    assert "global transformer" in exported.output and "intervals at" in exported.output, exported.output
+    again = runner.invoke(cli, [*export, "--version", "2", "--drop", "WorkDay"])
+    assert again.exit_code != 0 and "Temperature" in " ".join(again.output.split()), again.output
