@@ -30,7 +30,8 @@ import app.inference.refit
 import app.protocols.oip_v2.handlers
 import app.protocols.rsa_v1.codec
 import app.protocols.timeseries.codec
-import batch.score
+import batch.forecaster
+import batch.reading
 import export.data.panels
 import export.data.timestamps
 import export.global_onnx
@@ -53,9 +54,9 @@ ONE_RULE = [
     (app.artifacts.calendar, "CalendarStep", rsa_core.calendar.CalendarStep),
     (app.artifacts.calendar, "calendar_step", rsa_core.calendar.calendar_step),
     (app.artifacts.contract, "CALENDAR_FREQUENCY", rsa_core.calendar.CALENDAR_FREQUENCY),
-    (batch.score, "steps_after", rsa_core.steps.steps_after),
-    (batch.score, "future_rows_problem", rsa_core.future.future_rows_problem),
-    (batch.score, "localize", rsa_core.wallclock.localize),
+    (batch.forecaster, "steps_after", rsa_core.steps.steps_after),
+    (batch.forecaster, "future_rows_problem", rsa_core.future.future_rows_problem),
+    (batch.reading, "localize", rsa_core.wallclock.localize),
     (rsa_client, "steps_after", rsa_core.steps.steps_after),
     (rsa_client, "shifted", rsa_core.steps.shifted),
     (rsa_client, "calendar_step", rsa_core.calendar.calendar_step),
@@ -116,7 +117,7 @@ def test_the_service_the_batch_scorer_the_client_and_the_exporter_step_alike(
     # batch: a Forecaster's _steps_after reads only its manifest
     manifest = SimpleNamespace(frequency_seconds=seconds or 1.0, calendar=months, zone=None)
     scorer = SimpleNamespace(manifest=manifest)
-    micros = batch.score.Forecaster._steps_after(scorer, np.array([utc.astype(np.int64)]), H)  # type: ignore[arg-type]
+    micros = batch.forecaster.Forecaster._steps_after(scorer, np.array([utc.astype(np.int64)]), H)  # type: ignore[arg-type]
     assert list(micros[0].astype("datetime64[us]").astype("datetime64[ns]")) == want
     # client: the steps after each series' last row (Unix seconds), and a short window's start stepped back
     spec: Any = SimpleNamespace(frequency=frequency, frequency_seconds=seconds or None, input_length=4)
@@ -144,14 +145,16 @@ def test_the_batch_scorer_and_the_client_read_naive_times_as_the_exporter() -> N
     starts = np.array([True, False, False, False, False, True, False])
     want, skipped = rsa_core.wallclock.localize(naive.to_numpy(), BERLIN, starts)
     assert not skipped.any()
-    got_batch = batch.score._utc_micros(pa.chunked_array([pa.array(naive)]), BERLIN, pa.chunked_array([ids]))
+    got_batch = batch.reading._utc_micros(
+        pa.chunked_array([pa.array(naive)]), BERLIN, pa.chunked_array([ids])
+    )
     assert list(got_batch.astype("datetime64[us]").astype("datetime64[ns]")) == list(want)
     aware = rsa_client._aware(pd.Series(naive, name="ds"), BERLIN, np.array(ids))
     got_client = aware.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy().astype("datetime64[ns]")
     assert list(got_client) == list(want)
     gap = pd.to_datetime(["2023-03-26 01:00", "2023-03-26 02:30"])
     with pytest.raises(ValueError, match="does not exist in Europe/Berlin"):
-        batch.score._utc_micros(pa.chunked_array([pa.array(gap)]), BERLIN)
+        batch.reading._utc_micros(pa.chunked_array([pa.array(gap)]), BERLIN)
     with pytest.raises(ValueError, match="does not exist in Europe/Berlin"):
         rsa_client._aware(pd.Series(gap, name="ds"), BERLIN)
 
