@@ -1,11 +1,15 @@
-"""The constants of a fit's cost estimate (app/inference/refit.py READOUT_SECONDS, LOCAL_SECONDS; issue 46,
-item 6): fits of a read-out model (the panel tests' monthly stores) and of a hybrid (60 M3 monthly
-series) on a grid of series counts, lengths and levels are timed through `run_fit` in this process (one
-thread, as a fit worker runs it), each the best of `--repeats`. The read-out's constant is the median of
-seconds / read-out work over the read-out's fits of 0.1 s or more; the local half's, the median of what
-the hybrid's fits with a calibration (local work above 1e5) took beyond their read-out's estimate, per unit
-of local work. Medians, not a least-squares fit: the biggest fits (tens of seconds) would set a
-least-squares line and put the mid-sized ones, those near RSA_MAX_FIT_SECONDS, at twice their time.
+"""The constants of a fit's cost estimate (app/inference/refit.py READOUT_SECONDS, LOCAL_SECONDS,
+CALENDAR_SECONDS; issue 46, items 2 and 6): fits of a read-out model (the panel tests' monthly stores), of
+a hybrid (60 M3 monthly series) and of a covariate model (tests/utils/shops.py's daily shops: a future,
+a past, a static and a day-of-week calendar covariate) on a grid of series counts, lengths and levels are
+timed through `run_fit` in this process (one thread, as a fit worker runs it), each the best of
+`--repeats`. The read-out's constant is the median of seconds / read-out work over the read-out's fits of
+0.1 s or more; the local half's, the median of what the hybrid's fits with a calibration (local work above
+1e5) took beyond their read-out's estimate, per unit of local work; the calendar's, the median of what the
+covariate model's fits of 0.1 s or more took beyond their read-out work's estimate (their covariate
+features' multiply-adds included), per calendar read. Medians, not a least-squares fit: the biggest fits
+(tens of seconds) would set a least-squares line and put the mid-sized ones, those near
+RSA_MAX_FIT_SECONDS, at twice their time.
 Prints each fit's seconds beside the estimate from the constants in the code now and from the measured
 ones. `--recompute FILE`: the constants again from a run's fits, without timing them again.
 
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import tempfile
 import time
@@ -30,8 +35,12 @@ import numpy as np
 from app.artifacts.manifest import load_manifest
 from app.artifacts.readout import ReadoutSpec
 from app.inference import refit
+from app.inference.covariates import HistoryRows
 from app.inference.fit_pool import usable_cpus
+from tests.export.test_covariates_served import shop
 from tests.utils.panel import NAME, publish, store
+from tests.utils.shops import NAME as SHOPS
+from tests.utils.shops import publish_shops
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "fit_cost.json"
@@ -40,14 +49,33 @@ GRID = [(1, 2000), (8, 400), (16, 2000), (64, 120), (64, 400), (256, 240)]
 # the refusal matters: the read-out's only (a hybrid's calibration on them would take minutes).
 BIG = [(50, 20000), (250, 4000)]
 LEVELS = [80.0, 95.0]
+# The covariate model's (daily, L = 28, H = 7): its fits' cost is mostly the calendar's reads.
+COVARIATE_GRID = [(1, 2000), (8, 400), (16, 2000), (64, 120), (64, 400)]
 
 
-def model(folder: Path, local: bool) -> tuple[ReadoutSpec, Any, int]:
-    repo, _ = publish(folder, local=local)
-    manifest = load_manifest(repo / NAME / "1" / "manifest.json")
-    spec = refit.refit_spec(manifest, NAME, 1)
-    hybrid = manifest.panel.local_spec if manifest.panel is not None else None
-    return spec, hybrid, manifest.horizon
+def model(folder: Path, kind: str) -> tuple[ReadoutSpec, Any, int, Any]:
+    if kind == "covariates":
+        repo, name = publish_shops(folder, n=6).repository, SHOPS
+    else:
+        repo, name = publish(folder, local=kind == "hybrid")[0], NAME
+    manifest = load_manifest(repo / name / "1" / "manifest.json")
+    spec = refit.refit_spec(manifest, name, 1)
+    assert manifest.panel is not None
+    return spec, manifest.panel.local_spec, manifest.horizon, manifest.panel.layout
+
+
+def shop_rows(layout: Any, histories: list[np.ndarray], seeds: range) -> HistoryRows:
+    """The shops' covariates over each history (the promotion, footfall and size their values were made
+    with; the calendar from 2023-01-02): what `history_rows` builds from a request."""
+    past, future, static, stamps = [], [], [], []
+    for seed, v in zip(seeds, histories, strict=True):
+        n, H = len(v), layout.horizon
+        s = shop(seed, n + H)
+        past.append(s["footfall"][:n, None])
+        future.append(s["promo"][:, None])
+        static.append(layout.encode_static({"size": "big" if s["level"][0] > 250 else "small"}))
+        stamps.append(np.datetime64("2023-01-02", "us") + np.arange(n + H) * np.timedelta64(1, "D"))
+    return HistoryRows(layout, tuple(past), tuple(future), tuple(static), tuple(stamps))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -55,28 +83,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--out", type=Path, default=OUT)
     p.add_argument("--recompute", type=Path, default=None, help="a run's JSON: its fits, not timed again")
+    p.add_argument("--kinds", default="readout,hybrid,covariates", help="the models timed, comma-separated")
     args = p.parse_args(argv)
     rows: list[dict[str, Any]] = []
-    command = f"python -m bench.fit_cost --repeats {args.repeats}"
+    command = f"python -m bench.fit_cost --repeats {args.repeats} --kinds {args.kinds}"
+    load_before = [round(x, 2) for x in os.getloadavg()]  # a shared host: the timings are upper bounds
     if args.recompute is not None:
         previous = json.loads(args.recompute.read_text())
         rows, command = previous["fits"], previous["command"]
+        load_before = previous["host"].get("load_before", load_before)
         for r in rows:  # an earlier analysis's estimates (and those from constants since changed) go
             r.pop("estimate_fitted", None)
             r.pop("estimate_now", None)
     with tempfile.TemporaryDirectory() as tmp:
-        for kind, local in () if rows else (("readout", False), ("hybrid", True)):
+        for kind in () if rows else args.kinds.split(","):
             folder = Path(tmp) / kind
             folder.mkdir()
-            spec, hybrid, horizon = model(folder, local)
-            for n_series, length in GRID + ([] if local else BIG):
-                histories = [store(seed, length).astype(np.float64) for seed in range(n_series)]
+            spec, hybrid, horizon, layout = model(folder, kind)
+            grid = {"readout": GRID + BIG, "hybrid": GRID, "covariates": COVARIATE_GRID}[kind]
+            for n_series, length in grid:
+                seeds = range(n_series)
+                if layout is None:
+                    histories = [store(seed, length).astype(np.float64) for seed in seeds]
+                    covariates = None
+                else:
+                    histories = [shop(seed, length)["y"].astype(np.float64) for seed in seeds]
+                    covariates = shop_rows(layout, histories, seeds)
                 for levels in ([], LEVELS):
-                    work = refit.fit_work(spec, histories, levels, hybrid)
+                    work = refit.fit_work(spec, histories, levels, hybrid, layout)
                     best = float("inf")
                     for _ in range(args.repeats):
                         t = time.perf_counter()
-                        refit.run_fit(spec, histories, horizon, levels, 600.0, hybrid)
+                        refit.run_fit(spec, histories, horizon, levels, 600.0, hybrid, covariates)
                         best = min(best, time.perf_counter() - t)
                     rows.append(
                         {
@@ -86,6 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                             "levels": levels,
                             "readout_work": work.readout,
                             "local_work": work.local,
+                            "calendar_work": work.calendar,
                             "seconds": round(best, 4),
                             "estimate_now": round(refit.estimated_seconds(work), 4),
                         }
@@ -109,20 +148,42 @@ def main(argv: Sequence[str] | None = None) -> int:
             ]
         )
     )
+    calendar_fits = [r for r in rows if r.get("calendar_work", 0.0) > 0 and r["seconds"] >= 0.1]
+    calendar = float(
+        np.median(
+            [
+                (r["seconds"] - readout * r["readout_work"] - local * r["local_work"]) / r["calendar_work"]
+                for r in calendar_fits
+            ]
+        )
+        if calendar_fits
+        else 0.0
+    )
     for r in rows:
-        r["estimate_measured"] = round(readout * r["readout_work"] + local * r["local_work"], 4)
+        r["estimate_measured"] = round(
+            readout * r["readout_work"] + local * r["local_work"] + calendar * r.get("calendar_work", 0.0), 4
+        )
     y = np.array([r["seconds"] for r in rows])
     ratio = y / np.array([max(r["estimate_measured"], 1e-9) for r in rows])
     big = y >= 0.5  # the fits the refusal is about
+
+    def spread(of: np.ndarray) -> dict[str, Any]:
+        return {
+            "fits_of_0.5s_or_more": int(of.sum()),
+            "min": float(ratio[of].min()) if of.any() else None,
+            "max": float(ratio[of].max()) if of.any() else None,
+        }
+
     out = {
         "command": command,
-        "host": {"machine": platform.machine(), "cpus": usable_cpus()},
+        "host": {"machine": platform.machine(), "cpus": usable_cpus(), "load_before": load_before},
         "readout_seconds": readout,
         "local_seconds": local,
-        "measured_over_estimate": {
-            "fits_of_0.5s_or_more": int(big.sum()),
-            "min": float(ratio[big].min()) if big.any() else None,
-            "max": float(ratio[big].max()) if big.any() else None,
+        "calendar_seconds": calendar,
+        "measured_over_estimate": spread(big),
+        "measured_over_estimate_by_model": {
+            kind: spread(big & np.array([r["model"] == kind for r in rows]))
+            for kind in sorted({r["model"] for r in rows})
         },
         "fits": rows,
     }

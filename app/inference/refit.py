@@ -300,16 +300,22 @@ def run_backtest_refits(
 # Fits (and publishes) running in this process's workers: at most RSA_MAX_FITS_IN_FLIGHT.
 _in_flight = 0
 
-# A fit's cost before it starts (issue 46, item 6): seconds = READOUT_SECONDS x its read-out work (windows
-# x passes x the multiply-adds of one window: its REM features L x K and its normal equations'
+# A fit's cost before it starts (issue 46, items 2 and 6): seconds = READOUT_SECONDS x its read-out work
+# (windows x passes x the multiply-adds of one window: its REM features L x K and its normal equations'
 # (F + 1) x (F + 1 + H)) + LOCAL_SECONDS x a hybrid's local work (windows its local half fits x their
-# length x members). Medians measured by `python -m bench.fit_cost` (results/fit_cost.json: 28 fits of
-# 1-256 series of 120-20,000 values, with and without levels, read-out and hybrid, on this loaded 2-core
-# host): the fits of 0.5 s or more took 0.47-2.28 times their estimate, the biggest the most (so a fit
-# estimated past the budget is refused, one within it may still pass it: RSA_MAX_FIT_SECONDS is also
-# checked as it runs). A faster host refuses a little early; a slower one late.
-READOUT_SECONDS = 1.10e-9
-LOCAL_SECONDS = 4.84e-6
+# length x members) + CALENDAR_SECONDS x a calendar model's calendar reads. A covariate model's covariate
+# features (each window's raw row D through the mix D x G, and the read-out's G' more features in the
+# normal equations) count as read-out work; its calendar is read one Python datetime per horizon step and
+# feature of every window whose row is built. Medians measured by `nice -n 5 python -m bench.fit_cost
+# --repeats 2` (results/fit_cost.json: 38 fits of 1-256 series of 120-20,000 values, with and without
+# levels, read-out, hybrid and the shops' covariate model, on this 2-core host at load 15-17, shared with
+# other jobs): the fits of 0.5 s or more took 0.70-4.08 times their estimate (the covariate model's
+# 0.87-1.02), the biggest the most (so a fit estimated past the budget is refused, one within it may
+# still pass it: RSA_MAX_FIT_SECONDS is also checked as it runs). A faster host refuses a little early; a
+# slower one late.
+READOUT_SECONDS = 1.27e-9
+LOCAL_SECONDS = 5.11e-6
+CALENDAR_SECONDS = 3.13e-6
 
 
 @dataclass(frozen=True)
@@ -318,28 +324,43 @@ class FitWork:
 
     readout: float  # windows x passes x multiply-adds per window
     local: float  # a hybrid's local windows x their length x members
+    calendar: float = 0.0  # a calendar model's windows built x horizon steps x calendar features
 
     def __add__(self, other: FitWork) -> FitWork:
-        return FitWork(self.readout + other.readout, self.local + other.local)
+        return FitWork(self.readout + other.readout, self.local + other.local, self.calendar + other.calendar)
 
 
-def _readout_work(spec: ReadoutSpec, windows: int) -> float:
-    """Multiply-adds of a fit on `windows` training windows: each window's REM features (L x K) and its
-    share of the normal equations ((F + 1) x (F + 1 + H)) every pass; the features once where the fit keeps
-    them between passes (at most CACHE_ROWS windows: `fit_weights`), every pass where it cannot."""
+def _covariate_units(spec: ReadoutSpec, layout: CovariateLayout | None) -> tuple[int, int, int]:
+    """A window's covariate multiply-adds (its raw row D through the mix D x G, standardised), the read-out
+    features they add (G': `scaled_features`) and its calendar's step x feature reads; zeros without."""
+    if layout is None:
+        return 0, 0, 0
+    D, K = layout.width, len(spec.heads)
+    G = len(layout.past) * K + D - layout.input_length * len(layout.past)
+    added = {"relative": G, "additive": G + 1}.get(layout.effect, 2 * G + 1)
+    return D * (G + 1), added, layout.horizon * len(layout.calendar)
+
+
+def _readout_work(spec: ReadoutSpec, windows: int, layout: CovariateLayout | None = None) -> FitWork:
+    """Multiply-adds of a fit on `windows` training windows: each window's REM features (L x K, and a
+    covariate model's covariate features) and its share of the normal equations ((F + 1) x (F + 1 + H))
+    every pass; the features once where the fit keeps them between passes (at most CACHE_ROWS windows:
+    `fit_weights`), every pass where it cannot. A calendar's reads go with the features."""
     fit, L, K = spec.fit, spec.input_length, len(spec.heads)
-    F = K + fit.n_lags + 1
+    mix, added, calendar = _covariate_units(spec, layout)
+    F = K + fit.n_lags + 1 + added
     passes = 1 + fit.irls
-    features, equations = L * K, (F + 1) * (F + 1 + fit.horizon)
-    if fit.irls and windows <= CACHE_ROWS:
-        return float(windows * (features + passes * equations))
-    return float(windows * passes * (features + equations))
+    features, equations = L * K + mix, (F + 1) * (F + 1 + fit.horizon)
+    built = windows if fit.irls and windows <= CACHE_ROWS else windows * passes  # features built
+    return FitWork(float(built * features + windows * passes * equations), 0.0, float(built * calendar))
 
 
-def _forecast_work(spec: ReadoutSpec, windows: int) -> float:
+def _forecast_work(spec: ReadoutSpec, windows: int, layout: CovariateLayout | None = None) -> FitWork:
     """Multiply-adds of the features and forecasts of `windows` windows (one pass, no equations)."""
     fit, L, K = spec.fit, spec.input_length, len(spec.heads)
-    return float(windows * (L * K + (K + fit.n_lags + 2) * fit.horizon))
+    mix, added, calendar = _covariate_units(spec, layout)
+    per = L * K + mix + (K + fit.n_lags + 2 + added) * fit.horizon
+    return FitWork(float(windows * per), 0.0, float(windows * calendar))
 
 
 def _local_unit(local: LocalSpec | None) -> float:
@@ -347,12 +368,17 @@ def _local_unit(local: LocalSpec | None) -> float:
 
 
 def fit_work(
-    spec: ReadoutSpec, histories: list[np.ndarray], levels: list[float], local: LocalSpec | None
+    spec: ReadoutSpec,
+    histories: list[np.ndarray],
+    levels: list[float],
+    local: LocalSpec | None,
+    layout: CovariateLayout | None = None,
 ) -> FitWork:
     """`run_fit`'s work: the fit on every training window (each IRLS pass), and with `levels` the
-    calibration's fit on each history less its tail and the forecasts of the tail's windows."""
+    calibration's fit on each history less its tail and the forecasts of the tail's windows; a covariate
+    model's (`layout`) with its covariate features and calendar."""
     fit, H = spec.fit, spec.fit.horizon
-    work = _readout_work(spec, sum(training_windows(histories, fit)))
+    work = _readout_work(spec, sum(training_windows(histories, fit)), layout)
     forecast_windows = len(histories)
     if levels:
         before_tails = 0
@@ -364,25 +390,30 @@ def fit_work(
             before_tails += training_windows([v[:-k]], fit)[0]
             held = max(0, n - H + 1 - max(spec.min_history, 1))  # every window, then those in the tail
             forecast_windows += held - max(n - k - max(spec.min_history, 1), 0)
-        work += _readout_work(spec, before_tails)
-    return FitWork(work + _forecast_work(spec, forecast_windows), forecast_windows * _local_unit(local))
+        work += _readout_work(spec, before_tails, layout)
+    local_work = FitWork(0.0, forecast_windows * _local_unit(local))
+    return work + _forecast_work(spec, forecast_windows, layout) + local_work
 
 
 def backtest_work(
-    spec: ReadoutSpec, fits: list[list[np.ndarray]], windows: list[np.ndarray], local: LocalSpec | None
+    spec: ReadoutSpec,
+    fits: list[list[np.ndarray]],
+    windows: list[np.ndarray],
+    local: LocalSpec | None,
+    layout: CovariateLayout | None = None,
 ) -> FitWork:
-    """`run_backtest_refits`' work: a fit per cutoff, then its windows' forecasts."""
-    work = sum(
-        _readout_work(spec, sum(training_windows(parts, spec.fit))) + _forecast_work(spec, len(w))
-        for parts, w in zip(fits, windows, strict=True)
-    )
-    n_local = sum(len(w) for w in windows)
-    return FitWork(work, n_local * _local_unit(local))
+    """`run_backtest_refits`' work: a fit per cutoff, then its windows' forecasts (a covariate model's,
+    `layout`, with its covariate features and calendar)."""
+    work = FitWork(0.0, sum(len(w) for w in windows) * _local_unit(local))
+    for parts, w in zip(fits, windows, strict=True):
+        work += _readout_work(spec, sum(training_windows(parts, spec.fit)), layout)
+        work += _forecast_work(spec, len(w), layout)
+    return work
 
 
 def estimated_seconds(work: FitWork) -> float:
     """The seconds a fit of this work takes on one core of a host like the one measured."""
-    return READOUT_SECONDS * work.readout + LOCAL_SECONDS * work.local
+    return READOUT_SECONDS * work.readout + LOCAL_SECONDS * work.local + CALENDAR_SECONDS * work.calendar
 
 
 async def fit_in_slot(settings: Settings, func: Callable[..., T], work: FitWork, field: str, *args: Any) -> T:

@@ -16,6 +16,9 @@ import orjson
 from app.artifacts.manifest import Manifest, TrainingSpec
 from app.artifacts.readout import ReadoutSpec
 from app.core.errors import InvalidInput
+from app.engine.batching.admission import ADMIT_FRACTION
+from app.engine.batching.batcher import EVALUATION_ROWS
+from app.engine.catalog import VersionEntry
 from app.inference.backtest import (
     History,
     anomaly_points,
@@ -39,6 +42,7 @@ from app.inference.metrics import Accuracy, accuracy, seasonal_naive
 from app.inference.refit import (
     NotRefittable,
     backtest_work,
+    estimated_seconds,
     fit_in_slot,
     refit_spec,
     run_backtest_refits,
@@ -51,6 +55,50 @@ from app.protocols.rsa_v1.schemas import AnomalyRequest, CrossValidationRequest
 
 _DUMP = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_UTC_Z
 R = TypeVar("R")
+
+
+class EvaluationTooLong(InvalidInput):
+    """A backtest or anomaly check that could not finish within the request's deadline on this host now,
+    refused before it started (issue 46): by the version's evaluation drain rate (app/engine/batching/), or
+    a refitting backtest's cost estimate (app/inference/refit.py); `limit` the windows a series that would
+    fit. A 422 naming the field, where it used to be admitted and answered 504 at the deadline."""
+
+    code = "evaluation_too_long"
+
+
+def _too_long(refused: InvalidInput, field: str, series: int, hint: str) -> EvaluationTooLong:
+    """The batcher's refusal of too many evaluation rows (`limit`: the rows that would fit) in terms of the
+    request's `field` (windows per series) over its `series` series."""
+    fits = int(refused.limit or 0) // max(series, 1)
+    advice = (
+        f"send {field} of at most {fits} (or split the request)"
+        if fits
+        else f"send fewer series per request (not even one window each of {series} series fits)"
+    )
+    return EvaluationTooLong(f"{field}: {refused.message}; {advice}{hint}", field=field, limit=fits)
+
+
+async def _evaluation_forecast(
+    v1: V1Handlers,
+    entry: VersionEntry,
+    windows: np.ndarray,
+    phases: np.ndarray | None,
+    latest: bool,
+    covariates: np.ndarray | None,
+    field: str,
+    series: int,
+    hint: str = "",
+) -> np.ndarray:
+    """The windows' forecasts through the version's evaluation queue (forecasts keep their latency);
+    evaluation work that cannot be through in time answers EvaluationTooLong naming `field`."""
+    try:
+        return await v1.service.forecast(
+            entry, windows, phases, latest=latest, covariates=covariates, evaluation=True
+        )
+    except InvalidInput as e:
+        if e.field != EVALUATION_ROWS:
+            raise
+        raise _too_long(e, field, series, hint) from None
 
 
 def _in_evaluation_slot(
@@ -196,7 +244,22 @@ async def _refit_forecasts(
     window_rows = None if rows is None else [np.stack([r[j] for r in rows]) for j in range(K)]
     local = manifest.panel.local_spec if manifest.panel is not None else None
     settings = v1.settings
-    work = backtest_work(spec, fits, ranked, local)  # refused before it starts where it cannot finish in time
+    work = backtest_work(spec, fits, ranked, local, None if covariates is None else covariates.layout)
+    # Refused before it starts where it cannot finish in time: past RSA_MAX_FIT_SECONDS (fit_in_slot), or
+    # past ADMIT_FRACTION of what the request has left (its deadline).
+    left, _ = v1.service.deadline()
+    estimate, budget = estimated_seconds(work), ADMIT_FRACTION * left
+    if estimate > budget:
+        fits_k = int(K * budget / estimate)
+        raise EvaluationTooLong(
+            f"n_windows: the backtest's {K} refits would take about {estimate:.1f}s, more than the "
+            f"{budget:.1f}s ({ADMIT_FRACTION:.0%} of the {left:.1f}s this request has left) it may take: "
+            "refused before it started; "
+            + (f"send n_windows of at most {fits_k}, " if fits_k else "send fewer or shorter series, ")
+            + "or refit: false to score the served weights",
+            field="n_windows",
+            limit=fits_k,
+        )
     parts = await fit_in_slot(
         settings,
         run_backtest_refits,
@@ -271,13 +334,8 @@ async def cross_validation(
     covariates = None if per_series is None else np.concatenate(per_series)
     unsent = _unsent(manifest, request.series, histories, cutoffs)
     if spec is None:
-        forecasts = await v1.service.forecast(
-            entry,
-            batch.windows,
-            batch.phases,
-            latest=version is None,
-            covariates=covariates,
-            evaluation=True,  # the version's evaluation queue: forecasts keep their latency
+        forecasts = await _evaluation_forecast(
+            v1, entry, batch.windows, batch.phases, version is None, covariates, "n_windows", len(histories)
         )
     else:
         whole = _history_rows(manifest, request.series, histories, manifest.horizon - horizon)
@@ -409,13 +467,16 @@ async def detect_anomalies(v1: V1Handlers, name: str, version: int | None, reque
         """Forecast, bounds and half-width [n, C] of the point `steps[i]` steps after each cutoff (`lead`,
         or further ahead where the repair's replaced values end the window)."""
         batch = window_batch(hs, cuts, manifest, settings.max_history_length, settings.max_missing_share)
-        outputs = await v1.service.forecast(
+        outputs = await _evaluation_forecast(
+            v1,
             entry,
             batch.windows,
             batch.phases,
-            latest=version is None,
-            covariates=covariates,
-            evaluation=True,  # the version's evaluation queue: forecasts keep their latency
+            version is None,
+            covariates,
+            "last",
+            len(hs),
+            "" if hs is histories else ", or repair: false",  # refused in a repair round
         )
         outputs = outputs[:, : int(steps.max())]
         lo, hi = level_bounds(manifest.intervals, outputs, [level], window=batch.windows)[level]

@@ -256,7 +256,7 @@ async def fit_forecast(
         spec = replace(spec, fit=replace(spec.fit, horizon=horizon))
         local = None if local is None else replace(local, horizon=horizon)
     # Refused before it starts where its estimated cost passes RSA_MAX_FIT_SECONDS; run in a niced worker.
-    work = fit_work(spec, histories, levels, local)
+    work = fit_work(spec, histories, levels, local, None if covariates is None else covariates.layout)
     result = await fit_in_slot(
         settings,
         run_fit,
