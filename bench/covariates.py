@@ -221,7 +221,12 @@ def peers(case: Case, names: tuple[str, ...], weeks: int) -> dict[str, np.ndarra
     return out
 
 
-def run_case(case: Case, weeks: int, irls: int, effect: str = "auto") -> dict[str, Any]:
+def run_case(
+    case: Case, weeks: int, irls: int, effect: str = "auto", peers_from: Path | None = None
+) -> dict[str, Any]:
+    """The three read-out variants, fitted here, against AutoARIMA+X and MSTL, fitted here too, or, with
+    `peers_from`, their rows taken from an earlier results file of the same case (same split, origins,
+    horizon and peer fit: statsforecast's fits are deterministic, and AutoARIMA's took 20 min)."""
     H = case.horizon
     origins = np.arange(case.train_end, len(case.y) - H + 1, H)
     actual = np.stack([case.y[o : o + H] for o in origins])
@@ -239,12 +244,30 @@ def run_case(case: Case, weeks: int, irls: int, effect: str = "auto") -> dict[st
             "mae": float(np.mean(np.abs(fc - actual))),
             **info,
         }
-    peer = peers(case, names, weeks)
-    for label in ("AutoARIMA+X", "MSTL"):
-        fc = peer[label][: len(origins)]
-        rows[label] = {"mse": float(np.mean((fc - actual) ** 2)), "mae": float(np.mean(np.abs(fc - actual)))}
-    rows["AutoARIMA+X"]["fit_s"] = round(float(peer["_arima_s"]), 2)
-    rows["MSTL"]["fit_s"] = round(float(peer["_mstl_s"]), 2)
+    peer_fit = f"last {weeks} weeks of training, fitted once (refit=False), run forward"
+    source: dict[str, str] = {}
+    if peers_from is None:
+        peer = peers(case, names, weeks)
+        for label in ("AutoARIMA+X", "MSTL"):
+            fc = peer[label][: len(origins)]
+            rows[label] = {
+                "mse": float(np.mean((fc - actual) ** 2)),
+                "mae": float(np.mean(np.abs(fc - actual))),
+            }
+        rows["AutoARIMA+X"]["fit_s"] = round(float(peer["_arima_s"]), 2)
+        rows["MSTL"]["fit_s"] = round(float(peer["_mstl_s"]), 2)
+    else:
+        earlier = json.loads(peers_from.read_text())
+        same = {"dataset": case.name, "horizon": H, "train_steps": case.train_end}
+        same |= {"test_origins": len(origins), "peer_fit": peer_fit}
+        differs = {k: (earlier.get(k), v) for k, v in same.items() if earlier.get(k) != v}
+        if differs:
+            raise typer.BadParameter(
+                f"{peers_from} is not this case's run: {differs}", param_hint="--peers-from"
+            )
+        for label in ("AutoARIMA+X", "MSTL"):
+            rows[label] = dict(earlier["results"][label])
+        source = {"peers_from": f"{peers_from} (the peers' rows of that run, not re-run here)"}
     best = rows["covariates+calendar"]["mse"]
     return {
         "dataset": case.name,
@@ -257,7 +280,8 @@ def run_case(case: Case, weeks: int, irls: int, effect: str = "auto") -> dict[st
         "covariates": list(names),
         "calendar": list(case.calendar),
         "covariate_effect": effect,
-        "peer_fit": f"last {weeks} weeks of training, fitted once (refit=False), run forward",
+        "peer_fit": peer_fit,
+        **source,
         "readout_fit": f"irls={irls}"
         + (": least squares, as the metric is MSE" if irls == 0 else ": toward MASE"),
         "results": rows,
@@ -425,6 +449,10 @@ def main(
     validate: Annotated[
         bool, typer.Option("--validate", help="score the last 31 days of training instead of the test")
     ] = False,
+    peers_from: Annotated[
+        Path | None,
+        typer.Option(help="take AutoARIMA+X's and MSTL's rows from this earlier results file of the case"),
+    ] = None,
 ) -> None:
     if dataset == "promo":
         result = run_promo()
@@ -436,7 +464,7 @@ def main(
             case = replace(case, input_periods=input_periods)
         if validate:
             case = validation_case(case)
-        result = run_case(case, peer_weeks, irls, effect)
+        result = run_case(case, peer_weeks, irls, effect, peers_from)
     else:
         raise typer.BadParameter(f"unknown dataset {dataset!r}", param_hint="--dataset")
     text = json.dumps(result, indent=2, default=float)

@@ -5,9 +5,13 @@ the test MSE well below the same model's without it)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
+import pytest
+import typer
 
 from bench.covariates import Case, _independent, elecdemand, fit_variant, run_case, validation_case
 
@@ -88,3 +92,19 @@ def test_peers_drop_a_column_that_adds_no_rank() -> None:
     X["noise"] = np.random.default_rng(0).standard_normal(days.size)
     kept = _independent(X, days.size)
     assert list(kept) == [*(f"dayofweek_{d}" for d in range(6)), "noise"]
+
+
+def test_peers_from_an_earlier_run_take_its_peer_rows_and_refuse_another_case(tmp_path: Path) -> None:
+    """`--peers-from`: the read-out variants fitted again, AutoARIMA+X's and MSTL's rows those of the
+    earlier run of the same case (said in the result); a run of another peer fit is refused."""
+    case = small_case()
+    first = run_case(case, weeks=2, irls=0)
+    path = tmp_path / "first.json"
+    path.write_text(json.dumps(first, default=float))
+    again = run_case(case, weeks=2, irls=0, peers_from=path)
+    for label in ("AutoARIMA+X", "MSTL"):
+        assert again["results"][label] == first["results"][label]
+    assert again["results"]["covariates+calendar"]["mse"] == first["results"]["covariates+calendar"]["mse"]
+    assert str(path) in again["peers_from"] and "peers_from" not in first
+    with pytest.raises(typer.BadParameter, match="peer_fit"):
+        run_case(case, weeks=3, irls=0, peers_from=path)
