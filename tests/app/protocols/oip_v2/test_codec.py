@@ -33,7 +33,7 @@ def test_the_limit_counts_every_member() -> None:
 
 @pytest.mark.parametrize(
     ("encoding", "body"),
-    [("gzip", gzip.compress(b"abc") + b"garbage"), ("deflate", zlib.compress(b"abc") + b"garbage")],
+    [("gzip", gzip.compress(b"abc", mtime=0) + b"garbage"), ("deflate", zlib.compress(b"abc") + b"garbage")],
 )
 def test_trailing_garbage_after_the_stream_is_refused(encoding: str, body: bytes) -> None:
     with pytest.raises(InvalidInput) as info:
