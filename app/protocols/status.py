@@ -4,6 +4,7 @@ KServe 400; gRPC has its own codes) by passing its own table."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import TypeVar
 
@@ -59,3 +60,11 @@ def error_headers(exc: ServiceError) -> dict[str, str] | None:
     if isinstance(exc, Unauthenticated):
         return {"WWW-Authenticate": 'Bearer realm="rsa"'}
     return {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s is not None else None
+
+
+def log_server_error(logger: logging.Logger, method: str, path: str, status: int, exc: ServiceError) -> None:
+    """Log an error answered with a 5xx status: 500 is our fault (ERROR); 503 and 504 are load, worth a
+    warning only. A 4xx is the client's and goes unlogged."""
+    if status >= 500:
+        level = logging.ERROR if status == 500 else logging.WARNING
+        logger.log(level, "%s %s -> %d %s: %s", method, path, status, exc.code, exc.message)

@@ -18,7 +18,7 @@ from app.core.context import note_error
 from app.core.errors import (
     ServiceError,
 )
-from app.protocols.status import HTTP_STATUS, error_headers, lookup
+from app.protocols.status import HTTP_STATUS, error_headers, log_server_error, lookup
 
 logger = logging.getLogger(__name__)
 
@@ -45,11 +45,7 @@ async def render_error(request: Request, exc: Exception) -> JSONResponse:
     server error middleware answers 500 with `internal_error`)."""
     if isinstance(exc, ServiceError):
         status = status_of(exc)
-        if status >= 500:
-            level = logging.ERROR if status == 500 else logging.WARNING
-            logger.log(
-                level, "%s %s -> %d %s: %s", request.method, request.url.path, status, exc.code, exc.message
-            )
+        log_server_error(logger, request.method, request.url.path, status, exc)
         return error_response_for(exc)
     if isinstance(exc, RequestValidationError):
         first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}

@@ -23,7 +23,7 @@ from app.core.errors import (
     ServiceError,
 )
 from app.protocols.rsa_v1.schemas import COLUMNS_TAG, ROWS_TAG, ErrorBody, ErrorDetail, ErrorResponse
-from app.protocols.status import HTTP_STATUS, error_headers, lookup
+from app.protocols.status import HTTP_STATUS, error_headers, log_server_error, lookup
 
 logger = logging.getLogger(__name__)
 
@@ -121,11 +121,7 @@ _HTTP_CODES = {
 async def on_service_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ServiceError)
     status = status_of(exc)
-    if status >= 500:  # 500 is our fault; 503/504 are load, worth a warning only
-        level = logging.ERROR if status == 500 else logging.WARNING
-        logger.log(
-            level, "%s %s -> %d %s: %s", request.method, request.url.path, status, exc.code, exc.message
-        )
+    log_server_error(logger, request.method, request.url.path, status, exc)
     return error_response_for(exc)
 
 

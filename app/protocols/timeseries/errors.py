@@ -17,7 +17,7 @@ from app.core.context import note_error
 from app.core.errors import (
     ServiceError,
 )
-from app.protocols.status import HTTP_STATUS, error_headers, lookup
+from app.protocols.status import HTTP_STATUS, error_headers, log_server_error, lookup
 
 logger = logging.getLogger(__name__)
 
@@ -67,11 +67,7 @@ async def render_error(request: Request, exc: Exception) -> JSONResponse:
     """The KServe-shaped response for a domain, validation or routing error; re-raises anything else."""
     if isinstance(exc, ServiceError):
         status, _ = _status(exc)
-        if status >= 500:
-            level = logging.ERROR if status == 500 else logging.WARNING
-            logger.log(
-                level, "%s %s -> %d %s: %s", request.method, request.url.path, status, exc.code, exc.message
-            )
+        log_server_error(logger, request.method, request.url.path, status, exc)
         return error_response_for(exc)
     if isinstance(exc, RequestValidationError):
         errors = exc.errors()
