@@ -7,6 +7,7 @@ renderer (`app/protocols/<protocol>/errors.py`). Nothing here imports a web fram
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 
@@ -43,6 +44,24 @@ def _restore(
 
 class InvalidInput(ServiceError, ValueError):  # noqa: N818  (kserve's names, kept short on purpose)
     code = "invalid_input"
+
+
+def check_names(
+    given: Collection[str],
+    want: Sequence[str],
+    field: str,
+    unknown: Callable[[str], str],
+    missing: Callable[[str], str],
+) -> None:
+    """`given` names exactly `want`, in any order (a request's channels, a series' covariates): else
+    InvalidInput at `field`.<name> with `want` as the limit, for the first name given that is not wanted
+    (worded by `unknown(name)`), then for the first wanted that is not given (`missing(name)`)."""
+    for name in given:
+        if name not in want:
+            raise InvalidInput(unknown(name), field=f"{field}.{name}", limit=list(want))
+    for name in want:
+        if name not in given:
+            raise InvalidInput(missing(name), field=f"{field}.{name}", limit=list(want))
 
 
 class NonFiniteResult(InvalidInput):

@@ -17,7 +17,7 @@ import numpy as np
 
 from app.artifacts.covariates import CovariateLayout
 from app.artifacts.manifest import Manifest
-from app.core.errors import InvalidInput
+from app.core.errors import InvalidInput, check_names
 
 __all__ = [
     "HistoryCovariates",
@@ -73,21 +73,18 @@ def _names(
     given: Mapping[str, Any] | None, want: Sequence[str], where: str, kind: str, model: str
 ) -> Mapping[str, Any]:
     given = given or {}
-    unknown = [n for n in given if n not in want]
-    if unknown:
-        raise InvalidInput(
-            f"{where}.{kind}.{unknown[0]}: model {model} has no {kind} covariate {unknown[0]!r}; "
-            f"its {kind} covariates are {list(want)}",
-            field=f"{where}.{kind}.{unknown[0]}",
-            limit=list(want),
-        )
-    missing = [n for n in want if n not in given]
-    if missing:
-        raise InvalidInput(
-            f"{where}.{kind}.{missing[0]}: missing; model {model} needs the {kind} covariates {list(want)}",
-            field=f"{where}.{kind}.{missing[0]}",
-            limit=list(want),
-        )
+    check_names(
+        given,
+        want,
+        f"{where}.{kind}",
+        lambda name: (
+            f"{where}.{kind}.{name}: model {model} has no {kind} covariate {name!r}; "
+            f"its {kind} covariates are {list(want)}"
+        ),
+        lambda name: (
+            f"{where}.{kind}.{name}: missing; model {model} needs the {kind} covariates {list(want)}"
+        ),
+    )
     return given
 
 

@@ -13,7 +13,7 @@ from typing import cast
 import numpy as np
 
 from app.artifacts.manifest import Manifest
-from app.core.errors import InvalidInput
+from app.core.errors import InvalidInput, check_names
 from app.inference.windows import in_model_zone, last_window_filled, window_phase_of
 from app.protocols.rsa_v1.schemas import SeriesInput
 from app.protocols.rsa_v1.wire import SeriesArrays
@@ -72,21 +72,17 @@ def series_history(
     C = len(channels)
     values = series.values
     if isinstance(values, dict):
-        unknown = [name for name in values if name not in channels]
-        if unknown:
-            raise InvalidInput(
-                f"{field}.values: unknown channel {unknown[0]!r}; the model's channels are {list(channels)}",
-                field=f"{field}.values.{unknown[0]}",
-                limit=list(channels),
-            )
-        missing = [name for name in channels if name not in values]
-        if missing:
-            raise InvalidInput(
-                f"{field}.values: missing channel {missing[0]!r}; every model channel is required: "
-                f"{list(channels)}",
-                field=f"{field}.values.{missing[0]}",
-                limit=list(channels),
-            )
+        check_names(
+            values,
+            channels,
+            f"{field}.values",
+            lambda name: (
+                f"{field}.values: unknown channel {name!r}; the model's channels are {list(channels)}"
+            ),
+            lambda name: (
+                f"{field}.values: missing channel {name!r}; every model channel is required: {list(channels)}"
+            ),
+        )
         lengths = {name: len(values[name]) for name in channels}
         n = lengths[channels[0]]
         for name, length in lengths.items():
