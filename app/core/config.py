@@ -212,17 +212,11 @@ class Settings(BaseSettings):
             self.model_repository = KSERVE_MODEL_DIR
         return self
 
-    @field_validator("models", mode="before")
+    @field_validator("models", "batch_buckets", "api_keys", mode="before")
     @classmethod
-    def _split_models(cls, value: object) -> object:
-        """`RSA_MODELS=a,b` (comma-separated, blanks ignored) as well as a real list."""
-        if isinstance(value, str):
-            return [name.strip() for name in value.split(",") if name.strip()]
-        return value
-
-    @field_validator("batch_buckets", mode="before")
-    @classmethod
-    def _split_buckets(cls, value: object) -> object:
+    def _split_commas(cls, value: object) -> object:
+        """A list setting from the environment comma-separated (`RSA_MODELS=a,b`, blanks ignored), as
+        well as a real list."""
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
@@ -233,13 +227,6 @@ class Settings(BaseSettings):
         if any(rows < 1 for rows in value):
             raise ValueError(f"batch buckets are row counts of at least 1, got {value}")
         return sorted(set(value))
-
-    @field_validator("api_keys", mode="before")
-    @classmethod
-    def _split_api_keys(cls, value: object) -> object:
-        if isinstance(value, str):
-            return [key.strip() for key in value.split(",") if key.strip()]
-        return value
 
     @field_validator("log_level", mode="before")
     @classmethod
