@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from abc import ABC, abstractmethod
 from time import perf_counter
 from typing import Any
 
@@ -23,14 +24,9 @@ from app.observability.metrics import UNMATCHED
 from app.runtime import Runtime, maybe_runtime
 
 
-class BodySizeLimitMiddleware:
-    """Caps request bodies at `settings.max_body_bytes` with a 413 in the usual error JSON.
-
-    The limit is read per request from the runtime's settings (set by the lifespan), so building the app
-    needs no settings. A declared Content-Length above the limit is refused before the body is read;
-    a streamed body is counted by Starlette's responder, whose 413 FastAPI re-raises inside the route
-    as an HTTPException that our handler renders.
-    """
+class RuntimeMiddleware(ABC):
+    """An HTTP middleware that needs the runtime (its settings, metrics, engine): anything else (lifespan,
+    websockets, an app before its lifespan set a runtime) passes through untouched."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -40,6 +36,23 @@ class BodySizeLimitMiddleware:
         if runtime is None:
             await self.app(scope, receive, send)
             return
+        await self.handle(runtime, scope, receive, send)
+
+    @abstractmethod
+    async def handle(self, runtime: Runtime, scope: Scope, receive: Receive, send: Send) -> None:
+        """The middleware's work on an HTTP request of a running app."""
+
+
+class BodySizeLimitMiddleware(RuntimeMiddleware):
+    """Caps request bodies at `settings.max_body_bytes` with a 413 in the usual error JSON.
+
+    The limit is read per request from the runtime's settings (set by the lifespan), so building the app
+    needs no settings. A declared Content-Length above the limit is refused before the body is read;
+    a streamed body is counted by Starlette's responder, whose 413 FastAPI re-raises inside the route
+    as an HTTPException that our handler renders.
+    """
+
+    async def handle(self, runtime: Runtime, scope: Scope, receive: Receive, send: Send) -> None:
         limit: int = runtime.settings.max_body_bytes
         raw = Headers(scope=scope).get("content-length")
         declared = None if raw is None else decimal(raw)
@@ -66,7 +79,7 @@ SUPERVISOR_PING = "/healthz"
 TIMEOUT_HEADER = "x-request-timeout"
 
 
-class RequestMiddleware:
+class RequestMiddleware(RuntimeMiddleware):
     """Opens each request's context with its deadline, then counts and times it; the outermost
     middleware, so it sees every status.
 
@@ -77,14 +90,7 @@ class RequestMiddleware:
     the path when the registry knows that model (a validation error happens before the service runs).
     """
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        runtime = maybe_runtime(scope["app"]) if scope["type"] == "http" else None
-        if runtime is None:
-            await self.app(scope, receive, send)
-            return
+    async def handle(self, runtime: Runtime, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("client") is None and scope["path"] == SUPERVISOR_PING:
             await self.app(scope, receive, send)  # the supervisor's ping on the private socket: not traffic
             return
