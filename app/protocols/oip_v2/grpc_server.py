@@ -11,6 +11,7 @@ The repository-model RPCs of the proto are not served (UNIMPLEMENTED): models lo
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from time import perf_counter
@@ -47,6 +48,8 @@ from app.protocols.status import lookup
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
 PROBES = frozenset({"ServerLive", "ServerReady"})
 
 STATUS: dict[type[ServiceError], grpc.StatusCode] = {
@@ -109,6 +112,20 @@ def encode_response(result: InferResult) -> pb.ModelInferResponse:
     return response
 
 
+def _rpc(
+    answer: Callable[[InferenceServicer, Req], Awaitable[Resp]],
+) -> Callable[[InferenceServicer, Req, grpc.aio.ServicerContext], Awaitable[Resp]]:
+    """An RPC of the proto (`(self, request, context)`) from the method that answers its request, run by
+    `InferenceServicer._serve` under the method's name: a request record with its deadline, the API keys
+    unless a probe, the metrics, a domain error as its gRPC status."""
+
+    @functools.wraps(answer)
+    async def rpc(self: InferenceServicer, request: Req, context: grpc.aio.ServicerContext) -> Resp:
+        return await self._serve(answer.__name__, context, lambda: answer(self, request))
+
+    return rpc
+
+
 class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
     def __init__(self, handlers: OipV2Handlers, api_keys: ApiKeys, metrics: RequestMetrics) -> None:
         self.handlers = handlers
@@ -156,102 +173,82 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         await context.abort(code, message)  # raises: the call ends here with that status
         raise AssertionError("unreachable: context.abort raises")
 
+    @_rpc
     async def ServerLive(  # noqa: N802  (the proto's method names)
-        self, request: pb.ServerLiveRequest, context: grpc.aio.ServicerContext
+        self, request: pb.ServerLiveRequest
     ) -> pb.ServerLiveResponse:
-        async def run() -> pb.ServerLiveResponse:
-            return pb.ServerLiveResponse(live=True)
+        return pb.ServerLiveResponse(live=True)
 
-        return await self._serve("ServerLive", context, run)
-
+    @_rpc
     async def ServerReady(  # noqa: N802
-        self, request: pb.ServerReadyRequest, context: grpc.aio.ServicerContext
+        self, request: pb.ServerReadyRequest
     ) -> pb.ServerReadyResponse:
-        async def run() -> pb.ServerReadyResponse:
-            return pb.ServerReadyResponse(ready=self.handlers.server_ready())
+        return pb.ServerReadyResponse(ready=self.handlers.server_ready())
 
-        return await self._serve("ServerReady", context, run)
-
+    @_rpc
     async def ModelReady(  # noqa: N802
-        self, request: pb.ModelReadyRequest, context: grpc.aio.ServicerContext
+        self, request: pb.ModelReadyRequest
     ) -> pb.ModelReadyResponse:
-        async def run() -> pb.ModelReadyResponse:
-            ready = self.handlers.model_ready(request.name, parse_version(request.version))
-            return pb.ModelReadyResponse(ready=ready)
+        ready = self.handlers.model_ready(request.name, parse_version(request.version))
+        return pb.ModelReadyResponse(ready=ready)
 
-        return await self._serve("ModelReady", context, run)
-
+    @_rpc
     async def ServerMetadata(  # noqa: N802
-        self, request: pb.ServerMetadataRequest, context: grpc.aio.ServicerContext
+        self, request: pb.ServerMetadataRequest
     ) -> pb.ServerMetadataResponse:
-        async def run() -> pb.ServerMetadataResponse:
-            meta = self.handlers.server_metadata()
-            return pb.ServerMetadataResponse(name=meta.name, version=meta.version, extensions=meta.extensions)
+        meta = self.handlers.server_metadata()
+        return pb.ServerMetadataResponse(name=meta.name, version=meta.version, extensions=meta.extensions)
 
-        return await self._serve("ServerMetadata", context, run)
-
+    @_rpc
     async def ModelMetadata(  # noqa: N802
-        self, request: pb.ModelMetadataRequest, context: grpc.aio.ServicerContext
+        self, request: pb.ModelMetadataRequest
     ) -> pb.ModelMetadataResponse:
-        async def run() -> pb.ModelMetadataResponse:
-            meta = self.handlers.model_metadata(request.name, parse_version(request.version))
-            tensors = pb.ModelMetadataResponse.TensorMetadata
-            return pb.ModelMetadataResponse(
-                name=meta.name,
-                versions=meta.versions,
-                platform=meta.platform,
-                inputs=[tensors(name=t.name, datatype=t.datatype, shape=t.shape) for t in meta.inputs],
-                outputs=[tensors(name=t.name, datatype=t.datatype, shape=t.shape) for t in meta.outputs],
-            )
+        meta = self.handlers.model_metadata(request.name, parse_version(request.version))
+        tensors = pb.ModelMetadataResponse.TensorMetadata
+        return pb.ModelMetadataResponse(
+            name=meta.name,
+            versions=meta.versions,
+            platform=meta.platform,
+            inputs=[tensors(name=t.name, datatype=t.datatype, shape=t.shape) for t in meta.inputs],
+            outputs=[tensors(name=t.name, datatype=t.datatype, shape=t.shape) for t in meta.outputs],
+        )
 
-        return await self._serve("ModelMetadata", context, run)
-
+    @_rpc
     async def ModelInfer(  # noqa: N802
-        self, request: pb.ModelInferRequest, context: grpc.aio.ServicerContext
+        self, request: pb.ModelInferRequest
     ) -> pb.ModelInferResponse:
-        async def run() -> pb.ModelInferResponse:
-            version = parse_version(request.model_version)
-            outputs = [o.name for o in request.outputs] or None
-            result = await self.handlers.infer(
-                request.model_name, version, decode_inputs(request), outputs, request.id or None
-            )
-            return encode_response(result)
+        version = parse_version(request.model_version)
+        outputs = [o.name for o in request.outputs] or None
+        result = await self.handlers.infer(
+            request.model_name, version, decode_inputs(request), outputs, request.id or None
+        )
+        return encode_response(result)
 
-        return await self._serve("ModelInfer", context, run)
-
+    @_rpc
     async def RepositoryIndex(  # noqa: N802
-        self, request: pb.RepositoryIndexRequest, context: grpc.aio.ServicerContext
+        self, request: pb.RepositoryIndexRequest
     ) -> pb.RepositoryIndexResponse:
-        async def run() -> pb.RepositoryIndexResponse:
-            rows = await self.handlers.repository_index(request.ready)
-            entry = pb.RepositoryIndexResponse.ModelIndex
-            return pb.RepositoryIndexResponse(
-                models=[
-                    entry(name=r.name, version=r.version or "", state=r.state, reason=r.reason) for r in rows
-                ]
-            )
+        rows = await self.handlers.repository_index(request.ready)
+        entry = pb.RepositoryIndexResponse.ModelIndex
+        return pb.RepositoryIndexResponse(
+            models=[entry(name=r.name, version=r.version or "", state=r.state, reason=r.reason) for r in rows]
+        )
 
-        return await self._serve("RepositoryIndex", context, run)
-
+    @_rpc
     async def RepositoryModelLoad(  # noqa: N802
-        self, request: pb.RepositoryModelLoadRequest, context: grpc.aio.ServicerContext
+        self, request: pb.RepositoryModelLoadRequest
     ) -> pb.RepositoryModelLoadResponse:
-        async def run() -> pb.RepositoryModelLoadResponse:
-            name = _model_name(request)
-            await self.handlers.repository_load(name, request.parameters)
-            return pb.RepositoryModelLoadResponse(model_name=name, isLoaded=True)
+        name = _model_name(request)
+        await self.handlers.repository_load(name, request.parameters)
+        return pb.RepositoryModelLoadResponse(model_name=name, isLoaded=True)
 
-        return await self._serve("RepositoryModelLoad", context, run)
-
+    @_rpc
     async def RepositoryModelUnload(  # noqa: N802
-        self, request: pb.RepositoryModelUnloadRequest, context: grpc.aio.ServicerContext
+        self, request: pb.RepositoryModelUnloadRequest
     ) -> pb.RepositoryModelUnloadResponse:
-        async def run() -> pb.RepositoryModelUnloadResponse:
-            name = _model_name(request)
-            await self.handlers.repository_unload(name, request.parameters)
-            return pb.RepositoryModelUnloadResponse(model_name=name, isUnloaded=True)
-
-        return await self._serve("RepositoryModelUnload", context, run)
+        name = _model_name(request)
+        await self.handlers.repository_unload(name, request.parameters)
+        return pb.RepositoryModelUnloadResponse(model_name=name, isUnloaded=True)
 
 
 def _model_name(request: pb.RepositoryModelLoadRequest | pb.RepositoryModelUnloadRequest) -> str:

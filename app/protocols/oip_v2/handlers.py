@@ -259,19 +259,24 @@ def _mask_start(array: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return out
 
 
+def _check_one_per_window(tensor: Tensor, n: int) -> None:
+    """An INT64 input of one value per window ([n]: `lengths`, `phase`, `start`)."""
+    if tensor.datatype != "INT64" or tensor.array.shape != (n,):
+        raise InvalidInput(
+            f"input {tensor.name!r} must be INT64 of shape [{n}] (one per window), got {tensor.datatype} "
+            f"{list(tensor.array.shape)}",
+            field=f"{tensor.name}.shape",
+            limit=[n],
+        )
+
+
 def _lengths(lengths: Tensor | None, manifest: Manifest, n: int) -> np.ndarray | None:
     """A global model's `lengths` [n], checked: every length between its min_history and L; None when
     not given (every row full) or for any other model (which takes no `lengths`)."""
     if manifest.panel is None or lengths is None:
         return None
     L, least = manifest.input_length, manifest.panel.min_history
-    if lengths.datatype != "INT64" or lengths.array.shape != (n,):
-        raise InvalidInput(
-            f"input {LENGTHS!r} must be INT64 of shape [{n}] (one per window), got {lengths.datatype} "
-            f"{list(lengths.array.shape)}",
-            field=f"{LENGTHS}.shape",
-            limit=[n],
-        )
+    _check_one_per_window(lengths, n)
     bad = (lengths.array < least) | (lengths.array > L)
     if bad.any():
         i = int(np.argmax(bad))
@@ -411,13 +416,7 @@ def _phases(tensors: dict[str, Tensor], manifest: Manifest, n: int) -> np.ndarra
             field="phase",
         )
     tensor = given[0]
-    if tensor.datatype != "INT64" or tensor.array.shape != (n,):
-        raise InvalidInput(
-            f"input {tensor.name!r} must be INT64 of shape [{n}] (one per window), got {tensor.datatype} "
-            f"{list(tensor.array.shape)}",
-            field=f"{tensor.name}.shape",
-            limit=[n],
-        )
+    _check_one_per_window(tensor, n)
     if tensor.name == "start":
         phases = []
         for i, s in enumerate(tensor.array):
