@@ -57,9 +57,10 @@ from app.protocols.rsa_v1.schemas import (
     ModelInfo,
     ModelList,
     PanelInfo,
+    SeriesInput,
     VersionInfo,
 )
-from app.protocols.rsa_v1.wire import ForecastArgs, ForecastResult, encode_attention
+from app.protocols.rsa_v1.wire import ForecastArgs, ForecastResult, SeriesArrays, encode_attention
 
 T = TypeVar("T")
 _MATRIX_FIELDS: tuple[MatrixName, ...] = get_args(MatrixName)  # softmax, rem, mixed: MatrixSet's field order
@@ -74,6 +75,13 @@ class V1Handlers:
         self.service = service
         self.settings = service.settings
 
+    def decode(self, series: SeriesInput | SeriesArrays, manifest: Manifest, field: str) -> DecodedSeries:
+        """A request series decoded for `manifest` within this server's bounds on its history's length
+        and missing share; its errors name `field`."""
+        return decode_series(
+            series, manifest, field, self.settings.max_history_length, self.settings.max_missing_share
+        )
+
     # -- forecast --------------------------------------------------------------------------------
     async def forecast(
         self, name: str, version: int | None, request: ForecastRequest | ForecastArgs
@@ -83,16 +91,7 @@ class V1Handlers:
         check_series_count(len(request.series), self.settings.max_series_per_request, "series", "items")
         horizon = check_horizon(request.horizon, manifest, fit_hint=True)
         _check_interval_request(manifest, request)  # before the session call: a bad level costs no run
-        decoded = [
-            decode_series(
-                s,
-                manifest,
-                f"series[{i}]",
-                self.settings.max_history_length,
-                self.settings.max_missing_share,
-            )
-            for i, s in enumerate(request.series)
-        ]
+        decoded = [self.decode(s, manifest, f"series[{i}]") for i, s in enumerate(request.series)]
         # Timestamps before the session call: a start too close to the calendar's end is the
         # client's mistake, and must not cost a model run first.
         stamps = [
@@ -149,13 +148,7 @@ class V1Handlers:
         if manifest.panel is not None and not manifest.inspect_outputs:
             return await self._explain_global(entry, manifest, request, finish)
         channel = resolve_channel(request.channel, manifest)
-        decoded = decode_series(
-            request.series,
-            manifest,
-            "series",
-            self.settings.max_history_length,
-            self.settings.max_missing_share,
-        )
+        decoded = self.decode(request.series, manifest, "series")
         if manifest.n_layers is not None and request.layers is not None:
             _check_layers(request.layers, manifest.n_layers)  # before paying for the session call
         wanted = list(dict.fromkeys(request.matrices))
@@ -213,13 +206,7 @@ class V1Handlers:
             raise InvalidInput(
                 f"model {entry.name} is a global model: it has no layers; leave `layers` out", field="layers"
             )
-        decoded = decode_series(
-            request.series,
-            manifest,
-            "series",
-            self.settings.max_history_length,
-            self.settings.max_missing_share,
-        )
+        decoded = self.decode(request.series, manifest, "series")
         one = ForecastRequest.model_construct(series=[request.series])
         covariates = _covariates(manifest, one, [decoded])  # [1, D] or None
         L, H = manifest.input_length, manifest.horizon

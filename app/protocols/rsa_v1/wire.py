@@ -192,14 +192,21 @@ def _fast_series(item: Any) -> SeriesArrays | None:
         rows = _numbers(values, ndim=1 if flat else 2)
         return None if rows is None else SeriesArrays(id=id_, values=rows, start=start, **covariates)
     if type(values) is dict:
-        columns = {}
-        for name, column in values.items():
-            array = _numbers(column, ndim=1)
-            if array is None:
-                return None
-            columns[name] = array
+        columns = _columns(values)
         return SeriesArrays(id=id_, values=columns, start=start, **covariates) if columns else None
     return None
+
+
+def _columns(given: dict[str, Any]) -> dict[str, np.ndarray] | None:
+    """{name: float64 [n]} from {name: a JSON list of numbers}, or None when a column needs the model's
+    validation."""
+    columns = {}
+    for name, column in given.items():
+        array = _numbers(column, ndim=1)
+        if array is None:
+            return None
+        columns[name] = array
+    return columns
 
 
 def _fast_covariates(item: dict[str, Any]) -> dict[str, Any] | None:
@@ -210,14 +217,9 @@ def _fast_covariates(item: dict[str, Any]) -> dict[str, Any] | None:
         given = item.get(key)
         if given is None:
             continue
-        if type(given) is not dict:
+        columns = _columns(given) if type(given) is dict else None
+        if columns is None:
             return None
-        columns = {}
-        for name, column in given.items():
-            array = _numbers(column, ndim=1)
-            if array is None:
-                return None
-            columns[name] = array
         out[key] = columns
     static = item.get("static")
     if static is not None:
@@ -294,28 +296,17 @@ class ForecastResult:
 def encode_forecast(result: ForecastResult) -> bytes:
     """`ForecastResponse`'s JSON from the arrays, each forecast value as its float32's shortest form."""
     outputs = np.ascontiguousarray(result.outputs, dtype=np.float32)  # orjson writes C-ordered arrays
-    if result.bands:
-        bands = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in result.bands.items()}
-        forecasts = [
-            {
-                "id": id_,
-                "forecast": outputs[i],
-                **{k: v[i] for k, v in bands.items()},
-                "channels": result.channels,
-                "timestamps": result.timestamps[i],
-            }
-            for i, id_ in enumerate(result.ids)
-        ]
-    else:
-        forecasts = [
-            {
-                "id": id_,
-                "forecast": outputs[i],
-                "channels": result.channels,
-                "timestamps": result.timestamps[i],
-            }
-            for i, id_ in enumerate(result.ids)
-        ]
+    bands = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in result.bands.items()}
+    forecasts = [
+        {
+            "id": id_,
+            "forecast": outputs[i],
+            **{k: v[i] for k, v in bands.items()},  # the interval bands, after the forecast
+            "channels": result.channels,
+            "timestamps": result.timestamps[i],
+        }
+        for i, id_ in enumerate(result.ids)
+    ]
     for i, n in enumerate(result.filled):
         if n:
             forecasts[i]["filled"] = n
