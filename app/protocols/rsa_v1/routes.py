@@ -4,10 +4,12 @@ latest loaded version or an explicit one. The operations are `V1Handlers`' (hand
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request, Response
+from pydantic import BaseModel
 
 from app.protocols.http import body_schema, handlers, parse_body
 from app.protocols.rsa_v1.evaluation import cross_validation, detect_anomalies
@@ -61,6 +63,56 @@ INFERENCE_ERRORS: dict[int | str, dict[str, Any]] = {
     504: {"model": ErrorResponse, "description": "No result within RSA_REQUEST_TIMEOUT_S."},
 }
 
+# An operation on a model version (None: the latest loaded) that reads its own body.
+Operation = Callable[[str, int | None, Request, V1Handlers], Awaitable[Response]]
+Endpoint = Callable[..., Awaitable[Response]]
+
+
+def model_routes(
+    router: APIRouter,
+    action: str,
+    operation: Operation,
+    body: type[BaseModel],
+    answer: type[BaseModel],
+    responses: dict[int | str, dict[str, Any]],
+    *,
+    latest_doc: str,
+    version_doc: str,
+    latest_name: str | None = None,
+) -> tuple[Endpoint, Endpoint]:
+    """Declare `operation` twice on `router`, as every `/v1` model operation is: `POST /{name}/{action}`
+    on the model's latest loaded version and `POST /{name}/versions/{version}/{action}` on a given one.
+    The endpoints are named `latest_name` (default `action`) and `{action}_version`, which name their
+    OpenAPI operations; `body` is parsed by the operation itself (`body_schema` documents it), `answer`
+    documents the 200. Returns the two endpoint functions (app/api/dispatch.py calls the forecast's)."""
+
+    async def latest(name: ModelName, request: Request, v1: V1HandlersDep) -> Response:
+        return await operation(name, None, request, v1)
+
+    async def versioned(
+        name: ModelName, version: ModelVersionNumber, request: Request, v1: V1HandlersDep
+    ) -> Response:
+        return await operation(name, version, request, v1)
+
+    routes = (
+        (f"/{{name}}/{action}", latest, latest_name or action, latest_doc),
+        (f"/{{name}}/versions/{{version}}/{action}", versioned, f"{action}_version", version_doc),
+    )
+    for path, endpoint, name, doc in routes:
+        endpoint.__name__ = endpoint.__qualname__ = name
+        router.add_api_route(
+            path,
+            endpoint,
+            methods=["POST"],
+            name=name,
+            description=doc,
+            response_model=answer,
+            responses=responses,
+            openapi_extra=body_schema(body),
+        )
+    return latest, versioned
+
+
 # -- model metadata -------------------------------------------------------------------------------------
 
 models_router = APIRouter(prefix="/v1/models", tags=["models"])
@@ -92,28 +144,16 @@ async def _forecast(name: str, version: int | None, request: Request, v1: V1Hand
     return Response(encode_forecast(await v1.forecast(name, version, body)), media_type="application/json")
 
 
-@forecast_router.post(
-    "/{name}/forecast",
-    response_model=ForecastResponse,
-    responses=INFERENCE_ERRORS,
-    openapi_extra=body_schema(ForecastRequest),
+forecast, forecast_version = model_routes(
+    forecast_router,
+    "forecast",
+    _forecast,
+    ForecastRequest,
+    ForecastResponse,
+    INFERENCE_ERRORS,
+    latest_doc="Forecast one or many series with the model's latest loaded version.",
+    version_doc="Forecast one or many series with a given model version.",
 )
-async def forecast(name: ModelName, request: Request, v1: V1HandlersDep) -> Response:
-    """Forecast one or many series with the model's latest loaded version."""
-    return await _forecast(name, None, request, v1)
-
-
-@forecast_router.post(
-    "/{name}/versions/{version}/forecast",
-    response_model=ForecastResponse,
-    responses=INFERENCE_ERRORS,
-    openapi_extra=body_schema(ForecastRequest),
-)
-async def forecast_version(
-    name: ModelName, version: ModelVersionNumber, request: Request, v1: V1HandlersDep
-) -> Response:
-    """Forecast one or many series with a given model version."""
-    return await _forecast(name, version, request, v1)
 
 
 # A forecast without naming a model: the pretrained model of the series' frequency (zero_shot.py).
@@ -222,29 +262,18 @@ async def _fit_forecast(name: str, version: int | None, request: Request, v1: V1
     return Response(answer, media_type="application/json")
 
 
-@fit_router.post(
-    "/{name}/fit_forecast",
-    response_model=FitForecastResponse,
-    responses=FIT_ERRORS,
-    openapi_extra=body_schema(FitForecastRequest),
+fit_forecast_route, fit_forecast_version = model_routes(
+    fit_router,
+    "fit_forecast",
+    _fit_forecast,
+    FitForecastRequest,
+    FitForecastResponse,
+    FIT_ERRORS,
+    latest_doc="Refit the latest version's global read-out on the histories sent and forecast them"
+    " (publishing\nnothing unless `publish` names a model).",
+    version_doc="Refit a given version's global read-out on the histories sent and forecast them.",
+    latest_name="fit_forecast_route",
 )
-async def fit_forecast_route(name: ModelName, request: Request, v1: V1HandlersDep) -> Response:
-    """Refit the latest version's global read-out on the histories sent and forecast them (publishing
-    nothing unless `publish` names a model)."""
-    return await _fit_forecast(name, None, request, v1)
-
-
-@fit_router.post(
-    "/{name}/versions/{version}/fit_forecast",
-    response_model=FitForecastResponse,
-    responses=FIT_ERRORS,
-    openapi_extra=body_schema(FitForecastRequest),
-)
-async def fit_forecast_version(
-    name: ModelName, version: ModelVersionNumber, request: Request, v1: V1HandlersDep
-) -> Response:
-    """Refit a given version's global read-out on the histories sent and forecast them."""
-    return await _fit_forecast(name, version, request, v1)
 
 
 # -- backtests and anomaly checks over a series' own history (evaluation.py) ----------------------------
@@ -252,73 +281,48 @@ async def fit_forecast_version(
 evaluation_router = APIRouter(prefix="/v1/models", tags=["evaluation"])
 
 
-async def _cross_validation(name: str, version: int | None, request: Request, v1: V1Handlers) -> Response:
-    limit = v1.settings.max_series_per_request
-    context = {"max_series": limit}
+async def _evaluate(
+    kind: type[CrossValidationRequest | AnomalyRequest],
+    run: Callable[[V1Handlers, str, int | None, Any], Awaitable[bytes]],
+    name: str,
+    version: int | None,
+    request: Request,
+    v1: V1Handlers,
+) -> Response:
+    """A backtest's or an anomaly check's body (`kind`, its series bounded as a forecast's), run by `run`
+    (evaluation.py)."""
+    context = {"max_series": v1.settings.max_series_per_request}
     body = await parse_body(
         request,
-        lambda raw: CrossValidationRequest.model_validate_json(raw, context=context),
-        offload=partial(offloaded_request, CrossValidationRequest, context=context),
+        lambda raw: kind.model_validate_json(raw, context=context),
+        offload=partial(offloaded_request, kind, context=context),
     )
-    return Response(await cross_validation(v1, name, version, body), media_type="application/json")
+    return Response(await run(v1, name, version, body), media_type="application/json")
 
 
-@evaluation_router.post(
-    "/{name}/cross_validation",
-    response_model=CrossValidationResponse,
-    responses=INFERENCE_ERRORS,
-    openapi_extra=body_schema(CrossValidationRequest),
+cross_validation_latest, cross_validation_version = model_routes(
+    evaluation_router,
+    "cross_validation",
+    partial(_evaluate, CrossValidationRequest, cross_validation),
+    CrossValidationRequest,
+    CrossValidationResponse,
+    INFERENCE_ERRORS,
+    latest_doc="Backtest the model's latest loaded version on each series' own history: a forecast from each"
+    "\ncutoff beside the actual values, with intervals and accuracy per series and pooled.",
+    version_doc="Backtest a given model version on each series' own history.",
+    latest_name="cross_validation_latest",
 )
-async def cross_validation_latest(name: ModelName, request: Request, v1: V1HandlersDep) -> Response:
-    """Backtest the model's latest loaded version on each series' own history: a forecast from each
-    cutoff beside the actual values, with intervals and accuracy per series and pooled."""
-    return await _cross_validation(name, None, request, v1)
 
 
-@evaluation_router.post(
-    "/{name}/versions/{version}/cross_validation",
-    response_model=CrossValidationResponse,
-    responses=INFERENCE_ERRORS,
-    openapi_extra=body_schema(CrossValidationRequest),
+detect_anomalies_latest, detect_anomalies_version = model_routes(
+    evaluation_router,
+    "detect_anomalies",
+    partial(_evaluate, AnomalyRequest, detect_anomalies),
+    AnomalyRequest,
+    AnomalyResponse,
+    INFERENCE_ERRORS,
+    latest_doc="Flag the points of each series outside the latest version's calibrated interval (rolling"
+    "\nforecasts `lead` steps ahead; `last` for the online form).",
+    version_doc="Flag the points of each series outside a given version's calibrated interval.",
+    latest_name="detect_anomalies_latest",
 )
-async def cross_validation_version(
-    name: ModelName, version: ModelVersionNumber, request: Request, v1: V1HandlersDep
-) -> Response:
-    """Backtest a given model version on each series' own history."""
-    return await _cross_validation(name, version, request, v1)
-
-
-async def _detect_anomalies(name: str, version: int | None, request: Request, v1: V1Handlers) -> Response:
-    limit = v1.settings.max_series_per_request
-    context = {"max_series": limit}
-    body = await parse_body(
-        request,
-        lambda raw: AnomalyRequest.model_validate_json(raw, context=context),
-        offload=partial(offloaded_request, AnomalyRequest, context=context),
-    )
-    return Response(await detect_anomalies(v1, name, version, body), media_type="application/json")
-
-
-@evaluation_router.post(
-    "/{name}/detect_anomalies",
-    response_model=AnomalyResponse,
-    responses=INFERENCE_ERRORS,
-    openapi_extra=body_schema(AnomalyRequest),
-)
-async def detect_anomalies_latest(name: ModelName, request: Request, v1: V1HandlersDep) -> Response:
-    """Flag the points of each series outside the latest version's calibrated interval (rolling
-    forecasts `lead` steps ahead; `last` for the online form)."""
-    return await _detect_anomalies(name, None, request, v1)
-
-
-@evaluation_router.post(
-    "/{name}/versions/{version}/detect_anomalies",
-    response_model=AnomalyResponse,
-    responses=INFERENCE_ERRORS,
-    openapi_extra=body_schema(AnomalyRequest),
-)
-async def detect_anomalies_version(
-    name: ModelName, version: ModelVersionNumber, request: Request, v1: V1HandlersDep
-) -> Response:
-    """Flag the points of each series outside a given version's calibrated interval."""
-    return await _detect_anomalies(name, version, request, v1)
