@@ -236,7 +236,11 @@ def _clocks(times: Any) -> tuple[np.ndarray, np.ndarray | None]:
     items: list[datetime] = list(times)
     wall = np.array([t.replace(tzinfo=None) for t in items], "datetime64[us]")
     if items and all(t.utcoffset() is not None for t in items):
-        return wall, np.array([t.astimezone(UTC).replace(tzinfo=None) for t in items], "datetime64[us]")
+        try:
+            instants = [t.astimezone(UTC).replace(tzinfo=None) for t in items]
+        except OverflowError:  # an offset past year 1 or 9999: the wall clock alone
+            return wall, None
+        return wall, np.array(instants, "datetime64[us]")
     return wall, None
 
 

@@ -16,6 +16,7 @@ from rsa_client import Client
 
 import app.protocols.rsa_v1.zero_shot
 import export.data.panels
+import export.data.reading
 import export.data.timestamps
 import rsa_core.frequency
 from rsa_core.frequency import (
@@ -143,6 +144,7 @@ def test_a_start_alone_is_only_assumed() -> None:
 ONE_RULE = [
     (export.data.timestamps, "_infer_frequency", rsa_core.frequency.infer_step),
     (export.data.panels, "_infer_frequency", rsa_core.frequency.infer_step),
+    (export.data.reading, "_infer_frequency", rsa_core.frequency.infer_step),  # its _step_clock
     (app.protocols.rsa_v1.zero_shot, "infer_frequency", rsa_core.frequency.infer_frequency),
     (app.protocols.rsa_v1.zero_shot, "frequency_name", rsa_core.frequency.frequency_name),
     (app.protocols.rsa_v1.zero_shot, "read_start", rsa_core.frequency.read_start),

@@ -39,6 +39,7 @@ from app.protocols.rsa_v1.wire import (
 )
 from app.protocols.rsa_v1.zero_shot import (
     ZeroShotRequest,
+    ZeroShotResponse,
     offloaded_zero_shot,
     parse_zero_shot,
     zero_shot_forecast,
@@ -162,7 +163,7 @@ zero_shot_router = APIRouter(prefix="/v1", tags=["forecast"])
 
 @zero_shot_router.post(
     "/forecast",
-    response_model=ForecastResponse,
+    response_model=ZeroShotResponse,
     responses=INFERENCE_ERRORS,
     openapi_extra=body_schema(ZeroShotRequest),
 )

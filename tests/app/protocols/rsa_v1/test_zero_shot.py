@@ -280,3 +280,13 @@ def test_month_end_timestamps_read_quarterly_and_the_month_start_model_names_its
     error = r.json()["error"]
     assert error["field"] == "series[0].start" and "pretrained-quarterly" in error["message"]
     assert "first day of a month" in error["message"]
+
+
+def test_the_openapi_document_shows_timestamps_and_the_frequency_answered(client: TestClient) -> None:
+    doc = client.get("/openapi.json").json()
+    answer = doc["paths"]["/v1/forecast"]["post"]["responses"]["200"]["content"]["application/json"]
+    assert answer["schema"]["$ref"].endswith("/ZeroShotResponse")
+    schemas = doc["components"]["schemas"]
+    assert set(schemas["FrequencyUsed"]["properties"]) == {"name", "freq", "source", "note"}
+    assert "frequency" in schemas["ZeroShotResponse"]["properties"]
+    assert "timestamps" in schemas["ZeroShotSeries"]["properties"]
