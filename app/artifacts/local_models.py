@@ -13,7 +13,11 @@ are judged against, fitted the way they are there:
   one-step squared error; Theta (`theta`: the SES level plus half the OLS slope as drift, θ = 2; Hyndman
   & Billah 2003) and the dynamic optimised Theta (`dotm`: Fiorucci et al. 2016, α and θ on a grid);
 - the forecasts re-seasonalised with the indices of their phases;
-- and, on the raw values, a seasonal AR (`sar`: an AR(1) with drift of the seasonal differences).
+- `ets`: of SES, Holt's trend and the damped trend, the one of lowest AICc per series (AutoETS's choice
+  among its non-seasonal additive models, on the adjusted values: the fits above, no more);
+- and, on the raw values, a seasonal AR (`sar`: an AR(1) with drift of the seasonal differences) and the
+  airline model (`airline`: ARIMA(0,1,1)(0,1,1) with the cycle as its seasonal lag, MA terms on a grid by
+  the conditional sum of squares; ARIMA(0,2,2) with a factored MA without a cycle).
 
 A grid search in place of an optimiser keeps the fit a fixed number of array operations: Theta and the
 damped trend of the 1,428 M3 monthly series over 120 values took 0.22-0.27 s here, where statsforecast's
@@ -31,7 +35,7 @@ import numpy as np
 
 __all__ = ["LOCAL_SCHEMA", "MEMBERS", "LocalSpec", "fit_forecast", "seasonal_indices"]
 
-MEMBERS = ("ses", "holt", "damped", "theta", "dotm", "sar")
+MEMBERS = ("ses", "holt", "damped", "theta", "dotm", "sar", "ets", "airline")
 
 # The grids the parameters are chosen on (per series, by the in-sample one-step squared error).
 ALPHAS = np.array([0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0])
@@ -46,6 +50,12 @@ THETA_ALPHAS = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99
 THETAS = np.array([1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 6.0, 10.0, 1e9])
 # The seasonal AR's slope bound: a stationary AR(1) of the seasonal differences.
 SAR_PHI = 0.95
+# The airline model's MA coefficients (theta of lag 1, Theta of the seasonal lag; invertible: |.| < 1).
+AIRLINE_MA = np.array([-0.9, -0.8, -0.7, -0.6, -0.5, -0.4, -0.3, -0.2, -0.1, 0.0, 0.2, 0.4])
+AIRLINE_SMA = np.array([-0.95, -0.9, -0.8, -0.7, -0.6, -0.5, -0.4, -0.2, 0.0])
+# Parameters AICc counts for `ets`'s SES, Holt and damped trend, as statsforecast's ETS counts them: the
+# smoothing parameters, the initial states and the error variance.
+ETS_PARAMETERS = (3, 5, 6)
 # One-sided 90% normal quantile of M4's seasonality test.
 SEASONALITY_Z = 1.645
 
@@ -250,6 +260,47 @@ def _sar(x: np.ndarray, period: int, horizon: int) -> np.ndarray:
     return out
 
 
+def _airline(x: np.ndarray, period: int, horizon: int) -> tuple[np.ndarray, np.ndarray]:
+    """The airline model, ARIMA(0,1,1)(0,1,1) at lag s = `period` (s = 1 without a cycle: ARIMA(0,2,2)
+    with the MA polynomial (1 + θB)(1 + ΘB)), fitted per series on the raw values [S, L] (the missing
+    start NaN) by the conditional sum of squares over the grid AIRLINE_MA × AIRLINE_SMA: (its forecast
+    [S, H], whether the series has the 2s + 3 values it needs). The differenced values w_t = y_t − y_{t−1}
+    − y_{t−s} + y_{t−s−1} are an MA: e_t = w_t − θe_{t−1} − Θe_{t−s} − θΘe_{t−s−1}, the errors before w's
+    first value 0; the forecast sets the future errors to 0 and undoes the differences. Unlike the
+    smoothing members it reads no decomposition, and its season evolves: an unlike member (M3 monthly
+    0.901 alone; with the ETS choice beside the other members, M3 other 1.810 -> 1.770, issue 43's notes)."""
+    S, L = x.shape
+    s = max(period, 1)
+    ok = ~np.isnan(x)
+    n = ok.sum(1)
+    first = L - n
+    y = np.where(ok, x, 0.0)
+    w = np.zeros((S, L))
+    w[:, s + 1 :] = y[:, s + 1 :] - y[:, s:-1] - y[:, 1:-s] + y[:, : -s - 1]
+    on = np.arange(L)[None, :] >= (first + s + 1)[:, None]
+    w = np.where(on, w, 0.0)
+    ga, gs = np.meshgrid(AIRLINE_MA, AIRLINE_SMA, indexing="ij")
+    ma, sma = ga.ravel()[None, :], gs.ravel()[None, :]
+    both = ma * sma
+    recent = [np.zeros((S, ma.shape[1])) for _ in range(s + 1)]  # recent[j]: the error of step t − 1 − j
+    sse = np.zeros((S, ma.shape[1]))
+    for t in range(L):
+        e = (w[:, t][:, None] - ma * recent[0] - sma * recent[s - 1] - both * recent[s]) * on[:, t][:, None]
+        sse += e * e
+        recent = [e, *recent[:-1]]
+    g = np.argmin(sse, 1)
+    rows = np.arange(S)
+    ma_g, sma_g = ma[0, g], sma[0, g]
+    last = [r[rows, g] for r in recent]
+    hist = np.concatenate([y, np.zeros((S, horizon))], 1)
+    for k in range(horizon):
+        t = L + k
+        ahead = ma_g * last[0] + sma_g * last[s - 1] + ma_g * sma_g * last[s]
+        hist[:, t] = hist[:, t - 1] + hist[:, t - s] - hist[:, t - s - 1] + ahead
+        last = [np.zeros(S), *last[:-1]]
+    return hist[:, L:], n >= 2 * s + 3
+
+
 def _pick(level: np.ndarray, trend: np.ndarray, sse: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     g = np.argmin(sse, 1)
     rows = np.arange(len(g))
@@ -269,21 +320,26 @@ def fit_forecast(
     h = np.arange(1, horizon + 1)
     out: dict[str, np.ndarray] = {}
 
+    rows = np.arange(len(x0))
+    best_sse: dict[str, np.ndarray] = {}  # each smoothing fit's in-sample SSE at its chosen grid point
+
     # SES: alpha grid, no trend.
     a = ALPHAS
     lv, _, sse = _smooth(x0, m, a, np.zeros_like(a), np.zeros_like(a), period)
     ses_level, _, g = _pick(lv, np.zeros_like(lv), sse)
     out["ses"] = np.repeat(ses_level[:, None], horizon, 1)
+    best_sse["ses"] = sse[rows, g]
     ses_alpha = a[g]
 
     # Holt and the damped trend: alpha x beta x phi grids.
     ga, gb = np.meshgrid(TREND_ALPHAS, BETAS, indexing="ij")
     ga, gb = ga.ravel(), gb.ravel()
-    if "holt" in members:
+    if "holt" in members or "ets" in members:
         lv, tr, sse = _smooth(x0, m, ga, gb, np.ones_like(ga), period)
-        hl, ht, _ = _pick(lv, tr, sse)
+        hl, ht, g = _pick(lv, tr, sse)
         out["holt"] = hl[:, None] + ht[:, None] * h[None]
-    if "damped" in members:
+        best_sse["holt"] = sse[rows, g]
+    if "damped" in members or "ets" in members:
         da = np.repeat(ga, len(PHIS))
         db = np.repeat(gb, len(PHIS))
         dp = np.tile(PHIS, len(ga))
@@ -291,6 +347,9 @@ def fit_forecast(
         dl, dt, g = _pick(lv, tr, sse)
         phi = dp[g][:, None]
         out["damped"] = dl[:, None] + dt[:, None] * np.cumsum(phi ** h[None], 1)
+        best_sse["damped"] = sse[rows, g]
+    if "ets" in members:
+        out["ets"] = _ets_choice([out[k] for k in ("ses", "holt", "damped")], best_sse, n)
 
     # Theta (θ = 2): the SES level plus half the OLS slope of the adjusted values as drift.
     t = np.where(m, np.arange(L)[None, :], 0.0)
@@ -305,13 +364,36 @@ def fit_forecast(
 
     if "dotm" in members:
         out["dotm"] = _dotm(x0, m, horizon)
-    sar = _sar(x, period, horizon) if "sar" in members else None  # on the raw values: no adjustment
+    # On the raw values, no adjustment: the seasonal AR, and the airline model (the seasonal AR's forecast
+    # for a series too short for it).
+    sar = _sar(x, period, horizon) if "sar" in members or "airline" in members else None
 
     season = idx[:, (-h) % max(period, 1)] if period >= 2 else 1.0
     result = {k: v * season for k, v in out.items() if k in members}
-    if sar is not None:
+    if sar is not None and "sar" in members:
         result["sar"] = sar
+    if sar is not None and "airline" in members:
+        air, enough = _airline(x, period, horizon)
+        result["airline"] = np.where(enough[:, None], air, sar)
     return result
+
+
+def _ets_choice(forecasts: list[np.ndarray], sse: dict[str, np.ndarray], n: np.ndarray) -> np.ndarray:
+    """Per series, of SES, Holt's and the damped trend's forecasts [S, H] the one of lowest AICc (the
+    errors after each series' first value, ETS_PARAMETERS parameters each); a model with too few errors
+    for its AICc is not chosen, and SES is where none has enough."""
+    errors = np.maximum(n - 1, 1).astype(np.float64)
+    crit = []
+    for name, k in zip(("ses", "holt", "damped"), ETS_PARAMETERS, strict=True):
+        room = errors - k - 1
+        aicc = (
+            errors * np.log(np.maximum(sse[name], 1e-300) / errors)
+            + 2 * k
+            + 2 * k * (k + 1) / np.where(room > 0, room, 1.0)
+        )
+        crit.append(np.where(room > 0, aicc, np.inf))
+    best = np.argmin(np.stack(crit, 1), 1)
+    return np.stack(forecasts, 1)[np.arange(len(best)), best]
 
 
 # -- the hybrid's local half, as a version's manifest and its graph read it ----------------------------
