@@ -4,7 +4,9 @@
 # scripts/test.sh. Sets up .venv (the dev set) only where it is missing; arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ -x .venv/bin/pytest ] || scripts/setup.sh dev
+# (pytest-xdist: a .venv set up before the suite ran on two workers lacks it)
+{ [ -x .venv/bin/pytest ] && .venv/bin/python -c "import xdist" 2>/dev/null; } || scripts/setup.sh dev
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
-.venv/bin/python -m pytest -m "not slow" -q "$@"
+# On two workers as scripts/test.sh (TEST_WORKERS=0: one process).
+.venv/bin/python -m pytest -m "not slow" -q -n "${TEST_WORKERS:-2}" --dist loadgroup --no-loadscope-reorder "$@"

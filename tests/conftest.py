@@ -1,12 +1,13 @@
-"""Session-wide: the `slow` mark of the tests outside the fast tier (tests/tiers.py), and the figure the
-time-bounded tests were scaled by (tests/utils/speed.py), if any asked."""
+"""Session-wide: the `slow` mark of the tests outside the fast tier (tests/tiers.py), the groups and order
+of xdist's workers under `-n` (tests/utils/parallel.py), and the figure the time-bounded tests were scaled
+by (tests/utils/speed.py), if any asked."""
 
 from __future__ import annotations
 
 import pytest
 
 from tests import tiers
-from tests.utils import speed
+from tests.utils import parallel, speed
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -17,9 +18,11 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-@pytest.hookimpl(tryfirst=True)  # before -m reads the marks
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+@pytest.hookimpl(tryfirst=True)  # before -m reads the marks, and before xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     tiers.mark(items)
+    if parallel.distributed(config):  # -n: which tests share a worker, heaviest first
+        parallel.arrange(items)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

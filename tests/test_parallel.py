@@ -1,0 +1,72 @@
+"""How the suite is shared between xdist's workers (tests/utils/parallel.py): the files it names exist, each
+file's tests stay one group in their order, the Ray files one group, the split files' tests a group each,
+and the heaviest groups go first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import tiers
+from tests.utils import parallel
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Item:
+    """What `arrange` reads of a pytest item: its node id, and the marks it is given."""
+
+    def __init__(self, nodeid: str) -> None:
+        self.nodeid = nodeid
+        self.marks: list[Any] = []
+
+    def add_marker(self, mark: Any) -> None:
+        self.marks.append(mark)
+
+
+@pytest.mark.parametrize(
+    "path", sorted({*parallel.SPLIT, *(f for g in parallel.TOGETHER.values() for f in g)})
+)
+def test_each_named_file_exists(path: str) -> None:
+    assert (ROOT / path).is_file(), f"tests/utils/parallel.py names {path}, which is gone: remove it there"
+
+
+def test_groups_stay_together_in_their_order_heaviest_first() -> None:
+    slow_file = next(
+        iter(f for f in tiers.SLOW_FILES if f.endswith(".py") and f not in parallel.TOGETHER["ray"])
+    )
+    ray_a, ray_b = parallel.TOGETHER["ray"][:2]
+    split = parallel.SPLIT[0]
+    heavy, light = sorted(tiers.SLOW_TESTS[split], key=lambda name: -tiers.SLOW_TESTS[split][name])[:2]
+    nodeids = [
+        "tests/quick_a.py::test_one",
+        f"{ray_a}::test_x",
+        f"{split}::{light}",
+        f"{slow_file}::test_one[1]",
+        "tests/quick_a.py::test_two",
+        f"{ray_b}::test_y",
+        f"{split}::{heavy}",
+        f"{slow_file}::test_one[2]",
+    ]
+    items = [Item(n) for n in nodeids]
+    parallel.arrange(items)  # type: ignore[arg-type]  # duck-typed items: a node id and add_marker
+    got = [i.nodeid for i in items]
+    groups = [i.marks[0].args[0] for i in items]
+    assert sorted(got) == sorted(nodeids) and all(len(i.marks) == 1 for i in items)
+    # Each group's items next to each other, in the order they were collected.
+    seen: list[str] = []
+    for g in groups:
+        if not seen or seen[-1] != g:
+            assert g not in seen, f"group {g} split in two: {got}"
+            seen.append(g)
+    assert got.index("tests/quick_a.py::test_one") < got.index("tests/quick_a.py::test_two")
+    assert got.index(f"{slow_file}::test_one[1]") < got.index(f"{slow_file}::test_one[2]")
+    assert groups[got.index(f"{ray_a}::test_x")] == groups[got.index(f"{ray_b}::test_y")] == "ray"
+    assert groups[got.index(f"{split}::{heavy}")] != groups[got.index(f"{split}::{light}")]
+    assert all("@" not in g and "[" not in g for g in groups)  # xdist reads a group after the last "@"
+    # Heaviest first: the groups' measured seconds never grow along the run; the quick file last.
+    weights = [parallel.seconds([i for i in items if i.marks[0].args[0] == g]) for g in seen]  # type: ignore[misc]
+    assert weights == sorted(weights, reverse=True)
+    assert seen[-1] == "tests/quick_a.py" and weights[-1] == pytest.approx(2 * parallel.QUICK_S)
