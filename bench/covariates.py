@@ -148,9 +148,15 @@ def _series(case: Case, upto: int, names: tuple[str, ...]) -> CovariateSeries:
 
 
 def fit_variant(
-    case: Case, names: tuple[str, ...], calendar: tuple[str, ...], irls: int, effect: str = "auto"
+    case: Case,
+    names: tuple[str, ...],
+    calendar: tuple[str, ...],
+    irls: int,
+    effect: str = "auto",
+    report: bool = True,
 ) -> tuple[np.ndarray, dict[str, Any]]:
-    """The model's test forecasts [origins, H] trained on the training part with these covariates."""
+    """The model's test forecasts [origins, H] trained on the training part with these covariates (and
+    the trainer's per-covariate validation report unless `report` is False)."""
     cfg = PanelConfig(horizon=case.horizon, period=case.period, input_periods=case.input_periods, irls=irls)
     origins = np.arange(case.train_end, len(case.y) - case.horizon + 1, case.horizon)
     t0 = time.perf_counter()
@@ -160,7 +166,7 @@ def fit_variant(
         return fc, {"fit_s": round(time.perf_counter() - t0, 2), "report": []}
     train = _series(case, case.train_end, names)
     plan = CovariatePlan.fit([train], (), names, calendar, (), effect=effect)
-    model: GlobalModel = train_global([train], cfg, plan=plan)
+    model: GlobalModel = train_global([train], cfg, plan=plan, report=report)
     fit_s = time.perf_counter() - t0
     full = _series(case, len(case.y), names)
     assert model.covariates is not None
@@ -222,11 +228,18 @@ def peers(case: Case, names: tuple[str, ...], weeks: int) -> dict[str, np.ndarra
 
 
 def run_case(
-    case: Case, weeks: int, irls: int, effect: str = "auto", peers_from: Path | None = None
+    case: Case,
+    weeks: int,
+    irls: int,
+    effect: str = "auto",
+    peers_from: Path | None = None,
+    ablate: bool = False,
 ) -> dict[str, Any]:
     """The three read-out variants, fitted here, against AutoARIMA+X and MSTL, fitted here too, or, with
     `peers_from`, their rows taken from an earlier results file of the same case (same split, origins,
-    horizon and peer fit: statsforecast's fits are deterministic, and AutoARIMA's took 20 min)."""
+    horizon and peer fit: statsforecast's fits are deterministic, and AutoARIMA's took 20 min). `ablate`:
+    also the covariates + calendar variant without each covariate (and without the calendar) on the test,
+    beside the trainer's validation verdict on it (`ablation`): does the test agree with the report?"""
     H = case.horizon
     origins = np.arange(case.train_end, len(case.y) - H + 1, H)
     actual = np.stack([case.y[o : o + H] for o in origins])
@@ -244,6 +257,33 @@ def run_case(
             "mae": float(np.mean(np.abs(fc - actual))),
             **info,
         }
+    ablation = []
+    if ablate:
+        full = rows["covariates+calendar"]
+        verdicts = {
+            r["covariate"]: r.get("verdict", "helps" if r["helps"] else "does not help")
+            for r in full["report"]
+        }
+        for left in (*names, "calendar"):
+            kept = tuple(n for n in names if n != left)
+            fc, info = fit_variant(
+                case, kept, () if left == "calendar" else case.calendar, irls, effect, False
+            )
+            mse = float(np.mean((fc - actual) ** 2))
+            rows[f"covariates+calendar without {left}"] = {
+                "mse": mse,
+                "mae": float(np.mean(np.abs(fc - actual))),
+                "fit_s": info["fit_s"],
+            }
+            ablation.append(
+                {
+                    "covariate": left,
+                    "test_mse_with": full["mse"],
+                    "test_mse_without": mse,
+                    "test_helps": full["mse"] < mse,
+                    "validation_verdict": verdicts.get(left),
+                }
+            )
     peer_fit = f"last {weeks} weeks of training, fitted once (refit=False), run forward"
     source: dict[str, str] = {}
     if peers_from is None:
@@ -285,6 +325,7 @@ def run_case(
         "readout_fit": f"irls={irls}"
         + (": least squares, as the metric is MSE" if irls == 0 else ": toward MASE"),
         "results": rows,
+        **({"ablation": ablation} if ablate else {}),
         "mse_reduction_vs_none": 1 - best / rows["none"]["mse"],
         "mse_ratio_vs_autoarima_x": best / rows["AutoARIMA+X"]["mse"],
         "targets": {
@@ -453,6 +494,9 @@ def main(
         Path | None,
         typer.Option(help="take AutoARIMA+X's and MSTL's rows from this earlier results file of the case"),
     ] = None,
+    ablate: Annotated[
+        bool, typer.Option("--ablate", help="also the test MSE without each covariate, beside the report's")
+    ] = False,
 ) -> None:
     if dataset == "promo":
         result = run_promo()
@@ -464,7 +508,7 @@ def main(
             case = replace(case, input_periods=input_periods)
         if validate:
             case = validation_case(case)
-        result = run_case(case, peer_weeks, irls, effect, peers_from)
+        result = run_case(case, peer_weeks, irls, effect, peers_from, ablate)
     else:
         raise typer.BadParameter(f"unknown dataset {dataset!r}", param_hint="--dataset")
     text = json.dumps(result, indent=2, default=float)

@@ -101,10 +101,19 @@ def test_peers_from_an_earlier_run_take_its_peer_rows_and_refuse_another_case(tm
     first = run_case(case, weeks=2, irls=0)
     path = tmp_path / "first.json"
     path.write_text(json.dumps(first, default=float))
-    again = run_case(case, weeks=2, irls=0, peers_from=path)
+    again = run_case(case, weeks=2, irls=0, peers_from=path, ablate=True)
     for label in ("AutoARIMA+X", "MSTL"):
         assert again["results"][label] == first["results"][label]
     assert again["results"]["covariates+calendar"]["mse"] == first["results"]["covariates+calendar"]["mse"]
-    assert str(path) in again["peers_from"] and "peers_from" not in first
+    assert str(path) in again["peers_from"] and "peers_from" not in first and "ablation" not in first
+    # `ablate`: the test without each covariate beside the report's verdict; the driver, which explains
+    # most of the variance, helps on the test (the same model without it: the calendar variant)
+    ablation = {a["covariate"]: a for a in again["ablation"]}
+    assert set(ablation) == {"driver", "calendar"}
+    driver = ablation["driver"]
+    assert driver["test_helps"] and driver["validation_verdict"] == "helps"
+    without = again["results"]["covariates+calendar without driver"]["mse"]
+    assert without == driver["test_mse_without"] > 2 * driver["test_mse_with"]
+    np.testing.assert_allclose(without, again["results"]["calendar"]["mse"], rtol=1e-9)
     with pytest.raises(typer.BadParameter, match="peer_fit"):
         run_case(case, weeks=3, irls=0, peers_from=path)
