@@ -33,7 +33,10 @@ count; the forecasts' rate until measured): a request whose rows alone cannot be
 ADMIT_FRACTION of its time left is refused at once, before it queues (InvalidInput on `EVALUATION_ROWS`
 with the rows that would fit: the route names its own field), and one that could alone but not behind
 the evaluation work ahead of it gets Overloaded with that work's drain time as Retry-After. A maximal
-backtest on a loaded host used to be admitted and answered 504 at the deadline.
+backtest on a loaded host used to be admitted and answered 504 at the deadline. An admitted request that
+falls behind its deadline's pace anyway (the host got busier than measured: its rows left would need
+more than 1 / URGENT_SHARE of its time left at the rate) is urgent: its chunks take the next turn and run
+at the service's own priority, not niced, until it is back on pace.
 
 The parts, each in a module of its own: admission (app/engine/batching/admission.py: the time rule, the
 queue's bound, reservations, the drain rate), the inline gate (inline.py: when a small request runs on
@@ -82,6 +85,9 @@ EVALUATION_NICENESS = 10
 # The `field` of the refusal of evaluation work too big to be through in its time (InvalidInput, whose
 # `limit` is the rows that would fit): the route that submitted it names its own field in its place.
 EVALUATION_ROWS = "evaluation_rows"
+# An admitted evaluation request is urgent once its rows left, at the evaluation rate, need more than this
+# share of its time left (admitted within ADMIT_FRACTION = 0.6, it has fallen behind by a third first).
+URGENT_SHARE = 0.8
 
 
 def _lower_priority() -> None:
@@ -446,12 +452,23 @@ class DynamicBatcher:
 
     def _evaluation_turn(self) -> bool:
         """Whether the next call is an evaluation chunk: one waits, a call may take it, and no forecast
-        waits or forecasts have had EVALUATION_EVERY calls in a row."""
+        waits, forecasts have had EVALUATION_EVERY calls in a row, or the evaluation is urgent."""
         return (
             bool(self._eval_queue)
             and len(self._eval_tasks) < self._eval_call_limit
-            and (not self._queue or self._forecast_streak >= EVALUATION_EVERY)
+            and (not self._queue or self._forecast_streak >= EVALUATION_EVERY or self._urgent())
         )
+
+    def _urgent(self) -> bool:
+        """Whether the evaluation at the head of its queue is behind its deadline's pace: its rows left
+        (and those of the evaluation ahead of it, running) need more than URGENT_SHARE of its time left at
+        the evaluation rate."""
+        rate = self.evaluation_row_seconds
+        if not self._eval_queue or rate is None:
+            return False
+        item = self._eval_queue[0]
+        rows = item.n_rows - item.next_row + self._eval_running
+        return rows * rate > URGENT_SHARE * (item.deadline - perf_counter())
 
     # -- worker ----------------------------------------------------------------------------------
     async def _work(self) -> None:
@@ -543,12 +560,13 @@ class DynamicBatcher:
         now = perf_counter()
         config = self.config
         if self._evaluation_turn():
+            urgent = self._urgent()
             limit = min(config.evaluation_call_rows, config.max_batch_rows)
             segments, rows, gone = self._take_from(self._eval_queue, limit, now)
             self._eval_rows -= gone
             if segments:
                 self._forecast_streak = 0
-                return Batch(segments, rows, evaluation=True)
+                return Batch(segments, rows, evaluation=True, urgent=urgent)
         if not self._queue:
             return None
         limit = config.max_batch_rows
@@ -603,7 +621,8 @@ class DynamicBatcher:
                 outputs = self.runner.run(inputs, True)
             else:
                 loop = asyncio.get_running_loop()
-                executor = evaluation_executor() if batch.evaluation else self._executor
+                niced = batch.evaluation and not batch.urgent  # urgent: at the service's own priority
+                executor = evaluation_executor() if niced else self._executor
                 outputs = await loop.run_in_executor(executor, self.runner.run, inputs)
             if not isinstance(outputs, np.ndarray) or outputs.shape[:1] != (batch.rows,):
                 got = getattr(outputs, "shape", type(outputs).__name__)

@@ -63,6 +63,7 @@ class Batch:
     t_run_end: float | None = None
     error: BaseException | None = None
     evaluation: bool = False  # a chunk of evaluation work
+    urgent: bool = False  # evaluation behind its deadline's pace: at the service's priority
 
     @property
     def run_s(self) -> float | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
 from typing import Any
 
 import numpy as np
@@ -145,6 +146,74 @@ def test_the_evaluation_rate_is_measured_on_its_own_chunks_and_then_refuses(
         with pytest.raises(InvalidInput) as refused:
             await batcher.submit(evaluation_rows(200), 10.0, evaluation=True)
         assert refused.value.limit == 120
+        await batcher.stop()
+
+    run(scenario)
+
+
+class Recording(FakeClock):
+    """FakeClock's runner that records, per call, its kind and whether it ran on the niced evaluation
+    threads; evaluation rows take `slow` times the seeded rate (the host got busier than measured)."""
+
+    def __init__(self, slow: float) -> None:
+        super().__init__(1.0 * slow, 0.001)
+        self.calls: list[tuple[str, bool]] = []
+        self.gate = threading.Event()
+        self.gate.set()
+
+    def run(self, feed: dict[str, np.ndarray]) -> np.ndarray:
+        assert self.gate.wait(10)
+        x = feed["x"]
+        niced = threading.current_thread().name.startswith("rsa-evaluation")
+        self.calls.append(("evaluation" if x[0, 0] < 0 else "forecast", niced))
+        return super().run(feed)
+
+
+def test_an_evaluation_behind_its_deadlines_pace_runs_at_the_services_priority(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Seeded at 1 s a row, 8 rows in 20 s are admitted (8 s of 12); its rows then take 4 s each: after
+    the first 4-row chunk (16 s) the 4 rows left need 4 x 1.9 s (the rate now measured) of the 4 s left,
+    past URGENT_SHARE of it, so the second chunk runs on the service's threads, not the niced ones."""
+    clock = Recording(slow=4.0)
+    monkeypatch.setattr(batcher_module, "perf_counter", clock)
+
+    async def scenario() -> None:
+        batcher = make(clock.run, evaluation_row_seconds=1.0, evaluation_call_rows=4)
+        batcher.start()
+        await batcher.submit(evaluation_rows(8), 20.0, evaluation=True)
+        assert clock.calls == [("evaluation", True), ("evaluation", False)]
+        await batcher.stop()
+
+    run(scenario)
+
+
+def test_an_urgent_evaluation_takes_the_next_turn_before_waiting_forecasts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A forecast call runs (gated); an 8-row evaluation (4.8 s of 6 admitted in 10 s at 0.6 s a row) and
+    a forecast wait. On pace, the forecast would go first; once the clock has moved 5 s on, the evaluation
+    needs 4.8 s of the 5 s left, past URGENT_SHARE of it, and its chunk goes first, at the service's
+    priority."""
+    clock = Recording(slow=1.0)
+    monkeypatch.setattr(batcher_module, "perf_counter", clock)
+
+    async def scenario() -> None:
+        batcher = make(clock.run, evaluation_row_seconds=0.6, evaluation_call_rows=8)
+        clock.gate.clear()
+        batcher.start()
+        first = asyncio.ensure_future(batcher.submit(forecast_rows(1, 100), 10.0))
+        await until(lambda: batcher._running_rows == 1)
+        backtest = asyncio.ensure_future(batcher.submit(evaluation_rows(8), 10.0, evaluation=True))
+        await until(lambda: batcher.evaluation_rows == 8)
+        forecast = asyncio.ensure_future(batcher.submit(forecast_rows(1, 7), 30.0))  # outlives the chunk
+        await until(lambda: batcher.queued_rows == 9)
+        assert not batcher._evaluation_turn()  # on pace: the waiting forecast first
+        clock.now += 5.0
+        assert batcher._evaluation_turn()
+        clock.gate.set()
+        await asyncio.gather(first, backtest, forecast)
+        assert clock.calls == [("forecast", False), ("evaluation", False), ("forecast", False)]
         await batcher.stop()
 
     run(scenario)
