@@ -206,6 +206,10 @@ class _Evaluating(_Models):
                         data[f"{prefix(name)}-hi-{shown:g}"] = arrays["hi"][:, c]
                         data["anomaly" if one else f"{name}-anomaly"] = flags[:, c]
                         data["score" if one else f"{name}-score"] = arrays["score"][:, c]
+                    if any(k["kind"] == "future" for k in spec.covariates):
+                        # `future_unsent`: per row, the future steps past the values sent that its
+                        # forecast read as the training mean, from every request's answer (0: none).
+                        data["future_unsent"] = result.get("future_unsent", [0] * (b - a))
                     frames.append(pd.DataFrame(data))
         frame = pd.concat(frames, ignore_index=True)
         return frame.sort_values([id_col, time_col], kind="stable", ignore_index=True)

@@ -113,6 +113,27 @@ def test_no_x_df_sends_the_history_alone(served: Served, client: Client) -> None
         np.testing.assert_allclose(got, np.array(result["forecast"])[:, 0], rtol=1e-6)
 
 
+def test_detect_anomalies_says_the_steps_unsent_in_every_pass(served: Served, client: Client) -> None:
+    """Issue 45: the frame's `future_unsent` column is /v1's per checked point, with the repair on (a
+    point forecast again from an earlier window counts what that window read) and off; 0 where the
+    answer holds none (X_df sent)."""
+    df, later = frame_of(served, after=H - 1)
+    sid = SHOPS[0]
+    spiked = df.copy()
+    at = spiked.index[(spiked["unique_id"] == sid) & (spiked["ds"] == served.shops[sid]["stamps"][N - 3])]
+    spiked.loc[at, "y"] *= 3
+    for repair in (True, False):
+        flags = client.detect_anomalies(spiked, model=NAME, last=4, repair=repair)
+        body = {"series": [history_series(served.shops[sid], sid, N)], "last": 4, "repair": repair}
+        body["series"][0]["values"][N - 3] *= 3
+        result = v1(served, "detect_anomalies", body)["series"][0]
+        assert result["anomaly"][1] == [True]
+        got = flags[flags["unique_id"] == sid]["future_unsent"].tolist()
+        assert got == result["future_unsent"] and max(got) == H - 1
+    sent = client.detect_anomalies(df, model=NAME, last=4, repair=False, X_df=later)
+    assert (sent["future_unsent"] == 0).all()
+
+
 def test_fit_forecast_sends_the_frames_covariates(served: Served, client: Client) -> None:
     """Issue 45, item 2: a covariate model refitted from the client: the frame's other columns over the
     history, X_df's promotions over the h days forecast; the answer is /v1 fit_forecast's for the same
