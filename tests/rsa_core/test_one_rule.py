@@ -33,6 +33,7 @@ import app.protocols.timeseries.codec
 import batch.forecaster
 import batch.reading
 import export.data.panels
+import export.data.reading
 import export.data.timestamps
 import export.global_onnx
 import export.hybrid
@@ -67,7 +68,7 @@ ONE_RULE = [
     (export.panel, "calendar_step", rsa_core.calendar.calendar_step),
     (export.panel, "future_rows_problem", rsa_core.future.future_rows_problem),
     (export.data.timestamps, "shifted", rsa_core.steps.shifted),
-    (export.data.panels, "calendar_units", rsa_core.steps.calendar_units),  # days and months: wall clock
+    (export.data.reading, "calendar_units", rsa_core.steps.calendar_units),  # days and months: wall clock
     (export.data.timestamps, "localize", rsa_core.wallclock.localize),
     (client_forecast, "_right_aligned", rsa_core.windows.right_aligned),
     (client_series, "_right_aligned", rsa_core.windows.right_aligned),
