@@ -354,6 +354,32 @@ def _cross_coverage(
     return group_coverage(inside, ok, groups, owners)
 
 
+def calibration_report(
+    scores: np.ndarray,
+    series: int,
+    levels: list[float],
+    dropped: list[float],
+    why: str | None,
+    before: Sequence[int],
+    per_series: Sequence[int],
+    windows: int | None = None,
+) -> IntervalCalibration:
+    """The report of a pooled calibration (the manifest's `intervals.calibration`), for every global
+    model: `scores` [windows, H] of `series` series, `per_series` windows each in order, `before` each
+    series' values before its windows; the coverage of `levels` out of fold (`_folds`) per history-length
+    group (`history_groups`), and the levels `dropped` with `why`."""
+    owners = np.repeat(np.arange(len(per_series)), per_series)
+    groups = np.repeat(history_groups(before), per_series).tolist()
+    return IntervalCalibration(
+        series=series,
+        levels=levels,
+        dropped_levels=dropped,
+        dropped_because=why,
+        coverage=_cross_coverage(scores, levels, groups, _folds(per_series), owners),
+        windows=windows,
+    )
+
+
 def _folds(per_series: Sequence[int]) -> np.ndarray:
     """Each calibration window's fold: its series' parity (every other series), or with one series the
     earlier and the later half of its windows."""
@@ -458,21 +484,8 @@ def calibrate_global(
         if dropped
         else None
     )
-    labels = history_groups([m - H for m in lengths])  # each series' values before its last window
-    report = IntervalCalibration(
-        series=n,
-        levels=ok,
-        dropped_levels=dropped,
-        dropped_because=why,
-        coverage=_cross_coverage(
-            cal.scores,
-            ok,
-            np.repeat(labels, cal.per_series).tolist(),
-            _folds(cal.per_series),
-            np.repeat(np.arange(len(cal.per_series)), cal.per_series),
-        ),
-        windows=cal.windows,
-    )
+    before = [m - H for m in lengths]  # each series' values before its last window
+    report = calibration_report(cal.scores, n, ok, dropped, why, before, cal.per_series, cal.windows)
     intervals = {**cal.intervals, "calibration": to_dict(report)}
     return intervals, f"intervals at {ok} from {what}" + (f"; {why}" if why else "")
 

@@ -620,8 +620,8 @@ def calibrate_transformer(
     conformal quantile of the pooled scores is the width, in units of that spread. The network was
     chosen on these held-out values (its epoch count), so the widths are a little optimistic where
     early stopping picked a lucky epoch; the read-out's calibration refits instead."""
-    from export.global_onnx import _cross_coverage, history_groups
-    from export.reports import IntervalCalibration, to_dict
+    from export.global_onnx import calibration_report
+    from export.reports import to_dict
 
     H, L, period = model.config.horizon, model.input_length, model.config.period
     if model.holdout is None:
@@ -652,19 +652,7 @@ def calibrate_transformer(
         if dropped
         else None
     )
-    report = IntervalCalibration(
-        series=n,
-        levels=ok,
-        dropped_levels=dropped,
-        dropped_because=why,
-        coverage=_cross_coverage(
-            scores,
-            ok,
-            history_groups([len(v) - H for v in values]),
-            np.arange(len(scores)) % 2,  # one window per series: every other series a fold
-            np.arange(len(scores)),
-        ),
-    )
+    report = calibration_report(scores, n, ok, dropped, why, [len(v) - H for v in values], [1] * n)
     intervals = {**pooled_intervals(scores, ok, L, period), "calibration": to_dict(report)}
     said = f"intervals at {ok} from {n} series' last {H} values (the early-stopped network's forecasts)"
     return intervals, said + (f"; {why}" if why else "")
