@@ -40,6 +40,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "fit":
+        _fit(args)
+    if args.command == "score":
+        return _score(args)
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m batch", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     score = commands.add_parser("score", help="forecast every series of a long table (CSV or Parquet)")
@@ -75,72 +84,78 @@ def _main(argv: list[str] | None) -> int:
     fit.add_argument("--out", required=True, help="the model's JSON file (export.panel's format)")
     fit.add_argument("--address", default=None, help="an existing Ray cluster (default: a local Ray)")
     fit.add_argument("--num-cpus", type=int, default=None, help="the local Ray's CPUs")
-    args = parser.parse_args(argv)
-    if args.command == "fit":
-        from pathlib import Path
+    return parser
 
-        import ray
 
-        from batch.fit import fit_dataset, table_dataset
-        from export.panel_config import PanelConfig
+def _fit(args: argparse.Namespace) -> None:
+    """`python -m batch fit`: the global read-out fitted on Ray Data, saved as export.panel saves it."""
+    from pathlib import Path
 
-        cfg = PanelConfig(
-            horizon=args.horizon, period=args.period, input_periods=args.input_periods, irls=args.irls
-        )
-        length = args.input_periods * args.period if args.period > 1 else 4 * args.input_periods
-        if args.address:
-            ray.init(address=args.address, log_to_driver=False)
-        else:
-            from batch.score import init_local_ray
+    import ray
 
-            init_local_ray(num_cpus=args.num_cpus)  # loopback only, a token of its own
-        try:
-            with without_lines():  # Ray's error-level line of every actor pool (batch/stderr.py)
-                model = fit_dataset(table_dataset(args.input), cfg, length)
-        finally:
-            ray.shutdown()
-        path = model.save(Path(args.out))
-        sys.stdout.write(f"fitted L = {length} in {model.fit_seconds:.1f} s: {path}\n")
-    if args.command == "score":
-        from batch.score import Job, run
+    from batch.fit import fit_dataset, table_dataset
+    from export.panel_config import PanelConfig
 
-        job = Job(
-            repository=args.model_repository,
-            model=args.model,
-            version=args.version,
-            horizon=args.horizon,
-            levels=tuple(args.level),
-            id_col=args.id_column,
-            time_col=args.time_column,
-            batch_rows=args.batch_rows,
-            threads=args.threads,
-            future=args.future,
-        )
-        progress = Progress()  # a bar on a terminal: asked before standard error goes through the filter
-        try:
-            with without_lines():  # Ray's error-level line of every actor pool (batch/stderr.py)
-                summary = run(
-                    job,
-                    args.input,
-                    args.output,
-                    address=args.address,
-                    actors=args.actors,
-                    cpus_per_actor=args.cpus_per_actor,
-                    gpus_per_actor=args.gpus_per_actor,
-                    num_cpus=args.num_cpus,
-                    object_store_bytes=None if args.object_store_mb is None else args.object_store_mb * 2**20,
-                    progress=progress,
-                )
-        except (FileNotFoundError, ValueError) as e:  # no such model or version; a model it cannot score
-            sys.stderr.write(f"error: {e}\n")
-            return 2
-        rate = rate_text(summary.series, summary.seconds)
-        sys.stdout.write(
-            f"scored {summary.series:,} series in {summary.parts - summary.skipped} parts "
-            f"({summary.skipped} already done) in {summary.seconds:.1f} s, {rate} series/s, "
-            f"on {', '.join(sorted(summary.providers)) or 'nothing'}, {len(summary.nodes)} node(s): "
-            f"{args.output}\n"
-        )
+    cfg = PanelConfig(
+        horizon=args.horizon, period=args.period, input_periods=args.input_periods, irls=args.irls
+    )
+    length = args.input_periods * args.period if args.period > 1 else 4 * args.input_periods
+    if args.address:
+        ray.init(address=args.address, log_to_driver=False)
+    else:
+        from batch.score import init_local_ray
+
+        init_local_ray(num_cpus=args.num_cpus)  # loopback only, a token of its own
+    try:
+        with without_lines():  # Ray's error-level line of every actor pool (batch/stderr.py)
+            model = fit_dataset(table_dataset(args.input), cfg, length)
+    finally:
+        ray.shutdown()
+    path = model.save(Path(args.out))
+    sys.stdout.write(f"fitted L = {length} in {model.fit_seconds:.1f} s: {path}\n")
+
+
+def _score(args: argparse.Namespace) -> int:
+    """`python -m batch score`: every input part scored on Ray Data; 2 for a model it cannot score."""
+    from batch.score import Job, run
+
+    job = Job(
+        repository=args.model_repository,
+        model=args.model,
+        version=args.version,
+        horizon=args.horizon,
+        levels=tuple(args.level),
+        id_col=args.id_column,
+        time_col=args.time_column,
+        batch_rows=args.batch_rows,
+        threads=args.threads,
+        future=args.future,
+    )
+    progress = Progress()  # a bar on a terminal: asked before standard error goes through the filter
+    try:
+        with without_lines():  # Ray's error-level line of every actor pool (batch/stderr.py)
+            summary = run(
+                job,
+                args.input,
+                args.output,
+                address=args.address,
+                actors=args.actors,
+                cpus_per_actor=args.cpus_per_actor,
+                gpus_per_actor=args.gpus_per_actor,
+                num_cpus=args.num_cpus,
+                object_store_bytes=None if args.object_store_mb is None else args.object_store_mb * 2**20,
+                progress=progress,
+            )
+    except (FileNotFoundError, ValueError) as e:  # no such model or version; a model it cannot score
+        sys.stderr.write(f"error: {e}\n")
+        return 2
+    rate = rate_text(summary.series, summary.seconds)
+    sys.stdout.write(
+        f"scored {summary.series:,} series in {summary.parts - summary.skipped} parts "
+        f"({summary.skipped} already done) in {summary.seconds:.1f} s, {rate} series/s, "
+        f"on {', '.join(sorted(summary.providers)) or 'nothing'}, {len(summary.nodes)} node(s): "
+        f"{args.output}\n"
+    )
     return 0
 
 

@@ -26,6 +26,7 @@ import pandas as pd
 
 from rsa_client.frames import (
     _bounds,
+    _calibrated,
     _channel_columns,
     _long_frame,
     _ordered,
@@ -88,12 +89,7 @@ class _Forecasting(_Models):
         h = spec.horizon if h is None else h
         if not 1 <= h <= spec.horizon:
             raise ValueError(f"h must be between 1 and the model's horizon {spec.horizon}, got {h}")
-        levels = [float(v) for v in (level or [])]
-        missing = [v for v in levels if v not in spec.levels]
-        if missing:
-            raise ValueError(
-                f"levels {missing} are not calibrated for {model} v{spec.version}: {spec.levels}"
-            )
+        levels = _calibrated(spec, level)
         columns = _channel_columns(df, spec, target_col)
         frame, instants = _ordered(df, id_col, time_col, spec.timezone)
         ids = frame[id_col].to_numpy()

@@ -106,6 +106,17 @@ def _start(column: pd.Series) -> str:
     return str(pd.Timestamp(pd.to_datetime(column.iloc[:1]).iloc[0]).isoformat())
 
 
+def _calibrated(spec: ModelSpec, level: Sequence[float] | None) -> list[float]:
+    """The levels asked for (percent), each one the version calibrated; ValueError naming those it did not."""
+    levels = [float(v) for v in (level or [])]
+    missing = [v for v in levels if v not in spec.levels]
+    if missing:
+        raise ValueError(
+            f"levels {missing} are not calibrated for {spec.name} v{spec.version}: {spec.levels}"
+        )
+    return levels
+
+
 def _bounds(ids: np.ndarray, spec: ModelSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each series' first row, its end and its id in a frame sorted by series (`ids`, one per row); a
     series shorter than the model reads (its input length, a global model's `min_history`) is refused,
