@@ -123,7 +123,7 @@ def _smooth(
     first = L - n  # the missing start is a prefix
     k = np.clip(np.minimum(max(period, 2), n - 1), 1, None)
     rows = np.arange(S)
-    b0 = (x0[rows, np.minimum(first + k, L - 1)] - x0[rows, first]) / k
+    b0 = (x0[rows, np.minimum(first + k, L - 1)] - x0[rows, np.minimum(first, L - 1)]) / k  # (none: 0)
     level = np.zeros((S, alpha.shape[0]))
     trend = np.zeros_like(level)
     sse = np.zeros_like(level)

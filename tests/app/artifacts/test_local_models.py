@@ -185,3 +185,14 @@ def test_the_ets_choice_is_autoets_trend_or_none() -> None:
     theirs = ["(A,N," not in models.AutoETS(model="AZN").fit(v).model_["method"] for v in series]
     assert sum(a == b for a, b in zip(ours, theirs, strict=True)) >= 36
     assert sum(a == b for a, b in zip(ours, trended, strict=True)) >= 37
+
+
+def test_a_window_without_values_beside_others_changes_nothing_for_them() -> None:
+    rng = np.random.default_rng(2)
+    series = 50 + np.cumsum(rng.standard_normal(36))
+    x = padded([series], 36)
+    alone = fit_forecast(x, period=4, horizon=H)
+    beside = fit_forecast(np.vstack([x, np.full((1, 36), np.nan)]), period=4, horizon=H)
+    for m in MEMBERS:
+        np.testing.assert_allclose(beside[m][0], alone[m][0], rtol=1e-12)
+        assert np.isfinite(beside[m][1]).all()
