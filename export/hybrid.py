@@ -18,7 +18,8 @@ local models fitted per series at request time (SCUM's and the StatisticalEnsemb
 combination of unlike models; weights fitted on one validation window were worse on test on 6 of 7
 competition sets, issue 43's notes). Three choices are made on the validation origins: which local
 members (`MEMBER_SETS`: Theta and the damped trend, with the dynamic optimised Theta in place of or
-beside Theta, each with or without a seasonal AR), how many of the last values they read
+beside Theta, each with or without a seasonal AR, and each of those also with the ETS choice and the
+airline model), how many of the last values they read
 (`LOCAL_PERIODS`: a long window holds seasons that have since changed: Tourism monthly Theta MASE 1.61 at
 48 values, 1.49 at 120, 1.75 at all 309), the longest window within 1% of the best (validation
 histories are shorter than the test's, so windows longer than most of them score alike and noise would
