@@ -75,13 +75,16 @@ def fit_series(repo: Path, budget_s: float) -> tuple[list[dict[str, Any]], float
 
 
 class Loop(threading.Thread):
-    """POSTs `body` to `url` until stopped, counting statuses; sleeps Retry-After on a 503."""
+    """POSTs `body` to `url` until stopped, counting statuses; sleeps Retry-After on a 503, and on a 422
+    `evaluation_too_long` (a backtest that would not finish in the deadline on this host now) sends the
+    `n_windows` it names from then on, as its message asks: a well-behaved client."""
 
     def __init__(self, url: str, body: bytes, stop: threading.Event) -> None:
         super().__init__(daemon=True)
         self.url, self.body, self.stop = url, body, stop
         self.statuses: Counter[str] = Counter()
         self.seconds: list[float] = []
+        self.windows: list[int] = []  # the n_windows each answered backtest asked for
 
     def run(self) -> None:
         with httpx.Client(timeout=120) as client:
@@ -96,6 +99,14 @@ class Loop(threading.Thread):
                 self.statuses[str(r.status_code)] += 1
                 if r.status_code == 503:
                     self.stop.wait(float(r.headers.get("retry-after", "1")))
+                elif r.status_code == 200 and "cross_validation" in self.url:
+                    self.windows.append(int(json.loads(self.body)["n_windows"]))
+                elif r.status_code == 422 and r.json()["error"].get("code") == "evaluation_too_long":
+                    fits = int(r.json()["error"]["limit"])
+                    if fits < 1:
+                        self.stop.wait(1.0)
+                        continue
+                    self.body = json.dumps({**json.loads(self.body), "n_windows": fits}).encode()
 
 
 def phase(
@@ -121,9 +132,11 @@ def phase(
         loop.join(timeout=150)
     load_statuses: Counter[str] = Counter()
     load_seconds: list[float] = []
+    windows: list[int] = []
     for loop in loops:
         load_statuses.update(loop.statuses)
         load_seconds += loop.seconds
+        windows += loop.windows
     return {
         "forecasts": len(latencies),
         "p50_ms": round(1000 * statistics.median(latencies), 2),
@@ -132,6 +145,7 @@ def phase(
         "statuses": dict(statuses),
         "load_statuses": dict(load_statuses),
         "load_p50_s": round(statistics.median(load_seconds), 3) if load_seconds else None,
+        **({"backtest_windows_answered": windows} if windows else {}),
     }
 
 
@@ -196,7 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             plan += [("idle", ETTH1, "etth1_probe", none), ("idle", STORES, "stores_probe", none)]
             results = []
             for kind, model, probe, load in plan:
-                row = {"phase": kind, "model": model}
+                row: dict[str, Any] = {"phase": kind, "model": model}
                 row.update(
                     phase(
                         f"{base}/{model}/forecast",

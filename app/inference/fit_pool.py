@@ -34,7 +34,11 @@ T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
 # Niceness a fit worker adds to the service's: at +10 the kernel's CFS weighs it at 110 against a
-# nice-0 thread's 1024, so a busy service keeps about 90% of a contended core.
+# nice-0 thread's 1024, so a busy service keeps about 90% of a contended core. +19 was tried (issue 46,
+# `nice -n 5 python -m bench.fairness --rounds 2 --phase-s 20 --probes 150`, load 12-14): forecasts' p99
+# under eight looping fits 55 ms against 69-75 ms at +10, but 2.9x the median idle p99 against 2.5x (the
+# idle phases moved as much), and on this shared host one fit a phase was stopped at RSA_MAX_FIT_SECONDS
+# (none at +10) and 1-3 answered against 3-4: kept at +10.
 FIT_NICENESS = 10
 
 
