@@ -39,6 +39,7 @@ from app.artifacts.contract import (
     PHASE_INPUT,
 )
 from export.checkpoint import load_checkpoint
+from export.cli_options import ModelNameOption, RepositoryOption
 from export.conformal import DEFAULT_LEVELS
 from export.conformal import for_checkpoint as calibrate_intervals
 from export.cycle import cycle_name
@@ -109,9 +110,16 @@ class InspectGraph(ForecastGraph):
         return y * self.std + self.mean, maps["softmax"], maps["rem"], maps["mixed"]
 
 
-def _export(module: nn.Module, example: tuple[Tensor, ...], path: Path, output_names: list[str]) -> None:
+def export_graph(
+    module: nn.Module,
+    example: tuple[Tensor, ...],
+    input_names: Sequence[str],
+    path: Path,
+    outputs: Sequence[str],
+) -> None:
+    """`module` as an ONNX graph at `path` (every model family's exporter): inputs named `input_names`
+    (one per tensor of `example`), each with one dynamic axis, the batch (its first)."""
     batch = torch.export.Dim("batch", min=1)
-    names = [INPUT_NAME, PHASE_NAME][: len(example)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         # The dynamo exporter, explicitly: the TorchScript one is deprecated and loses output shapes.
@@ -119,16 +127,19 @@ def _export(module: nn.Module, example: tuple[Tensor, ...], path: Path, output_n
             module,
             example,
             dynamo=True,
-            input_names=names,
-            output_names=output_names,
-            dynamic_shapes={INPUT_NAME: {0: batch}, PHASE_NAME: {0: batch}}
-            if len(example) == 2
-            else {INPUT_NAME: {0: batch}},
+            input_names=list(input_names),
+            output_names=list(outputs),
+            dynamic_shapes={name: {0: batch} for name in input_names},
             opset_version=OPSET,
             verbose=False,
         )
     assert program is not None  # dynamo=True returns the ONNXProgram
     program.save(str(path))
+
+
+def _export(module: nn.Module, example: tuple[Tensor, ...], path: Path, output_names: list[str]) -> None:
+    """A checkpoint's graph: the window, and the phase with a cycle."""
+    export_graph(module, example, [INPUT_NAME, PHASE_NAME][: len(example)], path, output_names)
 
 
 def forbidden_nodes(path: Path) -> list[str]:
@@ -395,12 +406,7 @@ def export_model(
     def write(staging: Path, version: int) -> None:
         fc_path, insp_path = staging / MODEL_FILE, staging / INSPECT_FILE
         _export(ForecastGraph(folded, mean, std).eval(), example, fc_path, [OUTPUT_NAME])
-        _export(
-            InspectGraph(folded, mean, std).eval(),
-            example,
-            insp_path,
-            list(INSPECT_OUTPUTS),
-        )
+        _export(InspectGraph(folded, mean, std).eval(), example, insp_path, list(INSPECT_OUTPUTS))
         for p in (fc_path, insp_path):
             onnx.checker.check_model(str(p), full_check=True)
             bad = forbidden_nodes(p)
@@ -492,15 +498,8 @@ def export_model(
 
 def main(
     checkpoint: Annotated[Path, typer.Argument(help="checkpoint.safetensors written by export.train")],
-    name: Annotated[str, typer.Option(help="model name in the repository")],
-    repository: Annotated[
-        Path,
-        typer.Option(
-            help="model repository folder (default: my_models, ignored by git; the shipped model's is "
-            "model_repository)",
-            envvar="RSA_MODEL_REPOSITORY",
-        ),
-    ] = Path("my_models"),
+    name: ModelNameOption,
+    repository: RepositoryOption = Path("my_models"),
     version: Annotated[int | None, typer.Option(help="version number (default: next free)")] = None,
     report: Annotated[
         Path | None, typer.Option(help="training report (default: beside the checkpoint)")

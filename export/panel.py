@@ -42,6 +42,7 @@ import typer
 from app.artifacts.contract import forecast_columns
 from app.artifacts.covariates import CovariateLayout
 from app.inference.metrics import mape, mase, seasonal_naive, seasonal_naive_scale, smape
+from export.cli_options import ModelNameOption, RepositoryOption
 from export.covariates import (
     CovariatePlan,
     CovariateSeries,
@@ -277,6 +278,7 @@ def train_global(
 # -- CLI -------------------------------------------------------------------------------------------
 
 cli = typer.Typer(add_completion=False, help=__doc__.split("\n\n")[0])
+ModelFileOption = Annotated[Path, typer.Option(help="a model.json written by train")]
 
 
 def _period_of(frequency: str) -> int:
@@ -535,17 +537,9 @@ def train(
 
 @cli.command("export")
 def export_command(
-    model: Annotated[Path, typer.Option(help="a model.json written by train")],
-    name: Annotated[str, typer.Option(help="the model's name in the repository")],
-    repository: Annotated[
-        Path,
-        typer.Option(
-            help="the model repository the service reads (default: my_models, ignored by git, outside the "
-            "tracked model_repository/; served by `RSA_MODEL_REPOSITORY=my_models bash scripts/serve.sh`, "
-            "which polls it: a running one serves a new version without a restart)",
-            envvar="RSA_MODEL_REPOSITORY",
-        ),
-    ] = Path("my_models"),
+    model: ModelFileOption,
+    name: ModelNameOption,
+    repository: RepositoryOption = Path("my_models"),
     version: Annotated[int | None, typer.Option(help="the version to write (default: the next)")] = None,
     channel: Annotated[str, typer.Option(help="the name the service gives the forecast's one channel")] = "y",
     data: Annotated[
@@ -677,7 +671,7 @@ def _echo_coverage(intervals: dict[str, Any] | None) -> None:
 
 @cli.command()
 def forecast(
-    model: Annotated[Path, typer.Option(help="a model.json written by train")],
+    model: ModelFileOption,
     data: Annotated[
         Path,
         typer.Option(

@@ -47,7 +47,7 @@ from app.artifacts.contract import (
 )
 from app.artifacts.covariates import CovariateLayout
 from app.artifacts.readout import TINY
-from export.global_onnx import OPSET, check_covariates, check_histories, panel_manifest, windows_of
+from export.global_onnx import check_covariates, check_histories, panel_manifest, windows_of
 from export.panel_config import PanelConfig
 from export.panel_transformer import Budget, PanelTransformer, covariate_parts
 from export.publish import publish_version
@@ -144,30 +144,16 @@ class TransformerInspectGraph(TransformerGraph):
 
 
 def _export(module: TransformerGraph, path: Path, outputs: Sequence[str] = (FORECAST_OUTPUT,)) -> None:
-    """torch.onnx.export as export/onnx.py exports versions 1-3: the dynamo exporter, opset 18, one dynamic
-    batch axis."""
-    import warnings
+    """The graph exported as export/onnx.py exports versions 1-3 (`export_graph`): the window, and the
+    covariate row where the model reads covariates."""
+    from export.onnx import export_graph
 
     cfg = module.network.cfg
     names = [FORECAST_INPUT] + ([COVARIATE_INPUT] if module.layout is not None else [])
     example: tuple[Tensor, ...] = (torch.zeros(2, cfg.input_length, 1),)
     if module.layout is not None:
         example += (torch.zeros(2, module.layout.width),)
-    batch = torch.export.Dim("batch", min=1)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        program = torch.onnx.export(
-            module,
-            example,
-            dynamo=True,
-            input_names=names,
-            output_names=list(outputs),
-            dynamic_shapes={n: {0: batch} for n in names},
-            opset_version=OPSET,
-            verbose=False,
-        )
-    assert program is not None
-    program.save(str(path))
+    export_graph(module, example, names, path, outputs)
 
 
 def transformer_graph(model: PanelTransformer) -> TransformerGraph:
