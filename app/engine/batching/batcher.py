@@ -35,8 +35,9 @@ with the rows that would fit: the route names its own field), and one that could
 the evaluation work ahead of it gets Overloaded with that work's drain time as Retry-After. A maximal
 backtest on a loaded host used to be admitted and answered 504 at the deadline. An admitted request that
 falls behind its deadline's pace anyway (the host got busier than measured: its rows left would need
-more than 1 / URGENT_SHARE of its time left at the rate) is urgent: its chunks take the next turn and run
-at the service's own priority, not niced, until it is back on pace.
+more than URGENT_SHARE of its time left at the rate) is urgent: its chunks run at the service's own
+priority, not niced, and take every other call while forecasts wait (forecasts still wait at most one
+chunk), until it is back on pace.
 
 The parts, each in a module of its own: admission (app/engine/batching/admission.py: the time rule, the
 queue's bound, reservations, the drain rate), the inline gate (inline.py: when a small request runs on
@@ -452,11 +453,15 @@ class DynamicBatcher:
 
     def _evaluation_turn(self) -> bool:
         """Whether the next call is an evaluation chunk: one waits, a call may take it, and no forecast
-        waits, forecasts have had EVALUATION_EVERY calls in a row, or the evaluation is urgent."""
+        waits or forecasts have had EVALUATION_EVERY calls in a row (one, when the evaluation is urgent)."""
         return (
             bool(self._eval_queue)
             and len(self._eval_tasks) < self._eval_call_limit
-            and (not self._queue or self._forecast_streak >= EVALUATION_EVERY or self._urgent())
+            and (
+                not self._queue
+                or self._forecast_streak >= EVALUATION_EVERY
+                or (self._forecast_streak >= 1 and self._urgent())
+            )
         )
 
     def _urgent(self) -> bool:

@@ -188,13 +188,14 @@ def test_an_evaluation_behind_its_deadlines_pace_runs_at_the_services_priority(
     run(scenario)
 
 
-def test_an_urgent_evaluation_takes_the_next_turn_before_waiting_forecasts(
+def test_an_urgent_evaluation_takes_every_other_call_while_forecasts_wait(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A forecast call runs (gated); an 8-row evaluation (4.8 s of 6 admitted in 10 s at 0.6 s a row) and
-    a forecast wait. On pace, the forecast would go first; once the clock has moved 5 s on, the evaluation
-    needs 4.8 s of the 5 s left, past URGENT_SHARE of it, and its chunk goes first, at the service's
-    priority."""
+    """A forecast call runs (gated) after one forecast call while evaluation waited; an 8-row evaluation
+    (4.8 s of 6 admitted in 10 s at 0.6 s a row) and a forecast wait. On pace, the forecast would go first
+    (evaluation waits EVALUATION_EVERY forecast calls); once the clock has moved 5 s on, the evaluation
+    needs 4.8 s of the 5 s left, past URGENT_SHARE of it, and its chunk goes next, at the service's
+    priority; forecasts still wait at most that one chunk."""
     clock = Recording(slow=1.0)
     monkeypatch.setattr(batcher_module, "perf_counter", clock)
 
@@ -208,6 +209,7 @@ def test_an_urgent_evaluation_takes_the_next_turn_before_waiting_forecasts(
         await until(lambda: batcher.evaluation_rows == 8)
         forecast = asyncio.ensure_future(batcher.submit(forecast_rows(1, 7), 30.0))  # outlives the chunk
         await until(lambda: batcher.queued_rows == 9)
+        batcher._forecast_streak = 1  # one forecast call while the evaluation waited
         assert not batcher._evaluation_turn()  # on pace: the waiting forecast first
         clock.now += 5.0
         assert batcher._evaluation_turn()
