@@ -136,20 +136,13 @@ def refit_spec(manifest: Manifest, name: str, version: int) -> ReadoutSpec:
         raise NotRefittable(f"{what} cannot be refit: {e}", field="version") from None
 
 
-def run_fit(
-    spec: ReadoutSpec,
-    histories: list[np.ndarray],
-    horizon: int,
-    levels: list[float],
-    budget_s: float,
-    local: LocalSpec | None = None,
-    covariates: HistoryRows | None = None,
-) -> Refit:
-    """The fit, the calibration and the forecast (in a worker thread), BLAS on one thread: its matrices
-    are small (a 2,000-point series: 1,959 windows x 70 features), and OpenBLAS's threads only fought
-    over the cores (`python -m bench.refit` prints both: BENCHMARKS.md section 9)."""
+def run_fit(*args: Any, **kwargs: Any) -> Refit:
+    """`fit_readout` (its arguments as they are) as the service runs it in a fit worker: BLAS on one
+    thread, since its matrices are small (a 2,000-point series: 1,959 windows x 70 features), and
+    OpenBLAS's threads only fought over the cores (`python -m bench.refit` prints both: BENCHMARKS.md
+    section 9)."""
     with threadpool_limits(1, "blas"):
-        return fit_readout(spec, histories, horizon, levels, budget_s, local, covariates)
+        return fit_readout(*args, **kwargs)
 
 
 def fit_readout(
