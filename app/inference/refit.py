@@ -136,6 +136,18 @@ def refit_spec(manifest: Manifest, name: str, version: int) -> ReadoutSpec:
         raise NotRefittable(f"{what} cannot be refit: {e}", field="version") from None
 
 
+def _deadline(budget_s: float, error: FitTooLong) -> Callable[[], None]:
+    """The check a fit calls between its passes: it raises `error` once `budget_s` seconds have passed
+    from now."""
+    deadline = time.perf_counter() + budget_s
+
+    def check() -> None:
+        if time.perf_counter() > deadline:
+            raise error
+
+    return check
+
+
 def run_fit(*args: Any, **kwargs: Any) -> Refit:
     """`fit_readout` (its arguments as they are) as the service runs it in a fit worker: BLAS on one
     thread, since its matrices are small (a 2,000-point series: 1,959 windows x 70 features), and
@@ -158,16 +170,15 @@ def fit_readout(
     same windows, as the service's graph feeds it) and its intervals; a covariate model's fit, forecast
     and calibration read each window's covariates, cut from `covariates` (the request's, checked)."""
     start = time.perf_counter()
-    deadline = start + budget_s
-
-    def check() -> None:
-        if time.perf_counter() > deadline:
-            raise FitTooLong(
-                f"the fit took more than {budget_s:g} s (RSA_MAX_FIT_SECONDS) and was stopped: send fewer "
-                "or shorter series",
-                field="series",
-                limit=budget_s,
-            )
+    check = _deadline(
+        budget_s,
+        FitTooLong(
+            f"the fit took more than {budget_s:g} s (RSA_MAX_FIT_SECONDS) and was stopped: send fewer "
+            "or shorter series",
+            field="series",
+            limit=budget_s,
+        ),
+    )
 
     kernels = spec.kernels()
     fit = spec.fit
@@ -241,18 +252,16 @@ def run_backtest_refits(
     `window_rows[j]` [n_j, D], the raw rows of `windows[j]`. All the fits within `budget_s` (FitTooLong);
     InvalidInput where no series holds a training window before a cutoff."""
     with threadpool_limits(1, "blas"):
-        start = time.perf_counter()
-        deadline = start + budget_s
-
-        def check() -> None:
-            if time.perf_counter() > deadline:
-                raise FitTooLong(
-                    f"the backtest's {len(fits)} refits took more than {budget_s:g} s (RSA_MAX_FIT_SECONDS) "
-                    "and were stopped: send fewer series or windows, or refit: false to score the served "
-                    "weights",
-                    field="refit",
-                    limit=budget_s,
-                )
+        check = _deadline(
+            budget_s,
+            FitTooLong(
+                f"the backtest's {len(fits)} refits took more than {budget_s:g} s (RSA_MAX_FIT_SECONDS) "
+                "and were stopped: send fewer series or windows, or refit: false to score the served "
+                "weights",
+                field="refit",
+                limit=budget_s,
+            ),
+        )
 
         kernels, fit = spec.kernels(), spec.fit
         out = []
