@@ -170,6 +170,11 @@ class IntervalCalibration:
     # The windows scored (one per series, or several per series where the series are few; None: a report
     # written before they could be several).
     windows: int | None = None
+    # The rule the widths were set by (app/artifacts/readout.py `calibrate`): "split_conformal", or
+    # "split_conformal_drift" with `drift` (the earlier origin and each level's factor); a report written
+    # before the rule was named is split_conformal.
+    rule: str = "split_conformal"
+    drift: dict[str, Any] | None = None
 
 
 # -- bench/competitions.py -------------------------------------------------------------------------
