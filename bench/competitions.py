@@ -289,8 +289,9 @@ def run_ours(comp: Competition) -> OursResult:
     """Our model, and the only place that names it: the default of `python -m export.panel train`, the
     hybrid (export/hybrid.py): one REM read-out over every series of the data set averaged in equal
     shares with local models fitted on each series (Theta, the damped trend, the dynamic optimised Theta,
-    a seasonal AR: the set and the window they read chosen on validation, as the read-out's input length
-    is: ends of the histories held out at two origins, never the official hold-outs), with the export's
+    a seasonal AR, the ETS choice by AICc, the airline ARIMA: the set and the window they read chosen on
+    validation, as the read-out's input length is: ends of the histories held out at two origins, never
+    the official hold-outs), with the export's
     pooled split-conformal intervals of the hybrid (export/global_onnx.py `calibrate_global`) at
     20/40/60/80%, calibrated on the histories alone. The fit time holds the searches, the final fit and
     the calibration. Candidates (validation beside test, not timed): each read-out input length with the
