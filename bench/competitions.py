@@ -291,9 +291,9 @@ def run_ours(comp: Competition) -> OursResult:
     shares with local models fitted on each series (Theta, the damped trend, the dynamic optimised Theta,
     a seasonal AR, the ETS choice by AICc, the airline ARIMA: the set and the window they read chosen on
     validation, as the read-out's input length is: ends of the histories held out at two origins, never
-    the official hold-outs), with the export's
-    pooled split-conformal intervals of the hybrid (export/global_onnx.py `calibrate_global`) at
-    20/40/60/80%, calibrated on the histories alone. The fit time holds the searches, the final fit and
+    the official hold-outs), with the export's pooled split-conformal intervals of the hybrid
+    (export/global_onnx.py `calibrate_global`) at 20/40/60/80%, calibrated on the histories alone. The
+    fit time holds the searches, the final fit and
     the calibration. Candidates (validation beside test, not timed): each read-out input length with the
     chosen local half, each local set and window with the chosen read-out. `extra["ablation"]`: test
     MASE of the read-out alone, of the local half alone, and of the hybrid without REM features (its
