@@ -41,7 +41,7 @@ def test_a_missing_day_across_the_autumn_change_is_filled_at_local_midnight(tmp_
     days = pd.date_range("2024-10-20", "2024-11-02", freq="D")  # Berlin: clocks back on 27 October
     kept = days.delete(8)  # 28 October, the day after the change
     csv = write(tmp_path / "gap.csv", [d.strftime("%Y-%m-%d 00:00") for d in kept])
-    with pytest.raises(DataError, match="have no row.*2024-10-28"):
+    with pytest.raises(DataError, match=r"have no row.*2024-10-28"):
         load_csv(csv, timezone="Europe/Berlin")
     series = load_csv(csv, timezone="Europe/Berlin", fill="linear")
     assert series.inserted_steps == 1 and series.frequency == "1D"
