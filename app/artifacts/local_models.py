@@ -279,19 +279,23 @@ def _airline(x: np.ndarray, period: int, horizon: int) -> tuple[np.ndarray, np.n
     w[:, s + 1 :] = y[:, s + 1 :] - y[:, s:-1] - y[:, 1:-s] + y[:, : -s - 1]
     on = np.arange(L)[None, :] >= (first + s + 1)[:, None]
     w = np.where(on, w, 0.0)
-    ga, gs = np.meshgrid(AIRLINE_MA, AIRLINE_SMA, indexing="ij")
-    ma, sma = ga.ravel()[None, :], gs.ravel()[None, :]
-    both = ma * sma
-    recent = [np.zeros((S, ma.shape[1])) for _ in range(s + 1)]  # recent[j]: the error of step t − 1 − j
-    sse = np.zeros((S, ma.shape[1]))
+    # The MA factors one at a time: u = (1 + ΘB^s)e solves (1 + θB)u = w, per θ alone [S, A]; then
+    # e_t = u_t − Θe_{t−s} [S, A, B]: two multiply-adds a step where the product's four terms took six.
+    # Before w's first value w, u and e are all 0, the conditional sum of squares' start.
+    ma, sma = AIRLINE_MA[None, :], AIRLINE_SMA[None, None, :]
+    grid = (S, len(AIRLINE_MA), len(AIRLINE_SMA))
+    u = np.zeros((S, len(AIRLINE_MA)))
+    recent = [np.zeros(grid) for _ in range(s + 1)]  # recent[j]: the error of step t − 1 − j
+    sse = np.zeros(grid)
     for t in range(L):
-        e = (w[:, t][:, None] - ma * recent[0] - sma * recent[s - 1] - both * recent[s]) * on[:, t][:, None]
+        u = w[:, t][:, None] - ma * u
+        e = u[:, :, None] - sma * recent[s - 1]
         sse += e * e
         recent = [e, *recent[:-1]]
-    g = np.argmin(sse, 1)
+    g = np.argmin(sse.reshape(S, -1), 1)
     rows = np.arange(S)
-    ma_g, sma_g = ma[0, g], sma[0, g]
-    last = [r[rows, g] for r in recent]
+    ma_g, sma_g = AIRLINE_MA[g // len(AIRLINE_SMA)], AIRLINE_SMA[g % len(AIRLINE_SMA)]
+    last = [r.reshape(S, -1)[rows, g] for r in recent]
     hist = np.concatenate([y, np.zeros((S, horizon))], 1)
     for k in range(horizon):
         t = L + k
