@@ -9,4 +9,4 @@ cd "$(dirname "$0")/.."
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 # On two workers as scripts/test.sh (TEST_WORKERS=0: one process).
-.venv/bin/python -m pytest -m "not slow" -q -n "${TEST_WORKERS:-2}" --dist loadgroup --no-loadscope-reorder "$@"
+.venv/bin/python -m pytest -m "not slow" -q -n "${TEST_WORKERS:-2}" --dist loadfile "$@"

@@ -4,6 +4,8 @@ by (tests/utils/speed.py), if any asked."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests import tiers
@@ -18,11 +20,17 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-@pytest.hookimpl(tryfirst=True)  # before -m reads the marks, and before xdist reads the groups
+@pytest.hookimpl(tryfirst=True)  # before -m reads the marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     tiers.mark(items)
-    if parallel.distributed(config):  # -n: which tests share a worker, heaviest first
+    if parallel.distributed(config):  # -n: the groups of tests/utils/parallel.py, heaviest first
         parallel.arrange(items)
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent where xdist is not installed
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under -n: each group of tests/utils/parallel.py to one worker (a test file, the Ray files, ...)."""
+    return parallel.scheduler(config, log)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

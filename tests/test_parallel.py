@@ -5,7 +5,6 @@ and the heaviest groups go first."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -16,14 +15,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 class Item:
-    """What `arrange` reads of a pytest item: its node id, and the marks it is given."""
+    """What `arrange` reads of a pytest item: its node id."""
 
     def __init__(self, nodeid: str) -> None:
         self.nodeid = nodeid
-        self.marks: list[Any] = []
-
-    def add_marker(self, mark: Any) -> None:
-        self.marks.append(mark)
 
 
 @pytest.mark.parametrize(
@@ -51,10 +46,10 @@ def test_groups_stay_together_in_their_order_heaviest_first() -> None:
         f"{slow_file}::test_one[2]",
     ]
     items = [Item(n) for n in nodeids]
-    parallel.arrange(items)  # type: ignore[arg-type]  # duck-typed items: a node id and add_marker
+    parallel.arrange(items)  # type: ignore[arg-type]  # duck-typed items: a node id
     got = [i.nodeid for i in items]
-    groups = [i.marks[0].args[0] for i in items]
-    assert sorted(got) == sorted(nodeids) and all(len(i.marks) == 1 for i in items)
+    groups = [parallel.group_of(n) for n in got]
+    assert sorted(got) == sorted(nodeids)
     # Each group's items next to each other, in the order they were collected.
     seen: list[str] = []
     for g in groups:
@@ -65,8 +60,31 @@ def test_groups_stay_together_in_their_order_heaviest_first() -> None:
     assert got.index(f"{slow_file}::test_one[1]") < got.index(f"{slow_file}::test_one[2]")
     assert groups[got.index(f"{ray_a}::test_x")] == groups[got.index(f"{ray_b}::test_y")] == "ray"
     assert groups[got.index(f"{split}::{heavy}")] != groups[got.index(f"{split}::{light}")]
-    assert all("@" not in g and "[" not in g for g in groups)  # xdist reads a group after the last "@"
     # Heaviest first: the groups' measured seconds never grow along the run; the quick file last.
-    weights = [parallel.seconds([i for i in items if i.marks[0].args[0] == g]) for g in seen]  # type: ignore[misc]
+    weights = [parallel.seconds([n for n in got if parallel.group_of(n) == g]) for g in seen]
     assert weights == sorted(weights, reverse=True)
     assert seen[-1] == "tests/quick_a.py" and weights[-1] == pytest.approx(2 * parallel.QUICK_S)
+
+
+def test_xdist_is_given_the_groups_as_its_scopes() -> None:
+    """The scheduler tests/conftest.py hands xdist sends a group to one worker: its scope is the group."""
+    pytest.importorskip("xdist")
+    config = Config()
+    sched = parallel.scheduler(config, None)  # type: ignore[arg-type]
+    ray_a, ray_b = parallel.TOGETHER["ray"][:2]
+    assert sched._split_scope(f"{ray_a}::test_x") == sched._split_scope(f"{ray_b}::test_y[1]") == "ray"
+    assert sched._split_scope("tests/app/test_x.py::test_a[1]") == "tests/app/test_x.py"
+    split = f"{parallel.SPLIT[0]}::test_z"
+    assert sched._split_scope(split) == split
+    assert config.option.loadscopereorder is False  # the collected (heaviest-first) order kept
+
+
+class Config:
+    """What xdist's scheduler reads of pytest's config at construction."""
+
+    class option:  # noqa: N801
+        loadscopereorder = True
+        maxschedchunk = None
+
+    def getvalue(self, name: str) -> object:
+        return {"tx": ["popen", "popen"], "numprocesses": 2}.get(name)

@@ -1,6 +1,7 @@
-"""How the suite is shared between pytest-xdist's workers (`pytest -n 2 --dist loadgroup`, what
+"""How the suite is shared between pytest-xdist's workers (`pytest -n 2 --dist loadfile`, what
 scripts/test.sh and scripts/test-fast.sh run): which tests must run on one worker, and in which order the
-groups are handed out.
+groups are handed out. tests/conftest.py gives xdist the `Scheduler` below in place of its own (xdist's
+`xdist_group` marks do nothing under pytest 9.2: xdist 3.8 renames a node id pytest no longer reads).
 
 - A test file is one group: its module fixtures (a trained model, a service process) are built once, on
   the worker that runs the file, never once per worker.
@@ -17,6 +18,7 @@ Without `-n` nothing changes: the tests run in their files' order, in one proces
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
@@ -41,40 +43,38 @@ SPLIT = ("tests/bench/test_competitions.py",)
 QUICK_S = 0.1  # a test tests/tiers.py does not name: under a second, most well under
 
 
-def _path(item: pytest.Item) -> str:
-    return item.nodeid.partition("::")[0]
+def _path(nodeid: str) -> str:
+    return nodeid.partition("::")[0]
 
 
-def _function(item: pytest.Item) -> str:
-    return re.sub(r"\[.*\]$", "", item.nodeid.rpartition("::")[2])
+def _function(nodeid: str) -> str:
+    return re.sub(r"\[.*\]$", "", nodeid.rpartition("::")[2])
 
 
-def group_of(item: pytest.Item) -> str:
-    """The group an item runs in: its file's, the `TOGETHER` group its file is in, or its own."""
-    path = _path(item)
+def group_of(nodeid: str) -> str:
+    """The group a test runs in: its file's, the `TOGETHER` group its file is in, or its own."""
+    path = _path(nodeid)
     for name, files in TOGETHER.items():
         if path in files:
             return name
-    if path in SPLIT:
-        return re.sub(r"[\[\]@]", "_", item.nodeid)  # xdist reads a group after the nodeid's last "@"
-    return path
+    return nodeid if path in SPLIT else path
 
 
-def seconds(items: list[pytest.Item]) -> float:
+def seconds(nodeids: list[str]) -> float:
     """The measured seconds of these items (tests/tiers.py): a whole file's or a function's (all its
     parameters together) counted once, QUICK_S for each item it does not name."""
     counted: set[str] = set()
     total = 0.0
-    for item in items:
-        path = _path(item)
+    for nodeid in nodeids:
+        path, function = _path(nodeid), _function(nodeid)
         named = next((f for f in tiers.SLOW_FILES if path == f or path.startswith(f + "/")), None)
         mine = tiers.SLOW_TESTS.get(path, {})
         if named is not None:
             key, figure = named, tiers.SLOW_FILES[named]
-        elif _function(item) in mine:
-            key, figure = f"{path}::{_function(item)}", mine[_function(item)]
+        elif function in mine:
+            key, figure = f"{path}::{function}", mine[function]
         else:
-            key, figure = item.nodeid, QUICK_S
+            key, figure = nodeid, QUICK_S
         if key not in counted:
             counted.add(key)
             total += figure
@@ -82,19 +82,29 @@ def seconds(items: list[pytest.Item]) -> float:
 
 
 def arrange(items: list[pytest.Item]) -> None:
-    """Mark each item with its group (`xdist_group`) and order the groups heaviest first, each group's
-    items together in their own order."""
+    """Order the groups heaviest first, each group's items together in their own order (xdist's workers
+    collect, and its controller queues the groups in the order they were collected)."""
     groups: dict[str, list[pytest.Item]] = {}
     for item in items:
-        groups.setdefault(group_of(item), []).append(item)
-    weight = {name: seconds(members) for name, members in groups.items()}
+        groups.setdefault(group_of(item.nodeid), []).append(item)
+    weight = {name: seconds([i.nodeid for i in members]) for name, members in groups.items()}
     order = sorted(groups, key=lambda name: -weight[name])  # stable: equal weights keep the files' order
     items[:] = [item for name in order for item in groups[name]]
-    for name in order:
-        for item in groups[name]:
-            item.add_marker(pytest.mark.xdist_group(name))
 
 
 def distributed(config: pytest.Config) -> bool:
     """Whether this run hands its tests to xdist's workers (or is one of them)."""
     return hasattr(config, "workerinput") or config.getoption("dist", "no") not in ("no", None)
+
+
+def scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist's scope scheduler (a whole group to one worker, the next group to whichever worker is nearly
+    done), with `group_of` as the scope and the groups in their collected order."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduler(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    config.option.loadscopereorder = False  # xdist's own reorder puts the groups with most tests first
+    return Scheduler(config, log)
