@@ -17,10 +17,9 @@ import numpy as np
 import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
-from typer.testing import CliRunner
 
 from export.covariates import CovariateSeries, series_covariate_rows
-from export.panel import GlobalModel, cli
+from export.panel import GlobalModel
 from tests.app.conftest import make_settings, running_client
 
 if TYPE_CHECKING:  # the transformer's test shares expected(); this module needs no torch
@@ -67,40 +66,16 @@ class Served:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    from tests.utils.shops import TRAIN_LOG, publish_shops
+
     folder = tmp_path_factory.mktemp("covariates")
-    shops = write_shops(folder / "shops.csv")
-    runner = CliRunner()
-    train = runner.invoke(
-        cli,
-        [
-            "train",
-            "--data",
-            str(folder / "shops.csv"),
-            "--horizon",
-            str(H),
-            "--input-periods",
-            "4",
-            "--future",
-            "promo",
-            "--past",
-            "footfall",
-            "--static",
-            "size",
-            "--calendar",
-            "dayofweek",
-            "--out",
-            str(folder / "run"),
-        ],
-    )
-    assert train.exit_code == 0, train.output
-    repo = folder / "repo"
+    # The shops (tests/utils/shops.py): trained once per process, for every module that serves them.
+    repo = publish_shops(folder, n=10, short=False).repository
+    shops = write_shops(folder / "shops.csv")  # the same file again, for its series
     model_file = folder / "run" / "model.json"
-    data = str(folder / "shops.csv")
-    args = ["export", "--model", str(model_file), "--name", NAME, "--repository", str(repo), "--data", data]
-    export = runner.invoke(cli, args)
-    assert export.exit_code == 0, export.output
+    train_output = (folder / TRAIN_LOG).read_text()
     with running_client(make_settings(repo)) as client:
-        yield Served(client, GlobalModel.load(model_file), shops, train.output)
+        yield Served(client, GlobalModel.load(model_file), shops, train_output)
 
 
 def request_series(s: dict[str, Any], sid: str, n: int, start: int = 0, past: bool = True) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import pandas as pd
 from typer.testing import CliRunner
 
 from export.panel import GlobalModel, cli
+from tests.utils.once import built
 
 HORIZON, PERIOD = 6, 12
 NAME = "stores"
@@ -53,7 +54,13 @@ def write_m3(path: Path, n: int = 60) -> Path:
 def publish(tmp_path: Path, local: bool = False) -> tuple[Path, GlobalModel]:
     """Train on a written long file and export into `tmp_path/repo` through the CLI; (repository, model).
     `local`: the CLI's default on M3 monthly series, where it is the hybrid; without it the read-out
-    alone on the stores, whose every path the panel tests check."""
+    alone on the stores, whose every path the panel tests check. Trained once per process
+    (tests/utils/once.py): each call gets its own copy of the files (the CSV, `run/`, `repo/`)."""
+    built(("panel", local), tmp_path, lambda folder: _train_and_export(folder, local))
+    return tmp_path / "repo", GlobalModel.load(tmp_path / "run" / "model.json")
+
+
+def _train_and_export(tmp_path: Path, local: bool) -> None:
     data = write_m3(tmp_path / "m3_long.csv") if local else write_long(tmp_path / "stores_long.csv")
     runner = CliRunner()
     out = tmp_path / "run"
@@ -89,7 +96,6 @@ def publish(tmp_path: Path, local: bool = False) -> tuple[Path, GlobalModel]:
         ],
     )
     assert export.exit_code == 0, export.output
-    return repo, GlobalModel.load(out / "model.json")
 
 
 def unseen() -> dict[str, tuple[str, np.ndarray]]:

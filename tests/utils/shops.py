@@ -13,11 +13,13 @@ import pandas as pd
 from typer.testing import CliRunner
 
 from tests.export.test_covariates_served import DAYS, H, write_shops
+from tests.utils.once import built
 
 NAME = "shops"
+TRAIN_LOG = "train.log"  # what the train command printed, beside its run
 SHORT = 10  # days of history of the shop that opened late (shop_5 when there are 6; the model reads 28)
 
-__all__ = ["DAYS", "NAME", "SHORT", "H", "Shops", "publish_shops", "v1_series"]
+__all__ = ["DAYS", "NAME", "SHORT", "TRAIN_LOG", "H", "Shops", "publish_shops", "v1_series"]
 
 
 @dataclass(frozen=True)
@@ -29,8 +31,21 @@ class Shops:
 
 def publish_shops(folder: Path, n: int = 6, short: bool = True, timezone: str | None = None) -> Shops:
     """`n` shops, a model trained on them (future promo, past footfall, static size, day-of-week
-    calendar; H = 7, L = 28) and exported with intervals into `folder/repo`; with `short`, the last shop
-    has only SHORT days of history; with `timezone`, the file's dates are read there (the model's zone)."""
+    calendar; H = 7, L = 28) and exported with intervals into `folder/repo` (what train printed in
+    `folder/train.log`); with `short`, the last shop
+    has only SHORT days of history; with `timezone`, the file's dates are read there (the model's zone).
+    Trained once per process for each `n` and `timezone` (tests/utils/once.py), copied into `folder`."""
+    built(("shops", n, timezone), folder, lambda into: _train_and_export(into, n, timezone))
+    csv = folder / "shops.csv"
+    frame = pd.read_csv(csv, parse_dates=["ds"])
+    day = frame.groupby("unique_id").cumcount()
+    late = frame["unique_id"] == f"shop_{n - 1}" if short else False
+    history = frame[(day < DAYS - H) & (~late | (day >= DAYS - H - SHORT))]
+    future = frame[day >= DAYS - H][["unique_id", "ds", "promo"]]
+    return Shops(folder / "repo", history.reset_index(drop=True), future.reset_index(drop=True))
+
+
+def _train_and_export(folder: Path, n: int, timezone: str | None) -> None:
     from export.panel import cli
 
     csv = folder / "shops.csv"
@@ -40,15 +55,10 @@ def publish_shops(folder: Path, n: int = 6, short: bool = True, timezone: str | 
     train += [] if timezone is None else ["--timezone", timezone]
     done = CliRunner().invoke(cli, [*train, "--out", str(folder / "run")])
     assert done.exit_code == 0, done.output
+    (folder / TRAIN_LOG).write_text(done.output)
     export = ["export", "--model", str(folder / "run" / "model.json"), "--name", NAME, "--data", str(csv)]
     done = CliRunner().invoke(cli, [*export, "--repository", str(folder / "repo")])
     assert done.exit_code == 0, done.output
-    frame = pd.read_csv(csv, parse_dates=["ds"])
-    day = frame.groupby("unique_id").cumcount()
-    late = frame["unique_id"] == f"shop_{n - 1}" if short else False
-    history = frame[(day < DAYS - H) & (~late | (day >= DAYS - H - SHORT))]
-    future = frame[day >= DAYS - H][["unique_id", "ds", "promo"]]
-    return Shops(folder / "repo", history.reset_index(drop=True), future.reset_index(drop=True))
 
 
 def v1_series(history: pd.DataFrame, future: pd.DataFrame) -> list[dict[str, Any]]:

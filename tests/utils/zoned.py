@@ -10,6 +10,8 @@ import numpy as np
 import pandas as pd
 from typer.testing import CliRunner
 
+from tests.utils.once import built
+
 ZONE = "Europe/Berlin"
 BERLIN = "berlin"  # the model's name
 AUTUMN = "2023-10-29 02:00:00"  # the wall-clock time the autumn change repeats
@@ -60,7 +62,9 @@ def publish_berlin(folder: Path, heat: bool = False) -> tuple[Path, pd.DataFrame
         frames.append(part.assign(heat=warm.round(3)) if heat else part)
     frame = pd.concat(frames, ignore_index=True)
     extra = ("--future", "heat", "--calendar", "hour") if heat else ()
-    return publish_global(folder, frame, BERLIN, 12, ZONE, extra=extra), frame
+    # Trained once per process for each `heat` (tests/utils/once.py), copied into `folder`.
+    built(("berlin", heat), folder, lambda into: publish_global(into, frame, BERLIN, 12, ZONE, extra=extra))
+    return folder / "repo", frame
 
 
 def ending_in_the_repeat(frame: pd.DataFrame, which: dict[str, int], short: dict[str, int]) -> pd.DataFrame:

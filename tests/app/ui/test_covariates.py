@@ -15,13 +15,12 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from export.panel import cli
 from tests.app.live import LiveService, live_service
 from tests.app.ui.conftest import Session
 from tests.app.ui.test_inspector import screenshot
 from tests.export.test_covariates_served import H, write_shops
+from tests.utils.shops import publish_shops
 
 NAME, N = "shops", 60  # 60 days of history sent
 
@@ -30,30 +29,8 @@ NAME, N = "shops", 60  # 60 days of history sent
 def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, dict[str, Any]]]:
     """The shops panel written, a covariate model trained on it and exported: (repository, shops)."""
     folder = tmp_path_factory.mktemp("ui-covariates")
-    shops = write_shops(folder / "shops.csv")
-    data = str(folder / "shops.csv")
-    runner = CliRunner()
-    options = ["--future", "promo", "--past", "footfall", "--static", "size", "--calendar", "dayofweek"]
-    train = runner.invoke(
-        cli,
-        [
-            "train",
-            "--data",
-            data,
-            "--horizon",
-            str(H),
-            "--input-periods",
-            "4",
-            *options,
-            "--out",
-            str(folder / "run"),
-        ],
-    )
-    assert train.exit_code == 0, train.output
-    repo = folder / "repo"
-    args = ["export", "--model", str(folder / "run" / "model.json"), "--name", NAME]
-    export = runner.invoke(cli, [*args, "--repository", str(repo), "--data", data])
-    assert export.exit_code == 0, export.output
+    repo = publish_shops(folder, n=10, short=False).repository  # trained once per process (tests/utils/shops)
+    shops = write_shops(folder / "shops.csv")  # the same file again, for its series
     return repo, shops
 
 

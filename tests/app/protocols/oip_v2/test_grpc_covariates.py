@@ -17,12 +17,12 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
-from typer.testing import CliRunner
 
 from bench.loadgen import free_port
-from export.panel import GlobalModel, cli
+from export.panel import GlobalModel
 from tests.app.live import live_service
 from tests.export.test_covariates_served import DAYS, H, request_series, write_shops
+from tests.utils.shops import publish_shops
 
 NAME = "shops"
 
@@ -39,18 +39,9 @@ class Shops:
 @pytest.fixture(scope="module")
 def shops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shops]:
     folder = tmp_path_factory.mktemp("grpc_covariates")
-    data = str(folder / "shops.csv")
-    written = write_shops(folder / "shops.csv")
-    runner = CliRunner()
-    args = ["train", "--data", data, "--horizon", str(H), "--input-periods", "4", "--future", "promo"]
-    args += ["--past", "footfall", "--static", "size", "--calendar", "dayofweek"]
-    args += ["--out", str(folder / "run")]
-    train = runner.invoke(cli, args)
-    assert train.exit_code == 0, train.output
+    publish_shops(folder, n=10, short=False)  # trained once per process (tests/utils/shops.py), as NAME
+    written = write_shops(folder / "shops.csv")  # the same file again, for its series
     model_file = folder / "run" / "model.json"
-    args = ["export", "--model", str(model_file), "--name", NAME, "--repository", str(folder / "repo")]
-    exported = runner.invoke(cli, [*args, "--data", data])
-    assert exported.exit_code == 0, exported.output
     grpc_port = free_port()
     with live_service(folder / "repo", folder / "service.log", RSA_GRPC_PORT=str(grpc_port)) as service:
         client = grpcclient.InferenceServerClient(f"127.0.0.1:{grpc_port}")
