@@ -23,6 +23,7 @@ from app.inference.explain import column_owners, load_readout_graph
 from export.panel import GlobalModel, cli
 from tests.app.conftest import make_settings, running_client
 from tests.app.fakes import write_repository
+from tests.utils.once import built
 from tests.utils.panel import NAME, publish, unseen
 
 KINDS = ("multichannel", "global_readout", "hybrid", "covariate_readout", "global_transformer")
@@ -43,7 +44,17 @@ def _shops_model(folder: Path, network: bool) -> tuple[Path, dict[str, Any]]:
     data): the covariate read-out, or with `network` the global RSA-Transformer (two short epochs)."""
     from tests.export.test_covariates_served import DAYS, H, request_series, write_shops
 
-    shops = write_shops(folder / "shops.csv", n=8)
+    # Trained once per process for each kind (tests/utils/once.py): tests/app/ui/test_global_models.py too.
+    built(("global-attention-shops", network), folder, lambda into: _train_shops(into, network))
+    shops = write_shops(folder / "shops.csv", n=8)  # the same file again, for its series
+    series = request_series(shops["shop_0"], "shop_0", DAYS - H, past=False)
+    return folder / "repo", {"series": series}
+
+
+def _train_shops(folder: Path, network: bool) -> None:
+    from tests.export.test_covariates_served import H, write_shops
+
+    write_shops(folder / "shops.csv", n=8)
     data = str(folder / "shops.csv")
     args = ["train", "--data", data, "--horizon", str(H), "--future", "promo", "--static", "size"]
     args += ["--calendar", "dayofweek", "--drop", "footfall", "--out", str(folder / "run")]
@@ -60,8 +71,6 @@ def _shops_model(folder: Path, network: bool) -> tuple[Path, dict[str, Any]]:
     args = ["export", "--model", model_file, "--name", "shops", "--repository", str(repo), "--data", data]
     export = runner.invoke(cli, [*args, "--drop", "footfall"])
     assert export.exit_code == 0, export.output
-    series = request_series(shops["shop_0"], "shop_0", DAYS - H, past=False)
-    return repo, {"series": series}
 
 
 @pytest.fixture(scope="module")
