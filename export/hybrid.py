@@ -66,8 +66,10 @@ _BASE_SETS = tuple(
 # trend by AICc per series, as AutoETS chooses; `airline`: ARIMA(0,1,1)(0,1,1), the ARIMA member the
 # StatisticalEnsemble has and the smoothing members lack). Chosen the same way as the other sets, on
 # validation; with them, test MASE (official hold-outs, `bench.competitions --all --no-stats`, issue 43's
-# notes): M3 other 1.810 -> 1.770, M3 monthly 0.839 -> 0.837, M3 quarterly 1.081 -> 1.079, the other four
-# sets choose as before. Adding each alone, or the ETS choice and CES (a numpy complex exponential
+# notes): M3 other 1.810 -> 1.770, M3 monthly 0.839 -> 0.837, M3 quarterly 1.081 -> 1.079, M3 yearly
+# 2.633 -> 2.632; Tourism's three sets choose as before. Only on M3 quarterly does a new set validate
+# best (1.085 against 1.090); on the other M3 sets one is within 1% of the best and wider, so
+# `widest_near_best` takes it. Adding each alone, or the ETS choice and CES (a numpy complex exponential
 # smoothing), was worse on test on some set (Tourism yearly 2.597 -> 2.623 with the ETS choice alone):
 # this list was chosen after seeing those test scores, as the sets above were.
 MEMBER_SETS = _BASE_SETS + tuple((*s, "ets", "airline") for s in _BASE_SETS)
