@@ -8,5 +8,5 @@ cd "$(dirname "$0")/.."
 { [ -x .venv/bin/pytest ] && .venv/bin/python -c "import xdist" 2>/dev/null; } || scripts/setup.sh dev
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
-# On two workers as scripts/test.sh (TEST_WORKERS=0: one process).
-.venv/bin/python -m pytest -m "not slow" -q -n "${TEST_WORKERS:-2}" --dist loadfile "$@"
+# TEST_WORKERS=2: on two xdist workers (scripts/test.sh says why not by default).
+.venv/bin/python -m pytest -m "not slow" -q -n "${TEST_WORKERS:-0}" --dist loadfile "$@"
