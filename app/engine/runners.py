@@ -17,38 +17,34 @@ whether a small call may run on the event loop.
   the host arrays themselves (what the tests run).
 - `PlainRunner`: one session, `session.run` from numpy: CUDA without IOBinding (RSA_CUDA_IO_BINDING=false).
 
-Device faults, whatever the runner (`Runner.run`) and whichever ONNX Runtime call raised them (typed
-exceptions from `session.run`, plain `RuntimeError`s from the binding's calls: `classify_fault`, the one
-place that decides): a call that runs out of device memory is retried once in two halves; if a half
-fails again, or the provider fails otherwise (a CUDA or cuBLAS error, a lost device), the callers get
-`DeviceOutOfMemory` / `DeviceError` (503, retryable), and the service keeps serving. Any other exception
-is a bug or a broken graph and goes up as it is (500).
+Device faults, whatever the runner (`Runner.run`): classified in app/engine/faults.py (`classify_fault`,
+the one place that decides); a call out of device memory is retried once in two halves, and the callers
+get `DeviceOutOfMemory` / `DeviceError` (503, retryable) where that fails or the device fails otherwise.
+The bound runner's own CUDA runtime calls and page-locked staging are in app/engine/cuda.py.
 
 CUDA work of the whole process passes `app.engine.gate.CUDA_GATE`, which a CUDA graph capture holds alone.
 """
 
 from __future__ import annotations
 
-import ctypes
 import logging
-import re
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import onnxruntime as ort
-from onnxruntime.capi import onnxruntime_pybind11_state as ort_errors
 
 from app.artifacts.contract import FORECAST_INPUT, FORECAST_OUTPUT
 from app.artifacts.manifest import Manifest, graph_inputs
 from app.core.errors import DeviceError, DeviceOutOfMemory
+from app.engine.cuda import D2H, H2D, Cudart, CudaRuntime, PinnedBlock
+from app.engine.faults import BindingError, Fault, binding_errors, classify_fault
 from app.engine.gate import CUDA_GATE, cuda_call
 from app.engine.providers import CPU, CUDA, RuntimeOptions
 from app.engine.session import (
@@ -81,78 +77,6 @@ MIN_RUNS_BEFORE_CAPTURE = 2
 GRAPH_RUNS_PER_ID = MIN_RUNS_BEFORE_CAPTURE + 2
 
 T = TypeVar("T")
-
-# The exception types ONNX Runtime's Python binding raises from `session.run`.
-ORT_ERRORS: tuple[type[Exception], ...] = (
-    ort_errors.Fail,
-    ort_errors.RuntimeException,
-    ort_errors.EPFail,
-    ort_errors.EngineError,
-    ort_errors.DeviceReset,
-)
-# What ONNX Runtime, CUDA, cuBLAS and cuDNN say when an allocation fails, on the GPU or the host.
-_OUT_OF_MEMORY = re.compile(
-    r"out of memory|failed to allocate memory|bad_alloc|cudaErrorMemoryAllocation|_ALLOC_FAILED",
-    re.IGNORECASE,
-)
-# A provider fault that is not the graph's: the device, its driver or its libraries.
-_DEVICE = re.compile(r"CUDA|CUBLAS|CUDNN|cuBLAS|cuDNN|device", re.IGNORECASE)
-# The stricter form, for the binding's untyped errors: what ONNX Runtime's CUDA_CALL / CUBLAS_CALL /
-# CUDNN_CALL checks write ("CUDA failure 700: an illegal memory access ...", "CUBLAS failure 13: ...",
-# "CUDA error cudaErrorLaunchFailure: ..."), or a library status name. The bare word "device" or "CUDA"
-# is not enough there: "input bound on the wrong device" is our bug, not the GPU's.
-_CUDA_FAILURE = re.compile(
-    r"\b(?:CUDA|CUBLAS|CUDNN|CUFFT|CURAND|NVRTC) (?:failure|error)\b|cudaError\w+|CUBLAS_STATUS_\w+"
-    r"|CUDNN_STATUS_\w+",
-    re.IGNORECASE,
-)
-
-Fault = Literal["out_of_memory", "device"]
-
-
-class BindingError(RuntimeError):
-    """A plain `RuntimeError` raised by one of ONNX Runtime's IOBinding or OrtValue calls (the bound
-    runner's `run_with_iobinding`, `update_inplace`, the read-back), same text. Those calls do not raise
-    ONNX Runtime's typed exceptions: `run_with_iobinding` throws `std::runtime_error("Error in execution: "
-    + status)` (onnxruntime_pybind_state.cc) and a failed CUDA copy throws from CUDA_CALL_THROW, both
-    `builtins.RuntimeError` in Python. Only the bound runner raises this, and only around those calls,
-    so a `RuntimeError` of our own code (a bug) is never taken for the device's."""
-
-
-@contextmanager
-def binding_errors() -> Iterator[None]:
-    """Around ONNX Runtime's binding calls: their plain `RuntimeError`s become `BindingError`s."""
-    try:
-        yield
-    except RuntimeError as exc:
-        if type(exc) is RuntimeError:
-            raise BindingError(str(exc)) from exc
-        raise
-
-
-def classify_fault(exc: BaseException) -> Fault | None:
-    """What an exception from a session call says of the device: out of memory, another device fault,
-    or None (a graph or input error, or not ONNX Runtime's at all), whichever path raised it.
-
-    - ONNX Runtime's typed exceptions (`session.run`): by type and text (`_DEVICE`).
-    - `BindingError` (the bound runner's `run_with_iobinding` and copies): by text only, and strictly:
-      an allocation failure, or a CUDA/cuBLAS/cuDNN failure as ONNX Runtime's checks write it
-      (`_CUDA_FAILURE`). Anything else there ("Error in execution: Got invalid dimensions ...", a
-      binding of the wrong shape or device) is a bug or a broken graph: None, a 500, not masked as 503.
-    - Any other exception, `RuntimeError` included: None.
-    """
-    text = str(exc)
-    if isinstance(exc, BindingError):
-        if _OUT_OF_MEMORY.search(text):
-            return "out_of_memory"
-        return "device" if _CUDA_FAILURE.search(text) else None
-    if not isinstance(exc, ORT_ERRORS):
-        return None
-    if _OUT_OF_MEMORY.search(text):
-        return "out_of_memory"
-    if isinstance(exc, ort_errors.EPFail | ort_errors.DeviceReset) or _DEVICE.search(text):
-        return "device"
-    return None
 
 
 @dataclass(frozen=True)
@@ -309,127 +233,6 @@ def default_buckets(max_rows: int) -> tuple[int, ...]:
     while buckets[-1] < max_rows:
         buckets.append(min(buckets[-1] * 2, max_rows))
     return tuple(buckets)
-
-
-class CudaRuntime(Protocol):
-    """The CUDA runtime calls the bound runner makes itself (`Cudart`; the tests give a fake)."""
-
-    def host_register(self, ptr: int, size: int) -> int: ...
-    def host_unregister(self, ptr: int) -> int: ...
-    def get_last_error(self) -> int: ...
-    def error_name(self, code: int) -> str: ...
-    def memcpy(self, dst: int, src: int, size: int, kind: int) -> int: ...
-    def memset(self, ptr: int, value: int, size: int) -> int: ...
-    def synchronize_legacy_stream(self) -> int: ...
-
-
-H2D, D2H = 1, 2  # cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost
-
-
-class Cudart:
-    """libcudart through ctypes, every function with its C signature declared. The library onnxruntime
-    loaded is the one found (preload_dlls or the system path: dlopen reuses an object of that soname)."""
-
-    def __init__(self, lib: ctypes.CDLL) -> None:
-        self._lib = lib
-        c_int, ptr, size = ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t
-        for name, args, res in (
-            ("cudaHostRegister", [ptr, size, ctypes.c_uint], c_int),
-            ("cudaHostUnregister", [ptr], c_int),
-            ("cudaGetLastError", [], c_int),
-            ("cudaGetErrorName", [c_int], ctypes.c_char_p),
-            ("cudaMemcpy", [ptr, ptr, size, c_int], c_int),
-            ("cudaMemset", [ptr, c_int, size], c_int),
-            ("cudaStreamSynchronize", [ptr], c_int),
-        ):
-            fn = getattr(lib, name)
-            fn.argtypes, fn.restype = args, res
-
-    @classmethod
-    def load(cls) -> Cudart | None:
-        for name in ("libcudart.so.13", "libcudart.so.12", "libcudart.so"):
-            try:
-                return cls(ctypes.CDLL(name))
-            except (OSError, AttributeError):
-                continue
-        return None
-
-    def host_register(self, ptr: int, size: int) -> int:
-        return int(self._lib.cudaHostRegister(ptr, size, 0))
-
-    def host_unregister(self, ptr: int) -> int:
-        return int(self._lib.cudaHostUnregister(ptr))
-
-    def get_last_error(self) -> int:
-        """The calling thread's last CUDA error, which this clears."""
-        return int(self._lib.cudaGetLastError())
-
-    def error_name(self, code: int) -> str:
-        name = self._lib.cudaGetErrorName(code)
-        return name.decode() if name else str(code)
-
-    def memcpy(self, dst: int, src: int, size: int, kind: int) -> int:
-        return int(self._lib.cudaMemcpy(dst, src, size, kind))
-
-    def memset(self, ptr: int, value: int, size: int) -> int:
-        return int(self._lib.cudaMemset(ptr, value, size))
-
-    def synchronize_legacy_stream(self) -> int:
-        return int(self._lib.cudaStreamSynchronize(None))
-
-
-PAGE = 4096  # page-locking works on whole pages
-ALIGN = 256  # each view starts on this boundary (CUDA's copy alignment)
-
-
-def _round_up(n: int, to: int) -> int:
-    return -(-n // to) * to
-
-
-class PinnedBlock:
-    """A runner's host staging, every bucket's arrays: one page-aligned block of whole pages, page-locked
-    with one `cudaHostRegister`, carved into one view per array (`views`, in the order of `layouts`).
-
-    Registering small arrays one by one fails for the second array on a page already registered
-    (cudaErrorHostMemoryAlreadyRegistered, 712: the malloc heap puts them side by side) and leaves that
-    error as the thread's last CUDA error, which the next kernel that checks `cudaGetLastError()` then
-    reports. One block owns its pages alone, so its one registration cannot overlap another; where it
-    fails anyway, the error is cleared and logged, and the block stays pageable (slower copies, same
-    answers)."""
-
-    def __init__(self, layouts: Sequence[tuple[tuple[int, ...], np.dtype]], cudart: CudaRuntime | None):
-        offsets, size = [], 0
-        for shape, dtype in layouts:
-            offsets.append(size)
-            size = _round_up(size + int(np.prod(shape)) * np.dtype(dtype).itemsize, ALIGN)
-        self.size = _round_up(max(size, 1), PAGE)
-        self._raw = np.zeros(self.size + PAGE, np.uint8)
-        start = (-self._raw.ctypes.data) % PAGE
-        self.block = self._raw[start : start + self.size]
-        self.views = [
-            self.block[o : o + int(np.prod(shape)) * np.dtype(dtype).itemsize].view(dtype).reshape(shape)
-            for o, (shape, dtype) in zip(offsets, layouts, strict=True)
-        ]
-        self._cudart = cudart
-        self.pinned = False
-        self.error: str | None = None  # why it is not page-locked, where registration failed
-        if cudart is not None:
-            code = cudart.host_register(self.block.ctypes.data, self.size)
-            if code == 0:
-                self.pinned = True
-            else:
-                cudart.get_last_error()  # clear it: a later kernel's check would report it as its own
-                self.error = cudart.error_name(code)
-                logger.warning(
-                    "page-locking %d bytes of host staging failed (%s); copies stay pageable",
-                    self.size,
-                    self.error,
-                )
-
-    def release(self) -> None:
-        if self.pinned and self._cudart is not None:
-            self._cudart.host_unregister(self.block.ctypes.data)
-        self.pinned = False
 
 
 @dataclass(eq=False)

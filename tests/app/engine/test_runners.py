@@ -19,20 +19,18 @@ from onnxruntime.capi import onnxruntime_pybind11_state as ort_errors
 from app.artifacts.manifest import Manifest, load_manifest
 from app.core.errors import DeviceError, DeviceOutOfMemory
 from app.engine.batching import Feed
+from app.engine.cuda import PAGE, PinnedBlock
+from app.engine.faults import BindingError, classify_fault
 from app.engine.model import OnnxModel
 from app.engine.providers import CPU, RuntimeOptions
 from app.engine.runners import (
     GRAPH_ID_KEY,
     GRAPH_ID_SKIP,
     GRAPH_RUNS_PER_ID,
-    PAGE,
-    BindingError,
     BoundRunner,
     CpuRunner,
-    PinnedBlock,
     PlainRunner,
     Runner,
-    classify_fault,
     create_runner,
     default_buckets,
 )
@@ -489,7 +487,7 @@ def test_the_staging_is_one_page_aligned_block_registered_once() -> None:
 
 def test_a_failed_registration_clears_the_cuda_error_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
     cudart = FakeCudart(register_error=712)
-    with caplog.at_level(logging.WARNING, logger="app.engine.runners"):
+    with caplog.at_level(logging.WARNING, logger="app.engine.cuda"):
         block = PinnedBlock(LAYOUTS, cudart)
     assert not block.pinned and block.error == "cudaErrorHostMemoryAlreadyRegistered"
     assert [c[0] for c in cudart.calls] == ["register", "get_last_error"] and cudart.last_error == 0
