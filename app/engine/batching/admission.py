@@ -26,17 +26,26 @@ ADMIT_FRACTION = 0.6
 
 
 def late_refusal(
-    name: str, ahead: int, n: int, row_seconds: float | None, timeout_s: float
+    name: str,
+    ahead: int,
+    n: int,
+    row_seconds: float | None,
+    timeout_s: float,
+    *,
+    waiting: str = "series",
+    busy: str = "overloaded",
 ) -> Overloaded | None:
     """The refusal of `n` more rows that could not be through the session within `timeout_s` behind
     `ahead` rows at `row_seconds` each; None when they can. An idle version takes any request, so a request
-    is never refused for its size alone. (The batcher's rule; a front end applies it to the backlog the
-    engine last reported, app/engine/client.py.)"""
+    is never refused for its size alone. (The batcher's rule, for forecasts and, at their own rate, for
+    evaluation work behind evaluation work (evaluation.py); a front end applies it to the backlog the
+    engine last reported, app/engine/client.py.) `waiting` and `busy` name the rows ahead and the
+    version's state in the message."""
     if not ahead or row_seconds is None or (ahead + n) * row_seconds <= ADMIT_FRACTION * timeout_s:
         return None
     drain_s = ahead * row_seconds
     return Overloaded(
-        f"model {name} is overloaded: {ahead} series ahead need about {drain_s:.2f}s, too much of the "
+        f"model {name} is {busy}: {ahead} {waiting} ahead need about {drain_s:.2f}s, too much of the "
         f"{timeout_s:.2f}s this request has left (at most {ADMIT_FRACTION:.0%} of it is queued for); "
         "retry later",
         retry_after_s=max(1, math.ceil(drain_s)),

@@ -19,25 +19,8 @@ Triton's instance groups, without a second copy of the weights: an ONNX Runtime 
 from several threads at once.
 
 Evaluation work (a backtest's or an anomaly check's windows, `submit(..., evaluation=True)`) has its own
-queue and its own admission, so that it cannot starve the version's forecasts (issue 46, item 5: six
-clients looping 1,024-window backtests got 28 of 45 small forecasts a 503, and p99 from 23 ms to 5.5 s).
-At most `max_evaluations` evaluation requests wait or run per version (Overloaded above). Forecasts are
-admitted against their own backlog (queued, running and reserved rows: evaluation rows waiting do not
-count), evaluation against everything ahead. Evaluation goes out in chunks of `evaluation_call_rows`,
-only while no forecast waits or after EVALUATION_EVERY forecast calls in a row (a weighted share, as
-Triton's priority levels and vLLM's scheduler give: forecasts first, evaluation never starved), on at most
-max_calls - 1 of the calls side by side when several may run: one is always left to forecasts.
-Evaluation is admitted on its own drain rate (`evaluation_row_seconds`: seconds per row through its queue,
-measured over its chunks while evaluation work waits, so its share, its niceness and the host's load all
-count; the forecasts' rate until measured): a request whose rows alone cannot be through within
-ADMIT_FRACTION of its time left is refused at once, before it queues (InvalidInput on `EVALUATION_ROWS`
-with the rows that would fit: the route names its own field), and one that could alone but not behind
-the evaluation work ahead of it gets Overloaded with that work's drain time as Retry-After. A maximal
-backtest on a loaded host used to be admitted and answered 504 at the deadline. An admitted request that
-falls behind its deadline's pace anyway (the host got busier than measured: its rows left would need
-more than URGENT_SHARE of its time left at the rate) is urgent: its chunks run at the service's own
-priority, not niced, and take every other call while forecasts wait (forecasts still wait at most one
-chunk), until it is back on pace.
+queue and its own admission, so that it cannot starve the version's forecasts: evaluation.py says how,
+and holds its constants and its refusal rule.
 
 The parts, each in a module of its own: admission (app/engine/batching/admission.py: the time rule, the
 queue's bound, reservations, the drain rate), the inline gate (inline.py: when a small request runs on
@@ -51,19 +34,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import os
-import threading
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Executor, ThreadPoolExecutor
-from dataclasses import dataclass
+from concurrent.futures import Executor
 from time import perf_counter
-from typing import Literal, Protocol
+from typing import Literal
 
 import numpy as np
 
-from app.core.errors import InferenceError, InvalidInput, ModelNotReady, Overloaded, ServiceError, Timeout
-from app.engine.batching.admission import ADMIT_FRACTION, Admission, DrainRate
+from app.core.errors import InferenceError, ModelNotReady, Overloaded, ServiceError, Timeout
+from app.engine.batching.admission import Admission, DrainRate
+from app.engine.batching.config import BatcherConfig, BatchRunner
+from app.engine.batching.evaluation import (
+    EVALUATION_EVERY,
+    URGENT_SHARE,
+    evaluation_executor,
+    evaluation_refusal,
+)
+from app.engine.batching.evaluation import EVALUATION_ROWS as EVALUATION_ROWS  # its importers' name
 from app.engine.batching.inline import InlineGate
 from app.engine.batching.items import Batch, BatcherStats, Segment, WorkItem
 from app.engine.batching.release import MemoryRelease
@@ -76,95 +64,6 @@ logger = logging.getLogger(__name__)
 # 90-94 ms where calls splitting the queue evenly had 32-36 and 98-134 ms, at the same throughput;
 # 8 rows 26-36 and 91-131 ms; 2 rows 80-100 ms at c=64, within the same spread, for twice the hops.
 SHARED_CALL_ROWS = 4
-# While forecasts and evaluation work both wait, one evaluation call after this many forecast calls in a
-# row: forecasts keep the version (they wait at most one evaluation chunk), evaluation keeps a share.
-EVALUATION_EVERY = 4
-# Evaluation chunks run on threads of their own at this niceness above the service's (Linux: a thread's
-# own, set with setpriority on its thread id; a session call of a small chunk computes on the calling
-# thread): on a busy host the kernel gives the cores to forecasts' calls and the event loop first.
-EVALUATION_NICENESS = 10
-# The `field` of the refusal of evaluation work too big to be through in its time (InvalidInput, whose
-# `limit` is the rows that would fit): the route that submitted it names its own field in its place.
-EVALUATION_ROWS = "evaluation_rows"
-# An admitted evaluation request is urgent once its rows left, at the evaluation rate, need more than this
-# share of its time left (admitted within ADMIT_FRACTION = 0.6, it has fallen behind by a third first).
-URGENT_SHARE = 0.8
-
-
-def _lower_priority() -> None:
-    try:
-        tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + EVALUATION_NICENESS)
-    except (AttributeError, OSError):  # not Linux, or not allowed: the chunks still run, at the same priority
-        pass
-
-
-_evaluation_pool: ThreadPoolExecutor | None = None
-
-
-def evaluation_executor() -> ThreadPoolExecutor:
-    """The process's threads for evaluation chunks (made on first use, one per CPU, each niced once)."""
-    global _evaluation_pool
-    if _evaluation_pool is None:
-        try:
-            cpus = len(os.sched_getaffinity(0))
-        except AttributeError:
-            cpus = os.cpu_count() or 1
-        _evaluation_pool = ThreadPoolExecutor(
-            max_workers=max(1, cpus), thread_name_prefix="rsa-evaluation", initializer=_lower_priority
-        )
-    return _evaluation_pool
-
-
-class BatchRunner(Protocol):
-    """What the batcher calls (app/engine/runners.py's Runner): blocking, off the loop except inline."""
-
-    def run(self, feed: Feed, alone: bool = False) -> np.ndarray:
-        """The outputs [n, ...] of a feed of n rows. `alone`: an inline call, with the machine to itself."""
-        ...
-
-    def release_memory(self) -> object:
-        """Give back what can be given back once the version is idle."""
-        ...
-
-
-@dataclass(frozen=True)
-class BatcherConfig:
-    name: str  # for logs and errors: model/version
-    max_batch_rows: int  # rows per session call at most
-    max_wait_s: float  # how long the oldest queued request waits for others to join
-    max_queue_rows: int  # the queue's hard bound
-    retry_after_s: int = 1  # the Retry-After of a refusal by the queue's bound or a stop
-    release_after_s: float | None = None  # idle time before the runner's memory is released; None: never
-    inline_max_rows: int = 0  # requests of at most this many rows may run inline (0: never)
-    max_calls: int = 1  # session calls at once
-    concurrent_max_rows: int = 0  # rows of a call that may run beside others
-    row_seconds: float | None = None  # the drain rate's seed (seconds per row, timed at load); None: unknown
-    max_evaluations: int = 2  # evaluation requests waiting or running at once (RSA_MAX_EVALUATIONS_IN_FLIGHT)
-    evaluation_call_rows: int = 64  # evaluation rows per session call at most (RSA_EVALUATION_CALL_ROWS)
-    # The evaluation drain rate's seed (seconds per evaluation row through its queue); None: the forecasts'
-    # rate until an evaluation chunk is measured.
-    evaluation_row_seconds: float | None = None
-
-    def __post_init__(self) -> None:
-        if (
-            min(
-                self.max_batch_rows,
-                self.max_queue_rows,
-                self.max_calls,
-                self.max_evaluations,
-                self.evaluation_call_rows,
-            )
-            < 1
-            or min(
-                self.max_wait_s, self.release_after_s or 0.0, self.inline_max_rows, self.concurrent_max_rows
-            )
-            < 0
-        ):
-            raise ValueError(
-                "max_batch_rows, max_queue_rows, max_calls, max_evaluations and evaluation_call_rows must "
-                "be >= 1; max_wait_s, release_after_s, inline_max_rows and concurrent_max_rows >= 0"
-            )
 
 
 class DynamicBatcher:
@@ -404,34 +303,13 @@ class DynamicBatcher:
             self._evaluations -= 1
 
     def _evaluation_in_time(self, n: int, timeout_s: float) -> None:
-        """Refuse `n` evaluation rows that cannot be through the evaluation queue within ADMIT_FRACTION of
-        `timeout_s` at its rate: alone (InvalidInput on EVALUATION_ROWS, `limit` the rows that would fit),
-        or behind the evaluation rows waiting and running (Overloaded, Retry-After their drain time)."""
-        rate = self.evaluation_row_seconds
-        if rate is None or rate <= 0:
-            return
-        budget = ADMIT_FRACTION * timeout_s
-        if n * rate > budget:
-            self.stats.rejected_items += 1
-            fits = int(budget / rate)
-            raise InvalidInput(
-                f"model {self.name}: {n} windows of evaluation would take about {n * rate:.1f}s at the "
-                f"{1000 * rate:.3g} ms a window evaluation work runs at on this host now, more than the "
-                f"{budget:.1f}s ({ADMIT_FRACTION:.0%} of the {timeout_s:.1f}s this request has left) it may "
-                f"take: refused before it started; {fits} windows would fit",
-                field=EVALUATION_ROWS,
-                limit=fits,
-            )
+        """Refuse `n` evaluation rows that cannot be through the evaluation queue in time, alone or behind
+        the evaluation rows waiting and running (app/engine/batching/evaluation.py's rule)."""
         ahead = self._eval_rows + self._eval_running
-        if ahead and (ahead + n) * rate > budget:
+        refusal = evaluation_refusal(self.name, n, timeout_s, self.evaluation_row_seconds, ahead)
+        if refusal is not None:
             self.stats.rejected_items += 1
-            drain_s = ahead * rate
-            raise Overloaded(
-                f"model {self.name} is busy evaluating: {ahead} windows of backtests or anomaly checks ahead "
-                f"need about {drain_s:.1f}s, and {n} more would not be through in the {budget:.1f}s this "
-                "request may take; retry later",
-                retry_after_s=max(1, math.ceil(drain_s)),
-            )
+            raise refusal
 
     async def _result(self, item: WorkItem, timeout_s: float) -> np.ndarray:
         """A queued item's forecast, or Timeout naming the request's limit (forecasts and evaluation)."""

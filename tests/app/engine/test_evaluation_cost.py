@@ -9,35 +9,22 @@ from __future__ import annotations
 import asyncio
 import math
 import threading
-from typing import Any
 
 import numpy as np
 import pytest
 
 from app.core.errors import InvalidInput, Overloaded
-from app.engine.batching import BatcherConfig, DynamicBatcher
 from app.engine.batching import batcher as batcher_module
 from app.engine.batching.admission import ADMIT_FRACTION
-from app.engine.batching.batcher import EVALUATION_ROWS
-from tests.app.engine.test_evaluation_queue import Gated, evaluation_rows, forecast_rows, until
-from tests.utils.batching import FnRunner
-
-
-def make(run: Any, **config: Any) -> DynamicBatcher:
-    options: dict[str, Any] = {
-        "name": "t",
-        "max_batch_rows": 64,
-        "max_wait_s": 0.0,
-        "max_queue_rows": 10_000,
-        "max_evaluations": 2,
-        "evaluation_call_rows": 8,
-    }
-    options.update(config)
-    return DynamicBatcher(FnRunner(run), BatcherConfig(**options))
-
-
-def run(scenario: Any) -> None:
-    asyncio.run(asyncio.wait_for(scenario(), 20))
+from app.engine.batching.evaluation import EVALUATION_ROWS
+from tests.app.engine.conftest import (
+    Gated,
+    evaluation_batcher,
+    evaluation_rows,
+    forecast_rows,
+    run_scenario,
+    until,
+)
 
 
 def doubled(feed: dict[str, np.ndarray]) -> np.ndarray:
@@ -54,7 +41,7 @@ def test_evaluation_that_cannot_be_through_in_time_alone_is_refused_before_it_qu
         return doubled(feed)
 
     async def scenario() -> None:
-        batcher = make(counted, evaluation_row_seconds=0.01)
+        batcher = evaluation_batcher(counted, evaluation_row_seconds=0.01)
         batcher.start()
         with pytest.raises(InvalidInput) as refused:
             await batcher.submit(evaluation_rows(1024), 10.0, evaluation=True)
@@ -67,7 +54,7 @@ def test_evaluation_that_cannot_be_through_in_time_alone_is_refused_before_it_qu
         np.testing.assert_array_equal(answer, evaluation_rows(fits)["x"] * 2)
         await batcher.stop()
 
-    run(scenario)
+    run_scenario(scenario)
 
 
 def test_evaluation_that_fits_alone_but_not_behind_the_evaluation_ahead_is_overloaded() -> None:
@@ -76,7 +63,7 @@ def test_evaluation_that_fits_alone_but_not_behind_the_evaluation_ahead_is_overl
 
     async def scenario() -> None:
         gate = Gated()
-        batcher = make(gate, evaluation_row_seconds=0.01)
+        batcher = evaluation_batcher(gate, evaluation_row_seconds=0.01)
         batcher.start()
         first = asyncio.ensure_future(batcher.submit(evaluation_rows(500), 10.0, evaluation=True))
         await until(lambda: len(gate.calls) == 1)  # its first chunk runs, the rest waits
@@ -90,24 +77,24 @@ def test_evaluation_that_fits_alone_but_not_behind_the_evaluation_ahead_is_overl
         await asyncio.gather(first, forecast, small)
         await batcher.stop()
 
-    run(scenario)
+    run_scenario(scenario)
 
 
 def test_without_an_evaluation_rate_the_forecasts_rate_judges_and_unknown_admits() -> None:
     async def scenario() -> None:
-        unknown = make(doubled)
+        unknown = evaluation_batcher(doubled)
         unknown.start()
         assert unknown.evaluation_row_seconds is None
         await unknown.submit(evaluation_rows(1024), 10.0, evaluation=True)  # nothing measured: admitted
         await unknown.stop()
-        forecasts_rate = make(doubled, row_seconds=0.01)
+        forecasts_rate = evaluation_batcher(doubled, row_seconds=0.01)
         forecasts_rate.start()
         with pytest.raises(InvalidInput) as refused:
             await forecasts_rate.submit(evaluation_rows(700), 10.0, evaluation=True)
         assert refused.value.limit == 600
         await forecasts_rate.stop()
 
-    run(scenario)
+    run_scenario(scenario)
 
 
 class FakeClock:
@@ -137,7 +124,7 @@ def test_the_evaluation_rate_is_measured_on_its_own_chunks_and_then_refuses(
     monkeypatch.setattr(batcher_module, "perf_counter", clock)
 
     async def scenario() -> None:
-        batcher = make(clock.run, row_seconds=0.001)
+        batcher = evaluation_batcher(clock.run, row_seconds=0.001)
         batcher.start()
         await batcher.submit(evaluation_rows(40), 10.0, evaluation=True)
         assert batcher.evaluation_row_seconds == pytest.approx(0.05)
@@ -148,7 +135,7 @@ def test_the_evaluation_rate_is_measured_on_its_own_chunks_and_then_refuses(
         assert refused.value.limit == 120
         await batcher.stop()
 
-    run(scenario)
+    run_scenario(scenario)
 
 
 class Recording(FakeClock):
@@ -179,13 +166,13 @@ def test_an_evaluation_behind_its_deadlines_pace_runs_at_the_services_priority(
     monkeypatch.setattr(batcher_module, "perf_counter", clock)
 
     async def scenario() -> None:
-        batcher = make(clock.run, evaluation_row_seconds=1.0, evaluation_call_rows=4)
+        batcher = evaluation_batcher(clock.run, evaluation_row_seconds=1.0, evaluation_call_rows=4)
         batcher.start()
         await batcher.submit(evaluation_rows(8), 20.0, evaluation=True)
         assert clock.calls == [("evaluation", True), ("evaluation", False)]
         await batcher.stop()
 
-    run(scenario)
+    run_scenario(scenario)
 
 
 def test_an_urgent_evaluation_takes_every_other_call_while_forecasts_wait(
@@ -200,7 +187,7 @@ def test_an_urgent_evaluation_takes_every_other_call_while_forecasts_wait(
     monkeypatch.setattr(batcher_module, "perf_counter", clock)
 
     async def scenario() -> None:
-        batcher = make(clock.run, evaluation_row_seconds=0.6, evaluation_call_rows=8)
+        batcher = evaluation_batcher(clock.run, evaluation_row_seconds=0.6, evaluation_call_rows=8)
         clock.gate.clear()
         batcher.start()
         first = asyncio.ensure_future(batcher.submit(forecast_rows(1, 100), 10.0))
@@ -218,4 +205,4 @@ def test_an_urgent_evaluation_takes_every_other_call_while_forecasts_wait(
         assert clock.calls == [("forecast", False), ("evaluation", False), ("forecast", False)]
         await batcher.stop()
 
-    run(scenario)
+    run_scenario(scenario)

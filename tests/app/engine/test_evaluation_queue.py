@@ -7,66 +7,22 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from typing import Any
 
 import numpy as np
 import pytest
 
 from app.core.errors import Overloaded
 from app.engine.batching import BatcherConfig, DynamicBatcher
-from app.engine.batching.batcher import EVALUATION_EVERY, EVALUATION_NICENESS
+from app.engine.batching.evaluation import EVALUATION_EVERY, EVALUATION_NICENESS
+from tests.app.engine.conftest import (
+    Gated,
+    evaluation_batcher,
+    evaluation_rows,
+    forecast_rows,
+    run_scenario,
+    until,
+)
 from tests.utils.batching import FnRunner
-
-
-class Gated:
-    """A runner that records each call's rows (tagged by the sign of their values: evaluation rows are
-    negative) and blocks every call until `open` is set."""
-
-    def __init__(self) -> None:
-        self.open = threading.Event()
-        self.calls: list[tuple[str, int]] = []
-        self.lock = threading.Lock()
-
-    def __call__(self, feed: dict[str, np.ndarray]) -> np.ndarray:
-        x = feed["x"]
-        with self.lock:
-            kinds = {"evaluation" if v < 0 else "forecast" for v in x[:, 0]}
-            self.calls.append(("+".join(sorted(kinds)), len(x)))
-        assert self.open.wait(10)
-        return x * 2.0
-
-
-def make(run: Gated, **config: Any) -> DynamicBatcher:
-    options: dict[str, Any] = {
-        "name": "t",
-        "max_batch_rows": 64,
-        "max_wait_s": 0.0,
-        "max_queue_rows": 10_000,
-        "max_evaluations": 2,
-        "evaluation_call_rows": 8,
-    }
-    options.update(config)
-    return DynamicBatcher(FnRunner(run), BatcherConfig(**options))
-
-
-def forecast_rows(n: int, start: int = 1) -> dict[str, np.ndarray]:
-    return {"x": np.arange(start, start + n, dtype=np.float32).reshape(n, 1)}
-
-
-def evaluation_rows(n: int) -> dict[str, np.ndarray]:
-    return {"x": -np.arange(1, n + 1, dtype=np.float32).reshape(n, 1)}
-
-
-async def until(predicate: Any) -> None:
-    for _ in range(2000):  # bounded: 2,000 loop passes of 1 ms
-        if predicate():
-            return
-        await asyncio.sleep(0.001)
-    raise AssertionError("condition never held")
-
-
-def run(scenario: Any) -> None:
-    asyncio.run(asyncio.wait_for(scenario(), 20))
 
 
 def test_forecasts_go_before_waiting_evaluation_and_evaluation_runs_in_chunks() -> None:
@@ -75,7 +31,7 @@ def test_forecasts_go_before_waiting_evaluation_and_evaluation_runs_in_chunks() 
 
     async def scenario() -> None:
         gate = Gated()
-        batcher = make(gate)
+        batcher = evaluation_batcher(gate)
         batcher.start()
         first = asyncio.ensure_future(batcher.submit(forecast_rows(1, 100), 5.0))
         await until(lambda: len(gate.calls) == 1)  # the session is busy
@@ -95,13 +51,13 @@ def test_forecasts_go_before_waiting_evaluation_and_evaluation_runs_in_chunks() 
         assert sum(chunks) == 40 and max(chunks) == 8 and len(chunks) == 5
         await batcher.stop()
 
-    run(scenario)
+    run_scenario(scenario)
 
 
 def test_evaluation_in_flight_is_bounded_per_version_and_forecasts_still_admitted() -> None:
     async def scenario() -> None:
         gate = Gated()
-        batcher = make(gate, max_evaluations=2, retry_after_s=3)
+        batcher = evaluation_batcher(gate, max_evaluations=2, retry_after_s=3)
         batcher.start()
         held = [asyncio.ensure_future(batcher.submit(evaluation_rows(4), 5.0, evaluation=True)) for _ in "ab"]
         await until(lambda: batcher.evaluations == 2)
@@ -118,7 +74,7 @@ def test_evaluation_in_flight_is_bounded_per_version_and_forecasts_still_admitte
         )
         await batcher.stop()
 
-    run(scenario)
+    run_scenario(scenario)
 
 
 def test_forecasts_are_judged_against_their_own_backlog_evaluation_against_everything() -> None:
@@ -127,7 +83,7 @@ def test_forecasts_are_judged_against_their_own_backlog_evaluation_against_every
 
     async def scenario() -> None:
         gate = Gated()
-        batcher = make(gate, row_seconds=0.01, evaluation_call_rows=1, max_batch_rows=1)
+        batcher = evaluation_batcher(gate, row_seconds=0.01, evaluation_call_rows=1, max_batch_rows=1)
         batcher.start()
         running = asyncio.ensure_future(batcher.submit(forecast_rows(1), 30.0))
         await until(lambda: len(gate.calls) == 1)
@@ -142,7 +98,7 @@ def test_forecasts_are_judged_against_their_own_backlog_evaluation_against_every
         await asyncio.gather(running, backtest)
         await batcher.stop()
 
-    run(scenario)
+    run_scenario(scenario)
 
 
 def test_evaluation_keeps_a_share_while_forecasts_keep_coming() -> None:
@@ -150,7 +106,7 @@ def test_evaluation_keeps_a_share_while_forecasts_keep_coming() -> None:
 
     async def scenario() -> None:
         gate = Gated()
-        batcher = make(gate, max_batch_rows=1, evaluation_call_rows=1)
+        batcher = evaluation_batcher(gate, max_batch_rows=1, evaluation_call_rows=1)
         batcher.start()
         first = asyncio.ensure_future(batcher.submit(forecast_rows(1, 500), 5.0))
         await until(lambda: len(gate.calls) == 1)
@@ -164,7 +120,7 @@ def test_evaluation_keeps_a_share_while_forecasts_keep_coming() -> None:
         assert kinds[: 3 * (every + 1)] == (["forecast"] * every + ["evaluation"]) * 3, kinds
         await batcher.stop()
 
-    run(scenario)
+    run_scenario(scenario)
 
 
 def test_evaluation_leaves_one_call_to_forecasts_when_calls_run_side_by_side() -> None:
@@ -173,7 +129,7 @@ def test_evaluation_leaves_one_call_to_forecasts_when_calls_run_side_by_side() -
 
     async def scenario() -> None:
         gate = Gated()
-        batcher = make(gate, max_calls=2, concurrent_max_rows=8, evaluation_call_rows=8)
+        batcher = evaluation_batcher(gate, max_calls=2, concurrent_max_rows=8, evaluation_call_rows=8)
         batcher.start()
         backtest = asyncio.ensure_future(batcher.submit(evaluation_rows(32), 5.0, evaluation=True))
         await until(lambda: len(gate.calls) == 1)
@@ -187,7 +143,7 @@ def test_evaluation_leaves_one_call_to_forecasts_when_calls_run_side_by_side() -
         await asyncio.gather(backtest, forecast)
         await batcher.stop()
 
-    run(scenario)
+    run_scenario(scenario)
 
 
 def test_evaluation_chunks_run_on_threads_of_lower_priority() -> None:
