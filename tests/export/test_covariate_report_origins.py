@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from export import panel
+from export import global_search as panel  # the search and its validation (export.panel is the CLI)
 from export.covariates import CovariatePlan, CovariateSeries, ablation_rows, covariate_lines
 from export.panel_config import PanelConfig
 from tests.export.test_covariates_served import shop

@@ -1,0 +1,225 @@
+"""The global read-out's training: its input length (and a covariate model's effect) searched on
+validation origins, then one fit on every window of every series (`train_global`); the validation scores
+the search, the summary and the covariate report read; what a model was trained on (`training_record`).
+
+`python -m export.panel train` (export/panel.py) is its command line; export/pretrained.py and the
+benchmarks call `train_global` directly. Validation (export/hybrid.py `origins`): each series' last H and
+H + H//2 values held out, the read-out fitted on what comes before and scored by mean MASE on them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from app.inference.metrics import seasonal_naive, seasonal_naive_scale
+from export.covariates import CovariatePlan, CovariateSeries, ablation_rows, series_covariate_rows
+from export.global_model import GlobalModel, fit_global
+from export.hybrid import Origin, local_search, origins
+from export.panel_config import PanelConfig, series_values
+
+__all__ = [
+    "INPUT_PERIODS",
+    "REPORT_ORIGINS",
+    "TRAINING_ENDS",
+    "covariate_report",
+    "seasonal_naive_score",
+    "summary_lines",
+    "train_global",
+    "training_record",
+]
+
+TRAINING_ENDS = 10_000
+# Input lengths searched, in periods of the cycle (a monthly model: 12, 24, 36, 48, 72 steps).
+INPUT_PERIODS = (1, 2, 3, 4, 6)
+# The covariate report's validation origins (issue 45, item 6): each series' last H, H + H//2, ... values
+# held out (export/hybrid.py `origins`), more than the model's choices are made on, so that one common
+# shock (many series' last windows share calendar time) cannot decide a covariate's verdict.
+REPORT_ORIGINS = 4
+
+
+def training_record(items: Sequence[Any]) -> dict[str, Any] | None:
+    """What a model was trained on, for the service to tell a backtest's in-sample cutoffs (the manifest's
+    `panel.training`): the series, the last timestamp of all (`end`, UTC), and each series' last by its id
+    (`ends`, up to TRAINING_ENDS series). `items` hold `id` and `timestamps` (UTC datetime64); None
+    where they do not."""
+    import pandas as pd
+
+    ends: dict[str, str] = {}
+    for s in items:
+        stamps = getattr(s, "timestamps", None)
+        if stamps is None or not len(stamps):
+            return None
+        ends[str(s.id)] = pd.Timestamp(stamps[-1]).tz_localize("UTC").isoformat()
+    if not ends:
+        return None
+    record: dict[str, Any] = {"series": len(ends), "end": max(ends.values(), key=pd.Timestamp)}
+    if len(ends) <= TRAINING_ENDS:
+        record["ends"] = ends
+    return record
+
+
+def _cut(v: Any, k: int) -> Any:
+    """A series without its last k values (a CovariateSeries with its covariates)."""
+    return v.head(len(v) - k) if isinstance(v, CovariateSeries) else series_values(v)[:-k]
+
+
+def _origins(series: Sequence[Any], cfg: PanelConfig, n_origins: int | None = None) -> list[Origin]:
+    if n_origins is None:
+        return origins(series, cfg.horizon, cfg.history, cfg.train_min, _cut)
+    return origins(series, cfg.horizon, cfg.history, cfg.train_min, _cut, n_origins)
+
+
+def _validation_forecasts(
+    series: Sequence[Any], cfg: PanelConfig, length: int, plan: CovariatePlan | None, val: Sequence[Origin]
+) -> list[np.ndarray]:
+    """Per origin, the forecasts [S, H] of a read-out of input `length` fitted on the series' parts
+    before it (export/hybrid.py)."""
+    H = cfg.horizon
+    layout = None if plan is None else plan.layout(length, H)
+    out = []
+    for o in val:
+        model = fit_global(o.fit_part, cfg, length, layout)
+        rows = None
+        if layout is not None:
+            rows = np.concatenate(
+                [
+                    series_covariate_rows(series[i], layout, np.array([len(p)]))
+                    for i, p in zip(o.keep, o.fit_part, strict=True)
+                ]
+            )
+        out.append(model.forecast([series_values(v) for v in o.fit_part], covariates=rows))
+    return out
+
+
+def _validate(
+    series: Sequence[np.ndarray] | Sequence[CovariateSeries],
+    cfg: PanelConfig,
+    length: int,
+    plan: CovariatePlan | None,
+    n_origins: int | None = None,
+) -> tuple[float, float, tuple[float, ...]]:
+    """(mean MASE, mean scaled MSE, MASE at each origin) over the validation origins (export/hybrid.py;
+    `n_origins` of them, default its N_ORIGINS) of a read-out of input `length` fitted on every series'
+    part before each origin and forecasting the H values after it (MSE per series in units of its
+    seasonal-naive error squared)."""
+    val = _origins(series, cfg, n_origins)
+    forecasts = _validation_forecasts(series, cfg, length, plan, val)
+    mases, mses = [], []
+    for o, fc in zip(val, forecasts, strict=True):
+        insample = [series_values(v) for v in o.fit_part]
+        scale = np.array([seasonal_naive_scale(v, cfg.period) for v in insample])
+        mse = ((o.held - fc) ** 2).mean(1) / scale**2
+        mases.append(o.score(fc, cfg.period))
+        mses.append(float(np.mean(mse[o.scored])))
+    return float(np.mean(mases)), float(np.mean(mses)), tuple(mases)
+
+
+def seasonal_naive_score(val: Sequence[Origin], period: int, horizon: int) -> float:
+    """The seasonal naive forecast's mean MASE over the validation origins, scored as the model is
+    (`Origin.score`: the same series, the same H values after each origin)."""
+    scores = []
+    for o in val:
+        fc = np.array([seasonal_naive(series_values(v), horizon, period) for v in o.fit_part])
+        scores.append(o.score(fc, period))
+    return float(np.mean(scores))
+
+
+def summary_lines(model: GlobalModel) -> list[str]:
+    """What `export.panel train` prints after its first line: the validation MASE beside the seasonal
+    naive's on the same origins, and the input lengths searched."""
+    search, out = model.search, []
+    if "model" in search and "seasonal_naive" in search:
+        what = "the hybrid" if model.local is not None else "the read-out"
+        ratio = search["model"] / search["seasonal_naive"] if search["seasonal_naive"] > 0 else float("nan")
+        out.append(
+            f"validation MASE {search['model']:.4f} ({what}), seasonal naive {search['seasonal_naive']:.4f} "
+            f"on the same origins (each series' last H and H + H//2 values held out): {ratio:.3f} of the "
+            "naive's"
+        )
+    lengths = sorted((int(k), v) for k, v in search.items() if k.isdigit())
+    if len(lengths) > 1:
+        cells = ", ".join(
+            f"{k}: {v:.4f}" + (" (chosen)" if k == model.input_length else "") for k, v in lengths
+        )
+        out.append(f"input length searched (validation MASE of the read-out): {cells}")
+    return out
+
+
+def covariate_report(
+    series: Sequence[CovariateSeries], cfg: PanelConfig, length: int, plan: CovariatePlan
+) -> list[dict[str, Any]]:
+    """Per covariate (the calendar as one): validation MASE and scaled MSE with every covariate and
+    without that one, over REPORT_ORIGINS origins, and the verdict (`ablation_rows`: it helps where it
+    lowers the mean MASE, the MASE at most origins and not the MSE). A covariate that does not help is
+    reported as such; it is kept (retrain without it to drop it)."""
+    return ablation_rows(plan, lambda p: _validate(series, cfg, length, p, REPORT_ORIGINS))
+
+
+def train_global(
+    series: Sequence[np.ndarray] | Sequence[CovariateSeries],
+    cfg: PanelConfig,
+    frequency: str | None = None,
+    plan: CovariatePlan | None = None,
+    report: bool = True,
+    local: bool = False,
+) -> GlobalModel:
+    """Search the input length (in periods) on validation when `cfg.input_periods` is None, then fit on
+    every window of every series. Validation (export/hybrid.py): at two origins, each series' values
+    after the origin held out, the read-out fitted on what comes before and scored by mean MASE on them;
+    the series' hold-outs are never fitted on. `local`: the hybrid (a model without covariates only),
+    its local window chosen on the same origins (`search` holds `local_<length>` and `global`).
+    With covariates (`plan`, series of `CovariateSeries`), each is also scored on validation with and
+    without it (`covariate_report`, unless `report` is False)."""
+    start = time.perf_counter()
+    search: dict[str, float] = {}
+    periods = (cfg.input_periods,) if cfg.input_periods is not None else INPUT_PERIODS
+    lengths = [k * cfg.period if cfg.period > 1 else 4 * k for k in periods]
+    # `auto`: the input length searched under each effect (relative or both), the pair of lowest
+    # validation MASE kept (issue 45, item 6: searched under relative alone, it missed a better both).
+    effects = ("relative", "both") if plan is not None and plan.effect == "auto" else (None,)
+    if len(lengths) > 1 or len(effects) > 1:
+        grid: dict[tuple[int, str | None], float] = {}
+        for e in effects:
+            tried = plan if plan is None or e is None else dataclasses.replace(plan, effect=e)
+            for length in lengths:
+                grid[length, e] = _validate(series, cfg, length, tried)[0]
+        best, effect = min(grid, key=lambda k: grid[k])
+        if len(lengths) > 1:  # each length's best over the effects (the summary's table)
+            search.update({str(n): min(v for (m, _), v in grid.items() if m == n) for n in lengths})
+        if len(effects) > 1:  # each effect's best over the lengths
+            search.update({f"effect_{e}": min(v for (_, f), v in grid.items() if f == e) for e in effects})
+            assert plan is not None and effect is not None
+            plan = dataclasses.replace(plan, effect=effect)
+    else:
+        best = lengths[0]
+    hybrid = None
+    if local:
+        if plan is not None:
+            raise ValueError("the hybrid's local models read the target alone: a covariate model has none")
+        val = _origins(series, cfg)
+        hybrid, scores = local_search(
+            val, _validation_forecasts(series, cfg, best, None, val), cfg.period, cfg.horizon
+        )
+        search.update(scores)
+    if hybrid is not None:  # the chosen hybrid's validation score
+        chosen = search[f"local_{'+'.join(hybrid.members)}_{hybrid.length}"]
+    elif plan is not None and f"effect_{plan.effect}" in search:
+        chosen = search[f"effect_{plan.effect}"]
+    elif str(best) in search:
+        chosen = search[str(best)]
+    else:  # the input length given: scored on validation all the same, for the summary
+        chosen = _validate(series, cfg, best, plan)[0]
+    search["model"] = chosen
+    search["seasonal_naive"] = seasonal_naive_score(_origins(series, cfg), cfg.period, cfg.horizon)
+    model = fit_global(series, cfg, best, None if plan is None else plan.layout(best, cfg.horizon))
+    model.local = hybrid
+    if plan is not None and report:
+        model.covariate_report = covariate_report(series, cfg, best, plan)  # type: ignore[arg-type]
+    model.search, model.frequency = search, frequency
+    model.fit_seconds = time.perf_counter() - start
+    return model
