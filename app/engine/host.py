@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from app.artifacts.feed import zeros_feed
 from app.artifacts.manifest import Manifest
@@ -41,18 +41,9 @@ def rows_per_call(manifest: Manifest, settings: Settings) -> int:
 
 
 def runtime_options(settings: Settings) -> RuntimeOptions:
-    return RuntimeOptions(
-        device=settings.device,
-        cuda_device_id=settings.cuda_device_id,
-        gpu_mem_limit_bytes=settings.gpu_mem_limit_bytes,
-        intra_op_threads=settings.intra_op_threads,
-        single_thread_max_rows=settings.single_thread_max_rows,
-        single_thread_calls=settings.single_thread_calls,
-        cuda_tf32=settings.cuda_tf32,
-        cuda_io_binding=settings.cuda_io_binding,
-        cuda_graphs=settings.cuda_graphs,
-        batch_buckets=tuple(settings.batch_buckets),
-    )
+    """Every runtime option is the setting of its name (one list of them: RuntimeOptions' fields)."""
+    values = {f.name: getattr(settings, f.name) for f in fields(RuntimeOptions)}
+    return RuntimeOptions(**{**values, "batch_buckets": tuple(settings.batch_buckets)})
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,13 @@ import logging
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
-from prometheus_client import Counter, GCCollector, Histogram, PlatformCollector, ProcessCollector
+from prometheus_client import (
+    Counter,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+)
 from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily, Metric
 from prometheus_client.metrics import MetricWrapperBase
 
@@ -39,48 +45,44 @@ class EngineMetrics:
         PlatformCollector(registry=r)
         GCCollector(registry=r)
         self.gpu = gpu or GpuMemory()
-        self.queue_wait = Histogram(
-            f"{PREFIX}_queue_wait_seconds",
+        self.queue_wait = self._per_version(
+            Histogram,
+            "queue_wait_seconds",
             "Time a request's rows waited in the batcher queue before their first session call.",
-            ["model", "version"],
             buckets=DURATION_BUCKETS,
-            registry=r,
         )
-        self.session_run = Histogram(
-            f"{PREFIX}_session_run_seconds",
+        self.session_run = self._per_version(
+            Histogram,
+            "session_run_seconds",
             "One ONNX Runtime session call (a merged batch), by execution provider.",
-            ["model", "version", "provider"],
+            "provider",
             buckets=DURATION_BUCKETS,
-            registry=r,
         )
-        self.batch_rows = Histogram(
-            f"{PREFIX}_batch_rows",
-            "Rows (series) per session call.",
-            ["model", "version"],
-            buckets=batch_buckets(max_batch_rows),
-            registry=r,
+        self.batch_rows = self._per_version(
+            Histogram, "batch_rows", "Rows (series) per session call.", buckets=batch_buckets(max_batch_rows)
         )
-        self.rows = Counter(
-            f"{PREFIX}_rows",
-            "Rows (series) forecast: sent to a session call that succeeded.",
-            ["model", "version"],
-            registry=r,
+        self.rows = self._per_version(
+            Counter, "rows", "Rows (series) forecast: sent to a session call that succeeded."
         )
-        self.session_failures = Counter(
-            f"{PREFIX}_session_failures",
+        self.session_failures = self._per_version(
+            Counter,
+            "session_failures",
             "Session calls that raised (each fails the requests in its batch: 500, or 503 for a device "
             "fault).",
-            ["model", "version"],
-            registry=r,
         )
-        self.session_retries = Counter(
-            f"{PREFIX}_session_retries",
+        self.session_retries = self._per_version(
+            Counter,
+            "session_retries",
             "Session calls retried in two halves, by reason (out_of_memory: the device ran out of memory).",
-            ["model", "version", "reason"],
-            registry=r,
+            "reason",
         )
         # Every label set of each version's series: (model, version) -> (metric, labels)
         self._series: dict[tuple[str, str], set[tuple[MetricWrapperBase, tuple[str, ...]]]] = {}
+
+    def _per_version(self, kind: type[M], name: str, documentation: str, *labels: str, **options: Any) -> M:
+        """A family with a series per model version (and `labels`), on the engine's registry."""
+        labelnames = ["model", "version", *labels]
+        return kind(f"{PREFIX}_{name}", documentation, labelnames, registry=self.registry, **options)
 
     def version(self, model: str, version: int, provider: str) -> VersionMetrics:
         """One version's observer (app/engine/types.py's VersionObserver), label children bound once."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import math
 from time import perf_counter
+from typing import NoReturn
 
 from app.core.errors import Overloaded
 from app.engine.batching.items import BatcherStats
@@ -110,13 +111,17 @@ class Admission:
     def to_queue(self, n: int, queued: int) -> None:
         """The queue's hard bound on memory, whatever was reserved."""
         if queued and queued + n > self.max_queue_rows:
-            self.stats.rejected_items += 1
-            raise Overloaded(
+            self.over_limit(
                 f"model {self.name} is overloaded: {queued} series queued, "
                 f"{n} more would pass the limit of {self.max_queue_rows}; retry later",
-                limit=self.max_queue_rows,
-                retry_after_s=self.retry_after_s,
+                self.max_queue_rows,
             )
+
+    def over_limit(self, message: str, limit: int) -> NoReturn:
+        """Refuse a request over one of the version's bounds (`limit`: the queue's rows, the evaluations
+        in flight): counted, Overloaded with the configured Retry-After."""
+        self.stats.rejected_items += 1
+        raise Overloaded(message, limit=limit, retry_after_s=self.retry_after_s)
 
     def reserve(self, n: int, timeout_s: float, since: float | None, in_flight: int) -> int:
         """Judge `n` rows (an estimate) on time only (the queue's bound is on the rows really sent), then

@@ -42,7 +42,7 @@ from typing import Literal
 
 import numpy as np
 
-from app.core.errors import InferenceError, ModelNotReady, Overloaded, ServiceError, Timeout
+from app.core.errors import InferenceError, ModelNotReady, ServiceError, Timeout
 from app.engine.batching.admission import Admission, DrainRate
 from app.engine.batching.config import BatcherConfig, BatchRunner
 from app.engine.batching.evaluation import (
@@ -280,12 +280,10 @@ class DynamicBatcher:
         (forecasts and evaluation alike), in the evaluation queue."""
         config = self.config
         if self._evaluations >= config.max_evaluations:
-            self.stats.rejected_items += 1
-            raise Overloaded(
+            self.admission.over_limit(
                 f"model {self.name} is busy evaluating: {self._evaluations} backtests or anomaly checks in "
                 f"flight, the limit (RSA_MAX_EVALUATIONS_IN_FLIGHT = {config.max_evaluations}); retry later",
-                limit=config.max_evaluations,
-                retry_after_s=config.retry_after_s,
+                config.max_evaluations,
             )
         self.admission.in_time(n, timeout_s, self.ahead_rows + self._eval_rows)
         self._evaluation_in_time(n, timeout_s)
