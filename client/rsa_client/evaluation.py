@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import numpy as np
@@ -15,7 +15,12 @@ import pandas as pd
 from rsa_client.frames import _channel_columns, _forecast_prefix
 from rsa_client.models import _Models
 from rsa_client.series import _histories, _History
-from rsa_client.transport import _json, _reading
+from rsa_client.transport import ServiceError, _json, _reading
+
+# The service's refusal of a backtest or anomaly check that cannot finish within its deadline now (422,
+# naming `n_windows` or `last` and the `limit` that fits: app/protocols/rsa_v1/evaluation.py).
+TOO_LONG = "evaluation_too_long"
+OnTooLong = Literal["raise", "shrink"]
 
 
 class _Evaluating(_Models):
@@ -37,6 +42,7 @@ class _Evaluating(_Models):
         time_col: str = "ds",
         target_col: str | None = None,
         refit: bool | None = None,
+        on_too_long: OnTooLong = "raise",
     ) -> pd.DataFrame:
         """Backtest the model on each series of `df` (long format, as `forecast` takes it): `n_windows`
         forecasts of `h` steps from cutoffs `step_size` apart (default `h`), the last ending at the
@@ -59,7 +65,14 @@ class _Evaluating(_Models):
         statsforecast and NeuralForecast backtest; False scores the served weights at every cutoff; None
         (default) lets the service choose (a refit where the version can be refitted). A refit reads every
         series of its request: series beyond one request's share go in several, each refitted on its own
-        series. `frame.attrs["refit"]`: whether every request was refitted."""
+        series. `frame.attrs["refit"]`: whether every request was refitted.
+
+        `on_too_long`: what a request refused as too long for the service's deadline now (422
+        `evaluation_too_long`, naming the `n_windows` that fits) does: "raise" (default) raises that
+        ServiceError (its `limit`: the windows that fit); "shrink" resends that request once with the
+        windows that fit (each series' last ones), and `frame.attrs["shrunk"]` lists each series so
+        answered (`series`, `field`, `asked`, `sent`; empty when none was)."""
+        _check_on_too_long(on_too_long)
         spec = self.model(model, version)
         columns = _channel_columns(df, spec, target_col)
         reach = spec.horizon - (spec.horizon if h is None else h)
@@ -76,17 +89,22 @@ class _Evaluating(_Models):
             options["refit"] = bool(refit)
         path = f"/v1/models/{model}/versions/{spec.version}/cross_validation"
 
-        def run(chunk: list[_History]) -> tuple[httpx.Response, Any]:
+        def run(chunk: list[_History]) -> tuple[httpx.Response, Any, int | None]:
             body = {"series": [s.body(reach=reach) for s in chunk], **options}
-            response = self._send("POST", path, [s.id for s in chunk], json=body)
-            return response, _json(response, [s.id for s in chunk])
+            return self._evaluated(path, [s.id for s in chunk], body, "n_windows", on_too_long)
 
         chunks = [series[i : i + per_request] for i in range(0, len(series), per_request)]
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
             answers = list(pool.map(run, chunks))
         prefix = _forecast_prefix(spec.name, columns)
         frames, metrics = [], {}
-        for chunk, (response, answer) in zip(chunks, answers, strict=True):
+        shrunk = [
+            {"series": s.id, "field": "n_windows", "asked": n_windows, "sent": sent}
+            for chunk, (_, _, sent) in zip(chunks, answers, strict=True)
+            if sent is not None
+            for s in chunk
+        ]
+        for chunk, (response, answer, _) in zip(chunks, answers, strict=True):
             with _reading(response, [s.id for s in chunk]):
                 for history, result in zip(chunk, answer["series"], strict=True):
                     metrics[history.id] = result["metrics"]
@@ -109,7 +127,8 @@ class _Evaluating(_Models):
         frame = pd.concat(frames, ignore_index=True)
         frame.attrs["series_metrics"] = metrics
         # Whether the service refitted its read-out before each cutoff (on each request's series).
-        frame.attrs["refit"] = all(bool(answer.get("refit")) for _, answer in answers)
+        frame.attrs["refit"] = all(bool(answer.get("refit")) for _, answer, _ in answers)
+        frame.attrs["shrunk"] = shrunk
         with _reading(answers[-1][0]):  # the per-series metrics as the answers gave them
             frame.attrs["metrics"] = _pooled(list(metrics.values()))
         return frame
@@ -128,6 +147,7 @@ class _Evaluating(_Models):
         id_col: str = "unique_id",
         time_col: str = "ds",
         target_col: str | None = None,
+        on_too_long: OnTooLong = "raise",
     ) -> pd.DataFrame:
         """Check each series of `df` (long format) for values outside the model's calibrated interval at
         `level` (default: the highest the version calibrated), each forecast `lead` steps ahead from
@@ -144,7 +164,13 @@ class _Evaluating(_Models):
 
         A covariate model's covariates are `df`'s other columns, as in `cross_validation`; the last
         point's forecast reads the model's horizon H − `lead` future values past the history, from
-        `X_df` where given, else read as the training mean (steps the answer does not show)."""
+        `X_df` where given, else read as the training mean (steps the answer does not show).
+
+        `on_too_long`: as in `cross_validation`, for a request refused naming the `last` rows that fit:
+        "raise" (default) raises the ServiceError; "shrink" resends it once checking only each piece's
+        last rows that fit (the earlier ones are left out of the frame), listed in
+        `frame.attrs["shrunk"]` (`series`, `field` "last", `asked` and `sent` rows)."""
+        _check_on_too_long(on_too_long)
         spec = self.model(model, version)
         columns = _channel_columns(df, spec, target_col)
         series = _histories(df, columns, id_col, time_col, spec, X_df, spec.horizon - lead)
@@ -168,7 +194,7 @@ class _Evaluating(_Models):
         ]
         path = f"/v1/models/{model}/versions/{spec.version}/detect_anomalies"
 
-        def run(group: list[tuple[_History, int, int]]) -> tuple[httpx.Response, Any]:
+        def run(group: list[tuple[_History, int, int]]) -> tuple[httpx.Response, Any, int | None]:
             # Each piece sends its checked rows and the L (+ lead − 1) rows before them that its
             # windows read: a window reads nothing older, so the answers are those of the whole series.
             reach = spec.horizon - lead
@@ -181,17 +207,20 @@ class _Evaluating(_Models):
                 "repair": repair,
             }
             ids = [p[0].id for p in group]
-            response = self._send("POST", path, ids, json=body)
-            return response, _json(response, ids)
+            return self._evaluated(path, ids, body, "last", on_too_long)
 
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
             answers = list(pool.map(run, groups))
         prefix = _forecast_prefix(spec.name, columns)
         one = len(columns) == 1
         frames = []
-        for group, (response, answer) in zip(groups, answers, strict=True):
+        shrunk: list[dict[str, Any]] = []
+        for group, (response, answer, sent) in zip(groups, answers, strict=True):
             with _reading(response, [p[0].id for p in group]):
                 for (history, a, b), result in zip(group, answer["series"], strict=True):
+                    if sent is not None:  # only the last `sent` rows of the piece were checked
+                        shrunk.append({"series": history.id, "field": "last", "asked": b - a, "sent": sent})
+                        a = b - sent
                     data: dict[str, Any] = {id_col: history.id, time_col: history.stamps[a:b]}
                     arrays = {
                         k: np.array(result[k], np.float64)
@@ -212,7 +241,41 @@ class _Evaluating(_Models):
                         data["future_unsent"] = result.get("future_unsent", [0] * (b - a))
                     frames.append(pd.DataFrame(data))
         frame = pd.concat(frames, ignore_index=True)
-        return frame.sort_values([id_col, time_col], kind="stable", ignore_index=True)
+        frame = frame.sort_values([id_col, time_col], kind="stable", ignore_index=True)
+        frame.attrs["shrunk"] = shrunk
+        return frame
+
+    def _evaluated(
+        self, path: str, ids: list[Any], body: dict[str, Any], field: str, on_too_long: OnTooLong
+    ) -> tuple[httpx.Response, Any, int | None]:
+        """POST an evaluation `body`: (the answer, its JSON, the `field` value it was resent with or None).
+        A 422 `evaluation_too_long` naming `field` and a `limit` of at least one below what was sent is
+        resent once with that limit where `on_too_long` is "shrink" (a second refusal raises); otherwise
+        it raises, saying what fits and how to have the client resend."""
+        try:
+            response = self._send("POST", path, ids, json=body)
+            return response, _json(response, ids), None
+        except ServiceError as e:
+            fits = e.limit if e.code == TOO_LONG and e.field == field else None
+            if fits is None:
+                raise
+            if on_too_long == "shrink" and 0 < fits < int(body[field]):
+                body = {**body, field: fits}
+                response = self._send("POST", path, ids, json=body)
+                return response, _json(response, ids), fits
+            hint = (
+                f" [client: {field} = {fits} fits now; call with on_too_long='shrink' to resend with it]"
+                if fits > 0
+                else ""
+            )
+            raise ServiceError(
+                e.status, e.message + hint, e.series, code=e.code, field=e.field, limit=e.limit
+            ) from None
+
+
+def _check_on_too_long(value: str) -> None:
+    if value not in ("raise", "shrink"):
+        raise ValueError(f"on_too_long must be 'raise' or 'shrink', not {value!r}")
 
 
 def _pooled(metrics: list[dict[str, Any]]) -> dict[str, Any]:

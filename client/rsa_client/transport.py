@@ -29,12 +29,26 @@ _S = TypeVar("_S", bound="_Session")
 
 class ServiceError(Exception):
     """An answer the client does not retry: the status, the server's message, and the series (ids) of
-    the request it refused: the one the message names when it names a window, else all of them."""
+    the request it refused: the one the message names when it names a window, else all of them. Where the
+    server's error names them: its `code` (e.g. "evaluation_too_long"), the request `field` it refused
+    and the `limit` that field takes now (else None)."""
 
-    def __init__(self, status: int, message: str, series: Sequence[Any] = ()) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        series: Sequence[Any] = (),
+        *,
+        code: str | None = None,
+        field: str | None = None,
+        limit: int | None = None,
+    ) -> None:
         self.status = status
         self.message = message
         self.series = list(series)
+        self.code = code
+        self.field = field
+        self.limit = limit
         shown = ", ".join(repr(s) for s in self.series[:5])
         more = f" and {len(self.series) - 5} more" if len(self.series) > 5 else ""
         where = f" (series {shown}{more})" if self.series else ""
@@ -138,15 +152,25 @@ def _error(response: httpx.Response, series: Sequence[Any]) -> ServiceError:
         body = response.json()
     except ValueError:
         body = response.text
+    code = field = limit = None
     if isinstance(body, dict):
         error = body.get("error", body.get("message", body))
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            # /v1's structured error: {"code", "message", "field", "limit"}
+            code, field = _text(error.get("code")), _text(error.get("field"))
+            given = error.get("limit")
+            limit = given if isinstance(given, int) and not isinstance(given, bool) else None
         message = error if isinstance(error, str) else json.dumps(error)
     else:
         message = str(body)
     named = _WINDOW_ROW.search(message)
     if named is not None and int(named.group(1)) < len(series):
         series = [series[int(named.group(1))]]
-    return ServiceError(response.status_code, message, series)
+    return ServiceError(response.status_code, message, series, code=code, field=field, limit=limit)
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 # -- answers that are not what the API documents ---------------------------------------------------------
