@@ -19,29 +19,9 @@ import numpy as np
 import zmq
 
 from app.core.errors import Overloaded, ServiceError
+from app.engine import wire
 from app.engine.catalog import Catalog
 from app.engine.local import LocalEngine
-from app.engine.wire import (
-    Admit,
-    Channel,
-    Frames,
-    Hello,
-    Index,
-    Inspect,
-    Load,
-    Metrics,
-    Ping,
-    Release,
-    Request,
-    Stats,
-    Submit,
-    Unload,
-    decode,
-    encode,
-    error_header,
-    openmetrics_text,
-    read_request,
-)
 
 logger = logging.getLogger(__name__)
 
@@ -55,26 +35,26 @@ class EngineServer:
         self.address = address
         self._front_ends: set[bytes] = set()
         self._tasks: set[asyncio.Task[None]] = set()
-        self._channel: Channel | None = None
+        self._channel: wire.Channel | None = None
         # request class -> its handler (each takes its own class: the table is typed per entry by hand)
-        self._handlers: dict[type[Request], Callable[[bytes, Any, Arrays], Awaitable[Reply]]] = {
-            Hello: self._hello,
-            Ping: self._ping,
-            Admit: self._admit,
-            Release: self._release,
-            Submit: self._submit,
-            Inspect: self._inspect,
-            Stats: self._stats,
-            Metrics: self._metrics,
-            Index: self._index,
-            Load: self._load,
-            Unload: self._unload,
+        self._handlers: dict[type[wire.Request], Callable[[bytes, Any, Arrays], Awaitable[Reply]]] = {
+            wire.Hello: self._hello,
+            wire.Ping: self._ping,
+            wire.Admit: self._admit,
+            wire.Release: self._release,
+            wire.Submit: self._submit,
+            wire.Inspect: self._inspect,
+            wire.Stats: self._stats,
+            wire.Metrics: self._metrics,
+            wire.Index: self._index,
+            wire.Load: self._load,
+            wire.Unload: self._unload,
         }
 
     async def start(self) -> None:
         socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.ROUTER)
         socket.bind(self.address)
-        self._channel = Channel(socket, self._on_message)
+        self._channel = wire.Channel(socket, self._on_message)
         self.engine.on_catalog(self._push)
         logger.info("engine listening on %s", self.address)
 
@@ -84,13 +64,13 @@ class EngineServer:
         if self._channel is not None:
             self._channel.close()
 
-    def _send(self, identity: bytes, frames: Frames) -> None:
+    def _send(self, identity: bytes, frames: wire.Frames) -> None:
         assert self._channel is not None
         self._channel.send([identity, *frames])
 
     def _push(self, catalog: Catalog) -> None:
         """Every front end gets the new catalog before any later reply (sent now, on this thread)."""
-        frames = encode({"op": "catalog", "catalog": catalog.to_wire()})
+        frames = wire.encode({"op": "catalog", "catalog": catalog.to_wire()})
         for identity in self._front_ends:
             self._send(identity, frames)
 
@@ -102,24 +82,24 @@ class EngineServer:
     async def _handle(self, identity: bytes, frames: list[Any]) -> None:
         rid: int | None = None
         try:
-            header, arrays = decode([f.buffer for f in frames])
+            header, arrays = wire.decode([f.buffer for f in frames])
             rid = header.get("id")
-            request = read_request(header)
+            request = wire.read_request(header)
             handler = self._handlers[type(request)]
             reply, out = await handler(identity, request, arrays)
-            message = encode({"id": rid, "ok": True, **reply}, out)
+            message = wire.encode({"id": rid, "ok": True, **reply}, out)
         except ServiceError as exc:
-            message = encode({"id": rid, "error": error_header(exc)})
+            message = wire.encode({"id": rid, "error": wire.error_header(exc)})
         except Exception as exc:  # a bug: the caller gets a 500, the engine keeps serving
             logger.exception("engine: a request failed")
-            message = encode(
+            message = wire.encode(
                 {"id": rid, "error": {"type": "InferenceError", "message": f"engine error: {exc}"}}
             )
         if rid is not None:
             self._send(identity, message)
 
     # -- one handler per request class: (reply fields, reply arrays) -------------------------------------
-    async def _submit(self, identity: bytes, request: Submit, arrays: Arrays) -> Reply:
+    async def _submit(self, identity: bytes, request: wire.Submit, arrays: Arrays) -> Reply:
         engine = self.engine
         out = await engine.submit(
             request.name, request.version, arrays, request.timeout_s, request.reservation, request.evaluation
@@ -127,7 +107,7 @@ class EngineServer:
         # the version's backlog now, for the front end's own admission of small requests
         return {"backlog": engine.backlog(request.name, request.version)}, {"forecast": out}
 
-    async def _admit(self, identity: bytes, request: Admit, arrays: Arrays) -> Reply:
+    async def _admit(self, identity: bytes, request: wire.Admit, arrays: Arrays) -> Reply:
         engine = self.engine
         entry = engine.catalog.find_ready(request.name, request.version)
         # the version's backlog rides on the answer, a refusal's included: the front end refuses the
@@ -138,37 +118,37 @@ class EngineServer:
                 request.name, request.version, request.rows, request.timeout_s, request.since
             )
         except Overloaded as exc:
-            return {"refused": error_header(exc), "backlog": backlog}, None
+            return {"refused": wire.error_header(exc), "backlog": backlog}, None
         return {"reservation": None if made is None else asdict(made), "backlog": backlog}, None
 
-    async def _release(self, identity: bytes, request: Release, arrays: Arrays) -> Reply:
+    async def _release(self, identity: bytes, request: wire.Release, arrays: Arrays) -> Reply:
         self.engine.release(request.reservation)
         return {}, None
 
-    async def _inspect(self, identity: bytes, request: Inspect, arrays: Arrays) -> Reply:
+    async def _inspect(self, identity: bytes, request: wire.Inspect, arrays: Arrays) -> Reply:
         return {}, asdict(await self.engine.inspect(request.name, request.version, arrays))
 
-    async def _hello(self, identity: bytes, request: Hello, arrays: Arrays) -> Reply:
+    async def _hello(self, identity: bytes, request: wire.Hello, arrays: Arrays) -> Reply:
         self._front_ends.add(identity)
         return {"catalog": self.engine.catalog.to_wire()}, None
 
-    async def _stats(self, identity: bytes, request: Stats, arrays: Arrays) -> Reply:
+    async def _stats(self, identity: bytes, request: wire.Stats, arrays: Arrays) -> Reply:
         stats = await self.engine.stats(request.name, request.version)
         return {"stats": None if stats is None else asdict(stats)}, None
 
-    async def _metrics(self, identity: bytes, request: Metrics, arrays: Arrays) -> Reply:
-        return {"text": openmetrics_text(await self.engine.metric_families())}, None
+    async def _metrics(self, identity: bytes, request: wire.Metrics, arrays: Arrays) -> Reply:
+        return {"text": wire.openmetrics_text(await self.engine.metric_families())}, None
 
-    async def _index(self, identity: bytes, request: Index, arrays: Arrays) -> Reply:
+    async def _index(self, identity: bytes, request: wire.Index, arrays: Arrays) -> Reply:
         return {"index": [asdict(e) for e in await self.engine.index(request.ready_only)]}, None
 
-    async def _load(self, identity: bytes, request: Load, arrays: Arrays) -> Reply:
+    async def _load(self, identity: bytes, request: wire.Load, arrays: Arrays) -> Reply:
         await self.engine.load(request.name)
         return {}, None
 
-    async def _unload(self, identity: bytes, request: Unload, arrays: Arrays) -> Reply:
+    async def _unload(self, identity: bytes, request: wire.Unload, arrays: Arrays) -> Reply:
         await self.engine.unload(request.name)
         return {}, None
 
-    async def _ping(self, identity: bytes, request: Ping, arrays: Arrays) -> Reply:
+    async def _ping(self, identity: bytes, request: wire.Ping, arrays: Arrays) -> Reply:
         return {}, None
