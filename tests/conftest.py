@@ -22,6 +22,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)  # before -m reads the marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    parallel.unique_ids(items)  # one node id per test, as xdist schedules by it
     tiers.mark(items)
     if parallel.distributed(config):  # -n: the groups of tests/utils/parallel.py, heaviest first
         parallel.arrange(items)

@@ -81,6 +81,27 @@ def seconds(nodeids: list[str]) -> float:
     return total
 
 
+def unique_ids(items: list[pytest.Item]) -> None:
+    """Give each item its own node id, as pytest before 9.2 did: xdist's workers report, and its
+    controller schedules, by node id, so items sharing one collapse into a single test that runs once.
+
+    Schemathesis 4.32 names its items `test[GET /path]` but passes the bare function name as the original
+    name, from which pytest 9.2 builds the node id (`NodeId`: path, names, params), so all 30 operations of
+    tests/app/test_schemathesis.py::test_openapi_fuzz had one id; under -n one of them ran. Such an item
+    gets the bracket of its name as its id's parameters. Any other id still shared is a usage error."""
+    for item in items:
+        name, base = item.name, getattr(item, "originalname", item.name)
+        bare = item.nodeid.rpartition("::")[2] == base
+        if bare and name != base and name.startswith(base + "[") and name.endswith("]"):
+            item._id = item._id.with_params(name[len(base) + 1 : -1])
+    seen: dict[str, int] = {}
+    for item in items:
+        seen[item.nodeid] = seen.get(item.nodeid, 0) + 1
+    shared = sorted(nodeid for nodeid, count in seen.items() if count > 1)
+    if shared:
+        raise pytest.UsageError(f"tests sharing a node id (xdist would run one of each): {shared[:5]}")
+
+
 def arrange(items: list[pytest.Item]) -> None:
     """Order the groups heaviest first, each group's items together in their own order (xdist's workers
     collect, and its controller queues the groups in the order they were collected)."""
