@@ -20,14 +20,17 @@ import numpy as np
 import orjson
 
 from app.artifacts.manifest import IntervalsSpec, Manifest
+from app.artifacts.readout import ReadoutSpec
 from app.artifacts.repository import NameRefused, check_model_name, model_folder
 from app.core.config import Settings
 from app.core.errors import InvalidInput, PermissionDenied
+from app.engine.catalog import VersionEntry
 from app.inference.covariates import HistoryCovariates, HistoryRows, history_rows, refuse_covariates
 from app.inference.intervals import level_bounds
 from app.inference.publishing import precheck_publish, served_versions
 from app.inference.refit import (
     PROVIDER,
+    Refit,
     fit_in_slot,
     fit_work,
     in_slot,
@@ -162,27 +165,15 @@ def served_by(v1: V1Handlers, name: str) -> Callable[[], set[int]]:
     return lambda: served_versions(v1.service.catalog, name)
 
 
-async def fit_forecast(
-    v1: V1Handlers,
-    name: str,
-    version: int | None,
-    request: FitForecastRequest,
-    can_publish: bool,
-) -> bytes:
-    """The answer's JSON bytes: `FitForecastResponse`."""
-    settings = v1.settings
-    entry = v1.service.resolve(name, version)
-    assert entry.manifest is not None  # the catalog resolves ready versions only
-    manifest = entry.manifest
-    spec = refit_spec(manifest, entry.name, entry.version)
-    _check_limits(request, settings)
-    # Above the model's horizon H: the read-out fitted at that horizon (its windows H' steps long).
+def _checked_horizon(request: FitForecastRequest, manifest: Manifest, name: str) -> tuple[int, bool]:
+    """(the horizon to fit and forecast, whether it is above the model's): above the model's horizon H,
+    the read-out fitted at that horizon (its windows H' steps long), where the model allows it."""
     longer = request.horizon is not None and request.horizon > manifest.horizon
     horizon = request.horizon if longer and request.horizon else check_horizon(request.horizon, manifest)
     layout = manifest.panel.layout if manifest.panel is not None else None
     if longer and layout is not None:
         raise InvalidInput(
-            f"horizon = {horizon} is above model {entry.name}'s horizon {manifest.horizon}: a covariate "
+            f"horizon = {horizon} is above model {name}'s horizon {manifest.horizon}: a covariate "
             f"model's read-out reads the future covariates of its {manifest.horizon} steps, so it is "
             f"refitted at that horizon only; ask for at most {manifest.horizon}, or train a model of horizon "
             f"{horizon} (python -m export.panel train --horizon {horizon})",
@@ -191,11 +182,19 @@ async def fit_forecast(
         )
     if longer and request.publish is not None:
         raise InvalidInput(
-            f"publish: a refit at horizon {horizon} cannot be published: model {entry.name}'s graph "
+            f"publish: a refit at horizon {horizon} cannot be published: model {name}'s graph "
             f"forecasts {manifest.horizon} steps; leave publish out to get the forecast, or train a model "
             f"of horizon {horizon} (python -m export.panel train --horizon {horizon}) and export it",
             field="publish",
         )
+    return horizon, longer
+
+
+async def _publish_target(
+    v1: V1Handlers, request: FitForecastRequest, entry: VersionEntry, can_publish: bool
+) -> str | None:
+    """The model a refit is to be published as (None: not published), checked before the fit is spent."""
+    settings = v1.settings
     target = None
     if request.publish is not None:
         if not can_publish:
@@ -219,6 +218,14 @@ async def fit_forecast(
             settings,
             served_by(v1, target),
         )
+    return target
+
+
+def _checked_histories(
+    request: FitForecastRequest, manifest: Manifest, spec: ReadoutSpec, horizon: int, longer: bool
+) -> list[np.ndarray]:
+    """Each series' values, long enough for the model's min_history (and, `longer`, for a read-out
+    fitted at `horizon`)."""
     histories = [_history(s, manifest, f"series[{i}]") for i, s in enumerate(request.series)]
     for i, h in enumerate(histories):
         if len(h) < spec.min_history:
@@ -238,6 +245,45 @@ async def fit_forecast(
                 field="horizon",
                 limit=max(most, manifest.horizon),
             )
+    return histories
+
+
+def _bands(
+    result: Refit, manifest: Manifest, levels: list[float]
+) -> tuple[dict[str, np.ndarray], list[float]]:
+    """The answer's interval bands by name (lo-80, hi-80, ...) and the levels they answer."""
+    bands: dict[str, np.ndarray] = {}
+    answered: list[float] = []
+    if result.intervals is not None:
+        if manifest.intervals is not None and manifest.intervals.nonnegative is not None:
+            result.intervals["nonnegative"] = list(manifest.intervals.nonnegative)
+        spec_intervals = IntervalsSpec.model_validate(result.intervals)
+        answered = [lv for lv in levels if lv not in result.dropped]
+        if answered:
+            bounds = level_bounds(spec_intervals, result.outputs, answered, window=result.windows)
+            for level, (lo, hi) in bounds.items():
+                bands[f"lo-{level:g}"], bands[f"hi-{level:g}"] = lo, hi
+    return bands, answered
+
+
+async def fit_forecast(
+    v1: V1Handlers,
+    name: str,
+    version: int | None,
+    request: FitForecastRequest,
+    can_publish: bool,
+) -> bytes:
+    """The answer's JSON bytes: `FitForecastResponse`."""
+    settings = v1.settings
+    entry = v1.service.resolve(name, version)
+    assert entry.manifest is not None  # the catalog resolves ready versions only
+    manifest = entry.manifest
+    spec = refit_spec(manifest, entry.name, entry.version)
+    _check_limits(request, settings)
+    horizon, longer = _checked_horizon(request, manifest, entry.name)
+    layout = manifest.panel.layout if manifest.panel is not None else None
+    target = await _publish_target(v1, request, entry, can_publish)
+    histories = _checked_histories(request, manifest, spec, horizon, longer)
     stamps = [
         _timestamps(
             # as a forecast reads it
@@ -270,17 +316,7 @@ async def fit_forecast(
         local,
         covariates,
     )
-    bands: dict[str, np.ndarray] = {}
-    answered: list[float] = []
-    if result.intervals is not None:
-        if manifest.intervals is not None and manifest.intervals.nonnegative is not None:
-            result.intervals["nonnegative"] = list(manifest.intervals.nonnegative)
-        spec_intervals = IntervalsSpec.model_validate(result.intervals)
-        answered = [lv for lv in levels if lv not in result.dropped]
-        if answered:
-            bounds = level_bounds(spec_intervals, result.outputs, answered, window=result.windows)
-            for level, (lo, hi) in bounds.items():
-                bands[f"lo-{level:g}"], bands[f"hi-{level:g}"] = lo, hi
+    bands, answered = _bands(result, manifest, levels)
     require_finite([result.outputs, *bands.values()], lambda i: f"series[{i}]")
     published = None
     if target is not None:
