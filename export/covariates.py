@@ -36,6 +36,11 @@ __all__ = [
     "load_covariate_panel",
     "load_covariate_wide",
     "load_future_values",
+    "origin_starts",
+    "report_ablation",
+    "report_cuts",
+    "report_spacing",
+    "scored_at_cuts",
     "series_covariate_rows",
 ]
 
@@ -391,8 +396,122 @@ def load_future_values(path: Path, options: ReadOptions, future: Sequence[str]) 
     return out
 
 
+# The covariate report's origins (issue 45, item 6). A panel of many series holds out each series' last
+# H, H + H//2, ... values (export/hybrid.py `origins`' spacing, REPORT_ORIGINS of them in export/panel.py):
+# their windows share calendar time, but each origin scores every series. On a few series those origins
+# cover a few days: on one half-hourly series (elecdemand, H = 48) four origins held out the last 2½ days of
+# October, and three of four covariates were judged against what the test showed. A panel of fewer than
+# REPORT_SPREAD_BELOW series gets REPORT_SPREAD_ORIGINS origins `report_spacing` apart instead.
+REPORT_SPREAD_BELOW = 10  # series; a chosen bound, not a measured one
+REPORT_SPREAD_ORIGINS = 8
+
+_DAY_NS = 86_400 * 10**9
+
+
+def report_spacing(timestamps: np.ndarray, horizon: int, period: int) -> int:
+    """Steps between two of the report's origins on few series: the smallest m·cycle + shift that is at
+    least H (m >= 1). The cycle is a week for sub-daily and daily data (the steps of 7 days: weekdays and
+    weekends, working days, a week's weather) and the model's period otherwise (a year of months or
+    quarters); the shift is one day (one step for daily and slower data), so that successive origins fall on
+    successive days of the week (months of the year) rather than all on the same one, and the windows do not
+    overlap. Half-hourly elecdemand (H 48): 384 steps, 8 days; hourly H 24: 8 days; daily H 14: 15 days;
+    monthly H 18: 25 months; yearly: H."""
+    stamps = np.asarray(timestamps, dtype="datetime64[ns]").astype(np.int64)
+    step = int(np.median(np.diff(stamps))) if len(stamps) > 1 else 0
+    if 0 < step < _DAY_NS and _DAY_NS % step == 0:
+        cycle, shift = 7 * (_DAY_NS // step), _DAY_NS // step
+    elif step == _DAY_NS:
+        cycle, shift = 7, 1
+    else:
+        cycle, shift = max(period, 1), 1
+    m = max(1, -(-(horizon - shift) // cycle))
+    return m * cycle + shift
+
+
+def report_cuts(
+    series: Sequence[CovariateSeries],
+    horizon: int,
+    period: int,
+    history: int,
+    train_min: int,
+    n_origins: int,
+) -> list[int]:
+    """How many values are cut from each series' end before each of the covariate report's origins (the
+    origin then holds out the H values before the cut, export/hybrid.py `origins` with one origin): many
+    series: 0, H//2, 2·(H//2), ... (`n_origins` of them, the spacing of export/hybrid.py `origins`); fewer
+    than REPORT_SPREAD_BELOW series: REPORT_SPREAD_ORIGINS origins `report_spacing` apart (of the longest
+    series' timestamps). As in `origins`, an origin is kept where some series still holds `history`
+    values before it and, after the first, some series a training window (`train_min` + H values)."""
+    lengths = [len(s) for s in series]
+    if len(series) >= REPORT_SPREAD_BELOW or not series:
+        spacing, n = max(horizon // 2, 1), n_origins
+    else:
+        longest = max(series, key=len)
+        spacing, n = report_spacing(longest.timestamps, horizon, period), REPORT_SPREAD_ORIGINS
+    cuts: list[int] = []
+    for j in range(n):
+        cut = j * spacing
+        kept = [n_ - cut for n_ in lengths if n_ - cut >= history + horizon]
+        if not kept or (j and not any(k - horizon >= train_min + horizon for k in kept)):
+            break
+        cuts.append(cut)
+    return cuts
+
+
+def scored_at_cuts(
+    series: Sequence[CovariateSeries],
+    cuts: Sequence[int],
+    validate: Callable[[list[CovariateSeries]], tuple[Any, ...]],
+) -> tuple[float, float, tuple[float, ...]]:
+    """(mean MASE, mean scaled MSE, MASE at each origin) of `validate` (one origin: (MASE, MSE, ...)) on
+    the series cut by each of `cuts` (`report_cuts`)."""
+    per = [validate([s.head(len(s) - c) for s in series if len(s) > c]) for c in cuts]
+    mases = tuple(float(p[0]) for p in per)
+    return float(np.mean(mases)), float(np.mean([p[1] for p in per])), mases
+
+
+def origin_starts(series: Sequence[CovariateSeries], horizon: int, cuts: Sequence[int]) -> list[str]:
+    """The first held-out step of each origin (UTC, ISO 8601) in the series that ends last: where the
+    report's origins lie."""
+    ended = [s for s in series if len(s)]
+    if not ended:
+        return []
+    last = max(ended, key=lambda s: (np.datetime64(s.timestamps[-1], "ns"), len(s)))
+    stamps = np.asarray(last.timestamps, dtype="datetime64[s]")
+    return [
+        str(np.datetime_as_string(stamps[len(last) - c - horizon], timezone="UTC"))
+        for c in cuts
+        if len(last) - c - horizon >= 0
+    ]
+
+
+def report_ablation(
+    series: Sequence[CovariateSeries],
+    plan: CovariatePlan,
+    horizon: int,
+    period: int,
+    history: int,
+    train_min: int,
+    n_origins: int,
+    validate: Callable[[list[CovariateSeries], CovariatePlan | None], tuple[Any, ...]],
+) -> list[dict[str, Any]]:
+    """The covariate report: `ablation_rows` of `plan` at the report's origins (`report_cuts`: `n_origins`
+    H//2 apart on many series, spread over weeks or cycles on few), each scored by `validate(series, plan)`
+    (MASE and scaled MSE of the H values before each series' end, the read-out fitted on what precedes
+    them), with the origins' positions in each row: `origin_starts` (the first held-out step of each, in
+    the series that ends last) and `origin_spacing` (steps between two)."""
+    cuts = report_cuts(series, horizon, period, history, train_min, n_origins)
+    where = {
+        "origin_starts": origin_starts(series, horizon, cuts),
+        "origin_spacing": cuts[1] - cuts[0] if len(cuts) > 1 else None,
+    }
+    return ablation_rows(plan, lambda p: scored_at_cuts(series, cuts, lambda s: validate(s, p)), where)
+
+
 def ablation_rows(
-    plan: CovariatePlan, scored: Callable[[CovariatePlan | None], tuple[Any, ...]]
+    plan: CovariatePlan,
+    scored: Callable[[CovariatePlan | None], tuple[Any, ...]],
+    where: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Per covariate group of `plan` (the calendar as one): `scored`'s validation (MASE, scaled MSE, and
     optionally the MASE at each origin) with every covariate and without that group, and the verdict.
@@ -404,7 +523,8 @@ def ablation_rows(
     and does not raise the scaled MSE; `verdict` is "helps", "does not help" (mean MASE not lower) or
     "unclear" (lower on the mean only: at too few origins, or with a higher MSE: a raw temperature once
     "helped" by 0.15% on one window per series while its MSE was worse). Without it, `helps` is a lower
-    mean MASE."""
+    mean MASE. `where` (the origins' positions: `origin_starts`, `origin_spacing`) is copied into each
+    row."""
     with_all = scored(plan)
     with_mase, with_mse = with_all[0], with_all[1]
     out = []
@@ -430,7 +550,7 @@ def ablation_rows(
                 helps=helps,
                 verdict="helps" if helps else ("unclear" if lower else "does not help"),
             )
-        out.append(row)
+        out.append(row | dict(where or {}))
     return out
 
 
@@ -446,6 +566,9 @@ def covariate_lines(report: Sequence[dict[str, Any]]) -> list[str]:
             "DOES NOT HELP (kept; retrain without it to drop it)",
         )
         at = f", lower at {row['wins']} of {row['origins']} origins" if "origins" in row else ""
+        starts = row.get("origin_starts") or []
+        if len(starts) > 1:
+            at += f" (from {starts[-1][:10]} to {starts[0][:10]})"
         lines.append(
             f"covariate {row['covariate']}: validation MASE {row['mase_with']:.4f} with, "
             f"{row['mase_without']:.4f} without{at}; scaled MSE {row['mse_with']:.4f} with, "

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from app.inference.metrics import seasonal_naive, seasonal_naive_scale
-from export.covariates import CovariatePlan, CovariateSeries, ablation_rows, series_covariate_rows
+from export.covariates import CovariatePlan, CovariateSeries, report_ablation, series_covariate_rows
 from export.global_model import GlobalModel, fit_global
 from export.hybrid import Origin, local_search, origins
 from export.panel_config import PanelConfig, series_values
@@ -38,7 +38,8 @@ TRAINING_ENDS = 10_000
 INPUT_PERIODS = (1, 2, 3, 4, 6)
 # The covariate report's validation origins (issue 45, item 6): each series' last H, H + H//2, ... values
 # held out (export/hybrid.py `origins`), more than the model's choices are made on, so that one common
-# shock (many series' last windows share calendar time) cannot decide a covariate's verdict.
+# shock (many series' last windows share calendar time) cannot decide a covariate's verdict. Fewer than
+# export/covariates.py REPORT_SPREAD_BELOW series get origins spread over weeks or cycles (`report_cuts`).
 REPORT_ORIGINS = 4
 
 
@@ -154,10 +155,20 @@ def covariate_report(
     series: Sequence[CovariateSeries], cfg: PanelConfig, length: int, plan: CovariatePlan
 ) -> list[dict[str, Any]]:
     """Per covariate (the calendar as one): validation MASE and scaled MSE with every covariate and
-    without that one, over REPORT_ORIGINS origins, and the verdict (`ablation_rows`: it helps where it
-    lowers the mean MASE, the MASE at most origins and not the MSE). A covariate that does not help is
-    reported as such; it is kept (retrain without it to drop it)."""
-    return ablation_rows(plan, lambda p: _validate(series, cfg, length, p, REPORT_ORIGINS))
+    without that one, over REPORT_ORIGINS origins (on few series, origins spread over weeks or cycles:
+    export/covariates.py `report_ablation`, which records where they lie), and the verdict
+    (`ablation_rows`: it helps where it lowers the mean MASE, the MASE at most origins and not the MSE). A
+    covariate that does not help is reported as such; it is kept (retrain without it to drop it)."""
+    return report_ablation(
+        series,
+        plan,
+        cfg.horizon,
+        cfg.period,
+        cfg.history,
+        cfg.train_min,
+        REPORT_ORIGINS,
+        lambda s, p: _validate(s, cfg, length, p, 1),
+    )
 
 
 def train_global(

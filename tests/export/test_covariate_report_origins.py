@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from export import covariates
 from export import global_search as panel  # the search and its validation (export.panel is the CLI)
 from export.covariates import CovariatePlan, CovariateSeries, ablation_rows, covariate_lines
 from export.panel_config import PanelConfig
@@ -87,11 +88,12 @@ def test_a_verdict_needs_most_origins_and_no_worse_mse() -> None:
 
 
 def test_the_report_scores_several_origins() -> None:
-    series = shops()
+    series = shops()  # six series: few, so the origins are spread a week and a day apart
     cfg = PanelConfig(horizon=H, period=7, input_periods=2)
     rows = panel.covariate_report(series, cfg, 14, plan_of(series, "relative"))
     for row in rows:
-        assert row["origins"] == panel.REPORT_ORIGINS and 0 <= row["wins"] <= row["origins"]
+        assert row["origins"] == covariates.REPORT_SPREAD_ORIGINS and 0 <= row["wins"] <= row["origins"]
+        assert row["origin_spacing"] == 8 and len(row["origin_starts"]) == row["origins"]
     assert {r["covariate"]: r["verdict"] for r in rows}["promo"] == "helps"  # a 30% effect
 
 
