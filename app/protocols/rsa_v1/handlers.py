@@ -50,7 +50,6 @@ from app.protocols.rsa_v1.schemas import (
     CycleInfo,
     FileInfo,
     ForecastRequest,
-    HeadInfo,
     IntervalsInfo,
     LayerInfo,
     MatrixName,
@@ -394,25 +393,8 @@ def describe_version(entry: VersionEntry, stats: VersionStats | None) -> Version
                     quantiles=[round(q, 6) for q in available_quantiles(m.intervals)],
                     calibration=m.intervals.calibration,
                 ),
-                "layers": [
-                    LayerInfo(
-                        layer=spec.layer,
-                        gate_mode=spec.gate_mode,
-                        heads=[
-                            HeadInfo(
-                                head=h.head,
-                                kind=h.kind,
-                                dilation=h.dilation,
-                                lambda_=h.lambda_,
-                                gamma=h.gamma,
-                                theta=h.theta,
-                                gate=h.gate,
-                            )
-                            for h in spec.heads
-                        ],
-                    )
-                    for spec in m.layers
-                ],
+                # the manifest's layers and heads, field for field (LayerInfo mirrors LayerSpec)
+                "layers": [LayerInfo.model_validate(spec, from_attributes=True) for spec in m.layers],
                 "architecture": m.architecture,
                 "metrics": m.metrics,
                 "dataset": m.dataset,
