@@ -288,6 +288,16 @@ def _in_sample(training: TrainingSpec | None, history: History, stamps: list[dat
     return first <= training.end_of(history.id)
 
 
+def _answered_by(entry: VersionEntry, manifest: Manifest) -> dict[str, Any]:
+    """The keys an evaluation's answer opens with: the version that answered, as a forecast names it."""
+    return {
+        "model": entry.name,
+        "version": entry.version,
+        "provider": entry.provider or "",
+        "channels": list(manifest.channels),
+    }
+
+
 def _metrics(result: Accuracy, naive: Accuracy | None = None) -> dict[str, Any]:
     """The answer's metrics, with the seasonal naive forecast's on the same points beside them."""
     out = result.as_dict()
@@ -412,10 +422,7 @@ async def cross_validation(
         )
     return orjson.dumps(
         {
-            "model": entry.name,
-            "version": entry.version,
-            "provider": entry.provider or "",
-            "channels": list(manifest.channels),
+            **_answered_by(entry, manifest),
             "horizon": horizon,
             "n_windows": K,
             "step_size": step,
@@ -581,10 +588,7 @@ async def detect_anomalies(v1: V1Handlers, name: str, version: int | None, reque
         )
     return orjson.dumps(
         {
-            "model": entry.name,
-            "version": entry.version,
-            "provider": entry.provider or "",
-            "channels": list(manifest.channels),
+            **_answered_by(entry, manifest),
             "level": level,
             "lead": lead,
             "series": series_out,
