@@ -59,6 +59,24 @@ def _scale_label(cmap: str) -> str:
     return "1st-99th percentile" if cmap == "viridis" else "±99th percentile of |w|"
 
 
+def _colour_bar(
+    figure: Any, image: Any, ax: Any, cmap: str, *, shrink: float, size: float, ticks: bool = True
+) -> None:
+    """A panel's colour bar beside `ax`, labelled with its scale (`colour_scale`), its arrows marking the
+    values beyond the limits; its tick labels at `size` too unless `ticks` is False."""
+    bar = figure.colorbar(image, ax=ax, shrink=shrink, extend="both")
+    bar.set_label(_scale_label(cmap), fontsize=size)
+    if ticks:
+        bar.ax.tick_params(labelsize=size)
+
+
+def _png(figure: Any) -> bytes:
+    """The figure as PNG bytes at the figures' resolution."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=_DPI)
+    return buffer.getvalue()
+
+
 def shared_gate(layer: LayerAttention) -> float | None:
     """The gate every head of `layer` has, when they agree to 3 significant digits; else None."""
     gates = {f"{h.gate:.3g}" for h in layer.heads if h.gate is not None and h.kind != "softmax"}
@@ -138,12 +156,8 @@ def render_attention_png(result: AttentionResponse, matrices: list[MatrixName]) 
             ax.set_xlabel("key j", fontsize=8)
             ax.set_ylabel("query i", fontsize=8)
             ax.tick_params(labelsize=7)
-            bar = figure.colorbar(image, ax=ax, shrink=0.8, extend="both")
-            bar.set_label(_scale_label(cmap), fontsize=7)
-            bar.ax.tick_params(labelsize=7)
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=_DPI)
-    return buffer.getvalue()
+            _colour_bar(figure, image, ax, cmap, shrink=0.8, size=7)
+    return _png(figure)
 
 
 def _render_rows(result: AttentionResponse, matrices: list[MatrixName]) -> bytes:
@@ -194,12 +208,8 @@ def _render_rows(result: AttentionResponse, matrices: list[MatrixName]) -> bytes
             labels = [head_label(h, with_gate) for h in layer.heads]
             ax.set_yticklabels(labels if c == 0 else [], fontsize=8)
             ax.tick_params(axis="x", labelsize=8)
-            bar = figure.colorbar(image, ax=ax, shrink=0.6, extend="both")
-            bar.set_label(_scale_label(cmap), fontsize=8)
-            bar.ax.tick_params(labelsize=8)
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=_DPI)
-    return buffer.getvalue()
+            _colour_bar(figure, image, ax, cmap, shrink=0.6, size=8)
+    return _png(figure)
 
 
 def kernel_label(kernel: KernelShare) -> str:
@@ -253,8 +263,7 @@ def render_global_png(result: AttentionResponse) -> bytes:
     axes[0].set_ylabel("lag from the last value", fontsize=9)
     axes[0].set_xlabel("horizon step", fontsize=9)
     axes[0].set_title("normalised units (value / window scale)", fontsize=9)
-    bar = figure.colorbar(image, ax=axes[0], shrink=0.8, extend="both")
-    bar.set_label(_scale_label(cmap), fontsize=8)
+    _colour_bar(figure, image, axes[0], cmap, shrink=0.8, size=8, ticks=False)
     if readout is not None:
         ax = axes[1]
         ax.barh(range(len(bars)), [b[1] for b in bars], color="tab:blue")
@@ -274,9 +283,7 @@ def render_global_png(result: AttentionResponse) -> bytes:
             "hybrid: each member's weight" + ("" if hybrid.local_used else " (too short: read-out alone)"),
             fontsize=9,
         )
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=_DPI)
-    return buffer.getvalue()
+    return _png(figure)
 
 
 def _describe(lam: float | None, gamma: float | None, theta: float | None, gate: float | None) -> str:
