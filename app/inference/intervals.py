@@ -202,15 +202,11 @@ def level_bounds(
     """Per requested level (percent), the lower and upper bounds [S, h, C] float32 of `forecast`
     [S, h, C] float32: forecast − width and forecast + width (`window` [S, L, C], the raw windows, for
     intervals that scale with them)."""
-    positions = check_levels(intervals, levels, field)
+    widths = level_widths(intervals, forecast, levels, field, window=window)
     assert intervals is not None
-    widths = _widths(intervals, forecast, window)
     return {
-        level: (
-            clip_nonnegative(intervals, forecast - widths[k]),
-            clip_nonnegative(intervals, forecast + widths[k]),
-        )
-        for level, k in zip(levels, positions, strict=True)
+        level: (clip_nonnegative(intervals, forecast - w), clip_nonnegative(intervals, forecast + w))
+        for level, w in widths.items()
     }
 
 
