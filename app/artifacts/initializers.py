@@ -55,33 +55,35 @@ def _fields(data: bytes | bytearray, start: int, end: int) -> Iterator[tuple[int
         i = j
 
 
+def _initializers(data: bytes | bytearray) -> Iterator[tuple[int, int]]:
+    """(start, end) of each initializer's TensorProto in the ONNX model `data`: the graph's field 5."""
+    for number, wire, g0, g1 in _fields(data, 0, len(data)):
+        if number == _MODEL_GRAPH and wire == 2:
+            for field, kind, t0, t1 in _fields(data, g0, g1):
+                if field == _GRAPH_INITIALIZER and kind == 2:
+                    yield t0, t1
+
+
 def replace_initializers(model: bytes, values: Mapping[str, np.ndarray]) -> bytes:
     """`model` (ONNX bytes) with the raw data of the named initializers replaced by `values` (each
     little-endian, of the initializer's byte length). ValueError when one is missing or of another
     size."""
     out = bytearray(model)
     found: set[str] = set()
-    for number, wire, g0, g1 in _fields(out, 0, len(out)):
-        if number != _MODEL_GRAPH or wire != 2:
-            continue
-        for field, kind, t0, t1 in _fields(out, g0, g1):
-            if field != _GRAPH_INITIALIZER or kind != 2:
-                continue
-            name, raw = None, None
-            for f, k, a, b in _fields(out, t0, t1):
-                if f == _TENSOR_NAME and k == 2:
-                    name = bytes(out[a:b]).decode()
-                elif f == _TENSOR_RAW and k == 2:
-                    raw = (a, b)
-            if name is not None and name in values:
-                new = (
-                    np.ascontiguousarray(values[name]).astype(values[name].dtype.newbyteorder("<")).tobytes()
-                )
-                if raw is None or raw[1] - raw[0] != len(new):
-                    size = "no raw data" if raw is None else f"{raw[1] - raw[0]} bytes"
-                    raise ValueError(f"initializer {name!r} holds {size}; the replacement {len(new)}")
-                out[raw[0] : raw[1]] = new
-                found.add(name)
+    for t0, t1 in _initializers(out):
+        name, raw = None, None
+        for f, k, a, b in _fields(out, t0, t1):
+            if f == _TENSOR_NAME and k == 2:
+                name = bytes(out[a:b]).decode()
+            elif f == _TENSOR_RAW and k == 2:
+                raw = (a, b)
+        if name is not None and name in values:
+            new = np.ascontiguousarray(values[name]).astype(values[name].dtype.newbyteorder("<")).tobytes()
+            if raw is None or raw[1] - raw[0] != len(new):
+                size = "no raw data" if raw is None else f"{raw[1] - raw[0]} bytes"
+                raise ValueError(f"initializer {name!r} holds {size}; the replacement {len(new)}")
+            out[raw[0] : raw[1]] = new
+            found.add(name)
     missing = sorted(set(values) - found)
     if missing:
         raise ValueError(f"the graph has no initializer {missing}")
@@ -97,33 +99,26 @@ def read_initializers(model: bytes, names: set[str] | frozenset[str]) -> dict[st
     `onnx.numpy_helper.from_array` writes them); names the graph lacks are left out. ValueError for an
     initializer without raw data or of a type not read here."""
     out: dict[str, np.ndarray] = {}
-    for number, wire, g0, g1 in _fields(model, 0, len(model)):
-        if number != _MODEL_GRAPH or wire != 2:
+    for t0, t1 in _initializers(model):
+        name, raw, dtype, dims = None, None, None, []
+        for f, k, a, b in _fields(model, t0, t1):
+            if f == _TENSOR_NAME and k == 2:
+                name = bytes(model[a:b]).decode()
+            elif f == _TENSOR_RAW and k == 2:
+                raw = (a, b)
+            elif f == _TENSOR_TYPE and k == 0:
+                dtype = _varint(model, a)[0]
+            elif f == _TENSOR_DIMS and k == 0:
+                dims.append(_varint(model, a)[0])
+            elif f == _TENSOR_DIMS and k == 2:  # packed
+                i = a
+                while i < b:
+                    d, i = _varint(model, i)
+                    dims.append(d)
+        if name is None or name not in names:
             continue
-        for field, kind, t0, t1 in _fields(model, g0, g1):
-            if field != _GRAPH_INITIALIZER or kind != 2:
-                continue
-            name, raw, dtype, dims = None, None, None, []
-            for f, k, a, b in _fields(model, t0, t1):
-                if f == _TENSOR_NAME and k == 2:
-                    name = bytes(model[a:b]).decode()
-                elif f == _TENSOR_RAW and k == 2:
-                    raw = (a, b)
-                elif f == _TENSOR_TYPE and k == 0:
-                    dtype = _varint(model, a)[0]
-                elif f == _TENSOR_DIMS and k == 0:
-                    dims.append(_varint(model, a)[0])
-                elif f == _TENSOR_DIMS and k == 2:  # packed
-                    i = a
-                    while i < b:
-                        d, i = _varint(model, i)
-                        dims.append(d)
-            if name is None or name not in names:
-                continue
-            if raw is None or dtype not in _ONNX_DTYPES:
-                raise ValueError(f"initializer {name!r}: no raw data, or data type {dtype} not read here")
-            array = np.frombuffer(
-                model[raw[0] : raw[1]], dtype=np.dtype(_ONNX_DTYPES[dtype]).newbyteorder("<")
-            )
-            out[name] = array.reshape(dims).astype(array.dtype.newbyteorder("="))
+        if raw is None or dtype not in _ONNX_DTYPES:
+            raise ValueError(f"initializer {name!r}: no raw data, or data type {dtype} not read here")
+        array = np.frombuffer(model[raw[0] : raw[1]], dtype=np.dtype(_ONNX_DTYPES[dtype]).newbyteorder("<"))
+        out[name] = array.reshape(dims).astype(array.dtype.newbyteorder("="))
     return out
