@@ -45,9 +45,9 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     args = parse_args(argv)
     if args.one_window:
-        import export.global_onnx
+        import export.global_calibration  # where calibrate_global reads it
 
-        export.global_onnx.calibration_tail = lambda lengths, horizon, *rest: (lambda n: horizon, 1)
+        export.global_calibration.calibration_tail = lambda lengths, horizon, *rest: (lambda n: horizon, 1)
     comp = load_competition(args.dataset, args.frequency)
     H, period = comp.horizon, comp.period
     frequency = {12: "1MS", 4: "3MS", 1: "12MS"}.get(period, "1D")

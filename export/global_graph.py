@@ -1,0 +1,292 @@
+"""A global REM read-out (export/global_model.py's `GlobalModel`) as an ONNX graph, run and checked.
+
+The whole forecast runs inside the graph, so the service feeds nothing but windows: each window's scale
+(the mean |value| of its last cycle), the REM features as one MatMul with a constant kernel matrix [L, F]
+(the bank's last rows plus the lag selection), the share of the window that is missing, the ridge
+read-out and the un-scaling. A history shorter than L is fed with its missing start as NaN: the graph
+masks those steps (they read as 0, and their share is a feature) exactly as `GlobalModel.forecast` does,
+so nothing is ever filled with invented values (docs/artifacts.md, "Global models"). `verify` checks
+ONNX Runtime against the numpy model before anything is published (export/global_onnx.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from app.artifacts.contract import (
+    CALENDAR_FREQUENCY,
+    COVARIATE_INPUT,
+    FORECAST_INPUT,
+    FORECAST_OUTPUT,
+    LOCAL_INPUT,
+    LOCAL_WEIGHT_INPUT,
+)
+from app.artifacts.feed import local_inputs
+from app.artifacts.readout import TINY as _TINY  # the scale's fallback threshold, as the numpy model's
+from rsa_core.windows import tail_windows
+
+if TYPE_CHECKING:
+    from app.artifacts.covariates import CovariateLayout
+    from app.artifacts.local_models import LocalSpec
+    from export.global_model import GlobalModel
+
+__all__ = [
+    "OPSET",
+    "TOLERANCE",
+    "check_covariates",
+    "check_histories",
+    "frequency_seconds",
+    "global_graph",
+    "run_graph",
+    "verify",
+    "windows_of",
+]
+
+OPSET = 18
+# float32 graph against the float64 numpy model: |onnx − numpy| <= TOLERANCE · (1 + |numpy|).
+TOLERANCE = 1e-4
+_MEAN_MONTH_S = 365.2425 * 86_400 / 12  # a calendar month's nominal seconds (export/data/timestamps.py)
+
+
+def _const(name: str, value: ArrayLike, dtype: Any = np.float32) -> Any:
+    from onnx import numpy_helper
+
+    return numpy_helper.from_array(np.asarray(value, dtype=dtype), name)
+
+
+def global_graph(model: GlobalModel) -> Any:
+    """The forecast graph of `model`: `window` float32 [batch, L, 1] (NaN where the history has not
+    started) -> `forecast` float32 [batch, H, 1], on the raw scale. A covariate model also takes
+    `covariates` float32 [batch, D] (app/artifacts/covariates.py's layout, raw; NaN where a past
+    covariate's series has not started), standardised and read linearly beside the target's features."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    H, W = model.config.horizon, model.window_length
+    kernels = model.kernels()  # [K, L]
+    inits = _target_constants(model, kernels)
+    nodes = _target_nodes()
+    node = helper.make_node
+    inputs = [helper.make_tensor_value_info(FORECAST_INPUT, TensorProto.FLOAT, ["batch", W, 1])]
+    if model.local is None:
+        nodes.insert(len(nodes) - 1, node("Identity", ["raw"], ["out"]))
+    else:  # the hybrid: read-out · (1 − the local weight) + the local models' weighted forecasts
+        nodes[len(nodes) - 1 : len(nodes) - 1] = [
+            node("Sub", ["one", LOCAL_WEIGHT_INPUT], ["global_weight"]),  # [B, 1]
+            node("Mul", ["raw", "global_weight"], ["raw_part"]),
+            node("Add", ["raw_part", LOCAL_INPUT], ["out"]),
+        ]
+        inputs += [
+            helper.make_tensor_value_info(LOCAL_INPUT, TensorProto.FLOAT, ["batch", H]),
+            helper.make_tensor_value_info(LOCAL_WEIGHT_INPUT, TensorProto.FLOAT, ["batch", 1]),
+        ]
+    at = next(i for i, n in enumerate(nodes) if n.output[0] == "f_target") + 1
+    if model.covariates is None:
+        nodes.insert(at, node("Identity", ["f_target"], ["f"]))
+    else:
+        _add_covariates(model.covariates, kernels, nodes, inits, inputs, at)
+    graph = helper.make_graph(
+        nodes,
+        "global_readout",
+        inputs,
+        [helper.make_tensor_value_info(FORECAST_OUTPUT, TensorProto.FLOAT, ["batch", H, 1])],
+        inits,
+    )
+    proto = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="rsa-export"
+    )
+    proto.ir_version = 9
+    onnx.checker.check_model(proto, full_check=True)
+    return proto
+
+
+def _target_constants(model: GlobalModel, kernels: np.ndarray) -> list[Any]:
+    """The graph's constants for the target's part: shapes, the last cycle's and every step's sums, the
+    REM kernels' last rows with the lag selection, and the read-out's weights and bias."""
+    cfg, L, H, W = model.config, model.input_length, model.config.horizon, model.window_length
+    last = max(cfg.period, 1)
+    lags = np.zeros((L, cfg.n_lags))
+    lags[L - cfg.n_lags + np.arange(cfg.n_lags), np.arange(cfg.n_lags)] = 1.0  # the last n_lags steps
+    feature_matrix = np.concatenate([kernels.T, lags], 1)  # [L, K + n_lags]
+    sums = np.zeros((L, 2))  # column 0: the last cycle's steps; column 1: every step
+    sums[L - last :, 0] = 1.0
+    sums[:, 1] = 1.0
+    return [
+        _const("shape_in", [-1, W], np.int64),
+        _const("keep_from", [W - L], np.int64),  # a hybrid's window is longer than the read-out's L
+        _const("keep_to", [W], np.int64),
+        _const("keep_axis", [1], np.int64),
+        _const("shape_out", [-1, H, 1], np.int64),
+        _const("zero", 0.0),
+        _const("one", 1.0),
+        _const("tiny", _TINY),
+        _const("sums", sums),
+        _const("pick_last", [[1.0], [0.0]]),
+        _const("pick_whole", [[0.0], [1.0]]),
+        _const("mean_of_steps", np.full((L, 1), 1.0 / L)),
+        _const("rem_features", feature_matrix),  # the REM kernels' last rows and the lags, [L, F - 1]
+        _const("readout", model.weights[:-1]),  # [F, H]
+        _const("bias", model.weights[-1]),  # [H]
+    ]
+
+
+def _target_nodes() -> list[Any]:
+    """The target's nodes: the window's last L values masked where missing, its scale, the features, the
+    read-out and the un-scaling (`f` is the read-out's input: the target's features `f_target`, with a
+    covariate model's beside them; `out` the forecast before its reshape)."""
+    from onnx import TensorProto, helper
+
+    node = helper.make_node
+    return [
+        node("Reshape", [FORECAST_INPUT, "shape_in"], ["x_all"]),  # [B, W]
+        node("Slice", ["x_all", "keep_from", "keep_to", "keep_axis"], ["x"]),  # [B, L]: the last L
+        node("IsNaN", ["x"], ["missing"]),
+        node("Not", ["missing"], ["observed"]),
+        node("Cast", ["observed"], ["mask"], to=TensorProto.FLOAT),  # [B, L], 1 where observed
+        node("Where", ["missing", "zero", "x"], ["x0"]),  # the missing start reads as 0
+        # The scale: mean |value| of the last cycle's observed steps, else of the window's, else 1.
+        node("Abs", ["x0"], ["ax"]),
+        node("MatMul", ["ax", "sums"], ["abs_sums"]),  # [B, 2]
+        node("MatMul", ["mask", "sums"], ["counts"]),  # [B, 2]
+        node("Max", ["counts", "one"], ["counts1"]),
+        node("Div", ["abs_sums", "counts1"], ["means"]),
+        node("MatMul", ["means", "pick_last"], ["s_last"]),  # [B, 1]
+        node("MatMul", ["means", "pick_whole"], ["s_whole"]),
+        node("Greater", ["s_last", "tiny"], ["last_ok"]),
+        node("Where", ["last_ok", "s_last", "s_whole"], ["s_any"]),
+        node("Greater", ["s_any", "tiny"], ["any_ok"]),
+        node("Where", ["any_ok", "s_any", "one"], ["scale"]),  # [B, 1]
+        node("Div", ["x0", "scale"], ["u"]),  # [B, L] normalised, 0 where missing
+        node("MatMul", ["u", "rem_features"], ["features"]),  # [B, F - 1]
+        node("MatMul", ["mask", "mean_of_steps"], ["observed_share"]),  # [B, 1]
+        node("Sub", ["one", "observed_share"], ["missing_share"]),
+        node("Concat", ["features", "missing_share"], ["f_target"], axis=1),  # [B, F]
+        node("MatMul", ["f", "readout"], ["y0"]),  # [B, H]
+        node("Add", ["y0", "bias"], ["y"]),
+        node("Mul", ["y", "scale"], ["raw"]),  # back to the raw scale
+        node("Reshape", ["out", "shape_out"], [FORECAST_OUTPUT]),  # [B, H, 1]
+    ]
+
+
+def _add_covariates(
+    layout: CovariateLayout,
+    kernels: np.ndarray,
+    nodes: list[Any],
+    inits: list[Any],
+    inputs: list[Any],
+    at: int,
+) -> None:
+    """A covariate model's part, added in place: its rows standardised (NaN read as 0), read linearly
+    (`layout.readout_matrix`) and concatenated to the target's features as `layout.effect` says."""
+    from onnx import TensorProto, helper
+
+    node = helper.make_node
+    inits += [
+        _const("cov_mean", np.asarray(layout.mean)),
+        _const("cov_std", np.asarray(layout.std)),
+        _const("cov_readout", layout.readout_matrix(kernels)),  # [D, G]
+        _const("cov_unit", layout.unit),
+    ]
+    nodes[at:at] = [
+        node("Sub", [COVARIATE_INPUT, "cov_mean"], ["cov_c"]),
+        node("Div", ["cov_c", "cov_std"], ["cov_z"]),
+        node("IsNaN", ["cov_z"], ["cov_missing"]),
+        node("Where", ["cov_missing", "zero", "cov_z"], ["cov_z0"]),  # a short series' past start
+        node("MatMul", ["cov_z0", "cov_readout"], ["cov_g"]),  # [B, G]
+        # layout.scaled_features: relative as is; additive [g / scale, 1 / scale]; both, both
+        node("Div", ["cov_unit", "scale"], ["inv_scale"]),  # [B, 1]
+        node("Mul", ["cov_g", "inv_scale"], ["cov_g_abs"]),
+        node("Concat", ["cov_g_abs", "inv_scale"], ["cov_additive"], axis=1),
+    ]
+    parts = {"relative": ["cov_g"], "additive": ["cov_additive"], "both": ["cov_g", "cov_additive"]}
+    nodes[at + 8 : at + 8] = [node("Concat", ["f_target", *parts[layout.effect]], ["f"], axis=1)]
+    inputs.append(helper.make_tensor_value_info(COVARIATE_INPUT, TensorProto.FLOAT, ["batch", layout.width]))
+
+
+def windows_of(histories: Sequence[np.ndarray], length: int) -> np.ndarray:
+    """The graph's input [S, L, 1] float32: each history's last L values, the missing start NaN (the one
+    window rule, rsa_core.windows)."""
+    return tail_windows(histories, length, dtype=np.float32)[:, :, None]
+
+
+def run_graph(
+    path: Path,
+    histories: Sequence[np.ndarray],
+    length: int,
+    covariates: np.ndarray | None = None,
+    local: LocalSpec | None = None,
+) -> np.ndarray:
+    """ONNX Runtime's forecasts [S, H] of the graph at `path` (CPU); `covariates` [S, D] raw for a
+    covariate model; a hybrid's `local` half, fed as the service's `build_feed` feeds it."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    feed = {FORECAST_INPUT: windows_of(histories, length)}
+    if covariates is not None:
+        feed[COVARIATE_INPUT] = np.asarray(covariates, dtype=np.float32)
+    if local is not None:
+        feed.update(local_inputs(local, feed[FORECAST_INPUT]))
+    (out,) = session.run([FORECAST_OUTPUT], feed)
+    return np.asarray(out)[:, :, 0]
+
+
+def check_covariates(
+    layout: CovariateLayout | None, histories: Sequence[np.ndarray], seed: int = 1
+) -> np.ndarray | None:
+    """Random raw covariate rows for the parity check (of any global model reading `layout`): each
+    column around its training mean and spread, one-hot statics too, and the past start NaN where a
+    history is shorter than L."""
+    if layout is None:
+        return None
+    rng = np.random.default_rng(seed)
+    mean, std = np.asarray(layout.mean), np.asarray(layout.std)
+    raw = mean + std * rng.standard_normal((len(histories), layout.width))
+    L, P = layout.input_length, len(layout.past)
+    for i, h in enumerate(histories):
+        missing = max(L - len(h), 0)
+        raw[i, : missing * P] = np.nan
+    return raw
+
+
+def frequency_seconds(frequency: str | None) -> float:
+    """The nominal step of a frequency alias in seconds (a calendar month: a mean month)."""
+    if not frequency:
+        raise ValueError("the model has no frequency (train it from a long file with timestamps)")
+    calendar = CALENDAR_FREQUENCY.fullmatch(frequency)
+    if calendar is not None:
+        return int(calendar["months"]) * _MEAN_MONTH_S
+    import pandas as pd
+
+    return float(pd.to_timedelta(pd.tseries.frequencies.to_offset(frequency)).total_seconds())
+
+
+def check_histories(input_length: int, period: int, min_history: int, seed: int = 0) -> list[np.ndarray]:
+    """Histories the parity check of a global model runs on: every length from min_history to past L,
+    levels from tiny to large, a constant and an all-zero series."""
+    rng = np.random.default_rng(seed)
+    L, p = input_length, max(period, 1)
+    out = []
+    for n in sorted({min_history, *range(min_history, L + 3, max(1, p // 2)), L, 2 * L}):
+        t = np.arange(n)
+        level = 10.0 ** rng.uniform(-2, 4)
+        out.append(level * (1 + 0.3 * np.sin(2 * np.pi * t / p) + 0.1 * rng.standard_normal(n)))
+    out += [np.full(L, 7.0), np.zeros(min_history)]
+    return out
+
+
+def verify(path: Path, model: GlobalModel) -> dict[str, Any]:
+    """ONNX Runtime against `GlobalModel.forecast` on `check_histories`; raises ValueError past
+    TOLERANCE."""
+    histories = check_histories(model.window_length, model.config.period, model.min_history)
+    covariates = check_covariates(model.covariates, histories)
+    want = model.forecast(histories, covariates=covariates)
+    got = run_graph(path, histories, model.window_length, covariates, model.local)
+    err = np.abs(got - want) / (1.0 + np.abs(want))
+    if not np.isfinite(got).all() or float(err.max()) > TOLERANCE:
+        raise ValueError(f"ONNX Runtime differs from the numpy model by {float(err.max()):.3g} (relative)")
+    return {"series": len(histories), "max_rel_error": float(err.max()), "tolerance": TOLERANCE}
