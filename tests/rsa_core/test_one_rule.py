@@ -35,7 +35,7 @@ import batch.reading
 import export.data.panels
 import export.data.reading
 import export.data.timestamps
-import export.global_onnx
+import export.global_graph
 import export.hybrid
 import export.panel_forecast
 import rsa_core.calendar
@@ -73,7 +73,7 @@ ONE_RULE = [
     (client_forecast, "_right_aligned", rsa_core.windows.right_aligned),
     (client_series, "_right_aligned", rsa_core.windows.right_aligned),
     (export.hybrid, "_tail_windows", rsa_core.windows.tail_windows),
-    (export.global_onnx, "tail_windows", rsa_core.windows.tail_windows),
+    (export.global_graph, "tail_windows", rsa_core.windows.tail_windows),
     (app.inference.refit, "tail_windows", rsa_core.windows.tail_windows),
     (app.artifacts.readout, "tail_windows", rsa_core.windows.tail_windows),
 ]
