@@ -49,8 +49,8 @@ from app.artifacts.covariates import CovariateLayout
 from app.artifacts.readout import TINY
 from export.global_onnx import check_covariates, check_histories, panel_manifest, windows_of
 from export.panel_config import PanelConfig
-from export.panel_transformer import Budget, PanelTransformer, covariate_parts
 from export.publish import publish_version
+from export.transformer_model import Budget, PanelTransformer, covariate_parts
 from models import Covariates, ModelConfig, RSAForecaster
 
 __all__ = [
