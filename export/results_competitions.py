@@ -233,6 +233,19 @@ def benchmark_section(name: str, run: CompetitionRun) -> list[str]:
     ]
     header = ["data", "model", "sMAPE", "MASE", "WQL", "MAPE", "80% cov.", "fit s", "forecast s"]
     lines += [*_markdown(header, rows), ""]
+    lines += _candidates_and_reruns(run, ours)
+    if run.total_s is not None:
+        lines += [
+            f"The whole command took {run.total_s:.0f} s ({run.total_s / 60:.1f} min) on {run.machine}.",
+            "",
+        ]
+    return lines
+
+
+def _candidates_and_reruns(run: CompetitionRun, ours: str) -> list[str]:
+    """Our model's candidates (validation beside test MASE) and this run's statsforecast models against
+    fev's runs of them on the same tasks, where the run has them."""
+    lines: list[str] = []
     with_candidates = {d: m.candidates for d, m in run.data.items() if m.candidates}
     if with_candidates:
         lines += [
@@ -266,11 +279,6 @@ def benchmark_section(name: str, run: CompetitionRun) -> list[str]:
             p = fev_stats[(s.data, s.model)]
             rows.append([s.data, s.model, _num(s.mase, 3), _num(p.mase, 3), _num(s.wql, 4), _num(p.wql, 4)])
         lines += [*_markdown(["data", "model", "MASE here", "MASE fev", "WQL here", "WQL fev"], rows), ""]
-    if run.total_s is not None:
-        lines += [
-            f"The whole command took {run.total_s:.0f} s ({run.total_s / 60:.1f} min) on {run.machine}.",
-            "",
-        ]
     return lines
 
 
