@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import shlex
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,7 +144,88 @@ def load_panel(path: str | Path, options: ReadOptions | None = None, **overrides
     path = Path(path)
     fname = path.name
     raw, frame, first = _read_table(path)
-    header = list(frame.columns)
+    id_col, ts_col, y_col = _columns(list(frame.columns), options, fname)
+    if len(frame) == 0:
+        raise DataError(f"{fname}: the file has no data row")
+
+    unit = "line" if first == 2 else "row"
+    rows = np.arange(len(frame)) + first  # the file row of each frame row
+    ids = frame[id_col].astype(str).str.strip().to_numpy(dtype=object)
+    problems: list[str] = []
+
+    def row_of(i: int) -> str:
+        return f"{fname} {unit} {rows[i]}"
+
+    def where(i: int) -> str:
+        return f"{row_of(i)} (series {ids[i]!r})"
+
+    stamps, wall, zoned, values, fillable, notes = _cells(
+        frame, ids, (id_col, ts_col, y_col), options, row_of
+    )
+
+    order = np.lexsort((stamps.astype(np.int64), pd.factorize(ids)[0]))  # by id (first seen), then time
+    if not np.array_equal(order, np.arange(len(order))):
+        if not options.sort:
+            _raise([_order_problem(ids, stamps, where)])
+        notes.append("rows sorted by series and timestamp (--sort)")
+        ids, stamps, values, rows, fillable = (
+            ids[order],
+            stamps[order],
+            values[order],
+            rows[order],
+            fillable[order],
+        )
+        wall = None if wall is None else wall[order]
+
+    starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+    ends = np.r_[starts[1:], len(ids)]
+    if pd.Series(ids[starts]).duplicated().any():  # only when sorted by time, then id: cannot happen
+        raise DataError(f"{fname}: a series' rows are split into several runs; pass --sort")
+    dup = np.flatnonzero((ids[1:] == ids[:-1]) & (stamps[1:] == stamps[:-1]))
+    if dup.size:
+        i = int(dup[0]) + 1
+        _raise([f"{where(i)}: duplicate timestamp {_stamp_text(stamps[i])} (same as {unit} {rows[i - 1]})"])
+
+    # One frequency for the panel: the most common of its series' own steps.
+    def clock(a: int | np.integer, b: int | np.integer) -> tuple[np.ndarray, bool]:  # starts' and ends' items
+        return _step_clock(None if wall is None else wall[a:b], stamps[a:b])
+
+    freqs = [_infer_frequency(clock(a, b)[0]) for a, b in zip(starts, ends, strict=True) if b - a >= 2]
+    if not freqs:
+        raise DataError(f"{fname}: every series has one row; at least one needs 2 (to infer the time step)")
+    aliases = pd.Series([f[0] for f in freqs])
+    alias = str(aliases.mode().iloc[0])
+    seconds = next(s for a, s in freqs if a == alias)
+
+    series, inserted, filled = _series_of(
+        (ids, stamps, values, rows), starts, ends, clock, alias, options, f"{fname} {unit}", problems
+    )
+    if problems:
+        more = len(problems) - _SHOWN
+        _raise(problems[:_SHOWN] + ([f"{more} more series with problems"] if more > 0 else []))
+    if inserted:
+        notes.append(f"{inserted} missing step(s) of {alias} inserted and filled ({options.fill})")
+    if filled:
+        notes.append(f"{filled} missing value(s) filled ({options.fill})")
+    return Panel(
+        name=path.stem,
+        path=path,
+        sha256=hashlib.sha256(raw).hexdigest(),
+        series=series,
+        frequency=alias,
+        frequency_seconds=float(seconds),
+        id_column=id_col,
+        timestamp_column=ts_col,
+        target_column=y_col,
+        notes=tuple(notes),
+        timezone=None if zoned else options.timezone,
+    )
+
+
+def _columns(header: list[str], options: ReadOptions, fname: str) -> tuple[str, str, str]:
+    """The id, timestamp and target columns (given, or the first header names among ID_NAMES,
+    PANEL_TIMESTAMP_NAMES and TARGET_NAMES); a file with none, or with columns neither of them nor
+    dropped, is refused, a wide file with the option that reads it."""
     id_col = _pick(header, options.id_column, ID_NAMES, "id", fname)
     ts_col = _pick(header, options.timestamp_column, PANEL_TIMESTAMP_NAMES, "timestamp", fname)
     y_col = _pick(header, options.target_column, TARGET_NAMES, "target", fname)
@@ -169,12 +250,25 @@ def load_panel(path: str | Path, options: ReadOptions | None = None, **overrides
             f"nor the target ({y_col!r}); read them as covariates (--future, --past or --static) or leave "
             f"them out with --drop {shlex.quote(','.join(extra))}"
         )
-    if len(frame) == 0:
-        raise DataError(f"{fname}: the file has no data row")
+    return id_col, ts_col, y_col
 
-    unit = "line" if first == 2 else "row"
-    rows = np.arange(len(frame)) + first  # the file row of each frame row
-    ids = frame[id_col].astype(str).str.strip().to_numpy(dtype=object)
+
+def _cells(
+    frame: pd.DataFrame,
+    ids: np.ndarray,
+    columns: tuple[str, str, str],
+    options: ReadOptions,
+    row_of: Callable[[int], str],
+) -> tuple[np.ndarray, np.ndarray | None, bool, np.ndarray, np.ndarray, list[str]]:
+    """Each row's instant (UTC; with `options.timezone`, naive local times read in that zone, series by
+    series) and value: (stamps, the wall-clock times as written or None, whether the file held instants,
+    values, the missing values `options.fill` may fill, notes). Every bad cell is a DataError naming the
+    row (`row_of`: the file, the line or row) and the column."""
+    id_col, ts_col, y_col = columns
+
+    def where(i: int) -> str:
+        return f"{row_of(i)} (series {ids[i]!r})"
+
     ts_raw = frame[ts_col]
     zoned = False  # instants already: typed with a zone, or written with UTC offsets
     wall: np.ndarray | None = None  # with --timezone: the naive wall-clock times, as written
@@ -191,14 +285,10 @@ def load_panel(path: str | Path, options: ReadOptions | None = None, **overrides
         zoned = has_offsets(ts_cells)
     problems: list[str] = []
     notes: list[str] = []
-
-    def where(i: int) -> str:
-        return f"{fname} {unit} {rows[i]} (series {ids[i]!r})"
-
     empty_id = ids == ""
     if empty_id.any():
         i = int(np.argmax(empty_id))
-        problems.append(f"{fname} {unit} {rows[i]}, column {id_col!r}: missing series id")
+        problems.append(f"{row_of(i)}, column {id_col!r}: missing series id")
     if zoned:
         notes.append("timestamps with a UTC offset or zone were converted to UTC")
     elif options.timezone is not None:
@@ -245,41 +335,26 @@ def load_panel(path: str | Path, options: ReadOptions | None = None, **overrides
         why = _number_problem(str(frame[y_col].iloc[i]).strip(), y_col, share)
         problems.append(f"{where(i)}, column {y_col!r}: {why}" + (f" (and {more} more rows)" if more else ""))
     _raise(problems)
+    return stamps, wall, zoned, values, fillable, notes
 
-    order = np.lexsort((stamps.astype(np.int64), pd.factorize(ids)[0]))  # by id (first seen), then time
-    if not np.array_equal(order, np.arange(len(order))):
-        if not options.sort:
-            _raise([_order_problem(ids, stamps, where)])
-        notes.append("rows sorted by series and timestamp (--sort)")
-        ids, stamps, values, rows, fillable = (
-            ids[order],
-            stamps[order],
-            values[order],
-            rows[order],
-            fillable[order],
-        )
-        wall = None if wall is None else wall[order]
 
-    starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
-    ends = np.r_[starts[1:], len(ids)]
-    if pd.Series(ids[starts]).duplicated().any():  # only when sorted by time, then id: cannot happen
-        raise DataError(f"{fname}: a series' rows are split into several runs; pass --sort")
-    dup = np.flatnonzero((ids[1:] == ids[:-1]) & (stamps[1:] == stamps[:-1]))
-    if dup.size:
-        i = int(dup[0]) + 1
-        _raise([f"{where(i)}: duplicate timestamp {_stamp_text(stamps[i])} (same as {unit} {rows[i - 1]})"])
-
-    # One frequency for the panel: the most common of its series' own steps.
-    def clock(a: int | np.integer, b: int | np.integer) -> tuple[np.ndarray, bool]:  # starts' and ends' items
-        return _step_clock(None if wall is None else wall[a:b], stamps[a:b])
-
-    freqs = [_infer_frequency(clock(a, b)[0]) for a, b in zip(starts, ends, strict=True) if b - a >= 2]
-    if not freqs:
-        raise DataError(f"{fname}: every series has one row; at least one needs 2 (to infer the time step)")
-    aliases = pd.Series([f[0] for f in freqs])
-    alias = str(aliases.mode().iloc[0])
-    seconds = next(s for a, s in freqs if a == alias)
-
+def _series_of(
+    table: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    starts: np.ndarray,
+    ends: np.ndarray,
+    clock: Callable[[int, int], tuple[np.ndarray, bool]],
+    alias: str,
+    options: ReadOptions,
+    at: str,
+    problems: list[str],
+) -> tuple[list[PanelSeries], int, int]:
+    """Each series (rows `starts[k]:ends[k]` of the sorted `table`: ids, stamps, values, file rows) on the
+    panel's grid of step `alias`, missing steps inserted and values filled as `options.fill` says; a
+    series of another step, off the grid or with nothing to fill from is a problem (appended to
+    `problems`, `at` the file and its row unit). Returns the series, the steps inserted, the values
+    filled."""
+    ids, stamps, values, rows = table
+    fname, unit = at.rsplit(" ", 1)
     series: list[PanelSeries] = []
     inserted = filled = 0
     for a, b in zip(starts, ends, strict=True):
@@ -317,26 +392,7 @@ def load_panel(path: str | Path, options: ReadOptions | None = None, **overrides
             filled += int(np.isnan(s_values).sum())
             s_values = _fill(s_values, options.fill)
         series.append(PanelSeries(sid, s_stamps.astype("datetime64[ns]"), s_values, s_rows[0]))
-    if problems:
-        more = len(problems) - _SHOWN
-        _raise(problems[:_SHOWN] + ([f"{more} more series with problems"] if more > 0 else []))
-    if inserted:
-        notes.append(f"{inserted} missing step(s) of {alias} inserted and filled ({options.fill})")
-    if filled:
-        notes.append(f"{filled} missing value(s) filled ({options.fill})")
-    return Panel(
-        name=path.stem,
-        path=path,
-        sha256=hashlib.sha256(raw).hexdigest(),
-        series=series,
-        frequency=alias,
-        frequency_seconds=float(seconds),
-        id_column=id_col,
-        timestamp_column=ts_col,
-        target_column=y_col,
-        notes=tuple(notes),
-        timezone=None if zoned else options.timezone,
-    )
+    return series, inserted, filled
 
 
 def _order_problem(ids: np.ndarray, stamps: np.ndarray, where: object) -> str:

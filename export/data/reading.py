@@ -281,54 +281,20 @@ def load_csv(path: str | Path, options: ReadOptions | None = None, **overrides: 
 
 def _load(path: str | Path, options: ReadOptions) -> _Loaded:
     timestamp_column, drop, keep, fill = options.timestamp_column, options.drop, options.keep, options.fill
-    date_format, dayfirst = options.date_format, options.dayfirst
+    date_format = options.date_format
     path = Path(path)
     fname = path.name
     raw, header, rows, lines, delimiter = _read_rows(path)
     notes: list[str] = []
     if delimiter != ",":
         notes.append(f"delimiter {delimiter!r} detected")
-    _check_header(fname, header)
-    if options.layout == "long":
-        raise DataError(
-            f"{fname}: layout long: this reader takes wide files (a column per channel); read a long file "
-            "with `python -m export.panel train --data FILE` (export/data/panels.py)"
-        )
-    hint = long_hint(fname, header, rows)
-    if hint is not None and options.layout == "auto":
-        raise DataError(hint)
-    unknown = [name for name in keep if name not in header]
-    if unknown:
-        raise DataError(
-            f"{_where(fname, 1)}: cannot keep {unknown}: no such column; the columns are {header}"
-        )
-    unknown = [name for name in drop if name not in header]
-    if unknown:
-        raise DataError(
-            f"{_where(fname, 1)}: cannot drop {unknown}: no such column; the columns are {header}"
-        )
-    if len(rows) < 2:
-        raise DataError(
-            f"{_where(fname, 1)}: the file has {len(rows)} data row(s); at least 2 are needed "
-            "(to infer the time step)"
-        )
-
-    width = len(header)
-    for record, line in zip(rows, lines, strict=True):
-        if len(record) < width:
-            raise DataError(
-                f"{_where(fname, line, header[len(record)])}: missing value "
-                f"(the row has {len(record)} fields, the header {width})"
-            )
-        if len(record) > width:
-            raise DataError(f"{_where(fname, line)}: the row has {len(record)} fields, the header {width}")
-
+    _check_columns(fname, header, rows, lines, options)
     ts_pos = _find_timestamp_column(fname, header, rows, lines, timestamp_column, date_format)
     if header[ts_pos] in drop:
         raise DataError(f"{_where(fname, 1, header[ts_pos])}: the timestamp column cannot be dropped")
     value_pos = [
         pos
-        for pos in range(width)
+        for pos in range(len(header))
         if pos != ts_pos and header[pos] not in drop and (not keep or header[pos] in keep)
     ]
     if not value_pos:
@@ -337,94 +303,9 @@ def _load(path: str | Path, options: ReadOptions) -> _Loaded:
 
     # Validate every cell, column by column (vectorised), and report every column's first bad cell (with
     # how many more it has) in file order: the earliest row, and within it the leftmost column.
-    def column_cells(pos: int) -> np.ndarray:
-        return np.array([record[pos].strip() for record in rows], dtype=object)
-
     problems: list[tuple[int, int, str]] = []  # (row index, column position, message)
-
-    def report(bad: np.ndarray, pos: int, message: str) -> None:
-        i, more = int(np.argmax(bad)), int(bad.sum()) - 1
-        problems.append((i, pos, message + (f" (and {more} more in this column)" if more else "")))
-
-    ts_cells = column_cells(ts_pos)
-    parsed = _parse_timestamps(ts_cells, date_format, dayfirst)
-    stamps = parsed.stamps
-    skipped = np.zeros(len(stamps), bool)  # local times the zone skips (daylight saving's spring gap)
-    wall = None  # with a zone: the wall-clock times as written (whole days and months step on them)
-    if has_offsets(ts_cells):
-        notes.append("timestamps with UTC offsets were converted to UTC")
-    elif options.timezone is not None:
-        wall = stamps
-        stamps, skipped = localize(stamps, options.timezone)
-        notes.append(
-            f"local times of {options.timezone} were read as UTC instants (daylight saving included)"
-        )
-        if skipped.any():
-            i = int(np.argmax(skipped))
-            report(
-                skipped,
-                ts_pos,
-                f"{ts_cells[i]} does not exist in {options.timezone}: the clocks skip it (daylight saving)",
-            )
-    bad = np.isnat(stamps)
-    if bad.any():
-        i = int(np.argmax(bad))
-        report(bad, ts_pos, _timestamp_problem(str(ts_cells[i]), parsed.fmt, bool(parsed.out_of_range[i])))
-    elif parsed.rival is not None:
-        i, message = _ambiguity_problem(ts_cells, parsed)
-        problems.append((i, ts_pos, message))
-    # Order: compare neighbours where both parsed (a NaT is itself reported at an earlier/equal row).
-    prev, cur = stamps[:-1], stamps[1:]
-    not_after = (cur <= prev) & ~np.isnat(prev) & ~np.isnat(cur)
-    if not_after.any() and parsed.rival is None and not skipped.any():
-        i = int(np.argmax(not_after)) + 1
-        here, before = pd.Timestamp(stamps[i]), pd.Timestamp(stamps[i - 1])
-        if here == before:
-            msg = f"duplicate timestamp {here} (same as line {lines[i - 1]})"
-        else:
-            msg = (
-                f"timestamp {here} is not after the previous row's {before} "
-                "(timestamps must be strictly increasing)"
-            )
-        more = int(not_after.sum()) - 1
-        problems.append((i, ts_pos, msg + (f" (and {more} more rows out of order)" if more else "")))
-    if parsed.decided is not None and parsed.fmt is not None:
-        other, i = parsed.decided
-        notes.append(
-            f"dates read {_order_name(parsed.fmt)} ({parsed.fmt}): {ts_cells[i]!r} (line {lines[i]}) "
-            f"cannot be {_order_name(other)}"
-        )
-
-    values = np.empty((len(rows), len(value_pos)), dtype=np.float64)
-    decimal_commas = False
-    fillable = np.zeros(len(value_pos), dtype=np.int64)  # missing cells per column, when a fill is asked
-    for j, pos in enumerate(value_pos):
-        column = column_cells(pos)
-        original = column
-        if delimiter != "," and any("," in str(c) for c in column):
-            column = np.array([str(c).replace(",", ".") for c in column], dtype=object)
-            decimal_commas = True
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            numbers = pd.to_numeric(pd.Series(column, dtype=object), errors="coerce")
-        col_values = numbers.to_numpy(dtype=np.float64, na_value=np.nan)
-        bad = ~np.isfinite(col_values)
-        missing = np.zeros_like(bad)  # cells a fill may take: missing tokens, never text
-        if fill != "none" and bad.any():
-            where = np.flatnonzero(bad)
-            missing[where] = [str(column[i]).lower() in _MISSING_TOKENS for i in where]
-            bad &= ~missing
-        if bad.any():
-            i = int(np.argmax(bad))
-            share = float(np.isfinite(col_values).mean())
-            report(bad, pos, _number_problem(str(original[i]), header[pos], share))
-        elif missing.all():
-            problems.append((0, pos, "no value at all in this column: nothing to fill from"))
-        fillable[j] = int(missing.sum())
-        values[:, j] = col_values
-    if decimal_commas:
-        notes.append("decimal commas were read as decimal points")
-
+    stamps, wall, parsed = _timestamps(fname, rows, lines, ts_pos, options, problems, notes)
+    values, fillable = _values(header, rows, value_pos, delimiter, fill, problems, notes)
     messages = [f"{_where(fname, lines[i], header[pos])}: {msg}" for i, pos, msg in sorted(problems)]
     timestamps_ok = not any(pos == ts_pos for _, pos, _ in problems)
     # A zoned file's daily or monthly steps on its wall clock, as the panel reader judges them.
@@ -473,3 +354,170 @@ def _load(path: str | Path, options: ReadOptions) -> _Loaded:
         timezone=options.timezone,
     )
     return _Loaded(series, [], columns)
+
+
+def _check_columns(
+    fname: str, header: list[str], rows: list[list[str]], lines: list[int], options: ReadOptions
+) -> None:
+    """The header and the rows' shape: a wide file (a long one is told its reader), the columns to keep
+    and drop named in the header, at least 2 rows, every row as many fields as the header."""
+    drop, keep = options.drop, options.keep
+    _check_header(fname, header)
+    if options.layout == "long":
+        raise DataError(
+            f"{fname}: layout long: this reader takes wide files (a column per channel); read a long file "
+            "with `python -m export.panel train --data FILE` (export/data/panels.py)"
+        )
+    hint = long_hint(fname, header, rows)
+    if hint is not None and options.layout == "auto":
+        raise DataError(hint)
+    unknown = [name for name in keep if name not in header]
+    if unknown:
+        raise DataError(
+            f"{_where(fname, 1)}: cannot keep {unknown}: no such column; the columns are {header}"
+        )
+    unknown = [name for name in drop if name not in header]
+    if unknown:
+        raise DataError(
+            f"{_where(fname, 1)}: cannot drop {unknown}: no such column; the columns are {header}"
+        )
+    if len(rows) < 2:
+        raise DataError(
+            f"{_where(fname, 1)}: the file has {len(rows)} data row(s); at least 2 are needed "
+            "(to infer the time step)"
+        )
+
+    width = len(header)
+    for record, line in zip(rows, lines, strict=True):
+        if len(record) < width:
+            raise DataError(
+                f"{_where(fname, line, header[len(record)])}: missing value "
+                f"(the row has {len(record)} fields, the header {width})"
+            )
+        if len(record) > width:
+            raise DataError(f"{_where(fname, line)}: the row has {len(record)} fields, the header {width}")
+
+
+def _column_cells(rows: list[list[str]], pos: int) -> np.ndarray:
+    return np.array([record[pos].strip() for record in rows], dtype=object)
+
+
+def _report(problems: list[tuple[int, int, str]], bad: np.ndarray, pos: int, message: str) -> None:
+    """A column's first bad cell (row index, column position, message), with how many more it has."""
+    i, more = int(np.argmax(bad)), int(bad.sum()) - 1
+    problems.append((i, pos, message + (f" (and {more} more in this column)" if more else "")))
+
+
+def _timestamps(
+    fname: str,
+    rows: list[list[str]],
+    lines: list[int],
+    ts_pos: int,
+    options: ReadOptions,
+    problems: list[tuple[int, int, str]],
+    notes: list[str],
+) -> tuple[np.ndarray, np.ndarray | None, Any]:
+    """The timestamp column parsed (UTC instants; with `options.timezone`, local times read in that
+    zone), its problems (unparsed, skipped by the zone, ambiguous, out of order) appended to `problems`
+    and what was decided to `notes`: (stamps, the wall-clock times as written or None, the parse)."""
+    ts_cells = _column_cells(rows, ts_pos)
+    parsed = _parse_timestamps(ts_cells, options.date_format, options.dayfirst)
+    stamps = parsed.stamps
+    skipped = np.zeros(len(stamps), bool)  # local times the zone skips (daylight saving's spring gap)
+    wall = None  # with a zone: the wall-clock times as written (whole days and months step on them)
+    if has_offsets(ts_cells):
+        notes.append("timestamps with UTC offsets were converted to UTC")
+    elif options.timezone is not None:
+        wall = stamps
+        stamps, skipped = localize(stamps, options.timezone)
+        notes.append(
+            f"local times of {options.timezone} were read as UTC instants (daylight saving included)"
+        )
+        if skipped.any():
+            i = int(np.argmax(skipped))
+            _report(
+                problems,
+                skipped,
+                ts_pos,
+                f"{ts_cells[i]} does not exist in {options.timezone}: the clocks skip it (daylight saving)",
+            )
+    bad = np.isnat(stamps)
+    if bad.any():
+        i = int(np.argmax(bad))
+        _report(
+            problems,
+            bad,
+            ts_pos,
+            _timestamp_problem(str(ts_cells[i]), parsed.fmt, bool(parsed.out_of_range[i])),
+        )
+    elif parsed.rival is not None:
+        i, message = _ambiguity_problem(ts_cells, parsed)
+        problems.append((i, ts_pos, message))
+    # Order: compare neighbours where both parsed (a NaT is itself reported at an earlier/equal row).
+    prev, cur = stamps[:-1], stamps[1:]
+    not_after = (cur <= prev) & ~np.isnat(prev) & ~np.isnat(cur)
+    if not_after.any() and parsed.rival is None and not skipped.any():
+        i = int(np.argmax(not_after)) + 1
+        here, before = pd.Timestamp(stamps[i]), pd.Timestamp(stamps[i - 1])
+        if here == before:
+            msg = f"duplicate timestamp {here} (same as line {lines[i - 1]})"
+        else:
+            msg = (
+                f"timestamp {here} is not after the previous row's {before} "
+                "(timestamps must be strictly increasing)"
+            )
+        more = int(not_after.sum()) - 1
+        problems.append((i, ts_pos, msg + (f" (and {more} more rows out of order)" if more else "")))
+    if parsed.decided is not None and parsed.fmt is not None:
+        other, i = parsed.decided
+        notes.append(
+            f"dates read {_order_name(parsed.fmt)} ({parsed.fmt}): {ts_cells[i]!r} (line {lines[i]}) "
+            f"cannot be {_order_name(other)}"
+        )
+
+    return stamps, wall, parsed
+
+
+def _values(
+    header: list[str],
+    rows: list[list[str]],
+    value_pos: list[int],
+    delimiter: str,
+    fill: str,
+    problems: list[tuple[int, int, str]],
+    notes: list[str],
+) -> tuple[np.ndarray, np.ndarray]:
+    """The value columns as float64 [rows, columns] (decimal commas read where the delimiter is not a
+    comma), each column's bad cells appended to `problems`; with a fill, the missing cells it may take
+    per column (never text)."""
+    values = np.empty((len(rows), len(value_pos)), dtype=np.float64)
+    decimal_commas = False
+    fillable = np.zeros(len(value_pos), dtype=np.int64)  # missing cells per column, when a fill is asked
+    for j, pos in enumerate(value_pos):
+        column = _column_cells(rows, pos)
+        original = column
+        if delimiter != "," and any("," in str(c) for c in column):
+            column = np.array([str(c).replace(",", ".") for c in column], dtype=object)
+            decimal_commas = True
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            numbers = pd.to_numeric(pd.Series(column, dtype=object), errors="coerce")
+        col_values = numbers.to_numpy(dtype=np.float64, na_value=np.nan)
+        bad = ~np.isfinite(col_values)
+        missing = np.zeros_like(bad)  # cells a fill may take: missing tokens, never text
+        if fill != "none" and bad.any():
+            where = np.flatnonzero(bad)
+            missing[where] = [str(column[i]).lower() in _MISSING_TOKENS for i in where]
+            bad &= ~missing
+        if bad.any():
+            i = int(np.argmax(bad))
+            share = float(np.isfinite(col_values).mean())
+            _report(problems, bad, pos, _number_problem(str(original[i]), header[pos], share))
+        elif missing.all():
+            problems.append((0, pos, "no value at all in this column: nothing to fill from"))
+        fillable[j] = int(missing.sum())
+        values[:, j] = col_values
+    if decimal_commas:
+        notes.append("decimal commas were read as decimal points")
+
+    return values, fillable
