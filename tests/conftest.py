@@ -1,6 +1,6 @@
 """Session-wide: the `slow` mark of the tests outside the fast tier (tests/tiers.py), the groups and order
-of xdist's workers under `-n` (tests/utils/parallel.py), and the figure the time-bounded tests were scaled
-by (tests/utils/speed.py), if any asked."""
+of xdist's workers under `-n` and their share of the CPUs (tests/utils/parallel.py), and the figure the
+time-bounded tests were scaled by (tests/utils/speed.py), if any asked."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "slow: outside the fast tier (tests/tiers.py names them; deselect with -m 'not slow', "
         "which bash scripts/test-fast.sh does)",
     )
+    parallel.share_cpus(config)  # under -n: each worker's thread pools get its share of the CPUs
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m reads the marks

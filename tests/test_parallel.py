@@ -4,6 +4,8 @@ and the heaviest groups go first."""
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -88,3 +90,71 @@ class Config:
 
     def getvalue(self, name: str) -> object:
         return {"tx": ["popen", "popen"], "numprocesses": 2}.get(name)
+
+
+class Named:
+    """What `unique_ids` reads and writes of a pytest item: its name, original name and node id."""
+
+    def __init__(self, nodeid: str, name: str, originalname: str) -> None:
+        from _pytest.nodeid import NodeId
+
+        self._id = NodeId.parse(nodeid)
+        self.name, self.originalname = name, originalname
+
+    @property
+    def nodeid(self) -> str:
+        return str(self._id)
+
+
+def test_items_named_apart_get_ids_apart_and_a_shared_id_is_refused() -> None:
+    """Schemathesis's items (name `test[GET /a]`, original name `test`) all had the id `f.py::test` under
+    pytest 9.2, and xdist ran one of them: each gets its name's bracket back; ids still shared fail."""
+    items = [
+        Named("tests/f.py::test_fuzz", "test_fuzz[GET /a]", "test_fuzz"),
+        Named("tests/f.py::test_fuzz", "test_fuzz[POST /b/{name}]", "test_fuzz"),
+        Named("tests/f.py::test_p[1]", "test_p[1]", "test_p"),
+        Named("tests/f.py::test_plain", "test_plain", "test_plain"),
+    ]
+    parallel.unique_ids(items)  # type: ignore[arg-type]  # duck-typed items
+    assert [i.nodeid for i in items] == [
+        "tests/f.py::test_fuzz[GET /a]",
+        "tests/f.py::test_fuzz[POST /b/{name}]",
+        "tests/f.py::test_p[1]",
+        "tests/f.py::test_plain",
+    ]
+    twice = [Named("tests/f.py::test_plain", "test_plain", "test_plain") for _ in range(2)]
+    with pytest.raises(pytest.UsageError, match="sharing a node id"):
+        parallel.unique_ids(twice)  # type: ignore[arg-type]
+
+
+def test_worker_threads_share_the_cpus() -> None:
+    cpus = len(os.sched_getaffinity(0))
+    assert parallel.worker_threads(1) == cpus
+    assert parallel.worker_threads(2) == max(1, cpus // 2)
+    assert parallel.worker_threads(10 * cpus) == 1
+
+
+def test_the_cap_holds_set_num_threads_now_or_on_import(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stand-in of torch's two functions, imported after the cap is set (as a worker imports torch while
+    collecting), and one already imported: a request above the share gets the share, below it is kept."""
+    (tmp_path / "fake_torch_threads.py").write_text(
+        "threads = 4\n"
+        "def get_num_threads():\n    return threads\n"
+        "def set_num_threads(n):\n    global threads\n    threads = n\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "fake_torch_threads", raising=False)
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    parallel.cap_threads(2, module="fake_torch_threads")
+    import fake_torch_threads as fake  # type: ignore[import-not-found]
+
+    assert fake.get_num_threads() == 2  # the 4 it started with, capped on import
+    fake.set_num_threads(8)
+    assert fake.get_num_threads() == 2
+    fake.set_num_threads(1)
+    assert fake.get_num_threads() == 1
+    parallel.cap_threads(1, module="fake_torch_threads")  # already capped: kept as it is
+    fake.set_num_threads(8)
+    assert fake.get_num_threads() == 2

@@ -17,7 +17,11 @@ Without `-n` nothing changes: the tests run in their files' order, in one proces
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.util
+import os
 import re
+import sys
 from typing import Any
 
 import pytest
@@ -129,3 +133,68 @@ def scheduler(config: pytest.Config, log: Any) -> Any:
 
     config.option.loadscopereorder = False  # xdist's own reorder puts the groups with most tests first
     return Scheduler(config, log)
+
+
+# Thread pools that read these at start: OpenMP (torch's CPU kernels), OpenBLAS and MKL (numpy's, torch's).
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def worker_threads(workers: int) -> int:
+    """The CPUs of this process's affinity shared between `workers` workers (at least one each)."""
+    return max(1, len(os.sched_getaffinity(0)) // max(1, workers))
+
+
+def share_cpus(config: pytest.Config) -> None:
+    """Under -n, so that the workers' thread pools do not oversubscribe the CPUs (two workers training
+    with two torch threads each on two cores are slower than one process): on the controller, before it
+    starts the workers, the thread variables of the workers' environment (and of the processes they
+    start) default to each worker's share; in each worker, torch is held to that share on import, since
+    the trainer sets its threads to the process's CPUs (export/train.py). Values the caller set are
+    kept. Without -n nothing changes."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        cap_threads(worker_threads(int(workerinput["workercount"])))
+    elif distributed(config) and (config.getoption("numprocesses", 0) or 0) > 0:
+        threads = str(worker_threads(int(config.getoption("numprocesses"))))
+        for variable in THREAD_VARIABLES:
+            os.environ.setdefault(variable, threads)
+
+
+def cap_threads(threads: int, module: str = "torch") -> None:
+    """`torch.set_num_threads(n)` sets min(n, threads) in this process, now or when torch is imported
+    (`module`: torch, or a stand-in of its two functions in the tests)."""
+
+    def cap(torch: Any) -> None:
+        if getattr(torch.set_num_threads, "capped_at", None) is not None:
+            return
+        original = torch.set_num_threads
+
+        def set_num_threads(n: int) -> None:
+            original(max(1, min(int(n), threads)))
+
+        set_num_threads.capped_at = threads  # type: ignore[attr-defined]
+        torch.set_num_threads = set_num_threads
+        set_num_threads(torch.get_num_threads())
+
+    if module in sys.modules:
+        cap(sys.modules[module])
+        return
+
+    class OnImport(importlib.abc.MetaPathFinder):
+        def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+            if fullname != module:
+                return None
+            sys.meta_path.remove(self)
+            spec = importlib.util.find_spec(module)
+            if spec is None or spec.loader is None:
+                return spec
+            execute = spec.loader.exec_module
+
+            def exec_module(loaded: Any) -> None:
+                execute(loaded)
+                cap(loaded)
+
+            spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+            return spec
+
+    sys.meta_path.insert(0, OnImport())
