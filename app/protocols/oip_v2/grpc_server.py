@@ -20,23 +20,10 @@ from typing import TypeVar
 import grpc
 import numpy as np
 
+from app.core import errors
 from app.core.config import Settings
 from app.core.context import RequestRecord, close_record, note_error, open_record
-from app.core.errors import (
-    DeviceError,
-    InferenceError,
-    InvalidInput,
-    ModelNotFound,
-    ModelNotReady,
-    NotServed,
-    Overloaded,
-    PayloadTooLarge,
-    PermissionDenied,
-    ServiceError,
-    Timeout,
-    TooManyVersions,
-    Unauthenticated,
-)
+from app.core.errors import InvalidInput, ServiceError
 from app.core.security import ApiKeys
 from app.observability.metrics import GRPC_SERVICE, RequestMetrics
 from app.protocols.oip_v2 import grpc_predict_v2_pb2 as pb
@@ -52,19 +39,20 @@ Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 PROBES = frozenset({"ServerLive", "ServerReady"})
 
+# Domain error -> gRPC status (app/protocols/status.py: HTTP_STATUS is the HTTP protocols' table).
 STATUS: dict[type[ServiceError], grpc.StatusCode] = {
-    InvalidInput: grpc.StatusCode.INVALID_ARGUMENT,
-    PayloadTooLarge: grpc.StatusCode.RESOURCE_EXHAUSTED,
-    ModelNotFound: grpc.StatusCode.NOT_FOUND,
-    ModelNotReady: grpc.StatusCode.UNAVAILABLE,
-    Overloaded: grpc.StatusCode.UNAVAILABLE,  # retryable, as gRPC clients treat UNAVAILABLE
-    Timeout: grpc.StatusCode.DEADLINE_EXCEEDED,
-    InferenceError: grpc.StatusCode.INTERNAL,
-    NotServed: grpc.StatusCode.UNIMPLEMENTED,  # the repository API outside its RSA_MODEL_CONTROL
-    TooManyVersions: grpc.StatusCode.RESOURCE_EXHAUSTED,  # RSA_MAX_LOADED_VERSIONS
-    DeviceError: grpc.StatusCode.UNAVAILABLE,  # the device failed under a valid request: retry
-    Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
-    PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
+    errors.InvalidInput: grpc.StatusCode.INVALID_ARGUMENT,
+    errors.PayloadTooLarge: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    errors.ModelNotFound: grpc.StatusCode.NOT_FOUND,
+    errors.ModelNotReady: grpc.StatusCode.UNAVAILABLE,
+    errors.Overloaded: grpc.StatusCode.UNAVAILABLE,  # retryable, as gRPC clients treat UNAVAILABLE
+    errors.Timeout: grpc.StatusCode.DEADLINE_EXCEEDED,
+    errors.InferenceError: grpc.StatusCode.INTERNAL,
+    errors.NotServed: grpc.StatusCode.UNIMPLEMENTED,  # the repository API outside its RSA_MODEL_CONTROL
+    errors.TooManyVersions: grpc.StatusCode.RESOURCE_EXHAUSTED,  # RSA_MAX_LOADED_VERSIONS
+    errors.DeviceError: grpc.StatusCode.UNAVAILABLE,  # the device failed under a valid request: retry
+    errors.Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
+    errors.PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
 }
 
 
