@@ -21,6 +21,7 @@ from app.engine.batching.batcher import EVALUATION_ROWS
 from app.engine.catalog import VersionEntry
 from app.inference.backtest import (
     History,
+    WindowBatch,
     anomaly_points,
     backtest_cutoffs,
     check_window_count,
@@ -306,6 +307,99 @@ def _metrics(result: Accuracy, naive: Accuracy | None = None) -> dict[str, Any]:
     return out
 
 
+def _scorer(
+    manifest: Manifest,
+    histories: list[History],
+    cutoffs: list[list[int]],
+    outputs: np.ndarray,
+    horizon: int,
+    n_windows: int,
+) -> tuple[np.ndarray, Callable[[Any, Any, dict[float, tuple[np.ndarray, np.ndarray]]], dict[str, Any]]]:
+    """The backtest's actuals [S·K, h, C] (NaN: missing) and its scorer: `scored(rows, c, bands)`, the
+    metrics of windows `rows`, channel `c` (all: slice(None)), with the seasonal naive forecast's (the
+    season MASE's scale uses) on the same points beside them; `n_windows` cutoffs a series."""
+    actual = np.stack(
+        [h.values[t : t + horizon] for h, points in zip(histories, cutoffs, strict=True) for t in points]
+    )  # [S·K, h, C] float64, NaN: missing
+    period = season_of(manifest)
+    scales = np.stack(
+        [naive_scale(h.values, points[0], period) for h, points in zip(histories, cutoffs, strict=True)]
+    )
+    point_scale = np.repeat(scales, n_windows, axis=0)[:, None, :]  # [S·K, 1, C]
+    # The seasonal naive forecast of each window (the season MASE's scale uses), scored on the same points.
+    naive = np.stack(
+        [
+            seasonal_naive(h.values[:t], horizon, period)
+            for h, points in zip(histories, cutoffs, strict=True)
+            for t in points
+        ]
+    )
+
+    def scored(rows: Any, c: Any, bands: dict[float, tuple[np.ndarray, np.ndarray]]) -> dict[str, Any]:
+        at = (rows, slice(None), c)
+        return _metrics(
+            accuracy(actual[at], outputs[at], point_scale[at], bands),
+            accuracy(actual[at], naive[at], point_scale[at]),
+        )
+
+    return actual, scored
+
+
+async def _backtest_forecasts(
+    v1: V1Handlers,
+    entry: VersionEntry,
+    latest: bool,
+    request: CrossValidationRequest,
+    spec: ReadoutSpec | None,
+    histories: list[History],
+    cutoffs: list[list[int]],
+    batch: WindowBatch,
+    per_series: list[np.ndarray] | None,
+    horizon: int,
+) -> np.ndarray:
+    """Every window's forecast: through the served version (`spec` None), or from a read-out refitted at
+    each cutoff; each with its window's covariates (`per_series`: `_covariates`)."""
+    manifest = entry.manifest
+    assert manifest is not None
+    if spec is None:
+        covariates = None if per_series is None else np.concatenate(per_series)
+        return await _evaluation_forecast(
+            v1, entry, batch.windows, batch.phases, latest, covariates, "n_windows", len(histories)
+        )
+    whole = _history_rows(manifest, request.series, histories, manifest.horizon - horizon)
+    return await _refit_forecasts(v1, manifest, spec, histories, cutoffs, batch.windows, whole, per_series)
+
+
+def _window(
+    k: int,
+    cutoff: int,
+    stamps: list[datetime] | None,
+    in_sample: bool | None,
+    outputs: np.ndarray,
+    actual: np.ndarray,
+    bounds: dict[float, tuple[np.ndarray, np.ndarray]],
+    filled: np.ndarray,
+    unsent: int,
+) -> dict[str, Any]:
+    """The answer of the backtest's window `k` (its row of `outputs`, `actual`, the bounds and `filled`),
+    its keys in the answer's order."""
+    window: dict[str, Any] = {
+        "cutoff": cutoff,
+        "timestamps": stamps,
+        "forecast": outputs[k],
+        "actual": actual[k],
+        "in_sample": in_sample,
+    }
+    for level, (lo, hi) in bounds.items():
+        window[f"lo-{level:g}"] = lo[k]
+        window[f"hi-{level:g}"] = hi[k]
+    if filled[k]:
+        window["filled"] = int(filled[k])
+    if unsent:
+        window["future_unsent"] = unsent
+    return window
+
+
 @_in_evaluation_slot
 async def cross_validation(
     v1: V1Handlers, name: str, version: int | None, request: CrossValidationRequest
@@ -341,49 +435,18 @@ async def cross_validation(
         histories, cutoffs, manifest, v1.settings.max_history_length, v1.settings.max_missing_share
     )
     per_series = _covariates(manifest, request.series, histories, cutoffs, manifest.horizon - horizon)
-    covariates = None if per_series is None else np.concatenate(per_series)
     unsent = _unsent(manifest, request.series, histories, cutoffs)
-    if spec is None:
-        forecasts = await _evaluation_forecast(
-            v1, entry, batch.windows, batch.phases, version is None, covariates, "n_windows", len(histories)
-        )
-    else:
-        whole = _history_rows(manifest, request.series, histories, manifest.horizon - horizon)
-        forecasts = await _refit_forecasts(
-            v1, manifest, spec, histories, cutoffs, batch.windows, whole, per_series
-        )
+    forecasts = await _backtest_forecasts(
+        v1, entry, version is None, request, spec, histories, cutoffs, batch, per_series, horizon
+    )
     # C-ordered: orjson writes only contiguous arrays.
     outputs = np.ascontiguousarray(forecasts[:, :horizon])
     bounds = level_bounds(manifest.intervals, outputs, levels, window=batch.windows) if levels else {}
     require_finite(
         [outputs, *(b for pair in bounds.values() for b in pair)], lambda i: histories[i // K].field
     )
-    actual = np.stack(
-        [h.values[t : t + horizon] for h, points in zip(histories, cutoffs, strict=True) for t in points]
-    )  # [S·K, h, C] float64, NaN: missing
+    actual, scored = _scorer(manifest, histories, cutoffs, outputs, horizon, K)
     C = len(manifest.channels)
-    period = season_of(manifest)
-    scales = np.stack(
-        [naive_scale(h.values, points[0], period) for h, points in zip(histories, cutoffs, strict=True)]
-    )
-    point_scale = np.repeat(scales, K, axis=0)[:, None, :]  # [S·K, 1, C]
-    # The seasonal naive forecast of each window (the season MASE's scale uses), scored on the same points.
-    naive = np.stack(
-        [
-            seasonal_naive(h.values[:t], horizon, period)
-            for h, points in zip(histories, cutoffs, strict=True)
-            for t in points
-        ]
-    )
-
-    def scored(rows: Any, c: Any, bands: dict[float, tuple[np.ndarray, np.ndarray]]) -> dict[str, Any]:
-        """The metrics of windows `rows`, channel `c` (all: Ellipsis), with the naive's beside them."""
-        at = (rows, slice(None), c)
-        return _metrics(
-            accuracy(actual[at], outputs[at], point_scale[at], bands),
-            accuracy(actual[at], naive[at], point_scale[at]),
-        )
-
     training = manifest.panel.training if manifest.panel is not None else None
     series_out = []
     for s, history in enumerate(histories):
@@ -391,21 +454,11 @@ async def cross_validation(
         own = {level: (lo[rows], hi[rows]) for level, (lo, hi) in bounds.items()}
         windows = []
         for j, t in enumerate(cutoffs[s]):
+            in_sample = False if spec is not None else _in_sample(training, history, stamps[s][j])
             k = s * K + j
-            window: dict[str, Any] = {
-                "cutoff": t,
-                "timestamps": stamps[s][j],
-                "forecast": outputs[k],
-                "actual": actual[k],
-                "in_sample": False if spec is not None else _in_sample(training, history, stamps[s][j]),
-            }
-            for level, (lo, hi) in bounds.items():
-                window[f"lo-{level:g}"] = lo[k]
-                window[f"hi-{level:g}"] = hi[k]
-            if batch.filled[k]:
-                window["filled"] = int(batch.filled[k])
-            if unsent[s][j]:
-                window["future_unsent"] = unsent[s][j]
+            window = _window(
+                k, t, stamps[s][j], in_sample, outputs, actual, bounds, batch.filled, unsent[s][j]
+            )
             windows.append(window)
         series_out.append(
             {
@@ -434,6 +487,105 @@ async def cross_validation(
         },
         option=_DUMP,
     )
+
+
+async def _repair(
+    request: AnomalyRequest,
+    manifest: Manifest,
+    histories: list[History],
+    points: list[list[int]],
+    lead: int,
+    check: Callable[
+        [list[History], list[list[int]], np.ndarray, np.ndarray | None], Awaitable[tuple[np.ndarray, ...]]
+    ],
+    shown: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    shown_cuts: list[list[int]],
+) -> None:
+    """detect_anomalies' repair: the points forecast again by `check` from windows whose spikes are
+    replaced, their forecast, bounds and width written into `shown` and their cutoffs into `shown_cuts`."""
+    forecast, lo, hi, width = shown
+    # The points judged in time order, each from a window whose spikes are replaced by their
+    # forecasts (a level shift's onset read as sent), in rounds of one batch each:
+    # app/inference/repair.py.
+    repair = Repair(
+        [h.values for h in histories],
+        [p[0] for p in points],
+        lead,
+        manifest.horizon,
+        manifest.input_length,
+        least_history(manifest),
+        forecast,
+        lo,
+        hi,
+        width,
+    )
+    for _ in range(ROUNDS):
+        again = repair.next_round()
+        keep = [s for s in range(len(histories)) if again[s]]
+        if not keep:
+            break
+        hs = [
+            History(
+                histories[s].id,
+                repair.values(s),
+                histories[s].start,
+                histories[s].field,
+                histories[s].path_of,
+            )
+            for s in keep
+        ]
+        cuts = [[points[s][j] - step + 1 for j, step in again[s]] for s in keep]
+        steps = np.array([step for s in keep for _, step in again[s]], np.int64)
+        # The covariates stay as sent (only the target's values are repaired), cut at the new cutoffs.
+        cut_rows = _covariates(manifest, [request.series[s] for s in keep], hs, cuts, manifest.horizon - lead)
+        redone = await check(hs, cuts, steps, None if cut_rows is None else np.concatenate(cut_rows))
+        fields = [histories[s].field for s in keep for _ in again[s]]
+        require_finite(list(redone), fields.__getitem__)
+        at = 0
+        for s in keep:
+            n = len(again[s])
+            repair.update(s, [j for j, _ in again[s]], [a[at : at + n] for a in redone])
+            for j, step in again[s]:
+                shown_cuts[s][j] = points[s][j] - step + 1
+            at += n
+
+
+def _anomaly_series(
+    histories: list[History],
+    points: list[list[int]],
+    stamps: list[list[datetime] | None],
+    actual: np.ndarray,
+    shown: tuple[np.ndarray, np.ndarray, np.ndarray],
+    flag: np.ndarray,
+    score: np.ndarray,
+    unsent: list[list[int]],
+) -> list[dict[str, Any]]:
+    """Each series' part of detect_anomalies' answer: its points' rows of the arrays over every point."""
+    forecast, lo, hi = shown
+    series_out = []
+    first = 0
+    for s, history in enumerate(histories):
+        rows = slice(first, first + len(points[s]))
+        first = rows.stop
+        answer: dict[str, Any] = {}
+        if any(unsent[s]):
+            answer["future_unsent"] = unsent[s]
+        series_out.append(
+            {
+                "id": history.id,
+                "index": points[s],
+                "timestamps": stamps[s],
+                "actual": actual[rows],
+                "forecast": forecast[rows],
+                "lo": lo[rows],
+                "hi": hi[rows],
+                "anomaly": flag[rows],
+                "score": score[rows],
+                "anomalies": int(flag[rows].sum()),
+                **answer,
+            }
+        )
+    return series_out
 
 
 @_in_evaluation_slot
@@ -515,77 +667,12 @@ async def detect_anomalies(v1: V1Handlers, name: str, version: int | None, reque
     # ahead from an earlier window, and `future_unsent` counts what that window read (every pass).
     shown_cuts = [list(c) for c in all_cuts]
     if request.repair and flag.any():
-        # The points judged in time order, each from a window whose spikes are replaced by their
-        # forecasts (a level shift's onset read as sent), in rounds of one batch each:
-        # app/inference/repair.py.
-        repair = Repair(
-            [h.values for h in histories],
-            [p[0] for p in points],
-            lead,
-            manifest.horizon,
-            manifest.input_length,
-            least_history(manifest),
-            forecast,
-            lo,
-            hi,
-            width,
+        await _repair(
+            request, manifest, histories, points, lead, check, (forecast, lo, hi, width), shown_cuts
         )
-        for _ in range(ROUNDS):
-            again = repair.next_round()
-            keep = [s for s in range(len(histories)) if again[s]]
-            if not keep:
-                break
-            hs = [
-                History(
-                    histories[s].id,
-                    repair.values(s),
-                    histories[s].start,
-                    histories[s].field,
-                    histories[s].path_of,
-                )
-                for s in keep
-            ]
-            cuts = [[points[s][j] - step + 1 for j, step in again[s]] for s in keep]
-            steps = np.array([step for s in keep for _, step in again[s]], np.int64)
-            # The covariates stay as sent (only the target's values are repaired), cut at the new cutoffs.
-            cut_rows = _covariates(
-                manifest, [request.series[s] for s in keep], hs, cuts, manifest.horizon - lead
-            )
-            redone = await check(hs, cuts, steps, None if cut_rows is None else np.concatenate(cut_rows))
-            fields = [histories[s].field for s in keep for _ in again[s]]
-            require_finite(list(redone), fields.__getitem__)
-            at = 0
-            for s in keep:
-                n = len(again[s])
-                repair.update(s, [j for j, _ in again[s]], [a[at : at + n] for a in redone])
-                for j, step in again[s]:
-                    shown_cuts[s][j] = points[s][j] - step + 1
-                at += n
         flag, score = judge(forecast, lo, hi, width)
-    series_out = []
-    first = 0
     unsent = _unsent(manifest, request.series, histories, shown_cuts)
-    for s, history in enumerate(histories):
-        rows = slice(first, first + len(points[s]))
-        first = rows.stop
-        answer: dict[str, Any] = {}
-        if any(unsent[s]):
-            answer["future_unsent"] = unsent[s]
-        series_out.append(
-            {
-                "id": history.id,
-                "index": points[s],
-                "timestamps": stamps[s],
-                "actual": actual[rows],
-                "forecast": forecast[rows],
-                "lo": lo[rows],
-                "hi": hi[rows],
-                "anomaly": flag[rows],
-                "score": score[rows],
-                "anomalies": int(flag[rows].sum()),
-                **answer,
-            }
-        )
+    series_out = _anomaly_series(histories, points, stamps, actual, (forecast, lo, hi), flag, score, unsent)
     return orjson.dumps(
         {
             **_answered_by(entry, manifest),
