@@ -358,6 +358,66 @@ def intervals_with_bounds(block: dict[str, Any] | None, info: dict[str, Any]) ->
     return {**block, "nonnegative": [channel in names for channel in info["data"]["channels"]]}
 
 
+def _inputs(cfg: ModelConfig, step_seconds: float) -> dict[str, Any]:
+    """The manifest's `inputs` (the window, and the phase of a model with a cycle) and `cycle`."""
+    return {
+        "inputs": [
+            {"name": INPUT_NAME, "dtype": "float32", "shape": ["batch", cfg.input_length, cfg.channels]}
+        ]
+        + ([{"name": PHASE_NAME, "dtype": "int64", "shape": ["batch"]}] if cfg.cycle_period else []),
+        # phase = floor(unix seconds of the window's first row / step_seconds) mod period
+        "cycle": {"period": cfg.cycle_period, "step_seconds": step_seconds} if cfg.cycle_period else None,
+    }
+
+
+def _metrics(report_path: Path) -> dict[str, Any] | None:
+    """The manifest's `metrics`: the training run's test MSE and MAE (None without its report)."""
+    if not report_path.exists():
+        return None
+    rep = read_report(report_path, TrainingReport)
+    return {"test_mse": rep.test.mse, "test_mae": rep.test.mae, "run": rep.name}
+
+
+def _dataset_record(data: dict[str, Any]) -> dict[str, Any]:
+    """The manifest's `dataset` block from a checkpoint's data record: what it was trained on and how the
+    file was read, so that its intervals can be calibrated again."""
+    return {
+        "name": data["name"],
+        "file": Path(data["path"]).name,
+        "sha256": data["sha256"],
+        "mode": data["mode"],
+        "target": data["target"],
+        "protocol": data["protocol"],
+        "nonnegative": data.get("nonnegative", []),
+        "nonnegative_rule": data.get("nonnegative_rule"),
+        **{
+            k: data[k] for k in ("path", *READ_OPTIONS, *PANEL_OPTIONS, *ZONE_OPTIONS) if k in data
+        },  # to calibrate again
+    }
+
+
+def _checked(fc_path: Path, insp_path: Path, reference: Any, windows: Any, std: np.ndarray) -> dict[str, Any]:
+    """Both graphs checked (ONNX's full check, no REM or gate value computed), then verified against
+    PyTorch on the CPU provider, and on CUDA where a GPU is at hand: a graph whose GPU numbers are not the
+    verified ones is not published."""
+    import onnx
+
+    for p in (fc_path, insp_path):
+        onnx.checker.check_model(str(p), full_check=True)
+        bad = forbidden_nodes(p)
+        if bad:
+            raise ExportError(f"{p.name} still computes REM/gate values: {bad[:5]}")
+    verification = _verify(fc_path, insp_path, reference, windows, std)
+    cuda = cuda_provider()
+    if cuda is not None:
+        verification["cuda"] = {
+            "provider": CUDA,
+            "options": dict(CUDA_EXACT_OPTIONS),
+            **_verify(fc_path, insp_path, reference, windows, std, cuda),
+        }
+    return verification
+
+
 def export_model(
     checkpoint: str | Path,
     repository: str | Path,
@@ -379,11 +439,7 @@ def export_model(
 
     checkpoint = Path(checkpoint)
     model, info = load_checkpoint(checkpoint)
-    report_path = Path(report) if report else checkpoint.with_name("report.json")
-    metrics = None
-    if report_path.exists():
-        rep = read_report(report_path, TrainingReport)
-        metrics = {"test_mse": rep.test.mse, "test_mae": rep.test.mae, "run": rep.name}
+    metrics = _metrics(Path(report) if report else checkpoint.with_name("report.json"))
 
     cfg = model.cfg
     scaler = info["data"]["scaler"]
@@ -407,22 +463,8 @@ def export_model(
         fc_path, insp_path = staging / MODEL_FILE, staging / INSPECT_FILE
         _export(ForecastGraph(folded, mean, std).eval(), example, fc_path, [OUTPUT_NAME])
         _export(InspectGraph(folded, mean, std).eval(), example, insp_path, list(INSPECT_OUTPUTS))
-        for p in (fc_path, insp_path):
-            onnx.checker.check_model(str(p), full_check=True)
-            bad = forbidden_nodes(p)
-            if bad:
-                raise ExportError(f"{p.name} still computes REM/gate values: {bad[:5]}")
         windows = _check_windows(model, info, verify_batch_sizes)
-        verification = _verify(fc_path, insp_path, reference, windows, std)
-        # Where a GPU is at hand, the same check on the CUDA provider as the service runs it: a graph whose
-        # GPU numbers are not the verified ones is not published.
-        cuda = cuda_provider()
-        if cuda is not None:
-            verification["cuda"] = {
-                "provider": CUDA,
-                "options": dict(CUDA_EXACT_OPTIONS),
-                **_verify(fc_path, insp_path, reference, windows, std, cuda),
-            }
+        verification = _checked(fc_path, insp_path, reference, windows, std)
 
         layers = model.recurrence_report()
         kind, description = describe_model(
@@ -442,14 +484,7 @@ def export_model(
             "channels": info["data"]["channels"],
             "frequency": info["data"]["frequency"],
             "frequency_seconds": info["data"]["frequency_seconds"],
-            "inputs": [
-                {"name": INPUT_NAME, "dtype": "float32", "shape": ["batch", cfg.input_length, cfg.channels]}
-            ]
-            + ([{"name": PHASE_NAME, "dtype": "int64", "shape": ["batch"]}] if cfg.cycle_period else []),
-            # phase = floor(unix seconds of the window's first row / step_seconds) mod period
-            "cycle": {"period": cfg.cycle_period, "step_seconds": info["data"]["frequency_seconds"]}
-            if cfg.cycle_period
-            else None,
+            **_inputs(cfg, info["data"]["frequency_seconds"]),
             "outputs": _io(fc_path),
             "inspect_outputs": _io(insp_path),
             "layers": layers,
@@ -471,21 +506,7 @@ def export_model(
             "intervals": intervals_with_bounds(calibrate_intervals(fc_path, info, levels), info),
             # local times (`--timezone`): the zone naive served starts are read in and answers shown in
             **({"timezone": info["data"]["timezone"]} if info["data"].get("timezone") else {}),
-            "dataset": {
-                "name": info["data"]["name"],
-                "file": Path(info["data"]["path"]).name,
-                "sha256": info["data"]["sha256"],
-                "mode": info["data"]["mode"],
-                "target": info["data"]["target"],
-                "protocol": info["data"]["protocol"],
-                "nonnegative": info["data"].get("nonnegative", []),
-                "nonnegative_rule": info["data"].get("nonnegative_rule"),
-                **{
-                    k: info["data"][k]
-                    for k in ("path", *READ_OPTIONS, *PANEL_OPTIONS, *ZONE_OPTIONS)
-                    if k in info["data"]
-                },  # to calibrate again
-            },
+            "dataset": _dataset_record(info["data"]),
             "source_checkpoint": {"file": checkpoint.name, "sha256": _sha256(checkpoint)},
         }
         (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
