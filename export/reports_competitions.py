@@ -8,18 +8,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-__all__ = [
-    "CompetitionCandidate",
-    "CompetitionData",
-    "CompetitionGeoMean",
-    "CompetitionPublished",
-    "CompetitionRun",
-    "CompetitionScore",
-    "GroupCoverage",
-    "IntervalCalibration",
-    "UnseenCheck",
-]
-
 
 @dataclasses.dataclass(frozen=True)
 class GroupCoverage:

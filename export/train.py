@@ -90,8 +90,6 @@ __all__ = [
     "warmup_cosine",
 ]
 
-#: The config `python -m export.train` uses when none is given: the recipe for your own data.
-
 
 @torch.no_grad()
 def least_squares_reference(cfg: TrainConfig, ds: Dataset) -> dict[str, float | list[float]]:

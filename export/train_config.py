@@ -28,19 +28,7 @@ from export.nonnegative import resolve_nonnegative, undeclared
 from export.paths import REPO_ROOT, portable
 from models import ModelConfig, RSAForecaster
 
-__all__ = [
-    "CONFIG_RULE",
-    "OWN_DATA_CONFIG",
-    "TrainConfig",
-    "TrainingError",
-    "data_meta",
-    "load_config",
-    "param_groups",
-    "read_options",
-    "resolve_auto",
-    "warmup_cosine",
-]
-
+#: The config `python -m export.train` uses when none is given: the recipe for your own data.
 OWN_DATA_CONFIG = REPO_ROOT / "configs" / "own-data.yaml"
 
 # Which config for which data: printed by the CLI when it picks one, and in the README.

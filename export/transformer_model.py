@@ -15,14 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from app.artifacts import readout
 from app.artifacts.covariates import CovariateLayout
-from app.artifacts.readout import (
-    last_windows,
-    naive_error,
-    series_windows,
-    window_ends,
-    window_scales,
-)
 from export.covariates import CovariateSeries, series_covariate_rows
 from export.panel_config import PanelConfig, series_values
 from models import Covariates, ModelConfig, RSAForecaster
@@ -160,7 +154,7 @@ class Windows:
 
 def _normalised(x: np.ndarray, m: np.ndarray, period: int) -> tuple[np.ndarray, np.ndarray]:
     """(u [n, L], scales [n]): export/panel.py's scale, the masked start read as 0."""
-    s = window_scales(x, m, period)
+    s = readout.window_scales(x, m, period)
     return np.where(m > 0, x / s[:, None], 0.0), s
 
 
@@ -178,18 +172,18 @@ def panel_windows(
     us, ts, ws, zs = [], [], [], []
     for item in series:
         v = series_values(item)
-        win = series_windows(v, length, cfg.horizon, cfg.train_min)
+        win = readout.series_windows(v, length, cfg.horizon, cfg.train_min)
         if win is None:
             continue
         x, m, t = win
         u, s = _normalised(x, m, cfg.period)
-        d = naive_error(x, m, cfg.period) / s
+        d = readout.naive_error(x, m, cfg.period) / s
         us.append(u.astype(np.float32))
         ts.append((t / s[:, None]).astype(np.float32))
         ws.append((1.0 / np.maximum(d, cfg.mase_floor)).astype(np.float32))
         if layout is not None:
             assert isinstance(item, CovariateSeries)
-            ends = window_ends(len(v), cfg.horizon, cfg.train_min)  # the windows series_windows drew
+            ends = readout.window_ends(len(v), cfg.horizon, cfg.train_min)  # the windows series_windows drew
             zs.append(layout.standardise(series_covariate_rows(item, layout, ends)).astype(np.float32))
     if not us:
         raise ValueError(
@@ -227,7 +221,7 @@ def _forecast(
     net.eval()
     with torch.no_grad():
         for a in range(0, len(histories), batch):
-            x, m = last_windows(histories[a : a + batch], L)
+            x, m = readout.last_windows(histories[a : a + batch], L)
             u, s = _normalised(x, m, period)
             cov = None
             if layout is not None and covariates is not None:

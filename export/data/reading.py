@@ -304,8 +304,9 @@ def _load(path: str | Path, options: ReadOptions) -> _Loaded:
     # Validate every cell, column by column (vectorised), and report every column's first bad cell (with
     # how many more it has) in file order: the earliest row, and within it the leftmost column.
     problems: list[tuple[int, int, str]] = []  # (row index, column position, message)
-    stamps, wall, parsed = _timestamps(fname, rows, lines, ts_pos, options, problems, notes)
-    values, fillable = _values(header, rows, value_pos, delimiter, fill, problems, notes)
+    found = _Findings(problems, notes)
+    stamps, wall, parsed = _timestamps(rows, lines, ts_pos, options, found)
+    values, fillable = _values(header, rows, value_pos, delimiter, fill, found)
     messages = [f"{_where(fname, lines[i], header[pos])}: {msg}" for i, pos, msg in sorted(problems)]
     timestamps_ok = not any(pos == ts_pos for _, pos, _ in problems)
     # A zoned file's daily or monthly steps on its wall clock, as the panel reader judges them.
@@ -398,6 +399,14 @@ def _check_columns(
             raise DataError(f"{_where(fname, line)}: the row has {len(record)} fields, the header {width}")
 
 
+@dataclass(frozen=True)
+class _Findings:
+    """What the cell checks found: problems (row index, column position, message) and notes."""
+
+    problems: list[tuple[int, int, str]]
+    notes: list[str]
+
+
 def _column_cells(rows: list[list[str]], pos: int) -> np.ndarray:
     return np.array([record[pos].strip() for record in rows], dtype=object)
 
@@ -409,17 +418,13 @@ def _report(problems: list[tuple[int, int, str]], bad: np.ndarray, pos: int, mes
 
 
 def _timestamps(
-    fname: str,
-    rows: list[list[str]],
-    lines: list[int],
-    ts_pos: int,
-    options: ReadOptions,
-    problems: list[tuple[int, int, str]],
-    notes: list[str],
+    rows: list[list[str]], lines: list[int], ts_pos: int, options: ReadOptions, found: _Findings
 ) -> tuple[np.ndarray, np.ndarray | None, Any]:
     """The timestamp column parsed (UTC instants; with `options.timezone`, local times read in that
     zone), its problems (unparsed, skipped by the zone, ambiguous, out of order) appended to `problems`
-    and what was decided to `notes`: (stamps, the wall-clock times as written or None, the parse)."""
+    and what was decided to `notes` (`found`): (stamps, the wall-clock times as written or None, the
+    parse)."""
+    problems, notes = found.problems, found.notes
     ts_cells = _column_cells(rows, ts_pos)
     parsed = _parse_timestamps(ts_cells, options.date_format, options.dayfirst)
     stamps = parsed.stamps
@@ -479,21 +484,16 @@ def _timestamps(
 
 
 def _values(
-    header: list[str],
-    rows: list[list[str]],
-    value_pos: list[int],
-    delimiter: str,
-    fill: str,
-    problems: list[tuple[int, int, str]],
-    notes: list[str],
+    header: list[str], rows: list[list[str]], at: list[int], delimiter: str, fill: str, found: _Findings
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The value columns as float64 [rows, columns] (decimal commas read where the delimiter is not a
-    comma), each column's bad cells appended to `problems`; with a fill, the missing cells it may take
-    per column (never text)."""
-    values = np.empty((len(rows), len(value_pos)), dtype=np.float64)
+    """The value columns (`at`: their positions in the header) as float64 [rows, columns] (decimal commas
+    read where the delimiter is not a comma), each column's bad cells appended to `found.problems`; with a
+    fill, the missing cells it may take per column (never text)."""
+    problems, notes = found.problems, found.notes
+    values = np.empty((len(rows), len(at)), dtype=np.float64)
     decimal_commas = False
-    fillable = np.zeros(len(value_pos), dtype=np.int64)  # missing cells per column, when a fill is asked
-    for j, pos in enumerate(value_pos):
+    fillable = np.zeros(len(at), dtype=np.int64)  # missing cells per column, when a fill is asked
+    for j, pos in enumerate(at):
         column = _column_cells(rows, pos)
         original = column
         if delimiter != "," and any("," in str(c) for c in column):
@@ -519,5 +519,4 @@ def _values(
         values[:, j] = col_values
     if decimal_commas:
         notes.append("decimal commas were read as decimal points")
-
     return values, fillable
