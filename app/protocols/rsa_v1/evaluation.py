@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, TypeVar
 
 import numpy as np
 import orjson
 
-from app.artifacts.manifest import Manifest, TrainingSpec
+from app.artifacts.manifest import Manifest
 from app.artifacts.readout import ReadoutSpec
 from app.core.errors import InvalidInput
 from app.engine.batching.admission import ADMIT_FRACTION
@@ -26,8 +26,6 @@ from app.inference.backtest import (
     backtest_cutoffs,
     check_window_count,
     least_history,
-    naive_scale,
-    season_of,
     window_batch,
 )
 from app.inference.covariates import (
@@ -39,7 +37,6 @@ from app.inference.covariates import (
     unsent_future_steps,
 )
 from app.inference.intervals import check_levels, level_bounds, level_widths, require_intervals
-from app.inference.metrics import Accuracy, accuracy, seasonal_naive
 from app.inference.refit import (
     NotRefittable,
     backtest_work,
@@ -50,6 +47,13 @@ from app.inference.refit import (
 )
 from app.inference.repair import ROUNDS, Repair
 from app.inference.windows import check_horizon, check_series_count, fill_window, require_finite
+from app.protocols.rsa_v1.answers import (
+    anomaly_series,
+    answered_by,
+    backtest_window,
+    is_in_sample,
+    scorer,
+)
 from app.protocols.rsa_v1.codec import series_history, series_start
 from app.protocols.rsa_v1.handlers import V1Handlers, _timestamps
 from app.protocols.rsa_v1.schemas import AnomalyRequest, CrossValidationRequest
@@ -280,71 +284,6 @@ async def _refit_forecasts(
     return out
 
 
-def _in_sample(training: TrainingSpec | None, history: History, stamps: list[datetime] | None) -> bool | None:
-    """Whether a window's first actual value is at or before the end of the model's training data (that
-    series' own where its id was trained on); None without timestamps or a training record."""
-    if training is None or not stamps:
-        return None
-    first = stamps[0] if stamps[0].tzinfo is not None else stamps[0].replace(tzinfo=UTC)
-    return first <= training.end_of(history.id)
-
-
-def _answered_by(entry: VersionEntry, manifest: Manifest) -> dict[str, Any]:
-    """The keys an evaluation's answer opens with: the version that answered, as a forecast names it."""
-    return {
-        "model": entry.name,
-        "version": entry.version,
-        "provider": entry.provider or "",
-        "channels": list(manifest.channels),
-    }
-
-
-def _metrics(result: Accuracy, naive: Accuracy | None = None) -> dict[str, Any]:
-    """The answer's metrics, with the seasonal naive forecast's on the same points beside them."""
-    out = result.as_dict()
-    if naive is not None:
-        out["seasonal_naive"] = naive.as_dict()
-    return out
-
-
-def _scorer(
-    manifest: Manifest,
-    histories: list[History],
-    cutoffs: list[list[int]],
-    outputs: np.ndarray,
-    horizon: int,
-    n_windows: int,
-) -> tuple[np.ndarray, Callable[[Any, Any, dict[float, tuple[np.ndarray, np.ndarray]]], dict[str, Any]]]:
-    """The backtest's actuals [S·K, h, C] (NaN: missing) and its scorer: `scored(rows, c, bands)`, the
-    metrics of windows `rows`, channel `c` (all: slice(None)), with the seasonal naive forecast's (the
-    season MASE's scale uses) on the same points beside them; `n_windows` cutoffs a series."""
-    actual = np.stack(
-        [h.values[t : t + horizon] for h, points in zip(histories, cutoffs, strict=True) for t in points]
-    )  # [S·K, h, C] float64, NaN: missing
-    period = season_of(manifest)
-    scales = np.stack(
-        [naive_scale(h.values, points[0], period) for h, points in zip(histories, cutoffs, strict=True)]
-    )
-    point_scale = np.repeat(scales, n_windows, axis=0)[:, None, :]  # [S·K, 1, C]
-    # The seasonal naive forecast of each window (the season MASE's scale uses), scored on the same points.
-    naive = np.stack(
-        [
-            seasonal_naive(h.values[:t], horizon, period)
-            for h, points in zip(histories, cutoffs, strict=True)
-            for t in points
-        ]
-    )
-
-    def scored(rows: Any, c: Any, bands: dict[float, tuple[np.ndarray, np.ndarray]]) -> dict[str, Any]:
-        at = (rows, slice(None), c)
-        return _metrics(
-            accuracy(actual[at], outputs[at], point_scale[at], bands),
-            accuracy(actual[at], naive[at], point_scale[at]),
-        )
-
-    return actual, scored
-
-
 async def _backtest_forecasts(
     v1: V1Handlers,
     entry: VersionEntry,
@@ -368,36 +307,6 @@ async def _backtest_forecasts(
         )
     whole = _history_rows(manifest, request.series, histories, manifest.horizon - horizon)
     return await _refit_forecasts(v1, manifest, spec, histories, cutoffs, batch.windows, whole, per_series)
-
-
-def _window(
-    k: int,
-    cutoff: int,
-    stamps: list[datetime] | None,
-    in_sample: bool | None,
-    outputs: np.ndarray,
-    actual: np.ndarray,
-    bounds: dict[float, tuple[np.ndarray, np.ndarray]],
-    filled: np.ndarray,
-    unsent: int,
-) -> dict[str, Any]:
-    """The answer of the backtest's window `k` (its row of `outputs`, `actual`, the bounds and `filled`),
-    its keys in the answer's order."""
-    window: dict[str, Any] = {
-        "cutoff": cutoff,
-        "timestamps": stamps,
-        "forecast": outputs[k],
-        "actual": actual[k],
-        "in_sample": in_sample,
-    }
-    for level, (lo, hi) in bounds.items():
-        window[f"lo-{level:g}"] = lo[k]
-        window[f"hi-{level:g}"] = hi[k]
-    if filled[k]:
-        window["filled"] = int(filled[k])
-    if unsent:
-        window["future_unsent"] = unsent
-    return window
 
 
 @_in_evaluation_slot
@@ -445,7 +354,7 @@ async def cross_validation(
     require_finite(
         [outputs, *(b for pair in bounds.values() for b in pair)], lambda i: histories[i // K].field
     )
-    actual, scored = _scorer(manifest, histories, cutoffs, outputs, horizon, K)
+    actual, scored = scorer(manifest, histories, cutoffs, outputs, horizon, K)
     C = len(manifest.channels)
     training = manifest.panel.training if manifest.panel is not None else None
     series_out = []
@@ -454,9 +363,9 @@ async def cross_validation(
         own = {level: (lo[rows], hi[rows]) for level, (lo, hi) in bounds.items()}
         windows = []
         for j, t in enumerate(cutoffs[s]):
-            in_sample = False if spec is not None else _in_sample(training, history, stamps[s][j])
+            in_sample = False if spec is not None else is_in_sample(training, history, stamps[s][j])
             k = s * K + j
-            window = _window(
+            window = backtest_window(
                 k, t, stamps[s][j], in_sample, outputs, actual, bounds, batch.filled, unsent[s][j]
             )
             windows.append(window)
@@ -475,7 +384,7 @@ async def cross_validation(
         )
     return orjson.dumps(
         {
-            **_answered_by(entry, manifest),
+            **answered_by(entry, manifest),
             "horizon": horizon,
             "n_windows": K,
             "step_size": step,
@@ -548,44 +457,6 @@ async def _repair(
             for j, step in again[s]:
                 shown_cuts[s][j] = points[s][j] - step + 1
             at += n
-
-
-def _anomaly_series(
-    histories: list[History],
-    points: list[list[int]],
-    stamps: list[list[datetime] | None],
-    actual: np.ndarray,
-    shown: tuple[np.ndarray, np.ndarray, np.ndarray],
-    flag: np.ndarray,
-    score: np.ndarray,
-    unsent: list[list[int]],
-) -> list[dict[str, Any]]:
-    """Each series' part of detect_anomalies' answer: its points' rows of the arrays over every point."""
-    forecast, lo, hi = shown
-    series_out = []
-    first = 0
-    for s, history in enumerate(histories):
-        rows = slice(first, first + len(points[s]))
-        first = rows.stop
-        answer: dict[str, Any] = {}
-        if any(unsent[s]):
-            answer["future_unsent"] = unsent[s]
-        series_out.append(
-            {
-                "id": history.id,
-                "index": points[s],
-                "timestamps": stamps[s],
-                "actual": actual[rows],
-                "forecast": forecast[rows],
-                "lo": lo[rows],
-                "hi": hi[rows],
-                "anomaly": flag[rows],
-                "score": score[rows],
-                "anomalies": int(flag[rows].sum()),
-                **answer,
-            }
-        )
-    return series_out
 
 
 @_in_evaluation_slot
@@ -672,10 +543,10 @@ async def detect_anomalies(v1: V1Handlers, name: str, version: int | None, reque
         )
         flag, score = judge(forecast, lo, hi, width)
     unsent = _unsent(manifest, request.series, histories, shown_cuts)
-    series_out = _anomaly_series(histories, points, stamps, actual, (forecast, lo, hi), flag, score, unsent)
+    series_out = anomaly_series(histories, points, stamps, actual, (forecast, lo, hi), flag, score, unsent)
     return orjson.dumps(
         {
-            **_answered_by(entry, manifest),
+            **answered_by(entry, manifest),
             "level": level,
             "lead": lead,
             "series": series_out,
