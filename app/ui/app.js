@@ -634,19 +634,28 @@
     return `/v1/models/${encodeURIComponent(state.model.name)}/versions/${state.version.version}/${op}`;
   }
 
-  async function runForecast(body) {
+  // Calls the version's `op` route and shows the answer in `view` (`render(answer, version)`), keeping it
+  // in state[op]; the marks around the request, the parse and the drawing are what measure(op) reads.
+  async function runTimed(op, body, view, render) {
     const version = state.version;
-    performance.mark("forecast-request");
+    performance.mark(`${op}-request`);
+    const response = await api("POST", versionPath(op), body);
+    performance.mark(`${op}-response`);
+    const answer = await response.json();
+    performance.mark(`${op}-parsed`);
+    state[op] = { request: body, response: answer };
+    $(view).hidden = false;
+    render(answer, version);
+    await nextPaint();
+    performance.mark(`${op}-rendered`);
+    state.timings[op] = measure(op);
+  }
+
+  async function runForecast(body) {
     try {
-      const response = await api("POST", versionPath("forecast"), body);
-      performance.mark("forecast-response");
-      const answer = await response.json();
-      state.forecast = { request: body, response: answer };
-      $("forecast-view").hidden = false;
-      renderForecast(body.series[0], answer, version);
-      await nextPaint();
-      performance.mark("forecast-rendered");
-      state.timings.forecast = measure("forecast");
+      await runTimed("forecast", body, "forecast-view", (answer, version) =>
+        renderForecast(body.series[0], answer, version),
+      );
       $("status").textContent = "";
     } catch (error) {
       showApiError(error);
@@ -669,19 +678,8 @@
       if (start) series.start = start;
       body = { series, channel: Number($("channel").value), matrices: MATRICES };
     }
-    const version = state.version;
-    performance.mark("attention-request");
     try {
-      const response = await api("POST", versionPath("attention"), body);
-      performance.mark("attention-response");
-      const answer = await response.json();
-      performance.mark("attention-parsed");
-      state.attention = { request: body, response: answer };
-      $("recurrence-view").hidden = false;
-      renderAttention(answer, version);
-      await nextPaint();
-      performance.mark("attention-rendered");
-      state.timings.attention = measure("attention");
+      await runTimed("attention", body, "recurrence-view", renderAttention);
     } catch (error) {
       // The forecast already names the data's problems; say only what the attention adds.
       if (!(error instanceof ApiError) || !["data", "start"].includes(slotFor(error))) showApiError(error);
@@ -1139,6 +1137,17 @@
     return div;
   }
 
+  // A gate's bar: a track filled to `fraction` (0 to 1) of its width.
+  function gateTrack(fraction) {
+    const track = document.createElement("div");
+    track.className = "track";
+    const bar = document.createElement("div");
+    bar.className = "bar";
+    bar.style.width = `${Math.max(0, Math.min(1, fraction)) * 100}%`;
+    track.append(bar);
+    return track;
+  }
+
   function headRow(h, present, scales, L, rows, version, answer) {
     const row = document.createElement("div");
     row.className = rows ? "head-row" : "head-row square";
@@ -1153,13 +1162,7 @@
     );
     const gate = document.createElement("div");
     gate.className = "gate";
-    const track = document.createElement("div");
-    track.className = "track";
-    const bar = document.createElement("div");
-    bar.className = "bar";
-    bar.style.width = `${Math.max(0, Math.min(1, h.gate ?? 0)) * 100}%`;
-    track.append(bar);
-    gate.append(track, h.gate == null ? "–" : Number(h.gate).toFixed(2));
+    gate.append(gateTrack(h.gate ?? 0), h.gate == null ? "–" : Number(h.gate).toFixed(2));
     row.append(label, gate);
     for (const m of present) {
       const canvas = document.createElement("canvas");
@@ -1199,13 +1202,7 @@
     gate.className = "gate-legend";
     const track = document.createElement("div");
     track.className = "gate";
-    const t = document.createElement("div");
-    t.className = "track";
-    const bar = document.createElement("div");
-    bar.className = "bar";
-    bar.style.width = "100%";
-    t.append(bar);
-    track.append(t);
+    track.append(gateTrack(1));
     gate.append(track, `gate g per head (bar from 0 to 1${layer.gate_mode ? `, one per ${layer.gate_mode}` : ""}): mixed = (1 − g)·softmax + g·REM`);
     box.append(gate);
     return box;
