@@ -119,13 +119,19 @@
     if (step !== "") body.step_size = Number(step);
     const levels = [...$("levels").querySelectorAll("input:checked")].map((box) => Number(box.value));
     if (levels.length) body.level = levels;
+    return evaluate("cross_validation", body, "backtesting…", "backtest", renderBacktest);
+  }
+
+  // Sends `body` to the version's `op` route (`busy` said meanwhile) and shows the answer in the view
+  // `${what}-view` (`render(series, answer, version)`), keeping it in state[what].
+  async function evaluate(op, body, busy, what, render) {
     const version = state.version;
-    $("evaluation-status").textContent = "backtesting…";
+    $("evaluation-status").textContent = busy;
     try {
-      const answer = await (await ui.api("POST", ui.versionPath("cross_validation"), body)).json();
-      state.backtest = { request: body, response: answer };
-      $("backtest-view").hidden = false;
-      renderBacktest(body.series[0], answer, version);
+      const answer = await (await ui.api("POST", ui.versionPath(op), body)).json();
+      state[what] = { request: body, response: answer };
+      $(`${what}-view`).hidden = false;
+      render(body.series[0], answer, version);
     } catch (error) {
       showEvaluationError(error);
     } finally {
@@ -217,18 +223,7 @@
     body.level = Number($("anomaly-level").value);
     const last = $("anomaly-last").value.trim();
     if (last !== "") body.last = Number(last);
-    const version = state.version;
-    $("evaluation-status").textContent = "checking…";
-    try {
-      const answer = await (await ui.api("POST", ui.versionPath("detect_anomalies"), body)).json();
-      state.anomalies = { request: body, response: answer };
-      $("anomalies-view").hidden = false;
-      renderAnomalies(body.series[0], answer, version);
-    } catch (error) {
-      showEvaluationError(error);
-    } finally {
-      $("evaluation-status").textContent = "";
-    }
+    return evaluate("detect_anomalies", body, "checking…", "anomalies", renderAnomalies);
   }
 
   function renderAnomalies(series, answer, version) {
