@@ -190,6 +190,13 @@ ATTENTION_RESPONSES: dict[int | str, dict[str, Any]] = {
     **INFERENCE_ERRORS,
     200: {"content": {"image/png": {}}, "description": "JSON, or a PNG heatmap figure with format=png."},
 }
+# What both attention routes document (they are declared by hand, not by `model_routes`: they also take
+# the `format` query parameter).
+ATTENTION_ROUTE: dict[str, Any] = {
+    "response_model": AttentionResponse,
+    "responses": ATTENTION_RESPONSES,
+    "openapi_extra": body_schema(AttentionRequest),
+}
 
 
 async def _attention(
@@ -205,12 +212,7 @@ async def _attention(
     return Response(await v1.attention(name, version, body), media_type="application/json")
 
 
-@attention_router.post(
-    "/{name}/attention",
-    response_model=AttentionResponse,
-    responses=ATTENTION_RESPONSES,
-    openapi_extra=body_schema(AttentionRequest),
-)
+@attention_router.post("/{name}/attention", **ATTENTION_ROUTE)
 async def attention(
     name: ModelName, request: Request, v1: V1HandlersDep, format: FormatQuery = None
 ) -> AttentionResponse | Response:
@@ -218,12 +220,7 @@ async def attention(
     return await _attention(name, None, request, v1, format)
 
 
-@attention_router.post(
-    "/{name}/versions/{version}/attention",
-    response_model=AttentionResponse,
-    responses=ATTENTION_RESPONSES,
-    openapi_extra=body_schema(AttentionRequest),
-)
+@attention_router.post("/{name}/versions/{version}/attention", **ATTENTION_ROUTE)
 async def attention_version(
     name: ModelName,
     version: ModelVersionNumber,
