@@ -25,7 +25,7 @@ from rsa_client import series as client_series
 
 import app.artifacts.calendar
 import app.artifacts.contract
-import app.artifacts.readout
+import app.artifacts.readout.windows
 import app.inference.refit
 import app.protocols.oip_v2.handlers
 import app.protocols.rsa_v1.codec
@@ -75,7 +75,7 @@ ONE_RULE = [
     (export.hybrid, "_tail_windows", rsa_core.windows.tail_windows),
     (export.global_graph, "tail_windows", rsa_core.windows.tail_windows),
     (app.inference.refit, "tail_windows", rsa_core.windows.tail_windows),
-    (app.artifacts.readout, "tail_windows", rsa_core.windows.tail_windows),
+    (app.artifacts.readout.windows, "tail_windows", rsa_core.windows.tail_windows),
 ]
 
 

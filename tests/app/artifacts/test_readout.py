@@ -39,7 +39,7 @@ def test_features_kept_between_passes_change_no_number(monkeypatch: pytest.Monke
     series, fit = panel(), CFG.fit_settings
     kernels = readout.rem_kernels(readout_spec(train_global(series, CFG)).heads, 24)
     cached = readout.fit_weights(series, fit, kernels)
-    monkeypatch.setattr(readout, "CACHE_ROWS", 0)  # every pass reads the series again
+    monkeypatch.setattr(readout.fit, "CACHE_ROWS", 0)  # every pass reads the series again
     np.testing.assert_array_equal(readout.fit_weights(series, fit, kernels), cached)
 
 

@@ -1,0 +1,81 @@
+"""The global REM read-out's computation, torch-free: its features, its ridge fit and its interval widths.
+
+The one home of this code. The exporter (export/panel.py: `fit_global`, `GlobalModel.forecast`;
+export/global_onnx.py: `calibrate_global`) and the service's fit on request (`/v1/.../fit_forecast`,
+app/inference/refit.py) both call it, so a read-out refitted by the service is the one the
+exporter would have fitted on the same series with the same settings.
+
+Each window of L steps is divided by its own scale (the mean |value| of its last cycle); its features are
+the last rows of a fixed REM bank applied to the normalised window (`rem_kernels`), its last `n_lags`
+values and the share of the window that is missing; a ridge regression (`NormalEquations`, float64)
+maps them to the H normalised future values. A version folder carries what a refit needs in its
+manifest's `readout` block (`ReadoutSpec`, written by export/global_onnx.py; docs/artifacts.md).
+
+The package by role: `spec` (the manifest's block), `windows` (windows, scales, features, the
+forecast), `fit` (the ridge fit) and `calibration` (the interval widths). Every name is importable
+from here.
+"""
+
+from __future__ import annotations
+
+# The package's public names, each defined in the module of its role (imported below).
+__all__ = [
+    "BUFFER_ROWS",
+    "CACHE_ROWS",
+    "READOUT_SCHEMA",
+    "SCALE_FLOOR",
+    "TINY",
+    "Calibration",
+    "CovariateRows",
+    "FitSettings",
+    "NormalEquations",
+    "ReadoutSpec",
+    "accumulate",
+    "calibrate",
+    "covariate_features",
+    "drift_factor",
+    "features",
+    "fit_weights",
+    "forecast",
+    "last_windows",
+    "naive_error",
+    "pooled_intervals",
+    "rem_kernels",
+    "series_windows",
+    "service_spread",
+    "solve_passes",
+    "training_windows",
+    "window_ends",
+    "window_scales",
+]
+
+from app.artifacts.readout.calibration import (
+    SCALE_FLOOR,
+    Calibration,
+    calibrate,
+    drift_factor,
+    pooled_intervals,
+    service_spread,
+)
+from app.artifacts.readout.fit import (
+    BUFFER_ROWS,
+    CACHE_ROWS,
+    NormalEquations,
+    accumulate,
+    fit_weights,
+    solve_passes,
+    training_windows,
+)
+from app.artifacts.readout.spec import READOUT_SCHEMA, FitSettings, ReadoutSpec, rem_kernels
+from app.artifacts.readout.windows import (
+    TINY,
+    CovariateRows,
+    covariate_features,
+    features,
+    forecast,
+    last_windows,
+    naive_error,
+    series_windows,
+    window_ends,
+    window_scales,
+)

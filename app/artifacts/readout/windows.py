@@ -1,0 +1,133 @@
+"""A read-out's windows and features: the windows a series holds (inputs, masks, targets; the last L
+values of a history), each window's scale, and the features of a normalised window (the REM bank's last
+rows, the last lags, the missing share; a covariate model's further features) and the forecast a
+read-out's weights make of them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.artifacts.covariates import CovariateLayout
+from app.artifacts.readout.spec import FitSettings
+from rsa_core.windows import tail_windows
+
+# Below this |value|, a window's scale falls back (to its mean |value|, then to 1): an all-zero window.
+TINY = 1e-8
+
+
+def window_scales(x: np.ndarray, m: np.ndarray, period: int) -> np.ndarray:
+    """Per window: the mean |value| of its last cycle's observed steps (falling back to the whole
+    window's, then to 1 for an all-zero window)."""
+    last = max(period, 1)
+    ax, am = np.abs(x[:, -last:]) * m[:, -last:], m[:, -last:]
+    s = ax.sum(1) / np.maximum(am.sum(1), 1)
+    whole = (np.abs(x) * m).sum(1) / np.maximum(m.sum(1), 1)
+    s = np.where(s > TINY, s, whole)
+    return np.where(s > TINY, s, 1.0)
+
+
+def naive_error(x: np.ndarray, m: np.ndarray, period: int) -> np.ndarray:
+    """Per window: the mean |x_t − x_{t−m}| over its observed pairs (m = the period, or 1 where the
+    window holds no observed pair a period apart); 0 where it has no pair at all."""
+    out = np.zeros(len(x))
+    todo = np.ones(len(x), dtype=bool)
+    for lag in (period, 1) if period > 1 else (1,):
+        both = m[:, lag:] * m[:, :-lag]
+        pairs = both.sum(1)
+        err = (np.abs(x[:, lag:] - x[:, :-lag]) * both).sum(1) / np.maximum(pairs, 1)
+        use = todo & (pairs > 0)
+        out[use], todo = err[use], todo & ~use
+    return out
+
+
+def features(
+    x: np.ndarray, m: np.ndarray, period: int, n_lags: int, kernels: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(features [n, F], scales [n]) of raw windows x [n, L] whose observed steps are m [n, L]."""
+    s = window_scales(x, m, period)
+    u = np.where(m > 0, x / s[:, None], 0.0)  # the masked start reads as 0 (its share is a feature)
+    lags = u[:, -n_lags:]
+    missing = 1.0 - m.mean(1, keepdims=True)
+    return np.concatenate([u @ kernels.T, lags, missing], 1), s
+
+
+def covariate_features(
+    layout: CovariateLayout, raw: np.ndarray, kernels: np.ndarray, scale: np.ndarray
+) -> np.ndarray:
+    """A covariate model's further features [n, G] of its raw `covariates` rows [n, D] for windows of
+    `scale` [n]: standardised by the training statistics (a missing past start read as the training
+    mean), each past covariate through the target's REM kernels, and read relative to the window's scale
+    or in the target's units (`layout.effect`)."""
+    return layout.scaled_features(layout.standardise(raw) @ layout.readout_matrix(kernels), scale)
+
+
+@dataclass(frozen=True)
+class CovariateRows:
+    """What a fit of a covariate model reads besides the series: the layout, and `rows(i, ends)`, series
+    i's raw `covariates` rows [len(ends), D] of its windows whose input ends at `ends` (the exporter's
+    export/covariates.py `series_covariate_rows`)."""
+
+    layout: CovariateLayout
+    rows: Callable[[int, np.ndarray], np.ndarray]
+
+
+def last_windows(histories: Sequence[np.ndarray], length: int) -> tuple[np.ndarray, np.ndarray]:
+    """The last `length` values of each history [S, L] and their mask, the missing start masked (and 0;
+    the one window rule, rsa_core.windows)."""
+    held = np.array([min(len(h), length) for h in histories], dtype=np.int64).reshape(-1, 1)
+    m = (np.arange(length) >= length - held).astype(np.float64)
+    return tail_windows(histories, length, before=0.0), m
+
+
+def window_ends(n: int, horizon: int, history: int) -> np.ndarray:
+    """Where each training window of a series of n values ends (its input is v[end − L : end]): every end
+    from max(history, 1) whose H targets lie in the series. `series_windows` draws these windows, and a
+    covariate model's rows are cut at the same ends."""
+    return np.arange(max(history, 1), n - horizon + 1)
+
+
+def series_windows(
+    v: np.ndarray, length: int, horizon: int, history: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Every window of one series whose input has at least `history` values and whose H targets lie in
+    it: inputs [n, L] (the start before the series masked), masks [n, L], targets [n, H]. Window i's
+    input ends after value max(history, 1) + i."""
+    n = len(v)
+    ends = window_ends(n, horizon, history)
+    if not len(ends):
+        return None
+    padded = np.concatenate([np.zeros(length), v])
+    observed = np.concatenate([np.zeros(length), np.ones(n)])
+    view = np.lib.stride_tricks.sliding_window_view
+    x = view(padded, length)[ends]  # padded[end : end + L] = v[end - L : end]
+    m = view(observed, length)[ends]
+    t = view(v, horizon)[ends]
+    return x, m, t
+
+
+def forecast(
+    weights: np.ndarray,
+    histories: Sequence[np.ndarray],
+    fit: FitSettings,
+    kernels: np.ndarray,
+    batch: int = 4096,
+    layout: CovariateLayout | None = None,
+    covariates: np.ndarray | None = None,
+) -> np.ndarray:
+    """The next H values [S, H] of each history (raw values, oldest first; shorter than L: masked at the
+    start) by the read-out `weights` [F + 1, H]; a covariate model's `layout` with each history's raw
+    `covariates` row [S, D]."""
+    if (layout is None) != (covariates is None):
+        raise ValueError("covariates are given to a model without them, or missing for one with them")
+    length = kernels.shape[1]
+    out = np.empty((len(histories), fit.horizon))
+    for a in range(0, len(histories), batch):
+        x, m = last_windows(histories[a : a + batch], length)
+        f, s = features(x, m, fit.period, fit.n_lags, kernels)
+        if layout is not None and covariates is not None:
+            f = np.concatenate([f, covariate_features(layout, covariates[a : a + batch], kernels, s)], 1)
+        out[a : a + len(x)] = (f @ weights[:-1] + weights[-1]) * s[:, None]
+    return out
