@@ -8,5 +8,6 @@ cd "$(dirname "$0")/.."
 { [ -x .venv/bin/pytest ] && .venv/bin/python -c "import xdist" 2>/dev/null; } || scripts/setup.sh dev
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
-# TEST_WORKERS=2: on two xdist workers (scripts/test.sh says why not by default).
-.venv/bin/python -m pytest -m "not slow" -q -n "${TEST_WORKERS:-0}" --dist loadfile "$@"
+# Two xdist workers where there are two CPUs or more, TEST_WORKERS=1 one process, as scripts/test.sh.
+workers="${TEST_WORKERS:-$(($(nproc) >= 2 ? 2 : 1))}"
+.venv/bin/python -m pytest -m "not slow" -q -n "$((workers > 1 ? workers : 0))" --dist loadfile "$@"

@@ -8,7 +8,8 @@ scripts/ci-tools.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy  # app/, models/, rsa_core/, export/, batch/ and client/, as [tool.mypy] in pyproject.toml says
-# TEST_WORKERS=2 runs pytest on two xdist workers (tests/utils/parallel.py keeps each test file, and the
-# tests that start a local Ray, on one worker, heaviest first). One process by default: under xdist,
-# tests/app/test_schemathesis.py's test_openapi_fuzz sends no case, and test_generated_case_count skips.
-.venv/bin/python -m pytest -n "${TEST_WORKERS:-0}" --dist loadfile "$@"
+# pytest on two xdist workers where this process may run on two CPUs or more (tests/utils/parallel.py keeps
+# each test file, and the files that start a local Ray, on one worker, heaviest first, and gives each
+# worker's torch and BLAS threads its share of the CPUs); TEST_WORKERS=1: one process; TEST_WORKERS=N: N.
+workers="${TEST_WORKERS:-$(($(nproc) >= 2 ? 2 : 1))}"
+.venv/bin/python -m pytest -n "$((workers > 1 ? workers : 0))" --dist loadfile "$@"
