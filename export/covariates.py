@@ -568,7 +568,7 @@ def covariate_lines(report: Sequence[dict[str, Any]]) -> list[str]:
         at = f", lower at {row['wins']} of {row['origins']} origins" if "origins" in row else ""
         starts = row.get("origin_starts") or []
         if len(starts) > 1:
-            at += f" (from {starts[-1][:10]} to {starts[0][:10]})"
+            at += f" ({starts[-1][:10]} to {starts[0][:10]})"  # the origins' first held-out steps
         lines.append(
             f"covariate {row['covariate']}: validation MASE {row['mase_with']:.4f} with, "
             f"{row['mase_without']:.4f} without{at}; scaled MSE {row['mse_with']:.4f} with, "
