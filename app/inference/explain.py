@@ -273,10 +273,11 @@ def explain_hybrid(manifest: Manifest, window: np.ndarray, readout: np.ndarray) 
     combined = np.zeros(local.horizon)
     if used:
         fc = fit_forecast(x, local.period, local.horizon, local.members)
-        for name, w in zip(local.members, local.weights, strict=True):
+        shares = local.series_weights(x)[0]  # the base weights, or this series' own with a tilt
+        for name, w in zip(local.members, shares[1:].tolist(), strict=True):
             members.append({"name": name, "kind": "local", "weight": float(w), "forecast": fc[name][0]})
             combined += w * fc[name][0]
-    weight = 1.0 - local.share if used else 1.0
+    weight = float(shares[0]) if used else 1.0
     members.insert(0, {"name": "readout", "kind": "global", "weight": weight, "forecast": readout})
     combined += weight * readout
     return {
