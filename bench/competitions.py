@@ -288,7 +288,8 @@ OURS_LABEL = "Hybrid: REM read-out + local models"  # our model's rows (run_ours
 def run_ours(comp: Competition) -> OursResult:
     """Our model, and the only place that names it: the default of `python -m export.panel train`, the
     hybrid (export/hybrid.py): one REM read-out over every series of the data set averaged in equal
-    shares with local models fitted on each series (Theta, the damped trend, the dynamic optimised Theta,
+    shares (each series' shares tilted by its features where validation trusts it) with local models
+    fitted on each series (Theta, the damped trend, the dynamic optimised Theta,
     a seasonal AR, the ETS choice by AICc, the airline ARIMA: the set and the window they read chosen on
     validation, as the read-out's input length is: ends of the histories held out at two origins, never
     the official hold-outs), with the export's pooled split-conformal intervals of the hybrid
@@ -337,10 +338,13 @@ def run_ours(comp: Competition) -> OursResult:
                 comp.horizon,
                 local_min_values(comp.period),
             )
-            chosen = spec == model.local
+            chosen = spec == model.local  # equal shares chosen (no tilt)
             variant = dataclasses.replace(model, local=spec)
             forecast = point if chosen else variant.forecast(comp.train)
             candidates[f"local {names} {window}"] = Candidate(val, forecast, chosen)
+    if model.local is not None and model.local.tilt is not None:  # its validation: fitted on other series
+        tilted = f"local {'+'.join(model.local.members)} {model.local.length} tilted by features"
+        candidates[tilted] = Candidate(model.search["tilt_cross_series"], point, True)
     no_rem = train_global(comp.train, dataclasses.replace(cfg, bank={}), local=True)
 
     def test_mase(forecast: np.ndarray) -> float:
@@ -353,7 +357,7 @@ def run_ours(comp: Competition) -> OursResult:
     }
     if model.local is not None:  # the read-out alone where no hybrid validated better
         k = len(model.local.members)
-        alone = dataclasses.replace(model.local, weights=(1.0 / k,) * k)
+        alone = dataclasses.replace(model.local, weights=(1.0 / k,) * k, tilt=None)
         ablation["local half alone (the read-out for series too short for it)"] = test_mase(
             dataclasses.replace(model, local=alone).forecast(comp.train)
         )
