@@ -62,6 +62,7 @@ def half_hourly(days: int = 40, seed: int = 0) -> CovariateSeries:
     return CovariateSeries("s", y, stamps(n, "30m"), future={"heating": heating})
 
 
+@pytest.mark.slow  # ten read-out fits: 11.8 s at load 11.6 (tests/tiers.py's rule: 1 s or more is slow)
 def test_one_series_report_spans_weeks_and_says_where() -> None:
     """One half-hourly series of 40 days, H 48: its report's origins lie 8 days apart over a month (five
     of them: the fifth leaves the read-out its training window), where they covered 2½ days."""
