@@ -111,3 +111,21 @@ def test_the_tilted_block_round_trips_as_schema_2_and_the_plain_one_stays_schema
         Tilt((float("nan"),) * F, (1.0,) * F, ((0.0,) * F,) * 3)
     with pytest.raises(ValueError, match="base weights must all be > 0"):
         dataclasses.replace(tilted, weights=(0.5, 0.5))  # the read-out's base weight 0
+
+
+def test_degenerate_windows_get_finite_features_and_weights() -> None:
+    rows = [
+        np.zeros(48),
+        np.full(48, 3.0),
+        -np.arange(48.0),
+        np.array([5.0]),
+        np.array([]),
+        1e12 + np.arange(48.0),
+    ]
+    x = padded(rows, 48)
+    f = series_features(x, period=12)
+    assert np.isfinite(f).all()
+    w = spec(tilt_on("log_noise", 1, 2.0)).series_weights(x)
+    assert np.isfinite(w).all()
+    np.testing.assert_allclose(w.sum(1), 1.0)
+    np.testing.assert_array_equal(w[[3, 4]], [[1.0, 0.0, 0.0]] * 2)  # too short: the read-out alone
