@@ -406,15 +406,14 @@ class _Findings:
     problems: list[tuple[int, int, str]]
     notes: list[str]
 
+    def report(self, bad: np.ndarray, pos: int, message: str) -> None:
+        """A column's first bad cell (row index, column position, message), with how many more it has."""
+        i, more = int(np.argmax(bad)), int(bad.sum()) - 1
+        self.problems.append((i, pos, message + (f" (and {more} more in this column)" if more else "")))
+
 
 def _column_cells(rows: list[list[str]], pos: int) -> np.ndarray:
     return np.array([record[pos].strip() for record in rows], dtype=object)
-
-
-def _report(problems: list[tuple[int, int, str]], bad: np.ndarray, pos: int, message: str) -> None:
-    """A column's first bad cell (row index, column position, message), with how many more it has."""
-    i, more = int(np.argmax(bad)), int(bad.sum()) - 1
-    problems.append((i, pos, message + (f" (and {more} more in this column)" if more else "")))
 
 
 def _timestamps(
@@ -440,8 +439,7 @@ def _timestamps(
         )
         if skipped.any():
             i = int(np.argmax(skipped))
-            _report(
-                problems,
+            found.report(
                 skipped,
                 ts_pos,
                 f"{ts_cells[i]} does not exist in {options.timezone}: the clocks skip it (daylight saving)",
@@ -449,11 +447,8 @@ def _timestamps(
     bad = np.isnat(stamps)
     if bad.any():
         i = int(np.argmax(bad))
-        _report(
-            problems,
-            bad,
-            ts_pos,
-            _timestamp_problem(str(ts_cells[i]), parsed.fmt, bool(parsed.out_of_range[i])),
+        found.report(
+            bad, ts_pos, _timestamp_problem(str(ts_cells[i]), parsed.fmt, bool(parsed.out_of_range[i]))
         )
     elif parsed.rival is not None:
         i, message = _ambiguity_problem(ts_cells, parsed)
@@ -512,7 +507,7 @@ def _values(
         if bad.any():
             i = int(np.argmax(bad))
             share = float(np.isfinite(col_values).mean())
-            _report(problems, bad, pos, _number_problem(str(original[i]), header[pos], share))
+            found.report(bad, pos, _number_problem(str(original[i]), header[pos], share))
         elif missing.all():
             problems.append((0, pos, "no value at all in this column: nothing to fill from"))
         fillable[j] = int(missing.sum())
