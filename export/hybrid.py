@@ -390,12 +390,13 @@ def fit_tilt(data: Sequence[TiltData], base: np.ndarray) -> tuple[Tilt | None, d
     zs = [(d.features - center) / spread for d in data]
     zero = np.zeros((len(base), len(FEATURES)))
     checks = []
-    if len(data) >= 2:
+    used = [j for j, d in enumerate(data) if d.rows.any()]  # an origin without a scored series: no say
+    if len(used) >= 2:
         learned, equal = [], []
-        for j, d in enumerate(data):
-            coef = _fit_coef([(e, zs[i], e.rows) for i, e in enumerate(data) if i != j], base)
-            learned.append(_combined_mase(coef, d, zs[j], base, d.rows))
-            equal.append(_combined_mase(zero, d, zs[j], base, d.rows))
+        for j in used:
+            coef = _fit_coef([(data[i], zs[i], data[i].rows) for i in used if i != j], base)
+            learned.append(_combined_mase(coef, data[j], zs[j], base, data[j].rows))
+            equal.append(_combined_mase(zero, data[j], zs[j], base, data[j].rows))
         checks.append(("cross_origin", float(np.mean(learned)), float(np.mean(equal))))
     learned, equal = [], []
     for parity in (0, 1):
@@ -406,15 +407,16 @@ def fit_tilt(data: Sequence[TiltData], base: np.ndarray) -> tuple[Tilt | None, d
             if rows.any():
                 learned.append(_combined_mase(coef, d, z, base, rows))
                 equal.append(_combined_mase(zero, d, z, base, rows))
-    checks.append(("cross_series", float(np.mean(learned)), float(np.mean(equal))))
+    if learned:  # no series on one side of the split: no evidence, no tilt
+        checks.append(("cross_series", float(np.mean(learned)), float(np.mean(equal))))
     for name, tilted, plain in checks:
         scores[f"tilt_{name}"], scores[f"equal_{name}"] = tilted, plain
-    if not all(tilted < plain for _, tilted, plain in checks):
+    if not learned or not all(tilted < plain for _, tilted, plain in checks):
         scores["tilt"] = 0.0
         return None, scores
     coef = _fit_coef([(d, z, d.rows) for d, z in zip(data, zs, strict=True)], base)
     scores["tilt_validation"] = float(
-        np.mean([_combined_mase(coef, d, z, base, d.rows) for d, z in zip(data, zs, strict=True)])
+        np.mean([_combined_mase(coef, data[j], zs[j], base, data[j].rows) for j in used])
     )
     scores["tilt"] = 1.0
     tilt = Tilt(

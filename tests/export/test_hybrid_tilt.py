@@ -84,3 +84,26 @@ def test_the_search_returns_the_chosen_set_with_or_without_a_tilt_and_reports_it
     )
     trusted = all(scores[f"tilt_{c}"] < scores[f"equal_{c}"] for c in ("cross_origin", "cross_series"))
     assert (spec.tilt is not None) == trusted == (scores["tilt"] == 1.0)
+
+
+def test_origins_and_splits_without_a_scored_series_give_no_say_and_no_warning() -> None:
+    import dataclasses
+    import warnings
+
+    def errors(f: np.ndarray) -> np.ndarray:
+        return np.stack(
+            [np.ones(len(f)), np.where(f[:, 0] < 0, 0.0, 2.0), np.where(f[:, 0] < 0, -2.0, 0.0)], 1
+        )
+
+    full, empty = origin(5, errors), origin(6, errors)
+    empty = dataclasses.replace(empty, rows=np.zeros(400, dtype=bool))
+    evens = dataclasses.replace(full, rows=full.ids % 2 == 0)  # one side of the series split only
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tilt, scores = fit_tilt([full, empty], BASE)  # one origin left: checked on series alone
+        assert tilt is not None and "tilt_cross_origin" not in scores
+        assert all(np.isfinite(v) for v in scores.values())
+        tilt, scores = fit_tilt([evens, empty], BASE)  # fitted on no series: the base weights
+        assert tilt is None and scores["tilt"] == 0.0
+        assert scores["tilt_cross_series"] == scores["equal_cross_series"]
+        assert all(np.isfinite(v) for v in scores.values())
