@@ -401,21 +401,27 @@ def load_future_values(path: Path, options: ReadOptions, future: Sequence[str]) 
 # their windows share calendar time, but each origin scores every series. On a few series those origins
 # cover a few days: on one half-hourly series (elecdemand, H = 48) four origins held out the last 2½ days of
 # October, and three of four covariates were judged against what the test showed. A panel of fewer than
-# REPORT_SPREAD_BELOW series gets REPORT_SPREAD_ORIGINS origins `report_spacing` apart instead.
+# REPORT_SPREAD_BELOW series gets REPORT_SPREAD_ORIGINS origins `report_spacing` apart instead, over the
+# latter half of its longest series.
 REPORT_SPREAD_BELOW = 10  # series; a chosen bound, not a measured one
 REPORT_SPREAD_ORIGINS = 8
 
 _DAY_NS = 86_400 * 10**9
 
 
-def report_spacing(timestamps: np.ndarray, horizon: int, period: int) -> int:
-    """Steps between two of the report's origins on few series: the smallest m·cycle + shift that is at
-    least H (m >= 1). The cycle is a week for sub-daily and daily data (the steps of 7 days: weekdays and
-    weekends, working days, a week's weather) and the model's period otherwise (a year of months or
-    quarters); the shift is one day (one step for daily and slower data), so that successive origins fall on
-    successive days of the week (months of the year) rather than all on the same one, and the windows do not
-    overlap. Half-hourly elecdemand (H 48): 384 steps, 8 days; hourly H 24: 8 days; daily H 14: 15 days;
-    monthly H 18: 25 months; yearly: H."""
+def report_spacing(
+    timestamps: np.ndarray, horizon: int, period: int, n_origins: int = REPORT_SPREAD_ORIGINS
+) -> int:
+    """Steps between two of the report's origins on few series (`timestamps`: the longest series'): m·cycle
+    + shift, m the largest whose `n_origins` origins lie within the latter half of the series (so that each
+    validation fit keeps at least half of it, and the origins cover what the series' second half holds:
+    seasons, holidays, weather), and at least the smallest that keeps the windows H apart (m >= 1). The
+    cycle is a week for sub-daily and daily data (the steps of 7 days: weekdays and weekends, working days)
+    and the model's period otherwise (a year of months or quarters); the shift is one day (one step for
+    daily and slower data), so that successive origins fall on successive days of the week (months of the
+    year) rather than all on the same one. Short series: half-hourly H 48, 384 steps (8 days); hourly
+    H 24: 8 days; daily H 14: 15 days; monthly H 18: 25 months; yearly: H. Ten months of half-hours
+    (elecdemand's training): 720 steps, 15 days."""
     stamps = np.asarray(timestamps, dtype="datetime64[ns]").astype(np.int64)
     step = int(np.median(np.diff(stamps))) if len(stamps) > 1 else 0
     if 0 < step < _DAY_NS and _DAY_NS % step == 0:
@@ -424,8 +430,9 @@ def report_spacing(timestamps: np.ndarray, horizon: int, period: int) -> int:
         cycle, shift = 7, 1
     else:
         cycle, shift = max(period, 1), 1
-    m = max(1, -(-(horizon - shift) // cycle))
-    return m * cycle + shift
+    least = max(1, -(-(horizon - shift) // cycle))
+    within_half = (len(stamps) // 2 // max(n_origins - 1, 1) - shift) // cycle
+    return max(least, within_half) * cycle + shift
 
 
 def report_cuts(

@@ -1,6 +1,7 @@
 """Issue 45, item 6, on few series: the covariate report's origins on a panel of fewer than
-REPORT_SPREAD_BELOW series are spread over weeks or cycles (`report_spacing`: a week and a day for
-sub-daily and daily data, a cycle and a step for slower data, never less than H), where four origins H//2
+REPORT_SPREAD_BELOW series are spread over the latter half of the series in steps of weeks or cycles
+(`report_spacing`: weeks and a day for sub-daily and daily data, cycles and a step for slower data, never
+less than H), where four origins H//2
 apart covered the last 2½ days of one half-hourly series; the report records where its origins lie. A
 panel of many series keeps the origins export/hybrid.py's validation holds out."""
 
@@ -41,6 +42,18 @@ def test_the_spacing_is_a_week_and_a_day_for_daily_and_faster_data(
     step: str, horizon: int, period: int, spacing: int
 ) -> None:
     assert report_spacing(stamps(100, step), horizon, period) == spacing
+
+
+def test_a_long_series_spreads_its_origins_over_its_latter_half() -> None:
+    """Ten months of half-hours (elecdemand's training, 14,592 steps): 15 days apart (two weeks and a
+    day), the earliest origin still in the series' second half; a week and a day where that is all."""
+    n = 304 * 48
+    spacing = report_spacing(stamps(n, "30m"), 48, 48)
+    assert spacing == 15 * 48
+    s = CovariateSeries("s", np.zeros(n), stamps(n, "30m"))
+    cuts = report_cuts([s], 48, 48, 48, 96, 4)
+    assert cuts == [j * spacing for j in range(REPORT_SPREAD_ORIGINS)] and cuts[-1] + 48 <= n // 2
+    assert report_spacing(stamps(40 * 48, "30m"), 48, 48) == 8 * 48
 
 
 def test_slower_data_is_spaced_by_a_cycle_and_a_step() -> None:
