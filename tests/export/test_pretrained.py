@@ -1,0 +1,85 @@
+"""export.pretrained (issue 47): the shipped pretrained models are what `SPECS` describes (one version each,
+the frequency it answers, its sources' series counts, origin and licence, the current interval rule), and
+`build` publishes the next version of a spec with that record; an unknown `--only` is refused."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from export.pretrained import SPECS, PretrainedSpec, Source, build, cli
+from tests.utils.panel import store
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = ROOT / "model_repository"
+
+
+def shipped_manifest(spec: PretrainedSpec) -> dict:
+    return json.loads((SHIPPED / spec.name / "1" / "manifest.json").read_text())
+
+
+@pytest.mark.parametrize("frequency", list(SPECS))
+def test_the_shipped_model_is_its_spec(frequency: str) -> None:
+    """One version per pretrained model (the client and /v1/forecast tests read version 1), its manifest
+    naming the frequency it answers, each source as `SPECS` records it with the series count the
+    installed data holds, and its graph the file the manifest's sha256 names."""
+    spec = SPECS[frequency]
+    folder = SHIPPED / spec.name
+    assert sorted(p.name for p in folder.iterdir()) == ["1"]
+    m = shipped_manifest(spec)
+    assert m["name"] == spec.name and m["horizon"] == spec.horizon and m["frequency"] == spec.alias
+    assert m["panel"]["period"] == spec.period
+    if spec.min_history is not None:
+        assert m["panel"]["min_history"] == spec.min_history
+    assert m["dataset"]["pretrained"] == {"frequency": spec.frequency, "alias": spec.alias}
+    counts = [len(src.load()) for src in spec.sources]
+    assert m["dataset"]["sources"] == [src.record(n) for src, n in zip(spec.sources, counts, strict=True)]
+    for name, info in m["files"].items():
+        data = (folder / "1" / name).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == info["sha256"] and len(data) == info["bytes"]
+
+
+@pytest.mark.parametrize("frequency", ["monthly", "quarterly", "yearly"])
+def test_the_shipped_widths_are_drift_corrected(frequency: str) -> None:
+    """Built with the drift-corrected widths (docs/pretrained.md): every training series holds one
+    calibration window, so the rule is `split_conformal_drift`, with a factor per level in (0, 1]."""
+    cal = shipped_manifest(SPECS[frequency])["intervals"]["calibration"]
+    assert cal["rule"] == "split_conformal_drift"
+    factors = cal["drift"]["factors"]
+    assert set(factors) == {"50", "80", "90", "95", "99"}
+    assert all(0.0 < f <= 1.0 for f in factors.values())
+
+
+@pytest.mark.slow  # trains two small hybrids (4 s on the loaded 2-core machine)
+def test_build_publishes_the_next_version_with_its_dataset_record(tmp_path: Path) -> None:
+    """`build` trains the spec's model on its sources and publishes version 1, then 2: the manifest's
+    dataset block names the frequency and each source's count, origin and licence."""
+    made_up = Source(
+        name="stores",
+        origin="tests.utils.panel.store (made up)",
+        licence="none: generated",
+        used="each series whole",
+        load=lambda: [store(i, 40 - (i % 3)) for i in range(8)],
+    )
+    spec = PretrainedSpec("monthly", "1MS", 12, 4, (made_up,), min_history=24)
+    said: list[str] = []
+    first = build(spec, tmp_path, said.append)
+    second = build(spec, tmp_path, said.append)
+    assert (first.name, second.name) == ("1", "2")
+    m = json.loads((second / "manifest.json").read_text())
+    assert m["name"] == "pretrained-monthly" and m["horizon"] == 4
+    assert m["dataset"]["pretrained"] == {"frequency": "monthly", "alias": "1MS"}
+    assert m["dataset"]["sources"] == [made_up.record(8)]
+    assert len(said) == 2 and "pretrained-monthly version 2: 8 series (stores)" in said[1]
+    assert m["panel"]["min_history"] == 24
+
+
+def test_an_unknown_frequency_is_refused_naming_the_option(tmp_path: Path) -> None:
+    r = CliRunner().invoke(cli, ["build", "--only", "other", "--out", str(tmp_path)])
+    assert r.exit_code == 2
+    assert "--only" in r.output and "'other'" in r.output and "monthly" in r.output
+    assert not any(tmp_path.iterdir())  # nothing built
