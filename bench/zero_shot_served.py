@@ -1,0 +1,123 @@
+"""The shipped pretrained-monthly as the service answers it (issue 47): its ONNX graph and manifest in
+model_repository/, served by `python -m app` (`/v1/models/pretrained-monthly/forecast`, the 80%
+interval), on M3 and Tourism monthly's official hold-outs (bench/competitions.py's protocol: one window,
+the last H values). It checks that what is shipped and served is what bench.zero_shot's pooled row
+scored (that row trains the same settings on the same histories in numpy), and gives the 80% interval's
+coverage by history length.
+
+    python -m bench.zero_shot_served --json results/zero_shot/served.json
+    python -m bench.zero_shot_served --limit 20                   # a smoke run
+
+The competitions' series carry no dates: each is sent with the same made-up `start` (2000-01-01), which
+only names the answer's timestamps. pretrained-monthly saw these histories in training (never their
+hold-outs): this is its in-sample-series, out-of-sample-window score, not a zero-shot one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from bench.competitions import Competition, load_competition, score
+from bench.harness import REPO
+from bench.harness.servers import local_server
+
+MODEL = "pretrained-monthly"
+SETS = ("M3", "Tourism")  # their monthly series
+BATCH = 50  # series per request, within the service's default per-request limit
+HISTORY_EDGES = (84, 101)  # the calibration report's history groups for the monthly model (its manifest)
+
+
+def served_forecasts(url: str, comp: Competition) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The service's point forecast and 80% bounds for every series of `comp`, its first H steps:
+    (point, lower, upper), each [S, H]."""
+    H = comp.horizon
+    rows: list[list[np.ndarray]] = [[], [], []]
+    with httpx.Client(base_url=url, timeout=120) as client:
+        for i in range(0, len(comp.train), BATCH):
+            body = {
+                "series": [
+                    {"id": comp.ids[j], "start": "2000-01-01", "values": [float(v) for v in comp.train[j]]}
+                    for j in range(i, min(i + BATCH, len(comp.train)))
+                ],
+                "horizon": H,
+                "level": [80],
+            }
+            r = client.post(f"/v1/models/{MODEL}/forecast", json=body)
+            r.raise_for_status()
+            for f in r.json()["forecasts"]:
+                for k, key in enumerate(("forecast", "lo-80", "hi-80")):
+                    rows[k].append(np.asarray(f[key], dtype=np.float64)[:, 0])
+    point, lower, upper = (np.stack(r) for r in rows)
+    return point, lower, upper
+
+
+def coverage_by_history(comp: Competition, inside: np.ndarray) -> dict[str, dict[str, Any]]:
+    """The share of hold-out values inside the interval per group of history lengths ([S, H] `inside`)."""
+    lengths = np.array([len(x) for x in comp.train])
+    out: dict[str, dict[str, Any]] = {}
+    bounds = [0, *HISTORY_EDGES, int(lengths.max())]
+    for lo, hi in itertools.pairwise(bounds):
+        m = (lengths > lo) & (lengths <= hi)
+        if m.any():
+            group = f"history {int(lengths[m].min())}-{int(lengths[m].max())}"
+            out[group] = {"series": int(m.sum()), "coverage_80": float(inside[m].mean())}
+    return out
+
+
+def evaluate(url: str, limit: int | None = None) -> dict[str, Any]:
+    report: dict[str, Any] = {"model": MODEL, "sets": {}}
+    for d in SETS:
+        comp = load_competition(d, "monthly", limit)
+        start = time.perf_counter()
+        point, lower, upper = served_forecasts(url, comp)
+        seconds = time.perf_counter() - start
+        inside = (comp.test >= lower) & (comp.test <= upper)
+        row = dataclasses.asdict(score(comp, f"{MODEL} (served)", point, 0.0, seconds))
+        row["coverage_80"] = float(inside.mean())
+        report["sets"][comp.name] = {
+            "series": len(comp.ids),
+            "horizon": comp.horizon,
+            "row": row,
+            "coverage_by_history": coverage_by_history(comp, inside),
+        }
+    return report
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--limit", type=int, default=None, help="the first N series of each set (a smoke run)")
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args(argv)
+    env = {"RSA_MODEL_REPOSITORY": str(REPO / "model_repository"), "RSA_MODELS": MODEL, "RSA_DEVICE": "cpu"}
+    with local_server(env) as server:
+        report = evaluate(server.url, args.limit)
+    report["command"] = "python -m bench.zero_shot_served " + " ".join(argv if argv is not None else [])
+    for name, part in report["sets"].items():
+        r = part["row"]
+        print(
+            f"{name} ({part['series']} series, H = {part['horizon']}): MASE {r['mase']:.4f}, sMAPE "
+            f"{r['smape']:.2f}, 80% coverage {100 * r['coverage_80']:.1f}%; by history: "
+            + ", ".join(
+                f"{g} {100 * v['coverage_80']:.1f}% ({v['series']})"
+                for g, v in part["coverage_by_history"].items()
+            )
+        )
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
