@@ -19,7 +19,7 @@ import numpy as np
 from app.inference.metrics import seasonal_naive, seasonal_naive_scale
 from export.covariates import CovariatePlan, CovariateSeries, report_ablation, series_covariate_rows
 from export.global_model import GlobalModel, fit_global
-from export.hybrid import Origin, local_search, origins
+from export.hybrid import TILT_ORIGINS, Origin, local_search, origins
 from export.panel_config import PanelConfig, series_values
 
 __all__ = [
@@ -213,8 +213,13 @@ def train_global(
         if plan is not None:
             raise ValueError("the hybrid's local models read the target alone: a covariate model has none")
         val = _origins(series, cfg)
+
+        def earlier() -> tuple[list[Origin], list[np.ndarray]]:  # the tilt's further origins
+            more = _origins(series, cfg, TILT_ORIGINS)[len(val) :]
+            return more, _validation_forecasts(series, cfg, best, None, more)
+
         hybrid, scores = local_search(
-            val, _validation_forecasts(series, cfg, best, None, val), cfg.period, cfg.horizon
+            val, _validation_forecasts(series, cfg, best, None, val), cfg.period, cfg.horizon, earlier
         )
         search.update(scores)
     if hybrid is not None:  # the chosen hybrid's validation score

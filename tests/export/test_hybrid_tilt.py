@@ -78,7 +78,7 @@ def test_the_search_returns_the_chosen_set_with_or_without_a_tilt_and_reports_it
     val = origins(series, horizon=6, history=12, train_min=24, cut=lambda v, k: v[:-k])
     flat = [np.repeat(np.array([p[-1] for p in o.fit_part])[:, None], 6, 1) for o in val]
     spec, scores = local_search(val, flat, period=12, horizon=6)
-    assert spec is not None
+    assert spec is not None and scores["tilt_origins"] == 2.0
     assert {"tilt_cross_origin", "equal_cross_origin", "tilt_cross_series", "equal_cross_series"} <= set(
         scores
     )
@@ -107,3 +107,30 @@ def test_origins_and_splits_without_a_scored_series_give_no_say_and_no_warning()
         assert tilt is None and scores["tilt"] == 0.0
         assert scores["tilt_cross_series"] == scores["equal_cross_series"]
         assert all(np.isfinite(v) for v in scores.values())
+
+
+def test_the_tilt_is_fitted_on_the_earlier_origins_too() -> None:
+    rng = np.random.default_rng(7)
+    t = np.arange(120)
+    series = [
+        (20 + i) * (1 + 0.3 * np.sin(2 * np.pi * t / 12)) * (1 + 0.05 * rng.standard_normal(120))
+        + (i % 3) * t
+        for i in range(24)
+    ]
+    every = origins(series, horizon=6, history=12, train_min=24, cut=lambda v, k: v[:-k], n_origins=4)
+    assert len(every) == 4
+    flat = [np.repeat(np.array([p[-1] for p in o.fit_part])[:, None], 6, 1) for o in every]
+    calls = []
+
+    def earlier() -> tuple[list, list]:
+        calls.append(1)
+        return every[2:], flat[2:]
+
+    spec, scores = local_search(every[:2], flat[:2], period=12, horizon=6, earlier=earlier)
+    assert spec is not None and calls == [1] and scores["tilt_origins"] == 4.0
+    two, two_scores = local_search(every[:2], flat[:2], period=12, horizon=6)
+    assert two is not None and two.members == spec.members and two.length == spec.length  # the set alike
+    assert two_scores["equal_cross_series"] != scores["equal_cross_series"]  # checked on more series
+    # No hybrid: the earlier origins are never built.
+    _, _ = local_search(every[:2], [o.held for o in every[:2]], period=12, horizon=6, earlier=earlier)
+    assert calls == [1]
