@@ -170,7 +170,9 @@ def manifest_of(
                 ""
                 if model.local is None
                 else f", averaged with {' and '.join(model.local.members)} fitted per series on the last "
-                f"{model.local.length} values (the read-out's weight {1 - model.local.share:.3g})"
+                f"{model.local.length} values (the read-out's weight {1 - model.local.share:.3g}"
+                + ("" if model.local.tilt is None else ", tilted per series by its features")
+                + ")"
             )
             + f": forecasts any {model.frequency} series of at least {model.min_history} values, seen in "
             "training or not."
