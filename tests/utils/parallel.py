@@ -11,8 +11,11 @@ groups are handed out. tests/conftest.py gives xdist the `Scheduler` below in pl
   which would otherwise keep one worker busy while the other has nothing left.
 - Groups are handed out heaviest first (their measured seconds: tests/tiers.py), so that the last group to
   start is a short one and both workers finish at about the same time.
+- Each test has a node id of its own (`unique_ids`: xdist runs one test of those sharing one).
+- Each worker's thread pools (torch, OpenMP, BLAS) get its share of the CPUs (`share_cpus`).
 
-Without `-n` nothing changes: the tests run in their files' order, in one process.
+Without `-n` only the ids are repaired: the tests run in their files' order, in one process, their threads
+as they are.
 """
 
 from __future__ import annotations
