@@ -42,10 +42,6 @@ from app.inference.metrics import mape, mase, smape
 from export.cli_options import ModelNameOption, RepositoryOption
 from export.covariates import covariate_lines
 from export.global_model import SCHEMA_VERSION, GlobalModel, fit_global
-from export.global_model import _covariate_rows as _covariate_rows
-from export.global_model import _features as _features
-from export.global_model import _plain as _plain
-from export.global_model import _series_windows as _series_windows
 from export.global_search import (
     INPUT_PERIODS,
     seasonal_naive_score,

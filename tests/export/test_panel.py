@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from export.global_model import _series_windows
 from export.panel import (
     GlobalModel,
     PanelConfig,
-    _series_windows,
     cli,
     fit_global,
     mase,
