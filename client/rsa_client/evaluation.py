@@ -4,7 +4,7 @@ into long frames with the pooled metrics."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
@@ -97,33 +97,22 @@ class _Evaluating(_Models):
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
             answers = list(pool.map(run, chunks))
         prefix = _forecast_prefix(spec.name, columns)
-        frames, metrics = [], {}
         shrunk = [
             {"series": s.id, "field": "n_windows", "asked": n_windows, "sent": sent}
             for chunk, (_, _, sent) in zip(chunks, answers, strict=True)
             if sent is not None
             for s in chunk
         ]
+        levels = options.get("level", [])
+        frames, metrics = [], {}
         for chunk, (response, answer, _) in zip(chunks, answers, strict=True):
             with _reading(response, [s.id for s in chunk]):
                 for history, result in zip(chunk, answer["series"], strict=True):
                     metrics[history.id] = result["metrics"]
-                    for window in result["windows"]:
-                        t, steps = window["cutoff"], len(window["forecast"])
-                        data: dict[str, Any] = {
-                            id_col: history.id,
-                            time_col: history.stamps[t : t + steps],
-                            "cutoff": history.stamps[t - 1],
-                        }
-                        actual = np.array(window["actual"], np.float64)  # null -> NaN
-                        forecast = np.array(window["forecast"], np.float64)
-                        for c, name in enumerate(columns):
-                            data[name] = actual[:, c]
-                            data[prefix(name)] = forecast[:, c]
-                            for v in options.get("level", []):
-                                data[f"{prefix(name)}-lo-{v:g}"] = np.array(window[f"lo-{v:g}"])[:, c]
-                                data[f"{prefix(name)}-hi-{v:g}"] = np.array(window[f"hi-{v:g}"])[:, c]
-                        frames.append(pd.DataFrame(data))
+                    frames += [
+                        _window_frame(history, window, columns, prefix, levels, id_col, time_col)
+                        for window in result["windows"]
+                    ]
         frame = pd.concat(frames, ignore_index=True)
         frame.attrs["series_metrics"] = metrics
         # Whether the service refitted its read-out before each cutoff (on each request's series).
@@ -174,24 +163,9 @@ class _Evaluating(_Models):
         spec = self.model(model, version)
         columns = _channel_columns(df, spec, target_col)
         series = _histories(df, columns, id_col, time_col, spec, X_df, spec.horizon - lead)
-        need = spec.min_history or spec.input_length
-        limit = spec.limits.max_series_per_request
-        # Pieces of at most `limit` checked rows; each sends the rows its windows read, and no more.
-        pieces: list[tuple[_History, int, int]] = []  # (series, first row checked, end)
-        for history in series:
-            n = len(history.values)
-            first = need + lead - 1 if last is None else n - last
-            for a in range(max(first, 0), n, limit):
-                pieces.append((history, a, min(a + limit, n)))
-        # One request holds pieces of one size (they share `last`), at most `limit` checked rows.
-        by_size: dict[int, list[tuple[_History, int, int]]] = {}
-        for piece in pieces:
-            by_size.setdefault(piece[2] - piece[1], []).append(piece)
-        groups = [
-            same[i : i + max(1, limit // size)]
-            for size, same in by_size.items()
-            for i in range(0, len(same), max(1, limit // size))
-        ]
+        groups = _piece_groups(
+            series, spec.min_history or spec.input_length, lead, last, spec.limits.max_series_per_request
+        )
         path = f"/v1/models/{model}/versions/{spec.version}/detect_anomalies"
 
         def run(group: list[tuple[_History, int, int]]) -> tuple[httpx.Response, Any, int | None]:
@@ -271,6 +245,57 @@ class _Evaluating(_Models):
             raise ServiceError(
                 e.status, e.message + hint, e.series, code=e.code, field=e.field, limit=e.limit
             ) from None
+
+
+def _window_frame(
+    history: _History,
+    window: dict[str, Any],
+    columns: list[str],
+    prefix: Callable[[str], str],
+    levels: Sequence[float],
+    id_col: str,
+    time_col: str,
+) -> pd.DataFrame:
+    """One backtest window's rows: the steps after its cutoff, the actual values under the channels'
+    names, the forecast under the model's and each level's bounds."""
+    t, steps = window["cutoff"], len(window["forecast"])
+    data: dict[str, Any] = {
+        id_col: history.id,
+        time_col: history.stamps[t : t + steps],
+        "cutoff": history.stamps[t - 1],
+    }
+    actual = np.array(window["actual"], np.float64)  # null -> NaN
+    forecast = np.array(window["forecast"], np.float64)
+    for c, name in enumerate(columns):
+        data[name] = actual[:, c]
+        data[prefix(name)] = forecast[:, c]
+        for v in levels:
+            data[f"{prefix(name)}-lo-{v:g}"] = np.array(window[f"lo-{v:g}"])[:, c]
+            data[f"{prefix(name)}-hi-{v:g}"] = np.array(window[f"hi-{v:g}"])[:, c]
+    return pd.DataFrame(data)
+
+
+def _piece_groups(
+    series: list[_History], need: int, lead: int, last: int | None, limit: int
+) -> list[list[tuple[_History, int, int]]]:
+    """An anomaly check's requests: each series cut into pieces (series, first row checked, end) of at
+    most `limit` checked rows, from its first checkable row (`need` values and `lead` − 1 before it)
+    or its last `last`; one request holds pieces of one size (they share `last`), at most `limit`
+    checked rows in all."""
+    pieces: list[tuple[_History, int, int]] = []
+    for history in series:
+        n = len(history.values)
+        first = need + lead - 1 if last is None else n - last
+        for a in range(max(first, 0), n, limit):
+            pieces.append((history, a, min(a + limit, n)))
+    by_size: dict[int, list[tuple[_History, int, int]]] = {}
+    for piece in pieces:
+        by_size.setdefault(piece[2] - piece[1], []).append(piece)
+    return [
+        same[i : i + max(1, limit // size)]
+        for size, same in by_size.items()
+        for i in range(0, len(same), max(1, limit // size))
+    ]
 
 
 def _check_on_too_long(value: str) -> None:
