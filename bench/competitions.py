@@ -299,7 +299,7 @@ def run_ours(comp: Competition) -> OursResult:
     chosen local half, each local set and window with the chosen read-out. `extra["ablation"]`: test
     MASE of the read-out alone, of the local half alone, and of the hybrid without REM features (its
     read-out on the last values and the missing share only, searched the same way)."""
-    from app.artifacts.local_models import LocalSpec
+    from app.artifacts.hybrid import LocalSpec
     from export.global_onnx import calibrate_global, interval_halfwidths
     from export.hybrid import local_min_values
 

@@ -32,7 +32,7 @@ from rsa_core.windows import tail_windows
 
 if TYPE_CHECKING:
     from app.artifacts.covariates import CovariateLayout
-    from app.artifacts.local_models import LocalSpec
+    from app.artifacts.hybrid import LocalSpec
     from export.global_model import GlobalModel
 
 __all__ = [

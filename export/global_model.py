@@ -18,7 +18,7 @@ import numpy as np
 
 from app.artifacts import readout
 from app.artifacts.covariates import CovariateLayout
-from app.artifacts.local_models import LocalSpec
+from app.artifacts.hybrid import LocalSpec
 from export.covariates import CovariateSeries, series_covariate_rows
 from export.hybrid import tail_windows
 from export.panel_config import PanelConfig, rem_kernels, series_values

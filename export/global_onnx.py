@@ -57,7 +57,7 @@ from export.publish import publish_version
 
 if TYPE_CHECKING:
     from app.artifacts.covariates import CovariateLayout
-    from app.artifacts.local_models import LocalSpec
+    from app.artifacts.hybrid import LocalSpec
     from export.global_model import GlobalModel
 
 __all__ = [  # the graph's and the calibration's names too (export/global_graph.py, global_calibration.py)

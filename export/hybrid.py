@@ -41,14 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from app.artifacts.local_models import (
-    FEATURES,
-    LocalSpec,
-    Tilt,
-    fit_forecast,
-    series_features,
-    softmax_weights,
-)
+from app.artifacts.hybrid import FEATURES, LocalSpec, Tilt, series_features, softmax_weights
+from app.artifacts.local_models import fit_forecast
 from app.inference.metrics import mase, seasonal_naive_scale
 from rsa_core.windows import tail_windows as _tail_windows
 

@@ -16,7 +16,7 @@ from app.artifacts.contract import (
     LOCAL_WEIGHT_INPUT,
     PHASE_INPUT,
 )
-from app.artifacts.local_models import LocalSpec
+from app.artifacts.hybrid import LocalSpec
 from app.artifacts.manifest import Manifest
 
 

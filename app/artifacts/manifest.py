@@ -32,7 +32,7 @@ from app.artifacts.contract import (
 )
 from app.artifacts.covariates import CovariateLayout
 from app.artifacts.cycle import step_microseconds
-from app.artifacts.local_models import LocalSpec
+from app.artifacts.hybrid import LocalSpec
 from rsa_core.zones import model_zone
 
 HeadKind = Literal["regular", "cyclic_cos", "cyclic_sin", "softmax"]
@@ -178,7 +178,7 @@ class PanelSpec(_Frozen):
     # Covariates (app/artifacts/covariates.py `CovariateLayout.to_json`): what the `covariates` input
     # holds and its training statistics; null or absent: the model reads the target alone.
     covariates: dict[str, Any] | None = None
-    # A hybrid's local half (app/artifacts/local_models.py `LocalSpec.to_json`); null: the read-out alone.
+    # A hybrid's local half (app/artifacts/hybrid.py `LocalSpec.to_json`); null: the read-out alone.
     local: dict[str, Any] | None = None
     # The training data's range (null: a version exported before it was recorded): a backtest's cutoffs
     # inside it are in-sample for the served weights.

@@ -32,8 +32,8 @@ from app.artifacts.contract import (
 )
 from app.artifacts.covariates import CovariateLayout
 from app.artifacts.feed import local_inputs
+from app.artifacts.hybrid import LocalSpec
 from app.artifacts.initializers import replace_initializers
-from app.artifacts.local_models import LocalSpec
 from app.artifacts.manifest import Manifest
 from app.artifacts.publish import publish_version
 from app.artifacts.readout import (

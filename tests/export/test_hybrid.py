@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.artifacts.local_models import LocalSpec
+from app.artifacts.hybrid import LocalSpec
 from export.hybrid import (
     MEMBER_SETS,
     WINDOW_TOLERANCE,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.artifacts.local_models import FEATURES, softmax_weights
+from app.artifacts.hybrid import FEATURES, softmax_weights
 from export.hybrid import TiltData, fit_tilt, local_search, origins
 
 H = 4

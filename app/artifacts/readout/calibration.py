@@ -13,7 +13,7 @@ import numpy as np
 
 from app.artifacts.conformal import conformal_quantile, level_fits
 from app.artifacts.contract import window_scale
-from app.artifacts.local_models import LocalSpec
+from app.artifacts.hybrid import LocalSpec
 from app.artifacts.readout.fit import fit_weights
 from app.artifacts.readout.spec import ReadoutSpec
 from app.artifacts.readout.windows import (

@@ -289,7 +289,7 @@ class ForecastResult:
     # answers to complete windows are as they always were); empty: none.
     filled: list[int] = field(default_factory=list)
     # Per series of a hybrid, why it got the global read-out alone (`local_models` in the answer, written
-    # only for those series; app/artifacts/local_models.py `LocalSpec.skipped`); empty: none.
+    # only for those series; app/artifacts/hybrid.py `LocalSpec.skipped`); empty: none.
     local_models: list[str | None] = field(default_factory=list)
 
 

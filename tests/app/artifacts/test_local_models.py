@@ -9,7 +9,8 @@ import warnings
 import numpy as np
 import pytest
 
-from app.artifacts.local_models import MEMBERS, LocalSpec, fit_forecast, seasonal_indices
+from app.artifacts.hybrid import LocalSpec
+from app.artifacts.local_models import MEMBERS, fit_forecast, seasonal_indices
 
 H = 6
 

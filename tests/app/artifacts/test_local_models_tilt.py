@@ -1,4 +1,4 @@
-"""The hybrid's weights tilted by series features (app/artifacts/local_models.py `Tilt`,
+"""The hybrid's weights tilted by series features (app/artifacts/hybrid.py `Tilt`,
 `series_features`, `LocalSpec.series_weights`): what each feature measures, the per-series weights the
 feed hands the graph, and the `panel.local` block's round trip with a tilt (schema 2) and without one
 (schema 1, as before)."""
@@ -10,14 +10,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from app.artifacts.local_models import (
-    FEATURES,
-    LocalSpec,
-    Tilt,
-    fit_forecast,
-    series_features,
-    softmax_weights,
-)
+from app.artifacts.hybrid import FEATURES, LocalSpec, Tilt, series_features, softmax_weights
+from app.artifacts.local_models import fit_forecast
 
 H = 6
 MEMBERS = ("theta", "damped")

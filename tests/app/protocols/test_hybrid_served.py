@@ -14,7 +14,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from app.artifacts.local_models import LocalSpec
+from app.artifacts.hybrid import LocalSpec
 from app.artifacts.readout import forecast as readout_forecast
 from batch.score import Forecaster, Job
 from export.hybrid import MEMBER_SETS
