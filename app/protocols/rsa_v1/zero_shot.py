@@ -130,7 +130,7 @@ def _from_timestamps(i: int, series: Any, stamps: list[datetime]) -> Frequency |
             f"{field} has {len(stamps)} timestamps for {n} values: one per value (null for a missing one)",
             field=field,
         )
-    if series.start is not None and series.start != stamps[0]:
+    if series.start is not None and stamps and series.start != stamps[0]:  # no values: refused later
         raise InvalidInput(
             f"series[{i}].start {series.start.isoformat()} is not its first timestamp "
             f"{stamps[0].isoformat()}: send the one, or the same time in both",

@@ -99,6 +99,9 @@ def test_a_frequency_without_a_model_is_422_naming_those_with_one(client: TestCl
         ),
         ({"series": []}, "series"),
         ({"series": [{"start": "2021-01-01", "values": [1.0, 2.0]}]}, "series[0].values"),  # too short
+        # no values, no timestamps, with a start (a schemathesis case that answered 500: an IndexError)
+        ({"series": [{"start": "2000-01-01T00:00:00Z", "values": [], "timestamps": []}]}, "series[0].values"),
+        ({"series": [{"start": "2000-01-01T00:00:00Z", "values": {}, "timestamps": []}]}, "series[0].values"),
         (monthly_body(horizon=100), "horizon"),
         (monthly_body(level=[42]), "level"),
         (monthly_body(model="stores"), "model"),  # an unknown field
