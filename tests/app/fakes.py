@@ -282,6 +282,19 @@ def manifest_for(spec: ToySpec, folder: Path) -> dict[str, Any]:
     return manifest
 
 
+def intervals_block(levels: list[float], widths: Any) -> dict[str, Any]:
+    """A version's `intervals` manifest block: split-conformal widths [levels, H, C] in the series' own
+    units (no scale), calibrated on 100 validation windows."""
+    return {
+        "method": "split_conformal",
+        "residuals": "absolute",
+        "scale": "none",
+        "levels": levels,
+        "widths": np.asarray(widths, dtype=np.float64).tolist(),
+        "calibration": {"split": "val", "windows": 100},
+    }
+
+
 def write_version(repository: Path, spec: ToySpec) -> Path:
     """<repository>/<name>/<version>/{model.onnx, inspect.onnx, manifest.json}; returns the folder."""
     folder = repository / spec.name / str(spec.version)

@@ -47,7 +47,7 @@ from schemathesis.specs.openapi.checks import (
 
 from app.main import create_app
 from tests.app.conftest import make_settings, running_client
-from tests.app.fakes import write_cycle_repository, write_repository
+from tests.app.fakes import intervals_block, write_cycle_repository, write_repository
 
 if TYPE_CHECKING:  # conftest imports it with Starlette's httpx deprecation warning silenced
     import httpx
@@ -382,14 +382,7 @@ def zoned(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
 
     repository = write_repository(tmp_path_factory.mktemp("zoned_repository"), versions=(1,))
     widths = np.sort(np.random.default_rng(5).uniform(0.1, 2.0, (len(EDGE_LEVELS), H, len(CHANNELS))), axis=0)
-    intervals = {
-        "method": "split_conformal",
-        "residuals": "absolute",
-        "scale": "none",
-        "levels": EDGE_LEVELS,
-        "widths": widths.tolist(),
-        "calibration": {"split": "val", "windows": 100},
-    }
+    intervals = intervals_block(EDGE_LEVELS, widths)
     write_version(
         repository,
         ToySpec(name="tokyo", manifest_overrides={"timezone": "Asia/Tokyo", "intervals": intervals}),

@@ -20,7 +20,7 @@ from fastapi.testclient import TestClient
 from rsa_client import Client, ServiceError
 
 from tests.app.conftest import engine_of, make_settings, running_client
-from tests.app.fakes import ToySpec, write_version
+from tests.app.fakes import ToySpec, intervals_block, write_version
 
 LEVELS = [50.0, 80.0]
 DEADLINE_S = 100.0
@@ -31,14 +31,7 @@ CHANNELS = ["HUFL", "MUFL", "OT"]
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     repo = tmp_path_factory.mktemp("too_long")
-    block = {
-        "method": "split_conformal",
-        "residuals": "absolute",
-        "scale": "none",
-        "levels": LEVELS,
-        "widths": np.full((len(LEVELS), 4, 3), 1.0).tolist(),
-        "calibration": {"split": "val", "windows": 100},
-    }
+    block = intervals_block(LEVELS, np.full((len(LEVELS), 4, 3), 1.0))
     write_version(repo, ToySpec(version=1, manifest_overrides={"intervals": block}))
     with running_client(make_settings(repo, request_timeout_s=DEADLINE_S)) as c:
         yield c

@@ -23,7 +23,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.app.conftest import make_settings, running_client
-from tests.app.fakes import ToySpec, write_version
+from tests.app.fakes import ToySpec, intervals_block, write_version
 from tests.utils.panel import NAME, publish, store
 
 L, H, C = 8, 4, 3
@@ -34,14 +34,7 @@ LIMIT = "0001-01-01..9999-12-31"
 
 def _intervals() -> dict[str, Any]:
     widths = np.sort(np.random.default_rng(3).uniform(0.1, 2.0, (len(LEVELS), H, C)), axis=0)
-    return {
-        "method": "split_conformal",
-        "residuals": "absolute",
-        "scale": "none",
-        "levels": LEVELS,
-        "widths": widths.tolist(),
-        "calibration": {"split": "val", "windows": 100},
-    }
+    return intervals_block(LEVELS, widths)
 
 
 @pytest.fixture(scope="module")

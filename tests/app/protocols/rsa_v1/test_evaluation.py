@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.app.conftest import make_settings, ort_forecast, running_client
-from tests.app.fakes import ToySpec, write_version
+from tests.app.fakes import ToySpec, intervals_block, write_version
 from tests.app.protocols.conftest import shipped_latest
 
 LEVELS = [50.0, 80.0, 90.0, 95.0, 99.0]
@@ -31,14 +31,7 @@ def widths() -> np.ndarray:
 @pytest.fixture(scope="module")
 def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repo = tmp_path_factory.mktemp("evaluation_repo")
-    block = {
-        "method": "split_conformal",
-        "residuals": "absolute",
-        "scale": "none",
-        "levels": LEVELS,
-        "widths": widths().astype(np.float64).tolist(),
-        "calibration": {"split": "val", "windows": 100},
-    }
+    block = intervals_block(LEVELS, widths().astype(np.float64))
     write_version(repo, ToySpec(version=1))  # exported before intervals
     write_version(repo, ToySpec(version=2, manifest_overrides={"intervals": block}))
     latest = shipped_latest()

@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 
 from app.core.errors import Overloaded
 from tests.app.conftest import engine_of, make_settings, running_client, runtime_of
-from tests.app.fakes import ToySpec, write_version
+from tests.app.fakes import ToySpec, intervals_block, write_version
 
 TOY = "/v1/models/toy"
 LEVELS = [50.0, 80.0]
@@ -24,14 +24,7 @@ LEVELS = [50.0, 80.0]
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     repo = tmp_path_factory.mktemp("evaluation_admission")
-    block = {
-        "method": "split_conformal",
-        "residuals": "absolute",
-        "scale": "none",
-        "levels": LEVELS,
-        "widths": np.full((len(LEVELS), 4, 3), 1.0).tolist(),
-        "calibration": {"split": "val", "windows": 100},
-    }
+    block = intervals_block(LEVELS, np.full((len(LEVELS), 4, 3), 1.0))
     write_version(repo, ToySpec(version=1, manifest_overrides={"intervals": block}))
     with running_client(make_settings(repo, max_evaluations_in_flight=1, retry_after_s=2)) as c:
         yield c

@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 
 from app.protocols.rsa_v1 import evaluation
 from tests.app.conftest import engine_of, make_settings, running_client
-from tests.app.fakes import ToySpec, write_version
+from tests.app.fakes import ToySpec, intervals_block, write_version
 from tests.utils.panel import HORIZON, NAME, publish, store
 
 TOY = "/v1/models/toy"
@@ -28,14 +28,7 @@ ROW_S = 25.0  # injected: two windows (50 s) fit in 60 s, three (75 s) do not, w
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     folder = tmp_path_factory.mktemp("evaluation_cost")
     repo, _ = publish(folder)  # the stores' read-out: refittable
-    block = {
-        "method": "split_conformal",
-        "residuals": "absolute",
-        "scale": "none",
-        "levels": LEVELS,
-        "widths": np.full((len(LEVELS), 4, 3), 1.0).tolist(),
-        "calibration": {"split": "val", "windows": 100},
-    }
+    block = intervals_block(LEVELS, np.full((len(LEVELS), 4, 3), 1.0))
     write_version(repo, ToySpec(version=1, manifest_overrides={"intervals": block}))
     with running_client(make_settings(repo, request_timeout_s=DEADLINE_S)) as c:
         yield c

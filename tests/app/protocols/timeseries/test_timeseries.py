@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.app.conftest import make_settings, running_client
-from tests.app.fakes import ToySpec, write_version
+from tests.app.fakes import ToySpec, intervals_block, write_version
 
 L, H = 8, 4
 URL = "/v1/timeseries/forecast"
@@ -25,14 +25,7 @@ QUANTILES = [0.005, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.975, 0.995] 
 def intervals(channels: int, seed: int) -> dict[str, Any]:
     """A manifest `intervals` block: widths per level, step and channel, growing with the level."""
     widths = np.sort(np.random.default_rng(seed).uniform(0.1, 3, (len(LEVELS), H, channels)), axis=0)
-    return {
-        "method": "split_conformal",
-        "residuals": "absolute",
-        "scale": "none",
-        "levels": LEVELS,
-        "widths": widths.astype(np.float32).astype(np.float64).tolist(),
-        "calibration": {"split": "val", "windows": 100},
-    }
+    return intervals_block(LEVELS, widths.astype(np.float32).astype(np.float64))
 
 
 @pytest.fixture(scope="module")
