@@ -1,7 +1,7 @@
 """The global REM read-out's computation, torch-free: its features, its ridge fit and its interval widths.
 
-The one home of this code. The exporter (export/panel.py: `fit_global`, `GlobalModel.forecast`;
-export/global_onnx.py: `calibrate_global`) and the service's fit on request (`/v1/.../fit_forecast`,
+The one home of this code. The exporter (export/global_models/model.py: `fit_global`, `GlobalModel.forecast`;
+export/global_models/onnx.py: `calibrate_global`) and the service's fit on request (`/v1/.../fit_forecast`,
 app/inference/refit.py) both call it, so a read-out refitted by the service is the one the
 exporter would have fitted on the same series with the same settings.
 
@@ -9,7 +9,7 @@ Each window of L steps is divided by its own scale (the mean |value| of its last
 the last rows of a fixed REM bank applied to the normalised window (`rem_kernels`), its last `n_lags`
 values and the share of the window that is missing; a ridge regression (`NormalEquations`, float64)
 maps them to the H normalised future values. A version folder carries what a refit needs in its
-manifest's `readout` block (`ReadoutSpec`, written by export/global_onnx.py; docs/artifacts.md).
+manifest's `readout` block (`ReadoutSpec`, written by export/global_models/onnx.py; docs/artifacts.md).
 
 The package by role: `spec` (the manifest's block), `windows` (windows, scales, features, the
 forecast), `fit` (the ridge fit) and `calibration` (the interval widths). Every name is importable
@@ -33,11 +33,13 @@ __all__ = [
     "accumulate",
     "calibrate",
     "covariate_features",
+    "drift_check",
     "drift_factor",
     "features",
     "fit_weights",
     "forecast",
     "last_windows",
+    "level_factors",
     "naive_error",
     "pooled_intervals",
     "rem_kernels",
@@ -53,7 +55,9 @@ from app.artifacts.readout.calibration import (
     SCALE_FLOOR,
     Calibration,
     calibrate,
+    drift_check,
     drift_factor,
+    level_factors,
     pooled_intervals,
     service_spread,
 )
