@@ -34,9 +34,9 @@ def test_missing_peer_packages_are_named_with_the_command_that_installs_them(tmp
 
 
 def test_the_litserve_command_is_relative_to_the_repository() -> None:
-    from bench import serving
+    from bench import serving_servers
 
-    assert serving.LITSERVE.install_command == (
+    assert serving_servers.LITSERVE.install_command == (
         ".venv/bin/python -m pip install --no-deps --target .venv/litserve "
         "-r bench/peers/requirements-litserve.txt"
     )

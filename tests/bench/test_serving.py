@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from app.protocols.oip_v2.codec import InferResult, encode_response, parse_infer
-from bench import serving
+from bench import serving, serving_servers
 from bench.harness.checks import OipBinaryChecker
 from bench.harness.load import Failure
 from bench.harness.workloads import Workload, oip_binary_workload, prepare_forecast_workload, windows_of
@@ -25,7 +25,7 @@ def test_smoke_run_measures_every_server(tmp_path: Path, capsys: pytest.CaptureF
     data = json.loads(report.read_text())
     assert code == 0 and data["passed"], out
     servers = {s["server"]: s for s in data["servers"]}
-    assert set(servers) == {s.key for s in serving.SERVERS}, out
+    assert set(servers) == {s.key for s in serving_servers.SERVERS}, out
     skipped = {key for key, run in servers.items() if run["skipped"] is not None}
     assert skipped <= {"litserve"}, skipped  # LitServe alone lives apart from .venv
     if "litserve" in skipped:  # not installed here: said, with the command that installs it, not run
@@ -114,7 +114,7 @@ def _v2_answer(v2: Workload, b: int, binary: bool = True) -> bytes:
 
 
 def _fresh(v2: Workload) -> OipBinaryChecker:
-    check = serving.fresh_checker(next(s for s in serving.SERVERS if s.key == "service"), v2)
+    check = serving_servers.fresh_checker(next(s for s in serving_servers.SERVERS if s.key == "service"), v2)
     assert isinstance(check, OipBinaryChecker)
     return check
 
