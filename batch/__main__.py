@@ -75,7 +75,9 @@ def _parser() -> argparse.ArgumentParser:
     score.add_argument("--batch-rows", type=int, default=64, help="windows per session call")
     score.add_argument("--num-cpus", type=int, default=None, help="the local Ray's CPUs")
     score.add_argument("--object-store-mb", type=int, default=None, help="the local Ray's object store")
-    fit = commands.add_parser("fit", help="fit the global REM read-out (export/panel.py) on Ray Data")
+    fit = commands.add_parser(
+        "fit", help="fit the global REM read-out (export/global_models/model.py) on Ray Data"
+    )
     fit.add_argument("--input", required=True, help="long parts (id, time, y), each holding whole series")
     fit.add_argument("--horizon", type=int, required=True)
     fit.add_argument("--period", type=int, required=True, help="the seasonal cycle in steps (12: monthly)")
@@ -94,7 +96,7 @@ def _fit(args: argparse.Namespace) -> None:
     import ray
 
     from batch.fit import fit_dataset, table_dataset
-    from export.panel_config import PanelConfig
+    from export.global_models.config import PanelConfig
 
     cfg = PanelConfig(
         horizon=args.horizon, period=args.period, input_periods=args.input_periods, irls=args.irls

@@ -1,6 +1,6 @@
-"""The global REM read-out (export/panel.py) fitted on Ray Data: each block of series adds its windows to
-its own normal equations (`export.global_model.accumulate`, the single-process fit's own code), the blocks'
-Gram matrices, cross products and sums are added on the driver, and the sum is solved once
+"""The global REM read-out (export/global_models/model.py) fitted on Ray Data: each block of series adds its
+windows to its own normal equations (`export.global_models.model.accumulate`, the single-process fit's own
+code), the blocks' Gram matrices, cross products and sums are added on the driver, and the sum is solved once
 (`app.artifacts.readout.NormalEquations.solve`). Only the (F+1)² + (F+1)·H numbers of each block
 travel, so the table is never in one place; the answer equals the single-process fit's up to the
 order of the sums (tests/batch/test_fit.py: within 1e-6 relative on M3 monthly). IRLS passes
@@ -17,8 +17,8 @@ import numpy as np
 
 from app.artifacts.readout import NormalEquations, solve_passes
 from batch import io
-from export.global_model import GlobalModel, accumulate
-from export.panel_config import PanelConfig, rem_kernels
+from export.global_models.config import PanelConfig, rem_kernels
+from export.global_models.model import GlobalModel, accumulate
 
 
 def block_equations(

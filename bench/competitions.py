@@ -51,9 +51,12 @@ from typing import Any
 
 import numpy as np
 
+from app.inference.metrics import mape, mase, smape
 from bench.published import FEV_TASKS, PUBLISHED
 from bench.published import SOURCE as PUBLISHED_SOURCE
-from export.panel import PanelConfig, fit_global, mape, mase, smape, train_global
+from export.global_models.config import PanelConfig
+from export.global_models.model import fit_global
+from export.global_models.search import train_global
 from export.reports import (
     CompetitionCandidate,
     CompetitionData,
@@ -300,8 +303,8 @@ def run_ours(comp: Competition) -> OursResult:
     MASE of the read-out alone, of the local half alone, and of the hybrid without REM features (its
     read-out on the last values and the missing share only, searched the same way)."""
     from app.artifacts.hybrid import LocalSpec
-    from export.global_onnx import calibrate_global, interval_halfwidths
-    from export.hybrid import local_min_values
+    from export.global_models.hybrid import local_min_values
+    from export.global_models.onnx import calibrate_global, interval_halfwidths
 
     cfg = PanelConfig(horizon=comp.horizon, period=comp.period)
     start = time.perf_counter()

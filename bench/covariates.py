@@ -46,7 +46,9 @@ import typer
 
 from app.artifacts.covariates import calendar_columns, calendar_values
 from export.covariates import CovariatePlan, CovariateSeries, series_covariate_rows
-from export.panel import GlobalModel, PanelConfig, train_global
+from export.global_models.config import PanelConfig
+from export.global_models.model import GlobalModel
+from export.global_models.search import train_global
 
 ROOT = Path(__file__).resolve().parents[1]
 EFFECT = 0.3  # the synthetic promotion's effect: +30% sales
@@ -429,7 +431,7 @@ def run_serving(rounds: int = 5, requests: int = 200) -> dict[str, Any]:
     first; the ratio is the median of the rounds'."""
     import tempfile
 
-    from export.global_onnx import export_global
+    from export.global_models.onnx import export_global
     from tests.app.conftest import make_settings, running_client
 
     pair = serving_pair()

@@ -2,16 +2,16 @@
 panel: 40 shops x 365 days whose promotions raise sales by a known 30%.
 
 Same split, same run for every model: each shop's last H = 14 days are the test, everything before
-trains (the transformer's validation holds out the last 14 training days, export/panel_transformer.py).
-Models at L = 28 (4 weeks, the read-out bench's setting):
+trains (the transformer's validation holds out the last 14 training days,
+export/global_models/transformer.py). Models at L = 28 (4 weeks, the read-out bench's setting):
 
 - the RSA-Transformer without covariates, with `promo` (a future-known covariate: 14 horizon tokens), and
   with `promo` + the day-of-week calendar; each trained under one budget and seed (`--epochs`,
   `--windows-per-epoch`, `--d-model`), stopped on validation MASE, refitted on the whole training part;
   and its least-squares start with `promo` untrained (epochs 0: the linear model over [window, promo]
   the attention starts from);
-- the REM read-out (export/panel.py) with the same covariates, effect "relative" as the transformer
-  reads them, and the read-out's own default ("auto": relative or both, picked on validation).
+- the REM read-out (export/global_models/model.py) with the same covariates, effect "relative" as the
+  transformer reads them, and the read-out's own default ("auto": relative or both, picked on validation).
 
 Scored on the test: MSE in units of each shop's test mean squared (bench/covariates.py's), MASE, and the
 promo effect each covariate model recovers: the mean ratio of its test forecasts with the promotion on
@@ -35,10 +35,12 @@ import numpy as np
 import torch
 import typer
 
+from app.inference.metrics import mase
 from bench.covariates import EFFECT, promo_panel
 from export.covariates import CovariatePlan, CovariateSeries, covariate_lines, series_covariate_rows
-from export.panel import PanelConfig, mase, train_global
-from export.panel_transformer import Budget, train_panel_transformer
+from export.global_models.config import PanelConfig
+from export.global_models.search import train_global
+from export.global_models.transformer import Budget, train_panel_transformer
 
 H, PERIOD, INPUT_PERIODS = 14, 7, 4
 

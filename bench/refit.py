@@ -1,8 +1,8 @@
 """A global read-out fitted on request (issue 38, item 3): its speed, and whether a series' own refit
 helps it.
 
-(a) Speed. A global model is trained on M3 monthly (export/panel.py, input length searched) and exported
-into a temporary repository; a 2,000-point monthly series is refitted and forecast with 80% and 95%
+(a) Speed. A global model is trained on M3 monthly (export/global_models/search.py, input length searched) and
+exported into a temporary repository; a 2,000-point monthly series is refitted and forecast with 80% and 95%
 intervals `--calls` times, through the service's own function (`app.inference.refit.run_fit`, in
 this process) and through the HTTP route of a real service process on loopback (`python -m app`). The p50
 of each is printed beside the target (50 ms) and beside a plain /v1 forecast of the same series by the
@@ -39,11 +39,13 @@ import numpy as np
 
 from app.artifacts.manifest import load_manifest
 from app.artifacts.readout import ReadoutSpec, fit_weights, forecast
+from app.inference.metrics import mase
 from app.inference.refit import fit_readout, run_fit
 from bench.competitions import Competition, load_competition
 from bench.harness.servers import local_server
-from export.global_onnx import calibrate_global, export_global
-from export.panel import PanelConfig, mase, train_global
+from export.global_models.config import PanelConfig
+from export.global_models.onnx import calibrate_global, export_global
+from export.global_models.search import train_global
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "refit"

@@ -119,7 +119,7 @@ class Report:
 
 def execute(args: argparse.Namespace) -> Report:
     from bench.covariates import serving_pair  # trains with export/: only this mode needs it
-    from export.global_onnx import export_global
+    from export.global_models.onnx import export_global
 
     t0 = time.perf_counter()
     load_before = os.getloadavg()

@@ -61,7 +61,7 @@ def run_model(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Train `spec`'s model on the histories of `trained_on` and score it on `evaluated`'s hold-outs:
     (the score row, what the model chose)."""
-    from export.global_onnx import calibrate_global, interval_halfwidths
+    from export.global_models.onnx import calibrate_global, interval_halfwidths
     from export.pretrained import train_pretrained
 
     series = [x for d in trained_on for x in train[d].train]

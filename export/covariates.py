@@ -397,12 +397,12 @@ def load_future_values(path: Path, options: ReadOptions, future: Sequence[str]) 
 
 
 # The covariate report's origins (issue 45, item 6). A panel of many series holds out each series' last
-# H, H + H//2, ... values (export/hybrid.py `origins`' spacing, REPORT_ORIGINS of them in export/panel.py):
-# their windows share calendar time, but each origin scores every series. On a few series those origins
-# cover a few days: on one half-hourly series (elecdemand, H = 48) four origins held out the last 2½ days of
-# October, and three of four covariates were judged against what the test showed. A panel of fewer than
-# REPORT_SPREAD_BELOW series gets REPORT_SPREAD_ORIGINS origins `report_spacing` apart instead, over the
-# latter half of its longest series.
+# H, H + H//2, ... values (export/global_models/hybrid.py `origins`' spacing, REPORT_ORIGINS of them in
+# export/global_models/search.py): their windows share calendar time, but each origin scores every series. On
+# a few series those origins cover a few days: on one half-hourly series (elecdemand, H = 48) four origins
+# held out the last 2½ days of October, and three of four covariates were judged against what the test showed.
+# A panel of fewer than REPORT_SPREAD_BELOW series gets REPORT_SPREAD_ORIGINS origins `report_spacing` apart
+# instead, over the latter half of its longest series.
 REPORT_SPREAD_BELOW = 10  # series; a chosen bound, not a measured one
 REPORT_SPREAD_ORIGINS = 8
 
@@ -444,11 +444,12 @@ def report_cuts(
     n_origins: int,
 ) -> list[int]:
     """How many values are cut from each series' end before each of the covariate report's origins (the
-    origin then holds out the H values before the cut, export/hybrid.py `origins` with one origin): many
-    series: 0, H//2, 2·(H//2), ... (`n_origins` of them, the spacing of export/hybrid.py `origins`); fewer
-    than REPORT_SPREAD_BELOW series: REPORT_SPREAD_ORIGINS origins `report_spacing` apart (of the longest
-    series' timestamps). As in `origins`, an origin is kept where some series still holds `history`
-    values before it and, after the first, some series a training window (`train_min` + H values)."""
+    origin then holds out the H values before the cut, export/global_models/hybrid.py `origins` with one
+    origin): many series: 0, H//2, 2·(H//2), ... (`n_origins` of them, the spacing of
+    export/global_models/hybrid.py `origins`); fewer than REPORT_SPREAD_BELOW series: REPORT_SPREAD_ORIGINS
+    origins `report_spacing` apart (of the longest series' timestamps). As in `origins`, an origin is kept
+    where some series still holds `history` values before it and, after the first, some series a training
+    window (`train_min` + H values)."""
     lengths = [len(s) for s in series]
     if len(series) >= REPORT_SPREAD_BELOW or not series:
         spacing, n = max(horizon // 2, 1), n_origins

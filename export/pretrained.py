@@ -36,7 +36,9 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
-from export.panel import GlobalModel, PanelConfig, train_global
+from export.global_models.config import PanelConfig
+from export.global_models.model import GlobalModel
+from export.global_models.search import train_global
 from export.paths import REPO_ROOT
 
 PREFIX = "pretrained-"
@@ -165,7 +167,7 @@ def train_pretrained(
     """The global model of `spec` trained on `series` as `export.panel train` trains it (the hybrid by
     default, every setting searched on validation), and its intervals calibrated on the same series
     (export/global_onnx.py `calibrate_global`): (model, intervals or None, what was calibrated)."""
-    from export.global_onnx import calibrate_global
+    from export.global_models.onnx import calibrate_global
 
     model = train_global(
         list(series),
@@ -189,7 +191,7 @@ def dataset_record(spec: PretrainedSpec, counts: Sequence[int]) -> dict[str, Any
 
 def build(spec: PretrainedSpec, repository: Path, echo: Callable[[str], None] = print) -> Path:
     """Train `spec`'s model on its sources and publish the next version of `spec.name` in `repository`."""
-    from export.global_onnx import export_global
+    from export.global_models.onnx import export_global
 
     parts = [src.load() for src in spec.sources]
     series = [s for part in parts for s in part]

@@ -21,7 +21,7 @@ class GroupCoverage:
 
 @dataclasses.dataclass(frozen=True)
 class IntervalCalibration:
-    """A global model's interval calibration (export/global_onnx.py `calibrate_global`; the manifest's
+    """A global model's interval calibration (export/global_models/onnx.py `calibrate_global`; the manifest's
     `intervals.calibration`): the levels calibrated, those dropped and why, and the coverage per
     history-length group, out of fold (each half of the series scored against widths from the other; one
     series: each half of its windows)."""

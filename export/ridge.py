@@ -1,7 +1,7 @@
 """Weighted ridge regression by normal equations, accumulated batch by batch and solved in float64: the
 one fit behind every closed-form read-out here (export/linear_fit.py: the model's own maps;
-export/readout.py: refitted read-outs; export/panel.py: the global model over many series, through the numpy
-implementation it wraps).
+export/readout.py: refitted read-outs; export/global_models/model.py: the global model over many series,
+through the numpy implementation it wraps).
 
 `normalised_problem` states the problem a model's maps solve: targets, row weights and inputs in the
 normalised coordinates the maps act in, so that the fit minimises the model's own loss (the MSE on the

@@ -3,8 +3,8 @@
 sizes), how it reads its file (`read_options`), what a checkpoint keeps of the data (`data_meta`), and
 the optimiser's settings every gradient training shares (`param_groups`, `warmup_cosine`).
 
-`python -m export.train` (export/train.py) trains with them; export/panel_transformer.py, export/sweep.py
-and the benchmarks read them without importing the training loop.
+`python -m export.train` (export/train.py) trains with them; export/global_models/transformer.py,
+export/sweep.py and the benchmarks read them without importing the training loop.
 """
 
 from __future__ import annotations

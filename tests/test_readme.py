@@ -149,7 +149,7 @@ def test_the_panel_walkthrough_serves_an_unseen_series_as_printed(tmp_path: Path
     import subprocess
     import sys
 
-    from export.panel import GlobalModel
+    from export.global_models.model import GlobalModel
 
     page = (ROOT / "docs" / "panels.md").read_text()
     block = next(b for b in blocks("bash", page) if "export.panel export" in b)

@@ -15,7 +15,7 @@ from rsa_client import Client
 from typer.testing import CliRunner
 
 from batch.score import Forecaster, Job
-from export.panel import cli
+from export.global_models.cli import cli
 from tests.app.conftest import make_settings, running_client
 from tests.app.live import live_service
 from tests.utils.zoned import ZONE, publish_global

@@ -1,5 +1,5 @@
 """The split-conformal quantile: the one definition the exporter calibrates with (export/conformal.py,
-export/global_onnx.py) and the service refits with (app/artifacts/readout.py). numpy only."""
+export/global_models/onnx.py) and the service refits with (app/artifacts/readout.py). numpy only."""
 
 from __future__ import annotations
 

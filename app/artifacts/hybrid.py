@@ -3,8 +3,8 @@
 graph read it.
 
 The members' weights are the manifest's, or, with a `Tilt`, each series' own: the base weights moved by
-five features of its window (`series_features`; fitted on validation by export/hybrid.py `fit_tilt`),
-computed here in numpy at request time like the members, so every path serves the same weights.
+five features of its window (`series_features`; fitted on validation by export/global_models/hybrid.py
+`fit_tilt`), computed here in numpy at request time like the members, so every path serves the same weights.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class Tilt:
     """Per-series weights from the series' features (the manifest's `panel.local.tilt`): a series'
     weights are the softmax of log(the base weights: the read-out's 1 − Σ w, then the members') plus
     `coef` [1 + members][FEATURES] times its features standardised by `center` and `scale` (all 0: the
-    base weights). Fitted on the validation origins (export/hybrid.py `fit_tilt`)."""
+    base weights). Fitted on the validation origins (export/global_models/hybrid.py `fit_tilt`)."""
 
     center: tuple[float, ...]
     scale: tuple[float, ...]

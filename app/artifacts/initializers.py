@@ -1,7 +1,7 @@
 """An ONNX graph with some of its constant tensors replaced, without the `onnx` package (the service does
 not install it): the refitted global read-out's graph is its source version's graph with new `readout`
-and `bias` constants (export/global_onnx.py builds both; the rest of the graph depends only on the bank,
-the input length and the horizon, which a refit keeps).
+and `bias` constants (export/global_models/onnx.py builds both; the rest of the graph depends only on the
+bank, the input length and the horizon, which a refit keeps).
 
 Only the protobuf wire format is read: ModelProto field 7 is the graph, GraphProto field 5 its
 initializers, TensorProto field 8 a name and field 9 its raw bytes. A replacement must have the

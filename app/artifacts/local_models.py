@@ -1,6 +1,6 @@
 """Local statistical models fitted per series at request time: numpy only, vectorized over the series.
 
-The hybrid global model (export/hybrid.py; docs/artifacts.md, "Global models") averages the REM
+The hybrid global model (export/global_models/hybrid.py; docs/artifacts.md, "Global models") averages the REM
 read-out with these, fitted on the window the service feeds the graph (raw values [S, W], the steps
 before a short series' start NaN). Every member is one of the classical baselines the M competitions
 are judged against, fitted the way they are there:

@@ -152,8 +152,8 @@ class IntervalsSpec(_Frozen):
 
 
 class TrainingSpec(_Frozen):
-    """What a global model was trained on (export/panel.py `training_record`): the series, the last
-    timestamp of all, and each series' last by id (absent past 10,000 series)."""
+    """What a global model was trained on (export/global_models/search.py `training_record`): the series, the
+    last timestamp of all, and each series' last by id (absent past 10,000 series)."""
 
     series: PositiveInt
     end: datetime

@@ -1,5 +1,5 @@
 """Publishing a version folder into a model repository: the one path the exporter (export/onnx.py,
-export/global_onnx.py), the interval calibration (export/conformal.py) and the service's fit on request
+export/global_models/onnx.py), the interval calibration (export/conformal.py) and the service's fit on request
 (`publish` of /v1/.../fit_forecast) write through. Here, torch-free, so that the service can use it;
 export/publish.py re-exports it.
 

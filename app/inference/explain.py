@@ -1,7 +1,7 @@
 """What a global model's forecast is made of (issue 48): the `/v1 .../attention` answer of a global
 read-out, a hybrid and the global RSA-Transformer, computed in numpy from the served version's artifacts.
 
-A global read-out is linear in what it reads (export/global_onnx.py `global_graph`): a window of L raw
+A global read-out is linear in what it reads (export/global_models/onnx.py `global_graph`): a window of L raw
 values x is divided by its scale s, u = x / s (the missing start read as 0); its features are u·R (R the
 graph's `rem_features` [L, K + n_lags]: the K REM kernels' last rows and the last n_lags steps), the
 missing share and, for a covariate model, the standardised covariates z through `cov_readout`; the

@@ -1,6 +1,6 @@
 """Forecast accuracy metrics, numpy only: the one home of MAE, MSE, MASE, sMAPE, MAPE and interval
 coverage, for the service's backtests (`/v1` cross_validation) and for the offline evaluations
-(`export/panel.py`, `export/evaluate.py`, `bench/`), so that a backtest's numbers and an offline
+(`export/global_models/`, `export/evaluate.py`, `bench/`), so that a backtest's numbers and an offline
 evaluation's are the same functions on the same windows.
 
 Missing actual values (NaN) are left out of every mean (a backtest's history may hold nulls); with none

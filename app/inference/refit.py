@@ -77,7 +77,7 @@ T = TypeVar("T")
 # The share of each history held out to calibrate the interval widths (at least the horizon): a
 # 2,000-point monthly series gives 400 - 18 + 1 = 383 windows, an M3 monthly series of 126 values 8.
 CALIBRATION_SHARE = 0.2
-# ONNX Runtime's float32 graph against the numpy refit: export/global_onnx.py's TOLERANCE.
+# ONNX Runtime's float32 graph against the numpy refit: export/global_models/onnx.py's TOLERANCE.
 GRAPH_TOLERANCE = 1e-4
 PROVIDER = "numpy (refit)"
 

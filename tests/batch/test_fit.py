@@ -11,7 +11,8 @@ import ray
 from batch.fit import block_equations, fit_dataset, series_dataset, table_dataset
 from batch.score import init_local_ray
 from bench.competitions import load_competition
-from export.panel import PanelConfig, fit_global
+from export.global_models.config import PanelConfig
+from export.global_models.model import fit_global
 
 
 @pytest.fixture(scope="module")

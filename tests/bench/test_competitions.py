@@ -10,6 +10,7 @@ import json
 import numpy as np
 import pytest
 
+from app.inference.metrics import mase, smape
 from bench.competitions import (
     ENSEMBLE,
     ENSEMBLE_MEMBERS,
@@ -30,7 +31,6 @@ from bench.competitions import (
     unseen_check,
     wql,
 )
-from export.panel import mase, smape
 from export.reports import CompetitionPublished
 
 

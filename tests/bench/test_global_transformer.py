@@ -12,7 +12,7 @@ import pytest
 
 from bench.competitions import load_competition
 from bench.global_transformer import MODELS, format_table, main, markdown, run_slice, spread
-from export.panel_transformer import Budget
+from export.global_models.transformer import Budget
 
 TINY = Budget(epochs=2, windows_per_epoch=128, batch_size=64, patience=1)
 

@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 from export import covariates
-from export import global_search as panel  # the search and its validation (export.panel is the CLI)
 from export.covariates import CovariatePlan, CovariateSeries, ablation_rows, covariate_lines
-from export.panel_config import PanelConfig
+from export.global_models import search as panel  # the search and its validation (the CLI is cli.py)
+from export.global_models.config import PanelConfig
 from tests.export.test_covariates_served import shop
 
 H = 7

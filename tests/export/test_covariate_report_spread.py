@@ -3,14 +3,13 @@ REPORT_SPREAD_BELOW series are spread over the latter half of the series in step
 (`report_spacing`: weeks and a day for sub-daily and daily data, cycles and a step for slower data, never
 less than H), where four origins H//2
 apart covered the last 2½ days of one half-hourly series; the report records where its origins lie. A
-panel of many series keeps the origins export/hybrid.py's validation holds out."""
+panel of many series keeps the origins export/global_models/hybrid.py's validation holds out."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from export import global_search
 from export.covariates import (
     REPORT_SPREAD_BELOW,
     REPORT_SPREAD_ORIGINS,
@@ -19,8 +18,9 @@ from export.covariates import (
     report_cuts,
     report_spacing,
 )
-from export.hybrid import origins
-from export.panel_config import PanelConfig
+from export.global_models import search
+from export.global_models.config import PanelConfig
+from export.global_models.hybrid import origins
 
 
 def stamps(n: int, step: str) -> np.ndarray:
@@ -82,7 +82,7 @@ def test_one_series_report_spans_weeks_and_says_where() -> None:
     s = half_hourly()
     cfg = PanelConfig(horizon=48, period=48, input_periods=2)
     plan = CovariatePlan.fit([s], (), ("heating",), (), (), effect="relative")
-    [row] = global_search.covariate_report([s], cfg, 96, plan)
+    [row] = search.covariate_report([s], cfg, 96, plan)
     starts = np.array([t.rstrip("Z") for t in row["origin_starts"]], "datetime64[s]")
     assert row["origins"] == len(starts) == 5 and row["origin_spacing"] == 8 * 48
     assert (starts[0] - starts[-1]) / np.timedelta64(1, "D") == 32  # more than a few days
@@ -91,8 +91,8 @@ def test_one_series_report_spans_weeks_and_says_where() -> None:
 
 
 def test_many_series_keep_the_validation_origins() -> None:
-    """REPORT_SPREAD_BELOW series or more: origins H//2 apart, each the one export/hybrid.py `origins`
-    holds out (its values before the cut, then H)."""
+    """REPORT_SPREAD_BELOW series or more: origins H//2 apart, each the one export/global_models/hybrid.py
+    `origins` holds out (its values before the cut, then H)."""
     H = 6
     series = [half_hourly(3, seed=i) for i in range(REPORT_SPREAD_BELOW)]
     cfg = PanelConfig(horizon=H, period=48)

@@ -17,7 +17,8 @@ import pytest
 from typer.testing import CliRunner
 
 from export.covariates import CovariateSeries, series_covariate_rows
-from export.panel import GlobalModel, cli
+from export.global_models.cli import cli
+from export.global_models.model import GlobalModel
 from tests.app.conftest import make_settings, running_client
 from tests.export.test_covariates_served import DAYS, H, expected, request_series, write_shops
 

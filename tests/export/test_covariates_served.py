@@ -19,11 +19,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from export.covariates import CovariateSeries, series_covariate_rows
-from export.panel import GlobalModel
+from export.global_models.model import GlobalModel
 from tests.app.conftest import make_settings, running_client
 
 if TYPE_CHECKING:  # the transformer's test shares expected(); this module needs no torch
-    from export.panel_transformer import PanelTransformer
+    from export.global_models.transformer import PanelTransformer
 
 H, DAYS, NAME = 7, 140, "shops"
 EFFECT = 0.3  # a promotion day sells 30% more

@@ -11,7 +11,8 @@ import pandas as pd
 from typer.testing import CliRunner
 
 from export.covariates import CovariateSeries, series_covariate_rows
-from export.panel import GlobalModel, cli
+from export.global_models.cli import cli
+from export.global_models.model import GlobalModel
 from tests.app.conftest import make_settings, running_client
 
 H, N = 24, 24 * 60

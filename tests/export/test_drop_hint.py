@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 from typer.testing import CliRunner
 
-from export.panel import cli
+from export.global_models.cli import cli
 from tests.utils.panel import HORIZON, write_long
 
 

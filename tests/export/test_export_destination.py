@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from export.panel import cli
+from export.global_models.cli import cli
 from tests.export.test_panel import seasonal_panel
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,5 +1,5 @@
-"""The validation every global model's choices are made on (export/hybrid.py): two origins, the series
-too short to hold a training window before an origin left out of its score, and the hybrid's local
+"""The validation every global model's choices are made on (export/global_models/hybrid.py): two origins, the
+series too short to hold a training window before an origin left out of its score, and the hybrid's local
 window chosen on them."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from app.artifacts.hybrid import LocalSpec
-from export.hybrid import (
+from export.global_models.hybrid import (
     MEMBER_SETS,
     WINDOW_TOLERANCE,
     local_search,

@@ -1,13 +1,13 @@
-"""The hybrid's weights tilted by series features, fitted on the validation origins (export/hybrid.py
-`fit_tilt`): learned where a feature tells which member is right, trusted only where it beats the base
-weights on series and origins it was not fitted on, and the base weights otherwise."""
+"""The hybrid's weights tilted by series features, fitted on the validation origins
+(export/global_models/hybrid.py `fit_tilt`): learned where a feature tells which member is right, trusted only
+where it beats the base weights on series and origins it was not fitted on, and the base weights otherwise."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from app.artifacts.hybrid import FEATURES, softmax_weights
-from export.hybrid import TiltData, fit_tilt, local_search, origins
+from export.global_models.hybrid import TiltData, fit_tilt, local_search, origins
 
 H = 4
 BASE = np.full(3, 1 / 3)  # the read-out and two members

@@ -1,4 +1,4 @@
-"""Tests for export/panel.py: the global REM read-out over many series."""
+"""Tests for export/global_models/ (model.py, search.py): the global REM read-out over many series."""
 
 from __future__ import annotations
 
@@ -9,17 +9,11 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from export.global_model import _series_windows
-from export.panel import (
-    GlobalModel,
-    PanelConfig,
-    cli,
-    fit_global,
-    mase,
-    rem_kernels,
-    smape,
-    train_global,
-)
+from app.inference.metrics import mase, smape
+from export.global_models.cli import cli
+from export.global_models.config import PanelConfig, rem_kernels
+from export.global_models.model import GlobalModel, _series_windows, fit_global
+from export.global_models.search import train_global
 
 PERIOD, H = 12, 6
 
@@ -113,10 +107,10 @@ def test_the_input_length_is_searched_in_periods_on_validation() -> None:
 def test_train_prints_the_validation_mase_beside_the_seasonal_naives_on_the_same_origins(
     tmp_path: Path,
 ) -> None:
-    """Issue 45, item 5: the seasonal naive scored by hand on export/hybrid.py's validation origins (each
-    series' last H, then H + H//2 values held out; each step the value a season before it)."""
-    from export.hybrid import origins
-    from export.panel import summary_lines
+    """Issue 45, item 5: the seasonal naive scored by hand on export/global_models/hybrid.py's validation
+    origins (each series' last H, then H + H//2 values held out; each step the value a season before it)."""
+    from export.global_models.hybrid import origins
+    from export.global_models.search import summary_lines
 
     series = seasonal_panel(30, seed=9, lengths=(40, 60))
     cfg = PanelConfig(horizon=H, period=PERIOD, irls=0)

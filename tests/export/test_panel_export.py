@@ -1,4 +1,4 @@
-"""export/global_onnx.py: a global model from a written long file to a published ONNX version whose
+"""export/global_models/onnx.py: a global model from a written long file to a published ONNX version whose
 answers are GlobalModel.forecast's."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from app.artifacts.contract import INSPECT_FILE, MODEL_FILE
 from app.artifacts.repository import VersionRef, read_version
-from export.global_onnx import GLOBAL_KIND, global_graph, run_graph, windows_of
+from export.global_models.onnx import GLOBAL_KIND, global_graph, run_graph, windows_of
 from tests.utils.panel import HORIZON, NAME, PERIOD, publish, unseen
 
 
@@ -49,7 +49,7 @@ def test_the_missing_start_is_nan_and_changes_nothing_it_masks(tmp_path: Path) -
 def test_export_refuses_an_existing_version(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from export.panel import cli
+    from export.global_models.cli import cli
 
     repo, _ = publish(tmp_path)
     again = CliRunner().invoke(
@@ -71,7 +71,7 @@ def test_export_refuses_an_existing_version(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("frequency", ["1MS", "3MS", "1h", "1D"])
 def test_frequency_seconds(frequency: str) -> None:
-    from export.global_onnx import frequency_seconds
+    from export.global_models.onnx import frequency_seconds
 
     assert frequency_seconds(frequency) > 0
 
@@ -101,8 +101,9 @@ def test_the_calibration_report_gives_out_of_fold_coverage_per_history_group() -
     24 series are fewer than 99% needs windows (99): each holds out its last H + 4 values, 5 windows."""
     from app.artifacts.readout import calibrate
     from export.conformal import conformal_quantile
-    from export.global_onnx import calibrate_global, calibration_tail, readout_spec
-    from export.panel import PanelConfig, train_global
+    from export.global_models.config import PanelConfig
+    from export.global_models.onnx import calibrate_global, calibration_tail, readout_spec
+    from export.global_models.search import train_global
     from export.reports import IntervalCalibration, from_dict
 
     rng = np.random.default_rng(3)
@@ -146,8 +147,9 @@ def test_the_calibration_report_gives_out_of_fold_coverage_per_history_group() -
 def test_one_series_gets_80_90_and_95_percent_and_three_get_99() -> None:
     """Few series hold out more of their last values (rolling windows, as the fit on request): one series
     of 103 values (H 6) holds out its last 51, 46 windows; many series keep one window each."""
-    from export.global_onnx import calibrate_global, calibration_tail
-    from export.panel import PanelConfig, train_global
+    from export.global_models.config import PanelConfig
+    from export.global_models.onnx import calibrate_global, calibration_tail
+    from export.global_models.search import train_global
 
     rng = np.random.default_rng(5)
     t = np.arange(103)

@@ -1,5 +1,5 @@
-"""Tests for export/panel_transformer.py: the RSA-Transformer (and its no-REM ablation) as a global model
-over export/panel.py's windows."""
+"""Tests for export/global_models/transformer.py: the RSA-Transformer (and its no-REM ablation) as a global
+model over export/global_models/model.py's windows."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ import torch
 from app.artifacts.contract import window_scale
 from app.artifacts.covariates import CovariateLayout
 from app.artifacts.readout import SCALE_FLOOR, last_windows, series_windows, window_scales
+from app.inference.metrics import mase
 from export.covariates import CovariatePlan, CovariateSeries, covariate_lines, series_covariate_rows
-from export.panel import PanelConfig, mase
-from export.panel_transformer import (
+from export.global_models.config import PanelConfig
+from export.global_models.transformer import (
     Budget,
     calibrate_transformer,
     covariate_parts,

@@ -184,7 +184,8 @@ def test_timezone_refuses_a_skipped_local_time_naming_the_series(tmp_path: Path)
 def test_the_panel_cli_takes_timezone(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from export.panel import GlobalModel, cli
+    from export.global_models.cli import cli
+    from export.global_models.model import GlobalModel
 
     local = pd.date_range("2024-10-01", periods=24 * 40, freq="h", tz="Europe/Berlin").tz_localize(None)
     t = np.arange(len(local))
@@ -244,7 +245,7 @@ def test_an_extra_column_is_offered_as_a_covariate_or_dropped(tmp_path: Path) ->
     read it (a covariate) or leave it out (--drop, which it takes)."""
     from typer.testing import CliRunner
 
-    from export.panel import cli
+    from export.global_models.cli import cli
 
     t = np.arange(96)
     frame = pd.concat(

@@ -1,8 +1,8 @@
-"""The global RSA-Transformer's graph (export/transformer_onnx.py) against `PanelTransformer.forecast`: a
-covariate network (past, future, calendar and a categorical static) with every weight moved off its start,
-so the attention, the horizon tokens and the covariate embeddings all count; short histories with NaN
-starts, tiny and large levels, constant series; its manifest; its refusal past the tolerance; its model
-file."""
+"""The global RSA-Transformer's graph (export/global_models/transformer_onnx.py) against
+`PanelTransformer.forecast`: a covariate network (past, future, calendar and a categorical static) with every
+weight moved off its start, so the attention, the horizon tokens and the covariate embeddings all count; short
+histories with NaN starts, tiny and large levels, constant series; its manifest; its refusal past the
+tolerance; its model file."""
 
 from __future__ import annotations
 
@@ -19,12 +19,12 @@ from app.artifacts.contract import COVARIATE_INPUT, FORECAST_INPUT, MANIFEST_FIL
 from app.artifacts.covariates import StaticCovariate
 from app.artifacts.manifest import Manifest
 from app.artifacts.readout import last_windows, window_scales
-from export import transformer_onnx
 from export.covariates import CovariatePlan, calendar_columns
-from export.global_onnx import check_covariates
-from export.panel import PanelConfig
-from export.panel_transformer import Budget, PanelTransformer, transformer_config
-from export.transformer_onnx import (
+from export.global_models import transformer_onnx
+from export.global_models.config import PanelConfig
+from export.global_models.onnx import check_covariates
+from export.global_models.transformer import Budget, PanelTransformer, transformer_config
+from export.global_models.transformer_onnx import (
     TOLERANCE,
     SavedTransformer,
     export_transformer,
@@ -143,7 +143,7 @@ def test_the_cli_refuses_options_the_model_would_ignore(
 ) -> None:
     from typer.testing import CliRunner
 
-    from export.panel import cli
+    from export.global_models.cli import cli
     from tests.export.test_covariates_served import write_shops
 
     write_shops(tmp_path / "shops.csv", n=2)

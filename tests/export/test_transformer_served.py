@@ -20,9 +20,9 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from export.panel import cli
-from export.panel_transformer import PanelTransformer
-from export.transformer_onnx import TOLERANCE, load_transformer
+from export.global_models.cli import cli
+from export.global_models.transformer import PanelTransformer
+from export.global_models.transformer_onnx import TOLERANCE, load_transformer
 from tests.app.conftest import make_settings, running_client
 from tests.export.test_covariates_served import DAYS, H, expected, write_shops
 from tests.export.test_covariates_served import request_series as shop_series

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from export.data.errors import DataError
 from export.data.options import ReadOptions
 from export.data.panels import load_panel
-from export.panel import cli
+from export.global_models.cli import cli
 
 
 def long_file(path: Path, stamps: pd.DatetimeIndex, n: int = 2, drop: str | None = None) -> Path:

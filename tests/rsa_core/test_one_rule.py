@@ -35,9 +35,9 @@ import batch.reading
 import export.data.panels
 import export.data.reading
 import export.data.timestamps
-import export.global_graph
-import export.hybrid
-import export.panel_forecast
+import export.global_models.forecast
+import export.global_models.graph
+import export.global_models.hybrid
 import rsa_core.calendar
 import rsa_core.future
 import rsa_core.steps
@@ -64,16 +64,16 @@ ONE_RULE = [
     (client_series, "future_rows_problem", rsa_core.future.future_rows_problem),
     (rsa_client, "localize", rsa_core.wallclock.localize),
     (rsa_client, "_wall_clock", rsa_core.wallclock.localize),
-    (export.panel_forecast, "steps_after", rsa_core.steps.steps_after),
-    (export.panel_forecast, "calendar_step", rsa_core.calendar.calendar_step),
-    (export.panel_forecast, "future_rows_problem", rsa_core.future.future_rows_problem),
+    (export.global_models.forecast, "steps_after", rsa_core.steps.steps_after),
+    (export.global_models.forecast, "calendar_step", rsa_core.calendar.calendar_step),
+    (export.global_models.forecast, "future_rows_problem", rsa_core.future.future_rows_problem),
     (export.data.timestamps, "shifted", rsa_core.steps.shifted),
     (export.data.reading, "calendar_units", rsa_core.steps.calendar_units),  # days and months: wall clock
     (export.data.timestamps, "localize", rsa_core.wallclock.localize),
     (client_forecast, "_right_aligned", rsa_core.windows.right_aligned),
     (client_series, "_right_aligned", rsa_core.windows.right_aligned),
-    (export.hybrid, "_tail_windows", rsa_core.windows.tail_windows),
-    (export.global_graph, "tail_windows", rsa_core.windows.tail_windows),
+    (export.global_models.hybrid, "_tail_windows", rsa_core.windows.tail_windows),
+    (export.global_models.graph, "tail_windows", rsa_core.windows.tail_windows),
     (app.inference.refit, "tail_windows", rsa_core.windows.tail_windows),
     (app.artifacts.readout.windows, "tail_windows", rsa_core.windows.tail_windows),
 ]
@@ -128,7 +128,9 @@ def test_the_service_the_batch_scorer_the_client_and_the_exporter_step_alike(
     back = datetime.fromtimestamp(int(starts[0]), UTC)
     assert _service_instants(back, spec.input_length, 1, seconds, frequency) == [want[0]]  # /v1 from start
     # export: the horizon after a series' last timestamp (UTC instants)
-    assert list(export.panel_forecast.horizon(np.array([utc], "datetime64[ns]"), frequency, H)) == want
+    assert (
+        list(export.global_models.forecast.horizon(np.array([utc], "datetime64[ns]"), frequency, H)) == want
+    )
 
 
 def test_the_batch_scorer_and_the_client_read_naive_times_as_the_exporter() -> None:

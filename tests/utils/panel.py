@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 from typer.testing import CliRunner
 
-from export.panel import GlobalModel, cli
+from export.global_models.cli import cli
+from export.global_models.model import GlobalModel
 from tests.utils.once import built
 
 HORIZON, PERIOD = 6, 12

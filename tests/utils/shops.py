@@ -46,7 +46,7 @@ def publish_shops(folder: Path, n: int = 6, short: bool = True, timezone: str | 
 
 
 def _train_and_export(folder: Path, n: int, timezone: str | None) -> None:
-    from export.panel import cli
+    from export.global_models.cli import cli
 
     csv = folder / "shops.csv"
     write_shops(csv, n=n)

@@ -28,7 +28,7 @@ def publish_global(
 ) -> Path:
     """A global model trained on `frame` (unique_id, ds, y, and any covariates `extra` names: train's
     further arguments) and exported into `folder/repo`."""
-    from export.panel import cli
+    from export.global_models.cli import cli
 
     csv = folder / f"{name}.csv"
     frame.to_csv(csv, index=False)

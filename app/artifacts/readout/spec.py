@@ -36,7 +36,8 @@ def rem_kernels(heads: Sequence[Sequence[Any]], length: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class FitSettings:
-    """How the read-out is fitted (export/panel.py's `PanelConfig` says why each is what it is)."""
+    """How the read-out is fitted (export/global_models/config.py's `PanelConfig` says why each is what it
+    is)."""
 
     horizon: int
     period: int

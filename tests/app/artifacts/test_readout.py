@@ -12,8 +12,9 @@ import pytest
 
 from app.artifacts import readout
 from app.artifacts.initializers import replace_initializers
-from export.global_onnx import export_global, readout_spec, run_graph
-from export.panel import PanelConfig, train_global
+from export.global_models.config import PanelConfig
+from export.global_models.onnx import export_global, readout_spec, run_graph
+from export.global_models.search import train_global
 from tests.utils.panel import store
 
 
@@ -157,7 +158,7 @@ def test_drift_never_widens_and_says_why_when_the_earlier_origin_cannot_be_fitte
 def test_the_exporter_calibrates_many_series_with_the_drift_and_its_report_reads_back() -> None:
     """calibrate_global: one window per series (as many series as the levels need) calibrates with the
     drift; the manifest's calibration report names the rule and reads back as an IntervalCalibration."""
-    from export.global_onnx import calibrate_global
+    from export.global_models.onnx import calibrate_global
     from export.reports import IntervalCalibration, from_dict
 
     series = noise_change(120, 80, 74, 0.10, 0.02)

@@ -1,6 +1,6 @@
 """POST /v1/models/{name}/fit_forecast against a real service process: the read-out refitted on the
-histories sent equals the exporter's fit on them (export/panel.py), interval levels with too few windows
-are named, every limit answers 4xx naming its field and limit, a version without refit settings is
+histories sent equals the exporter's fit on them (export/global_models/model.py), interval levels with too few
+windows are named, every limit answers 4xx naming its field and limit, a version without refit settings is
 refused, and a refit is published (API key and explicit control only) as a version the service loads and
 serves with the same forecasts."""
 
@@ -19,7 +19,7 @@ import pytest
 
 from app.artifacts.readout import ReadoutSpec
 from app.inference.refit import FitTooLong, run_fit
-from export.panel import GlobalModel, fit_global
+from export.global_models.model import GlobalModel, fit_global
 from tests.app.live import live_service
 from tests.utils.panel import HORIZON, NAME, PERIOD, publish, store
 

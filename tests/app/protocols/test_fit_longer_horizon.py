@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from export.panel import fit_global
+from export.global_models.model import fit_global
 from tests.app.protocols.test_fit_forecast import Served, body, histories, published, served
 from tests.utils.panel import HORIZON, NAME
 

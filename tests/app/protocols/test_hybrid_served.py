@@ -1,6 +1,6 @@
-"""The hybrid global model (export/hybrid.py: the REM read-out averaged with Theta and the damped trend
-fitted per series at forecast time) served: trained and exported through the CLI's defaults, its /v1,
-OIP v2 and batch answers equal the exporter's numpy forecast and each other, a series too short for the
+"""The hybrid global model (export/global_models/hybrid.py: the REM read-out averaged with Theta and the
+damped trend fitted per series at forecast time) served: trained and exported through the CLI's defaults, its
+/v1, OIP v2 and batch answers equal the exporter's numpy forecast and each other, a series too short for the
 local models gets the read-out alone, and fit on request refits it."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import pytest
 from app.artifacts.hybrid import LocalSpec
 from app.artifacts.readout import forecast as readout_forecast
 from batch.score import Forecaster, Job
-from export.hybrid import MEMBER_SETS
-from export.panel import GlobalModel, fit_global
+from export.global_models.hybrid import MEMBER_SETS
+from export.global_models.model import GlobalModel, fit_global
 from tests.app.conftest import make_settings, running_client
 from tests.utils.panel import HORIZON, NAME, publish, store, unseen
 

@@ -20,7 +20,7 @@ from tritonclient.grpc import service_pb2 as pb  # not ours: the two cannot shar
 from tritonclient.grpc import service_pb2_grpc as pb_grpc
 
 from bench.loadgen import free_port
-from export.panel import GlobalModel
+from export.global_models.model import GlobalModel
 from tests.app.conftest import make_settings, running_client
 from tests.app.live import live_service
 from tests.utils.panel import HORIZON, NAME, publish, unseen

@@ -19,7 +19,7 @@ from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
 from bench.loadgen import free_port
-from export.panel import GlobalModel
+from export.global_models.model import GlobalModel
 from tests.app.live import live_service
 from tests.export.test_covariates_served import DAYS, H, request_series, write_shops
 from tests.utils.shops import publish_shops

@@ -47,8 +47,9 @@ def panel(name: str) -> list[np.ndarray]:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, dict[str, Any]]]:
-    from export.global_onnx import calibrate_global, export_global
-    from export.panel import PanelConfig, train_global
+    from export.global_models.config import PanelConfig
+    from export.global_models.onnx import calibrate_global, export_global
+    from export.global_models.search import train_global
 
     repo = tmp_path_factory.mktemp("echo_repo")
     data = {}

@@ -55,7 +55,8 @@ def test_refit_equals_refitting_the_read_out_offline_before_each_cutoff(
     for j in range(3):
         cuts = [len(v) - HORIZON * (3 - j) for v in values]
         before = [v[:t] for v, t in zip(values, cuts, strict=True)]
-        offline = model.refit(before)  # the exporter's fit (export/panel.py), the hybrid's local half kept
+        # the exporter's fit (export/global_models/model.py), the hybrid's local half kept
+        offline = model.refit(before)
         want = offline.forecast(before)
         got = np.array([np.array(s["windows"][j]["forecast"])[:, 0] for s in answer["series"]])
         assert [s["windows"][j]["cutoff"] for s in answer["series"]] == cuts

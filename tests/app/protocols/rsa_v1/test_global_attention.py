@@ -20,7 +20,8 @@ from typer.testing import CliRunner
 
 from app.artifacts.covariates import CovariateLayout
 from app.inference.explain import column_owners, load_readout_graph
-from export.panel import GlobalModel, cli
+from export.global_models.cli import cli
+from export.global_models.model import GlobalModel
 from tests.app.conftest import make_settings, running_client
 from tests.app.fakes import write_repository
 from tests.utils.once import built

@@ -14,8 +14,8 @@ import numpy as np
 
 from app.artifacts.readout import CovariateRows, fit_weights, forecast
 from export.covariates import CovariateSeries, series_covariate_rows
-from export.global_onnx import export_global, readout_spec
-from export.panel import GlobalModel
+from export.global_models.model import GlobalModel
+from export.global_models.onnx import export_global, readout_spec
 from tests.app.conftest import make_settings, running_client
 from tests.app.protocols.rsa_v1.test_evaluation_covariates import history_series
 from tests.export.test_covariates_served import DAYS, NAME, Served, request_series, served

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
 
-from export.global_onnx import export_global
+from export.global_models.onnx import export_global
 from export.pretrained import PretrainedSpec, dataset_record, train_pretrained
 from rsa_core.frequency import frequency_name, read_start
 from tests.app.conftest import make_settings, running_client

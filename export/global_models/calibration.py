@@ -2,7 +2,7 @@
 series' own seasonal-naive spread, which the service computes from the window it forecasts
 (`calibrate_global`, `series_spread`), the windows each series holds out to calibrate on
 (`calibration_tail`), and the calibration report every global model writes (`calibration_report`: the
-coverage per history-length group, out of fold). export/global_onnx.py publishes them in the manifest.
+coverage per history-length group, out of fold). export/global_models/onnx.py publishes them in the manifest.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from app.artifacts.conformal import conformal_quantile
 from app.artifacts.contract import window_scale
 from app.artifacts.readout import SCALE_FLOOR, CovariateRows, ReadoutSpec, calibrate
 from export.bank import expand_bank
-from export.global_graph import windows_of
+from export.global_models.graph import windows_of
 from export.reports import GroupCoverage, IntervalCalibration, to_dict
 
 if TYPE_CHECKING:
-    from export.global_model import GlobalModel
+    from export.global_models.model import GlobalModel
 
 __all__ = [
     "DEFAULT_LEVELS",

@@ -1,7 +1,7 @@
 """`python -m export.panel train`'s options: each declared once (its help, as `--help` prints it), checked
 together before any data is read (`TrainOptions.check`), and the training file read as they say
 (`read_training`: a long file, a long file with covariates, or a wide one). Every bad option is a
-`typer.BadParameter` naming it; the search and the writing are export/panel.py's."""
+`typer.BadParameter` naming it; the search and the writing are export/global_models/cli.py's."""
 
 from __future__ import annotations
 
@@ -95,7 +95,7 @@ class Checked:
     read: Any  # export.data.ReadOptions
     kinds: dict[str, list[str]]  # future, past, static
     calendar: list[str]
-    budget: Any  # export.panel_transformer.Budget, or None
+    budget: Any  # export.global_models.transformer.Budget, or None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,7 +203,7 @@ class TrainOptions:
             )
         if self.network != "transformer":
             return None
-        from export.panel_transformer import Budget
+        from export.global_models.transformer import Budget
 
         try:  # refused before the data is read
             return Budget(

@@ -1,7 +1,7 @@
-"""The global RSA-Transformer (export/panel_transformer.py's `PanelTransformer`) as an ONNX graph and a
-served model version, and its model file.
+"""The global RSA-Transformer (export/global_models/transformer.py's `PanelTransformer`) as an ONNX graph and
+a served model version, and its model file.
 
-The graph takes exactly the global read-out's inputs (export/global_onnx.py): `window` float32
+The graph takes exactly the global read-out's inputs (export/global_models/onnx.py): `window` float32
 [batch, L, 1], raw, NaN where a short history has not started, and for a covariate model `covariates`
 float32 [batch, D], raw, in app/artifacts/covariates.py's layout. Everything `PanelTransformer.forecast`
 does happens inside it: each window's scale (the mean |value| of its last cycle's observed steps, else of
@@ -47,10 +47,10 @@ from app.artifacts.contract import (
 )
 from app.artifacts.covariates import CovariateLayout
 from app.artifacts.readout import TINY
-from export.global_onnx import check_covariates, check_histories, panel_manifest, windows_of
-from export.panel_config import PanelConfig
+from export.global_models.config import PanelConfig
+from export.global_models.onnx import check_covariates, check_histories, panel_manifest, windows_of
+from export.global_models.transformer_model import Budget, PanelTransformer, covariate_parts
 from export.publish import publish_version
-from export.transformer_model import Budget, PanelTransformer, covariate_parts
 from models import Covariates, ModelConfig, RSAForecaster
 
 __all__ = [
@@ -192,8 +192,8 @@ def verify_inspect(path: Path, forecast_path: Path, model: PanelTransformer) -> 
 
 
 def _check_set(model: PanelTransformer) -> tuple[list[np.ndarray], np.ndarray | None]:
-    """export/global_onnx.py's check histories (every length from min_history to past L, levels from 0.01
-    to 10,000, a constant and an all-zero series) with a large and a tiny constant one, and random raw
+    """export/global_models/onnx.py's check histories (every length from min_history to past L, levels from
+    0.01 to 10,000, a constant and an all-zero series) with a large and a tiny constant one, and random raw
     covariate rows (the past start NaN where a history is shorter than L)."""
     L, low = model.input_length, model.config.history
     histories = check_histories(L, model.config.period, low)

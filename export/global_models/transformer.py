@@ -1,21 +1,22 @@
 """The RSA-Transformer as a global model: one network over windows from every series of a panel (its
 training, covariate report and calibration here; its budget, windows and model in
-export/transformer_model.py).
+export/global_models/transformer_model.py).
 
-Windows, their normalisation and short histories are export/panel.py's, so the transformer and the
-closed-form REM read-out see the same data: every window of L steps whose input holds at least
+Windows, their normalisation and short histories are export/global_models/model.py's, so the transformer and
+the closed-form REM read-out see the same data: every window of L steps whose input holds at least
 `PanelConfig.train_min` observed values, divided by its own scale (the mean |value| of its last cycle),
 the start before a series' first value masked (zeros, never invented values). The network has one
 channel and no parameter per series (no RevIN statistics, no learned cycle table: the window's scale is
 the normalisation), so it forecasts any series of the frequency.
 
-The loss is export/panel.py's objective made absolute: each window's mean |error| in units of its own
-in-window seasonal-naive error (floored at `PanelConfig.mase_floor` of its scale), i.e. a per-window
+The loss is export/global_models/model.py's objective made absolute: each window's mean |error| in units of
+its own in-window seasonal-naive error (floored at `PanelConfig.mase_floor` of its scale), i.e. a per-window
 MASE, which the read-out approaches by reweighting its squared loss (IRLS).
 
-Training and selection use validation only: every series' last H values are held out (export/panel.py's
-split), the network trains on the windows before them and is scored after each epoch by mean MASE on
-the held-out values; training stops after `patience` epochs without improvement, or at the budget
+Training and selection use validation only: every series' last H values are held out
+(export/global_models/config.py's `validation_split`), the network trains on the windows before them and is
+scored after each epoch by mean MASE on the held-out values; training stops after `patience` epochs without
+improvement, or at the budget
 (`epochs`, `max_seconds`). With `refit` a fresh network of the same seed then trains on the whole
 histories for the chosen number of epochs on the same schedule (as the read-out is refitted on the
 whole histories after its input-length search); without it the early-stopped network is kept.
@@ -35,8 +36,8 @@ its linear path. The least-squares start solves the linear path and that map joi
 over [window, covariates]), so the network starts as the read-out's linear model with covariates; every
 covariate acts relative to the window's scale (the layout's effect "relative": the target is divided by
 it, as the read-out's relative effect). `covariate_report` scores each covariate on validation with and
-without it, as export/panel.py's read-out report does; `calibrate_transformer` turns the early-stopped
-network's held-out forecasts into split-conformal interval widths.
+without it, as export/global_models/search.py's read-out report does; `calibrate_transformer` turns the
+early-stopped network's held-out forecasts into split-conformal interval widths.
 
     model = train_panel_transformer(covariate_series, cfg, 28, plan=CovariatePlan.fit(...))
     forecast = model.forecast(histories, covariates=rows)   # rows [S, D]: series_covariate_rows
@@ -68,10 +69,8 @@ from export.covariates import (
     ablation_rows,
     series_covariate_rows,
 )
-from export.panel_config import PanelConfig, series_values, validation_split
-from export.ridge import NormalEquations
-from export.train_config import TrainConfig, param_groups, warmup_cosine
-from export.transformer_model import (
+from export.global_models.config import PanelConfig, series_values, validation_split
+from export.global_models.transformer_model import (
     DEFAULT_LEVELS,
     Budget,
     PanelTransformer,
@@ -81,6 +80,8 @@ from export.transformer_model import (
     panel_windows,
     transformer_config,
 )
+from export.ridge import NormalEquations
+from export.train_config import TrainConfig, param_groups, warmup_cosine
 from models import RSAForecaster
 
 __all__ = [
@@ -327,8 +328,8 @@ def covariate_report(
     budget: Budget | None = None,
     d_model: int = 32,
 ) -> list[dict[str, Any]]:
-    """Per covariate group (the calendar as one), as export/panel.py's `covariate_report` for the
-    read-out: validation MASE and scaled MSE of the transformer trained (at `budget`, the same seed) with
+    """Per covariate group (the calendar as one), as export/global_models/search.py's `covariate_report` for
+    the read-out: validation MASE and scaled MSE of the transformer trained (at `budget`, the same seed) with
     every covariate and without that one, and whether it helped (lower MASE with it). A covariate that
     does not help is reported as such; it is kept (retrain without it to drop it)."""
     budget = dataclasses.replace(budget or report_budget(Budget()), refit=False)
@@ -344,15 +345,15 @@ def calibrate_transformer(
     model: PanelTransformer, series: Sequence[Any], levels: Sequence[float] = DEFAULT_LEVELS
 ) -> tuple[dict[str, Any] | None, str]:
     """Split-conformal intervals pooled across series from the early-stopped (pre-refit) network's
-    forecasts of each training series' held-out last H values (`model.holdout`), as export/global_onnx.py's
-    `calibrate_global` calibrates the read-out: (the manifest's `intervals` or None, a sentence saying
-    what was calibrated or why nothing was). `series` are the series it was trained on (values or
-    CovariateSeries). Each absolute error is divided by the spread the service computes from the same
-    window (`window_scale`, mean |x_t − x_{t−period}| of the last L values), and per horizon step the
+    forecasts of each training series' held-out last H values (`model.holdout`), as
+    export/global_models/onnx.py's `calibrate_global` calibrates the read-out: (the manifest's `intervals` or
+    None, a sentence saying what was calibrated or why nothing was). `series` are the series it was trained on
+    (values or CovariateSeries). Each absolute error is divided by the spread the service computes from the
+    same window (`window_scale`, mean |x_t − x_{t−period}| of the last L values), and per horizon step the
     conformal quantile of the pooled scores is the width, in units of that spread. The network was
     chosen on these held-out values (its epoch count), so the widths are a little optimistic where
     early stopping picked a lucky epoch; the read-out's calibration refits instead."""
-    from export.global_onnx import calibration_report
+    from export.global_models.onnx import calibration_report
     from export.reports import to_dict
 
     H, L, period = model.config.horizon, model.input_length, model.config.period

@@ -1,6 +1,6 @@
-"""`python -m export.panel forecast`'s reading (export/panel.py is the command): the steps after each
-series' last timestamp (`horizon`, by the one stepping rule of rsa_core.steps, as the service and the batch
-scorer step them), and a covariate model's histories with their covariate rows (`with_covariates`: the
+"""`python -m export.panel forecast`'s reading (export/global_models/cli.py is the command): the steps after
+each series' last timestamp (`horizon`, by the one stepping rule of rsa_core.steps, as the service and the
+batch scorer step them), and a covariate model's histories with their covariate rows (`with_covariates`: the
 past and static covariates from the history file, the future ones from `--future-file`, checked against
 those steps). Every problem is a typer.BadParameter naming the option, the file, the series and the
 column."""
@@ -14,7 +14,7 @@ import numpy as np
 import typer
 
 from export.covariates import CovariateSeries, series_covariate_rows
-from export.global_model import GlobalModel
+from export.global_models.model import GlobalModel
 from rsa_core.calendar import calendar_step
 from rsa_core.future import future_rows_problem
 from rsa_core.steps import steps_after

@@ -1,4 +1,4 @@
-"""A global REM read-out (export/global_model.py's `GlobalModel`) as an ONNX graph, run and checked.
+"""A global REM read-out (export/global_models/model.py's `GlobalModel`) as an ONNX graph, run and checked.
 
 The whole forecast runs inside the graph, so the service feeds nothing but windows: each window's scale
 (the mean |value| of its last cycle), the REM features as one MatMul with a constant kernel matrix [L, F]
@@ -6,7 +6,7 @@ The whole forecast runs inside the graph, so the service feeds nothing but windo
 read-out and the un-scaling. A history shorter than L is fed with its missing start as NaN: the graph
 masks those steps (they read as 0, and their share is a feature) exactly as `GlobalModel.forecast` does,
 so nothing is ever filled with invented values (docs/artifacts.md, "Global models"). `verify` checks
-ONNX Runtime against the numpy model before anything is published (export/global_onnx.py).
+ONNX Runtime against the numpy model before anything is published (export/global_models/onnx.py).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from rsa_core.windows import tail_windows
 if TYPE_CHECKING:
     from app.artifacts.covariates import CovariateLayout
     from app.artifacts.hybrid import LocalSpec
-    from export.global_model import GlobalModel
+    from export.global_models.model import GlobalModel
 
 __all__ = [
     "OPSET",

@@ -1,8 +1,8 @@
-"""The global RSA-Transformer as a model (export/panel_transformer.py trains it): its training budget
+"""The global RSA-Transformer as a model (export/global_models/transformer.py trains it): its training budget
 (`Budget`), the network's settings for a panel (`transformer_config`), its windows (`panel_windows`:
 every window of L steps over every series, divided by its own scale, the start before a series' first
 value masked, a covariate model's rows beside them) and the trained model (`PanelTransformer`: forecast,
-save and load). export/transformer_onnx.py exports it without importing the training.
+save and load). export/global_models/transformer_onnx.py exports it without importing the training.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import torch
 from app.artifacts import readout
 from app.artifacts.covariates import CovariateLayout
 from export.covariates import CovariateSeries, series_covariate_rows
-from export.panel_config import PanelConfig, series_values
+from export.global_models.config import PanelConfig, series_values
 from models import Covariates, ModelConfig, RSAForecaster
 
 __all__ = [
@@ -31,7 +31,7 @@ __all__ = [
     "transformer_config",
 ]
 
-DEFAULT_LEVELS = (50.0, 80.0, 90.0, 95.0, 99.0)  # export/global_onnx.py's, the read-out's levels
+DEFAULT_LEVELS = (50.0, 80.0, 90.0, 95.0, 99.0)  # export/global_models/onnx.py's, the read-out's levels
 
 
 @dataclass(frozen=True)
@@ -153,7 +153,7 @@ class Windows:
 
 
 def _normalised(x: np.ndarray, m: np.ndarray, period: int) -> tuple[np.ndarray, np.ndarray]:
-    """(u [n, L], scales [n]): export/panel.py's scale, the masked start read as 0."""
+    """(u [n, L], scales [n]): export/global_models/model.py's scale, the masked start read as 0."""
     s = readout.window_scales(x, m, period)
     return np.where(m > 0, x / s[:, None], 0.0), s
 

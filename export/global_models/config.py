@@ -1,6 +1,6 @@
 """A global model's settings and the validation split every global model shares (the REM read-out of
-export/panel.py and the RSA-Transformer of export/panel_transformer.py): below both, so neither imports
-the other's module (nor its command line) for them."""
+export/global_models/model.py and the RSA-Transformer of export/global_models/transformer.py): below both,
+so neither imports the other's module (nor its command line) for them."""
 
 from __future__ import annotations
 

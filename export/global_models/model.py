@@ -2,8 +2,9 @@
 model.json) and its fit: the normal equations of every window of every series, accumulated series by
 series (`accumulate`; the distributed fit of batch/fit.py adds up the same blocks), solved by `fit_global`.
 
-The command line that trains, exports and forecasts with it is export/panel.py; this module holds what
-the batch fit, the benchmarks and the exporter's other modules need without importing a command line."""
+The command line that trains, exports and forecasts with it is export/global_models/cli.py; this module
+holds what the batch fit, the benchmarks and the exporter's other modules need without importing a command
+line."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ from app.artifacts import readout
 from app.artifacts.covariates import CovariateLayout
 from app.artifacts.hybrid import LocalSpec
 from export.covariates import CovariateSeries, series_covariate_rows
-from export.hybrid import tail_windows
-from export.panel_config import PanelConfig, rem_kernels, series_values
+from export.global_models.config import PanelConfig, rem_kernels, series_values
+from export.global_models.hybrid import tail_windows
 
 __all__ = ["SCHEMA_VERSION", "GlobalModel", "accumulate", "fit_global"]
 
@@ -46,7 +47,7 @@ class GlobalModel:
     # The IANA zone the training file's local times were read in (`--timezone`; None: UTC or offsets):
     # the manifest's `timezone`, so the service reads a naive `start` there and answers in it.
     timezone: str | None = None
-    # The hybrid's local half (export/hybrid.py; None: the read-out alone).
+    # The hybrid's local half (export/global_models/hybrid.py; None: the read-out alone).
     local: LocalSpec | None = None
     # What it was trained on (`training_record`): the series, the last timestamp of all, and of each by id
     # (up to TRAINING_ENDS series); None: unknown (a model.json written before, or trained from arrays).

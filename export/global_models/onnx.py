@@ -1,12 +1,13 @@
-"""A global REM read-out (export/global_model.py's `GlobalModel`) as an ONNX graph and a served model version.
+"""A global REM read-out (export/global_models/model.py's `GlobalModel`) as an ONNX graph and a served model
+version.
 
-The graph, its run and its parity check are export/global_graph.py's; this module writes the manifest
+The graph, its run and its parity check are export/global_models/graph.py's; this module writes the manifest
 every global model shares (`panel_manifest`, the transformer's too) and publishes a version
 (`export_global`). A history shorter than L is fed with its missing start as NaN: the graph masks those
 steps exactly as `GlobalModel.forecast` does, so nothing is ever filled with invented values
 (docs/artifacts.md, "Global models").
 
-Given the training series, `calibrate_global` (export/global_calibration.py) adds split-conformal
+Given the training series, `calibrate_global` (export/global_models/calibration.py) adds split-conformal
 intervals pooled across series, in units of each series' own seasonal-naive error, which the service
 computes from the window it forecasts.
 
@@ -30,7 +31,7 @@ from app.artifacts.contract import (
     MANIFEST_FILE,
     MODEL_FILE,
 )
-from export.global_calibration import (
+from export.global_models.calibration import (
     DEFAULT_LEVELS,
     calibrate_global,
     calibration_report,
@@ -42,7 +43,7 @@ from export.global_calibration import (
     series_spread,
     windows_needed,
 )
-from export.global_graph import (
+from export.global_models.graph import (
     OPSET,
     TOLERANCE,
     check_covariates,
@@ -58,9 +59,9 @@ from export.publish import publish_version
 if TYPE_CHECKING:
     from app.artifacts.covariates import CovariateLayout
     from app.artifacts.hybrid import LocalSpec
-    from export.global_model import GlobalModel
+    from export.global_models.model import GlobalModel
 
-__all__ = [  # the graph's and the calibration's names too (export/global_graph.py, global_calibration.py)
+__all__ = [  # the graph's and the calibration's names too (export/global_models/graph.py, calibration.py)
     "DEFAULT_LEVELS",
     "GLOBAL_KIND",
     "OPSET",

@@ -2,9 +2,9 @@
 validation origins, then one fit on every window of every series (`train_global`); the validation scores
 the search, the summary and the covariate report read; what a model was trained on (`training_record`).
 
-`python -m export.panel train` (export/panel.py) is its command line; export/pretrained.py and the
-benchmarks call `train_global` directly. Validation (export/hybrid.py `origins`): each series' last H and
-H + H//2 values held out, the read-out fitted on what comes before and scored by mean MASE on them.
+`python -m export.panel train` (export/global_models/cli.py) is its command line; export/pretrained.py and the
+benchmarks call `train_global` directly. Validation (export/global_models/hybrid.py `origins`): each series'
+last H and H + H//2 values held out, the read-out fitted on what comes before and scored by mean MASE on them.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import numpy as np
 
 from app.inference.metrics import seasonal_naive, seasonal_naive_scale
 from export.covariates import CovariatePlan, CovariateSeries, report_ablation, series_covariate_rows
-from export.global_model import GlobalModel, fit_global
-from export.hybrid import TILT_ORIGINS, Origin, local_search, origins
-from export.panel_config import PanelConfig, series_values
+from export.global_models.config import PanelConfig, series_values
+from export.global_models.hybrid import TILT_ORIGINS, Origin, local_search, origins
+from export.global_models.model import GlobalModel, fit_global
 
 __all__ = [
     "INPUT_PERIODS",
@@ -37,8 +37,8 @@ TRAINING_ENDS = 10_000
 # Input lengths searched, in periods of the cycle (a monthly model: 12, 24, 36, 48, 72 steps).
 INPUT_PERIODS = (1, 2, 3, 4, 6)
 # The covariate report's validation origins (issue 45, item 6): each series' last H, H + H//2, ... values
-# held out (export/hybrid.py `origins`), more than the model's choices are made on, so that one common
-# shock (many series' last windows share calendar time) cannot decide a covariate's verdict. Fewer than
+# held out (export/global_models/hybrid.py `origins`), more than the model's choices are made on, so that one
+# common shock (many series' last windows share calendar time) cannot decide a covariate's verdict. Fewer than
 # export/covariates.py REPORT_SPREAD_BELOW series get origins spread over weeks or cycles (`report_cuts`).
 REPORT_ORIGINS = 4
 
@@ -79,7 +79,7 @@ def _validation_forecasts(
     series: Sequence[Any], cfg: PanelConfig, length: int, plan: CovariatePlan | None, val: Sequence[Origin]
 ) -> list[np.ndarray]:
     """Per origin, the forecasts [S, H] of a read-out of input `length` fitted on the series' parts
-    before it (export/hybrid.py)."""
+    before it (export/global_models/hybrid.py)."""
     H = cfg.horizon
     layout = None if plan is None else plan.layout(length, H)
     out = []
@@ -104,10 +104,10 @@ def _validate(
     plan: CovariatePlan | None,
     n_origins: int | None = None,
 ) -> tuple[float, float, tuple[float, ...]]:
-    """(mean MASE, mean scaled MSE, MASE at each origin) over the validation origins (export/hybrid.py;
-    `n_origins` of them, default its N_ORIGINS) of a read-out of input `length` fitted on every series'
-    part before each origin and forecasting the H values after it (MSE per series in units of its
-    seasonal-naive error squared)."""
+    """(mean MASE, mean scaled MSE, MASE at each origin) over the validation origins
+    (export/global_models/hybrid.py; `n_origins` of them, default its N_ORIGINS) of a read-out of input
+    `length` fitted on every series' part before each origin and forecasting the H values after it (MSE per
+    series in units of its seasonal-naive error squared)."""
     val = _origins(series, cfg, n_origins)
     forecasts = _validation_forecasts(series, cfg, length, plan, val)
     mases, mses = [], []
@@ -180,9 +180,9 @@ def train_global(
     local: bool = False,
 ) -> GlobalModel:
     """Search the input length (in periods) on validation when `cfg.input_periods` is None, then fit on
-    every window of every series. Validation (export/hybrid.py): at two origins, each series' values
-    after the origin held out, the read-out fitted on what comes before and scored by mean MASE on them;
-    the series' hold-outs are never fitted on. `local`: the hybrid (a model without covariates only),
+    every window of every series. Validation (export/global_models/hybrid.py): at two origins, each series'
+    values after the origin held out, the read-out fitted on what comes before and scored by mean MASE on
+    them; the series' hold-outs are never fitted on. `local`: the hybrid (a model without covariates only),
     its local window chosen on the same origins (`search` holds `local_<length>` and `global`).
     With covariates (`plan`, series of `CovariateSeries`), each is also scored on validation with and
     without it (`covariate_report`, unless `report` is False)."""

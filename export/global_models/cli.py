@@ -1,0 +1,442 @@
+"""One global model over many series: the closed-form REM read-out over windows from every series.
+
+Each window of L = k·period steps is divided by its own scale (the mean |value| of its last cycle), so
+no parameter belongs to a series: the model forecasts series it never saw, of the same frequency. Its
+features are the last rows of a fixed bank of REMs (export/bank.py's spec; the kernels of models/rem.py:
+regular decays, damped cyclic harmonics of the period, same-phase dilated decays) applied to the
+normalised window, the window's last `lags` values, and the share of the window that is missing. One
+ridge regression (app/artifacts/readout.py, numpy: the service refits with it) maps them to the H
+normalised future values; its normal equations are accumulated series by series, so memory does not
+grow with the number of series.
+
+Short histories: a window reaching back before a series' first value has that start masked (zeros that
+the features see as missing, with the missing share as a feature), not filled with invented values.
+Every series of at least `min_history` values is forecast; the model states that minimum.
+
+The input length is searched in periods of the cycle (`INPUT_PERIODS`) on validation only: the last H
+values of every training series are held out, the read-out fitted on the rest and scored by MASE there.
+
+    python -m export.panel train --data stores_long.csv --horizon 12 --out runs/stores
+    python -m export.panel forecast --model runs/stores/model.json --data new_stores.csv
+    python -m export.panel forecast --model runs/shops/model.json --data shops.csv --future-file promo.csv
+    python -m export.panel export --model runs/stores/model.json --name stores --repository model_repository
+
+`export` publishes the model as an ONNX graph the service serves (export/global_models/onnx.py). Covariates
+(`--future`, `--past`, `--static`, `--calendar`; export/covariates.py, docs/panels.md) add features to
+the same ridge.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import numpy as np
+import typer
+
+from app.artifacts.contract import forecast_columns
+from app.artifacts.covariates import CovariateLayout
+from app.inference.metrics import mape, mase, smape
+from export.cli_options import ModelNameOption, RepositoryOption
+from export.covariates import covariate_lines
+from export.global_models.config import PanelConfig, default_bank, rem_kernels
+from export.global_models.forecast import horizon as _horizon
+from export.global_models.forecast import with_covariates
+from export.global_models.model import SCHEMA_VERSION, GlobalModel, fit_global
+from export.global_models.options import (
+    CalendarOption,
+    ColumnOption,
+    DataOption,
+    DropOption,
+    EffectOption,
+    EpochsOption,
+    FillOption,
+    FutureOption,
+    HolidaysOption,
+    HorizonOption,
+    InputPeriodsOption,
+    LayoutOption,
+    LocalOption,
+    MaxSecondsOption,
+    NetworkOption,
+    OutOption,
+    PastOption,
+    PeriodOption,
+    SeedOption,
+    SortOption,
+    StartOption,
+    StaticOption,
+    TimezoneOption,
+    Training,
+    TrainOptions,
+    WindowsPerEpochOption,
+    read_training,
+)
+from export.global_models.search import (
+    INPUT_PERIODS,
+    seasonal_naive_score,
+    summary_lines,
+    train_global,
+    training_record,
+)
+
+if TYPE_CHECKING:  # the transformer is imported where the command line asks for it
+    from export.global_models.transformer import Budget
+
+__all__ = [
+    "INPUT_PERIODS",
+    "SCHEMA_VERSION",
+    "GlobalModel",
+    "PanelConfig",
+    "default_bank",
+    "fit_global",
+    "mape",
+    "mase",
+    "rem_kernels",
+    "seasonal_naive_score",
+    "smape",
+    "summary_lines",
+    "train_global",
+    "training_record",
+]
+
+# -- CLI -------------------------------------------------------------------------------------------
+
+cli = typer.Typer(add_completion=False, help=__doc__.split("\n\n")[0])
+ModelFileOption = Annotated[Path, typer.Option(help="a model.json written by train")]
+
+
+def _period_of(frequency: str) -> int:
+    """The cycle of a frequency alias: monthly 12, quarterly 4, hourly 24, daily 7, else 1."""
+    table = {"1MS": 12, "1ME": 12, "3MS": 4, "3ME": 4, "12MS": 1, "12ME": 1, "1h": 24, "1D": 7, "7D": 52}
+    return table.get(frequency, 1)
+
+
+def train_transformer(
+    training: Training,
+    cfg: PanelConfig,
+    timezone: str | None,
+    path: Path,
+    budget: Budget,
+    drop: tuple[str, ...] = (),
+) -> list[str]:
+    """`python -m export.panel train --network transformer`: train at L = `cfg.input_periods` periods, or
+    at the input length the read-out's validation search picks on the same series (as
+    bench/global_transformer.py does: one closed-form fit per length, where a transformer search would
+    train once per length), save the model file at `path`; returns the lines saying what was done."""
+    from export.global_models.transformer import train_panel_transformer
+    from export.global_models.transformer_onnx import SavedTransformer, save_transformer
+
+    series, frequency, plan = training.series, training.frequency, training.plan
+    if cfg.input_periods is not None:
+        length = cfg.input_periods * cfg.period if cfg.period > 1 else 4 * cfg.input_periods
+        how = "given"
+    else:
+        length = train_global(series, cfg, frequency=frequency, plan=plan, report=False).input_length
+        how = "the read-out's validation search"
+    model = train_panel_transformer(series, cfg, length, budget=budget, plan=plan)
+    model.drop = drop  # the columns left out, as the read-out's model.json records them (issue 45, item 9)
+    save_transformer(SavedTransformer(model, frequency, timezone), path)
+    lines = [
+        f"{training.count} series ({frequency}): RSA-Transformer, L = {length} ({how}), min history "
+        f"{cfg.history}, {model.parameters} parameters, "
+        f"best epoch {model.best_epoch} (validation MASE {model.val_mase:.4f}), stopped: {model.stopped}, "
+        f"trained in {model.fit_seconds:.1f} s: {path}"
+    ]
+    return lines + covariate_lines(model.covariate_report)
+
+
+@cli.command()
+def train(
+    data: DataOption,
+    horizon: HorizonOption,
+    out: OutOption = Path("runs/panel"),
+    period: PeriodOption = None,
+    input_periods: InputPeriodsOption = None,
+    id_column: ColumnOption = None,
+    timestamp_column: ColumnOption = None,
+    target_column: ColumnOption = None,
+    sort: SortOption = False,
+    fill: FillOption = "none",
+    drop: DropOption = "",
+    timezone: TimezoneOption = None,
+    future: FutureOption = "",
+    past: PastOption = "",
+    static: StaticOption = "",
+    calendar: CalendarOption = "",
+    holidays: HolidaysOption = None,
+    layout: LayoutOption = "long",
+    effect: EffectOption = "auto",
+    local: LocalOption = True,
+    network: NetworkOption = "readout",
+    epochs: EpochsOption = None,
+    windows_per_epoch: WindowsPerEpochOption = None,
+    max_seconds: MaxSecondsOption = None,
+    seed: SeedOption = None,
+    start: StartOption = None,
+) -> None:
+    """Train a global model on every series of a long file (with covariates: docs/panels.md)."""
+    given = TrainOptions(**locals())
+    checked = given.check()  # every option, before the data is read (export/global_models/options.py)
+    training = read_training(given, checked)
+    cfg = PanelConfig(
+        horizon=horizon, period=period or _period_of(training.frequency), input_periods=input_periods
+    )
+    path, dropped = out / "model.json", checked.read.drop if layout == "long" else ()
+    try:
+        if network == "transformer":
+            lines = train_transformer(training, cfg, timezone, path, checked.budget, dropped)
+        else:
+            lines = _train_readout(training, cfg, timezone, path, local, dropped)
+    except ValueError as e:  # too short for a window: said as an error, not a traceback
+        raise typer.BadParameter(str(e), param_hint="--data") from None
+    for line in lines:
+        typer.echo(line)
+
+
+def _train_readout(
+    training: Training, cfg: PanelConfig, timezone: str | None, path: Path, local: bool, drop: tuple[str, ...]
+) -> list[str]:
+    """`train --network readout`: the search and the fit (export/global_models/search.py), the model file
+    written at `path` with what it was trained on; returns the lines saying what was done."""
+    plan = training.plan
+    model = train_global(
+        training.series, cfg, frequency=training.frequency, plan=plan, local=local and plan is None
+    )
+    model.timezone = timezone
+    model.training = training_record(training.loaded)
+    if drop and model.training is not None:
+        # the columns left out, so that export --data reads the file as train did (issue 45, item 9)
+        model.training = {**model.training, "drop": list(drop)}
+    path = model.save(path)
+    hybrid = (
+        ""
+        if model.local is None
+        else f", averaged with {' and '.join(model.local.members)} on the last {model.local.length} values"
+    )
+    first = (
+        f"{training.count} series ({training.frequency}), L = {model.input_length}, "
+        f"min history {model.min_history}{hybrid}, fitted in {model.fit_seconds:.2f} s: {path}"
+    )
+    return [first, *summary_lines(model), *covariate_lines(model.covariate_report)]
+
+
+@cli.command("export")
+def export_command(
+    model: ModelFileOption,
+    name: ModelNameOption,
+    repository: RepositoryOption = Path("my_models"),
+    version: Annotated[int | None, typer.Option(help="the version to write (default: the next)")] = None,
+    channel: Annotated[str, typer.Option(help="the name the service gives the forecast's one channel")] = "y",
+    data: Annotated[
+        Path | None,
+        typer.Option(help="the long file it was trained on: calibrates prediction intervals (else none)"),
+    ] = None,
+    sort: Annotated[bool, typer.Option(help="sort the --data rows by series and time")] = False,
+    timezone: Annotated[
+        str | None, typer.Option(help="the zone --data's local times were written in (as at train)")
+    ] = None,
+    layout: Annotated[
+        str, typer.Option(help="--data is long, or wide (one series, as train read it)")
+    ] = "long",
+    drop: Annotated[
+        str | None,
+        typer.Option(help="--data's columns to leave out, comma-separated (default: those train left out)"),
+    ] = None,
+) -> None:
+    """Publish a global model (a read-out or a transformer, as train wrote it) as an ONNX graph into a
+    model repository (checked against the Python model), with intervals pooled across the series of
+    `--data`."""
+    from export.data import DataError
+    from export.global_models.transformer_onnx import is_transformer_file
+    from export.publish import VersionExistsError
+
+    if is_transformer_file(model):
+        import logging
+
+        from export.global_models.transformer_onnx import export_transformer, load_transformer
+
+        logging.getLogger("torch").setLevel(logging.ERROR)  # the exporter's notes on absent torchvision ops
+
+        saved = load_transformer(model)
+        net = saved.model
+        intervals, said = None, "no intervals (give --data, the training file, to calibrate them)"
+        if data is not None:
+            from export.global_models.transformer import calibrate_transformer
+
+            try:
+                series = _training_series(
+                    data,
+                    net.covariates,
+                    timezone or saved.timezone,
+                    sort,
+                    layout,
+                    ",".join(net.drop) if drop is None else drop,  # default: the columns train left out
+                )
+                intervals, said = calibrate_transformer(net, series)
+            except DataError as e:
+                raise typer.BadParameter(str(e), param_hint="--data") from None
+            except ValueError as e:  # not the series it was trained on
+                raise typer.BadParameter(str(e), param_hint="--data") from None
+        try:
+            folder = export_transformer(saved, repository, name, version, channel, intervals)
+        except (ValueError, VersionExistsError) as e:
+            raise typer.BadParameter(str(e)) from None
+        L, H = net.input_length, net.config.horizon
+        typer.echo(
+            f"{name} version {folder.name} (global transformer): L = {L}, H = {H}, min history "
+            f"{net.config.history}, {said}: {folder}"
+        )
+        _echo_coverage(intervals)
+        _echo_serving(repository)
+        return
+    from export.global_models.onnx import calibrate_global, export_global
+
+    fitted = GlobalModel.load(model)
+    intervals, said = None, "no intervals (give --data, the training file, to calibrate them)"
+    if data is not None:
+        if drop is None:  # the columns train left out, as model.json records them
+            drop = ",".join((fitted.training or {}).get("drop", []))
+        try:
+            series = _training_series(
+                data, fitted.covariates, timezone or fitted.timezone, sort, layout, drop
+            )
+        except DataError as e:
+            raise typer.BadParameter(str(e), param_hint="--data") from None
+        intervals, said = calibrate_global(fitted, series)
+    try:
+        folder = export_global(fitted, repository, name, version, channel, intervals)
+    except (ValueError, VersionExistsError) as e:
+        raise typer.BadParameter(str(e)) from None
+    typer.echo(
+        f"{name} version {folder.name}: L = {fitted.input_length}, H = {fitted.config.horizon}, "
+        f"min history {fitted.min_history}, {said}: {folder}"
+    )
+    _echo_coverage(intervals)
+    _echo_serving(repository)
+
+
+def _echo_serving(repository: Path) -> None:
+    """The exact command that serves `repository`: scripts/serve.sh polls it (RSA_MODEL_CONTROL=poll), so a
+    service it started serves a new version without a restart."""
+    typer.echo(
+        f"  served by: RSA_MODEL_REPOSITORY={shlex.quote(str(repository))} bash scripts/serve.sh (it polls "
+        "the repository every RSA_POLL_S seconds: a running one serves this version without a restart)"
+    )
+
+
+def _training_series(
+    data: Path, covs: CovariateLayout | None, zone: str | None, sort: bool, layout: str, drop: str = ""
+) -> list[Any]:
+    """The training file's series as train read them: values alone, or (a covariate model) with the
+    covariates by name, the calendar in the model's zone; `drop`: the columns train left out."""
+    from export.data import ReadOptions, load_panel
+
+    dropped = tuple(n.strip() for n in drop.split(",") if n.strip())
+    if covs is None:
+        return [
+            s.values for s in load_panel(data, ReadOptions(sort=sort, timezone=zone, drop=dropped)).series
+        ]
+    from export.covariates import load_covariate_panel, load_covariate_wide
+
+    options = ReadOptions(sort=sort, timezone=covs.timezone, drop=dropped)
+    statics = [s.name for s in covs.static]
+    if layout == "wide":
+        return load_covariate_wide(data, options, None, covs.past, covs.future)[0]
+    return load_covariate_panel(data, options, covs.past, covs.future, statics)[0]
+
+
+def _echo_coverage(intervals: dict[str, Any] | None) -> None:
+    if intervals is not None:
+        from export.reports import IntervalCalibration, from_dict
+
+        for group in from_dict(IntervalCalibration, intervals["calibration"]).coverage:
+            shares = ", ".join(f"{level}%: {share:.3f}" for level, share in group.coverage.items())
+            typer.echo(f"  coverage out of fold, {group.group} ({group.series} series): {shares}")
+
+
+@cli.command()
+def forecast(
+    model: ModelFileOption,
+    data: Annotated[
+        Path,
+        typer.Option(
+            help="a long file of histories (any series, seen or not); a covariate model's past and static "
+            "covariates are its columns, by name"
+        ),
+    ],
+    out: Annotated[Path | None, typer.Option(help="CSV to write (default: print)")] = None,
+    sort: Annotated[bool, typer.Option()] = False,
+    timezone: Annotated[
+        str | None, typer.Option(help="the zone --data's local times were written in (forecasts: UTC)")
+    ] = None,
+    drop: Annotated[str, typer.Option(help="columns of --data to leave out, comma-separated")] = "",
+    future_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="a covariate model's future values (as NeuralForecast's futr_df, TimeGPT's X_df): a long "
+            "CSV or Parquet file, id, timestamp and one column per future covariate, the H steps after "
+            "each series' last timestamp"
+        ),
+    ] = None,
+    name: Annotated[
+        str | None,
+        typer.Option(
+            help="the forecast column's name, the model's (default: the folder of --model, as export --name "
+            "usually names it); the client and the batch command name theirs after the served model"
+        ),
+    ] = None,
+) -> None:
+    """Forecast every series of a long file (series never seen in training included): `unique_id, ds`
+    and the forecast in a column named after the model (NeuralForecast's and TimeGPT's rule)."""
+    import pandas as pd
+
+    from export.data import DataError, load_panel
+    from export.global_models.transformer_onnx import is_transformer_file
+
+    if is_transformer_file(model):
+        raise typer.BadParameter(
+            "a global transformer is forecast through the service: export it (docs/panels.md)",
+            param_hint="--model",
+        )
+    fitted = GlobalModel.load(model)
+    zone = timezone or fitted.timezone
+    if fitted.covariates is None and future_file is not None:
+        raise typer.BadParameter(
+            "the model reads no covariates: it takes no future values", param_hint="--future-file"
+        )
+    dropped = tuple(n.strip() for n in drop.split(",") if n.strip())
+    histories: Sequence[Any]  # PanelSeries, or a covariate model's CovariateSeries
+    rows: np.ndarray | None = None
+    if fitted.covariates is None:
+        try:
+            panel = load_panel(data, sort=sort, timezone=zone, drop=dropped)
+        except DataError as e:
+            raise typer.BadParameter(str(e), param_hint="--data") from None
+        histories, frequency = panel.series, panel.frequency
+    else:
+        histories, frequency, rows = with_covariates(fitted, data, future_file, sort, zone, dropped)
+    try:
+        values = fitted.forecast([s.values for s in histories], covariates=rows)
+    except ValueError as e:  # shorter than min_history
+        raise typer.BadParameter(str(e), param_hint="--data") from None
+    table = []
+    for i, f in enumerate(values):
+        s: Any = histories[i]
+        table += [
+            (s.id, t, float(v))
+            for t, v in zip(_horizon(s.timestamps, frequency, len(f), zone, fitted.timezone), f, strict=True)
+        ]
+    column = forecast_columns(name or model.resolve().parent.name, ["y"])[0]
+    frame = pd.DataFrame(table, columns=["unique_id", "ds", column])
+    if out is None:
+        typer.echo(frame.to_csv(index=False), nl=False)
+    else:
+        frame.to_csv(out, index=False)
+        typer.echo(f"{len(histories)} series forecast: {out}")
+
+
+if __name__ == "__main__":
+    cli()
