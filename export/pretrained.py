@@ -1,7 +1,8 @@
 """Pretrained global models shipped with the service (issue 47): one per frequency the offline data
 allows, each the default of `python -m export.panel train` (the hybrid: the REM read-out averaged with
-local models fitted per series at forecast time, where it validates better; export/hybrid.py), with
-intervals calibrated on the same series, exported into a model repository as `pretrained-<frequency>`.
+local models fitted per series at forecast time, where it validates better;
+export/global_models/hybrid.py), with intervals calibrated on the same series, exported into a model
+repository as `pretrained-<frequency>`.
 
     python -m export.pretrained build                       # every model, into model_repository/
     python -m export.pretrained build --only monthly --out my_models
@@ -166,7 +167,8 @@ def train_pretrained(
 ) -> tuple[GlobalModel, dict[str, Any] | None, str]:
     """The global model of `spec` trained on `series` as `export.panel train` trains it (the hybrid by
     default, every setting searched on validation), and its intervals calibrated on the same series
-    (export/global_onnx.py `calibrate_global`): (model, intervals or None, what was calibrated)."""
+    (export/global_models/calibration.py `calibrate_global`): (model, intervals or None, what was
+    calibrated)."""
     from export.global_models.onnx import calibrate_global
 
     model = train_global(

@@ -54,15 +54,15 @@ LocalOption = Annotated[
     bool,
     typer.Option(
         help="the hybrid (the default without covariates): the read-out averaged with Theta and the "
-        "damped trend fitted per series at forecast time (export/hybrid.py); --no-local: the read-out "
-        "alone"
+        "damped trend fitted per series at forecast time (export/global_models/hybrid.py); --no-local: "
+        "the read-out alone"
     ),
 ]
 NetworkOption = Annotated[
     str,
     typer.Option(
         help="readout: the closed-form REM read-out; transformer: the global RSA-Transformer, trained by "
-        "gradient within the budget below (export/panel_transformer.py; docs/panels.md)"
+        "gradient within the budget below (export/global_models/transformer.py; docs/panels.md)"
     ),
 ]
 EpochsOption = Annotated[int | None, typer.Option(help="transformer: at most this many epochs (20)")]

@@ -46,7 +46,7 @@ class Calibration:
     windows: int
     series: int
     # Each scored window's |error| / spread [windows, H] (empty when none was scored): the exporter's
-    # coverage report per series group (export/global_onnx.py).
+    # coverage report per series group (export/global_models/calibration.py).
     scores: np.ndarray = field(default_factory=lambda: np.empty((0, 0)))
     # How many of `scores`' rows each series holding windows gave, in order.
     per_series: tuple[int, ...] = ()
