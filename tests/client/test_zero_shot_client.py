@@ -108,3 +108,17 @@ def test_refusals_name_what_is_wrong(service: LiveService) -> None:
         with pytest.raises(ServiceError) as caught:
             client.forecast(long("h", {"hourly": 100}))  # no hourly model in this repository
     assert caught.value.status == 422 and "monthly, quarterly" in str(caught.value)
+
+
+@pytest.mark.parametrize(("ends", "starts"), [("ME", "MS"), ("QE", "QS")])
+def test_a_month_end_frame_is_forecast_on_month_ends(service: LiveService, ends: str, starts: str) -> None:
+    """pandas' month-end frames (`resample("ME")`, the old default `M`): the model of their frequency
+    answers, its `ds` on month ends, the forecast of the same values on month starts."""
+    with Client(service.url, concurrency=1) as client:
+        out = client.forecast(long(ends, {"e": 30}), h=4)
+        same = client.forecast(long(starts, {"e": 30}), h=4)
+    name = out.attrs["model"]
+    assert name == same.attrs["model"] and name in out
+    last = pd.date_range("2015-01-01", periods=30, freq=ends)[-1]
+    assert list(out["ds"]) == list(pd.date_range(last, periods=5, freq=ends)[1:])
+    np.testing.assert_array_equal(out[name].to_numpy(), same[name].to_numpy())

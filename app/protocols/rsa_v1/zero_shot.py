@@ -20,6 +20,12 @@ the one rule every path shares (`rsa_core.frequency`), from, in order:
   the answer's `frequency.note` says so and to send `freq` or `timestamps`; any other start, or none,
   is refused naming `freq`.
 
+Month-end series (monthly, quarterly or yearly, every `start` midnight on the last day of its month:
+pandas' `ME`, `QE`, `YE`, or `M`, `Q`, `Y` on such starts) are answered by the same models, which step
+month starts: each start is sent one day later (the 1st of the next month) and the answer's timestamps
+are moved back a day, so that they step month ends (`_month_ends`). A `freq` of month ends on a start
+that is not one is refused naming the start.
+
 Series of different frequencies in one request are refused (send them apart), naming the first that
 differs. A frequency with no pretrained model is a 422 naming the frequencies that have one. The handler
 goes through `V1Handlers` and the service's catalog (its `models()`), as the named routes do.
@@ -27,8 +33,11 @@ goes through `V1Handlers` and the service's catalog (its `models()`), as the nam
 
 from __future__ import annotations
 
+import calendar
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, time, timedelta
 from typing import Any, Literal
 
 import orjson
@@ -39,11 +48,19 @@ from app.protocols.datetimes import IsoDatetime
 from app.protocols.parsing import Refusal
 from app.protocols.rsa_v1.handlers import V1Handlers
 from app.protocols.rsa_v1.schemas import ForecastRequest, ForecastResponse, SeriesInput
-from app.protocols.rsa_v1.wire import ForecastArgs, encode_forecast, offloaded_forecast, parse_forecast
+from app.protocols.rsa_v1.wire import (
+    ForecastArgs,
+    SeriesArrays,
+    encode_forecast,
+    offloaded_forecast,
+    parse_forecast,
+)
 from rsa_core.frequency import FREQUENCIES, Frequency, infer_frequency, off_grid, parse_alias, read_start
 from rsa_core.frequency import frequency_name as frequency_name
 
 MAX_FREQ_LENGTH = 32
+_DAY = timedelta(days=1)
+_CALENDAR = ("monthly", "quarterly", "yearly")
 _TIMESTAMPS = TypeAdapter(list[IsoDatetime])
 Source = Literal["freq", "timestamps", "start"]
 
@@ -293,9 +310,65 @@ async def zero_shot_forecast(v1: V1Handlers, body: ZeroShotBody, freq: str | Non
             field="freq",
             limit=", ".join(have),
         )
-    encoded = encode_forecast(await v1.forecast(models[used.name], None, body.forecast))
+    forecast = body.forecast
+    month_ends = _month_ends(used, forecast.series)
+    if month_ends:
+        forecast = _starts_moved(forecast, _DAY)
+    result = await v1.forecast(models[used.name], None, forecast)
+    if month_ends:
+        moved = [None if ts is None else [t - _DAY for t in ts] for ts in result.timestamps]
+        result = dataclasses.replace(result, timestamps=moved)
+    encoded = encode_forecast(result)
     # the named forecast's JSON object with `frequency` added (no second encoding of the values)
     return encoded[:-1] + b',"frequency":' + orjson.dumps(used.model_dump()) + b"}"
+
+
+def _is_month_end(start: datetime) -> bool:
+    """Midnight on the last day of its month, on its own wall clock."""
+    return start.time() == time(0) and start.day == calendar.monthrange(start.year, start.month)[1]
+
+
+def _month_ends(used: FrequencyUsed, series: Sequence[Any]) -> bool:
+    """Whether the request's series step month ends (module docstring): a monthly, quarterly or yearly
+    request whose every `start` is midnight on the last day of its month, unless `freq` names month starts
+    (then the model refuses the start, naming its anchor). InvalidInput naming `series[i].start` where
+    `freq` names month ends and a start is on neither end of its month (month starts are answered as
+    such, whatever `freq` says of the anchor)."""
+    if used.name not in _CALENDAR:
+        return False
+    unit = used.freq.lstrip("0123456789").split("-")[0]
+    for i, s in enumerate(series):
+        start = s.start
+        if unit in ("ME", "QE", "YE") and start is not None and start.day != 1 and not _is_month_end(start):
+            raise InvalidInput(
+                f"series[{i}].start {start.isoformat()} is not midnight on the last (or first) day of a "
+                f"month, which freq {used.freq} steps: send its month-end start, or the freq it steps",
+                field=f"series[{i}].start",
+            )
+    starts = [s.start for s in series if s.start is not None]
+    return unit not in ("MS", "QS", "YS", "AS") and bool(starts) and all(map(_is_month_end, starts))
+
+
+def _starts_moved(forecast: ForecastArgs | ForecastRequest, by: timedelta) -> Any:
+    """The forecast with every series' start moved `by` (InvalidInput naming the start past year 9999)."""
+    moved: list[Any] = []
+    for i, s in enumerate(forecast.series):
+        start = s.start
+        try:
+            start = None if start is None else start + by
+        except OverflowError:
+            raise InvalidInput(
+                f"series[{i}].start {s.start}: its forecast would step past year 9999",
+                field=f"series[{i}].start",
+            ) from None
+        moved.append(
+            dataclasses.replace(s, start=start)
+            if isinstance(s, SeriesArrays)
+            else s.model_copy(update={"start": start})
+        )
+    if isinstance(forecast, ForecastArgs):
+        return dataclasses.replace(forecast, series=moved)
+    return forecast.model_copy(update={"series": moved})
 
 
 def offloaded_zero_shot(raw: bytes, max_series: int) -> Any:

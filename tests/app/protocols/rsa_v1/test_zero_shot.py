@@ -275,14 +275,71 @@ def test_timestamps_that_do_not_fit_are_422_naming_the_field(
     assert words in error["message"], error
 
 
-def test_month_end_timestamps_read_quarterly_and_the_month_start_model_names_its_anchor(
+@pytest.mark.parametrize(
+    ("freq", "model", "month_start"),
+    [
+        ("ME", "monthly", "MS"),
+        ("QE", "quarterly", "QS"),
+        ("YE", "yearly", "YS"),
+        ("QE-NOV", "quarterly", "QS"),
+    ],
+)
+def test_month_end_timestamps_are_answered_on_month_ends(
+    client: TestClient, freq: str, model: str, month_start: str
+) -> None:
+    """Month-end series (pandas' ME, QE, YE, the default `M` of older pandas) get the pretrained model of
+    their frequency, the forecast of the same values on month starts, and timestamps on month ends."""
+    body = {**stamped(freq, start="2001-01-01"), "level": [80]}
+    r = client.post("/v1/forecast", json=body)
+    assert r.status_code == 200, r.text
+    got = r.json()
+    assert got["model"] == f"pretrained-{model}"
+    assert got["frequency"] == {
+        "name": model,
+        "freq": freq.split("-")[0],
+        "source": "timestamps",
+        "note": None,
+    }
+    last = pd.Timestamp(body["series"][0]["timestamps"][-1])
+    horizon = len(got["forecasts"][0]["forecast"])
+    want_stamps = pd.date_range(last, periods=horizon + 1, freq=freq)[1:]
+    assert [pd.Timestamp(t) for t in got["forecasts"][0]["timestamps"]] == [
+        t.tz_localize("UTC") for t in want_stamps
+    ]
+    starts = stamped(
+        month_start,
+        start=str((pd.Timestamp(body["series"][0]["timestamps"][0]) + pd.Timedelta(days=1)).date()),
+    )
+    same = client.post("/v1/forecast", json={**starts, "level": [80]}).json()["forecasts"][0]
+    assert got["forecasts"][0]["forecast"] == same["forecast"]
+    assert got["forecasts"][0]["lo-80"] == same["lo-80"]
+
+
+def test_a_month_end_start_with_freq_is_answered_and_month_starts_still_name_the_anchor(
     client: TestClient,
 ) -> None:
-    r = client.post("/v1/forecast", json=stamped("QE"))
-    assert r.status_code == 422, r.text
-    error = r.json()["error"]
-    assert error["field"] == "series[0].start" and "pretrained-quarterly" in error["message"]
-    assert "first day of a month" in error["message"]
+    ends = monthly_body(freq="ME")
+    ends["series"][0]["start"] = "2021-01-31"
+    r = client.post("/v1/forecast", json=ends)
+    assert r.status_code == 200, r.text
+    assert r.json()["forecasts"][0]["timestamps"][0].startswith("2023-07-31")  # 30 months from 2021-01
+    for freq in ("M", None):  # pandas' old month-end alias, or none: the start decides
+        body = {**ends, "freq": freq} if freq else {k: v for k, v in ends.items() if k != "freq"}
+        r = client.post("/v1/forecast", json=body)
+        assert r.status_code == (200 if freq else 422), r.text
+    wrong = monthly_body(freq="ME")
+    wrong["series"][0]["start"] = "2021-01-15"
+    r = client.post("/v1/forecast", json=wrong)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "series[0].start", r.text
+    assert "last (or first) day of a month" in r.json()["error"]["message"]
+    ends["freq"] = "MS"  # month starts named, a month-end start sent: the model names its anchor
+    r = client.post("/v1/forecast", json=ends)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "series[0].start", r.text
+    assert "first day of a month" in r.json()["error"]["message"]
+    late = monthly_body(freq="ME")
+    late["series"][0]["start"] = "9999-12-31"
+    r = client.post("/v1/forecast", json=late)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "series[0].start", r.text
 
 
 def test_the_openapi_document_shows_timestamps_and_the_frequency_answered(client: TestClient) -> None:
