@@ -237,7 +237,7 @@ def run_dataset(
 def m3_model(repository: Path, n: int | None) -> tuple[list[np.ndarray], str]:
     """M3 monthly's whole series (the first `n`), and a global model trained on every series' `x` part,
     published as `m3-monthly`."""
-    from bench.competitions import load_competition
+    from bench.competition_data import load_competition
     from export.global_models.config import PanelConfig
     from export.global_models.onnx import calibrate_global, export_global
     from export.global_models.search import train_global

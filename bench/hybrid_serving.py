@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench.competitions import load_competition
+from bench.competition_data import load_competition
 from bench.harness import REPO
 from bench.harness.servers import local_server
 from export.global_models.config import PanelConfig

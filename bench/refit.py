@@ -41,7 +41,7 @@ from app.artifacts.manifest import load_manifest
 from app.artifacts.readout import ReadoutSpec, fit_weights, forecast
 from app.inference.metrics import mase
 from app.inference.refit import fit_readout, run_fit
-from bench.competitions import Competition, load_competition
+from bench.competition_data import Competition, load_competition
 from bench.harness.servers import local_server
 from export.global_models.config import PanelConfig
 from export.global_models.onnx import calibrate_global, export_global

@@ -30,15 +30,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.competitions import (
-    LEVELS,
-    Competition,
-    load_competition,
-    quantiles_from_intervals,
-    run_statsforecast,
-    score,
-    score_forecast,
-)
+from bench.competition_data import Competition, load_competition
+from bench.competition_peers import run_statsforecast
+from bench.competition_scores import LEVELS, quantiles_from_intervals, score, score_forecast
 from bench.published import PUBLISHED
 from bench.published import SOURCE as PUBLISHED_SOURCE
 from export.pretrained import SPECS, PretrainedSpec

@@ -28,7 +28,8 @@ from typing import Any
 import httpx
 import numpy as np
 
-from bench.competitions import Competition, load_competition, score
+from bench.competition_data import Competition, load_competition
+from bench.competition_scores import score
 from bench.harness import REPO
 from bench.harness.servers import local_server
 

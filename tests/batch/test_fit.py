@@ -10,7 +10,7 @@ import ray
 
 from batch.fit import block_equations, fit_dataset, series_dataset, table_dataset
 from batch.score import init_local_ray
-from bench.competitions import load_competition
+from bench.competition_data import load_competition
 from export.global_models.config import PanelConfig
 from export.global_models.model import fit_global
 

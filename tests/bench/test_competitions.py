@@ -11,26 +11,12 @@ import numpy as np
 import pytest
 
 from app.inference.metrics import mase, smape
-from bench.competitions import (
-    ENSEMBLE,
-    ENSEMBLE_MEMBERS,
-    OURS_LABEL,
-    QUANTILES,
-    STATS_MODELS,
-    Candidate,
-    OursResult,
-    Score,
-    benchmark,
-    ensemble,
-    geomeans,
-    load_competition,
-    quantiles_from_intervals,
-    run_ours,
-    run_statsforecast,
-    score,
-    unseen_check,
-    wql,
-)
+from bench.competition_data import load_competition
+from bench.competition_ours import OURS_LABEL, Candidate, OursResult, run_ours, unseen_check
+from bench.competition_peers import ENSEMBLE, ENSEMBLE_MEMBERS, STATS_MODELS, ensemble, run_statsforecast
+from bench.competition_report import geomeans
+from bench.competition_scores import QUANTILES, Score, quantiles_from_intervals, score, wql
+from bench.competitions import benchmark
 from export.reports import CompetitionPublished
 
 
@@ -210,7 +196,8 @@ def test_the_unseen_check_runs() -> None:
 
 
 def test_the_synthetic_panel_streams_and_reports_memory() -> None:
-    from bench.competitions import synthetic_memory, synthetic_panel
+    from bench.competition_data import synthetic_panel
+    from bench.competition_ours import synthetic_memory
 
     m3 = load_competition("M3", "monthly", limit=12)
     series = list(synthetic_panel(m3, 5, seed=1))

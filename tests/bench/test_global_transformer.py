@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.competitions import load_competition
+from bench.competition_data import load_competition
 from bench.global_transformer import MODELS, format_table, main, markdown, run_slice, spread
 from export.global_models.transformer import Budget
 

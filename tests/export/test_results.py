@@ -427,7 +427,7 @@ def test_the_benchmark_section_renders_from_the_run_json(tmp_path):
     """A benchmark run (report schema 3) is rendered from its JSON alone: the MASE and WQL tables with
     this run's models (ours first) and the published ones, the relative columns from its geometric
     means, validation beside test, this run's statsforecast against fev's; an earlier run follows."""
-    from bench.competitions import geomeans, published_scores
+    from bench.competition_report import geomeans, published_scores
     from export.reports import (
         CompetitionCandidate,
         CompetitionData,

@@ -39,7 +39,7 @@ def panel(name: str) -> list[np.ndarray]:
         frame = pd.read_csv(ROOT / "data" / "ETT" / "ETTh1.csv")
         columns = [frame[c].to_numpy(np.float64) for c in frame.columns[1:]]
         return [c[k * 400 : (k + 1) * 400] for c in columns for k in range(8)]
-    from bench.competitions import load_competition
+    from bench.competition_data import load_competition
 
     comp = load_competition("M3", name, limit=200 if name == "quarterly" else 120)
     return [np.concatenate([x, y]) for x, y in zip(comp.train, comp.test, strict=True)]
