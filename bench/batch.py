@@ -29,9 +29,9 @@ run, one after the other:
 
 `--contenders` picks some of them (`batch` alone: the million-series run), and `fit` adds the distributed
 fit of the global read-out on M3 monthly (`batch.fit.fit_dataset` over 8 Ray Data blocks) against the
-single-process `export.panel.fit_global`, IRLS on, their max |delta weight| relative. Targets (issue
-37): batch ≥ 0.7× and client ≥ 0.5× the raw session's windows/s. The peak RSS is printed with the bound
-it is judged against (`--rss-bound-mib`).
+single-process `export.global_models.model.fit_global`, IRLS on, their max |delta weight| relative.
+Targets (issue 37): batch ≥ 0.7× and client ≥ 0.5× the raw session's windows/s. The peak RSS is
+printed with the bound it is judged against (`--rss-bound-mib`).
 """
 
 from __future__ import annotations

@@ -145,7 +145,7 @@ class CompetitionRun:
     scores: list[CompetitionScore]
     data: dict[str, CompetitionData] = dataclasses.field(default_factory=dict)
     command: str | None = None
-    ours: str | None = None  # the model name of our rows (bench/competitions.py `run_ours`'s label)
+    ours: str | None = None  # the model name of our rows (bench/competition_ours.py `run_ours`'s label)
     protocol: str | None = None  # how this run scored every model
     published_protocol: str | None = None  # how the published numbers were scored, and where from
     published: list[CompetitionPublished] = dataclasses.field(default_factory=list)

@@ -1,0 +1,162 @@
+"""The shipped pretrained models' interval coverage at every level they serve, on values none of them
+trained on (issues 43 and 47): the M3 and Tourism official hold-outs of the series whose histories the
+monthly, quarterly and yearly models saw (bench/competitions.py's protocol: one window, the first H of
+each hold-out, H the competition's), and ETT's four test months for the hourly model (trained on the
+first twelve; origins every 48 hours, each forecast from the whole history before it).
+
+    python -m bench.pretrained_coverage --json results/zero_shot/coverage.json
+    python -m bench.pretrained_coverage --only yearly --limit 50               # a smoke run
+    python -m bench.pretrained_coverage --only yearly --repository /tmp/old/model_repository  # a past build
+
+Each model is trained again by `export.pretrained`'s own code (deterministic: its ONNX graph must equal
+the shipped one byte for byte, checked) and forecasts offline; the half-widths are the shipped
+manifest's widths times each window's spread, as the service computes them
+(export/global_models/calibration.py `interval_halfwidths`). A level's coverage is the share of held-out
+values inside its interval, every series and step pooled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.competition_data import load_competition
+from export.global_models.calibration import interval_halfwidths
+from export.global_models.model import GlobalModel
+from export.paths import REPO_ROOT
+from export.pretrained import ETT_COLUMNS, ETT_TRAIN_HOURS, SPECS, PretrainedSpec, train_pretrained
+
+SHIPPED = REPO_ROOT / "model_repository"
+ETT_TEST = (16 * 30 * 24, 20 * 30 * 24)  # the ETT protocol's test months (export/data/splits.py)
+ETT_STEP = 48  # hours between the hourly model's test origins (its horizon)
+
+
+def shipped(spec: PretrainedSpec, repository: Path = SHIPPED) -> tuple[dict[str, Any], str]:
+    """The shipped version 1's manifest and its graph's sha256."""
+    folder = repository / spec.name / "1"
+    graph = hashlib.sha256((folder / "model.onnx").read_bytes()).hexdigest()
+    return json.loads((folder / "manifest.json").read_text()), graph
+
+
+def same_graph(model: GlobalModel, sha256: str) -> bool:
+    """Whether `model`'s ONNX graph is the shipped one, byte for byte."""
+    from export.global_models.graph import global_graph
+
+    return hashlib.sha256(global_graph(model).SerializeToString()).hexdigest() == sha256
+
+
+def coverage(
+    intervals: dict[str, Any], model: GlobalModel, histories: Sequence[np.ndarray], future: np.ndarray
+) -> list[int]:
+    """How many of `future`'s values [S, h] (NaN: none) lie inside each level's interval."""
+    h = future.shape[1]
+    point = model.forecast(list(histories))[:, :h]
+    half = interval_halfwidths(intervals, model, histories)[:, :, :h]  # [levels, S, h]
+    inside = np.abs(future[None] - point[None]) <= half
+    return [int(n) for n in (inside & ~np.isnan(future)[None]).sum(axis=(1, 2))]
+
+
+def competition_rows(
+    spec: PretrainedSpec, model: GlobalModel, intervals: dict[str, Any], limit: int | None
+) -> list[dict[str, Any]]:
+    rows = []
+    for dataset in ("M3", "Tourism"):
+        comp = load_competition(dataset, spec.frequency, limit)
+        inside = coverage(intervals, model, comp.train, comp.test[:, : spec.horizon])
+        values = int(np.isfinite(comp.test[:, : spec.horizon]).sum())
+        rows.append(_row(comp.name + " official hold-outs", len(comp.train), values, intervals, inside))
+    return rows
+
+
+def ett_rows(model: GlobalModel, intervals: dict[str, Any], limit: int | None) -> list[dict[str, Any]]:
+    import pandas as pd
+
+    series = [
+        pd.read_csv(REPO_ROOT / "data" / "ETT" / file)[c].to_numpy(dtype=np.float64)
+        for file in ("ETTh1.csv", "ETTh2.csv")
+        for c in ETT_COLUMNS
+    ]
+    origins = list(range(ETT_TEST[0], ETT_TEST[1] - ETT_STEP + 1, ETT_STEP))[:limit]
+    totals = np.zeros(len(intervals["levels"]), dtype=np.int64)
+    for origin in origins:
+        future = np.stack([s[origin : origin + ETT_STEP] for s in series])
+        totals += coverage(intervals, model, [s[:origin] for s in series], future)
+    values = len(origins) * len(series) * ETT_STEP
+    what = f"ETT test months, {len(origins)} origins every {ETT_STEP} h"
+    return [_row(what, len(series), values, intervals, [int(t) for t in totals])]
+
+
+def _row(
+    what: str, series: int, values: int, intervals: dict[str, Any], inside: Sequence[int]
+) -> dict[str, Any]:
+    return {
+        "held_out": what,
+        "series": series,
+        "values": values,
+        "coverage": {f"{lv:g}": n / values for lv, n in zip(intervals["levels"], inside, strict=True)},
+    }
+
+
+def evaluate(frequency: str, limit: int | None = None, repository: Path = SHIPPED) -> dict[str, Any]:
+    spec = SPECS[frequency]
+    manifest, sha256 = shipped(spec, repository)
+    series = [s for src in spec.sources for s in src.load()]
+    start = time.perf_counter()
+    model, _, _ = train_pretrained(spec, series)
+    if not same_graph(model, sha256):
+        raise SystemExit(f"{spec.name}: the model trained here is not the shipped one (graph differs)")
+    intervals = manifest["intervals"]
+    rows = (
+        ett_rows(model, intervals, limit)
+        if frequency == "hourly"
+        else competition_rows(spec, model, intervals, limit)
+    )
+    calibration = intervals["calibration"]
+    return {
+        "model": spec.name,
+        "rule": calibration["rule"],
+        "drift_check": (calibration.get("drift") or {}).get("check"),
+        "trained_in_s": round(time.perf_counter() - start, 1),
+        "rows": rows,
+        "training": f"{ETT_TRAIN_HOURS} hours of each column" if frequency == "hourly" else "histories",
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", action="append", choices=list(SPECS), help="these models only")
+    ap.add_argument("--limit", type=int, default=None, help="the first N series (hourly: origins)")
+    ap.add_argument(
+        "--repository",
+        type=Path,
+        default=SHIPPED,
+        help="the repository whose version 1 to score (a past "
+        "build: `git archive <commit> model_repository | tar -x -C /tmp/old`)",
+    )
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args(argv)
+    frequencies = args.only or list(SPECS)
+    report: dict[str, Any] = {"models": [evaluate(f, args.limit, args.repository) for f in frequencies]}
+    report["command"] = "python -m bench.pretrained_coverage " + " ".join(
+        argv if argv is not None else sys.argv[1:]
+    )
+    for m in report["models"]:
+        for row in m["rows"]:
+            shares = ", ".join(f"{lv}%: {100 * c:.1f}" for lv, c in row["coverage"].items())
+            print(f"{m['model']} ({m['rule']}) on {row['held_out']} ({row['series']} series): {shares}")
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
