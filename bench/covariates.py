@@ -229,6 +229,62 @@ def peers(case: Case, names: tuple[str, ...], weeks: int) -> dict[str, np.ndarra
     return out
 
 
+def _errors(fc: np.ndarray, actual: np.ndarray) -> dict[str, float]:
+    """A forecast's test MSE and MAE, the two scores every row of the results carries."""
+    return {"mse": float(np.mean((fc - actual) ** 2)), "mae": float(np.mean(np.abs(fc - actual)))}
+
+
+def _ablate(
+    case: Case, actual: np.ndarray, irls: int, effect: str, rows: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The covariates + calendar variant refitted without each covariate (and without the calendar):
+    its test row added to `rows`, and the test's verdict beside the trainer's validation verdict."""
+    names = tuple(case.covariates)
+    full = rows["covariates+calendar"]
+    verdicts = {
+        r["covariate"]: r.get("verdict", "helps" if r["helps"] else "does not help") for r in full["report"]
+    }
+    ablation = []
+    for left in (*names, "calendar"):
+        kept = tuple(n for n in names if n != left)
+        fc, info = fit_variant(case, kept, () if left == "calendar" else case.calendar, irls, effect, False)
+        scores = _errors(fc, actual)
+        rows[f"covariates+calendar without {left}"] = {**scores, "fit_s": info["fit_s"]}
+        ablation.append(
+            {
+                "covariate": left,
+                "test_mse_with": full["mse"],
+                "test_mse_without": scores["mse"],
+                "test_helps": full["mse"] < scores["mse"],
+                "validation_verdict": verdicts.get(left),
+            }
+        )
+    return ablation
+
+
+def _peer_rows(case: Case, actual: np.ndarray, weeks: int) -> dict[str, dict[str, Any]]:
+    """AutoARIMA+X's and MSTL's test rows, fitted here."""
+    peer = peers(case, tuple(case.covariates), weeks)
+    rows = {label: _errors(peer[label][: len(actual)], actual) for label in ("AutoARIMA+X", "MSTL")}
+    rows["AutoARIMA+X"]["fit_s"] = round(float(peer["_arima_s"]), 2)
+    rows["MSTL"]["fit_s"] = round(float(peer["_mstl_s"]), 2)
+    return rows
+
+
+def _earlier_peer_rows(
+    case: Case, peers_from: Path, test_origins: int, peer_fit: str
+) -> dict[str, dict[str, Any]]:
+    """AutoARIMA+X's and MSTL's rows taken from an earlier results file, refused unless it is this case's
+    run (same dataset, horizon, split, origins and peer fit)."""
+    earlier = json.loads(peers_from.read_text())
+    same = {"dataset": case.name, "horizon": case.horizon, "train_steps": case.train_end}
+    same |= {"test_origins": test_origins, "peer_fit": peer_fit}
+    differs = {k: (earlier.get(k), v) for k, v in same.items() if earlier.get(k) != v}
+    if differs:
+        raise typer.BadParameter(f"{peers_from} is not this case's run: {differs}", param_hint="--peers-from")
+    return {label: dict(earlier["results"][label]) for label in ("AutoARIMA+X", "MSTL")}
+
+
 def run_case(
     case: Case,
     weeks: int,
@@ -254,61 +310,14 @@ def run_case(
     }
     for label, (cov, cal) in variants.items():
         fc, info = fit_variant(case, cov, cal, irls, effect)
-        rows[label] = {
-            "mse": float(np.mean((fc - actual) ** 2)),
-            "mae": float(np.mean(np.abs(fc - actual))),
-            **info,
-        }
-    ablation = []
-    if ablate:
-        full = rows["covariates+calendar"]
-        verdicts = {
-            r["covariate"]: r.get("verdict", "helps" if r["helps"] else "does not help")
-            for r in full["report"]
-        }
-        for left in (*names, "calendar"):
-            kept = tuple(n for n in names if n != left)
-            fc, info = fit_variant(
-                case, kept, () if left == "calendar" else case.calendar, irls, effect, False
-            )
-            mse = float(np.mean((fc - actual) ** 2))
-            rows[f"covariates+calendar without {left}"] = {
-                "mse": mse,
-                "mae": float(np.mean(np.abs(fc - actual))),
-                "fit_s": info["fit_s"],
-            }
-            ablation.append(
-                {
-                    "covariate": left,
-                    "test_mse_with": full["mse"],
-                    "test_mse_without": mse,
-                    "test_helps": full["mse"] < mse,
-                    "validation_verdict": verdicts.get(left),
-                }
-            )
+        rows[label] = {**_errors(fc, actual), **info}
+    ablation = _ablate(case, actual, irls, effect, rows) if ablate else []
     peer_fit = f"last {weeks} weeks of training, fitted once (refit=False), run forward"
     source: dict[str, str] = {}
     if peers_from is None:
-        peer = peers(case, names, weeks)
-        for label in ("AutoARIMA+X", "MSTL"):
-            fc = peer[label][: len(origins)]
-            rows[label] = {
-                "mse": float(np.mean((fc - actual) ** 2)),
-                "mae": float(np.mean(np.abs(fc - actual))),
-            }
-        rows["AutoARIMA+X"]["fit_s"] = round(float(peer["_arima_s"]), 2)
-        rows["MSTL"]["fit_s"] = round(float(peer["_mstl_s"]), 2)
+        rows |= _peer_rows(case, actual, weeks)
     else:
-        earlier = json.loads(peers_from.read_text())
-        same = {"dataset": case.name, "horizon": H, "train_steps": case.train_end}
-        same |= {"test_origins": len(origins), "peer_fit": peer_fit}
-        differs = {k: (earlier.get(k), v) for k, v in same.items() if earlier.get(k) != v}
-        if differs:
-            raise typer.BadParameter(
-                f"{peers_from} is not this case's run: {differs}", param_hint="--peers-from"
-            )
-        for label in ("AutoARIMA+X", "MSTL"):
-            rows[label] = dict(earlier["results"][label])
+        rows |= _earlier_peer_rows(case, peers_from, len(origins), peer_fit)
         source = {"peers_from": f"{peers_from} (the peers' rows of that run, not re-run here)"}
     best = rows["covariates+calendar"]["mse"]
     return {

@@ -149,7 +149,7 @@ def phase(
     }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--phase-s", type=float, default=20.0)
@@ -158,7 +158,80 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--backtesters", type=int, default=6)
     p.add_argument("--fitters", type=int, default=8)
     p.add_argument("--out", type=Path, default=OUT)
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
+
+
+def request_bodies(fits: list[dict[str, Any]], n: int) -> dict[str, bytes]:
+    """The probes (one small series per model), the maximal backtest (`n` windows, step 1) and the fit."""
+    L, H = 512, 96
+    return {
+        "etth1_probe": json.dumps({"series": [{"values": etth1_rows(L), "start": START}]}).encode(),
+        "stores_probe": json.dumps({"series": [{"values": store(7, 48).tolist()}]}).encode(),
+        "backtest": json.dumps(
+            {
+                "series": [{"values": etth1_rows(L + n - 1 + H), "start": START}],
+                "n_windows": n,
+                "step_size": 1,
+            }
+        ).encode(),
+        "fit": json.dumps({"series": fits, "level": [80, 95]}).encode(),
+    }
+
+
+def phase_plan(
+    base: str, bodies: dict[str, bytes], args: argparse.Namespace
+) -> list[tuple[str, str, str, Callable[[], list[Loop]]]]:
+    """(phase, model, probe body, the load's loops) in order: idle / backtests / idle / fits per round,
+    then one idle phase on each model."""
+
+    def loops(route: str, body: bytes, k: int) -> Callable[[], list[Loop]]:
+        return lambda: [Loop(f"{base}/{route}", body, threading.Event()) for _ in range(k)]
+
+    def none() -> list[Loop]:
+        return []
+
+    plan: list[tuple[str, str, str, Callable[[], list[Loop]]]] = []
+    for _ in range(args.rounds):
+        plan += [
+            ("idle", ETTH1, "etth1_probe", none),
+            (
+                "backtests",
+                ETTH1,
+                "etth1_probe",
+                loops(f"{ETTH1}/cross_validation", bodies["backtest"], args.backtesters),
+            ),
+            ("idle", STORES, "stores_probe", none),
+            (
+                "fits",
+                STORES,
+                "stores_probe",
+                loops(f"{STORES}/fit_forecast", bodies["fit"], args.fitters),
+            ),
+        ]
+    plan += [("idle", ETTH1, "etth1_probe", none), ("idle", STORES, "stores_probe", none)]
+    return plan
+
+
+def ratios_under_load(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per load kind: the worst p99 under it over the median idle p99 on its model, and whether every
+    forecast under it was answered 200."""
+    ratios = {}
+    for kind, model in (("backtests", ETTH1), ("fits", STORES)):
+        idle = [r["p99_ms"] for r in results if r["phase"] == "idle" and r["model"] == model]
+        busy = [r["p99_ms"] for r in results if r["phase"] == kind]
+        ok = all(set(r["statuses"]) == {"200"} for r in results if r["phase"] == kind)
+        ratios[kind] = {
+            "model": model,
+            "idle_p99_ms": idle,
+            "loaded_p99_ms": busy,
+            "ratio_of_worst_to_median_idle": round(max(busy) / statistics.median(idle), 2),
+            "every_forecast_200": ok,
+        }
+    return ratios
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     settings = Settings(model_repository=Path("."))  # the defaults the service runs with
     with tempfile.TemporaryDirectory() as tmp:
         repo, _ = publish(Path(tmp))
@@ -166,50 +239,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         (repo / ETTH1).mkdir()
         (repo / ETTH1 / shipped.name).symlink_to(shipped, target_is_directory=True)
         fits, fit_estimate = fit_series(repo, settings.max_fit_seconds)
-        L, H = 512, 96
         n = settings.max_series_per_request
-        bodies = {
-            "etth1_probe": json.dumps({"series": [{"values": etth1_rows(L), "start": START}]}).encode(),
-            "stores_probe": json.dumps({"series": [{"values": store(7, 48).tolist()}]}).encode(),
-            "backtest": json.dumps(
-                {
-                    "series": [{"values": etth1_rows(L + n - 1 + H), "start": START}],
-                    "n_windows": n,
-                    "step_size": 1,
-                }
-            ).encode(),
-            "fit": json.dumps({"series": fits, "level": [80, 95]}).encode(),
-        }
+        bodies = request_bodies(fits, n)
         with local_server({"RSA_MODEL_REPOSITORY": str(repo)}) as server:
             base = f"{server.url}/v1/models"
-
-            def loops(route: str, body: bytes, k: int) -> Callable[[], list[Loop]]:
-                return lambda: [Loop(f"{base}/{route}", body, threading.Event()) for _ in range(k)]
-
-            def none() -> list[Loop]:
-                return []
-
-            plan: list[tuple[str, str, str, Callable[[], list[Loop]]]] = []
-            for _ in range(args.rounds):
-                plan += [
-                    ("idle", ETTH1, "etth1_probe", none),
-                    (
-                        "backtests",
-                        ETTH1,
-                        "etth1_probe",
-                        loops(f"{ETTH1}/cross_validation", bodies["backtest"], args.backtesters),
-                    ),
-                    ("idle", STORES, "stores_probe", none),
-                    (
-                        "fits",
-                        STORES,
-                        "stores_probe",
-                        loops(f"{STORES}/fit_forecast", bodies["fit"], args.fitters),
-                    ),
-                ]
-            plan += [("idle", ETTH1, "etth1_probe", none), ("idle", STORES, "stores_probe", none)]
             results = []
-            for kind, model, probe, load in plan:
+            for kind, model, probe, load in phase_plan(base, bodies, args):
                 row: dict[str, Any] = {"phase": kind, "model": model}
                 row.update(
                     phase(
@@ -223,18 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
                 results.append(row)
                 print(json.dumps(row), flush=True)
-    ratios = {}
-    for kind, model in (("backtests", ETTH1), ("fits", STORES)):
-        idle = [r["p99_ms"] for r in results if r["phase"] == "idle" and r["model"] == model]
-        busy = [r["p99_ms"] for r in results if r["phase"] == kind]
-        ok = all(set(r["statuses"]) == {"200"} for r in results if r["phase"] == kind)
-        ratios[kind] = {
-            "model": model,
-            "idle_p99_ms": idle,
-            "loaded_p99_ms": busy,
-            "ratio_of_worst_to_median_idle": round(max(busy) / statistics.median(idle), 2),
-            "every_forecast_200": ok,
-        }
+    ratios = ratios_under_load(results)
     out = {
         "command": "python -m bench.fairness "
         + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k != "out"),

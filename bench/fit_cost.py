@@ -78,25 +78,31 @@ def shop_rows(layout: Any, histories: list[np.ndarray], seeds: range) -> History
     return HistoryRows(layout, tuple(past), tuple(future), tuple(static), tuple(stamps))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--out", type=Path, default=OUT)
     p.add_argument("--recompute", type=Path, default=None, help="a run's JSON: its fits, not timed again")
     p.add_argument("--kinds", default="readout,hybrid,covariates", help="the models timed, comma-separated")
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
+
+
+def previous_fits(path: Path, load_now: list[float]) -> tuple[list[dict[str, Any]], str, Any]:
+    """An earlier run's fits, command and load before it (`load_now` where it has none), its estimates
+    dropped to be made again."""
+    previous = json.loads(path.read_text())
+    rows, command = previous["fits"], previous["command"]
+    for r in rows:  # an earlier analysis's estimates (and those from constants since changed) go
+        r.pop("estimate_fitted", None)
+        r.pop("estimate_now", None)
+    return rows, command, previous["host"].get("load_before", load_now)
+
+
+def time_fits(kinds: list[str], repeats: int) -> list[dict[str, Any]]:
+    """Each kind's fits over its grid, without and with levels, the best of `repeats` (printed as timed)."""
     rows: list[dict[str, Any]] = []
-    command = f"python -m bench.fit_cost --repeats {args.repeats} --kinds {args.kinds}"
-    load_before = [round(x, 2) for x in os.getloadavg()]  # a shared host: the timings are upper bounds
-    if args.recompute is not None:
-        previous = json.loads(args.recompute.read_text())
-        rows, command = previous["fits"], previous["command"]
-        load_before = previous["host"].get("load_before", load_before)
-        for r in rows:  # an earlier analysis's estimates (and those from constants since changed) go
-            r.pop("estimate_fitted", None)
-            r.pop("estimate_now", None)
     with tempfile.TemporaryDirectory() as tmp:
-        for kind in () if rows else args.kinds.split(","):
+        for kind in kinds:
             folder = Path(tmp) / kind
             folder.mkdir()
             spec, hybrid, horizon, layout = model(folder, kind)
@@ -112,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for levels in ([], LEVELS):
                     work = refit.fit_work(spec, histories, levels, hybrid, layout)
                     best = float("inf")
-                    for _ in range(args.repeats):
+                    for _ in range(repeats):
                         t = time.perf_counter()
                         refit.run_fit(spec, histories, horizon, levels, 600.0, hybrid, covariates)
                         best = min(best, time.perf_counter() - t)
@@ -130,6 +136,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                         }
                     )
                     print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def measured_constants(rows: list[dict[str, Any]]) -> tuple[float, float, float]:
+    """The read-out's, the local half's and the calendar's seconds per unit of work: medians, each over
+    what the constants before it leave unexplained (see the module's docstring)."""
     readout = float(
         np.median(
             [
@@ -159,10 +171,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if calendar_fits
         else 0.0
     )
-    for r in rows:
-        r["estimate_measured"] = round(
-            readout * r["readout_work"] + local * r["local_work"] + calendar * r.get("calendar_work", 0.0), 4
-        )
+    return readout, local, calendar
+
+
+def measured_over_estimate(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Seconds over `estimate_measured` among the fits of 0.5 s or more: over all of them, and by model."""
     y = np.array([r["seconds"] for r in rows])
     ratio = y / np.array([max(r["estimate_measured"], 1e-9) for r in rows])
     big = y >= 0.5  # the fits the refusal is about
@@ -174,17 +187,36 @@ def main(argv: Sequence[str] | None = None) -> int:
             "max": float(ratio[of].max()) if of.any() else None,
         }
 
+    by_model = {
+        kind: spread(big & np.array([r["model"] == kind for r in rows]))
+        for kind in sorted({r["model"] for r in rows})
+    }
+    return spread(big), by_model
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    rows: list[dict[str, Any]] = []
+    command = f"python -m bench.fit_cost --repeats {args.repeats} --kinds {args.kinds}"
+    load_before = [round(x, 2) for x in os.getloadavg()]  # a shared host: the timings are upper bounds
+    if args.recompute is not None:
+        rows, command, load_before = previous_fits(args.recompute, load_before)
+    if not rows:
+        rows = time_fits(args.kinds.split(","), args.repeats)
+    readout, local, calendar = measured_constants(rows)
+    for r in rows:
+        r["estimate_measured"] = round(
+            readout * r["readout_work"] + local * r["local_work"] + calendar * r.get("calendar_work", 0.0), 4
+        )
+    overall, by_model = measured_over_estimate(rows)
     out = {
         "command": command,
         "host": {"machine": platform.machine(), "cpus": usable_cpus(), "load_before": load_before},
         "readout_seconds": readout,
         "local_seconds": local,
         "calendar_seconds": calendar,
-        "measured_over_estimate": spread(big),
-        "measured_over_estimate_by_model": {
-            kind: spread(big & np.array([r["model"] == kind for r in rows]))
-            for kind in sorted({r["model"] for r in rows})
-        },
+        "measured_over_estimate": overall,
+        "measured_over_estimate_by_model": by_model,
         "fits": rows,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -338,14 +338,8 @@ def _median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def report(
-    cells: list[list[Cell]], transport_rows: list[list[object]], floods: list[Flood], args: argparse.Namespace
-) -> str:
-    lines = [
-        f"bench.workers: model etth1-rsa v{args.version} (one-window and {args.big_series}-series /v1 JSON), "
-        f"{os.cpu_count()} CPUs, RSA_DEVICE={args.device}, {len(cells)} round(s); server CPU = the whole "
-        "process tree's",
-    ]
+def _cell_table(cells: list[list[Cell]]) -> str:
+    """Every cell of every round: throughput, latency, CPU per request and errors."""
     rows = []
     for r, cell_round in enumerate(cells):
         for c in cell_round:
@@ -364,24 +358,28 @@ def report(
                     c.result.error_count,
                 ]
             )
-    lines.append(
-        format_table(
-            [
-                "round",
-                "workers",
-                "c",
-                "series",
-                "req/s",
-                "windows/s",
-                "p50 ms",
-                "p99 ms",
-                "server CPU ms/req",
-                "client CPU ms/req",
-                "errors",
-            ],
-            rows,
-        )
+    return format_table(
+        [
+            "round",
+            "workers",
+            "c",
+            "series",
+            "req/s",
+            "windows/s",
+            "p50 ms",
+            "p99 ms",
+            "server CPU ms/req",
+            "client CPU ms/req",
+            "errors",
+        ],
+        rows,
     )
+
+
+def _scaling_lines(cells: list[list[Cell]], args: argparse.Namespace) -> list[str]:
+    """Each worker count against the fewest, per kind of cell: the median over the rounds of the
+    throughput and p99 ratios, against their goals."""
+    lines = []
     base = min(args.workers)
     kinds = [(c, 1) for c in args.concurrency] + [(BIG_CONCURRENCY, args.big_series)]
     for workers in [w for w in args.workers if w != base]:
@@ -403,18 +401,12 @@ def report(
                 f"{workers} front ends / {base}, {what}: throughput x{_value(rps)} (goal {rps.goal}; "
                 f"rounds {each}) {_verdict(rps)}, p99 x{_value(p99)} (goal {p99.goal}) {_verdict(p99)}"
             )
-    lines.append("")
-    lines.append(
-        "Transport: one submit through the engine process against the same call in process (median ms)"
-    )
-    lines.append(
-        format_table(["rows", "in process ms", "through the engine ms", "per message us"], transport_rows)
-    )
-    lines.append("")
-    lines.append(
-        f"Flood: {args.flood} clients at once, one {args.flood_series}-series body each, the default "
-        "version; best = the same bodies at concurrency 4"
-    )
+    return lines
+
+
+def _flood_table(floods: list[Flood]) -> str:
+    """Each flood's answers by status, its refusals' times, its goodput against the best, and the targets'
+    verdict."""
     flood_rows = []
     for f in floods:
         refused = f.statuses(503)
@@ -439,24 +431,41 @@ def report(
             f.goodput >= GOODPUT_SHARE * f.best_windows_s,
         ]
         flood_rows[-1].append(verdict(all(verdicts)))
-    lines.append(
-        format_table(
-            [
-                "workers",
-                "200",
-                "503",
-                "504",
-                "503 max ms",
-                "503 median ms",
-                "goodput win/s",
-                "best win/s",
-                "share",
-                "errors",
-                "targets",
-            ],
-            flood_rows,
-        )
+    return format_table(
+        [
+            "workers",
+            "200",
+            "503",
+            "504",
+            "503 max ms",
+            "503 median ms",
+            "goodput win/s",
+            "best win/s",
+            "share",
+            "errors",
+            "targets",
+        ],
+        flood_rows,
     )
+
+
+def report(
+    cells: list[list[Cell]], transport_rows: list[list[object]], floods: list[Flood], args: argparse.Namespace
+) -> str:
+    lines = [
+        f"bench.workers: model etth1-rsa v{args.version} (one-window and {args.big_series}-series /v1 JSON), "
+        f"{os.cpu_count()} CPUs, RSA_DEVICE={args.device}, {len(cells)} round(s); server CPU = the whole "
+        "process tree's",
+        _cell_table(cells),
+        *_scaling_lines(cells, args),
+        "",
+        "Transport: one submit through the engine process against the same call in process (median ms)",
+        format_table(["rows", "in process ms", "through the engine ms", "per message us"], transport_rows),
+        "",
+        f"Flood: {args.flood} clients at once, one {args.flood_series}-series body each, the default "
+        "version; best = the same bodies at concurrency 4",
+        _flood_table(floods),
+    ]
     return "\n".join(lines)
 
 

@@ -208,6 +208,96 @@ def http_request(
     return head.encode("ascii") + body
 
 
+class _Phases:
+    """What the warm-up and the measured phase share: the connections, the request bytes, the deadline,
+    and the counts, samples, latencies and statuses every answer adds to."""
+
+    def __init__(
+        self,
+        wire: list[bytes],
+        check: Checker,
+        connections: list[Connection],
+        deadline: float,
+        request_timeout_s: float,
+        backoff_s: float,
+    ) -> None:
+        self.wire, self.check, self.connections, self.deadline = wire, check, connections, deadline
+        self.request_timeout_s, self.backoff_s = request_timeout_s, backoff_s
+        self.errors: dict[str, int] = {}
+        self.samples: list[str] = []
+        self.latencies: list[float] = []
+        self.statuses: list[int] = []
+        self.checked = 0
+        self.timed_out = False
+
+    def fail(self, kind: str, detail: str) -> None:
+        self.errors[kind] = self.errors.get(kind, 0) + 1
+        if len(self.samples) < MAX_ERROR_SAMPLES:
+            self.samples.append(f"{kind}: {detail}")
+
+    async def send(self, conn: Connection, i: int, record: list[float] | None) -> tuple[int, bytes] | None:
+        """Request i's status and body, its latency recorded when `record` is given; None when it timed
+        out or failed in transport (counted as such)."""
+        wire = self.wire[i % len(self.wire)]
+        t0 = time.perf_counter()
+        try:
+            async with asyncio.timeout(self.request_timeout_s):
+                status, payload = await conn.exchange(wire)
+        except TimeoutError:
+            conn.close()
+            self.fail("timeout", f"request {i}: no answer within {self.request_timeout_s} s")
+            return None
+        except (OSError, EOFError, asyncio.LimitOverrunError, ValueError, IndexError) as e:
+            # IncompleteReadError is an EOFError; ValueError and IndexError: an unparsable head.
+            conn.close()
+            self.fail("transport", f"request {i}: {type(e).__name__}: {e}")
+            return None
+        if record is not None:
+            record.append((time.perf_counter() - t0) * 1e3)
+            self.statuses.append(status)
+        return status, payload
+
+    async def run(self, total: int, record: list[float] | None) -> int:
+        """`total` requests from one worker per connection; how many were sent and finished."""
+        next_i = 0
+        done = 0
+
+        async def worker(conn: Connection) -> None:
+            nonlocal next_i, done
+            while next_i < total:  # one event loop: taking the next index needs no lock
+                if time.monotonic() >= self.deadline:
+                    self.timed_out = True
+                    return
+                i = next_i
+                next_i += 1
+                answer = await self.send(conn, i, record)
+                done += 1
+                if answer is None:
+                    continue
+                status, payload = answer
+                if status != 200:
+                    self.fail(f"status_{status}", f"request {i}: {payload[:200]!r}")
+                    if self.backoff_s:
+                        await asyncio.sleep(self.backoff_s)
+                    continue
+                self.checked += 1
+                problem = self.check(i % len(self.wire), payload)
+                if problem is not None:
+                    self.fail(problem.kind, f"request {i}: {problem.detail}")
+
+        # The safety net past the per-request timeouts: a worker stuck anyway is cancelled, never awaited
+        # forever; the requests it had in flight then count as errors.
+        tasks = [asyncio.create_task(worker(c)) for c in self.connections]
+        budget = max(self.deadline - time.monotonic(), 0) + self.request_timeout_s + 5
+        _, pending = await asyncio.wait(tasks, timeout=budget)
+        for t in pending:
+            t.cancel()
+            self.fail("cancelled", "a worker was still busy past the time limit and the request timeout")
+        if pending:
+            await asyncio.wait(pending, timeout=5)
+        return done
+
+
 async def run_load(
     url: str,
     bodies: Sequence[bytes],
@@ -242,80 +332,13 @@ async def run_load(
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     wire = [http_request("POST", host, port, path, b, content_type, headers) for b in bodies]
     connections = [Connection(host, port) for _ in range(concurrency)]
-    errors: dict[str, int] = {}
-    samples: list[str] = []
-    latencies: list[float] = []
-    checked = 0
     deadline = time.monotonic() + time_limit_s
-    timed_out = False
-
-    def fail(kind: str, detail: str) -> None:
-        errors[kind] = errors.get(kind, 0) + 1
-        if len(samples) < MAX_ERROR_SAMPLES:
-            samples.append(f"{kind}: {detail}")
-
-    statuses: list[int] = []
-
-    async def run_phase(total: int, record: list[float] | None) -> int:
-        nonlocal checked, timed_out
-        next_i = 0
-        done = 0
-
-        async def worker(conn: Connection) -> None:
-            nonlocal next_i, done, checked, timed_out
-            while next_i < total:  # one event loop: taking the next index needs no lock
-                if time.monotonic() >= deadline:
-                    timed_out = True
-                    return
-                i = next_i
-                next_i += 1
-                b = i % len(wire)
-                t0 = time.perf_counter()
-                try:
-                    async with asyncio.timeout(request_timeout_s):
-                        status, payload = await conn.exchange(wire[b])
-                except TimeoutError:
-                    conn.close()
-                    done += 1
-                    fail("timeout", f"request {i}: no answer within {request_timeout_s} s")
-                    continue
-                except (OSError, EOFError, asyncio.LimitOverrunError, ValueError, IndexError) as e:
-                    # IncompleteReadError is an EOFError; ValueError and IndexError: an unparsable head.
-                    conn.close()
-                    done += 1
-                    fail("transport", f"request {i}: {type(e).__name__}: {e}")
-                    continue
-                if record is not None:
-                    record.append((time.perf_counter() - t0) * 1e3)
-                    statuses.append(status)
-                done += 1
-                if status != 200:
-                    fail(f"status_{status}", f"request {i}: {payload[:200]!r}")
-                    if backoff_s:
-                        await asyncio.sleep(backoff_s)
-                    continue
-                checked += 1
-                problem = check(b, payload)
-                if problem is not None:
-                    fail(problem.kind, f"request {i}: {problem.detail}")
-
-        # The safety net past the per-request timeouts: a worker stuck anyway is cancelled, never awaited
-        # forever; the requests it had in flight then count as errors.
-        tasks = [asyncio.create_task(worker(c)) for c in connections]
-        budget = max(deadline - time.monotonic(), 0) + request_timeout_s + 5
-        _, pending = await asyncio.wait(tasks, timeout=budget)
-        for t in pending:
-            t.cancel()
-            fail("cancelled", "a worker was still busy past the time limit and the request timeout")
-        if pending:
-            await asyncio.wait(pending, timeout=5)
-        return done
-
+    phases = _Phases(wire, check, connections, deadline, request_timeout_s, backoff_s)
     try:
         if warmup:
-            await run_phase(warmup, None)
+            await phases.run(warmup, None)
         cpu0, server0, t0 = time.process_time(), _server_cpu(server_pid), time.perf_counter()
-        completed = await run_phase(requests, latencies) if not timed_out else 0
+        completed = await phases.run(requests, phases.latencies) if not phases.timed_out else 0
         duration = time.perf_counter() - t0
         cpu1, server1 = time.process_time(), _server_cpu(server_pid)
     finally:
@@ -325,17 +348,17 @@ async def run_load(
         url=url,
         requests=requests,
         completed=completed,
-        checked=checked,
-        errors=errors,
-        error_samples=samples,
+        checked=phases.checked,
+        errors=phases.errors,
+        error_samples=phases.samples,
         warmup=warmup,
         concurrency=concurrency,
         series_per_request=series_per_request,
         duration_s=duration,
         time_limit_s=time_limit_s,
-        stopped_by_time_limit=timed_out,
-        latencies_ms=latencies,
-        statuses=statuses,
+        stopped_by_time_limit=phases.timed_out,
+        latencies_ms=phases.latencies,
+        statuses=phases.statuses,
         client_cpu_s=cpu1 - cpu0,
         server_cpu_s=server1 - server0 if server0 is not None and server1 is not None else None,
     )
