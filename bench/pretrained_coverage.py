@@ -9,8 +9,8 @@ first twelve; origins every 48 hours, each forecast from the whole history befor
     python -m bench.pretrained_coverage --only yearly --repository /tmp/old/model_repository  # a past build
 
 Each model is trained again by `export.pretrained`'s own code (deterministic: its ONNX graph must equal
-the shipped one byte for byte, checked) and forecasts offline; the half-widths are the shipped
-manifest's widths times each window's spread, as the service computes them
+the shipped one byte for byte, checked) and forecasts offline with the local half its manifest names;
+the half-widths are the manifest's widths times each window's spread, as the service computes them
 (export/global_models/calibration.py `interval_halfwidths`). A level's coverage is the share of held-out
 values inside its interval, every series and step pooled.
 """
@@ -18,6 +18,7 @@ values inside its interval, every series and step pooled.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import sys
@@ -28,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from app.artifacts.hybrid import LocalSpec
 from bench.competition_data import load_competition
 from export.global_models.calibration import interval_halfwidths
 from export.global_models.model import GlobalModel
@@ -113,6 +115,10 @@ def evaluate(frequency: str, limit: int | None = None, repository: Path = SHIPPE
     model, _, _ = train_pretrained(spec, series)
     if not same_graph(model, sha256):
         raise SystemExit(f"{spec.name}: the model trained here is not the shipped one (graph differs)")
+    # the local half the manifest serves (its members, window and tilt), not today's search's choice, so
+    # that a past build (`--repository`) is scored as it was served
+    local = (manifest.get("panel") or {}).get("local")
+    model = dataclasses.replace(model, local=None if local is None else LocalSpec.from_json(local))
     intervals = manifest["intervals"]
     rows = (
         ett_rows(model, intervals, limit)
