@@ -106,7 +106,7 @@ SLOW_TESTS: dict[str, dict[str, float]] = {
         "test_large_bodies_answer_the_same_through_the_worker": 1.6,
         "test_the_worker_starts_with_the_parsers_imported": 1.3,
     },
-    "tests/app/engine/test_batching.py": {
+    "tests/app/engine/test_batching_admission.py": {
         "test_memory_is_released_once_the_version_has_been_idle_not_between_busy_batches": 1.6,
     },
     "tests/app/engine/test_runners.py": {
