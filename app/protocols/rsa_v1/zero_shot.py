@@ -24,7 +24,7 @@ Month-end series (monthly, quarterly or yearly, every `start` midnight on the la
 pandas' `ME`, `QE`, `YE`, or `M`, `Q`, `Y` on such starts) are answered by the same models, which step
 month starts: each start is sent one day later (the 1st of the next month) and the answer's timestamps
 are moved back a day, so that they step month ends (`_month_ends`). A `freq` of month ends on a start
-that is not one is refused naming the start.
+on neither end of its month is refused naming the start.
 
 Series of different frequencies in one request are refused (send them apart), naming the first that
 differs. A frequency with no pretrained model is a 422 naming the frequencies that have one. The handler
