@@ -8,7 +8,7 @@ For each panel (each competition set with its official horizon, and the pretrain
 monthly, quarterly and yearly panels with theirs), the default hybrid is trained on the histories and
 every series long enough is scored at three origins: its last H values held out (origin 0), and the same
 with the history H and 2H values shorter (origins 1 and 2), each by a read-out refitted on what comes
-before (the calibration's own `_held_out_scores`). A rule sets the widths at origin 1 (with factors of
+before (the calibration's own `held_out_scores`). A rule sets the widths at origin 1 (with factors of
 origin 1 against origin 2) and is scored on origin 0's windows: the share inside each level, and the
 mean |coverage − level|. Rules: `plain` (the split-conformal quantiles), `per-level` (each level's own
 `drift_factor`) and `tail-20` (`level_factors`: a level with fewer than 20 windows beyond its quantile
@@ -18,7 +18,6 @@ takes the factor of the level below). Only the histories are read: the official 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -28,8 +27,9 @@ from typing import Any
 import numpy as np
 
 from app.artifacts.conformal import conformal_quantile
-from app.artifacts.readout.calibration import _held_out_scores, _HeldOut, drift_factor, level_factors
+from app.artifacts.readout.calibration import HeldOut, drift_factor, held_out_scores, level_factors
 from bench.competition_data import load_competition
+from bench.harness.report import write_json
 from export.global_models.calibration import readout_spec
 from export.global_models.config import PanelConfig
 from export.global_models.search import train_global
@@ -58,12 +58,12 @@ def origin_scores(
     model = train_global(list(series), config, local=True)
     spec = readout_spec(model)
     window = spec.input_length if model.local is None else max(spec.input_length, model.local.length)
-    how = _HeldOut(spec, window, spec.kernels(), None, None, model.local)
+    how = HeldOut(spec, window, spec.kernels(), None, None, model.local)
     index = [i for i, v in enumerate(series) if len(v) - 2 * horizon >= spec.min_history + horizon]
     out = []
     for shift in (0, 1, 2):
         held = [(series[i][: len(series[i]) - shift * horizon], horizon) for i in index]
-        scores, _ = _held_out_scores(held, index, how)
+        scores, _ = held_out_scores(held, index, how)
         out.append(scores)
     return out
 
@@ -117,8 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv if argv is not None else sys.argv[1:]
     )
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        write_json(args.json, report)
     return 0
 
 

@@ -27,6 +27,7 @@ import pandas as pd
 
 from bench.competition_data import load_competition
 from bench.harness import REPO
+from bench.harness.report import write_json
 from bench.harness.servers import local_server
 from export.global_models.config import PanelConfig
 from export.global_models.onnx import calibrate_global, export_global
@@ -83,8 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     print(json.dumps(report, indent=2))
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        write_json(args.json, report)
     return 0
 
 

@@ -31,6 +31,7 @@ import numpy as np
 
 from app.artifacts.hybrid import LocalSpec
 from bench.competition_data import load_competition
+from bench.harness.report import write_json
 from export.global_models.calibration import interval_halfwidths
 from export.global_models.model import GlobalModel
 from export.paths import REPO_ROOT
@@ -159,8 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             shares = ", ".join(f"{lv}%: {100 * c:.1f}" for lv, c in row["coverage"].items())
             print(f"{m['model']} ({m['rule']}) on {row['held_out']} ({row['series']} series): {shares}")
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        write_json(args.json, report)
     return 0
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 import time
 from collections.abc import Sequence
@@ -33,6 +32,7 @@ from typing import Any
 from bench.competition_data import Competition, load_competition
 from bench.competition_peers import run_statsforecast
 from bench.competition_scores import LEVELS, quantiles_from_intervals, score, score_forecast
+from bench.harness.report import write_json
 from bench.published import PUBLISHED
 from bench.published import SOURCE as PUBLISHED_SOURCE
 from export.pretrained import SPECS, PretrainedSpec
@@ -181,8 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report["command"] = "python -m bench.zero_shot " + " ".join(argv if argv is not None else sys.argv[1:])
     print(format_report(report))
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        write_json(args.json, report)
     return 0
 
 

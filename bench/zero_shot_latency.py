@@ -21,6 +21,7 @@ import httpx
 import numpy as np
 
 from bench.harness import REPO
+from bench.harness.report import write_json
 from bench.harness.servers import local_server
 
 MODEL = "pretrained-monthly"
@@ -74,8 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report["timestamps_p50_ratio"] = timestamps_ratio
     print(json.dumps(report, indent=2))
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        write_json(args.json, report)
     return 0
 
 

@@ -119,4 +119,6 @@ def above(bound: float) -> Callable[[float], bool]:
 
 
 def write_json(path: Path, data: object) -> None:
-    path.write_text(json.dumps(data, indent=2))
+    """A benchmark's report at `path` (its folder made if need be), indented, ending with a newline."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2) + "\n")

@@ -88,7 +88,7 @@ def calibrate(
     check."""
     fit, L, H = spec.fit, spec.input_length, spec.fit.horizon
     W = L if local is None else max(L, local.length)  # the served window: the read-out reads its last L
-    how = _HeldOut(spec, W, spec.kernels(), check, covariates, local)
+    how = HeldOut(spec, W, spec.kernels(), check, covariates, local)
     arrays = [np.asarray(v, dtype=np.float64) for v in series]
     index = [i for i, v in enumerate(arrays) if len(v) >= spec.min_history + H]
     held = [(arrays[i], max(H, tail(len(arrays[i])))) for i in index]
@@ -100,7 +100,7 @@ def calibrate(
     if not held:
         return nothing(f"no series holds min_history + horizon = {spec.min_history} + {H} values")
     try:
-        scores, counts = _held_out_scores(held, index, how)
+        scores, counts = held_out_scores(held, index, how)
     except ValueError:
         return nothing(
             f"no series leaves train_history + horizon = {fit.train_min} + {H} values to fit on "
@@ -132,7 +132,7 @@ def calibrate(
 
 
 @dataclass(frozen=True)
-class _HeldOut:
+class HeldOut:
     """How `calibrate` scores held-out windows, at every origin: the read-out's settings and kernels, the
     served window's length (`window`: the read-out reads its last L, a hybrid's local half all of it), the
     time check, a covariate model's rows and a hybrid's local half."""
@@ -145,8 +145,8 @@ class _HeldOut:
     local: LocalSpec | None
 
 
-def _held_out_scores(
-    held: Sequence[tuple[np.ndarray, int]], index: Sequence[int], how: _HeldOut
+def held_out_scores(
+    held: Sequence[tuple[np.ndarray, int]], index: Sequence[int], how: HeldOut
 ) -> tuple[np.ndarray, list[int]]:
     """`calibrate`'s scores [n, H] (|error| / the service's spread) of every window whose targets lie in
     the held-out tail k of each (series, k) in `held`, by a read-out fitted on what comes before, and how
@@ -258,7 +258,7 @@ def _drift(
     counts: Sequence[int],
     scores: np.ndarray,
     levels: Sequence[float],
-    how: _HeldOut,
+    how: HeldOut,
 ) -> tuple[list[float] | None, dict[str, Any]]:
     """`calibrate`'s drift: (each level's factor, or None where the earlier origin scores too few windows
     or cannot be fitted; what the calibration block says). Series j's windows are its rows of `scores`
@@ -271,7 +271,7 @@ def _drift(
     earlier = [(held[j][0][:-H], held[j][1]) for j in keep]
     said: dict[str, Any] = {"origin": f"{H} values earlier", "series": len(keep)}
     try:
-        before, before_counts = _held_out_scores(earlier, [index[j] for j in keep], how)
+        before, before_counts = held_out_scores(earlier, [index[j] for j in keep], how)
     except ValueError:
         return None, {**said, "factors": None, "why": "no series leaves a training window before it"}
     # the later origin's windows of the series the earlier one scored (series whose windows both gave)
@@ -289,7 +289,7 @@ def _drift(
     if not third:
         return factors, {**said, "check": {"why": "no series long enough for a third origin"}}
     try:
-        earliest, earliest_counts = _held_out_scores(
+        earliest, earliest_counts = held_out_scores(
             [(held[keep[i]][0][: -2 * H], held[keep[i]][1]) for i in third],
             [index[keep[i]] for i in third],
             how,
