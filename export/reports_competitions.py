@@ -38,9 +38,9 @@ class IntervalCalibration:
     # The windows scored (one per series, or several per series where the series are few; None: a report
     # written before they could be several).
     windows: int | None = None
-    # The rule the widths were set by (app/artifacts/readout.py `calibrate`): "split_conformal", or
-    # "split_conformal_drift" with `drift` (the earlier origin and each level's factor); a report written
-    # before the rule was named is split_conformal.
+    # The rule the widths were set by (app/artifacts/readout/calibration.py `calibrate`): "split_conformal";
+    # manifests written from issue 43 until 2026-12-04 may say "split_conformal_drift" with `drift` (the
+    # earlier origin and each level's factor: a correction since dropped, bench/drift_backtest.py).
     rule: str = "split_conformal"
     drift: dict[str, Any] | None = None
 

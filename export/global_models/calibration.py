@@ -203,9 +203,8 @@ def calibrate_global(
     )
     cfg = model.config
     tail, k = calibration_tail([len(v) for v in values], H, model.min_history, cfg.train_min, levels)
-    # One window per series (many series): the widths corrected for the drift to the last origin (issue 43)
     spec = readout_spec(model)
-    cal = calibrate(values, spec, levels, tail=tail, covariates=rows, local=model.local, drift=k == 1)
+    cal = calibrate(values, spec, levels, tail=tail, covariates=rows, local=model.local)
     n = cal.series
     lengths = [len(v) for v in values if len(v) >= model.min_history + H] or [0]
     what = (
@@ -233,8 +232,6 @@ def calibrate_global(
     before = [m - H for m in lengths]  # each series' values before its last window
     report = calibration_report(cal.scores, n, ok, dropped, why, before, cal.per_series, cal.windows)
     intervals = {**cal.intervals, "calibration": to_dict(report)}
-    rule = cal.intervals["calibration"]  # the rule the widths were set by (readout.calibrate's drift)
-    intervals["calibration"].update({key: rule[key] for key in ("rule", "drift") if key in rule})
     return intervals, f"intervals at {ok} from {what}" + (f"; {why}" if why else "")
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from app.artifacts import readout
+from app.artifacts.conformal import conformal_quantile
 from app.artifacts.initializers import replace_initializers
 from export.global_models.config import PanelConfig
 from export.global_models.onnx import export_global, readout_spec, run_graph
@@ -64,29 +65,15 @@ def test_initializers_are_replaced_in_place_and_read_by_onnx_runtime(tmp_path: P
         replace_initializers(graph, {"nothing": np.zeros(6, np.float32)})
 
 
-# -- calibrate's drift (issue 43: the last origin's widths were too wide for the forecast served) ----------
+# -- the pooled widths (no drift correction: bench/drift_backtest.py measured it) ---------------------------
 
 
-def test_drift_factor_is_the_quantiles_ratio_over_the_steps_capped_at_one() -> None:
-    """Scores 0.8 times the earlier origin's give 0.8 at every level; grown, the factor stays 1; steps
-    whose quantile is 0 at either origin are left out, and none left gives 1."""
-    rng = np.random.default_rng(0)
-    earlier = rng.exponential(1.0, (200, 6))
-    for level in (20.0, 80.0):
-        assert readout.drift_factor(0.8 * earlier, earlier, level) == pytest.approx(0.8)
-        assert readout.drift_factor(1.3 * earlier, earlier, level) == 1.0
-    later = 0.5 * earlier
-    later[:, 0] = 0.0  # a step scored 0 (a flat series' window): left out, not a factor of 0
-    assert readout.drift_factor(later, earlier, 80.0) == pytest.approx(0.5)
-    assert readout.drift_factor(np.zeros((200, 6)), earlier, 80.0) == 1.0
-
-
-def test_pooled_intervals_multiply_each_level_by_its_factor_and_stay_non_decreasing() -> None:
+def test_pooled_intervals_are_each_levels_conformal_quantile_non_decreasing_across_levels() -> None:
     scores = np.random.default_rng(1).exponential(1.0, (100, 4))
-    plain = np.asarray(readout.pooled_intervals(scores, [50.0, 80.0], 24, 12)["widths"])[:, :, 0]
-    scaled = np.asarray(readout.pooled_intervals(scores, [50.0, 80.0], 24, 12, [0.9, 0.5])["widths"])[:, :, 0]
-    np.testing.assert_allclose(scaled[0], 0.9 * plain[0])
-    np.testing.assert_allclose(scaled[1], np.maximum(0.5 * plain[1], 0.9 * plain[0]))
+    widths = np.asarray(readout.pooled_intervals(scores, [50.0, 80.0, 95.0], 24, 12)["widths"])[:, :, 0]
+    for row, level in zip(widths, (50.0, 80.0, 95.0), strict=True):
+        np.testing.assert_allclose(row, conformal_quantile(scores, level / 100))
+    assert (np.diff(widths, axis=0) >= 0).all()
 
 
 def noise_change(n_series: int, length: int, change: int, before: float, after: float) -> list[np.ndarray]:
@@ -101,70 +88,22 @@ def noise_change(n_series: int, length: int, change: int, before: float, after: 
     return out
 
 
-def test_drift_narrows_the_widths_where_the_scores_fell_towards_the_last_origin() -> None:
-    """Noise quieter in every series' last H values: the last origin's scores (its errors over a window's
-    spread from the noisier past) are smaller than the origin H earlier, so each level's widths are the
-    plain calibration's times a factor below 1; the scores themselves and the windows are unchanged, and
-    the calibration block names the rule and the factors."""
-    H = 6
-    series = noise_change(60, 80, 80 - H, 0.10, 0.02)
-    spec = readout_spec(train_global(series, dataclasses.replace(CFG, irls=0)))
-    levels, tail = [50.0, 80.0], lambda n: H
-    plain = readout.calibrate(series, spec, levels, tail)
-    drift = readout.calibrate(series, spec, levels, tail, drift=True)
-    np.testing.assert_array_equal(drift.scores, plain.scores)
-    assert (drift.windows, drift.per_series) == (plain.windows, plain.per_series) == (60, (1,) * 60)
-    assert plain.intervals is not None and drift.intervals is not None
-    assert plain.intervals["calibration"]["rule"] == "split_conformal"
-    said = drift.intervals["calibration"]
-    assert said["rule"] == "split_conformal_drift"
-    assert (said["drift"]["origin"], said["drift"]["series"], said["drift"]["windows"]) == (
-        "6 values earlier",
-        60,
-        60,
-    )
-    factors = [said["drift"]["factors"][key] for key in ("50", "80")]
-    assert all(f < 0.6 for f in factors)
-    w_plain = np.asarray(plain.intervals["widths"])[:, :, 0]
-    w_drift = np.asarray(drift.intervals["widths"])[:, :, 0]
-    np.testing.assert_allclose(
-        w_drift, np.maximum.accumulate(w_plain * np.array(factors)[:, None]), rtol=1e-5
-    )
-
-
-def test_drift_never_widens_and_says_why_when_the_earlier_origin_cannot_be_fitted() -> None:
-    """Noise louder in the last H values: the factor would exceed 1 and is capped, so the widths are the
-    plain calibration's. Series too short to fit a read-out before the earlier origin (train_history +
-    H = 24 + 6 values before it): no factor, the plain widths, and the block says why."""
-    H = 6
-    series = noise_change(60, 80, 80 - H, 0.02, 0.10)
-    spec = readout_spec(train_global(series, dataclasses.replace(CFG, irls=0)))
-    levels, tail = [50.0, 80.0], lambda n: H
-    plain = readout.calibrate(series, spec, levels, tail)
-    drift = readout.calibrate(series, spec, levels, tail, drift=True)
-    assert plain.intervals is not None and drift.intervals is not None
-    assert drift.intervals["calibration"]["drift"]["factors"] == {"50": 1.0, "80": 1.0}
-    assert drift.intervals["widths"] == plain.intervals["widths"]
-    short = [v[:40] for v in series]  # 40 - 2·6 = 28 < 30 values before the earlier origin's tail
-    plain = readout.calibrate(short, spec, levels, tail)
-    drift = readout.calibrate(short, spec, levels, tail, drift=True)
-    assert plain.intervals is not None and drift.intervals is not None
-    said = drift.intervals["calibration"]
-    assert said["rule"] == "split_conformal" and said["drift"]["factors"] is None
-    assert said["drift"]["why"] == "no series leaves a training window before it"
-    assert drift.intervals["widths"] == plain.intervals["widths"]
-
-
-def test_the_exporter_calibrates_many_series_with_the_drift_and_its_report_reads_back() -> None:
-    """calibrate_global: one window per series (as many series as the levels need) calibrates with the
-    drift; the manifest's calibration report names the rule and reads back as an IntervalCalibration."""
+def test_the_exporter_serves_the_plain_quantiles_where_the_scores_fell_towards_the_last_origin() -> None:
+    """calibrate_global, one window per series: noise quieter in every series' last H values (where the
+    drift rule served until 2026-12-04 narrowed every level's widths) gives each level's conformal
+    quantile of the scores, and the manifest's calibration report names that rule and reads back."""
     from export.global_models.onnx import calibrate_global
     from export.reports import IntervalCalibration, from_dict
 
     series = noise_change(120, 80, 74, 0.10, 0.02)
     model = train_global(series, dataclasses.replace(CFG, irls=0))
-    intervals, _ = calibrate_global(model, series, [50.0, 80.0, 95.0])
+    levels = [50.0, 80.0, 95.0]
+    intervals, _ = calibrate_global(model, series, levels)
     assert intervals is not None
     report = from_dict(IntervalCalibration, intervals["calibration"])
-    assert report.rule == "split_conformal_drift" and report.drift is not None
-    assert report.drift["series"] == 120 and all(f < 1 for f in report.drift["factors"].values())
+    assert report.rule == "split_conformal" and report.drift is None
+    cal = readout.calibrate(series, readout_spec(model), levels, lambda n: 6)
+    assert cal.windows == 120 and cal.intervals is not None
+    assert intervals["widths"] == cal.intervals["widths"]
+    want = readout.pooled_intervals(cal.scores, levels, model.input_length, 12)["widths"]
+    assert intervals["widths"] == want
