@@ -9,6 +9,7 @@ import warnings
 import numpy as np
 import pytest
 
+from app.artifacts import local_models
 from app.artifacts.hybrid import LocalSpec
 from app.artifacts.local_models import MEMBERS, fit_forecast, seasonal_indices
 
@@ -256,3 +257,54 @@ def test_ces_reads_a_float32_window_with_short_series_the_same_every_time() -> N
     for i, v in enumerate(series):  # each NaN-padded series alone is as among the others
         alone = fit_forecast(padded([v], len(v)).astype(np.float32), period=12, horizon=H, members=("ces",))
         np.testing.assert_allclose(alone["ces"][0], f[i], rtol=1e-6)
+
+
+def test_holt_winters_season_moves_to_a_new_shape_where_gamma_lets_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Six years of one monthly shape, then four of another. With the season's smoothing at 0 the
+    forecast keeps the decomposition's indices (the two shapes averaged); at 0.5 (the level's at 0.05)
+    the season has moved to the new shape. (The grid's γ stops at 0.2, and on so abrupt a change the
+    in-sample error prefers a level that chases the season: fit_forecast's own choice is not asserted.)"""
+    old = 1 + 0.3 * np.sin(2 * np.pi * np.arange(12) / 12)
+    new = 1 + 0.3 * np.cos(2 * np.pi * np.arange(12) / 12)
+    series = padded([100.0 * np.concatenate([np.tile(old, 6), np.tile(new, 4)])], 120)
+    monkeypatch.setattr(local_models, "HW_ALPHAS", np.array([0.05]))
+    monkeypatch.setattr(local_models, "HW_BETAS", np.array([0.0]))
+    errors = {}
+    for gamma in (0.0, 0.5):
+        monkeypatch.setattr(local_models, "HW_GAMMAS", np.array([gamma]))
+        f = fit_forecast(series, period=12, horizon=12, members=("hw",))["hw"][0]
+        errors[gamma] = np.abs(f - 100.0 * new).mean()
+    assert errors[0.5] < 2.0 < 10.0 < errors[0.0], errors
+
+
+def test_holt_winters_continues_a_trend_under_a_fixed_season() -> None:
+    shape = np.array([0.8, 1.0, 1.3, 0.9])
+    t = np.arange(48)
+    series = (100.0 + 2.0 * t) * np.tile(shape, 12)
+    f = fit_forecast(padded([series], 48), period=4, horizon=8, members=("hw",))["hw"][0]
+    want = (100.0 + 2.0 * np.arange(48, 56)) * np.tile(shape, 2)
+    np.testing.assert_allclose(f, want, rtol=0.02)
+
+
+def test_holt_winters_without_a_cycle_is_a_damped_trend_on_the_raw_values() -> None:
+    line = 10.0 + 0.5 * np.arange(40)
+    f = fit_forecast(padded([line], 40), period=1, horizon=H, members=("hw",))["hw"][0]
+    assert np.all(np.diff(f) > 0) and f[0] > line[-1]  # rising from the last value
+    assert np.all(f <= 10.0 + 0.5 * np.arange(40, 40 + H) + 1e-6)  # damped: never above the line
+
+
+def test_holt_winters_reads_a_float32_window_with_short_series_the_same_every_time() -> None:
+    rng = np.random.default_rng(5)
+    t = np.arange(60)
+    series = [
+        (50 + np.cumsum(rng.standard_normal(60)) + 8 * np.sin(2 * np.pi * t / 12))[-n:] for n in (3, 26, 60)
+    ]
+    x = padded(series, 60).astype(np.float32)  # as the service feeds it, NaN before each start
+    f = fit_forecast(x, period=12, horizon=H, members=("hw",))["hw"]
+    assert np.isfinite(f).all()
+    np.testing.assert_array_equal(f, fit_forecast(x, period=12, horizon=H, members=("hw",))["hw"])
+    for i, v in enumerate(series):  # each NaN-padded series alone is as among the others
+        alone = fit_forecast(padded([v], len(v)).astype(np.float32), period=12, horizon=H, members=("hw",))
+        np.testing.assert_allclose(alone["hw"][0], f[i], rtol=1e-6)
