@@ -1,6 +1,6 @@
-"""The interval drift rules backtested on validation windows (issues 43 and 47): why the exporter's widths
-are the plain split-conformal quantiles (app/artifacts/readout/calibration.py), with no drift correction.
-The rules measured are defined here, their one home since the exporter stopped serving them.
+"""Interval calibration rules backtested on validation windows (issues 43 and 47): why the exporter pools
+two origins (app/artifacts/readout/calibration.py `calibrate`'s `origins`) and corrects for no drift.
+The drift rules measured are defined here, their one home since the exporter stopped serving them.
 
     python -m bench.drift_backtest --json results/intervals/drift_backtest.json
     python -m bench.drift_backtest --data M3:quarterly --limit 200              # a smoke run
@@ -9,13 +9,14 @@ For each panel (each competition set with its official horizon, and the pretrain
 monthly, quarterly and yearly panels with theirs), the default hybrid is trained on the histories and
 every series long enough is scored at four origins: its last H values held out (origin 0), and the same
 with the history H, 2H and 3H values shorter (origins 1-3), each by a read-out refitted on what comes
-before (the calibration's own `held_out_scores`). A rule sets the widths at origin 1 (with factors of
-origin 1 against origin 2) and is scored on origin 0's windows: the share inside each level, and the
-mean |coverage − level|. Rules: `plain` (the split-conformal quantiles), `per-level` (each level's own
-`drift_factor`), `tail-20` (`level_factors`: a level with fewer than 20 windows beyond its quantile
-takes the factor of the level below) and `checked` (what `calibrate` serves: tail-20's factors where
-`drift_check`, made one origin earlier, set at origin 2 with origin 3 and scored on origin 1, keeps
-them; else plain). Only the histories are read: the official hold-outs never.
+before (the calibration's own `held_out_scores`). A rule sets the widths at origin 1 (from the scores at
+origins 1-3) and is scored on origin 0's windows: the share inside each level, and the mean |coverage −
+level|. Rules: `plain` (origin 1's split-conformal quantiles), `per-level` (each level's own
+`drift_factor`), `tail-20` (`level_factors`: a level with fewer than 20 windows beyond its quantile takes
+the factor of the level below), `checked` (the drift rule the exporter served until 2026-12-04:
+tail-20's factors where `drift_check`, set at origin 2 with origin 3 and scored on origin 1, keeps them;
+else plain) and `pooled-2` (the quantiles of origins 1 and 2 pooled: the exporter's rule since). Only the
+histories are read: the official hold-outs never.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from export.global_models.config import PanelConfig
 from export.global_models.search import train_global
 
 LEVELS = (20.0, 40.0, 50.0, 60.0, 80.0, 90.0, 95.0, 99.0)
+Rule = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 # The fewest windows beyond a level's conformal quantile, at each of two origins, for the quantiles' ratio
 # to be that level's drift factor (`level_factors`): each level's own 99% factor, from the few windows
 # beyond it, left the 99% interval covering 93.1-96.2% on M3 monthly, M3 yearly and Tourism yearly (this
@@ -138,33 +140,58 @@ def origin_scores(
     return out
 
 
+def _quantiles(scores: np.ndarray) -> np.ndarray:
+    return np.array([conformal_quantile(scores, lv / 100) for lv in LEVELS])
+
+
+def _factored(factors: Callable[[np.ndarray, np.ndarray, np.ndarray], Sequence[float]]) -> Rule:
+    """A rule that multiplies origin 1's quantiles by each level's factor."""
+
+    def widths(later: np.ndarray, earlier: np.ndarray, earliest: np.ndarray) -> np.ndarray:
+        return _quantiles(later) * np.asarray(factors(later, earlier, earliest), dtype=np.float64)[:, None]
+
+    return widths
+
+
 def _checked(later: np.ndarray, earlier: np.ndarray, earliest: np.ndarray) -> list[float]:
-    """`calibrate`'s rule set at origin 1: tail-20's factors where the check one origin earlier keeps them."""
+    """The drift rule as the exporter served it until 2026-12-04: tail-20's factors where the check one
+    origin earlier keeps them."""
     kept = drift_check(later, earlier, earliest, LEVELS)["kept"]
     return level_factors(later, earlier, LEVELS) if kept else [1.0] * len(LEVELS)
 
 
-# Each rule's factors from the scores at origins 1, 2 and 3.
-RULES: dict[str, Callable[[np.ndarray, np.ndarray, np.ndarray], list[float]]] = {
-    "plain": lambda later, earlier, earliest: [1.0] * len(LEVELS),
-    "per-level": lambda later, earlier, earliest: [drift_factor(later, earlier, lv) for lv in LEVELS],
-    "tail-20": lambda later, earlier, earliest: level_factors(later, earlier, LEVELS),
-    "checked": _checked,
+# Each rule's widths [levels, H] (before they are made non-decreasing across levels) from the scores at
+# origins 1, 2 and 3: `plain` (origin 1's quantiles), the drift rules (its quantiles times factors),
+# `pooled-2` (the quantiles of origins 1 and 2 pooled: the exporter's calibration since 2026-12-04).
+RULES: dict[str, Rule] = {
+    "plain": _factored(lambda later, earlier, earliest: [1.0] * len(LEVELS)),
+    "per-level": _factored(
+        lambda later, earlier, earliest: [drift_factor(later, earlier, lv) for lv in LEVELS]
+    ),
+    "tail-20": _factored(lambda later, earlier, earliest: level_factors(later, earlier, LEVELS)),
+    "checked": _factored(_checked),
+    "pooled-2": lambda later, earlier, earliest: _quantiles(np.concatenate([later, earlier])),
 }
 
 
 def backtest(scores: list[np.ndarray]) -> dict[str, Any]:
     latest, later, earlier, earliest = scores
-    quantiles = np.array([conformal_quantile(later, lv / 100) for lv in LEVELS])
+    plain = _quantiles(later)
     out: dict[str, Any] = {"windows": len(latest)}
     for name, rule in RULES.items():
-        factors = np.asarray(rule(later, earlier, earliest))[:, None]
-        widths = np.maximum.accumulate(quantiles * factors, axis=0)
-        coverage = [float((latest <= w[None, :]).mean()) for w in widths]
+        raw = rule(later, earlier, earliest)
+        widths = np.maximum.accumulate(raw, axis=0)
+        shares = coverage(latest, widths)
         out[name] = {
-            "factors": {f"{lv:g}": round(float(f), 4) for lv, f in zip(LEVELS, factors[:, 0], strict=True)},
-            "coverage": {f"{lv:g}": round(c, 4) for lv, c in zip(LEVELS, coverage, strict=True)},
-            "mean_miss": float(np.mean([abs(c - lv / 100) for c, lv in zip(coverage, LEVELS, strict=True)])),
+            # each level's widths over origin 1's plain quantiles (geometric mean over the steps)
+            "factors": {
+                f"{lv:g}": round(
+                    float(np.exp(np.mean(np.log(r[p > 0] / p[p > 0])))) if (p > 0).any() else 1.0, 4
+                )
+                for lv, r, p in zip(LEVELS, raw, plain, strict=True)
+            },
+            "coverage": {f"{lv:g}": round(c, 4) for lv, c in zip(LEVELS, shares, strict=True)},
+            "mean_miss": float(np.mean([abs(c - lv / 100) for c, lv in zip(shares, LEVELS, strict=True)])),
         }
     return out
 

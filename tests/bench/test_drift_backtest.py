@@ -36,6 +36,17 @@ def test_scores_that_halved_and_stayed_are_under_covered_by_the_factors() -> Non
     assert result["plain"]["mean_miss"] < result["tail-20"]["mean_miss"]
 
 
+def test_two_origins_pooled_cover_a_last_origin_between_them_nearer_the_level_than_one() -> None:
+    """Scores at origin 2 twice those at origin 1, and origin 0 between them: origin 1's quantiles alone
+    under-cover it, the two pooled cover it nearer 80%."""
+    rng = np.random.default_rng(2)
+    a, b, fresh = (rng.exponential(1.0, (4000, 3)) for _ in range(3))
+    result = backtest([1.5 * fresh, a, 2 * b, 2 * b])
+    plain, pooled = result["plain"]["coverage"]["80"], result["pooled-2"]["coverage"]["80"]
+    assert plain < 0.72 and abs(pooled - 0.8) < abs(plain - 0.8)
+    assert result["pooled-2"]["factors"]["80"] > 1.0
+
+
 def test_the_checked_rule_serves_the_factors_only_where_the_earlier_check_keeps_them() -> None:
     """Scores halved at every origin up to origin 1: the check (set at origin 2, scored on 1) sees the
     factors help and keeps them, so `checked` serves tail-20's factors (which then under-cover origin 0,
