@@ -43,9 +43,6 @@ class IntervalCalibration:
     # earlier origin and each level's factor: a correction since dropped, bench/drift_backtest.py).
     rule: str = "split_conformal"
     drift: dict[str, Any] | None = None
-    # The origins pooled, H values apart (readout.calibrate's `origins`; 1: a report written before they
-    # could be several, or series holding several windows each).
-    origins: int = 1
 
 
 # -- bench/competitions.py -------------------------------------------------------------------------

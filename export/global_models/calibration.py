@@ -37,9 +37,6 @@ __all__ = [
 ]
 
 DEFAULT_LEVELS = (50.0, 80.0, 90.0, 95.0, 99.0)  # as the multichannel exporter's
-# The origins pooled where each series holds one calibration window: its last H values, and the H before
-# them (readout.calibrate's `origins`; bench/drift_backtest.py's `pooled-2`).
-CALIBRATION_ORIGINS = 2
 
 
 def series_spread(model: GlobalModel, histories: Sequence[np.ndarray]) -> np.ndarray:
@@ -110,12 +107,11 @@ def calibration_report(
     before: Sequence[int],
     per_series: Sequence[int],
     windows: int | None = None,
-    origins: int = 1,
 ) -> IntervalCalibration:
     """The report of a pooled calibration (the manifest's `intervals.calibration`), for every global
     model: `scores` [windows, H] of `series` series, `per_series` windows each in order, `before` each
     series' values before its windows; the coverage of `levels` out of fold (`_folds`) per history-length
-    group (`history_groups`), and the levels `dropped` with `why`; `origins` pooled (`calibrate`'s)."""
+    group (`history_groups`), and the levels `dropped` with `why`."""
     owners = np.repeat(np.arange(len(per_series)), per_series)
     groups = np.repeat(history_groups(before), per_series).tolist()
     return IntervalCalibration(
@@ -125,7 +121,6 @@ def calibration_report(
         dropped_because=why,
         coverage=_cross_coverage(scores, levels, groups, _folds(per_series), owners),
         windows=windows,
-        origins=origins,
     )
 
 
@@ -209,13 +204,11 @@ def calibrate_global(
     cfg = model.config
     tail, k = calibration_tail([len(v) for v in values], H, model.min_history, cfg.train_min, levels)
     spec = readout_spec(model)
-    # One window per series (many series): two origins pooled (readout.calibrate's `origins`, issue 43).
-    origins = CALIBRATION_ORIGINS if k == 1 else 1
-    cal = calibrate(values, spec, levels, tail=tail, covariates=rows, local=model.local, origins=origins)
+    cal = calibrate(values, spec, levels, tail=tail, covariates=rows, local=model.local)
     n = cal.series
     lengths = [len(v) for v in values if len(v) >= model.min_history + H] or [0]
     what = (
-        f"{n} series' last {H} values and the {H} before them ({cal.windows} windows)"
+        f"{n} series' last {H} values"
         if k == 1
         else f"{cal.windows} rolling windows over the last {max(map(tail, lengths))} values (at most) of "
         f"{n} series"
@@ -229,15 +222,15 @@ def calibrate_global(
     ok = list(cal.intervals["levels"])
     dropped = [lv for lv in levels if lv not in ok]
     why = (
-        f"{dropped} need more than the {cal.windows} windows of the {n} series that hold {H} values out "
-        f"after min_history = {model.min_history} (a level needs ceil((n + 1)·level) <= n)"
+        f"{dropped} need more than the {n} series that hold {H} values out after min_history = "
+        f"{model.min_history} (a level needs ceil((n + 1)·level) <= n)"
         if dropped and k == 1
         else f"{dropped} need more than the {cal.windows} windows (a level needs ceil((n + 1)·level) <= n)"
         if dropped
         else None
     )
     before = [m - H for m in lengths]  # each series' values before its last window
-    report = calibration_report(cal.scores, n, ok, dropped, why, before, cal.per_series, cal.windows, origins)
+    report = calibration_report(cal.scores, n, ok, dropped, why, before, cal.per_series, cal.windows)
     intervals = {**cal.intervals, "calibration": to_dict(report)}
     return intervals, f"intervals at {ok} from {what}" + (f"; {why}" if why else "")
 

@@ -33,7 +33,6 @@ __all__ = [
     "accumulate",
     "calibrate",
     "covariate_features",
-    "earlier_origins",
     "features",
     "fit_weights",
     "forecast",
@@ -53,7 +52,6 @@ from app.artifacts.readout.calibration import (
     SCALE_FLOOR,
     Calibration,
     calibrate,
-    earlier_origins,
     pooled_intervals,
     service_spread,
 )

@@ -8,7 +8,12 @@ results/intervals/drift_backtest.json: the rule set at origin 1 and scored on th
 of M3, Tourism and the pretrained panels), the checked rule left coverage as far from the levels as the
 plain quantiles on 9 of 10 panels and further on one (pretrained yearly: mean miss 4.1 points against
 1.4); on the official hold-outs the panels where its check kept the factors under-covered (M3 quarterly
-72.6% and Tourism yearly 76.9% at 80%). The bench keeps the rules it measured."""
+72.6% and Tourism yearly 76.9% at 80%). Nor are origins pooled: the quantiles of the last two origins'
+windows together (the bench's `pooled-2`) left coverage nearer the levels than the last origin's alone
+when set at origin 1 (mean miss 2.67 against 2.94 points over the ten panels) but further when set one
+origin earlier (3.55 against 2.17), and on the official hold-outs they over-covered every competition
+set more than the plain quantiles (80%: 81.0-91.0% against 79.5-88.7%, `python -m bench.competitions
+--all --no-stats` on 4d43a78). The bench keeps the rules it measured."""
 
 from __future__ import annotations
 
@@ -36,7 +41,6 @@ from app.artifacts.readout.windows import (
 # that a flat window's interval is (almost) the point, never a division by zero.
 SCALE_FLOOR = 1e-9
 
-
 @dataclass(frozen=True)
 class Calibration:
     """Interval widths calibrated on held-out windows: the manifest's `intervals` block (None when no
@@ -61,7 +65,6 @@ def calibrate(
     check: Callable[[], None] | None = None,
     covariates: CovariateRows | None = None,
     local: LocalSpec | None = None,
-    origins: int = 1,
 ) -> Calibration:
     """Split-conformal widths of a read-out of `spec`'s settings, per horizon step, pooled across series
     (of a hybrid's forecast, with its `local` half fitted on each window as the service fits it).
@@ -73,15 +76,7 @@ def calibrate(
     per horizon step the conformal quantile of the pooled scores is the width, in units of that spread.
     A level needs ceil((n + 1)·level) <= n windows. With tail(n) = H this is the exporter's calibration
     (one window per series: its last H values). A covariate model's fit and forecasts read `covariates`
-    (its rows indexed by the position of the series in `series`).
-
-    `origins`: the same again with every series H, 2H, ... values shorter (`earlier_origins`), the
-    windows of all origins pooled. The exporter pools two where each series holds one window: one
-    origin's windows share one period's shock, which moves a single origin's coverage by several points
-    (issue 43). On validation windows (`python -m bench.drift_backtest`: widths set at the origin H values
-    before each series' last H training values, scored on those, M3, Tourism and the pretrained panels)
-    two origins pooled (`pooled-2` there) left coverage nearer the levels than one on 7 of 10 panels,
-    the mean |coverage − level| over eight levels 2.67 points against 2.94 on average."""
+    (its rows indexed by the position of the series in `series`)."""
     fit, L, H = spec.fit, spec.input_length, spec.fit.horizon
     W = L if local is None else max(L, local.length)  # the served window: the read-out reads its last L
     how = HeldOut(spec, W, spec.kernels(), check, covariates, local)
@@ -102,8 +97,6 @@ def calibrate(
             f"no series leaves train_history + horizon = {fit.train_min} + {H} values to fit on "
             "before its calibration tail"
         )
-    if origins > 1:
-        scores, counts = earlier_origins(held, index, how, scores, counts, origins)
     n = len(scores)
     ok = [lv for lv in ordered if level_fits(n, lv)]
     dropped = {
@@ -118,8 +111,7 @@ def calibrate(
     intervals["calibration"] = {
         "series": len(held),
         "windows": n,
-        "pooled": "across series, per horizon step"
-        + ("" if origins == 1 else f", over {origins} origins {H} values apart"),
+        "pooled": "across series, per horizon step",
         "dropped_levels": list(dropped),
         "rule": "split_conformal",
     }
@@ -178,39 +170,6 @@ def held_out_scores(
         predicted = local.combine(predicted, np.where(m_all > 0, x_all, np.nan).astype(np.float32))
     errors = np.abs(t - predicted)  # [n, H]
     return errors / service_spread(x, m, fit.period)[:, None], counts
-
-
-def earlier_origins(
-    held: Sequence[tuple[np.ndarray, int]],
-    index: Sequence[int],
-    how: HeldOut,
-    scores: np.ndarray,
-    counts: Sequence[int],
-    origins: int,
-) -> tuple[np.ndarray, list[int]]:
-    """`calibrate`'s scores at the last origin (`scores`, `counts` windows per series of `held`) with those
-    of the same held-out tails at `origins` − 1 earlier origins, H, 2H, ... values before (each series
-    that still holds min_history + its tail there; a read-out refitted on what precedes each origin), each
-    series' rows together, its latest first; and how many rows each series now gives. An origin before
-    which no series leaves a training window adds nothing, nor do those before it."""
-    H = how.spec.fit.horizon
-    starts = np.concatenate([[0], np.cumsum(counts)]).astype(int)
-    rows = [[scores[starts[j] : starts[j + 1]]] for j in range(len(held))]
-    for back in range(1, origins):
-        keep = [j for j, (v, k) in enumerate(held) if len(v) - back * H >= how.spec.min_history + max(H, k)]
-        try:
-            more, more_counts = held_out_scores(
-                [(held[j][0][: len(held[j][0]) - back * H], held[j][1]) for j in keep],
-                [index[j] for j in keep],
-                how,
-            )
-        except ValueError:
-            break
-        at = np.concatenate([[0], np.cumsum(more_counts)]).astype(int)
-        for p, j in enumerate(keep):
-            rows[j].append(more[at[p] : at[p + 1]])
-    pooled = [np.concatenate(r) for r in rows]
-    return np.concatenate(pooled), [len(r) for r in pooled]
 
 
 def service_spread(x: np.ndarray, m: np.ndarray, period: int) -> np.ndarray:
