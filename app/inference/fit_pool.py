@@ -38,7 +38,12 @@ logger = logging.getLogger(__name__)
 # `nice -n 5 python -m bench.fairness --rounds 2 --phase-s 20 --probes 150`, load 12-14): forecasts' p99
 # under eight looping fits 55 ms against 69-75 ms at +10, but 2.9x the median idle p99 against 2.5x (the
 # idle phases moved as much), and on this shared host one fit a phase was stopped at RSA_MAX_FIT_SECONDS
-# (none at +10) and 1-3 answered against 3-4: kept at +10.
+# (none at +10) and 1-3 answered against 3-4: kept at +10. Linux's SCHED_IDLE class on top was tried too
+# (2026-12-04, this 2-core host, the bench's stores probe every 50 ms under its eight looping fits, 12 s
+# phases, the two alternated): on an otherwise quiet host forecasts' p99 7.1 and 8.3 ms against 10.2 and
+# 9.7 ms at +10, beside other jobs (load 2-3) no difference beyond the spread (17-18 against 14-24 ms); but
+# beside three nice-0 busy loops tests/app/protocols/test_fit_forecast.py took 183 s and failed a test where
+# at +10 it passed in 101 s (its fits starved): not kept.
 FIT_NICENESS = 10
 
 
