@@ -5,8 +5,10 @@ metrics (app/inference/metrics.py) -> the answer's JSON bytes. Nothing about HTT
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -309,21 +311,36 @@ async def _backtest_forecasts(
     return await _refit_forecasts(v1, manifest, spec, histories, cutoffs, batch.windows, whole, per_series)
 
 
-@_in_evaluation_slot
-async def cross_validation(
-    v1: V1Handlers, name: str, version: int | None, request: CrossValidationRequest
-) -> bytes:
-    """`CrossValidationResponse`'s JSON: every cutoff of every series forecast in one batch."""
-    entry = v1.service.resolve(name, version)
-    manifest = entry.manifest
-    assert manifest is not None  # the catalog resolves ready versions only
+@dataclass(frozen=True)
+class _Backtest:
+    """A cross_validation request checked and laid out, before its model run: the horizon, step and
+    levels answered, the histories, the windows per series (K), each series' cutoffs and their first
+    forecast timestamps, the refit settings (None: the served weights), the windows, the covariates and
+    the steps of them not sent."""
+
+    horizon: int
+    step: int
+    levels: list[float]
+    histories: list[History]
+    K: int
+    cutoffs: list[list[int]]
+    stamps: list[list[list[datetime] | None]]
+    spec: ReadoutSpec | None
+    batch: WindowBatch
+    per_series: list[np.ndarray] | None
+    unsent: list[list[int]]
+
+
+def _backtest_plan(
+    v1: V1Handlers, entry: VersionEntry, manifest: Manifest, request: CrossValidationRequest
+) -> _Backtest:
     horizon = check_horizon(request.horizon, manifest)
-    step = request.step_size or horizon
     levels = request.level or []
     if request.level is not None:
         check_levels(manifest.intervals, request.level)  # before any model run
     histories = _histories(v1, manifest, request.series)
     K = request.n_windows
+    step = request.step_size or horizon
     cutoffs = [
         backtest_cutoffs(len(h.values), manifest, horizon, K, step, f"{h.field}.values") for h in histories
     ]
@@ -345,12 +362,30 @@ async def cross_validation(
     )
     per_series = _covariates(manifest, request.series, histories, cutoffs, manifest.horizon - horizon)
     unsent = _unsent(manifest, request.series, histories, cutoffs)
-    forecasts = await _backtest_forecasts(
-        v1, entry, version is None, request, spec, histories, cutoffs, batch, per_series, horizon
+    return _Backtest(horizon, step, levels, histories, K, cutoffs, stamps, spec, batch, per_series, unsent)
+
+
+def _backtest_answer(
+    entry: VersionEntry,
+    manifest: Manifest,
+    request: CrossValidationRequest,
+    plan: _Backtest,
+    forecasts: np.ndarray,
+) -> bytes:
+    horizon, histories, K, cutoffs, stamps, spec, batch = (
+        plan.horizon,
+        plan.histories,
+        plan.K,
+        plan.cutoffs,
+        plan.stamps,
+        plan.spec,
+        plan.batch,
     )
     # C-ordered: orjson writes only contiguous arrays.
     outputs = np.ascontiguousarray(forecasts[:, :horizon])
-    bounds = level_bounds(manifest.intervals, outputs, levels, window=batch.windows) if levels else {}
+    bounds = (
+        level_bounds(manifest.intervals, outputs, plan.levels, window=batch.windows) if plan.levels else {}
+    )
     require_finite(
         [outputs, *(b for pair in bounds.values() for b in pair)], lambda i: histories[i // K].field
     )
@@ -366,7 +401,7 @@ async def cross_validation(
             in_sample = False if spec is not None else is_in_sample(training, history, stamps[s][j])
             k = s * K + j
             window = backtest_window(
-                k, t, stamps[s][j], in_sample, outputs, actual, bounds, batch.filled, unsent[s][j]
+                k, t, stamps[s][j], in_sample, outputs, actual, bounds, batch.filled, plan.unsent[s][j]
             )
             windows.append(window)
         series_out.append(
@@ -387,7 +422,7 @@ async def cross_validation(
             **answered_by(entry, manifest),
             "horizon": horizon,
             "n_windows": K,
-            "step_size": step,
+            "step_size": plan.step,
             "level": request.level,
             "refit": spec is not None,
             "training_end": None if training is None else training.end,
@@ -396,6 +431,34 @@ async def cross_validation(
         },
         option=_DUMP,
     )
+
+
+@_in_evaluation_slot
+async def cross_validation(
+    v1: V1Handlers, name: str, version: int | None, request: CrossValidationRequest
+) -> bytes:
+    """`CrossValidationResponse`'s JSON: every cutoff of every series forecast in one batch. Laying the
+    windows out and scoring the answer are numpy and Python loops over every window (0.1-0.6 s each for a
+    1,024-window backtest here): they run in a worker thread, not on the event loop, where they stalled
+    every other request (issue 46: small forecasts' p99 under six looping backtests 8.5x idle on a quiet
+    host, max 489 ms; with this work off the loop 1.33x, max 42-47 ms, `python -m bench.fairness`)."""
+    entry = v1.service.resolve(name, version)
+    manifest = entry.manifest
+    assert manifest is not None  # the catalog resolves ready versions only
+    plan = await asyncio.to_thread(_backtest_plan, v1, entry, manifest, request)
+    forecasts = await _backtest_forecasts(
+        v1,
+        entry,
+        version is None,
+        request,
+        plan.spec,
+        plan.histories,
+        plan.cutoffs,
+        plan.batch,
+        plan.per_series,
+        plan.horizon,
+    )
+    return await asyncio.to_thread(_backtest_answer, entry, manifest, request, plan, forecasts)
 
 
 async def _repair(
@@ -428,11 +491,16 @@ async def _repair(
         hi,
         width,
     )
-    for _ in range(ROUNDS):
+
+    def next_round() -> (
+        tuple[list[list[tuple[int, int]]], list[int], list[History], list[list[int]], np.ndarray, Any] | None
+    ):
+        """The next round's points, series, repaired histories, cutoffs, steps ahead and covariates (None:
+        nothing left to judge again); in a worker thread, as the windows are."""
         again = repair.next_round()
         keep = [s for s in range(len(histories)) if again[s]]
         if not keep:
-            break
+            return None
         hs = [
             History(
                 histories[s].id,
@@ -447,6 +515,13 @@ async def _repair(
         steps = np.array([step for s in keep for _, step in again[s]], np.int64)
         # The covariates stay as sent (only the target's values are repaired), cut at the new cutoffs.
         cut_rows = _covariates(manifest, [request.series[s] for s in keep], hs, cuts, manifest.horizon - lead)
+        return again, keep, hs, cuts, steps, cut_rows
+
+    for _ in range(ROUNDS):
+        planned = await asyncio.to_thread(next_round)
+        if planned is None:
+            break
+        again, keep, hs, cuts, steps, cut_rows = planned
         redone = await check(hs, cuts, steps, None if cut_rows is None else np.concatenate(cut_rows))
         fields = [histories[s].field for s in keep for _ in again[s]]
         require_finite(list(redone), fields.__getitem__)
@@ -485,18 +560,25 @@ async def detect_anomalies(v1: V1Handlers, name: str, version: int | None, reque
         "last",
         f"{total} points checked over {len(histories)} series; ask for fewer with `last`",
     )
-    stamps = [_stamps(h, p[0], len(p), manifest) for h, p in zip(histories, points, strict=True)]
     settings = v1.settings
-    # Each checked point's window covariates, built (and checked) before any model run.
     all_cuts = [[t - lead + 1 for t in p] for p in points]
-    covariate_rows = _covariates(manifest, request.series, histories, all_cuts, manifest.horizon - lead)
+
+    def prepare() -> tuple[list[list[datetime] | None], list[np.ndarray] | None]:
+        """Each series' timestamps and each checked point's window covariates, built (and checked) before
+        any model run; in a worker thread, as cross_validation's windows."""
+        stamps = [_stamps(h, p[0], len(p), manifest) for h, p in zip(histories, points, strict=True)]
+        return stamps, _covariates(manifest, request.series, histories, all_cuts, manifest.horizon - lead)
+
+    stamps, covariate_rows = await asyncio.to_thread(prepare)
 
     async def check(
         hs: list[History], cuts: list[list[int]], steps: np.ndarray, covariates: np.ndarray | None
     ) -> tuple[np.ndarray, ...]:
         """Forecast, bounds and half-width [n, C] of the point `steps[i]` steps after each cutoff (`lead`,
         or further ahead where the repair's replaced values end the window)."""
-        batch = window_batch(hs, cuts, manifest, settings.max_history_length, settings.max_missing_share)
+        batch = await asyncio.to_thread(
+            window_batch, hs, cuts, manifest, settings.max_history_length, settings.max_missing_share
+        )
         outputs = await _evaluation_forecast(
             v1,
             entry,
@@ -543,7 +625,9 @@ async def detect_anomalies(v1: V1Handlers, name: str, version: int | None, reque
         )
         flag, score = judge(forecast, lo, hi, width)
     unsent = _unsent(manifest, request.series, histories, shown_cuts)
-    series_out = anomaly_series(histories, points, stamps, actual, (forecast, lo, hi), flag, score, unsent)
+    series_out = await asyncio.to_thread(
+        anomaly_series, histories, points, stamps, actual, (forecast, lo, hi), flag, score, unsent
+    )
     return orjson.dumps(
         {
             **answered_by(entry, manifest),
