@@ -247,9 +247,11 @@ FIT_ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 async def _fit_forecast(name: str, version: int | None, request: Request, v1: V1Handlers) -> Response:
+    from app.inference.refit import check_fit_slot
     from app.protocols.rsa_v1.fitting import fit_forecast
     from app.runtime import runtime_of
 
+    check_fit_slot(v1.settings)  # no slot free: refused before the body is read and parsed
     body = await parse_body(
         request,
         FitForecastRequest.model_validate_json,

@@ -58,3 +58,21 @@ def test_within_the_budget_the_fit_runs_in_a_worker(repo: Path) -> None:
         r = c.post(f"/v1/models/{NAME}/versions/1/fit_forecast", json={"series": series()})
         assert r.status_code == 200, r.text
         assert np.isfinite(np.array([f["forecast"] for f in r.json()["forecasts"]], float)).all()
+
+
+def test_with_every_fit_slot_taken_a_fit_is_refused_before_its_body_is_read(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """503 with Retry-After naming the limit, even for a body that is not JSON: the route asks for a slot
+    before it reads and parses what was sent (issue 46: refused fits' bodies took the cores from
+    forecasts). A slot free again: the same body is read and refused as malformed."""
+    from app.inference import refit
+
+    with running_client(make_settings(repo, max_fits_in_flight=2)) as c:
+        monkeypatch.setattr(refit, "_in_flight", 2)
+        r = c.post(f"/v1/models/{NAME}/versions/1/fit_forecast", content=b"{not json")
+        assert r.status_code == 503, r.text
+        assert r.headers["retry-after"] and r.json()["error"]["limit"] == 2
+        monkeypatch.setattr(refit, "_in_flight", 0)
+        r = c.post(f"/v1/models/{NAME}/versions/1/fit_forecast", content=b"{not json")
+        assert r.status_code == 400 and r.json()["error"]["code"] == "malformed_json", r.text
