@@ -41,6 +41,7 @@ from app.artifacts.readout.windows import (
 # that a flat window's interval is (almost) the point, never a division by zero.
 SCALE_FLOOR = 1e-9
 
+
 @dataclass(frozen=True)
 class Calibration:
     """Interval widths calibrated on held-out windows: the manifest's `intervals` block (None when no

@@ -440,8 +440,9 @@ async def cross_validation(
     """`CrossValidationResponse`'s JSON: every cutoff of every series forecast in one batch. Laying the
     windows out and scoring the answer are numpy and Python loops over every window (0.1-0.6 s each for a
     1,024-window backtest here): they run in a worker thread, not on the event loop, where they stalled
-    every other request (issue 46: small forecasts' p99 under six looping backtests 8.5x idle on a quiet
-    host, max 489 ms; with this work off the loop 1.33x, max 42-47 ms, `python -m bench.fairness`)."""
+    every other request (issue 46: under six looping 1,024-window backtests small forecasts' p99 was 8.5x
+    idle on a quiet host, max 489 ms; with this work off the loop 3.3x, max 57 ms, `python -m
+    bench.fairness`, docs/security.md)."""
     entry = v1.service.resolve(name, version)
     manifest = entry.manifest
     assert manifest is not None  # the catalog resolves ready versions only
