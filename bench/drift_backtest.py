@@ -96,6 +96,16 @@ def coverage(scores: np.ndarray, widths: np.ndarray) -> list[float]:
     return [float((scores <= w[None, :]).mean()) for w in widths]
 
 
+def mean_miss(shares: Sequence[float], levels: Sequence[float]) -> float:
+    """The mean |coverage − level| over the levels (coverage as a share, levels in percent)."""
+    return float(np.mean([abs(c - lv / 100) for c, lv in zip(shares, levels, strict=True)]))
+
+
+def _quantiles(scores: np.ndarray, levels: Sequence[float] = LEVELS) -> np.ndarray:
+    """Each level's conformal quantile of `scores` [n, H], per step: [levels, H]."""
+    return np.array([conformal_quantile(scores, lv / 100) for lv in levels])
+
+
 def drift_check(
     latest: np.ndarray, later: np.ndarray, earlier: np.ndarray, levels: Sequence[float]
 ) -> dict[str, Any]:
@@ -106,20 +116,16 @@ def drift_check(
     its factors so until 2026-12-04 (at three origins the factors had moved coverage towards the levels
     on 3 of 10 panels and away on 5); at four origins (`checked` here) the check did no better than the
     plain quantiles on any panel, and it is gone from the exporter."""
-    quantiles = np.array([conformal_quantile(later, lv / 100) for lv in levels])
+    quantiles = _quantiles(later, levels)
     factors = np.asarray(level_factors(later, earlier, levels))[:, None]
     plain = coverage(latest, np.maximum.accumulate(quantiles, axis=0))
     drifted = coverage(latest, np.maximum.accumulate(quantiles * factors, axis=0))
-
-    def miss(shares: list[float]) -> float:
-        return float(np.mean([abs(c - lv / 100) for c, lv in zip(shares, levels, strict=True)]))
-
     return {
         "origins": "set H and 2H values before the last, scored at the last",
         "windows": len(latest),
         "coverage_plain": {f"{lv:g}": round(c, 4) for lv, c in zip(levels, plain, strict=True)},
         "coverage_drift": {f"{lv:g}": round(c, 4) for lv, c in zip(levels, drifted, strict=True)},
-        "kept": miss(drifted) <= miss(plain),
+        "kept": mean_miss(drifted, levels) <= mean_miss(plain, levels),
     }
 
 
@@ -139,10 +145,6 @@ def origin_scores(
         scores, _ = held_out_scores(held, index, how)
         out.append(scores)
     return out
-
-
-def _quantiles(scores: np.ndarray) -> np.ndarray:
-    return np.array([conformal_quantile(scores, lv / 100) for lv in LEVELS])
 
 
 def _factored(factors: Callable[[np.ndarray, np.ndarray, np.ndarray], Sequence[float]]) -> Rule:
@@ -190,7 +192,7 @@ def _scored(raw: np.ndarray, target: np.ndarray, plain: np.ndarray) -> dict[str,
             for lv, r, p in zip(LEVELS, raw, plain, strict=True)
         },
         "coverage": {f"{lv:g}": round(c, 4) for lv, c in zip(LEVELS, shares, strict=True)},
-        "mean_miss": float(np.mean([abs(c - lv / 100) for c, lv in zip(shares, LEVELS, strict=True)])),
+        "mean_miss": mean_miss(shares, LEVELS),
     }
 
 
