@@ -180,6 +180,8 @@ def run_server(
         run.exit_code = live.exit_code
         if run.error is None and not stopped_cleanly(server, live.exit_code):
             run.error = f"exit code {live.exit_code} after its stop signal:\n{live.output()}"
+        elif any(cell.result.error_count for cell in run.cells):  # what the server logged of them
+            print(f"[serving] {server.key}: errors; its log ends:\n{live.output(3000)}", file=sys.stderr)
     return run
 
 

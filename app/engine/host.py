@@ -18,15 +18,17 @@ from app.artifacts.feed import zeros_feed
 from app.artifacts.manifest import Manifest
 from app.artifacts.repository import VersionRef, read_version
 from app.core.config import Settings
+from app.core.errors import DeviceOutOfMemory
 from app.engine.api import VersionStats
 from app.engine.batching import BatcherConfig, DynamicBatcher
 from app.engine.model import OnnxModel
 from app.engine.providers import CUDA, RuntimeOptions
-from app.engine.types import ServingSnapshot, VersionObserver
+from app.engine.types import Feed, ServingSnapshot, VersionObserver
 
 logger = logging.getLogger(__name__)
 
-# Rows timed at load to seed a version's drain rate (per row), at most its rows per call.
+# Rows of the bigger call timed at load to seed a version's drain rate, at most its rows per call; on CUDA
+# a full call (it costs about what one row does there: DrainRate).
 COST_PROBE_ROWS = 8
 
 
@@ -52,28 +54,51 @@ class Opened:
 
     manifest: Manifest
     model: OnnxModel
-    seconds_per_row: float  # a small call timed at load: the seed of the drain rate
+    seconds_per_row: float  # per row of a full call, timed at load: the seed of the drain rate
+    call_rows: float  # a call's fixed cost in rows' worth, timed at load (DrainRate)
 
     def close(self) -> None:
         self.model.close()
 
 
 def open_version(ref: VersionRef, settings: Settings, options: RuntimeOptions) -> Opened:
-    """Read, check, load and warm up a version; time a small call (seconds per row) to seed its drain
-    rate, the best of three, as a busy batcher would measure it. Blocking: run it in a load thread."""
+    """Read, check, load and warm up a version; time a one-row call and a bigger one (the best of three
+    each, as a busy batcher would measure them) to seed its drain rate: a call's fixed cost and its cost
+    per row. Blocking: run it in a load thread."""
     manifest = read_version(ref)
     model = OnnxModel(ref.path, manifest, options, rows_per_call(manifest, settings))
     model.load()
     model.warmup()
-    rows = min(COST_PROBE_ROWS, model.max_rows)
-    feed = zeros_feed(manifest, rows)
+    full = model.max_rows
+    one_s = _best_of_three(model, zeros_feed(manifest, 1))
+    big, big_s = full, None
+    if model.provider == CUDA:  # a full call costs there a few one-row calls (DrainRate): time one
+        try:
+            big_s = _best_of_three(model, zeros_feed(manifest, full))
+        except DeviceOutOfMemory:  # a GPU too small for a full call, even in halves: time a small one
+            big_s = None
+    if big_s is None:  # the CPU: a small call says enough (its cost is near linear in the rows)
+        big = min(COST_PROBE_ROWS, full)
+        big_s = _best_of_three(model, zeros_feed(manifest, big))
+    call_s, row_s = call_cost(one_s, big_s, big)
+    model.release_memory()
+    return Opened(manifest, model, (call_s + full * row_s) / full, call_s / row_s)
+
+
+def _best_of_three(model: OnnxModel, feed: Feed) -> float:
     best = float("inf")
     for _ in range(3):
         t0 = time.perf_counter()
         model.run_forecast(feed)
         best = min(best, time.perf_counter() - t0)
-    model.release_memory()
-    return Opened(manifest, model, best / rows)
+    return best
+
+
+def call_cost(one_s: float, big_s: float, big: int) -> tuple[float, float]:
+    """(a call's fixed seconds, seconds per row) from a one-row call and a `big`-row one. The per-row cost
+    is floored at a thousandth of the big call's average: timing noise can make the two calls equal."""
+    row_s = max((big_s - one_s) / max(big - 1, 1), 1e-3 * big_s / big, 1e-9)
+    return max(one_s - row_s, 0.0), row_s
 
 
 class VersionHost:
@@ -104,6 +129,7 @@ class VersionHost:
             max_calls=policy.max_calls,
             concurrent_max_rows=policy.concurrent_max_rows,
             row_seconds=opened.seconds_per_row,
+            call_rows=opened.call_rows,
             max_evaluations=settings.max_evaluations_in_flight,
             evaluation_call_rows=settings.evaluation_call_rows,
         )

@@ -1,17 +1,18 @@
 """Admission control: who may come into a version's queue, judged on time and on room.
 
-The batcher measures how fast it drains rows (`DrainRate`: an EWMA of seconds per row over back-to-back
-calls, so the time between calls counts too; seeded by the caller, e.g. a timed call at load), and a
-request whose rows could not be through the session before its deadline is refused at once (Overloaded,
-with a Retry-After of the time the backlog needs): a fast 503 the client can retry elsewhere, rather than
-a 504 after waiting for nothing. Every admitted row counts until it is answered: queued, running, or
-reserved (`Admission.reserve`) by a request admitted before its body was read and parsed. An idle version
-admits any request; `max_queue_rows` stays as a hard bound on memory.
+The batcher measures how fast it drains rows (`DrainRate`: an EWMA of seconds per row of a full call
+over back-to-back calls, so the time between calls counts too; seeded by the caller, e.g. calls timed at
+load), and a request whose rows could not be through the session before its deadline is refused at once
+(Overloaded, with a Retry-After of the time the backlog needs): a fast 503 the client can retry
+elsewhere, rather than a 504 after waiting for nothing. Every admitted row counts until it is answered:
+queued, running, or reserved (`Admission.reserve`) by a request admitted before its body was read and
+parsed. An idle version admits any request; `max_queue_rows` stays as a hard bound on memory.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 from time import perf_counter
 from typing import NoReturn
@@ -24,6 +25,10 @@ from app.engine.batching.items import BatcherStats
 # whole deadline made admitted requests miss it (measured: 504s, goodput 71% of the best); at 0.75, 1% of
 # the answers were still 504s on a busy machine. The queue still never runs dry, so goodput holds.
 ADMIT_FRACTION = 0.6
+# A refusal by the time rule is logged (WARNING) at most this often per version: what it was judged on.
+REFUSAL_LOG_EVERY_S = 10.0
+
+logger = logging.getLogger(__name__)
 
 
 def late_refusal(
@@ -54,18 +59,32 @@ def late_refusal(
 
 
 class DrainRate:
-    """Seconds per row the session drains: from the end of the previous call when calls ran back to back
+    """Seconds per row the session drains a backlog at (`row_seconds`): per row of a full call
+    (`full_rows`), as a backlog is drained; from the end of the previous call when calls ran back to back
     or side by side (the time between the ends is what the rows cost the queue), else the call alone;
-    smoothed (EWMA). None until measured or seeded."""
+    smoothed (EWMA). None until measured or seeded.
 
-    def __init__(self, seed: float | None) -> None:
+    A call's cost is affine in its rows: a fixed part worth `call_rows` rows, then the rows. Each call
+    observed is scaled to a full call by that shape (timed at load: app/engine/host.py). On a GPU a call of
+    one row costs about what a full one does (H200, bench.runners, 2026-12-04: 0.88 ms at 1 row, 2.4 ms at
+    256, the shipped v1), so seconds per row of small calls, the rule before, overstated a backlog by up to
+    two orders. (In the GPU lane's first run the service refused 256-series requests it answers in 2-5 ms,
+    judged at 11-16 ms a series; what made the rate that high is not known: docs/gpu.md.)
+    With `call_rows` 0 (the CPU, nearly) it is seconds per row of each call."""
+
+    def __init__(self, seed: float | None, call_rows: float = 0.0, full_rows: int = 1) -> None:
         self.row_seconds = seed
+        self.call_rows = call_rows
+        self.full_rows = full_rows
         self._busy_since: float | None = None  # end of the last call, while calls run back to back
 
     def observe(self, start: float, end: float, rows: int, still_busy: bool) -> None:
         """A call of `rows` rows ran from `start` to `end`; `still_busy`: more work was queued or running."""
         begin = start if self._busy_since is None else self._busy_since
-        seconds = (end - begin) / rows
+        # the call's cost at the observed shape, scaled to one row of a full call
+        seconds = (
+            (end - begin) * (self.full_rows + self.call_rows) / (self.full_rows * (rows + self.call_rows))
+        )
         self.row_seconds = seconds if self.row_seconds is None else 0.7 * self.row_seconds + 0.3 * seconds
         self._busy_since = end if still_busy else None
 
@@ -87,6 +106,7 @@ class Admission:
         self._reserved: dict[int, tuple[int, float, float | None]] = {}
         self._reserved_rows = 0
         self._ids = itertools.count(1)
+        self._logged_at = -math.inf  # the last refusal logged
 
     def ahead(self, in_flight: int) -> int:
         """Rows admitted and not yet answered: `in_flight` (queued and running) and the reserved rows."""
@@ -106,6 +126,21 @@ class Admission:
         refusal = late_refusal(self.name, ahead, n, self.drain.row_seconds, timeout_s)
         if refusal is not None:
             self.stats.rejected_items += 1
+            now = perf_counter()
+            if now - self._logged_at >= REFUSAL_LOG_EVERY_S:
+                self._logged_at = now
+                logger.warning(
+                    "%s: refused %d rows behind %d (%d of them reserved by bodies still being read) at %.4g "
+                    "ms a row of a full call of %d (a call's fixed cost: %.3g rows' worth); %d refused",
+                    self.name,
+                    n,
+                    ahead,
+                    self._reserved_rows,
+                    1e3 * (self.drain.row_seconds or 0.0),
+                    self.drain.full_rows,
+                    self.drain.call_rows,
+                    self.stats.rejected_items,
+                )
             raise refusal
 
     def to_queue(self, n: int, queued: int) -> None:

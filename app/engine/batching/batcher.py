@@ -86,8 +86,13 @@ class DynamicBatcher:
         self.name = config.name
         self.observer = observer
         self.stats = BatcherStats()
-        self.drain = DrainRate(config.row_seconds)
-        self.evaluation_drain = DrainRate(config.evaluation_row_seconds)  # evaluation chunks' own rate
+        self.drain = DrainRate(config.row_seconds, config.call_rows, config.max_batch_rows)
+        # evaluation chunks' own rate, per row of a full chunk
+        self.evaluation_drain = DrainRate(
+            config.evaluation_row_seconds,
+            config.call_rows,
+            min(config.evaluation_call_rows, config.max_batch_rows),
+        )
         self.admission = Admission(
             config.name, config.max_queue_rows, config.retry_after_s, self.drain, self.stats
         )

@@ -33,7 +33,8 @@ class BatcherConfig:
     inline_max_rows: int = 0  # requests of at most this many rows may run inline (0: never)
     max_calls: int = 1  # session calls at once
     concurrent_max_rows: int = 0  # rows of a call that may run beside others
-    row_seconds: float | None = None  # the drain rate's seed (seconds per row, timed at load); None: unknown
+    row_seconds: float | None = None  # the drain rate's seed (seconds per row of a full call, timed at load)
+    call_rows: float = 0.0  # a call's fixed cost, in rows' worth (timed at load; DrainRate)
     max_evaluations: int = 2  # evaluation requests waiting or running at once (RSA_MAX_EVALUATIONS_IN_FLIGHT)
     evaluation_call_rows: int = 64  # evaluation rows per session call at most (RSA_EVALUATION_CALL_ROWS)
     # The evaluation drain rate's seed (seconds per evaluation row through its queue); None: the forecasts'

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from app.core.errors import Overloaded
-from app.engine.batching import SHARED_CALL_ROWS
+from app.engine.batching import SHARED_CALL_ROWS, DrainRate, late_refusal
+from app.engine.host import call_cost
 from tests.utils.batching import make, rows, run, submit
 from tests.utils.speed import scaled
 
@@ -333,3 +334,33 @@ def test_a_reservation_that_grows_keeps_its_place_in_line() -> None:
         await batcher.stop()
 
     run(scenario)
+
+
+def test_the_drain_rate_is_per_row_of_a_full_call_where_a_call_has_a_fixed_cost() -> None:
+    """On a GPU a call costs about the same at 1 row and at 256 (H200, bench.runners, 2026-12-04: 0.88 and
+    2.4 ms). The shape timed at load scales each observed call to a full one: after a run of one-row calls
+    a backlog of 1,202 rows drains in about five full calls, not 1,202 of them (the rule before, which
+    refused 256-series requests on the GPU); on the CPU (no fixed cost) it stays seconds per row."""
+    call_s, row_s = call_cost(0.88e-3, 2.4e-3, 256)
+    assert call_s == pytest.approx(0.874e-3, abs=1e-6) and row_s == pytest.approx(1.52e-3 / 255)
+    gpu = DrainRate((call_s + 256 * row_s) / 256, call_s / row_s, 256)
+    cpu = DrainRate(None, 0.0, 256)
+    for i in range(40):  # one-row calls of 1 ms each, the queue idle in between
+        gpu.observe(i, i + 1e-3, 1, False)
+        cpu.observe(i, i + 1e-3, 1, False)
+    assert gpu.row_seconds is not None and cpu.row_seconds == pytest.approx(1e-3)
+    assert 1202 * gpu.row_seconds == pytest.approx(
+        1202 * (1e-3 * (256 + call_s / row_s)) / (256 * (1 + call_s / row_s))
+    )
+    assert 1202 * gpu.row_seconds < 0.02 < 1202 * cpu.row_seconds / 50
+    assert late_refusal("m", 1202, 256, gpu.row_seconds, 1.0) is None
+    assert late_refusal("m", 1202, 256, cpu.row_seconds, 1.0) is not None
+    full = DrainRate(None, call_s / row_s, 256)  # a full call observed is its own per-row cost
+    full.observe(0.0, 2.4e-3, 256, False)
+    assert full.row_seconds == pytest.approx(2.4e-3 / 256)
+
+
+def test_call_cost_floors_the_per_row_cost_where_timing_noise_makes_the_calls_equal() -> None:
+    call_s, row_s = call_cost(1e-3, 0.9e-3, 256)  # the big call timed faster than the small one
+    assert row_s == pytest.approx(1e-3 * 0.9e-3 / 256) and call_s == pytest.approx(1e-3 - row_s)
+    assert call_cost(1e-3, 8e-3, 8) == pytest.approx((0.0, 1e-3))  # linear: no fixed cost
