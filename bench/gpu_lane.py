@@ -9,7 +9,7 @@ lane runs, each step in its own process group under its own time limit (`Step.ti
 fails or runs out of time is recorded and the next one still runs):
 
 - tests (160 s): `pytest tests/gpu/test_parity.py tests/gpu/test_runners.py`: CPU <-> CUDA parity per
-  shipped version (TF32 off and on); bound and graph runners bit for bit against the plain session; the
+  shipped version (TF32 off and on); bound and graph runners within 1e-4 std of the plain session; the
   staging pinned once with no CUDA error left; graphs from any calling thread; a capture while another
   version serves; a real out-of-memory retried in halves or 503;
 - runners (80 s): `bench.runners --device cuda` at 1/8/64/256 rows: plain vs bound vs graphs, every

@@ -163,8 +163,13 @@ def report(rows: Sequence[RunnerRow], args: argparse.Namespace) -> str:
                 f"v{version}: {best} runner no slower at batches {[r.batch for r in rest]}: "
                 + ("met" if not slower else f"NOT met at {slower}")
             )
-        identical = all(r.max_diff[n] == 0 for r in mine for n in others)
-        lines.append(f"v{version}: answers bit for bit as the plain session: {'yes' if identical else 'NO'}")
+        worst = max(r.max_diff[n] for r in mine for n in others)
+        if args.device == "cpu":
+            lines.append(
+                f"v{version}: answers bit for bit as the plain session: {'yes' if worst == 0 else 'NO'}"
+            )
+        else:  # cuBLAS picks its kernels by shape: a bucket's padded rows change the last bits
+            lines.append(f"v{version}: max |runner - plain| {worst:.1e} raw (tests/gpu bound it by 1e-4 std)")
     return "\n".join(lines)
 
 

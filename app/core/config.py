@@ -61,10 +61,13 @@ class Settings(BaseSettings):
     # the default model's forecasts moved 0.147 raw, 0.033 of a channel's std, on an H100; docs/gpu.md).
     cuda_tf32: bool = False
     # Inputs and outputs in device buffers bound per batch bucket (IOBinding), rows padded to the bucket;
-    # false: plain session.run from numpy.
-    cuda_io_binding: bool = True
-    # One CUDA graph per batch bucket, captured at load and replayed (needs cuda_io_binding; a graph
-    # ONNX Runtime cannot capture whole runs without). Off by default: measure it on your GPU.
+    # false, the default: plain session.run from numpy, 5-21% fewer ms per call at every batch size from
+    # 1 to 256 rows on an H200 (bench.runners, 2026-12-04, every shipped version).
+    cuda_io_binding: bool = False
+    # One CUDA graph per batch bucket, captured at load and replayed, on the bound runner whatever
+    # cuda_io_binding says (a graph ONNX Runtime cannot capture whole runs without). Off by default: on the
+    # H200 graphs took 1.4-1.7x fewer ms than plain calls at 1 row, 1.1-1.8x at 8, 2-6% more at 64-256 rows
+    # on v4-v5.
     cuda_graphs: bool = False
     # Batch buckets of the CUDA runner (rows per call padded up to one); empty: 1, 2, 4, ... up to the
     # version's rows per call. Comma-separated in the environment.

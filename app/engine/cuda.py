@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import weakref
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -114,13 +115,18 @@ class PinnedBlock:
             self.block[o : o + int(np.prod(shape)) * np.dtype(dtype).itemsize].view(dtype).reshape(shape)
             for o, (shape, dtype) in zip(offsets, layouts, strict=True)
         ]
-        self._cudart = cudart
         self.pinned = False
         self.error: str | None = None  # why it is not page-locked, where registration failed
+        self._unpin: weakref.finalize | None = None
         if cudart is not None:
             code = cudart.host_register(self.block.ctypes.data, self.size)
             if code == 0:
                 self.pinned = True
+                # Unregistered before its memory is freed, also where no one calls release (a runner dropped
+                # on a failed load): a registration left behind makes the next block of the same size, which
+                # the allocator maps at the same address, fail with cudaErrorHostMemoryAlreadyRegistered (seen
+                # on an H200, 2026-12-04). The finalizer holds the memory until it has run.
+                self._unpin = weakref.finalize(self, _unregister, cudart, self._raw, self.block.ctypes.data)
             else:
                 cudart.get_last_error()  # clear it: a later kernel's check would report it as its own
                 self.error = cudart.error_name(code)
@@ -131,6 +137,11 @@ class PinnedBlock:
                 )
 
     def release(self) -> None:
-        if self.pinned and self._cudart is not None:
-            self._cudart.host_unregister(self.block.ctypes.data)
+        if self._unpin is not None:
+            self._unpin()  # runs once
         self.pinned = False
+
+
+def _unregister(cudart: CudaRuntime, memory: np.ndarray, ptr: int) -> None:
+    """Unpin a block's pages; `memory` (its owner) is kept alive until this has run."""
+    cudart.host_unregister(ptr)

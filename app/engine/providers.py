@@ -44,8 +44,9 @@ class RuntimeOptions:
     # CUDA: TF32 matmuls (faster on Ampere and newer, ~1e-3 relative error: off unless asked for).
     cuda_tf32: bool = False
     # CUDA: inputs and outputs in device buffers bound per batch bucket (IOBinding), rows padded to the
-    # bucket; graphs: one CUDA graph captured per bucket at load (needs io binding).
-    cuda_io_binding: bool = True
+    # bucket; graphs: one CUDA graph captured per bucket at load (on the bound runner, whatever
+    # cuda_io_binding says). Defaults: app/core/config.py.
+    cuda_io_binding: bool = False
     cuda_graphs: bool = False
     batch_buckets: tuple[int, ...] = field(default=())  # empty: 1, 2, 4, ... up to the rows per call
 

@@ -506,7 +506,7 @@ class BoundRunner(Runner):
 def create_runner(path: Path, manifest: Manifest, options: RuntimeOptions, max_rows: int) -> Runner:
     """The runner for a version's forecast graph on the provider that really runs it: CUDA with IOBinding
     (and graphs, when asked for and the graph allows them), CUDA plain, or the CPU runner."""
-    graphs = options.cuda_graphs and options.cuda_io_binding
+    graphs = options.cuda_graphs
     try:
         session = create_session(path, options, graphs=graphs)
     except SessionLoadError as exc:
@@ -517,7 +517,7 @@ def create_runner(path: Path, manifest: Manifest, options: RuntimeOptions, max_r
         session = create_session(path, options)
     check_io(session, manifest, (FORECAST_OUTPUT,), path)
     provider = session.get_providers()[0]
-    if provider == CUDA and options.cuda_io_binding:
+    if provider == CUDA and (options.cuda_io_binding or graphs):
         buckets = options.batch_buckets or default_buckets(max_rows)
         with cuda_call(CUDA):  # device buffers: cudaMalloc, never during another runner's capture
             return BoundRunner(

@@ -1,5 +1,8 @@
 """The CUDA runners: the bound runner (device buffers per bucket, pinned host staging, padding) and the
-graph runner (a CUDA graph per bucket) answer bit for bit as the plain CUDA session, every shipped version;
+graph runner (a CUDA graph per bucket) answer as the plain CUDA session within the exporter's bound, every
+shipped version, and nothing of a bigger call leaks into a smaller one. Not bit for bit: cuBLAS picks its
+kernels by shape, and a bucket pads the rows (H200, 2026-12-04: 1.9e-6 raw for v1-v3 at 3 rows in a
+bucket of 4, 3.7e-5 for v4-v5; equal where the bucket is the call's own size);
 the staging is pinned in one registration that leaves no CUDA error behind; a graph runner answers from
 any calling thread (its own thread makes the calls); a capture succeeds while another version serves; a
 real CUDA out-of-memory on the bound runner is retried in halves or answered 503, never a 500."""
@@ -16,11 +19,13 @@ import pytest
 
 from app.artifacts.manifest import load_manifest
 from app.core.errors import DeviceOutOfMemory
+from app.engine.faults import classify_fault
 from app.engine.model import OnnxModel
 from app.engine.providers import CUDA, RuntimeOptions
 from app.engine.runners import BoundRunner, PlainRunner, create_runner, default_buckets
 from app.engine.session import create_session
-from tests.gpu.conftest import SHIPPED, real_windows
+from tests.gpu.conftest import SHIPPED, channel_std, real_windows
+from tests.gpu.test_parity import TOLERANCE
 
 ROWS = (1, 2, 3, 7, 8, 64, 200, 256)
 CUDA_OPTIONS = RuntimeOptions(device="cuda")
@@ -39,16 +44,28 @@ def test_bound_and_graph_runners_answer_as_the_plain_session(folder: Path, graph
         device="cuda",
         graphs=graphs,
     )
-    assert runner.provider == CUDA and runner._block is not None and runner._block.pinned
+    assert runner.provider == CUDA and runner._block is not None and runner._block.pinned, runner._block
     assert runner._cudart is not None and runner._cudart.get_last_error() == 0  # nothing left behind
     assert runner.policy.inline is False
     runner.warmup(real_windows(manifest, 1))
     big = real_windows(manifest, 256, seed=7)
+    std, worst, same_shape = channel_std(), 0.0, []
     for rows in ROWS:
         feed = real_windows(manifest, rows, seed=rows)
-        np.testing.assert_array_equal(runner.run(feed), plain.run(feed), err_msg=f"{rows} rows")
+        got = runner.run(feed)
+        worst = max(worst, float(np.max(np.abs(got - plain.run(feed)) / std)))
+        bucket = runner.bucket_for(rows)
+        padded = {
+            k: np.concatenate([a, np.zeros((bucket - rows, *a.shape[1:]), a.dtype)]) for k, a in feed.items()
+        }
+        same_shape.append(bool(np.array_equal(got, plain.run(padded)[:rows])))
         runner.run(big)  # the next smaller call must not see these rows
     runner.close()
+    print(
+        f"\nv{folder.name} {'graph' if graphs else 'bound'}: max |runner - plain| = {worst:.2e} std; "
+        f"bit for bit against the plain session at the bucket's shape: {sum(same_shape)}/{len(ROWS)}"
+    )
+    assert worst <= TOLERANCE
 
 
 def test_the_service_loads_the_bound_runner_with_graphs_when_asked(tmp_path: Path) -> None:
@@ -82,7 +99,8 @@ def _bound(folder: Path, graphs: bool, buckets: tuple[int, ...] = (1, 8, 64)) ->
 
 def test_a_graph_runner_answers_from_any_thread_on_its_own() -> None:
     """ONNX Runtime keeps graphs per thread: calls from the main thread and from two pool threads
-    alternately all run on the runner's thread, replaying the graphs captured there, bit for bit."""
+    alternately all run on the runner's thread, replaying the graphs captured there: each answer within
+    the bound of the plain session's, and the same bits on every replay."""
     folder = SHIPPED[-1]
     manifest = load_manifest(folder / "manifest.json")
     runner = _bound(folder, graphs=True)
@@ -92,8 +110,10 @@ def test_a_graph_runner_answers_from_any_thread_on_its_own() -> None:
     feeds = [real_windows(manifest, n, seed=n) for n in (1, 5, 8, 1, 40, 64, 2)]
     with ThreadPoolExecutor(2) as pool:
         answers = list(pool.map(runner.run, feeds)) + [runner.run(f) for f in feeds]
-    for feed, got in zip(feeds * 2, answers, strict=True):
-        np.testing.assert_array_equal(got, plain.run(feed))
+    for feed, got in zip(feeds * 2, answers, strict=True):  # each answer its own feed's (no mix-up)
+        assert float(np.max(np.abs(got - plain.run(feed)) / channel_std())) <= TOLERANCE
+    for feed, got in zip(feeds, answers[len(feeds) :], strict=True):  # a replay: the same bits every time
+        np.testing.assert_array_equal(got, runner.run(feed))
     runner.close()
 
 
@@ -128,27 +148,42 @@ def test_a_capture_succeeds_while_another_version_serves() -> None:
     assert not errors and calls[0] > 0, errors[:3]
 
 
-def test_a_real_out_of_memory_is_retried_in_halves_or_503_never_500() -> None:
-    """Under small gpu_mem_limits, a 256-row call on the bound runner either answers (retried in halves)
-    or raises DeviceOutOfMemory: run_with_iobinding's plain RuntimeError classified."""
+def test_a_real_out_of_memory_fails_the_load_or_is_retried_in_halves_or_503_never_500() -> None:
+    """Under small gpu_mem_limits. The bound runner warms every bucket at load, so a limit too small for
+    its largest bucket fails the load with an out-of-memory fault (run_with_iobinding's plain RuntimeError,
+    classified), never a request; on the H200 (2026-12-04) v5 did not load at 16-384 MiB. The plain CUDA
+    runner (RSA_CUDA_IO_BINDING=false) warms one row, so a 256-row call under a small limit is retried in
+    halves or answered 503 device_out_of_memory, never a 500."""
     folder = SHIPPED[-1]
     manifest = load_manifest(folder / "manifest.json")
+    path = folder / "model.onnx"
     big = real_windows(manifest, 256, seed=5)
-    outcomes: dict[int, str] = {}
-    for mib in (16, 32, 64, 128, 384):
+    loads: dict[int, str] = {}
+    calls: dict[int, str] = {}
+    for mib in (16, 64, 256, 1024, 4096):
         options = replace(CUDA_OPTIONS, gpu_mem_limit_bytes=mib << 20)
         try:
-            runner = create_runner(folder / "model.onnx", manifest, options, 256)
+            runner = create_runner(path, manifest, options, 256)
             runner.warmup(real_windows(manifest, 1))
-        except Exception:
-            continue  # too small to load at all: not what this checks
+            loads[mib] = "loaded"
+            runner.close()
+        except Exception as exc:
+            loads[mib] = classify_fault(exc) or f"{type(exc).__name__}: {str(exc)[:300]}"
+        try:
+            runner = create_runner(path, manifest, replace(options, cuda_io_binding=False), 256)
+            runner.warmup(real_windows(manifest, 1))
+        except Exception as exc:
+            calls[mib] = f"no load: {classify_fault(exc) or type(exc).__name__ + ': ' + str(exc)[:300]}"
+            continue
         retries: list[str] = []
         runner.on_retry = retries.append
         try:
             runner.run(big)
-            outcomes[mib] = "answered after halves" if retries else "answered"
+            calls[mib] = "answered after halves" if retries else "answered"
         except DeviceOutOfMemory:
-            outcomes[mib] = "503 device_out_of_memory"
+            calls[mib] = "503 device_out_of_memory"
         runner.close()
-    print(f"\nout-of-memory outcomes by gpu_mem_limit (MiB): {outcomes}")
-    assert outcomes, "no limit let the version load"
+    print(f"\nbound runner's load by gpu_mem_limit (MiB): {loads}\nplain runner's 256-row call: {calls}")
+    assert set(loads.values()) <= {"loaded", "out_of_memory"} and "loaded" in loads.values(), loads
+    assert "out_of_memory" in loads.values(), loads
+    assert {"answered after halves", "503 device_out_of_memory"} & set(calls.values()), calls

@@ -5,9 +5,11 @@ in halves (out of memory) or become 503-class domain errors."""
 from __future__ import annotations
 
 import ctypes
+import gc
 import itertools
 import logging
 import threading
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -494,6 +496,24 @@ def test_a_failed_registration_clears_the_cuda_error_and_says_so(caplog: pytest.
     assert "cudaErrorHostMemoryAlreadyRegistered" in caplog.text and "stay pageable" in caplog.text
     block.release()
     assert not cudart.of("unregister")  # nothing was registered
+
+
+def test_a_block_dropped_without_release_is_unregistered_before_its_memory_is_freed() -> None:
+    """A runner dropped on a failed load never calls release: its registration must still go, while the
+    memory is still the block's (on an H200 the next block of the same size, mapped at the same address,
+    failed with cudaErrorHostMemoryAlreadyRegistered)."""
+    cudart = FakeCudart()
+    block = PinnedBlock(LAYOUTS, cudart)
+    address, alive = block.block.ctypes.data, weakref.ref(block.block.base)
+    seen: list[bool] = []
+    cudart.host_unregister = lambda ptr: seen.append(alive() is not None) or 0  # type: ignore[method-assign]
+    del block
+    gc.collect()
+    assert seen == [True] and alive() is None and address
+    again = PinnedBlock(LAYOUTS, cudart)
+    again.release()
+    again.release()  # once only
+    assert len(seen) == 2
 
 
 class _HostDevice(BoundRunner):
