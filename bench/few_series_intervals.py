@@ -1,17 +1,20 @@
 """Intervals of a global model trained and calibrated on few series (issue 45, item 2): the exporter's
-calibration (export/global_models/onnx.py `calibrate_global`) on 1, 3 and 20 series, its coverage on held-out
-windows.
+calibration (export/global_models/calibration.py `calibrate_global`) on 1, 3 and 20 series, its coverage
+on held-out windows, with how far chance alone moves it.
 
-Groups of `--sizes` series are drawn from Tourism monthly (long series: 91-333 values, H 24) or another
-competition set; per group a global model (the hybrid, `export.panel train`'s default, input length
-searched) is trained on the series' training parts and calibrated on them as `export.panel export
---data` does, then each series' official test window (the H values after its training part, never seen)
-is forecast with the served intervals (`interval_halfwidths`: the pooled widths times each window's
-spread). Printed per group size: the levels the groups got (a group too short to train is counted
-apart), the coverage per level pooled over every
-test value of every group (target: within 5 points of the level), and the calibration windows.
+    python -m bench.few_series_intervals --json results/intervals/few_series.json        # ~15 min
+    python -m bench.few_series_intervals --data M3:monthly --sizes 1 --groups 40          # a smoke run
 
-    .venv/bin/python -m bench.few_series_intervals [--dataset Tourism --frequency monthly] [--groups 40]
+Each competition set (`--data`, default M3 and Tourism monthly and quarterly) is cut into groups of
+`--sizes` series (a seeded permutation; every group by default). Per group a global model (the hybrid,
+`export.panel train`'s default, input length searched) is trained on the series' training parts and
+calibrated on them as `export.panel export --data` does; then each series' official test window (the H
+values after its training part, never seen) is forecast with the served intervals (`interval_halfwidths`:
+the pooled widths times each window's spread). Per group size: the levels the groups got (a group too
+short to train counted apart), the coverage per level pooled over every test value of every group, a
+bootstrap 90% interval of that coverage (groups resampled: a group's H values move together), and the
+calibration windows. The target is coverage within 5 points of the level; with 40 lone series the
+bootstrap interval spans about ±6 points, so a verdict needs the whole set.
 """
 
 from __future__ import annotations
@@ -19,75 +22,153 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from bench.harness.report import write_json
+
 LEVELS = (80.0, 90.0, 95.0, 99.0)
+DATA = ("M3:monthly", "M3:quarterly", "Tourism:monthly", "Tourism:quarterly")
+BOOTSTRAP = 2000  # resamples of the groups
+TOLERANCE = 5.0  # points: the issue's target
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--dataset", default="Tourism")
-    p.add_argument("--frequency", default="monthly")
+    p = argparse.ArgumentParser(
+        prog="python -m bench.few_series_intervals",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--data", action="append", default=None, help="DATASET:frequency, repeatable")
     p.add_argument("--sizes", type=int, nargs="+", default=[1, 3, 20])
-    p.add_argument("--groups", type=int, default=40, help="groups per size (fewer where the series run out)")
+    p.add_argument("--groups", type=int, default=0, help="groups per size, at most (0: every group)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", type=Path, default=None)
     p.add_argument(
         "--one-window", action="store_true", help="the rule before issue 45: each series' last H values only"
     )
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    args.data = tuple(args.data or DATA)
+    return args
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    from bench.competition_data import load_competition
+def bootstrap_interval(inside: Sequence[np.ndarray], rng: np.random.Generator) -> tuple[float, float]:
+    """A 90% bootstrap interval of the coverage pooled over groups (each an array of inside/outside),
+    the groups resampled with replacement."""
+    hits = np.array([a.sum() for a in inside], dtype=np.float64)
+    counts = np.array([a.size for a in inside], dtype=np.float64)
+    pick = rng.integers(0, len(inside), size=(BOOTSTRAP, len(inside)))
+    shares = hits[pick].sum(1) / counts[pick].sum(1)
+    return float(np.quantile(shares, 0.05)), float(np.quantile(shares, 0.95))
+
+
+def one_size(comp: Any, size: int, groups_at_most: int, rng: np.random.Generator) -> dict[str, Any]:
+    """Groups of `size` series of `comp`, each trained, calibrated and scored (module doc)."""
+    from export.global_models.calibration import calibrate_global, interval_halfwidths
     from export.global_models.config import PanelConfig
-    from export.global_models.onnx import calibrate_global, interval_halfwidths
     from export.global_models.search import train_global
+
+    H, period = comp.horizon, comp.period
+    frequency = {12: "1MS", 4: "3MS", 1: "12MS"}.get(period, "1D")
+    order = rng.permutation(len(comp.train))
+    groups = [order[i : i + size] for i in range(0, len(order) - size + 1, size)]
+    groups = groups[:groups_at_most] if groups_at_most else groups
+    inside: dict[float, list[np.ndarray]] = {lv: [] for lv in LEVELS}
+    windows: list[int] = []
+    unfit = 0
+    start = time.perf_counter()
+    for group in groups:
+        train = [comp.train[i] for i in group]
+        try:
+            model = train_global(train, PanelConfig(horizon=H, period=period), frequency, local=True)
+        except ValueError:  # too short to validate on: no model (export.panel train refuses it too)
+            unfit += 1
+            continue
+        intervals, _ = calibrate_global(model, train, LEVELS)
+        if intervals is None:
+            continue
+        windows.append(intervals["calibration"]["windows"])
+        forecast = model.forecast(train)
+        half = interval_halfwidths(intervals, model, train)  # [levels, S, H]
+        actual = comp.test[group]
+        for i, lv in enumerate(intervals["levels"]):
+            inside[lv].append(np.abs(actual - forecast) <= half[i])
+    levels: dict[str, dict[str, Any]] = {}
+    for lv in LEVELS:
+        if not inside[lv]:
+            levels[str(lv)] = {"groups": 0}
+            continue
+        low, high = bootstrap_interval(inside[lv], rng)
+        coverage = float(np.concatenate([a.ravel() for a in inside[lv]]).mean())
+        levels[str(lv)] = {
+            "groups": len(inside[lv]),
+            "coverage": round(coverage, 4),
+            "bootstrap_90": [round(low, 4), round(high, 4)],
+            "within_5": abs(100 * coverage - lv) <= TOLERANCE,
+        }
+    return {
+        "series_per_model": size,
+        "groups": len(groups),
+        "too_short_to_train": unfit,
+        "levels": levels,
+        "windows_median": int(np.median(windows)) if windows else 0,
+        "seconds": round(time.perf_counter() - start, 1),
+    }
+
+
+def row(name: str, r: dict[str, Any]) -> str:
+    got = " / ".join(str(r["levels"][str(lv)]["groups"]) for lv in LEVELS)
+
+    def cell(lv: float) -> str:
+        c = r["levels"][str(lv)]
+        if not c["groups"]:
+            return "none"
+        low, high = c["bootstrap_90"]
+        return f"{c['coverage']:.3f} ({low:.3f}-{high:.3f})"
+
+    short = f", {r['too_short_to_train']} too short to train" if r["too_short_to_train"] else ""
+    return (
+        f"| {name}, {r['series_per_model']} | {got} of {r['groups']}{short} | "
+        f"{' | '.join(cell(lv) for lv in LEVELS)} | {r['windows_median']} |"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    from bench.competition_data import load_competition
 
     args = parse_args(argv)
     if args.one_window:
         from export.global_models import calibration  # where calibrate_global reads it
 
         calibration.calibration_tail = lambda lengths, horizon, *rest: (lambda n: horizon, 1)
-    comp = load_competition(args.dataset, args.frequency)
-    H, period = comp.horizon, comp.period
-    frequency = {12: "1MS", 4: "3MS", 1: "12MS"}.get(period, "1D")
     rng = np.random.default_rng(args.seed)
-    print(f"{comp.dataset} {args.frequency}: {len(comp.train)} series, H = {H}; levels asked {list(LEVELS)}")
-    print("| series per model | groups | got 80 / 90 / 95 / 99 | coverage 80 | 90 | 95 | 99 | windows |")
-    print("|---|---|---|---|---|---|---|---|")
-    for size in args.sizes:
-        order = rng.permutation(len(comp.train))
-        groups = [order[i : i + size] for i in range(0, len(order) - size + 1, size)][: args.groups]
-        got = dict.fromkeys(LEVELS, 0)
-        inside: dict[float, list[np.ndarray]] = {lv: [] for lv in LEVELS}
-        windows = []
-        unfit = 0
-        start = time.perf_counter()
-        for group in groups:
-            train = [comp.train[i] for i in group]
-            try:
-                model = train_global(train, PanelConfig(horizon=H, period=period), frequency, local=True)
-            except ValueError:  # too short to validate on: no model (export.panel train refuses it too)
-                unfit += 1
-                continue
-            intervals, _ = calibrate_global(model, train, LEVELS)
-            if intervals is None:
-                continue
-            windows.append(intervals["calibration"]["windows"])
-            forecast = model.forecast(train)
-            half = interval_halfwidths(intervals, model, train)  # [levels, S, H]
-            actual = comp.test[group]
-            for i, lv in enumerate(intervals["levels"]):
-                got[lv] += 1
-                inside[lv].append(np.abs(actual - forecast) <= half[i])
-        seconds = time.perf_counter() - start
-        cells = [f"{np.concatenate(inside[lv]).mean():.3f}" if inside[lv] else "none" for lv in LEVELS]
-        print(
-            f"| {size} | {len(groups)} | {' / '.join(str(got[lv]) for lv in LEVELS)} | {' | '.join(cells)} | "
-            f"{int(np.median(windows)) if windows else 0} (median) | {seconds:.0f} s"
-            + (f" ({unfit} groups too short to train)" if unfit else "")
-        )
+    print(
+        "| data, series per model | got 80 / 90 / 95 / 99 | coverage 80 (bootstrap 90%) | 90 | 95 | 99 "
+        "| windows (median) |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    results: list[dict[str, Any]] = []
+    for spec in args.data:
+        dataset, frequency = spec.split(":")
+        comp = load_competition(dataset, frequency)
+        for size in args.sizes:
+            r = {"data": spec, "horizon": comp.horizon, **one_size(comp, size, args.groups, rng)}
+            results.append(r)
+            print(row(f"{dataset} {frequency}", r), flush=True)
+    report = {
+        "command": "python -m bench.few_series_intervals "
+        + " ".join(f"--data {d}" for d in args.data)
+        + f" --sizes {' '.join(map(str, args.sizes))} --groups {args.groups} --seed {args.seed}"
+        + (" --one-window" if args.one_window else ""),
+        "levels": list(LEVELS),
+        "tolerance_points": TOLERANCE,
+        "results": results,
+    }
+    if args.json is not None:
+        write_json(args.json, report)
+    return report
 
 
 if __name__ == "__main__":
