@@ -5,7 +5,8 @@ kernels by shape, and a bucket pads the rows (H200, 2026-12-04: 1.9e-6 raw for v
 bucket of 4, 3.7e-5 for v4-v5; equal where the bucket is the call's own size);
 the staging is pinned in one registration that leaves no CUDA error behind; a graph runner answers from
 any calling thread (its own thread makes the calls); a capture succeeds while another version serves; a
-real CUDA out-of-memory on the bound runner is retried in halves or answered 503, never a 500."""
+real CUDA out-of-memory fails the bound runner's load as out_of_memory, and the plain runner's call is
+retried in halves or answered 503, never a 500."""
 
 from __future__ import annotations
 
@@ -163,7 +164,8 @@ def test_a_real_out_of_memory_fails_the_load_or_is_retried_in_halves_or_503_neve
     for mib in (16, 64, 256, 1024, 4096):
         options = replace(CUDA_OPTIONS, gpu_mem_limit_bytes=mib << 20)
         try:
-            runner = create_runner(path, manifest, options, 256)
+            runner = create_runner(path, manifest, replace(options, cuda_io_binding=True), 256)
+            assert isinstance(runner, BoundRunner)
             runner.warmup(real_windows(manifest, 1))
             loads[mib] = "loaded"
             runner.close()
