@@ -25,7 +25,7 @@ def _forecast(device: str, **settings: object) -> tuple[dict, dict]:
         metrics = scrape(client)
         if device == "cuda":
             latest = engine_of(client).get("etth1-rsa")
-            assert type(latest.model.runner) is PlainRunner  # the CUDA default  # type: ignore[union-attr]
+            assert type(latest.model.runner) is PlainRunner  # type: ignore[union-attr]  # the CUDA default
         return r.json(), metrics
 
 
