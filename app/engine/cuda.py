@@ -127,6 +127,7 @@ class PinnedBlock:
                 # the allocator maps at the same address, fail with cudaErrorHostMemoryAlreadyRegistered (seen
                 # on an H200, 2026-12-04). The finalizer holds the memory until it has run.
                 self._unpin = weakref.finalize(self, _unregister, cudart, self._raw, self.block.ctypes.data)
+                self._unpin.atexit = False  # at exit the process's pages go anyway: no CUDA call then
             else:
                 cudart.get_last_error()  # clear it: a later kernel's check would report it as its own
                 self.error = cudart.error_name(code)
