@@ -140,7 +140,7 @@ def evaluate(
             ets = run_statsforecast(comp, ["AutoETS"])[0]
             rows.append(dataclasses.asdict(score_forecast(comp, ets)))
             ets_mase = rows[-1]["mase"]
-            print(f"{comp.name}: AutoETS: MASE {rows[-1]['mase']:.3f}", file=sys.stderr)
+            print(f"{comp.name}: AutoETS: MASE {ets_mase:.3f}", file=sys.stderr)
         report["sets"][comp.name] = {
             "series": len(comp.ids),
             "horizon": comp.horizon,

@@ -8,6 +8,7 @@ a host serves one of them: counters, backlog and the state the metrics read at s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -73,10 +74,9 @@ def open_version(ref: VersionRef, settings: Settings, options: RuntimeOptions) -
     one_s = _best_of_three(model, zeros_feed(manifest, 1))
     big, big_s = full, None
     if model.provider == CUDA:  # a full call costs there a few one-row calls (DrainRate): time one
-        try:
+        # unless the GPU is too small for a full call, even in halves: then a small one, as on the CPU
+        with contextlib.suppress(DeviceOutOfMemory):
             big_s = _best_of_three(model, zeros_feed(manifest, full))
-        except DeviceOutOfMemory:  # a GPU too small for a full call, even in halves: time a small one
-            big_s = None
     if big_s is None:  # the CPU: a small call says enough (its cost is near linear in the rows)
         big = min(COST_PROBE_ROWS, full)
         big_s = _best_of_three(model, zeros_feed(manifest, big))

@@ -91,7 +91,7 @@ class DynamicBatcher:
         self.evaluation_drain = DrainRate(
             config.evaluation_row_seconds,
             config.call_rows,
-            min(config.evaluation_call_rows, config.max_batch_rows),
+            config.evaluation_rows_per_call,
         )
         self.admission = Admission(
             config.name, config.max_queue_rows, config.retry_after_s, self.drain, self.stats
@@ -447,7 +447,7 @@ class DynamicBatcher:
         config = self.config
         if self._evaluation_turn():
             urgent = self._urgent()
-            limit = min(config.evaluation_call_rows, config.max_batch_rows)
+            limit = config.evaluation_rows_per_call
             segments, rows, gone = self._take_from(self._eval_queue, limit, now)
             self._eval_rows -= gone
             if segments:

@@ -41,6 +41,11 @@ class BatcherConfig:
     # rate until an evaluation chunk is measured.
     evaluation_row_seconds: float | None = None
 
+    @property
+    def evaluation_rows_per_call(self) -> int:
+        """Evaluation rows per session call at most: its chunk, within the calls' bound."""
+        return min(self.evaluation_call_rows, self.max_batch_rows)
+
     def __post_init__(self) -> None:
         if (
             min(
