@@ -227,7 +227,7 @@ class RepositoryManager:
         self._publish()
         logger.info(
             "model %s version %s ready on %s (L=%d, H=%d, C=%d, at most %d series per session call, "
-            "%.3f ms per series in a full call, measured at load)",
+            "%.3g ms per series in a full call, measured at load)",
             sv.name,
             sv.version,
             model.provider,
