@@ -24,9 +24,12 @@ ORT_ERRORS: tuple[type[Exception], ...] = (
     ort_errors.EngineError,
     ort_errors.DeviceReset,
 )
-# What ONNX Runtime, CUDA, cuBLAS and cuDNN say when an allocation fails, on the GPU or the host.
+# What ONNX Runtime, CUDA, cuBLAS and cuDNN say when an allocation fails, on the GPU or the host. The
+# arena's "Available memory of N is smaller than requested bytes of M" (bfc_arena.cc, a gpu_mem_limit
+# reached) was the only text of a real out-of-memory on the H200 (2026-12-04, results/gpu/).
 _OUT_OF_MEMORY = re.compile(
-    r"out of memory|failed to allocate memory|bad_alloc|cudaErrorMemoryAllocation|_ALLOC_FAILED",
+    r"out of memory|failed to allocate memory|bad_alloc|cudaErrorMemoryAllocation|_ALLOC_FAILED"
+    r"|is smaller than requested bytes",
     re.IGNORECASE,
 )
 # A provider fault that is not the graph's: the device, its driver or its libraries.

@@ -129,6 +129,13 @@ def test_the_cpu_provider_gets_the_cpu_runner(toy_repository: Path) -> None:
 
 CUDA_OOM = "CUDA failure 2: out of memory ; GPU=0 ; hostname=h ; expr=cudaMalloc(&p, size);"
 ARENA_OOM = "Failed to allocate memory for requested buffer of size 1073741824"
+# The arena at its gpu_mem_limit, as the H200 wrote it (2026-12-04): no "out of memory" in it.
+ARENA_LIMIT = (
+    "Non-zero status code returned while running Sub node. Name:'node_sub' Status Message: "
+    "/onnxruntime_src/onnxruntime/core/framework/bfc_arena.cc:360 void* "
+    "onnxruntime::BFCArena::AllocateRawInternal(size_t, bool, onnxruntime::Stream*) Available memory of "
+    "2699008 is smaller than requested bytes of 3670016"
+)
 CUBLAS = "CUBLAS failure 13: CUBLAS_STATUS_EXECUTION_FAILED ; GPU=0"
 
 
@@ -140,6 +147,8 @@ CUBLAS = "CUBLAS failure 13: CUBLAS_STATUS_EXECUTION_FAILED ; GPU=0"
             "out_of_memory",
         ),
         (ort_errors.Fail(f"[ONNXRuntimeError] : 1 : FAIL : {ARENA_OOM}"), "out_of_memory"),
+        (ort_errors.Fail(f"[ONNXRuntimeError] : 1 : FAIL : {ARENA_LIMIT}"), "out_of_memory"),
+        (BindingError(f"Error in execution: {ARENA_LIMIT}"), "out_of_memory"),
         (ort_errors.RuntimeException("CUBLAS_STATUS_ALLOC_FAILED"), "out_of_memory"),
         (ort_errors.EPFail(CUBLAS), "device"),
         (ort_errors.RuntimeException(CUBLAS), "device"),
