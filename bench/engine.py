@@ -230,14 +230,13 @@ def main(argv: Sequence[str] | None = None) -> None:
                 ModelConfig.from_dict(arch), Path(tmp) / "untrained.safetensors"
             )
         version_dir = export_model(checkpoint, Path(tmp) / "repo", BENCH_MODEL, version=1)
-        prepared = time.perf_counter() - t0
+        what = (
+            f"trained ({args.train_windows} windows, 1 epoch)"
+            if args.train_windows
+            else "initialised (untrained)"
+        )
+        print(f"{what} and exported in {time.perf_counter() - t0:.0f} s", flush=True)
         rows = compare(checkpoint, version_dir, args)
-    what = (
-        f"trained ({args.train_windows} windows, 1 epoch)"
-        if args.train_windows
-        else "initialised (untrained)"
-    )
-    print(f"{what} and exported in {prepared:.0f} s")
     print(report(rows, args.threads, args.device))
 
 
