@@ -122,6 +122,12 @@ def compare(checkpoint: Path, version_dir: Path, args: argparse.Namespace) -> li
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: this torch build has no CUDA (the CPU wheel); install a CUDA one")
     device = torch.device(args.device)
+    if args.device == "cuda":
+        # Full fp32 on both sides, as the service's session computes by default (RSA_CUDA_TF32 off). torch's
+        # cuDNN convolutions (the token embedding's Conv1d) default to TF32: on the H200 (2026-12-04,
+        # results/gpu/) torch and ORT then differed by 2.1e-3 std at 64-256 rows, 2e-6 at 1-8.
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
     graph = ForecastGraph(model, np.array(scaler["mean"]), np.array(scaler["std"])).eval().to(device)
     session = ort_session(version_dir / MODEL_FILE, args.threads, args.device)
     feeds = raw_test_feeds(info, model.cfg, args.batches)

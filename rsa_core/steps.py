@@ -141,7 +141,7 @@ def shifted(
         when = _EPOCH + timedelta(microseconds=t)
         for j, n in enumerate(k.tolist()):
             moved[i, j] = (step(when, n, frequency_seconds, months, zone) - _EPOCH) // _MICROSECOND
-    out = np.full((len(micros), len(k)), np.datetime64("NaT"), "datetime64[us]")
+    out = np.full((len(micros), len(k)), np.datetime64("NaT", "us"), "datetime64[us]")
     out[known] = moved.astype("datetime64[us]")[inverse.reshape(-1)]
     return out.astype(stamps.dtype)
 

@@ -174,7 +174,7 @@ def _parse_timestamps(
     seconds = stamps.astype("datetime64[s]")
     out_of_range = ~np.isnat(seconds) & ((seconds < _NS_MIN) | (seconds > _NS_MAX))
     stamps = stamps.copy()
-    stamps[out_of_range] = np.datetime64("NaT")  # would overflow datetime64[ns]
+    stamps[out_of_range] = np.datetime64("NaT", "s")  # would overflow datetime64[ns]
     return _Timestamps(stamps.astype("datetime64[ns]"), fmt, out_of_range, rival, decided)
 
 
