@@ -11,16 +11,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 __all__ = [
     "TINY",
     "Accuracy",
+    "PointErrors",
     "accuracy",
     "mape",
     "mase",
     "seasonal_naive",
+    "seasonal_naive_at",
     "seasonal_naive_scale",
     "smape",
     "smape_terms",
@@ -48,17 +51,27 @@ def seasonal_naive(history: np.ndarray, horizon: int, period: int) -> np.ndarray
     history is longer than a period, else 1: the last value, MASE's scale's rule), a missing value read
     as the last observed one before it (NaN where there is none)."""
     x = np.asarray(history, dtype=np.float64)
+    out = seasonal_naive_at(x, [len(x)], horizon, period)[0]
+    return out
+
+
+def seasonal_naive_at(history: np.ndarray, ends: Sequence[int], horizon: int, period: int) -> np.ndarray:
+    """`seasonal_naive(history[:t], horizon, period)` for every t in `ends`, stacked [len(ends), horizon,
+    C] (or [len(ends), horizon] for a history [n]): the missing values filled forward once for all of them
+    (a value's fill reads only the values before it, so history[:t]'s fill is the whole history's, cut),
+    which a backtest of 1,024 cutoffs needs instead of 1,024 fills of up to the whole history (0.25 of the
+    0.4 s its answer took here)."""
+    x = np.asarray(history, dtype=np.float64)
     flat = x.ndim == 1
     x = x[:, None] if flat else x
-    n = len(x)
-    m = period if n > period else 1
-    rows = np.arange(n)
-    filled = np.empty_like(x)
-    for c in range(x.shape[1]):
-        last = np.maximum.accumulate(np.where(np.isnan(x[:, c]), -1, rows))
-        filled[:, c] = np.where(last >= 0, x[np.maximum(last, 0), c], np.nan)
-    out = filled[n - m :][np.arange(horizon) % m]
-    return out[:, 0] if flat else out
+    rows = np.arange(len(x))
+    last = np.maximum.accumulate(np.where(np.isnan(x), -1, rows[:, None]), axis=0)  # [n, C]
+    filled = np.where(last >= 0, x[np.maximum(last, 0), np.arange(x.shape[1])[None, :]], np.nan)
+    t = np.asarray(ends, dtype=np.int64)[:, None]
+    m = np.where(t > period, period, 1)
+    steps = np.arange(horizon)[None, :]
+    out = filled[t - m + steps % m]  # [len(ends), horizon, C]: the last season's value at each phase
+    return out[..., 0] if flat else out
 
 
 def mase(insample: Sequence[np.ndarray], actual: np.ndarray, forecast: np.ndarray, period: int) -> np.ndarray:
@@ -109,7 +122,66 @@ class Accuracy:
 
 def _mean(values: np.ndarray, known: np.ndarray) -> float | None:
     n = int(known.sum())
-    return float(values[known].sum(dtype=np.float64) / n) if n else None
+    if not n:
+        return None
+    # Every point known (a backtest without gaps): the same values in the same order as values[known],
+    # so the same sum, without the mask's copy.
+    picked = values.ravel() if n == known.size else values[known]
+    return float(picked.sum(dtype=np.float64) / n)
+
+
+@dataclass(frozen=True)
+class PointErrors:
+    """Every point's terms of `Accuracy`, computed once (`of`), so that the summaries of many parts of
+    one backtest (each series, each channel, all of them) only sum their slices (`summary`): a 1,024-window
+    backtest of seven channels asks for eighteen, and recomputing the terms for each took 0.2 s here.
+    Arrays shaped like the actuals; `known` the points whose actual is known."""
+
+    known: np.ndarray
+    absolute: np.ndarray
+    squared: np.ndarray
+    scaled: np.ndarray
+    smape: np.ndarray
+    inside: dict[float, np.ndarray]
+
+    @classmethod
+    def of(
+        cls,
+        actual: np.ndarray,
+        forecast: np.ndarray,
+        scale: np.ndarray,
+        bounds: Mapping[float, tuple[np.ndarray, np.ndarray]] | None = None,
+    ) -> PointErrors:
+        """The terms of `actual` [..., C] (float64, NaN: missing) against `forecast` (same shape), `scale`
+        [..., C] broadcastable (each point's MASE denominator) and, per level, the interval's bounds shaped
+        like `forecast`."""
+        y = np.asarray(actual, dtype=np.float64)
+        f = np.asarray(forecast, dtype=np.float64)
+        known = ~np.isnan(y)
+        error = np.where(known, y - f, 0.0)
+        absolute = np.abs(error)
+        levels = (bounds or {}).items()
+        return cls(
+            known=known,
+            absolute=absolute,
+            squared=error * error,
+            scaled=absolute / np.broadcast_to(scale, y.shape),
+            smape=np.where(known, smape_terms(np.where(known, y, 0.0), f), 0.0),
+            # NaN compares False: a missing actual is never inside
+            inside={level: ((y >= lo) & (y <= hi)).astype(np.float64) for level, (lo, hi) in levels},
+        )
+
+    def summary(self, at: Any = ...) -> Accuracy:
+        """The summary over the points `at` (an index of the arrays; all by default)."""
+        known = self.known[at]
+        return Accuracy(
+            mae=_mean(self.absolute[at], known),
+            mse=_mean(self.squared[at], known),
+            mase=_mean(self.scaled[at], known),
+            smape=_mean(self.smape[at], known),
+            coverage={level: _mean(inside[at], known) for level, inside in self.inside.items()},
+            points=int(known.sum()),
+        )
 
 
 def accuracy(
@@ -120,21 +192,5 @@ def accuracy(
 ) -> Accuracy:
     """The summary over every point of `actual` [..., C] (float64, NaN: missing) against `forecast`
     (same shape), `scale` [..., C] broadcastable (each point's MASE denominator) and, per level, the
-    interval's bounds shaped like `forecast`."""
-    y = np.asarray(actual, dtype=np.float64)
-    f = np.asarray(forecast, dtype=np.float64)
-    known = ~np.isnan(y)
-    error = np.where(known, y - f, 0.0)
-    absolute = np.abs(error)
-    coverage: dict[float, float | None] = {}
-    for level, (lo, hi) in (bounds or {}).items():
-        inside = (y >= lo) & (y <= hi)  # NaN compares False: a missing actual is never inside
-        coverage[level] = _mean(inside.astype(np.float64), known)
-    return Accuracy(
-        mae=_mean(absolute, known),
-        mse=_mean(error * error, known),
-        mase=_mean(absolute / np.broadcast_to(scale, y.shape), known),
-        smape=_mean(np.where(known, smape_terms(np.where(known, y, 0.0), f), 0.0), known),
-        coverage=coverage,
-        points=int(known.sum()),
-    )
+    interval's bounds shaped like `forecast` (`PointErrors`)."""
+    return PointErrors.of(actual, forecast, scale, bounds).summary()

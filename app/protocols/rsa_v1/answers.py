@@ -13,7 +13,7 @@ import numpy as np
 from app.artifacts.manifest import Manifest, TrainingSpec
 from app.engine.catalog import VersionEntry
 from app.inference.backtest import History, naive_scale, season_of
-from app.inference.metrics import Accuracy, accuracy, seasonal_naive
+from app.inference.metrics import Accuracy, PointErrors, seasonal_naive_at
 
 
 def answered_by(entry: VersionEntry, manifest: Manifest) -> dict[str, Any]:
@@ -41,10 +41,13 @@ def scorer(
     outputs: np.ndarray,
     horizon: int,
     n_windows: int,
-) -> tuple[np.ndarray, Callable[[Any, Any, dict[float, tuple[np.ndarray, np.ndarray]]], dict[str, Any]]]:
-    """The backtest's actuals [S·K, h, C] (NaN: missing) and its scorer: `scored(rows, c, bands)`, the
-    metrics of windows `rows`, channel `c` (all: slice(None)), with the seasonal naive forecast's (the
-    season MASE's scale uses) on the same points beside them; `n_windows` cutoffs a series."""
+    bounds: dict[float, tuple[np.ndarray, np.ndarray]],
+) -> tuple[np.ndarray, Callable[[Any, Any], dict[str, Any]]]:
+    """The backtest's actuals [S·K, h, C] (NaN: missing) and its scorer: `scored(rows, c)`, the metrics
+    of windows `rows`, channel `c` (all: slice(None)), coverage of the intervals `bounds` (per level, lo
+    and hi shaped like `outputs`) included, with the seasonal naive forecast's (the season MASE's scale
+    uses) on the same points beside them; `n_windows` cutoffs a series. Every point's errors are computed
+    once (`PointErrors`); each call sums its slice."""
     actual = np.stack(
         [h.values[t : t + horizon] for h, points in zip(histories, cutoffs, strict=True) for t in points]
     )  # [S·K, h, C] float64, NaN: missing
@@ -54,20 +57,19 @@ def scorer(
     )
     point_scale = np.repeat(scales, n_windows, axis=0)[:, None, :]  # [S·K, 1, C]
     # The seasonal naive forecast of each window (the season MASE's scale uses), scored on the same points.
-    naive = np.stack(
+    naive = np.concatenate(
         [
-            seasonal_naive(h.values[:t], horizon, period)
+            seasonal_naive_at(h.values, points, horizon, period)
             for h, points in zip(histories, cutoffs, strict=True)
-            for t in points
         ]
     )
 
-    def scored(rows: Any, c: Any, bands: dict[float, tuple[np.ndarray, np.ndarray]]) -> dict[str, Any]:
+    model_errors = PointErrors.of(actual, outputs, point_scale, bounds)
+    naive_errors = PointErrors.of(actual, naive, point_scale)
+
+    def scored(rows: Any, c: Any) -> dict[str, Any]:
         at = (rows, slice(None), c)
-        return scored_metrics(
-            accuracy(actual[at], outputs[at], point_scale[at], bands),
-            accuracy(actual[at], naive[at], point_scale[at]),
-        )
+        return scored_metrics(model_errors.summary(at), naive_errors.summary(at))
 
     return actual, scored
 

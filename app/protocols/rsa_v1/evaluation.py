@@ -389,13 +389,12 @@ def _backtest_answer(
     require_finite(
         [outputs, *(b for pair in bounds.values() for b in pair)], lambda i: histories[i // K].field
     )
-    actual, scored = scorer(manifest, histories, cutoffs, outputs, horizon, K)
+    actual, scored = scorer(manifest, histories, cutoffs, outputs, horizon, K, bounds)
     C = len(manifest.channels)
     training = manifest.panel.training if manifest.panel is not None else None
     series_out = []
     for s, history in enumerate(histories):
         rows = slice(s * K, (s + 1) * K)
-        own = {level: (lo[rows], hi[rows]) for level, (lo, hi) in bounds.items()}
         windows = []
         for j, t in enumerate(cutoffs[s]):
             in_sample = False if spec is not None else is_in_sample(training, history, stamps[s][j])
@@ -408,13 +407,10 @@ def _backtest_answer(
             {
                 "id": history.id,
                 "windows": windows,
-                "metrics": scored(rows, slice(None), own),
+                "metrics": scored(rows, slice(None)),
                 "channel_metrics": None
                 if C == 1
-                else {
-                    channel: scored(rows, c, {lv: (lo[..., c], hi[..., c]) for lv, (lo, hi) in own.items()})
-                    for c, channel in enumerate(manifest.channels)
-                },
+                else {channel: scored(rows, c) for c, channel in enumerate(manifest.channels)},
             }
         )
     return orjson.dumps(
@@ -427,7 +423,7 @@ def _backtest_answer(
             "refit": spec is not None,
             "training_end": None if training is None else training.end,
             "series": series_out,
-            "metrics": scored(slice(None), slice(None), bounds),
+            "metrics": scored(slice(None), slice(None)),
         },
         option=_DUMP,
     )
