@@ -136,3 +136,23 @@ def test_a_future_tables_rows_are_exactly_the_steps_after_the_last_timestamp() -
     moved = want.copy()
     moved[2] += np.timedelta64(1, "h")
     assert future_rows_problem(moved, want) == FutureProblem("row", 3, 2)
+
+
+@pytest.mark.parametrize(
+    ("start", "step_s", "months", "zone"),
+    [
+        (datetime(2021, 3, 20, 0, 0, tzinfo=BERLIN), 86400.0, None, BERLIN),  # daily across spring forward
+        (datetime(2021, 10, 30, 1, 30, tzinfo=BERLIN), 1800.0, None, BERLIN),  # half-hourly, autumn
+        (datetime(2020, 1, 31, tzinfo=UTC), 0.0, CalendarStep(1, True), None),  # month ends
+        (datetime(2020, 1, 1, tzinfo=BERLIN), 0.0, CalendarStep(3, False), BERLIN),  # quarters in a zone
+        (datetime(2020, 1, 1, 0, 0), 3600.0, None, None),  # naive hourly
+    ],
+)
+def test_a_values_time_depends_on_its_position_alone(
+    start: datetime, step_s: float, months: CalendarStep | None, zone: ZoneInfo | None
+) -> None:
+    """What a backtest's windows rely on (app/protocols/rsa_v1/evaluation.py `_window_stamps`): the times
+    of values t .. t + h − 1 are a slice of one longer list of times, for any first value t."""
+    whole = forecast_timestamps(start, 3, 60, step_s, months, zone)
+    for t in (3, 4, 17, 40):
+        assert forecast_timestamps(start, t, 20, step_s, months, zone) == whole[t - 3 : t - 3 + 20]
