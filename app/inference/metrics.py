@@ -51,8 +51,7 @@ def seasonal_naive(history: np.ndarray, horizon: int, period: int) -> np.ndarray
     history is longer than a period, else 1: the last value, MASE's scale's rule), a missing value read
     as the last observed one before it (NaN where there is none)."""
     x = np.asarray(history, dtype=np.float64)
-    out = seasonal_naive_at(x, [len(x)], horizon, period)[0]
-    return out
+    return seasonal_naive_at(x, [len(x)], horizon, period)[0]
 
 
 def seasonal_naive_at(history: np.ndarray, ends: Sequence[int], horizon: int, period: int) -> np.ndarray:
