@@ -34,7 +34,7 @@ import uvicorn
 
 from app.core.config import Settings, get_settings
 from app.core.connections import ConnectionLimits, guarded_protocol
-from app.core.process import die_with_parent
+from app.core.process import die_with_parent, freeze_startup_objects
 from app.lifecycle import Lifecycle
 from app.main import app
 
@@ -135,6 +135,7 @@ def main() -> None:
         # metrics count every request by endpoint, model, version and status.
         access_log=settings.access_log,
     )
+    freeze_startup_objects()
     Server(config, app.state.lifecycle, settings.drain_delay_s).run(sockets=sockets)
 
 

@@ -16,7 +16,7 @@ import sys
 
 from app.core.config import get_settings
 from app.core.logging import configure_logging
-from app.core.process import die_with_parent
+from app.core.process import die_with_parent, freeze_startup_objects
 from app.engine.server import EngineServer
 from app.wiring import local_engine
 
@@ -45,6 +45,7 @@ def main() -> None:
     if len(sys.argv) != 2:
         raise SystemExit("usage: python -m app.engine ADDRESS")
     die_with_parent()
+    freeze_startup_objects()
     asyncio.run(serve(sys.argv[1]))
 
 
