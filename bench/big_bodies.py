@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from bench.harness.cli import bench_parser, parse_with_smoke
+from bench.harness.report import write_json
 from bench.harness.servers import local_server
 
 PROBE_INTERVAL_S = 0.02
@@ -198,8 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{'met' if met else 'NOT met'} (worst {worst:.1f} ms)"
     )
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=1) + "\n")
+        write_json(args.json, report)
     return 0
 
 
