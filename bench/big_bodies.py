@@ -78,6 +78,16 @@ def bodies(mb: float, seed: int = 0) -> dict[str, tuple[str, bytes]]:
         phase = {"name": "phase", "shape": [k], "datatype": "INT64", "data": [0] * k}
         return {"inputs": [{"name": "window", "shape": [k, L, C], "datatype": "FP32", "data": flat}, phase]}
 
+    def timeseries(k: int) -> dict[str, Any]:
+        one = {
+            "type": "multivariate_time_series",
+            "series": window,
+            "frequency": "H",
+            "start_timestamp": START,
+        }
+        inputs = [{**one, "name": f"s{i}"} for i in range(k)]
+        return {"model": "etth1-rsa", "inputs": inputs, "options": {"horizon": 96}}
+
     return {
         "forecast": ("/v1/models/etth1-rsa/forecast", _sized(many_series, target)),
         "cross_validation": (
@@ -94,6 +104,7 @@ def bodies(mb: float, seed: int = 0) -> dict[str, tuple[str, bytes]]:
         ),
         "fit_forecast": ("/v1/models/pretrained-monthly/fit_forecast", _sized(monthly, target)),
         "oip_v2_infer": ("/v2/models/etth1-rsa/infer", _sized(v2, target)),
+        "kserve_timeseries": ("/v1/timeseries/forecast", _sized(timeseries, target)),
     }
 
 

@@ -25,6 +25,7 @@ def test_smoke_run_sends_every_route_a_big_body_and_probes_healthz_meanwhile(
         "attention",
         "fit_forecast",
         "oip_v2_infer",
+        "kserve_timeseries",
     }
     for name, (row,) in routes.items():
         # A request of the route's own shape: answered, or refused by a limit once parsed (a fit of a

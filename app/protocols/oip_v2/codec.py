@@ -326,6 +326,29 @@ def binary_outputs(request: InferenceRequest, names: list[str]) -> set[str]:
     return {name for name in names if bool(asked.get(name, {}).get("binary_data", everything))}
 
 
+# Numbers per orjson call when an answer's array is written as JSON: orjson holds the GIL for a whole
+# call, and a 720-window answer of etth1-rsa in one call held it (and the event loop) for about 110 ms
+# (issue 46's bench.big_bodies); in pieces of this size the loop gets the GIL back between them.
+JSON_CHUNK = 1 << 16
+
+
+def _json_array(flat: np.ndarray) -> orjson.Fragment:
+    """`flat`'s JSON list, the bytes orjson writes for the whole array, encoded in pieces of JSON_CHUNK
+    numbers."""
+    if len(flat) <= JSON_CHUNK:
+        return orjson.Fragment(orjson.dumps(flat, option=orjson.OPT_SERIALIZE_NUMPY))
+    pieces = [
+        orjson.dumps(flat[i : i + JSON_CHUNK], option=orjson.OPT_SERIALIZE_NUMPY)[1:-1]
+        for i in range(0, len(flat), JSON_CHUNK)
+    ]
+    return orjson.Fragment(b"[" + b",".join(pieces) + b"]")
+
+
+def answer_size(result: InferResult) -> int:
+    """The numbers in an answer: what decides whether it is encoded off the event loop."""
+    return sum(int(array.size) for array in result.outputs.values())
+
+
 def encode_response(result: InferResult, binary: set[str]) -> tuple[bytes, int | None]:
     """(body, the JSON part's length when a binary part follows it, else None). Arrays go to orjson as
     they are: each float32 in its shortest exact form, as `/v1` writes them."""
@@ -342,7 +365,7 @@ def encode_response(result: InferResult, binary: set[str]) -> tuple[bytes, int |
             chunks.append(data.tobytes())
             entry["parameters"] = {"binary_data_size": len(chunks[-1])}
         else:
-            entry["data"] = data.reshape(-1)
+            entry["data"] = _json_array(data.reshape(-1))
         outputs.append(entry)
     body: dict[str, object] = {"model_name": result.model_name, "model_version": result.model_version}
     if result.id is not None:

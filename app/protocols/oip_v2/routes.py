@@ -6,6 +6,7 @@ extension and gzip/deflate request bodies; the operations are `app.protocols.oip
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, Request, Response
@@ -13,7 +14,15 @@ from fastapi import APIRouter, Request, Response
 from app.core.numbers import decimal
 from app.core.offload import ParseProcess
 from app.protocols.http import body_schema, handlers, parse_body
-from app.protocols.oip_v2.codec import HEADER_LENGTH, Tensor, binary_outputs, encode_response, parse_infer
+from app.protocols.oip_v2.codec import (
+    HEADER_LENGTH,
+    JSON_CHUNK,
+    Tensor,
+    answer_size,
+    binary_outputs,
+    encode_response,
+    parse_infer,
+)
 from app.protocols.oip_v2.handlers import OipV2Handlers, parse_version
 from app.protocols.oip_v2.schemas import (
     InferenceErrorResponse,
@@ -122,7 +131,11 @@ async def _infer(name: str, version: int | None, request: Request, v2: OipV2Hand
     infer_request, inputs = await _parse(request, v2.settings.max_body_bytes)
     outputs = [o.name for o in infer_request.outputs] if infer_request.outputs else None
     result = await v2.infer(name, version, inputs, outputs, infer_request.id)
-    content, header_length = encode_response(result, binary_outputs(infer_request, list(result.outputs)))
+    binary = binary_outputs(infer_request, list(result.outputs))
+    if answer_size(result) > JSON_CHUNK:  # a big answer: encoded in a worker thread, in pieces
+        content, header_length = await asyncio.to_thread(encode_response, result, binary)
+    else:
+        content, header_length = encode_response(result, binary)
     if header_length is None:
         return Response(content, media_type="application/json")
     return Response(

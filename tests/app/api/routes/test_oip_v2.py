@@ -4,6 +4,7 @@ loop. KServe time-series bodies go there too."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from app.protocols.oip_v2 import codec, routes
 from tests.app.conftest import make_settings, ort_forecast, running_client
 
 L, C = 8, 3
@@ -105,3 +107,30 @@ def test_a_large_timeseries_body_is_parsed_in_the_worker(client: TestClient, off
     body["inputs"][0]["type"] = "weird"  # type: ignore[index]
     r = client.post("/v1/timeseries/forecast", json=body)  # declined by the worker, the loop's error
     assert r.status_code == 400 and r.json()["error"]["param"] == "inputs[0].type", r.text
+
+
+def test_a_big_answer_is_encoded_in_a_worker_thread_in_pieces_with_the_same_bytes(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 46: orjson holds the GIL for a whole call, so a 720-window answer encoded in one call on the
+    event loop held /healthz for 0.2-0.7 s (bench.big_bodies). A big answer is encoded in a worker thread,
+    in pieces of JSON_CHUNK numbers, to the same bytes."""
+    x = np.random.default_rng(11).normal(0, 1, (64, L, C)).astype(np.float32)
+    whole = client.post(URL, json=_body(x))
+    assert whole.status_code == 200, whole.text
+    threads: list[str] = []
+    encode = routes.encode_response
+
+    def recorded(*args: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return encode(*args)
+
+    monkeypatch.setattr(routes, "encode_response", recorded)
+    monkeypatch.setattr(routes, "JSON_CHUNK", 16)  # every answer here is "big"
+    monkeypatch.setattr(codec, "JSON_CHUNK", 16)  # and written in pieces of 16 numbers
+    pieces = client.post(URL, json=_body(x))
+    assert pieces.status_code == 200, pieces.text
+    assert pieces.content == whole.content
+    assert len(threads) == 1 and threads[0] != "MainThread"
+    loop_thread = client.portal.call(lambda: threading.current_thread().name)  # type: ignore[union-attr]
+    assert threads[0] != loop_thread

@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from app.core.errors import InvalidInput, PayloadTooLarge
+from app.protocols.oip_v2 import codec
 from app.protocols.oip_v2.codec import DTYPES, decode_inputs, decompress, layout, split_body
 
 BODY = b'{"inputs": [{"name": "window", "shape": [1], "datatype": "FP32", "data": [1.0]}]}'
@@ -151,3 +152,11 @@ def test_every_kind_of_payload_counts_against_the_shape() -> None:
         InvalidInput, match=r"raw_input_contents\[0\] has 20 bytes; shape \[2, 3\] of FP32 needs 24"
     ):
         tensor.from_bytes(b"\0" * 20, "raw_input_contents[0]")
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 33])
+def test_json_arrays_in_pieces_are_the_bytes_of_one_call(n: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(codec, "JSON_CHUNK", 8)
+    flat = np.random.default_rng(n).normal(0, 1e3, n).astype(np.float32)
+    expected = orjson.dumps({"data": flat}, option=orjson.OPT_SERIALIZE_NUMPY)
+    assert orjson.dumps({"data": codec._json_array(flat)}) == expected

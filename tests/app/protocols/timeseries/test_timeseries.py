@@ -10,9 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 import pytest
 from fastapi.testclient import TestClient
 
+from app.protocols.timeseries.codec import parse_request
+from app.protocols.timeseries.schemas import TimeSeriesForecastRequest
 from tests.app.conftest import make_settings, running_client
 from tests.app.fakes import ToySpec, intervals_block, write_version
 
@@ -29,13 +32,18 @@ def intervals(channels: int, seed: int) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repository = tmp_path_factory.mktemp("timeseries")
     univariate = {"intervals": intervals(1, seed=7)}
     write_version(repository, ToySpec(name="univariate", channels=("value",), manifest_overrides=univariate))
     write_version(repository, ToySpec(name="hourly", cycle_period=24))  # 3 channels, a cycle, no intervals
     write_version(repository, ToySpec(name="banded", manifest_overrides={"intervals": intervals(3, seed=8)}))
-    with running_client(make_settings(Path(repository))) as c:
+    return Path(repository)
+
+
+@pytest.fixture(scope="module")
+def client(repository: Path) -> Iterator[TestClient]:
+    with running_client(make_settings(repository)) as c:
         yield c
 
 
@@ -289,3 +297,42 @@ def test_a_start_timestamp_that_is_not_iso_8601_says_so(client: TestClient) -> N
     assert error["param"] == "inputs[0].start_timestamp"
     assert "expected an ISO 8601 datetime such as 2018-01-26T16:00:00Z" in error["message"]
     assert "got '26/01/2018'" in error["message"]
+
+
+def test_bodies_parsed_in_the_parse_process_answer_as_on_the_loop(
+    client: TestClient, repository: Path
+) -> None:
+    """Issue 46: the parse process hands each rectangular series back as one array (millions of floats in
+    lists unpickled on the service's side held the event loop for 100-200 ms on a 50 MB body); every
+    answer and every error is the loop's, byte for byte."""
+    bodies: list[dict[str, Any]] = [documented_example([0.1, 0.9])]
+    for change in [
+        lambda b: b.update(model="hourly"),  # univariate series on 3 channels
+        lambda b: b["inputs"][0].update(series=[1.0, 2.0]),  # too short
+        lambda b: b["inputs"][0].update(series=[[1.0], [2.0]] * L),  # rows on a univariate model
+        lambda b: b["inputs"][0].update(series=[1.0, [2.0]] * L),  # numbers mixed with rows
+    ]:
+        body = documented_example(None)
+        change(body)
+        bodies.append(body)
+    multivariate = {"type": "multivariate_time_series", "name": "m", "frequency": "H"}
+    multivariate["start_timestamp"] = "2024-02-29T22:00:00+00:00"
+    for series in [_series(L + 5, 3, seed=4), _series(L + 5, 2, seed=4), [[1.0, 2.0, 3.0], [1.0]] * L]:
+        bodies.append(
+            {"model": "hourly", "inputs": [{**multivariate, "series": series}], "options": {"horizon": H}}
+        )
+    with running_client(make_settings(repository, parse_process_min_bytes=1)) as offloaded:
+        for body in bodies:
+            on_loop, in_worker = client.post(URL, json=body), offloaded.post(URL, json=body)
+            assert on_loop.status_code == in_worker.status_code, (on_loop.text, in_worker.text)
+            if on_loop.status_code == 200:
+                a, b = on_loop.json(), in_worker.json()
+                assert a["outputs"][0]["content"] == b["outputs"][0]["content"]
+            else:
+                assert on_loop.json() == in_worker.json()
+    assert sum(r.status_code == 200 for r in [client.post(URL, json=b) for b in bodies]) == 2
+    parsed = parse_request(orjson.dumps(bodies[-3]))
+    assert isinstance(parsed, TimeSeriesForecastRequest)
+    assert isinstance(parsed.inputs[0].series, np.ndarray) and parsed.inputs[0].series.shape == (L + 5, 3)
+    ragged = parse_request(orjson.dumps(bodies[-1]))
+    assert isinstance(ragged, TimeSeriesForecastRequest) and isinstance(ragged.inputs[0].series, list)
