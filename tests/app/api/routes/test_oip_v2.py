@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app.protocols.oip_v2 import codec, routes
+from app.protocols.oip_v2 import codec, handlers, routes
 from tests.app.conftest import make_settings, ort_forecast, running_client
 
 L, C = 8, 3
@@ -128,6 +128,12 @@ def test_a_big_answer_is_encoded_in_a_worker_thread_in_pieces_with_the_same_byte
     monkeypatch.setattr(routes, "encode_response", recorded)
     monkeypatch.setattr(routes, "JSON_CHUNK", 16)  # every answer here is "big"
     monkeypatch.setattr(codec, "JSON_CHUNK", 16)  # and written in pieces of 16 numbers
+    bad = x.copy()
+    bad[3, 2, 1] = 3e38  # a value past what the model takes: refused, naming it
+    refused = client.post(URL, json=_body(bad))
+    monkeypatch.setattr(handlers, "BIG_INPUT", 0)  # windows and bounds prepared in a worker thread too
+    assert refused.status_code == 400 and "window[3][2][1]" in refused.text, refused.text
+    assert client.post(URL, json=_body(bad)).json() == refused.json()
     pieces = client.post(URL, json=_body(x))
     assert pieces.status_code == 200, pieces.text
     assert pieces.content == whole.content
