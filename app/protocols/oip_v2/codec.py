@@ -327,33 +327,38 @@ def binary_outputs(request: InferenceRequest, names: list[str]) -> set[str]:
 
 
 # Numbers per orjson call when an answer's array is written as JSON: orjson holds the GIL for a whole
-# call, and a 720-window answer of etth1-rsa in one call held it (and the event loop) for about 110 ms
-# (issue 46's bench.big_bodies); in pieces of this size the loop gets the GIL back between them.
+# call, and a 720-window answer of etth1-rsa (5.3 million numbers, 48 MB) in one call held it (and the
+# event loop) for about 110 ms, its final copy into one buffer 30-200 ms more (issue 46's
+# bench.big_bodies); in pieces of this size, sent one by one, the loop gets the GIL back between them.
 JSON_CHUNK = 1 << 16
+# Where each JSON array goes in the answer's JSON: a byte orjson never writes (it escapes control
+# characters in strings), so splitting the encoded answer at it finds exactly the arrays' places.
+_SLOT = b"\x00"
 
 
-def _json_array(flat: np.ndarray) -> orjson.Fragment:
-    """`flat`'s JSON list, the bytes orjson writes for the whole array, encoded in pieces of JSON_CHUNK
-    numbers."""
-    if len(flat) <= JSON_CHUNK:
-        return orjson.Fragment(orjson.dumps(flat, option=orjson.OPT_SERIALIZE_NUMPY))
-    pieces = [
-        orjson.dumps(flat[i : i + JSON_CHUNK], option=orjson.OPT_SERIALIZE_NUMPY)[1:-1]
-        for i in range(0, len(flat), JSON_CHUNK)
-    ]
-    return orjson.Fragment(b"[" + b",".join(pieces) + b"]")
+def _json_pieces(flat: np.ndarray) -> list[bytes]:
+    """`flat`'s JSON list in pieces of JSON_CHUNK numbers: joined, the bytes orjson writes for the whole
+    array."""
+    pieces = [b"["]
+    for i in range(0, len(flat), JSON_CHUNK):
+        numbers = orjson.dumps(flat[i : i + JSON_CHUNK], option=orjson.OPT_SERIALIZE_NUMPY)[1:-1]
+        pieces.append(b"," + numbers if i else numbers)
+    pieces.append(b"]")
+    return pieces
 
 
 def answer_size(result: InferResult) -> int:
-    """The numbers in an answer: what decides whether it is encoded off the event loop."""
+    """The numbers in an answer: what decides whether it is encoded off the event loop, in pieces."""
     return sum(int(array.size) for array in result.outputs.values())
 
 
-def encode_response(result: InferResult, binary: set[str]) -> tuple[bytes, int | None]:
-    """(body, the JSON part's length when a binary part follows it, else None). Arrays go to orjson as
-    they are: each float32 in its shortest exact form, as `/v1` writes them."""
+def encode_pieces(result: InferResult, binary: set[str]) -> tuple[list[bytes], int | None]:
+    """(the body in pieces, the JSON part's length when a binary part follows it, else None): each JSON
+    array in pieces of JSON_CHUNK numbers, each binary output a piece. Arrays go to orjson as they are:
+    each float32 in its shortest exact form, as `/v1` writes them."""
     outputs: list[dict[str, object]] = []
     chunks: list[bytes] = []
+    arrays: list[np.ndarray] = []
     for name, array in result.outputs.items():
         data = np.ascontiguousarray(array)
         entry: dict[str, object] = {
@@ -365,7 +370,8 @@ def encode_response(result: InferResult, binary: set[str]) -> tuple[bytes, int |
             chunks.append(data.tobytes())
             entry["parameters"] = {"binary_data_size": len(chunks[-1])}
         else:
-            entry["data"] = _json_array(data.reshape(-1))
+            entry["data"] = orjson.Fragment(_SLOT)
+            arrays.append(data.reshape(-1))
         outputs.append(entry)
     body: dict[str, object] = {"model_name": result.model_name, "model_version": result.model_version}
     if result.id is not None:
@@ -373,7 +379,17 @@ def encode_response(result: InferResult, binary: set[str]) -> tuple[bytes, int |
     if result.filled:
         body["parameters"] = {"filled": result.filled}
     body["outputs"] = outputs
-    header = orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
+    between = orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY).split(_SLOT)
+    pieces = [between[0]]
+    for flat, after in zip(arrays, between[1:], strict=True):
+        pieces += _json_pieces(flat)
+        pieces.append(after)
     if not chunks:
-        return header, None
-    return header + b"".join(chunks), len(header)
+        return pieces, None
+    return pieces + chunks, sum(len(p) for p in pieces)
+
+
+def encode_response(result: InferResult, binary: set[str]) -> tuple[bytes, int | None]:
+    """(body, the JSON part's length when a binary part follows it, else None): `encode_pieces` joined."""
+    pieces, header_length = encode_pieces(result, binary)
+    return b"".join(pieces), header_length

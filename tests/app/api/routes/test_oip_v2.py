@@ -109,23 +109,25 @@ def test_a_large_timeseries_body_is_parsed_in_the_worker(client: TestClient, off
     assert r.status_code == 400 and r.json()["error"]["param"] == "inputs[0].type", r.text
 
 
-def test_a_big_answer_is_encoded_in_a_worker_thread_in_pieces_with_the_same_bytes(
+def test_a_big_answer_is_encoded_in_a_worker_thread_and_sent_in_pieces_with_the_same_bytes(
     client: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 46: orjson holds the GIL for a whole call, so a 720-window answer encoded in one call on the
     event loop held /healthz for 0.2-0.7 s (bench.big_bodies). A big answer is encoded in a worker thread,
-    in pieces of JSON_CHUNK numbers, to the same bytes."""
+    in pieces of JSON_CHUNK numbers, and sent piece by piece: the same bytes and headers."""
     x = np.random.default_rng(11).normal(0, 1, (64, L, C)).astype(np.float32)
     whole = client.post(URL, json=_body(x))
+    binary_body = {**_body(x), "outputs": [{"name": "forecast", "parameters": {"binary_data": True}}]}
+    binary_whole = client.post(URL, json=binary_body)
     assert whole.status_code == 200, whole.text
     threads: list[str] = []
-    encode = routes.encode_response
+    encode = routes.encode_pieces
 
     def recorded(*args: Any) -> Any:
         threads.append(threading.current_thread().name)
         return encode(*args)
 
-    monkeypatch.setattr(routes, "encode_response", recorded)
+    monkeypatch.setattr(routes, "encode_pieces", recorded)
     monkeypatch.setattr(routes, "JSON_CHUNK", 16)  # every answer here is "big"
     monkeypatch.setattr(codec, "JSON_CHUNK", 16)  # and written in pieces of 16 numbers
     bad = x.copy()
@@ -136,7 +138,13 @@ def test_a_big_answer_is_encoded_in_a_worker_thread_in_pieces_with_the_same_byte
     assert client.post(URL, json=_body(bad)).json() == refused.json()
     pieces = client.post(URL, json=_body(x))
     assert pieces.status_code == 200, pieces.text
+    assert binary_whole.status_code == 200, binary_whole.text
+    binary = client.post(URL, json=binary_body)
+    assert binary.content == binary_whole.content and len(threads) == 2
+    for header in ("content-length", "content-type", "inference-header-content-length"):
+        assert binary.headers[header] == binary_whole.headers[header], header
     assert pieces.content == whole.content
-    assert len(threads) == 1 and threads[0] != "MainThread"
+    assert pieces.headers["content-length"] == str(len(whole.content))
+    assert pieces.headers["content-type"] == whole.headers["content-type"] == "application/json"
     loop_thread = client.portal.call(lambda: threading.current_thread().name)  # type: ignore[union-attr]
-    assert threads[0] != loop_thread
+    assert all(name not in ("MainThread", loop_thread) for name in threads), threads

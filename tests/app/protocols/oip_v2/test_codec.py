@@ -155,8 +155,21 @@ def test_every_kind_of_payload_counts_against_the_shape() -> None:
 
 
 @pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 33])
-def test_json_arrays_in_pieces_are_the_bytes_of_one_call(n: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_answer_in_pieces_is_the_bytes_of_one_call(n: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 46: the answer's JSON arrays in pieces of JSON_CHUNK numbers (here 8), joined, are the bytes
+    orjson writes for the whole answer; binary outputs follow the JSON part, whose length is given."""
     monkeypatch.setattr(codec, "JSON_CHUNK", 8)
-    flat = np.random.default_rng(n).normal(0, 1e3, n).astype(np.float32)
-    expected = orjson.dumps({"data": flat}, option=orjson.OPT_SERIALIZE_NUMPY)
-    assert orjson.dumps({"data": codec._json_array(flat)}) == expected
+    rng = np.random.default_rng(n)
+    outputs = {f"out{k}": rng.normal(0, 1e3, (n, 1, 1)).astype(np.float32) for k in range(3)}
+    result = codec.InferResult("m\u0000x", "1", "id-\x00", outputs, 2)
+    body = {"model_name": "m\u0000x", "model_version": "1", "id": "id-\x00", "parameters": {"filled": 2}}
+    entries = [
+        {"name": k, "datatype": "FP32", "shape": [n, 1, 1], "data": v.reshape(-1)} for k, v in outputs.items()
+    ]
+    expected = orjson.dumps({**body, "outputs": entries}, option=orjson.OPT_SERIALIZE_NUMPY)
+    pieces, none = codec.encode_pieces(result, set())
+    assert b"".join(pieces) == expected and none is None
+    assert len(pieces) >= 3 * (2 + -(-n // 8)) + 1  # every array in its pieces
+    joined, length = codec.encode_response(result, {"out1"})
+    assert length is not None and joined[length:] == outputs["out1"].tobytes()
+    assert orjson.loads(joined[:length])["outputs"][1]["parameters"] == {"binary_data_size": 4 * n}
