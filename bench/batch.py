@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.batch [--series 100000] [--client-series 100000] [--parts 20] [--threads 2]
                                     [--contenders raw,batch,scorer,client] [--input DIR] [--output DIR]
-                                    [--float32]
+                                    [--float32] [--raw-batches 64,256,512] [--raw-windows 1024]
                                     [--smoke] [--json results/batch/run.json]
 
 Synthetic series built from ETTh1 (random stretches of L + 8..L + 64 rows, each scaled and shifted, so no
@@ -87,12 +87,22 @@ def report(saved: dict[str, Any]) -> None:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    smoke = ["--series", "400", "--client-series", "200", "--parts", "4"]
+    # The raw session's three measures at its default sizes took 40 s each on 2 cores (2 of the smoke's
+    # 2.3 minutes, 2026-12-04): the smoke form measures one batch size, briefly.
+    smoke = ["--series", "400", "--client-series", "200", "--parts", "4", "--raw-batches", "64"]
+    smoke += ["--raw-windows", "64"]
     ap = bench_parser("bench.batch", __doc__, smoke=smoke)
     ap.add_argument("--series", type=int, default=100_000)
     ap.add_argument("--client-series", type=int, default=100_000)
     ap.add_argument("--parts", type=int, default=20)
     ap.add_argument("--threads", type=int, default=2, help="the cores every contender gets")
+    ap.add_argument("--raw-batches", type=ints, default=(64, 256, 512), help="the raw session's batch sizes")
+    ap.add_argument(
+        "--raw-windows",
+        type=int,
+        default=1024,
+        help="windows the raw session runs back to back per batch size",
+    )
     ap.add_argument(
         "--contenders",
         default="raw,batch,scorer,client",
@@ -208,17 +218,17 @@ def _measure(
     raw_cpu: list[dict[int, float]] = []
     saved["raw_cpu_ms_per_window"] = raw_cpu
     if "raw" in contenders:
-        raws.append(raw_measured(args.threads, L, C, raw_cpu))
+        raws.append(raw_measured(args.threads, L, C, raw_cpu, args.raw_batches, args.raw_windows))
     if "batch" in contenders:
         _measure_batch(args, inputs, work, saved)
         if "raw" in contenders:
-            raws.append(raw_measured(args.threads, L, C, raw_cpu))
+            raws.append(raw_measured(args.threads, L, C, raw_cpu, args.raw_batches, args.raw_windows))
     if "scorer" in contenders:
         saved["scorer_without_ray_series_per_s"] = scorer_rate(inputs, args.threads)
     if "client" in contenders:
         _measure_client(args, inputs, saved)
         if "raw" in contenders:
-            raws.append(raw_measured(args.threads, L, C, raw_cpu))
+            raws.append(raw_measured(args.threads, L, C, raw_cpu, args.raw_batches, args.raw_windows))
 
 
 def main(argv: list[str] | None = None) -> int:

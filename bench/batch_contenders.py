@@ -275,12 +275,17 @@ def fit_compare(limit: int | None, blocks: int, threads: int) -> dict[str, float
 
 
 def raw_measured(
-    threads: int, length: int, channels: int, cpu_log: list[dict[int, float]]
+    threads: int,
+    length: int,
+    channels: int,
+    cpu_log: list[dict[int, float]],
+    batches: tuple[int, ...] = (64, 256, 512),
+    windows: int = 1024,
 ) -> dict[int, float]:
     """`raw_session_rate` in a process of its own: the arena of its biggest batch must not count in the
     batch job's memory. Its CPU ms per window are appended to `cpu_log`."""
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        raw, cpu = pool.submit(raw_session_rate, threads, length, channels).result()
+        raw, cpu = pool.submit(raw_session_rate, threads, length, channels, batches, windows).result()
     cpu_log.append(cpu)
     rates = ", ".join(f"{b}: {r:,.0f} ({cpu[b]:.1f} CPU ms a window)" for b, r in raw.items())
     print(f"raw session windows/s by batch: {rates}", flush=True)
