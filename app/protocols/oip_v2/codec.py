@@ -347,9 +347,10 @@ def _json_pieces(flat: np.ndarray) -> list[bytes]:
     return pieces
 
 
-def answer_size(result: InferResult) -> int:
-    """The numbers in an answer: what decides whether it is encoded off the event loop, in pieces."""
-    return sum(int(array.size) for array in result.outputs.values())
+def json_numbers(result: InferResult, binary: set[str]) -> int:
+    """The numbers an answer writes as JSON (its outputs not asked in binary): what decides whether it is
+    encoded off the event loop, in pieces. Binary outputs cost a copy each (`tobytes`)."""
+    return sum(int(array.size) for name, array in result.outputs.items() if name not in binary)
 
 
 def encode_pieces(result: InferResult, binary: set[str]) -> tuple[list[bytes], int | None]:

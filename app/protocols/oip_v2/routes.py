@@ -20,10 +20,10 @@ from app.protocols.oip_v2.codec import (
     HEADER_LENGTH,
     JSON_CHUNK,
     Tensor,
-    answer_size,
     binary_outputs,
     encode_pieces,
     encode_response,
+    json_numbers,
     parse_infer,
 )
 from app.protocols.oip_v2.handlers import OipV2Handlers, parse_version
@@ -136,13 +136,13 @@ async def _infer(name: str, version: int | None, request: Request, v2: OipV2Hand
     outputs = [o.name for o in infer_request.outputs] if infer_request.outputs else None
     result = await v2.infer(name, version, inputs, outputs, infer_request.id)
     binary = binary_outputs(infer_request, list(result.outputs))
-    if answer_size(result) <= JSON_CHUNK:
+    if json_numbers(result, binary) <= JSON_CHUNK:
         content, header_length = encode_response(result, binary)
         if header_length is None:
             return Response(content, media_type="application/json")
         return Response(content, media_type=OCTET, headers={HEADER_LENGTH: str(header_length)})
-    # A big answer: encoded in a worker thread and sent piece by piece, never held as one buffer on the
-    # event loop (bench.big_bodies: 48 MB of JSON for 720 windows).
+    # A big JSON answer: encoded in a worker thread and sent piece by piece, never held as one buffer on
+    # the event loop (bench.big_bodies: 48 MB of JSON for 720 windows).
     pieces, header_length = await asyncio.to_thread(encode_pieces, result, binary)
     headers = {"content-length": str(sum(len(p) for p in pieces))}
     if header_length is not None:
