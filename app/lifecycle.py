@@ -40,7 +40,7 @@ from app.core.offload import ParseProcess
 from app.core.security import ApiKeys
 from app.engine.api import Engine
 from app.inference.service import InferenceService
-from app.observability.metrics import MULTIPROC_ENV, RequestMetrics
+from app.observability.metrics import MULTIPROC_ENV, RequestMetrics, watch_loop_lag
 from app.protocols.registry import Registry
 from app.runtime import Runtime
 from app.wiring import local_engine
@@ -142,6 +142,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine.describe()["engine"],
         ", ".join(f"{m.name} {sorted(m.versions)}" for m in engine.catalog.models.values()) or "nothing yet",
     )
+    lag = asyncio.create_task(watch_loop_lag(metrics.loop_lag), name="loop-lag")  # rsa_event_loop_lag_seconds
     try:
         for protocol in protocols.protocols:  # servers beside HTTP: OIP v2's gRPC with RSA_GRPC_PORT
             for make_server in protocol.servers:
@@ -154,7 +155,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
     finally:
         left_s = await lifecycle.stopped(settings.graceful_shutdown_s)
-        await asyncio.gather(starting, return_exceptions=True)
+        lag.cancel()
+        await asyncio.gather(starting, lag, return_exceptions=True)
         await engine.stop(left_s)
         service.close()
         await asyncio.to_thread(parse_process.stop)

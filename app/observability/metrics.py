@@ -2,7 +2,8 @@
 
 Two sides, as the service has two (app/engine/api.py):
 - `RequestMetrics`, the front end's: every request by endpoint, protocol, model, version and status, its
-  duration, the requests in flight and the refusals. The HTTP middleware (`app.api.middleware`) and the
+  duration, the requests in flight and the refusals, and how late its event loop runs (`watch_loop_lag`,
+  a task of the front end's lifespan). The HTTP middleware (`app.api.middleware`) and the
   gRPC server report each request; the inference service notes which model version it resolved to and
   the error rendering notes the error code, through the request record (`app.core.context`).
 - `EngineMetrics`, the engine's: session calls, rows per call, queue waits, failures and retries (the
@@ -58,6 +59,7 @@ from app.observability.requests import (
     UNMATCHED,
     RequestMetrics,
     compact_dead_process,
+    watch_loop_lag,
 )
 
 __all__ = [
@@ -78,6 +80,7 @@ __all__ = [
     "render",
     "service_memory",
     "service_processes",
+    "watch_loop_lag",
 ]
 
 

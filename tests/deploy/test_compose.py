@@ -367,6 +367,7 @@ def test_dashboard_covers_the_services_metrics() -> None:
         "rsa_request_duration_seconds_bucket",
         "rsa_request_rejections_total",
         "rsa_requests_in_flight",
+        "rsa_event_loop_lag_seconds_bucket",
         "rsa_queue_wait_seconds_bucket",
         "rsa_session_run_seconds_bucket",
         "rsa_batch_rows_bucket",

@@ -36,6 +36,7 @@ def test_exposition_formats_and_families(client: TestClient) -> None:
         "rsa_requests_total",
         "rsa_request_duration_seconds_bucket",
         "rsa_requests_in_flight",
+        "rsa_event_loop_lag_seconds_bucket",
         "rsa_queue_wait_seconds_bucket",
         "rsa_session_run_seconds_bucket",
         "rsa_batch_rows_bucket",
