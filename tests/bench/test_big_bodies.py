@@ -32,4 +32,5 @@ def test_smoke_run_sends_every_route_a_big_body_and_probes_healthz_meanwhile(
         # hundred 2,000-value series may be estimated past RSA_MAX_FIT_SECONDS on a busy machine).
         assert row["status"] in (200, 422), (name, row)
         assert row["body_mb"] >= 3.5 and row["healthz_all_200"], (name, row)
+        assert row["loop_lag_bucket_s"] > 0, (name, row)  # the service's sampler ticked meanwhile
     assert "while a 4 MB body is in flight" in capsys.readouterr().out
