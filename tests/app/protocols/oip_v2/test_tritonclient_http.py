@@ -167,6 +167,27 @@ def test_no_output_named_answers_every_output_of_the_model(
             np.testing.assert_array_equal(got, v1[f"{bound}-{level:g}"])
 
 
+def test_a_big_json_answer_sent_in_pieces_reads_as_the_binary_one(
+    client: httpclient.InferenceServerClient,
+) -> None:
+    """Issue 46: an answer of more than 65,536 JSON numbers (here 10 windows x 96 steps x 7 channels x the
+    forecast and its bounds) is encoded in pieces and streamed with its Content-Length; tritonclient reads
+    it, and every output equals the binary answer's."""
+    batch, starts = shipped_windows(10, seed=6)
+    phase = np.array([s.hour for s in starts], np.int64)
+    inputs = [_input("window", batch, "FP32", False), _input("phase", phase, "INT64", False)]
+    names = [o["name"] for o in client.get_model_metadata("etth1-rsa")["outputs"]]
+    as_json = client.infer(
+        "etth1-rsa", inputs, outputs=[httpclient.InferRequestedOutput(n, binary_data=False) for n in names]
+    )
+    as_binary = client.infer(
+        "etth1-rsa", inputs, outputs=[httpclient.InferRequestedOutput(n, binary_data=True) for n in names]
+    )
+    assert sum(as_json.as_numpy(n).size for n in names) > 65_536
+    for name in names:
+        np.testing.assert_array_equal(as_json.as_numpy(name), as_binary.as_numpy(name))
+
+
 def test_unknown_or_uncalibrated_interval_outputs_are_a_400_with_our_message(
     client: httpclient.InferenceServerClient,
 ) -> None:
