@@ -217,18 +217,20 @@ def _measure(
     saved["raw_windows_per_s"] = raws
     raw_cpu: list[dict[int, float]] = []
     saved["raw_cpu_ms_per_window"] = raw_cpu
-    if "raw" in contenders:
-        raws.append(raw_measured(args.threads, L, C, raw_cpu, args.raw_batches, args.raw_windows))
-    if "batch" in contenders:
-        _measure_batch(args, inputs, work, saved)
+
+    def measure_raw() -> None:
         if "raw" in contenders:
             raws.append(raw_measured(args.threads, L, C, raw_cpu, args.raw_batches, args.raw_windows))
+
+    measure_raw()
+    if "batch" in contenders:
+        _measure_batch(args, inputs, work, saved)
+        measure_raw()
     if "scorer" in contenders:
         saved["scorer_without_ray_series_per_s"] = scorer_rate(inputs, args.threads)
     if "client" in contenders:
         _measure_client(args, inputs, saved)
-        if "raw" in contenders:
-            raws.append(raw_measured(args.threads, L, C, raw_cpu, args.raw_batches, args.raw_windows))
+        measure_raw()
 
 
 def main(argv: list[str] | None = None) -> int:

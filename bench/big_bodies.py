@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench.harness.cli import bench_parser, parse_with_smoke
 from bench.harness.report import write_json
@@ -127,12 +128,13 @@ def loop_lag(port: int) -> dict[float, float]:
     conn.request("GET", "/metrics")
     text = conn.getresponse().read().decode()
     conn.close()
-    buckets = {}
-    for line in text.splitlines():
-        if line.startswith("rsa_event_loop_lag_seconds_bucket{"):
-            le = line.split('le="', 1)[1].split('"', 1)[0]
-            buckets[float(le)] = float(line.rsplit(" ", 1)[1])
-    return buckets
+    return {
+        float(sample.labels["le"]): sample.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "rsa_event_loop_lag_seconds"
+        for sample in family.samples
+        if sample.name.endswith("_bucket")
+    }
 
 
 def worst_lag(before: dict[float, float], after: dict[float, float]) -> float:
