@@ -21,7 +21,7 @@ class _Inspecting(_Models):
     def attention(
         self,
         df: pd.DataFrame,
-        model: str = "etth1-rsa",
+        model: str | None = None,
         version: int | None = None,
         *,
         time_col: str = "ds",
@@ -43,7 +43,7 @@ class _Inspecting(_Models):
     def explain(
         self,
         df: pd.DataFrame,
-        model: str = "etth1-rsa",
+        model: str | None = None,
         version: int | None = None,
         *,
         time_col: str = "ds",
@@ -70,7 +70,7 @@ class _Inspecting(_Models):
     def _one_series(
         self,
         df: pd.DataFrame,
-        model: str,
+        model: str | None,
         version: int | None,
         time_col: str,
         target_col: str | None,
@@ -78,6 +78,7 @@ class _Inspecting(_Models):
     ) -> tuple[dict[str, Any], str]:
         """/v1 attention's `series` for the one series of `df`: its last L rows (`whole`: every row, oldest
         first by `time_col`) in the model's channel columns, and their start; and the path it goes to."""
+        model = self._only_model(model, "attention and explain")
         spec = self.model(model, version)
         columns = _channel_columns(df, spec, target_col)
         frame = df.sort_values(time_col, kind="stable")

@@ -34,7 +34,7 @@ class _Evaluating(_Models):
         n_windows: int = 1,
         step_size: int | None = None,
         level: Sequence[float] | None = None,
-        model: str = "etth1-rsa",
+        model: str | None = None,
         version: int | None = None,
         *,
         X_df: pd.DataFrame | None = None,  # noqa: N803 (NeuralForecast's and statsforecast's name)
@@ -73,6 +73,7 @@ class _Evaluating(_Models):
         windows that fit (each series' last ones), and `frame.attrs["shrunk"]` lists each series so
         answered (`series`, `field`, `asked`, `sent`; empty when none was)."""
         _check_on_too_long(on_too_long)
+        model = self._only_model(model, "cross_validation")
         spec = self.model(model, version)
         columns = _channel_columns(df, spec, target_col)
         reach = spec.horizon - (spec.horizon if h is None else h)
@@ -126,7 +127,7 @@ class _Evaluating(_Models):
         self,
         df: pd.DataFrame,
         level: float | None = None,
-        model: str = "etth1-rsa",
+        model: str | None = None,
         version: int | None = None,
         *,
         lead: int = 1,
@@ -160,6 +161,7 @@ class _Evaluating(_Models):
         last rows that fit (the earlier ones are left out of the frame), listed in
         `frame.attrs["shrunk"]` (`series`, `field` "last", `asked` and `sent` rows)."""
         _check_on_too_long(on_too_long)
+        model = self._only_model(model, "detect_anomalies")
         spec = self.model(model, version)
         columns = _channel_columns(df, spec, target_col)
         series = _histories(df, columns, id_col, time_col, spec, X_df, spec.horizon - lead)

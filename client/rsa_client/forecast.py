@@ -76,14 +76,19 @@ class _Forecasting(_Models):
         after the model (`forecast_columns`: `{model}`, or `{model}-{channel}` per channel of a wider
         one) and, per level, `{column}-lo-{level}` and `{column}-hi-{level}`.
 
-        Without `model`: the service's pretrained model of `df`'s frequency answers (`POST /v1/forecast`,
-        `forecast_pretrained`); the forecast's column is named after the model that answered."""
+        Without `model`: the one model the service serves, where it serves one; else the service's
+        pretrained model of `df`'s frequency answers (`POST /v1/forecast`, `forecast_pretrained`). The
+        forecast's column is named after the model that answered."""
         if model is None:
-            if version is not None or X_df is not None:
+            served = self.served()
+            if len(served) == 1:
+                model = served[0]
+            elif version is not None or X_df is not None:
                 raise ValueError("version and X_df need a model: name it (model=...)")
-            return self.forecast_pretrained(
-                df, h, level, id_col=id_col, time_col=time_col, target_col=target_col
-            )
+            else:
+                return self.forecast_pretrained(
+                    df, h, level, id_col=id_col, time_col=time_col, target_col=target_col
+                )
 
         spec = self.model(model, version)
         h = spec.horizon if h is None else h
@@ -271,7 +276,7 @@ class _Forecasting(_Models):
         df: pd.DataFrame,
         h: int | None = None,
         level: Sequence[float] | None = None,
-        model: str = "etth1-rsa",
+        model: str | None = None,
         version: int | None = None,
         publish: str | None = None,
         *,
@@ -296,6 +301,7 @@ class _Forecasting(_Models):
         target = target_col or ("y" if "y" in df.columns else None)
         if target is None or target not in df.columns:
             raise ValueError(f"df needs a target column (`y` or target_col), has {list(df.columns)}")
+        model = self._only_model(model, "fit_forecast")
         frame = df.sort_values([id_col, time_col], kind="stable")
         series = []
         # Columns beside the id, the time and the target (or an X_df) may be a covariate model's: ask the

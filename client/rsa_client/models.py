@@ -99,6 +99,26 @@ class _Models(_Session):
             has_cycle = any(i["name"] == "start" or i["name"] == "phase" for i in meta["inputs"])
         return ModelSpec(name=name, version=int(number), has_cycle=has_cycle, limits=limits, **described)
 
+    def served(self) -> list[str]:
+        """The names of the models ready to answer (`GET /v1/models`), in the service's order."""
+        response = self._send("GET", "/v1/models")
+        listed = _json(response)
+        models = listed.get("models") if isinstance(listed, dict) else None
+        if not isinstance(models, list):
+            raise _unreadable(response, "no `models` list")
+        return [str(m["name"]) for m in models if isinstance(m, dict) and m.get("ready")]
+
+    def _only_model(self, model: str | None, call: str) -> str:
+        """`model`, or with None the one model the service serves; ValueError naming the served models
+        when there are several (or none): a call that names no model must not reach one by chance."""
+        if model is not None:
+            return model
+        served = self.served()
+        if len(served) == 1:
+            return served[0]
+        have = ", ".join(served) if served else "none"
+        raise ValueError(f"{call} needs a model: name one (model=...); the service serves {have}")
+
     # -- the repository API -----------------------------------------------------------------------
     def index(self, ready_only: bool = False) -> list[dict[str, Any]]:
         """Every model version on disk or served (the service runs with RSA_MODEL_CONTROL poll or

@@ -96,3 +96,14 @@ def test_a_spike_is_flagged_and_a_refusal_names_the_field(service: Any) -> None:
         with pytest.raises(ServiceError) as caught:
             client.detect_anomalies(frame, level=85, last=1)
     assert caught.value.status == 422 and '"field": "level"' in caught.value.message
+
+
+def test_calls_without_a_model_use_the_one_served(service: Any) -> None:
+    """Issue 45, item 8: `model=` is needed only where the service serves several (this one serves
+    etth1-rsa alone): `forecast` without it is the named model's forecast, not the pretrained route."""
+    frame = etth1_long(1, seed=4)
+    with Client(service.url, concurrency=1) as client:
+        assert client.served() == ["etth1-rsa"]
+        unnamed = client.forecast(frame, level=[80])
+        named = client.forecast(frame, level=[80], model="etth1-rsa")
+    pd.testing.assert_frame_equal(unnamed, named)

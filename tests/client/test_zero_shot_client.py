@@ -107,7 +107,16 @@ def test_refusals_name_what_is_wrong(service: LiveService) -> None:
 
         with pytest.raises(ServiceError) as caught:
             client.forecast(long("h", {"hourly": 100}))  # no hourly model in this repository
+        served = "pretrained-monthly, pretrained-quarterly, pretrained-yearly"
+        with pytest.raises(ValueError, match=f"cross_validation needs a model.*serves {served}"):
+            client.cross_validation(long("MS", {"m": 40}))  # several served: no default
+        with pytest.raises(ValueError, match=f"fit_forecast needs a model.*serves {served}"):
+            client.fit_forecast(long("MS", {"m": 40}))
     assert caught.value.status == 422 and "monthly, quarterly" in str(caught.value)
+    assert (
+        f"name a served model: POST /v1/models/{{name}}/forecast (the client's model=), served: {served}"
+        in str(caught.value)
+    )
 
 
 @pytest.mark.parametrize(("ends", "starts"), [("ME", "MS"), ("QE", "QS")])

@@ -304,9 +304,12 @@ async def zero_shot_forecast(v1: V1Handlers, body: ZeroShotBody, freq: str | Non
     if used.name not in models:
         have = sorted(models)
         where = {"freq": "freq", "timestamps": "the series' timestamps", "start": "the series' start"}
+        named = sorted(m.name for m in v1.service.models())
         raise InvalidInput(
             f"no pretrained model forecasts {used.name} series (read from {where[used.source]}); the "
-            f"frequencies with one: {', '.join(have) if have else 'none (none is loaded)'}",
+            f"frequencies with one: {', '.join(have) if have else 'none (none is loaded)'}; or name a "
+            f"served model: POST /v1/models/{{name}}/forecast (the client's model=), served: "
+            f"{', '.join(named) if named else 'none'}",
             field="freq",
             limit=", ".join(have),
         )
