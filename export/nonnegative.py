@@ -22,7 +22,14 @@ import numpy as np
 
 from export.data import Dataset
 
-__all__ = ["ZERO_SHARE", "resolve_nonnegative", "undeclared"]
+__all__ = [
+    "ZERO_SHARE",
+    "detected",
+    "never_negative",
+    "panel_nonnegative",
+    "resolve_nonnegative",
+    "undeclared",
+]
 
 ZERO_SHARE = 0.05
 _KEYWORDS = ("auto", "none", "all")
@@ -35,6 +42,41 @@ def _training_values(ds: Dataset) -> np.ndarray:
     return ds.series.values[start:end][:, [ds.series.columns.index(c) for c in ds.channels]]
 
 
+def detected(values: np.ndarray) -> bool:
+    """The `auto` rule on one channel's observed values (NaN left out): no negative value and at least
+    ZERO_SHARE of them exactly 0."""
+    v = np.asarray(values, dtype=np.float64)
+    v = v[~np.isnan(v)]
+    return bool(v.size) and float(v.min()) >= 0 and float((v == 0).mean()) >= ZERO_SHARE
+
+
+def panel_nonnegative(setting: str, series: Sequence[np.ndarray]) -> tuple[bool, str]:
+    """Whether a global model's one target is non-negative, from the series it was trained on, and how
+    that was decided: `auto` (`detected` over every series' values), `none` or `all`. ValueError for
+    another setting, or `all` where a series goes below zero."""
+    values = np.concatenate([np.asarray(v, dtype=np.float64).reshape(-1) for v in series] or [np.empty(0)])
+    if setting == "auto":
+        return detected(values), DETECTED
+    if setting == "none":
+        return False, "declared: none"
+    if setting != "all":
+        raise ValueError(
+            f"nonnegative: use auto, none or all (a global model has one target), got {setting!r}"
+        )
+    if not never_negative(values):
+        raise ValueError(
+            f"nonnegative: the series go down to {float(np.nanmin(values)):g}, so their intervals cannot be "
+            "clipped at 0; use auto or none"
+        )
+    return True, "declared"
+
+
+def never_negative(values: np.ndarray) -> bool:
+    """No observed value (NaN left out) below 0."""
+    v = np.asarray(values, dtype=np.float64)
+    return not bool((v[~np.isnan(v)] < 0).any())
+
+
 def resolve_nonnegative(setting: str | Sequence[str], ds: Dataset) -> tuple[list[str], str]:
     """The non-negative channels (in the model's order) and how that was decided. ValueError for an
     unknown channel, or a declared one whose training rows go below zero."""
@@ -42,9 +84,7 @@ def resolve_nonnegative(setting: str | Sequence[str], ds: Dataset) -> tuple[list
         setting = setting[0]  # `--nonnegative all` arrives as a list of one
     values = _training_values(ds)
     if setting == "auto":
-        zeros = (values == 0).mean(axis=0)
-        found = [c for j, c in enumerate(ds.channels) if values[:, j].min() >= 0 and zeros[j] >= ZERO_SHARE]
-        return found, DETECTED
+        return [c for j, c in enumerate(ds.channels) if detected(values[:, j])], DETECTED
     if setting == "none":
         return [], "declared: none"
     names = (

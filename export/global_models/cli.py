@@ -245,6 +245,13 @@ def export_command(
         str | None,
         typer.Option(help="--data's columns to leave out, comma-separated (default: those train left out)"),
     ] = None,
+    nonnegative: Annotated[
+        str,
+        typer.Option(
+            help="clip the intervals' lower bounds at 0: auto (where --data's series have no negative value "
+            "and at least 5% zeros), none, or all (sales, counts, visitors: series that cannot go below 0)"
+        ),
+    ] = "auto",
 ) -> None:
     """Publish a global model (a read-out or a transformer, as train wrote it) as an ONNX graph into a
     model repository (checked against the Python model), with intervals pooled across the series of
@@ -263,6 +270,7 @@ def export_command(
         saved = load_transformer(model)
         net = saved.model
         intervals, said = None, "no intervals (give --data, the training file, to calibrate them)"
+        note = None
         if data is not None:
             from export.global_models.transformer import calibrate_transformer
 
@@ -276,6 +284,7 @@ def export_command(
                     ",".join(net.drop) if drop is None else drop,  # default: the columns train left out
                 )
                 intervals, said = calibrate_transformer(net, series)
+                intervals, note = _with_nonnegative(intervals, nonnegative, series)
             except DataError as e:
                 raise typer.BadParameter(str(e), param_hint="--data") from None
             except ValueError as e:  # not the series it was trained on
@@ -289,13 +298,14 @@ def export_command(
             f"{name} version {folder.name} (global transformer): L = {L}, H = {H}, min history "
             f"{net.config.history}, {said}: {folder}"
         )
-        _echo_coverage(intervals)
+        _echo_coverage(intervals, note)
         _echo_serving(repository)
         return
     from export.global_models.onnx import calibrate_global, export_global
 
     fitted = GlobalModel.load(model)
     intervals, said = None, "no intervals (give --data, the training file, to calibrate them)"
+    note = None
     if data is not None:
         if drop is None:  # the columns train left out, as model.json records them
             drop = ",".join((fitted.training or {}).get("drop", []))
@@ -306,6 +316,7 @@ def export_command(
         except DataError as e:
             raise typer.BadParameter(str(e), param_hint="--data") from None
         intervals, said = calibrate_global(fitted, series)
+        intervals, note = _with_nonnegative(intervals, nonnegative, series)
     try:
         folder = export_global(fitted, repository, name, version, channel, intervals)
     except (ValueError, VersionExistsError) as e:
@@ -314,8 +325,31 @@ def export_command(
         f"{name} version {folder.name}: L = {fitted.input_length}, H = {fitted.config.horizon}, "
         f"min history {fitted.min_history}, {said}: {folder}"
     )
-    _echo_coverage(intervals)
+    _echo_coverage(intervals, note)
     _echo_serving(repository)
+
+
+def _with_nonnegative(
+    intervals: dict[str, Any] | None, setting: str, series: Sequence[Any]
+) -> tuple[dict[str, Any] | None, str | None]:
+    """`intervals` with its `nonnegative` flag (the service clips a flagged target's bounds at 0 on every
+    path: app/inference/intervals.py), decided on the calibration series by export/nonnegative.py's rule,
+    and the line that says so (or, for series that never go below 0 undetected, how to declare them)."""
+    from export.nonnegative import never_negative, panel_nonnegative
+
+    values = [np.asarray(getattr(v, "values", v), dtype=np.float64) for v in series]
+    try:
+        flag, how = panel_nonnegative(setting, values)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--nonnegative") from None
+    if intervals is None:
+        return None, None
+    note = None
+    if flag:
+        note = f"lower bounds clipped at 0 ({how})"
+    elif setting == "auto" and all(never_negative(v) for v in values):
+        note = "hint: no series goes below 0; --nonnegative all clips the intervals' lower bounds at 0"
+    return {**intervals, "nonnegative": [flag]}, note
 
 
 def _echo_serving(repository: Path) -> None:
@@ -348,7 +382,9 @@ def _training_series(
     return load_covariate_panel(data, options, covs.past, covs.future, statics)[0]
 
 
-def _echo_coverage(intervals: dict[str, Any] | None) -> None:
+def _echo_coverage(intervals: dict[str, Any] | None, note: str | None = None) -> None:
+    if note is not None:
+        typer.echo(f"  {note}")
     if intervals is not None:
         from export.reports import IntervalCalibration, from_dict
 
