@@ -293,6 +293,10 @@ class ForecastResult:
     local_models: list[str | None] = field(default_factory=list)
 
 
+# Beside a forecast's null `timestamps`: why, and what to send.
+NO_START = "no start was sent for this series: send start (its first value's time) to get timestamps"
+
+
 def encode_forecast(result: ForecastResult) -> bytes:
     """`ForecastResponse`'s JSON from the arrays, each forecast value as its float32's shortest form."""
     outputs = np.ascontiguousarray(result.outputs, dtype=np.float32)  # orjson writes C-ordered arrays
@@ -324,6 +328,9 @@ def encode_forecast(result: ForecastResult) -> bytes:
     for i, note in enumerate(result.local_models):
         if note is not None:
             forecasts[i]["local_models"] = note
+    for i, stamps in enumerate(result.timestamps):
+        if stamps is None:  # issue 45, item 12: a null says why, where it is read
+            forecasts[i]["timestamps_note"] = NO_START
     return orjson.dumps(
         {
             "model": result.model,

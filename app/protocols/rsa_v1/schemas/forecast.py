@@ -62,7 +62,8 @@ class SeriesForecast(BaseModel):
     """With `level`, also `lo-{level}` and `hi-{level}`; with `quantiles`, `q-{100·q}`: arrays shaped like
     `forecast`, on its timestamps. With missing values (null) in the window, also `filled`: how many were
     filled by the model's training rule (absent when none). From a hybrid model, for a series too short
-    for its local models, also `local_models`: that it got the global read-out alone, and why."""
+    for its local models, also `local_models`: that it got the global read-out alone, and why. Without a
+    `start`, `timestamps` is null and `timestamps_note` says to send one."""
 
     model_config = ConfigDict(extra="allow")
 

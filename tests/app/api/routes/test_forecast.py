@@ -36,7 +36,7 @@ def test_rows_match_direct_ort_call_on_latest(client: TestClient, toy_repository
     assert [f["id"] for f in body["forecasts"]] == ["s0", "s1", "s2"]
     for i, f in enumerate(body["forecasts"]):
         assert f["channels"] == CHANNELS
-        assert f["timestamps"] is None
+        assert f["timestamps"] is None and "send start" in f["timestamps_note"]
         np.testing.assert_allclose(np.array(f["forecast"]), expected[i], atol=1e-5)
 
 
@@ -91,6 +91,7 @@ def test_timestamps_continue_after_the_last_value(client: TestClient) -> None:
     r = _post(client, {"series": [{"values": _series(8, n).tolist(), "start": start.isoformat()}]})
     assert r.status_code == 200, r.text
     stamps = r.json()["forecasts"][0]["timestamps"]
+    assert "timestamps_note" not in r.json()["forecasts"][0]
     # a naive start is UTC, said explicitly in the answer (RFC 3339 date-times carry an offset)
     assert stamps == [(start + timedelta(hours=n + k)).isoformat() + "Z" for k in range(H)]
     assert stamps[0] == "2018-06-01T11:00:00Z"

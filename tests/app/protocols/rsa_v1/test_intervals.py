@@ -72,6 +72,7 @@ def test_level_adds_lo_and_hi_equal_to_the_forecast_plus_minus_the_widths(
             "hi-80",
             "channels",
             "timestamps",
+            "timestamps_note",  # these series have no start
         ]
         f = np.array(series["forecast"], np.float32)
         np.testing.assert_array_equal(f, forecast[i])
@@ -105,7 +106,7 @@ def test_the_slow_lane_answers_the_same(client: TestClient):
 
 def test_without_level_the_answer_is_unchanged(client: TestClient):
     series = client.post("/v1/models/toy/forecast", json=body()).json()["forecasts"][0]
-    assert list(series) == ["id", "forecast", "channels", "timestamps"]
+    assert list(series) == ["id", "forecast", "channels", "timestamps", "timestamps_note"]
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from app.protocols.rsa_v1.schemas import ForecastRequest, ForecastResponse, SeriesForecast
 from app.protocols.rsa_v1.wire import (
+    NO_START,
     ForecastArgs,
     ForecastResult,
     encode_forecast,
@@ -166,7 +167,11 @@ def test_the_answer_is_pydantics_json_with_exact_float32_numbers(tz: timezone) -
         provider="CPUExecutionProvider",
         forecasts=[
             SeriesForecast.model_construct(
-                id=ids[i], forecast=outputs[i].tolist(), channels=["x", "y"], timestamps=stamps[i]
+                id=ids[i],
+                forecast=outputs[i].tolist(),
+                channels=["x", "y"],
+                timestamps=stamps[i],
+                **({"timestamps_note": NO_START} if stamps[i] is None else {}),
             )
             for i in range(3)
         ],
