@@ -43,6 +43,9 @@ class IntervalCalibration:
     # earlier origin and each level's factor: a correction since dropped, bench/drift_backtest.py).
     rule: str = "split_conformal"
     drift: dict[str, Any] | None = None
+    # Levels beyond the windows' reach, their widths extrapolated from the highest level calibrated
+    # (app/artifacts/readout/calibration.py `pooled_intervals`); none in reports written before.
+    extrapolated_levels: list[float] = dataclasses.field(default_factory=list)
 
 
 # -- bench/competitions.py -------------------------------------------------------------------------

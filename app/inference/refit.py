@@ -109,6 +109,8 @@ class Refit:
     calibration_windows: int
     seconds: float
     covariates: np.ndarray | None = None  # [S, D] a covariate model's raw rows of `windows` (the feed's)
+    # The levels whose widths were extrapolated from the highest the calibration windows reach.
+    extrapolated: tuple[float, ...] = ()
 
 
 def refit_spec(manifest: Manifest, name: str, version: int) -> ReadoutSpec:
@@ -216,6 +218,7 @@ def fit_readout(
         outputs = point[:, :horizon, None].astype(np.float32)
         require_finite([outputs], lambda i: f"series[{i}]")
         intervals, dropped, n_cal = None, {}, 0
+        extrapolated: tuple[float, ...] = ()
         if levels:
             H = fit.horizon
             cal = calibrate(
@@ -228,11 +231,12 @@ def fit_readout(
                 local=local,
             )
             intervals, dropped, n_cal = cal.intervals, cal.dropped, cal.windows
+            extrapolated = cal.extrapolated
             if intervals is not None and not np.isfinite(np.asarray(intervals["widths"])).all():
                 why = "the calibration errors overflow float32: send the values in smaller units"
-                intervals, dropped = None, {float(lv): why for lv in levels}
+                intervals, dropped, extrapolated = None, {float(lv): why for lv in levels}, ()
     seconds = time.perf_counter() - start
-    return Refit(weights, outputs, windows, intervals, dropped, n_cal, seconds, last)
+    return Refit(weights, outputs, windows, intervals, dropped, n_cal, seconds, last, extrapolated)
 
 
 def run_backtest_refits(

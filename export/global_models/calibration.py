@@ -107,6 +107,7 @@ def calibration_report(
     before: Sequence[int],
     per_series: Sequence[int],
     windows: int | None = None,
+    extrapolated: Sequence[float] = (),
 ) -> IntervalCalibration:
     """The report of a pooled calibration (the manifest's `intervals.calibration`), for every global
     model: `scores` [windows, H] of `series` series, `per_series` windows each in order, `before` each
@@ -121,6 +122,7 @@ def calibration_report(
         dropped_because=why,
         coverage=_cross_coverage(scores, levels, groups, _folds(per_series), owners),
         windows=windows,
+        extrapolated_levels=list(extrapolated),
     )
 
 
@@ -230,9 +232,18 @@ def calibrate_global(
         else None
     )
     before = [m - H for m in lengths]  # each series' values before its last window
-    report = calibration_report(cal.scores, n, ok, dropped, why, before, cal.per_series, cal.windows)
+    real = [lv for lv in ok if lv not in cal.extrapolated]
+    report = calibration_report(
+        cal.scores, n, real, dropped, why, before, cal.per_series, cal.windows, cal.extrapolated
+    )
     intervals = {**cal.intervals, "calibration": to_dict(report)}
-    return intervals, f"intervals at {ok} from {what}" + (f"; {why}" if why else "")
+    stretched = (
+        f"; {list(cal.extrapolated)} extrapolated from {real[-1]:g}% (fewer windows than they need: the "
+        f"widths times a normal error's quantile ratio)"
+        if cal.extrapolated
+        else ""
+    )
+    return intervals, f"intervals at {ok} from {what}" + stretched + (f"; {why}" if why else "")
 
 
 def interval_halfwidths(

@@ -4,6 +4,7 @@ answers are GlobalModel.forecast's."""
 from __future__ import annotations
 
 from pathlib import Path
+from statistics import NormalDist
 
 import numpy as np
 import pytest
@@ -22,9 +23,10 @@ def test_a_published_global_model_forecasts_unseen_series_as_the_numpy_model(tmp
     assert manifest.panel is not None and manifest.panel.period == PERIOD
     assert manifest.min_history == model.min_history < manifest.input_length == model.input_length
     assert (manifest.horizon, manifest.frequency) == (HORIZON, "1MS")
-    # Pooled over the 12 stores, 9 rolling windows each where they hold them (99% needs 99 windows: 87).
+    # Pooled over the 12 stores, 9 rolling windows each where they hold them (99% needs 99 windows: 87,
+    # so 99% is extrapolated from 95%).
     intervals = manifest.intervals
-    assert intervals is not None and intervals.levels == (50.0, 80.0, 90.0, 95.0)
+    assert intervals is not None and intervals.levels == (50.0, 80.0, 90.0, 95.0, 99.0)
     assert intervals.window_scale is not None and intervals.window_scale.lag == PERIOD
     assert not (folder / INSPECT_FILE).exists()
     histories = [v for _, v in unseen().values()] + [np.full(model.min_history, 3.0)]
@@ -159,8 +161,15 @@ def test_one_series_gets_80_90_and_95_percent_and_three_get_99() -> None:
     ]
     model = train_global(series[:1], PanelConfig(horizon=6, period=12, input_periods=2))
     intervals, said = calibrate_global(model, series[:1])
-    assert intervals is not None and intervals["levels"] == [50.0, 80.0, 90.0, 95.0], said
-    assert intervals["calibration"]["windows"] == 46 and "[99.0] need more than the 46 windows" in said
+    assert intervals is not None and intervals["levels"] == [50.0, 80.0, 90.0, 95.0, 99.0], said
+    assert intervals["calibration"]["windows"] == 46 and "[99.0] extrapolated from 95%" in said
+    report = intervals["calibration"]
+    assert report["levels"] == [50.0, 80.0, 90.0, 95.0] and report["extrapolated_levels"] == [99.0]
+    assert report["dropped_levels"] == [] and report["dropped_because"] is None
+    # 46 windows reach 95% (19 needed), not 99% (99): its widths are 95%'s times a normal's ratio
+    widths = np.asarray(intervals["widths"])[:, :, 0]
+    ratio = NormalDist().inv_cdf(0.995) / NormalDist().inv_cdf(0.975)
+    np.testing.assert_allclose(widths[4], widths[3] * ratio)
     model = train_global(series, PanelConfig(horizon=6, period=12, input_periods=2))
     intervals, said = calibrate_global(model, series)
     assert intervals is not None and intervals["levels"][-1] == 99.0, said

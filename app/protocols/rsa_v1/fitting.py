@@ -354,6 +354,8 @@ async def fit_forecast(
         "calibration_windows": result.calibration_windows,
         "levels": answered,
         "no_interval": {f"{lv:g}": why for lv, why in result.dropped.items() if lv in levels},
+        # widths stretched from the highest level the windows calibrate (app/artifacts/readout/calibration.py)
+        "extrapolated": [lv for lv in result.extrapolated if lv in answered],
         "published": published,
     }
     # encode_forecast's object, one key more (its bytes end with the object's closing brace).
