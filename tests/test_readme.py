@@ -167,7 +167,9 @@ def test_the_panel_walkthrough_serves_an_unseen_series_as_printed(tmp_path: Path
         if "export.panel train" in command:
             assert "20 series (1MS), L = 24, min history 12" in proc.stdout, proc.stdout
         if "export.panel export" in command:
-            said = "intervals at [50.0, 80.0, 90.0, 95.0] from 80 rolling windows over the last 16 values"
+            said = "intervals at [50.0, 80.0, 90.0, 95.0, 99.0] from 80 rolling windows over the last 16"
+            assert said in proc.stdout and said in " ".join(page.split()), proc.stdout
+            said = "[99.0] extrapolated from 95%"
             assert said in proc.stdout and said in " ".join(page.split()), proc.stdout
     curl = next(c for c in commands if c.startswith("curl"))
     path = re.search(r"127\.0\.0\.1:8000(\S+)", curl).group(1)

@@ -189,9 +189,11 @@ def calibrate_global(
     service's fit on request calibrates with the same code). Each window's absolute errors are divided
     by the spread the service computes from the same window (`series_spread`), and per horizon step the
     conformal quantile of the n pooled scores is the width, in units of that spread. A level needs
-    ceil((n + 1)·level) <= n windows. The calibration report (`IntervalCalibration`, in the manifest's
-    `intervals.calibration`) gives the coverage per history-length group, out of fold (every other
-    series; one series: the earlier and the later half of its windows)."""
+    ceil((n + 1)·level) <= n windows; up to 99%, one beyond them is extrapolated from the highest they
+    reach (app/artifacts/readout/calibration.py `pooled_intervals`). The calibration report
+    (`IntervalCalibration`, in the manifest's `intervals.calibration`) gives the coverage per
+    history-length group, out of fold (every other series; one series: the earlier and the later half
+    of its windows)."""
     from export.covariates import CovariateSeries, series_covariate_rows
 
     H, layout = model.config.horizon, model.covariates

@@ -82,9 +82,10 @@ def calibrate(
     min_history values) is forecast. Each absolute error is divided by the spread the service computes
     from the same window (`window_scale`: the window's mean |x_t − x_{t−period}| over observed values);
     per horizon step the conformal quantile of the pooled scores is the width, in units of that spread.
-    A level needs ceil((n + 1)·level) <= n windows. With tail(n) = H this is the exporter's calibration
-    (one window per series: its last H values). A covariate model's fit and forecasts read `covariates`
-    (its rows indexed by the position of the series in `series`)."""
+    A level needs ceil((n + 1)·level) <= n windows; one up to EXTRAPOLATED_UP_TO beyond them is
+    extrapolated from the highest they reach (`pooled_intervals`). With tail(n) = H this is the
+    exporter's calibration (one window per series: its last H values). A covariate model's fit and
+    forecasts read `covariates` (its rows indexed by the position of the series in `series`)."""
     fit, L, H = spec.fit, spec.input_length, spec.fit.horizon
     W = L if local is None else max(L, local.length)  # the served window: the read-out reads its last L
     how = HeldOut(spec, W, spec.kernels(), check, covariates, local)
