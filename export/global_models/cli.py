@@ -260,6 +260,8 @@ def export_command(
     from export.global_models.transformer_onnx import is_transformer_file
     from export.publish import VersionExistsError
 
+    if nonnegative not in ("auto", "none", "all"):  # refused with or without --data
+        raise typer.BadParameter(f"use auto, none or all, got {nonnegative!r}", param_hint="--nonnegative")
     if is_transformer_file(model):
         import logging
 
