@@ -28,6 +28,7 @@ __all__ = [
     "calibrate_global",
     "calibration_report",
     "calibration_tail",
+    "extrapolated_note",
     "group_coverage",
     "history_groups",
     "interval_halfwidths",
@@ -239,13 +240,19 @@ def calibrate_global(
         cal.scores, n, real, dropped, why, before, cal.per_series, cal.windows, cal.extrapolated
     )
     intervals = {**cal.intervals, "calibration": to_dict(report)}
-    stretched = (
-        f"; {list(cal.extrapolated)} extrapolated from {real[-1]:g}% (fewer windows than they need: the "
-        f"widths times a normal error's quantile ratio)"
-        if cal.extrapolated
-        else ""
+    return intervals, f"intervals at {ok} from {what}" + extrapolated_note(cal.extrapolated, real) + (
+        f"; {why}" if why else ""
     )
-    return intervals, f"intervals at {ok} from {what}" + stretched + (f"; {why}" if why else "")
+
+
+def extrapolated_note(extrapolated: Sequence[float], calibrated: Sequence[float]) -> str:
+    """The export line's clause for levels extrapolated from the highest calibrated ("" for none)."""
+    if not extrapolated:
+        return ""
+    return (
+        f"; {list(extrapolated)} extrapolated from {calibrated[-1]:g}% (fewer windows than they need: the "
+        "widths times a normal error's quantile ratio)"
+    )
 
 
 def interval_halfwidths(

@@ -55,10 +55,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from app.artifacts.conformal import level_fits
 from app.artifacts.covariates import CovariateLayout
 from app.artifacts.readout import (
     last_windows,
+    level_plan,
     pooled_intervals,
     service_spread,
 )
@@ -353,7 +353,7 @@ def calibrate_transformer(
     conformal quantile of the pooled scores is the width, in units of that spread. The network was
     chosen on these held-out values (its epoch count), so the widths are a little optimistic where
     early stopping picked a lucky epoch; the read-out's calibration refits instead."""
-    from export.global_models.onnx import calibration_report
+    from export.global_models.calibration import calibration_report, extrapolated_note
     from export.reports import to_dict
 
     H, L, period = model.config.horizon, model.input_length, model.config.period
@@ -370,9 +370,8 @@ def calibrate_transformer(
     actual = np.array([v[-H:] for v in values]).reshape(-1, H)
     x, m = last_windows([v[:-H] for v in values], L)
     scores = np.abs(actual - model.holdout) / service_spread(x, m, period)[:, None]
-    n, ordered = len(scores), sorted(levels)
-    ok = [lv for lv in ordered if level_fits(n, lv)]
-    dropped = [lv for lv in ordered if lv not in ok]
+    n = len(scores)
+    ok, extrapolated, dropped = level_plan(n, levels)
     if not ok:
         return (
             None,
@@ -385,7 +384,9 @@ def calibrate_transformer(
         if dropped
         else None
     )
-    report = calibration_report(scores, n, ok, dropped, why, [len(v) - H for v in values], [1] * n)
-    intervals = {**pooled_intervals(scores, ok, L, period), "calibration": to_dict(report)}
-    said = f"intervals at {ok} from {n} series' last {H} values (the early-stopped network's forecasts)"
-    return intervals, said + (f"; {why}" if why else "")
+    before = [len(v) - H for v in values]
+    report = calibration_report(scores, n, ok, dropped, why, before, [1] * n, extrapolated=extrapolated)
+    given = sorted(ok + extrapolated)
+    intervals = {**pooled_intervals(scores, given, L, period), "calibration": to_dict(report)}
+    said = f"intervals at {given} from {n} series' last {H} values (the early-stopped network's forecasts)"
+    return intervals, said + extrapolated_note(extrapolated, ok) + (f"; {why}" if why else "")

@@ -4,6 +4,7 @@ model over export/global_models/model.py's windows."""
 from __future__ import annotations
 
 import dataclasses
+from statistics import NormalDist
 
 import numpy as np
 import pytest
@@ -232,10 +233,16 @@ def test_calibrated_widths_are_positive_ordered_by_level_and_need_the_training_s
     budget = Budget(epochs=1, windows_per_epoch=256, batch_size=64)
     model = train_panel_transformer(panel, PCFG, PL, budget=budget, d_model=8, plan=plan, report=False)
     assert model.holdout is not None and model.holdout.shape == (24, PH)
-    intervals, said = calibrate_transformer(model, panel, (50.0, 80.0, 90.0, 99.0))
-    assert intervals is not None and intervals["levels"] == [50.0, 80.0, 90.0]  # 24 series: not 99
-    assert "99.0" in said or "[99.0]" in said
+    intervals, said = calibrate_transformer(model, panel, (50.0, 80.0, 90.0, 99.0, 99.9))
+    # 24 series calibrate up to 90%: 99% is extrapolated from it (the read-out's rule), 99.9% left out
+    assert intervals is not None and intervals["levels"] == [50.0, 80.0, 90.0, 99.0]
+    assert "[99.0] extrapolated from 90%" in said and "[99.9]" in said, said
+    assert intervals["calibration"]["extrapolated_levels"] == [99.0]
+    assert intervals["calibration"]["dropped_levels"] == [99.9]
     widths = np.asarray(intervals["widths"])[:, :, 0]  # [levels, H]
+    ratio = NormalDist().inv_cdf(0.995) / NormalDist().inv_cdf(0.95)
+    np.testing.assert_allclose(widths[3], widths[2] * ratio)
+    widths = widths[:3]
     assert widths.shape == (3, PH) and (widths > 0).all()
     assert (np.diff(widths, axis=0) >= 0).all() and (np.diff(widths, axis=0) > 0).any()
     assert intervals["window_scale"]["rows"] == PL and intervals["window_scale"]["lag"] == WEEK
@@ -248,7 +255,7 @@ def test_calibrated_widths_are_positive_ordered_by_level_and_need_the_training_s
     assert ((scores <= widths[2]).mean(0) >= 0.9).all()
     with pytest.raises(ValueError, match="trained on"):
         calibrate_transformer(model, panel[:10])
-    assert calibrate_transformer(model, panel, (99.0,))[0] is None
+    assert calibrate_transformer(model, panel, (99.0,))[0] is None  # nothing calibrated: nothing extrapolated
 
 
 def test_the_covariate_report_says_a_useless_covariate_does_not_help() -> None:

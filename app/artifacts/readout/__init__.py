@@ -37,6 +37,7 @@ __all__ = [
     "fit_weights",
     "forecast",
     "last_windows",
+    "level_plan",
     "naive_error",
     "pooled_intervals",
     "rem_kernels",
@@ -52,6 +53,7 @@ from app.artifacts.readout.calibration import (
     SCALE_FLOOR,
     Calibration,
     calibrate,
+    level_plan,
     pooled_intervals,
     service_spread,
 )

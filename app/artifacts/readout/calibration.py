@@ -107,15 +107,11 @@ def calibrate(
             "before its calibration tail"
         )
     n = len(scores)
-    ok = [lv for lv in ordered if level_fits(n, lv)]
-    # Beyond the windows' reach, a level up to EXTRAPOLATED_UP_TO is extrapolated from the highest they
-    # calibrate (issue 45: one series gets 80, 90 and 95%, a few 99%); with none calibrated, nothing is.
-    extrapolated = [lv for lv in ordered if lv not in ok and lv <= EXTRAPOLATED_UP_TO] if ok else []
+    ok, extrapolated, left_out = level_plan(n, ordered)
     dropped = {
         float(lv): f"{n} calibration windows are too few: level {lv:g} needs at least "
         f"{math.ceil(lv / (100 - lv)) if lv < 100 else 'infinitely many'}"
-        for lv in ordered
-        if lv not in ok and lv not in extrapolated
+        for lv in left_out
     }
     per_series = tuple(c for c in counts if c)
     if not ok:
@@ -195,6 +191,17 @@ def service_spread(x: np.ndarray, m: np.ndarray, period: int) -> np.ndarray:
     return window_scale(window, "mean_abs_diff", x.shape[1], 1.0, [SCALE_FLOOR], lag)[:, 0, 0].astype(
         np.float64
     )
+
+
+def level_plan(n: int, levels: Sequence[float]) -> tuple[list[float], list[float], list[float]]:
+    """`levels` (ascending) for n calibration windows: (those the windows calibrate, those extrapolated
+    from the highest of them, those left out). Beyond the windows' reach a level up to EXTRAPOLATED_UP_TO
+    is extrapolated (`pooled_intervals`; issue 45: one series gets 80, 90 and 95%, a few 99%); with none
+    calibrated, none is. One rule for the read-out's calibration and the transformer's."""
+    ordered = sorted(levels)
+    ok = [lv for lv in ordered if level_fits(n, lv)]
+    extrapolated = [lv for lv in ordered if lv not in ok and lv <= EXTRAPOLATED_UP_TO] if ok else []
+    return ok, extrapolated, [lv for lv in ordered if lv not in ok and lv not in extrapolated]
 
 
 def pooled_intervals(
