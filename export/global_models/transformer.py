@@ -386,7 +386,7 @@ def calibrate_transformer(
     )
     before = [len(v) - H for v in values]
     report = calibration_report(scores, n, ok, dropped, why, before, [1] * n, extrapolated=extrapolated)
-    given = sorted(ok + extrapolated)
+    given = ok + extrapolated  # ascending, as level_plan gives
     intervals = {**pooled_intervals(scores, given, L, period), "calibration": to_dict(report)}
     said = f"intervals at {given} from {n} series' last {H} values (the early-stopped network's forecasts)"
     return intervals, said + extrapolated_note(extrapolated, ok) + (f"; {why}" if why else "")

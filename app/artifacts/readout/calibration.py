@@ -116,8 +116,7 @@ def calibrate(
     per_series = tuple(c for c in counts if c)
     if not ok:
         return Calibration(None, dropped, n, len(held), scores, per_series)
-    given = [lv for lv in ordered if lv in ok or lv in extrapolated]
-    intervals = pooled_intervals(scores, given, L, fit.period)
+    intervals = pooled_intervals(scores, ok + extrapolated, L, fit.period)  # ascending, as level_plan gives
     intervals["calibration"] = {
         "series": len(held),
         "windows": n,
