@@ -60,7 +60,7 @@ class OursResult:
         return Forecast(self.label, self.point, self.quantiles, self.fit_s, self.forecast_s)
 
 
-def run_ours(comp: Competition) -> OursResult:
+def run_ours(comp: Competition, lift: int | None = 0) -> OursResult:
     """Our model, and the only place that names it: the default of `python -m export.panel train`, the hybrid
     (export/global_models/hybrid.py): one REM read-out over every series of the data set averaged in equal
     shares (each series' shares tilted by its features where validation trusts it) with local models fitted on
@@ -72,12 +72,13 @@ def run_ours(comp: Competition) -> OursResult:
     Candidates (validation beside test, not timed): each read-out input length with the chosen local half,
     each local set and window with the chosen read-out. `extra["ablation"]`: test MASE of the read-out alone,
     of the local half alone, and of the hybrid without REM features (its read-out on the last values and the
-    missing share only, searched the same way)."""
+    missing share only, searched the same way). `lift`: the read-out's random layer (export/global_models/
+    config.py `PanelConfig.lift`: 0 none, the default model's; None chosen on validation)."""
     from app.artifacts.hybrid import LocalSpec
     from export.global_models.hybrid import local_min_values
     from export.global_models.onnx import calibrate_global, interval_halfwidths
 
-    cfg = PanelConfig(horizon=comp.horizon, period=comp.period)
+    cfg = PanelConfig(horizon=comp.horizon, period=comp.period, lift=lift)
     start = time.perf_counter()
     model = train_global(comp.train, cfg, local=True)
     intervals, said = calibrate_global(model, comp.train, LEVELS)
@@ -95,7 +96,7 @@ def run_ours(comp: Competition) -> OursResult:
         if key.isdigit():  # a read-out input length, with the chosen local half
             length = int(key)
             chosen = length == model.input_length
-            other = fit_global(comp.train, cfg, length)
+            other = fit_global(comp.train, model.config, length)  # with the lift chosen, if any
             other.local = model.local
             candidates[f"L={length}"] = Candidate(
                 val, point if chosen else other.forecast(comp.train), chosen
@@ -144,6 +145,7 @@ def run_ours(comp: Competition) -> OursResult:
         candidates=candidates,
         extra={
             "input_length": model.input_length,
+            "lift": model.config.lift,  # the random layer's width (0: none)
             "local": None if model.local is None else model.local.to_json(),
             "intervals": said,
             "ablation": ablation,

@@ -41,6 +41,7 @@ series), competition_scores.py (the scores), competition_peers.py (statsforecast
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import sys
@@ -181,8 +182,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--synthetic", type=int, default=0, help="train on N synthetic series, print peak memory"
     )
+    parser.add_argument(
+        "--lift",
+        default="0",
+        help="our read-out's random layer: 0 (none), a width, or auto (chosen on validation)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the run here")
     args = parser.parse_args(argv)
+    if args.lift != "auto" and not args.lift.isdigit():
+        parser.error(f"--lift takes 0, a positive width or auto, got {args.lift!r}")
+    lift = None if args.lift == "auto" else int(args.lift)
     if args.synthetic:
         comp = load_competition("M3", "monthly")
         print(json.dumps(synthetic_memory(comp, args.synthetic), indent=2))
@@ -190,7 +199,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = _code_state()
     items = ALL_DATA if args.all else (args.data or DEFAULT_DATA)
     stats = (SEASONAL_NAIVE,) if args.no_stats else STATS_MODELS
-    run = benchmark(items, args.limit, stats, args.n_jobs, args.unseen, log=lambda s: print(s, flush=True))
+    run = benchmark(
+        items,
+        args.limit,
+        stats,
+        args.n_jobs,
+        args.unseen,
+        ours=functools.partial(run_ours, lift=lift),
+        log=lambda s: print(s, flush=True),
+    )
     command = "python -m bench.competitions " + " ".join(argv if argv is not None else sys.argv[1:])
     run = dataclasses.replace(run, command=command.strip(), notes=[*run.notes, *_code_state(started)])
     print(format_benchmark(run))

@@ -56,6 +56,7 @@ __all__ = [
 
 _NAMES = frozenset(
     {"rem_features", "readout", "bias", "sums", "cov_mean", "cov_std", "cov_readout", "cov_unit"}
+    | {"lift_mean", "lift_std", "lift_matrix", "lift_bias"}
 )
 _CACHE_SIZE = 32  # versions whose constants are kept (each a few hundred kB at most)
 # The finite-difference step on a normalised lag (the window's values are of order 1 there): large beside
@@ -75,6 +76,12 @@ class ReadoutGraph:
     cov_std: np.ndarray | None = None
     cov_readout: np.ndarray | None = None  # [D, G]
     cov_unit: float = 1.0
+    # A read-out with a random layer (app/artifacts/readout/spec.py `Lift`): its standardisation [F],
+    # matrix [F, width] and bias [width]; None without one.
+    lift_mean: np.ndarray | None = None
+    lift_std: np.ndarray | None = None
+    lift_matrix: np.ndarray | None = None
+    lift_bias: np.ndarray | None = None
 
     @property
     def input_length(self) -> int:
@@ -108,6 +115,10 @@ def load_readout_graph(path: Path) -> ReadoutGraph:
         cov_std=f64.get("cov_std"),
         cov_readout=f64.get("cov_readout"),
         cov_unit=float(f64["cov_unit"]) if "cov_unit" in f64 else 1.0,
+        lift_mean=f64.get("lift_mean"),
+        lift_std=f64.get("lift_std"),
+        lift_matrix=f64.get("lift_matrix"),
+        lift_bias=f64.get("lift_bias"),
     )
     with _lock:
         _cache[key] = graph
@@ -197,6 +208,13 @@ def explain_readout(
     feature_parts = s * features[:, None] * W[:n_feat]  # [K + n_lags, H]: the same, grouped by feature
     missing_part = s * missing * W[n_feat]
     bias_part = s * graph.bias
+    lift_part, width = np.zeros(W.shape[1]), 0
+    if graph.lift_matrix is not None:  # the random layer's outputs, read after the missing share
+        assert graph.lift_mean is not None and graph.lift_std is not None and graph.lift_bias is not None
+        width = len(graph.lift_bias)
+        z = (np.append(features, missing) - graph.lift_mean) / graph.lift_std
+        lifted = np.maximum(z @ graph.lift_matrix + graph.lift_bias, 0.0)  # [width]
+        lift_part = s * lifted @ W[n_feat + 1 : n_feat + 1 + width]
     covariate_terms: list[tuple[str, str, np.ndarray]] = []
     layout = manifest.panel.layout if manifest.panel is not None else None
     if layout is not None and covariates is not None and graph.cov_readout is not None:
@@ -206,7 +224,7 @@ def explain_readout(
         z = np.where(np.isnan(z), 0.0, z)  # [D]
         C = graph.cov_readout  # [D, G]
         G = C.shape[1]
-        rest = W[n_feat + 1 :]
+        rest = W[n_feat + 1 + width :]
         per_column = np.zeros((len(z), W.shape[1]))
         at = 0
         if layout.effect in ("relative", "both"):
@@ -219,12 +237,15 @@ def explain_readout(
         for name, kind in dict.fromkeys(owners):
             rows = [i for i, o in enumerate(owners) if o == (name, kind)]
             covariate_terms.append((name, kind, per_column[rows].sum(0)))
-    forecast = lag_parts.sum(0) + missing_part + bias_part + sum((c for _, _, c in covariate_terms), 0.0)
+    forecast = (
+        lag_parts.sum(0) + missing_part + bias_part + lift_part + sum((c for _, _, c in covariate_terms), 0.0)
+    )
     magnitude = {
         "kernels": np.abs(feature_parts[:n_kernels]).sum(1),
         "lags": np.abs(feature_parts[n_kernels:]).sum(1),
         "missing": float(np.abs(missing_part).sum()),
         "bias": float(np.abs(bias_part).sum()),
+        "lift": float(np.abs(lift_part).sum()),
         "covariates": np.array([np.abs(c).sum() for _, _, c in covariate_terms]),
     }
     total = sum(float(np.sum(v)) for v in magnitude.values()) or 1.0
@@ -251,6 +272,9 @@ def explain_readout(
         },
         "missing": {"value": missing, "share": magnitude["missing"] / total, "contribution": missing_part},
         "bias": {"share": magnitude["bias"] / total, "contribution": bias_part},
+        "lift": None
+        if not width
+        else {"width": width, "share": magnitude["lift"] / total, "contribution": lift_part},
         "covariates": [
             {"name": name, "kind": kind, "share": float(np.abs(c).sum()) / total, "contribution": c}
             for name, kind, c in covariate_terms

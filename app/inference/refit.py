@@ -37,9 +37,9 @@ from app.artifacts.initializers import replace_initializers
 from app.artifacts.manifest import Manifest
 from app.artifacts.publish import publish_version
 from app.artifacts.readout import (
-    CACHE_ROWS,
     CovariateRows,
     ReadoutSpec,
+    cache_rows,
     calibrate,
     fit_weights,
     forecast,
@@ -348,17 +348,24 @@ def _covariate_units(spec: ReadoutSpec, layout: CovariateLayout | None) -> tuple
     return D * (G + 1), added, layout.horizon * len(layout.calendar)
 
 
+def _lift_units(spec: ReadoutSpec) -> int:
+    """A window's random-layer multiply-adds (its F features through the F x width layer); 0 without."""
+    lift = spec.fit.lift
+    return 0 if lift is None else len(lift.mean) * lift.width
+
+
 def _readout_work(spec: ReadoutSpec, windows: int, layout: CovariateLayout | None = None) -> FitWork:
     """Multiply-adds of a fit on `windows` training windows: each window's REM features (L x K, and a
     covariate model's covariate features) and its share of the normal equations ((F + 1) x (F + 1 + H))
-    every pass; the features once where the fit keeps them between passes (at most CACHE_ROWS windows:
+    every pass; the features once where the fit keeps them between passes (at most `cache_rows` windows:
     `fit_weights`), every pass where it cannot. A calendar's reads go with the features."""
     fit, L, K = spec.fit, spec.input_length, len(spec.heads)
     mix, added, calendar = _covariate_units(spec, layout)
-    F = K + fit.n_lags + 1 + added
+    lift = _lift_units(spec)
+    F = K + fit.n_lags + 1 + added + (0 if fit.lift is None else fit.lift.width)
     passes = 1 + fit.irls
-    features, equations = L * K + mix, (F + 1) * (F + 1 + fit.horizon)
-    built = windows if fit.irls and windows <= CACHE_ROWS else windows * passes  # features built
+    features, equations = L * K + mix + lift, (F + 1) * (F + 1 + fit.horizon)
+    built = windows if fit.irls and windows <= cache_rows(fit) else windows * passes  # features built
     return FitWork(float(built * features + windows * passes * equations), 0.0, float(built * calendar))
 
 
@@ -366,7 +373,8 @@ def _forecast_work(spec: ReadoutSpec, windows: int, layout: CovariateLayout | No
     """Multiply-adds of the features and forecasts of `windows` windows (one pass, no equations)."""
     fit, L, K = spec.fit, spec.input_length, len(spec.heads)
     mix, added, calendar = _covariate_units(spec, layout)
-    per = L * K + mix + (K + fit.n_lags + 2 + added) * fit.horizon
+    width = 0 if fit.lift is None else fit.lift.width
+    per = L * K + mix + _lift_units(spec) + (K + fit.n_lags + 2 + added + width) * fit.horizon
     return FitWork(float(windows * per), 0.0, float(windows * calendar))
 
 

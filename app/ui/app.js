@@ -1066,6 +1066,7 @@
         [`last ${r.direct_lags.lags} lags`, r.direct_lags.share, "lags"],
         ["missing share", r.missing.share, "missing"],
         ["bias", r.bias.share, "bias"],
+        ...(r.lift ? [[`random layer (${r.lift.width})`, r.lift.share, "lift"]] : []),
         ...r.covariates.map((c) => [`${c.name} (${c.kind})`, c.share, "covariate"]),
       ];
       const heading = document.createElement("h3");

@@ -63,6 +63,8 @@ def explanation(answer: dict[str, Any]) -> Explanation:
         ]
         named += [("direct lags", "lags", readout["direct_lags"]), ("missing", "missing", readout["missing"])]
         named += [("bias", "bias", readout["bias"])]
+        if readout.get("lift") is not None:  # a read-out's random layer: one term, nonlinear in the window
+            named += [("random layer", "lift", readout["lift"])]
         named += [(c["name"], c["kind"], c) for c in readout["covariates"]]
         for term, kind, d in named:
             for step, c in zip(_steps(d["contribution"]), d["contribution"], strict=True):

@@ -170,10 +170,10 @@ def calibration_tail(
 
 def readout_spec(model: GlobalModel) -> ReadoutSpec:
     """What a refit of `model` needs (the manifest's `readout` block): its REM heads expanded, its input
-    length, min_history and fit settings."""
+    length, min_history and fit settings (its lift included: a refit keeps the random layer)."""
     cfg = model.config
     heads = tuple((str(k), int(d), float(v), float(t)) for k, d, v, t in expand_bank(cfg.spec, cfg.period))
-    return ReadoutSpec(heads, model.input_length, model.min_history, cfg.fit_settings)
+    return ReadoutSpec(heads, model.input_length, model.min_history, model.fit_settings)
 
 
 def calibrate_global(

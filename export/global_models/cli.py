@@ -58,6 +58,7 @@ from export.global_models.options import (
     HorizonOption,
     InputPeriodsOption,
     LayoutOption,
+    LiftOption,
     LocalOption,
     MaxSecondsOption,
     NetworkOption,
@@ -170,6 +171,7 @@ def train(
     layout: LayoutOption = "long",
     effect: EffectOption = "auto",
     local: LocalOption = True,
+    lift: LiftOption = "0",
     network: NetworkOption = "readout",
     epochs: EpochsOption = None,
     windows_per_epoch: WindowsPerEpochOption = None,
@@ -182,7 +184,10 @@ def train(
     checked = given.check()  # every option, before the data is read (export/global_models/options.py)
     training = read_training(given, checked)
     cfg = PanelConfig(
-        horizon=horizon, period=period or _period_of(training.frequency), input_periods=input_periods
+        horizon=horizon,
+        period=period or _period_of(training.frequency),
+        input_periods=input_periods,
+        lift=checked.lift,
     )
     path, dropped = out / "model.json", checked.read.drop if layout == "long" else ()
     try:

@@ -60,12 +60,18 @@ class PanelConfig:
     # of the pass before, floored at `irls_floor`): MASE and sMAPE are absolute, the ridge fit squared.
     irls: int = 3
     irls_floor: float = 0.05
+    # A fixed random ReLU layer of this width over the features, read by the ridge beside them
+    # (app/artifacts/readout/spec.py `Lift`): 0 none; None chosen on validation between 0 and LIFT_WIDTH
+    # (export/global_models/search.py).
+    lift: int | None = 0
 
     def __post_init__(self) -> None:
         if self.horizon < 1 or self.period < 1:
             raise ValueError(f"horizon and period must be positive, got {self.horizon} and {self.period}")
         if self.row_scale not in ("level", "mase"):
             raise ValueError(f"row_scale must be 'level' or 'mase', got {self.row_scale!r}")
+        if self.lift is not None and self.lift < 0:
+            raise ValueError(f"lift must be 0 (none), a positive width or None (chosen), got {self.lift}")
         if self.weighting not in ("series", "window"):
             raise ValueError(f"weighting must be 'series' or 'window', got {self.weighting!r}")
 

@@ -28,6 +28,7 @@ from app.artifacts.contract import (
 )
 from app.artifacts.feed import local_inputs
 from app.artifacts.readout import TINY as _TINY  # the scale's fallback threshold, as the numpy model's
+from app.artifacts.readout import Lift, random_layer
 from rsa_core.windows import tail_windows
 
 if TYPE_CHECKING:
@@ -86,6 +87,19 @@ def global_graph(model: GlobalModel) -> Any:
             helper.make_tensor_value_info(LOCAL_WEIGHT_INPUT, TensorProto.FLOAT, ["batch", 1]),
         ]
     at = next(i for i, n in enumerate(nodes) if n.output[0] == "f_target") + 1
+    if model.lift is not None:  # the random layer's outputs after the features (readout.Lift)
+        nodes[at - 1].output[0] = "f_base"
+        inits += _lift_constants(model.lift)
+        lifted = [
+            node("Sub", ["f_base", "lift_mean"], ["lift_centred"]),
+            node("Div", ["lift_centred", "lift_std"], ["lift_z"]),
+            node("MatMul", ["lift_z", "lift_matrix"], ["lift_pre0"]),
+            node("Add", ["lift_pre0", "lift_bias"], ["lift_pre"]),
+            node("Relu", ["lift_pre"], ["lift_out"]),
+            node("Concat", ["f_base", "lift_out"], ["f_target"], axis=1),
+        ]
+        nodes[at:at] = lifted
+        at += len(lifted)
     if model.covariates is None:
         nodes.insert(at, node("Identity", ["f_target"], ["f"]))
     else:
@@ -132,6 +146,17 @@ def _target_constants(model: GlobalModel, kernels: np.ndarray) -> list[Any]:
         _const("rem_features", feature_matrix),  # the REM kernels' last rows and the lags, [L, F - 1]
         _const("readout", model.weights[:-1]),  # [F, H]
         _const("bias", model.weights[-1]),  # [H]
+    ]
+
+
+def _lift_constants(lift: Lift) -> list[Any]:
+    """The random layer's constants: the standardisation and the layer (readout.Lift's, as it draws it)."""
+    R, b = random_layer(len(lift.mean), lift.width, lift.seed)
+    return [
+        _const("lift_mean", lift.mean),
+        _const("lift_std", lift.std),
+        _const("lift_matrix", R),
+        _const("lift_bias", b),
     ]
 
 

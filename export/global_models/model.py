@@ -8,6 +8,7 @@ line."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Iterable, Sequence
@@ -27,6 +28,7 @@ from export.global_models.hybrid import tail_windows
 __all__ = ["SCHEMA_VERSION", "GlobalModel", "accumulate", "fit_global"]
 
 SCHEMA_VERSION = 1  # of model.json
+LIFT_SEED = 0  # the random layer's seed (`PanelConfig.lift`)
 
 
 @dataclass
@@ -52,6 +54,13 @@ class GlobalModel:
     # What it was trained on (`training_record`): the series, the last timestamp of all, and of each by id
     # (up to TRAINING_ENDS series); None: unknown (a model.json written before, or trained from arrays).
     training: dict[str, Any] | None = None
+    # The random layer over the features the weights also read (`PanelConfig.lift`; None: none).
+    lift: readout.Lift | None = None
+
+    @property
+    def fit_settings(self) -> readout.FitSettings:
+        """The settings its read-out was fitted with, its lift included (what a refit keeps)."""
+        return dataclasses.replace(self.config.fit_settings, lift=self.lift)
 
     @property
     def min_history(self) -> int:
@@ -64,7 +73,7 @@ class GlobalModel:
 
     def refit(self, series: Sequence[np.ndarray]) -> GlobalModel:
         """A read-out of the same settings and input length fitted on other series (calibration)."""
-        refit = fit_global(series, self.config, self.input_length, self.covariates)
+        refit = fit_global(series, self.config, self.input_length, self.covariates, self.lift)
         refit.local = self.local
         return refit
 
@@ -74,7 +83,9 @@ class GlobalModel:
 
     def features(self, windows: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(features [n, F], scales [n]) of raw windows [n, L] whose observed steps are `mask` [n, L]."""
-        return _features(windows, mask, self.config, self.kernels())
+        return readout.features(
+            windows, mask, self.config.period, self.config.n_lags, self.kernels(), self.lift
+        )
 
     def forecast(
         self, histories: Sequence[np.ndarray], batch: int = 4096, covariates: np.ndarray | None = None
@@ -93,7 +104,7 @@ class GlobalModel:
         out = readout.forecast(
             self.weights,
             histories,
-            self.config.fit_settings,
+            self.fit_settings,
             self.kernels(),
             batch,
             self.covariates,
@@ -120,6 +131,7 @@ class GlobalModel:
             "covariate_report": self.covariate_report,
             "local": None if self.local is None else self.local.to_json(),
             "training": self.training,
+            "lift": None if self.lift is None else dataclasses.asdict(self.lift),
         }
 
     @classmethod
@@ -139,6 +151,7 @@ class GlobalModel:
             covariate_report=list(d.get("covariate_report") or []),
             local=None if d.get("local") is None else LocalSpec.from_json(d["local"]),
             training=d.get("training"),
+            lift=None if d.get("lift") is None else readout.Lift.from_json(d["lift"]),
         )
 
     def save(self, path: Path) -> Path:
@@ -154,12 +167,6 @@ class GlobalModel:
 _series_windows = readout.series_windows  # every training window of one series
 
 
-def _features(
-    x: np.ndarray, m: np.ndarray, cfg: PanelConfig, kernels: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    return readout.features(x, m, cfg.period, cfg.n_lags, kernels)
-
-
 def accumulate(
     series: Iterable[np.ndarray | CovariateSeries],
     cfg: PanelConfig,
@@ -170,6 +177,8 @@ def accumulate(
 ) -> readout.NormalEquations | None:
     """One pass's normal equations over every window of `series` (None when none has a window)."""
     assert kernels.shape[1] == length
+    if cfg.lift != 0:
+        raise ValueError("the distributed fit has no lift: give lift = 0")
     if layout is None:
         return readout.accumulate(_plain(series), cfg.fit_settings, kernels, previous, covariates=None)
     items = list(series)
@@ -202,20 +211,33 @@ def fit_global(
     cfg: PanelConfig,
     input_length: int,
     layout: CovariateLayout | None = None,
+    lift: readout.Lift | None = None,
 ) -> GlobalModel:
     """The read-out fitted on every window of every series, read one at a time, once per pass: IRLS
     passes (`cfg.irls` > 0) read them again, so they need a sequence; one pass takes any iterable (a
-    generator of series too many to hold)."""
+    generator of series too many to hold). With `cfg.lift` > 0 the features also pass through a random
+    layer (`lift`, or one standardised on these series' windows: they are read once more, as a list)."""
     start = time.perf_counter()
     kernels = rem_kernels(cfg.spec, cfg.period, input_length)
+    if cfg.lift is None:
+        raise ValueError("cfg.lift None is chosen by train_global's search: fit_global needs a width")
+    fit = cfg.fit_settings
+    if cfg.lift and lift is None:
+        if layout is not None:
+            raise ValueError("a lift reads the target's features alone: a covariate model has none")
+        values = [series_values(v) for v in series]
+        series, lift = values, readout.fit_lift(values, fit, kernels, cfg.lift, LIFT_SEED)
+    fit = dataclasses.replace(fit, lift=lift if cfg.lift else None)
     if layout is None:
-        sol = readout.fit_weights(_plain(series), cfg.fit_settings, kernels)
+        sol = readout.fit_weights(_plain(series), fit, kernels)
     else:
         items = list(series)
         sol = readout.fit_weights(
             [series_values(v) for v in items],
-            cfg.fit_settings,
+            fit,
             kernels,
             covariates=_covariate_rows(items, layout),
         )
-    return GlobalModel(cfg, input_length, sol, fit_seconds=time.perf_counter() - start, covariates=layout)
+    return GlobalModel(
+        cfg, input_length, sol, fit_seconds=time.perf_counter() - start, covariates=layout, lift=fit.lift
+    )

@@ -166,7 +166,9 @@ def manifest_of(
         version=version,
         kind=GLOBAL_KIND,
         description=(
-            f"A global REM read-out (closed-form ridge over a fixed REM bank) of period {cfg.period}"
+            "A global REM read-out (closed-form ridge over a fixed REM bank"
+            + ("" if model.lift is None else f" and a fixed random layer of {model.lift.width} ReLU outputs")
+            + f") of period {cfg.period}"
             + (
                 ""
                 if model.local is None

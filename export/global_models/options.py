@@ -58,6 +58,14 @@ LocalOption = Annotated[
         "the read-out alone"
     ),
 ]
+LiftOption = Annotated[
+    str,
+    typer.Option(
+        help="the read-out's random layer (a fixed ReLU layer over its features, read by the ridge beside "
+        "them; docs/panels.md): 0 (none, the default), a width, or auto (512 or none, chosen on "
+        "validation; a model without covariates)"
+    ),
+]
 NetworkOption = Annotated[
     str,
     typer.Option(
@@ -96,6 +104,7 @@ class Checked:
     kinds: dict[str, list[str]]  # future, past, static
     calendar: list[str]
     budget: Any  # export.global_models.transformer.Budget, or None
+    lift: int | None  # PanelConfig.lift: 0 none, a width, None chosen on validation
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,6 +143,7 @@ class TrainOptions:
     layout: str
     effect: str
     local: bool
+    lift: str
     network: str
     epochs: int | None
     windows_per_epoch: int | None
@@ -177,7 +187,24 @@ class TrainOptions:
             raise typer.BadParameter(
                 "a wide file is one series: it has no static covariates", param_hint="--static"
             )
-        return Checked(options, kinds, cal, budget)
+        return Checked(options, kinds, cal, budget, self._lift(bool(any(kinds.values()) or cal)))
+
+    def _lift(self, covariates: bool) -> int | None:
+        """PanelConfig.lift from --lift (auto: None, chosen on validation); a random layer asked for where
+        none applies (covariates, the transformer) is refused."""
+        text = self.lift.strip().lower()
+        if text != "auto" and not text.isdigit():
+            raise typer.BadParameter(
+                f"must be auto, 0 or a positive width, got {self.lift!r}", param_hint="--lift"
+            )
+        asked = text == "auto" or int(text) > 0
+        if asked and (self.network != "readout" or covariates):
+            raise typer.BadParameter(
+                "the random layer reads the target's features alone: a read-out without covariates has it "
+                "(leave --lift out)",
+                param_hint="--lift",
+            )
+        return None if text == "auto" else int(text)
 
     def _budget(self) -> Any:
         """The transformer's Budget from its options (None for the read-out, which refuses them)."""

@@ -52,16 +52,17 @@ def write_m3(path: Path, n: int = 60) -> Path:
     return path
 
 
-def publish(tmp_path: Path, local: bool = False) -> tuple[Path, GlobalModel]:
+def publish(tmp_path: Path, local: bool = False, lift: str = "0") -> tuple[Path, GlobalModel]:
     """Train on a written long file and export into `tmp_path/repo` through the CLI; (repository, model).
     `local`: the CLI's default on M3 monthly series, where it is the hybrid; without it the read-out
-    alone on the stores, whose every path the panel tests check. Trained once per process
-    (tests/utils/once.py): each call gets its own copy of the files (the CSV, `run/`, `repo/`)."""
-    built(("panel", local), tmp_path, lambda folder: _train_and_export(folder, local))
+    alone on the stores, whose every path the panel tests check. `lift`: `--lift` (0: the linear read-out
+    the panel tests explain term by term). Trained once per process (tests/utils/once.py): each call gets
+    its own copy of the files (the CSV, `run/`, `repo/`)."""
+    built(("panel", local, lift), tmp_path, lambda folder: _train_and_export(folder, local, lift))
     return tmp_path / "repo", GlobalModel.load(tmp_path / "run" / "model.json")
 
 
-def _train_and_export(tmp_path: Path, local: bool) -> None:
+def _train_and_export(tmp_path: Path, local: bool, lift: str) -> None:
     data = write_m3(tmp_path / "m3_long.csv") if local else write_long(tmp_path / "stores_long.csv")
     runner = CliRunner()
     out = tmp_path / "run"
@@ -78,6 +79,8 @@ def _train_and_export(tmp_path: Path, local: bool) -> None:
             "--out",
             str(out),
             "--local" if local else "--no-local",
+            "--lift",
+            lift,
         ],
     )
     assert train.exit_code == 0, train.output

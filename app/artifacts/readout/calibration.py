@@ -172,7 +172,7 @@ def held_out_scores(
             cs.append(covariates.rows(index[j], window_ends(len(v), H, spec.min_history)[first:]))
     x_all, m_all, t = np.concatenate(xs), np.concatenate(ms), np.concatenate(ts)
     x, m = x_all[:, window - L :], m_all[:, window - L :]
-    f, s = features(x, m, fit.period, fit.n_lags, kernels)
+    f, s = features(x, m, fit.period, fit.n_lags, kernels, fit.lift)
     if covariates is not None:
         f = np.concatenate([f, covariate_features(covariates.layout, np.concatenate(cs), kernels, s)], 1)
     predicted = (f @ weights[:-1] + weights[-1]) * s[:, None]

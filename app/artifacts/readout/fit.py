@@ -4,11 +4,11 @@ weighed by the fit's rules, solved once per IRLS pass."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from app.artifacts.readout.spec import FitSettings
+from app.artifacts.readout.spec import FitSettings, Lift
 from app.artifacts.readout.windows import (
     CovariateRows,
     features,
@@ -75,7 +75,7 @@ def _batches(
 
     def batch() -> _Batch:
         x, m, t, w, c = (np.concatenate(p) for p in zip(*parts, strict=True))
-        f, s = features(x, m, fit.period, fit.n_lags, kernels)
+        f, s = features(x, m, fit.period, fit.n_lags, kernels, fit.lift)
         if covariates is not None and mix is not None:  # covariate_features with the mix computed once
             layout = covariates.layout
             f = np.concatenate([f, layout.scaled_features(layout.standardise(c) @ mix, s)], 1)
@@ -147,13 +147,13 @@ def fit_weights(
 ) -> np.ndarray:
     """The read-out [F + 1, H] fitted on every window of every series, read one at a time, once per pass:
     IRLS passes (`fit.irls` > 0) read them again, so they need a sequence; one pass takes any iterable.
-    Series of at most CACHE_ROWS windows in all keep their features between passes (the same numbers,
+    Series of at most `cache_rows(fit)` windows in all keep their features between passes (the same numbers,
     computed once: the service's fits); more are read again, so memory stays bounded. `check()` runs
     after each batch of windows (a time budget raises there). ValueError when no series has a window."""
     if fit.irls and not isinstance(series, Sequence):
         raise ValueError("cfg.irls > 0 reads the series once per pass: give a sequence, or set irls = 0")
     cached: list[_Batch] | None = None
-    if fit.irls and isinstance(series, Sequence) and sum(training_windows(series, fit)) <= CACHE_ROWS:
+    if fit.irls and isinstance(series, Sequence) and sum(training_windows(series, fit)) <= cache_rows(fit):
         cached = list(_batches(series, fit, kernels, covariates))
 
     def equations(previous: np.ndarray | None) -> NormalEquations | None:
@@ -182,6 +182,38 @@ def solve_passes(
         sol = eq.solve(fit.ridge)[0]
     assert sol is not None
     return sol
+
+
+def cache_rows(fit: FitSettings) -> int:
+    """The most windows whose features a fit keeps between its passes: CACHE_ROWS, fewer with a lift (its
+    outputs are features too: the same memory for wider rows)."""
+    if fit.lift is None:
+        return CACHE_ROWS
+    base = len(fit.lift.mean)
+    return CACHE_ROWS * base // (base + fit.lift.width)
+
+
+def fit_lift(
+    series: Sequence[np.ndarray], fit: FitSettings, kernels: np.ndarray, width: int, seed: int
+) -> Lift:
+    """A `Lift` of `width` outputs drawn from `seed`, standardising by the mean and standard deviation of
+    the features of every training window of `series` (as `fit_weights` draws them, without a lift).
+    ValueError when no series has a window."""
+    plain = replace(fit, lift=None)
+    total, squares, count = 0.0, 0.0, 0
+    for b in _batches(series, plain, kernels, None):
+        total = total + b.f.sum(0)
+        squares = squares + (b.f * b.f).sum(0)
+        count += len(b.f)
+    if not count:
+        raise ValueError(
+            f"no series has a window: each needs at least train_history + horizon = "
+            f"{fit.train_min} + {fit.horizon} values"
+        )
+    mean = np.asarray(total) / count
+    std = np.sqrt(np.maximum(np.asarray(squares) / count - mean**2, 0.0))
+    std = np.where(std > 1e-6, std, 1.0)  # a constant feature (the missing share of full windows) reads as 0
+    return Lift(width, seed, tuple(map(float, mean)), tuple(map(float, std)))
 
 
 def training_windows(series: Sequence[np.ndarray], fit: FitSettings) -> list[int]:

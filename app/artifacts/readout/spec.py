@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,48 @@ def rem_kernels(heads: Sequence[Sequence[Any]], length: int) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+class Lift:
+    """A fixed random layer over the read-out's features, an extreme learning machine's hidden layer (Huang
+    et al. 2006): relu(((f − mean) / std) @ R + b) is appended to the features f and the ridge reads both,
+    so the read-out is nonlinear in the window and still fitted in closed form (refittable on request).
+    R [F, width] and b [width] are drawn from `seed` (`random_layer`); `mean` and `std` [F] are the
+    training windows' features' (fixed once the model is fitted: a refit keeps them)."""
+
+    width: int
+    seed: int
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+
+    def apply(self, f: np.ndarray) -> np.ndarray:
+        """The layer's outputs [n, width] of features f [n, F]."""
+        R, b = random_layer(len(self.mean), self.width, self.seed)
+        z = (f - np.asarray(self.mean)) / np.asarray(self.std)
+        return np.maximum(z @ R + b, 0.0)
+
+    @classmethod
+    def from_json(cls, d: Any) -> Lift:
+        return cls(int(d["width"]), int(d["seed"]), tuple(map(float, d["mean"])), tuple(map(float, d["std"])))
+
+
+@lru_cache(maxsize=8)
+def random_layer(n_in: int, width: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(R [n_in, width] with unit-variance entries scaled by 1/sqrt(n_in), b [width] uniform in [-1, 1]),
+    drawn by splitmix64 from `seed`: the same numbers on every machine and numpy version (numpy's own
+    generators promise no stream across versions, and the graph's constant must equal a refit's)."""
+    n = n_in * width + width
+    z = np.uint64(seed) + np.arange(1, n + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    u = (z >> np.uint64(11)).astype(np.float64) * 2.0**-53 * 2.0 - 1.0  # uniform in [-1, 1)
+    R = u[: n_in * width].reshape(n_in, width) * np.sqrt(3.0 / n_in)  # variance 1 / n_in
+    R.setflags(write=False)
+    b = u[n_in * width :].copy()
+    b.setflags(write=False)
+    return R, b
+
+
+@dataclass(frozen=True)
 class FitSettings:
     """How the read-out is fitted (export/global_models/config.py's `PanelConfig` says why each is what it
     is)."""
@@ -49,6 +92,7 @@ class FitSettings:
     mase_floor: float
     irls: int
     irls_floor: float
+    lift: Lift | None = None  # a fixed random layer over the features (None: the features alone)
 
 
 @dataclass(frozen=True)
@@ -91,6 +135,7 @@ class ReadoutSpec:
                 mase_floor=float(d["mase_floor"]),
                 irls=int(d["irls"]),
                 irls_floor=float(d["irls_floor"]),
+                lift=None if d.get("lift") is None else Lift.from_json(d["lift"]),
             )
             heads = tuple((str(k), int(dl), float(v), float(th)) for k, dl, v, th in d["heads"])
             return cls(heads, int(d["input_length"]), int(d["min_history"]), fit)

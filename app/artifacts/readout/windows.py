@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.artifacts.covariates import CovariateLayout
-from app.artifacts.readout.spec import FitSettings
+from app.artifacts.readout.spec import FitSettings, Lift
 from rsa_core.windows import tail_windows
 
 # Below this |value|, a window's scale falls back (to its mean |value|, then to 1): an all-zero window.
@@ -44,14 +44,16 @@ def naive_error(x: np.ndarray, m: np.ndarray, period: int) -> np.ndarray:
 
 
 def features(
-    x: np.ndarray, m: np.ndarray, period: int, n_lags: int, kernels: np.ndarray
+    x: np.ndarray, m: np.ndarray, period: int, n_lags: int, kernels: np.ndarray, lift: Lift | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(features [n, F], scales [n]) of raw windows x [n, L] whose observed steps are m [n, L]."""
+    """(features [n, F], scales [n]) of raw windows x [n, L] whose observed steps are m [n, L]: the REM
+    bank's last rows, the last lags and the missing share, and a `lift`'s outputs of those after them."""
     s = window_scales(x, m, period)
     u = np.where(m > 0, x / s[:, None], 0.0)  # the masked start reads as 0 (its share is a feature)
     lags = u[:, -n_lags:]
     missing = 1.0 - m.mean(1, keepdims=True)
-    return np.concatenate([u @ kernels.T, lags, missing], 1), s
+    f = np.concatenate([u @ kernels.T, lags, missing], 1)
+    return (f if lift is None else np.concatenate([f, lift.apply(f)], 1)), s
 
 
 def covariate_features(
@@ -126,7 +128,7 @@ def forecast(
     out = np.empty((len(histories), fit.horizon))
     for a in range(0, len(histories), batch):
         x, m = last_windows(histories[a : a + batch], length)
-        f, s = features(x, m, fit.period, fit.n_lags, kernels)
+        f, s = features(x, m, fit.period, fit.n_lags, kernels, fit.lift)
         if layout is not None and covariates is not None:
             f = np.concatenate([f, covariate_features(layout, covariates[a : a + batch], kernels, s)], 1)
         out[a : a + len(x)] = (f @ weights[:-1] + weights[-1]) * s[:, None]

@@ -237,6 +237,7 @@ def render_global_png(result: AttentionResponse) -> bytes:
         bars += [(kernel_label(k), k.share) for k in readout.kernels]
         bars += [(f"last {readout.direct_lags.lags} lags", readout.direct_lags.share)]
         bars += [("missing share", readout.missing.share), ("bias", readout.bias.share)]
+        bars += [] if readout.lift is None else [(f"random layer ({readout.lift.width})", readout.lift.share)]
         bars += [(f"{c.name} ({c.kind})", c.share) for c in readout.covariates]
     n_panels = 1 + (readout is not None) + (hybrid is not None)
     height = max(4.0, 0.22 * len(bars) + 1.5)

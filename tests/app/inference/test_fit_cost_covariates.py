@@ -40,7 +40,7 @@ def test_covariates_add_their_features_and_equations_to_the_read_out_work() -> N
     plain = fit_work(SPEC, histories(4, 200), [], None)
     with_covariates = fit_work(SPEC, histories(4, 200), [], None, LAYOUT)
     windows = sum(refit.training_windows(histories(4, 200), SPEC.fit))
-    assert windows <= refit.CACHE_ROWS  # features built once, equations every IRLS pass
+    assert windows <= refit.cache_rows(SPEC.fit)  # features built once, equations every IRLS pass
     F = K + SPEC.fit.n_lags + 1
     passes = 1 + SPEC.fit.irls
 

@@ -104,6 +104,10 @@ class MissingShare(TermShare):
     value: float = Field(description="The share of the window not observed (a short series' start).")
 
 
+class LiftTerm(TermShare):
+    width: int = Field(description="The random layer's outputs (`export.panel train --lift`).")
+
+
 class CovariateContribution(TermShare):
     name: str
     kind: Literal["future", "past", "static", "calendar"]
@@ -126,6 +130,11 @@ class ReadoutExplanation(BaseModel):
     direct_lags: DirectLags
     missing: MissingShare
     bias: TermShare
+    lift: LiftTerm | None = Field(
+        default=None,
+        description="A read-out with a random layer: that layer's part, nonlinear in the window (lag_weights "
+        "and lag_contributions are the linear part's); null without one.",
+    )
     covariates: list[CovariateContribution] = Field(default_factory=list)
     forecast: list[float] = Field(description="The read-out's forecast, H steps: the sum of the terms.")
 

@@ -27,7 +27,14 @@ from tests.app.fakes import write_repository
 from tests.utils.once import built
 from tests.utils.panel import NAME, publish, unseen
 
-KINDS = ("multichannel", "global_readout", "hybrid", "covariate_readout", "global_transformer")
+KINDS = (
+    "multichannel",
+    "global_readout",
+    "lifted_readout",
+    "hybrid",
+    "covariate_readout",
+    "global_transformer",
+)
 # A global transformer exported before its inspection graph (issue 48): model.onnx alone.
 OLD_TRANSFORMER = "global_transformer_without_inspect"
 
@@ -85,6 +92,9 @@ def kinds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Kind]:
     (folder / "readout").mkdir()
     repo, model = publish(folder / "readout")
     out["global_readout"] = Kind(repo, NAME, stores, model)
+    (folder / "lifted").mkdir()
+    repo, model = publish(folder / "lifted", lift="64")  # a random layer of 64 outputs (`--lift`)
+    out["lifted_readout"] = Kind(repo, NAME, stores, model)
     (folder / "hybrid").mkdir()
     repo, model = publish(folder / "hybrid", local=True)
     out["hybrid"] = Kind(repo, NAME, stores, model)
@@ -134,9 +144,11 @@ def served_forecast(client: TestClient, kind: Kind) -> np.ndarray:
 
 
 def terms_sum(readout: dict[str, Any]) -> np.ndarray:
-    """The read-out's contributions added up: lags, missing share, bias and covariates."""
+    """The read-out's contributions added up: lags, missing share, bias, random layer and covariates."""
     total = np.array(readout["lag_contributions"]).sum(0)
     total += np.array(readout["missing"]["contribution"]) + np.array(readout["bias"]["contribution"])
+    if readout["lift"] is not None:
+        total += np.array(readout["lift"]["contribution"])
     for c in readout["covariates"]:
         total += np.array(c["contribution"])
     return total
@@ -170,7 +182,7 @@ def test_every_kind_answers_attention_for_a_valid_series(
         assert png.status_code == 200 and png.content.startswith(b"\x89PNG"), png.text[:200]
 
 
-@pytest.mark.parametrize("kind", ["global_readout", "covariate_readout"])
+@pytest.mark.parametrize("kind", ["global_readout", "lifted_readout", "covariate_readout"])
 def test_a_read_outs_contributions_add_up_to_its_served_forecast(
     kind: str, kinds: dict[str, Kind], clients: dict[str, TestClient]
 ) -> None:
@@ -190,6 +202,11 @@ def test_a_read_outs_contributions_add_up_to_its_served_forecast(
     shares = [c["share"] for c in readout["kernels"]] + [readout["direct_lags"]["share"]]
     shares += [readout["missing"]["share"], readout["bias"]["share"]]
     shares += [c["share"] for c in readout["covariates"]]
+    if kind == "lifted_readout":  # the random layer's part: one term, nonlinear in the window
+        assert readout["lift"]["width"] == 64 and readout["lift"]["share"] > 0
+        shares.append(readout["lift"]["share"])
+    else:
+        assert readout["lift"] is None
     assert all(s >= 0 for s in shares) and abs(sum(shares) - 1) < 1e-9
 
 
