@@ -68,3 +68,27 @@ def test_a_hybrids_members_and_a_multichannel_answer() -> None:
     assert got.forecast.tolist() == [3.0, 3.5]  # the hybrid's combination
     with pytest.raises(ValueError, match=r"Client\.attention"):
         explanation({"model": "etth1-rsa", "layers": [{"layer": 0}]})
+
+
+def test_a_random_layers_part_is_one_term_of_the_sum() -> None:
+    readout = {
+        "lag_weights": [[0.5, 0.25], [0.5, 0.75]],
+        "values": [1.0, 2.0],
+        "lag_contributions": [[1.0, 0.5], [2.0, 3.0]],
+        "kernels": [],
+        "direct_lags": {"lags": 2, "share": 0.6, "contribution": [3.0, 3.5]},
+        "missing": {"value": 0.0, "share": 0.0, "contribution": [0.0, 0.0]},
+        "bias": {"share": 0.2, "contribution": [1.0, 1.0]},
+        "lift": {"width": 64, "share": 0.2, "contribution": [0.5, -1.0]},
+        "covariates": [],
+        "forecast": [4.5, 3.5],
+    }
+    got = explanation({"model": "m", "readout": readout, "hybrid": None})
+    layer = got.terms[got.terms["kind"] == "lift"]
+    assert layer["term"].unique().tolist() == ["random layer"] and layer["contribution"].tolist() == [
+        0.5,
+        -1.0,
+    ]
+    per_step = got.terms[got.terms["kind"] != "lags"].groupby("step")["contribution"].sum()
+    lags = got.lags.groupby("step")["contribution"].sum()
+    np.testing.assert_allclose((per_step + lags).to_numpy(), got.forecast.to_numpy())
