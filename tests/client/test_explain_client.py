@@ -46,18 +46,23 @@ def test_explain_returns_the_terms_that_add_up_to_the_forecast(service: LiveServ
     assert kernels["lambda"].notna().any() and got.members.empty
 
 
+# A read-out's answer of two lags and two steps, its terms adding up to its forecast.
+READOUT = {
+    "lag_weights": [[0.5, 0.25], [0.5, 0.75]],
+    "values": [1.0, 2.0],
+    "lag_contributions": [[1.0, 0.5], [2.0, 3.0]],
+    "kernels": [],
+    "direct_lags": {"lags": 2, "share": 0.8, "contribution": [3.0, 3.5]},
+    "missing": {"value": 0.0, "share": 0.0, "contribution": [0.0, 0.0]},
+    "bias": {"share": 0.2, "contribution": [1.0, 1.0]},
+    "lift": None,
+    "covariates": [],
+    "forecast": [4.0, 4.5],
+}
+
+
 def test_a_hybrids_members_and_a_multichannel_answer() -> None:
-    readout = {
-        "lag_weights": [[0.5, 0.25], [0.5, 0.75]],
-        "values": [1.0, 2.0],
-        "lag_contributions": [[1.0, 0.5], [2.0, 3.0]],
-        "kernels": [],
-        "direct_lags": {"lags": 2, "share": 0.8, "contribution": [3.0, 3.5]},
-        "missing": {"value": 0.0, "share": 0.0, "contribution": [0.0, 0.0]},
-        "bias": {"share": 0.2, "contribution": [1.0, 1.0]},
-        "covariates": [],
-        "forecast": [4.0, 4.5],
-    }
+    readout = READOUT
     members = [
         {"name": "readout", "kind": "global", "weight": 0.5, "forecast": [4.0, 4.5]},
         {"name": "theta", "kind": "local", "weight": 0.5, "forecast": [2.0, 2.5]},
@@ -72,15 +77,9 @@ def test_a_hybrids_members_and_a_multichannel_answer() -> None:
 
 def test_a_random_layers_part_is_one_term_of_the_sum() -> None:
     readout = {
-        "lag_weights": [[0.5, 0.25], [0.5, 0.75]],
-        "values": [1.0, 2.0],
-        "lag_contributions": [[1.0, 0.5], [2.0, 3.0]],
-        "kernels": [],
+        **READOUT,
         "direct_lags": {"lags": 2, "share": 0.6, "contribution": [3.0, 3.5]},
-        "missing": {"value": 0.0, "share": 0.0, "contribution": [0.0, 0.0]},
-        "bias": {"share": 0.2, "contribution": [1.0, 1.0]},
         "lift": {"width": 64, "share": 0.2, "contribution": [0.5, -1.0]},
-        "covariates": [],
         "forecast": [4.5, 3.5],
     }
     got = explanation({"model": "m", "readout": readout, "hybrid": None})
