@@ -58,6 +58,9 @@ LocalOption = Annotated[
         "the read-out alone"
     ),
 ]
+# The widest random layer `--lift` takes: its outputs are features of every window the fit keeps (at 4,096
+# and a monthly bank, about 50 times the plain read-out's columns).
+MAX_LIFT = 4096
 LiftOption = Annotated[
     str,
     typer.Option(
@@ -196,6 +199,12 @@ class TrainOptions:
         if text != "auto" and not text.isdigit():
             raise typer.BadParameter(
                 f"must be auto, 0 or a positive width, got {self.lift!r}", param_hint="--lift"
+            )
+        if text != "auto" and int(text) > MAX_LIFT:
+            raise typer.BadParameter(
+                f"the widest random layer is {MAX_LIFT} outputs (its features are kept per training window), "
+                f"got {int(text)}",
+                param_hint="--lift",
             )
         asked = text == "auto" or int(text) > 0
         if asked and (self.network != "readout" or covariates):

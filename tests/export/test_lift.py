@@ -98,6 +98,7 @@ def test_the_service_refits_a_lifted_read_out_as_the_exporter_does(tmp_path: Pat
     ("extra", "says"),
     [
         (["--lift", "wide"], "auto, 0 or a positive width"),
+        (["--lift", "100000"], "the widest random layer is 4096"),
         (["--lift", "16", "--future", "promo"], "without covariates"),
         (["--lift", "16", "--network", "transformer"], "without covariates"),
         (["--lift", "auto", "--future", "promo"], "without covariates"),
