@@ -60,7 +60,7 @@ class OursResult:
         return Forecast(self.label, self.point, self.quantiles, self.fit_s, self.forecast_s)
 
 
-def run_ours(comp: Competition, lift: int | None = 0) -> OursResult:
+def run_ours(comp: Competition, lift: int | None = None) -> OursResult:
     """Our model, and the only place that names it: the default of `python -m export.panel train`, the hybrid
     (export/global_models/hybrid.py): one REM read-out over every series of the data set averaged in equal
     shares (each series' shares tilted by its features where validation trusts it) with local models fitted on
@@ -73,7 +73,7 @@ def run_ours(comp: Competition, lift: int | None = 0) -> OursResult:
     each local set and window with the chosen read-out. `extra["ablation"]`: test MASE of the read-out alone,
     of the local half alone, and of the hybrid without REM features (its read-out on the last values and the
     missing share only, searched the same way). `lift`: the read-out's random layer (export/global_models/
-    config.py `PanelConfig.lift`: 0 none, the default model's; None chosen on validation)."""
+    config.py `PanelConfig.lift`: None chosen on validation, the default model's; 0 none; a width)."""
     from app.artifacts.hybrid import LocalSpec
     from export.global_models.hybrid import local_min_values
     from export.global_models.onnx import calibrate_global, interval_halfwidths

@@ -184,8 +184,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--lift",
-        default="0",
-        help="our read-out's random layer: 0 (none), a width, or auto (chosen on validation)",
+        default="auto",
+        help="our read-out's random layer: auto (chosen on validation; the default), 0 (none) or a width",
     )
     parser.add_argument("--json", type=Path, default=None, help="write the run here")
     args = parser.parse_args(argv)

@@ -171,7 +171,7 @@ def train(
     layout: LayoutOption = "long",
     effect: EffectOption = "auto",
     local: LocalOption = True,
-    lift: LiftOption = "0",
+    lift: LiftOption = None,
     network: NetworkOption = "readout",
     epochs: EpochsOption = None,
     windows_per_epoch: WindowsPerEpochOption = None,

@@ -55,6 +55,7 @@ __all__ = [
     "Origin",
     "TiltData",
     "fit_tilt",
+    "hybrid_score",
     "local_min_values",
     "local_search",
     "origins",
@@ -222,11 +223,10 @@ def local_search(
             spec = LocalSpec(
                 members, (share,) * len(members), k * unit, period, horizon, local_min_values(period)
             )
-            per = []
-            for j, (o, g) in enumerate(zip(val, global_forecasts, strict=True)):
-                forecasts, enough = local[k, j]
-                mixed = share * (g + sum(forecasts[m] for m in members))  # LocalSpec.combine's sum
-                per.append(o.score(np.where(enough[:, None], mixed, g), period))
+            per = [
+                _equal_shares_score(o, g, *local[k, j], members, period)
+                for j, (o, g) in enumerate(zip(val, global_forecasts, strict=True))
+            ]
             scores[f"local_{'+'.join(members)}_{spec.length}"] = float(np.mean(per))
             tried.append((float(np.mean(per)), spec))
         # The longest window within WINDOW_TOLERANCE of the set's best: validation histories are shorter
@@ -251,6 +251,33 @@ def local_search(
     tilt_scores["tilt_origins"] = float(len(data))
     scores.update(tilt_scores)
     return (best if tilt is None else replace(best, tilt=tilt)), scores
+
+
+def _equal_shares_score(
+    o: Origin,
+    g: np.ndarray,
+    forecasts: dict[str, np.ndarray],
+    enough: np.ndarray,
+    members: Sequence[str],
+    period: int,
+) -> float:
+    """MASE at origin `o` of the read-out's forecasts `g` [S, H] averaged in equal shares with `members`'
+    (`forecasts`), the read-out alone for series without the local models' values (`enough` False)."""
+    share = 1.0 / (len(members) + 1)
+    mixed = share * (g + sum(forecasts[m] for m in members))  # LocalSpec.combine's sum
+    return o.score(np.where(enough[:, None], mixed, g), period)
+
+
+def hybrid_score(val: Sequence[Origin], global_forecasts: Sequence[np.ndarray], spec: LocalSpec) -> float:
+    """The mean validation MASE over `val` of `spec`'s members and window in equal shares with the
+    read-out forecasts `global_forecasts` (one [S, H] per origin), as `local_search` scores a set."""
+    per = []
+    for o, g in zip(val, global_forecasts, strict=True):
+        windows = tail_windows(o.fit_part, spec.length).astype(np.float32)  # as served
+        enough = (~np.isnan(windows)).sum(1) >= spec.min_values
+        forecasts = fit_forecast(windows.astype(np.float64), spec.period, spec.horizon, spec.members)
+        per.append(_equal_shares_score(o, g, forecasts, enough, spec.members, spec.period))
+    return float(np.mean(per))
 
 
 # -- the combination's weights tilted by series features (FFORMA's idea) -----------------------------

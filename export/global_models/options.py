@@ -62,11 +62,11 @@ LocalOption = Annotated[
 # and a monthly bank, about 50 times the plain read-out's columns).
 MAX_LIFT = 4096
 LiftOption = Annotated[
-    str,
+    str | None,
     typer.Option(
         help="the read-out's random layer (a fixed ReLU layer over its features, read by the ridge beside "
-        "them; docs/panels.md): 0 (none, the default), a width, or auto (512 or none, chosen on "
-        "validation; a model without covariates)"
+        "them; docs/panels.md): auto (512 or none, chosen on validation; the default for a read-out "
+        "without covariates, none elsewhere), 0 (none) or a width"
     ),
 ]
 NetworkOption = Annotated[
@@ -146,7 +146,7 @@ class TrainOptions:
     layout: str
     effect: str
     local: bool
-    lift: str
+    lift: str | None
     network: str
     epochs: int | None
     windows_per_epoch: int | None
@@ -193,8 +193,12 @@ class TrainOptions:
         return Checked(options, kinds, cal, budget, self._lift(bool(any(kinds.values()) or cal)))
 
     def _lift(self, covariates: bool) -> int | None:
-        """PanelConfig.lift from --lift (auto: None, chosen on validation); a random layer asked for where
+        """PanelConfig.lift from --lift: not given, auto where a random layer applies (a read-out without
+        covariates) and none elsewhere; auto: None, chosen on validation; a width. A layer asked for where
         none applies (covariates, the transformer) is refused."""
+        applies = self.network == "readout" and not covariates
+        if self.lift is None:
+            return None if applies else 0
         text = self.lift.strip().lower()
         if text != "auto" and not text.isdigit():
             raise typer.BadParameter(
@@ -206,8 +210,7 @@ class TrainOptions:
                 f"got {int(text)}",
                 param_hint="--lift",
             )
-        asked = text == "auto" or int(text) > 0
-        if asked and (self.network != "readout" or covariates):
+        if (text == "auto" or int(text) > 0) and not applies:
             raise typer.BadParameter(
                 "the random layer reads the target's features alone: a read-out without covariates has it "
                 "(leave --lift out)",

@@ -19,7 +19,7 @@ import numpy as np
 from app.inference.metrics import seasonal_naive, seasonal_naive_scale
 from export.covariates import CovariatePlan, CovariateSeries, report_ablation, series_covariate_rows
 from export.global_models.config import PanelConfig, series_values
-from export.global_models.hybrid import TILT_ORIGINS, Origin, local_search, origins
+from export.global_models.hybrid import TILT_ORIGINS, Origin, hybrid_score, local_search, origins
 from export.global_models.model import GlobalModel, fit_global
 
 __all__ = [
@@ -159,9 +159,8 @@ def summary_lines(model: GlobalModel) -> list[str]:
             f"{'none' if w == 0 else w}: {v:.4f}" + (" (chosen)" if w == (model.config.lift or 0) else "")
             for w, v in lifts
         )
-        out.append(
-            f"random layer searched (--lift; validation MASE of the read-out at its best length): {cells}"
-        )
+        what = "the hybrid's members in equal shares" if model.local is not None else "the read-out"
+        out.append(f"random layer searched (--lift auto; validation MASE of {what}): {cells}")
     return out
 
 
@@ -223,18 +222,16 @@ def train_global(
             plan = dataclasses.replace(plan, effect=effect)
     else:
         best = lengths[0]
-    # `lift` None: the random layer or none at the length chosen without it, by the read-out's validation
-    # MASE (searching each length with and without it chose worse on test: M3 quarterly 1.074 -> 1.076,
-    # yearly 2.592 -> 2.603, other 1.832 -> 1.908; issue 43's notes).
-    if cfg.lift is None:
+    # `lift` None (`--lift auto`): everything chosen with the linear read-out first (length, members,
+    # window, tilt); then, for a hybrid, the same members and window in equal shares scored on validation
+    # with the lifted read-out's forecasts in place of the linear one's, the layer kept where they score
+    # lower. Without a hybrid, the read-out alone with and without the layer. Letting the layer take part
+    # in the other choices served worse on test (issue 43's notes, results/competitions/README.md).
+    auto_lift = cfg.lift is None
+    if auto_lift:
         if plan is not None:
             raise ValueError("a lift reads the target's features alone: a covariate model has none")
-        lifted = {
-            0: grid[best, None] if len(lengths) > 1 else _validate(series, searched, best, None)[0],
-            LIFT_WIDTH: _validate(series, dataclasses.replace(cfg, lift=LIFT_WIDTH), best, None)[0],
-        }
-        search.update({f"lift_{w}": v for w, v in lifted.items()})
-        cfg = dataclasses.replace(cfg, lift=min(lifted, key=lambda w: lifted[w]))
+        cfg = searched
     hybrid = None
     if local:
         if plan is not None:
@@ -249,12 +246,24 @@ def train_global(
             val, _validation_forecasts(series, cfg, best, None, val), cfg.period, cfg.horizon, earlier
         )
         search.update(scores)
-    if hybrid is not None:  # the chosen hybrid's validation score
+        if auto_lift and hybrid is not None:
+            wide = dataclasses.replace(cfg, lift=LIFT_WIDTH)
+            search["lift_0"] = search[f"local_{'+'.join(hybrid.members)}_{hybrid.length}"]
+            search[f"lift_{LIFT_WIDTH}"] = hybrid_score(
+                val, _validation_forecasts(series, wide, best, None, val), hybrid
+            )
+    if auto_lift and hybrid is None:  # the read-out alone, with the layer and without
+        search["lift_0"] = grid[best, None] if len(lengths) > 1 else _validate(series, cfg, best, None)[0]
+        wide = dataclasses.replace(cfg, lift=LIFT_WIDTH)
+        search[f"lift_{LIFT_WIDTH}"] = _validate(series, wide, best, None)[0]
+    if auto_lift and search[f"lift_{LIFT_WIDTH}"] < search["lift_0"]:
+        cfg = dataclasses.replace(cfg, lift=LIFT_WIDTH)
+    if auto_lift:  # the chosen model's validation score, with the layer or without
+        chosen = search[f"lift_{cfg.lift}"]
+    elif hybrid is not None:  # the chosen hybrid's validation score
         chosen = search[f"local_{'+'.join(hybrid.members)}_{hybrid.length}"]
     elif plan is not None and f"effect_{plan.effect}" in search:
         chosen = search[f"effect_{plan.effect}"]
-    elif f"lift_{cfg.lift}" in search:  # the read-out alone, with the random layer chosen or none
-        chosen = search[f"lift_{cfg.lift}"]
     elif str(best) in search:
         chosen = search[str(best)]
     else:  # the input length given: scored on validation all the same, for the summary

