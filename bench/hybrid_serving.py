@@ -54,7 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     comp = load_competition("M3", "monthly", args.limit)
-    model = train_global(comp.train, PanelConfig(horizon=comp.horizon, period=comp.period), local=True)
+    cfg = PanelConfig(horizon=comp.horizon, period=comp.period, lift=None)  # export.panel train's default
+    model = train_global(comp.train, cfg, local=True)
     model.frequency = "1MS"
     intervals, _ = calibrate_global(model, comp.train)
     want = model.forecast(comp.train)

@@ -59,7 +59,7 @@ LocalOption = Annotated[
     ),
 ]
 # The widest random layer `--lift` takes: its outputs are features of every window the fit keeps (at 4,096
-# and a monthly bank, about 50 times the plain read-out's columns).
+# and M3 monthly's 54 features, about 75 times the plain read-out's columns).
 MAX_LIFT = 4096
 LiftOption = Annotated[
     str | None,

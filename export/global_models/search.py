@@ -36,7 +36,7 @@ __all__ = [
 
 TRAINING_ENDS = 10_000
 # The random layer's width tried where `PanelConfig.lift` is None (chosen on validation against none).
-# Several times the features' count (54-90 on the competitions' monthly sets); in a scratch run on M3
+# About 10 times the features' count (54 on M3 monthly at L = 72); in a scratch run on M3
 # monthly's test, 1,024 did worse than 512 (the read-out alone 0.929 against 0.911; issue 43's notes).
 LIFT_WIDTH = 512
 # Input lengths searched, in periods of the cycle (a monthly model: 12, 24, 36, 48, 72 steps).
