@@ -15,7 +15,8 @@ parsing, validation, encoding), then watches them:
   which the supervisor leaves running (it may come back);
 - SIGTERM (or SIGINT) drains: every front end gets SIGTERM (readiness 503 and `Connection: close` for
   RSA_DRAIN_DELAY_S, then in-flight requests finish), then the engine (queued work finishes); exit 0 when
-  every process stopped cleanly.
+  every process stopped cleanly (a front end the signal caught still importing counts as clean: it had
+  bound nothing).
 
 Metrics: the front ends write their request metrics to one prometheus-client multiprocess directory
 (PROMETHEUS_MULTIPROC_DIR, set here); a dead front end's files are folded into the archive before its
@@ -230,7 +231,14 @@ class Supervisor:
         )
         clean = True
         for process in fronts:
-            clean &= _wait(process, budget) == 0
+            code = _wait(process, budget)
+            if code == -signal.SIGTERM:
+                # Killed by the signal's default action: it was still importing, before the server that
+                # handles SIGTERM (app/__main__.py) was installed, so it had bound no socket and accepted
+                # nothing; a rollout that lands then is a clean stop.
+                logger.info("front end (pid %d) stopped while it was starting", process.pid)
+                continue
+            clean &= code == 0
         return clean
 
     def _stop(self, code: int) -> int:

@@ -270,3 +270,32 @@ def _wait_parse_workers(service: LiveService) -> None:
     while not all(len(_children(front)) >= 2 for front in _front_ends(service)):
         assert time.monotonic() < deadline, "no parse workers"
         time.sleep(0.05)
+
+
+@pytest.mark.parametrize(
+    ("handler", "clean"),
+    [
+        # Still importing: no SIGTERM handler yet, so the signal's default action ends it (-SIGTERM).
+        ("", True),
+        # A served front end drains and exits 0.
+        ("signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))", True),
+        # One that fails its drain.
+        ("signal.signal(signal.SIGTERM, lambda *a: sys.exit(3))", False),
+    ],
+    ids=["starting", "drained", "failed"],
+)
+def test_a_front_end_stopped_while_starting_is_a_clean_stop(
+    handler: str, clean: bool, tmp_path: Path
+) -> None:
+    """A rollout's SIGTERM that lands while a front end is still importing stops it before it could bind
+    or accept anything: the service's exit stays 0 (seen as a flaky exit 1 under a full test run)."""
+    from app.core.config import Settings
+    from app.supervisor import FrontEnd, Supervisor
+
+    supervisor = Supervisor(Settings())
+    front = FrontEnd(0, tmp_path / "front-0.sock")
+    code = f"import signal, sys, time\n{handler}\nprint('ready', flush=True)\ntime.sleep(60)"
+    front.process = subprocess.Popen(["python", "-c", code], stdout=subprocess.PIPE)
+    assert front.process.stdout is not None and front.process.stdout.readline() == b"ready\n"
+    supervisor.front_ends = [front]
+    assert supervisor._stop_fronts(hurry=False) is clean
