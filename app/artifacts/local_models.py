@@ -22,7 +22,9 @@ are judged against, fitted the way they are there:
   squared error;
 - and, on the raw values, a seasonal AR (`sar`: an AR(1) with drift of the seasonal differences) and the
   airline model (`airline`: ARIMA(0,1,1)(0,1,1) with the cycle as its seasonal lag, MA terms on a grid by
-  the conditional sum of squares; ARIMA(0,2,2) with a factored MA without a cycle).
+  the conditional sum of squares; ARIMA(0,2,2) with a factored MA without a cycle);
+- `arima`: an automatic seasonal ARIMA on the raw values, its differences by tests and its order by AICc
+  (app/artifacts/arima.py).
 
 How the members combine with the read-out (the manifest's `panel.local` block, weights per series from
 their features) is app/artifacts/hybrid.py's.
@@ -38,9 +40,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from app.artifacts.arima import arima
+
 __all__ = ["MEMBERS", "fit_forecast", "seasonal_indices"]
 
-MEMBERS = ("ses", "holt", "damped", "theta", "dotm", "sar", "ets", "airline", "ces", "hw")
+MEMBERS = ("ses", "holt", "damped", "theta", "dotm", "sar", "ets", "airline", "arima", "ces", "hw")
 
 # The grids the parameters are chosen on (per series, by the in-sample one-step squared error).
 ALPHAS = np.array([0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0])
@@ -580,6 +584,8 @@ def fit_forecast(
     if sar is not None and "airline" in members:
         air, enough = _airline(x, period, horizon)
         result["airline"] = np.where(enough[:, None], air, sar)
+    if "arima" in members:
+        result["arima"] = arima(x, period, horizon)
     return result
 
 

@@ -10,6 +10,7 @@ from app.artifacts.hybrid import LocalSpec
 from export.global_models.hybrid import (
     MEMBER_SETS,
     WINDOW_TOLERANCE,
+    candidate_sets,
     local_search,
     origins,
     tail_windows,
@@ -64,6 +65,17 @@ def test_the_local_window_is_chosen_on_the_origins() -> None:
     assert best <= chosen <= best * (1 + WINDOW_TOLERANCE)  # a longer window within the tolerance
     assert chosen < scores["global"]  # the local models see the season
     assert tail_windows(series, spec.length).shape == (8, spec.length)
+
+
+def test_the_cycle_decides_which_arima_and_season_members_are_tried() -> None:
+    """With a cycle: Holt-Winters and the automatic seasonal ARIMA, never the airline model; without one:
+    the airline model (ARIMA(0,2,2)), neither of the others. Every set tried is one a manifest may hold."""
+    seasonal, plain = candidate_sets(12), candidate_sets(1)
+    assert any("hw" in s for s in seasonal) and any("arima" in s for s in seasonal)
+    assert not any("airline" in s for s in seasonal)
+    assert any("airline" in s for s in plain)
+    assert not any("hw" in s or "arima" in s for s in plain)
+    assert len(seasonal) == len(set(seasonal)) and set(seasonal) | set(plain) <= set(MEMBER_SETS)
 
 
 def test_no_hybrid_where_none_validates_better_than_the_read_out_alone() -> None:

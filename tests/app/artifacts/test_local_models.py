@@ -75,7 +75,7 @@ def test_the_local_block_round_trips_and_refuses_what_it_cannot_serve() -> None:
     spec = LocalSpec(("theta", "damped"), (1 / 3, 1 / 3), 48, 12, H, 24)
     assert LocalSpec.from_json(spec.to_json()) == spec
     with pytest.raises(ValueError, match="members"):
-        LocalSpec(("arima",), (0.5,), 48, 12, H, 24)
+        LocalSpec(("prophet",), (0.5,), 48, 12, H, 24)
     with pytest.raises(ValueError, match="sum to at most 1"):
         LocalSpec(("theta", "damped"), (0.6, 0.6), 48, 12, H, 24)
     with pytest.raises(ValueError, match="schema"):
