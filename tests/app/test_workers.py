@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -295,7 +296,9 @@ def test_a_front_end_stopped_while_starting_is_a_clean_stop(
     supervisor = Supervisor(Settings())
     front = FrontEnd(0, tmp_path / "front-0.sock")
     code = f"import signal, sys, time\n{handler}\nprint('ready', flush=True)\ntime.sleep(60)"
-    front.process = subprocess.Popen(["python", "-c", code], stdout=subprocess.PIPE)
-    assert front.process.stdout is not None and front.process.stdout.readline() == b"ready\n"
-    supervisor.front_ends = [front]
-    assert supervisor._stop_fronts(hurry=False) is clean
+    front.process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    assert front.process.stdout is not None
+    with front.process.stdout:
+        assert front.process.stdout.readline() == b"ready\n"
+        supervisor.front_ends = [front]
+        assert supervisor._stop_fronts(hurry=False) is clean
