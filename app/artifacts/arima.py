@@ -73,7 +73,7 @@ def seasonal_strength(x: np.ndarray, period: int) -> np.ndarray:
     def var(v: np.ndarray) -> np.ndarray:
         v0 = np.where(ok, v, 0.0)
         mean = v0.sum(1) / count
-        return np.where(ok, v0 - mean[:, None], 0.0).__pow__(2).sum(1) / count
+        return (np.where(ok, v0 - mean[:, None], 0.0) ** 2).sum(1) / count
 
     total = var(detrended)
     strength = 1 - var(detrended - season) / np.where(total > 0, total, 1.0)

@@ -109,7 +109,7 @@ _SEASONAL_SETS = _CES_SETS + _HW_SETS
 # 2.608, 1.735 -> 1.782), so the airline model (ARIMA(0,2,2) there) stays: a choice made after seeing
 # those test scores, as the lists above were.
 _ARIMA_SETS = tuple(tuple("arima" if m == "airline" else m for m in s) for s in _SEASONAL_SETS)
-MEMBER_SETS = tuple(dict.fromkeys(_CES_SETS + _HW_SETS + _ARIMA_SETS))  # every set a search may choose
+MEMBER_SETS = tuple(dict.fromkeys(_SEASONAL_SETS + _ARIMA_SETS))  # every set a search may choose
 # The local models' window, in periods of the cycle (in steps of 4 without one): a monthly model tries
 # 24 ... 120 values.
 LOCAL_PERIODS = (2, 3, 4, 6, 8, 10)
