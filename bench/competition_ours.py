@@ -15,7 +15,8 @@ from app.inference.metrics import mase
 from bench.competition_data import Competition, synthetic_panel
 from bench.competition_scores import LEVELS, Forecast, quantiles_from_intervals
 from export.global_models.config import PanelConfig
-from export.global_models.model import fit_global
+from export.global_models.hybrid import local_min_values, tail_windows
+from export.global_models.model import GlobalModel, fit_global
 from export.global_models.search import train_global
 from export.reports import UnseenCheck
 
@@ -74,8 +75,6 @@ def run_ours(comp: Competition, lift: int | None = None) -> OursResult:
     of the local half alone, and of the hybrid without REM features (its read-out on the last values and the
     missing share only, searched the same way). `lift`: the read-out's random layer (export/global_models/
     config.py `PanelConfig.lift`: None chosen on validation, the default model's; 0 none; a width)."""
-    from app.artifacts.hybrid import LocalSpec
-    from export.global_models.hybrid import local_min_values
     from export.global_models.onnx import calibrate_global, interval_halfwidths
 
     cfg = PanelConfig(horizon=comp.horizon, period=comp.period, lift=lift)
@@ -91,32 +90,20 @@ def run_ours(comp: Competition, lift: int | None = None) -> OursResult:
         bounds = {lv: (point - h, point + h) for lv, h in zip(intervals["levels"], half, strict=True)}
         quantiles = quantiles_from_intervals(point, bounds)
     forecast_s = time.perf_counter() - start
+    alone = dataclasses.replace(model, local=None).forecast(comp.train)  # the chosen read-out's
     candidates: dict[str, Candidate] = {}
+    if model.local is not None:  # the chosen local half, fitted once for every read-out length
+        windows = tail_windows(comp.train, model.window_length).astype(np.float32)  # as served
+        local, weight = model.local.feed(windows)
     for key, val in model.search.items():
         if key.isdigit():  # a read-out input length, with the chosen local half
             length = int(key)
             chosen = length == model.input_length
-            other = fit_global(comp.train, model.config, length)  # with the lift chosen, if any
-            other.local = model.local
-            candidates[f"L={length}"] = Candidate(
-                val, point if chosen else other.forecast(comp.train), chosen
-            )
-        elif key.startswith("local_"):  # a local set and window, with the chosen read-out
-            names, window = key.removeprefix("local_").rsplit("_", 1)
-            members = tuple(names.split("+"))
-            share = 1.0 / (len(members) + 1)
-            spec = LocalSpec(
-                members,
-                (share,) * len(members),
-                int(window),
-                comp.period,
-                comp.horizon,
-                local_min_values(comp.period),
-            )
-            chosen = spec == model.local  # equal shares chosen (no tilt)
-            variant = dataclasses.replace(model, local=spec)
-            forecast = point if chosen else variant.forecast(comp.train)
-            candidates[f"local {names} {window}"] = Candidate(val, forecast, chosen)
+            if not chosen:
+                g = fit_global(comp.train, model.config, length).forecast(comp.train)  # the lift chosen
+                forecast = g if model.local is None else g * (1.0 - weight) + local  # LocalSpec.combine
+            candidates[f"L={length}"] = Candidate(val, point if chosen else forecast, chosen)
+    candidates.update(_local_candidates(model, comp, alone, point))
     if model.local is not None and model.local.tilt is not None:  # its validation: fitted on other series
         tilted = f"local {'+'.join(model.local.members)} {model.local.length} tilted by features"
         candidates[tilted] = Candidate(model.search["tilt_cross_series"], point, True)
@@ -127,14 +114,14 @@ def run_ours(comp: Competition, lift: int | None = None) -> OursResult:
 
     ablation = {
         "hybrid": test_mase(point),
-        "read-out alone": test_mase(dataclasses.replace(model, local=None).forecast(comp.train)),
+        "read-out alone": test_mase(alone),
         "hybrid without REM features": test_mase(no_rem.forecast(comp.train)),
     }
     if model.local is not None:  # the read-out alone where no hybrid validated better
         k = len(model.local.members)
-        alone = dataclasses.replace(model.local, weights=(1.0 / k,) * k, tilt=None)
+        members_only = dataclasses.replace(model.local, weights=(1.0 / k,) * k, tilt=None)
         ablation["local half alone (the read-out for series too short for it)"] = test_mase(
-            dataclasses.replace(model, local=alone).forecast(comp.train)
+            dataclasses.replace(model, local=members_only).forecast(comp.train)
         )
     return OursResult(
         label=OURS_LABEL,
@@ -151,6 +138,44 @@ def run_ours(comp: Competition, lift: int | None = None) -> OursResult:
             "ablation": ablation,
         },
     )
+
+
+def _local_candidates(
+    model: GlobalModel, comp: Competition, alone: np.ndarray, point: np.ndarray
+) -> dict[str, Candidate]:
+    """Each local set and window the search scored (`local_<members>_<length>` in `model.search`), in
+    equal shares with the chosen read-out's forecasts `alone`, as `LocalSpec.combine` mixes them: every
+    member fitted once per window on the served (float32) windows, the read-out alone for a series with
+    too few values. The chosen one (equal shares, no tilt) is the served `point`."""
+    from app.artifacts.hybrid import LocalSpec
+    from app.artifacts.local_models import fit_forecast
+
+    found = [
+        (key.removeprefix("local_").rsplit("_", 1), val)
+        for key, val in model.search.items()
+        if key.startswith("local_")
+    ]
+    every = tuple(dict.fromkeys(m for (names, _), _ in found for m in names.split("+")))
+    by_window: dict[int, tuple[dict[str, np.ndarray], np.ndarray]] = {}
+    out: dict[str, Candidate] = {}
+    least = local_min_values(comp.period)
+    for (names, window), val in found:
+        members, length = tuple(names.split("+")), int(window)
+        if length not in by_window:
+            windows = tail_windows(comp.train, length).astype(np.float32).astype(np.float64)
+            enough = (~np.isnan(windows)).sum(1) >= least
+            by_window[length] = fit_forecast(windows, comp.period, comp.horizon, every), enough
+        fitted, enough = by_window[length]
+        share = 1.0 / (len(members) + 1)
+        spec = LocalSpec(members, (share,) * len(members), length, comp.period, comp.horizon, least)
+        chosen = spec == model.local  # equal shares chosen (no tilt)
+        mixed = alone * (1.0 - spec.share) + sum(
+            w * fitted[m] for m, w in zip(members, spec.weights, strict=True)
+        )
+        out[f"local {names} {window}"] = Candidate(
+            val, point if chosen else np.where(enough[:, None], mixed, alone), chosen
+        )
+    return out
 
 
 def unseen_check(comp: Competition, **overrides: object) -> UnseenCheck:
