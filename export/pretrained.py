@@ -173,7 +173,8 @@ def train_pretrained(
 
     model = train_global(
         list(series),
-        PanelConfig(horizon=spec.horizon, period=spec.period, min_history=spec.min_history),
+        # lift None: the random layer where validation keeps it, as `export.panel train`'s `--lift auto`
+        PanelConfig(horizon=spec.horizon, period=spec.period, min_history=spec.min_history, lift=None),
         frequency=spec.alias,
         local=local,
     )
