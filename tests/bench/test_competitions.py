@@ -149,6 +149,48 @@ def test_our_model_gives_quantiles_candidates_and_is_pluggable() -> None:
     assert run.scores[0].wql is None and run.data["M3 yearly"].candidates[0].test_mase == run.scores[0].mase
 
 
+def test_each_candidate_is_the_model_with_that_one_setting_changed() -> None:
+    """The validation-beside-test table's shortcut (each member fitted once per window, the chosen local
+    half once for every read-out length) gives what the model with that setting forecasts."""
+    import dataclasses
+
+    from app.artifacts.hybrid import LocalSpec
+    from export.global_models.config import PanelConfig
+    from export.global_models.hybrid import local_min_values
+    from export.global_models.model import fit_global
+    from export.global_models.search import train_global
+
+    comp = load_competition("Tourism", "quarterly", limit=20)
+    ours = run_ours(comp)
+    model = train_global(
+        comp.train, PanelConfig(horizon=comp.horizon, period=comp.period, lift=None), local=True
+    )
+    assert model.local is not None
+    np.testing.assert_array_equal(model.forecast(comp.train), ours.point)  # the same model, trained again
+    others = [k for k, c in ours.candidates.items() if not c.chosen]
+    lengths = [k for k in others if k.startswith("L=")]
+    local = [k for k in others if k.startswith("local ")]
+    assert lengths and len(local) > 10
+    for key in lengths:
+        other = fit_global(comp.train, model.config, int(key[2:]))
+        other.local = model.local
+        np.testing.assert_allclose(ours.candidates[key].point, other.forecast(comp.train), rtol=1e-12, atol=0)
+    for key in local[:: max(len(local) // 6, 1)]:
+        _, names, length = key.split()
+        members = tuple(names.split("+"))
+        share = 1.0 / (len(members) + 1)
+        spec = LocalSpec(
+            members,
+            (share,) * len(members),
+            int(length),
+            comp.period,
+            comp.horizon,
+            local_min_values(comp.period),
+        )
+        served = dataclasses.replace(model, local=spec).forecast(comp.train)
+        np.testing.assert_allclose(ours.candidates[key].point, served, rtol=1e-12, atol=0)
+
+
 def test_a_smoke_run_with_every_model_reports_the_benchmark(tmp_path) -> None:
     """Two data sets, a few series each, every statsforecast model: every row has a finite WQL and 80%
     coverage, every model a geometric mean, the published models theirs over the fev task of the run."""
