@@ -166,6 +166,11 @@ def _arma(w: np.ndarray, s: int, horizon: int, mean: bool) -> np.ndarray:
             ar[lag] = ar.get(lag, 0.0) + a
         for lag, a in ((s, c["sma"]), (s + 1, c["ma1"] * c["sma"]), (s + 2, c["ma2"] * c["sma"])):
             ma[lag] = ma.get(lag, 0.0) + a
+    # A lag no series uses (every coefficient 0) adds nothing: leaving it out changes no value and saves
+    # much of the recursion where the series are few (one M3 monthly window of 120 values: 3.7 -> 2.5 ms,
+    # 100 calls each on the 2-core VM; bit-equal forecasts on five M3/Tourism sets, whole and a series alone).
+    ar = {lag: a for lag, a in ar.items() if np.any(a)}
+    ma = {lag: a for lag, a in ma.items() if np.any(a)}
     zz = np.concatenate([z, np.zeros((S, horizon))], 1)
     errors = np.zeros((S, L + horizon))
     for t in range(L + horizon):
