@@ -58,13 +58,12 @@ def run_model(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Train `spec`'s model on the histories of `trained_on` and score it on `evaluated`'s hold-outs:
     (the score row, what the model chose)."""
-    from export.global_models.onnx import calibrate_global, interval_halfwidths
+    from export.global_models.onnx import interval_halfwidths
     from export.pretrained import train_pretrained
 
     series = [x for d in trained_on for x in train[d].train]
     start = time.perf_counter()
-    model, _, _ = train_pretrained(spec, series, local=True)
-    intervals, said = calibrate_global(model, series, LEVELS)
+    model, intervals, said = train_pretrained(spec, series, local=True, levels=LEVELS)
     fit_s = time.perf_counter() - start
     H = evaluated.horizon
     start = time.perf_counter()
@@ -81,6 +80,7 @@ def run_model(
         "trained_on": list(trained_on),
         "series": len(series),
         "input_length": model.input_length,
+        "lift": model.config.lift,  # the read-out's random layer's width (0: none)
         "local": None if model.local is None else model.local.to_json(),
         "validation_mase": model.search.get("model"),
         "intervals": said,

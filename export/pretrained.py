@@ -37,6 +37,7 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
+from export.global_models.calibration import DEFAULT_LEVELS
 from export.global_models.config import PanelConfig
 from export.global_models.model import GlobalModel
 from export.global_models.search import train_global
@@ -163,11 +164,14 @@ SPECS: dict[str, PretrainedSpec] = {
 
 
 def train_pretrained(
-    spec: PretrainedSpec, series: Sequence[np.ndarray], local: bool = True
+    spec: PretrainedSpec,
+    series: Sequence[np.ndarray],
+    local: bool = True,
+    levels: Sequence[float] = DEFAULT_LEVELS,
 ) -> tuple[GlobalModel, dict[str, Any] | None, str]:
     """The global model of `spec` trained on `series` as `export.panel train` trains it (the hybrid by
-    default, every setting searched on validation), and its intervals calibrated on the same series
-    (export/global_models/calibration.py `calibrate_global`): (model, intervals or None, what was
+    default, every setting searched on validation), and its intervals at `levels` calibrated on the same
+    series (export/global_models/calibration.py `calibrate_global`): (model, intervals or None, what was
     calibrated)."""
     from export.global_models.onnx import calibrate_global
 
@@ -178,7 +182,7 @@ def train_pretrained(
         frequency=spec.alias,
         local=local,
     )
-    intervals, said = calibrate_global(model, list(series))
+    intervals, said = calibrate_global(model, list(series), levels)
     return model, intervals, said
 
 
