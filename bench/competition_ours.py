@@ -15,7 +15,7 @@ from app.inference.metrics import mase
 from bench.competition_data import Competition, synthetic_panel
 from bench.competition_scores import LEVELS, Forecast, quantiles_from_intervals
 from export.global_models.config import PanelConfig
-from export.global_models.hybrid import local_min_values, tail_windows
+from export.global_models.hybrid import equal_shares, fit_members, local_min_values, tail_windows
 from export.global_models.model import GlobalModel, fit_global
 from export.global_models.search import train_global
 from export.reports import UnseenCheck
@@ -144,11 +144,10 @@ def _local_candidates(
     model: GlobalModel, comp: Competition, alone: np.ndarray, point: np.ndarray
 ) -> dict[str, Candidate]:
     """Each local set and window the search scored (`local_<members>_<length>` in `model.search`), in
-    equal shares with the chosen read-out's forecasts `alone`, as `LocalSpec.combine` mixes them: every
-    member fitted once per window on the served (float32) windows, the read-out alone for a series with
-    too few values. The chosen one (equal shares, no tilt) is the served `point`."""
+    equal shares with the chosen read-out's forecasts `alone`, mixed as the search's validation mixes
+    them (`equal_shares`): every member fitted once per window. The chosen one (equal shares, no tilt)
+    is the served `point`."""
     from app.artifacts.hybrid import LocalSpec
-    from app.artifacts.local_models import fit_forecast
 
     found = [
         (key.removeprefix("local_").rsplit("_", 1), val)
@@ -162,19 +161,12 @@ def _local_candidates(
     for (names, window), val in found:
         members, length = tuple(names.split("+")), int(window)
         if length not in by_window:
-            windows = tail_windows(comp.train, length).astype(np.float32).astype(np.float64)
-            enough = (~np.isnan(windows)).sum(1) >= least
-            by_window[length] = fit_forecast(windows, comp.period, comp.horizon, every), enough
-        fitted, enough = by_window[length]
+            by_window[length] = fit_members(comp.train, length, comp.period, comp.horizon, every, least)[:2]
         share = 1.0 / (len(members) + 1)
         spec = LocalSpec(members, (share,) * len(members), length, comp.period, comp.horizon, least)
         chosen = spec == model.local  # equal shares chosen (no tilt)
-        mixed = alone * (1.0 - spec.share) + sum(
-            w * fitted[m] for m, w in zip(members, spec.weights, strict=True)
-        )
-        out[f"local {names} {window}"] = Candidate(
-            val, point if chosen else np.where(enough[:, None], mixed, alone), chosen
-        )
+        forecast = point if chosen else equal_shares(alone, *by_window[length], members)
+        out[f"local {names} {window}"] = Candidate(val, forecast, chosen)
     return out
 
 

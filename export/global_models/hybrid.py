@@ -55,6 +55,8 @@ __all__ = [
     "Origin",
     "TiltData",
     "candidate_sets",
+    "equal_shares",
+    "fit_members",
     "fit_tilt",
     "hybrid_score",
     "local_min_values",
@@ -175,6 +177,27 @@ def tail_windows(series: Sequence[Any], length: int) -> np.ndarray:
     return _tail_windows([getattr(v, "values", v) for v in series], length)
 
 
+def fit_members(
+    series: Sequence[Any], length: int, period: int, horizon: int, members: Sequence[str], min_values: int
+) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """Each of `members`' forecasts [S, H] from the last `length` values of `series`, read as the service
+    feeds them (float32), which series hold `min_values` observed values there (the others get the
+    read-out alone), and those windows [S, length]."""
+    windows = tail_windows(series, length).astype(np.float32)  # as served
+    enough = (~np.isnan(windows)).sum(1) >= min_values
+    return fit_forecast(windows.astype(np.float64), period, horizon, tuple(members)), enough, windows
+
+
+def equal_shares(
+    g: np.ndarray, forecasts: dict[str, np.ndarray], enough: np.ndarray, members: Sequence[str]
+) -> np.ndarray:
+    """The read-out's forecasts `g` [S, H] averaged in equal shares with `members`' (`forecasts`), the
+    read-out alone for series without the local models' values (`enough` False)."""
+    share = 1.0 / (len(members) + 1)
+    mixed = share * (g + sum(forecasts[m] for m in members))  # LocalSpec.combine's sum
+    return np.where(enough[:, None], mixed, g)
+
+
 def candidate_sets(period: int) -> list[tuple[str, ...]]:
     """The member sets `local_search` tries on data of this cycle: with it, Holt-Winters (the cycle's
     season) and the seasonal ARIMA in place of the airline model; without it, the airline model."""
@@ -226,9 +249,9 @@ def local_search(
     served: dict[tuple[int, int], np.ndarray] = {}
     for k in LOCAL_PERIODS:
         for j, o in enumerate(val):  # each origin's local forecasts per window, fitted once
-            windows = tail_windows(o.fit_part, k * unit).astype(np.float32)  # as served
-            enough = (~np.isnan(windows)).sum(1) >= local_min_values(period)
-            forecasts = fit_forecast(windows.astype(np.float64), period, horizon, every)
+            forecasts, enough, windows = fit_members(
+                o.fit_part, k * unit, period, horizon, every, local_min_values(period)
+            )
             local[k, j] = forecasts, enough
             served[k, j] = windows
     chosen_per_set: list[tuple[float, LocalSpec]] = []
@@ -260,8 +283,9 @@ def local_search(
         for j, (o, g) in enumerate(zip(val, global_forecasts, strict=True))
     ]
     for o, g in zip(*(earlier() if earlier is not None else ((), ())), strict=True):
-        windows = tail_windows(o.fit_part, best.length).astype(np.float32)  # as served
-        forecasts = fit_forecast(windows.astype(np.float64), period, horizon, best.members)
+        forecasts, _, windows = fit_members(
+            o.fit_part, best.length, period, horizon, best.members, best.min_values
+        )
         data.append(_origin_data(o, g, forecasts, windows, best))
     tilt, tilt_scores = fit_tilt(data, np.array([1.0 - best.share, *best.weights]))
     tilt_scores["tilt_origins"] = float(len(data))
@@ -278,10 +302,8 @@ def _equal_shares_score(
     period: int,
 ) -> float:
     """MASE at origin `o` of the read-out's forecasts `g` [S, H] averaged in equal shares with `members`'
-    (`forecasts`), the read-out alone for series without the local models' values (`enough` False)."""
-    share = 1.0 / (len(members) + 1)
-    mixed = share * (g + sum(forecasts[m] for m in members))  # LocalSpec.combine's sum
-    return o.score(np.where(enough[:, None], mixed, g), period)
+    (`equal_shares`)."""
+    return o.score(equal_shares(g, forecasts, enough, members), period)
 
 
 def hybrid_score(val: Sequence[Origin], global_forecasts: Sequence[np.ndarray], spec: LocalSpec) -> float:
@@ -289,9 +311,9 @@ def hybrid_score(val: Sequence[Origin], global_forecasts: Sequence[np.ndarray], 
     read-out forecasts `global_forecasts` (one [S, H] per origin), as `local_search` scores a set."""
     per = []
     for o, g in zip(val, global_forecasts, strict=True):
-        windows = tail_windows(o.fit_part, spec.length).astype(np.float32)  # as served
-        enough = (~np.isnan(windows)).sum(1) >= spec.min_values
-        forecasts = fit_forecast(windows.astype(np.float64), spec.period, spec.horizon, spec.members)
+        forecasts, enough, _ = fit_members(
+            o.fit_part, spec.length, spec.period, spec.horizon, spec.members, spec.min_values
+        )
         per.append(_equal_shares_score(o, g, forecasts, enough, spec.members, spec.period))
     return float(np.mean(per))
 
