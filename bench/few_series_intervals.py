@@ -13,8 +13,11 @@ values after its training part, never seen) is forecast with the served interval
 the pooled widths times each window's spread). Per group size: the levels the groups got (a group too
 short to train counted apart), the coverage per level pooled over every test value of every group, a
 bootstrap 90% interval of that coverage (groups resampled: a group's H values move together), and the
-calibration windows. The target is coverage within 5 points of the level; with 40 lone series the
-bootstrap interval spans about ±6 points, so a verdict needs the whole set.
+calibration windows, and the tail the calibrated widths show: per pair of levels both calibrated (never
+extrapolated), the median over groups of the higher width over the lower (`tail_ratios`), beside the
+ratio a level beyond the windows' reach is extrapolated by (`tail_ratio`, a Laplace error's) and a normal
+error's. The target is coverage within 5 points of the level; with 40 lone series the bootstrap interval
+spans about ±6 points, so a verdict needs the whole set.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import argparse
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -33,6 +37,7 @@ LEVELS = (80.0, 90.0, 95.0, 99.0)
 DATA = ("M3:monthly", "M3:quarterly", "Tourism:monthly", "Tourism:quarterly")
 BOOTSTRAP = 2000  # resamples of the groups
 TOLERANCE = 5.0  # points: the issue's target
+PAIRS = ((80.0, 90.0), (90.0, 95.0), (95.0, 99.0))  # the calibrated widths' ratios reported
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -64,6 +69,23 @@ def bootstrap_interval(inside: Sequence[np.ndarray], rng: np.random.Generator) -
     return float(np.quantile(shares, 0.05)), float(np.quantile(shares, 0.95))
 
 
+def calibrated_ratios(intervals: dict[str, Any]) -> dict[str, float]:
+    """For each pair of levels (`PAIRS`) that a group's windows both calibrate (neither extrapolated):
+    the median over horizon steps of the higher level's width over the lower's, the tail the windows
+    themselves show, which `tail_ratio` stands in for where a level is extrapolated."""
+    extrapolated = set(intervals["calibration"].get("extrapolated_levels", []))
+    levels = [float(lv) for lv in intervals["levels"]]
+    widths = np.asarray(intervals["widths"], dtype=np.float64)[:, :, 0]  # [levels, H]
+    out = {}
+    for low, high in PAIRS:
+        if low in levels and high in levels and not {low, high} & extrapolated:
+            a, b = widths[levels.index(low)], widths[levels.index(high)]
+            ok = a > 0
+            if ok.any():
+                out[f"{low:g}-{high:g}"] = float(np.median(b[ok] / a[ok]))
+    return out
+
+
 def one_size(comp: Any, size: int, groups_at_most: int, rng: np.random.Generator) -> dict[str, Any]:
     """Groups of `size` series of `comp`, each trained, calibrated and scored (module doc)."""
     from export.global_models.calibration import calibrate_global, interval_halfwidths
@@ -77,6 +99,7 @@ def one_size(comp: Any, size: int, groups_at_most: int, rng: np.random.Generator
     groups = groups[:groups_at_most] if groups_at_most else groups
     inside: dict[float, list[np.ndarray]] = {lv: [] for lv in LEVELS}
     windows: list[int] = []
+    ratios: dict[str, list[float]] = {f"{a:g}-{b:g}": [] for a, b in PAIRS}
     unfit = 0
     start = time.perf_counter()
     for group in groups:
@@ -90,6 +113,8 @@ def one_size(comp: Any, size: int, groups_at_most: int, rng: np.random.Generator
         if intervals is None:
             continue
         windows.append(intervals["calibration"]["windows"])
+        for key, ratio in calibrated_ratios(intervals).items():
+            ratios[key].append(ratio)
         forecast = model.forecast(train)
         half = interval_halfwidths(intervals, model, train)  # [levels, S, H]
         actual = comp.test[group]
@@ -114,6 +139,10 @@ def one_size(comp: Any, size: int, groups_at_most: int, rng: np.random.Generator
         "too_short_to_train": unfit,
         "levels": levels,
         "windows_median": int(np.median(windows)) if windows else 0,
+        "tail_ratios": {
+            k: {"groups": len(v), "median": round(float(np.median(v)), 3) if v else None}
+            for k, v in ratios.items()
+        },
         "seconds": round(time.perf_counter() - start, 1),
     }
 
@@ -129,13 +158,23 @@ def row(name: str, r: dict[str, Any]) -> str:
         return f"{c['coverage']:.3f} ({low:.3f}-{high:.3f})"
 
     short = f", {r['too_short_to_train']} too short to train" if r["too_short_to_train"] else ""
+    ratios = " / ".join(
+        "-" if t["median"] is None else f"{t['median']:.2f}" for t in r["tail_ratios"].values()
+    )
     return (
         f"| {name}, {r['series_per_model']} | {got} of {r['groups']}{short} | "
-        f"{' | '.join(cell(lv) for lv in LEVELS)} | {r['windows_median']} |"
+        f"{' | '.join(cell(lv) for lv in LEVELS)} | {r['windows_median']} | {ratios} |"
     )
 
 
+def normal_ratio(level: float, calibrated: float) -> float:
+    """The ratio of a normal error's |e| quantiles: the extrapolation before `tail_ratio`, for comparison."""
+    z = NormalDist().inv_cdf
+    return z(0.5 + level / 200) / z(0.5 + calibrated / 200)
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    from app.artifacts.readout.calibration import tail_ratio
     from bench.competition_data import load_competition
 
     args = parse_args(argv)
@@ -146,9 +185,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     rng = np.random.default_rng(args.seed)
     print(
         "| data, series per model | got 80 / 90 / 95 / 99 | coverage 80 (bootstrap 90%) | 90 | 95 | 99 "
-        "| windows (median) |"
+        "| windows (median) | calibrated width ratios 90/80, 95/90, 99/95 (median) |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     results: list[dict[str, Any]] = []
     for spec in args.data:
         dataset, frequency = spec.split(":")
@@ -164,6 +203,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         + (" --one-window" if args.one_window else ""),
         "levels": list(LEVELS),
         "tolerance_points": TOLERANCE,
+        "tail_ratio": {f"{a:g}-{b:g}": round(tail_ratio(b, a), 3) for a, b in PAIRS},
+        "normal_ratio": {f"{a:g}-{b:g}": round(normal_ratio(b, a), 3) for a, b in PAIRS},
         "results": results,
     }
     if args.json is not None:

@@ -251,7 +251,7 @@ def extrapolated_note(extrapolated: Sequence[float], calibrated: Sequence[float]
         return ""
     return (
         f"; {list(extrapolated)} extrapolated from {calibrated[-1]:g}% (fewer windows than they need: the "
-        "widths times a normal error's quantile ratio)"
+        "widths times a Laplace error's quantile ratio)"
     )
 
 

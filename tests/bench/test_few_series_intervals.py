@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from bench.few_series_intervals import bootstrap_interval, main
+from bench.few_series_intervals import bootstrap_interval, calibrated_ratios, main
 
 
 def test_the_bootstrap_interval_widens_with_fewer_groups_and_holds_the_pooled_share() -> None:
@@ -17,11 +18,20 @@ def test_the_bootstrap_interval_widens_with_fewer_groups_and_holds_the_pooled_sh
     assert bootstrap_interval([np.ones(5, bool)] * 3, rng) == (1.0, 1.0)
 
 
+def test_the_tail_ratios_read_only_levels_the_windows_calibrated() -> None:
+    widths = [[[1.0], [2.0]], [[1.5], [2.0]], [[2.0], [3.0]], [[3.0], [4.5]]]  # 80, 90, 95, 99 x 2 steps
+    intervals = {"levels": [80.0, 90.0, 95.0, 99.0], "widths": widths, "calibration": {}}
+    assert calibrated_ratios(intervals) == pytest.approx({"80-90": 1.25, "90-95": 17 / 12, "95-99": 1.5})
+    intervals["calibration"]["extrapolated_levels"] = [99.0]
+    assert set(calibrated_ratios(intervals)) == {"80-90", "90-95"}
+
+
 def test_a_smoke_run_scores_lone_series_with_their_intervals(tmp_path) -> None:
     out = tmp_path / "few.json"
     report = main(["--data", "Tourism:quarterly", "--sizes", "1", "--groups", "6", "--json", str(out)])
     (r,) = report["results"]
     assert r["series_per_model"] == 1 and r["groups"] == 6 and out.exists()
+    assert set(r["tail_ratios"]) == {"80-90", "90-95", "95-99"} and report["tail_ratio"]["95-99"] == 1.537
     eighty = r["levels"]["80.0"]
     assert (
         eighty["groups"] >= 1

@@ -76,6 +76,21 @@ def test_pooled_intervals_are_each_levels_conformal_quantile_non_decreasing_acro
     assert (np.diff(widths, axis=0) >= 0).all()
 
 
+def test_a_level_beyond_the_windows_is_extrapolated_by_a_laplace_errors_ratio() -> None:
+    """40 windows calibrate 95% (19 needed), not 99% (99): 99%'s widths are 95%'s times
+    ln(1 − 0.99) / ln(1 − 0.95), the ratio of a Laplace error's |e| quantiles, so that scores with an
+    exponential tail (|Laplace|) are covered at 99% on fresh draws, where a normal's ratio falls short."""
+    rng = np.random.default_rng(3)
+    scores = rng.exponential(1.0, (40, 4000))  # 4,000 horizon steps: each its own calibration
+    widths = np.asarray(readout.pooled_intervals(scores, [80.0, 95.0, 99.0], 24, 12)["widths"])[:, :, 0]
+    np.testing.assert_allclose(widths[2], widths[1] * np.log(0.01) / np.log(0.05))
+    assert readout.calibration.tail_ratio(99.0, 95.0) == pytest.approx(1.5372, abs=1e-4)
+    fresh = rng.exponential(1.0, (50, 4000))
+    assert 0.985 < (fresh <= widths[2]).mean() < 0.995
+    normal = 2.5758 / 1.9600  # z(0.995) / z(0.975): the ratio before
+    assert (fresh <= widths[1] * normal).mean() < 0.985
+
+
 def noise_change(n_series: int, length: int, change: int, before: float, after: float) -> list[np.ndarray]:
     """Seasonal series whose noise is `before` (a share of the level) up to step `change`, `after` from it."""
     rng = np.random.default_rng(7)
