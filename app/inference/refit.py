@@ -63,6 +63,7 @@ __all__ = [
     "backtest_work",
     "check_fit_slot",
     "estimated_seconds",
+    "fit_calibration_tail",
     "fit_in_slot",
     "fit_readout",
     "fit_work",
@@ -78,6 +79,14 @@ T = TypeVar("T")
 # The share of each history held out to calibrate the interval widths (at least the horizon): a
 # 2,000-point monthly series gives 400 - 18 + 1 = 383 windows, an M3 monthly series of 126 values 8.
 CALIBRATION_SHARE = 0.2
+
+
+def fit_calibration_tail(n: int, horizon: int) -> int:
+    """The last values a history of n holds out to calibrate a fit's intervals (`CALIBRATION_SHARE`, at
+    least the horizon): the calibration and the fit's work estimate (`fit_work`) read this one rule."""
+    return max(horizon, round(CALIBRATION_SHARE * n))
+
+
 # ONNX Runtime's float32 graph against the numpy refit: export/global_models/onnx.py's TOLERANCE.
 GRAPH_TOLERANCE = 1e-4
 PROVIDER = "numpy (refit)"
@@ -225,7 +234,7 @@ def fit_readout(
                 histories,
                 spec,
                 levels,
-                lambda n: max(H, round(CALIBRATION_SHARE * n)),
+                lambda n: fit_calibration_tail(n, H),
                 check,
                 covariates=rows,
                 local=local,
@@ -401,7 +410,7 @@ def fit_work(
             n = len(v)
             if n < spec.min_history + H:
                 continue
-            k = max(H, round(CALIBRATION_SHARE * n))
+            k = fit_calibration_tail(n, H)
             before_tails += training_windows([v[:-k]], fit)[0]
             held = max(0, n - H + 1 - max(spec.min_history, 1))  # every window, then those in the tail
             forecast_windows += held - max(n - k - max(spec.min_history, 1), 0)
