@@ -91,6 +91,17 @@ def test_a_level_beyond_the_windows_is_extrapolated_by_a_laplace_errors_ratio() 
     assert (fresh <= widths[1] * normal).mean() < 0.985
 
 
+def test_levels_are_extrapolated_only_from_80_percent_or_more_and_a_refusal_says_how_many_windows() -> None:
+    plan = readout.level_plan
+    assert plan(3, [50.0, 80.0, 95.0]) == ([50.0], [], [80.0, 95.0])  # from the median of 3: a guess
+    assert plan(4, [50.0, 80.0, 95.0, 99.9]) == ([50.0, 80.0], [95.0], [99.9])
+    assert plan(10, [50.0, 95.0]) == ([50.0], [], [95.0])  # 80% not asked: nothing to extrapolate from
+    assert plan(10, [90.0, 99.0]) == ([90.0], [99.0], [])
+    said = readout.calibration.too_few(10, 95.0)
+    assert "10 calibration windows" in said and "at least 19" in said and "4 with 80% asked" in said
+    assert "asked beside" not in readout.calibration.too_few(3, 80.0)
+
+
 def noise_change(n_series: int, length: int, change: int, before: float, after: float) -> list[np.ndarray]:
     """Seasonal series whose noise is `before` (a share of the level) up to step `change`, `after` from it."""
     rng = np.random.default_rng(7)
