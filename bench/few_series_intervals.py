@@ -5,19 +5,19 @@ on held-out windows, with how far chance alone moves it.
     python -m bench.few_series_intervals --json results/intervals/few_series.json        # ~15 min
     python -m bench.few_series_intervals --data M3:monthly --sizes 1 --groups 40          # a smoke run
 
-Each competition set (`--data`, default M3 and Tourism monthly and quarterly) is cut into groups of
-`--sizes` series (a seeded permutation; every group by default). Per group a global model (the hybrid,
-`export.panel train`'s default, input length searched) is trained on the series' training parts and
-calibrated on them as `export.panel export --data` does; then each series' official test window (the H
-values after its training part, never seen) is forecast with the served intervals (`interval_halfwidths`:
-the pooled widths times each window's spread). Per group size: the levels the groups got (a group too
-short to train counted apart), the coverage per level pooled over every test value of every group, a
-bootstrap 90% interval of that coverage (groups resampled: a group's H values move together), and the
+Each competition set (`--data`, default M3 and Tourism monthly and quarterly) is cut into groups of `--sizes`
+series (a seeded permutation; every group by default). Per group a global model (the hybrid, `export.panel
+train`'s default: input length, local half and random layer chosen on validation) is trained on the series'
+training parts and calibrated on them as `export.panel export --data` does; then each series' official test
+window (the H values after its training part, never seen) is forecast with the served intervals
+(`interval_halfwidths`: the pooled widths times each window's spread). Per group size: the levels the groups
+got (a group too short to train counted apart), the coverage per level pooled over every test value of every
+group, a bootstrap 90% interval of that coverage (groups resampled: a group's H values move together), and the
 calibration windows, and the tail the calibrated widths show: per pair of levels both calibrated (never
-extrapolated), the median over groups of the higher width over the lower (`tail_ratios`), beside the
-ratio a level beyond the windows' reach is extrapolated by (`tail_ratio`, a Laplace error's) and a normal
-error's. The target is coverage within 5 points of the level; with 40 lone series the bootstrap interval
-spans about ±6 points, so a verdict needs the whole set.
+extrapolated), the median over groups of the higher width over the lower (`tail_ratios`), beside the ratio a
+level beyond the windows' reach is extrapolated by (`tail_ratio`, a Laplace error's) and a normal error's. The
+target is coverage within 5 points of the level; with 40 lone series the bootstrap interval spans about ±6
+points, so a verdict needs the whole set.
 """
 
 from __future__ import annotations
@@ -105,7 +105,9 @@ def one_size(comp: Any, size: int, groups_at_most: int, rng: np.random.Generator
     for group in groups:
         train = [comp.train[i] for i in group]
         try:
-            model = train_global(train, PanelConfig(horizon=H, period=period), frequency, local=True)
+            # `export.panel train`'s defaults: the local half and the random layer chosen on validation
+            config = PanelConfig(horizon=H, period=period, lift=None)
+            model = train_global(train, config, frequency, local=True)
         except ValueError:  # too short to validate on: no model (export.panel train refuses it too)
             unfit += 1
             continue
