@@ -1,13 +1,13 @@
 """The anomaly check after a spike or a level shift, step by step (issue 45, item 1): what docs/backtest.md's
 "Repair" table prints.
 
-A global model (the hybrid, `export.panel train`'s default, input length searched) is trained on every
-M3 series of one frequency minus its last H values and exported with intervals; every whole series
-(`x` then `xx`) is checked through `/v1/.../detect_anomalies` (in-process: `create_app`, a TestClient),
-its last H points at `--level`, `--lead` steps ahead. Then one event per series at a random checked point
-(a spike: one value moved; a shift: every value from it on), of `--size` half-widths (the clean check's
-at that point), signs alternating; the flag rate at each number of steps after the event is printed with
-the repair and without it, beside the clean data's at the same points.
+A global model (the hybrid, `export.panel train`'s default: input length, local half and random layer chosen
+on validation) is trained on every M3 series of one frequency minus its last H values and exported with
+intervals; every whole series (`x` then `xx`) is checked through `/v1/.../detect_anomalies` (in-process:
+`create_app`, a TestClient), its last H points at `--level`, `--lead` steps ahead. Then one event per series
+at a random checked point (a spike: one value moved; a shift: every value from it on), of `--size` half-widths
+(the clean check's at that point), signs alternating; the flag rate at each number of steps after the event is
+printed with the repair and without it, beside the clean data's at the same points.
 
     .venv/bin/python -m bench.anomaly_echo [--frequency quarterly] [--lead 1] [--level 95] [--size 8]
 """
@@ -58,7 +58,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     comp = load_competition("M3", args.frequency, args.limit)
     H = comp.horizon
     frequency = {12: "1MS", 4: "3MS", 1: "12MS"}[comp.period]
-    model = train_global(comp.train, PanelConfig(horizon=H, period=comp.period), frequency, local=True)
+    config = PanelConfig(horizon=H, period=comp.period, lift=None)  # `export.panel train`'s default
+    model = train_global(comp.train, config, frequency, local=True)
     intervals, said = calibrate_global(model, comp.train)
     print(f"M3 {args.frequency}: {len(comp.train)} series, L = {model.input_length}; {said}")
     series = [np.concatenate([x, y]) for x, y in zip(comp.train, comp.test, strict=True)]
