@@ -16,6 +16,7 @@ import numpy as np
 from app.artifacts.conformal import conformal_quantile
 from app.artifacts.contract import window_scale
 from app.artifacts.readout import SCALE_FLOOR, CovariateRows, ReadoutSpec, calibrate
+from app.artifacts.readout.calibration import EXTRAPOLATED_FROM, EXTRAPOLATED_UP_TO
 from export.bank import expand_bank
 from export.global_models.graph import windows_of
 from export.reports import GroupCoverage, IntervalCalibration, to_dict
@@ -226,11 +227,17 @@ def calibrate_global(
         )
     ok = list(cal.intervals["levels"])
     dropped = [lv for lv in levels if lv not in ok]
+    rule = "a level needs ceil((n + 1)·level) <= n" + (
+        f"; from {windows_needed(EXTRAPOLATED_FROM)}, {EXTRAPOLATED_FROM:g}% is calibrated and the levels "
+        f"above it up to {EXTRAPOLATED_UP_TO:g}% extrapolated: more or longer series give more"
+        if any(EXTRAPOLATED_FROM < lv <= EXTRAPOLATED_UP_TO for lv in dropped) and EXTRAPOLATED_FROM in levels
+        else ""
+    )
     why = (
         f"{dropped} need more than the {n} series that hold {H} values out after min_history = "
-        f"{model.min_history} (a level needs ceil((n + 1)·level) <= n)"
+        f"{model.min_history} ({rule})"
         if dropped and k == 1
-        else f"{dropped} need more than the {cal.windows} windows (a level needs ceil((n + 1)·level) <= n)"
+        else f"{dropped} need more than the {cal.windows} windows ({rule})"
         if dropped
         else None
     )

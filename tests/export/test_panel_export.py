@@ -176,3 +176,21 @@ def test_one_series_gets_80_90_and_95_percent_and_three_get_99() -> None:
     assert intervals is not None and intervals["levels"][-1] == 99.0, said
     tail, k = calibration_tail([103] * 99, 6, 12, 24, [50.0, 99.0])
     assert (k, tail(103)) == (1, 6)  # as many series as 99% needs windows: their last H values
+
+
+def test_a_series_with_too_few_windows_for_80_percent_gets_no_level_above_its_median() -> None:
+    """14 values, H 6: one calibration window calibrates 50%; 80-99% are not guessed from that median
+    (`EXTRAPOLATED_FROM`), and the export's line says how many windows would give them."""
+    from export.global_models.config import PanelConfig
+    from export.global_models.onnx import calibrate_global
+    from export.global_models.search import train_global
+
+    rng = np.random.default_rng(2)
+    series = [100 + np.cumsum(rng.normal(1, 2, 14))]
+    model = train_global(series, PanelConfig(horizon=6, period=1))
+    intervals, said = calibrate_global(model, series)
+    assert intervals is not None and intervals["levels"] == [50.0], said
+    assert intervals["calibration"]["windows"] == 1 and intervals["calibration"]["extrapolated_levels"] == []
+    assert "[80.0, 90.0, 95.0, 99.0] need more than the 1 windows" in said
+    assert "from 4, 80% is calibrated and the levels above it up to 99% extrapolated" in said
+
