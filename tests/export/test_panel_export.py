@@ -193,4 +193,3 @@ def test_a_series_with_too_few_windows_for_80_percent_gets_no_level_above_its_me
     assert intervals["calibration"]["windows"] == 1 and intervals["calibration"]["extrapolated_levels"] == []
     assert "[80.0, 90.0, 95.0, 99.0] need more than the 1 windows" in said
     assert "from 4, 80% is calibrated and the levels above it up to 99% extrapolated" in said
-
