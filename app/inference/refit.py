@@ -79,17 +79,15 @@ T = TypeVar("T")
 # The share of each history held out to calibrate the interval widths (at least the horizon): a
 # 2,000-point monthly series gives 400 - 18 + 1 = 383 windows, an M3 monthly series of 126 values 8.
 CALIBRATION_SHARE = 0.2
+# ONNX Runtime's float32 graph against the numpy refit: export/global_models/onnx.py's TOLERANCE.
+GRAPH_TOLERANCE = 1e-4
+PROVIDER = "numpy (refit)"
 
 
 def fit_calibration_tail(n: int, horizon: int) -> int:
     """The last values a history of n holds out to calibrate a fit's intervals (`CALIBRATION_SHARE`, at
     least the horizon): the calibration and the fit's work estimate (`fit_work`) read this one rule."""
     return max(horizon, round(CALIBRATION_SHARE * n))
-
-
-# ONNX Runtime's float32 graph against the numpy refit: export/global_models/onnx.py's TOLERANCE.
-GRAPH_TOLERANCE = 1e-4
-PROVIDER = "numpy (refit)"
 
 
 class NotRefittable(InvalidInput):

@@ -38,7 +38,7 @@ from app.artifacts.readout.windows import (
 )
 
 # The highest level a calibration too small for it gets by extrapolation (`pooled_intervals`): the
-# levels the manifests offer by default; a tail beyond 99% is the windows' to show, not a normal's.
+# levels the manifests offer by default; a tail beyond 99% is the windows' to show, not an assumed shape's.
 EXTRAPOLATED_UP_TO = 99.0
 # The lowest calibrated level a higher one is extrapolated from (4 windows calibrate 80%): from the
 # median of 1-3 windows the tail is a guess. The 313 of 645 lone M3 yearly series with 1-3 windows,
@@ -244,7 +244,8 @@ def pooled_intervals(
     units of `service_spread`) at `levels` (ascending, the lowest fitting n): per horizon step the
     conformal quantile of the scores, made non-decreasing across levels. A level n windows cannot
     calibrate (`level_fits`) is extrapolated from the highest that they can, its widths times
-    `tail_ratio(level, that level)`. One definition for the read-out's and the transformer's."""
+    `tail_ratio(level, that level)` (the callers pass `level_plan`'s levels, which extrapolate only from
+    EXTRAPOLATED_FROM or more). One definition for the read-out's and the transformer's."""
     n = scores.shape[0]
     fits = [level_fits(n, lv) for lv in levels]
     if not any(fits):
