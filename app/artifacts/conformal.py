@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-__all__ = ["conformal_quantile", "level_fits"]
+__all__ = ["conformal_quantile", "level_fits", "windows_needed"]
 
 
 def conformal_quantile(scores: np.ndarray, level: float) -> np.ndarray:
@@ -22,3 +22,12 @@ def level_fits(n: int, level: float) -> bool:
     """Whether n scores calibrate `level` (percent) without the largest standing in for the quantile:
     ceil((n + 1)·level) <= n."""
     return math.ceil((n + 1) * level / 100) <= n
+
+
+def windows_needed(level: float) -> int:
+    """The fewest calibration windows that calibrate `level` (percent, below 100): the least n with
+    ceil((n + 1)·level/100) <= n (4 for 80%, 19 for 95%, 99 for 99%)."""
+    n = 1
+    while not level_fits(n, level):
+        n += 1
+    return n

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from app.artifacts.conformal import conformal_quantile
+from app.artifacts.conformal import conformal_quantile, windows_needed
 from app.artifacts.contract import window_scale
 from app.artifacts.readout import SCALE_FLOOR, CovariateRows, ReadoutSpec, calibrate
 from app.artifacts.readout.calibration import EXTRAPOLATED_FROM, EXTRAPOLATED_UP_TO
@@ -135,17 +135,6 @@ def _folds(per_series: Sequence[int]) -> np.ndarray:
         n = per_series[0]
         return (np.arange(n) >= n // 2).astype(np.int64)
     return np.repeat(np.arange(len(per_series)) % 2, per_series)
-
-
-def windows_needed(level: float) -> int:
-    """The fewest calibration windows that calibrate `level` (percent, below 100): the least n with
-    ceil((n + 1)·level/100) <= n (99 for 99%, 19 for 95%)."""
-    from app.artifacts.conformal import level_fits
-
-    n = 1
-    while not level_fits(n, level):
-        n += 1
-    return n
 
 
 def calibration_tail(

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from app.artifacts.conformal import conformal_quantile, level_fits
+from app.artifacts.conformal import conformal_quantile, level_fits, windows_needed
 from app.artifacts.contract import window_scale
 from app.artifacts.hybrid import LocalSpec
 from app.artifacts.readout.fit import fit_weights
@@ -200,7 +200,7 @@ def level_plan(n: int, levels: Sequence[float]) -> tuple[list[float], list[float
     calibration and the transformer's."""
     ordered = sorted(levels)
     ok = [lv for lv in ordered if level_fits(n, lv)]
-    base = ok and ok[-1] >= EXTRAPOLATED_FROM
+    base = bool(ok) and ok[-1] >= EXTRAPOLATED_FROM
     extrapolated = [lv for lv in ordered if lv not in ok and lv <= EXTRAPOLATED_UP_TO] if base else []
     return ok, extrapolated, [lv for lv in ordered if lv not in ok and lv not in extrapolated]
 
@@ -210,10 +210,9 @@ def too_few(n: int, level: float) -> str:
     few with a level of EXTRAPOLATED_FROM or more asked beside it (`level_plan`)."""
     if level >= 100:
         return f"level {level:g} cannot be calibrated (below 100 only)"
-    need = math.ceil(level / (100 - level))
-    said = f"{n} calibration windows are too few: level {level:g} needs at least {need}"
+    said = f"{n} calibration windows are too few: level {level:g} needs at least {windows_needed(level)}"
     if EXTRAPOLATED_FROM < level <= EXTRAPOLATED_UP_TO:
-        low = math.ceil(EXTRAPOLATED_FROM / (100 - EXTRAPOLATED_FROM))
+        low = windows_needed(EXTRAPOLATED_FROM)
         said += f", or {low} with {EXTRAPOLATED_FROM:g}% asked beside it (extrapolated from it)"
     return said
 
