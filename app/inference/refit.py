@@ -41,6 +41,7 @@ from app.artifacts.readout import (
     ReadoutSpec,
     cache_rows,
     calibrate,
+    calibration_tail,
     fit_weights,
     forecast,
     training_windows,
@@ -55,7 +56,6 @@ from app.inference.windows import require_finite
 from rsa_core.windows import tail_windows
 
 __all__ = [
-    "CALIBRATION_SHARE",
     "PROVIDER",
     "FitTooLong",
     "NotRefittable",
@@ -63,7 +63,6 @@ __all__ = [
     "backtest_work",
     "check_fit_slot",
     "estimated_seconds",
-    "fit_calibration_tail",
     "fit_in_slot",
     "fit_readout",
     "fit_work",
@@ -76,18 +75,17 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-# The share of each history held out to calibrate the interval widths (at least the horizon): a
-# 2,000-point monthly series gives 400 - 18 + 1 = 383 windows, an M3 monthly series of 126 values 8.
-CALIBRATION_SHARE = 0.2
 # ONNX Runtime's float32 graph against the numpy refit: export/global_models/onnx.py's TOLERANCE.
 GRAPH_TOLERANCE = 1e-4
 PROVIDER = "numpy (refit)"
 
 
-def fit_calibration_tail(n: int, horizon: int) -> int:
-    """The last values a history of n holds out to calibrate a fit's intervals (`CALIBRATION_SHARE`, at
-    least the horizon): the calibration and the fit's work estimate (`fit_work`) read this one rule."""
-    return max(horizon, round(CALIBRATION_SHARE * n))
+def _fit_tail(spec: ReadoutSpec, histories: list[np.ndarray], levels: list[float]) -> Callable[[int], int]:
+    """The last values a history of n holds out to calibrate a fit's intervals: the exporter's rule
+    (`calibration_tail`), so that a fit on request calibrates as an export of the same series would.
+    The calibration and the fit's work estimate (`fit_work`) read it."""
+    lengths = [len(v) for v in histories]
+    return calibration_tail(lengths, spec.fit.horizon, spec.min_history, spec.fit.train_min, levels)[0]
 
 
 class NotRefittable(InvalidInput):
@@ -227,12 +225,11 @@ def fit_readout(
         intervals, dropped, n_cal = None, {}, 0
         extrapolated: tuple[float, ...] = ()
         if levels:
-            H = fit.horizon
             cal = calibrate(
                 histories,
                 spec,
                 levels,
-                lambda n: fit_calibration_tail(n, H),
+                _fit_tail(spec, histories, levels),
                 check,
                 covariates=rows,
                 local=local,
@@ -403,12 +400,12 @@ def fit_work(
     work = _readout_work(spec, sum(training_windows(histories, fit)), layout)
     forecast_windows = len(histories)
     if levels:
-        before_tails = 0
+        before_tails, tail = 0, _fit_tail(spec, histories, levels)
         for v in histories:
             n = len(v)
             if n < spec.min_history + H:
                 continue
-            k = fit_calibration_tail(n, H)
+            k = tail(n)
             before_tails += training_windows([v[:-k]], fit)[0]
             held = max(0, n - H + 1 - max(spec.min_history, 1))  # every window, then those in the tail
             forecast_windows += held - max(n - k - max(spec.min_history, 1), 0)

@@ -8,7 +8,7 @@ coverage per history-length group, out of fold). export/global_models/onnx.py pu
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -16,7 +16,7 @@ import numpy as np
 from app.artifacts.conformal import conformal_quantile, windows_needed
 from app.artifacts.contract import window_scale
 from app.artifacts.readout import SCALE_FLOOR, CovariateRows, ReadoutSpec, calibrate
-from app.artifacts.readout.calibration import EXTRAPOLATED_FROM, EXTRAPOLATED_UP_TO
+from app.artifacts.readout.calibration import EXTRAPOLATED_FROM, EXTRAPOLATED_UP_TO, calibration_tail
 from export.bank import expand_bank
 from export.global_models.graph import windows_of
 from export.reports import GroupCoverage, IntervalCalibration, to_dict
@@ -135,27 +135,6 @@ def _folds(per_series: Sequence[int]) -> np.ndarray:
         n = per_series[0]
         return (np.arange(n) >= n // 2).astype(np.int64)
     return np.repeat(np.arange(len(per_series)) % 2, per_series)
-
-
-def calibration_tail(
-    lengths: Sequence[int], horizon: int, min_history: int, train_min: int, levels: Sequence[float]
-) -> tuple[Callable[[int], int], int]:
-    """How many of its last values each series of n holds out to calibrate on, and the windows each
-    holds (k): its last H (k = 1: one window per series, the rule for many series) while the series long
-    enough to hold one are as many as the highest level asked needs windows (99 for 99%); fewer series,
-    each holds out its last H + k − 1 values, the k rolling windows whose H targets lie there (as the
-    service's fit on request calibrates), k = the windows that level needs / the series, rounded up. A
-    series holds out at most half its values, and never its last training window (train_min + H values
-    stay before the tail), so a short one may give fewer."""
-    H = horizon
-    count = sum(1 for n in lengths if n >= min_history + H)
-    need = max((windows_needed(lv) for lv in levels if lv < 100), default=1)
-    k = 1 if count == 0 or count >= need else math.ceil(need / count)
-
-    def tail(n: int) -> int:
-        return max(H, min(H + k - 1, n // 2, n - train_min - H))
-
-    return tail, k
 
 
 def readout_spec(model: GlobalModel) -> ReadoutSpec:

@@ -17,8 +17,9 @@ import httpx
 import numpy as np
 import pytest
 
-from app.artifacts.readout import ReadoutSpec
+from app.artifacts.readout import ReadoutSpec, calibration_tail
 from app.inference.refit import FitTooLong, run_fit
+from export.global_models.calibration import calibrate_global
 from export.global_models.model import GlobalModel, fit_global
 from tests.app.live import live_service
 from tests.utils.panel import HORIZON, NAME, PERIOD, publish, store
@@ -114,7 +115,7 @@ def test_the_refit_is_the_exporters_fit_on_the_same_histories(served: Served) ->
 def test_intervals_come_from_the_histories_own_windows_and_say_which_levels_have_none(
     served: Served,
 ) -> None:
-    series = [store(300, 2000)]  # 400 held-out values: 395 windows
+    series = [store(300, 2000)]  # 99.9% needs 999 windows: half the series held out, 995 windows
     r = served.post(f"/v1/models/{NAME}/versions/1/fit_forecast", body(series, level=[80, 99.9]))
     assert r.status_code == 200, r.text
     answer = r.json()
@@ -122,8 +123,36 @@ def test_intervals_come_from_the_histories_own_windows_and_say_which_levels_have
     assert "lo-80" in f and "hi-80" in f and "lo-99.9" not in f
     assert np.all(np.array(f["lo-80"]) < np.array(f["forecast"]))
     assert answer["fit"]["levels"] == [80]
-    assert answer["fit"]["calibration_windows"] == 400 - HORIZON + 1
+    assert answer["fit"]["calibration_windows"] == 1000 - HORIZON + 1
     assert "too few" in answer["fit"]["no_interval"]["99.9"]
+    assert "needs at least 999" in answer["fit"]["no_interval"]["99.9"]
+
+
+@pytest.mark.parametrize(
+    ("months", "levels", "windows"),
+    [
+        # 99 windows wanted, 33 each: each tail stops at its last training window (train_min + H = 30
+        # values before it): 25 + 20 + 15 windows. (The 20% held out before: 7 + 6 + 5.)
+        ((60, 55, 50), [80.0, 95.0], 60),
+        ((300,), [80.0], 99),  # 99 windows whatever the levels (20%: 55; [80] alone needs 4)
+    ],
+)
+def test_a_fit_calibrates_as_an_export_of_the_same_series_does(
+    published: tuple[Path, GlobalModel], months: tuple[int, ...], levels: list[float], windows: int
+) -> None:
+    """One rule holds out the calibration tail (`calibration_tail`): a fit on request gets the widths an
+    export of the same series and levels writes, from at least 99 windows in all where the series allow
+    them, whatever levels it asks."""
+    repo, model = published
+    spec = ReadoutSpec.from_json(json.loads((repo / NAME / "1" / "manifest.json").read_text())["readout"])
+    series = [store(400 + i, n) for i, n in enumerate(months)]
+    refit = run_fit(spec, series, HORIZON, levels, budget_s=60.0)
+    exported, _ = calibrate_global(model, series, levels)
+    assert refit.intervals is not None and exported is not None
+    assert refit.calibration_windows == exported["calibration"]["windows"]
+    np.testing.assert_array_equal(np.asarray(refit.intervals["widths"]), np.asarray(exported["widths"]))
+    tail = calibration_tail(list(months), HORIZON, spec.min_history, spec.fit.train_min, levels)[0]
+    assert refit.calibration_windows == sum(tail(n) - HORIZON + 1 for n in months) == windows
 
 
 @pytest.mark.parametrize(
