@@ -22,6 +22,7 @@ __all__ = [
     "accuracy",
     "mape",
     "mase",
+    "mase_scales",
     "seasonal_naive",
     "seasonal_naive_at",
     "seasonal_naive_scale",
@@ -73,9 +74,21 @@ def seasonal_naive_at(history: np.ndarray, ends: Sequence[int], horizon: int, pe
     return out[..., 0] if flat else out
 
 
-def mase(insample: Sequence[np.ndarray], actual: np.ndarray, forecast: np.ndarray, period: int) -> np.ndarray:
-    """MASE per series [S] (Hyndman & Koehler 2006: scaled by the in-sample seasonal naive MAE)."""
-    scale = np.array([seasonal_naive_scale(np.asarray(v, dtype=np.float64), period) for v in insample])
+def mase_scales(insample: Sequence[np.ndarray], period: int) -> np.ndarray:
+    """MASE's denominators per series [S]: each history's `seasonal_naive_scale`."""
+    return np.array([seasonal_naive_scale(np.asarray(v, dtype=np.float64), period) for v in insample])
+
+
+def mase(
+    insample: Sequence[np.ndarray],
+    actual: np.ndarray,
+    forecast: np.ndarray,
+    period: int,
+    scales: np.ndarray | None = None,
+) -> np.ndarray:
+    """MASE per series [S] (Hyndman & Koehler 2006: scaled by the in-sample seasonal naive MAE);
+    `scales`: `mase_scales(insample, period)` computed once by a caller scoring many forecasts."""
+    scale = mase_scales(insample, period) if scales is None else scales
     return np.abs(actual - forecast).mean(1) / scale
 
 

@@ -36,14 +36,14 @@ it).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from app.artifacts.hybrid import FEATURES, LocalSpec, Tilt, series_features, softmax_weights
 from app.artifacts.local_models import fit_forecast
-from app.inference.metrics import mase, seasonal_naive_scale
+from app.inference.metrics import mase, mase_scales, seasonal_naive_scale
 from rsa_core.windows import tail_windows as _tail_windows
 
 __all__ = [
@@ -134,11 +134,35 @@ class Origin:
     keep: list[int]
     held: np.ndarray
     scored: np.ndarray
+    # MASE's denominators by period, computed at the first score: the search scores hundreds of forecasts
+    # at each origin (M3 monthly: 448, whose scales took 5 of the training's seconds, 2026-12-05).
+    _scales: dict[int, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
+    # The local members' forecasts fitted here, by window (`members`): each member's are its own whatever
+    # set it is fitted in, so the lifted read-out's score (`hybrid_score`) refits none.
+    _members: dict[tuple[int, int, int, int], tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    def members(
+        self, length: int, period: int, horizon: int, members: Sequence[str], min_values: int
+    ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+        """`fit_members` of this origin's fit part, the members fitted before at this window reused."""
+        key = (length, period, horizon, min_values)
+        have = self._members.get(key)
+        missing = [m for m in members if have is None or m not in have[0]]
+        if missing:
+            fitted, enough, windows = fit_members(self.fit_part, length, period, horizon, missing, min_values)
+            have = ({**(have[0] if have is not None else {}), **fitted}, enough, windows)
+            self._members[key] = have
+        assert have is not None
+        return {m: have[0][m] for m in members}, have[1], have[2]
 
     def score(self, forecast: np.ndarray, period: int) -> float:
         """Mean MASE of `forecast` [S, H] over the scored series."""
-        values = [np.asarray(getattr(v, "values", v), dtype=np.float64) for v in self.fit_part]
-        s = mase(values, self.held, forecast, period)
+        if period not in self._scales:
+            values = [np.asarray(getattr(v, "values", v), dtype=np.float64) for v in self.fit_part]
+            self._scales[period] = mase_scales(values, period)
+        s = mase(self.fit_part, self.held, forecast, period, self._scales[period])
         return float(s[self.scored].mean())
 
 
@@ -249,9 +273,7 @@ def local_search(
     served: dict[tuple[int, int], np.ndarray] = {}
     for k in LOCAL_PERIODS:
         for j, o in enumerate(val):  # each origin's local forecasts per window, fitted once
-            forecasts, enough, windows = fit_members(
-                o.fit_part, k * unit, period, horizon, every, local_min_values(period)
-            )
+            forecasts, enough, windows = o.members(k * unit, period, horizon, every, local_min_values(period))
             local[k, j] = forecasts, enough
             served[k, j] = windows
     chosen_per_set: list[tuple[float, LocalSpec]] = []
@@ -311,8 +333,8 @@ def hybrid_score(val: Sequence[Origin], global_forecasts: Sequence[np.ndarray], 
     read-out forecasts `global_forecasts` (one [S, H] per origin), as `local_search` scores a set."""
     per = []
     for o, g in zip(val, global_forecasts, strict=True):
-        forecasts, enough, _ = fit_members(
-            o.fit_part, spec.length, spec.period, spec.horizon, spec.members, spec.min_values
+        forecasts, enough, _ = o.members(
+            spec.length, spec.period, spec.horizon, spec.members, spec.min_values
         )
         per.append(_equal_shares_score(o, g, forecasts, enough, spec.members, spec.period))
     return float(np.mean(per))

@@ -4,13 +4,19 @@ window chosen on them."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
+import pytest
 
 from app.artifacts.hybrid import LocalSpec
+from app.inference.metrics import mase
 from export.global_models.hybrid import (
     MEMBER_SETS,
     WINDOW_TOLERANCE,
     candidate_sets,
+    fit_members,
+    hybrid_score,
     local_search,
     origins,
     tail_windows,
@@ -65,6 +71,32 @@ def test_the_local_window_is_chosen_on_the_origins() -> None:
     assert best <= chosen <= best * (1 + WINDOW_TOLERANCE)  # a longer window within the tolerance
     assert chosen < scores["global"]  # the local models see the season
     assert tail_windows(series, spec.length).shape == (8, spec.length)
+
+
+def test_an_origin_scores_and_fits_each_member_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The search scores hundreds of forecasts per origin and the lifted read-out's score reuses the local
+    members `local_search` fitted: the same numbers as fitting and scaling afresh."""
+    import export.global_models.hybrid as hybrid
+
+    rng = np.random.default_rng(5)
+    t = np.arange(96)
+    series = [(20 + i) * (1 + 0.3 * np.sin(2 * np.pi * t / 12)) + rng.standard_normal(96) for i in range(8)]
+    val = origins(series, horizon=6, history=12, train_min=24, cut=cut)
+    flat = [np.repeat(np.array([p[-1] for p in o.fit_part])[:, None], 6, 1) for o in val]
+    for o, g in zip(val, flat, strict=True):
+        fresh = mase([np.asarray(v) for v in o.fit_part], o.held, g, 12)[o.scored].mean()
+        assert o.score(g, 12) == o.score(g, 12) == fresh
+    spec, scores = local_search(val, flat, period=12, horizon=6)
+    assert spec is not None
+    fitted: list[tuple[str, ...]] = []
+    real = hybrid.fit_members
+    monkeypatch.setattr(hybrid, "fit_members", lambda *a: fitted.append(tuple(a[4])) or real(*a))
+    again = hybrid_score(val, flat, replace(spec, tilt=None))
+    assert fitted == []  # every member was fitted by the search at this window
+    assert again == scores[f"local_{'+'.join(spec.members)}_{spec.length}"]
+    fresh_fit = fit_members(val[0].fit_part, spec.length, 12, 6, spec.members, spec.min_values)
+    got = val[0].members(spec.length, 12, 6, spec.members, spec.min_values)
+    assert all(np.array_equal(got[0][m], fresh_fit[0][m], equal_nan=True) for m in spec.members)
 
 
 def test_the_cycle_decides_which_arima_and_season_members_are_tried() -> None:
