@@ -17,7 +17,9 @@ calibration windows, and the tail the calibrated widths show: per pair of levels
 extrapolated), the median over groups of the higher width over the lower (`tail_ratios`), beside the ratio a
 level beyond the windows' reach is extrapolated by (`tail_ratio`, a Laplace error's) and a normal error's. The
 target is coverage within 5 points of the level; with 40 lone series the bootstrap interval spans about ±6
-points, so a verdict needs the whole set.
+points, so a verdict needs the whole set. The service's fit on request calibrates by the same rule
+(`calibration_tail`); `--fit-share 0.2` reruns the fit's own rule until 2026-12-05 (20% of each history
+held out, at least H), `--one-window` the export's before issue 45.
 """
 
 from __future__ import annotations
@@ -53,6 +55,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--json", type=Path, default=None)
     p.add_argument(
         "--one-window", action="store_true", help="the rule before issue 45: each series' last H values only"
+    )
+    p.add_argument(
+        "--fit-share",
+        type=float,
+        default=None,
+        help="the fit on request's rule until 2026-12-05: each series holds out this share (0.2), >= H",
     )
     args = p.parse_args(argv)
     args.data = tuple(args.data or DATA)
@@ -184,6 +192,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         from export.global_models import calibration  # where calibrate_global reads it
 
         calibration.calibration_tail = lambda lengths, horizon, *rest: (lambda n: horizon, 1)
+    if args.fit_share is not None:
+        from export.global_models import calibration
+
+        share = args.fit_share
+        calibration.calibration_tail = lambda lengths, horizon, *rest: (
+            lambda n: max(horizon, round(share * n)),
+            2,  # rolling windows (the export's line)
+        )
     rng = np.random.default_rng(args.seed)
     print(
         "| data, series per model | got 80 / 90 / 95 / 99 | coverage 80 (bootstrap 90%) | 90 | 95 | 99 "
@@ -202,7 +218,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "command": "python -m bench.few_series_intervals "
         + " ".join(f"--data {d}" for d in args.data)
         + f" --sizes {' '.join(map(str, args.sizes))} --groups {args.groups} --seed {args.seed}"
-        + (" --one-window" if args.one_window else ""),
+        + (" --one-window" if args.one_window else "")
+        + (f" --fit-share {args.fit_share:g}" if args.fit_share is not None else ""),
         "levels": list(LEVELS),
         "tolerance_points": TOLERANCE,
         "tail_ratio": {f"{a:g}-{b:g}": round(tail_ratio(b, a), 3) for a, b in PAIRS},
