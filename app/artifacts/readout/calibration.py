@@ -204,13 +204,13 @@ def calibration_tail(
     half its values, and never its last training window (train_min + H values stay before the tail), so
     a short one may give fewer.
 
-    Why the floor at 99 windows, not what the levels asked need: with few series a level calibrated from
-    as few windows as it needs is their largest score. The fit on request held out 20% of each history
-    until 2026-12-05: lone M3 quarterly series gave 2 windows at the median, and 94 of 704 got 80% at all
-    (covering 0.726 / 0.820 / 0.872 at 80 / 90 / 95%), where this rule gave 15 windows, 697 series and
-    0.763 / 0.850 / 0.902; lone M3 monthly series 0.742 against 0.785 at 80%, groups of 3 M3 quarterly
-    0.739 against 0.798 (scratch rescoring of bench.few_series_intervals' groups, models without the
-    random layer; docs/panels.md)."""
+    Why one rule: the fit on request held out 20% of each history until 2026-12-05, which left short
+    series few windows. On bench.few_series_intervals' groups (`--fit-share 0.2` reruns it,
+    results/intervals/few_series_fit_share.json) lone M3 quarterly series got 80% for 94 of 756 groups and
+    covered 0.723 / 0.814 / 0.867 at 80 / 90 / 95%, where this rule gives 697 of them 0.756 / 0.844 /
+    0.896; over 24 cells (M3 monthly and quarterly, Tourism quarterly; 1 and 3 series) 16 within 5 points
+    of the level against this rule's 21. Why 99 windows whatever is asked: a level calibrated from as
+    few windows as it needs is their largest score."""
     H = horizon
     count = sum(1 for n in lengths if n >= min_history + H)
     need = max(windows_needed(lv) for lv in [*levels, EXTRAPOLATED_UP_TO] if lv < 100)
