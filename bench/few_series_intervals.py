@@ -25,11 +25,13 @@ held out, at least H), `--one-window` the export's before issue 45.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from statistics import NormalDist
 from typing import Any
+from unittest import mock
 
 import numpy as np
 
@@ -184,22 +186,37 @@ def normal_ratio(level: float, calibrated: float) -> float:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    with _tail_rule(args):
+        return _run(args)
+
+
+@contextlib.contextmanager
+def _tail_rule(args: argparse.Namespace) -> Iterator[None]:
+    """The export's calibration tail replaced by an earlier rule for the run (`--one-window`, `--fit-share`),
+    restored after it."""
+    from export.global_models import calibration  # where calibrate_global reads it
+
+    share = args.fit_share
+
+    def one_window(lengths: Sequence[int], horizon: int, *rest: Any) -> tuple[Callable[[int], int], int]:
+        return (lambda n: horizon), 1
+
+    def share_rule(lengths: Sequence[int], horizon: int, *rest: Any) -> tuple[Callable[[int], int], int]:
+        return (lambda n: max(horizon, round(share * n))), 2  # 2: rolling windows (the export's line)
+
+    rule = one_window if args.one_window else share_rule if share is not None else None
+    if rule is None:
+        yield
+        return
+    with mock.patch.object(calibration, "calibration_tail", rule):
+        yield
+
+
+def _run(args: argparse.Namespace) -> dict[str, Any]:
     from app.artifacts.readout.calibration import tail_ratio
     from bench.competition_data import load_competition
 
-    args = parse_args(argv)
-    if args.one_window:
-        from export.global_models import calibration  # where calibrate_global reads it
-
-        calibration.calibration_tail = lambda lengths, horizon, *rest: (lambda n: horizon, 1)
-    if args.fit_share is not None:
-        from export.global_models import calibration
-
-        share = args.fit_share
-        calibration.calibration_tail = lambda lengths, horizon, *rest: (
-            lambda n: max(horizon, round(share * n)),
-            2,  # rolling windows (the export's line)
-        )
     rng = np.random.default_rng(args.seed)
     print(
         "| data, series per model | got 80 / 90 / 95 / 99 | coverage 80 (bootstrap 90%) | 90 | 95 | 99 "

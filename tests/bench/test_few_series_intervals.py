@@ -37,3 +37,17 @@ def test_a_smoke_run_scores_lone_series_with_their_intervals(tmp_path) -> None:
         eighty["groups"] >= 1
         and 0.0 <= eighty["bootstrap_90"][0] <= eighty["coverage"] <= eighty["bootstrap_90"][1]
     )
+
+
+def test_the_fit_share_rule_runs_for_the_bench_alone(tmp_path) -> None:
+    """`--fit-share 0.2` (the fit on request's tail until 2026-12-05) holds out 20% of each lone series:
+    fewer windows than the export's rule on the same groups, and the export's rule is back afterwards."""
+    from export.global_models import calibration
+
+    before = calibration.calibration_tail
+    argv = ["--data", "Tourism:quarterly", "--sizes", "1", "--groups", "4"]
+    share = main([*argv, "--fit-share", "0.2"])
+    assert calibration.calibration_tail is before
+    export = main(argv)
+    assert share["command"].endswith("--fit-share 0.2") and "--fit-share" not in export["command"]
+    assert share["results"][0]["windows_median"] < export["results"][0]["windows_median"]
