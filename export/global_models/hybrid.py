@@ -149,12 +149,11 @@ class Origin:
         """`fit_members` of this origin's fit part, the members fitted before at this window reused."""
         key = (length, period, horizon, min_values)
         have = self._members.get(key)
-        missing = [m for m in members if have is None or m not in have[0]]
-        if missing:
+        if have is None or any(m not in have[0] for m in members):
+            known = {} if have is None else have[0]
+            missing = [m for m in members if m not in known]
             fitted, enough, windows = fit_members(self.fit_part, length, period, horizon, missing, min_values)
-            have = ({**(have[0] if have is not None else {}), **fitted}, enough, windows)
-            self._members[key] = have
-        assert have is not None
+            have = self._members[key] = ({**known, **fitted}, enough, windows)
         return {m: have[0][m] for m in members}, have[1], have[2]
 
     def score(self, forecast: np.ndarray, period: int) -> float:
