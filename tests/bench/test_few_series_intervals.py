@@ -39,7 +39,7 @@ def test_a_smoke_run_scores_lone_series_with_their_intervals(tmp_path) -> None:
     )
 
 
-def test_the_fit_share_rule_runs_for_the_bench_alone(tmp_path) -> None:
+def test_the_fit_share_rule_runs_for_the_bench_alone() -> None:
     """`--fit-share 0.2` (the fit on request's tail until 2026-12-05) holds out 20% of each lone series:
     fewer windows than the export's rule on the same groups, and the export's rule is back afterwards."""
     from export.global_models import calibration
