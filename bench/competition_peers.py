@@ -3,9 +3,12 @@ StatisticalEnsemble of four of them (Nixtla's amazon-chronos experiment)."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import time
 import warnings
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -26,6 +29,11 @@ SEASONAL_NAIVE = "SeasonalNaive"
 STATS_MODELS = (SEASONAL_NAIVE, "AutoETS", "AutoTheta", "AutoARIMA", "AutoCES", "DynamicOptimizedTheta")
 ENSEMBLE = "StatisticalEnsemble"
 ENSEMBLE_MEMBERS = ("AutoETS", "AutoARIMA", "AutoCES", "DynamicOptimizedTheta")
+# Parts a process takes with n_jobs > 1 (`_parts`). StatsForecast's own n_jobs splits the series into
+# n contiguous parts in id order: on Tourism monthly AutoARIMA's fit costs 2.6 s a series in the first
+# half and 4.6 s in the second (25 series sampled, one process, 2026-12-05), so one process idled for a
+# third of the 974 s fit of benchmark.json's run.
+PARTS_PER_JOB = 25
 
 
 def _stats_model(name: str, period: int) -> Any:
@@ -38,47 +46,75 @@ def run_statsforecast(
     comp: Competition, names: Sequence[str] = STATS_MODELS, n_jobs: int = 1
 ) -> list[Forecast]:
     """statsforecast's models on the same histories, one model at a time (fit, then predict with the
-    20/40/60/80% intervals, each timed) over `n_jobs` processes, SeasonalNaive as the fallback of a
-    series a model fails on."""
+    20/40/60/80% intervals, each timed), SeasonalNaive as the fallback of a series a model fails on. With
+    `n_jobs` > 1 the series go to `n_jobs` processes in parts (`_parts`), each a StatsForecast of its
+    own, taken by whichever process is free: per series the same fit as one StatsForecast over all."""
     import pandas as pd
-    from statsforecast import StatsForecast
 
-    frame = pd.concat(
-        [
-            pd.DataFrame({"unique_id": sid, "ds": np.arange(1, len(x) + 1), "y": x})
-            for sid, x in zip(comp.ids, comp.train, strict=True)
-        ],
-        ignore_index=True,
-    )
+    frames = [
+        pd.DataFrame({"unique_id": sid, "ds": np.arange(1, len(x) + 1), "y": x})
+        for sid, x in zip(comp.ids, comp.train, strict=True)
+    ]
     order = {sid: i for i, sid in enumerate(comp.ids)}
     H, out = comp.horizon, []
-    for name in names:
-        fallback = None if name == SEASONAL_NAIVE else _stats_model(SEASONAL_NAIVE, comp.period)
-        model = _stats_model(name, comp.period)
-        col = repr(model)  # statsforecast's column name (AutoCES's is "CES")
-        sf = StatsForecast(models=[model], freq=1, n_jobs=n_jobs, fallback_model=fallback)
-        with warnings.catch_warnings():  # AutoARIMA's per-series advice; forked workers inherit this
-            warnings.simplefilter("ignore", UserWarning)
+    parts = _parts(frames, [len(x) for x in comp.train], n_jobs)
+    with contextlib.ExitStack() as stack:
+        pool = stack.enter_context(ProcessPoolExecutor(n_jobs)) if n_jobs > 1 else None
+        run = map if pool is None else pool.map
+        for name in names:
+            fallback = None if name == SEASONAL_NAIVE else _stats_model(SEASONAL_NAIVE, comp.period)
+            model = _stats_model(name, comp.period)
+            col = repr(model)  # statsforecast's column name (AutoCES's is "CES")
             start = time.perf_counter()
-            sf.fit(df=frame)
+            fitted = list(run(functools.partial(_fit_part, model, fallback), parts))
             fit_s = time.perf_counter() - start
             start = time.perf_counter()
-            predicted = sf.predict(h=H, level=list(LEVELS))
+            predicted = pd.concat(list(run(functools.partial(_predict_part, h=H), fitted)), ignore_index=True)
             forecast_s = time.perf_counter() - start
-        predicted = predicted.reset_index() if "unique_id" not in predicted.columns else predicted
-        rows = np.array([order[str(s)] for s in predicted["unique_id"].to_numpy()[::H]])
+            rows = np.array([order[str(s)] for s in predicted["unique_id"].to_numpy()[::H]])
 
-        def column(name: str, frame: Any = predicted, rows: np.ndarray = rows) -> np.ndarray:
-            values = np.empty((len(comp.ids), H))
-            values[rows] = frame[name].to_numpy(dtype=np.float64).reshape(-1, H)
-            return values
+            def column(name: str, frame: Any = predicted, rows: np.ndarray = rows) -> np.ndarray:
+                values = np.empty((len(comp.ids), H))
+                values[rows] = frame[name].to_numpy(dtype=np.float64).reshape(-1, H)
+                return values
 
-        point = column(col)
-        bounds: dict[float, tuple[np.ndarray, np.ndarray]] = {
-            lv: (column(f"{col}-lo-{lv}"), column(f"{col}-hi-{lv}")) for lv in LEVELS
-        }
-        out.append(Forecast(name, point, quantiles_from_intervals(point, bounds), fit_s, forecast_s))
+            point = column(col)
+            bounds: dict[float, tuple[np.ndarray, np.ndarray]] = {
+                lv: (column(f"{col}-lo-{lv}"), column(f"{col}-hi-{lv}")) for lv in LEVELS
+            }
+            out.append(Forecast(name, point, quantiles_from_intervals(point, bounds), fit_s, forecast_s))
     return out
+
+
+def _parts(frames: Sequence[Any], lengths: Sequence[int], n_jobs: int) -> list[Any]:
+    """The series' frames in the parts the processes take: one part for one process; else the longest
+    series first, PARTS_PER_JOB parts a process, so that a slow part found late leaves little idle."""
+    import pandas as pd
+
+    if n_jobs <= 1:
+        return [pd.concat(frames, ignore_index=True)]
+    longest = np.argsort(-np.asarray(lengths), kind="stable")
+    chunks = np.array_split(longest, min(len(longest), PARTS_PER_JOB * n_jobs))
+    return [pd.concat([frames[i] for i in chunk], ignore_index=True) for chunk in chunks]
+
+
+def _fit_part(model: Any, fallback: Any, part: Any) -> Any:
+    """One part's StatsForecast, fitted (in a worker process, or in this one)."""
+    from statsforecast import StatsForecast
+
+    sf = StatsForecast(models=[model], freq=1, n_jobs=1, fallback_model=fallback)
+    with warnings.catch_warnings():  # AutoARIMA's per-series advice
+        warnings.simplefilter("ignore", UserWarning)
+        sf.fit(df=part)
+    return sf
+
+
+def _predict_part(sf: Any, h: int) -> Any:
+    """One fitted part's forecast with the 20/40/60/80% intervals, `unique_id` a column."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        predicted = sf.predict(h=h, level=list(LEVELS))
+    return predicted.reset_index() if "unique_id" not in predicted.columns else predicted
 
 
 def ensemble(members: Sequence[Forecast], name: str = ENSEMBLE) -> Forecast:
