@@ -7,13 +7,12 @@ coverage per history-length group, out of fold). export/global_models/onnx.py pu
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from app.artifacts.conformal import conformal_quantile, windows_needed
+from app.artifacts.conformal import conformal_quantile, level_fits, windows_needed
 from app.artifacts.contract import window_scale
 from app.artifacts.readout import SCALE_FLOOR, CovariateRows, ReadoutSpec, calibrate
 from app.artifacts.readout.calibration import EXTRAPOLATED_FROM, EXTRAPOLATED_UP_TO, calibration_tail
@@ -90,7 +89,7 @@ def _cross_coverage(
     fold is too small for are left out."""
     halves = [np.flatnonzero(folds == 0), np.flatnonzero(folds == 1)]
     small = min(len(h) for h in halves)
-    ok = [lv for lv in levels if small and math.ceil((small + 1) * lv / 100) <= small]
+    ok = [lv for lv in levels if small and level_fits(small, lv)]
     if not ok:
         return []
     inside = np.zeros((len(ok), *scores.shape), dtype=bool)
