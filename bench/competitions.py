@@ -25,8 +25,9 @@ each series, every model fitted on what comes before;
   reproduces fev's MASE to 1% (the same series and hold-outs; in our full run all but Tourism yearly).
 
 statsforecast 2.1.1 fits SeasonalNaive, AutoETS, AutoTheta, AutoARIMA, AutoCES and
-DynamicOptimizedTheta per series (`n_jobs` processes, SeasonalNaive as the fallback model, as Nixtla's
-amazon-chronos experiment does), each model fitted and predicted apart so that each is timed. The
+DynamicOptimizedTheta per series (over `n_jobs` processes, the series in parts that each process takes
+when free: bench/competition_peers.py; SeasonalNaive as the fallback model, as Nixtla's amazon-chronos
+experiment does), each model fitted and predicted apart so that each is timed. The
 StatisticalEnsemble is the mean of AutoETS, AutoARIMA, AutoCES and DynamicOptimizedTheta (Nixtla's
 `experiments/amazon-chronos/src/eval_utils/statsforecast_pipeline.py`); its quantiles here are the mean
 of its members' quantiles (Nixtla's are a normal around the mean with σ = √(Σσ_m²)/4, each σ_m read from

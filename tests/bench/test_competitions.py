@@ -13,7 +13,15 @@ import pytest
 from app.inference.metrics import mase, smape
 from bench.competition_data import load_competition
 from bench.competition_ours import OURS_LABEL, Candidate, OursResult, run_ours, unseen_check
-from bench.competition_peers import ENSEMBLE, ENSEMBLE_MEMBERS, STATS_MODELS, ensemble, run_statsforecast
+from bench.competition_peers import (
+    ENSEMBLE,
+    ENSEMBLE_MEMBERS,
+    PARTS_PER_JOB,
+    STATS_MODELS,
+    _parts,
+    ensemble,
+    run_statsforecast,
+)
 from bench.competition_report import geomeans
 from bench.competition_scores import QUANTILES, Score, quantiles_from_intervals, score, wql
 from bench.competitions import benchmark
@@ -121,6 +129,26 @@ def test_statsforecast_peers_and_the_ensemble() -> None:
     np.testing.assert_allclose(mean.point, np.mean([m.point for m in members], axis=0))
     np.testing.assert_allclose(mean.quantiles[0.1], np.mean([m.quantiles[0.1] for m in members], axis=0))
     assert mean.fit_s == pytest.approx(sum(m.fit_s for m in members))
+
+
+def test_statsforecast_parts_hold_every_series_once_longest_first() -> None:
+    """With several processes the series go out in PARTS_PER_JOB parts a process, the longest first,
+    each series in one part whole; with one process one part in the data's order."""
+    import pandas as pd
+
+    lengths = [5, 9, 7, 12, 3] * 30
+    frames = [
+        pd.DataFrame({"unique_id": f"s{i}", "ds": np.arange(1, n + 1), "y": np.arange(n, dtype=float)})
+        for i, n in enumerate(lengths)
+    ]
+    parts = _parts(frames, lengths, 2)
+    assert len(parts) == 2 * PARTS_PER_JOB
+    ids = [str(s) for part in parts for s in part["unique_id"].unique()]
+    assert sorted(ids) == sorted(f"s{i}" for i in range(len(lengths)))  # each once
+    assert [lengths[int(s[1:])] for s in ids] == sorted(lengths, reverse=True)
+    assert sum(len(part) for part in parts) == sum(lengths)
+    (whole,) = _parts(frames, lengths, 1)
+    assert whole["unique_id"].unique().tolist() == [f"s{i}" for i in range(len(lengths))]
 
 
 def test_our_model_gives_quantiles_candidates_and_is_pluggable() -> None:
@@ -246,3 +274,16 @@ def test_the_synthetic_panel_streams_and_reports_memory() -> None:
     assert len(series) == 5 and all(len(s) > m3.horizon for s in series)
     report = synthetic_memory(m3, 30)
     assert report["series"] == 30 and report["peak_rss_mib_after"] >= report["peak_rss_mib_before"] > 0
+
+
+def test_the_peer_split_bench_times_both_ways_on_every_other_series(tmp_path) -> None:
+    """bench.peer_split: StatsForecast's own blocks and the bench's parts, on every other series in id
+    order, the forecasts equal (one process here: no fork of the test process)."""
+    from bench.peer_split import main
+
+    out = tmp_path / "split.json"
+    argv = ["--data", "M3:other", "--limit", "12", "--model", "AutoETS", "--n-jobs", "1", "--json", str(out)]
+    assert main(argv) == 0
+    report = json.loads(out.read_text())
+    assert report["series"] == 6 and report["forecasts_equal"] is True
+    assert [r["how"] for r in report["runs"]] == ["blocks", "parts"]
