@@ -29,10 +29,11 @@ SEASONAL_NAIVE = "SeasonalNaive"
 STATS_MODELS = (SEASONAL_NAIVE, "AutoETS", "AutoTheta", "AutoARIMA", "AutoCES", "DynamicOptimizedTheta")
 ENSEMBLE = "StatisticalEnsemble"
 ENSEMBLE_MEMBERS = ("AutoETS", "AutoARIMA", "AutoCES", "DynamicOptimizedTheta")
-# Parts a process takes with n_jobs > 1 (`_parts`). StatsForecast's own n_jobs splits the series into
-# n contiguous parts in id order: on Tourism monthly AutoARIMA's fit costs 2.6 s a series in the first
-# half and 4.6 s in the second (25 series sampled, one process, 2026-12-05), so one process idled for a
-# third of the 974 s fit of benchmark.json's run.
+# Parts a process takes with n_jobs > 1 (`_parts`). StatsForecast's own n_jobs cuts the series into n
+# contiguous blocks in id order: on Tourism monthly AutoARIMA's fit costs 2.6 s a series in the first
+# half and 4.6 s in the second (25 series sampled, one process, 2026-12-05), so one process idles while
+# the other finishes. On every other Tourism monthly series these parts took 0.868 of the blocks' time,
+# the same forecasts (`python -m bench.peer_split`, results/competitions/timing/peer_split.json).
 PARTS_PER_JOB = 25
 
 
