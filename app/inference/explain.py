@@ -41,7 +41,7 @@ from app.artifacts.covariates import CALENDAR_FEATURES, CovariateLayout
 from app.artifacts.initializers import read_initializers
 from app.artifacts.local_models import fit_forecast
 from app.artifacts.manifest import Manifest
-from app.artifacts.readout import window_scales
+from app.artifacts.readout import output_scales, window_scales
 
 __all__ = [
     "FD_STEP",
@@ -194,8 +194,9 @@ def explain_readout(
     x = np.asarray(window, dtype=np.float32).astype(np.float64).reshape(-1)[-L:]
     m = (~np.isnan(x)).astype(np.float64)
     x0 = np.where(m > 0, x, 0.0)
-    s = float(window_scales(x0[None], m[None], graph.last)[0])
-    u = x0 / s  # [L]
+    divisor = float(window_scales(x0[None], m[None], graph.last)[0])
+    u = x0 / divisor  # [L]
+    s = float(output_scales(x0[None], m[None], graph.last)[0])  # what the parts are multiplied back by
     R, W = graph.rem_features, graph.readout
     n_feat = R.shape[1]
     heads = _heads(manifest)
@@ -231,8 +232,9 @@ def explain_readout(
             per_column += s * z[:, None] * (C @ rest[at : at + G])
             at += G
         if layout.effect in ("additive", "both"):
-            per_column += graph.cov_unit * z[:, None] * (C @ rest[at : at + G])
-            bias_part = bias_part + graph.cov_unit * rest[at + G]  # the additive constant, unit / s · s
+            back = s / divisor  # unit / divisor · s: 1, or 0 for an all-zero window
+            per_column += back * graph.cov_unit * z[:, None] * (C @ rest[at : at + G])
+            bias_part = bias_part + back * graph.cov_unit * rest[at + G]  # the additive constant
         owners = column_owners(layout)
         for name, kind in dict.fromkeys(owners):
             rows = [i for i, o in enumerate(owners) if o == (name, kind)]

@@ -186,6 +186,9 @@ def _target_nodes() -> list[Any]:
         node("Where", ["last_ok", "s_last", "s_whole"], ["s_any"]),
         node("Greater", ["s_any", "tiny"], ["any_ok"]),
         node("Where", ["any_ok", "s_any", "one"], ["scale"]),  # [B, 1]
+        # What the forecast is multiplied back by: the scale, 0 for an all-zero window (readout's
+        # output_scales: it forecasts zeros).
+        node("Where", ["any_ok", "s_any", "zero"], ["scale_out"]),
         node("Div", ["x0", "scale"], ["u"]),  # [B, L] normalised, 0 where missing
         node("MatMul", ["u", "rem_features"], ["features"]),  # [B, F - 1]
         node("MatMul", ["mask", "mean_of_steps"], ["observed_share"]),  # [B, 1]
@@ -193,7 +196,7 @@ def _target_nodes() -> list[Any]:
         node("Concat", ["features", "missing_share"], ["f_target"], axis=1),  # [B, F]
         node("MatMul", ["f", "readout"], ["y0"]),  # [B, H]
         node("Add", ["y0", "bias"], ["y"]),
-        node("Mul", ["y", "scale"], ["raw"]),  # back to the raw scale
+        node("Mul", ["y", "scale_out"], ["raw"]),  # back to the raw scale
         node("Reshape", ["out", "shape_out"], [FORECAST_OUTPUT]),  # [B, H, 1]
     ]
 

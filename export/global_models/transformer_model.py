@@ -180,7 +180,8 @@ def panel_windows(
         d = readout.naive_error(x, m, cfg.period) / s
         us.append(u.astype(np.float32))
         ts.append((t / s[:, None]).astype(np.float32))
-        ws.append((1.0 / np.maximum(d, cfg.mase_floor)).astype(np.float32))
+        zero = readout.output_scales(x, m, cfg.period) == 0  # an all-zero window forecasts zeros
+        ws.append(np.where(zero, 0.0, 1.0 / np.maximum(d, cfg.mase_floor)).astype(np.float32))
         if layout is not None:
             assert isinstance(item, CovariateSeries)
             ends = readout.window_ends(len(v), cfg.horizon, cfg.train_min)  # the windows series_windows drew
@@ -222,14 +223,14 @@ def _forecast(
     with torch.no_grad():
         for a in range(0, len(histories), batch):
             x, m = readout.last_windows(histories[a : a + batch], L)
-            u, s = _normalised(x, m, period)
+            u, _ = _normalised(x, m, period)
             cov = None
             if layout is not None and covariates is not None:
                 z = layout.standardise(np.asarray(covariates[a : a + batch], dtype=np.float64))
                 cov = covariate_parts(layout, torch.from_numpy(z.astype(np.float32)))
             y = net(torch.from_numpy(u.astype(np.float32)).unsqueeze(-1), covariates=cov)
             assert isinstance(y, torch.Tensor)
-            out[a : a + len(x)] = y[..., 0].double().numpy() * s[:, None]
+            out[a : a + len(x)] = y[..., 0].double().numpy() * readout.output_scales(x, m, period)[:, None]
     return out
 
 

@@ -107,12 +107,14 @@ class TransformerGraph(nn.Module):
         return y * scale.unsqueeze(-1)  # [B, H, 1]
 
     def prepare(self, window: Tensor, covariates: Tensor | None) -> tuple[Tensor, Covariates | None, Tensor]:
-        """(the normalised window u [B, L, 1], the standardised covariates, each window's scale [B, 1])."""
+        """(the normalised window u [B, L, 1], the standardised covariates, what each window's forecast
+        is multiplied back by [B, 1]: its scale, 0 for an all-zero window, readout.output_scales')."""
         x = window[..., 0]  # [B, L]
         missing = torch.isnan(x)
         mask = (~missing).to(x.dtype)
         x0 = torch.where(missing, torch.zeros_like(x), x)
         # app/artifacts/readout.py's window_scales: the last cycle's mean |value|, else the window's, else 1
+        # (output_scales: else 0, for the forecast)
         sums = x0.abs() @ self.sums  # [B, 2]
         counts = torch.clamp(mask @ self.sums, min=1.0)
         means = sums / counts
@@ -127,7 +129,7 @@ class TransformerGraph(nn.Module):
             z = (covariates - self.cov_mean) / self.cov_std
             z = torch.where(torch.isnan(z), torch.zeros_like(z), z)
             cov = covariate_parts(self.layout, z)
-        return u, cov, scale
+        return u, cov, torch.where(s > TINY, s, torch.zeros_like(s))
 
 
 class TransformerInspectGraph(TransformerGraph):

@@ -48,6 +48,21 @@ def test_the_missing_start_is_nan_and_changes_nothing_it_masks(tmp_path: Path) -
     assert global_graph(model).graph.input[0].name == "window"
 
 
+def test_an_all_zero_history_forecasts_zeros_in_the_graph_and_in_numpy(tmp_path: Path) -> None:
+    """A window without a value (all zeros, or values below TINY) forecasts zeros: its scale's fallback
+    of 1 divides, never multiplies back (readout.output_scales; before, the read-out's bias was the
+    forecast). A short all-zero history too, and a zero history beside a normal one changes nothing."""
+    repo, model = publish(tmp_path)
+    path = repo / NAME / "1" / MODEL_FILE
+    normal = unseen()["store_opened"][1]
+    histories = [np.zeros(model.input_length), np.full(model.min_history, 1e-12), normal]
+    got = run_graph(path, histories, model.input_length)
+    np.testing.assert_array_equal(got[:2], 0.0)
+    np.testing.assert_array_equal(model.forecast(histories)[:2], 0.0)
+    np.testing.assert_array_equal(got[2], run_graph(path, [normal], model.input_length)[0])
+    assert np.abs(got[2]).min() > 0
+
+
 def test_export_refuses_an_existing_version(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 

@@ -94,6 +94,8 @@ def test_the_graph_forecasts_as_the_python_model(published: tuple[PanelTransform
     np.testing.assert_allclose(one[0], got[-1], rtol=1e-6, atol=1e-6 * float(np.abs(got[-1]).max()))
     scale = window_scales(*last_windows(hs, L), PERIOD)  # the network's unit, as the exporter's check
     assert float((np.abs(got - want) / scale[:, None]).max()) <= TOLERANCE
+    np.testing.assert_array_equal(got[1], 0.0)  # an all-zero history forecasts zeros (output_scales)
+    np.testing.assert_array_equal(want[1], 0.0)
     # the covariates move the forecast: this is not a network that ignores them
     assert m.covariates is not None
     at_mean = np.broadcast_to(np.asarray(m.covariates.mean), cov.shape)

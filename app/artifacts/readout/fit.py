@@ -13,6 +13,7 @@ from app.artifacts.readout.windows import (
     CovariateRows,
     features,
     naive_error,
+    output_scales,
     series_windows,
     window_ends,
 )
@@ -82,6 +83,7 @@ def _batches(
         d = naive_error(x, m, fit.period) / s
         if fit.row_scale == "mase":  # errors in units of the window's own seasonal-naive error
             w = w / np.maximum(d, fit.mase_floor)[:, None] ** 2
+        w = w * (output_scales(x, m, fit.period) > 0)[:, None]  # an all-zero window forecasts zeros
         return _Batch(f, t / s[:, None], w, d)
 
     for i, v in enumerate(series):

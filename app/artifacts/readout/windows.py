@@ -18,15 +18,30 @@ from rsa_core.windows import tail_windows
 TINY = 1e-8
 
 
-def window_scales(x: np.ndarray, m: np.ndarray, period: int) -> np.ndarray:
-    """Per window: the mean |value| of its last cycle's observed steps (falling back to the whole
-    window's, then to 1 for an all-zero window)."""
+def _level(x: np.ndarray, m: np.ndarray, period: int) -> np.ndarray:
+    """Per window: the mean |value| of its last cycle's observed steps, else of the whole window's (TINY
+    or less: a window without a value)."""
     last = max(period, 1)
     ax, am = np.abs(x[:, -last:]) * m[:, -last:], m[:, -last:]
     s = ax.sum(1) / np.maximum(am.sum(1), 1)
     whole = (np.abs(x) * m).sum(1) / np.maximum(m.sum(1), 1)
-    s = np.where(s > TINY, s, whole)
+    return np.where(s > TINY, s, whole)
+
+
+def window_scales(x: np.ndarray, m: np.ndarray, period: int) -> np.ndarray:
+    """Per window: what its values are divided by, the mean |value| of its last cycle's observed steps
+    (falling back to the whole window's, then to 1 for an all-zero window)."""
+    s = _level(x, m, period)
     return np.where(s > TINY, s, 1.0)
+
+
+def output_scales(x: np.ndarray, m: np.ndarray, period: int) -> np.ndarray:
+    """Per window: what a read-out's normalised forecast is multiplied by, `window_scales`' scale but 0
+    for an all-zero window, which forecasts zeros. With its divisor of 1 the read-out's bias and random
+    layer had been the forecast: 0.03-0.16 from pretrained-monthly for 120 zeros, -0.11-0.65 from
+    pretrained-quarterly for 40 (the service, 2026-12-05). The ONNX graph's `scale_out` is the same."""
+    s = _level(x, m, period)
+    return np.where(s > TINY, s, 0.0)
 
 
 def naive_error(x: np.ndarray, m: np.ndarray, period: int) -> np.ndarray:
@@ -131,5 +146,5 @@ def forecast(
         f, s = features(x, m, fit.period, fit.n_lags, kernels, fit.lift)
         if layout is not None and covariates is not None:
             f = np.concatenate([f, covariate_features(layout, covariates[a : a + batch], kernels, s)], 1)
-        out[a : a + len(x)] = (f @ weights[:-1] + weights[-1]) * s[:, None]
+        out[a : a + len(x)] = (f @ weights[:-1] + weights[-1]) * output_scales(x, m, fit.period)[:, None]
     return out
