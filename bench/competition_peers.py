@@ -21,8 +21,11 @@ __all__ = [
     "ENSEMBLE_MEMBERS",
     "SEASONAL_NAIVE",
     "STATS_MODELS",
+    "by_series",
     "ensemble",
     "run_statsforecast",
+    "series_frames",
+    "stats_model",
 ]
 
 SEASONAL_NAIVE = "SeasonalNaive"
@@ -37,7 +40,7 @@ ENSEMBLE_MEMBERS = ("AutoETS", "AutoARIMA", "AutoCES", "DynamicOptimizedTheta")
 PARTS_PER_JOB = 25
 
 
-def _stats_model(name: str, period: int) -> Any:
+def stats_model(name: str, period: int) -> Any:
     from statsforecast import models
 
     return getattr(models, name)(season_length=period)
@@ -52,19 +55,14 @@ def run_statsforecast(
     own, taken by whichever process is free: per series the same fit as one StatsForecast over all."""
     import pandas as pd
 
-    frames = [
-        pd.DataFrame({"unique_id": sid, "ds": np.arange(1, len(x) + 1), "y": x})
-        for sid, x in zip(comp.ids, comp.train, strict=True)
-    ]
-    order = {sid: i for i, sid in enumerate(comp.ids)}
     H, out = comp.horizon, []
-    parts = _parts(frames, [len(x) for x in comp.train], n_jobs)
+    parts = _parts(series_frames(comp), [len(x) for x in comp.train], n_jobs)
     with contextlib.ExitStack() as stack:
         pool = stack.enter_context(ProcessPoolExecutor(n_jobs)) if n_jobs > 1 else None
         run = map if pool is None else pool.map
         for name in names:
-            fallback = None if name == SEASONAL_NAIVE else _stats_model(SEASONAL_NAIVE, comp.period)
-            model = _stats_model(name, comp.period)
+            fallback = None if name == SEASONAL_NAIVE else stats_model(SEASONAL_NAIVE, comp.period)
+            model = stats_model(name, comp.period)
             col = repr(model)  # statsforecast's column name (AutoCES's is "CES")
             start = time.perf_counter()
             fitted = list(run(functools.partial(_fit_part, model, fallback), parts))
@@ -72,19 +70,37 @@ def run_statsforecast(
             start = time.perf_counter()
             predicted = pd.concat(list(run(functools.partial(_predict_part, h=H), fitted)), ignore_index=True)
             forecast_s = time.perf_counter() - start
-            rows = np.array([order[str(s)] for s in predicted["unique_id"].to_numpy()[::H]])
-
-            def column(name: str, frame: Any = predicted, rows: np.ndarray = rows) -> np.ndarray:
-                values = np.empty((len(comp.ids), H))
-                values[rows] = frame[name].to_numpy(dtype=np.float64).reshape(-1, H)
-                return values
-
-            point = column(col)
+            point = by_series(predicted, comp, col)
             bounds: dict[float, tuple[np.ndarray, np.ndarray]] = {
-                lv: (column(f"{col}-lo-{lv}"), column(f"{col}-hi-{lv}")) for lv in LEVELS
+                lv: (
+                    by_series(predicted, comp, f"{col}-lo-{lv}"),
+                    by_series(predicted, comp, f"{col}-hi-{lv}"),
+                )
+                for lv in LEVELS
             }
             out.append(Forecast(name, point, quantiles_from_intervals(point, bounds), fit_s, forecast_s))
     return out
+
+
+def series_frames(comp: Competition) -> list[Any]:
+    """Each series' history as statsforecast reads it: `unique_id, ds, y`, ds 1, 2, ... (one frame each)."""
+    import pandas as pd
+
+    return [
+        pd.DataFrame({"unique_id": sid, "ds": np.arange(1, len(x) + 1), "y": x})
+        for sid, x in zip(comp.ids, comp.train, strict=True)
+    ]
+
+
+def by_series(predicted: Any, comp: Competition, column: str) -> np.ndarray:
+    """A column of statsforecast's forecast frame (`unique_id` a column, H rows a series) as [S, H] in
+    `comp`'s series order."""
+    H = comp.horizon
+    order = {sid: i for i, sid in enumerate(comp.ids)}
+    rows = np.array([order[str(s)] for s in predicted["unique_id"].to_numpy()[::H]])
+    values = np.empty((len(comp.ids), H))
+    values[rows] = predicted[column].to_numpy(dtype=np.float64).reshape(-1, H)
+    return values
 
 
 def _parts(frames: Sequence[Any], lengths: Sequence[int], n_jobs: int) -> list[Any]:

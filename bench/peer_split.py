@@ -27,7 +27,14 @@ from typing import Any
 import numpy as np
 
 from bench.competition_data import Competition, load_competition
-from bench.competition_peers import PARTS_PER_JOB, SEASONAL_NAIVE, run_statsforecast
+from bench.competition_peers import (
+    PARTS_PER_JOB,
+    SEASONAL_NAIVE,
+    by_series,
+    run_statsforecast,
+    series_frames,
+    stats_model,
+)
 from bench.competition_scores import LEVELS
 from bench.harness.report import write_json
 
@@ -44,32 +51,21 @@ def blocks(comp: Competition, name: str, n_jobs: int) -> tuple[np.ndarray, float
     """StatsForecast's own split: one StatsForecast over every series with `n_jobs` (the point forecasts
     [series, H] in `comp`'s order, the fit's and the forecast's seconds)."""
     import pandas as pd
-    from statsforecast import StatsForecast, models
+    from statsforecast import StatsForecast
 
-    frame = pd.concat(
-        [
-            pd.DataFrame({"unique_id": sid, "ds": np.arange(1, len(x) + 1), "y": x})
-            for sid, x in zip(comp.ids, comp.train, strict=True)
-        ],
-        ignore_index=True,
-    )
-    model = getattr(models, name)(season_length=comp.period)
-    fallback = getattr(models, SEASONAL_NAIVE)(season_length=comp.period)
+    model = stats_model(name, comp.period)
+    fallback = stats_model(SEASONAL_NAIVE, comp.period)
     sf = StatsForecast(models=[model], freq=1, n_jobs=n_jobs, fallback_model=fallback)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         start = time.perf_counter()
-        sf.fit(df=frame)
+        sf.fit(df=pd.concat(series_frames(comp), ignore_index=True))
         fit_s = time.perf_counter() - start
         start = time.perf_counter()
         predicted = sf.predict(h=comp.horizon, level=list(LEVELS))
         forecast_s = time.perf_counter() - start
     predicted = predicted.reset_index() if "unique_id" not in predicted.columns else predicted
-    order = {sid: i for i, sid in enumerate(comp.ids)}
-    rows = np.array([order[str(s)] for s in predicted["unique_id"].to_numpy()[:: comp.horizon]])
-    point = np.empty((len(comp.ids), comp.horizon))
-    point[rows] = predicted[repr(model)].to_numpy(dtype=np.float64).reshape(-1, comp.horizon)
-    return point, fit_s, forecast_s
+    return by_series(predicted, comp, repr(model)), fit_s, forecast_s
 
 
 def main(argv: Sequence[str] | None = None) -> int:
