@@ -41,7 +41,7 @@ from app.artifacts.covariates import CALENDAR_FEATURES, CovariateLayout
 from app.artifacts.initializers import read_initializers
 from app.artifacts.local_models import fit_forecast
 from app.artifacts.manifest import Manifest
-from app.artifacts.readout import output_scales, window_scales
+from app.artifacts.readout import hold_still, output_scales, window_scales
 
 __all__ = [
     "FD_STEP",
@@ -55,7 +55,7 @@ __all__ = [
 ]
 
 _NAMES = frozenset(
-    {"rem_features", "readout", "bias", "sums", "cov_mean", "cov_std", "cov_readout", "cov_unit"}
+    {"rem_features", "readout", "bias", "sums", "cov_mean", "cov_std", "cov_readout", "cov_unit", "cycle_1"}
     | {"lift_mean", "lift_std", "lift_matrix", "lift_bias"}
 )
 _CACHE_SIZE = 32  # versions whose constants are kept (each a few hundred kB at most)
@@ -82,6 +82,9 @@ class ReadoutGraph:
     lift_std: np.ndarray | None = None
     lift_matrix: np.ndarray | None = None
     lift_bias: np.ndarray | None = None
+    # Whether the graph forecasts a still window as its last cycle repeated (readout.hold_still; graphs
+    # exported before 2026-12-05 do not).
+    holds_still: bool = False
 
     @property
     def input_length(self) -> int:
@@ -119,6 +122,7 @@ def load_readout_graph(path: Path) -> ReadoutGraph:
         lift_std=f64.get("lift_std"),
         lift_matrix=f64.get("lift_matrix"),
         lift_bias=f64.get("lift_bias"),
+        holds_still="cycle_1" in found,
     )
     with _lock:
         _cache[key] = graph
@@ -242,6 +246,11 @@ def explain_readout(
     forecast = (
         lag_parts.sum(0) + missing_part + bias_part + lift_part + sum((c for _, _, c in covariate_terms), 0.0)
     )
+    still_part = None
+    if graph.holds_still and graph.cov_readout is None:
+        held = hold_still(forecast[None], x0[None], m[None], graph.last)[0]
+        if not np.array_equal(held, forecast):  # the window's last cycle, not the terms above
+            still_part, forecast = held - forecast, held
     magnitude = {
         "kernels": np.abs(feature_parts[:n_kernels]).sum(1),
         "lags": np.abs(feature_parts[n_kernels:]).sum(1),
@@ -249,6 +258,7 @@ def explain_readout(
         "bias": float(np.abs(bias_part).sum()),
         "lift": float(np.abs(lift_part).sum()),
         "covariates": np.array([np.abs(c).sum() for _, _, c in covariate_terms]),
+        "still": 0.0 if still_part is None else float(np.abs(still_part).sum()),
     }
     total = sum(float(np.sum(v)) for v in magnitude.values()) or 1.0
     kernels = []
@@ -281,6 +291,9 @@ def explain_readout(
             {"name": name, "kind": kind, "share": float(np.abs(c).sum()) / total, "contribution": c}
             for name, kind, c in covariate_terms
         ],
+        "still": None
+        if still_part is None
+        else {"share": magnitude["still"] / total, "contribution": still_part},
         "forecast": forecast,
     }
 

@@ -198,8 +198,9 @@ def fit_readout(
             limit=fit.train_min + fit.horizon,
         )
     unfit = InvalidInput(
-        "the read-out cannot be fitted on these values (too large for float64 arithmetic, or degenerate): "
-        "send them in smaller units",
+        "the read-out cannot be fitted on these values: too large for float64 arithmetic (send them in "
+        "smaller units), or every training window all zeros, which leaves nothing to fit (/forecast "
+        "forecasts a series of zeros as zeros)",
         field="series",
     )
     rows = None if covariates is None else CovariateRows(covariates.layout, covariates.rows)
@@ -287,10 +288,14 @@ def run_backtest_refits(
                 rows = None if covariates is None else CovariateRows(covariates.layout, covariates.rows)
                 try:
                     weights = fit_weights(parts, fit, kernels, check, rows)
-                except np.linalg.LinAlgError:  # no forecast from this cutoff (the answer says where)
-                    out.append(np.full((len(batch), fit.horizon), np.nan))
-                    check()
-                    continue
+                except np.linalg.LinAlgError:
+                    raise InvalidInput(
+                        f"refit: the read-out cannot be fitted on the values before cutoff {j + 1}: too "
+                        "large for float64 arithmetic (send them in smaller units), or every training "
+                        "window all zeros, which leaves nothing to fit; refit: false scores the served "
+                        "weights",
+                        field="refit",
+                    ) from None
                 histories = [w[~np.isnan(w[:, 0]), 0].astype(np.float64) for w in batch]
                 layout = None if covariates is None else covariates.layout
                 point = forecast(

@@ -1068,6 +1068,7 @@
         ["bias", r.bias.share, "bias"],
         ...(r.lift ? [[`random layer (${r.lift.width})`, r.lift.share, "lift"]] : []),
         ...r.covariates.map((c) => [`${c.name} (${c.kind})`, c.share, "covariate"]),
+        ...(r.still ? [["still window: its last cycle", r.still.share, "bias"]] : []),
       ];
       const heading = document.createElement("h3");
       heading.textContent = "what the forecast is made of: each term's share, Σ over the steps of |weight × feature|";

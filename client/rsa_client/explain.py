@@ -4,8 +4,8 @@ lags      one row per lag and horizon step: lag (0 = the last value), step (1..H
           in normalised units), weight (the lag's effective weight, normalised units) and, for a
           read-out, contribution (its part of the step's forecast, the forecast's units)
 terms     a read-out's terms, one row per term and step: term (kernel `3 cyclic_cos`, `direct lags`,
-          `missing`, `bias`, or a covariate's name), kind, lambda, gamma, theta, share (of the whole
-          forecast) and contribution; per step they add up to `forecast`
+          `missing`, `bias`, a covariate's name or `still window`), kind, lambda, gamma, theta, share
+          (of the whole forecast) and contribution; per step they add up to `forecast`
 members   a hybrid's members, one row per member and step: member, kind, weight, forecast
 forecast  the model's forecast, one value per step (the hybrid's combination for a hybrid)
 """
@@ -66,6 +66,8 @@ def explanation(answer: dict[str, Any]) -> Explanation:
         if readout.get("lift") is not None:  # a read-out's random layer: one term, nonlinear in the window
             named += [("random layer", "lift", readout["lift"])]
         named += [(c["name"], c["kind"], c) for c in readout["covariates"]]
+        if readout.get("still") is not None:  # a window without change: forecast as its last cycle
+            named += [("still window", "still", readout["still"])]
         for term, kind, d in named:
             for step, c in zip(_steps(d["contribution"]), d["contribution"], strict=True):
                 rows.append(

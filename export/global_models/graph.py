@@ -102,6 +102,7 @@ def global_graph(model: GlobalModel) -> Any:
         at += len(lifted)
     if model.covariates is None:
         nodes.insert(at, node("Identity", ["f_target"], ["f"]))
+        _hold_still(model, nodes, inits)
     else:
         _add_covariates(model.covariates, kernels, nodes, inits, inputs, at)
     graph = helper.make_graph(
@@ -201,6 +202,61 @@ def _target_nodes() -> list[Any]:
     ]
 
 
+def _hold_still(model: GlobalModel, nodes: list[Any], inits: list[Any]) -> None:
+    """A still window's forecast, its last cycle repeated (readout.hold_still: the mean |x_t − x_{t−lag}|
+    over observed pairs, lag the period or 1 where no pair a period apart is observed, within TINY of
+    the mean |value|), added in place: the read-out's `raw` becomes `raw_readout`, `raw` the held one."""
+    from onnx import helper
+
+    node = helper.make_node
+    L, H, period = model.input_length, model.config.horizon, max(model.config.period, 1)
+    inits += [_const("start", [0], np.int64)]
+    held: list[Any] = []
+
+    def change(lag: int) -> tuple[str, str]:
+        """Nodes of the mean |x_t − x_{t−lag}| over observed pairs [B, 1] and the pairs' count."""
+        inits.extend([_const(f"from_{lag}", [lag], np.int64), _const(f"to_{lag}", [L - lag], np.int64)])
+        inits.append(_const(f"cycle_{lag}", L - lag + np.arange(H) % lag, np.int64))  # [H]
+        a, b = f"from_{lag}", f"to_{lag}"
+        held.extend(
+            [
+                node("Slice", ["x0", a, "keep_to", "keep_axis"], [f"later_{lag}"]),  # [B, L - lag]
+                node("Slice", ["x0", "start", b, "keep_axis"], [f"earlier_{lag}"]),
+                node("Slice", ["mask", a, "keep_to", "keep_axis"], [f"m_later_{lag}"]),
+                node("Slice", ["mask", "start", b, "keep_axis"], [f"m_earlier_{lag}"]),
+                node("Mul", [f"m_later_{lag}", f"m_earlier_{lag}"], [f"both_{lag}"]),
+                node("Sub", [f"later_{lag}", f"earlier_{lag}"], [f"delta_{lag}"]),
+                node("Abs", [f"delta_{lag}"], [f"abs_delta_{lag}"]),
+                node("Mul", [f"abs_delta_{lag}", f"both_{lag}"], [f"moved_{lag}"]),
+                node("ReduceSum", [f"moved_{lag}", "keep_axis"], [f"moved_sum_{lag}"], keepdims=1),
+                node("ReduceSum", [f"both_{lag}", "keep_axis"], [f"pairs_{lag}"], keepdims=1),
+                node("Max", [f"pairs_{lag}", "one"], [f"pairs1_{lag}"]),
+                node("Div", [f"moved_sum_{lag}", f"pairs1_{lag}"], [f"change_{lag}"]),  # [B, 1]
+                node("Gather", ["x0", f"cycle_{lag}"], [f"last_cycle_{lag}"], axis=1),  # [B, H]
+            ]
+        )
+        return f"change_{lag}", f"last_cycle_{lag}"
+
+    moved, cycle = change(1)
+    if 1 < period < L:  # the period's lag where the window holds a pair a period apart, else 1's
+        moved_p, cycle_p = change(period)
+        held += [
+            node("Greater", [f"pairs_{period}", "zero"], ["paired"]),
+            node("Where", ["paired", moved_p, moved], ["change"]),
+            node("Where", ["paired", cycle_p, cycle], ["cycle"]),
+        ]
+        moved, cycle = "change", "cycle"
+    held += [
+        node("MatMul", ["means", "pick_whole"], ["mean_abs"]),  # [B, 1]: the window's mean |value|
+        node("Mul", ["mean_abs", "tiny"], ["allowed"]),
+        node("LessOrEqual", [moved, "allowed"], ["still"]),
+        node("Where", ["still", cycle, "raw_readout"], ["raw"]),
+    ]
+    at = next(i for i, n in enumerate(nodes) if n.output[0] == "raw")
+    nodes[at].output[0] = "raw_readout"
+    nodes[at + 1 : at + 1] = held
+
+
 def _add_covariates(
     layout: CovariateLayout,
     kernels: np.ndarray,
@@ -295,7 +351,7 @@ def frequency_seconds(frequency: str | None) -> float:
 
 def check_histories(input_length: int, period: int, min_history: int, seed: int = 0) -> list[np.ndarray]:
     """Histories the parity check of a global model runs on: every length from min_history to past L,
-    levels from tiny to large, a constant and an all-zero series."""
+    levels from tiny to large, a constant, an all-zero and a periodic series."""
     rng = np.random.default_rng(seed)
     L, p = input_length, max(period, 1)
     out = []
@@ -303,7 +359,8 @@ def check_histories(input_length: int, period: int, min_history: int, seed: int 
         t = np.arange(n)
         level = 10.0 ** rng.uniform(-2, 4)
         out.append(level * (1 + 0.3 * np.sin(2 * np.pi * t / p) + 0.1 * rng.standard_normal(n)))
-    out += [np.full(L, 7.0), np.zeros(min_history)]
+    cycle = 50.0 + 10.0 * np.arange(p)  # a window of one cycle repeated: forecast as that cycle
+    out += [np.full(L, 7.0), np.zeros(min_history), np.tile(cycle, L // p + 2)]
     return out
 
 

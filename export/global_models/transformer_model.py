@@ -230,7 +230,8 @@ def _forecast(
                 cov = covariate_parts(layout, torch.from_numpy(z.astype(np.float32)))
             y = net(torch.from_numpy(u.astype(np.float32)).unsqueeze(-1), covariates=cov)
             assert isinstance(y, torch.Tensor)
-            out[a : a + len(x)] = y[..., 0].double().numpy() * readout.output_scales(x, m, period)[:, None]
+            raw = y[..., 0].double().numpy() * readout.output_scales(x, m, period)[:, None]
+            out[a : a + len(x)] = raw if layout is not None else readout.hold_still(raw, x, m, period)
     return out
 
 

@@ -96,6 +96,7 @@ class TransformerGraph(nn.Module):
         sums[L - last :, 0] = 1.0
         sums[:, 1] = 1.0
         self.register_buffer("sums", sums)
+        self.period = last
         if layout is not None:
             self.register_buffer("cov_mean", torch.tensor(layout.mean, dtype=torch.float32))
             self.register_buffer("cov_std", torch.tensor(layout.std, dtype=torch.float32))
@@ -104,7 +105,34 @@ class TransformerGraph(nn.Module):
         u, cov, scale = self.prepare(window, covariates)
         y = self.network(u, covariates=cov)
         assert isinstance(y, Tensor)
-        return y * scale.unsqueeze(-1)  # [B, H, 1]
+        return self.held(window, y * scale.unsqueeze(-1))  # [B, H, 1]
+
+    def held(self, window: Tensor, forecast: Tensor) -> Tensor:
+        """`forecast` [B, H, 1] with each still window's its last cycle repeated (readout.hold_still, the
+        read-out graph's `still` nodes); a covariate model's as it is."""
+        if self.layout is not None:
+            return forecast
+        x = window[..., 0]  # [B, L]
+        missing = torch.isnan(x)
+        mask = (~missing).to(x.dtype)
+        x0 = torch.where(missing, torch.zeros_like(x), x)
+        L, H = x.shape[1], forecast.shape[1]
+
+        def change(lag: int) -> tuple[Tensor, Tensor, Tensor]:
+            both = mask[:, lag:] * mask[:, :-lag]
+            pairs = both.sum(1, keepdim=True)
+            moved = ((x0[:, lag:] - x0[:, :-lag]).abs() * both).sum(1, keepdim=True)
+            cycle = x0[:, [L - lag + h % lag for h in range(H)]]  # [B, H]: the last cycle, repeated
+            return moved / torch.clamp(pairs, min=1.0), cycle, pairs
+
+        moved, cycle, _ = change(1)
+        if 1 < self.period < L:
+            moved_p, cycle_p, pairs_p = change(self.period)
+            paired = pairs_p > 0
+            moved, cycle = torch.where(paired, moved_p, moved), torch.where(paired, cycle_p, cycle)
+        mean_abs = (x0.abs() * mask).sum(1, keepdim=True) / torch.clamp(mask.sum(1, keepdim=True), min=1.0)
+        still = moved <= TINY * mean_abs  # [B, 1]
+        return torch.where(still.unsqueeze(-1), cycle.unsqueeze(-1), forecast)
 
     def prepare(self, window: Tensor, covariates: Tensor | None) -> tuple[Tensor, Covariates | None, Tensor]:
         """(the normalised window u [B, L, 1], the standardised covariates, what each window's forecast
@@ -142,7 +170,7 @@ class TransformerInspectGraph(TransformerGraph):
     ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         u, cov, scale = self.prepare(window, covariates)
         y, maps = self.network(u, return_attn=True, covariates=cov)
-        return y * scale.unsqueeze(-1), maps["softmax"], maps["rem"], maps["mixed"]
+        return self.held(window, y * scale.unsqueeze(-1)), maps["softmax"], maps["rem"], maps["mixed"]
 
 
 def _export(module: TransformerGraph, path: Path, outputs: Sequence[str] = (FORECAST_OUTPUT,)) -> None:

@@ -55,12 +55,35 @@ def test_an_all_zero_history_forecasts_zeros_in_the_graph_and_in_numpy(tmp_path:
     repo, model = publish(tmp_path)
     path = repo / NAME / "1" / MODEL_FILE
     normal = unseen()["store_opened"][1]
-    histories = [np.zeros(model.input_length), np.full(model.min_history, 1e-12), normal]
+    tiny = 1e-12 * (1.0 + np.arange(model.min_history) % 3)  # changes, so not still (hold_still)
+    histories = [np.zeros(model.input_length), tiny, normal]
     got = run_graph(path, histories, model.input_length)
     np.testing.assert_array_equal(got[:2], 0.0)
     np.testing.assert_array_equal(model.forecast(histories)[:2], 0.0)
     np.testing.assert_array_equal(got[2], run_graph(path, [normal], model.input_length)[0])
     assert np.abs(got[2]).min() > 0
+
+
+def test_a_still_window_forecasts_its_last_cycle_in_the_graph_and_in_numpy(tmp_path: Path) -> None:
+    """A window without change (every value the one a period before: a constant, a cycle repeated, a short
+    flat history) forecasts its last cycle repeated in the graph and the numpy model (readout.hold_still;
+    before, the ridge's near-copy: 3000 forecast 3008-3039 with intervals of no width); one value changed
+    and it is the read-out's again."""
+    repo, model = publish(tmp_path)
+    path = repo / NAME / "1" / MODEL_FILE
+    L, H = model.input_length, HORIZON
+    cycle = 40.0 + 3.0 * np.arange(PERIOD)
+    repeated = np.tile(cycle, L // PERIOD + 3)[: L + 5]
+    moved = repeated.copy()
+    moved[-3] += 1.0
+    histories = [np.full(L + 4, 3000.0), repeated, np.full(model.min_history, 0.37), moved]
+    want = np.stack([np.full(H, 3000.0), repeated[len(repeated) - PERIOD + np.arange(H) % PERIOD]])
+    got, numpy_forecast = run_graph(path, histories, L), model.forecast(histories)
+    np.testing.assert_allclose(got[:2], want, rtol=1e-6)
+    np.testing.assert_allclose(got[2], 0.37, rtol=1e-6)
+    np.testing.assert_allclose(numpy_forecast[:3], np.vstack([want, np.full((1, H), 0.37)]), rtol=1e-12)
+    np.testing.assert_allclose(got, numpy_forecast, rtol=1e-4, atol=1e-3)
+    assert np.abs(got[3] - want[1]).max() > 1e-3  # a window that changes is the read-out's
 
 
 def test_export_refuses_an_existing_version(tmp_path: Path) -> None:

@@ -155,3 +155,23 @@ def test_the_cli_refuses_options_the_model_would_ignore(
     text = " ".join(r.output.replace("│", " ").split())
     assert words in text and (option is None or option in text), text
     assert not (tmp_path / "run").exists()
+
+
+def test_a_still_window_forecasts_its_last_cycle_in_the_graph_and_in_python(tmp_path: Path) -> None:
+    """A model without covariates forecasts a window without change as its last cycle repeated
+    (readout.hold_still) in the graph and in `PanelTransformer.forecast`; one value changed and it is the
+    network's again."""
+    m = model(covariates=False)
+    folder = export_transformer(SavedTransformer(m, "1D", None), tmp_path, "still")
+    cycle = 20.0 + np.arange(PERIOD)
+    repeated = np.tile(cycle, 5)
+    moved = repeated.copy()
+    moved[-2] += 1.0
+    short = np.full(PERIOD, 0.4)  # no pair a period apart: the lag is 1
+    hs = [np.full(L, 3000.0), repeated, short, moved]
+    want = np.stack([np.full(H, 3000.0), cycle[np.arange(H) % PERIOD], np.full(H, 0.4)])
+    got, python = run_transformer_graph(folder / "model.onnx", hs, L), m.forecast(hs)
+    np.testing.assert_allclose(got[:3], want, rtol=1e-6)
+    np.testing.assert_allclose(python[:3], want, rtol=1e-12)
+    assert np.abs(got[3] - python[3]).max() <= 1e-3 * float(np.abs(python[3]).max())
+    assert np.abs(python[3] - want[1]).max() > 1e-2  # a window that changes is the network's

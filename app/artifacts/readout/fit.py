@@ -83,7 +83,9 @@ def _batches(
         d = naive_error(x, m, fit.period) / s
         if fit.row_scale == "mase":  # errors in units of the window's own seasonal-naive error
             w = w / np.maximum(d, fit.mase_floor)[:, None] ** 2
-        w = w * (output_scales(x, m, fit.period) > 0)[:, None]  # an all-zero window forecasts zeros
+        # An all-zero window forecasts zeros whatever the weights. A still one (hold_still) stays: left out,
+        # a lone constant series would leave the fit on request nothing to solve.
+        w = w * (output_scales(x, m, fit.period) > 0)[:, None]
         return _Batch(f, t / s[:, None], w, d)
 
     for i, v in enumerate(series):

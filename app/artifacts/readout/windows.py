@@ -44,18 +44,42 @@ def output_scales(x: np.ndarray, m: np.ndarray, period: int) -> np.ndarray:
     return np.where(s > TINY, s, 0.0)
 
 
-def naive_error(x: np.ndarray, m: np.ndarray, period: int) -> np.ndarray:
-    """Per window: the mean |x_t − x_{t−m}| over its observed pairs (m = the period, or 1 where the
-    window holds no observed pair a period apart); 0 where it has no pair at all."""
-    out = np.zeros(len(x))
+def _naive(x: np.ndarray, m: np.ndarray, period: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per window: (the mean |x_t − x_{t−lag}| over its observed pairs, 0 where it has no pair at all;
+    the lag: the period, or 1 where the window holds no observed pair a period apart)."""
+    out, lags = np.zeros(len(x)), np.ones(len(x), dtype=np.int64)
     todo = np.ones(len(x), dtype=bool)
     for lag in (period, 1) if period > 1 else (1,):
         both = m[:, lag:] * m[:, :-lag]
         pairs = both.sum(1)
         err = (np.abs(x[:, lag:] - x[:, :-lag]) * both).sum(1) / np.maximum(pairs, 1)
         use = todo & (pairs > 0)
-        out[use], todo = err[use], todo & ~use
-    return out
+        out[use], lags[use], todo = err[use], lag, todo & ~use
+    return out, lags
+
+
+def naive_error(x: np.ndarray, m: np.ndarray, period: int) -> np.ndarray:
+    """Per window: the mean |x_t − x_{t−m}| over its observed pairs (m = the period, or 1 where the
+    window holds no observed pair a period apart); 0 where it has no pair at all."""
+    return _naive(x, m, period)[0]
+
+
+def hold_still(forecast: np.ndarray, x: np.ndarray, m: np.ndarray, period: int) -> np.ndarray:
+    """A read-out's forecast [n, H] of raw windows x [n, L] (observed where m, from the first observed step
+    on) with each still window's its last cycle repeated. Still: `naive_error`, the spread the service's
+    intervals are in units of, within TINY of the window's mean |value|; its lag is the cycle's length
+    (a period, or 1 where no pair a period apart is observed). A constant series forecasts its value, a
+    series of zeros zeros, a cycle repeated that cycle. The ridge maps a flat window near itself, not onto
+    it: 3000 was forecast 3008-3039 by pretrained-quarterly and 3000.9-3001.1 by pretrained-monthly, with
+    80% intervals of no width around them (the service, 2026-12-05). The ONNX graph's `still` nodes are
+    the same rule; a covariate model's forecast moves with its covariates and is left as it is."""
+    change, lags = _naive(x, m, period)
+    still = change <= TINY * (np.abs(x) * m).sum(1) / np.maximum(m.sum(1), 1)
+    if not still.any():
+        return forecast
+    steps = np.arange(forecast.shape[1])
+    index = x.shape[1] - lags[:, None] + steps[None, :] % lags[:, None]  # [n, H]: the last cycle, repeated
+    return np.where(still[:, None], np.take_along_axis(x, index, 1), forecast)
 
 
 def features(
@@ -146,5 +170,6 @@ def forecast(
         f, s = features(x, m, fit.period, fit.n_lags, kernels, fit.lift)
         if layout is not None and covariates is not None:
             f = np.concatenate([f, covariate_features(layout, covariates[a : a + batch], kernels, s)], 1)
-        out[a : a + len(x)] = (f @ weights[:-1] + weights[-1]) * output_scales(x, m, fit.period)[:, None]
+        y = (f @ weights[:-1] + weights[-1]) * output_scales(x, m, fit.period)[:, None]
+        out[a : a + len(x)] = y if layout is not None else hold_still(y, x, m, fit.period)
     return out

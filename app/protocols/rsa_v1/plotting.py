@@ -239,6 +239,7 @@ def render_global_png(result: AttentionResponse) -> bytes:
         bars += [("missing share", readout.missing.share), ("bias", readout.bias.share)]
         bars += [] if readout.lift is None else [(f"random layer ({readout.lift.width})", readout.lift.share)]
         bars += [(f"{c.name} ({c.kind})", c.share) for c in readout.covariates]
+        bars += [] if readout.still is None else [("still window: its last cycle", readout.still.share)]
     n_panels = 1 + (readout is not None) + (hybrid is not None)
     height = max(4.0, 0.22 * len(bars) + 1.5)
     figure = Figure(figsize=(5.2 * n_panels + 1.0, height), layout="constrained")

@@ -136,6 +136,12 @@ class ReadoutExplanation(BaseModel):
         "and lag_contributions are the linear part's); null without one.",
     )
     covariates: list[CovariateContribution] = Field(default_factory=list)
+    still: TermShare | None = Field(
+        default=None,
+        description="A window without change (every value the one a period before, within 1e-8 of its "
+        "mean |value|) is forecast as its last cycle repeated: this term takes the others there; null "
+        "for any other window.",
+    )
     forecast: list[float] = Field(description="The read-out's forecast, H steps: the sum of the terms.")
 
 

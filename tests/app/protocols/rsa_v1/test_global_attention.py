@@ -151,6 +151,8 @@ def terms_sum(readout: dict[str, Any]) -> np.ndarray:
         total += np.array(readout["lift"]["contribution"])
     for c in readout["covariates"]:
         total += np.array(c["contribution"])
+    if readout["still"] is not None:
+        total += np.array(readout["still"]["contribution"])
     return total
 
 
@@ -208,6 +210,24 @@ def test_a_read_outs_contributions_add_up_to_its_served_forecast(
     else:
         assert readout["lift"] is None
     assert all(s >= 0 for s in shares) and abs(sum(shares) - 1) < 1e-9
+
+
+@pytest.mark.parametrize("kind", ["global_readout", "lifted_readout", "hybrid"])
+def test_a_still_windows_explanation_says_it_is_held_and_adds_up_to_the_served_forecast(
+    kind: str, kinds: dict[str, Kind], clients: dict[str, TestClient]
+) -> None:
+    """A constant series is forecast as its value (readout.hold_still): the explanation's `still` term
+    takes the read-out's other terms there, and the parts still add up to the served forecast."""
+    client, k = clients[kind], kinds[kind]
+    n = len(k.body["series"]["values"])
+    flat = Kind(k.repo, k.name, {"series": {**k.body["series"], "values": [250.0] * n}})
+    body = attention(client, flat)
+    readout, served = body["readout"], served_forecast(client, flat)
+    np.testing.assert_allclose(served, 250.0, rtol=1e-6)
+    np.testing.assert_allclose(readout["forecast"], 250.0, rtol=1e-12)
+    np.testing.assert_allclose(terms_sum(readout), readout["forecast"], rtol=1e-9)
+    assert readout["still"] is not None and readout["still"]["share"] > 0
+    assert attention(client, k)["readout"]["still"] is None  # a window that changes
 
 
 def test_lag_weights_are_the_kernels_combined_by_the_read_outs_weights(
