@@ -214,7 +214,8 @@ def _hold_still(model: GlobalModel, nodes: list[Any], inits: list[Any]) -> None:
     held: list[Any] = []
 
     def change(lag: int) -> tuple[str, str]:
-        """Nodes of the mean |x_t − x_{t−lag}| over observed pairs [B, 1] and the pairs' count."""
+        """Nodes of the mean |x_t − x_{t−lag}| over observed pairs [B, 1] (`pairs_{lag}` counts them) and
+        of the last `lag` values repeated [B, H]; their names."""
         inits.extend([_const(f"from_{lag}", [lag], np.int64), _const(f"to_{lag}", [L - lag], np.int64)])
         inits.append(_const(f"cycle_{lag}", L - lag + np.arange(H) % lag, np.int64))  # [H]
         a, b = f"from_{lag}", f"to_{lag}"
