@@ -230,8 +230,9 @@ def _forecast(
                 cov = covariate_parts(layout, torch.from_numpy(z.astype(np.float32)))
             y = net(torch.from_numpy(u.astype(np.float32)).unsqueeze(-1), covariates=cov)
             assert isinstance(y, torch.Tensor)
-            raw = y[..., 0].double().numpy() * readout.output_scales(x, m, period)[:, None]
-            out[a : a + len(x)] = raw if layout is not None else readout.hold_still(raw, x, m, period)
+            out[a : a + len(x)] = readout.raw_forecast(
+                y[..., 0].double().numpy(), x, m, period, layout is not None
+            )
     return out
 
 

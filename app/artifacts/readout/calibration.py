@@ -33,8 +33,7 @@ from app.artifacts.readout.windows import (
     CovariateRows,
     covariate_features,
     features,
-    hold_still,
-    output_scales,
+    raw_forecast,
     series_windows,
     window_ends,
 )
@@ -177,9 +176,7 @@ def held_out_scores(
     f, s = features(x, m, fit.period, fit.n_lags, kernels, fit.lift)
     if covariates is not None:
         f = np.concatenate([f, covariate_features(covariates.layout, np.concatenate(cs), kernels, s)], 1)
-    predicted = (f @ weights[:-1] + weights[-1]) * output_scales(x, m, fit.period)[:, None]
-    if covariates is None:  # as the served forecast
-        predicted = hold_still(predicted, x, m, fit.period)
+    predicted = raw_forecast(f @ weights[:-1] + weights[-1], x, m, fit.period, covariates is not None)
     if local is not None:  # the window as the service feeds it: float32, NaN before the series' start
         predicted = local.combine(predicted, np.where(m_all > 0, x_all, np.nan).astype(np.float32))
     errors = np.abs(t - predicted)  # [n, H]

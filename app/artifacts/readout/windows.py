@@ -82,6 +82,14 @@ def hold_still(forecast: np.ndarray, x: np.ndarray, m: np.ndarray, period: int) 
     return np.where(still[:, None], np.take_along_axis(x, index, 1), forecast)
 
 
+def raw_forecast(y: np.ndarray, x: np.ndarray, m: np.ndarray, period: int, covariates: bool) -> np.ndarray:
+    """A normalised forecast y [n, H] (a read-out's or a network's) of raw windows x [n, L] on the raw
+    scale: times `output_scales`, and, for a model without covariates, each still window's its last cycle
+    (`hold_still`). The numpy forecast, the calibration's scores and the transformer's forecast."""
+    raw = y * output_scales(x, m, period)[:, None]
+    return raw if covariates else hold_still(raw, x, m, period)
+
+
 def features(
     x: np.ndarray, m: np.ndarray, period: int, n_lags: int, kernels: np.ndarray, lift: Lift | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -170,6 +178,6 @@ def forecast(
         f, s = features(x, m, fit.period, fit.n_lags, kernels, fit.lift)
         if layout is not None and covariates is not None:
             f = np.concatenate([f, covariate_features(layout, covariates[a : a + batch], kernels, s)], 1)
-        y = (f @ weights[:-1] + weights[-1]) * output_scales(x, m, fit.period)[:, None]
-        out[a : a + len(x)] = y if layout is not None else hold_still(y, x, m, fit.period)
+        y = f @ weights[:-1] + weights[-1]
+        out[a : a + len(x)] = raw_forecast(y, x, m, fit.period, covariates=layout is not None)
     return out
