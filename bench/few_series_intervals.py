@@ -80,10 +80,12 @@ def bootstrap_interval(inside: Sequence[np.ndarray], rng: np.random.Generator) -
 
 
 def calibrated_ratios(intervals: dict[str, Any]) -> dict[str, float]:
-    """For each pair of levels (`PAIRS`) that a group's windows both calibrate (neither extrapolated):
-    the median over horizon steps of the higher level's width over the lower's, the tail the windows
-    themselves show, which `tail_ratio` stands in for where a level is extrapolated."""
-    extrapolated = set(intervals["calibration"].get("extrapolated_levels", []))
+    """For each pair of levels (`PAIRS`) that a group's windows both calibrate (neither extrapolated nor
+    floored by the level below, `floored_levels`): the median over horizon steps of the higher level's
+    width over the lower's, the tail the windows themselves show, which `tail_ratio` stands in for where
+    a level is extrapolated."""
+    report = intervals["calibration"]
+    extrapolated = {*report.get("extrapolated_levels", []), *report.get("floored_levels", [])}
     levels = [float(lv) for lv in intervals["levels"]]
     widths = np.asarray(intervals["widths"], dtype=np.float64)[:, :, 0]  # [levels, H]
     out = {}

@@ -46,6 +46,9 @@ class IntervalCalibration:
     # Levels beyond the windows' reach, their widths extrapolated from the highest level calibrated
     # (app/artifacts/readout/calibration.py `pooled_intervals`); none in reports written before.
     extrapolated_levels: list[float] = dataclasses.field(default_factory=list)
+    # Levels calibrated by the largest window's score alone, held at least the level below's width times
+    # the tail ratio (app/artifacts/readout/calibration.py `floored_levels`); none in reports written before.
+    floored_levels: list[float] = dataclasses.field(default_factory=list)
 
 
 # -- bench/competitions.py -------------------------------------------------------------------------

@@ -15,7 +15,12 @@ import numpy as np
 from app.artifacts.conformal import conformal_quantile, level_fits, windows_needed
 from app.artifacts.contract import window_scale
 from app.artifacts.readout import SCALE_FLOOR, CovariateRows, ReadoutSpec, calibrate
-from app.artifacts.readout.calibration import EXTRAPOLATED_FROM, EXTRAPOLATED_UP_TO, calibration_tail
+from app.artifacts.readout.calibration import (
+    EXTRAPOLATED_FROM,
+    EXTRAPOLATED_UP_TO,
+    calibration_tail,
+    floored_levels,
+)
 from export.bank import expand_bank
 from export.global_models.graph import windows_of
 from export.reports import GroupCoverage, IntervalCalibration, to_dict
@@ -124,6 +129,7 @@ def calibration_report(
         coverage=_cross_coverage(scores, levels, groups, _folds(per_series), owners),
         windows=windows,
         extrapolated_levels=list(extrapolated),
+        floored_levels=floored_levels(len(scores), levels),
     )
 
 

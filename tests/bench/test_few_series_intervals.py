@@ -24,6 +24,8 @@ def test_the_tail_ratios_read_only_levels_the_windows_calibrated() -> None:
     assert calibrated_ratios(intervals) == pytest.approx({"80-90": 1.25, "90-95": 17 / 12, "95-99": 1.5})
     intervals["calibration"]["extrapolated_levels"] = [99.0]
     assert set(calibrated_ratios(intervals)) == {"80-90", "90-95"}
+    intervals["calibration"]["floored_levels"] = [95.0]  # held by 90%'s width: not the windows' own tail
+    assert set(calibrated_ratios(intervals)) == {"80-90"}
 
 
 def test_a_smoke_run_scores_lone_series_with_their_intervals(tmp_path) -> None:

@@ -203,6 +203,7 @@ def test_one_series_gets_80_90_and_95_percent_and_three_get_99() -> None:
     assert intervals["calibration"]["windows"] == 46 and "[99.0] extrapolated from 95%" in said
     report = intervals["calibration"]
     assert report["levels"] == [50.0, 80.0, 90.0, 95.0] and report["extrapolated_levels"] == [99.0]
+    assert report["floored_levels"] == []  # 46 windows: 95% is their 45th score, not their largest
     assert report["dropped_levels"] == [] and report["dropped_because"] is None
     # 46 windows reach 95% (19 needed), not 99% (99): its widths are 95%'s times a Laplace error's
     # ratio, ln(1 − 0.99) / ln(1 − 0.95) = 1.537 (a normal's would be 1.314)

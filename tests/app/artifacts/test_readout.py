@@ -91,6 +91,26 @@ def test_a_level_beyond_the_windows_is_extrapolated_by_a_laplace_errors_ratio() 
     assert (fresh <= widths[1] * normal).mean() < 0.985
 
 
+def test_a_level_calibrated_by_the_largest_score_alone_is_at_least_the_level_below_extrapolated() -> None:
+    """15 windows calibrate 80% by their 13th score and 90% by their largest (rank ceil(16·0.9) = 15):
+    90% is held at least 80%'s width times the tail ratio, 95% extrapolated from that; a largest score
+    above the floor stands. 40 windows calibrate every level by a lower rank: the plain quantiles."""
+    ratio = readout.calibration.tail_ratio
+    scores = np.stack([np.arange(1.0, 16.0), np.r_[np.arange(1.0, 15.0), 100.0]], axis=1)  # [15, 2]
+    widths = np.asarray(readout.pooled_intervals(scores, [80.0, 90.0, 95.0], 8, 4)["widths"])[:, :, 0]
+    np.testing.assert_allclose(widths[0], [13.0, 13.0])
+    np.testing.assert_allclose(widths[1], [13.0 * ratio(90.0, 80.0), 100.0])
+    np.testing.assert_allclose(widths[2], widths[1] * ratio(95.0, 90.0))
+    floored = readout.calibration.floored_levels
+    assert floored(15, [80.0, 90.0, 95.0]) == [90.0] and floored(15, [50.0, 90.0]) == []
+    assert floored(19, [80.0, 90.0, 95.0]) == [95.0] and floored(40, [80.0, 90.0, 95.0]) == []
+    assert floored(112, [50.0, 80.0, 90.0, 95.0, 99.0]) == [99.0]
+    many = np.random.default_rng(2).exponential(1.0, (40, 3))
+    plain = np.asarray(readout.pooled_intervals(many, [80.0, 90.0, 95.0], 8, 4)["widths"])[:, :, 0]
+    for row, level in zip(plain, (80.0, 90.0, 95.0), strict=True):
+        np.testing.assert_allclose(row, conformal_quantile(many, level / 100))
+
+
 def test_levels_are_extrapolated_only_from_80_percent_or_more_and_a_refusal_says_how_many_windows() -> None:
     plan = readout.level_plan
     assert plan(3, [50.0, 80.0, 95.0]) == ([50.0], [], [80.0, 95.0])  # from the median of 3: a guess
