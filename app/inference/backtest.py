@@ -76,24 +76,27 @@ def season_of(manifest: Manifest) -> int:
 
 
 def backtest_cutoffs(
-    n: int, manifest: Manifest, horizon: int, n_windows: int, step: int, field: str
+    n: int, manifest: Manifest, horizon: int, n_windows: int, step: int, field: str, before: int = 0
 ) -> list[int]:
     """The cutoffs (values before each forecast) of a history of n values, oldest first: the last at
     n − horizon, each `step` before the next. InvalidInput naming `n_windows` when the first would have
-    fewer values before it than the model reads, or `field` when not even one window fits."""
+    fewer values before it than the model reads, or `field` when not even one window fits. `before`:
+    the nulls a global model's series sends before it began (`windows.not_started`), not counted."""
     need = least_history(manifest)
-    most = (n - horizon - need) // step + 1 if n >= need + horizon else 0
+    m = n - before
+    most = (m - horizon - need) // step + 1 if m >= need + horizon else 0
+    after = f" after its first {before} nulls (before the series began)" if before else ""
     if most < 1:
         raise InvalidInput(
-            f"{field} has {n} points; a backtest of horizon {horizon} needs at least {need + horizon} "
-            f"({need} the model reads, then {horizon} to compare with)",
+            f"{field} has {m} points{after}; a backtest of horizon {horizon} needs at least "
+            f"{need + horizon} ({need} the model reads, then {horizon} to compare with)",
             field=field,
             limit=need + horizon,
         )
     if n_windows > most:
         raise InvalidInput(
-            f"n_windows = {n_windows}, but {field} ({n} points) holds at most {most} windows of horizon "
-            f"{horizon}, {step} apart, each after {need} points the model reads",
+            f"n_windows = {n_windows}, but {field} ({m} points{after}) holds at most {most} windows of "
+            f"horizon {horizon}, {step} apart, each after {need} points the model reads",
             field="n_windows",
             limit=most,
         )
@@ -101,24 +104,29 @@ def backtest_cutoffs(
     return [last - step * (n_windows - 1 - j) for j in range(n_windows)]
 
 
-def anomaly_points(n: int, manifest: Manifest, lead: int, last: int | None, field: str) -> list[int]:
+def anomaly_points(
+    n: int, manifest: Manifest, lead: int, last: int | None, field: str, before: int = 0
+) -> list[int]:
     """The points to check, oldest first: every point with a full window `lead` steps before it, or the
     last `last` of them (the online form). InvalidInput naming `last` when fewer exist, or `field` when
-    none does."""
-    first = least_history(manifest) + lead - 1
+    none does. `before`: the nulls a global model's series sends before it began
+    (`windows.not_started`), never checked nor counted."""
+    least = least_history(manifest) + lead - 1
+    first, m = before + least, n - before
     available = n - first
+    after = f" after its first {before} nulls (before the series began)" if before else ""
     if available < 1:
         raise InvalidInput(
-            f"{field} has {n} points; checking for anomalies {lead} step(s) ahead needs at least "
-            f"{first + 1} (the {first - lead + 1} the model reads, then the points checked)",
+            f"{field} has {m} points{after}; checking for anomalies {lead} step(s) ahead needs at least "
+            f"{least + 1} (the {least - lead + 1} the model reads, then the points checked)",
             field=field,
-            limit=first + 1,
+            limit=least + 1,
         )
     if last is not None:
         if last > available:
             raise InvalidInput(
-                f"last = {last}, but {field} ({n} points) has only {available} points with a full window "
-                f"before them",
+                f"last = {last}, but {field} ({m} points{after}) has only {available} points with a full "
+                "window before them",
                 field="last",
                 limit=available,
             )
@@ -156,15 +164,22 @@ def window_batch(
             len(history.values), manifest, max_history, f"{history.field}.values", history.id
         )
         for t in points:
-            window, count = last_window_filled(
-                history.values[:t],
-                manifest,
-                max_history,
-                max_missing_share,
-                f"{history.field}.values",
-                history.path_of,
-                history.id,
-            )
+            try:
+                window, count = last_window_filled(
+                    history.values[:t],
+                    manifest,
+                    max_history,
+                    max_missing_share,
+                    f"{history.field}.values",
+                    history.path_of,
+                    history.id,
+                )
+            except InvalidInput as e:  # which of the windows: the user sent one history
+                raise InvalidInput(
+                    f"the window before {history.field}.values[{t}]: {e.message}",
+                    field=e.field,
+                    limit=e.limit,
+                ) from None
             windows.append(window)
             filled.append(count)
             phase = window_phase_of(manifest, history.start, t, f"{history.field}.start")

@@ -261,6 +261,17 @@ class HistoryRows:
         static = np.repeat(self.static[i][None, :], len(e), axis=0)
         return layout.assemble(past, future, stamps, static)
 
+    def from_row(self, first: Sequence[int]) -> HistoryRows:
+        """The covariates of each series i from its row `first[i]` on: a history's, cut where its values
+        begin (`windows.not_started`), as a history sent from there would carry them."""
+        return HistoryRows(
+            self.layout,
+            tuple(p[b:] for p, b in zip(self.past, first, strict=True)),
+            tuple(f[b:] for f, b in zip(self.future, first, strict=True)),
+            self.static,
+            tuple(None if t is None else t[b:] for t, b in zip(self.stamps, first, strict=True)),
+        )
+
 
 def history_rows(
     manifest: Manifest,

@@ -47,10 +47,11 @@ class _Series:
     which forecasts were made from the current values, the spikes replaced (point -> channels, their
     differences)."""
 
-    def __init__(self, values: np.ndarray, first: int, offset: int) -> None:
+    def __init__(self, values: np.ndarray, first: int, offset: int, least: int) -> None:
         self.sent = values
         self.values = values.copy()
         self.first, self.count, self.offset = first, len(values) - first, offset
+        self.least = least  # the fewest rows a window may be cut from (nulls before the series began too)
         self.judged = np.zeros(self.count, bool)
         self.fresh = np.ones(self.count, bool)
         self.replaced = np.zeros(len(values), bool)  # rows a spike's forecast stands in for
@@ -62,13 +63,13 @@ class _Series:
 class Repair:
     """The repair of one request's anomaly check. `values[s]` [n, C] as sent, `first[s]` the first
     checked row of series s (its checked points are first .. n − 1), `lead`, the model's `horizon`, the
-    window's `length` (the rows a forecast reads) and the fewest values a window may be cut from
-    (`least`); the first pass's `forecast`, `lo`, `hi`, `width`
-    [N, C] over every checked point of every series (series-major, each forecast `lead` steps ahead),
-    which `update` keeps current. Call `next_round()` for the points to forecast again (per series, each
-    point's position among its checked points and the step it is forecast at, from the window that ends
-    that many steps before it), forecast them from `values(s)`, and give the answers to `update`; an
-    empty round means every point is judged."""
+    window's `length` (the rows a forecast reads) and the fewest rows a window may be cut from
+    (`least`, per series: its nulls before it began, `windows.not_started`, count too); the first pass's
+    `forecast`, `lo`, `hi`, `width` [N, C] over every checked point of every series (series-major, each
+    forecast `lead` steps ahead), which `update` keeps current. Call `next_round()` for the points to
+    forecast again (per series, each point's position among its checked points and the step it is
+    forecast at, from the window that ends that many steps before it), forecast them from `values(s)`,
+    and give the answers to `update`; an empty round means every point is judged."""
 
     def __init__(
         self,
@@ -77,18 +78,18 @@ class Repair:
         lead: int,
         horizon: int,
         length: int,
-        least: int,
+        least: Sequence[int],
         forecast: np.ndarray,
         lo: np.ndarray,
         hi: np.ndarray,
         width: np.ndarray,
     ) -> None:
-        self.lead, self.horizon, self.length, self.least = lead, horizon, length, least
+        self.lead, self.horizon, self.length = lead, horizon, length
         self.forecast, self.lo, self.hi, self.width = forecast, lo, hi, width
         self.series: list[_Series] = []
         offset = 0
-        for v, f in zip(values, first, strict=True):
-            self.series.append(_Series(v, f, offset))
+        for v, f, least_rows in zip(values, first, least, strict=True):
+            self.series.append(_Series(v, f, offset, least_rows))
             offset += len(v) - f
         self.actual = np.concatenate([s.sent[s.first :] for s in self.series])
 
@@ -131,7 +132,7 @@ class Repair:
         """The step point j is forecast at: `lead`, plus the replaced values its window would end with
         (at most the horizon, and a window of `least` values)."""
         step, t = self.lead, state.first + j
-        most = min(self.horizon, t + 1 - self.least)
+        most = min(self.horizon, t + 1 - state.least)
         while step < most and state.replaced[t - step]:
             step += 1
         return step

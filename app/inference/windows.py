@@ -40,15 +40,34 @@ def check_series_count(n: int, limit: int, field: str, what: str = "series") -> 
         raise InvalidInput(f"{field} has {n} {what}; at most {limit} are accepted", field=field, limit=limit)
 
 
+def not_started(history: np.ndarray, manifest: Manifest) -> int:
+    """The rows [n, C] a global model's history sends before its first value (every channel null): the
+    time before the series began (a panel's later series, its wide file's empty cells), not missing
+    values of it. Its windows, backtest cutoffs and anomaly checks count from its first value, as a
+    history sent without them; 0 for a model that reads full windows (no short history)."""
+    if manifest.panel is None or not len(history):
+        return 0
+    seen = ~np.isnan(history).all(axis=1)
+    return int(np.argmax(seen)) if seen.any() else len(history)
+
+
 def check_history_length(
-    n: int, manifest: Manifest, max_history: int, field: str, series_id: str | None = None
+    n: int,
+    manifest: Manifest,
+    max_history: int,
+    field: str,
+    series_id: str | None = None,
+    before: int = 0,
 ) -> None:
+    """n values against the model's least history and `max_history` (the values sent: n + `before`, the
+    nulls before a global model's series began, `not_started`)."""
     L = manifest.input_length
     if manifest.panel is not None and n < manifest.panel.min_history:
         least = manifest.panel.min_history
         named = f" (series {series_id!r})" if series_id is not None else ""
+        after = f" after its first {before} nulls (before the series began)" if before else ""
         raise InvalidInput(
-            f"{field}{named} has {n} points; the model needs at least {least} (its min_history)",
+            f"{field}{named} has {n} points{after}; the model needs at least {least} (its min_history)",
             field=field,
             limit=least,
         )
@@ -58,9 +77,9 @@ def check_history_length(
             field=field,
             limit=L,
         )
-    if n > max_history:
+    if n + before > max_history:
         raise InvalidInput(
-            f"{field} has {n} points; at most {max_history} are accepted per series",
+            f"{field} has {n + before} points; at most {max_history} are accepted per series",
             field=field,
             limit=max_history,
         )
@@ -142,15 +161,20 @@ def last_window_filled(
     or a channel with no value in the window, is an `InvalidInput` naming `field`, the count and the limit.
     Missing values before the window are never read; a global model's short history is filled within the
     values sent (its missing start stays NaN, masked by its graph). Returns the window and how many values
-    were filled."""
-    check_history_length(len(history), manifest, max_history, field, series_id)
+    were filled. A global model's nulls before its series began (`not_started`) are not its values:
+    the window is the one of the history from its first value."""
+    before = not_started(history, manifest)
+    if before:
+        history = history[before:]
+        path_of = _shifted(path_of, before)
+    check_history_length(len(history), manifest, max_history, field, series_id, before)
     L = manifest.input_length
     first = max(len(history) - L, 0)
     window = history[first:]
     missing = np.isnan(window)
     count = int(missing.sum())
     if count == 0:
-        return last_window(history, manifest, max_history, field, path_of, series_id), 0
+        return last_window(history, manifest, max_history + before, field, path_of, series_id), 0
     allowed = math.floor(max_missing_share * window.size + 1e-9)
     if count > allowed:
         raise InvalidInput(
@@ -170,7 +194,12 @@ def last_window_filled(
         )
     filled = history.copy()
     filled[first:] = fill_window(window, manifest.training_fill)
-    return last_window(filled, manifest, max_history, field, path_of, series_id), count
+    return last_window(filled, manifest, max_history + before, field, path_of, series_id), count
+
+
+def _shifted(path_of: Callable[[int, int], str], rows: int) -> Callable[[int, int], str]:
+    """`path_of` for a history cut `rows` from its start: the value's row as sent."""
+    return lambda row, c: path_of(row + rows, c)
 
 
 def fill_windows(
@@ -214,6 +243,32 @@ def fill_windows(
             )
         out[i, first:] = fill_window(windows[i, first:], manifest.training_fill)
     return out, counts
+
+
+def started_rows(
+    windows: np.ndarray, manifest: Manifest, field_of: Callable[[int], str], lengths: np.ndarray | None
+) -> np.ndarray | None:
+    """A global model's windows [n, L, C] given as tensors: the values each row holds [n], its last
+    (`lengths` where given, at most the rows after its leading rows with no value: the time before the
+    series began, as `not_started` reads a history), each at least the model's min_history, else an
+    `InvalidInput` naming the window; None for a model that reads full windows, or where every row is
+    full."""
+    if manifest.panel is None:
+        return None
+    L, least = windows.shape[1], manifest.panel.min_history
+    seen = ~np.isnan(windows).all(axis=2)  # [n, L]
+    before = np.where(seen.any(axis=1), np.argmax(seen, axis=1), L)
+    held = np.minimum(L - before, L if lengths is None else lengths)
+    short = held < least
+    if short.any():
+        i = int(np.argmax(short))
+        raise InvalidInput(
+            f"{field_of(i)} holds {int(held[i])} values after its first {int(before[i])} rows of NaN (before "
+            f"the series began); model {manifest.name} needs at least {least} (its min_history)",
+            field=field_of(i),
+            limit=least,
+        )
+    return None if lengths is None and (held == L).all() else held
 
 
 def check_windows(windows: np.ndarray, input_length: int, path_of: Callable[[int, int, int], str]) -> None:

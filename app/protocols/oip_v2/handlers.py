@@ -47,7 +47,7 @@ from app.engine.catalog import VersionEntry
 from app.inference.covariates import SeriesCovariates, covariate_rows
 from app.inference.intervals import level_bounds, require_intervals
 from app.inference.service import InferenceService
-from app.inference.windows import YEARS, check_windows, fill_windows, require_finite
+from app.inference.windows import YEARS, check_windows, fill_windows, require_finite, started_rows
 from app.protocols.oip_v2.codec import InferResult, Tensor
 from app.protocols.oip_v2.schemas import ModelMetadata, RepositoryModel, ServerMetadata, TensorMetadata
 from rsa_core.steps import forecast_timestamps
@@ -242,15 +242,20 @@ class OipV2Handlers:
                 field="window.shape",
                 limit=limit,
             )
-        lengths = _lengths(tensors.get(LENGTHS), manifest, len(array))
+        # A global model's short row: its `lengths`, or the rows after its leading rows of NaN (the time
+        # before the series began, as /v1 reads a history's leading nulls).
+        given = _lengths(tensors.get(LENGTHS), manifest, len(array))
+        lengths = started_rows(array, manifest, lambda n: f"window[{n}]", given)
         # NaN is a missing value: filled by the model's training rule, up to RSA_MAX_MISSING_SHARE; in a
         # global model's short row, only among the values the series has (as /v1 fills its history).
         array, counts = fill_windows(
             array, manifest, self.settings.max_missing_share, lambda n: f"window[{n}]", lengths
         )
-        check_windows(array, L, lambda n, t, c: f"window[{n}][{t}][{c}]")
-        if lengths is not None:
+        checked = array
+        if lengths is not None:  # the steps before each start are the graph's to mask, whatever was sent
             array = _mask_start(array, lengths)
+            checked = np.where(np.isnan(array), 0.0, array)  # every NaN left is before a start
+        check_windows(checked, L, lambda n, t, c: f"window[{n}][{t}][{c}]")
         return array, int(counts.sum())
 
 

@@ -48,7 +48,13 @@ from app.inference.refit import (
     run_backtest_refits,
 )
 from app.inference.repair import ROUNDS, Repair
-from app.inference.windows import check_horizon, check_series_count, fill_window, require_finite
+from app.inference.windows import (
+    check_horizon,
+    check_series_count,
+    fill_window,
+    not_started,
+    require_finite,
+)
 from app.protocols.rsa_v1.answers import (
     anomaly_series,
     answered_by,
@@ -233,10 +239,14 @@ def _refit_spec(manifest: Manifest, name: str, version: int, asked: bool | None)
         raise NotRefittable(f"refit: {e.message}; send refit: false", field="refit") from None
 
 
-def _refittable(spec: ReadoutSpec, cutoffs: Sequence[Sequence[int]]) -> bool:
-    """Whether some series holds a training window (train_history + H values) before each cutoff."""
+def _refittable(spec: ReadoutSpec, cutoffs: Sequence[Sequence[int]], first: Sequence[int]) -> bool:
+    """Whether some series holds a training window (train_history + H values) before each cutoff, from
+    its first value (`first`: the nulls before it, `not_started`)."""
     least = max(spec.fit.train_min, 1) + spec.fit.horizon
-    return all(any(points[j] >= least for points in cutoffs) for j in range(len(cutoffs[0])))
+    return all(
+        any(points[j] - b >= least for points, b in zip(cutoffs, first, strict=True))
+        for j in range(len(cutoffs[0]))
+    )
 
 
 async def _refit_forecasts(
@@ -255,13 +265,17 @@ async def _refit_forecasts(
     forecasts each window's raw row (`rows`, per series [K, D])."""
     K = len(cutoffs[0])
     rule = manifest.training_fill
+    # each history from its first value: nulls before a series began are not its values (`not_started`)
+    first = [not_started(h.values, manifest) for h in histories]
     fits = [
         [
-            fill_window(h.values[: points[j], :1], rule)[:, 0]
-            for h, points in zip(histories, cutoffs, strict=True)
+            fill_window(h.values[b : points[j], :1], rule)[:, 0]
+            for h, points, b in zip(histories, cutoffs, first, strict=True)
         ]
         for j in range(K)
     ]
+    if covariates is not None and any(first):
+        covariates = covariates.from_row(first)
     ranked = [windows[j::K] for j in range(K)]  # window j of every series
     window_rows = None if rows is None else [np.stack([r[j] for r in rows]) for j in range(K)]
     local = manifest.panel.local_spec if manifest.panel is not None else None
@@ -356,8 +370,10 @@ def _backtest_plan(
     histories = _histories(v1, manifest, request.series)
     K = request.n_windows
     step = request.step_size or horizon
+    first = [not_started(h.values, manifest) for h in histories]
     cutoffs = [
-        backtest_cutoffs(len(h.values), manifest, horizon, K, step, f"{h.field}.values") for h in histories
+        backtest_cutoffs(len(h.values), manifest, horizon, K, step, f"{h.field}.values", b)
+        for h, b in zip(histories, first, strict=True)
     ]
     check_window_count(
         len(histories) * K,
@@ -369,7 +385,7 @@ def _backtest_plan(
         _window_stamps(h, points, horizon, manifest) for h, points in zip(histories, cutoffs, strict=True)
     ]
     spec = _refit_spec(manifest, entry.name, entry.version, request.refit)
-    if spec is not None and request.refit is None and not _refittable(spec, cutoffs):
+    if spec is not None and request.refit is None and not _refittable(spec, cutoffs, first):
         spec = None  # by default, the served weights where a cutoff leaves no training window
     batch = window_batch(
         histories, cutoffs, manifest, v1.settings.max_history_length, v1.settings.max_missing_share
@@ -499,7 +515,7 @@ async def _repair(
         lead,
         manifest.horizon,
         manifest.input_length,
-        least_history(manifest),
+        [least_history(manifest) + not_started(h.values, manifest) for h in histories],
         forecast,
         lo,
         hi,
@@ -565,7 +581,10 @@ async def detect_anomalies(v1: V1Handlers, name: str, version: int | None, reque
     lead = check_horizon(request.lead, manifest, field="lead")
     histories = _histories(v1, manifest, request.series)
     points = [
-        anomaly_points(len(h.values), manifest, lead, request.last, f"{h.field}.values") for h in histories
+        anomaly_points(
+            len(h.values), manifest, lead, request.last, f"{h.field}.values", not_started(h.values, manifest)
+        )
+        for h in histories
     ]
     total = sum(len(p) for p in points)
     check_window_count(

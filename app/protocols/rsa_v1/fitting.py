@@ -73,10 +73,15 @@ def _history(series: SeriesInput, manifest: Manifest, where: str) -> np.ndarray:
     history = np.asarray(values, dtype=np.float64)  # a null: NaN
     missing = np.flatnonzero(np.isnan(history))
     if len(missing):
-        raise InvalidInput(
-            f"{where}.values[{missing[0]}] is null: a fit needs every value observed (fill the gaps first)",
-            field=f"{where}.values[{missing[0]}]",
-        )
+        first = missing[0]
+        said = f"{where}.values[{first}] is null: a fit needs every value observed (fill the gaps first)"
+        lead = int(np.argmax(~np.isnan(history))) if len(missing) < len(history) else 0
+        if lead > 1:  # a series sent from before it began (a panel's empty cells)
+            said = (
+                f"{where}.values[0..{lead - 1}] are null, before its first value: send the series from "
+                "its first value (its `start` and any covariates with it); a fit needs every value observed"
+            )
+        raise InvalidInput(said, field=f"{where}.values[{first}]")
     return history
 
 

@@ -197,6 +197,75 @@ def test_oip_v2_grpc(served: Panel) -> None:
     np.testing.assert_allclose(got, np.stack(list(expected(served.model).values())), rtol=1e-4, atol=1e-3)
 
 
+def test_nulls_before_a_series_began_are_not_its_values_on_every_route(served: Panel) -> None:
+    """A later series sent from the panel's first step (a wide file's empty cells: nulls, or NaN rows in
+    a tensor, before its first value) is the series from its first value: /v1's forecast, backtest (its
+    refits too) and anomaly check, and OIP v2's windows without `lengths`, answer what they answer
+    without the nulls (30 nulls before 15 values were refused as missing values before)."""
+    model, nulls = served.model, 30
+    short, long = unseen()["store_opened"][1].tolist(), unseen()["store_new"][1].tolist()
+    routes = (
+        ("forecast", short, {}, "forecasts", "forecast"),
+        ("cross_validation", long, {"horizon": 3, "n_windows": 2, "refit": True}, "series", "windows"),
+        ("detect_anomalies", long, {"level": 80}, "series", "forecast"),
+    )
+    answers = {}
+    for route, values, extra, key, part in routes:
+        sent = {"series": [{"values": values}], **extra}
+        plain = served.post(f"/v1/models/{NAME}/{route}", sent)
+        later = served.post(
+            f"/v1/models/{NAME}/{route}", {**sent, "series": [{"values": [None] * nulls + values}]}
+        )
+        assert plain.status_code == later.status_code == 200, (route, plain.text, later.text)
+        a, b = plain.json()[key][0], later.json()[key][0]
+        if route == "cross_validation":
+            assert [w["cutoff"] + nulls for w in a[part]] == [w["cutoff"] for w in b[part]]
+            a[part] = [w["forecast"] for w in a[part]]
+            b[part] = [w["forecast"] for w in b[part]]
+        assert a[part] == b[part], route
+        answers[route] = (a, b)
+    a, b = answers["detect_anomalies"]
+    assert [i + nulls for i in a["index"]] == b["index"] and a["index"][0] == model.min_history
+    too_few = served.post(f"/v1/models/{NAME}/forecast", {"series": [{"values": [None] * nulls + short[:2]}]})
+    error = too_few.json()["error"]
+    assert too_few.status_code == 422 and error["field"] == "series[0].values"
+    assert f"has 2 points after its first {nulls} nulls (before the series began)" in error["message"]
+    # OIP v2: the short series right-aligned, NaN before its start, no `lengths`
+    L = model.input_length
+    window = np.full((1, L), np.nan, np.float32)
+    window[0, L - len(short) :] = short
+    header = {
+        "inputs": [
+            {
+                "name": "window",
+                "datatype": "FP32",
+                "shape": [1, L],
+                "parameters": {"binary_data_size": window.nbytes},
+            }
+        ],
+        "outputs": [{"name": "forecast", "parameters": {"binary_data": True}}],
+    }
+    head = json.dumps(header).encode()
+    r = httpx.post(
+        f"{served.url}/v2/models/{NAME}/infer",
+        content=head + window.tobytes(),
+        headers={"Inference-Header-Content-Length": str(len(head)), "Content-Type": "application/json"},
+        timeout=30,
+    )
+    assert r.status_code == 200, r.text
+    got = np.frombuffer(r.content[int(r.headers["Inference-Header-Content-Length"]) :], np.float32)
+    a, _ = answers["forecast"]
+    np.testing.assert_allclose(got, np.array(a["forecast"])[:, 0], rtol=1e-6)
+    window[0, : L - model.min_history + 1] = np.nan  # fewer than min_history values after the NaN rows
+    r = httpx.post(
+        f"{served.url}/v2/models/{NAME}/infer",
+        content=head + window.tobytes(),
+        headers={"Inference-Header-Content-Length": str(len(head)), "Content-Type": "application/json"},
+        timeout=30,
+    )
+    assert r.status_code == 400 and "window[0]" in r.text and "min_history" in r.text, r.text
+
+
 def test_kserve_timeseries_univariate_series_of_any_length(served: Panel) -> None:
     series = unseen()
     body = {
