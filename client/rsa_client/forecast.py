@@ -115,9 +115,9 @@ class _Forecasting(_Models):
         firsts = _window_starts(spec, stamps, begins, ends, _zone(spec))
 
         def run(chunk: slice) -> dict[str, np.ndarray]:
-            # The steps before a short series' start hold 0, not NaN: the service takes any finite number
-            # there and ignores it (oip_v2 `_mask_start` marks them missing after its checks), while
-            # `check_windows` refuses a NaN there as a value that is not finite.
+            # The steps before a short series' start hold 0: `lengths` marks them, and the service masks
+            # whatever they hold (oip_v2 `_mask_start`, before its checks); NaN rows in a frame before a
+            # series' first value are read as before its start too (app/inference/windows.py).
             window = _right_aligned(values, begins[chunk], ends[chunk], L, 0.0)
             start = firsts[chunk] if spec.has_cycle else None
             named = [(name, datatype, array[chunk]) for name, datatype, array in covariates]
