@@ -22,7 +22,7 @@ import numpy as np
 from app.artifacts.manifest import Manifest
 from app.core.errors import InvalidInput
 from app.inference.metrics import seasonal_naive_scale
-from app.inference.windows import check_history_length, last_window_filled, window_phase_of
+from app.inference.windows import began_after, check_history_length, last_window_filled, window_phase_of
 
 __all__ = [
     "History",
@@ -85,7 +85,7 @@ def backtest_cutoffs(
     need = least_history(manifest)
     m = n - before
     most = (m - horizon - need) // step + 1 if m >= need + horizon else 0
-    after = f" after its first {before} nulls (before the series began)" if before else ""
+    after = began_after(before)
     if most < 1:
         raise InvalidInput(
             f"{field} has {m} points{after}; a backtest of horizon {horizon} needs at least "
@@ -114,7 +114,7 @@ def anomaly_points(
     least = least_history(manifest) + lead - 1
     first, m = before + least, n - before
     available = n - first
-    after = f" after its first {before} nulls (before the series began)" if before else ""
+    after = began_after(before)
     if available < 1:
         raise InvalidInput(
             f"{field} has {m} points{after}; checking for anomalies {lead} step(s) ahead needs at least "

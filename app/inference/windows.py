@@ -51,6 +51,13 @@ def not_started(history: np.ndarray, manifest: Manifest) -> int:
     return int(np.argmax(seen)) if seen.any() else len(history)
 
 
+def began_after(before: int) -> str:
+    """The clause an error on a history's length adds for the nulls sent before its series began."""
+    if not before:
+        return ""
+    return f" after its first {'null' if before == 1 else f'{before} nulls'} (before the series began)"
+
+
 def check_history_length(
     n: int,
     manifest: Manifest,
@@ -65,7 +72,7 @@ def check_history_length(
     if manifest.panel is not None and n < manifest.panel.min_history:
         least = manifest.panel.min_history
         named = f" (series {series_id!r})" if series_id is not None else ""
-        after = f" after its first {before} nulls (before the series began)" if before else ""
+        after = began_after(before)
         raise InvalidInput(
             f"{field}{named} has {n} points{after}; the model needs at least {least} (its min_history)",
             field=field,
