@@ -256,16 +256,20 @@ def started_rows(
     windows: np.ndarray, manifest: Manifest, field_of: Callable[[int], str], lengths: np.ndarray | None
 ) -> np.ndarray | None:
     """A global model's windows [n, L, C] given as tensors: the values each row holds [n], its last
-    (`lengths` where given, at most the rows after its leading rows with no value: the time before the
+    (its `lengths`, or L, less the rows of NaN in every channel that begin them: the time before the
     series began, as `not_started` reads a history), each at least the model's min_history, else an
     `InvalidInput` naming the window; None for a model that reads full windows, or where every row is
     full."""
     if manifest.panel is None:
         return None
     L, least = windows.shape[1], manifest.panel.min_history
-    seen = ~np.isnan(windows).all(axis=2)  # [n, L]
-    before = np.where(seen.any(axis=1), np.argmax(seen, axis=1), L)
-    held = np.minimum(L - before, L if lengths is None else lengths)
+    given = np.full(len(windows), L) if lengths is None else np.asarray(lengths)
+    # the rows each window holds, its `given` last: those before the first with a value are not yet its
+    inside = np.arange(L)[None, :] >= (L - given)[:, None]
+    seen = ~np.isnan(windows).all(axis=2) & inside  # [n, L]
+    first = np.where(seen.any(axis=1), np.argmax(seen, axis=1), L)
+    held = L - first
+    before = given - held
     short = held < least
     if short.any():
         i = int(np.argmax(short))

@@ -256,6 +256,30 @@ def test_nulls_before_a_series_began_are_not_its_values_on_every_route(served: P
     got = np.frombuffer(r.content[int(r.headers["Inference-Header-Content-Length"]) :], np.float32)
     a, _ = answers["forecast"]
     np.testing.assert_allclose(got, np.array(a["forecast"])[:, 0], rtol=1e-6)
+    # with `lengths`, as the client sends a frame's rows: zeros before them, then the NaN rows
+    padded = np.zeros((1, L), np.float32)
+    padded[0, L - len(short) - 5 : L - len(short)] = np.nan
+    padded[0, L - len(short) :] = short
+    header_lengths = {
+        **header,
+        "inputs": [
+            *header["inputs"],
+            {"name": "lengths", "datatype": "INT64", "shape": [1], "parameters": {"binary_data_size": 8}},
+        ],
+    }
+    head_lengths = json.dumps(header_lengths).encode()
+    r = httpx.post(
+        f"{served.url}/v2/models/{NAME}/infer",
+        content=head_lengths + padded.tobytes() + np.array([len(short) + 5], np.int64).tobytes(),
+        headers={
+            "Inference-Header-Content-Length": str(len(head_lengths)),
+            "Content-Type": "application/json",
+        },
+        timeout=30,
+    )
+    assert r.status_code == 200, r.text
+    got = np.frombuffer(r.content[int(r.headers["Inference-Header-Content-Length"]) :], np.float32)
+    np.testing.assert_allclose(got, np.array(a["forecast"])[:, 0], rtol=1e-6)
     window[0, : L - model.min_history + 1] = np.nan  # fewer than min_history values after the NaN rows
     r = httpx.post(
         f"{served.url}/v2/models/{NAME}/infer",
