@@ -154,9 +154,8 @@ class V1Handlers:
         self._check_attention_size(manifest, request, len(wanted))
         covariates = None  # a global transformer's inspection graph reads its covariates, as its forecast
         if manifest.panel is not None:
-            covariates = _covariates(
-                manifest, ForecastRequest.model_construct(series=[request.series]), [decoded]
-            )
+            one = ForecastRequest.model_construct(series=[request.series])
+            covariates = _covariates(manifest, one, [decoded], lambda _: "series")
 
         def encode(result: InspectResult) -> T:
             require_finite([result.mixed[:, channel], result.softmax[:, channel]], lambda _: "series")
@@ -207,7 +206,7 @@ class V1Handlers:
             )
         decoded = self.decode(request.series, manifest, "series")
         one = ForecastRequest.model_construct(series=[request.series])
-        covariates = _covariates(manifest, one, [decoded])  # [1, D] or None
+        covariates = _covariates(manifest, one, [decoded], lambda _: "series")  # [1, D] or None
         L, H = manifest.input_length, manifest.horizon
         network = manifest.kind == GLOBAL_TRANSFORMER_KIND
         # The answer's numbers: [L][H] weights and contributions (the read-out) or weights (a network),
@@ -492,19 +491,23 @@ def _phases(decoded: list[DecodedSeries]) -> np.ndarray | None:
 
 
 def _covariates(
-    manifest: Manifest, request: ForecastRequest | ForecastArgs, decoded: list[DecodedSeries]
+    manifest: Manifest,
+    request: ForecastRequest | ForecastArgs,
+    decoded: list[DecodedSeries],
+    field_of: Callable[[int], str] = lambda i: f"series[{i}]",
 ) -> np.ndarray | None:
     """The `covariates` input [S, D] of a covariate model (its calendar read at the model's H horizon
-    steps after each series' last value), or None; a model without them refuses a series sending some."""
+    steps after each series' last value), or None; a model without them refuses a series sending some.
+    `field_of(i)` names series i in an error (the attention route's one series: `series`)."""
     layout = manifest.panel.layout if manifest.panel is not None else None
     items = []
     for i, (s, d) in enumerate(zip(request.series, decoded, strict=True)):
         stamps = None
         if layout is not None and layout.calendar and d.start is not None:
-            stamps = _timestamps(d.start, d.n_values, manifest.horizon, manifest, f"series[{i}].start")
+            stamps = _timestamps(d.start, d.n_values, manifest.horizon, manifest, f"{field_of(i)}.start")
         items.append(
             SeriesCovariates(
-                field=f"series[{i}]",
+                field=field_of(i),
                 n_values=d.n_values,
                 future=getattr(s, "future", None),
                 past=getattr(s, "past", None),

@@ -332,6 +332,14 @@ def test_limits_and_errors_name_the_field(kinds: dict[str, Kind], clients: dict[
     assert r.status_code == 422 and "channel" in r.json()["error"]["field"]
     r = client.post(f"/v1/models/{k.name}/attention", json={"series": {"values": [1.0, 2.0]}})
     assert r.status_code == 422 and r.json()["error"]["field"].startswith("series")
+    # the one series is `series`, not an item of a list: a covariate it cannot take, or one missing
+    unknown = {"series": {**k.body["series"], "future": {"price": [1.0] * 40}}}
+    r = client.post(f"/v1/models/{k.name}/attention", json=unknown)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "series.future", r.text
+    shops, body = clients["covariate_readout"], kinds["covariate_readout"].body
+    series = {key: value for key, value in body["series"].items() if key != "static"}
+    r = shops.post("/v1/models/shops/attention", json={**body, "series": series})
+    assert r.status_code == 422 and r.json()["error"]["field"].startswith("series.static"), r.text
     with running_client(make_settings(k.repo, models=[k.name], max_attention_values=10)) as small:
         r = small.post(f"/v1/models/{k.name}/attention", json=k.body)
     assert r.status_code == 422 and r.json()["error"]["field"] == "series"
