@@ -77,6 +77,17 @@ def format_loc(loc: Sequence[int | str]) -> str:
 
 _LIMIT_KEYS = ("ge", "gt", "le", "lt", "min_length", "max_length", "expected")
 
+# Names other forecasting APIs give to a field of ours (statsforecast's and TimeGPT's `h`, sktime's `fh`,
+# GluonTS's `prediction_length`, Chronos' `quantile_levels`): an unknown field by one of them says ours.
+HORIZON = "`horizon` (steps)"
+OUR_NAME = {
+    "h": HORIZON,
+    "fh": HORIZON,
+    "prediction_length": HORIZON,
+    "levels": "`level` (central intervals in percent, e.g. [80, 95])",
+    "quantile_levels": "`quantiles` (probabilities, e.g. [0.1, 0.5, 0.9])",
+}
+
 
 def _limit_of(error: Mapping[str, Any]) -> Any | None:
     ctx = error.get("ctx") or {}
@@ -102,6 +113,9 @@ def _validation_body(exc: RequestValidationError) -> tuple[int, ErrorBody]:
         return 400, ErrorBody(code="malformed_json", message=message, field="body")
     field = format_loc(first.get("loc", ())) or None
     message = f"{field}: {first.get('msg')}" if field else str(first.get("msg"))
+    name = str((first.get("loc") or ("",))[-1])
+    if first.get("type") == "extra_forbidden" and name in OUR_NAME:
+        message += f" (this API calls it {OUR_NAME[name]})"
     if len(errors) > 1:
         message += f" (and {len(errors) - 1} more error{'s' if len(errors) > 2 else ''})"
     return 422, ErrorBody(

@@ -196,6 +196,18 @@ def test_every_validation_error_is_listed(client: TestClient) -> None:
     assert "more error" in error["message"]
 
 
+@pytest.mark.parametrize(
+    ("name", "ours"),
+    [("h", "`horizon` (steps)"), ("prediction_length", "`horizon`"), ("quantile_levels", "`quantiles`")],
+)
+def test_another_apis_name_for_a_field_says_ours(client: TestClient, name: str, ours: str) -> None:
+    """statsforecast's and TimeGPT's `h`, GluonTS's `prediction_length`: refused as unknown, naming ours."""
+    error = error_of(client.post(URL, json={"series": [{"values": rows()}], name: 4}), 422)
+    assert error["field"] == name and f"this API calls it {ours}" in error["message"]
+    plain = error_of(client.post(URL, json={"series": [{"values": rows()}], "nonsense": 4}), 422)
+    assert "this API calls it" not in plain["message"]
+
+
 def test_too_many_series(toy_repository: Path) -> None:
     with running_client(make_settings(toy_repository, max_series_per_request=4)) as client:
         ok = client.post(URL, json={"series": [{"values": rows()}] * 4})
