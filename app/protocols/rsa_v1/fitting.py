@@ -39,7 +39,7 @@ from app.inference.refit import (
     run_fit,
     window_counts,
 )
-from app.inference.windows import check_horizon, in_model_zone, require_finite
+from app.inference.windows import began_after, check_horizon, in_model_zone, not_started, require_finite
 from app.protocols.rsa_v1.handlers import V1Handlers, _timestamps
 from app.protocols.rsa_v1.schemas import FitForecastRequest, SeriesInput
 from app.protocols.rsa_v1.wire import ForecastResult, encode_forecast
@@ -48,9 +48,10 @@ __all__ = ["fit_forecast"]
 
 
 def _history(series: SeriesInput, manifest: Manifest, where: str) -> np.ndarray:
-    """One series' values as float64, every one observed. They come as lists, or as arrays from the parse
-    process (`app.protocols.rsa_v1.wire.offloaded_request`), a null then NaN: the schema refuses NaN
-    itself, so NaN is a null either way."""
+    """One series' values as sent, float64, every one observed from its first (nulls before it: the time
+    before the series began, `not_started`). They come as lists, or as arrays from the parse process
+    (`app.protocols.rsa_v1.wire.offloaded_request`), a null then NaN: the schema refuses NaN itself, so
+    NaN is a null either way."""
     values: Any = series.values
     channel = manifest.channels[0]
     if isinstance(values, dict):
@@ -71,17 +72,17 @@ def _history(series: SeriesInput, manifest: Manifest, where: str) -> np.ndarray:
             )
         values = values[:, 0] if isinstance(values, np.ndarray) else [row[0] for row in values]
     history = np.asarray(values, dtype=np.float64)  # a null: NaN
-    missing = np.flatnonzero(np.isnan(history))
-    if len(missing):
-        first = missing[0]
-        said = f"{where}.values[{first}] is null: a fit needs every value observed (fill the gaps first)"
-        lead = int(np.argmax(~np.isnan(history))) if len(missing) < len(history) else 0
-        if lead > 1:  # a series sent from before it began (a panel's empty cells)
-            said = (
-                f"{where}.values[0..{lead - 1}] are null, before its first value: send the series from "
-                "its first value (its `start` and any covariates with it); a fit needs every value observed"
-            )
-        raise InvalidInput(said, field=f"{where}.values[{first}]")
+    begun = not_started(history[:, None], manifest)
+    if len(history) and begun == len(history):
+        raise InvalidInput(f"{where}.values: every value is null: nothing to fit", field=f"{where}.values")
+    gaps = np.flatnonzero(np.isnan(history[begun:]))
+    if len(gaps):
+        first = begun + int(gaps[0])
+        raise InvalidInput(
+            f"{where}.values[{first}] is null: a fit needs every value observed from a series' first "
+            "(fill the gaps first; nulls before it are the time before the series began)",
+            field=f"{where}.values[{first}]",
+        )
     return history
 
 
@@ -125,17 +126,17 @@ def _check_limits(request: FitForecastRequest, settings: Settings) -> None:
 
 
 def _covariates(
-    request: FitForecastRequest, manifest: Manifest, histories: list[np.ndarray], horizon: int
+    request: FitForecastRequest, manifest: Manifest, lengths: list[int], horizon: int
 ) -> HistoryRows | None:
-    """A covariate model's covariates over each history, checked (app/inference/covariates.py
-    `history_rows`): `past` one value per value, `future` one per value and then the `horizon` steps
-    forecast (up to the model's H: the steps after `horizon`, which the answer does not show, are read
-    as the training mean where not sent), `static`, and `start` for a calendar; None for a model
-    without covariates, which refuses a series that sends some, as `/forecast` does."""
+    """A covariate model's covariates over each history of `lengths` values as sent, checked
+    (app/inference/covariates.py `history_rows`): `past` one value per value, `future` one per value and
+    then the `horizon` steps forecast (up to the model's H: the steps after `horizon`, which the answer
+    does not show, are read as the training mean where not sent), `static`, and `start` for a calendar;
+    None for a model without covariates, which refuses a series that sends some, as `/forecast` does."""
     layout = manifest.panel.layout if manifest.panel is not None else None
     items = [
-        HistoryCovariates(f"series[{i}]", len(h), s.future, s.past, s.static)
-        for i, (s, h) in enumerate(zip(request.series, histories, strict=True))
+        HistoryCovariates(f"series[{i}]", n, s.future, s.past, s.static)
+        for i, (s, n) in enumerate(zip(request.series, lengths, strict=True))
     ]
     if layout is None:
         for item in items:
@@ -146,13 +147,13 @@ def _covariates(
         _timestamps(
             None if s.start is None else in_model_zone(s.start, manifest, f"series[{i}].start"),
             0,
-            len(h) + H,  # every value and the H steps after them: each window's horizon steps
+            n + H,  # every value and the H steps after them: each window's horizon steps
             manifest,
             f"series[{i}].start",
         )
         if layout.calendar
         else None
-        for i, (s, h) in enumerate(zip(request.series, histories, strict=True))
+        for i, (s, n) in enumerate(zip(request.series, lengths, strict=True))
     ]
     return history_rows(
         manifest,
@@ -228,14 +229,17 @@ async def _publish_target(
 
 def _checked_histories(
     request: FitForecastRequest, manifest: Manifest, spec: ReadoutSpec, horizon: int, longer: bool
-) -> list[np.ndarray]:
-    """Each series' values, long enough for the model's min_history (and, `longer`, for a read-out
-    fitted at `horizon`)."""
-    histories = [_history(s, manifest, f"series[{i}]") for i, s in enumerate(request.series)]
-    for i, h in enumerate(histories):
+) -> tuple[list[np.ndarray], list[int]]:
+    """Each series' values from its first (what is fitted), long enough for the model's min_history (and,
+    `longer`, for a read-out fitted at `horizon`), and the nulls sent before each (`not_started`)."""
+    sent = [_history(s, manifest, f"series[{i}]") for i, s in enumerate(request.series)]
+    first = [not_started(h[:, None], manifest) for h in sent]
+    histories = [h[b:] for h, b in zip(sent, first, strict=True)]
+    for i, (h, b) in enumerate(zip(histories, first, strict=True)):
         if len(h) < spec.min_history:
             raise InvalidInput(
-                f"series[{i}] has {len(h)} values; the model forecasts from min_history = {spec.min_history}",
+                f"series[{i}] has {len(h)} values{began_after(b)}; the model forecasts from min_history "
+                f"= {spec.min_history}",
                 field=f"series[{i}].values",
                 limit=spec.min_history,
             )
@@ -250,7 +254,7 @@ def _checked_histories(
                 field="horizon",
                 limit=max(most, manifest.horizon),
             )
-    return histories
+    return histories, first
 
 
 def _bands(
@@ -288,19 +292,22 @@ async def fit_forecast(
     horizon, longer = _checked_horizon(request, manifest, entry.name)
     layout = manifest.panel.layout if manifest.panel is not None else None
     target = await _publish_target(v1, request, entry, can_publish)
-    histories = _checked_histories(request, manifest, spec, horizon, longer)
+    histories, first = _checked_histories(request, manifest, spec, horizon, longer)
+    sent = [len(h) + b for h, b in zip(histories, first, strict=True)]  # the values as sent, nulls too
     stamps = [
         _timestamps(
             # as a forecast reads it
             None if s.start is None else in_model_zone(s.start, manifest, f"series[{i}].start"),
-            len(h),
+            n,
             horizon,
             manifest,
             f"series[{i}].start",
         )
-        for i, (s, h) in enumerate(zip(request.series, histories, strict=True))
+        for i, (s, n) in enumerate(zip(request.series, sent, strict=True))
     ]
-    covariates = _covariates(request, manifest, histories, horizon)
+    covariates = _covariates(request, manifest, sent, horizon)
+    if covariates is not None and any(first):  # each history's from its first value, as it is fitted
+        covariates = covariates.from_row(first)
     levels = list(request.level or [])
     local = manifest.panel.local_spec if manifest.panel is not None else None
     if longer:  # the read-out and a hybrid's local half, both fitted and forecast `horizon` steps

@@ -139,3 +139,37 @@ def test_a_covariate_refit_is_published_and_served_with_the_same_forecasts(
         assert again.status_code == 200, again.text
     for a, b in zip(again.json()["forecasts"], answer["forecasts"], strict=True):
         np.testing.assert_allclose(a["forecast"], b["forecast"], rtol=1e-4, atol=1e-3)
+
+
+def test_a_series_sent_with_nulls_before_it_began_is_fitted_from_its_first_value(served: Served) -> None:
+    """shop_0's first 20 days sent as nulls (a later shop in a wide file): `fit_forecast` and a refitting
+    backtest answer what they answer for shop_0 sent from its 21st day, its start and covariates from
+    there (app/inference/windows.py `not_started`; the covariates cut by `HistoryRows.from_row`)."""
+    n, k = DAYS - H, 20
+    late = fit_body(served, n)
+    late["series"][0]["values"][:k] = [None] * k
+    later = fit_body(served, n)
+    first = later["series"][0]
+    first["start"] = served.shops["shop_0"]["stamps"][k].date().isoformat()
+    first["values"] = first["values"][k:]
+    first["future"] = {"promo": first["future"]["promo"][k:]}
+    first["past"] = {"footfall": first["past"]["footfall"][k:]}
+    for route, extra in (("fit_forecast", {}), ("cross_validation", {"n_windows": 2, "step_size": 4})):
+        body = {key: value for key, value in late.items()} | extra
+        if route == "cross_validation":  # the history's values only: future over them, not H further
+            for s in (*body["series"], *later["series"]):
+                s["future"] = {"promo": s["future"]["promo"][: len(s["values"])]}
+        a = served.client.post(f"/v1/models/{NAME}/{route}", json=body)
+        b = served.client.post(f"/v1/models/{NAME}/{route}", json=later | extra)
+        assert a.status_code == b.status_code == 200, (route, a.text[:300], b.text[:300])
+        if route == "fit_forecast":
+            assert a.json()["forecasts"] == b.json()["forecasts"]  # values and timestamps
+            assert a.json()["fit"]["windows"] == b.json()["fit"]["windows"]
+        else:
+            for x, y in zip(a.json()["series"], b.json()["series"], strict=True):
+                assert [w["forecast"] for w in x["windows"]] == [w["forecast"] for w in y["windows"]]
+                assert [w["timestamps"] for w in x["windows"]] == [w["timestamps"] for w in y["windows"]]
+    gap = fit_body(served, n)
+    gap["series"][1]["values"][30] = None
+    r = served.client.post(f"/v1/models/{NAME}/fit_forecast", json=gap)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "series[1].values[30]", r.text
