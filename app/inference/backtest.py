@@ -40,14 +40,16 @@ __all__ = [
 @dataclass(frozen=True)
 class History:
     """One request series as arrays: values [n, C] float64 in the model's channel order (NaN: missing),
-    its `start` in the model's zone (or None), the request field that names it (`series[2]`) and the
-    path of value (row, channel) for errors."""
+    its `start` in the model's zone (or None), the request field that names it (`series[2]`), the
+    path of value (row, channel) for errors, and the nulls sent before a global model's series began
+    (`windows.not_started`: its cutoffs, checked points and refits count from its first value)."""
 
     id: str | None
     values: np.ndarray
     start: datetime | None
     field: str
     path_of: Callable[[int, int], str]
+    before: int = 0
 
 
 @dataclass(frozen=True)

@@ -45,8 +45,8 @@ def not_started(history: np.ndarray, manifest: Manifest) -> int:
     time before the series began (a panel's later series, its wide file's empty cells), not missing
     values of it. Its windows, backtest cutoffs and anomaly checks count from its first value, as a
     history sent without them; 0 for a model that reads full windows (no short history)."""
-    if manifest.panel is None or not len(history):
-        return 0
+    if manifest.panel is None or not len(history) or not np.isnan(history[0]).all():
+        return 0  # the common case, read from one row: this runs on every window of a backtest
     seen = ~np.isnan(history).all(axis=1)
     return int(np.argmax(seen)) if seen.any() else len(history)
 

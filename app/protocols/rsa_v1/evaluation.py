@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -134,9 +134,8 @@ def _histories(v1: V1Handlers, manifest: Manifest, series: Sequence[Any]) -> lis
     out = []
     for i, s in enumerate(series):
         values, path_of = series_history(s, manifest, f"series[{i}]")
-        out.append(
-            History(s.id, values, series_start(s, manifest, f"series[{i}].start"), f"series[{i}]", path_of)
-        )
+        start = series_start(s, manifest, f"series[{i}].start")
+        out.append(History(s.id, values, start, f"series[{i}]", path_of, not_started(values, manifest)))
     return out
 
 
@@ -266,7 +265,7 @@ async def _refit_forecasts(
     K = len(cutoffs[0])
     rule = manifest.training_fill
     # each history from its first value: nulls before a series began are not its values (`not_started`)
-    first = [not_started(h.values, manifest) for h in histories]
+    first = [h.before for h in histories]
     fits = [
         [
             fill_window(h.values[b : points[j], :1], rule)[:, 0]
@@ -370,10 +369,9 @@ def _backtest_plan(
     histories = _histories(v1, manifest, request.series)
     K = request.n_windows
     step = request.step_size or horizon
-    first = [not_started(h.values, manifest) for h in histories]
     cutoffs = [
-        backtest_cutoffs(len(h.values), manifest, horizon, K, step, f"{h.field}.values", b)
-        for h, b in zip(histories, first, strict=True)
+        backtest_cutoffs(len(h.values), manifest, horizon, K, step, f"{h.field}.values", h.before)
+        for h in histories
     ]
     check_window_count(
         len(histories) * K,
@@ -385,7 +383,11 @@ def _backtest_plan(
         _window_stamps(h, points, horizon, manifest) for h, points in zip(histories, cutoffs, strict=True)
     ]
     spec = _refit_spec(manifest, entry.name, entry.version, request.refit)
-    if spec is not None and request.refit is None and not _refittable(spec, cutoffs, first):
+    if (
+        spec is not None
+        and request.refit is None
+        and not _refittable(spec, cutoffs, [h.before for h in histories])
+    ):
         spec = None  # by default, the served weights where a cutoff leaves no training window
     batch = window_batch(
         histories, cutoffs, manifest, v1.settings.max_history_length, v1.settings.max_missing_share
@@ -515,7 +517,7 @@ async def _repair(
         lead,
         manifest.horizon,
         manifest.input_length,
-        [least_history(manifest) + not_started(h.values, manifest) for h in histories],
+        [least_history(manifest) + h.before for h in histories],
         forecast,
         lo,
         hi,
@@ -531,16 +533,7 @@ async def _repair(
         keep = [s for s in range(len(histories)) if again[s]]
         if not keep:
             return None
-        hs = [
-            History(
-                histories[s].id,
-                repair.values(s),
-                histories[s].start,
-                histories[s].field,
-                histories[s].path_of,
-            )
-            for s in keep
-        ]
+        hs = [replace(histories[s], values=repair.values(s)) for s in keep]
         cuts = [[points[s][j] - step + 1 for j, step in again[s]] for s in keep]
         steps = np.array([step for s in keep for _, step in again[s]], np.int64)
         # The covariates stay as sent (only the target's values are repaired), cut at the new cutoffs.
@@ -581,9 +574,7 @@ async def detect_anomalies(v1: V1Handlers, name: str, version: int | None, reque
     lead = check_horizon(request.lead, manifest, field="lead")
     histories = _histories(v1, manifest, request.series)
     points = [
-        anomaly_points(
-            len(h.values), manifest, lead, request.last, f"{h.field}.values", not_started(h.values, manifest)
-        )
+        anomaly_points(len(h.values), manifest, lead, request.last, f"{h.field}.values", h.before)
         for h in histories
     ]
     total = sum(len(p) for p in points)

@@ -47,11 +47,11 @@ from app.protocols.rsa_v1.wire import ForecastResult, encode_forecast
 __all__ = ["fit_forecast"]
 
 
-def _history(series: SeriesInput, manifest: Manifest, where: str) -> np.ndarray:
-    """One series' values as sent, float64, every one observed from its first (nulls before it: the time
-    before the series began, `not_started`). They come as lists, or as arrays from the parse process
-    (`app.protocols.rsa_v1.wire.offloaded_request`), a null then NaN: the schema refuses NaN itself, so
-    NaN is a null either way."""
+def _history(series: SeriesInput, manifest: Manifest, where: str) -> tuple[np.ndarray, int]:
+    """One series' values from its first (what is fitted), float64, every one observed, and the nulls
+    sent before it (the time before the series began, `not_started`). They come as lists, or as arrays
+    from the parse process (`app.protocols.rsa_v1.wire.offloaded_request`), a null then NaN: the schema
+    refuses NaN itself, so NaN is a null either way."""
     values: Any = series.values
     channel = manifest.channels[0]
     if isinstance(values, dict):
@@ -83,7 +83,7 @@ def _history(series: SeriesInput, manifest: Manifest, where: str) -> np.ndarray:
             "(fill the gaps first; nulls before it are the time before the series began)",
             field=f"{where}.values[{first}]",
         )
-    return history
+    return history[begun:], begun
 
 
 def _check_limits(request: FitForecastRequest, settings: Settings) -> None:
@@ -232,9 +232,8 @@ def _checked_histories(
 ) -> tuple[list[np.ndarray], list[int]]:
     """Each series' values from its first (what is fitted), long enough for the model's min_history (and,
     `longer`, for a read-out fitted at `horizon`), and the nulls sent before each (`not_started`)."""
-    sent = [_history(s, manifest, f"series[{i}]") for i, s in enumerate(request.series)]
-    first = [not_started(h[:, None], manifest) for h in sent]
-    histories = [h[b:] for h, b in zip(sent, first, strict=True)]
+    read = [_history(s, manifest, f"series[{i}]") for i, s in enumerate(request.series)]
+    histories, first = [h for h, _ in read], [b for _, b in read]
     for i, (h, b) in enumerate(zip(histories, first, strict=True)):
         if len(h) < spec.min_history:
             raise InvalidInput(
