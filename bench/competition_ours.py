@@ -24,6 +24,7 @@ __all__ = [
     "OURS_LABEL",
     "Candidate",
     "OursResult",
+    "ours_config",
     "run_ours",
     "synthetic_memory",
     "unseen_check",
@@ -61,6 +62,12 @@ class OursResult:
         return Forecast(self.label, self.point, self.quantiles, self.fit_s, self.forecast_s)
 
 
+def ours_config(comp: Competition, lift: int | None = None) -> PanelConfig:
+    """Our model's settings on `comp`: its horizon and period, everything else the default of `python -m
+    export.panel train` (the random layer chosen on validation unless `lift` is given)."""
+    return PanelConfig(horizon=comp.horizon, period=comp.period, lift=lift)
+
+
 def run_ours(comp: Competition, lift: int | None = None) -> OursResult:
     """Our model, and the only place that names it: the default of `python -m export.panel train`, the hybrid
     (export/global_models/hybrid.py): one REM read-out over every series of the data set averaged in equal
@@ -77,7 +84,7 @@ def run_ours(comp: Competition, lift: int | None = None) -> OursResult:
     config.py `PanelConfig.lift`: None chosen on validation, the default model's; 0 none; a width)."""
     from export.global_models.onnx import calibrate_global, interval_halfwidths
 
-    cfg = PanelConfig(horizon=comp.horizon, period=comp.period, lift=lift)
+    cfg = ours_config(comp, lift)
     start = time.perf_counter()
     model = train_global(comp.train, cfg, local=True)
     intervals, said = calibrate_global(model, comp.train, LEVELS)
