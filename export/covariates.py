@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from app.artifacts.covariates import CovariateLayout, StaticCovariate, calendar_columns, calendar_values
-from export.data import DataError, ReadOptions, load_csv, load_panel
+from export.data import DataError, PanelSeries, ReadOptions, load_csv, load_panel
 from export.data.layout import ID_NAMES, PANEL_TIMESTAMP_NAMES
 
 __all__ = [
@@ -274,14 +274,15 @@ def load_covariate_panel(
     past: Sequence[str] = (),
     future: Sequence[str] = (),
     static: Sequence[str] = (),
-) -> tuple[list[CovariateSeries], str]:
-    """A long file's series with their covariates, and its frequency. Each past and future covariate is
+) -> tuple[list[CovariateSeries], str, tuple[str, ...]]:
+    """A long file's series with their covariates, its frequency and the reader's notes on the target
+    (`Panel.notes`). Each past and future covariate is
     read by the target's own rules (load_panel with it as the target: the same rows, order, zone and
     fill, problems naming the series and the row); statics must hold one value per series."""
     names = [*past, *future, *static]
     base = dataclasses.replace(options, drop=(*options.drop, *names))
     panel = load_panel(path, base)
-    columns: dict[str, dict[str, np.ndarray]] = {}
+    columns: dict[str, dict[str, PanelSeries]] = {}
     for name in (*past, *future):
         others = [n for n in names if n != name]
         other = load_panel(
@@ -290,7 +291,7 @@ def load_covariate_panel(
                 options, target_column=name, drop=(*options.drop, *others, panel.target_column)
             ),
         )
-        columns[name] = {s.id: s.values for s in other.series}
+        columns[name] = {s.id: s for s in other.series}
     statics: dict[str, dict[str, object]] = {}
     if static:
         import pandas as pd
@@ -319,12 +320,7 @@ def load_covariate_panel(
     for s in panel.series:
         cols = {}
         for name in (*past, *future):
-            v = columns[name].get(s.id)
-            if v is None or len(v) != len(s):
-                raise DataError(
-                    f"{path.name} (series {s.id!r}), column {name!r}: not one value per target row"
-                )
-            cols[name] = v
+            cols[name] = _target_rows(columns[name].get(s.id), s, name, path.name)
         out.append(
             CovariateSeries(
                 s.id,
@@ -335,7 +331,17 @@ def load_covariate_panel(
                 static={n: statics[n][s.id] for n in static},
             )
         )
-    return out, panel.frequency
+    return out, panel.frequency, panel.notes
+
+
+def _target_rows(column: PanelSeries | None, target: PanelSeries, name: str, fname: str) -> np.ndarray:
+    """A covariate column's values at the target's rows: from the target's first value on (a column may
+    hold values before the series began, which the target's reading leaves out), one per target row."""
+    if column is not None:
+        at = int(np.searchsorted(column.timestamps, target.timestamps[0]))
+        if np.array_equal(column.timestamps[at : at + len(target)], target.timestamps):
+            return column.values[at : at + len(target)]
+    raise DataError(f"{fname} (series {target.id!r}), column {name!r}: not one value per target row")
 
 
 def file_columns(path: Path) -> list[str]:

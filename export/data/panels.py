@@ -159,22 +159,23 @@ def load_panel(path: str | Path, options: ReadOptions | None = None, **overrides
     def where(i: int) -> str:
         return f"{row_of(i)} (series {ids[i]!r})"
 
-    stamps, wall, zoned, values, fillable, notes = _cells(
-        frame, ids, (id_col, ts_col, y_col), options, row_of
-    )
+    stamps, wall, zoned, values, before, notes = _cells(frame, ids, (id_col, ts_col, y_col), options, row_of)
+    if before.any():  # rows before a series began: not missing values, not filled (_before_first_value)
+        keep = ~before
+        late = len(pd.unique(ids[before]))
+        notes.append(
+            f"{late} series begin after the file's first timestamp: their {int(before.sum())} empty row(s) "
+            "before their first value are left out (before the series began)"
+        )
+        ids, stamps, values, rows = ids[keep], stamps[keep], values[keep], rows[keep]
+        wall = None if wall is None else wall[keep]
 
     order = np.lexsort((stamps.astype(np.int64), pd.factorize(ids)[0]))  # by id (first seen), then time
     if not np.array_equal(order, np.arange(len(order))):
         if not options.sort:
             _raise([_order_problem(ids, stamps, where)])
         notes.append("rows sorted by series and timestamp (--sort)")
-        ids, stamps, values, rows, fillable = (
-            ids[order],
-            stamps[order],
-            values[order],
-            rows[order],
-            fillable[order],
-        )
+        ids, stamps, values, rows = ids[order], stamps[order], values[order], rows[order]
         wall = None if wall is None else wall[order]
 
     starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
@@ -262,8 +263,8 @@ def _cells(
 ) -> tuple[np.ndarray, np.ndarray | None, bool, np.ndarray, np.ndarray, list[str]]:
     """Each row's instant (UTC; with `options.timezone`, naive local times read in that zone, series by
     series) and value: (stamps, the wall-clock times as written or None, whether the file held instants,
-    values, the missing values `options.fill` may fill, notes). Every bad cell is a DataError naming the
-    row (`row_of`: the file, the line or row) and the column."""
+    values, the rows before their series began (`_before_first_value`), notes). Every bad cell is a
+    DataError naming the row (`row_of`: the file, the line or row) and the column."""
     id_col, ts_col, y_col = columns
 
     def where(i: int) -> str:
@@ -323,11 +324,13 @@ def _cells(
         warnings.simplefilter("ignore")
         values = pd.to_numeric(frame[y_col], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
     nonfinite = ~np.isfinite(values)
-    fillable = np.zeros_like(nonfinite)
-    if options.fill != "none" and nonfinite.any():
+    missing = np.zeros_like(nonfinite)
+    if nonfinite.any():
         cells = frame[y_col].astype(str).str.strip().str.lower().to_numpy(dtype=object)
-        fillable = nonfinite & np.isin(cells, list(_MISSING_TOKENS))
-    bad = nonfinite & ~fillable
+        missing = nonfinite & np.isin(cells, list(_MISSING_TOKENS))
+    before = _before_first_value(ids, stamps, values, missing)
+    fillable = missing & ~before if options.fill != "none" else np.zeros_like(missing)
+    bad = nonfinite & ~fillable & ~before
     if bad.any():
         i = int(np.argmax(bad))
         more = int(bad.sum()) - 1
@@ -335,7 +338,26 @@ def _cells(
         why = _number_problem(str(frame[y_col].iloc[i]).strip(), y_col, share)
         problems.append(f"{where(i)}, column {y_col!r}: {why}" + (f" (and {more} more rows)" if more else ""))
     _raise(problems)
-    return stamps, wall, zoned, values, fillable, notes
+    return stamps, wall, zoned, values, before, notes
+
+
+def _before_first_value(
+    ids: np.ndarray, stamps: np.ndarray, values: np.ndarray, missing: np.ndarray
+) -> np.ndarray:
+    """The rows whose value is missing (an empty cell, NA...) at a timestamp before their series' first
+    value: before the series began, as the service reads a global model's leading nulls
+    (app/inference/windows.py `not_started`). A panel turned long from a wide table holds such rows for
+    every series that begins after the first. A series with no value at all has none (it is refused)."""
+    if not missing.any():
+        return np.zeros(len(ids), dtype=bool)
+    known = np.isfinite(values)
+    first = (
+        pd.Series(np.where(known, stamps, np.datetime64("NaT")).astype("datetime64[ns]"))
+        .groupby(ids)
+        .transform("min")
+    )
+    began = first.to_numpy(dtype="datetime64[ns]")
+    return missing & ~np.isnat(began) & (stamps < began)
 
 
 def _series_of(

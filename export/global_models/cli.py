@@ -197,7 +197,7 @@ def train(
             lines = _train_readout(training, cfg, timezone, path, local, dropped)
     except ValueError as e:  # too short for a window: said as an error, not a traceback
         raise typer.BadParameter(str(e), param_hint="--data") from None
-    for line in lines:
+    for line in [*lines[:1], *(f"  {note}" for note in training.notes), *lines[1:]]:
         typer.echo(line)
 
 

@@ -95,7 +95,7 @@ def _histories(
         # The future covariates' past values, if the file has them (the training file does), are not read.
         unread = (*drop, *(n for n in covs.future if n in header))
         options = ReadOptions(sort=sort, timezone=zone, drop=unread)
-        return load_covariate_panel(data, options, covs.past, (), statics)
+        return load_covariate_panel(data, options, covs.past, (), statics)[:2]
     except DataError as e:
         raise _bad(str(e), "--data") from None
 

@@ -113,13 +113,15 @@ class Checked:
 @dataclasses.dataclass(frozen=True)
 class Training:
     """The training file as read: the series fitted on (values, or CovariateSeries), what was loaded (for
-    the training record), their frequency, the covariate plan (None without covariates), the count."""
+    the training record), their frequency, the covariate plan (None without covariates), the count, and
+    the long reader's notes (rows sorted, steps filled, rows before a series began left out)."""
 
     series: list[np.ndarray] | list[CovariateSeries]
     loaded: Sequence[Any]
     frequency: str
     plan: CovariatePlan | None
     count: int
+    notes: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -271,15 +273,16 @@ def read_training(given: TrainOptions, checked: Checked) -> Training:
             plan = CovariatePlan.fit(one, kinds["past"], kinds["future"], cal, (), holidays, timezone, effect)
             return Training(one, one, frequency, plan, 1)
         if any(kinds.values()) or cal:
-            series, frequency = load_covariate_panel(
+            series, frequency, notes = load_covariate_panel(
                 given.data, checked.read, kinds["past"], kinds["future"], kinds["static"]
             )
             plan = CovariatePlan.fit(
                 series, kinds["past"], kinds["future"], cal, kinds["static"], holidays, timezone, effect
             )
-            return Training(series, series, frequency, plan, len(series))
+            return Training(series, series, frequency, plan, len(series), notes)
         panel = load_panel(given.data, checked.read)
-        return Training([s.values for s in panel.series], panel.series, panel.frequency, None, len(panel))
+        values = [s.values for s in panel.series]
+        return Training(values, panel.series, panel.frequency, None, len(panel), panel.notes)
     except DataError as e:
         raise typer.BadParameter(str(e), param_hint="--data") from None
     except ValueError as e:  # a calendar feature or holiday country the model cannot derive

@@ -116,6 +116,47 @@ def test_missing_steps_name_the_series_and_fill_per_series(tmp_path: Path) -> No
     np.testing.assert_allclose(panel.series[1].values[1:5], [101.5, 102.5, 103.5, 104.5])
 
 
+def test_empty_rows_before_a_series_began_are_left_out_not_filled(tmp_path: Path) -> None:
+    """A panel turned long from a wide table (pandas' melt) holds, for each series that begins after the
+    first, empty rows before its first value: before it began, as the service reads leading nulls (not
+    missing values, never filled flat), with or without --fill, sorted or not."""
+    frame = long_frame((10, 10))
+    frame["ds"] = frame.groupby("unique_id").cumcount().map(lambda j: f"2020-{j + 1:02d}-01")
+    frame.loc[10:13, "y"] = ""  # s1's first four months: before it began; its values from line 16 on
+    path = write(tmp_path, frame)
+    for panel in (load_panel(path), load_panel(path, fill="linear")):
+        s1 = panel.series[1]
+        assert panel.lengths.tolist() == [10, 6] and s1.first_row == 16
+        assert str(s1.timestamps[0])[:10] == "2020-05-01"
+        np.testing.assert_array_equal(s1.values, [104.5, 105.5, 106.5, 107.5, 108.5, 109.5])
+        assert any("1 series begin after" in n and "4 empty row(s)" in n for n in panel.notes)
+    shuffled = write(tmp_path, frame.sample(frac=1.0, random_state=1), "shuffled.csv")
+    np.testing.assert_array_equal(load_panel(shuffled, sort=True).series[1].values, s1.values)
+    frame.loc[15, "y"] = ""  # a gap after the first value is a missing value, as before
+    with pytest.raises(DataError, match=r"line 17 \(series 's1'\), column 'y': missing value"):
+        load_panel(write(tmp_path, frame, "gap.csv"))
+    frame.loc[10:19, "y"] = ""  # no value at all: refused, never dropped silently
+    with pytest.raises(DataError, match=r"series 's1'"):
+        load_panel(write(tmp_path, frame, "none.csv"))
+
+
+def test_covariates_are_read_from_the_first_value_of_their_series(tmp_path: Path) -> None:
+    """A covariate column may hold values before its series began (a temperature known before the shop
+    opened): the target's rows decide, and each covariate is cut to them."""
+    from export.covariates import load_covariate_panel
+
+    frame = long_frame((8, 8))
+    frame["ds"] = frame.groupby("unique_id").cumcount().map(lambda j: f"2020-{j + 1:02d}-01")
+    frame["temp"] = [f"{t}.0" for t in range(16)]
+    frame.loc[8:10, "y"] = ""  # s1 began in April
+    series, frequency, notes = load_covariate_panel(write(tmp_path, frame), ReadOptions(), past=["temp"])
+    assert frequency == "1MS" and [len(s.values) for s in series] == [8, 5] and notes
+    np.testing.assert_array_equal(series[1].past["temp"], [11.0, 12.0, 13.0, 14.0, 15.0])
+    frame.loc[8:11, "temp"] = ""  # the covariate begins after its series: refused, naming both
+    with pytest.raises(DataError, match=r"\(series 's1'\), column 'temp': not one value per target row"):
+        load_covariate_panel(write(tmp_path, frame, "late.csv"), ReadOptions(), past=["temp"])
+
+
 def test_a_series_on_another_step_is_named(tmp_path: Path) -> None:
     odd = long_frame((6,), freq="D").assign(unique_id="daily")
     frame = pd.concat([long_frame(), odd], ignore_index=True)
