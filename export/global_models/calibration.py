@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from app.artifacts.conformal import conformal_quantile, level_fits, windows_needed
+from app.artifacts.conformal import level_fits, windows_needed
 from app.artifacts.contract import window_scale
 from app.artifacts.readout import SCALE_FLOOR, CovariateRows, ReadoutSpec, calibrate
 from app.artifacts.readout.calibration import (
@@ -20,6 +20,7 @@ from app.artifacts.readout.calibration import (
     EXTRAPOLATED_UP_TO,
     calibration_tail,
     floored_levels,
+    pooled_intervals,
 )
 from export.bank import expand_bank
 from export.global_models.graph import windows_of
@@ -90,8 +91,9 @@ def _cross_coverage(
     scores: np.ndarray, levels: Sequence[float], groups: Sequence[str], folds: np.ndarray, owners: np.ndarray
 ) -> list[GroupCoverage]:
     """Out-of-fold coverage: the scores of fold 0 (`folds` [n], 0 or 1 per row) against widths from fold
-    1's and the other way round, so that no window is scored against a width it helped set. Levels one
-    fold is too small for are left out."""
+    1's and the other way round, so that no window is scored against a width it helped set; each fold's
+    widths by the served rule (`pooled_intervals`: a level calibrated by a fold's largest score held by
+    the level below). Levels one fold is too small for are left out."""
     halves = [np.flatnonzero(folds == 0), np.flatnonzero(folds == 1)]
     small = min(len(h) for h in halves)
     ok = [lv for lv in levels if small and level_fits(small, lv)]
@@ -99,8 +101,8 @@ def _cross_coverage(
         return []
     inside = np.zeros((len(ok), *scores.shape), dtype=bool)
     for fold, other in ((halves[0], halves[1]), (halves[1], halves[0])):
-        for i, lv in enumerate(ok):
-            inside[i, fold] = scores[fold] <= conformal_quantile(scores[other], lv / 100)[None, :]
+        widths = np.asarray(pooled_intervals(scores[other], ok, 1, 1)["widths"])[:, :, 0]  # [levels, H]
+        inside[:, fold] = scores[fold][None] <= widths[:, None, :]
     return group_coverage(inside, ok, groups, owners)
 
 

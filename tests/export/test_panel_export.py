@@ -184,6 +184,22 @@ def test_the_calibration_report_gives_out_of_fold_coverage_per_history_group() -
     assert report.coverage[-1].coverage["80"] == pytest.approx(inside.mean())
 
 
+def test_the_report_scores_a_fold_by_the_widths_it_would_serve() -> None:
+    """One series, 24 windows: each half (12) calibrates 90% by its largest score alone, which the served
+    rule holds at 80%'s width times Laplace's ratio (`floored_levels`). The report's out-of-fold coverage
+    scores each half against those widths, not the bare largest score of the other half."""
+    from app.artifacts.readout.calibration import tail_ratio
+    from export.global_models.calibration import calibration_report
+
+    early = np.r_[np.ones(11), 1.05][:, None]  # its 90%: 1.05 alone; served: 1.0 x 1.43
+    late = np.r_[np.ones(11), 1.3][:, None]  # 1.3 lies above 1.05, below 1.43
+    assert tail_ratio(90.0, 80.0) > 1.3
+    report = calibration_report(np.r_[early, late], 1, [80.0, 90.0], [], None, [50], [24])
+    coverage = report.coverage[-1].coverage
+    assert coverage["80"] == pytest.approx(22 / 24)  # 1.05 and 1.3 above 80%'s 1.0
+    assert coverage["90"] == 1.0  # 23 of 24 by the bare largest of the other half
+
+
 def test_one_series_gets_80_90_and_95_percent_and_three_get_99() -> None:
     """Few series hold out more of their last values (rolling windows, as the fit on request): one series
     of 103 values (H 6) holds out its last 51, 46 windows; many series keep one window each."""
