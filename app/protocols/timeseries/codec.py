@@ -64,8 +64,11 @@ def check_frequency(item: TimeSeriesInput, manifest: Manifest, field: str) -> No
         fits = SECONDS.get(item.frequency) == manifest.frequency_seconds
         codes = [code for code, s in SECONDS.items() if s == manifest.frequency_seconds]
     if manifest.frequency:
-        fits = fits or item.frequency == manifest.frequency
+        counted = item.frequency if item.frequency[:1].isdigit() else f"1{item.frequency}"  # MS: 1MS
+        fits = fits or counted == manifest.frequency
         codes.append(manifest.frequency)
+        if manifest.frequency[:1] == "1" and manifest.frequency[1:].isalpha():
+            codes.append(manifest.frequency[1:])  # pandas' alias of one step
     if not fits:
         wanted = f"one of {codes}" if codes else "a frequency this API cannot name"
         raise InvalidInput(

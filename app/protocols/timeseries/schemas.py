@@ -33,8 +33,9 @@ KSERVE_FREQUENCIES = (
     "Y",
 )
 # A model's own frequency, as its manifest (and GET /v1/models/{name}) writes it: "1h", "15min", "1D",
-# "1MS", "3MS"; accepted beside KServe's codes, and checked against the model's by the codec.
-MODEL_FREQUENCY = re.compile(r"\d+(?:D|h|min|s|ms|us|ns|MS|ME)")
+# "1MS", "3MS"; accepted beside KServe's codes, and checked against the model's by the codec. Without its
+# count it is pandas' alias of one step ("MS", "h", "min": what `pd.infer_freq` gives a pandas user).
+MODEL_FREQUENCY = re.compile(r"\d*(?:D|h|min|s|ms|us|ns|MS|ME)")
 
 
 def _frequency(value: str) -> str:
@@ -43,7 +44,7 @@ def _frequency(value: str) -> str:
     raise PydanticCustomError(
         "frequency",
         "expected one of KServe's codes ({codes}) or the model's own frequency as GET /v1/models/<name> "
-        "shows it (e.g. 1h, 1D, 1MS), got {value}",
+        "shows it (e.g. 1h, 1D, 1MS; MS for 1MS), got {value}",
         {"codes": ", ".join(KSERVE_FREQUENCIES), "value": repr(value[:32])},
     )
 

@@ -266,26 +266,32 @@ def test_malformed_json_and_models_list(client: TestClient) -> None:
 
 
 def test_the_models_own_frequency_string_is_accepted_beside_kserves_codes(client: TestClient) -> None:
-    """`1h`, as the manifest and GET /v1/models write it, answers exactly as `H`; another step, or a
-    string that is neither, is a 400 naming what is accepted."""
+    """`1h`, as the manifest and GET /v1/models write it, and `h`, pandas' alias of one hour (as
+    `pd.infer_freq` gives it), answer exactly as `H`; another step, or a string that is neither, is a 400
+    naming what is accepted."""
     body = documented_example(None)
     expected = [o["content"][0] for o in client.post(URL, json=body).json()["outputs"]]
-    for item in body["inputs"]:
-        item["frequency"] = "1h"
-    r = client.post(URL, json=body)
-    assert r.status_code == 200, r.text
-    got = [o["content"][0] for o in r.json()["outputs"]]
-    assert [c["mean_forecast"] for c in got] == [c["mean_forecast"] for c in expected]
-    assert [c["frequency"] for c in got] == ["1h", "1h"]
+    for code in ("1h", "h"):
+        for item in body["inputs"]:
+            item["frequency"] = code
+        r = client.post(URL, json=body)
+        assert r.status_code == 200, r.text
+        got = [o["content"][0] for o in r.json()["outputs"]]
+        assert [c["mean_forecast"] for c in got] == [c["mean_forecast"] for c in expected]
+        assert [c["frequency"] for c in got] == [code, code]
+    body["inputs"][0]["frequency"] = "min"
+    error = client.post(URL, json=body).json()["error"]
+    assert error["param"] == "inputs[0].frequency"
+    assert "must be one of ['hour', 'H', '1h', 'h']" in error["message"]
     body["inputs"][0]["frequency"] = "1D"
     error = client.post(URL, json=body).json()["error"]
     assert error["param"] == "inputs[0].frequency"
-    assert "must be one of ['hour', 'H', '1h']" in error["message"]
+    assert "must be one of ['hour', 'H', '1h', 'h']" in error["message"]
     body["inputs"][0]["frequency"] = "hourly"
     error = client.post(URL, json=body).json()["error"]
     assert error["param"] == "inputs[0].frequency"
     assert (
-        "or the model's own frequency as GET /v1/models/<name> shows it (e.g. 1h, 1D, 1MS)"
+        "or the model's own frequency as GET /v1/models/<name> shows it (e.g. 1h, 1D, 1MS; MS for 1MS)"
         in error["message"]
     )
 
