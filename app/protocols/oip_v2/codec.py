@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from app.core.errors import InvalidInput, PayloadTooLarge
 from app.core.numbers import decimal
 from app.protocols.oip_v2.schemas import InferenceRequest
+from app.protocols.validation_errors import first_problem
 
 HEADER_LENGTH = "inference-header-content-length"
 
@@ -124,10 +125,10 @@ def split_body(body: bytes, header_length: str | None) -> tuple[InferenceRequest
     try:
         request = InferenceRequest.model_validate(document)
     except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in first["loc"]) or "body"
-        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise InvalidInput(f"{where}: {first['msg']}{more}", field=where) from None
+        problem = first_problem(exc.errors(include_url=False))
+        where = ".".join(str(p) for p in problem.loc) or "body"
+        more = f" (and {problem.more} more)" if problem.more else ""
+        raise InvalidInput(f"{where}: {problem.message}{more}", field=where) from None
     for item, values in zip(request.inputs, data, strict=True):
         item.data = values  # no validate_assignment: as parsed, for `_from_json`
     return request, binary

@@ -22,8 +22,16 @@ from app.core.errors import (
     PayloadTooLarge,
     ServiceError,
 )
-from app.protocols.rsa_v1.schemas import COLUMNS_TAG, ROWS_TAG, ErrorBody, ErrorDetail, ErrorResponse
+from app.protocols.rsa_v1.schemas import (
+    COLUMNS_TAG,
+    FLAT_TAG,
+    ROWS_TAG,
+    ErrorBody,
+    ErrorDetail,
+    ErrorResponse,
+)
 from app.protocols.status import HTTP_STATUS, error_headers, log_server_error, lookup
+from app.protocols.validation_errors import first_problem, union_free
 
 logger = logging.getLogger(__name__)
 
@@ -52,26 +60,21 @@ def error_response_for(exc: ServiceError) -> JSONResponse:
     return error_response(status_of(exc), body, error_headers(exc))
 
 
+VALUES_TAGS = (ROWS_TAG, COLUMNS_TAG, FLAT_TAG)  # a series' values: rows, named columns or a flat list
+
+
 def format_loc(loc: Sequence[int | str]) -> str:
     """("body", "series", 0, "values", "rows", 3, 1) -> "series[0].values[3][1]".
 
-    Drops the location kind (body/path/query/header) and the tag pydantic adds after `values`
-    for the rows/columns union, which the client never wrote.
+    Drops the location kind (body/path/query/header) and the union members' parts pydantic adds (the
+    values' rows/columns/flat tag, a member's type), which the client never wrote (`union_free`).
     """
-    parts = list(loc)
+    parts = list(union_free(loc, VALUES_TAGS)[0])
     if len(parts) > 1 and parts[0] in ("body", "path", "query", "header", "cookie"):
         parts = parts[1:]  # a bare ("body",) stays: the body itself is the problem
     out = ""
-    previous: int | str | None = None
     for part in parts:
-        if previous == "values" and part in (ROWS_TAG, COLUMNS_TAG):
-            previous = part
-            continue
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-        previous = part
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out
 
 
@@ -111,13 +114,14 @@ def _validation_body(exc: RequestValidationError) -> tuple[int, ErrorBody]:
         where = f" at character {position}" if isinstance(position, int) else ""
         message = f"malformed JSON body: {ctx.get('error', 'decode error')}{where}"
         return 400, ErrorBody(code="malformed_json", message=message, field="body")
-    field = format_loc(first.get("loc", ())) or None
-    message = f"{field}: {first.get('msg')}" if field else str(first.get("msg"))
+    problem = first_problem(errors, VALUES_TAGS)
+    field = format_loc(problem.loc) or None
+    message = f"{field}: {problem.message}" if field else problem.message
     name = str((first.get("loc") or ("",))[-1])
     if first.get("type") == "extra_forbidden" and name in OUR_NAME:
         message += f" (this API calls it {OUR_NAME[name]})"
-    if len(errors) > 1:
-        message += f" (and {len(errors) - 1} more error{'s' if len(errors) > 2 else ''})"
+    if problem.more:
+        message += f" (and {problem.more} more error{'s' if problem.more > 1 else ''})"
     return 422, ErrorBody(
         code="invalid_input", message=message, field=field, limit=_limit_of(first), details=details
     )

@@ -18,6 +18,7 @@ from app.core.errors import (
     ServiceError,
 )
 from app.protocols.status import HTTP_STATUS, error_headers, log_server_error, lookup
+from app.protocols.validation_errors import first_problem
 
 logger = logging.getLogger(__name__)
 
@@ -72,14 +73,15 @@ async def render_error(request: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, RequestValidationError):
         errors = exc.errors()
         first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
-        param = field_path(tuple(first.get("loc", ()))) or None
         if first.get("type") == "json_invalid":
             return error_response(
                 400, "malformed_json", f"malformed JSON body: {first.get('msg')}", "body", "BadRequestError"
             )
-        message = f"{param}: {first.get('msg')}" if param else str(first.get("msg"))
-        if len(errors) > 1:
-            message += f" (and {len(errors) - 1} more)"
+        problem = first_problem(errors)
+        param = field_path(problem.loc) or None
+        message = f"{param}: {problem.message}" if param else problem.message
+        if problem.more:
+            message += f" (and {problem.more} more)"
         return error_response(400, "invalid_input", message, param, "BadRequestError")
     if isinstance(exc, StarletteHTTPException):
         code, kind = _HTTP.get(exc.status_code, ("bad_request", "BadRequestError"))
