@@ -230,8 +230,10 @@ class OipV2Handlers:
             )
         if array.ndim != 3 or array.shape[1:] != (L, C) or array.shape[0] < 1:
             raise InvalidInput(
-                f"input 'window' has shape {list(array.shape)}; model {manifest.name} takes [n, {L}, {C}] "
-                f"(n >= 1 windows of its input length {L} and its {C} channels {list(manifest.channels)})",
+                f"input 'window' has shape {list(window.array.shape)}; model {manifest.name} takes "
+                f"[n, {L}, {C}] (n >= 1 windows of its input length {L} and its {C} channels "
+                f"{list(manifest.channels)})"
+                + (f", or [n, {L}] (one channel)" if manifest.panel is not None and C == 1 else ""),
                 field="window.shape",
                 limit=[-1, L, C],
             )

@@ -152,6 +152,20 @@ def test_oip_v2_json_takes_windows_and_lengths(served: Panel) -> None:
     ]
 
 
+def test_oip_v2_a_window_of_the_wrong_shape_is_refused_with_the_shape_sent(served: Panel) -> None:
+    """A global model takes [n, L, 1] or [n, L]; a refusal echoes the shape as sent and names both."""
+    L = served.model.input_length
+    body = {
+        "inputs": [{"name": "window", "datatype": "FP32", "shape": [3, L - 1], "data": [1.0] * (3 * (L - 1))}]
+    }
+    r = served.post(f"/v2/models/{NAME}/infer", body)
+    assert r.status_code == 400
+    assert r.json()["error"].startswith(
+        f"input 'window' has shape [3, {L - 1}]; model {NAME} takes [n, {L}, 1]"
+    )
+    assert r.json()["error"].endswith(f", or [n, {L}] (one channel)")
+
+
 def test_oip_v2_binary_and_a_length_below_min_history(served: Panel) -> None:
     window, lengths = right_aligned(served.model)
     header = {
