@@ -278,11 +278,13 @@ def load_covariate_panel(
     """A long file's series with their covariates, its frequency and the reader's notes on the target
     (`Panel.notes`). Each past and future covariate is
     read by the target's own rules (load_panel with it as the target: the same rows, order, zone and
-    fill, problems naming the series and the row); statics must hold one value per series."""
+    fill, problems naming the series and the row), from its series' first value on (the rows before it,
+    before the series began, are not read); statics must hold one value per series."""
     names = [*past, *future, *static]
     base = dataclasses.replace(options, drop=(*options.drop, *names))
     panel = load_panel(path, base)
     columns: dict[str, dict[str, PanelSeries]] = {}
+    began = {s.id: s.timestamps[0] for s in panel.series}  # each column read from its series' first value
     for name in (*past, *future):
         others = [n for n in names if n != name]
         other = load_panel(
@@ -290,6 +292,7 @@ def load_covariate_panel(
             dataclasses.replace(
                 options, target_column=name, drop=(*options.drop, *others, panel.target_column)
             ),
+            began=began,
         )
         columns[name] = {s.id: s for s in other.series}
     statics: dict[str, dict[str, object]] = {}
@@ -335,13 +338,10 @@ def load_covariate_panel(
 
 
 def _target_rows(column: PanelSeries | None, target: PanelSeries, name: str, fname: str) -> np.ndarray:
-    """A covariate column's values at the target's rows: from the target's first value on (a column may
-    hold values before the series began, which the target's reading leaves out), one per target row."""
-    if column is not None:
-        at = int(np.searchsorted(column.timestamps, target.timestamps[0]))
-        if np.array_equal(column.timestamps[at : at + len(target)], target.timestamps):
-            return column.values[at : at + len(target)]
-    raise DataError(f"{fname} (series {target.id!r}), column {name!r}: not one value per target row")
+    """A covariate column's values, one per target row (both read from the series' first value on)."""
+    if column is None or not np.array_equal(column.timestamps, target.timestamps):
+        raise DataError(f"{fname} (series {target.id!r}), column {name!r}: not one value per target row")
+    return column.values
 
 
 def file_columns(path: Path) -> list[str]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import shlex
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,8 +132,17 @@ def _read_table(path: Path) -> tuple[bytes, pd.DataFrame, int]:
     return raw, frame, 2
 
 
-def load_panel(path: str | Path, options: ReadOptions | None = None, **overrides: object) -> Panel:
+def load_panel(
+    path: str | Path,
+    options: ReadOptions | None = None,
+    began: Mapping[str, np.datetime64] | None = None,
+    **overrides: object,
+) -> Panel:
     """Read and validate a long file (CSV, or Parquet by its suffix) into its series.
+
+    A series' missing values before its first one are before it began: left out (`_before_first_value`).
+    `began` (a covariate column's reading): each series' first timestamp, read from the target; the rows
+    before it are left out whatever they hold, and the column's own gaps after it are missing values.
 
     The id, timestamp and target columns are `options.id_column`, `timestamp_column` and
     `target_column` when given, else the first header names among `ID_NAMES`, `PANEL_TIMESTAMP_NAMES`
@@ -159,14 +168,17 @@ def load_panel(path: str | Path, options: ReadOptions | None = None, **overrides
     def where(i: int) -> str:
         return f"{row_of(i)} (series {ids[i]!r})"
 
-    stamps, wall, zoned, values, before, notes = _cells(frame, ids, (id_col, ts_col, y_col), options, row_of)
+    stamps, wall, zoned, values, before, notes = _cells(
+        frame, ids, (id_col, ts_col, y_col), options, row_of, began
+    )
     if before.any():  # rows before a series began: not missing values, not filled (_before_first_value)
         keep = ~before
-        late = len(pd.unique(ids[before]))
-        notes.append(
-            f"{late} series begin after the file's first timestamp: their {int(before.sum())} empty row(s) "
-            "before their first value are left out (before the series began)"
-        )
+        if began is None:
+            late = len(pd.unique(ids[before]))
+            notes.append(
+                f"{late} series begin after the file's first timestamp: their {int(before.sum())} empty "
+                "row(s) before their first value are left out (before the series began)"
+            )
         ids, stamps, values, rows = ids[keep], stamps[keep], values[keep], rows[keep]
         wall = None if wall is None else wall[keep]
 
@@ -260,10 +272,12 @@ def _cells(
     columns: tuple[str, str, str],
     options: ReadOptions,
     row_of: Callable[[int], str],
+    began: Mapping[str, np.datetime64] | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None, bool, np.ndarray, np.ndarray, list[str]]:
     """Each row's instant (UTC; with `options.timezone`, naive local times read in that zone, series by
     series) and value: (stamps, the wall-clock times as written or None, whether the file held instants,
-    values, the rows before their series began (`_before_first_value`), notes). Every bad cell is a
+    values, the rows before their series began (`_before_first_value`, or before `began`), notes). Every
+    bad cell is a
     DataError naming the row (`row_of`: the file, the line or row) and the column."""
     id_col, ts_col, y_col = columns
 
@@ -328,7 +342,11 @@ def _cells(
     if nonfinite.any():
         cells = frame[y_col].astype(str).str.strip().str.lower().to_numpy(dtype=object)
         missing = nonfinite & np.isin(cells, list(_MISSING_TOKENS))
-    before = _before_first_value(ids, stamps, values, missing)
+    before = (
+        _before_first_value(ids, stamps, values, missing)
+        if began is None
+        else stamps < np.array([began.get(k, np.datetime64("NaT")) for k in ids], dtype="datetime64[ns]")
+    )
     fillable = missing & ~before if options.fill != "none" else np.zeros_like(missing)
     bad = nonfinite & ~fillable & ~before
     if bad.any():

@@ -141,8 +141,9 @@ def test_empty_rows_before_a_series_began_are_left_out_not_filled(tmp_path: Path
 
 
 def test_covariates_are_read_from_the_first_value_of_their_series(tmp_path: Path) -> None:
-    """A covariate column may hold values before its series began (a temperature known before the shop
-    opened): the target's rows decide, and each covariate is cut to them."""
+    """A covariate column may hold values, or nothing, before its series began (a temperature known
+    before the shop opened; every cell empty in a melted wide table): the target's first value decides,
+    and a gap of the column's own after it is a missing value (refused, or filled with --fill)."""
     from export.covariates import load_covariate_panel
 
     frame = long_frame((8, 8))
@@ -152,9 +153,15 @@ def test_covariates_are_read_from_the_first_value_of_their_series(tmp_path: Path
     series, frequency, notes = load_covariate_panel(write(tmp_path, frame), ReadOptions(), past=["temp"])
     assert frequency == "1MS" and [len(s.values) for s in series] == [8, 5] and notes
     np.testing.assert_array_equal(series[1].past["temp"], [11.0, 12.0, 13.0, 14.0, 15.0])
-    frame.loc[8:11, "temp"] = ""  # the covariate begins after its series: refused, naming both
-    with pytest.raises(DataError, match=r"\(series 's1'\), column 'temp': not one value per target row"):
-        load_covariate_panel(write(tmp_path, frame, "late.csv"), ReadOptions(), past=["temp"])
+    frame.loc[8:10, "temp"] = ""  # empty before the series began too: not read
+    series = load_covariate_panel(write(tmp_path, frame, "melted.csv"), ReadOptions(), past=["temp"])[0]
+    np.testing.assert_array_equal(series[1].past["temp"], [11.0, 12.0, 13.0, 14.0, 15.0])
+    frame.loc[11, "temp"] = ""  # the column's own gap at the series' first value: a missing value
+    gap = write(tmp_path, frame, "gap.csv")
+    with pytest.raises(DataError, match=r"line 13 \(series 's1'\), column 'temp': missing value"):
+        load_covariate_panel(gap, ReadOptions(), past=["temp"])
+    filled = load_covariate_panel(gap, ReadOptions(fill="linear"), past=["temp"])[0]
+    np.testing.assert_array_equal(filled[1].past["temp"], [12.0, 12.0, 13.0, 14.0, 15.0])
 
 
 def test_a_series_on_another_step_is_named(tmp_path: Path) -> None:
