@@ -17,7 +17,6 @@ set more than the plain quantiles (80%: 81.0-91.0% against 79.5-88.7%, `python -
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +46,13 @@ EXTRAPOLATED_UP_TO = 99.0
 # 80-99% extrapolated from 50% by `tail_ratio`, covered 0.581 / 0.682 / 0.741 / 0.821 of their test values
 # (a scratch rescoring of bench.few_series_intervals' groups, 2026-12-05): such levels are left out.
 EXTRAPOLATED_FROM = 80.0
+# The levels that hold a higher one calibrated by the largest window alone (`floored_levels`), whether
+# asked or not (so a level's width never depends on which others a request asks): the highest of them a
+# lower rank calibrates. The median of 4-8 windows holds their 80%, which is their largest: lone M3 yearly
+# series (8 windows at the median) covered 0.761 / 0.853 / 0.893 / 0.943 at 80 / 90 / 95 / 99% with the
+# floor from 80% up, 0.803 / 0.895 / 0.930 / 0.966 with it from 50% too (bench.few_series_intervals --data
+# M3:yearly --sizes 1, 2026-12-05; docs/panels.md).
+FLOOR_BASES = (50.0, 80.0, 90.0, 95.0)
 
 # A spread no real series has: the floor of each series' seasonal-naive error in the interval widths, so
 # that a flat window's interval is (almost) the point, never a division by zero.
@@ -266,24 +272,30 @@ def tail_ratio(level: float, calibrated: float) -> float:
     return math.log1p(-level / 100) / math.log1p(-calibrated / 100)
 
 
+def floor_base(n: int, level: float) -> float | None:
+    """The level that holds `level` when n windows calibrate it by their largest score alone (conformal
+    rank ceil((n + 1)·level) = n): the highest of FLOOR_BASES below it that a lower rank calibrates; None
+    where `level` is not so calibrated, or nothing below holds it."""
+    if not level_fits(n, level) or math.ceil((n + 1) * level / 100) != n:
+        return None
+    below = [b for b in FLOOR_BASES if b < level and math.ceil((n + 1) * b / 100) < n]
+    return below[-1] if below else None
+
+
 def floored_levels(n: int, levels: Sequence[float]) -> list[float]:
-    """The levels (ascending) that n windows calibrate by their largest score alone (conformal rank
-    ceil((n + 1)·level) = n) above a calibrated level of EXTRAPOLATED_FROM or more: `pooled_intervals`
-    holds each at least that level's width times `tail_ratio`.
+    """The levels (ascending) that n windows calibrate by their largest score alone and a lower level
+    holds (`floor_base`): `pooled_intervals` holds each at least that level's quantile of the windows'
+    scores times `tail_ratio`.
 
     Why: the largest of a few overlapping windows of one series is a low guess of their tail. Lone M3
     quarterly series (15 windows at the median: 90% calibrated by the largest, 95% extrapolated from it)
-    covered 0.844 / 0.896 at 90 / 95%, and with the floor 0.870 / 0.916; lone M3 yearly series 0.840 /
-    0.883 and 0.853 / 0.893; 80% is never floored, and of the 48 cells of the default run 45 were within
-    5 points of the level before, 47 after (`python -m bench.few_series_intervals`,
+    covered 0.844 / 0.896 at 90 / 95%, and with the floor 0.870 / 0.916; of the 48 cells of the default
+    run 45 were within 5 points of the level before, 47 after. Lone M3 yearly series (4-8 windows: 80%
+    is their largest) covered 0.761 / 0.853 / 0.893 / 0.943 at 80-99% with the floor from 80% up, and
+    0.803 / 0.895 / 0.930 / 0.966 with 50% holding 80% (`python -m bench.few_series_intervals`,
     results/intervals/few_series*.json, 2026-12-05; docs/panels.md). A level calibrated by a lower rank
     is the windows' own."""
-    ok = [lv for lv in levels if level_fits(n, lv)]
-    return [
-        high
-        for low, high in itertools.pairwise(ok)
-        if low >= EXTRAPOLATED_FROM and math.ceil((n + 1) * high / 100) == n
-    ]
+    return [lv for lv in levels if floor_base(n, lv) is not None]
 
 
 def pooled_intervals(
@@ -295,7 +307,7 @@ def pooled_intervals(
     """The manifest's `intervals` (without its `calibration` report) from pooled scores [n, H] (|error| in
     units of `service_spread`) at `levels` (ascending, the lowest fitting n): per horizon step the
     conformal quantile of the scores, made non-decreasing across levels; a level calibrated by the
-    largest score alone at least the level below's width times `tail_ratio` (`floored_levels`). A level
+    largest score alone at least a lower level's quantile times `tail_ratio` (`floor_base`). A level
     n windows cannot calibrate (`level_fits`) is extrapolated from the highest that they can, its widths
     times `tail_ratio(level, that level)` (the callers pass `level_plan`'s levels, which extrapolate only
     from EXTRAPOLATED_FROM or more). One definition for the read-out's and the transformer's."""
@@ -304,12 +316,12 @@ def pooled_intervals(
     if not any(fits):
         raise ValueError(f"{n} windows calibrate none of the levels {list(levels)}")
     ok = [lv for lv, fit in zip(levels, fits, strict=True) if fit]
-    floored = floored_levels(n, ok)
     calibrated: dict[float, np.ndarray] = {}
-    for low, lv in zip([None, *ok], ok, strict=False):
+    for lv in ok:
         width = conformal_quantile(scores, lv / 100)
-        if lv in floored and low is not None:
-            width = np.maximum(width, calibrated[low] * tail_ratio(lv, low))
+        base = floor_base(n, lv)
+        if base is not None:  # the largest score alone: held by a level a lower rank calibrates
+            width = np.maximum(width, conformal_quantile(scores, base / 100) * tail_ratio(lv, base))
         calibrated[lv] = width
     top = max(calibrated)
     widths = np.array(

@@ -102,13 +102,27 @@ def test_a_level_calibrated_by_the_largest_score_alone_is_at_least_the_level_bel
     np.testing.assert_allclose(widths[1], [13.0 * ratio(90.0, 80.0), 100.0])
     np.testing.assert_allclose(widths[2], widths[1] * ratio(95.0, 90.0))
     floored = readout.calibration.floored_levels
-    assert floored(15, [80.0, 90.0, 95.0]) == [90.0] and floored(15, [50.0, 90.0]) == []
+    assert floored(15, [80.0, 90.0, 95.0]) == [90.0] and floored(15, [50.0, 90.0]) == [90.0]
+    assert floored(8, [50.0, 80.0, 90.0]) == [80.0] and floored(8, [80.0, 90.0]) == [80.0]  # 50% unasked
+    assert readout.calibration.floor_base(8, 80.0) == 50.0 and readout.calibration.floor_base(3, 50.0) is None
     assert floored(19, [80.0, 90.0, 95.0]) == [95.0] and floored(40, [80.0, 90.0, 95.0]) == []
     assert floored(112, [50.0, 80.0, 90.0, 95.0, 99.0]) == [99.0]
     many = np.random.default_rng(2).exponential(1.0, (40, 3))
     plain = np.asarray(readout.pooled_intervals(many, [80.0, 90.0, 95.0], 8, 4)["widths"])[:, :, 0]
     for row, level in zip(plain, (80.0, 90.0, 95.0), strict=True):
         np.testing.assert_allclose(row, conformal_quantile(many, level / 100))
+
+
+def test_80_percent_from_8_windows_is_held_by_their_median() -> None:
+    """8 windows (a lone yearly series) calibrate 80% by their largest score (rank ceil(9·0.8) = 8): 80% is
+    held at least the median's width times Laplace's ratio (2.32), whether 50% is asked or not (a level's
+    width does not depend on the others asked); 90% is extrapolated from that 80%."""
+    ratio = readout.calibration.tail_ratio
+    scores = np.r_[np.full(7, 1.0), 1.5][:, None]  # the largest, 1.5, below the median x 2.32
+    widths = np.asarray(readout.pooled_intervals(scores, [50.0, 80.0, 90.0], 8, 1)["widths"])[:, :, 0]
+    np.testing.assert_allclose(widths[:, 0], [1.0, ratio(80.0, 50.0), ratio(80.0, 50.0) * ratio(90.0, 80.0)])
+    alone = np.asarray(readout.pooled_intervals(scores, [80.0, 90.0], 8, 1)["widths"])[:, :, 0]
+    np.testing.assert_allclose(alone, widths[1:])
 
 
 def test_levels_are_extrapolated_only_from_80_percent_or_more_and_a_refusal_says_how_many_windows() -> None:
