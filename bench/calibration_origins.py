@@ -35,7 +35,7 @@ import numpy as np
 
 from app.artifacts.conformal import conformal_quantile
 from app.artifacts.readout import calibrate
-from app.inference.metrics import seasonal_naive, seasonal_naive_scale
+from app.inference.metrics import mase, seasonal_naive
 from bench.competition_data import ALL_DATA, Competition, load_competition
 from bench.competition_ours import ours_config
 from bench.harness.report import write_json
@@ -56,12 +56,11 @@ def naive_mase(comp: Competition, backs: Sequence[int]) -> tuple[list[dict[str, 
         raise ValueError(f"{comp.name}: no series is longer than {max(backs)} horizons and a period")
     out = []
     for back in backs:
-        scores = []
-        for history, test in rows:
-            full, end = np.concatenate([history, test]), len(history) - back * H
-            before, after = full[:end], full[end : end + H]
-            error = float(np.abs(after - seasonal_naive(before, H, period)).mean())
-            scores.append(error / seasonal_naive_scale(before, period))
+        cut = [(np.concatenate([h, t]), len(h) - back * H) for h, t in rows]
+        before = [full[:end] for full, end in cut]
+        after = np.array([full[end : end + H] for full, end in cut])
+        forecast = np.array([seasonal_naive(b, H, period) for b in before])
+        scores = mase(before, after, forecast, period)
         out.append({"mean": float(np.mean(scores)), "median": float(np.median(scores))})
     return out, len(rows)
 
