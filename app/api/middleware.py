@@ -134,12 +134,16 @@ class RequestMiddleware(RuntimeMiddleware):
             close_record(token)
             if record.reservation is not None:  # admitted early, never submitted (an error, a disconnect)
                 runtime.engine.release(record.reservation)
-            if not probe:
-                metrics.in_flight.dec()
-            endpoint, params = _route_of(scope)
-            if not record.model:
-                _labels_from_path(runtime.engine.catalog, params, record)
-            metrics.observe_request(endpoint, record, status, perf_counter() - start, probe)
+            try:
+                endpoint, params = _route_of(scope)
+                if not record.model:
+                    _labels_from_path(runtime.engine.catalog, params, record)
+                metrics.observe_request(endpoint, record, status, perf_counter() - start, probe)
+            finally:
+                # After the count: a scrape that reads no request in flight reads every answered one
+                # counted (the answer reaches its client before this block runs).
+                if not probe:
+                    metrics.in_flight.dec()
 
 
 async def _admission(

@@ -153,11 +153,13 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
             note_error("internal_error")
         finally:
             close_record(token)
-            if not probe:
-                self.metrics.in_flight.dec()
-            self.metrics.observe_request(
-                GRPC_SERVICE + method, record, code.name, perf_counter() - start, probe
-            )
+            try:
+                self.metrics.observe_request(
+                    GRPC_SERVICE + method, record, code.name, perf_counter() - start, probe
+                )
+            finally:  # after the count, as over HTTP (app/api/middleware.py)
+                if not probe:
+                    self.metrics.in_flight.dec()
         await context.abort(code, message)  # raises: the call ends here with that status
         raise AssertionError("unreachable: context.abort raises")
 
