@@ -158,7 +158,10 @@ def summary_lines(model: GlobalModel) -> list[str]:
         cells = ", ".join(
             f"{k}: {v:.4f}" + (" (chosen)" if k == model.input_length else "") for k, v in lengths
         )
-        out.append(f"input length searched (validation MASE of the read-out): {cells}")
+        out.append(
+            f"input length searched (validation MASE of the read-out): {cells}; the longest within "
+            f"{LENGTH_TOLERANCE:.0%} of the lowest is chosen"
+        )
     lifts = sorted((int(k.removeprefix("lift_")), v) for k, v in search.items() if k.startswith("lift_"))
     if len(lifts) > 1:
         cells = ", ".join(

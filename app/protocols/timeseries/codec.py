@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -13,6 +14,7 @@ from app.core.errors import InvalidInput
 from app.inference.windows import check_calendar_anchor, in_model_zone, last_window, window_phase_of
 from app.protocols.parsing import Refusal, validate_json
 from app.protocols.timeseries.schemas import TimeSeriesForecastRequest, TimeSeriesInput
+from rsa_core.frequency import parse_alias
 from rsa_core.steps import forecast_timestamps
 
 # KServe's frequency codes: a fixed step in seconds, or a number of calendar months.
@@ -53,24 +55,37 @@ class DecodedInput:
     phase: int | None
 
 
+def _step_of(code: str) -> tuple[int, float] | None:
+    """A frequency as (months, seconds): KServe's code, else a pandas alias by the shared rule."""
+    if code in MONTHS:
+        return MONTHS[code], 0.0
+    if code in SECONDS:
+        return 0, float(SECONDS[code])
+    return parse_alias(code)
+
+
 def check_frequency(item: TimeSeriesInput, manifest: Manifest, field: str) -> None:
     """The series' frequency must be the model's step: a model forecasts the steps it was trained on. It
-    may be written as KServe's code or as the model's own frequency string (its manifest's, e.g. 1D)."""
+    may be written as KServe's code or as any pandas alias of that step (the model's own `1D`, or `D`,
+    `MS`, `QS-MAR`, `W-SAT`: an anchor is the start timestamp's business, checked with it)."""
     months = manifest.calendar
+    step = _step_of(item.frequency)
     if months is not None:
-        fits = MONTHS.get(item.frequency) == months.months
+        fits = step is not None and step == (months.months, 0.0)
         codes = [code for code, m in MONTHS.items() if m == months.months]
     else:
-        fits = SECONDS.get(item.frequency) == manifest.frequency_seconds
+        fits = step is not None and step[0] == 0 and math.isclose(step[1], manifest.frequency_seconds)
         codes = [code for code, s in SECONDS.items() if s == manifest.frequency_seconds]
     if manifest.frequency:
-        counted = item.frequency if item.frequency[:1].isdigit() else f"1{item.frequency}"  # MS: 1MS
-        fits = fits or counted == manifest.frequency
         codes.append(manifest.frequency)
         if manifest.frequency[:1] == "1" and manifest.frequency[1:].isalpha():
             codes.append(manifest.frequency[1:])  # pandas' alias of one step
     if not fits:
-        wanted = f"one of {codes}" if codes else "a frequency this API cannot name"
+        wanted = (
+            f"one of {codes} (or another pandas alias of that step)"
+            if codes
+            else "a frequency this API cannot name"
+        )
         raise InvalidInput(
             f"{field} is {item.frequency!r}, but model {manifest.name} steps {manifest.frequency}: "
             f"the frequency must be {wanted}",

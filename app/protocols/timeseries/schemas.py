@@ -4,7 +4,6 @@ allowed, as there."""
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
@@ -12,6 +11,7 @@ from pydantic_core import PydanticCustomError
 
 from app.protocols.datetimes import IsoDatetime
 from app.protocols.numbers import Count
+from rsa_core.frequency import parse_alias
 
 # KServe's frequency codes: a fixed step, or a number of calendar months (codec.SECONDS, codec.MONTHS).
 KSERVE_FREQUENCIES = (
@@ -32,19 +32,18 @@ KSERVE_FREQUENCIES = (
     "year",
     "Y",
 )
-# A model's own frequency, as its manifest (and GET /v1/models/{name}) writes it: "1h", "15min", "1D",
-# "1MS", "3MS"; accepted beside KServe's codes, and checked against the model's by the codec. Without its
-# count it is pandas' alias of one step ("MS", "h", "min": what `pd.infer_freq` gives a pandas user).
-MODEL_FREQUENCY = re.compile(r"\d*(?:D|h|min|s|ms|us|ns|MS|ME)")
 
 
 def _frequency(value: str) -> str:
-    if value in KSERVE_FREQUENCIES or MODEL_FREQUENCY.fullmatch(value):
+    # Beside KServe's codes, any pandas/TimeGPT alias (`1MS`, `MS`, `QS-MAR`, `W-SAT`, `15min`: what
+    # `pd.infer_freq` gives a pandas user), read by the one rule every path reads an alias by
+    # (rsa_core.frequency.parse_alias); the codec checks its step against the model's.
+    if value in KSERVE_FREQUENCIES or parse_alias(value) is not None:
         return value
     raise PydanticCustomError(
         "frequency",
-        "expected one of KServe's codes ({codes}) or the model's own frequency as GET /v1/models/<name> "
-        "shows it (e.g. 1h, 1D, 1MS; MS for 1MS), got {value}",
+        "expected one of KServe's codes ({codes}) or a pandas alias of the model's step (its own frequency "
+        "as GET /v1/models/<name> shows it, e.g. 1h, 1D, 1MS; or MS, QS-MAR, W-SUN), got {value}",
         {"codes": ", ".join(KSERVE_FREQUENCIES), "value": repr(value[:32])},
     )
 
@@ -53,8 +52,8 @@ Frequency = Annotated[
     str,
     AfterValidator(_frequency),
     Field(
-        description="KServe's code (H, hour, D, day, M, month, ...) or the model's own frequency (1h, 1D, "
-        "1MS, ...); it must be the model's step.",
+        description="KServe's code (H, hour, D, day, M, month, ...) or a pandas alias (1h, 1D, 1MS, MS, "
+        "QS-MAR, W-SUN, ...); it must be the model's step.",
         examples=["H", "1h"],
     ),
 ]

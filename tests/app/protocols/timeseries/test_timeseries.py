@@ -291,9 +291,47 @@ def test_the_models_own_frequency_string_is_accepted_beside_kserves_codes(client
     error = client.post(URL, json=body).json()["error"]
     assert error["param"] == "inputs[0].frequency"
     assert (
-        "or the model's own frequency as GET /v1/models/<name> shows it (e.g. 1h, 1D, 1MS; MS for 1MS)"
-        in error["message"]
+        "or a pandas alias of the model's step (its own frequency as GET /v1/models/<name> shows it"
+        in (error["message"])
     )
+
+
+@pytest.mark.parametrize(
+    ("frequency", "calendar", "seconds", "ok"),
+    [
+        ("3MS", True, 3 * 2_629_746.0, ["Q", "quarter", "3MS", "QS", "QS-MAR", "QE-DEC", "3M"]),
+        ("1MS", True, 2_629_746.0, ["M", "month", "MS", "1MS", "ME", "BMS"]),
+        ("12MS", True, 12 * 2_629_746.0, ["Y", "year", "YS", "YS-JAN", "A-DEC", "12MS"]),
+        ("7D", False, 604_800.0, ["W", "week", "W-SAT", "W-SUN", "7D", "168h"]),
+        ("1h", False, 3_600.0, ["H", "hour", "h", "1h", "60min", "3600s"]),
+    ],
+)
+def test_any_pandas_alias_of_the_models_step_is_accepted(
+    frequency: str, calendar: bool, seconds: float, ok: list[str]
+) -> None:
+    """What `pd.infer_freq` gives a pandas user (`QS-MAR` for quarters from March, `W-SAT` for weeks to
+    Saturday) names the model's step as KServe's code does, by the rule every path reads an alias by
+    (rsa_core.frequency.parse_alias); another step is refused, naming the accepted codes."""
+    from types import SimpleNamespace
+
+    from app.artifacts.calendar import calendar_step
+    from app.core.errors import InvalidInput
+    from app.protocols.timeseries.codec import check_frequency
+    from app.protocols.timeseries.schemas import TimeSeriesInput
+
+    manifest = SimpleNamespace(
+        name="m", frequency=frequency, frequency_seconds=seconds, calendar=calendar_step(frequency)
+    )
+    assert (manifest.calendar is not None) == calendar
+
+    def item(code: str) -> TimeSeriesInput:
+        return TimeSeriesInput(type="univariate_time_series", name="a", series=[1.0, 2.0], frequency=code)
+
+    for code in ok:
+        check_frequency(item(code), manifest, "inputs[0].frequency")  # type: ignore[arg-type]
+    for code in {"MS", "QS-MAR", "YS", "W-SAT", "D", "h", "15min"} - set(ok):
+        with pytest.raises(InvalidInput, match=r"must be one of \[.*\] \(or another pandas alias"):
+            check_frequency(item(code), manifest, "inputs[0].frequency")  # type: ignore[arg-type]
 
 
 def test_a_start_timestamp_that_is_not_iso_8601_says_so(client: TestClient) -> None:
