@@ -311,7 +311,7 @@ async def zero_shot_forecast(v1: V1Handlers, body: ZeroShotBody, freq: str | Non
             f"served model: POST /v1/models/{{name}}/forecast (the client's model=), served: "
             f"{', '.join(named) if named else 'none'}",
             field="freq",
-            limit=", ".join(have),
+            limit=have,  # the frequencies with a model, a list as every refusal's choices are ([] for none)
         )
     forecast = body.forecast
     month_ends = _month_ends(used, forecast.series)
