@@ -153,12 +153,16 @@ def _score(args: argparse.Namespace) -> int:
         return 2
     rate = rate_text(summary.series, summary.seconds)
     sys.stdout.write(
-        f"scored {summary.series:,} series in {summary.parts - summary.skipped} parts "
+        f"scored {summary.series:,} series in {_count(summary.parts - summary.skipped, 'part')} "
         f"({summary.skipped} already done) in {summary.seconds:.1f} s, {rate} series/s, "
         f"on {', '.join(sorted(summary.providers)) or 'nothing'}, {len(summary.nodes)} node(s): "
         f"{args.output}\n"
     )
     return 0
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 if __name__ == "__main__":

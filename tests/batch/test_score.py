@@ -196,7 +196,7 @@ def test_the_batch_command_leaves_no_token_in_the_home_folder(repository, tmp_pa
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run(command, cwd=root, capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "scored 4 series in 1 parts" in done.stdout, done.stdout
+    assert "scored 4 series in 1 part (" in done.stdout, done.stdout
     assert not (home / ".ray").exists(), sorted(p.name for p in (home / ".ray").iterdir())
     # Issue 45 item 12: a successful run prints its progress and summary, none of Ray's notices, and a
     # small run's rate in two figures, not "0 series/s".
