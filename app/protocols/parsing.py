@@ -26,6 +26,8 @@ class Refusal:
 
 def _portable(error: Any) -> dict[str, Any]:
     out = {k: v for k, v in error.items() if k not in ("input", "url")}
+    if "input" in error and error["input"] is None:  # a null where a value belongs: said so in the answer
+        out["input"] = None
     if "ctx" in out:
         out["ctx"] = {
             k: v if v is None or isinstance(v, bool | int | float | str) else str(v)

@@ -7,6 +7,8 @@ stable machine-readable code (`invalid_input`, `no_calibrated_intervals`, `inter
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
@@ -82,11 +84,24 @@ async def render_error(request: Request, exc: Exception) -> JSONResponse:
         message = f"{param}: {problem.message}" if param else problem.message
         if problem.more:
             message += f" (and {problem.more} more)"
+        if _null_in_series(errors):
+            message += (
+                ": a missing value (null); KServe's time series are numbers only, "
+                "POST /v1/models/<name>/forecast takes null for a missing value"
+            )
         return error_response(400, "invalid_input", message, param, "BadRequestError")
     if isinstance(exc, StarletteHTTPException):
         code, kind = _HTTP.get(exc.status_code, ("bad_request", "BadRequestError"))
         return error_response(exc.status_code, code, str(exc.detail), None, kind)
     raise exc
+
+
+def _null_in_series(errors: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the first error is a null among a series' values (pydantic keeps the input it refused)."""
+    if not errors:
+        return False
+    first = errors[0]
+    return "series" in first.get("loc", ()) and "input" in first and first["input"] is None
 
 
 def internal_error() -> JSONResponse:

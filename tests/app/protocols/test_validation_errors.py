@@ -76,7 +76,17 @@ def test_every_protocol_names_the_place_the_client_wrote() -> None:
             json={"model": "pretrained-monthly", "inputs": [item], "options": {"horizon": 3}},
         ).json()["error"]
         assert ts["param"] == "inputs[0].series[3]"
-        assert ts["message"] == "inputs[0].series[3]: Input should be a valid number or a valid array"
+        assert ts["message"] == (
+            "inputs[0].series[3]: Input should be a valid number or a valid array: a missing value (null); "
+            "KServe's time series are numbers only, POST /v1/models/<name>/forecast takes null for a "
+            "missing value"
+        )
+        item["series"] = [*values[:3], "x", *values[4:]]  # not a null: no word of missing values
+        ts = c.post(
+            "/v1/timeseries/forecast",
+            json={"model": "pretrained-monthly", "inputs": [item], "options": {"horizon": 3}},
+        ).json()["error"]
+        assert ts["param"] == "inputs[0].series[3]" and "null" not in ts["message"]
         window = {"name": "window", "shape": [1, 120, 1], "datatype": "FP32", "data": [1.0] * 120}
         body = {"inputs": [window], "parameters": {"level": [80]}}
         v2 = c.post(
@@ -86,3 +96,20 @@ def test_every_protocol_names_the_place_the_client_wrote() -> None:
         )
         assert v2.status_code == 400
         assert v2.json()["error"].startswith("parameters.level: Input should be a valid boolean, a valid")
+
+
+def test_a_null_in_a_kserve_series_is_named_as_one_when_the_parse_process_reads_the_body() -> None:
+    """A body parsed off the loop (the parse process: its errors travel without the values refused)
+    keeps the one fact the answer needs, that the value was a null."""
+    settings = make_settings(REPOSITORY, models=["pretrained-monthly"], parse_process_min_bytes=1)
+    series: list[float | None] = [100.0 + i for i in range(60)]
+    series[7] = None
+    item = {"type": "univariate_time_series", "name": "a", "series": series, "frequency": "MS"}
+    with running_client(settings) as c:
+        r = c.post(
+            "/v1/timeseries/forecast",
+            json={"model": "pretrained-monthly", "inputs": [item], "options": {"horizon": 3}},
+        )
+    assert r.status_code == 400
+    error = r.json()["error"]
+    assert error["param"] == "inputs[0].series[7]" and "a missing value (null)" in error["message"], error
