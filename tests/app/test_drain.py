@@ -105,7 +105,7 @@ def test_sigterm_under_load_loses_no_accepted_request(
         for t in threads:
             t.join(timeout=30)
         assert code == 0, service.output()
-        assert took < drain_s + 10, took
+        assert took < drain_s + scaled(10), took
     lost = [message for o in outcomes for message in o.lost]
     assert lost == [], lost
     assert before >= 4 * CLIENTS

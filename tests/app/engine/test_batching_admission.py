@@ -32,7 +32,7 @@ def test_admission_refuses_at_once_what_cannot_finish_in_time() -> None:
         batcher = make(slow_double(0.05), max_batch_rows=1, max_wait_s=0)
         batcher.start()
         await submit(batcher, rows(0, 1), 5.0)  # one batch measures the drain: about 0.05 s a row
-        assert batcher.row_seconds is not None and 0.04 < batcher.row_seconds < 0.5
+        assert batcher.row_seconds is not None and 0.04 < batcher.row_seconds < scaled(0.5)
         # 0.3 s of budget: the first requests fit (0.05 s a row ahead of them), later ones cannot
         pending = [asyncio.ensure_future(submit(batcher, rows(i, 1), 0.3)) for i in range(12)]
         results = await asyncio.gather(*pending, return_exceptions=True)
