@@ -198,9 +198,10 @@ def explain_readout(
     x = np.asarray(window, dtype=np.float32).astype(np.float64).reshape(-1)[-L:]
     m = (~np.isnan(x)).astype(np.float64)
     x0 = np.where(m > 0, x, 0.0)
-    divisor = float(window_scales(x0[None], m[None], graph.last)[0])
+    mirror = bool((manifest.readout or {}).get("mirror", False))  # FitSettings.mirror: a signed scale
+    divisor = float(window_scales(x0[None], m[None], graph.last, mirror)[0])
     u = x0 / divisor  # [L]
-    s = float(output_scales(x0[None], m[None], graph.last)[0])  # what the parts are multiplied back by
+    s = float(output_scales(x0[None], m[None], graph.last, mirror)[0])  # what the parts are multiplied by
     R, W = graph.rem_features, graph.readout
     n_feat = R.shape[1]
     heads = _heads(manifest)

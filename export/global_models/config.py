@@ -64,6 +64,11 @@ class PanelConfig:
     # (app/artifacts/readout/spec.py `Lift`): 0 none; None chosen on validation between 0 and LIFT_WIDTH
     # (export/global_models/search.py).
     lift: int | None = 0
+    # A window below zero read as its mirror image above zero (app/artifacts/readout `FitSettings.mirror`):
+    # None decided by `train_global` from the training series (on where none goes below zero: a model that
+    # never saw a value below zero would otherwise read a series at -50 far outside what it was fitted on,
+    # pretrained-quarterly forecasting 11, -36, -58 for one; measured 2026-12-05); False as before.
+    mirror: bool | None = None
 
     def __post_init__(self) -> None:
         if self.horizon < 1 or self.period < 1:
@@ -105,7 +110,13 @@ class PanelConfig:
             mase_floor=self.mase_floor,
             irls=self.irls,
             irls_floor=self.irls_floor,
+            mirror=bool(self.mirror),
         )
+
+
+def never_below_zero(series: Sequence[np.ndarray | CovariateSeries]) -> bool:
+    """Whether no observed value of the series is below zero: `PanelConfig.mirror` where it is None."""
+    return all(not (series_values(v) < 0).any() for v in series)
 
 
 def series_values(v: np.ndarray | CovariateSeries) -> np.ndarray:

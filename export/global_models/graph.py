@@ -72,6 +72,8 @@ def global_graph(model: GlobalModel) -> Any:
     kernels = model.kernels()  # [K, L]
     inits = _target_constants(model, kernels)
     nodes = _target_nodes()
+    if model.fit_settings.mirror:
+        _mirror(nodes, inits)
     node = helper.make_node
     inputs = [helper.make_tensor_value_info(FORECAST_INPUT, TensorProto.FLOAT, ["batch", W, 1])]
     if model.local is None:
@@ -200,6 +202,32 @@ def _target_nodes() -> list[Any]:
         node("Mul", ["y", "scale_out"], ["raw"]),  # back to the raw scale
         node("Reshape", ["out", "shape_out"], [FORECAST_OUTPUT]),  # [B, H, 1]
     ]
+
+
+def _mirror(nodes: list[Any], inits: list[Any]) -> None:
+    """The scale signed, in place (readout.window_scales with `mirror`): negative where the mean of the
+    window's last cycle's observed values (its whole window's where `_level` falls back) is below zero, so
+    that the read-out reads such a window as its mirror image and its forecast is mirrored back."""
+    from onnx import helper
+
+    node = helper.make_node
+    inits.append(_const("minus_one", -1.0))
+    for n in nodes:
+        if n.output[0] in ("scale", "scale_out"):
+            n.output[0] += "_abs"
+    signed = [
+        node("MatMul", ["x0", "sums"], ["signed_sums"]),  # [B, 2]: the last cycle's and the window's
+        node("Div", ["signed_sums", "counts1"], ["signed_means"]),
+        node("MatMul", ["signed_means", "pick_last"], ["m_last"]),  # [B, 1]
+        node("MatMul", ["signed_means", "pick_whole"], ["m_whole"]),
+        node("Where", ["last_ok", "m_last", "m_whole"], ["m_any"]),
+        node("Less", ["m_any", "zero"], ["below"]),
+        node("Where", ["below", "minus_one", "one"], ["sign"]),
+        node("Mul", ["scale_abs", "sign"], ["scale"]),
+        node("Mul", ["scale_out_abs", "sign"], ["scale_out"]),
+    ]
+    at = next(i for i, n in enumerate(nodes) if n.output[0] == "scale_out_abs") + 1
+    nodes[at:at] = signed
 
 
 def _hold_still(model: GlobalModel, nodes: list[Any], inits: list[Any]) -> None:

@@ -84,7 +84,13 @@ class GlobalModel:
     def features(self, windows: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(features [n, F], scales [n]) of raw windows [n, L] whose observed steps are `mask` [n, L]."""
         return readout.features(
-            windows, mask, self.config.period, self.config.n_lags, self.kernels(), self.lift
+            windows,
+            mask,
+            self.config.period,
+            self.config.n_lags,
+            self.kernels(),
+            self.lift,
+            bool(self.config.mirror),
         )
 
     def forecast(

@@ -18,7 +18,7 @@ import numpy as np
 
 from app.inference.metrics import seasonal_naive, seasonal_naive_scale
 from export.covariates import CovariatePlan, CovariateSeries, report_ablation, series_covariate_rows
-from export.global_models.config import PanelConfig, series_values
+from export.global_models.config import PanelConfig, never_below_zero, series_values
 from export.global_models.hybrid import TILT_ORIGINS, Origin, hybrid_score, local_search, origins
 from export.global_models.model import GlobalModel, fit_global
 
@@ -209,6 +209,8 @@ def train_global(
     With covariates (`plan`, series of `CovariateSeries`), each is also scored on validation with and
     without it (`covariate_report`, unless `report` is False)."""
     start = time.perf_counter()
+    if cfg.mirror is None:
+        cfg = dataclasses.replace(cfg, mirror=never_below_zero(series))
     search: dict[str, float] = {}
     periods = (cfg.input_periods,) if cfg.input_periods is not None else INPUT_PERIODS
     lengths = [k * cfg.period if cfg.period > 1 else 4 * k for k in periods]

@@ -3,6 +3,7 @@ answers are GlobalModel.forecast's."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -84,6 +85,45 @@ def test_a_still_window_forecasts_its_last_cycle_in_the_graph_and_in_numpy(tmp_p
     np.testing.assert_allclose(numpy_forecast[:3], np.vstack([want, np.full((1, H), 0.37)]), rtol=1e-12)
     np.testing.assert_allclose(got, numpy_forecast, rtol=1e-4, atol=1e-3)
     assert np.abs(got[3] - want[1]).max() > 1e-3  # a window that changes is the read-out's
+
+
+def test_a_series_below_zero_is_forecast_as_the_mirror_of_one_above(tmp_path: Path) -> None:
+    """The stores never go below zero, so the model reads a window below zero mirrored (FitSettings.mirror,
+    decided by train_global): the forecast of -x is minus the forecast of x, in the graph and in numpy,
+    and a series that only crosses zero is read as it is where its last cycle's mean is above zero.
+    Without it a read-out fitted on positive series read -50 far outside its fit (pretrained-quarterly:
+    11, -36, -58 for a series at -50 +- 1)."""
+    repo, model = publish(tmp_path)
+    assert model.config.mirror is True and model.fit_settings.mirror is True
+    manifest = read_version(VersionRef(model=NAME, version=1, path=repo / NAME / "1"))
+    assert manifest.readout is not None and manifest.readout["mirror"] is True
+    path = repo / NAME / "1" / MODEL_FILE
+    L = model.input_length
+    normal = unseen()["store_opened"][1]
+    crossing = np.sin(np.arange(L + 6) / 3.0) + 0.3  # its last cycle's mean above zero: not mirrored
+    histories = [normal, -normal, crossing, -crossing]
+    got, numpy_forecast = run_graph(path, histories, L), model.forecast(histories)
+    np.testing.assert_allclose(got, numpy_forecast, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(numpy_forecast[1], -numpy_forecast[0], rtol=1e-12)
+    np.testing.assert_allclose(got[1], -got[0], rtol=1e-6)
+    plain = dataclasses.replace(model, config=dataclasses.replace(model.config, mirror=False))
+    np.testing.assert_allclose(plain.forecast(histories)[[0, 2]], numpy_forecast[[0, 2]], rtol=1e-12)
+    assert np.abs(plain.forecast([-normal])[0] + numpy_forecast[0]).max() > 1e-3  # the rule does work
+
+
+def test_a_model_trained_on_values_below_zero_reads_them_as_they_are() -> None:
+    from export.global_models.config import PanelConfig, never_below_zero
+    from export.global_models.search import train_global
+
+    rng = np.random.default_rng(3)
+    series = [10.0 + np.sin(np.arange(60) * 2 * np.pi / PERIOD) + rng.normal(0, 0.3, 60) for _ in range(8)]
+    assert never_below_zero(series)
+    series[3] = series[3] - 20.0
+    assert not never_below_zero(series)
+    model = train_global(series, PanelConfig(horizon=HORIZON, period=PERIOD, input_periods=2))
+    assert model.config.mirror is False and model.fit_settings.mirror is False
+    given = train_global(series, PanelConfig(horizon=HORIZON, period=PERIOD, input_periods=2, mirror=True))
+    assert given.config.mirror is True  # a setting given is kept
 
 
 def test_export_refuses_an_existing_version(tmp_path: Path) -> None:

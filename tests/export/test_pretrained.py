@@ -87,3 +87,27 @@ def test_an_unknown_frequency_is_refused_naming_the_option(tmp_path: Path) -> No
     assert r.exit_code == 2
     assert "--only" in r.output and "'other'" in r.output and "monthly" in r.output
     assert not any(tmp_path.iterdir())  # nothing built
+
+
+@pytest.mark.parametrize("frequency", ["monthly", "quarterly", "yearly"])
+def test_the_shipped_models_forecast_a_series_below_zero_as_the_mirror_of_one_above(frequency: str) -> None:
+    """M3 and Tourism hold no value below zero, so the shipped models read a window below zero mirrored
+    (the manifest's `readout.mirror`): served, a series at -50 +- 1 is forecast near -50 and as minus the
+    forecast of its mirror image (before: 11.1, -36.2, -57.8, -61.4 from the quarterly model)."""
+    from tests.app.conftest import make_settings, running_client
+
+    spec = SPECS[frequency]
+    assert shipped_manifest(spec)["readout"]["mirror"] is True
+    n = 5 * spec.horizon * max(spec.period, 2)
+    values = -50.0 + np.random.default_rng(0).normal(0.0, 1.0, n)
+    settings = make_settings(SHIPPED, models=[spec.name])
+    with running_client(settings) as client:
+        got = []
+        for sign in (1.0, -1.0):
+            body = {"series": [{"values": (sign * values).tolist()}]}
+            r = client.post(f"/v1/models/{spec.name}/forecast", json=body)
+            assert r.status_code == 200, r.text
+            got.append(np.asarray(r.json()["forecasts"][0]["forecast"])[:, 0])
+    below, above = got
+    assert np.abs(below + 50.0).max() < 2.0, below
+    np.testing.assert_allclose(below, -above, atol=1e-3)

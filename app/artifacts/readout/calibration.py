@@ -181,10 +181,11 @@ def held_out_scores(
             cs.append(covariates.rows(index[j], window_ends(len(v), H, spec.min_history)[first:]))
     x_all, m_all, t = np.concatenate(xs), np.concatenate(ms), np.concatenate(ts)
     x, m = x_all[:, window - L :], m_all[:, window - L :]
-    f, s = features(x, m, fit.period, fit.n_lags, kernels, fit.lift)
+    f, s = features(x, m, fit.period, fit.n_lags, kernels, fit.lift, fit.mirror)
     if covariates is not None:
         f = np.concatenate([f, covariate_features(covariates.layout, np.concatenate(cs), kernels, s)], 1)
-    predicted = raw_forecast(f @ weights[:-1] + weights[-1], x, m, fit.period, covariates is not None)
+    y = f @ weights[:-1] + weights[-1]
+    predicted = raw_forecast(y, x, m, fit.period, covariates is not None, fit.mirror)
     if local is not None:  # the window as the service feeds it: float32, NaN before the series' start
         predicted = local.combine(predicted, np.where(m_all > 0, x_all, np.nan).astype(np.float32))
     errors = np.abs(t - predicted)  # [n, H]

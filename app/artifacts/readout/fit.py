@@ -76,11 +76,11 @@ def _batches(
 
     def batch() -> _Batch:
         x, m, t, w, c = (np.concatenate(p) for p in zip(*parts, strict=True))
-        f, s = features(x, m, fit.period, fit.n_lags, kernels, fit.lift)
+        f, s = features(x, m, fit.period, fit.n_lags, kernels, fit.lift, fit.mirror)
         if covariates is not None and mix is not None:  # covariate_features with the mix computed once
             layout = covariates.layout
             f = np.concatenate([f, layout.scaled_features(layout.standardise(c) @ mix, s)], 1)
-        d = naive_error(x, m, fit.period) / s
+        d = naive_error(x, m, fit.period) / np.abs(s)
         if fit.row_scale == "mase":  # errors in units of the window's own seasonal-naive error
             w = w / np.maximum(d, fit.mase_floor)[:, None] ** 2
         # An all-zero window forecasts zeros whatever the weights. A still one (hold_still) stays: left out,

@@ -93,6 +93,10 @@ class FitSettings:
     irls: int
     irls_floor: float
     lift: Lift | None = None  # a fixed random layer over the features (None: the features alone)
+    # A window below zero read as its mirror image (readout.window_scales): set where no training series
+    # went below zero, so that such a model forecasts a series below zero as the mirror of one above.
+    # False in a manifest written before it (the block without the field).
+    mirror: bool = False
 
 
 @dataclass(frozen=True)
@@ -136,6 +140,7 @@ class ReadoutSpec:
                 irls=int(d["irls"]),
                 irls_floor=float(d["irls_floor"]),
                 lift=None if d.get("lift") is None else Lift.from_json(d["lift"]),
+                mirror=bool(d.get("mirror", False)),
             )
             heads = tuple((str(k), int(dl), float(v), float(th)) for k, dl, v, th in d["heads"])
             return cls(heads, int(d["input_length"]), int(d["min_history"]), fit)

@@ -28,20 +28,34 @@ def _level(x: np.ndarray, m: np.ndarray, period: int) -> np.ndarray:
     return np.where(s > TINY, s, whole)
 
 
-def window_scales(x: np.ndarray, m: np.ndarray, period: int) -> np.ndarray:
+def _sign(x: np.ndarray, m: np.ndarray, period: int) -> np.ndarray:
+    """Per window: -1 where the mean of its last cycle's observed values is below zero (of the whole
+    window's where the last cycle has no |value| above TINY, as `_level` falls back), else 1."""
+    last = max(period, 1)
+    mean_last = (x[:, -last:] * m[:, -last:]).sum(1) / np.maximum(m[:, -last:].sum(1), 1)
+    mean_whole = (x * m).sum(1) / np.maximum(m.sum(1), 1)
+    last_ok = (np.abs(x[:, -last:]) * m[:, -last:]).sum(1) / np.maximum(m[:, -last:].sum(1), 1) > TINY
+    return np.where(np.where(last_ok, mean_last, mean_whole) < 0, -1.0, 1.0)
+
+
+def window_scales(x: np.ndarray, m: np.ndarray, period: int, mirror: bool = False) -> np.ndarray:
     """Per window: what its values are divided by, the mean |value| of its last cycle's observed steps
-    (falling back to the whole window's, then to 1 for an all-zero window)."""
+    (falling back to the whole window's, then to 1 for an all-zero window). With `mirror` (a read-out
+    fitted on series that never went below zero: FitSettings.mirror) the scale of a window below zero is
+    negative: the window is read as its mirror image above zero, and its forecast mirrored back."""
     s = _level(x, m, period)
-    return np.where(s > TINY, s, 1.0)
+    s = np.where(s > TINY, s, 1.0)
+    return s * _sign(x, m, period) if mirror else s
 
 
-def output_scales(x: np.ndarray, m: np.ndarray, period: int) -> np.ndarray:
+def output_scales(x: np.ndarray, m: np.ndarray, period: int, mirror: bool = False) -> np.ndarray:
     """Per window: what a read-out's normalised forecast is multiplied by, `window_scales`' scale but 0
     for an all-zero window, which forecasts zeros. With its divisor of 1 the read-out's bias and random
     layer had been the forecast: 0.03-0.16 from pretrained-monthly for 120 zeros, -0.11-0.65 from
     pretrained-quarterly for 40 (the service, 2026-12-05). The ONNX graph's `scale_out` is the same."""
     s = _level(x, m, period)
-    return np.where(s > TINY, s, 0.0)
+    s = np.where(s > TINY, s, 0.0)
+    return s * _sign(x, m, period) if mirror else s
 
 
 def _naive(x: np.ndarray, m: np.ndarray, period: int) -> tuple[np.ndarray, np.ndarray]:
@@ -82,20 +96,29 @@ def hold_still(forecast: np.ndarray, x: np.ndarray, m: np.ndarray, period: int) 
     return np.where(still[:, None], np.take_along_axis(x, index, 1), forecast)
 
 
-def raw_forecast(y: np.ndarray, x: np.ndarray, m: np.ndarray, period: int, covariates: bool) -> np.ndarray:
+def raw_forecast(
+    y: np.ndarray, x: np.ndarray, m: np.ndarray, period: int, covariates: bool, mirror: bool = False
+) -> np.ndarray:
     """A normalised forecast y [n, H] (a read-out's or a network's) of raw windows x [n, L] on the raw
     scale: times `output_scales`, and, for a model without covariates, each still window's its last cycle
     (`hold_still`). The numpy forecast, the calibration's scores and the transformer's forecast."""
-    raw = y * output_scales(x, m, period)[:, None]
+    raw = y * output_scales(x, m, period, mirror)[:, None]
     return raw if covariates else hold_still(raw, x, m, period)
 
 
 def features(
-    x: np.ndarray, m: np.ndarray, period: int, n_lags: int, kernels: np.ndarray, lift: Lift | None = None
+    x: np.ndarray,
+    m: np.ndarray,
+    period: int,
+    n_lags: int,
+    kernels: np.ndarray,
+    lift: Lift | None = None,
+    mirror: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(features [n, F], scales [n]) of raw windows x [n, L] whose observed steps are m [n, L]: the REM
-    bank's last rows, the last lags and the missing share, and a `lift`'s outputs of those after them."""
-    s = window_scales(x, m, period)
+    bank's last rows, the last lags and the missing share, and a `lift`'s outputs of those after them
+    (`mirror`: `window_scales`')."""
+    s = window_scales(x, m, period, mirror)
     u = np.where(m > 0, x / s[:, None], 0.0)  # the masked start reads as 0 (its share is a feature)
     lags = u[:, -n_lags:]
     missing = 1.0 - m.mean(1, keepdims=True)
@@ -175,9 +198,9 @@ def forecast(
     out = np.empty((len(histories), fit.horizon))
     for a in range(0, len(histories), batch):
         x, m = last_windows(histories[a : a + batch], length)
-        f, s = features(x, m, fit.period, fit.n_lags, kernels, fit.lift)
+        f, s = features(x, m, fit.period, fit.n_lags, kernels, fit.lift, fit.mirror)
         if layout is not None and covariates is not None:
             f = np.concatenate([f, covariate_features(layout, covariates[a : a + batch], kernels, s)], 1)
         y = f @ weights[:-1] + weights[-1]
-        out[a : a + len(x)] = raw_forecast(y, x, m, fit.period, covariates=layout is not None)
+        out[a : a + len(x)] = raw_forecast(y, x, m, fit.period, layout is not None, fit.mirror)
     return out
