@@ -9,6 +9,7 @@ order of the sums (tests/batch/test_fit.py: within 1e-6 relative on M3 monthly).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -73,9 +74,21 @@ def dataset_equations(
     return total
 
 
+def _lowest(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A block's lowest observed value (inf for none): `never_below_zero` over a dataset."""
+    lows = [np.nanmin(np.asarray(v, np.float64), initial=np.inf) for v in batch["y"]]
+    return {"low": np.array([min(lows, default=np.inf)])}
+
+
 def fit_dataset(dataset: Any, cfg: PanelConfig, input_length: int) -> GlobalModel:
-    """`dataset`: a Ray Dataset with a column `y`, one series (its values, oldest first) a row."""
+    """`dataset`: a Ray Dataset with a column `y`, one series (its values, oldest first) a row. Where
+    `cfg.mirror` is None it is decided as `train_global` decides it: no value below zero, a window below
+    zero read mirrored (one more pass over the data, for the lowest value)."""
     start = time.perf_counter()
+    if cfg.mirror is None:
+        lows = dataset.map_batches(_lowest, batch_size=None, batch_format="numpy")
+        low = min((float(row["low"]) for row in lows.iter_rows()), default=np.inf)
+        cfg = dataclasses.replace(cfg, mirror=not low < 0)
     sol = solve_passes(
         cfg.fit_settings, lambda previous: dataset_equations(dataset, cfg, input_length, previous)
     )

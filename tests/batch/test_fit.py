@@ -48,6 +48,7 @@ def test_distributed_fit_equals_the_single_process_fit(m3_monthly, local_ray):
     cfg = PanelConfig(horizon=m3_monthly.horizon, period=12, input_periods=2, irls=2)
     single = fit_global(m3_monthly.train, cfg, 24)
     distributed = fit_dataset(series_dataset(m3_monthly.train, blocks=7), cfg, 24)
+    assert distributed.config.mirror is True  # decided as train_global decides it: M3 never goes below 0
     assert distributed.weights.shape == single.weights.shape
     assert relative(distributed.weights, single.weights) <= 1e-6
     np.testing.assert_allclose(
