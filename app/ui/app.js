@@ -681,8 +681,11 @@
     try {
       await runTimed("attention", body, "recurrence-view", renderAttention);
     } catch (error) {
-      // The forecast already names the data's problems; say only what the attention adds.
-      if (!(error instanceof ApiError) || !["data", "start"].includes(slotFor(error))) showApiError(error);
+      // The forecast, sent the same series and covariates, already names their problems (and the two
+      // answers land in either order): say only what the attention adds.
+      if (!(error instanceof ApiError) || !["data", "start", "covariates"].includes(slotFor(error))) {
+        showApiError(error);
+      }
     }
   }
 

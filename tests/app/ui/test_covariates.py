@@ -212,7 +212,9 @@ def test_the_services_covariate_error_lands_at_the_block(
     page.click("#submit")
     box = '[data-error-for="covariates"]'
     session.wait(f"document.querySelector('{box}').textContent !== ''")
-    assert page.get_attribute(box, "data-field") == "series.static.size"  # the attention route's one series
+    # the forecast's (its list of series), whichever of the forecast and attention answers lands last: the
+    # attention route's refusal of the same covariates ("series.static.size") is not shown over it
+    assert page.get_attribute(box, "data-field") == "series[0].static.size"
     assert "training categories" in page.inner_text(box)
     assert page.inner_text('[data-error-for="data"]') == ""
     failed = "Failed to load resource: the server responded with a status of 422"
