@@ -96,18 +96,17 @@ def score_route(
     client: TestClient, model: str, route: str, series: dict[str, np.ndarray], horizon: int, period: int
 ) -> dict[str, Any]:
     """One route's answer for every series but its last `horizon` values, scored on them."""
-    H = horizon
-    histories = [v[:-H] for v in series.values()]
+    histories = [v[:-horizon] for v in series.values()]
     body = {
         "series": [{"id": k, "values": h.tolist()} for k, h in zip(series, histories, strict=True)],
-        "horizon": H,
+        "horizon": horizon,
         "level": list(LEVELS),
     }
     r = client.post(f"/v1/models/{model}/{route}", json=body)
     r.raise_for_status()
     answer = r.json()
     forecasts = answer["forecasts"]
-    future = np.stack([v[-H:] for v in series.values()])
+    future = np.stack([v[-horizon:] for v in series.values()])
     point = np.stack([np.asarray(f["forecast"], np.float64)[:, 0] for f in forecasts])
     row: dict[str, Any] = {"mase": float(np.mean(mase(histories, future, point, period)))}
     for level in LEVELS:

@@ -18,24 +18,26 @@ from rsa_core.windows import tail_windows
 TINY = 1e-8
 
 
+def _means(v: np.ndarray, m: np.ndarray, period: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per window: the mean of `v` over its last cycle's observed steps, and over the whole window's."""
+    last = max(period, 1)
+    cycle = (v[:, -last:] * m[:, -last:]).sum(1) / np.maximum(m[:, -last:].sum(1), 1)
+    return cycle, (v * m).sum(1) / np.maximum(m.sum(1), 1)
+
+
 def _level(x: np.ndarray, m: np.ndarray, period: int) -> np.ndarray:
     """Per window: the mean |value| of its last cycle's observed steps, else of the whole window's (TINY
     or less: a window without a value)."""
-    last = max(period, 1)
-    ax, am = np.abs(x[:, -last:]) * m[:, -last:], m[:, -last:]
-    s = ax.sum(1) / np.maximum(am.sum(1), 1)
-    whole = (np.abs(x) * m).sum(1) / np.maximum(m.sum(1), 1)
+    s, whole = _means(np.abs(x), m, period)
     return np.where(s > TINY, s, whole)
 
 
 def _sign(x: np.ndarray, m: np.ndarray, period: int) -> np.ndarray:
     """Per window: -1 where the mean of its last cycle's observed values is below zero (of the whole
     window's where the last cycle has no |value| above TINY, as `_level` falls back), else 1."""
-    last = max(period, 1)
-    mean_last = (x[:, -last:] * m[:, -last:]).sum(1) / np.maximum(m[:, -last:].sum(1), 1)
-    mean_whole = (x * m).sum(1) / np.maximum(m.sum(1), 1)
-    last_ok = (np.abs(x[:, -last:]) * m[:, -last:]).sum(1) / np.maximum(m[:, -last:].sum(1), 1) > TINY
-    return np.where(np.where(last_ok, mean_last, mean_whole) < 0, -1.0, 1.0)
+    level, _ = _means(np.abs(x), m, period)
+    cycle, whole = _means(x, m, period)
+    return np.where(np.where(level > TINY, cycle, whole) < 0, -1.0, 1.0)
 
 
 def window_scales(x: np.ndarray, m: np.ndarray, period: int, mirror: bool = False) -> np.ndarray:
