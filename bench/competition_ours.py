@@ -101,7 +101,7 @@ def run_ours(comp: Competition, lift: int | None = None) -> OursResult:
     candidates: dict[str, Candidate] = {}
     if model.local is not None:  # the chosen local half, fitted once for every read-out length
         windows = tail_windows(comp.train, model.window_length).astype(np.float32)  # as served
-        local, weight = model.local.feed(windows)
+        local, weight = model.local.feed(windows, model.input_length)
     for key, val in model.search.items():
         if key.isdigit():  # a read-out input length, with the chosen local half
             length = int(key)

@@ -20,10 +20,10 @@ from app.artifacts.hybrid import LocalSpec
 from app.artifacts.manifest import Manifest
 
 
-def local_inputs(local: LocalSpec, windows: np.ndarray) -> dict[str, np.ndarray]:
+def local_inputs(local: LocalSpec, windows: np.ndarray, still_length: int | None) -> dict[str, np.ndarray]:
     """A hybrid's `local` and `local_weight` inputs for float32 windows (the exporter's parity check and
-    the refit's publish feed their graphs with this too)."""
-    values, weight = local.feed(windows)
+    the refit's publish feed their graphs with this too); `still_length`: LocalSpec.feed's."""
+    values, weight = local.feed(windows, still_length)
     return {LOCAL_INPUT: values.astype(np.float32), LOCAL_WEIGHT_INPUT: weight.astype(np.float32)}
 
 
@@ -44,7 +44,7 @@ def build_feed(
         feed[COVARIATE_INPUT] = np.ascontiguousarray(covariates, dtype=np.float32)
     local = manifest.panel.local_spec if manifest.panel is not None else None
     if local is not None:  # the hybrid's local models, fitted on the window the graph reads
-        feed.update(local_inputs(local, feed[FORECAST_INPUT]))
+        feed.update(local_inputs(local, feed[FORECAST_INPUT], manifest.still_length))
     cycle = manifest.cycle
     if cycle is None:
         if phases is not None:

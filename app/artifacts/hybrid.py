@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from app.artifacts.local_models import MEMBERS, _observed, fit_forecast, seasonal_indices
+from app.artifacts.readout.windows import still_cycles
 
 __all__ = ["FEATURES", "LOCAL_SCHEMA", "LocalSpec", "Tilt", "series_features", "softmax_weights"]
 
@@ -192,12 +193,21 @@ class LocalSpec:
         out[~enough] = np.eye(len(base))[0]
         return out
 
-    def feed(self, windows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def feed(self, windows: np.ndarray, still_length: int | None) -> tuple[np.ndarray, np.ndarray]:
         """The graph's `local` [S, H] (the members' weighted forecasts) and `local_weight` [S, 1] (their
         summed weight; 0, and `local` 0, for a series of fewer than `min_values` observed values) of
         windows [S, W] or [S, W, 1] (the missing start NaN), float64. With a tilt, each series' own
-        weights (`series_weights`): the graph's read-out weight 1 − local_weight is per series already."""
-        x = np.asarray(windows, dtype=np.float64).reshape(len(windows), -1)[:, -self.length :]
+        weights (`series_weights`): the graph's read-out weight 1 − local_weight is per series already.
+
+        `still_length`: the read-out's input length L where it holds a still window (readout.hold_still:
+        a read-out without covariates), else None. A window still over its last L values is then held by
+        the members too (their forecast its last cycle), so the hybrid forecasts it as the read-out does,
+        inside the intervals of no width its spread of 0 gives: with the members' own forecasts, 24 months
+        of 100 + 10·sin(2πt/12) had come back as 96.2, 97.6, 98.6 ... from pretrained-monthly (the cycle:
+        100, 105, 108.7 ...), 8 quarters of a cycle and a cycle below zero the same way (the service,
+        2026-12-06)."""
+        full = np.asarray(windows, dtype=np.float64).reshape(len(windows), -1)
+        x = full[:, -self.length :]
         enough = self.observed(x) >= self.min_values
         local = np.zeros((len(x), self.horizon))
         if self.tilt is not None:
@@ -205,15 +215,28 @@ class LocalSpec:
             if enough.any():
                 fc = fit_forecast(x[enough], self.period, self.horizon, self.members)
                 local[enough] = sum(w[enough, 1 + i, None] * fc[m] for i, m in enumerate(self.members))
-            return local, 1.0 - w[:, :1]
-        if enough.any():
-            fc = fit_forecast(x[enough], self.period, self.horizon, self.members)
-            local[enough] = sum(w * fc[m] for m, w in zip(self.members, self.weights, strict=True))
-        weight = np.where(enough, self.share, 0.0)[:, None]
+            weight = 1.0 - w[:, :1]
+        else:
+            if enough.any():
+                fc = fit_forecast(x[enough], self.period, self.horizon, self.members)
+                local[enough] = sum(w * fc[m] for m, w in zip(self.members, self.weights, strict=True))
+            weight = np.where(enough, self.share, 0.0)[:, None]
+        if still_length is not None:
+            still, cycle = self.held(full, still_length)
+            local = np.where(still[:, None], weight * cycle, local)
         return local, weight
 
-    def combine(self, global_forecast: np.ndarray, windows: np.ndarray) -> np.ndarray:
+    def held(self, windows: np.ndarray, still_length: int) -> tuple[np.ndarray, np.ndarray]:
+        """(still [S], the last cycle repeated [S, H]) of windows [S, W] (the missing start NaN) over their
+        last `still_length` values: the read-out's still rule (readout.still_cycles)."""
+        tail = np.asarray(windows, dtype=np.float64).reshape(len(windows), -1)[:, -still_length:]
+        m = ~np.isnan(tail)
+        return still_cycles(np.where(m, tail, 0.0), m.astype(np.float64), self.period, self.horizon)
+
+    def combine(
+        self, global_forecast: np.ndarray, windows: np.ndarray, still_length: int | None
+    ) -> np.ndarray:
         """The hybrid's forecast [S, H] from the read-out's [S, H] and the windows it read (float64: the
-        exporter's numpy model; the graph computes the same in float32)."""
-        local, weight = self.feed(windows)
+        exporter's numpy model; the graph computes the same in float32); `still_length` as `feed`'s."""
+        local, weight = self.feed(windows, still_length)
         return global_forecast * (1.0 - weight) + local

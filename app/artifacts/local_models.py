@@ -6,8 +6,10 @@ before a short series' start NaN). Every member is one of the classical baseline
 are judged against, fitted the way they are there:
 
 - a multiplicative seasonal decomposition (classical: ratios to a centred 2×m moving average, one mean
-  per phase, normalised to mean 1) applied where a series is positive, holds two full cycles and passes
-  the 90% autocorrelation test at lag m (M4's `SeasonalityTest`); the other series are not adjusted;
+  per phase, normalised to mean 1) applied where a series is on one side of zero, holds two full cycles
+  and passes the 90% autocorrelation test at lag m (M4's `SeasonalityTest`); the other series are not
+  adjusted. A series below zero throughout gets the indices of its mirror image (the ratios are the
+  same), so every member forecasts it as the mirror of its mirror image's forecast;
 - on the adjusted values: simple exponential smoothing (`ses`), Holt's linear trend (`holt`), the damped
   trend (`damped`), each with its smoothing parameters chosen per series on a grid by the in-sample
   one-step squared error; Theta (`theta`: the SES level plus half the OLS slope as drift, θ = 2; Hyndman
@@ -111,8 +113,13 @@ def seasonal_indices(x: np.ndarray, period: int) -> np.ndarray:
     if period < 2 or 2 * period > L:
         return out
     x0, m, n = _observed(x)
-    positive = np.all(np.where(m, x0 > 0, True), 1)
-    use = positive & (n >= 2 * period) & _seasonal_test(x0, m, n, period)
+    # M4's decomposition asks for values above zero; a series below zero throughout has the same ratios
+    # to its moving average as its mirror image. Adjusting only series above zero had left a seasonal
+    # series below zero without its season in every member that reads the adjusted values: pretrained-
+    # monthly forecast 50 + 10·sin(2πt/12) + noise (120 months) and its mirror image up to 8.5 apart
+    # (the service, 2026-12-06).
+    one_sided = np.all(np.where(m, x0 > 0, True), 1) | np.all(np.where(m, x0 < 0, True), 1)
+    use = one_sided & (n >= 2 * period) & _seasonal_test(x0, m, n, period)
     if not use.any():
         return out
     # The centred moving average: 2×m for even m (m + 1 points, the ends halved), m points for odd m.

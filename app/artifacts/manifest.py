@@ -255,6 +255,15 @@ class Manifest(_Frozen):
         return self.panel.min_history if self.panel is not None else self.input_length
 
     @property
+    def still_length(self) -> int | None:
+        """The input length L of a global read-out without covariates, whose still windows (over their last
+        L values) are forecast as their last cycle repeated (app/artifacts/readout `hold_still`) by its
+        graph and by a hybrid's local half (app/artifacts/hybrid.py `LocalSpec.feed`); None otherwise."""
+        if self.readout is None or self.panel is None or self.panel.covariates is not None:
+            return None
+        return int(self.readout["input_length"])
+
+    @property
     def n_channels(self) -> int:
         return len(self.channels)
 

@@ -302,26 +302,35 @@ def explain_readout(
 def explain_hybrid(manifest: Manifest, window: np.ndarray, readout: np.ndarray) -> dict[str, Any] | None:
     """A hybrid's members for one served window [W] and its read-out's forecast [H]: each member's
     forecast and weight (the read-out's 1 − Σ w_i; every local weight 0 for a series of fewer than the
-    local block's `min_values` observed values) and the combined forecast. None for a read-out alone."""
+    local block's `min_values` observed values) and the combined forecast; `held`: the window is still over
+    the read-out's input length, so every member forecasts its last cycle (LocalSpec.feed). None for a
+    read-out alone."""
     local = manifest.panel.local_spec if manifest.panel is not None else None
     if local is None:
         return None
-    x = np.asarray(window, dtype=np.float32).astype(np.float64).reshape(1, -1)[:, -local.length :]
+    full = np.asarray(window, dtype=np.float32).astype(np.float64).reshape(1, -1)
+    x = full[:, -local.length :]
     observed = int((~np.isnan(x)).sum())
     used = observed >= local.min_values
+    held, cycle = False, None
+    if manifest.still_length is not None:
+        still, cycles = local.held(full, manifest.still_length)
+        held, cycle = bool(still[0]), cycles[0]
     members: list[dict[str, Any]] = []
     combined = np.zeros(local.horizon)
     if used:
         fc = fit_forecast(x, local.period, local.horizon, local.members)
         shares = local.series_weights(x)[0]  # the base weights, or this series' own with a tilt
         for name, w in zip(local.members, shares[1:].tolist(), strict=True):
-            members.append({"name": name, "kind": "local", "weight": float(w), "forecast": fc[name][0]})
-            combined += w * fc[name][0]
+            member = cycle if held and cycle is not None else fc[name][0]
+            members.append({"name": name, "kind": "local", "weight": float(w), "forecast": member})
+            combined += w * member
     weight = float(shares[0]) if used else 1.0
     members.insert(0, {"name": "readout", "kind": "global", "weight": weight, "forecast": readout})
     combined += weight * readout
     return {
         "local_used": used,
+        "held": held,
         "observed": observed,
         "min_values": local.min_values,
         "members": members,

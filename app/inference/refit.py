@@ -220,7 +220,7 @@ def fit_readout(
         layout = None if covariates is None else covariates.layout
         point = forecast(weights, histories, fit, kernels, layout=layout, covariates=last)
         if local is not None:
-            point = local.combine(point, windows)
+            point = local.combine(point, windows, spec.input_length)
         outputs = point[:, :horizon, None].astype(np.float32)
         require_finite([outputs], lambda i: f"series[{i}]")
         intervals, dropped, n_cal = None, {}, 0
@@ -307,7 +307,7 @@ def run_backtest_refits(
                     covariates=None if window_rows is None else window_rows[j],
                 )
                 if local is not None:
-                    point = local.combine(point, batch)
+                    point = local.combine(point, batch, spec.input_length)
             out.append(point)
             check()
         return out
@@ -544,8 +544,8 @@ def publish_refit(
         fit.weights, histories, spec.fit, spec.kernels(), layout=layout, covariates=fit.covariates
     )
     if local is not None:  # a hybrid's graph also reads its local half, as build_feed feeds it
-        feed.update(local_inputs(local, fit.windows))
-        want = local.combine(want, fit.windows)
+        feed.update(local_inputs(local, fit.windows, spec.input_length))
+        want = local.combine(want, fit.windows, spec.input_length)
     (got,) = session.run([FORECAST_OUTPUT], feed)
     err = np.abs(np.asarray(got)[:, :, 0] - want) / (1.0 + np.abs(want))
     if not np.isfinite(got).all() or float(err.max()) > GRAPH_TOLERANCE:

@@ -333,9 +333,11 @@ def run_graph(
     length: int,
     covariates: np.ndarray | None = None,
     local: LocalSpec | None = None,
+    still_length: int | None = None,
 ) -> np.ndarray:
     """ONNX Runtime's forecasts [S, H] of the graph at `path` (CPU); `covariates` [S, D] raw for a
-    covariate model; a hybrid's `local` half, fed as the service's `build_feed` feeds it."""
+    covariate model; a hybrid's `local` half, fed as the service's `build_feed` feeds it (`still_length`:
+    its read-out's input length, LocalSpec.feed's)."""
     import onnxruntime as ort
 
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
@@ -343,7 +345,7 @@ def run_graph(
     if covariates is not None:
         feed[COVARIATE_INPUT] = np.asarray(covariates, dtype=np.float32)
     if local is not None:
-        feed.update(local_inputs(local, feed[FORECAST_INPUT]))
+        feed.update(local_inputs(local, feed[FORECAST_INPUT], still_length))
     (out,) = session.run([FORECAST_OUTPUT], feed)
     return np.asarray(out)[:, :, 0]
 
@@ -399,7 +401,7 @@ def verify(path: Path, model: GlobalModel) -> dict[str, Any]:
     histories = check_histories(model.window_length, model.config.period, model.min_history)
     covariates = check_covariates(model.covariates, histories)
     want = model.forecast(histories, covariates=covariates)
-    got = run_graph(path, histories, model.window_length, covariates, model.local)
+    got = run_graph(path, histories, model.window_length, covariates, model.local, model.input_length)
     err = np.abs(got - want) / (1.0 + np.abs(want))
     if not np.isfinite(got).all() or float(err.max()) > TOLERANCE:
         raise ValueError(f"ONNX Runtime differs from the numpy model by {float(err.max()):.3g} (relative)")

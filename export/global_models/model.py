@@ -119,7 +119,8 @@ class GlobalModel:
         if self.local is None:
             return out
         # The local models read the window as the service feeds it (float32), so both fit the same values.
-        return self.local.combine(out, tail_windows(histories, self.window_length).astype(np.float32))
+        windows = tail_windows(histories, self.window_length).astype(np.float32)
+        return self.local.combine(out, windows, self.input_length if self.covariates is None else None)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -93,21 +93,27 @@ def test_an_unknown_frequency_is_refused_naming_the_option(tmp_path: Path) -> No
 def test_the_shipped_models_forecast_a_series_below_zero_as_the_mirror_of_one_above(frequency: str) -> None:
     """M3 and Tourism hold no value below zero, so the shipped models read a window below zero mirrored
     (the manifest's `readout.mirror`): served, a series at -50 +- 1 is forecast near -50 and as minus the
-    forecast of its mirror image (before: 11.1, -36.2, -57.8, -61.4 from the quarterly model)."""
+    forecast of its mirror image (before: 11.1, -36.2, -57.8, -61.4 from the quarterly model). A seasonal
+    one too: the local half's season is its mirror image's (app/artifacts/local_models.py; before, the
+    monthly model forecast 50 + 10·sin(2πt/12) + noise and its mirror image up to 8.5 apart)."""
     from tests.app.conftest import make_settings, running_client
 
     spec = SPECS[frequency]
     assert shipped_manifest(spec)["readout"]["mirror"] is True
     n = 5 * spec.horizon * max(spec.period, 2)
-    values = -50.0 + np.random.default_rng(0).normal(0.0, 1.0, n)
+    rng = np.random.default_rng(0)
+    values = -50.0 + rng.normal(0.0, 1.0, n)
+    t = np.arange(n)
+    seasonal = -50.0 - 10 * np.sin(2 * np.pi * t / max(spec.period, 2)) - 0.1 * t + rng.normal(0, 2, n)
     settings = make_settings(SHIPPED, models=[spec.name])
     with running_client(settings) as client:
         got = []
-        for sign in (1.0, -1.0):
-            body = {"series": [{"values": (sign * values).tolist()}]}
+        for series in (values, -values, seasonal, -seasonal):
+            body = {"series": [{"values": series.tolist()}]}
             r = client.post(f"/v1/models/{spec.name}/forecast", json=body)
             assert r.status_code == 200, r.text
             got.append(np.asarray(r.json()["forecasts"][0]["forecast"])[:, 0])
-    below, above = got
+    below, above, seasonal_below, seasonal_above = got
     assert np.abs(below + 50.0).max() < 2.0, below
     np.testing.assert_allclose(below, -above, atol=1e-3)
+    np.testing.assert_allclose(seasonal_below, -seasonal_above, atol=1e-3)

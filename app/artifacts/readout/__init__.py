@@ -52,6 +52,7 @@ __all__ = [
     "series_windows",
     "service_spread",
     "solve_passes",
+    "still_cycles",
     "training_windows",
     "window_ends",
     "window_scales",
@@ -97,6 +98,7 @@ from app.artifacts.readout.windows import (
     output_scales,
     raw_forecast,
     series_windows,
+    still_cycles,
     window_ends,
     window_scales,
 )

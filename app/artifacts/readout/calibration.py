@@ -20,13 +20,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from app.artifacts.conformal import conformal_quantile, level_fits, windows_needed
 from app.artifacts.contract import window_scale
-from app.artifacts.hybrid import LocalSpec
 from app.artifacts.readout.fit import fit_weights
 from app.artifacts.readout.spec import ReadoutSpec
 from app.artifacts.readout.windows import (
@@ -37,6 +36,9 @@ from app.artifacts.readout.windows import (
     series_windows,
     window_ends,
 )
+
+if TYPE_CHECKING:  # the hybrid reads the read-out's still rule (hybrid.py imports this package)
+    from app.artifacts.hybrid import LocalSpec
 
 # The highest level a calibration too small for it gets by extrapolation (`pooled_intervals`): the
 # levels the manifests offer by default; a tail beyond 99% is the windows' to show, not an assumed shape's.
@@ -187,7 +189,11 @@ def held_out_scores(
     y = f @ weights[:-1] + weights[-1]
     predicted = raw_forecast(y, x, m, fit.period, covariates is not None, fit.mirror)
     if local is not None:  # the window as the service feeds it: float32, NaN before the series' start
-        predicted = local.combine(predicted, np.where(m_all > 0, x_all, np.nan).astype(np.float32))
+        predicted = local.combine(
+            predicted,
+            np.where(m_all > 0, x_all, np.nan).astype(np.float32),
+            L if covariates is None else None,
+        )
     errors = np.abs(t - predicted)  # [n, H]
     return errors / service_spread(x, m, fit.period)[:, None], counts
 

@@ -80,22 +80,28 @@ def naive_error(x: np.ndarray, m: np.ndarray, period: int) -> np.ndarray:
     return _naive(x, m, period)[0]
 
 
-def hold_still(forecast: np.ndarray, x: np.ndarray, m: np.ndarray, period: int) -> np.ndarray:
-    """A read-out's forecast [n, H] of raw windows x [n, L] (observed where m, from the first observed step
-    on) with each still window's its last cycle repeated. Still: `naive_error`, the spread the service's
-    intervals are in units of, within TINY of the window's mean |value|; its lag is the cycle's length
-    (a period, or 1 where no pair a period apart is observed). A constant series forecasts its value, a
-    series of zeros zeros, a cycle repeated that cycle. The ridge maps a flat window near itself, not onto
-    it: 3000 was forecast 3008-3039 by pretrained-quarterly and 3000.9-3001.1 by pretrained-monthly, with
-    80% intervals of no width around them (the service, 2026-12-05). The ONNX graph's `still` nodes are
-    the same rule; a covariate model's forecast moves with its covariates and is left as it is."""
+def still_cycles(x: np.ndarray, m: np.ndarray, period: int, horizon: int) -> tuple[np.ndarray, np.ndarray]:
+    """(still [n] bool, each window's last cycle repeated [n, horizon]) of raw windows x [n, L] (observed
+    where m, from the first observed step on). Still: `naive_error`, the spread the service's intervals
+    are in units of, within TINY of the window's mean |value|; its lag is the cycle's length (a period, or
+    1 where no pair a period apart is observed)."""
     change, lags = _naive(x, m, period)
     still = change <= TINY * (np.abs(x) * m).sum(1) / np.maximum(m.sum(1), 1)
-    if not still.any():
-        return forecast
-    steps = np.arange(forecast.shape[1])
+    steps = np.arange(horizon)
     index = x.shape[1] - lags[:, None] + steps[None, :] % lags[:, None]  # [n, H]: the last cycle, repeated
-    return np.where(still[:, None], np.take_along_axis(x, index, 1), forecast)
+    return still, np.take_along_axis(x, index, 1)
+
+
+def hold_still(forecast: np.ndarray, x: np.ndarray, m: np.ndarray, period: int) -> np.ndarray:
+    """A read-out's forecast [n, H] of raw windows x [n, L] (observed where m, from the first observed step
+    on) with each still window's (`still_cycles`) its last cycle repeated. A constant series forecasts its
+    value, a series of zeros zeros, a cycle repeated that cycle. The ridge maps a flat window near itself,
+    not onto it: 3000 was forecast 3008-3039 by pretrained-quarterly and 3000.9-3001.1 by
+    pretrained-monthly, with 80% intervals of no width around them (the service, 2026-12-05). The ONNX
+    graph's `still` nodes are the same rule; a covariate model's forecast moves with its covariates and is
+    left as it is. A hybrid's local half holds the same windows (app/artifacts/hybrid.py `LocalSpec.feed`)."""
+    still, cycle = still_cycles(x, m, period, forecast.shape[1])
+    return np.where(still[:, None], cycle, forecast) if still.any() else forecast
 
 
 def raw_forecast(

@@ -51,12 +51,28 @@ def test_a_multiplicative_season_is_found_and_put_back() -> None:
         np.testing.assert_allclose(f[m][0], 50.0 * shape, rtol=1e-6)
 
 
-def test_a_series_without_a_season_or_with_non_positive_values_is_not_adjusted() -> None:
+def test_a_series_without_a_season_or_crossing_zero_is_not_adjusted() -> None:
     rng = np.random.default_rng(0)
     noise = 10 + rng.standard_normal(48)
     signed = np.tile([-1.0, 2.0, 3.0, 1.0], 12)
     idx = seasonal_indices(padded([noise, signed], 48), 4)
     np.testing.assert_array_equal(idx, 1.0)
+
+
+def test_a_series_below_zero_is_forecast_as_the_mirror_of_its_mirror_image_by_every_member() -> None:
+    """A seasonal series below zero throughout gets its mirror image's indices: adjusting only series above
+    zero had left it without its season (pretrained-monthly forecast 50 + 10·sin(2πt/12) + noise and its
+    mirror image up to 8.5 apart, the service, 2026-12-06)."""
+    rng = np.random.default_rng(3)
+    t = np.arange(72)
+    above = [50 + 10 * np.sin(2 * np.pi * t / 12) + 0.1 * t + rng.normal(0, 2, 72) for _ in range(3)]
+    x = padded([*above, above[0][-40:]], 72)
+    idx = seasonal_indices(x, 12)
+    assert np.ptp(idx[0]) > 0.2  # a season found
+    np.testing.assert_array_equal(seasonal_indices(-x, 12), idx)
+    up, down = fit_forecast(x, 12, H), fit_forecast(-x, 12, H)
+    for m in MEMBERS:
+        np.testing.assert_allclose(down[m], -up[m], rtol=1e-12, atol=1e-9, err_msg=m)
 
 
 def test_the_missing_start_is_no_values_and_a_series_alone_equals_it_among_others() -> None:
@@ -85,11 +101,31 @@ def test_the_local_block_round_trips_and_refuses_what_it_cannot_serve() -> None:
 def test_the_feed_gives_a_short_series_no_local_part() -> None:
     spec = LocalSpec(("theta", "damped"), (1 / 3, 1 / 3), 36, 12, H, 24)
     long, short = np.linspace(10, 20, 36), np.linspace(10, 20, 36)[-20:]
-    local, weight = spec.feed(padded([long, short], 36))
+    local, weight = spec.feed(padded([long, short], 36), 24)
     np.testing.assert_allclose(weight[:, 0], [2 / 3, 0.0])
     np.testing.assert_array_equal(local[1], 0.0)
     g = np.full((2, H), 5.0)
-    np.testing.assert_allclose(spec.combine(g, padded([long, short], 36))[1], 5.0)  # the read-out alone
+    np.testing.assert_allclose(spec.combine(g, padded([long, short], 36), 24)[1], 5.0)  # the read-out alone
+
+
+def test_a_window_still_over_the_readouts_length_is_held_by_the_members_too() -> None:
+    """The read-out forecasts a window still over its L values as its last cycle (readout.hold_still); the
+    members then forecast it too, so the hybrid does, even from a history too short for the members to see
+    its cycle. A window still over L but not over the members' longer window is held; without
+    `still_length` (a read-out that does not hold) nothing is."""
+    spec = LocalSpec(("theta", "damped", "sar"), (0.25, 0.25, 0.25), 48, 12, H, 24)
+    cycle = 100 + 10 * np.sin(2 * np.pi * np.arange(12) / 12)
+    short = np.tile(cycle, 2)  # 24 values: the members' own forecasts miss the cycle
+    shifted = np.r_[np.full(24, 50.0), np.tile(cycle, 2)]  # still over the last 24, not over 48
+    noisy = np.tile(cycle, 4) + np.random.default_rng(4).normal(0, 1, 48)
+    x = padded([short, -short, shifted, noisy], 48)
+    held = cycle[np.arange(H) % 12]
+    g = np.vstack([held, -held, held, np.full(H, 100.0)])  # the read-out's forecast: it holds the still
+    out = spec.combine(g, x, 24)
+    np.testing.assert_allclose(out[:3], [held, -held, held], rtol=1e-12)
+    local, weight = spec.feed(x, None)
+    assert np.abs(spec.combine(g, x, None)[0] - held).max() > 1  # the members' own, not the cycle
+    np.testing.assert_allclose(out[3], g[3] * (1 - weight[3]) + local[3], rtol=1e-12)  # not still: as before
 
 
 def test_the_dynamic_theta_follows_a_line_and_a_constant() -> None:

@@ -60,8 +60,8 @@ def test_a_zero_tilt_serves_the_base_weights() -> None:
     rng = np.random.default_rng(1)
     x = padded([50 + np.cumsum(rng.standard_normal(n)) for n in (48, 40, 20)], 48)
     zero = Tilt((0.0,) * F, (1.0,) * F, ((0.0,) * F,) * 3)
-    base_local, base_weight = spec().feed(x)
-    local, weight = spec(zero).feed(x)
+    base_local, base_weight = spec().feed(x, 24)
+    local, weight = spec(zero).feed(x, 24)
     np.testing.assert_allclose(local, base_local, rtol=1e-12)
     np.testing.assert_allclose(weight, base_weight, rtol=1e-12)
     np.testing.assert_allclose(weight[:, 0], [2 / 3, 2 / 3, 0.0])  # 20 values < min_values 24
@@ -77,12 +77,12 @@ def test_the_feed_weighs_each_series_by_its_own_features() -> None:
     np.testing.assert_allclose(w[:2], want, rtol=1e-12)
     np.testing.assert_array_equal(w[2], [1.0, 0.0, 0.0])  # too short: the read-out alone
     assert w[1, 2] > w[0, 2] > 1 / 3
-    local, weight = tilted.feed(x)
+    local, weight = tilted.feed(x, 24)
     fc = fit_forecast(x[:2], 12, H, MEMBERS)
     np.testing.assert_allclose(local[:2], w[:2, 1:2] * fc["theta"] + w[:2, 2:3] * fc["damped"], rtol=1e-12)
     np.testing.assert_allclose(weight[:, 0], 1 - w[:, 0], rtol=1e-12)
     g = np.full((3, H), 7.0)
-    np.testing.assert_allclose(tilted.combine(g, x), w[:, :1] * g + local, rtol=1e-12)
+    np.testing.assert_allclose(tilted.combine(g, x, 24), w[:, :1] * g + local, rtol=1e-12)
     # One series alone gets the weights it gets among the others.
     np.testing.assert_allclose(tilted.series_weights(x[1:2]), w[1:2], rtol=1e-12)
 

@@ -157,6 +157,10 @@ class HybridExplanation(BaseModel):
     member forecast."""
 
     local_used: bool = Field(description="False: too few observed values; the read-out alone answers.")
+    held: bool = Field(
+        description="True: the window is still over the read-out's input length (every value the one a "
+        "period before, within 1e-8 of its mean |value|), so every member forecasts its last cycle repeated."
+    )
     observed: int
     min_values: int
     members: list[HybridMember]

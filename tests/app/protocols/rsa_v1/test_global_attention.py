@@ -228,6 +228,13 @@ def test_a_still_windows_explanation_says_it_is_held_and_adds_up_to_the_served_f
     np.testing.assert_allclose(terms_sum(readout), readout["forecast"], rtol=1e-9)
     assert readout["still"] is not None and readout["still"]["share"] > 0
     assert attention(client, k)["readout"]["still"] is None  # a window that changes
+    if kind == "hybrid":  # every member holds it too (LocalSpec.feed), and says so
+        hybrid = body["hybrid"]
+        assert hybrid["held"] and hybrid["local_used"]
+        for member in hybrid["members"]:
+            np.testing.assert_allclose(member["forecast"], 250.0, rtol=1e-6, err_msg=member["name"])
+        np.testing.assert_allclose(hybrid["forecast"], served, rtol=1e-6)
+        assert not attention(client, k)["hybrid"]["held"]
 
 
 def test_lag_weights_are_the_kernels_combined_by_the_read_outs_weights(
