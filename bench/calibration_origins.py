@@ -15,6 +15,11 @@ Per data set and origin:
 - the 80% coverage one origin ahead: widths calibrated at each origin on the next one's scores; the
   last, −H's widths on the hold-out, is the served intervals' coverage (bench.competitions' `80% cov.`).
 
+- the same 80% coverage one origin ahead of a forecaster with nothing fitted, the seasonal naive, its
+  errors scaled by the same spread and calibrated by the same rule: where it over-covers the hold-out as
+  the model does, the hold-out is easier than the histories' last values for any forecaster calibrated
+  on them, which no rule chosen on the histories can see.
+
 And a rule tried against the over-coverage, not kept: a correction learned one origin back (the factor c
 that brings one origin's widths to 80% on the next origin's scores, applied to the next origin's
 widths). Its own validation on the histories (c from −3H to −2H, applied to −2H's widths, scored at −H)
@@ -40,6 +45,7 @@ from bench.competition_data import ALL_DATA, Competition, load_competition
 from bench.competition_ours import ours_config
 from bench.harness.report import write_json
 from export.global_models.calibration import calibration_tail, readout_spec, series_spread
+from export.global_models.model import GlobalModel
 from export.global_models.search import train_global
 
 LEVEL = 80.0  # issue 43's target: 80% coverage within 3 points per data set
@@ -63,6 +69,25 @@ def naive_mase(comp: Competition, backs: Sequence[int]) -> tuple[list[dict[str, 
         scores = mase(before, after, forecast, period)
         out.append({"mean": float(np.mean(scores)), "median": float(np.median(scores))})
     return out, len(rows)
+
+
+def naive_scores(comp: Competition, model: GlobalModel) -> dict[str, np.ndarray]:
+    """Per origin, the seasonal naive's |error| over the H values after it, in units of the spread the
+    service computes from the window before it (`series_spread`): every series whose history before the
+    origin holds more than a period."""
+    H, period = comp.horizon, comp.period
+    out = {}
+    for back, origin in enumerate(reversed(ORIGINS)):
+        if back == 0:
+            pairs = list(zip(comp.train, comp.test, strict=True))
+        else:
+            pairs = [(v[: len(v) - back * H], v[len(v) - back * H :][:H]) for v in comp.train]
+        pairs = [(b, a) for b, a in pairs if len(b) > max(period, 1) and len(a) == H]
+        before = [b for b, _ in pairs]
+        forecast = np.array([seasonal_naive(b, H, period) for b in before])
+        after = np.array([a for _, a in pairs])
+        out[origin] = np.abs(after - forecast) / series_spread(model, before)[:, None]
+    return out
 
 
 def coverage(scores: np.ndarray, widths: np.ndarray) -> float:
@@ -97,6 +122,8 @@ def evaluate(name: str, limit: int | None) -> dict[str, Any]:
     scores["test"] = np.abs(comp.test - point) / series_spread(model, comp.train)[:, None]
     widths = {o: conformal_quantile(scores[o], LEVEL / 100) for o in ORIGINS[:-1]}
     ahead = list(itertools.pairwise(ORIGINS))
+    naive_cal = naive_scores(comp, model)
+    naive_widths = {o: conformal_quantile(naive_cal[o], LEVEL / 100) for o in ORIGINS[:-1]}
     naive, naive_series = naive_mase(comp, range(len(ORIGINS) - 1, -1, -1))
     c_check = learned_factor(scores["-2H"], widths["-3H"])  # the rule one origin back: its validation
     c = learned_factor(scores["-H"], widths["-2H"])  # the rule as it would serve
@@ -109,6 +136,9 @@ def evaluate(name: str, limit: int | None) -> dict[str, Any]:
         "median_score": {o: float(np.median(scores[o])) for o in ORIGINS},
         "windows": {o: len(scores[o]) for o in ORIGINS},
         "coverage_80_one_origin_ahead": {f"{a} on {b}": coverage(scores[b], widths[a]) for a, b in ahead},
+        "seasonal_naive_coverage_80_one_origin_ahead": {
+            f"{a} on {b}": coverage(naive_cal[b], naive_widths[a]) for a, b in ahead
+        },
         "learned_factor": {
             "validation": {"c": c_check, "coverage_at_-H": coverage(scores["-H"], c_check * widths["-2H"])},
             "test": {"c": c, "coverage": coverage(scores["test"], c * widths["-H"])},
@@ -136,6 +166,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             + " / ".join(f"{med[o]:.3f}" for o in ORIGINS)
             + "; 80% coverage one origin ahead "
             + " / ".join(f"{v:.3f}" for v in cov.values())
+            + " (the seasonal naive's, calibrated alike: "
+            + " / ".join(f"{v:.3f}" for v in r["seasonal_naive_coverage_80_one_origin_ahead"].values())
+            + ")"
             + f"; learned c: validation {rule['validation']['coverage_at_-H']:.3f}, test "
             + f"{rule['test']['coverage']:.3f} ({r['seconds']:.0f} s)",
             flush=True,

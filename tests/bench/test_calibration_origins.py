@@ -5,10 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from app.artifacts.conformal import conformal_quantile
+from app.inference.metrics import seasonal_naive
 from bench.calibration_origins import ORIGINS, learned_factor, main
 from bench.competition_data import load_competition
 from bench.competition_ours import ours_config
-from export.global_models.calibration import calibrate_global, interval_halfwidths
+from export.global_models.calibration import calibrate_global, interval_halfwidths, series_spread
 from export.global_models.search import train_global
 from export.results_competitions import load_runs
 
@@ -37,3 +39,14 @@ def test_a_smoke_run_reports_every_origin_and_the_served_coverage(tmp_path) -> N
     half = interval_halfwidths(intervals, model, comp.train)[0]
     assert served == pytest.approx(float((np.abs(comp.test - model.forecast(comp.train)) <= half).mean()))
     assert r["learned_factor"]["test"]["c"] > 0.0 and 0.0 <= r["learned_factor"]["test"]["coverage"] <= 1.0
+    # the seasonal naive, calibrated alike: widths from the histories' last H values, on the hold-out
+    H, p = comp.horizon, comp.period
+    before = [v[:-H] for v in comp.train]
+    cal = np.abs(np.array([v[-H:] for v in comp.train]) - [seasonal_naive(b, H, p) for b in before])
+    widths = conformal_quantile(cal / series_spread(model, before)[:, None], 0.8)
+    test = (
+        np.abs(comp.test - [seasonal_naive(v, H, p) for v in comp.train])
+        / series_spread(model, comp.train)[:, None]
+    )
+    naive = r["seasonal_naive_coverage_80_one_origin_ahead"]["-H on test"]
+    assert naive == pytest.approx(float((test <= widths[None, :]).mean()))
