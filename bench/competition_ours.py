@@ -171,7 +171,8 @@ def _local_candidates(
             by_window[length] = fit_members(comp.train, length, comp.period, comp.horizon, every, least)[:2]
         share = 1.0 / (len(members) + 1)
         spec = LocalSpec(members, (share,) * len(members), length, comp.period, comp.horizon, least)
-        chosen = spec == model.local  # equal shares chosen (no tilt)
+        # equal shares chosen (no tilt), whatever `min_values` the served half then took (short_min_values)
+        chosen = model.local is not None and spec == dataclasses.replace(model.local, min_values=least)
         forecast = point if chosen else equal_shares(alone, *by_window[length], members)
         out[f"local {names} {window}"] = Candidate(val, forecast, chosen)
     return out

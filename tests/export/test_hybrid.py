@@ -11,6 +11,7 @@ import pytest
 
 from app.artifacts.hybrid import LocalSpec
 from app.inference.metrics import mase
+from export.global_models.config import PanelConfig
 from export.global_models.hybrid import (
     MEMBER_SETS,
     WINDOW_TOLERANCE,
@@ -19,9 +20,12 @@ from export.global_models.hybrid import (
     hybrid_score,
     local_search,
     origins,
+    short_lengths,
+    short_min_values,
     tail_windows,
     widest_near_best,
 )
+from export.global_models.search import summary_lines, train_global
 
 
 def cut(v: np.ndarray, k: int) -> np.ndarray:
@@ -141,3 +145,41 @@ def test_the_widest_set_near_the_best_is_chosen_among_those_better_than_the_read
     assert widest_near_best([(1.7602, three), (1.7701, four)], alone=1.7656) == three
     assert widest_near_best([(1.80, three), (1.81, four)], alone=1.7656) is None
     assert widest_near_best([], alone=1.0) is None
+
+
+def test_the_served_min_values_is_the_fewest_cycles_from_which_the_hybrid_validates_better() -> None:
+    """short_min_values: scores per short history length (hybrid, read-out alone); monthly lengths 24,
+    30, 36, 42."""
+    win, lose = (1.0, 1.1), (1.2, 1.1)
+    assert short_lengths(12) == [24, 30, 36, 42] and short_lengths(4) == [8, 10, 12, 14]
+    assert short_lengths(1) == []  # without a cycle the members wait for no season
+    assert short_min_values({24: win, 30: win, 36: win, 42: win}, 12, 120) == 24
+    assert short_min_values({24: lose, 30: win, 36: win, 42: win}, 12, 120) == 36  # from 3 cycles on
+    assert short_min_values({24: win, 30: win, 36: lose, 42: win}, 12, 120) == 48  # loses at 3: wait for 4
+    assert short_min_values({24: lose, 30: lose, 36: lose, 42: lose}, 12, 120) == 48
+    assert short_min_values({24: lose, 36: lose}, 12, 36) == 36  # at most the members' window
+    assert short_min_values({8: (1.0, 1.0)}, 4, 40) == 8  # a tie keeps the local models
+
+
+def test_a_trained_hybrid_serves_the_min_values_its_short_histories_validated() -> None:
+    """train_global scores the hybrid and the read-out alone on histories cut to 2-3.5 cycles at each
+    validation origin (`short_<n>`, `short_<n>_readout`) and serves the `min_values` those scores give;
+    a series shorter than it is forecast by the read-out alone."""
+    rng = np.random.default_rng(0)
+    t = np.arange(84)
+    series = [
+        (100 + np.cumsum(rng.normal(0, 3, 84)) + rng.uniform(-1, 1) * t)
+        * (1 + rng.uniform(0.1, 0.4) * np.sin(2 * np.pi * (t + i) / 12))
+        for i in range(30)
+    ]
+    cfg = PanelConfig(horizon=6, period=12, input_periods=2, lift=0)
+    model = train_global(series, cfg, local=True)
+    assert model.local is not None
+    scores = {n: (model.search[f"short_{n}"], model.search[f"short_{n}_readout"]) for n in short_lengths(12)}
+    assert model.local.min_values == short_min_values(scores, 12, model.local.length)
+    said = summary_lines(model)[-1]  # what `export.panel train` prints
+    assert said.startswith("histories cut short (validation MASE, the hybrid / the read-out alone): 24: ")
+    assert said.endswith(f"the local models from {model.local.min_values} values, the read-out alone below")
+    short = series[0][-(model.local.min_values - 1) :]
+    alone = replace(model, local=None).forecast([short])
+    np.testing.assert_allclose(model.forecast([short]), alone, rtol=1e-12)

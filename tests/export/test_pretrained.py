@@ -117,3 +117,27 @@ def test_the_shipped_models_forecast_a_series_below_zero_as_the_mirror_of_one_ab
     assert np.abs(below + 50.0).max() < 2.0, below
     np.testing.assert_allclose(below, -above, atol=1e-3)
     np.testing.assert_allclose(seasonal_below, -seasonal_above, atol=1e-3)
+
+
+def test_a_short_seasonal_history_gets_the_read_out_alone_where_validation_chose_it() -> None:
+    """The shipped quarterly model's `min_values` was chosen on validation histories cut to 2-3.5 cycles
+    (export/global_models/hybrid.py `short_min_values`): 16 quarters. Ten quarters of a clear cycle had been
+    forecast nearly flat (108.4, 110.8, 114.0, 120.4 against 88.0, 99.9, 112.0, 146.9) by members whose
+    seasonal test cannot pass on so few values, and a quarter of such series' normal values were flagged
+    at 99% by `detect_anomalies`; served now by the read-out alone, which says so."""
+    from tests.app.conftest import make_settings, running_client
+
+    spec = SPECS["quarterly"]
+    m = shipped_manifest(spec)
+    search = m["architecture"]["search"]
+    assert m["panel"]["local"]["min_values"] == 16
+    assert all(search[f"short_{n}"] > search[f"short_{n}_readout"] for n in (8, 10, 12))  # alone better
+    full = 100 * np.tile([1.0, 1.3, 0.8, 0.9], 4) * (1 + 0.01 * np.arange(16))
+    with running_client(make_settings(SHIPPED, models=[spec.name])) as client:
+        body = {"series": [{"values": full[:10].tolist()}], "horizon": 4}
+        r = client.post(f"/v1/models/{spec.name}/forecast", json=body)
+    assert r.status_code == 200, r.text
+    (answer,) = r.json()["forecasts"]
+    assert "read-out alone" in answer["local_models"] and "need 16" in answer["local_models"]
+    got = np.asarray(answer["forecast"])[:, 0]
+    np.testing.assert_allclose(got, full[10:14], rtol=0.1)
