@@ -25,7 +25,7 @@ from export.global_models.model import GlobalModel
 from tests.app.conftest import make_settings, running_client
 from tests.app.fakes import write_repository
 from tests.utils.once import built
-from tests.utils.panel import NAME, publish, unseen
+from tests.utils.panel import NAME, publish, store, unseen
 
 KINDS = (
     "multichannel",
@@ -97,7 +97,10 @@ def kinds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Kind]:
     out["lifted_readout"] = Kind(repo, NAME, stores, model)
     (folder / "hybrid").mkdir()
     repo, model = publish(folder / "hybrid", local=True)
-    out["hybrid"] = Kind(repo, NAME, stores, model)
+    # a history long enough for its local half (min_values, chosen on validation: 36 or 48 months)
+    assert model.local is not None
+    long = {"series": {**stores["series"], "values": store(99, model.local.min_values + 12).tolist()}}
+    out["hybrid"] = Kind(repo, NAME, long, model)
     (folder / "covariates").mkdir()
     repo, body = _shops_model(folder / "covariates", network=False)
     out["covariate_readout"] = Kind(repo, "shops", body)
