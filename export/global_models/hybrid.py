@@ -43,7 +43,7 @@ import numpy as np
 
 from app.artifacts.hybrid import FEATURES, LocalSpec, Tilt, series_features, softmax_weights
 from app.artifacts.local_models import fit_forecast
-from app.inference.metrics import mase_scales, seasonal_naive_scale
+from app.inference.metrics import mase, mase_scales, seasonal_naive_scale
 from rsa_core.windows import tail_windows as _tail_windows
 
 __all__ = [
@@ -167,7 +167,8 @@ class Origin:
             values = [np.asarray(getattr(v, "values", v), dtype=np.float64) for v in self.fit_part]
             self._scales[period] = mase_scales(values, period)
         pick = np.arange(len(self.held)) if rows is None else np.asarray(rows)
-        s = np.abs(self.held[pick] - forecast).mean(1) / self._scales[period][pick]
+        parts = [self.fit_part[i] for i in pick]
+        s = mase(parts, self.held[pick], forecast, period, self._scales[period][pick])
         return float(s[self.scored[pick]].mean())
 
 
