@@ -27,6 +27,7 @@ from app.artifacts.contract import (
     LOCAL_WEIGHT_INPUT,
 )
 from app.artifacts.feed import local_inputs
+from app.artifacts.readout import STILL_SHARE as _STILL_SHARE  # a still window's, as the numpy model's
 from app.artifacts.readout import TINY as _TINY  # the scale's fallback threshold, as the numpy model's
 from app.artifacts.readout import Lift, random_layer
 from rsa_core.windows import tail_windows
@@ -142,6 +143,7 @@ def _target_constants(model: GlobalModel, kernels: np.ndarray) -> list[Any]:
         _const("zero", 0.0),
         _const("one", 1.0),
         _const("tiny", _TINY),
+        _const("still_share", _STILL_SHARE),
         _const("sums", sums),
         _const("pick_last", [[1.0], [0.0]]),
         _const("pick_whole", [[0.0], [1.0]]),
@@ -232,8 +234,9 @@ def _mirror(nodes: list[Any], inits: list[Any]) -> None:
 
 def _hold_still(model: GlobalModel, nodes: list[Any], inits: list[Any]) -> None:
     """A still window's forecast, its last cycle repeated (readout.hold_still: the mean |x_t − x_{t−lag}|
-    over observed pairs, lag the period or 1 where no pair a period apart is observed, within TINY of
-    the mean |value|), added in place: the read-out's `raw` becomes `raw_readout`, `raw` the held one."""
+    over observed pairs, lag the period or 1 where no pair a period apart is observed, within
+    STILL_SHARE of the mean |value|), added in place: the read-out's `raw` becomes `raw_readout`, `raw`
+    the held one."""
     from onnx import helper
 
     node = helper.make_node
@@ -277,7 +280,7 @@ def _hold_still(model: GlobalModel, nodes: list[Any], inits: list[Any]) -> None:
         moved, cycle = "change", "cycle"
     held += [
         node("MatMul", ["means", "pick_whole"], ["mean_abs"]),  # [B, 1]: the window's mean |value|
-        node("Mul", ["mean_abs", "tiny"], ["allowed"]),
+        node("Mul", ["mean_abs", "still_share"], ["allowed"]),
         node("LessOrEqual", [moved, "allowed"], ["still"]),
         node("Where", ["still", cycle, "raw_readout"], ["raw"]),
     ]

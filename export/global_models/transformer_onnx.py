@@ -46,7 +46,7 @@ from app.artifacts.contract import (
     MODEL_FILE,
 )
 from app.artifacts.covariates import CovariateLayout
-from app.artifacts.readout import TINY
+from app.artifacts.readout import STILL_SHARE, TINY
 from export.global_models.config import PanelConfig
 from export.global_models.onnx import check_covariates, check_histories, panel_manifest, windows_of
 from export.global_models.transformer_model import Budget, PanelTransformer, covariate_parts
@@ -131,7 +131,7 @@ class TransformerGraph(nn.Module):
             paired = pairs_p > 0
             moved, cycle = torch.where(paired, moved_p, moved), torch.where(paired, cycle_p, cycle)
         mean_abs = (x0.abs() * mask).sum(1, keepdim=True) / torch.clamp(mask.sum(1, keepdim=True), min=1.0)
-        still = moved <= TINY * mean_abs  # [B, 1]
+        still = moved <= STILL_SHARE * mean_abs  # [B, 1]
         return torch.where(still.unsqueeze(-1), cycle.unsqueeze(-1), forecast)
 
     def prepare(self, window: Tensor, covariates: Tensor | None) -> tuple[Tensor, Covariates | None, Tensor]:

@@ -56,13 +56,29 @@ def test_an_all_zero_history_forecasts_zeros_in_the_graph_and_in_numpy(tmp_path:
     repo, model = publish(tmp_path)
     path = repo / NAME / "1" / MODEL_FILE
     normal = unseen()["store_opened"][1]
-    tiny = 1e-12 * (1.0 + np.arange(model.min_history) % 3)  # changes, so not still (hold_still)
+    tiny = 1e-35 * (1.0 + np.arange(model.min_history) % 3)  # changes, so not still (hold_still)
     histories = [np.zeros(model.input_length), tiny, normal]
     got = run_graph(path, histories, model.input_length)
     np.testing.assert_array_equal(got[:2], 0.0)
     np.testing.assert_array_equal(model.forecast(histories)[:2], 0.0)
     np.testing.assert_array_equal(got[2], run_graph(path, [normal], model.input_length)[0])
     assert np.abs(got[2]).min() > 0
+
+
+@pytest.mark.parametrize("c", [1e-20, 1e-12, 1e-9, 1e12])
+def test_a_series_in_tiny_or_huge_units_forecasts_as_in_its_own(tmp_path: Path, c: float) -> None:
+    """c times a series forecasts c times its forecast, in the graph (float32) and in numpy, however
+    small c: below an absolute 1e-8 the window read as zeros until 2026-12-06 (1e-12 times a seasonal
+    series came back 12.8 of its units off from pretrained-monthly)."""
+    repo, model = publish(tmp_path)
+    path = repo / NAME / "1" / MODEL_FILE
+    histories = [v for _, v in unseen().values()]
+    want = run_graph(path, histories, model.input_length)
+    got = run_graph(path, [c * h for h in histories], model.input_length) / c
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    np.testing.assert_allclose(
+        model.forecast([c * h for h in histories]) / c, model.forecast(histories), rtol=1e-9
+    )
 
 
 def test_a_still_window_forecasts_its_last_cycle_in_the_graph_and_in_numpy(tmp_path: Path) -> None:

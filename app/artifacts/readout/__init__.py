@@ -24,6 +24,7 @@ __all__ = [
     "CACHE_ROWS",
     "READOUT_SCHEMA",
     "SCALE_FLOOR",
+    "STILL_SHARE",
     "TINY",
     "Calibration",
     "CovariateRows",
@@ -87,6 +88,7 @@ from app.artifacts.readout.spec import (
     rem_kernels,
 )
 from app.artifacts.readout.windows import (
+    STILL_SHARE,
     TINY,
     CovariateRows,
     covariate_features,

@@ -57,8 +57,10 @@ EXTRAPOLATED_FROM = 80.0
 FLOOR_BASES = (50.0, 80.0, 90.0, 95.0)
 
 # A spread no real series has: the floor of each series' seasonal-naive error in the interval widths, so
-# that a flat window's interval is (almost) the point, never a division by zero.
-SCALE_FLOOR = 1e-9
+# that a flat window's interval is (almost) the point, never a division by zero. Far below any value the
+# read-out takes (TINY): 1e-9 until 2026-12-06 made the 80% interval of 1e-12 times a seasonal series 697
+# times its width at scale 1, a series at 1e-15 697,000 times (pretrained-monthly, the service).
+SCALE_FLOOR = 1e-30
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,14 @@ from app.artifacts.covariates import CovariateLayout
 from app.artifacts.readout.spec import FitSettings, Lift
 from rsa_core.windows import tail_windows
 
-# Below this |value|, a window's scale falls back (to its mean |value|, then to 1): an all-zero window.
-TINY = 1e-8
+# Below this mean |value| a window holds no value (all zeros, or values under float32's normal range): its
+# scale falls back (to its whole mean |value|, then to 1) and it forecasts zeros. An absolute 1e-8 until
+# 2026-12-06 read any series below it as zeros: 1e-12 times a seasonal series came back 12.8 of its own
+# units off from pretrained-monthly (the service); every rule above this one is relative to the window.
+TINY = 1e-30
+# A window is still (`still_cycles`) where its seasonal-naive change is within this share of its mean
+# |value|: a cycle sent as decimals repeats to about 1e-16 of itself, not exactly.
+STILL_SHARE = 1e-8
 
 
 def _means(v: np.ndarray, m: np.ndarray, period: int) -> tuple[np.ndarray, np.ndarray]:
@@ -83,10 +89,10 @@ def naive_error(x: np.ndarray, m: np.ndarray, period: int) -> np.ndarray:
 def still_cycles(x: np.ndarray, m: np.ndarray, period: int, horizon: int) -> tuple[np.ndarray, np.ndarray]:
     """(still [n] bool, each window's last cycle repeated [n, horizon]) of raw windows x [n, L] (observed
     where m, from the first observed step on). Still: `naive_error`, the spread the service's intervals
-    are in units of, within TINY of the window's mean |value|; its lag is the cycle's length (a period, or
-    1 where no pair a period apart is observed)."""
+    are in units of, within STILL_SHARE of the window's mean |value|; its lag is the cycle's length (a
+    period, or 1 where no pair a period apart is observed)."""
     change, lags = _naive(x, m, period)
-    still = change <= TINY * (np.abs(x) * m).sum(1) / np.maximum(m.sum(1), 1)
+    still = change <= STILL_SHARE * (np.abs(x) * m).sum(1) / np.maximum(m.sum(1), 1)
     steps = np.arange(horizon)
     index = x.shape[1] - lags[:, None] + steps[None, :] % lags[:, None]  # [n, H]: the last cycle, repeated
     return still, np.take_along_axis(x, index, 1)
