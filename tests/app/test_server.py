@@ -123,7 +123,7 @@ def test_concurrent_http_requests_are_merged(server: Server, toy_repository: Pat
     ):
 
         def call(i: int) -> httpx.Response:
-            body = {"series": [{"id": f"c{i}", "values": x[k].tolist()} for k in (2 * i, 2 * i + 1)]}
+            body = {"series": [{"id": f"c{k}", "values": x[k].tolist()} for k in (2 * i, 2 * i + 1)]}
             return http.post("/v1/models/toy/forecast", json=body)
 
         responses = list(pool.map(call, range(n)))
@@ -132,7 +132,7 @@ def test_concurrent_http_requests_are_merged(server: Server, toy_repository: Pat
     for i, r in enumerate(responses):
         assert r.status_code == 200, r.text
         forecasts = r.json()["forecasts"]
-        assert [f["id"] for f in forecasts] == [f"c{i}", f"c{i}"]
+        assert [f["id"] for f in forecasts] == [f"c{2 * i}", f"c{2 * i + 1}"]
         got = np.array([f["forecast"] for f in forecasts])
         np.testing.assert_allclose(got, expected[2 * i : 2 * i + 2], atol=1e-5)
     assert calls < n

@@ -143,6 +143,9 @@ def fast_forecast(raw: bytes, max_series: int) -> ForecastArgs | None:
         if parsed is None:
             return None
         series.append(parsed)
+    ids = [s.id for s in series if s.id is not None]
+    if len(set(ids)) < len(ids):  # a repeated id: the model's refusal names it (`unique_ids`)
+        return None
     return ForecastArgs(series=series, horizon=horizon, level=level, quantiles=quantiles)
 
 

@@ -56,7 +56,9 @@ class _Strict(BaseModel):
 class SeriesInput(_Strict):
     """One time series: `[[c1, ..., cC], ...]` rows in the model's channel order, or `{"OT": [...]}`."""
 
-    id: str | None = Field(default=None, max_length=256, description="Echoed back in the response.")
+    id: str | None = Field(
+        default=None, max_length=256, description="Echoed back in the response; unique within a request."
+    )
     values: SeriesValues = Field(
         description="Rows of C channel values (oldest first), an object of named columns of equal "
         "length holding every model channel, or for a one-channel model a flat list of values. Only the "
@@ -95,3 +97,22 @@ def _series_within_limit(value: Any, handler: ValidatorFunctionWrapHandler, info
             {"max_length": limit, "actual_length": len(value)},
         )
     return handler(value)
+
+
+def unique_ids(series: list[SeriesInput]) -> list[SeriesInput]:
+    """Each series' `id` names its answer (and its rows in the client's tables, keyed by `unique_id`), so
+    no two series of a request may share one; series without an id are told apart by their position.
+    Until 2026-12-06 a repeated id was answered twice under one name."""
+    first: dict[str, int] = {}
+    for i, one in enumerate(series):
+        if one.id is None:
+            continue
+        if one.id in first:
+            raise PydanticCustomError(
+                "duplicate_id",
+                "series[{index}].id '{id}' repeats series[{first}].id: each id names one series' answer, "
+                "so ids must be unique within a request",
+                {"index": i, "id": one.id, "first": first[one.id]},
+            )
+        first[one.id] = i
+    return series

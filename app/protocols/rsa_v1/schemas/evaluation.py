@@ -8,7 +8,13 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.protocols.numbers import Count
-from app.protocols.rsa_v1.schemas.common import FiniteFloat, SeriesInput, _series_within_limit, _Strict
+from app.protocols.rsa_v1.schemas.common import (
+    FiniteFloat,
+    SeriesInput,
+    _series_within_limit,
+    _Strict,
+    unique_ids,
+)
 
 _HISTORY_SERIES = Field(
     min_length=1,
@@ -73,6 +79,7 @@ class CrossValidationRequest(_Strict):
     )
 
     _limit = field_validator("series", mode="wrap")(_series_within_limit)
+    _unique = field_validator("series")(unique_ids)
 
 
 class BacktestMetrics(BaseModel):
@@ -186,6 +193,7 @@ class AnomalyRequest(_Strict):
     )
 
     _limit = field_validator("series", mode="wrap")(_series_within_limit)
+    _unique = field_validator("series")(unique_ids)
 
 
 class SeriesAnomalies(BaseModel):

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.protocols.numbers import Count
-from app.protocols.rsa_v1.schemas.common import FiniteFloat, SeriesInput, _Strict
+from app.protocols.rsa_v1.schemas.common import FiniteFloat, SeriesInput, _Strict, unique_ids
 from app.protocols.rsa_v1.schemas.forecast import ForecastResponse
 
 
@@ -63,6 +63,8 @@ class FitForecastRequest(_Strict):
         description="Publish the refit as the next version of this model (needs an API key and "
         "RSA_MODEL_CONTROL=explicit; load it with POST /v2/repository/models/{model}/load).",
     )
+
+    _unique = field_validator("series")(unique_ids)
 
 
 class PublishedVersion(BaseModel):

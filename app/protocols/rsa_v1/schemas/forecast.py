@@ -7,7 +7,13 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.protocols.numbers import Count
-from app.protocols.rsa_v1.schemas.common import FiniteFloat, SeriesInput, _series_within_limit, _Strict
+from app.protocols.rsa_v1.schemas.common import (
+    FiniteFloat,
+    SeriesInput,
+    _series_within_limit,
+    _Strict,
+    unique_ids,
+)
 
 
 class ForecastRequest(_Strict):
@@ -56,6 +62,7 @@ class ForecastRequest(_Strict):
     )
 
     _limit = field_validator("series", mode="wrap")(_series_within_limit)
+    _unique = field_validator("series")(unique_ids)
 
 
 class SeriesForecast(BaseModel):
