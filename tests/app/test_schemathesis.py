@@ -190,7 +190,7 @@ def test_openapi_fuzz(case: schemathesis.Case, served: TestClient) -> None:
 
 # At most one rule of the data plane broken per request (None: none), so that the answer is predictable.
 SERIES_FLAWS = ("short", "too_long", "wide_row", "too_large", "no_start", "oversized")
-FORECAST_FLAWS = (*SERIES_FLAWS, "horizon", "too_many_series")
+FORECAST_FLAWS = (*SERIES_FLAWS, "horizon", "too_many_series", "repeated_id")
 ATTENTION_FLAWS = (*SERIES_FLAWS, "channel", "layer")
 
 
@@ -304,8 +304,15 @@ def window_cases(draw: st.DrawFn, label: str) -> WindowCase:
     else:
         counts = [1, 1, 2, 3, MAX_SERIES]
         count = MAX_SERIES + 1 if flaw == "too_many_series" else draw(st.sampled_from(counts))
+        if flaw == "repeated_id":
+            count = max(count, 2)
         # One series carries the flaw; the others are fine.
         body = {"series": [series(draw, flaw if i == 0 else None, values) for i in range(count)]}
+        for i, one in enumerate(body["series"]):  # an id names its answer: unique within a request
+            if "id" in one:
+                one["id"] = f"{i}.{one['id']}"
+        if flaw == "repeated_id":
+            body["series"][0]["id"] = body["series"][-1]["id"] = draw(st.text(max_size=16))
         if flaw == "horizon":
             body["horizon"] = draw(st.sampled_from([H + 1, H + 100]))
         elif draw(st.booleans()):

@@ -248,7 +248,7 @@ VALUES = QUARTERS["series"][0]["values"]
         (_with(QUARTERS, start="2001-04-01"), "series[0].start", "first timestamp"),
         ({**QUARTERS, "freq": "MS"}, "series[0].timestamps", "freq"),
         (
-            {"series": [*QUARTERS["series"], *stamped("YS")["series"]]},
+            {"series": [*QUARTERS["series"], {**stamped("YS")["series"][0], "id": "yearly shop"}]},
             "series[1].timestamps",
             "one frequency",
         ),
