@@ -69,7 +69,7 @@ from export.covariates import (
     ablation_rows,
     series_covariate_rows,
 )
-from export.global_models.config import PanelConfig, series_values, validation_split
+from export.global_models.config import PanelConfig, never_below_zero, series_values, validation_split
 from export.global_models.transformer_model import (
     DEFAULT_LEVELS,
     Budget,
@@ -229,6 +229,8 @@ def train_panel_transformer(
     each covariate group is scored on validation with and without it (`covariate_report`, at
     `report_budget(budget)`: 1 + groups further trainings)."""
     budget = budget or Budget()
+    if cfg.mirror is None:  # as the read-out's search: series that never go below zero mirror one that does
+        cfg = dataclasses.replace(cfg, mirror=never_below_zero(series))
     layout = None
     if plan is not None:
         if not all(isinstance(v, CovariateSeries) for v in series):
@@ -247,7 +249,8 @@ def train_panel_transformer(
         rows = _holdout_rows(series, keep, layout)
 
         def forecast_held(net: RSAForecaster) -> np.ndarray:
-            return _forecast(net, fit_hist, cfg.period, layout=layout, covariates=rows)
+            mirror = bool(cfg.mirror)
+            return _forecast(net, fit_hist, cfg.period, layout=layout, covariates=rows, mirror=mirror)
 
         def validate(net: RSAForecaster) -> float:
             return float(mase(fit_hist, held, forecast_held(net), cfg.period).mean())

@@ -152,9 +152,10 @@ class Windows:
         return covariate_parts(layout, self.z[idx])
 
 
-def _normalised(x: np.ndarray, m: np.ndarray, period: int) -> tuple[np.ndarray, np.ndarray]:
-    """(u [n, L], scales [n]): export/global_models/model.py's scale, the masked start read as 0."""
-    s = readout.window_scales(x, m, period)
+def _normalised(x: np.ndarray, m: np.ndarray, period: int, mirror: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(u [n, L], scales [n]): export/global_models/model.py's scale, the masked start read as 0; with
+    `mirror` (PanelConfig.mirror) negative for a window below zero, read as its mirror image."""
+    s = readout.window_scales(x, m, period, mirror)
     return np.where(m > 0, x / s[:, None], 0.0), s
 
 
@@ -176,7 +177,7 @@ def panel_windows(
         if win is None:
             continue
         x, m, t = win
-        u, s = _normalised(x, m, cfg.period)
+        u, s = _normalised(x, m, cfg.period, bool(cfg.mirror))
         d = readout.naive_error(x, m, cfg.period) / s
         us.append(u.astype(np.float32))
         ts.append((t / s[:, None]).astype(np.float32))
@@ -206,8 +207,10 @@ def _forecast(
     batch: int = 4096,
     layout: CovariateLayout | None = None,
     covariates: np.ndarray | None = None,
+    mirror: bool = False,
 ) -> np.ndarray:
-    """[S, H] forecasts; a covariate model (`layout`) reads `covariates` [S, D], raw, in its layout."""
+    """[S, H] forecasts; a covariate model (`layout`) reads `covariates` [S, D], raw, in its layout; with
+    `mirror` a window below zero is read as its mirror image and its forecast mirrored back."""
     L = net.cfg.input_length
     out = np.empty((len(histories), net.cfg.horizon))
     if (layout is None) != (covariates is None):
@@ -223,7 +226,7 @@ def _forecast(
     with torch.no_grad():
         for a in range(0, len(histories), batch):
             x, m = readout.last_windows(histories[a : a + batch], L)
-            u, _ = _normalised(x, m, period)
+            u, _ = _normalised(x, m, period, mirror)
             cov = None
             if layout is not None and covariates is not None:
                 z = layout.standardise(np.asarray(covariates[a : a + batch], dtype=np.float64))
@@ -231,7 +234,7 @@ def _forecast(
             y = net(torch.from_numpy(u.astype(np.float32)).unsqueeze(-1), covariates=cov)
             assert isinstance(y, torch.Tensor)
             out[a : a + len(x)] = readout.raw_forecast(
-                y[..., 0].double().numpy(), x, m, period, layout is not None
+                y[..., 0].double().numpy(), x, m, period, layout is not None, mirror
             )
     return out
 
@@ -283,7 +286,12 @@ class PanelTransformer:
                 f"(the first: series {short[0]} with {len(histories[short[0]])})"
             )
         return _forecast(
-            self.network, histories, self.config.period, layout=self.covariates, covariates=covariates
+            self.network,
+            histories,
+            self.config.period,
+            layout=self.covariates,
+            covariates=covariates,
+            mirror=bool(self.config.mirror),
         )
 
     def report(self) -> dict[str, Any]:

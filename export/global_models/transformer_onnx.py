@@ -86,8 +86,11 @@ class TransformerGraph(nn.Module):
     cov_mean: Tensor
     cov_std: Tensor
 
-    def __init__(self, network: RSAForecaster, period: int, layout: CovariateLayout | None) -> None:
+    def __init__(
+        self, network: RSAForecaster, period: int, layout: CovariateLayout | None, mirror: bool = False
+    ) -> None:
         super().__init__()
+        self.mirror = mirror  # PanelConfig.mirror: a window below zero read as its mirror image
         L = network.cfg.input_length
         last = max(period, 1)
         self.network = network
@@ -148,7 +151,12 @@ class TransformerGraph(nn.Module):
         means = sums / counts
         last, whole = means[:, :1], means[:, 1:]
         s = torch.where(last > TINY, last, whole)
-        scale = torch.where(s > TINY, s, torch.ones_like(s))  # [B, 1]
+        if self.mirror:  # readout's _sign: the mean of the values whose mean |value| gave the scale
+            signed = (x0 @ self.sums) / counts
+            below = torch.where(last > TINY, signed[:, :1], signed[:, 1:]) < 0
+            s = torch.where(below, -s, s)
+        ok = s.abs() > TINY
+        scale = torch.where(ok, s, torch.ones_like(s))  # [B, 1]
         u = (x0 / scale).unsqueeze(-1)  # [B, L, 1], 0 where missing
         cov = None
         if self.layout is not None:
@@ -157,7 +165,7 @@ class TransformerGraph(nn.Module):
             z = (covariates - self.cov_mean) / self.cov_std
             z = torch.where(torch.isnan(z), torch.zeros_like(z), z)
             cov = covariate_parts(self.layout, z)
-        return u, cov, torch.where(s > TINY, s, torch.zeros_like(s))
+        return u, cov, torch.where(ok, s, torch.zeros_like(s))
 
 
 class TransformerInspectGraph(TransformerGraph):
@@ -189,13 +197,15 @@ def _export(module: TransformerGraph, path: Path, outputs: Sequence[str] = (FORE
 def transformer_graph(model: PanelTransformer) -> TransformerGraph:
     """The graph module of `model`: a folded copy of its network (every REM and gate a constant)."""
     folded = copy.deepcopy(model.network).eval().fold()
-    return TransformerGraph(folded, model.config.period, model.covariates).eval()
+    return TransformerGraph(folded, model.config.period, model.covariates, bool(model.config.mirror)).eval()
 
 
 def transformer_inspect_graph(model: PanelTransformer) -> TransformerInspectGraph:
     """The inspection graph module of `model`, on a folded copy of its network as `transformer_graph`."""
     folded = copy.deepcopy(model.network).eval().fold()
-    return TransformerInspectGraph(folded, model.config.period, model.covariates).eval()
+    return TransformerInspectGraph(
+        folded, model.config.period, model.covariates, bool(model.config.mirror)
+    ).eval()
 
 
 def verify_inspect(path: Path, forecast_path: Path, model: PanelTransformer) -> dict[str, Any]:
@@ -223,11 +233,12 @@ def verify_inspect(path: Path, forecast_path: Path, model: PanelTransformer) -> 
 
 def _check_set(model: PanelTransformer) -> tuple[list[np.ndarray], np.ndarray | None]:
     """export/global_models/onnx.py's check histories (every length from min_history to past L, levels from
-    0.01 to 10,000, a constant and an all-zero series) with a large and a tiny constant one, and random raw
-    covariate rows (the past start NaN where a history is shorter than L)."""
+    0.01 to 10,000, a constant and an all-zero series) with a large and a tiny constant one, two below
+    zero (the mirror's sign, where the model has it), and random raw covariate rows (the past start NaN
+    where a history is shorter than L)."""
     L, low = model.input_length, model.config.history
     histories = check_histories(L, model.config.period, low)
-    histories += [np.full(L, 1e4), np.full(low, 1e-2)]
+    histories += [np.full(L, 1e4), np.full(low, 1e-2), -histories[0], -histories[-3]]
     return histories, check_covariates(model.covariates, histories)
 
 

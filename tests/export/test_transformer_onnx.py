@@ -175,3 +175,41 @@ def test_a_still_window_forecasts_its_last_cycle_in_the_graph_and_in_python(tmp_
     np.testing.assert_allclose(python[:3], want, rtol=1e-12)
     assert np.abs(got[3] - python[3]).max() <= 1e-3 * float(np.abs(python[3]).max())
     assert np.abs(python[3] - want[1]).max() > 1e-2  # a window that changes is the network's
+
+
+@pytest.mark.parametrize("covariates", [False, True])
+def test_a_series_below_zero_is_forecast_as_minus_its_mirror_image(tmp_path: Path, covariates: bool) -> None:
+    """A transformer trained on series that never go below zero (`PanelConfig.mirror`, set by
+    `train_panel_transformer` as the read-out's search sets it) reads a window below zero as its mirror
+    image, in the graph and in `PanelTransformer.forecast`: -x is forecast as minus x's forecast. Without
+    it (before 2026-12-06, and for a model trained on series below zero) the network read -x as a shape it
+    never saw."""
+    m = model(covariates)
+    m = dataclasses.replace(m, config=dataclasses.replace(m.config, mirror=True))
+    folder = export_transformer(SavedTransformer(m, "1D", None), tmp_path, "mirrored")
+    hs = histories(3)[3:]  # series that change, of every length
+    cov = check_covariates(m.covariates, hs, seed=4)
+    path = folder / "model.onnx"
+    up, down = m.forecast(hs, covariates=cov), m.forecast([-h for h in hs], covariates=cov)
+    np.testing.assert_allclose(down, -up, rtol=1e-12)
+    graph_up = run_transformer_graph(path, hs, L, cov)
+    graph_down = run_transformer_graph(path, [-h for h in hs], L, cov)
+    np.testing.assert_allclose(graph_down, -graph_up, rtol=1e-6, atol=1e-6 * float(np.abs(graph_up).max()))
+    plain = dataclasses.replace(m, config=dataclasses.replace(m.config, mirror=False))
+    assert np.abs(plain.forecast([-h for h in hs], covariates=cov) + up).max() > 1e-3 * np.abs(up).max()
+
+
+def test_training_sets_the_mirror_from_the_series() -> None:
+    """`train_panel_transformer` leaves a given `mirror` as it is and sets an unset one: True where no
+    training series goes below zero."""
+    from export.global_models.transformer import train_panel_transformer
+
+    rng = np.random.default_rng(0)
+    series = [10.0 + rng.random(40) for _ in range(4)]
+    budget = Budget(epochs=1, windows_per_epoch=16, batch_size=8, patience=1, refit=False)
+    cfg = PanelConfig(horizon=H, period=PERIOD)
+    assert train_panel_transformer(series, cfg, L, budget=budget, d_model=8).config.mirror is True
+    below = [*series, -series[0]]
+    assert train_panel_transformer(below, cfg, L, budget=budget, d_model=8).config.mirror is False
+    kept = dataclasses.replace(cfg, mirror=False)
+    assert train_panel_transformer(series, kept, L, budget=budget, d_model=8).config.mirror is False
