@@ -35,6 +35,21 @@ def input_bound(input_length: int) -> float:
     return float(10 ** math.floor(math.log10(exact)))
 
 
+def check_bound(values: np.ndarray, input_length: int, path_of: Callable[[int, int], str]) -> None:
+    """InvalidInput naming the first value of `values` [n, C] (NaN: missing, allowed) whose |x| is past
+    `input_bound` (`path_of(row, channel)` names it): every value a window of the model may read."""
+    bound = input_bound(input_length)
+    over = np.abs(values) > bound
+    if over.any():
+        row, c = (int(i) for i in np.argwhere(over)[0])
+        path = path_of(row, c)
+        raise InvalidInput(
+            f"{path} is too large for the model: its float32 arithmetic needs |x| <= {bound:g}",
+            field=path,
+            limit=bound,
+        )
+
+
 def check_series_count(n: int, limit: int, field: str, what: str = "series") -> None:
     if n > limit:
         raise InvalidInput(f"{field} has {n} {what}; at most {limit} are accepted", field=field, limit=limit)
@@ -114,15 +129,7 @@ def last_window(
     L = manifest.input_length
     window = history[max(n - L, 0) :]
     first = n - len(window)  # the row of the window's first value in the history as sent
-    bound = input_bound(L)
-    if not np.abs(window).max() <= bound:
-        row, c = (int(i) for i in np.argwhere(~(np.abs(window) <= bound))[0])
-        path = path_of(first + row, c)
-        raise InvalidInput(
-            f"{path} is too large for the model: its float32 arithmetic needs |x| <= {bound:g}",
-            field=path,
-            limit=bound,
-        )
+    check_bound(window, L, lambda row, c: path_of(first + row, c))
     if len(window) < L:  # a global model's short history (`panel`): the missing start is NaN, masked
         out = np.full((L, window.shape[1]), np.nan, dtype=np.float32)
         out[L - len(window) :] = window

@@ -39,7 +39,14 @@ from app.inference.refit import (
     run_fit,
     window_counts,
 )
-from app.inference.windows import began_after, check_horizon, in_model_zone, not_started, require_finite
+from app.inference.windows import (
+    began_after,
+    check_bound,
+    check_horizon,
+    in_model_zone,
+    not_started,
+    require_finite,
+)
 from app.protocols.rsa_v1.handlers import V1Handlers, _timestamps
 from app.protocols.rsa_v1.schemas import FitForecastRequest, SeriesInput
 from app.protocols.rsa_v1.wire import ForecastResult, encode_forecast
@@ -83,6 +90,9 @@ def _history(series: SeriesInput, manifest: Manifest, where: str) -> tuple[np.nd
             "(fill the gaps first; nulls before it are the time before the series began)",
             field=f"{where}.values[{first}]",
         )
+    # Every value is read by some training window: each within what the read-out's float32 graph takes
+    # (the forecast's rule). Until 2026-12-06 a fit took 1e20 times a series and answered a third of it.
+    check_bound(history[begun:, None], manifest.input_length, lambda row, _: f"{where}.values[{begun + row}]")
     return history[begun:], begun
 
 
