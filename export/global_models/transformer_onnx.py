@@ -238,7 +238,7 @@ def _check_set(model: PanelTransformer) -> tuple[list[np.ndarray], np.ndarray | 
     where a history is shorter than L)."""
     L, low = model.input_length, model.config.history
     histories = check_histories(L, model.config.period, low)
-    histories += [np.full(L, 1e4), np.full(low, 1e-2), -histories[0], -histories[-3]]
+    histories += [np.full(L, 1e4), np.full(low, 1e-2), -histories[0], -histories[1]]
     return histories, check_covariates(model.covariates, histories)
 
 
