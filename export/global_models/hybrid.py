@@ -145,6 +145,15 @@ class Origin:
     _members: dict[tuple[int, int, int, int], tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]] = field(
         default_factory=dict, compare=False, repr=False
     )
+    # The read-outs fitted on this origin's fit part, by what they were fitted with (search.py's
+    # `_readout`): the chosen one is scored again on histories cut short, and refits none.
+    _readouts: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def fitted(self, key: Any, fit: Callable[[list[Any]], Any]) -> Any:
+        """`fit(fit_part)`, computed once per hashable `key` (what the fit depends on beside the part)."""
+        if key not in self._readouts:
+            self._readouts[key] = fit(self.fit_part)
+        return self._readouts[key]
 
     def members(
         self, length: int, period: int, horizon: int, members: Sequence[str], min_values: int

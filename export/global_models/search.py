@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from app.artifacts.covariates import CovariateLayout
 from app.artifacts.hybrid import LocalSpec
 from app.inference.metrics import seasonal_naive, seasonal_naive_scale
 from export.covariates import CovariatePlan, CovariateSeries, report_ablation, series_covariate_rows
@@ -96,6 +97,13 @@ def _origins(series: Sequence[Any], cfg: PanelConfig, n_origins: int | None = No
     return origins(series, cfg.horizon, cfg.history, cfg.train_min, _cut, n_origins)
 
 
+def _readout(o: Origin, cfg: PanelConfig, length: int, layout: CovariateLayout | None = None) -> GlobalModel:
+    """The read-out of input `length` fitted on the parts before origin `o`, once per origin and
+    settings (`Origin.fitted`)."""
+    model: GlobalModel = o.fitted((cfg, length, layout), lambda part: fit_global(part, cfg, length, layout))
+    return model
+
+
 def _validation_forecasts(
     series: Sequence[Any], cfg: PanelConfig, length: int, plan: CovariatePlan | None, val: Sequence[Origin]
 ) -> list[np.ndarray]:
@@ -105,7 +113,7 @@ def _validation_forecasts(
     layout = None if plan is None else plan.layout(length, H)
     out = []
     for o in val:
-        model = fit_global(o.fit_part, cfg, length, layout)
+        model = _readout(o, cfg, length, layout)
         rows = None
         if layout is not None:
             rows = np.concatenate(
@@ -155,7 +163,7 @@ def _short_scores(
         return {}
     per: dict[int, tuple[list[float], list[float]]] = {n: ([], []) for n in lengths}
     for o in val:
-        model = fit_global(o.fit_part, cfg, length)
+        model = _readout(o, cfg, length)  # the one `_validation_forecasts` scored
         values = [series_values(v) for v in o.fit_part]
         for n in lengths:
             need = max(n, model.min_history)
