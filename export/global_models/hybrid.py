@@ -147,13 +147,18 @@ class Origin:
     )
     # The read-outs fitted on this origin's fit part, by what they were fitted with (search.py's
     # `_readout`): the chosen one is scored again on histories cut short, and refits none.
-    _readouts: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+    # A list, not a dict: a PanelConfig's `bank` may be a dict, so keys are compared, never hashed.
+    _readouts: list[tuple[Any, Any]] = field(default_factory=list, compare=False, repr=False)
 
     def fitted(self, key: Any, fit: Callable[[list[Any]], Any]) -> Any:
-        """`fit(fit_part)`, computed once per hashable `key` (what the fit depends on beside the part)."""
-        if key not in self._readouts:
-            self._readouts[key] = fit(self.fit_part)
-        return self._readouts[key]
+        """`fit(fit_part)`, computed once per `key` (what the fit depends on beside the part; equal keys
+        share it)."""
+        for known, value in self._readouts:
+            if known == key:
+                return value
+        value = fit(self.fit_part)
+        self._readouts.append((key, value))
+        return value
 
     def members(
         self, length: int, period: int, horizon: int, members: Sequence[str], min_values: int
