@@ -67,6 +67,7 @@ SLOW_FILES: dict[str, float] = {
     "tests/export/test_own_data_served.py": 41.2,
     "tests/export/test_transformer_onnx.py": 58.4,  # 9.7, then the mirror's two exports and three trainings
     "tests/export/test_transformer_served.py": 10.3,
+    "tests/export/test_weekly_hybrid.py": 10.0,  # an hourly panel trained, exported and served
 }
 # Single test functions (every parameter together), by file -> their measured seconds.
 SLOW_TESTS: dict[str, dict[str, float]] = {

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from app.artifacts.local_models import MEMBERS, _observed, fit_forecast, seasonal_indices
+from app.artifacts.local_models import LONG_CYCLES, MEMBERS, _observed, fit_forecast, seasonal_indices
 from app.artifacts.readout.windows import still_cycles
 
 __all__ = ["FEATURES", "LOCAL_SCHEMA", "LocalSpec", "Tilt", "series_features", "softmax_weights"]
@@ -95,6 +95,9 @@ def softmax_weights(base: np.ndarray, tilt: np.ndarray) -> np.ndarray:
 
 LOCAL_SCHEMA = 1  # of the manifest's `panel.local` block without a tilt
 TILT_SCHEMA = 2  # with one (a server of schema 1 alone refuses it, rather than serve other weights)
+# With a `long_period`, a tilt or not (`tilt` present or absent): a server of schemas 1 and 2 alone refuses
+# it, rather than serve the members decomposed by the cycle alone.
+LONG_SCHEMA = 3
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,10 @@ class LocalSpec:
     horizon: int
     min_values: int
     tilt: Tilt | None = None
+    # A multiple of the cycle (a week of hours on hourly data) that the members on adjusted values
+    # decompose a series by where its window holds LONG_CYCLES of it and shows it (`seasonal_factors`);
+    # None: the cycle's decomposition only.
+    long_period: int | None = None
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.members if m not in MEMBERS]
@@ -121,6 +128,15 @@ class LocalSpec:
             raise ValueError(f"local weights must be >= 0 and sum to at most 1, got {self.weights}")
         if self.length < 2 or self.horizon < 1 or self.period < 1 or self.min_values < 2:
             raise ValueError(f"local length, horizon, period or min_values out of range: {self}")
+        if self.long_period is not None and (
+            self.long_period <= self.period
+            or self.long_period % self.period
+            or self.length < LONG_CYCLES * self.long_period
+        ):
+            raise ValueError(
+                f"local long_period must be a multiple of the period above it, the window at least "
+                f"{LONG_CYCLES} of it: {self}"
+            )
         if self.tilt is not None:
             if len(self.tilt.coef) != len(self.members) + 1:
                 raise ValueError(f"a tilt needs one row per member and one for the read-out: {self}")
@@ -135,17 +151,21 @@ class LocalSpec:
         d = asdict(self)
         if self.tilt is None:
             del d["tilt"]
-        return {"schema": LOCAL_SCHEMA if self.tilt is None else TILT_SCHEMA, **d}
+        if self.long_period is None:
+            del d["long_period"]
+        schema = LONG_SCHEMA if self.long_period is not None else TILT_SCHEMA if self.tilt else LOCAL_SCHEMA
+        return {"schema": schema, **d}
 
     @classmethod
     def from_json(cls, d: Any) -> LocalSpec:
         """ValueError saying what is wrong when `d` is not a `local` block of this schema."""
-        if not isinstance(d, dict) or d.get("schema") not in (LOCAL_SCHEMA, TILT_SCHEMA):
+        known = (LOCAL_SCHEMA, TILT_SCHEMA, LONG_SCHEMA)
+        if not isinstance(d, dict) or d.get("schema") not in known:
             found = d.get("schema") if isinstance(d, dict) else type(d).__name__
-            raise ValueError(f"not a local block of schema {LOCAL_SCHEMA} or {TILT_SCHEMA} (found {found!r})")
+            raise ValueError(f"not a local block of schema {', '.join(map(str, known))} (found {found!r})")
         try:
             tilt = None
-            if d["schema"] == TILT_SCHEMA:
+            if d["schema"] == TILT_SCHEMA or (d["schema"] == LONG_SCHEMA and "tilt" in d):
                 t = d["tilt"]
                 tilt = Tilt(
                     center=tuple(float(v) for v in t["center"]),
@@ -160,6 +180,7 @@ class LocalSpec:
                 horizon=int(d["horizon"]),
                 min_values=int(d["min_values"]),
                 tilt=tilt,
+                long_period=int(d["long_period"]) if d["schema"] == LONG_SCHEMA else None,
             )
         except (KeyError, TypeError) as e:
             raise ValueError(f"the local block is incomplete or malformed: {e!r}") from None
@@ -213,12 +234,12 @@ class LocalSpec:
         if self.tilt is not None:
             w = self.series_weights(x)
             if enough.any():
-                fc = fit_forecast(x[enough], self.period, self.horizon, self.members)
+                fc = fit_forecast(x[enough], self.period, self.horizon, self.members, self.long_period)
                 local[enough] = sum(w[enough, 1 + i, None] * fc[m] for i, m in enumerate(self.members))
             weight = 1.0 - w[:, :1]
         else:
             if enough.any():
-                fc = fit_forecast(x[enough], self.period, self.horizon, self.members)
+                fc = fit_forecast(x[enough], self.period, self.horizon, self.members, self.long_period)
                 local[enough] = sum(w * fc[m] for m, w in zip(self.members, self.weights, strict=True))
             weight = np.where(enough, self.share, 0.0)[:, None]
         if still_length is not None:

@@ -319,7 +319,7 @@ def explain_hybrid(manifest: Manifest, window: np.ndarray, readout: np.ndarray) 
     members: list[dict[str, Any]] = []
     combined = np.zeros(local.horizon)
     if used:
-        fc = fit_forecast(x, local.period, local.horizon, local.members)
+        fc = fit_forecast(x, local.period, local.horizon, local.members, local.long_period)
         shares = local.series_weights(x)[0]  # the base weights, or this series' own with a tilt
         for name, w in zip(local.members, shares[1:].tolist(), strict=True):
             member = cycle if held and cycle is not None else fc[name][0]

@@ -25,6 +25,7 @@ from export.global_models.hybrid import (
     TILT_ORIGINS,
     Origin,
     hybrid_score,
+    local_key,
     local_search,
     origins,
     short_lengths,
@@ -320,7 +321,7 @@ def train_global(
         search.update(scores)
         if auto_lift and hybrid is not None:
             wide = dataclasses.replace(cfg, lift=LIFT_WIDTH)
-            search["lift_0"] = search[f"local_{'+'.join(hybrid.members)}_{hybrid.length}"]
+            search["lift_0"] = search[local_key(hybrid)]
             search[f"lift_{LIFT_WIDTH}"] = hybrid_score(
                 val, _validation_forecasts(series, wide, best, None, val), hybrid
             )
@@ -340,7 +341,7 @@ def train_global(
     if auto_lift:  # the chosen model's validation score, with the layer or without
         chosen = search[f"lift_{cfg.lift}"]
     elif hybrid is not None:  # the chosen hybrid's validation score
-        chosen = search[f"local_{'+'.join(hybrid.members)}_{hybrid.length}"]
+        chosen = search[local_key(hybrid)]
     elif plan is not None and f"effect_{plan.effect}" in search:
         chosen = search[f"effect_{plan.effect}"]
     elif str(best) in search:

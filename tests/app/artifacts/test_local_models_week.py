@@ -1,0 +1,78 @@
+"""The members' decomposition at a long period (app/artifacts/local_models.py `seasonal_factors`, a
+LocalSpec's `long_period`): hours with a weekday and a weekend shape forecast as that week where the window
+holds three weeks, the day's decomposition kept where it holds fewer or shows no week, the `panel.local`
+block's round trip and refusals, and the search trying it on a daily cycle of hours only."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.artifacts.hybrid import LocalSpec
+from app.artifacts.local_models import LONG_CYCLES, fit_forecast, seasonal_factors
+from export.global_models.hybrid import local_key, long_periods
+
+DAY, WEEK, H = 24, 168, 48
+SMOOTH = ("ses", "holt", "damped", "theta", "dotm", "ets", "ces")  # the members on the adjusted values
+
+
+def hours(weeks: int) -> np.ndarray:
+    """A weekday shape Monday to Friday and a flatter, lower one at the weekend, 100 on average."""
+    day = 100 + 30 * np.sin(2 * np.pi * (np.arange(DAY) - 6) / DAY)
+    weekend = 70 + 10 * np.sin(2 * np.pi * (np.arange(DAY) - 6) / DAY)
+    return np.tile(np.r_[np.tile(day, 5), np.tile(weekend, 2)], weeks)
+
+
+def test_a_week_of_hours_is_forecast_as_that_week_where_three_of_them_are_seen() -> None:
+    series = hours(5)  # ends on a Sunday night: the next 48 hours are a Monday and a Tuesday
+    window = series[-LONG_CYCLES * WEEK :][None]
+    week = fit_forecast(window, DAY, H, SMOOTH, long_period=WEEK)
+    day = fit_forecast(window, DAY, H, SMOOTH)
+    monday = hours(1)[:H]
+    for m in SMOOTH:
+        np.testing.assert_allclose(week[m][0], monday, rtol=1e-6)
+        # by the day alone, Monday comes back between a weekday and the weekend
+        assert np.abs(day[m][0] - monday).max() > 5
+
+
+def test_the_days_decomposition_stays_where_the_window_is_short_or_shows_no_week() -> None:
+    rng = np.random.default_rng(0)
+    short = hours(5)[-(LONG_CYCLES * WEEK - 1) :]  # an hour short of three weeks
+    daily = np.tile(100 + 30 * np.sin(2 * np.pi * np.arange(DAY) / DAY), 3 * 7) + rng.normal(0, 0.1, 3 * WEEK)
+    x = np.full((2, LONG_CYCLES * WEEK), np.nan)
+    x[0, 1:], x[1] = short, daily
+    idx, factor, ahead = seasonal_factors(x, DAY, H, long_period=WEEK)
+    _, day_factor, day_ahead = seasonal_factors(x, DAY, H)
+    np.testing.assert_array_equal(factor, day_factor)
+    np.testing.assert_array_equal(ahead, day_ahead)
+    # without a long period the factors are the cycle's indices, as the members read them before
+    L = x.shape[1]
+    np.testing.assert_array_equal(day_factor, idx[:, (L - 1 - np.arange(L)) % DAY])
+
+
+def test_the_long_period_round_trips_and_is_refused_where_it_cannot_apply() -> None:
+    spec = LocalSpec(("theta", "damped"), (1 / 3, 1 / 3), 504, DAY, H, 48, long_period=WEEK)
+    block = spec.to_json()
+    assert (block["schema"], block["long_period"]) == (3, WEEK) and LocalSpec.from_json(block) == spec
+    assert "long_period" not in LocalSpec(("theta",), (0.5,), 192, DAY, H, 48).to_json()
+    with pytest.raises(ValueError, match="long_period"):
+        LocalSpec(("theta",), (0.5,), 504, DAY, H, 48, long_period=100)  # not a multiple of the cycle
+    with pytest.raises(ValueError, match="long_period"):
+        LocalSpec(("theta",), (0.5,), 336, DAY, H, 48, long_period=WEEK)  # a window of two weeks
+
+
+def test_the_search_tries_a_week_on_hours_alone_and_names_its_scores() -> None:
+    assert long_periods(DAY) == [WEEK]
+    assert long_periods(12) == long_periods(4) == long_periods(7) == long_periods(1) == []
+    spec = LocalSpec(("dotm", "damped"), (1 / 3, 1 / 3), 672, DAY, H, 48, long_period=WEEK)
+    assert local_key(spec) == "local_dotm+damped_672_w168"
+    assert local_key(LocalSpec(("dotm",), (0.5,), 192, DAY, H, 48)) == "local_dotm_192"
+
+
+def test_the_feed_decomposes_by_the_week_as_the_members_do() -> None:
+    spec = LocalSpec(("theta", "dotm"), (0.25, 0.25), 504, DAY, H, 48, long_period=WEEK)
+    x = hours(3)[None]
+    local, weight = spec.feed(x, None)
+    fc = fit_forecast(x, DAY, H, ("theta", "dotm"), long_period=WEEK)
+    np.testing.assert_allclose(local[0], 0.25 * (fc["theta"][0] + fc["dotm"][0]), rtol=1e-12)
+    np.testing.assert_allclose(weight[:, 0], 0.5)
