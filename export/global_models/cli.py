@@ -220,6 +220,11 @@ def _train_readout(
         ""
         if model.local is None
         else f", averaged with {' and '.join(model.local.members)} on the last {model.local.length} values"
+        + (
+            ""
+            if model.local.long_period is None
+            else f" (decomposed by {model.local.long_period} steps where a series holds three of them)"
+        )
     )
     first = (
         f"{training.count} series ({training.frequency}), L = {model.input_length}, "

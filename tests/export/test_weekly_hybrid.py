@@ -48,6 +48,7 @@ def test_a_panel_with_a_week_in_it_is_served_with_the_weekly_decomposition(tmp_p
     manifest = read_version(VersionRef(model="shops", version=1, path=folder))
     assert manifest.panel is not None and manifest.panel.local_spec is not None
     assert manifest.panel.local_spec.long_period == WEEK
+    assert "decomposed by 168 steps where a series holds three of them" in manifest.description
     assert manifest.input_length == local.length >= 3 * WEEK  # the window holds the weeks the members read
     histories = [v[-local.length - 2 * DAY : -2 * DAY] for v in series]  # ends on a Friday: the weekend next
     settings = Settings(model_repository=tmp_path / "repo", models=["shops"], device="cpu")
