@@ -44,7 +44,7 @@ import numpy as np
 
 from app.artifacts.arima import arima
 
-__all__ = ["MEMBERS", "fit_forecast", "seasonal_factors", "seasonal_indices"]
+__all__ = ["MEMBERS", "fit_forecast", "long_indices", "seasonal_factors", "seasonal_indices"]
 
 MEMBERS = ("ses", "holt", "damped", "theta", "dotm", "sar", "ets", "airline", "arima", "ces", "hw")
 
@@ -522,6 +522,13 @@ def _pick(level: np.ndarray, trend: np.ndarray, sse: np.ndarray) -> tuple[np.nda
     return level[rows, g], trend[rows, g], g
 
 
+def long_indices(x: np.ndarray, long_period: int) -> tuple[np.ndarray, np.ndarray]:
+    """(indices [S, long_period] as `seasonal_indices` gives them, which series [S] are decomposed by
+    them: those whose window holds LONG_CYCLES long periods of observed values and is adjusted there)."""
+    long = seasonal_indices(x, long_period)
+    return long, ((~np.isnan(x)).sum(1) >= LONG_CYCLES * long_period) & ~(long == 1.0).all(1)
+
+
 def seasonal_factors(
     x: np.ndarray, period: int, horizon: int, long_period: int | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -538,9 +545,7 @@ def seasonal_factors(
     else:
         window, ahead = np.ones((S, L)), np.ones((S, horizon))
     if long_period is not None:
-        observed = (~np.isnan(x)).sum(1)
-        long = seasonal_indices(x, long_period)
-        use = (observed >= LONG_CYCLES * long_period) & ~(long == 1.0).all(1)
+        long, use = long_indices(x, long_period)
         window = np.where(use[:, None], long[:, (L - 1 - np.arange(L)) % long_period], window)
         ahead = np.where(use[:, None], long[:, (-h) % long_period], ahead)
     return idx, window, ahead

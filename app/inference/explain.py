@@ -39,7 +39,7 @@ import numpy as np
 
 from app.artifacts.covariates import CALENDAR_FEATURES, CovariateLayout
 from app.artifacts.initializers import read_initializers
-from app.artifacts.local_models import fit_forecast
+from app.artifacts.local_models import fit_forecast, long_indices
 from app.artifacts.manifest import Manifest
 from app.artifacts.readout import hold_still, output_scales, window_scales
 
@@ -318,7 +318,11 @@ def explain_hybrid(manifest: Manifest, window: np.ndarray, readout: np.ndarray) 
         held, cycle = bool(still[0]), cycles[0]
     members: list[dict[str, Any]] = []
     combined = np.zeros(local.horizon)
+    season = None  # the period the members decomposed this series by
     if used:
+        season = local.period
+        if local.long_period is not None and long_indices(x, local.long_period)[1][0]:
+            season = local.long_period
         fc = fit_forecast(x, local.period, local.horizon, local.members, local.long_period)
         shares = local.series_weights(x)[0]  # the base weights, or this series' own with a tilt
         for name, w in zip(local.members, shares[1:].tolist(), strict=True):
@@ -333,6 +337,7 @@ def explain_hybrid(manifest: Manifest, window: np.ndarray, readout: np.ndarray) 
         "held": held,
         "observed": observed,
         "min_values": local.min_values,
+        "season": season,
         "members": members,
         "forecast": combined,
     }

@@ -1093,7 +1093,7 @@
       const hy = answer.hybrid;
       const heading = document.createElement("h3");
       heading.textContent = hy.local_used
-        ? "hybrid: the forecast is Σ weight × member forecast"
+        ? `hybrid: the forecast is Σ weight × member forecast (the local models decompose this series by ${hy.season} steps)`
         : `hybrid: ${hy.observed} observed values, fewer than the local models' ${hy.min_values}: the read-out alone`;
       const table = document.createElement("table");
       table.id = "hybrid-members";

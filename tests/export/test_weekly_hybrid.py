@@ -60,6 +60,14 @@ def test_a_panel_with_a_week_in_it_is_served_with_the_weekly_decomposition(tmp_p
             "horizon": H,
         }
         r = client.post("/v1/models/shops/forecast", json=body)
+        # the inspection says which decomposition each series got: three weeks the week's, fewer the day's
+        seasons = [
+            client.post("/v1/models/shops/attention", json={"series": {"values": h.tolist()}}).json()[
+                "hybrid"
+            ]["season"]
+            for h in (histories[0], histories[0][-(3 * WEEK - 1) :])
+        ]
+    assert seasons == [WEEK, DAY]
     assert r.status_code == 200, r.text
     served = np.array([np.asarray(f["forecast"])[:, 0] for f in r.json()["forecasts"]])
     np.testing.assert_allclose(served, model.forecast(histories), rtol=1e-4)

@@ -18,7 +18,7 @@ from tests.app.live import LiveService, live_service
 from tests.app.protocols.rsa_v1.test_global_attention import _shops_model
 from tests.app.ui.conftest import Session
 from tests.app.ui.test_inspector import clean, screenshot
-from tests.utils.panel import NAME, publish, unseen
+from tests.utils.panel import NAME, publish, store, unseen
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,8 @@ def submit(session: Session, tmp_path: Path, csv: str) -> dict[str, Any]:
 
 def test_a_hybrids_members_and_shares_are_drawn(open_page: Any, service: LiveService, tmp_path: Path) -> None:
     session = open_page(f"/ui/{NAME}")
-    start, values = unseen()["store_new"]
+    start, _ = unseen()["store_new"]
+    values = store(99, 72)  # long enough for the local models (min_values: 36 or 48 months)
     months = [f"{2021 + (2 + i) // 12}-{(2 + i) % 12 + 1:02d}-01" for i in range(len(values))]
     assert months[0] == start
     csv = "ds,y\n" + "".join(f"{d},{v}\n" for d, v in zip(months, values, strict=True))
@@ -59,6 +60,8 @@ def test_a_hybrids_members_and_shares_are_drawn(open_page: Any, service: LiveSer
                [...tr.querySelectorAll('td')].slice(0, 2).map(td => td.textContent))"""
     )
     assert [r[0] for r in rows] == [m["name"] for m in hybrid["members"]] + ["forecast"]
+    said = f"the local models decompose this series by {hybrid['season']} steps"
+    assert hybrid["season"] == 12 and session.page.locator("h3", has_text=said).count() == 1
     assert session.page.locator("#kernel-shares .share-row").count() == (
         len(answer.json()["readout"]["kernels"]) + 3
     )

@@ -163,6 +163,11 @@ class HybridExplanation(BaseModel):
     )
     observed: int
     min_values: int
+    season: int | None = Field(
+        description="The period the local members' seasonal decomposition used on this series: the cycle, "
+        "or the model's long period (a week of hours) where the window holds three of them and shows it; "
+        "null where the read-out alone answers."
+    )
     members: list[HybridMember]
     forecast: list[float]
 

@@ -299,7 +299,7 @@ def test_a_hybrids_members_combine_into_its_served_forecast(
     body = attention(client, k)
     hybrid, readout = body["hybrid"], body["readout"]
     served = served_forecast(client, k)
-    assert hybrid["local_used"]
+    assert hybrid["local_used"] and hybrid["season"] == 12  # monthly: no long period, the year
     members = hybrid["members"]
     assert members[0]["name"] == "readout" and members[0]["forecast"] == readout["forecast"]
     assert [m["name"] for m in members[1:]] == list(k.model.local.members)
@@ -312,6 +312,7 @@ def test_a_hybrids_members_combine_into_its_served_forecast(
     short = {"values": k.body["series"]["values"][: k.model.local.min_values - 1]}
     alone = attention(client, Kind(k.repo, k.name, {"series": short}))["hybrid"]
     assert not alone["local_used"] and [m["weight"] for m in alone["members"]] == [1.0]
+    assert alone["season"] is None
 
 
 def test_a_networks_lag_effects_are_its_served_forecasts_finite_differences(
