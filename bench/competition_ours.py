@@ -15,7 +15,13 @@ from app.inference.metrics import mase
 from bench.competition_data import Competition, synthetic_panel
 from bench.competition_scores import LEVELS, Forecast, quantiles_from_intervals
 from export.global_models.config import PanelConfig
-from export.global_models.hybrid import equal_shares, fit_members, local_min_values, tail_windows
+from export.global_models.hybrid import (
+    equal_shares,
+    fit_members,
+    local_key_parts,
+    local_min_values,
+    tail_windows,
+)
 from export.global_models.model import GlobalModel, fit_global
 from export.global_models.search import train_global
 from export.reports import UnseenCheck
@@ -157,24 +163,35 @@ def _local_candidates(
     from app.artifacts.hybrid import LocalSpec
 
     found = [
-        (key.removeprefix("local_").rsplit("_", 1), val)
+        (local_key_parts(key), val)
         for key, val in model.search.items()
-        if key.startswith("local_")
+        if key.startswith("local_")  # local_<members>_<length>, `_w<long period>` after it where tried
     ]
-    every = tuple(dict.fromkeys(m for (names, _), _ in found for m in names.split("+")))
-    by_window: dict[int, tuple[dict[str, np.ndarray], np.ndarray]] = {}
+    every = tuple(dict.fromkeys(m for (members, _, _), _ in found for m in members))
+    by_window: dict[tuple[int, int | None], tuple[dict[str, np.ndarray], np.ndarray]] = {}
     out: dict[str, Candidate] = {}
     least = local_min_values(comp.period)
-    for (names, window), val in found:
-        members, length = tuple(names.split("+")), int(window)
-        if length not in by_window:
-            by_window[length] = fit_members(comp.train, length, comp.period, comp.horizon, every, least)[:2]
+    for (members, length, long_period), val in found:
+        if (length, long_period) not in by_window:
+            by_window[length, long_period] = fit_members(
+                comp.train, length, comp.period, comp.horizon, every, least, long_period
+            )[:2]
         share = 1.0 / (len(members) + 1)
-        spec = LocalSpec(members, (share,) * len(members), length, comp.period, comp.horizon, least)
+        spec = LocalSpec(
+            members,
+            (share,) * len(members),
+            length,
+            comp.period,
+            comp.horizon,
+            least,
+            long_period=long_period,
+        )
         # equal shares chosen (no tilt), whatever `min_values` the served half then took (short_min_values)
         chosen = model.local is not None and spec == dataclasses.replace(model.local, min_values=least)
-        forecast = point if chosen else equal_shares(alone, *by_window[length], members)
-        out[f"local {names} {window}"] = Candidate(val, forecast, chosen)
+        forecast = point if chosen else equal_shares(alone, *by_window[length, long_period], members)
+        out[f"local {'+'.join(members)} {length}" + ("" if long_period is None else f" w{long_period}")] = (
+            Candidate(val, forecast, chosen)
+        )
     return out
 
 

@@ -276,6 +276,13 @@ def local_key(spec: LocalSpec) -> str:
     return key if spec.long_period is None else f"{key}_w{spec.long_period}"
 
 
+def local_key_parts(key: str) -> tuple[tuple[str, ...], int, int | None]:
+    """(members, window length, long period or None) of a `local_key`."""
+    parts = key.removeprefix("local_").split("_")
+    long_period = int(parts.pop()[1:]) if parts[-1].startswith("w") else None
+    return tuple(parts[0].split("+")), int(parts[1]), long_period
+
+
 def candidate_sets(period: int) -> list[tuple[str, ...]]:
     """The member sets `local_search` tries on data of this cycle: with it, Holt-Winters (the cycle's
     season) and the seasonal ARIMA in place of the airline model; without it, the airline model."""
@@ -343,7 +350,8 @@ def local_search(
 ) -> tuple[LocalSpec | None, dict[str, float]]:
     """The local members and window, chosen by the hybrid's mean validation MASE over the origins (each
     origin's read-out forecasts `global_forecasts[j]`), and the validation scores: `global` (the read-out
-    alone) and `local_<members>_<length>` per set and window tried. None (the read-out alone) where no
+    alone) and `local_<members>_<length>` per set and window tried (`local_key`: `_w<long period>` after it
+    for a window decomposed by a long period, `long_periods`). None (the read-out alone) where no
     hybrid validates better than the read-out alone: on the docs' walk-through stores (36-48 months, H 12)
     the best hybrid validated at MASE 1.85 against the read-out's 0.75, while on every M3 and Tourism set
     the chosen hybrid validated better (issue 43's notes). Then the chosen set's tilt (`fit_tilt`) on

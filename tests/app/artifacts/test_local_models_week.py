@@ -10,7 +10,7 @@ import pytest
 
 from app.artifacts.hybrid import LocalSpec
 from app.artifacts.local_models import LONG_CYCLES, fit_forecast, seasonal_factors
-from export.global_models.hybrid import local_key, long_periods
+from export.global_models.hybrid import local_key, local_key_parts, long_periods
 
 DAY, WEEK, H = 24, 168, 48
 SMOOTH = ("ses", "holt", "damped", "theta", "dotm", "ets", "ces")  # the members on the adjusted values
@@ -67,6 +67,8 @@ def test_the_search_tries_a_week_on_hours_alone_and_names_its_scores() -> None:
     spec = LocalSpec(("dotm", "damped"), (1 / 3, 1 / 3), 672, DAY, H, 48, long_period=WEEK)
     assert local_key(spec) == "local_dotm+damped_672_w168"
     assert local_key(LocalSpec(("dotm",), (0.5,), 192, DAY, H, 48)) == "local_dotm_192"
+    assert local_key_parts("local_dotm+damped_672_w168") == (("dotm", "damped"), 672, WEEK)
+    assert local_key_parts("local_dotm_192") == (("dotm",), 192, None)
 
 
 def test_the_feed_decomposes_by_the_week_as_the_members_do() -> None:
