@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.artifacts.hybrid import LocalSpec
+from app.artifacts.hybrid import FEATURES, LocalSpec, Tilt
 from app.artifacts.local_models import LONG_CYCLES, fit_forecast, seasonal_factors
 from export.global_models.hybrid import local_key, local_key_parts, long_periods
 
@@ -55,6 +55,11 @@ def test_the_long_period_round_trips_and_is_refused_where_it_cannot_apply() -> N
     block = spec.to_json()
     assert (block["schema"], block["long_period"]) == (3, WEEK) and LocalSpec.from_json(block) == spec
     assert "long_period" not in LocalSpec(("theta",), (0.5,), 192, DAY, H, 48).to_json()
+    tilt = Tilt((0.0,) * len(FEATURES), (1.0,) * len(FEATURES), ((0.1,) * len(FEATURES),) * 3)
+    tilted = LocalSpec(("theta", "damped"), (1 / 3, 1 / 3), 504, DAY, H, 48, tilt, long_period=WEEK)
+    assert tilted.to_json()["schema"] == 3 and LocalSpec.from_json(tilted.to_json()) == tilted
+    with pytest.raises(ValueError, match="incomplete"):  # schema 3 says a long period: one must be there
+        LocalSpec.from_json({k: v for k, v in block.items() if k != "long_period"})
     with pytest.raises(ValueError, match="long_period"):
         LocalSpec(("theta",), (0.5,), 504, DAY, H, 48, long_period=100)  # not a multiple of the cycle
     with pytest.raises(ValueError, match="long_period"):
