@@ -9,7 +9,9 @@ are judged against, fitted the way they are there:
   per phase, normalised to mean 1) applied where a series is on one side of zero, holds two full cycles
   and passes the 90% autocorrelation test at lag m (M4's `SeasonalityTest`); the other series are not
   adjusted. A series below zero throughout gets the indices of its mirror image (the ratios are the
-  same), so every member forecasts it as the mirror of its mirror image's forecast;
+  same), so every member forecasts it as the mirror of its mirror image's forecast. With a long period
+  (`long_period`: a week of hours), a series holding three of it that passes the test there is
+  decomposed at the long period instead (`seasonal_factors`); the members on the raw values keep m;
 - on the adjusted values: simple exponential smoothing (`ses`), Holt's linear trend (`holt`), the damped
   trend (`damped`), each with its smoothing parameters chosen per series on a grid by the in-sample
   one-step squared error; Theta (`theta`: the SES level plus half the OLS slope as drift, θ = 2; Hyndman
