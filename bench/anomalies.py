@@ -43,7 +43,7 @@ import numpy as np
 from fastapi.testclient import TestClient
 
 from app.core.config import Settings
-from app.main import create_app
+from bench.harness.in_process import serve_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZES = (3, 4, 5, 6, 7, 8)
@@ -273,9 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_body_bytes=512 * 2**20,
             request_timeout_s=600,
         )
-        with TestClient(create_app(settings)) as client:
-            while client.get("/readyz").status_code != 200:
-                time.sleep(0.2)
+        with serve_in_process(settings) as client:
             report = {
                 "level": args.level,
                 "score_thresholds": args.score,

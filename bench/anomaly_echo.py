@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -45,11 +44,9 @@ def by_lag(flags: np.ndarray, where: np.ndarray) -> np.ndarray:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from fastapi.testclient import TestClient
-
     from app.core.config import Settings
-    from app.main import create_app
     from bench.competition_data import load_competition
+    from bench.harness.in_process import serve_in_process
     from export.global_models.config import PanelConfig
     from export.global_models.onnx import calibrate_global, export_global
     from export.global_models.search import train_global
@@ -73,9 +70,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         max_body_bytes=512 * 2**20,
         request_timeout_s=600.0,
     )
-    with TestClient(create_app(settings)) as client:
-        while client.get("/readyz").status_code != 200:
-            time.sleep(0.2)
+    with serve_in_process(settings) as client:
 
         def check(values: list[np.ndarray], repair: bool) -> list[dict]:
             body = {

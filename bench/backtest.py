@@ -20,10 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fastapi.testclient import TestClient
-
 from app.core.config import Settings
-from app.main import create_app
+from bench.harness.in_process import serve_in_process
 from export.backtest import evaluate_version, split_rows
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,9 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "step_size": 1,
         "level": list(LEVELS),
     }
-    with TestClient(create_app(settings)) as client:
-        while client.get("/readyz").status_code != 200:  # every version loaded and warmed up
-            time.sleep(0.2)
+    with serve_in_process(settings) as client:
         began = time.perf_counter()
         r = client.post(f"/v1/models/{args.model}/versions/{folder.name}/cross_validation", json=body)
         served_s = time.perf_counter() - began

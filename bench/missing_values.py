@@ -19,11 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from fastapi.testclient import TestClient
 
 from app.artifacts.manifest import load_manifest
 from app.core.config import Settings
-from app.main import create_app
+from bench.harness.in_process import serve_in_process
 from export.data import load_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     results: dict[str, list[dict[str, Any]]] = {"complete": [], "missing": []}
     filled = 0
-    with TestClient(create_app(settings)) as client:
+    with serve_in_process(settings) as client:
         for chunk in np.array_split(starts, max(1, len(starts) // args.per_request)):
             for kind in results:
                 series = []

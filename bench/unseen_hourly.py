@@ -103,10 +103,8 @@ def filled(history: np.ndarray) -> np.ndarray:
 
 def ours(cases: Sequence[Case]) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """The service's forecast and 80% interval [N, H] of every case, and the request's seconds."""
-    from fastapi.testclient import TestClient
-
     from app.core.config import Settings
-    from app.main import create_app
+    from bench.harness.in_process import serve_in_process
     from export.paths import REPO_ROOT
 
     settings = Settings(
@@ -120,9 +118,7 @@ def ours(cases: Sequence[Case]) -> tuple[np.ndarray, np.ndarray, np.ndarray, flo
         "horizon": H,
         "level": [LEVEL],
     }
-    with TestClient(create_app(settings)) as client:
-        while client.get("/readyz").status_code != 200:  # every version loaded and warmed up
-            time.sleep(0.2)
+    with serve_in_process(settings) as client:
         start = time.perf_counter()
         r = client.post(f"/v1/models/{MODEL}/forecast", json=body)
         seconds = time.perf_counter() - start

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ from fastapi.testclient import TestClient
 
 from app.core.config import Settings
 from app.inference.metrics import mase
-from app.main import create_app
+from bench.harness.in_process import serve_in_process
 from bench.harness.report import write_json
 from export.paths import REPO_ROOT
 
@@ -132,9 +131,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         request_timeout_s=600,
     )
     rows = []
-    with TestClient(create_app(settings)) as client:
-        while client.get("/readyz").status_code != 200:  # every version loaded and warmed up
-            time.sleep(0.2)
+    with serve_in_process(settings) as client:
         for frequency in chosen:
             model, H, period, panels = PANELS[frequency]
             for panel, items in panels.items():

@@ -4,16 +4,14 @@ exported model serves it: the manifest's `panel.local.long_period`, /v1's foreca
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from fastapi.testclient import TestClient
 
 from app.artifacts.repository import VersionRef, read_version
 from app.core.config import Settings
-from app.main import create_app
+from bench.harness.in_process import serve_in_process
 from export.global_models.config import PanelConfig
 from export.global_models.onnx import export_global
 from export.global_models.search import train_global
@@ -52,9 +50,7 @@ def test_a_panel_with_a_week_in_it_is_served_with_the_weekly_decomposition(tmp_p
     assert manifest.input_length == local.length >= 3 * WEEK  # the window holds the weeks the members read
     histories = [v[-local.length - 2 * DAY : -2 * DAY] for v in series]  # ends on a Friday: the weekend next
     settings = Settings(model_repository=tmp_path / "repo", models=["shops"], device="cpu")
-    with TestClient(create_app(settings)) as client:
-        while client.get("/readyz").status_code != 200:
-            time.sleep(0.1)
+    with serve_in_process(settings) as client:
         body = {
             "series": [{"id": str(i), "values": h.tolist()} for i, h in enumerate(histories)],
             "horizon": H,
