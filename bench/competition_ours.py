@@ -165,16 +165,16 @@ def _local_candidates(
     found = [
         (local_key_parts(key), val)
         for key, val in model.search.items()
-        if key.startswith("local_")  # local_<members>_<length>, `_w<long period>` after it where tried
+        if key.startswith("local_")  # local_<members>_<length>[_w<long period>[_s<short length>]]
     ]
-    every = tuple(dict.fromkeys(m for (members, _, _), _ in found for m in members))
-    by_window: dict[tuple[int, int | None], tuple[dict[str, np.ndarray], np.ndarray]] = {}
+    every = tuple(dict.fromkeys(m for (members, *_), _ in found for m in members))
+    by_window: dict[tuple[int, int | None, int | None], tuple[dict[str, np.ndarray], np.ndarray]] = {}
     out: dict[str, Candidate] = {}
     least = local_min_values(comp.period)
-    for (members, length, long_period), val in found:
-        if (length, long_period) not in by_window:
-            by_window[length, long_period] = fit_members(
-                comp.train, length, comp.period, comp.horizon, every, least, long_period
+    for (members, length, long_period, short_length), val in found:
+        if (length, long_period, short_length) not in by_window:
+            by_window[length, long_period, short_length] = fit_members(
+                comp.train, length, comp.period, comp.horizon, every, least, long_period, short_length
             )[:2]
         share = 1.0 / (len(members) + 1)
         spec = LocalSpec(
@@ -185,13 +185,14 @@ def _local_candidates(
             comp.horizon,
             least,
             long_period=long_period,
+            short_length=short_length,
         )
         # equal shares chosen (no tilt), whatever `min_values` the served half then took (short_min_values)
         chosen = model.local is not None and spec == dataclasses.replace(model.local, min_values=least)
-        forecast = point if chosen else equal_shares(alone, *by_window[length, long_period], members)
-        out[f"local {'+'.join(members)} {length}" + ("" if long_period is None else f" w{long_period}")] = (
-            Candidate(val, forecast, chosen)
-        )
+        window = by_window[length, long_period, short_length]
+        forecast = point if chosen else equal_shares(alone, *window, members)
+        name = f"local {'+'.join(members)} {length}" + ("" if long_period is None else f" w{long_period}")
+        out[name + ("" if short_length is None else f" s{short_length}")] = Candidate(val, forecast, chosen)
     return out
 
 

@@ -17,7 +17,15 @@ import numpy as np
 from app.artifacts.local_models import LONG_CYCLES, MEMBERS, _observed, fit_forecast, seasonal_indices
 from app.artifacts.readout.windows import still_cycles
 
-__all__ = ["FEATURES", "LOCAL_SCHEMA", "LocalSpec", "Tilt", "series_features", "softmax_weights"]
+__all__ = [
+    "FEATURES",
+    "LOCAL_SCHEMA",
+    "SPLIT_SCHEMA",
+    "LocalSpec",
+    "Tilt",
+    "series_features",
+    "softmax_weights",
+]
 
 # -- the series features that tilt the combination's weights ----------------------------------------
 
@@ -98,6 +106,9 @@ TILT_SCHEMA = 2  # with one (a server of schema 1 alone refuses it, rather than 
 # With a `long_period`, a tilt or not (`tilt` present or absent): a server of schemas 1 and 2 alone refuses
 # it, rather than serve the members decomposed by the cycle alone.
 LONG_SCHEMA = 3
+# With a `short_length` beside the long period: a server of schemas 1-3 alone refuses it, rather than fit
+# every series on the long window.
+SPLIT_SCHEMA = 4
 
 
 @dataclass(frozen=True)
@@ -119,6 +130,9 @@ class LocalSpec:
     # decompose a series by where its window holds LONG_CYCLES of it and shows it (`seasonal_factors`);
     # None: the cycle's decomposition only.
     long_period: int | None = None
+    # With a long period: the window's last steps the members read for a series it does not decompose
+    # (`fit_forecast`'s `short_length`); None: the whole `length` for every series.
+    short_length: int | None = None
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.members if m not in MEMBERS]
@@ -137,6 +151,10 @@ class LocalSpec:
                 f"local long_period must be a multiple of the period above it, the window at least "
                 f"{LONG_CYCLES} of it: {self}"
             )
+        if self.short_length is not None and (
+            self.long_period is None or not 2 <= self.short_length < self.length
+        ):
+            raise ValueError(f"local short_length needs a long period and must lie in [2, length): {self}")
         if self.tilt is not None:
             if len(self.tilt.coef) != len(self.members) + 1:
                 raise ValueError(f"a tilt needs one row per member and one for the read-out: {self}")
@@ -153,19 +171,27 @@ class LocalSpec:
             del d["tilt"]
         if self.long_period is None:
             del d["long_period"]
-        schema = LONG_SCHEMA if self.long_period is not None else TILT_SCHEMA if self.tilt else LOCAL_SCHEMA
+        if self.short_length is None:
+            del d["short_length"]
+        if self.short_length is not None:
+            schema = SPLIT_SCHEMA
+        elif self.long_period is not None:
+            schema = LONG_SCHEMA
+        else:
+            schema = TILT_SCHEMA if self.tilt else LOCAL_SCHEMA
         return {"schema": schema, **d}
 
     @classmethod
     def from_json(cls, d: Any) -> LocalSpec:
         """ValueError saying what is wrong when `d` is not a `local` block of this schema."""
-        known = (LOCAL_SCHEMA, TILT_SCHEMA, LONG_SCHEMA)
+        known = (LOCAL_SCHEMA, TILT_SCHEMA, LONG_SCHEMA, SPLIT_SCHEMA)
         if not isinstance(d, dict) or d.get("schema") not in known:
             found = d.get("schema") if isinstance(d, dict) else type(d).__name__
             raise ValueError(f"not a local block of schema {', '.join(map(str, known))} (found {found!r})")
         try:
             tilt = None
-            if d["schema"] == TILT_SCHEMA or (d["schema"] == LONG_SCHEMA and "tilt" in d):
+            long = d["schema"] in (LONG_SCHEMA, SPLIT_SCHEMA)
+            if d["schema"] == TILT_SCHEMA or (long and "tilt" in d):
                 t = d["tilt"]
                 tilt = Tilt(
                     center=tuple(float(v) for v in t["center"]),
@@ -180,10 +206,26 @@ class LocalSpec:
                 horizon=int(d["horizon"]),
                 min_values=int(d["min_values"]),
                 tilt=tilt,
-                long_period=int(d["long_period"]) if d["schema"] == LONG_SCHEMA else None,
+                long_period=int(d["long_period"]) if long else None,
+                short_length=int(d["short_length"]) if d["schema"] == SPLIT_SCHEMA else None,
             )
         except (KeyError, TypeError) as e:
             raise ValueError(f"the local block is incomplete or malformed: {e!r}") from None
+
+    def forecasts(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        """Each member's forecast [S, H] of windows x [S, length] (the missing start NaN), fitted as this
+        block says (`fit_forecast` with its long period and short length)."""
+        return fit_forecast(x, self.period, self.horizon, self.members, self.long_period, self.short_length)
+
+    def long_note(self) -> str:
+        """How the members decompose a series by the long period, for the exporter's line and the
+        manifest's description ("" without one)."""
+        if self.long_period is None:
+            return ""
+        note = f"decomposed by {self.long_period} steps where a series holds {LONG_CYCLES} of them"
+        if self.short_length is not None:
+            note += f", any other series by its cycle over its last {self.short_length} values"
+        return note
 
     def observed(self, windows: np.ndarray) -> np.ndarray:
         """Per series, the observed values of the window's last `length` steps that the members read."""
@@ -234,12 +276,12 @@ class LocalSpec:
         if self.tilt is not None:
             w = self.series_weights(x)
             if enough.any():
-                fc = fit_forecast(x[enough], self.period, self.horizon, self.members, self.long_period)
+                fc = self.forecasts(x[enough])
                 local[enough] = sum(w[enough, 1 + i, None] * fc[m] for i, m in enumerate(self.members))
             weight = 1.0 - w[:, :1]
         else:
             if enough.any():
-                fc = fit_forecast(x[enough], self.period, self.horizon, self.members, self.long_period)
+                fc = self.forecasts(x[enough])
                 local[enough] = sum(w * fc[m] for m, w in zip(self.members, self.weights, strict=True))
             weight = np.where(enough, self.share, 0.0)[:, None]
         if still_length is not None:

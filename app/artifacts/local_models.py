@@ -559,10 +559,23 @@ def fit_forecast(
     horizon: int,
     members: tuple[str, ...] = MEMBERS,
     long_period: int | None = None,
+    short_length: int | None = None,
 ) -> dict[str, np.ndarray]:
     """Each of `members`' forecast [S, H] of raw windows x [S, L] (the missing start NaN); `long_period`:
-    `seasonal_factors`' (the members on raw values keep the cycle)."""
+    `seasonal_factors`' (the members on raw values keep the cycle). With `short_length` (and a long
+    period), a series the long period decomposes (`long_indices`) is fitted on the whole window, any other
+    on its last `short_length` values by the cycle alone: the long decomposition needs LONG_CYCLES long
+    periods of values (three weeks of hours), which a series without one need not be read over."""
     x = np.asarray(x, dtype=np.float64)
+    if short_length is not None and long_period is not None:
+        week = long_indices(x, long_period)[1]
+        split = {name: np.empty((len(x), horizon)) for name in members}
+        for rows, part, lp in ((week, x, long_period), (~week, x[:, -short_length:], None)):
+            if rows.any():
+                fitted = fit_forecast(part[rows], period, horizon, members, lp)
+                for name in members:
+                    split[name][rows] = fitted[name]
+        return split
     _S, L = x.shape
     idx, factor, season = seasonal_factors(x, period, horizon, long_period)
     adj = x / factor

@@ -39,7 +39,7 @@ import numpy as np
 
 from app.artifacts.covariates import CALENDAR_FEATURES, CovariateLayout
 from app.artifacts.initializers import read_initializers
-from app.artifacts.local_models import fit_forecast, long_indices
+from app.artifacts.local_models import long_indices
 from app.artifacts.manifest import Manifest
 from app.artifacts.readout import hold_still, output_scales, window_scales
 
@@ -323,7 +323,7 @@ def explain_hybrid(manifest: Manifest, window: np.ndarray, readout: np.ndarray) 
         season = local.period
         if local.long_period is not None and long_indices(x, local.long_period)[1][0]:
             season = local.long_period
-        fc = fit_forecast(x, local.period, local.horizon, local.members, local.long_period)
+        fc = local.forecasts(x)
         shares = local.series_weights(x)[0]  # the base weights, or this series' own with a tilt
         for name, w in zip(local.members, shares[1:].tolist(), strict=True):
             member = cycle if held and cycle is not None else fc[name][0]

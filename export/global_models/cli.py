@@ -220,11 +220,7 @@ def _train_readout(
         ""
         if model.local is None
         else f", averaged with {' and '.join(model.local.members)} on the last {model.local.length} values"
-        + (
-            ""
-            if model.local.long_period is None
-            else f" (decomposed by {model.local.long_period} steps where a series holds three of them)"
-        )
+        + (f" ({model.local.long_note()})" if model.local.long_period is not None else "")
     )
     first = (
         f"{training.count} series ({training.frequency}), L = {model.input_length}, "

@@ -146,7 +146,8 @@ class Origin:
     # The local members' forecasts fitted here, by window (`members`): each member's are its own whatever
     # set it is fitted in, so the lifted read-out's score (`hybrid_score`) refits none.
     _members: dict[
-        tuple[int, int, int, int, int | None], tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]
+        tuple[int, int, int, int, int | None, int | None],
+        tuple[dict[str, np.ndarray], np.ndarray, np.ndarray],
     ] = field(default_factory=dict, compare=False, repr=False)
     # The read-outs fitted on this origin's fit part, by what they were fitted with (search.py's
     # `_readout`): the chosen one is scored again on histories cut short, and refits none.
@@ -171,15 +172,16 @@ class Origin:
         members: Sequence[str],
         min_values: int,
         long_period: int | None = None,
+        short_length: int | None = None,
     ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
         """`fit_members` of this origin's fit part, the members fitted before at this window reused."""
-        key = (length, period, horizon, min_values, long_period)
+        key = (length, period, horizon, min_values, long_period, short_length)
         have = self._members.get(key)
         if have is None or any(m not in have[0] for m in members):
             known = {} if have is None else have[0]
             missing = [m for m in members if m not in known]
             fitted, enough, windows = fit_members(
-                self.fit_part, length, period, horizon, missing, min_values, long_period
+                self.fit_part, length, period, horizon, missing, min_values, long_period, short_length
             )
             have = self._members[key] = ({**known, **fitted}, enough, windows)
         return {m: have[0][m] for m in members}, have[1], have[2]
@@ -240,13 +242,16 @@ def fit_members(
     members: Sequence[str],
     min_values: int,
     long_period: int | None = None,
+    short_length: int | None = None,
 ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
     """Each of `members`' forecasts [S, H] from the last `length` values of `series`, read as the service
     feeds them (float32), which series hold `min_values` observed values there (the others get the
-    read-out alone), and those windows [S, length]; `long_period` as LocalSpec's."""
+    read-out alone), and those windows [S, length]; `long_period` and `short_length` as LocalSpec's."""
     windows = tail_windows(series, length).astype(np.float32)  # as served
     enough = (~np.isnan(windows)).sum(1) >= min_values
-    forecasts = fit_forecast(windows.astype(np.float64), period, horizon, tuple(members), long_period)
+    forecasts = fit_forecast(
+        windows.astype(np.float64), period, horizon, tuple(members), long_period, short_length
+    )
     return forecasts, enough, windows
 
 
@@ -271,16 +276,20 @@ def long_periods(period: int) -> list[int]:
 
 def local_key(spec: LocalSpec) -> str:
     """The validation score's name of a local half in the manifest's `search`: its members and window,
-    and the long period where it decomposes by one (`local_dotm+damped_672_w168`)."""
+    the long period where it decomposes by one, and the window of the series it does not decompose where
+    that is shorter (`local_dotm+damped_672_w168`, `local_dotm+damped_504_w168_s192`)."""
     key = f"local_{'+'.join(spec.members)}_{spec.length}"
-    return key if spec.long_period is None else f"{key}_w{spec.long_period}"
+    if spec.long_period is not None:
+        key += f"_w{spec.long_period}"
+    return key if spec.short_length is None else f"{key}_s{spec.short_length}"
 
 
-def local_key_parts(key: str) -> tuple[tuple[str, ...], int, int | None]:
-    """(members, window length, long period or None) of a `local_key`."""
+def local_key_parts(key: str) -> tuple[tuple[str, ...], int, int | None, int | None]:
+    """(members, window length, long period or None, short length or None) of a `local_key`."""
     parts = key.removeprefix("local_").split("_")
+    short_length = int(parts.pop()[1:]) if parts[-1].startswith("s") else None
     long_period = int(parts.pop()[1:]) if parts[-1].startswith("w") else None
-    return tuple(parts[0].split("+")), int(parts[1]), long_period
+    return tuple(parts[0].split("+")), int(parts[1]), long_period, short_length
 
 
 def candidate_sets(period: int) -> list[tuple[str, ...]]:
@@ -351,12 +360,14 @@ def local_search(
     """The local members and window, chosen by the hybrid's mean validation MASE over the origins (each
     origin's read-out forecasts `global_forecasts[j]`), and the validation scores: `global` (the read-out
     alone) and `local_<members>_<length>` per set and window tried (`local_key`: `_w<long period>` after it
-    for a window decomposed by a long period, `long_periods`). None (the read-out alone) where no
-    hybrid validates better than the read-out alone: on the docs' walk-through stores (36-48 months, H 12)
-    the best hybrid validated at MASE 1.85 against the read-out's 0.75, while on every M3 and Tourism set
-    the chosen hybrid validated better (issue 43's notes). Then the chosen set's tilt (`fit_tilt`) on
-    these origins and those `earlier()` gives (further origins, up to TILT_ORIGINS in all, with the
-    read-out's forecasts at them; called only where a hybrid is chosen)."""
+    for a window decomposed by a long period, `long_periods`; `_s<length>` after that where the series it
+    does not decompose read the cycle's best window instead, `fit_forecast`'s `short_length`, chosen as
+    `_with_splits` says). None (the read-out alone) where no hybrid validates better than the read-out
+    alone: on the docs' walk-through stores (36-48 months, H 12) the best hybrid validated at MASE 1.85
+    against the read-out's 0.75, while on every M3 and Tourism set the chosen hybrid validated better
+    (issue 43's notes). Then the chosen set's tilt (`fit_tilt`) on these origins and those `earlier()`
+    gives (further origins, up to TILT_ORIGINS in all, with the read-out's forecasts at them; called only
+    where a hybrid is chosen)."""
     unit = period if period > 1 else 4
     scores: dict[str, float] = {
         "global": float(np.mean([o.score(g, period) for o, g in zip(val, global_forecasts, strict=True)]))
@@ -368,14 +379,10 @@ def local_search(
         (c * lp, lp) for lp in long_periods(period) for c in LONG_WINDOWS
     ]
     local: dict[tuple[int, int | None, int], tuple[dict[str, np.ndarray], np.ndarray]] = {}
-    served: dict[tuple[int, int | None, int], np.ndarray] = {}
     for length, lp in windows_tried:
         for j, o in enumerate(val):  # each origin's local forecasts per window, fitted once
-            forecasts, enough, windows = o.members(
-                length, period, horizon, every, local_min_values(period), lp
-            )
+            forecasts, enough, _ = o.members(length, period, horizon, every, local_min_values(period), lp)
             local[length, lp, j] = forecasts, enough
-            served[length, lp, j] = windows
     chosen_per_set: list[tuple[float, LocalSpec]] = []
     for members in member_sets:
         share = 1.0 / (len(members) + 1)
@@ -398,32 +405,98 @@ def local_search(
             by_cycle.setdefault(lp, []).append((float(np.mean(per)), spec))
         # Per decomposition, the longest window within WINDOW_TOLERANCE of its best: validation histories
         # are shorter than the test's, so windows past their length score alike and noise would decide.
-        # The long decomposition is then kept only where it validates better than the cycle's.
-        best_per_cycle = []
-        for tried in by_cycle.values():
+        # The long decomposition is then kept only where it validates better than the cycle's; the long one
+        # for the series it decomposes beside the cycle's window for the others, as `_with_splits` says.
+        best_per_cycle: dict[int | None, tuple[float, LocalSpec]] = {}
+        for lp, tried in by_cycle.items():
             low = min(v for v, _ in tried)
-            best_per_cycle.append(
-                max((t for t in tried if t[0] <= low * (1 + WINDOW_TOLERANCE)), key=lambda t: t[1].length)
+            best_per_cycle[lp] = max(
+                (t for t in tried if t[0] <= low * (1 + WINDOW_TOLERANCE)), key=lambda t: t[1].length
             )
-        chosen_per_set.append(min(best_per_cycle, key=lambda t: t[0]))
+        splits = [
+            _split_score(val, global_forecasts, every, members, day, long, scores)
+            for day, long in _split_pairs(best_per_cycle)
+        ]
+        chosen_per_set.append(_with_splits(best_per_cycle, splits))
     best = widest_near_best(chosen_per_set, scores["global"])
     if best is None:
         return None, scores
-    data = [
-        _origin_data(
-            o, g, local[best.length, best.long_period, j][0], served[best.length, best.long_period, j], best
+    data = []
+    for o, g in zip(val, global_forecasts, strict=True):
+        forecasts, _, windows = o.members(
+            best.length, period, horizon, best.members, best.min_values, best.long_period, best.short_length
         )
-        for j, (o, g) in enumerate(zip(val, global_forecasts, strict=True))
-    ]
+        data.append(_origin_data(o, g, forecasts, windows, best))
     for o, g in zip(*(earlier() if earlier is not None else ((), ())), strict=True):
         forecasts, _, windows = fit_members(
-            o.fit_part, best.length, period, horizon, best.members, best.min_values, best.long_period
+            o.fit_part,
+            best.length,
+            period,
+            horizon,
+            best.members,
+            best.min_values,
+            best.long_period,
+            best.short_length,
         )
         data.append(_origin_data(o, g, forecasts, windows, best))
     tilt, tilt_scores = fit_tilt(data, np.array([1.0 - best.share, *best.weights]))
     tilt_scores["tilt_origins"] = float(len(data))
     scores.update(tilt_scores)
     return (best if tilt is None else replace(best, tilt=tilt)), scores
+
+
+def _split_pairs(
+    best_per_cycle: dict[int | None, tuple[float, LocalSpec]],
+) -> list[tuple[LocalSpec, LocalSpec]]:
+    """(the cycle's best spec, a long period's best) for each long period whose window is longer."""
+    day = best_per_cycle.get(None)
+    if day is None:
+        return []
+    return [
+        (day[1], long)
+        for lp, (_, long) in best_per_cycle.items()
+        if lp is not None and day[1].length < long.length
+    ]
+
+
+def _split_score(
+    val: Sequence[Origin],
+    global_forecasts: Sequence[np.ndarray],
+    every: tuple[str, ...],
+    members: tuple[str, ...],
+    day: LocalSpec,
+    long: LocalSpec,
+    scores: dict[str, float],
+) -> tuple[float, LocalSpec]:
+    """The validation MASE (also written into `scores`) of `long`'s window and decomposition for the
+    series its long period decomposes, `day`'s window for the others (`fit_forecast`'s `short_length`)."""
+    spec = replace(long, short_length=day.length)
+    per = []
+    for o, g in zip(val, global_forecasts, strict=True):  # every member fitted once per window
+        forecasts, enough, _ = o.members(
+            spec.length, spec.period, spec.horizon, every, spec.min_values, spec.long_period, day.length
+        )
+        per.append(_equal_shares_score(o, g, forecasts, enough, members, spec.period))
+    scores[local_key(spec)] = float(np.mean(per))
+    return scores[local_key(spec)], spec
+
+
+def _with_splits(
+    best_per_cycle: dict[int | None, tuple[float, LocalSpec]], splits: Sequence[tuple[float, LocalSpec]]
+) -> tuple[float, LocalSpec]:
+    """One set's choice among its best per decomposition and its splits: the lowest validation MASE, but
+    a split in place of the cycle's decomposition alone wherever it validates within WINDOW_TOLERANCE of
+    it. A split forecasts every series the long period does not decompose exactly as the cycle's does;
+    on validation series that show no long period (ETT's: one column of fourteen passes the test at lag
+    168, at some origins) the two cannot be told apart, while on series that show one the long
+    decomposition is what the data say (docs/panels.md, "A week in hourly data")."""
+    best = min([*best_per_cycle.values(), *splits], key=lambda t: t[0])
+    day = best_per_cycle.get(None)
+    if day is not None and best is day:
+        near = [t for t in splits if t[0] <= day[0] * (1 + WINDOW_TOLERANCE)]
+        if near:
+            return min(near, key=lambda t: t[0])
+    return best
 
 
 def _equal_shares_score(
@@ -445,7 +518,13 @@ def hybrid_score(val: Sequence[Origin], global_forecasts: Sequence[np.ndarray], 
     per = []
     for o, g in zip(val, global_forecasts, strict=True):
         forecasts, enough, _ = o.members(
-            spec.length, spec.period, spec.horizon, spec.members, spec.min_values, spec.long_period
+            spec.length,
+            spec.period,
+            spec.horizon,
+            spec.members,
+            spec.min_values,
+            spec.long_period,
+            spec.short_length,
         )
         per.append(_equal_shares_score(o, g, forecasts, enough, spec.members, spec.period))
     return float(np.mean(per))

@@ -175,11 +175,7 @@ def manifest_of(
                 else f", averaged with {' and '.join(model.local.members)} fitted per series on the last "
                 f"{model.local.length} values (the read-out's weight {1 - model.local.share:.3g}"
                 + ("" if model.local.tilt is None else ", tilted per series by its features")
-                + (
-                    ""
-                    if model.local.long_period is None
-                    else f"; decomposed by {model.local.long_period} steps where a series holds three of them"
-                )
+                + (f"; {model.local.long_note()}" if model.local.long_period is not None else "")
                 + ")"
             )
             + f": forecasts any {model.frequency} series of at least {model.min_history} values, seen in "

@@ -13,6 +13,7 @@ from app.artifacts.repository import VersionRef, read_version
 from app.core.config import Settings
 from bench.harness.in_process import serve_in_process
 from export.global_models.config import PanelConfig
+from export.global_models.hybrid import local_key_parts
 from export.global_models.onnx import export_global
 from export.global_models.search import train_global
 
@@ -39,14 +40,18 @@ def test_a_panel_with_a_week_in_it_is_served_with_the_weekly_decomposition(tmp_p
     model = train_global(series, cfg, frequency="1h", local=True)
     local = model.local
     assert local is not None and local.long_period == WEEK
-    week = [v for k, v in model.search.items() if k.startswith("local_") and k.endswith("_w168")]
-    day = [v for k, v in model.search.items() if k.startswith("local_") and not k.endswith("_w168")]
-    assert week and day and min(week) < min(day)
+    scored = {local_key_parts(k): v for k, v in model.search.items() if k.startswith("local_")}
+    week = {k: v for k, v in scored.items() if k[2] == WEEK and k[3] is None}
+    day = [v for k, v in scored.items() if k[2] is None]
+    assert week and day and min(week.values()) < min(day)
+    # every shop shows the week: the week's window for them and the day's for none is the week for all
+    splits = {k: v for k, v in scored.items() if k[3] is not None}
+    assert splits and all(v == week[(*k[:3], None)] for k, v in splits.items())
     folder = export_global(model, tmp_path / "repo", "shops")
     manifest = read_version(VersionRef(model="shops", version=1, path=folder))
     assert manifest.panel is not None and manifest.panel.local_spec is not None
     assert manifest.panel.local_spec.long_period == WEEK
-    assert "decomposed by 168 steps where a series holds three of them" in manifest.description
+    assert "decomposed by 168 steps where a series holds 3 of them" in manifest.description
     assert manifest.input_length == local.length >= 3 * WEEK  # the window holds the weeks the members read
     histories = [v[-local.length - 2 * DAY : -2 * DAY] for v in series]  # ends on a Friday: the weekend next
     settings = Settings(model_repository=tmp_path / "repo", models=["shops"], device="cpu")

@@ -1,7 +1,9 @@
 """The members' decomposition at a long period (app/artifacts/local_models.py `seasonal_factors`, a
 LocalSpec's `long_period`): hours with a weekday and a weekend shape forecast as that week where the window
-holds three weeks, the day's decomposition kept where it holds fewer or shows no week, the `panel.local`
-block's round trip and refusals, and the search trying it on a daily cycle of hours only."""
+holds three weeks, the day's decomposition kept where it holds fewer or shows no week, the other series
+read over a shorter window of their own (`short_length`), the `panel.local` block's round trip and
+refusals, and the search trying it on a daily cycle of hours only, a split preferred where validation
+cannot tell it from the day's."""
 
 from __future__ import annotations
 
@@ -10,7 +12,13 @@ import pytest
 
 from app.artifacts.hybrid import FEATURES, LocalSpec, Tilt
 from app.artifacts.local_models import LONG_CYCLES, fit_forecast, seasonal_factors
-from export.global_models.hybrid import local_key, local_key_parts, long_periods
+from export.global_models.hybrid import (
+    WINDOW_TOLERANCE,
+    _with_splits,
+    local_key,
+    local_key_parts,
+    long_periods,
+)
 
 DAY, WEEK, H = 24, 168, 48
 SMOOTH = ("ses", "holt", "damped", "theta", "dotm", "ets", "ces")  # the members on the adjusted values
@@ -72,8 +80,11 @@ def test_the_search_tries_a_week_on_hours_alone_and_names_its_scores() -> None:
     spec = LocalSpec(("dotm", "damped"), (1 / 3, 1 / 3), 672, DAY, H, 48, long_period=WEEK)
     assert local_key(spec) == "local_dotm+damped_672_w168"
     assert local_key(LocalSpec(("dotm",), (0.5,), 192, DAY, H, 48)) == "local_dotm_192"
-    assert local_key_parts("local_dotm+damped_672_w168") == (("dotm", "damped"), 672, WEEK)
-    assert local_key_parts("local_dotm_192") == (("dotm",), 192, None)
+    assert local_key_parts("local_dotm+damped_672_w168") == (("dotm", "damped"), 672, WEEK, None)
+    assert local_key_parts("local_dotm_192") == (("dotm",), 192, None, None)
+    split = LocalSpec(("dotm", "damped"), (1 / 3, 1 / 3), 504, DAY, H, 48, long_period=WEEK, short_length=192)
+    assert local_key(split) == "local_dotm+damped_504_w168_s192"
+    assert local_key_parts(local_key(split)) == (("dotm", "damped"), 504, WEEK, 192)
 
 
 def test_the_feed_decomposes_by_the_week_as_the_members_do() -> None:
@@ -83,3 +94,58 @@ def test_the_feed_decomposes_by_the_week_as_the_members_do() -> None:
     fc = fit_forecast(x, DAY, H, ("theta", "dotm"), long_period=WEEK)
     np.testing.assert_allclose(local[0], 0.25 * (fc["theta"][0] + fc["dotm"][0]), rtol=1e-12)
     np.testing.assert_allclose(weight[:, 0], 0.5)
+
+
+def split_panel() -> np.ndarray:
+    """Two series of three weeks: the weekday/weekend hours, and a daily cycle whose level moved a week
+    before the end (a short window reads the new level, a long one averages both)."""
+    rng = np.random.default_rng(1)
+    daily = np.tile(100 + 30 * np.sin(2 * np.pi * np.arange(DAY) / DAY), 3 * 7) + rng.normal(0, 0.5, 3 * WEEK)
+    daily[-WEEK:] += 40
+    return np.stack([hours(3), daily])
+
+
+def test_a_short_length_reads_the_series_without_a_week_over_their_last_values_alone() -> None:
+    x = split_panel()
+    members = ("theta", "dotm", "sar", "hw")
+    split = fit_forecast(x, DAY, H, members, long_period=WEEK, short_length=192)
+    week = fit_forecast(x[:1], DAY, H, members, long_period=WEEK)
+    short = fit_forecast(x[1:, -192:], DAY, H, members)
+    for m in members:
+        np.testing.assert_array_equal(split[m][0], week[m][0])
+        np.testing.assert_array_equal(split[m][1], short[m][0])
+    # the whole window by the day (the long candidate's) forecasts the second series otherwise
+    whole = fit_forecast(x, DAY, H, members, long_period=WEEK)
+    np.testing.assert_array_equal(whole["theta"][0], split["theta"][0])
+    assert np.abs(whole["theta"][1] - split["theta"][1]).max() > 1
+    # the block feeds the same members
+    spec = LocalSpec(members, (0.2,) * 4, 504, DAY, H, 48, long_period=WEEK, short_length=192)
+    local, _ = spec.feed(x, None)
+    np.testing.assert_allclose(local, 0.2 * sum(split[m] for m in members), rtol=1e-12)
+    assert "any other series by its cycle over its last 192 values" in spec.long_note()
+
+
+def test_a_short_length_round_trips_as_schema_4_and_is_refused_where_it_cannot_apply() -> None:
+    spec = LocalSpec(("theta", "damped"), (1 / 3, 1 / 3), 504, DAY, H, 48, long_period=WEEK, short_length=192)
+    block = spec.to_json()
+    assert (block["schema"], block["short_length"]) == (4, 192) and LocalSpec.from_json(block) == spec
+    assert "short_length" not in LocalSpec(("theta",), (0.5,), 504, DAY, H, 48, long_period=WEEK).to_json()
+    with pytest.raises(ValueError, match="incomplete"):  # schema 4 says a short length: one must be there
+        LocalSpec.from_json({k: v for k, v in block.items() if k != "short_length"})
+    with pytest.raises(ValueError, match="short_length"):  # without a long period it has no meaning
+        LocalSpec(("theta",), (0.5,), 504, DAY, H, 48, short_length=192)
+    with pytest.raises(ValueError, match="short_length"):
+        LocalSpec(("theta",), (0.5,), 504, DAY, H, 48, long_period=WEEK, short_length=504)
+
+
+def test_a_split_replaces_the_days_decomposition_where_validation_cannot_tell_them_apart() -> None:
+    day = LocalSpec(("theta",), (0.5,), 192, DAY, H, 48)
+    week = LocalSpec(("theta",), (0.5,), 504, DAY, H, 48, long_period=WEEK)
+    split = LocalSpec(("theta",), (0.5,), 504, DAY, H, 48, long_period=WEEK, short_length=192)
+    near = 1.0 * (1 + WINDOW_TOLERANCE / 2)
+    assert _with_splits({None: (1.0, day), WEEK: (1.2, week)}, [(near, split)]) == (near, split)
+    far = 1.0 * (1 + 2 * WINDOW_TOLERANCE)
+    assert _with_splits({None: (1.0, day), WEEK: (1.2, week)}, [(far, split)]) == (1.0, day)
+    # where the week for every series validates best, it stays the choice
+    assert _with_splits({None: (1.0, day), WEEK: (0.9, week)}, [(0.95, split)]) == (0.9, week)
+    assert _with_splits({None: (1.0, day), WEEK: (1.1, week)}, [(0.95, split)]) == (0.95, split)
