@@ -12,7 +12,9 @@ Each model is trained again by `export.pretrained`'s own code (deterministic: it
 the shipped one byte for byte, checked) and forecasts offline with the local half its manifest names;
 the half-widths are the manifest's widths times each window's spread, as the service computes them
 (export/global_models/calibration.py `interval_halfwidths`). A level's coverage is the share of held-out
-values inside its interval, every series and step pooled.
+values inside its interval, every series and step pooled. Beside it, each row's MASE (the in-sample
+seasonal-naive scale at the model's period, averaged over series and origins) of the served forecast
+and of the model's read-out alone (its local half left out): what the hybrid adds on that data.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from app.artifacts.hybrid import LocalSpec
+from app.inference.metrics import mase
 from bench.competition_data import load_competition
 from bench.harness.report import write_json
 from export.global_models.calibration import interval_halfwidths
@@ -56,15 +59,31 @@ def same_graph(model: GlobalModel, sha256: str) -> bool:
     return hashlib.sha256(global_graph(model).SerializeToString()).hexdigest() == sha256
 
 
-def coverage(
+@dataclasses.dataclass
+class Scored:
+    """What one forecast of held-out values scored: how many lie inside each level's interval, and each
+    series' MASE by the served forecast and by the read-out alone."""
+
+    inside: list[int]
+    mase: np.ndarray
+    mase_readout: np.ndarray
+
+
+def scored(
     intervals: dict[str, Any], model: GlobalModel, histories: Sequence[np.ndarray], future: np.ndarray
-) -> list[int]:
-    """How many of `future`'s values [S, h] (NaN: none) lie inside each level's interval."""
+) -> Scored:
+    """`Scored` of `future`'s values [S, h] (NaN: none) forecast from `histories`."""
     h = future.shape[1]
     point = model.forecast(list(histories))[:, :h]
     half = interval_halfwidths(intervals, model, histories)[:, :, :h]  # [levels, S, h]
     inside = np.abs(future[None] - point[None]) <= half
-    return [int(n) for n in (inside & ~np.isnan(future)[None]).sum(axis=(1, 2))]
+    alone = dataclasses.replace(model, local=None).forecast(list(histories))[:, :h]
+    period = model.config.period
+    return Scored(
+        [int(n) for n in (inside & ~np.isnan(future)[None]).sum(axis=(1, 2))],
+        mase(histories, future, point, period),
+        mase(histories, future, alone, period),
+    )
 
 
 def competition_rows(
@@ -73,9 +92,9 @@ def competition_rows(
     rows = []
     for dataset in ("M3", "Tourism"):
         comp = load_competition(dataset, spec.frequency, limit)
-        inside = coverage(intervals, model, comp.train, comp.test[:, : spec.horizon])
+        done = scored(intervals, model, comp.train, comp.test[:, : spec.horizon])
         values = int(np.isfinite(comp.test[:, : spec.horizon]).sum())
-        rows.append(_row(comp.name + " official hold-outs", len(comp.train), values, intervals, inside))
+        rows.append(_row(comp.name + " official hold-outs", len(comp.train), values, intervals, [done]))
     return rows
 
 
@@ -88,23 +107,32 @@ def ett_rows(model: GlobalModel, intervals: dict[str, Any], limit: int | None) -
         for c in ETT_COLUMNS
     ]
     origins = list(range(ETT_TEST[0], ETT_TEST[1] - ETT_STEP + 1, ETT_STEP))[:limit]
-    totals = np.zeros(len(intervals["levels"]), dtype=np.int64)
-    for origin in origins:
-        future = np.stack([s[origin : origin + ETT_STEP] for s in series])
-        totals += coverage(intervals, model, [s[:origin] for s in series], future)
+    done = [
+        scored(
+            intervals,
+            model,
+            [s[:origin] for s in series],
+            np.stack([s[origin : origin + ETT_STEP] for s in series]),
+        )
+        for origin in origins
+    ]
     values = len(origins) * len(series) * ETT_STEP
     what = f"ETT test months, {len(origins)} origins every {ETT_STEP} h"
-    return [_row(what, len(series), values, intervals, [int(t) for t in totals])]
+    return [_row(what, len(series), values, intervals, done)]
 
 
 def _row(
-    what: str, series: int, values: int, intervals: dict[str, Any], inside: Sequence[int]
+    what: str, series: int, values: int, intervals: dict[str, Any], done: Sequence[Scored]
 ) -> dict[str, Any]:
+    inside = np.sum([d.inside for d in done], axis=0)
     return {
         "held_out": what,
         "series": series,
         "values": values,
-        "coverage": {f"{lv:g}": n / values for lv, n in zip(intervals["levels"], inside, strict=True)},
+        "coverage": {f"{lv:g}": int(n) / values for lv, n in zip(intervals["levels"], inside, strict=True)},
+        # a series with a missing value held out has no MASE (ETT and the hold-outs' first H have none)
+        "mase": float(np.nanmean(np.concatenate([d.mase for d in done]))),
+        "mase_readout_alone": float(np.nanmean(np.concatenate([d.mase_readout for d in done]))),
     }
 
 
@@ -158,7 +186,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for m in report["models"]:
         for row in m["rows"]:
             shares = ", ".join(f"{lv}%: {100 * c:.1f}" for lv, c in row["coverage"].items())
-            print(f"{m['model']} ({m['rule']}) on {row['held_out']} ({row['series']} series): {shares}")
+            print(
+                f"{m['model']} ({m['rule']}) on {row['held_out']} ({row['series']} series): {shares}; "
+                f"MASE {row['mase']:.3f} (the read-out alone {row['mase_readout_alone']:.3f})"
+            )
     if args.json is not None:
         write_json(args.json, report)
     return 0

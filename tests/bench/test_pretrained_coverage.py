@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from bench.pretrained_coverage import coverage, main
+from bench.pretrained_coverage import main, scored
 
 
 @pytest.mark.slow  # trains the yearly model (about 3 s)
@@ -30,16 +32,21 @@ def test_smoke_run_scores_every_level_of_the_shipped_yearly_model(tmp_path: Path
         assert list(row["coverage"]) == ["50", "80", "90", "95", "99"]
         assert row["series"] == 30 and row["values"] == 30 * (6 if row["held_out"].startswith("M3") else 4)
         assert all(0.0 <= a <= b <= 1.0 for a, b in itertools.pairwise(shares))
+        assert row["mase"] > 0 and row["mase_readout_alone"] > 0
 
 
+@dataclass(frozen=True)
 class _Flat:
-    """A model stand-in for `coverage`: forecasts 0 everywhere."""
+    """A model stand-in for `scored`: forecasts 0 everywhere, 1 with its local half left out."""
+
+    local: object = "members"
+    config: SimpleNamespace = field(default_factory=lambda: SimpleNamespace(period=1))
 
     def forecast(self, histories: list[np.ndarray]) -> np.ndarray:
-        return np.zeros((len(histories), 3))
+        return np.full((len(histories), 3), 0.0 if self.local is not None else 1.0)
 
 
-def test_coverage_counts_the_values_inside_each_level_and_skips_missing(
+def test_scored_counts_the_values_inside_each_level_skips_missing_and_scores_both_forecasts(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import bench.pretrained_coverage as pc
@@ -47,4 +54,10 @@ def test_coverage_counts_the_values_inside_each_level_and_skips_missing(
     half = np.array([[[1.0, 1.0, 1.0]], [[2.0, 2.0, 2.0]]])  # two levels, one series, three steps
     monkeypatch.setattr(pc, "interval_halfwidths", lambda intervals, model, histories: half)
     future = np.array([[0.5, 1.5, np.nan]])
-    assert coverage({}, _Flat(), [np.ones(5)], future) == [1, 2]  # type: ignore[arg-type]
+    done = scored({}, _Flat(), [np.arange(5.0)], future)  # type: ignore[arg-type]
+    assert done.inside == [1, 2]
+    # the in-sample naive error of 0, 1, 2, 3, 4 is 1: a missing value leaves that series' MASE undefined
+    assert np.isnan(done.mase[0]) and np.isnan(done.mase_readout[0])
+    complete = scored({}, _Flat(), [np.arange(5.0)], np.array([[0.5, 1.5, 3.0]]))  # type: ignore[arg-type]
+    np.testing.assert_allclose(complete.mase, [(0.5 + 1.5 + 3.0) / 3])
+    np.testing.assert_allclose(complete.mase_readout, [(0.5 + 0.5 + 2.0) / 3])
