@@ -14,7 +14,15 @@ from typing import Any
 
 import numpy as np
 
-from app.artifacts.local_models import LONG_CYCLES, MEMBERS, _observed, fit_forecast, seasonal_indices
+from app.artifacts.local_models import (
+    LONG_CYCLES,
+    MEMBERS,
+    _observed,
+    fit_forecast,
+    long_indices,
+    observed_counts,
+    seasonal_indices,
+)
 from app.artifacts.readout.windows import still_cycles
 
 __all__ = [
@@ -228,9 +236,18 @@ class LocalSpec:
         return note
 
     def observed(self, windows: np.ndarray) -> np.ndarray:
-        """Per series, the observed values of the window's last `length` steps that the members read."""
-        x = np.asarray(windows).reshape(len(windows), -1)[:, -self.length :]
-        return np.asarray((~np.isnan(x)).sum(1))
+        """Per series, the observed values the members read: of the window's last `length` steps, or of
+        its last `short_length` for a series the long period does not decompose (`observed_counts`)."""
+        x = np.asarray(windows, dtype=np.float64).reshape(len(windows), -1)[:, -self.length :]
+        return observed_counts(x, self.long_period, self.short_length)
+
+    def read_length(self, windows: np.ndarray) -> np.ndarray:
+        """Per series, how many of the window's last steps the members read: `length`, or `short_length`
+        for a series the long period does not decompose."""
+        x = np.asarray(windows, dtype=np.float64).reshape(len(windows), -1)[:, -self.length :]
+        if self.short_length is None or self.long_period is None:
+            return np.full(len(x), self.length)
+        return np.where(long_indices(x, self.long_period)[1], self.length, self.short_length)
 
     def skipped(self, windows: np.ndarray) -> list[str | None]:
         """Per series, why it gets the read-out alone (fewer than `min_values` observed values), else
@@ -238,9 +255,9 @@ class LocalSpec:
         return [
             None
             if n >= self.min_values
-            else f"the global read-out alone: {n} observed values in the last {self.length} steps, "
+            else f"the global read-out alone: {n} observed values in the last {k} steps, "
             f"the local models ({', '.join(self.members)}) need {self.min_values}"
-            for n in self.observed(windows).tolist()
+            for n, k in zip(self.observed(windows).tolist(), self.read_length(windows).tolist(), strict=True)
         ]
 
     def series_weights(self, windows: np.ndarray) -> np.ndarray:

@@ -46,7 +46,14 @@ import numpy as np
 
 from app.artifacts.arima import arima
 
-__all__ = ["MEMBERS", "fit_forecast", "long_indices", "seasonal_factors", "seasonal_indices"]
+__all__ = [
+    "MEMBERS",
+    "fit_forecast",
+    "long_indices",
+    "observed_counts",
+    "seasonal_factors",
+    "seasonal_indices",
+]
 
 MEMBERS = ("ses", "holt", "damped", "theta", "dotm", "sar", "ets", "airline", "arima", "ces", "hw")
 
@@ -551,6 +558,18 @@ def seasonal_factors(
         window = np.where(use[:, None], long[:, (L - 1 - np.arange(L)) % long_period], window)
         ahead = np.where(use[:, None], long[:, (-h) % long_period], ahead)
     return idx, window, ahead
+
+
+def observed_counts(
+    x: np.ndarray, long_period: int | None = None, short_length: int | None = None
+) -> np.ndarray:
+    """Per series, the observed values [S] of the part of windows x [S, L] its members are fitted on
+    (`fit_forecast`: the last `short_length` of a series the long period does not decompose, where a
+    short length is given; the whole window otherwise)."""
+    seen = ~np.isnan(np.asarray(x, dtype=np.float64))
+    if short_length is None or long_period is None:
+        return np.asarray(seen.sum(1))
+    return np.where(long_indices(x, long_period)[1], seen.sum(1), seen[:, -short_length:].sum(1))
 
 
 def fit_forecast(

@@ -310,7 +310,7 @@ def explain_hybrid(manifest: Manifest, window: np.ndarray, readout: np.ndarray) 
         return None
     full = np.asarray(window, dtype=np.float32).astype(np.float64).reshape(1, -1)
     x = full[:, -local.length :]
-    observed = int((~np.isnan(x)).sum())
+    observed = int(local.observed(x)[0])  # of the part its members read
     used = observed >= local.min_values
     held, cycle = False, None
     if manifest.still_length is not None:

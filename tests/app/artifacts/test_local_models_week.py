@@ -149,3 +149,21 @@ def test_a_split_replaces_the_days_decomposition_where_validation_cannot_tell_th
     # where the week for every series validates best, it stays the choice
     assert _with_splits({None: (1.0, day), WEEK: (0.9, week)}, [(0.95, split)]) == (0.9, week)
     assert _with_splits({None: (1.0, day), WEEK: (1.1, week)}, [(0.95, split)]) == (0.95, split)
+
+
+def test_a_series_without_a_week_counts_its_values_in_the_short_window_it_is_read_over() -> None:
+    spec = LocalSpec(("theta", "dotm"), (0.25, 0.25), 504, DAY, H, 48, long_period=WEEK, short_length=192)
+    x = split_panel()[:, -504:].copy()
+    x[1, -192:] = np.nan  # 312 values observed, none in the last 192 hours its members would read
+    assert spec.observed(x).tolist() == [504, 0]
+    assert spec.read_length(x).tolist() == [504, 192]
+    assert spec.skipped(x) == [
+        None,
+        "the global read-out alone: 0 observed values in the last 192 steps, the local models (theta, dotm) "
+        "need 48",
+    ]
+    local, weight = spec.feed(x, None)
+    assert weight[:, 0].tolist() == [0.5, 0.0] and not local[1].any()
+    # the week's candidate (no short length) reads all 504 hours of both
+    whole = LocalSpec(("theta", "dotm"), (0.25, 0.25), 504, DAY, H, 48, long_period=WEEK)
+    assert whole.observed(x).tolist() == [504, 312] and whole.skipped(x) == [None, None]
