@@ -161,7 +161,10 @@ class HybridExplanation(BaseModel):
         description="True: the window is still over the read-out's input length (every value the one a "
         "period before, within 1e-8 of its mean |value|), so every member forecasts its last cycle repeated."
     )
-    observed: int
+    observed: int = Field(
+        description="Observed values in the steps the local members read: the local window, or its last "
+        "`short_length` steps for a series the long period does not decompose (the manifest's `panel.local`)."
+    )
     min_values: int
     season: int | None = Field(
         description="The period the local members' seasonal decomposition used on this series: the cycle, "
