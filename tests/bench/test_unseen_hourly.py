@@ -3,6 +3,7 @@ run's rows scored as the answers say."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -44,3 +45,32 @@ def test_a_smoke_run_scores_the_service_and_a_peer_on_the_same_cases(tmp_path: P
         assert row["mase"] > 0 and 0 <= row["coverage_80"] <= 1
         assert sum(s["cases"] for s in row["per_source"].values()) == 12
         assert abs(row["coverage_80"] * 12 * H - round(row["coverage_80"] * 12 * H)) < 1e-9
+
+
+def test_the_read_out_alone_leaves_the_local_half_out_of_the_shipped_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import bench.pretrained_coverage as coverage
+    import export.pretrained as pretrained
+    from bench.unseen_hourly import Case, readout_alone
+
+    @dataclasses.dataclass(frozen=True)
+    class Model:
+        """Forecasts 1 with its local half, 2 without."""
+
+        local: object = "members"
+
+        def forecast(self, histories: list[np.ndarray]) -> np.ndarray:
+            assert not any(np.isnan(h).any() for h in histories)  # filled, as the trained hybrids read them
+            return np.full((len(histories), H), 1.0 if self.local is not None else 2.0)
+
+    monkeypatch.setattr(pretrained, "train_pretrained", lambda spec, series: (Model(), None, None))
+    monkeypatch.setattr(coverage, "shipped", lambda spec: ({}, "sha"))
+    history = np.r_[np.nan, np.arange(1.0, 100.0)]
+    case = Case("a:x", 0, history, np.zeros(H))
+    monkeypatch.setattr(coverage, "same_graph", lambda model, sha: True)
+    point, _ = readout_alone([case])
+    np.testing.assert_array_equal(point, np.full((1, H), 2.0))
+    monkeypatch.setattr(coverage, "same_graph", lambda model, sha: False)
+    with pytest.raises(SystemExit, match="not the shipped one"):
+        readout_alone([case])
