@@ -19,9 +19,9 @@ from app.artifacts.local_models import (
     MEMBERS,
     _observed,
     fit_forecast,
-    long_indices,
     observed_counts,
     seasonal_indices,
+    whole_rows,
 )
 from app.artifacts.readout.windows import still_cycles
 
@@ -220,10 +220,17 @@ class LocalSpec:
         except (KeyError, TypeError) as e:
             raise ValueError(f"the local block is incomplete or malformed: {e!r}") from None
 
-    def forecasts(self, x: np.ndarray) -> dict[str, np.ndarray]:
+    def whole(self, x: np.ndarray) -> np.ndarray | None:
+        """Which series [S] of windows x [S, length] the members read whole (`whole_rows`): None where
+        every one is (no short length). Computed once per window by `feed` and `skipped` and passed on."""
+        return whole_rows(x, self.long_period, self.short_length)
+
+    def forecasts(self, x: np.ndarray, whole: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """Each member's forecast [S, H] of windows x [S, length] (the missing start NaN), fitted as this
-        block says (`fit_forecast` with its long period and short length)."""
-        return fit_forecast(x, self.period, self.horizon, self.members, self.long_period, self.short_length)
+        block says (`fit_forecast` with its long period and short length; `whole`: `self.whole(x)`)."""
+        return fit_forecast(
+            x, self.period, self.horizon, self.members, self.long_period, self.short_length, whole
+        )
 
     def long_note(self) -> str:
         """How the members decompose a series by the long period, for the exporter's line and the
@@ -235,41 +242,51 @@ class LocalSpec:
             note += f", any other series by its cycle over its last {self.short_length} values"
         return note
 
-    def observed(self, windows: np.ndarray) -> np.ndarray:
-        """Per series, the observed values the members read: of the window's last `length` steps, or of
-        its last `short_length` for a series the long period does not decompose (`observed_counts`)."""
-        x = np.asarray(windows, dtype=np.float64).reshape(len(windows), -1)[:, -self.length :]
-        return observed_counts(x, self.long_period, self.short_length)
+    def _tail(self, windows: np.ndarray) -> np.ndarray:
+        """The last `length` steps [S, length] of windows [S, W] or [S, W, 1], float64."""
+        return np.asarray(windows, dtype=np.float64).reshape(len(windows), -1)[:, -self.length :]
 
-    def read_length(self, windows: np.ndarray) -> np.ndarray:
+    def observed(self, windows: np.ndarray, whole: np.ndarray | None = None) -> np.ndarray:
+        """Per series, the observed values the members read: of the window's last `length` steps, or of
+        its last `short_length` for a series the long period does not decompose (`observed_counts`;
+        `whole`: `self.whole` of that tail, if known)."""
+        return observed_counts(self._tail(windows), self.long_period, self.short_length, whole)
+
+    def read_length(self, windows: np.ndarray, whole: np.ndarray | None = None) -> np.ndarray:
         """Per series, how many of the window's last steps the members read: `length`, or `short_length`
-        for a series the long period does not decompose."""
-        x = np.asarray(windows, dtype=np.float64).reshape(len(windows), -1)[:, -self.length :]
-        if self.short_length is None or self.long_period is None:
+        for a series the long period does not decompose (`whole` as `observed`'s)."""
+        x = self._tail(windows)
+        if whole is None:
+            whole = self.whole(x)
+        if whole is None or self.short_length is None:
             return np.full(len(x), self.length)
-        return np.where(long_indices(x, self.long_period)[1], self.length, self.short_length)
+        return np.where(whole, self.length, self.short_length)
 
     def skipped(self, windows: np.ndarray) -> list[str | None]:
         """Per series, why it gets the read-out alone (fewer than `min_values` observed values), else
         None: the answer's note (`local_models` in a /v1 forecast)."""
+        x = self._tail(windows)
+        whole = self.whole(x)
         return [
             None
             if n >= self.min_values
             else f"the global read-out alone: {n} observed values in the last {k} steps, "
             f"the local models ({', '.join(self.members)}) need {self.min_values}"
-            for n, k in zip(self.observed(windows).tolist(), self.read_length(windows).tolist(), strict=True)
+            for n, k in zip(
+                self.observed(x, whole).tolist(), self.read_length(x, whole).tolist(), strict=True
+            )
         ]
 
-    def series_weights(self, windows: np.ndarray) -> np.ndarray:
+    def series_weights(self, windows: np.ndarray, whole: np.ndarray | None = None) -> np.ndarray:
         """[S, 1 + members]: each series' weights, the read-out's first: (1 − Σ w, w...) without a tilt,
         tilted by its features with one; (1, 0, ...) for a series of fewer than `min_values` observed
-        values in the last `length` steps of windows [S, W] or [S, W, 1]."""
-        x = np.asarray(windows, dtype=np.float64).reshape(len(windows), -1)[:, -self.length :]
+        values where its members read (`observed`; `whole` as its) of windows [S, W] or [S, W, 1]."""
+        x = self._tail(windows)
         base = np.array([1.0 - self.share, *self.weights])
         out = np.repeat(base[None], len(x), 0)
         if self.tilt is not None:
             out = softmax_weights(base, self.tilt.logits(series_features(x, self.period)))
-        enough = self.observed(x) >= self.min_values
+        enough = self.observed(x, whole) >= self.min_values
         out[~enough] = np.eye(len(base))[0]
         return out
 
@@ -288,17 +305,19 @@ class LocalSpec:
         2026-12-06)."""
         full = np.asarray(windows, dtype=np.float64).reshape(len(windows), -1)
         x = full[:, -self.length :]
-        enough = self.observed(x) >= self.min_values
+        whole = self.whole(x)  # the seasonality test at the long period, once for all below
+        enough = self.observed(x, whole) >= self.min_values
+        fitted = None if whole is None else whole[enough]
         local = np.zeros((len(x), self.horizon))
         if self.tilt is not None:
-            w = self.series_weights(x)
+            w = self.series_weights(x, whole)
             if enough.any():
-                fc = self.forecasts(x[enough])
+                fc = self.forecasts(x[enough], fitted)
                 local[enough] = sum(w[enough, 1 + i, None] * fc[m] for i, m in enumerate(self.members))
             weight = 1.0 - w[:, :1]
         else:
             if enough.any():
-                fc = self.forecasts(x[enough])
+                fc = self.forecasts(x[enough], fitted)
                 local[enough] = sum(w * fc[m] for m, w in zip(self.members, self.weights, strict=True))
             weight = np.where(enough, self.share, 0.0)[:, None]
         if still_length is not None:

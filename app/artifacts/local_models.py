@@ -53,6 +53,7 @@ __all__ = [
     "observed_counts",
     "seasonal_factors",
     "seasonal_indices",
+    "whole_rows",
 ]
 
 MEMBERS = ("ses", "holt", "damped", "theta", "dotm", "sar", "ets", "airline", "arima", "ces", "hw")
@@ -560,16 +561,30 @@ def seasonal_factors(
     return idx, window, ahead
 
 
+def whole_rows(x: np.ndarray, long_period: int | None, short_length: int | None) -> np.ndarray | None:
+    """Which series [S] of windows x [S, L] a fit with a `short_length` reads whole, decomposed by the long
+    period (`long_indices`); None without a short length (every series read whole). Callers that need it
+    more than once per window compute it once and pass it on (`whole`)."""
+    if short_length is None or long_period is None:
+        return None
+    return long_indices(x, long_period)[1]
+
+
 def observed_counts(
-    x: np.ndarray, long_period: int | None = None, short_length: int | None = None
+    x: np.ndarray,
+    long_period: int | None = None,
+    short_length: int | None = None,
+    whole: np.ndarray | None = None,
 ) -> np.ndarray:
     """Per series, the observed values [S] of the part of windows x [S, L] its members are fitted on
     (`fit_forecast`: the last `short_length` of a series the long period does not decompose, where a
-    short length is given; the whole window otherwise)."""
+    short length is given; the whole window otherwise). `whole`: `whole_rows`' answer, if known."""
     seen = ~np.isnan(np.asarray(x, dtype=np.float64))
-    if short_length is None or long_period is None:
+    if whole is None:
+        whole = whole_rows(x, long_period, short_length)
+    if whole is None or short_length is None:
         return np.asarray(seen.sum(1))
-    return np.where(long_indices(x, long_period)[1], seen.sum(1), seen[:, -short_length:].sum(1))
+    return np.where(whole, seen.sum(1), seen[:, -short_length:].sum(1))
 
 
 def fit_forecast(
@@ -579,15 +594,17 @@ def fit_forecast(
     members: tuple[str, ...] = MEMBERS,
     long_period: int | None = None,
     short_length: int | None = None,
+    whole: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Each of `members`' forecast [S, H] of raw windows x [S, L] (the missing start NaN); `long_period`:
     `seasonal_factors`' (the members on raw values keep the cycle). With `short_length` (and a long
     period), a series the long period decomposes (`long_indices`) is fitted on the whole window, any other
     on its last `short_length` values by the cycle alone: the long decomposition needs LONG_CYCLES long
-    periods of values (three weeks of hours), which a series without one need not be read over."""
+    periods of values (three weeks of hours), which a series without one need not be read over.
+    `whole`: `whole_rows`' answer, if the caller has it."""
     x = np.asarray(x, dtype=np.float64)
     if short_length is not None and long_period is not None:
-        week = long_indices(x, long_period)[1]
+        week = long_indices(x, long_period)[1] if whole is None else whole
         split = {name: np.empty((len(x), horizon)) for name in members}
         for rows, part, lp in ((week, x, long_period), (~week, x[:, -short_length:], None)):
             if rows.any():

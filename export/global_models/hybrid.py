@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from app.artifacts.hybrid import FEATURES, LocalSpec, Tilt, series_features, softmax_weights
-from app.artifacts.local_models import LONG_CYCLES, fit_forecast, observed_counts
+from app.artifacts.local_models import LONG_CYCLES, fit_forecast, observed_counts, whole_rows
 from app.inference.metrics import mase, mase_scales, seasonal_naive_scale
 from rsa_core.windows import tail_windows as _tail_windows
 
@@ -248,10 +248,10 @@ def fit_members(
     feeds them (float32), which series hold `min_values` observed values there (the others get the
     read-out alone), and those windows [S, length]; `long_period` and `short_length` as LocalSpec's."""
     windows = tail_windows(series, length).astype(np.float32)  # as served
-    enough = observed_counts(windows, long_period, short_length) >= min_values
-    forecasts = fit_forecast(
-        windows.astype(np.float64), period, horizon, tuple(members), long_period, short_length
-    )
+    x = windows.astype(np.float64)
+    whole = whole_rows(x, long_period, short_length)  # the seasonality test at the long period, once
+    enough = observed_counts(x, long_period, short_length, whole) >= min_values
+    forecasts = fit_forecast(x, period, horizon, tuple(members), long_period, short_length, whole)
     return forecasts, enough, windows
 
 
