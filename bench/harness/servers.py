@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -27,6 +28,7 @@ from pathlib import Path
 from bench.harness import REPO
 
 HOST = "127.0.0.1"
+KEPT_BYTES = 64 * 1024
 
 
 @dataclass
@@ -35,8 +37,11 @@ class LocalServer:
     process: subprocess.Popen[bytes]
     log: Path
     exit_code: int | None = None  # set once it has stopped
+    kept: str | None = None  # the log's last bytes, once it has stopped and its folder is gone
 
     def output(self, tail: int = 4000) -> str:
+        if self.kept is not None:
+            return self.kept[-tail:]
         try:
             return self.log.read_text(errors="replace")[-tail:]
         except OSError:
@@ -88,7 +93,9 @@ def serve(
     """`command` (which listens on `port`) until /readyz is 200; `stop_signal` on exit.
 
     `exit_code` is set once it has stopped (after a bounded wait, killed if need be: then it is the
-    kill's negative signal number, never 0). Not ready in time, or exited first: RuntimeError.
+    kill's negative signal number, never 0), and the log's last 64 KiB kept in memory (`output()`): its
+    folder is removed, so that a suite of benches and tests leaves nothing behind in the temp folder.
+    Not ready in time, or exited first: RuntimeError.
     """
     log = Path(tempfile.mkdtemp(prefix="bench-")) / f"{name}.log"
     with log.open("wb") as sink:
@@ -113,6 +120,8 @@ def serve(
     finally:
         stop(process, stop_signal, stop_timeout_s)
         live.exit_code = process.returncode
+        live.kept = live.output(tail=KEPT_BYTES)
+        shutil.rmtree(log.parent, ignore_errors=True)
 
 
 def local_server(

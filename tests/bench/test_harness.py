@@ -14,7 +14,7 @@ from pathlib import Path
 from bench.harness import REPO
 from bench.harness.measure import back_to_back, interleaved, process_cpu_s, tree_cpu_s
 from bench.harness.report import Target, at_least, format_table, median_target, target
-from bench.harness.servers import PeerPackages, served_repository, stop
+from bench.harness.servers import PeerPackages, free_port, serve, served_repository, stop
 
 
 def test_missing_peer_packages_are_named_with_the_command_that_installs_them(tmp_path: Path) -> None:
@@ -126,3 +126,24 @@ def test_a_served_repository_links_only_the_versions_asked_for() -> None:
     versions = sorted(p.name for p in (repository / "etth1-rsa").iterdir())
     assert versions == ["1", "3"]
     assert (repository / "etth1-rsa" / "1" / "manifest.json").is_file()
+
+
+READY_SERVER = """
+import http.server, sys
+class Ready(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write(b"ok")
+    def log_message(self, *args):
+        pass
+print("listening", flush=True)
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Ready).serve_forever()
+"""
+
+
+def test_a_stopped_server_leaves_no_folder_and_keeps_its_output() -> None:
+    port = free_port()
+    with serve([sys.executable, "-c", READY_SERVER, str(port)], port, dict(os.environ), name="ready") as live:
+        assert live.log.exists()
+    assert live.exit_code is not None and live.exit_code != 0  # stopped by its signal
+    assert not live.log.parent.exists()
+    assert "listening" in live.output()
