@@ -82,7 +82,8 @@ def window_scale(
     power, as s [S, 1, C] float32 for raw windows [S, L, C]. `statistic` "std" (population) or
     "mean_abs_diff" (mean |x_t − x_t−lag|: lag 1, or a global model's period, its seasonal-naive error).
     A global model's window marks the steps before a short series' start NaN: those are left out (pairs
-    `lag` apart with a missing end; lag 1 where no such pair is left; the floor where none at all). The
+    `lag` apart with a missing end). Lag 1 where no pair `lag` apart is left (a short series, or `rows`
+    <= `lag`); the floor where none at all. The
     one definition the service answers with and the exporter calibrates with; numpy is imported here,
     not at module level, so the contract stays import-free."""
     import numpy as np
@@ -93,7 +94,11 @@ def window_scale(
         if statistic == "std":
             stat = w.std(axis=1)
         else:
-            stat = np.abs(w[:, lag:] - w[:, :-lag]).mean(axis=1) if rows > lag else np.zeros(w[:, 0].shape)
+            # rows <= lag (a global read-out of one period, L = 7 by day): no pair `lag` apart, so lag 1,
+            # as for a short series below; until 2026-12-06 the floor, which made such a model's widths an
+            # absolute 1e30 x 1e-30 whatever the series' scale (80% coverage 0.213, bench.unseen_daily)
+            k = lag if rows > lag else 1
+            stat = np.abs(w[:, k:] - w[:, :-k]).mean(axis=1) if rows > k else np.zeros(w[:, 0].shape)
     elif statistic == "std":
         n = (~missing).sum(axis=1)
         x = np.where(missing, 0.0, w)

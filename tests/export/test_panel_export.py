@@ -189,6 +189,14 @@ def test_the_interval_spread_leaves_the_missing_start_out() -> None:
     np.testing.assert_allclose(
         window_scale(full, "mean_abs_diff", 8, 1.0, [1e-9])[:, 0, 0], np.abs(np.diff(full[:, :, 0])).mean(1)
     )
+    # a window of one period or less (a read-out of L = period) holds no pair a period apart: lag 1 too,
+    # observed or not, never the floor (which made the widths absolute: the same for 1e-3 and 1e3)
+    for lag in (8, 9):
+        np.testing.assert_allclose(
+            window_scale(full, "mean_abs_diff", 8, 1.0, [1e-30], lag)[:, 0, 0],
+            np.abs(np.diff(full[:, :, 0])).mean(1),
+        )
+    assert float(window_scale(full, "mean_abs_diff", 8, 1.0, [1e-30], 7)[0, 0, 0]) == 49.0  # |49 - 0|
 
 
 def test_the_calibration_report_gives_out_of_fold_coverage_per_history_group() -> None:
