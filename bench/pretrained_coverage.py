@@ -2,7 +2,8 @@
 trained on (issues 43 and 47): the M3 and Tourism official hold-outs of the series whose histories the
 monthly, quarterly and yearly models saw (bench/competitions.py's protocol: one window, the first H of
 each hold-out, H the competition's), and ETT's four test months for the hourly model (trained on the
-first twelve; origins every 48 hours, each forecast from the whole history before it).
+first twelve; origins every 48 hours, each forecast from the whole history before it) and, as daily
+means, for the daily model (origins every 14 days).
 
     python -m bench.pretrained_coverage --json results/zero_shot/coverage.json
     python -m bench.pretrained_coverage --only yearly --limit 50               # a smoke run
@@ -38,11 +39,19 @@ from bench.harness.report import write_json
 from export.global_models.calibration import interval_halfwidths
 from export.global_models.model import GlobalModel
 from export.paths import REPO_ROOT
-from export.pretrained import ETT_COLUMNS, ETT_TRAIN_HOURS, SPECS, PretrainedSpec, train_pretrained
+from export.pretrained import (
+    ETT_COLUMNS,
+    ETT_TRAIN_HOURS,
+    SPECS,
+    PretrainedSpec,
+    daily_means,
+    train_pretrained,
+)
 
 SHIPPED = REPO_ROOT / "model_repository"
 ETT_TEST = (16 * 30 * 24, 20 * 30 * 24)  # the ETT protocol's test months (export/data/splits.py)
 ETT_STEP = 48  # hours between the hourly model's test origins (its horizon)
+ETT_DAILY_STEP = 14  # days between the daily model's test origins (its horizon)
 
 
 def shipped(spec: PretrainedSpec, repository: Path = SHIPPED) -> tuple[dict[str, Any], str]:
@@ -98,7 +107,11 @@ def competition_rows(
     return rows
 
 
-def ett_rows(model: GlobalModel, intervals: dict[str, Any], limit: int | None) -> list[dict[str, Any]]:
+def ett_rows(
+    model: GlobalModel, intervals: dict[str, Any], limit: int | None, daily: bool = False
+) -> list[dict[str, Any]]:
+    """ETT's test months, hour by hour or (`daily`) as daily means: `export.pretrained`'s own reading of
+    the training months, applied to whole files."""
     import pandas as pd
 
     series = [
@@ -106,18 +119,22 @@ def ett_rows(model: GlobalModel, intervals: dict[str, Any], limit: int | None) -
         for file in ("ETTh1.csv", "ETTh2.csv")
         for c in ETT_COLUMNS
     ]
-    origins = list(range(ETT_TEST[0], ETT_TEST[1] - ETT_STEP + 1, ETT_STEP))[:limit]
+    first, end, step, unit = (*ETT_TEST, ETT_STEP, " h")
+    if daily:
+        series = [daily_means(v) for v in series]
+        first, end, step, unit = first // 24, end // 24, ETT_DAILY_STEP, " days"
+    origins = list(range(first, end - step + 1, step))[:limit]
     done = [
         scored(
             intervals,
             model,
             [s[:origin] for s in series],
-            np.stack([s[origin : origin + ETT_STEP] for s in series]),
+            np.stack([s[origin : origin + step] for s in series]),
         )
         for origin in origins
     ]
-    values = len(origins) * len(series) * ETT_STEP
-    what = f"ETT test months, {len(origins)} origins every {ETT_STEP} h"
+    values = len(origins) * len(series) * step
+    what = f"ETT test months{', daily means' if daily else ''}, {len(origins)} origins every {step}{unit}"
     return [_row(what, len(series), values, intervals, done)]
 
 
@@ -150,8 +167,8 @@ def evaluate(frequency: str, limit: int | None = None, repository: Path = SHIPPE
     model = dataclasses.replace(model, local=None if local is None else LocalSpec.from_json(local))
     intervals = manifest["intervals"]
     rows = (
-        ett_rows(model, intervals, limit)
-        if frequency == "hourly"
+        ett_rows(model, intervals, limit, daily=frequency == "daily")
+        if frequency in ("hourly", "daily")
         else competition_rows(spec, model, intervals, limit)
     )
     calibration = intervals["calibration"]
@@ -161,7 +178,10 @@ def evaluate(frequency: str, limit: int | None = None, repository: Path = SHIPPE
         "drift_check": (calibration.get("drift") or {}).get("check"),
         "trained_in_s": round(time.perf_counter() - start, 1),
         "rows": rows,
-        "training": f"{ETT_TRAIN_HOURS} hours of each column" if frequency == "hourly" else "histories",
+        "training": {
+            "hourly": f"{ETT_TRAIN_HOURS} hours of each column",
+            "daily": f"{ETT_TRAIN_HOURS // 24} daily means of each column",
+        }.get(frequency, "histories"),
     }
 
 

@@ -27,7 +27,7 @@ import argparse
 import contextlib
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,11 +37,31 @@ import numpy as np
 from app.inference.metrics import mase
 from bench.harness.report import write_json
 
-MODEL, H, PERIOD = "pretrained-hourly", 48, 24
 PEERS = ("SeasonalNaive", "AutoETS", "AutoTheta", "MSTL")
 LEVEL = 80
-# The hours before the earliest origin a model trained on these series reads (`--own`): 24 weeks.
-OWN_HOURS = 4032
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What the bench scores a pretrained model with: its frequency (`export.pretrained`'s key), horizon,
+    cycle, MSTL's seasons, the steps before the earliest origin a model trained on the series reads
+    (`--own`), and the seasons whose members' decomposition `--own`'s ablation leaves out."""
+
+    frequency: str
+    horizon: int
+    period: int
+    seasons: tuple[int, ...]
+    own_steps: int
+    unit: str
+
+    @property
+    def model(self) -> str:
+        return f"pretrained-{self.frequency}"
+
+
+# 24 weeks of hours before the earliest origin for `--own`; MSTL with a daily and a weekly season.
+HOURLY = Setting("hourly", 48, 24, (24, 168), 4032, "hours")
+MODEL, H, PERIOD = HOURLY.model, HOURLY.horizon, HOURLY.period
 
 
 def hourly_series() -> dict[str, np.ndarray]:
@@ -79,17 +99,19 @@ class Case:
         return self.series.split(":")[0]
 
 
-def cut(series: dict[str, np.ndarray], origins: int, step: int, context: int) -> list[Case]:
-    """Each series' cases: a forecast at each origin whose H hours after it are all observed and whose
-    `context` hours before it hold at least two days."""
-    out = []
+def cut(
+    series: dict[str, np.ndarray], origins: int, step: int, context: int, setting: Setting = HOURLY
+) -> list[Case]:
+    """Each series' cases: a forecast at each origin whose H steps after it are all observed and whose
+    `context` steps before it hold at least two cycles."""
+    out, h = [], setting.horizon
     for name, values in series.items():
         for k in range(origins):
-            end = len(values) - H - k * step
+            end = len(values) - h - k * step
             if end < context:
                 break
-            history, future = values[end - context : end], values[end : end + H]
-            if np.isnan(future).any() or np.isfinite(history).sum() < 2 * PERIOD:
+            history, future = values[end - context : end], values[end : end + h]
+            if np.isnan(future).any() or np.isfinite(history).sum() < 2 * setting.period:
                 continue
             out.append(Case(name, k * step, history, future))
     return out
@@ -102,26 +124,31 @@ def filled(history: np.ndarray) -> np.ndarray:
     return np.interp(t, t[ok], history[ok])
 
 
-def ours(cases: Sequence[Case]) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+def ours(
+    cases: Sequence[Case], setting: Setting = HOURLY
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """The service's forecast and 80% interval [N, H] of every case, and the request's seconds."""
     from app.core.config import Settings
     from bench.harness.in_process import serve_in_process
     from export.paths import REPO_ROOT
 
     settings = Settings(
-        model_repository=REPO_ROOT / "model_repository", models=[MODEL], device="cpu", request_timeout_s=600
+        model_repository=REPO_ROOT / "model_repository",
+        models=[setting.model],
+        device="cpu",
+        request_timeout_s=600,
     )
     body = {
         "series": [
             {"id": f"{c.series}@{c.origin}", "values": [None if np.isnan(v) else float(v) for v in c.history]}
             for c in cases
         ],
-        "horizon": H,
+        "horizon": setting.horizon,
         "level": [LEVEL],
     }
     with serve_in_process(settings) as client:
         start = time.perf_counter()
-        r = client.post(f"/v1/models/{MODEL}/forecast", json=body)
+        r = client.post(f"/v1/models/{setting.model}/forecast", json=body)
         seconds = time.perf_counter() - start
     r.raise_for_status()
     answers = r.json()["forecasts"]
@@ -132,7 +159,9 @@ def ours(cases: Sequence[Case]) -> tuple[np.ndarray, np.ndarray, np.ndarray, flo
     return stack("forecast"), stack(f"lo-{LEVEL}"), stack(f"hi-{LEVEL}"), seconds
 
 
-def peer(name: str, cases: Sequence[Case]) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+def peer(
+    name: str, cases: Sequence[Case], setting: Setting = HOURLY
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """statsforecast's `name` fitted on every case's filled history: forecast and 80% interval [N, H], and
     the seconds it took (two processes)."""
     import pandas as pd
@@ -140,27 +169,30 @@ def peer(name: str, cases: Sequence[Case]) -> tuple[np.ndarray, np.ndarray, np.n
     from statsforecast import models as sf_models
 
     model = (
-        sf_models.MSTL(season_length=[PERIOD, 7 * PERIOD])
+        sf_models.MSTL(season_length=list(setting.seasons))
         if name == "MSTL"
-        else getattr(sf_models, name)(season_length=PERIOD)
+        else getattr(sf_models, name)(season_length=setting.period)
     )
+    h = setting.horizon
     frame = pd.concat(
         pd.DataFrame({"unique_id": i, "ds": np.arange(len(c.history)), "y": filled(c.history)})
         for i, c in enumerate(cases)
     )
     start = time.perf_counter()
-    predicted = StatsForecast(models=[model], freq=1, n_jobs=2).forecast(df=frame, h=H, level=[LEVEL])
+    predicted = StatsForecast(models=[model], freq=1, n_jobs=2).forecast(df=frame, h=h, level=[LEVEL])
     seconds = time.perf_counter() - start
     predicted = predicted.sort_values(["unique_id", "ds"])
     column = str(model)
 
     def values(col: str) -> np.ndarray:
-        return predicted[col].to_numpy(np.float64).reshape(len(cases), H)
+        return predicted[col].to_numpy(np.float64).reshape(len(cases), h)
 
     return values(column), values(f"{column}-lo-{LEVEL}"), values(f"{column}-hi-{LEVEL}"), seconds
 
 
-def own_models(series: dict[str, np.ndarray], cases: Sequence[Case], earliest: int) -> dict[str, Any]:
+def own_models(
+    series: dict[str, np.ndarray], cases: Sequence[Case], earliest: int, setting: Setting = HOURLY
+) -> dict[str, Any]:
     """A hybrid trained as `export.panel train` trains by default (horizon 48, period 24) on these series'
     own hours before the earliest origin's forecast, twice: as it is (the members' weekly decomposition
     tried beside the daily one, export/global_models/hybrid.py `long_periods`) and with the daily one
@@ -172,12 +204,16 @@ def own_models(series: dict[str, np.ndarray], cases: Sequence[Case], earliest: i
     from export.global_models.config import PanelConfig
     from export.global_models.search import train_global
 
-    train = [filled(v[: len(v) - earliest])[-OWN_HOURS:] for v in series.values()]
+    train = [filled(v[: len(v) - earliest])[-setting.own_steps :] for v in series.values()]
     out = {}
-    for name, patch in (("weekly tried", None), ("daily only", lambda period: [])):
+    daily_only: Callable[[int], list[int]] = lambda period: []  # noqa: E731
+    runs = [("weekly tried", None), ("daily only", daily_only)] if setting is HOURLY else [("", None)]
+    for name, patch in runs:
         with mock.patch.object(hybrid, "long_periods", patch) if patch else contextlib.nullcontext():
             start = time.perf_counter()
-            model = train_global(train, PanelConfig(horizon=H, period=PERIOD), local=True)
+            model = train_global(
+                train, PanelConfig(horizon=setting.horizon, period=setting.period), local=True
+            )
             seconds = time.perf_counter() - start
         local = model.local
         out[name] = {
@@ -190,7 +226,7 @@ def own_models(series: dict[str, np.ndarray], cases: Sequence[Case], earliest: i
     return out
 
 
-def readout_alone(cases: Sequence[Case]) -> tuple[np.ndarray, float]:
+def readout_alone(cases: Sequence[Case], setting: Setting = HOURLY) -> tuple[np.ndarray, float]:
     """The shipped model's read-out alone: its forecast [N, H] of every case (history filled, as
     `own_models`' are) and the seconds to train it again offline (`export.pretrained`'s code, its graph
     checked byte-equal to the shipped one), its local half left out."""
@@ -199,7 +235,7 @@ def readout_alone(cases: Sequence[Case]) -> tuple[np.ndarray, float]:
     from bench.pretrained_coverage import same_graph, shipped
     from export.pretrained import SPECS, train_pretrained
 
-    spec = SPECS["hourly"]
+    spec = SPECS[setting.frequency]
     _, sha256 = shipped(spec)
     start = time.perf_counter()
     model, _, _ = train_pretrained(spec, [s for source in spec.sources for s in source.load()])
@@ -211,12 +247,16 @@ def readout_alone(cases: Sequence[Case]) -> tuple[np.ndarray, float]:
 
 
 def scores(
-    cases: Sequence[Case], point: np.ndarray, lo: np.ndarray | None = None, hi: np.ndarray | None = None
+    cases: Sequence[Case],
+    point: np.ndarray,
+    lo: np.ndarray | None = None,
+    hi: np.ndarray | None = None,
+    setting: Setting = HOURLY,
 ) -> dict[str, Any]:
     """Mean MASE over every case and per source, the median MASE, and the 80% interval's coverage where
     one is given (None: the library's forecast has no interval)."""
     future = np.stack([c.future for c in cases])
-    each = mase([filled(c.history) for c in cases], future, point, PERIOD)
+    each = mase([filled(c.history) for c in cases], future, point, setting.period)
     inside = None if lo is None or hi is None else ((future >= lo) & (future <= hi)).mean(1)
     sources = np.array([c.source for c in cases])
 
@@ -239,36 +279,58 @@ def scores(
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    return run(argv, HOURLY, hourly_series, origins=28, step=25, context=1008)
+
+
+def run(
+    argv: Sequence[str] | None,
+    setting: Setting,
+    load: Callable[[], dict[str, np.ndarray]],
+    *,
+    origins: int,
+    step: int,
+    context: int,
+) -> dict[str, Any]:
+    """The bench's command line for `setting`'s model on the series `load` reads (its defaults given)."""
+    unit, h = setting.unit, setting.horizon
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--origins", type=int, default=28, help="forecasts per series (default 28)")
-    ap.add_argument("--step", type=int, default=25, help="hours between a series' origins (default 25)")
-    ap.add_argument("--context", type=int, default=1008, help="hours sent before each origin (six weeks)")
+    ap.add_argument("--origins", type=int, default=origins, help=f"forecasts per series (default {origins})")
+    ap.add_argument(
+        "--step", type=int, default=step, help=f"{unit} between a series' origins (default {step})"
+    )
+    ap.add_argument(
+        "--context", type=int, default=context, help=f"{unit} sent before each origin ({context})"
+    )
     ap.add_argument("--peers", nargs="*", choices=PEERS, default=list(PEERS), help="statsforecast's models")
     ap.add_argument(
-        "--own", action="store_true", help="also a hybrid trained on the series' hours before the origins"
+        "--own", action="store_true", help=f"also a hybrid trained on the series' {unit} before the origins"
     )
     ap.add_argument(
         "--readout", action="store_true", help="also the shipped model's read-out alone (trained again)"
     )
     ap.add_argument("--json", type=Path, default=None, help="write the report here")
     args = ap.parse_args(argv)
-    series = hourly_series()
-    cases = cut(series, args.origins, args.step, args.context)
+    series = load()
+    cases = cut(series, args.origins, args.step, args.context, setting)
     if not cases:
-        raise SystemExit(f"no series holds --context {args.context} + {H} hours")
+        raise SystemExit(f"no series holds --context {args.context} + {h} {unit}")
     rows = {}
-    point, lo, hi, seconds = ours(cases)
-    rows[f"{MODEL} (the service)"] = scores(cases, point, lo, hi) | {"seconds": seconds}
+    point, lo, hi, seconds = ours(cases, setting)
+    rows[f"{setting.model} (the service)"] = scores(cases, point, lo, hi, setting) | {"seconds": seconds}
     if args.readout:
-        point, seconds = readout_alone(cases)
-        rows[f"{MODEL}'s read-out alone (offline)"] = scores(cases, point) | {"seconds": seconds}
+        point, seconds = readout_alone(cases, setting)
+        rows[f"{setting.model}'s read-out alone (offline)"] = scores(cases, point, setting=setting) | {
+            "seconds": seconds
+        }
     if args.own:
-        for name, row in own_models(series, cases, (args.origins - 1) * args.step + H).items():
+        earliest = (args.origins - 1) * args.step + h
+        for name, row in own_models(series, cases, earliest, setting).items():
             point = row.pop("forecast")
-            rows[f"hybrid trained on these series' earlier hours ({name})"] = scores(cases, point) | row
+            label = f"hybrid trained on these series' earlier {unit}" + (f" ({name})" if name else "")
+            rows[label] = scores(cases, point, setting=setting) | row
     for name in args.peers:
-        point, lo, hi, seconds = peer(name, cases)
-        rows[name] = scores(cases, point, lo, hi) | {"seconds": seconds}
+        point, lo, hi, seconds = peer(name, cases, setting)
+        rows[name] = scores(cases, point, lo, hi, setting) | {"seconds": seconds}
     for name, row in rows.items():
         print(
             f"{name}: MASE {row['mase']:.3f} (median {row['mase_median']:.3f})"
@@ -278,10 +340,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             + f" ({row['seconds']:.1f} s)",
             flush=True,
         )
+    module = "unseen_hourly" if setting is HOURLY else f"unseen_{setting.frequency}"
     report = {
-        "command": "python -m bench.unseen_hourly " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "model": MODEL,
-        "horizon": H,
+        "command": f"python -m bench.{module} " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "model": setting.model,
+        "horizon": h,
         "series": {name: len(v) for name, v in series.items()},
         "cases": len(cases),
         "origins": args.origins,

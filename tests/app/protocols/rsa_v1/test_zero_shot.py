@@ -150,9 +150,13 @@ def test_the_shipped_repository_answers_a_flat_monthly_series_by_its_start() -> 
     answers by its `freq`."""
     shipped = Path(__file__).resolve().parents[4] / "model_repository"
     names = sorted(p.name for p in shipped.glob("pretrained-*"))
-    assert {"pretrained-monthly", "pretrained-quarterly", "pretrained-yearly", "pretrained-hourly"} <= set(
-        names
-    )
+    assert {
+        "pretrained-monthly",
+        "pretrained-quarterly",
+        "pretrained-yearly",
+        "pretrained-hourly",
+        "pretrained-daily",
+    } <= set(names)
     flat = {"series": [{"start": "2022-01-01", "values": [100.0] * 48}], "level": [80]}
     with running_client(make_settings(shipped, models=names)) as c:
         r = c.post("/v1/forecast", json=flat)
@@ -170,6 +174,25 @@ def test_the_shipped_repository_answers_a_flat_monthly_series_by_its_start() -> 
             answer = c.post("/v1/forecast", json={**flat, "freq": freq})
             assert answer.status_code == 200, answer.text
             assert answer.json()["model"] == f"pretrained-{model}"
+        # a daily series by its timestamps, a weekday and weekend cycle forecast in its own units (the
+        # intervals' spread at lag 1 over the read-out's week: before, one absolute width for any scale;
+        # the weekend's jumps make it wide for so regular a series, docs/pretrained.md says why kept)
+        days = pd.date_range("2024-01-01", periods=70, freq="D")
+        weekly = [100.0 + 20.0 * (d.day_of_week >= 5) + (i % 3) for i, d in enumerate(days)]
+        widths = []
+        for unit in (1.0, 1000.0):
+            series = {"timestamps": [d.isoformat() for d in days], "values": [unit * v for v in weekly]}
+            answer = c.post("/v1/forecast", json={"series": [series], "horizon": 14, "level": [80]})
+            assert answer.status_code == 200, answer.text
+            got = answer.json()
+            assert (got["model"], got["frequency"]["name"]) == ("pretrained-daily", "daily")
+            one = got["forecasts"][0]
+            point = np.asarray(one["forecast"])[:, 0] / unit
+            weekend = np.array([d.day_of_week >= 5 for d in pd.date_range(days[-1], periods=15)[1:]])
+            assert point[weekend].min() > point[~weekend].max() + 10  # the weekend kept
+            widths.append((np.asarray(one["hi-80"]) - np.asarray(one["lo-80"]))[:, 0] / unit)
+        np.testing.assert_allclose(widths[1], widths[0], rtol=1e-4)
+        assert 0.5 < widths[0].mean() < 40  # in the series' units: 27 (the weekend's jump is 20)
 
 
 def stamped(freq: str, n: int = 30, start: str = "2001-01-01", tz: str | None = None) -> dict[str, Any]:
