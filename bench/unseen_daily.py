@@ -62,7 +62,7 @@ def daily_series() -> dict[str, np.ndarray]:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    return run(argv, DAILY, daily_series, origins=12, step=9, context=182)
+    return run(argv, DAILY, daily_series, __doc__, origins=12, step=9, context=182)
 
 
 if __name__ == "__main__":

@@ -279,21 +279,23 @@ def scores(
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    return run(argv, HOURLY, hourly_series, origins=28, step=25, context=1008)
+    return run(argv, HOURLY, hourly_series, __doc__, origins=28, step=25, context=1008)
 
 
 def run(
     argv: Sequence[str] | None,
     setting: Setting,
     load: Callable[[], dict[str, np.ndarray]],
+    doc: str | None,
     *,
     origins: int,
     step: int,
     context: int,
 ) -> dict[str, Any]:
-    """The bench's command line for `setting`'s model on the series `load` reads (its defaults given)."""
+    """The bench's command line for `setting`'s model on the series `load` reads (its defaults given; its
+    help the first paragraph of `doc`, the calling module's docstring)."""
     unit, h = setting.unit, setting.horizon
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
     ap.add_argument("--origins", type=int, default=origins, help=f"forecasts per series (default {origins})")
     ap.add_argument(
         "--step", type=int, default=step, help=f"{unit} between a series' origins (default {step})"

@@ -83,9 +83,8 @@ def window_scale(
     "mean_abs_diff" (mean |x_t − x_t−lag|: lag 1, or a global model's period, its seasonal-naive error).
     A global model's window marks the steps before a short series' start NaN: those are left out (pairs
     `lag` apart with a missing end). Lag 1 where no pair `lag` apart is left (a short series, or `rows`
-    <= `lag`); the floor where none at all. The
-    one definition the service answers with and the exporter calibrates with; numpy is imported here,
-    not at module level, so the contract stays import-free."""
+    <= `lag`); the floor where none at all. The one definition the service answers with and the exporter
+    calibrates with; numpy is imported here, not at module level, so the contract stays import-free."""
     import numpy as np
 
     w = np.asarray(windows, dtype=np.float64)[:, -rows:]
