@@ -188,7 +188,7 @@ def evaluate(frequency: str, limit: int | None = None, repository: Path = SHIPPE
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", action="append", choices=list(SPECS), help="these models only")
-    ap.add_argument("--limit", type=int, default=None, help="the first N series (hourly: origins)")
+    ap.add_argument("--limit", type=int, default=None, help="the first N series (hourly, daily: origins)")
     ap.add_argument(
         "--repository",
         type=Path,
