@@ -119,11 +119,21 @@ class ZeroShotBody:
     timestamps: tuple[list[datetime] | None, ...] | None = None
 
 
+# Business-day aliases (pandas' B, C): such a series is a daily one with no value on some days.
+_BUSINESS_DAYS = ("B", "C")
+
+
 def _refuse_freq(freq: str) -> InvalidInput:
+    hint = (
+        "; a business-day series is a daily one with days missing: send freq D with null for the days "
+        "without a value"
+        if freq.strip().upper() in _BUSINESS_DAYS
+        else ""
+    )
     return InvalidInput(
         f"freq {freq!r} is not a pandas frequency alias this service reads; give one of "
         f"{', '.join(FREQUENCIES.values())} (ME, QE, YE for month ends; an anchor such as QS-OCT or a "
-        "multiple such as 3MS is read too)",
+        f"multiple such as 3MS is read too){hint}",
         field="freq",
         limit="MS, QS, YS, h, D, W (pandas aliases)",
     )

@@ -79,6 +79,16 @@ def test_a_frequency_without_a_model_is_422_naming_those_with_one(client: TestCl
     assert "hourly" in error["message"] and "monthly, quarterly, yearly" in error["message"]
 
 
+@pytest.mark.parametrize("freq", ["B", "C"])
+def test_a_business_day_freq_says_to_send_the_days_as_daily(client: TestClient, freq: str) -> None:
+    r = client.post("/v1/forecast", json=monthly_body(freq=freq))
+    assert r.status_code == 422, r.text
+    error = r.json()["error"]
+    assert (
+        error["field"] == "freq" and "send freq D with null for the days without a value" in error["message"]
+    )
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [
