@@ -45,7 +45,7 @@ LEVEL = 80
 class Setting:
     """What the bench scores a pretrained model with: its frequency (`export.pretrained`'s key), horizon,
     cycle, MSTL's seasons, the steps before the earliest origin a model trained on the series reads
-    (`--own`), and the seasons whose members' decomposition `--own`'s ablation leaves out."""
+    (`--own`), and what a step is called ("hours")."""
 
     frequency: str
     horizon: int
@@ -193,11 +193,11 @@ def peer(
 def own_models(
     series: dict[str, np.ndarray], cases: Sequence[Case], earliest: int, setting: Setting = HOURLY
 ) -> dict[str, Any]:
-    """A hybrid trained as `export.panel train` trains by default (horizon 48, period 24) on these series'
-    own hours before the earliest origin's forecast, twice: as it is (the members' weekly decomposition
-    tried beside the daily one, export/global_models/hybrid.py `long_periods`) and with the daily one
-    alone (the ablation). Each one's forecast [N, H] of every case (its history filled: the library's
-    model reads no missing value inside a window) and what it chose."""
+    """A hybrid trained as `export.panel train` trains by default (the setting's horizon and cycle) on these
+    series' own steps before the earliest origin's forecast; hourly, twice: as it is (the members' weekly
+    decomposition tried beside the daily one, export/global_models/hybrid.py `long_periods`) and with the
+    daily one alone (the ablation). Each one's forecast [N, H] of every case (its history filled: the
+    library's model reads no missing value inside a window) and what it chose."""
     from unittest import mock
 
     from export.global_models import hybrid
