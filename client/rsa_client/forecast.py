@@ -25,10 +25,13 @@ import numpy as np
 import pandas as pd
 
 from rsa_client.frames import (
+    _aware,
     _bounds,
     _calibrated,
     _channel_columns,
+    _check_steps,
     _long_frame,
+    _model_frequency,
     _ordered,
     _start,
     _window_starts,
@@ -103,6 +106,9 @@ class _Forecasting(_Models):
         begins, ends, series_ids = _bounds(ids, spec)
         L = spec.input_length
         lengths = np.minimum(ends - begins, L)
+        read = np.arange(len(ids)) >= np.repeat(ends - lengths, ends - begins)  # each series' window
+        zoned = _aware(frame[time_col], spec.timezone, ids)
+        _check_steps(ids[read], zoned[read], _model_frequency(spec))
         covariates = _covariate_tensors(
             spec, frame, X_df, series_ids, begins, ends, stamps[ends - 1], id_col, time_col
         )
@@ -172,9 +178,12 @@ class _Forecasting(_Models):
             raise ValueError(f"df has no column {target!r} (give target_col)")
         frame = df.sort_values([id_col, time_col], kind="stable")
         groups = [(str(sid), rows) for sid, rows in frame.groupby(id_col, sort=False)]
+        # each series' step, by the rule the service reads timestamps by; its rows checked against it
+        found = {sid: infer_frequency(pd.DatetimeIndex(r[time_col])) for sid, r in groups if len(r) >= 2}
+        for sid, rows in groups:
+            _check_steps(np.full(len(rows), sid, dtype=object), rows[time_col], found.get(sid))
         if freq is None:
-            found = (infer_frequency(pd.DatetimeIndex(r[time_col])) for _, r in groups if len(r) >= 2)
-            inferred = {f.freq for f in found if f is not None}
+            inferred = {f.freq for f in found.values() if f is not None}
             if len(inferred) > 1:
                 raise ValueError(
                     f"df's series have different frequencies {sorted(inferred)}: forecast them apart"
@@ -315,6 +324,9 @@ class _Forecasting(_Models):
             series = [s.body(reach=reach) for s in histories]
         elif X_df is not None:
             raise ValueError(f"model {model} takes no covariates; X_df would not be read")
+        if not series:  # the rows sent as consecutive steps from each `start`: checked first
+            step = _model_frequency(spec if spec is not None else self.model(model, version))
+            _check_steps(frame[id_col].to_numpy(), frame[time_col], step)
         for key, part in [] if series else frame.groupby(id_col, sort=False):
             values = part[target].to_numpy(np.float64)
             series.append(

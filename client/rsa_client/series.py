@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rsa_client.frames import _future, _ordered, _zone
+from rsa_client.frames import _aware, _check_steps, _future, _model_frequency, _ordered, _zone
 from rsa_client.models import ModelSpec
 from rsa_core.future import future_rows_problem
 from rsa_core.windows import right_aligned as _right_aligned
@@ -92,6 +92,8 @@ def _histories(
     out = []
     values = frame[columns].to_numpy(np.float64)
     ids = frame[id_col].to_numpy()
+    if spec is not None:  # every row is sent, as consecutive steps from the series' start
+        _check_steps(ids, _aware(frame[time_col], spec.timezone, ids), _model_frequency(spec))
     cuts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
     begins, ends = np.concatenate([[0], cuts]).astype(int), np.concatenate([cuts, [len(ids)]]).astype(int)
     after: dict[str, np.ndarray] = {}

@@ -131,3 +131,49 @@ def test_a_month_end_frame_is_forecast_on_month_ends(service: LiveService, ends:
     last = pd.date_range("2015-01-01", periods=30, freq=ends)[-1]
     assert list(out["ds"]) == list(pd.date_range(last, periods=5, freq=ends)[1:])
     np.testing.assert_array_equal(out[name].to_numpy(), same[name].to_numpy())
+
+
+def test_a_missing_row_is_refused_before_any_request_on_every_path(service: LiveService) -> None:
+    """A frame with a missing month (or business days) was sent as consecutive steps from its start: every
+    value before the gap dated a step late (a 120-business-day series forecast from 30 April instead of
+    after 14 June). Each path refuses it, naming the series and the rows, before any request."""
+    frame = long("MS", {"a": 40, "b": 30})
+    gapped = frame[~((frame["unique_id"] == "b") & (frame["ds"] == pd.Timestamp("2016-03-01")))]
+    with Client(service.url, concurrency=1) as client:
+        for call in (
+            lambda df: client.forecast(df, h=6),
+            lambda df: client.forecast(df, h=6, model="pretrained-monthly"),
+            lambda df: client.fit_forecast(df, h=6, model="pretrained-monthly"),
+            lambda df: client.cross_validation(df, h=6, n_windows=2, model="pretrained-monthly"),
+            lambda df: client.detect_anomalies(df, level=95, last=3, model="pretrained-monthly"),
+        ):
+            with pytest.raises(
+                ValueError, match=r"series 'b': its rows must step by MS.*2016-04-01.*2016-02-01"
+            ):
+                call(gapped)
+        # a gap before the window a named forecast reads (its 120 months) is no concern of it: those rows
+        # are not sent
+        longer = long("MS", {"a": 150})
+        early = longer[longer["ds"] != pd.Timestamp("2015-02-01")]
+        out = client.forecast(early, h=6, model="pretrained-monthly")
+    assert out["ds"].iloc[0] == pd.Timestamp("2027-07-01")
+
+
+def test_the_step_check_reads_days_on_the_wall_clock_and_months_on_their_anchor() -> None:
+    from rsa_client.frames import _check_steps
+
+    from rsa_core.frequency import Frequency
+
+    day = Frequency("1D", 86_400.0)
+    berlin = pd.Series(pd.date_range("2024-03-25", periods=10, freq="D", tz="Europe/Berlin"))
+    _check_steps(np.zeros(10, int), berlin, day)  # 23 hours across the spring change: one day on the clock
+    business = pd.Series(pd.bdate_range("2024-01-01", periods=10))
+    with pytest.raises(ValueError, match=r"series 0: .* 2024-01-08 00:00:00 follows 2024-01-05 00:00:00"):
+        _check_steps(np.zeros(10, int), business, day)
+    two = pd.Series(list(pd.date_range("2024-01-01", periods=3, freq="D")) * 2)  # two series, each whole
+    _check_steps(np.repeat(["x", "y"], 3), two, day)
+    ends = pd.Series(pd.date_range("2020-01-31", periods=6, freq="ME"))
+    _check_steps(np.zeros(6), ends, Frequency("1ME", 2_629_746.0))
+    with pytest.raises(ValueError, match="repeated times"):
+        _check_steps(np.zeros(4), pd.Series(pd.to_datetime(["2020-01-01"] * 2 + ["2020-01-02"] * 2)), day)
+    _check_steps(np.zeros(3), business[:3], None)  # a version without a frequency: nothing to check
