@@ -324,9 +324,10 @@ class _Forecasting(_Models):
             series = [s.body(reach=reach) for s in histories]
         elif X_df is not None:
             raise ValueError(f"model {model} takes no covariates; X_df would not be read")
+        if spec is None:  # its frequency (the rows' steps) and zone (the answer's wall clock)
+            spec = self.model(model, version)
         if not series:  # the rows sent as consecutive steps from each `start`: checked first
-            step = _model_frequency(spec if spec is not None else self.model(model, version))
-            _check_steps(frame[id_col].to_numpy(), frame[time_col], step)
+            _check_steps(frame[id_col].to_numpy(), frame[time_col], _model_frequency(spec))
         for key, part in [] if series else frame.groupby(id_col, sort=False):
             values = part[target].to_numpy(np.float64)
             series.append(
@@ -362,5 +363,8 @@ class _Forecasting(_Models):
                     rows[f"{named}-{band}"] += [row[0] for row in f[band]]
             out = pd.DataFrame(rows)
             out[time_col] = pd.to_datetime(out[time_col], utc=True, format="ISO8601")
+            if pd.to_datetime(frame[time_col]).dt.tz is None:  # naive in, naive out, as `forecast`
+                wall = out[time_col].dt.tz_convert(spec.timezone) if spec.timezone else out[time_col]
+                out[time_col] = wall.dt.tz_localize(None)
             out.attrs["fit"] = answer["fit"]
         return out
