@@ -35,12 +35,16 @@ from app.inference.windows import (
 )
 from batch.job import Job, channel_columns, covariate_layout, published
 from batch.reading import _EPOCH, _changes, _shown, _sorted, _utc_micros, future_frame
+from rsa_core.frequency import Frequency, steps_ok
 from rsa_core.future import FutureProblem, future_rows_problem
 from rsa_core.steps import steps_after
 
 # The share of a window's values that may be missing and be filled: the service's default
 # (RSA_MAX_MISSING_SHARE).
 MAX_MISSING_SHARE: float = Settings.model_fields["max_missing_share"].default
+# The window rows whose steps `_refuse_gaps` judges at once: a few int64 arrays of them at a time (about
+# 8 MB each), whatever the part's size.
+_GAP_CHECK_ROWS = 1 << 20
 
 
 class Forecaster:
@@ -109,6 +113,7 @@ class Forecaster:
         ends = np.concatenate([cuts, [n]]).astype(np.int64) if n else cuts
         ids = table[job.id_col].take(pa.array(begins)).to_numpy(zero_copy_only=False)  # one per series
         self._refuse_repeats(stamps, begins, ends, ids)
+        self._refuse_gaps(stamps, begins, ends, ids)
         S = len(begins)
         windows = np.empty((S, L, len(columns)), np.float32)
         phases = np.empty(S, np.int64) if manifest.cycle is not None else None
@@ -180,6 +185,44 @@ class Forecaster:
             f"{row - int(begins[i])} of the series sorted by time): a series holds each time once; drop "
             "or aggregate the duplicates" + (f" ({more} more duplicate rows in this part)" if more else "")
         )
+
+    def _refuse_gaps(self, stamps: np.ndarray, begins: np.ndarray, ends: np.ndarray, ids: np.ndarray) -> None:
+        """ValueError naming the first series whose window (the rows the model reads: its last L) does not
+        step by the model's frequency one row after the other (a missing row, a step back): the model reads
+        them as consecutive steps, so such a window's values would sit a step off and its cycle out of
+        phase (120 business days were forecast as if the weekends did not exist). The rule the service
+        reads a request's timestamps by and the client checks a frame by (`rsa_core.frequency.steps_ok`:
+        months on their anchor and days on the model's wall clock), in blocks of series, so that it holds
+        a few arrays of a block's rows at a time, not of the part's."""
+        m, L = self.manifest, self.manifest.input_length
+        frequency = Frequency(m.frequency or "", m.frequency_seconds)
+        block = max(1, _GAP_CHECK_ROWS // L)
+        for lo in range(0, len(begins), block):
+            b, e = begins[lo : lo + block], ends[lo : lo + block]
+            top = np.maximum(b, e - L)
+            rows = np.concatenate([np.arange(t, x) for t, x in zip(top, e, strict=True)]) if len(b) else b
+            if len(rows) < 2:
+                continue
+            us = stamps[rows].astype("datetime64[us]")
+            times: Any = us
+            if m.zone is not None:  # the model's wall clock, vectorised (pandas comes with Ray Data)
+                import pandas as pd
+
+                times = pd.DatetimeIndex(us).tz_localize("UTC").tz_convert(m.zone)
+            series = np.repeat(np.arange(lo, lo + len(b)), e - top)
+            bad = np.flatnonzero(~(steps_ok(times, frequency) | (series[1:] != series[:-1])))
+            if not bad.size:
+                continue
+            k = int(bad[0]) + 1
+            when, before = (
+                (_EPOCH + timedelta(microseconds=int(stamps[rows[j]]))).astimezone(m.zone or UTC).isoformat()
+                for j in (k, k - 1)
+            )
+            raise ValueError(
+                f"series {ids[series[k]]!r}: the rows its window reads (its last {L}) must step by "
+                f"{frequency.freq} one after the other, but {when} follows {before}: the model reads them "
+                "as consecutive steps; insert a row with a null value for each missing step"
+            )
 
     def _covariates(
         self,

@@ -48,6 +48,7 @@ __all__ = [
     "off_grid",
     "parse_alias",
     "read_start",
+    "steps_ok",
 ]
 
 # The frequencies that have a name, shortest step first, with pandas' alias of each (month-start
@@ -258,14 +259,15 @@ def infer_frequency(times: Any) -> Frequency | None:
     return Frequency(alias, seconds)
 
 
-def off_grid(times: Any, frequency: Frequency) -> int | None:
-    """The index of the first timestamp that is not one step of `frequency` after the one before (a gap,
-    a repeat, a step back), None when every one is: whole months on the anchor and time of day of the
-    first, on the wall clock; whole days on the wall clock; shorter steps on the instants where known
-    (the clocks `infer_frequency` judges by)."""
+def steps_ok(times: Any, frequency: Frequency) -> np.ndarray:
+    """Per consecutive pair of `times` (bool [n − 1]), whether the second is one step of `frequency` after
+    the first: whole months on the anchor and the time of day of the one before, on the wall clock; whole
+    days on the wall clock; shorter steps on the instants where known (the clocks `infer_frequency` judges
+    by). Pairs only, so several series' times end to end are judged at once (their boundary pairs left to
+    the caller)."""
     wall, instants = _clocks(times)
     if len(wall) < 2:
-        return None
+        return np.zeros(0, dtype=bool)
     months = calendar_step(frequency.alias)
     if months is not None:
         days = wall.astype("datetime64[D]")
@@ -273,16 +275,22 @@ def off_grid(times: Any, frequency: Frequency) -> int | None:
         first_day = month.astype("datetime64[D]")
         anchor = (month + 1).astype("datetime64[D]") - 1 if months.month_end else first_day
         time_of_day = wall - days
-        ok = (
+        ok: np.ndarray = (
             (np.diff(month.astype("int64")) == months.months)
             & (days[1:] == anchor[1:])
-            & (time_of_day[1:] == time_of_day[0])
+            & (time_of_day[1:] == time_of_day[:-1])
         )
-    else:
-        clock = wall if instants is None or calendar_units(frequency.seconds, None) else instants
-        gaps = np.diff(clock).astype("timedelta64[ns]").astype("int64")
-        ok = gaps == round(frequency.seconds * 1e9)
-    bad = np.flatnonzero(~ok)
+        return ok
+    clock = wall if instants is None or calendar_units(frequency.seconds, None) else instants
+    gaps = np.diff(clock).astype("timedelta64[ns]").astype("int64")
+    fixed: np.ndarray = gaps == round(frequency.seconds * 1e9)
+    return fixed
+
+
+def off_grid(times: Any, frequency: Frequency) -> int | None:
+    """The index of the first timestamp that is not one step of `frequency` after the one before (a gap,
+    a repeat, a step back: `steps_ok`), None when every one is."""
+    bad = np.flatnonzero(~steps_ok(times, frequency))
     return int(bad[0]) + 1 if bad.size else None
 
 

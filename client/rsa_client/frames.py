@@ -14,7 +14,7 @@ import pandas as pd
 
 from rsa_client.models import ModelSpec
 from rsa_core.calendar import calendar_step
-from rsa_core.frequency import Frequency, off_grid
+from rsa_core.frequency import Frequency, steps_ok
 from rsa_core.steps import shifted, steps_after
 from rsa_core.wallclock import localize
 from rsa_core.zones import model_zone
@@ -106,35 +106,26 @@ def _check_steps(ids: np.ndarray, stamps: pd.Series, frequency: Frequency | None
     missing row, a repeated time, a step back), before any request: the service reads a series' values as
     consecutive steps from its `start`, so every value before such a gap would be dated a step late, and a
     cycle read out of phase. The rule is the service's for a request's `timestamps`
-    (`rsa_core.frequency.off_grid`: months on their anchor, days on the wall clock, shorter steps on the
-    instant). `ids` and `stamps` one per row, each series' rows together and in time order; `frequency`
-    None (a version exported without one): nothing to check."""
-    if frequency is None or not frequency.seconds:
-        return
+    (`rsa_core.frequency.steps_ok`: months on their anchor, days on the wall clock, shorter steps on the
+    instant), every series at once. `ids` and `stamps` one per row, each series' rows together and in
+    time order; `frequency` None (a version exported without one): nothing to check."""
     ids = np.asarray(ids)
-    cuts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
-    begins, ends = np.r_[0, cuts].astype(int), np.r_[cuts, len(ids)].astype(int)
+    if frequency is None or not frequency.seconds or len(ids) < 2:
+        return
     stamps = pd.to_datetime(stamps)  # strings read; times of several offsets stay Timestamps (object)
     typed = pd.api.types.is_datetime64_any_dtype(stamps)
-    if typed and calendar_step(frequency.alias) is None:  # a fixed step: every series at once
-        instants = stamps.dt.tz_convert("UTC").dt.tz_localize(None) if stamps.dt.tz is not None else stamps
-        gaps = np.diff(instants.to_numpy().astype("datetime64[ns]").astype(np.int64))
-        inside = np.ones(len(gaps), dtype=bool)
-        inside[cuts - 1] = False  # the pairs across two series
-        if (gaps[inside] == round(frequency.seconds * 1e9)).all():
-            return  # else the wall clock may still step whole days across a daylight-saving change
-    for a, b in zip(begins, ends, strict=True):
-        part = stamps.iloc[a:b]
-        k = off_grid(part if typed else [pd.Timestamp(t) for t in part], frequency) if b - a > 1 else None
-        if k is not None:
-            sid, row = (x.item() if isinstance(x, np.generic) else x for x in (ids[a], stamps.index[a + k]))
-            raise ValueError(
-                f"series {sid!r}: its rows must step by {frequency.freq}, one after the other, but "
-                f"{stamps.iloc[a + k]} follows {stamps.iloc[a + k - 1]} (row {row!r}): "
-                "the service reads the values as consecutive steps, so those before would be dated late; "
-                "insert a row with NaN for each missing step (utilsforecast's fill_gaps does it) and "
-                "drop repeated times"
-            )
+    ok = steps_ok(stamps if typed else [pd.Timestamp(t) for t in stamps], frequency)
+    bad = np.flatnonzero(~(ok | (ids[1:] != ids[:-1])))  # a pair across two series is no step
+    if not bad.size:
+        return
+    k = int(bad[0]) + 1
+    sid, row = (x.item() if isinstance(x, np.generic) else x for x in (ids[k], stamps.index[k]))
+    raise ValueError(
+        f"series {sid!r}: its rows must step by {frequency.freq}, one after the other, but "
+        f"{stamps.iloc[k]} follows {stamps.iloc[k - 1]} (row {row!r}): the service reads the values as "
+        "consecutive steps, so those before would be dated late; insert a row with NaN for each missing "
+        "step (utilsforecast's fill_gaps does it) and drop repeated times"
+    )
 
 
 def _model_frequency(spec: ModelSpec) -> Frequency | None:

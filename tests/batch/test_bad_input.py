@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -41,6 +42,29 @@ def test_two_rows_at_one_time_are_refused_naming_the_series_and_the_time(reposit
     b = a.set_column(0, "unique_id", pa.array(["ss99"] * a.num_rows, a["unique_id"].type))
     b = b.set_column(1, "ds", pa.array([t + shift for t in stamps], a["ds"].type))
     assert forecaster.score_table(pa.concat_tables([a, b])).num_rows == 2 * 24
+
+
+def test_a_missing_row_in_the_window_is_refused_and_one_before_it_is_not(repository: Path) -> None:
+    """A window with a row missing was read as consecutive steps (the values a step off, the daily cycle
+    out of phase). The rows the model reads (its last L = 512) must step by its hour; a gap before them is
+    not read. Series end to end are judged apart."""
+    table = etth1_table(2, seed=2)
+    forecaster = Forecaster(Job(str(repository), "etth1-rsa", horizon=24, threads=1))
+    ids = table["unique_id"].to_pylist()
+    times = table["ds"].to_pylist()
+    rows = sorted((i for i, sid in enumerate(ids) if sid == "ss01"), key=times.__getitem__)
+    L = forecaster.manifest.input_length
+    inside, before = rows[-L // 2], rows[-L - 2]  # one row the window reads, one it does not
+    keep = [i for i in range(table.num_rows) if i != inside]
+    with pytest.raises(
+        ValueError, match=r"series 'ss01': the rows its window reads .* must step by h"
+    ) as caught:
+        forecaster.score_table(table.take(keep))
+    gap_end = (times[inside] + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S")
+    assert f"but {gap_end}" in str(caught.value)
+    assert len(rows) > L + 2
+    older = table.take([i for i in range(table.num_rows) if i != before])
+    assert forecaster.score_table(older).num_rows == 2 * 24
 
 
 def test_a_symbolic_link_to_the_folder_itself_is_walked_once(tmp_path: Path) -> None:
