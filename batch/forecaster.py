@@ -200,7 +200,9 @@ class Forecaster:
         for lo in range(0, len(begins), block):
             b, e = begins[lo : lo + block], ends[lo : lo + block]
             top = np.maximum(b, e - L)
-            rows = np.concatenate([np.arange(t, x) for t, x in zip(top, e, strict=True)]) if len(b) else b
+            lengths = e - top
+            offsets = np.repeat(top - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
+            rows = np.arange(int(lengths.sum())) + offsets  # each series' window rows, end to end
             if len(rows) < 2:
                 continue
             us = stamps[rows].astype("datetime64[us]")
@@ -209,7 +211,7 @@ class Forecaster:
                 import pandas as pd
 
                 times = pd.DatetimeIndex(us).tz_localize("UTC").tz_convert(m.zone)
-            series = np.repeat(np.arange(lo, lo + len(b)), e - top)
+            series = np.repeat(np.arange(lo, lo + len(b)), lengths)
             bad = np.flatnonzero(~(steps_ok(times, frequency) | (series[1:] != series[:-1])))
             if not bad.size:
                 continue

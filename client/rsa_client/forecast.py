@@ -107,8 +107,9 @@ class _Forecasting(_Models):
         L = spec.input_length
         lengths = np.minimum(ends - begins, L)
         read = np.arange(len(ids)) >= np.repeat(ends - lengths, ends - begins)  # each series' window
-        zoned = _aware(frame[time_col], spec.timezone, ids)
-        _check_steps(ids[read], zoned[read], _model_frequency(spec))
+        _check_steps(
+            ids[read], _aware(frame[time_col][read], spec.timezone, ids[read]), _model_frequency(spec)
+        )
         covariates = _covariate_tensors(
             spec, frame, X_df, series_ids, begins, ends, stamps[ends - 1], id_col, time_col
         )
@@ -180,8 +181,12 @@ class _Forecasting(_Models):
         groups = [(str(sid), rows) for sid, rows in frame.groupby(id_col, sort=False)]
         # each series' step, by the rule the service reads timestamps by; its rows checked against it
         found = {sid: infer_frequency(pd.DatetimeIndex(r[time_col])) for sid, r in groups if len(r) >= 2}
-        for sid, rows in groups:
-            _check_steps(np.full(len(rows), sid, dtype=object), rows[time_col], found.get(sid))
+        steps = set(found.values())
+        if len(steps) == 1:  # the usual frame: one step, every series judged at once
+            _check_steps(frame[id_col].to_numpy(), frame[time_col], steps.pop())
+        else:
+            for sid, rows in groups:
+                _check_steps(np.full(len(rows), sid, dtype=object), rows[time_col], found.get(sid))
         if freq is None:
             inferred = {f.freq for f in found.values() if f is not None}
             if len(inferred) > 1:
