@@ -61,7 +61,6 @@ class Setting:
 
 # 24 weeks of hours before the earliest origin for `--own`; MSTL with a daily and a weekly season.
 HOURLY = Setting("hourly", 48, 24, (24, 168), 4032, "hours")
-MODEL, H, PERIOD = HOURLY.model, HOURLY.horizon, HOURLY.period
 
 
 def hourly_series() -> dict[str, np.ndarray]:
@@ -90,7 +89,7 @@ def hourly_series() -> dict[str, np.ndarray]:
 @dataclass(frozen=True)
 class Case:
     series: str
-    origin: int  # hours before the series' end at which the forecast starts, less H
+    origin: int  # steps before the series' end at which the forecast starts, less H
     history: np.ndarray  # [context], missing hours NaN
     future: np.ndarray  # [H], all observed
 

@@ -604,7 +604,8 @@ def fit_forecast(
     `whole`: `whole_rows`' answer, if the caller has it."""
     x = np.asarray(x, dtype=np.float64)
     if short_length is not None and long_period is not None:
-        week = long_indices(x, long_period)[1] if whole is None else whole
+        week = whole_rows(x, long_period, short_length) if whole is None else whole
+        assert week is not None
         split = {name: np.empty((len(x), horizon)) for name in members}
         for rows, part, lp in ((week, x, long_period), (~week, x[:, -short_length:], None)):
             if rows.any():

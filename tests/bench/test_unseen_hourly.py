@@ -10,7 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.unseen_hourly import H, cut, filled, hourly_series, main
+from bench.unseen_hourly import HOURLY, cut, filled, hourly_series, main
+
+H = HOURLY.horizon
 
 
 def test_the_series_are_read_onto_an_hourly_grid() -> None:
