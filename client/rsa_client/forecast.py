@@ -35,6 +35,7 @@ from rsa_client.frames import (
     _ordered,
     _start,
     _window_starts,
+    _wire_ids,
     _zone,
     forecast_columns,
 )
@@ -178,7 +179,9 @@ class _Forecasting(_Models):
         if target not in df.columns:
             raise ValueError(f"df has no column {target!r} (give target_col)")
         frame = df.sort_values([id_col, time_col], kind="stable")
-        groups = [(str(sid), rows) for sid, rows in frame.groupby(id_col, sort=False)]
+        parts = list(frame.groupby(id_col, sort=False))
+        keys = _wire_ids([sid for sid, _ in parts])  # the answer's ids read back as df's
+        groups = [(str(sid), rows) for sid, rows in parts]
         # each series' step, by the rule the service reads timestamps by; its rows checked against it
         found = {sid: infer_frequency(pd.DatetimeIndex(r[time_col])) for sid, r in groups if len(r) >= 2}
         steps = set(found.values())
@@ -223,7 +226,7 @@ class _Forecasting(_Models):
             name = answer["model"]
             for one in answer["forecasts"]:
                 data: dict[str, Any] = {
-                    id_col: one["id"],
+                    id_col: keys[one["id"]],
                     time_col: pd.to_datetime(one["timestamps"], utc=True, format="ISO8601"),
                     name: np.array(one["forecast"], np.float64)[:, 0],
                 }
@@ -327,12 +330,15 @@ class _Forecasting(_Models):
                 frame, [target], id_col, time_col, spec, X_df, reach if X_df is not None else 0
             )
             series = [s.body(reach=reach) for s in histories]
+            keys = _wire_ids([s.id for s in histories])
         elif X_df is not None:
             raise ValueError(f"model {model} takes no covariates; X_df would not be read")
         if spec is None:  # its frequency (the rows' steps) and zone (the answer's wall clock)
             spec = self.model(model, version)
         if not series:  # the rows sent as consecutive steps from each `start`: checked first
             _check_steps(frame[id_col].to_numpy(), frame[time_col], _model_frequency(spec))
+        if not series:
+            keys = _wire_ids([key for key, _ in frame.groupby(id_col, sort=False)])
         for key, part in [] if series else frame.groupby(id_col, sort=False):
             values = part[target].to_numpy(np.float64)
             series.append(
@@ -361,7 +367,7 @@ class _Forecasting(_Models):
                 rows[f"{named}-{band}"] = []
             for f in answer["forecasts"]:
                 n = len(f["forecast"])
-                rows[id_col] += [f["id"]] * n
+                rows[id_col] += [keys[f["id"]]] * n
                 rows[time_col] += list(f["timestamps"] or [None] * n)
                 rows[named] += [row[0] for row in f["forecast"]]
                 for band in bands:

@@ -128,6 +128,19 @@ def _check_steps(ids: np.ndarray, stamps: pd.Series, frequency: Frequency | None
     )
 
 
+def _wire_ids(keys: Sequence[Any]) -> dict[str, Any]:
+    """The ids as the JSON routes carry them (text), each mapped back to the frame's own key, so an
+    answer names its series as `df` did (an int id stays an int, as `forecast` and `cross_validation`
+    keep it). Two keys that read alike as text (1 and "1") could not be told apart in the answer."""
+    wire: dict[str, Any] = {}
+    for key in keys:
+        text = str(key)
+        if text in wire and wire[text] != key:
+            raise ValueError(f"series ids {wire[text]!r} and {key!r} read alike as text: rename one")
+        wire[text] = key
+    return wire
+
+
 def _model_frequency(spec: ModelSpec) -> Frequency | None:
     """The model's step as `rsa_core.frequency` reads it; None where the version does not say."""
     if not spec.frequency or not spec.frequency_seconds:

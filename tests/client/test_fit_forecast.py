@@ -65,6 +65,17 @@ def test_fit_forecast_is_the_routes_answer_as_a_long_frame(served: tuple[LiveSer
     assert not (repo / NAME / "2").exists()  # nothing published unless asked
 
 
+def test_fit_forecast_keeps_the_frames_id_type(served: tuple[LiveService, Path]) -> None:
+    service, _ = served
+    frame = long_frame({"a": 120, "b": 90}).replace({"unique_id": {"a": 3, "b": 5}})
+    frame["unique_id"] = frame["unique_id"].astype("int64")
+    with Client(service.url, api_key=KEY) as client:
+        out = client.fit_forecast(frame, h=2, model=NAME)
+        named = client.forecast(frame, h=2, model=NAME)
+    assert out["unique_id"].dtype == named["unique_id"].dtype == np.int64
+    assert out["unique_id"].tolist() == named["unique_id"].tolist() == [3, 3, 5, 5]
+
+
 def test_fit_forecast_publishes_and_names_refused_series(served: tuple[LiveService, Path]) -> None:
     service, repo = served
     with Client(service.url, api_key=KEY) as client:

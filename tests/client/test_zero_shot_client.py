@@ -177,3 +177,17 @@ def test_the_step_check_reads_days_on_the_wall_clock_and_months_on_their_anchor(
     with pytest.raises(ValueError, match="repeated times"):
         _check_steps(np.zeros(4), pd.Series(pd.to_datetime(["2020-01-01"] * 2 + ["2020-01-02"] * 2)), day)
     _check_steps(np.zeros(3), business[:3], None)  # a version without a frequency: nothing to check
+
+
+def test_the_answer_keeps_the_frames_id_type(service: LiveService) -> None:
+    # ids travel as text in JSON; the frame comes back with df's own (an int stays an int, as `forecast`)
+    frame = long("MS", {"a": 40, "b": 30}).replace({"unique_id": {"a": 7, "b": 11}})
+    frame["unique_id"] = frame["unique_id"].astype("int64")
+    with Client(service.url, concurrency=1) as client:
+        out = client.forecast(frame, h=3)
+        assert out["unique_id"].dtype == np.int64 and sorted(set(out["unique_id"])) == [7, 11]
+        alike = pd.concat(
+            [frame[frame["unique_id"] == 7], frame[frame["unique_id"] == 11].assign(unique_id="7")]
+        )
+        with pytest.raises(ValueError, match="read alike as text"):
+            client.forecast(alike, h=3)
