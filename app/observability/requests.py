@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.core import Metric
 from prometheus_client.metrics import MetricWrapperBase
 
@@ -192,11 +192,22 @@ class RequestMetrics:
             return list(self.registry.collect())
         from prometheus_client.multiprocess import MultiProcessCollector
 
-        scrape = CollectorRegistry()
         with _files_locked(self.multiprocess_dir, fcntl.LOCK_SH):
-            MultiProcessCollector(scrape, str(self.multiprocess_dir))
-            collected = list(scrape.collect())
+            files = [f for f in glob.glob(str(self.multiprocess_dir / "*.db")) if _written(f)]
+            collected = list(MultiProcessCollector.merge(files, accumulate=True))
         return [_without_gone(family, self._served) for family in collected]
+
+
+def _written(path: str) -> bool:
+    """Whether a multiprocess file holds its header. prometheus-client creates a file at 0 bytes, then
+    sizes it (prometheus/client_python#1199): a front end creating its first series while another
+    answered a scrape made that scrape a 500 (seen in tests/app/test_liveness.py, 2026-12-06), and a
+    front end killed in that moment would leave a file that failed every scrape after it. Such a file
+    holds no value yet; it is read as empty."""
+    try:
+        return os.path.getsize(path) >= 8  # the used-bytes integer and its padding
+    except FileNotFoundError:
+        return False
 
 
 def _without_gone(family: Metric, served: set[tuple[str, str]]) -> Metric:
@@ -241,7 +252,7 @@ def compact_dead_process(directory: Path, pid: int) -> int:
             archive = directory / f"{kind}_archive.db"
             totals: dict[str, tuple[float, float]] = {}
             for source in (archive, Path(path)):
-                if source.exists():
+                if _written(str(source)):
                     for key, value, timestamp, _ in MmapedDict.read_all_values_from_file(str(source)):
                         before = totals.get(key, (0.0, 0.0))
                         totals[key] = (before[0] + value, max(before[1], timestamp))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from app.core.context import close_record, note_error, note_model_version, open_record
@@ -130,3 +132,24 @@ def test_forget_removes_every_request_series_of_a_version_and_only_its() -> None
     metrics.forget("m", "1")
     assert series("1") == set()
     assert "rsa_requests_total" in series("2") and "rsa_request_duration_seconds_count" in series("2")
+
+
+def test_a_multiprocess_file_still_at_zero_bytes_reads_as_empty(tmp_path: Path) -> None:
+    """prometheus-client creates a front end's file at 0 bytes, then sizes it (client_python#1199): a scrape
+    in between answered 500, and compacting a front end killed then failed. Both read it as empty."""
+    from prometheus_client.mmap_dict import MmapedDict, mmap_key
+
+    from app.observability.requests import compact_dead_process
+
+    key = mmap_key("rsa_requests_total", "rsa_requests_total", ["endpoint"], ["/healthz"], "Requests.")
+    written = MmapedDict(str(tmp_path / "counter_111.db"))
+    written.write_value(key, 3.0, 0.0)
+    written.close()
+    (tmp_path / "counter_222.db").touch()  # a front end's file between its creation and its sizing
+    metrics = RequestMetrics(protocol_of, multiprocess_dir=tmp_path)
+    samples = {s.name: s.value for f in metrics.families() for s in f.samples}
+    assert samples == {"rsa_requests_total": 3.0}
+    assert compact_dead_process(tmp_path, 222) == 1 and not (tmp_path / "counter_222.db").exists()
+    assert compact_dead_process(tmp_path, 111) == 1  # the count kept in the archive
+    samples = {s.name: s.value for f in metrics.families() for s in f.samples}
+    assert samples == {"rsa_requests_total": 3.0}
