@@ -88,7 +88,7 @@ def served_document(version_dir: Path, seed: int = 0) -> dict[str, Any]:
     if manifest.cycle is not None:
         series["start"] = "2016-07-01T00:00:00"  # any start: the phase changes no matrix's size
     repository = served_repository(version_dir.parent, [int(version_dir.name)])
-    env = {"RSA_MODEL_REPOSITORY": str(repository), "RSA_INTRA_OP_THREADS": "1", "RSA_DRAIN_DELAY_S": "0"}
+    env = {"RSA_MODEL_REPOSITORY": str(repository), "RSA_INTRA_OP_THREADS": "1"}
     path = f"/v1/models/{version_dir.parent.name}/versions/{version_dir.name}/attention"
     with local_server(env) as live:
         answer = httpx.post(live.url + path, json={"series": series}, timeout=60)

@@ -169,7 +169,6 @@ def measure_server(repo: Path, length: int, cfg: ModelConfig, args: argparse.Nam
         "RSA_MODELS": model_name(length),
         "RSA_DEVICE": args.device,
         "RSA_INTRA_OP_THREADS": str(args.threads),
-        "RSA_DRAIN_DELAY_S": "0",  # nothing to drain for: stop at once
     }
     rows: list[ServerRow] = []
     with local_server(env) as server:

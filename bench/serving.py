@@ -17,8 +17,8 @@ What runs, one after another on this machine, all with version 1 of the shipped 
    - `naive`    bench/peers/naive_fastapi.py: a tutorial's FastAPI server (`dict`, `tolist()`);
    - `litserve` bench/peers/litserve_server.py: LitServe, batching 64 requests / 2 ms;
    - `service`  `python -m app` with RSA_MODELS=etth1-rsa (both versions load; requests go to
-     /v1/models/etth1-rsa/versions/1/forecast), RSA_DEVICE from --device, RSA_DRAIN_DELAY_S=0 (it
-     only shortens the stop), every other setting its default.
+     /v1/models/etth1-rsa/versions/1/forecast), RSA_DEVICE from --device, RSA_DRAIN_DELAY_S=0 (the
+     harness's: it only shortens the stop), every other setting its default.
    Each server gets one-series requests at every `--concurrency` (default 1,16,64), `--requests` per
    cell after `--warmup` untimed ones, then (minimal, LitServe, the service) `--big-requests` requests
    of `--big-series` series at `--big-concurrency` after one warm-up request per connection. The

@@ -140,7 +140,6 @@ def execute(args: argparse.Namespace) -> Report:
             "RSA_MODEL_REPOSITORY": str(repo),
             "RSA_MODELS": ",".join(MODELS),
             "RSA_DEVICE": args.device,
-            "RSA_DRAIN_DELAY_S": "0",  # it only shortens the stop
         }
         print("[serving] the service, both models", file=sys.stderr)
         try:

@@ -81,7 +81,7 @@ def start(server: Server, device: str) -> AbstractContextManager[LocalServer]:
             stop_signal=server.stop_signal,
             **times,
         )
-    return local_server({"RSA_MODELS": "etth1-rsa", "RSA_DEVICE": device, "RSA_DRAIN_DELAY_S": "0"}, **times)
+    return local_server({"RSA_MODELS": "etth1-rsa", "RSA_DEVICE": device}, **times)
 
 
 def skipped(server: Server) -> str | None:

@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("chromium is not installed (scripts/ci-tools.sh installs it as root)")
     from playwright.sync_api import sync_playwright
 
-    with local_server({"RSA_DEVICE": "cpu", "RSA_INTRA_OP_THREADS": "1", "RSA_DRAIN_DELAY_S": "0"}) as live:
+    with local_server({"RSA_DEVICE": "cpu", "RSA_INTRA_OP_THREADS": "1"}) as live:
         url = live.url
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=chromium, headless=True)

@@ -180,7 +180,6 @@ def _env(workers: int, repository: Path, device: str = "cpu") -> dict[str, str]:
         "RSA_WORKERS": str(workers),
         "RSA_MODEL_REPOSITORY": str(repository),
         "RSA_DEVICE": device,
-        "RSA_DRAIN_DELAY_S": "0",
     }
 
 

@@ -128,10 +128,11 @@ def local_server(
     env: Mapping[str, str] | None = None, *, ready_timeout_s: float = 90.0, stop_timeout_s: float = 40.0
 ) -> contextlib.AbstractContextManager[LocalServer]:
     """`sys.executable -m app` on a free port. Its environment is ours without RSA_* variables (a stray
-    setting must not change what is measured), plus `env`."""
+    setting must not change what is measured), plus `env`. No drain delay unless `env` sets one: no load
+    balancer is told of its stop, so the default 5 s would only lengthen each run."""
     port = free_port()
     server_env = {k: v for k, v in os.environ.items() if not k.startswith("RSA_")}
-    server_env.update({"RSA_LOG_LEVEL": "WARNING", **(env or {})})
+    server_env.update({"RSA_LOG_LEVEL": "WARNING", "RSA_DRAIN_DELAY_S": "0", **(env or {})})
     server_env.update({"RSA_HOST": HOST, "RSA_PORT": str(port)})
     return serve(
         [sys.executable, "-m", "app"],

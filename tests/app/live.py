@@ -43,7 +43,8 @@ class LiveService:
 
 @contextmanager
 def live_service(repository: Path, log: Path, **env: str) -> Iterator[LiveService]:
-    """`python -m app` serving `repository`, ready (GET /readyz 200) before it is yielded."""
+    """`python -m app` serving `repository`, ready (GET /readyz 200) before it is yielded; `env`: RSA_
+    settings over the defaults here (RSA_DRAIN_DELAY_S 0 among them)."""
     port = free_port()
     environment = {k: v for k, v in os.environ.items() if not k.startswith("RSA_")}
     environment.update(
@@ -53,6 +54,9 @@ def live_service(repository: Path, log: Path, **env: str) -> Iterator[LiveServic
             "RSA_PORT": str(port),
             "RSA_INTRA_OP_THREADS": "1",
             "RSA_LOG_LEVEL": "INFO",
+            # no load balancer to tell: stop at once (the default 5 s cost ~50 s of the suite's teardowns,
+            # 2026-12-06); the drain tests set their own
+            "RSA_DRAIN_DELAY_S": "0",
             **env,
         }
     )

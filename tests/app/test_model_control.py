@@ -108,7 +108,7 @@ def _wait(predicate: object, what: str, timeout_s: float = 30) -> None:
 def watched(checkpoints: list[Path], tmp_path: Path) -> Iterator[tuple[LiveService, Path]]:
     repository = tmp_path / "repo"
     export_model(checkpoints[0], repository, NAME, version=1, verify_batch_sizes=(1,))
-    env = {"RSA_MODEL_CONTROL": "poll", "RSA_POLL_S": "0.3", "RSA_DRAIN_DELAY_S": "0"}
+    env = {"RSA_MODEL_CONTROL": "poll", "RSA_POLL_S": "0.3"}
     with live_service(repository, tmp_path / "service.log", **env) as service:
         yield service, repository
 
@@ -173,7 +173,6 @@ def test_tritons_clients_drive_the_repository_api(toy_repository: Path, tmp_path
     env = {
         "RSA_MODEL_CONTROL": "explicit",
         "RSA_GRPC_PORT": str(grpc_port),
-        "RSA_DRAIN_DELAY_S": "0",
         "RSA_WORKERS": str(workers),
     }
     with live_service(toy_repository, tmp_path / "service.log", **env) as service:
@@ -205,7 +204,7 @@ def test_tritons_clients_drive_the_repository_api(toy_repository: Path, tmp_path
 
 
 def test_the_repository_api_is_not_served_by_default(toy_repository: Path, tmp_path: Path) -> None:
-    with live_service(toy_repository, tmp_path / "service.log", RSA_DRAIN_DELAY_S="0") as service:
+    with live_service(toy_repository, tmp_path / "service.log") as service:
         r = httpx.post(f"{service.url}/v2/repository/models/toy/load")
         assert r.status_code == 404 and "RSA_MODEL_CONTROL=explicit" in r.json()["error"], r.text
         assert httpx.post(f"{service.url}/v2/repository/index").status_code == 404
@@ -218,7 +217,7 @@ def test_loading_and_unloading_gives_the_memory_back(tmp_path: Path) -> None:
         Path(__file__).resolve().parents[2] / "model_repository" / "etth1-rsa" / "1",
         repository / "etth1-rsa" / "1",
     )
-    env = {"RSA_MODEL_CONTROL": "explicit", "RSA_DRAIN_DELAY_S": "0"}
+    env = {"RSA_MODEL_CONTROL": "explicit"}
     with live_service(repository, tmp_path / "service.log", **env) as service:
         url = service.url
 
@@ -285,7 +284,6 @@ def test_names_limits_and_failed_loads_over_http_and_grpc(
         "RSA_MODELS": "toy",
         "RSA_MAX_LOADED_VERSIONS": "3",
         "RSA_GRPC_PORT": str(grpc_port),
-        "RSA_DRAIN_DELAY_S": "0",
         "RSA_WORKERS": str(workers),
     }
     with live_service(repository, tmp_path / "service.log", **env) as service:
@@ -367,7 +365,7 @@ def test_a_blocked_manifest_read_leaves_other_loads_and_readiness_working(tmp_pa
     repository = write_repository(tmp_path / "repo")
     write_repository(repository, versions=(1,), name="other")
     stuck = write_version(repository, ToySpec(name="stuck", version=1))
-    env = {"RSA_MODEL_CONTROL": "explicit", "RSA_MODELS": "toy", "RSA_DRAIN_DELAY_S": "0"}
+    env = {"RSA_MODEL_CONTROL": "explicit", "RSA_MODELS": "toy"}
     with (
         BlockedManifest(stuck) as blocked,
         live_service(repository, tmp_path / "service.log", **env) as service,

@@ -10,7 +10,7 @@ from bench.harness.servers import local_server
 
 
 def test_requests_are_sent_checked_and_the_session_calls_counted(capsys: pytest.CaptureFixture[str]) -> None:
-    with local_server({"RSA_MODELS": "etth1-rsa", "RSA_DRAIN_DELAY_S": "0"}) as live:
+    with local_server({"RSA_MODELS": "etth1-rsa"}) as live:
         code = batching_merge.main(["--url", live.url, "--requests", "24", "--clients", "4"])
     out = capsys.readouterr().out
     assert code == 0 and live.exit_code == 0, out

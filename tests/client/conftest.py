@@ -27,7 +27,7 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def service(repository: Path, tmp_path_factory: pytest.TempPathFactory):
     log = tmp_path_factory.mktemp("service") / "service.log"
-    env = {"RSA_MAX_SERIES_PER_REQUEST": "3", "RSA_MODEL_CONTROL": "explicit", "RSA_DRAIN_DELAY_S": "0"}
+    env = {"RSA_MAX_SERIES_PER_REQUEST": "3", "RSA_MODEL_CONTROL": "explicit"}
     with live_service(repository, log, **env) as live:
         yield live
 

@@ -25,7 +25,7 @@ from tests.utils.shops import NAME, H, Shops, publish_shops, v1_series
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveService, Shops]]:
     folder = tmp_path_factory.mktemp("client-covariates")
     shops = publish_shops(folder, short=False)  # a shorter shop: test_short_series_client.py
-    env = {"RSA_MODEL_CONTROL": "explicit", "RSA_DRAIN_DELAY_S": "0"}
+    env = {"RSA_MODEL_CONTROL": "explicit"}
     with live_service(shops.repository, folder / "service.log", **env) as service:
         yield service, shops
 
@@ -70,7 +70,7 @@ def test_a_zoned_models_naive_times_are_read_in_its_zone(tmp_path: Path) -> None
     (its `start` input and X_df's times as instants of that zone; read as UTC, every midnight would be the
     day before and the day-of-week calendar a day off), and answers in its wall clock."""
     shops = publish_shops(tmp_path, n=3, short=False, timezone="America/Bogota")
-    with live_service(shops.repository, tmp_path / "service.log", RSA_DRAIN_DELAY_S="0") as service:
+    with live_service(shops.repository, tmp_path / "service.log") as service:
         with Client(service.url, concurrency=1) as client:
             out = client.forecast(shops.history, model=NAME, X_df=shops.future)
             # the served weights: each shop's request below answers as the client's of every shop

@@ -23,7 +23,7 @@ KEY = "client-fit-key"
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveService, Path]]:
     folder = tmp_path_factory.mktemp("client-fit")
     repo, _ = publish(folder)
-    env = {"RSA_API_KEYS": KEY, "RSA_MODEL_CONTROL": "explicit", "RSA_DRAIN_DELAY_S": "0"}
+    env = {"RSA_API_KEYS": KEY, "RSA_MODEL_CONTROL": "explicit"}
     with live_service(repo, folder / "service.log", **env) as service:
         yield service, repo
 

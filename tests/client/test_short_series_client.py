@@ -26,7 +26,7 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveService]:
     """The monthly stores' global read-out (no covariates), one request of at most 3 series."""
     folder = tmp_path_factory.mktemp("client-short")
     repo, _ = panel.publish(folder)
-    env = {"RSA_MODEL_CONTROL": "explicit", "RSA_DRAIN_DELAY_S": "0", "RSA_MAX_SERIES_PER_REQUEST": "3"}
+    env = {"RSA_MODEL_CONTROL": "explicit", "RSA_MAX_SERIES_PER_REQUEST": "3"}
     with live_service(repo, folder / "service.log", **env) as service:
         yield service
 
@@ -119,7 +119,7 @@ def test_a_short_shop_with_covariates_is_v1s(tmp_path: Path, timezone: str | Non
     history, future = published.history, published.future
     late = "shop_3"
     assert (history["unique_id"] == late).sum() == shops.SHORT < 28
-    with live_service(published.repository, tmp_path / "service.log", RSA_DRAIN_DELAY_S="0") as service:
+    with live_service(published.repository, tmp_path / "service.log") as service:
         with Client(service.url, concurrency=1) as client:
             out = client.forecast(history, model=shops.NAME, X_df=future)
             # the past covariates are sent: another footfall gives another forecast for the short shop

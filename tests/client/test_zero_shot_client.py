@@ -25,7 +25,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveService]:
     repo = tmp_path_factory.mktemp("pretrained")
     for name in ("pretrained-monthly", "pretrained-quarterly", "pretrained-yearly"):
         shutil.copytree(SHIPPED / name / "1", repo / name / "1")
-    with live_service(repo, tmp_path_factory.mktemp("log") / "service.log", RSA_DRAIN_DELAY_S="0") as live:
+    with live_service(repo, tmp_path_factory.mktemp("log") / "service.log") as live:
         yield live
 
 

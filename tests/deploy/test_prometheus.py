@@ -172,6 +172,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]
             "RSA_MAX_QUEUE_ROWS": str(MAX_QUEUE_ROWS),
             "RSA_MAX_BATCH_WAIT_MS": str(MAX_BATCH_WAIT_MS),
             "RSA_LOG_LEVEL": "info",
+            "RSA_DRAIN_DELAY_S": "0",  # no load balancer to tell: stop at once
         }
     )
     service = start("service", [sys.executable, "-m", "app"], work / "service.log", env)

@@ -74,7 +74,7 @@ def controlled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """A second repository served with an API key and explicit model control."""
     folder = tmp_path_factory.mktemp("fit-control")
     repo, model = publish(folder)
-    env = {"RSA_API_KEYS": KEY, "RSA_MODEL_CONTROL": "explicit", "RSA_DRAIN_DELAY_S": "0"}
+    env = {"RSA_API_KEYS": KEY, "RSA_MODEL_CONTROL": "explicit"}
     with live_service(repo, folder / "service.log", **env) as service:
         yield Served(service.url, model, repo)
 

@@ -26,7 +26,7 @@ LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveService]:
     log = tmp_path_factory.mktemp("ui-service") / "service.log"
     # No drain delay: nothing balances load onto this process, and its teardown should not wait.
-    with live_service(ROOT / "model_repository", log, RSA_DEVICE="cpu", RSA_DRAIN_DELAY_S="0") as live:
+    with live_service(ROOT / "model_repository", log, RSA_DEVICE="cpu") as live:
         yield live
 
 

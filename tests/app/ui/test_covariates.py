@@ -44,7 +44,7 @@ def service(
     trained: tuple[Path, dict[str, dict[str, Any]]], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LiveService]:
     log = tmp_path_factory.mktemp("ui-covariates-log") / "service.log"
-    with live_service(trained[0], log, RSA_DEVICE="cpu", RSA_DRAIN_DELAY_S="0") as live:
+    with live_service(trained[0], log, RSA_DEVICE="cpu") as live:
         yield live
 
 

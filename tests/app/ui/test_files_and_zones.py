@@ -39,7 +39,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveService]:
     manifest["dataset"]["timezone"] = ZONE
     path.write_text(json.dumps(manifest, indent=2))
     log = tmp_path_factory.mktemp("ui-zoned") / "service.log"
-    with live_service(repo, log, RSA_DEVICE="cpu", RSA_DRAIN_DELAY_S="0") as live:
+    with live_service(repo, log, RSA_DEVICE="cpu") as live:
         yield live
 
 

@@ -30,7 +30,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveService]:
     (folder / "transformer").mkdir()
     shops, _ = _shops_model(folder / "transformer", network=True)
     shutil.copytree(shops / "shops", repo / "shops")
-    with live_service(repo, folder / "service.log", RSA_DEVICE="cpu", RSA_DRAIN_DELAY_S="0") as live:
+    with live_service(repo, folder / "service.log", RSA_DEVICE="cpu") as live:
         yield live
 
 
