@@ -22,7 +22,13 @@ import numpy as np
 from app.artifacts.manifest import Manifest
 from app.core.errors import InvalidInput
 from app.inference.metrics import seasonal_naive_scale
-from app.inference.windows import began_after, check_history_length, last_window_filled, window_phase_of
+from app.inference.windows import (
+    began_after,
+    check_history_length,
+    last_window_filled,
+    n_points,
+    window_phase_of,
+)
 
 __all__ = [
     "History",
@@ -90,14 +96,14 @@ def backtest_cutoffs(
     after = began_after(before)
     if most < 1:
         raise InvalidInput(
-            f"{field} has {m} points{after}; a backtest of horizon {horizon} needs at least "
+            f"{field} has {n_points(m)}{after}; a backtest of horizon {horizon} needs at least "
             f"{need + horizon} ({need} the model reads, then {horizon} to compare with)",
             field=field,
             limit=need + horizon,
         )
     if n_windows > most:
         raise InvalidInput(
-            f"n_windows = {n_windows}, but {field} ({m} points{after}) holds at most {most} windows of "
+            f"n_windows = {n_windows}, but {field} ({n_points(m)}{after}) holds at most {most} windows of "
             f"horizon {horizon}, {step} apart, each after {need} points the model reads",
             field="n_windows",
             limit=most,
@@ -119,7 +125,7 @@ def anomaly_points(
     after = began_after(before)
     if available < 1:
         raise InvalidInput(
-            f"{field} has {m} points{after}; checking for anomalies {lead} step(s) ahead needs at least "
+            f"{field} has {n_points(m)}{after}; checking for anomalies {lead} step(s) ahead needs at least "
             f"{least + 1} (the {least - lead + 1} the model reads, then the points checked)",
             field=field,
             limit=least + 1,
@@ -127,8 +133,8 @@ def anomaly_points(
     if last is not None:
         if last > available:
             raise InvalidInput(
-                f"last = {last}, but {field} ({m} points{after}) has only {available} points with a full "
-                "window before them",
+                f"last = {last}, but {field} ({n_points(m)}{after}) has only {n_points(available)} with a "
+                "full window before them",
                 field="last",
                 limit=available,
             )

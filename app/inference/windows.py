@@ -66,6 +66,11 @@ def not_started(history: np.ndarray, manifest: Manifest) -> int:
     return int(np.argmax(seen)) if seen.any() else len(history)
 
 
+def n_points(n: int) -> str:
+    """`n` values counted in an error on a history's length: "1 point", "5 points"."""
+    return f"{n} point" if n == 1 else f"{n} points"
+
+
 def began_after(before: int) -> str:
     """The clause an error on a history's length adds for the nulls sent before its series began."""
     if not before:
@@ -89,19 +94,19 @@ def check_history_length(
         named = f" (series {series_id!r})" if series_id is not None else ""
         after = began_after(before)
         raise InvalidInput(
-            f"{field}{named} has {n} points{after}; the model needs at least {least} (its min_history)",
+            f"{field}{named} has {n_points(n)}{after}; the model needs at least {least} (its min_history)",
             field=field,
             limit=least,
         )
     if manifest.panel is None and n < L:
         raise InvalidInput(
-            f"{field} has {n} points; the model needs at least {L} (its input length)",
+            f"{field} has {n_points(n)}; the model needs at least {L} (its input length)",
             field=field,
             limit=L,
         )
     if n + before > max_history:
         raise InvalidInput(
-            f"{field} has {n + before} points; at most {max_history} are accepted per series",
+            f"{field} has {n_points(n + before)}; at most {max_history} are accepted per series",
             field=field,
             limit=max_history,
         )

@@ -244,6 +244,8 @@ def test_nulls_before_a_series_began_are_not_its_values_on_every_route(served: P
     error = too_few.json()["error"]
     assert too_few.status_code == 422 and error["field"] == "series[0].values"
     assert f"has 2 points after its first {nulls} nulls (before the series began)" in error["message"]
+    one = served.post(f"/v1/models/{NAME}/forecast", {"series": [{"values": short[:1]}]}).json()["error"]
+    assert "series[0].values has 1 point; the model needs at least" in one["message"], one
     # OIP v2: the short series right-aligned, NaN before its start, no `lengths`
     L = model.input_length
     window = np.full((1, L), np.nan, np.float32)
