@@ -38,6 +38,10 @@ BODY_CHECK_S = 1.0
 # After a 408, how long what the client still sends is read and dropped before the socket closes.
 LINGER_S = 2.0
 
+# Set in the scope of a request whose connection answered 408 for its body: the app's ClientDisconnect is
+# then that timeout (app/protocols/http.py `read_body`), counted as the 408 the client read.
+BODY_TIMED_OUT = "rsa.body_timed_out"
+
 TIMEOUT_408 = (
     b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: 15\r\n"
     b"connection: close\r\n\r\nRequest Timeout"
@@ -168,6 +172,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             return
         # The 408, then a lingering close (as nginx's lingering_close): the client may still be sending,
         # and a socket closed with bytes unread resets the connection, which loses the answer with it.
+        if self.cycle is not None:
+            self.cycle.scope[BODY_TIMED_OUT] = True  # type: ignore[literal-required]
         self._lingering = True
         self.transport.write(TIMEOUT_408)
         self.transport.write_eof()

@@ -151,6 +151,20 @@ class Timeout(ServiceError):  # noqa: N818
     code = "timeout"
 
 
+class ClientClosed(ServiceError):  # noqa: N818
+    """The connection closed before the request's body had come: nothing can be answered. Counted as
+    nginx's 499 (client closed request), never as a server error."""
+
+    code = "client_closed_request"
+
+
+class BodyTimeout(ClientClosed):
+    """The body came slower than RSA_BODY_MIN_BYTES_S: the connection answered 408 and closed
+    (app/core/connections.py), and the request is counted as that 408."""
+
+    code = "request_timeout"
+
+
 class InferenceError(ServiceError):
     """The session call failed: a server fault. The batcher keeps serving."""
 

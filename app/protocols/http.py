@@ -23,8 +23,10 @@ from typing import Any, TypeVar
 from fastapi import Depends, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
+from starlette.requests import ClientDisconnect
 
-from app.core.errors import UnsupportedMediaType
+from app.core.connections import BODY_TIMED_OUT
+from app.core.errors import BodyTimeout, ClientClosed, UnsupportedMediaType
 from app.core.offload import ParseProcess
 from app.protocols.parsing import Refusal
 from app.runtime import maybe_runtime, runtime_of
@@ -53,6 +55,18 @@ def handlers_getter(kind: type[H]) -> Callable[[Request], Awaitable[H]]:
     return _GETTERS.setdefault(kind, get)
 
 
+async def read_body(request: Request) -> bytes:
+    """The request's body. A connection that closes before all of it came is no server fault (it was a
+    500 with a traceback): BodyTimeout where the connection answered 408 for a body slower than
+    RSA_BODY_MIN_BYTES_S, else ClientClosed (499); no one reads either answer, the metrics count it."""
+    try:
+        return await request.body()
+    except ClientDisconnect:
+        if request.scope.get(BODY_TIMED_OUT):
+            raise BodyTimeout("the body came too slowly: answered 408 and closed") from None
+        raise ClientClosed("the client closed the connection before its body had come") from None
+
+
 async def parse_body(
     request: Request,
     parse: Callable[[bytes], T],
@@ -70,7 +84,7 @@ async def parse_body(
             field="header Content-Type",
             limit="application/json",
         )
-    raw = await request.body()
+    raw = await read_body(request)
     if not raw:
         raise RequestValidationError([{"type": "missing", "loc": ("body",), "msg": "Field required"}])
     runtime = maybe_runtime(request.app)

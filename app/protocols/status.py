@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from typing import TypeVar
 
 from app.core.errors import (
+    BodyTimeout,
+    ClientClosed,
     DeviceError,
     InferenceError,
     InvalidInput,
@@ -43,6 +45,8 @@ HTTP_STATUS: dict[type[ServiceError], int] = {
     DeviceError: 503,
     Unauthenticated: 401,
     PermissionDenied: 403,
+    ClientClosed: 499,  # nginx's "client closed request": no one reads it, the metrics count it
+    BodyTimeout: 408,  # what the connection answered before it closed
 }
 
 

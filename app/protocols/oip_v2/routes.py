@@ -15,7 +15,7 @@ from fastapi.responses import StreamingResponse
 
 from app.core.numbers import decimal
 from app.core.offload import ParseProcess
-from app.protocols.http import body_schema, handlers, parse_body
+from app.protocols.http import body_schema, handlers, parse_body, read_body
 from app.protocols.oip_v2.codec import (
     HEADER_LENGTH,
     JSON_CHUNK,
@@ -118,7 +118,7 @@ async def _parse(request: Request, limit: int) -> tuple[InferenceRequest, list[T
     """The body's request and tensors; a body whose JSON part is large is parsed in the parse process,
     as /v1's are, so that the event loop keeps serving meanwhile (1024 windows of 512 x 7 as JSON: about
     a second of parsing). Binary tensors cost next to nothing to decode: only their JSON header counts."""
-    raw = await request.body()
+    raw = await read_body(request)
     encoding, header = request.headers.get("content-encoding"), request.headers.get(HEADER_LENGTH)
     # compressed: the JSON part's size is unknown before inflating, so the whole body counts
     json_size = decimal(header.strip()) if header is not None and encoding is None else None
@@ -183,7 +183,7 @@ async def infer_version(name: str, version: str, request: Request, v2: Handlers)
 
 async def _optional_body(request: Request, model: type[BodyT]) -> BodyT:
     """An empty body (what Triton's clients send for the index) means the defaults."""
-    if not (await request.body()).strip():
+    if not (await read_body(request)).strip():
         return model()
     return await parse_body(request, model.model_validate_json)
 

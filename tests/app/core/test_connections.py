@@ -17,6 +17,7 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.app.live import live_service
 from tests.utils.speed import scaled
@@ -74,6 +75,16 @@ async def _slow_connection(port: int, slow: Slow, stop: asyncio.Event) -> None:
         sender.cancel()
         await asyncio.gather(sender, return_exceptions=True)
         writer.close()
+
+
+def _request_codes(url: str) -> dict[str, float]:
+    """rsa_requests_total by status code, over every endpoint."""
+    codes: dict[str, float] = {}
+    for family in text_string_to_metric_families(httpx.get(f"{url}/metrics", timeout=10).text):
+        for sample in family.samples:
+            if sample.name == "rsa_requests_total":
+                codes[sample.labels["code"]] = codes.get(sample.labels["code"], 0.0) + sample.value
+    return codes
 
 
 async def _forecasts(url: str, seconds: float) -> tuple[list[int], list[float]]:
@@ -178,6 +189,15 @@ def test_slow_headers_and_slow_bodies_are_closed_by_every_front_end(
             return slows, statuses
 
         slows, statuses = asyncio.run(run())
+        # each trickled body counted as the 408 it was answered, none as a server error (each was a 500
+        # with a traceback in the log, as a ClientDisconnect, until 2026-12-06)
+        trickled = sum(s.kind == "body" for s in slows)
+        deadline = time.monotonic() + scaled(10)
+        while (codes := _request_codes(service.url)).get("408", 0) < trickled and time.monotonic() < deadline:
+            time.sleep(0.1)
+        log = service.output()
+    assert codes.get("408", 0) == trickled and "500" not in codes, codes
+    assert "unhandled error" not in log and "Exception in ASGI application" not in log, log[-3000:]
     assert statuses and set(statuses) == {200}, statuses
     for slow in slows:
         assert slow.closed is not None, slow.kind
@@ -188,3 +208,32 @@ def test_slow_headers_and_slow_bodies_are_closed_by_every_front_end(
             assert slow.answer == b"", slow.answer
         else:
             assert slow.answer.startswith(b"HTTP/1.1 408"), (slow.kind, slow.answer)
+
+
+def test_a_client_that_leaves_before_its_body_is_counted_499_not_500(
+    toy_repository: Path, tmp_path: Path
+) -> None:
+    """A client closing its connection with part of a body sent: nothing to answer, nginx's 499 in the
+    metrics; it was a 500 with a traceback (starlette's ClientDisconnect) until 2026-12-06."""
+    with live_service(toy_repository, tmp_path / "service.log") as service:
+        port = int(service.url.rsplit(":", 1)[1])
+
+        async def leave(path: str) -> None:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(
+                f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                'Content-Length: 5000\r\n\r\n{"series": ['.encode()
+            )
+            await writer.drain()
+            await asyncio.sleep(0.3)  # the route is reading the body
+            writer.close()
+            await writer.wait_closed()
+
+        for path in (FORECAST, "/v2/models/toy/infer", "/v1/models/toy/cross_validation"):
+            asyncio.run(leave(path))
+        deadline = time.monotonic() + scaled(10)
+        while (codes := _request_codes(service.url)).get("499", 0) < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        log = service.output()
+    assert codes.get("499") == 3 and "500" not in codes, codes
+    assert "unhandled error" not in log and "Exception in ASGI application" not in log, log[-3000:]
