@@ -337,7 +337,6 @@ class _Forecasting(_Models):
             spec = self.model(model, version)
         if not series:  # the rows sent as consecutive steps from each `start`: checked first
             _check_steps(frame[id_col].to_numpy(), frame[time_col], _model_frequency(spec))
-        if not series:
             keys = _wire_ids([key for key, _ in frame.groupby(id_col, sort=False)])
         for key, part in [] if series else frame.groupby(id_col, sort=False):
             values = part[target].to_numpy(np.float64)
