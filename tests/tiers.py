@@ -102,6 +102,7 @@ SLOW_TESTS: dict[str, dict[str, float]] = {
     "tests/app/core/test_connections.py": {
         "test_slow_and_silent_connections_leave_real_forecasts_answered": 20.0,
         "test_slow_headers_and_slow_bodies_are_closed_by_every_front_end": 20.6,
+        "test_a_client_that_leaves_before_its_body_is_counted_499_not_500": 3.0,  # a service process
     },
     "tests/app/core/test_offload.py": {
         "test_a_dead_worker_means_parsing_on_the_loop_not_failed_requests": 1.1,
