@@ -201,6 +201,8 @@ def test_tritons_clients_drive_the_repository_api(toy_repository: Path, tmp_path
             http.load_model("nope")
         with pytest.raises(InferenceServerException, match="not served"):
             http.load_model("toy", config='{"max_batch_size": 8}')
+        http.close()  # here, not at garbage collection in another thread (gevent's InvalidThreadUseError)
+        grpc.close()
 
 
 def test_the_repository_api_is_not_served_by_default(toy_repository: Path, tmp_path: Path) -> None:

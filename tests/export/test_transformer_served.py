@@ -96,7 +96,7 @@ def close(got: np.ndarray, want: np.ndarray, history: np.ndarray) -> None:
 
 def test_training_says_what_it_did(served: Served) -> None:
     assert f"L = {L} (given)" in served.train_output
-    assert served.model.best_epoch > 0 and float(served.model.network.head.weight.abs().max()) > 0
+    assert served.model.best_epoch > 0 and float(served.model.network.head.weight.detach().abs().max()) > 0
     report = {r["covariate"] for r in served.model.covariate_report}
     assert report == {"promo", "size"}
     assert "covariate promo: validation MASE" in served.train_output

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+import tritonclient.http as httpclient
 
 from tests.app.conftest import make_settings, running_client
 from tests.app.live import live_service
@@ -31,6 +32,9 @@ def test_tritonclient_snippet_works_as_printed(tmp_path: Path) -> None:
         host = service.url.removeprefix("http://")
         scope: dict[str, object] = {}
         exec(compile(code.replace("127.0.0.1:8000", host), "docs/protocols.md", "exec"), scope)
+        for value in scope.values():  # the snippet's client, closed here rather than collected elsewhere
+            if isinstance(value, httpclient.InferenceServerClient):
+                value.close()
         forecast = scope["forecast"]
         assert (
             isinstance(forecast, np.ndarray) and forecast.dtype == np.float32 and forecast.shape == (2, 96, 7)
