@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from fastapi.testclient import TestClient
+import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
-def scrape(client: TestClient) -> Samples:
+def scrape(client: httpx.Client) -> Samples:
+    """Every sample of one scrape: a TestClient's app, or a live service through an httpx.Client."""
     r = client.get("/metrics")
     assert r.status_code == 200, r.text
     return {

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.app.live import live_service
+from tests.app.metrics_scrape import scrape, total
 from tests.utils.speed import scaled
 
 L, C = 8, 3  # the toy model
@@ -79,12 +79,10 @@ async def _slow_connection(port: int, slow: Slow, stop: asyncio.Event) -> None:
 
 def _request_codes(url: str) -> dict[str, float]:
     """rsa_requests_total by status code, over every endpoint."""
-    codes: dict[str, float] = {}
-    for family in text_string_to_metric_families(httpx.get(f"{url}/metrics", timeout=10).text):
-        for sample in family.samples:
-            if sample.name == "rsa_requests_total":
-                codes[sample.labels["code"]] = codes.get(sample.labels["code"], 0.0) + sample.value
-    return codes
+    with httpx.Client(base_url=url, timeout=10) as http:
+        samples = scrape(http)
+    codes = {dict(labels)["code"] for name, labels in samples if name == "rsa_requests_total"}
+    return {code: total(samples, "rsa_requests_total", code=code) for code in codes}
 
 
 async def _forecasts(url: str, seconds: float) -> tuple[list[int], list[float]]:
