@@ -1,6 +1,7 @@
 """The client's transport: the HTTP session (`_Session`: retries on 503 and 429 after the server's
-Retry-After, a bound on each request as a whole), the errors an answer raises (`ServiceError`), reading
-an answer (JSON, OIP v2's binary tensors) and the connection that keeps the request's deadline.
+Retry-After and on a dropped connection, a bound on each request as a whole), the errors an answer
+raises (`ServiceError`), reading an answer (JSON, OIP v2's binary tensors) and the connection that keeps
+the request's deadline.
 
 Faults: `timeout_s` bounds each request as a whole, from connecting to the answer's last byte (a server
 that drips its answer cannot hold a call longer); an answer that is not what the API documents (not JSON,
@@ -24,6 +25,11 @@ import httpx
 import numpy as np
 
 _WINDOW_ROW = re.compile(r"window\[(\d+)\]")
+# A connection refused, reset or closed before any answer: most often a front end killed or starting again
+# (docs/service.md, "One process or several front ends"; the kernel resets what was queued on its socket).
+# Every call of this client can be sent twice (forecasts, fits answered and not kept, model loads and
+# unloads), so it is, after 0.25 and 0.5 s: twice only, so that a wrong URL fails within a second.
+_DROPPED_RETRIES = 2
 _S = TypeVar("_S", bound="_Session")
 
 
@@ -93,10 +99,12 @@ class _Session:
 
     # -- plumbing ---------------------------------------------------------------------------------
     def _send(self, method: str, path: str, series: Sequence[Any] = (), **kwargs: Any) -> httpx.Response:
-        """One call, retried on 503 and 429 after the server's Retry-After (bounded); any other error
-        status raises ServiceError naming `series`. Each request is bounded by `timeout_s` as a whole
-        (httpx.TimeoutException past it, whatever the server trickles)."""
-        for attempt in range(self.max_retries + 1):
+        """One call, retried on 503 and 429 after the server's Retry-After (bounded) and on a connection
+        refused, reset or closed before its answer (twice); any other error status raises ServiceError
+        naming `series`. Each request is bounded by `timeout_s` as a whole (httpx.TimeoutException past
+        it, whatever the server trickles)."""
+        busy = dropped = 0  # the retries so far: of a 503 or 429, of a dropped connection
+        while True:
             _DEADLINE.at = time.monotonic() + self.timeout_s
             try:
                 response = self.http.request(method, path, **kwargs)
@@ -104,15 +112,21 @@ class _Session:
                 raise type(e)(
                     f"{method} {path}: no complete answer within timeout_s = {self.timeout_s:g} s ({e})"
                 ) from e
+            except (httpx.NetworkError, httpx.RemoteProtocolError):
+                if dropped >= min(self.max_retries, _DROPPED_RETRIES):
+                    raise
+                time.sleep(min(0.25 * 2**dropped, self.max_wait_s))
+                dropped += 1
+                continue
             finally:
                 _DEADLINE.at = None
             if response.status_code < 400:
                 return response
-            if response.status_code in (429, 503) and attempt < self.max_retries:
-                time.sleep(self._wait(response, attempt))
+            if response.status_code in (429, 503) and busy < self.max_retries:
+                time.sleep(self._wait(response, busy))
+                busy += 1
                 continue
             raise _error(response, series)
-        raise AssertionError("unreachable")  # the last attempt returns or raises
 
     def _wait(self, response: httpx.Response, attempt: int) -> float:
         """Seconds before the next try: the answer's Retry-After when it is a finite number (an HTTP date,

@@ -18,7 +18,6 @@ import contextlib
 import os
 import shutil
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -29,7 +28,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.app.live import LiveService, live_service
+from tests.app.live import live_service
+from tests.app.processes import children, engine, exited, front_ends, tree
 
 L, C = 8, 3  # the toy model
 FORECAST = "/v1/models/toy/versions/2/forecast"
@@ -45,38 +45,6 @@ def repository(toy_repository: Path, tmp_path_factory: pytest.TempPathFactory) -
     repo = tmp_path_factory.mktemp("liveness_repository")
     shutil.copytree(toy_repository / "toy", repo / "toy")
     return repo
-
-
-def _children(pid: int) -> list[tuple[int, str]]:
-    out = subprocess.run(["ps", "--ppid", str(pid), "-o", "pid=,args="], capture_output=True, text=True)
-    rows = [line.strip().split(None, 1) for line in out.stdout.splitlines() if line.strip()]
-    return [(int(pid_), args) for pid_, args in rows]
-
-
-def _tree(pid: int) -> list[int]:
-    """The process and every process under it."""
-    found, todo = [], [pid]
-    while todo:
-        now = todo.pop()
-        found.append(now)
-        todo.extend(child for child, _ in _children(now))
-    return found
-
-
-def _engine(service: LiveService) -> int:
-    return next(pid for pid, args in _children(service.process.pid) if "app.engine" in args)
-
-
-def _front_ends(service: LiveService) -> list[int]:
-    return [pid for pid, args in _children(service.process.pid) if "app.engine" not in args]
-
-
-def _alive(pid: int) -> bool:
-    """Running (a zombie, its resources freed, is not alive)."""
-    try:
-        return "\tZ" not in Path(f"/proc/{pid}/status").read_text().split("State:")[1][:4]
-    except (FileNotFoundError, IndexError):
-        return False
 
 
 def _until(predicate: Callable[[], bool], timeout_s: float, what: str) -> float:
@@ -151,7 +119,7 @@ def stopped_engine() -> Iterator[list[int]]:
 def test_a_killed_engine_answers_every_request_in_flight_503_fast(repository: Path, tmp_path: Path) -> None:
     with live_service(repository, tmp_path / "service.log", RSA_WORKERS="2", **BATCH_WAIT) as service:
         outcomes, threads = _in_flight(service.url, CLIENTS)
-        os.kill(_engine(service), signal.SIGKILL)
+        os.kill(engine(service), signal.SIGKILL)
         killed = time.monotonic()
         late = [Outcome() for _ in range(8)]  # new requests right after the death
         for outcome in late:
@@ -182,9 +150,9 @@ def test_a_stopped_engine_turns_readiness_503_and_metrics_answer(
     with live_service(repository, tmp_path / "service.log", RSA_WORKERS="2", **BATCH_WAIT) as service:
         url = service.url
         outcomes, threads = _in_flight(url, 4)
-        engine = _engine(service)
-        os.kill(engine, signal.SIGSTOP)
-        stopped_engine.append(engine)
+        engine_pid = engine(service)
+        os.kill(engine_pid, signal.SIGSTOP)
+        stopped_engine.append(engine_pid)
         stopped = time.monotonic()
         scrape = httpx.get(f"{url}/metrics", timeout=HANG_GUARD_S)  # before the heartbeat has told
         metrics_s = time.monotonic() - stopped
@@ -218,7 +186,7 @@ def test_a_stopped_engine_turns_readiness_503_and_metrics_answer(
             assert outcome.retry_after is not None
         assert service.process.poll() is None  # a stopped engine is not a dead one
 
-        os.kill(engine, signal.SIGCONT)
+        os.kill(engine_pid, signal.SIGCONT)
         back_s = _until(
             lambda: httpx.get(f"{url}/readyz", timeout=HANG_GUARD_S).status_code == 200,
             HANG_GUARD_S,
@@ -233,23 +201,23 @@ def test_a_stopped_engine_turns_readiness_503_and_metrics_answer(
 def test_a_killed_front_end_leaves_no_child_behind(repository: Path, tmp_path: Path) -> None:
     with live_service(repository, tmp_path / "service.log", RSA_WORKERS="2") as service:
         root = service.process.pid
-        fronts = _front_ends(service)
+        fronts = front_ends(service)
         assert len(fronts) == 2
         # each front end's parse worker and resource tracker (started with it)
-        _until(lambda: all(len(_children(f)) >= 2 for f in fronts), HANG_GUARD_S, "the parse workers")
+        _until(lambda: all(len(children(f)) >= 2 for f in fronts), HANG_GUARD_S, "the parse workers")
         victim = fronts[0]
-        children = [pid for pid, _ in _children(victim)]
+        orphans = [pid for pid, _ in children(victim)]
         os.kill(victim, signal.SIGKILL)
-        gone_s = _until(lambda: not any(map(_alive, children)), HANG_GUARD_S, "children gone")
-        print(f"front end kill -9: its {len(children)} children gone after {gone_s:.3f}s")
+        gone_s = _until(lambda: all(map(exited, orphans)), HANG_GUARD_S, "children gone")
+        print(f"front end kill -9: its {len(orphans)} children gone after {gone_s:.3f}s")
         _until(
-            lambda: len(_front_ends(service)) == 2 and victim not in _front_ends(service),
+            lambda: len(front_ends(service)) == 2 and victim not in front_ends(service),
             30,
             "a new front end",
         )
         # started (its parse worker spawned in its lifespan), so that it drains on SIGTERM
-        _until(lambda: all(len(_children(f)) >= 2 for f in _front_ends(service)), 30, "its parse worker")
-        everything = _tree(root)
+        _until(lambda: all(len(children(f)) >= 2 for f in front_ends(service)), 30, "its parse worker")
+        everything = tree(root)
         assert service.stop() == 0
-    left = [pid for pid in [*everything, *children] if _alive(pid)]
+    left = [pid for pid in [*everything, *orphans] if not exited(pid)]
     assert not left, [(pid, Path(f"/proc/{pid}/cmdline").read_bytes()) for pid in left]

@@ -24,6 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.app.live import LiveService, live_service
 from tests.app.metrics_scrape import total
+from tests.app.processes import children, engine, front_ends, wait_exited
 from tests.utils.speed import scaled
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,34 +40,6 @@ def repository(toy_repository: Path, tmp_path_factory: pytest.TempPathFactory) -
     shutil.copytree(toy_repository / "toy", repo / "toy")
     shutil.copytree(SHIPPED, repo / "etth1-rsa" / "4")
     return repo
-
-
-def _children(pid: int) -> list[tuple[int, str]]:
-    """(pid, command line) of a process's children."""
-    out = subprocess.run(["ps", "--ppid", str(pid), "-o", "pid=,args="], capture_output=True, text=True)
-    rows = [line.strip().split(None, 1) for line in out.stdout.splitlines() if line.strip()]
-    return [(int(pid_), args) for pid_, args in rows]
-
-
-def _front_ends(service: LiveService) -> list[int]:
-    return [pid for pid, args in _children(service.process.pid) if "app.engine" not in args]
-
-
-def _wait_dead(pid: int) -> None:
-    """Until the process is gone or a zombie (its sockets closed), at most 10 s (on a quiet machine)."""
-    deadline = time.monotonic() + scaled(10)
-    while time.monotonic() < deadline:
-        try:
-            if "\tZ" in Path(f"/proc/{pid}/status").read_text().split("State:")[1][:4]:
-                return
-        except (FileNotFoundError, IndexError):
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"process {pid} still alive")
-
-
-def _engine(service: LiveService) -> int:
-    return next(pid for pid, args in _children(service.process.pid) if "app.engine" in args)
 
 
 def _metrics(url: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
@@ -202,8 +175,8 @@ def test_one_metrics_endpoint_counts_every_front_end_once(two_front_ends: LiveSe
 
 def test_a_killed_front_end_is_started_again_and_its_counts_are_kept(two_front_ends: LiveService) -> None:
     url = two_front_ends.url
-    fronts = _front_ends(two_front_ends)
-    assert len(fronts) == 2, _children(two_front_ends.process.pid)
+    fronts = front_ends(two_front_ends)
+    assert len(fronts) == 2, children(two_front_ends.process.pid)
     environ = Path(f"/proc/{fronts[0]}/environ").read_bytes().split(b"\0")
     metrics_dir = Path(
         next(e for e in environ if e.startswith(b"PROMETHEUS_MULTIPROC_DIR=")).split(b"=", 1)[1].decode()
@@ -215,11 +188,11 @@ def test_a_killed_front_end_is_started_again_and_its_counts_are_kept(two_front_e
         _metrics(url), "rsa_requests_total", endpoint="/v1/models/{name}/versions/{version}/forecast"
     )
     os.kill(fronts[0], signal.SIGKILL)
-    _wait_dead(fronts[0])  # its socket is closed with it: the kernel sends new connections to the other
+    wait_exited(fronts[0])  # its socket is closed with it: the kernel sends new connections to the other
     for _ in range(20):  # the other front end serves meanwhile
         assert _post(url, FORECAST, **body).status_code == 200
     deadline = time.monotonic() + scaled(30)
-    while fronts[0] in _front_ends(two_front_ends) or len(_front_ends(two_front_ends)) < 2:
+    while fronts[0] in front_ends(two_front_ends) or len(front_ends(two_front_ends)) < 2:
         assert time.monotonic() < deadline, "the killed front end was not started again"
         time.sleep(0.1)
     assert not list(metrics_dir.glob(f"*_{fronts[0]}.db"))  # folded into the archive, not left behind
@@ -234,8 +207,8 @@ def test_a_killed_front_end_is_started_again_and_its_counts_are_kept(two_front_e
 
 def test_a_killed_engine_ends_the_service_with_a_non_zero_exit(repository: Path, tmp_path: Path) -> None:
     with live_service(repository, tmp_path / "service.log", RSA_WORKERS="2") as service:
-        fronts = _front_ends(service)
-        os.kill(_engine(service), signal.SIGKILL)
+        fronts = front_ends(service)
+        os.kill(engine(service), signal.SIGKILL)
         started = time.monotonic()
         try:
             code = service.process.wait(timeout=15)
@@ -263,8 +236,8 @@ def test_memory_metrics_cover_every_process_of_the_service(two_front_ends: LiveS
     want = ["engine", *["frontend"] * 2, *["parse"] * 2, *["resource_tracker"] * 2, "supervisor"]
     assert roles == want, memory
     supervisor = two_front_ends.process.pid
-    pids = {supervisor, *(pid for pid, _ in _children(supervisor))}
-    pids |= {pid for front in _front_ends(two_front_ends) for pid, _ in _children(front)}
+    pids = {supervisor, *(pid for pid, _ in children(supervisor))}
+    pids |= {pid for front in front_ends(two_front_ends) for pid, _ in children(front)}
     assert {int(pid) for pid in memory} == pids
     assert all(value > 1_000_000 for _, value in memory.values())
     assert total(samples, "rsa_service_resident_memory_bytes") == sum(v for _, v in memory.values())
@@ -275,7 +248,7 @@ def test_memory_metrics_cover_every_process_of_the_service(two_front_ends: LiveS
 def _wait_parse_workers(service: LiveService) -> None:
     """Until each front end has its parse worker and resource tracker (spawned as it starts)."""
     deadline = time.monotonic() + 30
-    while not all(len(_children(front)) >= 2 for front in _front_ends(service)):
+    while not all(len(children(front)) >= 2 for front in front_ends(service)):
         assert time.monotonic() < deadline, "no parse workers"
         time.sleep(0.05)
 

@@ -5,6 +5,8 @@
   server is still dripping (a fake server on 127.0.0.1, bounded in connections and time);
 - `Retry-After: nan` (or inf, or text): treated as absent, the client's own backoff, never a bare
   ValueError;
+- a connection refused, reset (a fake server sending RST) or closed before its answer: sent again twice
+  at most, then httpx's own error; 503 retries counted apart;
 - garbage answers (not JSON, JSON of the wrong shape, binary tensors that do not fit): `ServiceError`
   naming the call and what was wrong, not a decode error (httpx.MockTransport).
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import json
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -150,6 +153,110 @@ def test_an_unusable_retry_after_is_treated_as_absent(value: str) -> None:
     assert client._send("GET", "/x").json() == {"ok": True} and len(calls) == 2
     wait = client._wait(httpx.Response(503, headers={"Retry-After": value}), attempt=0)
     assert wait == 0.01  # the backoff (0.25 s), capped by max_wait_s
+
+
+# -- dropped connections ------------------------------------------------------------------------------
+
+
+@dataclass
+class Resetter:
+    url: str
+    connections: int = 0
+
+
+@contextmanager
+def resetting_server(resets: int) -> Iterator[Resetter]:
+    """127.0.0.1: reads each request, resets the first `resets` connections (SO_LINGER 0: an RST, as
+    Linux sends for what was queued on a killed front end's socket) and answers the next with 200. At
+    most resets + 2 connections, each bounded by 5 s."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    listener.settimeout(0.1)
+    server = Resetter(f"http://127.0.0.1:{listener.getsockname()[1]}")
+    stop = threading.Event()
+    body = b'{"ok": true}'
+    answer = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 12\r\n\r\n" + body
+
+    def accept() -> None:
+        while not stop.is_set() and server.connections < resets + 2:
+            try:
+                conn, _ = listener.accept()
+            except (TimeoutError, OSError):
+                continue
+            server.connections += 1
+            with conn:
+                conn.settimeout(5)
+                request = b""
+                while b"\r\n\r\n" not in request and (chunk := conn.recv(65536)):
+                    request += chunk
+                if server.connections <= resets:
+                    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                else:
+                    conn.sendall(answer)
+
+    acceptor = threading.Thread(target=accept, daemon=True)
+    acceptor.start()
+    try:
+        yield server
+    finally:
+        stop.set()
+        acceptor.join(10)
+        listener.close()
+
+
+@pytest.mark.parametrize("resets", [0, 1, 2])
+def test_a_reset_connection_is_sent_again(resets: int) -> None:
+    """A front end killed with the request queued on its socket (docs/service.md): sent again, on a
+    new connection, twice at most."""
+    with resetting_server(resets) as server, Client(server.url, max_wait_s=0.01) as client:
+        assert client._send("GET", "/x").json() == {"ok": True}
+        assert server.connections == resets + 1
+
+
+def test_a_connection_reset_three_times_raises_httpx_error() -> None:
+    with resetting_server(3) as server, Client(server.url, max_wait_s=0.01) as client:
+        with pytest.raises(httpx.TransportError):
+            client._send("GET", "/x")
+        assert server.connections == 3
+
+
+@pytest.mark.parametrize(
+    "error", [httpx.ConnectError("refused"), httpx.ReadError("reset"), httpx.RemoteProtocolError("closed")]
+)
+def test_dropped_connections_are_tried_three_times_and_503s_counted_apart(error: Exception) -> None:
+    """Three tries of a refused, reset or closed connection, then httpx's own error (a wrong URL fails
+    within a second); a 503 between them is a retry of its own kind, bounded by max_retries."""
+    answers: list[Exception | httpx.Response] = [
+        error,
+        httpx.Response(503, json={"error": "busy"}),
+        error,
+        httpx.Response(503, json={"error": "busy"}),
+        httpx.Response(200, json={"ok": True}),
+    ]
+    calls: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        answer = answers[len(calls) - 1] if len(calls) <= len(answers) else error
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    client = Client("http://test", max_retries=2, max_wait_s=0.01)
+    client.http = httpx.Client(base_url="http://test", transport=httpx.MockTransport(handler))
+    assert client._send("GET", "/x").json() == {"ok": True} and len(calls) == 5
+    calls.clear()
+    answers[:] = [error] * 4
+    with pytest.raises(type(error)):
+        client._send("GET", "/x")
+    assert len(calls) == 3
+    calls.clear()
+    no_retries = Client("http://test", max_retries=0, max_wait_s=0.01)
+    no_retries.http = client.http
+    with pytest.raises(type(error)):
+        no_retries._send("GET", "/x")
+    assert len(calls) == 1
 
 
 # -- garbage answers ------------------------------------------------------------------------------------
