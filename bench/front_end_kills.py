@@ -2,7 +2,7 @@
 
 The service (`python -m app`, the shipped repository) runs two front ends; `--callers` threads of each kind
 send forecasts of `pretrained-monthly` while one front end is killed (SIGKILL) `--kills` times, each kill
-once the supervisor has started the last one again and both serve. A killed front end takes with it the
+once the supervisor has started the last one again and both listen. A killed front end takes with it the
 calls in flight on it and the connections the kernel had queued on its socket (docs/service.md, "One
 process or several front ends"). The kinds:
 
@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from bench.harness import REPO
-from bench.harness.servers import local_server
+from bench.harness.servers import listens, local_server
 
 MODEL = "pretrained-monthly"
 PATH = f"/v1/models/{MODEL}/forecast"
@@ -89,6 +89,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     why: Counter[str] = Counter()
     stop = threading.Event()
     with local_server(env) as server:
+        port = int(server.url.rsplit(":", 1)[1])
         kinds = callers(server.url)
 
         def run(kind: str) -> None:
@@ -109,10 +110,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         try:
             while kills < args.kills and time.monotonic() < deadline:
                 fronts = front_ends(server.process.pid)
-                if len(fronts) < 2:
+                if len(fronts) < 2 or not all(listens(f, port) for f in fronts):  # both serving
                     time.sleep(0.1)
                     continue
-                time.sleep(2.0)  # the new one serving a while: calls on both
+                time.sleep(1.0)  # calls on both
                 try:
                     os.kill(fronts[0], signal.SIGKILL)
                 except ProcessLookupError:  # gone meanwhile (the supervisor's restart of a stuck one)

@@ -54,6 +54,26 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def listens(pid: int, port: int) -> bool:
+    """Whether process `pid` holds a TCP socket listening on `port` (IPv4 or IPv6; Linux's /proc). A front
+    end of the supervisor's counts as serving from then on: one still starting holds no such socket, and
+    the kernel sends it no connection."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except FileNotFoundError:
+            continue
+        for row in rows:
+            fields = row.split()  # sl, local address:port (hex), remote, state (0A: LISTEN), ..., inode
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(f"socket:[{fields[9]}]")
+    try:
+        return any(os.readlink(fd) in inodes for fd in Path(f"/proc/{pid}/fd").iterdir())
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return False
+
+
 def is_ready(port: int) -> bool:
     # http.client, not urllib: urllib would honour *_proxy variables, and this traffic stays on loopback.
     conn = http.client.HTTPConnection(HOST, port, timeout=2)

@@ -27,4 +27,5 @@ class Client(_Forecasting, _Evaluating, _Inspecting):
     """`Client(url)`: the service at `url` (e.g. http://127.0.0.1:8000).
 
     `concurrency`: requests in flight at once; `max_retries`: tries of a request answered 503 or 429 (each
-    after its `Retry-After`, at most `max_wait_s`) before the error is raised."""
+    after its `Retry-After`, at most `max_wait_s`) before the error is raised; a connection refused, reset
+    or closed before its answer is tried again twice (none with `max_retries=0`)."""
