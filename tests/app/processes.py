@@ -8,6 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from bench.harness.servers import listens
 from tests.app.live import LiveService
 from tests.utils.speed import scaled
 
@@ -58,3 +59,16 @@ def wait_exited(pid: int) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"process {pid} still alive")
         time.sleep(0.01)
+
+
+def serving_front_ends(service: LiveService, count: int = 2) -> list[int]:
+    """The front ends once `count` of them listen on the service's port, at most 30 s (on a quiet machine).
+    A front end started again but still importing holds no socket yet: killing the other then would
+    leave none, and connections would be refused for no fault of the client's."""
+    port = int(service.url.rsplit(":", 1)[1])
+    deadline = time.monotonic() + scaled(30)
+    while len(fronts := front_ends(service)) < count or not all(listens(f, port) for f in fronts):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{count} front ends not serving: {children(service.process.pid)}")
+        time.sleep(0.1)
+    return fronts
