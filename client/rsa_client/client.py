@@ -28,4 +28,5 @@ class Client(_Forecasting, _Evaluating, _Inspecting):
 
     `concurrency`: requests in flight at once; `max_retries`: tries of a request answered 503 or 429 (each
     after its `Retry-After`, at most `max_wait_s`) before the error is raised; a connection refused, reset
-    or closed before its answer is tried again twice (none with `max_retries=0`)."""
+    or closed before its answer is tried again twice (none with `max_retries=0`; a fit that publishes
+    only where the connection was refused)."""

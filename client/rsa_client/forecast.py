@@ -356,7 +356,8 @@ class _Forecasting(_Models):
             body["publish"] = {"model": publish}
         path = f"/v1/models/{model}" + (f"/versions/{version}" if version is not None else "")
         ids = [s["id"] for s in series]
-        response = self._send("POST", f"{path}/fit_forecast", ids, json=body)
+        # a publish is not sent again once it may have reached the server: a second would add a version
+        response = self._send("POST", f"{path}/fit_forecast", ids, idempotent=publish is None, json=body)
         answer = _json(response, ids)
         named = forecast_columns(model, [target])[0]  # the forecast's column, as forecast names it
         with _reading(response, ids):

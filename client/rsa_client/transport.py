@@ -27,8 +27,9 @@ import numpy as np
 _WINDOW_ROW = re.compile(r"window\[(\d+)\]")
 # A connection refused, reset or closed before any answer: most often a front end killed or starting again
 # (docs/service.md, "One process or several front ends"; the kernel resets what was queued on its socket).
-# Every call of this client can be sent twice (forecasts, fits answered and not kept, model loads and
-# unloads), so it is, after 0.25 and 0.5 s: twice only, so that a wrong URL fails within a second.
+# The client's calls can be sent twice (forecasts, backtests, fits answered and not kept, model loads and
+# unloads) except a fit that publishes, which is sent again only where it never left (refused); after
+# 0.25 and 0.5 s: twice only, so that a wrong URL fails within a second.
 _DROPPED_RETRIES = 2
 _S = TypeVar("_S", bound="_Session")
 
@@ -98,11 +99,13 @@ class _Session:
         self.close()
 
     # -- plumbing ---------------------------------------------------------------------------------
-    def _send(self, method: str, path: str, series: Sequence[Any] = (), **kwargs: Any) -> httpx.Response:
+    def _send(
+        self, method: str, path: str, series: Sequence[Any] = (), *, idempotent: bool = True, **kwargs: Any
+    ) -> httpx.Response:
         """One call, retried on 503 and 429 after the server's Retry-After (bounded) and on a connection
-        refused, reset or closed before its answer (twice); any other error status raises ServiceError
-        naming `series`. Each request is bounded by `timeout_s` as a whole (httpx.TimeoutException past
-        it, whatever the server trickles)."""
+        refused, reset or closed before its answer (twice; refused only, where not `idempotent`); any other
+        error status raises ServiceError naming `series`. Each request is bounded by `timeout_s` as a
+        whole (httpx.TimeoutException past it, whatever the server trickles)."""
         busy = dropped = 0  # the retries so far: of a 503 or 429, of a dropped connection
         while True:
             _DEADLINE.at = time.monotonic() + self.timeout_s
@@ -112,8 +115,9 @@ class _Session:
                 raise type(e)(
                     f"{method} {path}: no complete answer within timeout_s = {self.timeout_s:g} s ({e})"
                 ) from e
-            except (httpx.NetworkError, httpx.RemoteProtocolError):
-                if dropped >= min(self.max_retries, _DROPPED_RETRIES):
+            except (httpx.NetworkError, httpx.RemoteProtocolError) as e:
+                sent = not isinstance(e, httpx.ConnectError)  # it may have reached the server
+                if dropped >= min(self.max_retries, _DROPPED_RETRIES) or (sent and not idempotent):
                     raise
                 time.sleep(min(0.25 * 2**dropped, self.max_wait_s))
                 dropped += 1

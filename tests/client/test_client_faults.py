@@ -259,6 +259,50 @@ def test_dropped_connections_are_tried_three_times_and_503s_counted_apart(error:
     assert len(calls) == 1
 
 
+@pytest.mark.parametrize(
+    ("error", "calls"), [(httpx.ConnectError("refused"), 2), (httpx.ReadError("reset"), 1)]
+)
+def test_a_call_that_is_not_idempotent_is_sent_again_only_where_it_never_left(
+    error: Exception, calls: int
+) -> None:
+    """A fit that publishes adds a version each time it reaches the server: after a reset its answer may
+    be lost with the version published, so it is not sent again; a refused connection sent nothing."""
+    sent: list[bytes] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request.content)
+        if len(sent) == 1:
+            raise error
+        return httpx.Response(200, json={"ok": True})
+
+    client = Client("http://test", max_wait_s=0.01)
+    client.http = httpx.Client(base_url="http://test", transport=httpx.MockTransport(handler))
+    if calls == 1:
+        with pytest.raises(type(error)):
+            client._send("POST", "/x", idempotent=False, json={"publish": {"model": "m"}})
+    else:
+        assert client._send("POST", "/x", idempotent=False, json={"publish": {"model": "m"}}).json()
+    assert len(sent) == calls
+
+
+def test_fit_forecast_sends_a_publish_once_and_a_plain_fit_again() -> None:
+    bodies: list[dict[str, Any]] = []
+
+    def reset_fits(request: httpx.Request) -> httpx.Response | None:
+        if not request.url.path.endswith("/fit_forecast"):
+            return None  # the model's description, as documented
+        bodies.append(json.loads(request.content))
+        raise httpx.ReadError("reset")
+
+    client = serving(reset_fits)
+    client.max_retries, client.max_wait_s = 8, 0.01
+    for publish, tries in ((None, 3), ("m2", 1)):
+        bodies.clear()
+        with pytest.raises(httpx.ReadError):
+            client.fit_forecast(FRAME, h=2, model="m", publish=publish)
+        assert len(bodies) == tries and all(("publish" in b) == (publish is not None) for b in bodies)
+
+
 # -- garbage answers ------------------------------------------------------------------------------------
 
 INFO = {
