@@ -42,9 +42,10 @@ def front_ends(service: LiveService) -> list[int]:
 
 def exited(pid: int) -> bool:
     """Gone, or a zombie whose every thread has exited. A zombie leader alone is not enough: its other
-    threads still hold the process's files (its listening socket among them) while they exit, for up to
-    0.15 s after the leader turned Z on the quiet 2-core machine (2026-12-06, a front end of 7 threads
-    killed by SIGKILL), longer under load; a connection the kernel hands that socket then is reset."""
+    threads still hold the process's files (its listening socket among them) while they exit. Seen on the
+    quiet 2-core machine (2026-12-06, a front end of 7 threads killed by SIGKILL, `ss` sampled): the
+    socket still listening when the leader first showed Z with 5 threads left, gone 18 ms later; longer
+    under load. A connection the kernel hands that socket meanwhile is reset."""
     try:
         zombie = "\tZ" in Path(f"/proc/{pid}/status").read_text().split("State:")[1][:4]
         return zombie and len(os.listdir(f"/proc/{pid}/task")) <= 1
