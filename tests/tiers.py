@@ -249,7 +249,7 @@ SLOW_TESTS: dict[str, dict[str, float]] = {
         "test_smoke_measures_both_models_every_round": 2.4,
     },
     "tests/bench/test_front_end_kills.py": {
-        "test_smoke_run_kills_a_front_end_under_every_kind_of_caller": 11.0,
+        "test_smoke_run_kills_a_front_end_under_every_kind_of_caller": 8.1,
     },
     "tests/bench/test_workers.py": {
         "test_smoke_run_compares_one_process_with_two_front_ends": 23.4,
