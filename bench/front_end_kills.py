@@ -57,8 +57,8 @@ def front_ends(supervisor: int) -> list[int]:
     return [int(pid) for pid, args in rows if "app.engine" not in args and "<defunct>" not in args]
 
 
-def callers(url: str) -> dict[str, Callable[[], Callable[[], object]]]:
-    """Each kind: a factory of its call (one per thread: its own connections)."""
+def callers(url: str) -> dict[str, Callable[[], tuple[Callable[[], object], Callable[[], None]]]]:
+    """Each kind: a factory of its call and of what closes it (one per thread: its own connections)."""
     months = pd.date_range("2015-01-01", periods=72, freq="MS")
     values = 100 + 10 * np.sin(np.arange(72) * 2 * np.pi / 12)
     frame = pd.DataFrame({"unique_id": "a", "ds": months, "y": values})
@@ -67,16 +67,16 @@ def callers(url: str) -> dict[str, Callable[[], Callable[[], object]]]:
     sys.path.insert(0, str(REPO / "client"))  # the client's own package, as `pip install ./client` puts it
     from rsa_client import Client
 
-    def client_call() -> Callable[[], object]:
+    def client_call() -> tuple[Callable[[], object], Callable[[], None]]:
         client = Client(url, timeout_s=30)
-        return lambda: client.forecast(frame, h=6, model=MODEL)
+        return (lambda: client.forecast(frame, h=6, model=MODEL)), client.close
 
-    def kept_alive() -> Callable[[], object]:
+    def kept_alive() -> tuple[Callable[[], object], Callable[[], None]]:
         http = httpx.Client(base_url=url, timeout=30)
-        return lambda: http.post(PATH, json=body).raise_for_status()
+        return (lambda: http.post(PATH, json=body).raise_for_status()), http.close
 
-    def per_call() -> Callable[[], object]:
-        return lambda: httpx.post(url + PATH, json=body, timeout=30).raise_for_status()
+    def per_call() -> tuple[Callable[[], object], Callable[[], None]]:
+        return (lambda: httpx.post(url + PATH, json=body, timeout=30).raise_for_status()), lambda: None
 
     return {"rsa_client": client_call, "kept-alive, no retry": kept_alive, "a connection per call": per_call}
 
@@ -84,23 +84,24 @@ def callers(url: str) -> dict[str, Callable[[], Callable[[], object]]]:
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     env = {"RSA_WORKERS": "2", "RSA_MODEL_REPOSITORY": str(REPO / "model_repository")}
-    answered: Counter[str] = Counter()
-    lost: Counter[str] = Counter()
-    why: Counter[str] = Counter()
+    tallies: list[tuple[Counter[str], Counter[str], Counter[str]]] = []  # per thread: answered, lost, why
     stop = threading.Event()
     with local_server(env) as server:
         port = int(server.url.rsplit(":", 1)[1])
         kinds = callers(server.url)
 
         def run(kind: str) -> None:
-            call = kinds[kind]()
+            answered, lost, why = Counter[str](), Counter[str](), Counter[str]()
+            tallies.append((answered, lost, why))
+            call, close = kinds[kind]()
             while not stop.is_set():
                 try:
                     call()
                     answered[kind] += 1
-                except (httpx.HTTPError, OSError) as e:
+                except Exception as e:  # every failure is a lost call (a ServiceError too)
                     lost[kind] += 1
                     why[f"{kind}: {type(e).__name__}"] += 1
+            close()
 
         threads = [threading.Thread(target=run, args=(k,)) for k in kinds for _ in range(args.callers)]
         for thread in threads:
@@ -124,6 +125,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             stop.set()
             for thread in threads:
                 thread.join(60)
+    answered, lost, why = (sum((t[i] for t in tallies), Counter[str]()) for i in range(3))
     report = {
         "kills": kills,
         "callers_per_kind": args.callers,

@@ -210,7 +210,7 @@ def test_front_ends_killed_under_load_lose_no_call_of_the_client(two_front_ends:
     """Three callers of rsa_client, each on its kept-alive connections, while a front end is killed three
     times: every call is answered. Calls in flight on the killed front end are closed without an answer,
     and connections queued on its socket reset (docs/service.md); the client sends them again. Kept-alive
-    httpx calls without that retry, as the client's were before, lost 19 of 948 over 10 kills beside it
+    httpx calls without that retry, as the client's were before, lost 20 of 903 over 10 kills beside it
     (`python -m bench.front_end_kills`, results/serving/front_end_kills.json)."""
     url = two_front_ends.url
     body = {"series": [{"values": np.ones((L, C)).tolist()}]}
