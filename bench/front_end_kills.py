@@ -21,7 +21,6 @@ import argparse
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -35,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from bench.harness import REPO
-from bench.harness.servers import listens, local_server
+from bench.harness.servers import front_ends_of, listens, local_server
 
 MODEL = "pretrained-monthly"
 PATH = f"/v1/models/{MODEL}/forecast"
@@ -48,13 +47,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--timeout-s", type=float, default=120.0, help="bound on the whole run")
     p.add_argument("--json", type=Path, default=None)
     return p.parse_args(argv)
-
-
-def front_ends(supervisor: int) -> list[int]:
-    ps = ["ps", "--ppid", str(supervisor), "-o", "pid=,args="]
-    out = subprocess.run(ps, capture_output=True, text=True)
-    rows = [line.strip().split(None, 1) for line in out.stdout.splitlines() if line.strip()]
-    return [int(pid) for pid, args in rows if "app.engine" not in args and "<defunct>" not in args]
 
 
 def callers(url: str) -> dict[str, Callable[[], tuple[Callable[[], object], Callable[[], None]]]]:
@@ -110,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         kills = 0
         try:
             while kills < args.kills and time.monotonic() < deadline:
-                fronts = front_ends(server.process.pid)
+                fronts = front_ends_of(server.process.pid)
                 if len(fronts) < 2 or not all(listens(f, port) for f in fronts):  # both serving
                     time.sleep(0.1)
                     continue

@@ -54,6 +54,32 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def children(pid: int) -> list[tuple[int, str]]:
+    """(pid, command line) of a process's children."""
+    out = subprocess.run(["ps", "--ppid", str(pid), "-o", "pid=,args="], capture_output=True, text=True)
+    rows = [line.strip().split(None, 1) for line in out.stdout.splitlines() if line.strip()]
+    return [(int(pid_), args) for pid_, args in rows]
+
+
+def exited(pid: int) -> bool:
+    """Gone, or a zombie whose every thread has exited. A zombie leader alone is not enough: its other
+    threads still hold the process's files (its listening socket among them) while they exit. Seen on the
+    quiet 2-core machine (2026-12-06, a front end of 7 threads killed by SIGKILL, `ss` sampled): the
+    socket still listening when the leader first showed Z with 5 threads left, gone 18 ms later; longer
+    under load. A connection the kernel hands that socket meanwhile is reset."""
+    try:
+        zombie = "\tZ" in Path(f"/proc/{pid}/status").read_text().split("State:")[1][:4]
+        return zombie and len(os.listdir(f"/proc/{pid}/task")) <= 1
+    except (FileNotFoundError, IndexError):
+        return True
+
+
+def front_ends_of(supervisor: int) -> list[int]:
+    """The live front ends of a `python -m app` supervisor (RSA_WORKERS > 1): its children but the engine,
+    a killed one not yet reaped left out."""
+    return [pid for pid, args in children(supervisor) if "app.engine" not in args and not exited(pid)]
+
+
 def listens(pid: int, port: int) -> bool:
     """Whether process `pid` holds a TCP socket listening on `port` (IPv4 or IPv6; Linux's /proc). A front
     end of the supervisor's counts as serving from then on: one still starting holds no such socket, and
