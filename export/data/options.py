@@ -91,6 +91,18 @@ class ReadOptions:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in record.items() if k in names and v is not None})
 
+    def changed(self) -> dict[str, Any]:
+        """JSON-ready: the options that differ from the defaults, the zone left out (a global model's
+        model.json records how train read its file so that export and forecast read theirs alike, and
+        records its zone apart); `from_record` reads it back."""
+        default = ReadOptions()
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name != "timezone" and value != getattr(default, f.name):
+                out[f.name] = list(value) if isinstance(value, tuple) else value
+        return out
+
     def record(self) -> dict[str, Any]:
         """JSON-ready: every wide option (as records have always held them), and the long-format ones
         that differ from their defaults."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import warnings
 from dataclasses import dataclass
+from datetime import date
 
 import numpy as np
 import pandas as pd
@@ -26,11 +27,14 @@ _NS_MIN = np.datetime64("1677-09-22", "s")
 _NS_MAX = np.datetime64("2262-04-11", "s")
 
 
-# months ("Jan 2015", "01/2015", "2015/01"), two-digit years ("01/02/15") and bare years. Tried after
-# pandas' own guesses, in this order; each must read the column's first value exactly.
+# months ("Jan 2015", "01/2015", "2015/01", "2015 Jan": R's tsibble writes its yearmonth so, as fpp3's data
+# sets hold it), two-digit years ("01/02/15") and bare years. Tried after pandas' own guesses, in this
+# order; each must read the column's first value exactly.
 _EXTRA_FORMATS = (
     "%b %Y",
     "%B %Y",
+    "%Y %b",
+    "%Y %B",
     "%b-%Y",
     "%B-%Y",
     "%b-%y",
@@ -53,6 +57,22 @@ QUARTER_FORMAT = "quarter"
 _QUARTER = re.compile(
     r"^(?:(?P<y1>\d{4})\s*[-/ ]?\s*[Qq](?P<q1>[1-4])|[Qq](?P<q2>[1-4])\s*[-/ ]?\s*(?P<y2>\d{4}))$"
 )
+# ISO 8601 weeks: "2015-W06", "2015W06", "2015 W06" (R's tsibble yearweek, as fpp3's `us_gasoline`), stamped
+# on the week's Monday.
+WEEK_FORMAT = "week"
+_WEEK = re.compile(r"^(?P<year>\d{4})\s*[- ]?\s*[Ww](?P<week>\d{1,2})$")
+
+
+def _week_monday(cell: str) -> str | None:
+    """The Monday of ISO week `cell` ("2015-W06") as an ISO date; None when `cell` names no week (week 53
+    of a year of 52 weeks included)."""
+    m = _WEEK.match(cell)
+    if m is None:
+        return None
+    try:
+        return date.fromisocalendar(int(m["year"]), int(m["week"]), 1).isoformat()
+    except ValueError:
+        return None
 
 
 def _day_order(fmt: str) -> bool | None:
@@ -75,6 +95,8 @@ def _same_stamps(a: np.ndarray, b: np.ndarray) -> bool:
 def _reads(cell: str, fmt: str) -> bool:
     if fmt == QUARTER_FORMAT:
         return _QUARTER.match(cell) is not None
+    if fmt == WEEK_FORMAT:
+        return _week_monday(cell) is not None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
@@ -87,9 +109,9 @@ def _reads(cell: str, fmt: str) -> bool:
 def candidate_formats(cell: str, date_format: str | None = None, dayfirst: bool | None = None) -> list[str]:
     """The formats that read `cell` (a column's first timestamp), most likely first: `date_format` alone
     when given; else pandas' guesses month-first and day-first, then the written forms pandas does not
-    guess (`_EXTRA_FORMATS`, quarters). Year-day-month orders are never offered (nobody writes them, and
-    they would make every ISO date ambiguous); `dayfirst` True or False keeps only that order where the
-    order is in question."""
+    guess (`_EXTRA_FORMATS`, quarters, ISO weeks). Year-day-month orders are never offered (nobody writes
+    them, and they would make every ISO date ambiguous); `dayfirst` True or False keeps only that order
+    where the order is in question."""
     if date_format is not None:
         return [date_format]
     found: list[str] = []
@@ -102,6 +124,8 @@ def candidate_formats(cell: str, date_format: str | None = None, dayfirst: bool 
     found += [fmt for fmt in _EXTRA_FORMATS if _reads(cell, fmt)]
     if _QUARTER.match(cell):
         found.append(QUARTER_FORMAT)
+    if _week_monday(cell) is not None:
+        found.append(WEEK_FORMAT)
     found = list(dict.fromkeys(found))
     if dayfirst is not None:
         found = [fmt for fmt in found if _day_order(fmt) in (None, dayfirst)]
@@ -123,6 +147,8 @@ def _parse_with(cells: np.ndarray, fmt: str) -> np.ndarray:
             return f"{year}-{3 * quarter - 2:02d}-01"
 
         column, use = column.map(first_day), "ISO8601"
+    elif fmt == WEEK_FORMAT:
+        column, use = column.map(_week_monday), "ISO8601"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:

@@ -28,6 +28,7 @@ the same ridge.
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
@@ -49,6 +50,8 @@ from export.global_models.options import (
     CalendarOption,
     ColumnOption,
     DataOption,
+    DateFormatOption,
+    DayfirstOption,
     DropOption,
     EffectOption,
     EpochsOption,
@@ -73,6 +76,7 @@ from export.global_models.options import (
     Training,
     TrainOptions,
     WindowsPerEpochOption,
+    read_as_trained,
     read_training,
 )
 from export.global_models.search import (
@@ -121,7 +125,7 @@ def train_transformer(
     timezone: str | None,
     path: Path,
     budget: Budget,
-    drop: tuple[str, ...] = (),
+    read: dict[str, Any] | None = None,
 ) -> list[str]:
     """`python -m export.panel train --network transformer`: train at L = `cfg.input_periods` periods, or
     at the input length the read-out's validation search picks on the same series (as
@@ -138,7 +142,7 @@ def train_transformer(
         length = train_global(series, cfg, frequency=frequency, plan=plan, report=False).input_length
         how = "the read-out's validation search"
     model = train_panel_transformer(series, cfg, length, budget=budget, plan=plan)
-    model.drop = drop  # the columns left out, as the read-out's model.json records them (issue 45, item 9)
+    model.read = read or {}  # how train read the file, as the read-out's model.json records it
     save_transformer(SavedTransformer(model, frequency, timezone), path)
     lines = [
         f"{training.count} series ({frequency}): RSA-Transformer, L = {length} ({how}), min history "
@@ -161,6 +165,8 @@ def train(
     target_column: ColumnOption = None,
     sort: SortOption = False,
     fill: FillOption = "none",
+    date_format: DateFormatOption = None,
+    dayfirst: DayfirstOption = None,
     drop: DropOption = "",
     timezone: TimezoneOption = None,
     future: FutureOption = "",
@@ -189,12 +195,14 @@ def train(
         input_periods=input_periods,
         lift=checked.lift,
     )
-    path, dropped = out / "model.json", checked.read.drop if layout == "long" else ()
+    # how the file was read, so that export and forecast read theirs alike (issue 45, item 9: --drop
+    # repeated at export; the same for the columns, fill and date format)
+    path, read = out / "model.json", checked.read.changed() if layout == "long" else {}
     try:
         if network == "transformer":
-            lines = train_transformer(training, cfg, timezone, path, checked.budget, dropped)
+            lines = train_transformer(training, cfg, timezone, path, checked.budget, read)
         else:
-            lines = _train_readout(training, cfg, timezone, path, local, dropped)
+            lines = _train_readout(training, cfg, timezone, path, local, read)
     except ValueError as e:  # too short for a window: said as an error, not a traceback
         raise typer.BadParameter(str(e), param_hint="--data") from None
     for line in [*lines[:1], *(f"  {note}" for note in training.notes), *lines[1:]]:
@@ -202,7 +210,7 @@ def train(
 
 
 def _train_readout(
-    training: Training, cfg: PanelConfig, timezone: str | None, path: Path, local: bool, drop: tuple[str, ...]
+    training: Training, cfg: PanelConfig, timezone: str | None, path: Path, local: bool, read: dict[str, Any]
 ) -> list[str]:
     """`train --network readout`: the search and the fit (export/global_models/search.py), the model file
     written at `path` with what it was trained on; returns the lines saying what was done."""
@@ -212,9 +220,8 @@ def _train_readout(
     )
     model.timezone = timezone
     model.training = training_record(training.loaded)
-    if drop and model.training is not None:
-        # the columns left out, so that export --data reads the file as train did (issue 45, item 9)
-        model.training = {**model.training, "drop": list(drop)}
+    if read and model.training is not None:  # read back by `read_as_trained`
+        model.training = {**model.training, "read": read}
     path = model.save(path)
     hybrid = (
         ""
@@ -240,7 +247,9 @@ def export_command(
         Path | None,
         typer.Option(help="the long file it was trained on: calibrates prediction intervals (else none)"),
     ] = None,
-    sort: Annotated[bool, typer.Option(help="sort the --data rows by series and time")] = False,
+    sort: Annotated[
+        bool | None, typer.Option(help="sort the --data rows by series and time (default: as train did)")
+    ] = None,
     timezone: Annotated[
         str | None, typer.Option(help="the zone --data's local times were written in (as at train)")
     ] = None,
@@ -283,14 +292,9 @@ def export_command(
             from export.global_models.transformer import calibrate_transformer
 
             try:
-                series = _training_series(
-                    data,
-                    net.covariates,
-                    timezone or saved.timezone,
-                    sort,
-                    layout,
-                    ",".join(net.drop) if drop is None else drop,  # default: the columns train left out
-                )
+                zone = timezone or saved.timezone
+                read = read_as_trained({"read": net.read}, timezone=zone, sort=sort, drop=drop)
+                series = _training_series(data, net.covariates, layout, read)
                 intervals, said = calibrate_transformer(net, series)
                 intervals, note = _with_nonnegative(intervals, nonnegative, series)
             except DataError as e:
@@ -315,12 +319,9 @@ def export_command(
     intervals, said = None, "no intervals (give --data, the training file, to calibrate them)"
     note = None
     if data is not None:
-        if drop is None:  # the columns train left out, as model.json records them
-            drop = ",".join((fitted.training or {}).get("drop", []))
+        read = read_as_trained(fitted.training, timezone=timezone or fitted.timezone, sort=sort, drop=drop)
         try:
-            series = _training_series(
-                data, fitted.covariates, timezone or fitted.timezone, sort, layout, drop
-            )
+            series = _training_series(data, fitted.covariates, layout, read)
         except DataError as e:
             raise typer.BadParameter(str(e), param_hint="--data") from None
         intervals, said = calibrate_global(fitted, series)
@@ -369,21 +370,17 @@ def _echo_serving(repository: Path) -> None:
     )
 
 
-def _training_series(
-    data: Path, covs: CovariateLayout | None, zone: str | None, sort: bool, layout: str, drop: str = ""
-) -> list[Any]:
-    """The training file's series as train read them: values alone, or (a covariate model) with the
-    covariates by name, the calendar in the model's zone; `drop`: the columns train left out."""
-    from export.data import ReadOptions, load_panel
+def _training_series(data: Path, covs: CovariateLayout | None, layout: str, read: Any) -> list[Any]:
+    """The training file's series as train read them (`read`, an export.data.ReadOptions from
+    `read_as_trained`): values alone, or (a covariate model) with the covariates by name, the calendar in
+    the model's zone."""
+    from export.data import load_panel
 
-    dropped = tuple(n.strip() for n in drop.split(",") if n.strip())
     if covs is None:
-        return [
-            s.values for s in load_panel(data, ReadOptions(sort=sort, timezone=zone, drop=dropped)).series
-        ]
+        return [s.values for s in load_panel(data, read).series]
     from export.covariates import load_covariate_panel, load_covariate_wide
 
-    options = ReadOptions(sort=sort, timezone=covs.timezone, drop=dropped)
+    options = dataclasses.replace(read, timezone=covs.timezone)
     statics = [s.name for s in covs.static]
     if layout == "wide":
         return load_covariate_wide(data, options, None, covs.past, covs.future)[0]
@@ -412,11 +409,16 @@ def forecast(
         ),
     ],
     out: Annotated[Path | None, typer.Option(help="CSV to write (default: print)")] = None,
-    sort: Annotated[bool, typer.Option()] = False,
+    sort: Annotated[
+        bool | None, typer.Option(help="sort the --data rows by series and time (default: as train did)")
+    ] = None,
     timezone: Annotated[
         str | None, typer.Option(help="the zone --data's local times were written in (forecasts: UTC)")
     ] = None,
-    drop: Annotated[str, typer.Option(help="columns of --data to leave out, comma-separated")] = "",
+    drop: Annotated[
+        str | None,
+        typer.Option(help="columns of --data to leave out, comma-separated (default: those train left out)"),
+    ] = None,
     future_file: Annotated[
         Path | None,
         typer.Option(
@@ -451,17 +453,18 @@ def forecast(
         raise typer.BadParameter(
             "the model reads no covariates: it takes no future values", param_hint="--future-file"
         )
-    dropped = tuple(n.strip() for n in drop.split(",") if n.strip())
+    # the histories read as train read its file: the same columns, date format and fill (its record)
+    read = read_as_trained(fitted.training, timezone=zone, sort=sort, drop=drop)
     histories: Sequence[Any]  # PanelSeries, or a covariate model's CovariateSeries
     rows: np.ndarray | None = None
     if fitted.covariates is None:
         try:
-            panel = load_panel(data, sort=sort, timezone=zone, drop=dropped)
+            panel = load_panel(data, read)
         except DataError as e:
             raise typer.BadParameter(str(e), param_hint="--data") from None
         histories, frequency = panel.series, panel.frequency
     else:
-        histories, frequency, rows = with_covariates(fitted, data, future_file, sort, zone, dropped)
+        histories, frequency, rows = with_covariates(fitted, data, future_file, read)
     try:
         values = fitted.forecast([s.values for s in histories], covariates=rows)
     except ValueError as e:  # shorter than min_history

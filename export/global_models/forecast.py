@@ -7,6 +7,7 @@ column."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import tzinfo
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import numpy as np
 import typer
 
 from export.covariates import CovariateSeries, series_covariate_rows
+from export.data import ReadOptions
 from export.global_models.model import GlobalModel
 from rsa_core.calendar import calendar_step
 from rsa_core.future import future_rows_problem
@@ -46,19 +48,19 @@ def with_covariates(
     fitted: GlobalModel,
     data: Path,
     future_file: Path | None,
-    sort: bool,
-    zone: str | None,
-    drop: tuple[str, ...] = (),
+    read: ReadOptions,
 ) -> tuple[list[CovariateSeries], str, np.ndarray]:
-    """A covariate model's histories (past and static covariates from `data`'s columns), their
+    """A covariate model's histories (past and static covariates from `data`'s columns, read by `read`:
+    `read_as_trained`), their
     frequency, and their `covariates` rows: the future covariates from `future_file`, which must hold
     exactly the H steps after each series' last timestamp; the calendar from those timestamps in the
     model's zone. The rows are the trainer's (series_covariate_rows on the history followed by the
     horizon). Every problem is a BadParameter naming the file, the series and the column."""
     covs = fitted.covariates
     assert covs is not None
-    histories, frequency = _histories(fitted, data, sort, zone, drop)
-    future = _future_values(fitted, data, future_file, sort, zone, {s.id for s in histories})
+    zone = read.timezone
+    histories, frequency = _histories(fitted, data, read)
+    future = _future_values(fitted, data, future_file, read, {s.id for s in histories})
     rows = []
     for s in histories:
         stamps = horizon(s.timestamps, frequency, fitted.config.horizon, zone, fitted.timezone)
@@ -71,13 +73,11 @@ def _bad(message: str, option: str = "--future-file") -> typer.BadParameter:
     return typer.BadParameter(message, param_hint=option)
 
 
-def _histories(
-    fitted: GlobalModel, data: Path, sort: bool, zone: str | None, drop: tuple[str, ...]
-) -> tuple[list[CovariateSeries], str]:
+def _histories(fitted: GlobalModel, data: Path, read: ReadOptions) -> tuple[list[CovariateSeries], str]:
     """The history file's series with the past and static covariates the model reads (each a column
     by name: a missing one is named with the file's columns), the future covariates' columns unread."""
     from export.covariates import file_columns, load_covariate_panel
-    from export.data import DataError, ReadOptions
+    from export.data import DataError
 
     covs = fitted.covariates
     assert covs is not None
@@ -93,20 +93,21 @@ def _histories(
                 f"columns are {header}"
             )
         # The future covariates' past values, if the file has them (the training file does), are not read.
-        unread = (*drop, *(n for n in covs.future if n in header))
-        options = ReadOptions(sort=sort, timezone=zone, drop=unread)
+        unread = (*read.drop, *(n for n in covs.future if n in header))
+        options = dataclasses.replace(read, drop=unread)
         return load_covariate_panel(data, options, covs.past, (), statics)[:2]
     except DataError as e:
         raise _bad(str(e), "--data") from None
 
 
 def _future_values(
-    fitted: GlobalModel, data: Path, future_file: Path | None, sort: bool, zone: str | None, known: set[str]
+    fitted: GlobalModel, data: Path, future_file: Path | None, read: ReadOptions, known: set[str]
 ) -> dict[str, CovariateSeries]:
     """The future file's values by series (empty for a model without future covariates, which refuses
-    one); a series the history file does not hold is refused."""
+    one), its id and timestamp columns and dates read as `read` says; a series the history file does not
+    hold is refused."""
     from export.covariates import load_future_values
-    from export.data import DataError, ReadOptions
+    from export.data import DataError
 
     covs = fitted.covariates
     assert covs is not None
@@ -130,7 +131,15 @@ def _future_values(
             "cannot tell the step; forecast it through the service (docs/panels.md, Covariates)"
         )
     try:
-        future = load_future_values(future_file, ReadOptions(sort=sort, timezone=zone), covs.future)
+        how = ReadOptions(
+            id_column=read.id_column,
+            timestamp_column=read.timestamp_column,
+            date_format=read.date_format,
+            dayfirst=read.dayfirst,
+            sort=read.sort,
+            timezone=read.timezone,
+        )
+        future = load_future_values(future_file, how, covs.future)
     except DataError as e:
         raise _bad(str(e)) from None
     unknown = [k for k in future if k not in known]

@@ -6,7 +6,7 @@ together before any data is read (`TrainOptions.check`), and the training file r
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,7 +15,7 @@ import typer
 
 from export.covariates import CovariatePlan, CovariateSeries
 
-__all__ = ["Checked", "TrainOptions", "Training", "names", "read_training"]
+__all__ = ["Checked", "TrainOptions", "Training", "names", "read_as_trained", "read_training"]
 
 DataOption = Annotated[Path, typer.Option(help="a long file (CSV or Parquet): id, timestamp, target")]
 HorizonOption = Annotated[int, typer.Option(help="steps to forecast")]
@@ -25,6 +25,15 @@ InputPeriodsOption = Annotated[int | None, typer.Option(help="L in periods (defa
 ColumnOption = Annotated[str | None, typer.Option()]
 SortOption = Annotated[bool, typer.Option(help="sort rows by series and time")]
 FillOption = Annotated[str, typer.Option(help="none, linear, ffill or zero")]
+DateFormatOption = Annotated[
+    str | None, typer.Option(help="strftime format of the timestamps, e.g. '%d/%m/%Y' (default: detected)")
+]
+DayfirstOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--dayfirst/--monthfirst", help="the day/month order where the dates leave it open (01/02/2015)"
+    ),
+]
 DropOption = Annotated[str, typer.Option(help="columns to leave out, comma-separated")]
 TimezoneOption = Annotated[
     str | None, typer.Option(help="IANA zone of timestamps without offset (the calendar's zone)")
@@ -138,6 +147,8 @@ class TrainOptions:
     target_column: str | None
     sort: bool
     fill: str
+    date_format: str | None
+    dayfirst: bool | None
     drop: str
     timezone: str | None
     future: str
@@ -168,6 +179,8 @@ class TrainOptions:
                 target_column=self.target_column,
                 sort=self.sort,
                 fill=self.fill,
+                date_format=self.date_format,
+                dayfirst=self.dayfirst,
                 timezone=self.timezone,
                 drop=tuple(names(self.drop)),
             )
@@ -264,7 +277,13 @@ def read_training(given: TrainOptions, checked: Checked) -> Training:
     holidays, timezone, effect = given.holidays, given.timezone, given.effect
     try:
         if given.layout == "wide":
-            wide = ReadOptions(timestamp_column=given.timestamp_column, fill=given.fill, timezone=timezone)
+            wide = ReadOptions(
+                timestamp_column=given.timestamp_column,
+                fill=given.fill,
+                date_format=given.date_format,
+                dayfirst=given.dayfirst,
+                timezone=timezone,
+            )
             one, frequency = load_covariate_wide(
                 given.data, wide, given.target_column, kinds["past"], kinds["future"]
             )
@@ -287,3 +306,26 @@ def read_training(given: TrainOptions, checked: Checked) -> Training:
         raise typer.BadParameter(str(e), param_hint="--data") from None
     except ValueError as e:  # a calendar feature or holiday country the model cannot derive
         raise typer.BadParameter(str(e), param_hint="--calendar") from None
+
+
+def read_as_trained(
+    training: Mapping[str, Any] | None,
+    *,
+    timezone: str | None,
+    sort: bool | None = None,
+    drop: str | None = None,
+) -> Any:
+    """How `export --data` and `forecast --data` read a file (an export.data.ReadOptions): as train read
+    its own, by the options model.json's training record holds (`read`: the columns, fill, date format and
+    order, sort, the columns left out; a record of before them holds `drop` alone), in `timezone`, with
+    the command's own `--sort` and `--drop` where given."""
+    from export.data import ReadOptions
+
+    record = dict(training or {})
+    read = ReadOptions.from_record(record.get("read", {"drop": record.get("drop", [])}))
+    changes: dict[str, Any] = {"timezone": timezone}
+    if sort is not None:
+        changes["sort"] = sort
+    if drop is not None:
+        changes["drop"] = tuple(names(drop))
+    return ReadOptions.of(read, **changes)

@@ -263,9 +263,10 @@ class PanelTransformer:
     val_mse: float = math.inf  # mean scaled MSE of those forecasts (units of seasonal-naive error²)
     # Per covariate group: validation MASE and MSE with and without it (`covariate_report`).
     covariate_report: list[dict[str, Any]] = field(default_factory=list)
-    # The training file's columns train left out (--drop), saved in model.json's training record as a
-    # read-out's `training.drop` is, so that export --data reads the file as train did (issue 45, item 9).
-    drop: tuple[str, ...] = ()
+    # How train read its file (export.data.ReadOptions.changed: the columns left out, the id, timestamp
+    # and target columns, fill, date format...), saved in model.json's training record as a read-out's
+    # `training.read` is, so that export --data reads the file as train did (issue 45, item 9).
+    read: dict[str, Any] = field(default_factory=dict)
 
     @property
     def input_length(self) -> int:

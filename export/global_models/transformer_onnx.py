@@ -423,6 +423,8 @@ def _record(model: PanelTransformer) -> dict[str, Any]:
 def _from_record(d: dict[str, Any]) -> dict[str, Any]:
     """The record's fields as PanelTransformer takes them (arrays, tuples, inf where null)."""
     out: dict[str, Any] = {}
+    if "drop" in d and "read" not in d:  # a model.json of before `read`: it recorded the columns left out
+        out["read"] = {"drop": d["drop"]}
     for f in fields(PanelTransformer):
         if f.name in _OWN_FIELDS or f.name not in d:
             continue

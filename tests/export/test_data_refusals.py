@@ -271,6 +271,7 @@ def test_a_day_above_12_decides_the_order_and_is_said(tmp_path: Path) -> None:
         (lambda t: f"{t:%Y/%m}", "MS", "1MS"),
         (lambda t: f"{t:%Y-%m}", "MS", "1MS"),
         (lambda t: f"{t:%b-%y}", "MS", "1MS"),
+        (lambda t: f"{t:%Y %b}", "MS", "1MS"),  # R's tsibble yearmonth, as fpp3's data sets write it
         (lambda t: f"{t.year}Q{t.quarter}", "QS", "3MS"),
         (lambda t: f"Q{t.quarter} {t.year}", "QS", "3MS"),
         (lambda t: f"{t.year}-Q{t.quarter}", "QS", "3MS"),
@@ -287,6 +288,19 @@ def test_monthly_and_quarterly_data_in_common_written_forms_step_the_calendar(
     series = load_csv(path)
     assert series.frequency == alias
     np.testing.assert_array_equal(series.timestamps, stamps)
+
+
+@pytest.mark.parametrize("sep", [" ", "-", ""])
+def test_iso_weeks_step_seven_days_from_their_mondays(tmp_path: Path, sep: str) -> None:
+    """ISO weeks ("1991 W06", R's tsibble yearweek as fpp3's us_gasoline writes it), across a year of 53
+    weeks: each week's Monday."""
+    mondays = pd.date_range("2015-12-07", periods=30, freq="W-MON")  # 2015 has a week 53
+    cells = [f"{t.isocalendar().year}{sep}W{t.isocalendar().week:02d}" for t in mondays]
+    assert f"2015{sep}W53" in cells
+    path = write_csv(tmp_path / "w.csv", "week,v", [f"{c},{i}" for i, c in enumerate(cells)])
+    series = load_csv(path)
+    assert series.frequency == "7D"
+    np.testing.assert_array_equal(series.timestamps, mondays)
 
 
 def test_bare_years_with_the_column_named(tmp_path: Path) -> None:

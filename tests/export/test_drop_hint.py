@@ -37,7 +37,7 @@ def test_the_drop_hint_works_as_printed_and_export_remembers_it(tmp_path: Path) 
     trained = runner.invoke(cli, [*train, *shlex.split(hint.group(1))])
     assert trained.exit_code == 0, trained.output
     model = json.loads((tmp_path / "run" / "model.json").read_text())
-    assert model["training"]["drop"] == ["WorkDay", "Temperature"]
+    assert model["training"]["read"]["drop"] == ["WorkDay", "Temperature"]
     export = ["export", "--model", str(tmp_path / "run" / "model.json"), "--name", "stores"]
     export += ["--repository", str(tmp_path / "repo"), "--data", str(data)]
     exported = runner.invoke(cli, export)
@@ -74,7 +74,7 @@ def test_a_transformer_remembers_the_drop_too(tmp_path: Path) -> None:
     assert trained.exit_code == 0, trained.output
     model = json.loads((tmp_path / "run" / "model.json").read_text())
     assert model["kind"] == "rsa-transformer-global"
-    assert model["training"]["drop"] == ["WorkDay", "Temperature"]
+    assert model["training"]["read"]["drop"] == ["WorkDay", "Temperature"]
     export = ["export", "--model", str(tmp_path / "run" / "model.json"), "--name", "stores"]
     export += ["--repository", str(tmp_path / "repo"), "--data", str(data)]
     exported = runner.invoke(cli, export)
