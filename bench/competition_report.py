@@ -130,14 +130,15 @@ def _num(x: float | None, fmt: str) -> str:
 
 def format_table(scores: Sequence[Score]) -> str:
     """A plain-text table: one row per (data, model)."""
+    width = max([18, *(len(s.data) + 2 for s in scores)])  # a held-back panel's name is longer
     header = (
-        f"{'data':<18}{'model':<28}{'series':>7}{'sMAPE':>8}{'MASE':>8}{'WQL':>8}{'MAPE':>8}"
+        f"{'data':<{width}}{'model':<28}{'series':>7}{'sMAPE':>8}{'MASE':>8}{'WQL':>8}{'MAPE':>8}"
         f"{'cov80':>7}{'fit s':>9}{'fcst s':>8}"
     )
     lines = [header, "-" * len(header)]
     for s in scores:
         lines.append(
-            f"{s.data:<18}{s.model:<28}{s.series:>7}{s.smape:8.2f}{s.mase:8.3f}{_num(s.wql, '8.4f'):>8}"
+            f"{s.data:<{width}}{s.model:<28}{s.series:>7}{s.smape:8.2f}{s.mase:8.3f}{_num(s.wql, '8.4f'):>8}"
             f"{_num(s.mape, '8.2f'):>8}{_num(s.coverage_80, '7.3f'):>7}{s.fit_s:9.1f}"
             f"{_num(s.forecast_s, '8.2f'):>8}"
         )

