@@ -354,9 +354,24 @@ def _cells(
         more = int(bad.sum()) - 1
         share = float(np.isfinite(values).mean())
         why = _number_problem(str(frame[y_col].iloc[i]).strip(), y_col, share)
+        if missing[i] and _after_last_value(ids, stamps, values, i):
+            why = (
+                "missing value after the series' last one (it ends early, as a discontinued series "
+                "does): leave its empty rows out to forecast it from its own end, or fill them with "
+                "--fill ffill or --fill linear (config: fill), which carry its last value on"
+            )
         problems.append(f"{where(i)}, column {y_col!r}: {why}" + (f" (and {more} more rows)" if more else ""))
     _raise(problems)
     return stamps, wall, zoned, values, before, notes
+
+
+def _after_last_value(ids: np.ndarray, stamps: np.ndarray, values: np.ndarray, i: int) -> bool:
+    """Whether row `i` lies after the last value of its series (a value before it, none after)."""
+    same = ids == ids[i]
+    known = np.isfinite(values)
+    return bool(
+        (known & same & (stamps < stamps[i])).any() and not (known & same & (stamps > stamps[i])).any()
+    )
 
 
 def _before_first_value(

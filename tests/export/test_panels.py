@@ -140,6 +140,23 @@ def test_empty_rows_before_a_series_began_are_left_out_not_filled(tmp_path: Path
         load_panel(write(tmp_path, frame, "none.csv"))
 
 
+def test_a_series_that_ends_early_is_named_as_such(tmp_path: Path) -> None:
+    """Empty rows after a series' last value (a discontinued series in a melted wide table, as one of
+    fpp3's us_employment ends in 2017): refused as missing values, the message saying the series ends
+    early and both ways out; a gap inside a series keeps the plain message; --fill ffill carries on."""
+    frame = long_frame((10, 10))
+    frame.loc[17:19, "y"] = ""  # s1's last three months
+    path = write(tmp_path, frame)
+    with pytest.raises(
+        DataError, match=r"line 19 \(series 's1'\), column 'y': missing value after the series' "
+    ):
+        load_panel(path)
+    np.testing.assert_array_equal(load_panel(path, fill="ffill").series[1].values[-4:], [106.5] * 4)
+    frame.loc[17:19, "y"], frame.loc[16, "y"] = "1.0", ""  # now a gap before its last value
+    with pytest.raises(DataError, match=r"column 'y': missing value; fill gaps"):
+        load_panel(write(tmp_path, frame, "gap.csv"))
+
+
 def test_covariates_are_read_from_the_first_value_of_their_series(tmp_path: Path) -> None:
     """A covariate column may hold values, or nothing, before its series began (a temperature known
     before the shop opened; every cell empty in a melted wide table): the target's first value decides,
