@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from rsa_client.explain import Explanation, explanation
-from rsa_client.frames import _channel_columns, _start
+from rsa_client.frames import _channel_columns, _start, read_times
 from rsa_client.models import _Models
 from rsa_client.transport import _json, _unreadable
 
@@ -31,6 +31,7 @@ class _Inspecting(_Models):
         """Attention inspection of one series (`df`: its rows, `time_col` and the channel columns; its
         last L rows are read): `options` are /v1's (`matrices`, `channel`, `average_heads`, `layers`,
         `format`). The JSON answer, or the PNG's bytes with format="png"."""
+        df = read_times(df, time_col)  # text dates: the exporter's rule (rsa_core.written)
         series, path = self._one_series(df, model, version, time_col, target_col)
         response = self._send("POST", path, json={"series": series, **options})
         if response.headers.get("content-type", "").startswith("image/"):
@@ -57,6 +58,7 @@ class _Inspecting(_Models):
         each term's (REM kernel, direct lags, missing share, bias, covariate) share and contribution, a
         hybrid's members; a covariate model's `future`, `past` and `static` as /v1 takes them. A
         multichannel model answers matrices: `attention`."""
+        df = read_times(df, time_col)  # text dates: the exporter's rule (rsa_core.written)
         # past covariates need a value per value sent: then the whole history goes
         series, path = self._one_series(df, model, version, time_col, target_col, whole=bool(past))
         for key, value in (("future", future), ("past", past), ("static", static)):

@@ -12,7 +12,7 @@ import httpx
 import numpy as np
 import pandas as pd
 
-from rsa_client.frames import _channel_columns, _forecast_prefix
+from rsa_client.frames import _channel_columns, _forecast_prefix, read_times
 from rsa_client.models import _Models
 from rsa_client.series import _histories, _History
 from rsa_client.transport import ServiceError, _json, _reading
@@ -72,6 +72,8 @@ class _Evaluating(_Models):
         ServiceError (its `limit`: the windows that fit); "shrink" resends that request once with the
         windows that fit (each series' last ones), and `frame.attrs["shrunk"]` lists each series so
         answered (`series`, `field`, `asked`, `sent`; empty when none was)."""
+        df = read_times(df, time_col)  # text dates: the exporter's rule (rsa_core.written)
+        X_df = None if X_df is None else read_times(X_df, time_col)
         _check_on_too_long(on_too_long)
         model = self._only_model(model, "cross_validation")
         spec = self.model(model, version)
@@ -160,6 +162,8 @@ class _Evaluating(_Models):
         "raise" (default) raises the ServiceError; "shrink" resends it once checking only each piece's
         last rows that fit (the earlier ones are left out of the frame), listed in
         `frame.attrs["shrunk"]` (`series`, `field` "last", `asked` and `sent` rows)."""
+        df = read_times(df, time_col)  # text dates: the exporter's rule (rsa_core.written)
+        X_df = None if X_df is None else read_times(X_df, time_col)
         _check_on_too_long(on_too_long)
         model = self._only_model(model, "detect_anomalies")
         spec = self.model(model, version)

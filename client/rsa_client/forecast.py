@@ -38,6 +38,7 @@ from rsa_client.frames import (
     _wire_ids,
     _zone,
     forecast_columns,
+    read_times,
 )
 from rsa_client.models import _DEFAULT_MAX_SERIES, ModelSpec, _Models
 from rsa_client.series import _covariate_tensors, _histories
@@ -83,6 +84,8 @@ class _Forecasting(_Models):
         Without `model`: the one model the service serves, where it serves one; else the service's
         pretrained model of `df`'s frequency answers (`POST /v1/forecast`, `forecast_pretrained`). The
         forecast's column is named after the model that answered."""
+        df = read_times(df, time_col)  # text dates: the exporter's rule (rsa_core.written)
+        X_df = None if X_df is None else read_times(X_df, time_col)
         if model is None:
             served = self.served()
             if len(served) == 1:
@@ -175,6 +178,7 @@ class _Forecasting(_Models):
         one row: the service assumes it from its first timestamp). Missing values (NaN) are sent as
         missing. Returns `id_col`, `time_col` and the forecast in a column named after the model that
         answered (`{model}-lo-80`, ... per level); `frame.attrs["model"]`, `["version"]`: which one."""
+        df = read_times(df, time_col)  # text dates: the exporter's rule (rsa_core.written)
         target = target_col or "y"
         if target not in df.columns:
             raise ValueError(f"df has no column {target!r} (give target_col)")
@@ -315,6 +319,8 @@ class _Forecasting(_Models):
         after the model (`{model}`, as `forecast`) and, per level with intervals, `{model}-lo-{level}` and
         `{model}-hi-{level}`; `.attrs["fit"]` holds the
         server's fit summary (levels without intervals and why, the published version)."""
+        df = read_times(df, time_col)  # text dates: the exporter's rule (rsa_core.written)
+        X_df = None if X_df is None else read_times(X_df, time_col)
         target = target_col or ("y" if "y" in df.columns else None)
         if target is None or target not in df.columns:
             raise ValueError(f"df needs a target column (`y` or target_col), has {list(df.columns)}")

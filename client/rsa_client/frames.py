@@ -17,6 +17,7 @@ from rsa_core.calendar import calendar_step
 from rsa_core.frequency import Frequency, steps_ok
 from rsa_core.steps import shifted, steps_after
 from rsa_core.wallclock import localize
+from rsa_core.written import has_offsets, read_written
 from rsa_core.zones import model_zone
 
 # The trainer's rule of naive local times, by the name the client's tests knew it under.
@@ -57,6 +58,47 @@ def _channel_columns(df: pd.DataFrame, spec: ModelSpec, target_col: str | None =
         return ["y"]
     absent = [c for c in spec.channels if c not in df.columns]
     raise ValueError(f"model {spec.name} reads channels {spec.channels}; the frame lacks {absent}")
+
+
+def read_times(df: pd.DataFrame, time_col: str) -> pd.DataFrame:
+    """`df` with a `time_col` of text ("2015-01-01", "Jan 2015", "2015 Jan", "2015Q1", "1991 W06",
+    "01/02/2015"...) read as naive dates by the exporter's rule (`rsa_core.written`: one format for the
+    column, the one that reads it all), so that the client dates, sorts and steps a frame read from a CSV
+    as `export.panel` reads the file itself; a column of datetimes, or of text with UTC offsets (instants,
+    ISO 8601), is left as it is. A cell that does not read, or a day/month order the column leaves open
+    (every date reads both ways), is a ValueError naming the row and how to say it."""
+    if time_col not in df.columns or pd.api.types.infer_dtype(df[time_col], skipna=False) != "string":
+        return df
+    cells = df[time_col].astype(str).str.strip().to_numpy(dtype=object)
+    if has_offsets(cells):
+        return df
+    read = read_written(cells)
+    how = f"convert it with pd.to_datetime(df[{time_col!r}], format=...)"
+
+    def row(i: int) -> Any:
+        key = df.index[i]
+        return key.item() if isinstance(key, np.generic) else key
+
+    if read.fmt is None or np.isnat(read.stamps).any():
+        i = int(np.argmax(np.isnat(read.stamps)))
+        raise ValueError(
+            f"row {row(i)!r}, column {time_col!r}: not a date: {cells[i]!r}"
+            + ("" if read.fmt is None else f" (or not in the format {read.fmt!r} of the column's first)")
+            + f"; {how}"
+        )
+    if read.rival is not None:
+        other, theirs = read.rival
+        i = int(np.argmax(read.stamps != theirs))
+        readings = sorted([(read.fmt, read.stamps[i]), (other, theirs[i])], key=lambda r: r[0].find("%d"))
+        raise ValueError(
+            f"row {row(i)!r}, column {time_col!r}: ambiguous date {cells[i]!r}: day-first it is "
+            f"{str(readings[0][1])[:10]}, month-first {str(readings[1][1])[:10]}, and every date in the "
+            f"column reads both ways; convert it with pd.to_datetime(df[{time_col!r}], dayfirst=True) (or "
+            "False, or format=...)"
+        )
+    out = df.copy()
+    out[time_col] = pd.to_datetime(read.stamps)
+    return out
 
 
 def _aware(column: pd.Series, zone: str | None, ids: np.ndarray | None = None) -> pd.Series:

@@ -19,7 +19,7 @@ from export.data.panels import Panel, PanelSeries, load_panel
 from export.data.reading import Series, load_csv
 from export.data.scaling import StandardScaler
 from export.data.splits import ETT_DIR, PROTOCOLS, Dataset, Split, load_dataset, split_series
-from export.data.timestamps import QUARTER_FORMAT, TIMESTAMP_NAMES, _infer_frequency, candidate_formats
+from export.data.timestamps import TIMESTAMP_NAMES, _infer_frequency, candidate_formats
 
 __all__ = [
     "ETT_DIR",
@@ -28,7 +28,6 @@ __all__ = [
     "LAYOUTS",
     "PANEL_OPTIONS",
     "PROTOCOLS",
-    "QUARTER_FORMAT",
     "READ_OPTIONS",
     "TARGET_NAMES",
     "TIMESTAMP_NAMES",

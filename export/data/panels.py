@@ -30,12 +30,12 @@ from export.data.timestamps import (
     _grid,
     _grid_problem,
     _infer_frequency,
-    _parse_timestamps,
     _stamp_text,
     _timestamp_problem,
     has_offsets,
     localize,
 )
+from rsa_core.written import read_written
 
 __all__ = ["Panel", "PanelSeries", "load_panel"]
 
@@ -295,7 +295,7 @@ def _cells(
         fmt = None
     else:
         ts_cells = ts_raw.astype(str).str.strip().to_numpy(dtype=object)
-        parsed = _parse_timestamps(ts_cells, options.date_format, options.dayfirst)
+        parsed = read_written(ts_cells, options.date_format, options.dayfirst)
         stamps, fmt = parsed.stamps, parsed.fmt
         zoned = has_offsets(ts_cells)
     problems: list[str] = []

@@ -27,7 +27,6 @@ from export.data.timestamps import (
     _grid_problem,
     _infer_frequency,
     _order_name,
-    _parse_timestamps,
     _timestamp_problem,
     candidate_formats,
     has_offsets,
@@ -35,6 +34,7 @@ from export.data.timestamps import (
 )
 from rsa_core.calendar import calendar_step
 from rsa_core.steps import calendar_units
+from rsa_core.written import read_written
 
 __all__ = ["FILL_METHODS", "READ_OPTIONS", "ReadOptions", "Series", "load_csv"]
 
@@ -425,7 +425,7 @@ def _timestamps(
     parse)."""
     problems, notes = found.problems, found.notes
     ts_cells = _column_cells(rows, ts_pos)
-    parsed = _parse_timestamps(ts_cells, options.date_format, options.dayfirst)
+    parsed = read_written(ts_cells, options.date_format, options.dayfirst)
     stamps = parsed.stamps
     skipped = np.zeros(len(stamps), bool)  # local times the zone skips (daylight saving's spring gap)
     wall = None  # with a zone: the wall-clock times as written (whole days and months step on them)

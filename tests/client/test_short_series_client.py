@@ -79,6 +79,18 @@ def test_short_series_of_a_global_model_are_v1s(stores: LiveService) -> None:
             )
 
 
+def test_text_dates_of_a_frame_read_from_a_csv_forecast_as_its_datetimes(stores: LiveService) -> None:
+    """A frame read from a CSV without parse_dates holds its dates as text ("Mar-21", as a spreadsheet
+    writes months): the client reads them by the exporter's rule (pandas' own guess reads "Mar-21" as
+    21 March of year 1) and answers as for the same frame with datetimes, to the value."""
+    frame, _, _ = stores_frame(stores)
+    text = frame.assign(ds=frame["ds"].dt.strftime("%b-%y"))
+    with Client(stores.url, concurrency=1) as client:
+        typed = client.forecast(frame, model=panel.NAME)
+        written = client.forecast(text, model=panel.NAME)
+    pd.testing.assert_frame_equal(written, typed)
+
+
 def test_a_short_series_missing_values_are_filled_as_v1_fills_them(stores: LiveService) -> None:
     """A short series missing its first value (and one more): the service fills it among the series' own
     values, as /v1 does, not from the 0 before its start."""

@@ -64,6 +64,18 @@ def test_forecast_without_a_model_is_the_pretrained_models_answer(service: LiveS
     )
 
 
+def test_quarters_written_as_text_go_to_the_quarterly_model(service: LiveService) -> None:
+    """A frame read from a CSV keeps its quarters as text ("Q3 2016", which pandas' own guess refuses): the
+    client reads them by the exporter's rule, so the quarterly model answers as for datetimes."""
+    frame = long("QS", {"a": 30, "b": 24})
+    text = frame.assign(ds=[f"Q{t.quarter} {t.year}" for t in frame["ds"]])
+    with Client(service.url, concurrency=1) as client:
+        typed = client.forecast(frame, h=4)
+        written = client.forecast(text, h=4)
+    assert written.attrs["model"] == "pretrained-quarterly"
+    pd.testing.assert_frame_equal(written, typed)
+
+
 @pytest.mark.parametrize(
     ("freq", "tz", "model"),
     [

@@ -43,6 +43,7 @@ import rsa_core.future
 import rsa_core.steps
 import rsa_core.wallclock
 import rsa_core.windows
+import rsa_core.written
 
 BERLIN = "Europe/Berlin"
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,6 +71,11 @@ ONE_RULE = [
     (export.data.timestamps, "shifted", rsa_core.steps.shifted),
     (export.data.reading, "calendar_units", rsa_core.steps.calendar_units),  # days and months: wall clock
     (export.data.timestamps, "localize", rsa_core.wallclock.localize),
+    (export.data.reading, "read_written", rsa_core.written.read_written),  # a file's text dates
+    (export.data.panels, "read_written", rsa_core.written.read_written),
+    (export.data.timestamps, "candidate_formats", rsa_core.written.candidate_formats),
+    (rsa_client, "read_written", rsa_core.written.read_written),  # a frame's text dates
+    (rsa_client, "has_offsets", rsa_core.written.has_offsets),
     (client_forecast, "_right_aligned", rsa_core.windows.right_aligned),
     (client_series, "_right_aligned", rsa_core.windows.right_aligned),
     (export.global_models.hybrid, "_tail_windows", rsa_core.windows.tail_windows),

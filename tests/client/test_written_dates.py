@@ -1,0 +1,64 @@
+"""The client reads a frame's text timestamps by the exporter's rule (rsa_core.written): a frame read
+from a CSV without parse_dates (its `ds` text) is dated as `export.panel` dates the file itself, where
+before the client's pandas guess read `Jan-15` as 15 January of year 1, `01/02/2015` month-first without
+a word, and refused `Q1 2015` and ISO weeks; a day/month order the column leaves open is refused with how
+to say it, and a cell that does not read names its row."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from rsa_client.frames import read_times
+
+from export.data import load_panel
+
+FORMS = {
+    "ISO": lambda t: t.date().isoformat(),
+    "Jan 2015": lambda t: f"{t:%b %Y}",
+    "2015 Jan": lambda t: f"{t:%Y %b}",
+    "Jan-15": lambda t: f"{t:%b-%y}",
+    "2015Q1": lambda t: f"{t.year}Q{t.quarter}",
+    "Q1 2015": lambda t: f"Q{t.quarter} {t.year}",
+    "13/01/2015": lambda t: f"{t:%d/%m/%Y}",  # day-first, days above 12 decide it
+    "1991 W06": lambda t: f"{t.isocalendar().year} W{t.isocalendar().week:02d}",
+}
+STEPS = {"2015Q1": "QS", "Q1 2015": "QS", "13/01/2015": "D", "1991 W06": "W-MON"}
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+def test_a_frames_text_dates_read_as_the_exporter_reads_the_file(tmp_path: Path, form: str) -> None:
+    stamps = pd.date_range(
+        "2015-01-05" if form == "1991 W06" else "2015-01-01", periods=30, freq=STEPS.get(form, "MS")
+    )
+    text = [FORMS[form](t) for t in stamps]
+    frame = pd.DataFrame({"unique_id": "a", "ds": text, "y": np.arange(30.0)})
+    frame.to_csv(tmp_path / "f.csv", index=False)
+    exporter = load_panel(tmp_path / "f.csv").series[0].timestamps
+    read = read_times(frame, "ds")["ds"]
+    np.testing.assert_array_equal(read.to_numpy(dtype="datetime64[ns]"), exporter)
+    np.testing.assert_array_equal(read.to_numpy(dtype="datetime64[ns]"), stamps.to_numpy())
+
+
+def test_datetimes_and_instants_with_offsets_are_left_as_they_are() -> None:
+    typed = pd.DataFrame({"ds": pd.date_range("2024-01-01", periods=3, freq="h"), "y": 1.0})
+    assert read_times(typed, "ds") is typed
+    offsets = pd.DataFrame({"ds": ["2024-01-01T00:00:00+01:00", "2024-01-01T01:00:00+01:00"], "y": 1.0})
+    assert read_times(offsets, "ds") is offsets  # instants: pandas reads ISO 8601 with offsets as before
+    assert read_times(typed, "time") is typed  # no such column: the caller names it
+
+
+def test_an_open_day_month_order_and_a_cell_that_does_not_read_are_refused() -> None:
+    months = pd.date_range("2015-01-01", periods=12, freq="MS")
+    ambiguous = pd.DataFrame({"ds": [f"{t:%d/%m/%Y}" for t in months], "y": 1.0})  # 01/02/2015 ...
+    with pytest.raises(
+        ValueError,
+        match=r"row 1, column 'ds': ambiguous date '01/02/2015': day-first it is "
+        r"2015-02-01, month-first 2015-01-02.*dayfirst=True",
+    ):
+        read_times(ambiguous, "ds")
+    bad = pd.DataFrame({"ds": ["2015-01-01", "2015-02-01", "soon"], "y": 1.0}, index=[10, 11, 12])
+    with pytest.raises(ValueError, match=r"row 12, column 'ds': not a date: 'soon'.*pd.to_datetime"):
+        read_times(bad, "ds")
