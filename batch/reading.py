@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 
 from batch import io
 from rsa_core.wallclock import localize
+from rsa_core.written import has_offsets, read_written
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -93,6 +94,8 @@ def _utc_micros(
     (`ids`; None: one series) in table order, a wall-clock time the autumn change repeats in summer time
     the first time and in standard time once the clock has gone back. A time the spring change skips is
     refused (ValueError naming the series and its row), as the trainer refuses it."""
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        column = _written(column, name)
     if not pa.types.is_timestamp(column.type):
         column = pc.cast(column, pa.timestamp("us"))
     if column.type.tz is not None or zone is None:
@@ -121,6 +124,33 @@ def _utc_micros(
     out = np.empty(n, np.int64)
     out[order] = local.astype("datetime64[us]").view("int64")
     return out
+
+
+def _written(column: pa.ChunkedArray, name: str) -> pa.ChunkedArray:
+    """A text time column read as `python -m export.panel` reads a file's (rsa_core.written: the one format
+    that reads the column, `Jan 2015`, `2015Q1`, `13/01/2015`...), naive; text with UTC offsets is left to
+    Arrow's ISO 8601 cast, as before. A cell that does not read, or a day/month order the part leaves open,
+    is a ValueError naming the row and the fix."""
+    cells = np.array([("" if c is None else str(c).strip()) for c in column.to_pylist()], dtype=object)
+    if has_offsets(cells):
+        return column
+    read = read_written(cells)
+    if read.fmt is None or np.isnat(read.stamps).any():
+        i = int(np.argmax(np.isnat(read.stamps)))
+        raise ValueError(
+            f"row {i}, column {name!r}: not a date: {cells[i]!r}"
+            + ("" if read.fmt is None else f" (or not in the format {read.fmt!r} of the column's first)")
+            + "; write the times as ISO 8601 (2015-02-01) or as a timestamp type"
+        )
+    if read.rival is not None:
+        other, theirs = read.rival
+        i = int(np.argmax(read.stamps != theirs))
+        raise ValueError(
+            f"row {i}, column {name!r}: ambiguous date {cells[i]!r}: it reads {str(read.stamps[i])[:10]} "
+            f"({read.fmt}) or {str(theirs[i])[:10]} ({other}), and every date of the part reads both ways; "
+            "write the times as ISO 8601 (2015-02-01) or as a timestamp type"
+        )
+    return pa.chunked_array([pa.array(read.stamps.astype("datetime64[us]"), pa.timestamp("us"))])
 
 
 def _shown_naive(stamp: np.datetime64) -> str:

@@ -14,18 +14,7 @@ import pytest
 from rsa_client.frames import read_times
 
 from export.data import load_panel
-
-FORMS = {
-    "ISO": lambda t: t.date().isoformat(),
-    "Jan 2015": lambda t: f"{t:%b %Y}",
-    "2015 Jan": lambda t: f"{t:%Y %b}",
-    "Jan-15": lambda t: f"{t:%b-%y}",
-    "2015Q1": lambda t: f"{t.year}Q{t.quarter}",
-    "Q1 2015": lambda t: f"Q{t.quarter} {t.year}",
-    "13/01/2015": lambda t: f"{t:%d/%m/%Y}",  # day-first, days above 12 decide it
-    "1991 W06": lambda t: f"{t.isocalendar().year} W{t.isocalendar().week:02d}",
-}
-STEPS = {"2015Q1": "QS", "Q1 2015": "QS", "13/01/2015": "D", "1991 W06": "W-MON"}
+from tests.utils.written import FORMS, STEPS
 
 
 @pytest.mark.parametrize("form", list(FORMS))

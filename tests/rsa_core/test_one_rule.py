@@ -76,6 +76,7 @@ ONE_RULE = [
     (export.data.timestamps, "candidate_formats", rsa_core.written.candidate_formats),
     (rsa_client, "read_written", rsa_core.written.read_written),  # a frame's text dates
     (rsa_client, "has_offsets", rsa_core.written.has_offsets),
+    (batch.reading, "read_written", rsa_core.written.read_written),  # a part's text times
     (client_forecast, "_right_aligned", rsa_core.windows.right_aligned),
     (client_series, "_right_aligned", rsa_core.windows.right_aligned),
     (export.global_models.hybrid, "_tail_windows", rsa_core.windows.tail_windows),
