@@ -7,6 +7,10 @@ coverage by history length.
 
     python -m bench.zero_shot_served --json results/zero_shot/served.json
     python -m bench.zero_shot_served --limit 20                   # a smoke run
+    python -m bench.zero_shot_served --data fpp3:us_employment --json results/zero_shot/served_held_back.json
+
+`--data fpp3:NAME` scores a monthly panel held back from everything (bench/competition_data.py
+`HELD_BACK`): there the served model is zero-shot.
 
 The competitions' series carry no dates: each is sent with the same made-up `start` (2000-01-01), which
 only names the answer's timestamps. pretrained-monthly saw these histories in training (never their
@@ -34,7 +38,7 @@ from bench.harness import REPO
 from bench.harness.servers import local_server
 
 MODEL = "pretrained-monthly"
-SETS = ("M3", "Tourism")  # their monthly series
+SETS = ("M3:monthly", "Tourism:monthly")  # the default sets
 BATCH = 50  # series per request, within the service's default per-request limit
 HISTORY_EDGES = (84, 101)  # the calibration report's history groups for the monthly model (its manifest)
 
@@ -76,10 +80,13 @@ def coverage_by_history(comp: Competition, inside: np.ndarray) -> dict[str, dict
     return out
 
 
-def evaluate(url: str, limit: int | None = None) -> dict[str, Any]:
+def evaluate(url: str, limit: int | None = None, items: Sequence[str] = SETS) -> dict[str, Any]:
     report: dict[str, Any] = {"model": MODEL, "sets": {}}
-    for d in SETS:
-        comp = load_competition(d, "monthly", limit)
+    for item in items:
+        dataset, _, frequency = item.partition(":")
+        comp = load_competition(dataset, frequency or "monthly", limit)
+        if comp.period != 12:
+            raise ValueError(f"{comp.name}: {MODEL} answers monthly series")
         start = time.perf_counter()
         point, lower, upper = served_forecasts(url, comp)
         seconds = time.perf_counter() - start
@@ -98,11 +105,14 @@ def evaluate(url: str, limit: int | None = None) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--limit", type=int, default=None, help="the first N series of each set (a smoke run)")
+    ap.add_argument(
+        "--data", action="append", help="DATASET:FREQUENCY or fpp3:PANEL, monthly (default: M3 and Tourism)"
+    )
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     env = {"RSA_MODEL_REPOSITORY": str(REPO / "model_repository"), "RSA_MODELS": MODEL, "RSA_DEVICE": "cpu"}
     with local_server(env) as server:
-        report = evaluate(server.url, args.limit)
+        report = evaluate(server.url, args.limit, args.data or SETS)
     report["command"] = "python -m bench.zero_shot_served " + " ".join(argv if argv is not None else [])
     for name, part in report["sets"].items():
         r = part["row"]

@@ -50,12 +50,11 @@ def with_covariates(
     future_file: Path | None,
     read: ReadOptions,
 ) -> tuple[list[CovariateSeries], str, np.ndarray]:
-    """A covariate model's histories (past and static covariates from `data`'s columns, read by `read`:
-    `read_as_trained`), their
-    frequency, and their `covariates` rows: the future covariates from `future_file`, which must hold
-    exactly the H steps after each series' last timestamp; the calendar from those timestamps in the
-    model's zone. The rows are the trainer's (series_covariate_rows on the history followed by the
-    horizon). Every problem is a BadParameter naming the file, the series and the column."""
+    """A covariate model's histories (past and static covariates from `data`'s columns, read as `read`
+    says: `read_as_trained`), their frequency, and their `covariates` rows: the future covariates from
+    `future_file`, which must hold exactly the H steps after each series' last timestamp; the calendar from
+    those timestamps in the model's zone. The rows are the trainer's (series_covariate_rows on the history
+    followed by the horizon). Every problem is a BadParameter naming the file, the series and the column."""
     covs = fitted.covariates
     assert covs is not None
     zone = read.timezone
