@@ -1,5 +1,7 @@
-"""Timestamps: the formats a column is read in, the series' step (fixed or calendar months), and the
-regular grid its rows must lie on, with the messages that say where a row leaves it."""
+"""A file's timestamps: the column's name, what the reader says of a date that does not read or reads two
+ways (the formats themselves: rsa_core.written, the rule the client and the batch scorer share), the
+series' step (fixed or calendar months), and the regular grid its rows must lie on, with the messages
+that say where a row leaves it."""
 
 from __future__ import annotations
 
