@@ -198,7 +198,8 @@ def last_window_filled(
     if count > allowed:
         raise InvalidInput(
             f"{field} has {count} missing values among the {window.size} the model reads (its last {L} "
-            f"rows); at most {allowed} ({max_missing_share:g} of them, RSA_MAX_MISSING_SHARE) are filled",
+            f"rows); at most {allowed} ({max_missing_share:g} of them, RSA_MAX_MISSING_SHARE) are filled"
+            + _ends_early(window),
             field=field,
             limit=allowed,
         )
@@ -214,6 +215,19 @@ def last_window_filled(
     filled = history.copy()
     filled[first:] = fill_window(window, manifest.training_fill)
     return last_window(filled, manifest, max_history + before, field, path_of, series_id), count
+
+
+def _ends_early(window: np.ndarray) -> str:
+    """The clause a too-many-missing error adds where the window's last rows are empty in every channel (a
+    series that ended, or whose latest values are not in yet): what to send instead."""
+    empty = np.isnan(window).all(axis=1)[::-1]
+    k = len(empty) if empty.all() else int(np.argmin(empty))
+    if not k:
+        return ""
+    return (
+        f"; its last {k} rows are empty (the series ends early): send it up to its last value to forecast "
+        "from there"
+    )
 
 
 def _shifted(path_of: Callable[[int, int], str], rows: int) -> Callable[[int, int], str]:
@@ -248,7 +262,8 @@ def fill_windows(
         if counts[i] > allowed:
             raise InvalidInput(
                 f"{field} has {int(counts[i])} missing values (NaN) among its {windows[i, first:].size}; "
-                f"at most {allowed} ({max_missing_share:g} of them, RSA_MAX_MISSING_SHARE) are filled",
+                f"at most {allowed} ({max_missing_share:g} of them, RSA_MAX_MISSING_SHARE) are filled"
+                + _ends_early(windows[i, first:]),
                 field=field,
                 limit=allowed,
             )

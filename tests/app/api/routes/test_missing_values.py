@@ -74,6 +74,30 @@ def test_above_the_share_is_refused_naming_the_series_count_and_limit(client: Te
     assert "RSA_MAX_MISSING_SHARE" in error["message"]
 
 
+def test_a_series_that_ends_early_is_told_to_send_it_up_to_its_last_value(client: TestClient) -> None:
+    """Its last rows empty in every channel (a discontinued series, values not in yet): the refusal says
+    so, on /v1 and for OIP v2's tensors (the same clause); a hole elsewhere keeps the plain message."""
+    ended: list[list[Any]] = window().tolist()
+    for t in range(L - 2, L):  # the last 2 rows: 6 of 24 values
+        ended[t] = [None] * C
+    r = client.post(URL, json={"series": [{"values": ended}]})
+    assert r.status_code == 422, r.text
+    said = r.json()["error"]["message"]
+    assert said.endswith(
+        "; its last 2 rows are empty (the series ends early): send it up to its last value to "
+        "forecast from there"
+    ), said
+    tensors = np.array([window(), np.array(ended, dtype=float)])
+    with pytest.raises(
+        InvalidInput, match=r"window\[1\] has 6 .* its last 2 rows are empty \(the series ends"
+    ):
+        fill_windows(tensors, _manifest("linear"), 0.2, lambda i: f"window[{i}]")
+    holes: list[list[Any]] = window().tolist()
+    holes[0] = holes[1] = [None] * C  # the first rows instead
+    r = client.post(URL, json={"series": [{"values": holes}]})
+    assert r.status_code == 422 and "ends early" not in r.json()["error"]["message"]
+
+
 def test_a_channel_with_no_value_in_the_window_is_refused(client: TestClient) -> None:
     holes: list[list[Any]] = window().tolist()
     for t in range(L):
