@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from batch import io
 from rsa_core.wallclock import localize
-from rsa_core.written import has_offsets, read_written
+from rsa_core.written import first_problem, has_offsets, read_written
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -135,21 +135,11 @@ def _written(column: pa.ChunkedArray, name: str) -> pa.ChunkedArray:
     if has_offsets(cells):
         return column
     read = read_written(cells)
-    if read.fmt is None or np.isnat(read.stamps).any():
-        i = int(np.argmax(np.isnat(read.stamps)))
-        raise ValueError(
-            f"row {i}, column {name!r}: not a date: {cells[i]!r}"
-            + ("" if read.fmt is None else f" (or not in the format {read.fmt!r} of the column's first)")
-            + "; write the times as ISO 8601 (2015-02-01) or as a timestamp type"
-        )
-    if read.rival is not None:
-        other, theirs = read.rival
-        i = int(np.argmax(read.stamps != theirs))
-        raise ValueError(
-            f"row {i}, column {name!r}: ambiguous date {cells[i]!r}: it reads {str(read.stamps[i])[:10]} "
-            f"({read.fmt}) or {str(theirs[i])[:10]} ({other}), and every date of the part reads both ways; "
-            "write the times as ISO 8601 (2015-02-01) or as a timestamp type"
-        )
+    problem = first_problem(cells, read)
+    if problem is not None:
+        i, said = problem
+        fix = "write the times as ISO 8601 (2015-02-01) or as a timestamp type"
+        raise ValueError(f"row {i}, column {name!r}: {said}; {fix}")
     return pa.chunked_array([pa.array(read.stamps.astype("datetime64[us]"), pa.timestamp("us"))])
 
 

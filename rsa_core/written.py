@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from pandas.tseries.api import guess_datetime_format
 
-__all__ = ["WrittenDates", "candidate_formats", "day_order", "has_offsets", "read_written"]
+__all__ = ["WrittenDates", "candidate_formats", "day_order", "first_problem", "has_offsets", "read_written"]
 
 # datetime64[ns] covers only these years; checked in seconds so the comparison itself cannot overflow.
 _NS_MIN = np.datetime64("1677-09-22", "s")
@@ -208,3 +208,25 @@ _OFFSET = re.compile(r"(Z|[+-]\d{2}:?\d{2})$")
 def has_offsets(cells: np.ndarray) -> bool:
     """Whether the column's timestamps carry UTC offsets (a sample of its cells, as the notes check)."""
     return any(_OFFSET.search(str(cell)) for cell in cells[:: max(1, len(cells) // 64)])
+
+
+def first_problem(cells: np.ndarray, read: WrittenDates) -> tuple[int, str] | None:
+    """The first cell of `cells` that `read` did not date, else the first that reads two ways (a day/month
+    order the column leaves open): its index and what is wrong with it, for the caller to add the fix in
+    its own terms (the client's and the batch scorer's; the exporter's readers name their options).
+    None where every cell reads, one way."""
+    if read.fmt is None or np.isnat(read.stamps).any():
+        i = int(np.argmax(np.isnat(read.stamps)))
+        shown = "" if read.fmt is None else f" (or not in the format {read.fmt!r} of the column's first)"
+        return i, f"not a date: {cells[i]!r}{shown}"
+    if read.rival is None:
+        return None
+    theirs = read.rival[1]
+    i = int(np.argmax(read.stamps != theirs))
+    ours = str(read.stamps[i])[:10]
+    alt = str(theirs[i])[:10]
+    day_first, month_first = (ours, alt) if day_order(read.fmt) else (alt, ours)
+    return i, (
+        f"ambiguous date {cells[i]!r}: day-first it is {day_first}, month-first {month_first}, and every "
+        "date in the column reads both ways"
+    )

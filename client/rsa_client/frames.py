@@ -17,7 +17,7 @@ from rsa_core.calendar import calendar_step
 from rsa_core.frequency import Frequency, steps_ok
 from rsa_core.steps import shifted, steps_after
 from rsa_core.wallclock import localize
-from rsa_core.written import has_offsets, read_written
+from rsa_core.written import first_problem, has_offsets, read_written
 from rsa_core.zones import model_zone
 
 # The trainer's rule of naive local times, by the name the client's tests knew it under.
@@ -73,29 +73,14 @@ def read_times(df: pd.DataFrame, time_col: str) -> pd.DataFrame:
     if has_offsets(cells):
         return df
     read = read_written(cells)
-    how = f"convert it with pd.to_datetime(df[{time_col!r}], format=...)"
-
-    def row(i: int) -> Any:
+    problem = first_problem(cells, read)
+    if problem is not None:
+        i, said = problem
         key = df.index[i]
-        return key.item() if isinstance(key, np.generic) else key
-
-    if read.fmt is None or np.isnat(read.stamps).any():
-        i = int(np.argmax(np.isnat(read.stamps)))
-        raise ValueError(
-            f"row {row(i)!r}, column {time_col!r}: not a date: {cells[i]!r}"
-            + ("" if read.fmt is None else f" (or not in the format {read.fmt!r} of the column's first)")
-            + f"; {how}"
-        )
-    if read.rival is not None:
-        other, theirs = read.rival
-        i = int(np.argmax(read.stamps != theirs))
-        readings = sorted([(read.fmt, read.stamps[i]), (other, theirs[i])], key=lambda r: r[0].find("%d"))
-        raise ValueError(
-            f"row {row(i)!r}, column {time_col!r}: ambiguous date {cells[i]!r}: day-first it is "
-            f"{str(readings[0][1])[:10]}, month-first {str(readings[1][1])[:10]}, and every date in the "
-            f"column reads both ways; convert it with pd.to_datetime(df[{time_col!r}], dayfirst=True) (or "
-            "False, or format=...)"
-        )
+        row = key.item() if isinstance(key, np.generic) else key
+        call = f"pd.to_datetime(df[{time_col!r}], "
+        how = call + ("dayfirst=True) (or False, or format=...)" if read.rival is not None else "format=...)")
+        raise ValueError(f"row {row!r}, column {time_col!r}: {said}; convert it with {how}")
     out = df.copy()
     out[time_col] = pd.to_datetime(read.stamps)
     return out

@@ -77,6 +77,8 @@ ONE_RULE = [
     (rsa_client, "read_written", rsa_core.written.read_written),  # a frame's text dates
     (rsa_client, "has_offsets", rsa_core.written.has_offsets),
     (batch.reading, "read_written", rsa_core.written.read_written),  # a part's text times
+    (rsa_client, "first_problem", rsa_core.written.first_problem),  # what is said of a date that fails
+    (batch.reading, "first_problem", rsa_core.written.first_problem),
     (client_forecast, "_right_aligned", rsa_core.windows.right_aligned),
     (client_series, "_right_aligned", rsa_core.windows.right_aligned),
     (export.global_models.hybrid, "_tail_windows", rsa_core.windows.tail_windows),
