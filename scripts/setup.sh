@@ -9,9 +9,18 @@ cd "$(dirname "$0")/.."
 set_name="${1:-dev}"
 # One line per step, so that a set-up of several minutes shows where it is (pip itself stays quiet).
 step() { echo "setup ($set_name): $* ($(date +%H:%M:%S))"; }
+# A new venv: pip compiles every file it installs on one core, compileall below does it on all of them
+# (the dev set: 140 s -> 108 s on the 2-core machine, 2026-12-06). The .pyc files are wanted: where
+# PYTHONDONTWRITEBYTECODE is set, nothing imported would ever be cached. An existing venv (serve.sh runs
+# this on every start) is left to pip, which compiles only what it installs.
+pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
+fresh=false
+if [ ! -x .venv/bin/python ]; then
+    fresh=true
+    pip+=(--no-compile)
+fi
 step "creating .venv"
 python3 -m venv .venv
-pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
 if [ "$set_name" != serve ]; then
     # torch from PyTorch's CPU index first: on Linux x86_64, PyPI's torch wheel is the CUDA build, which
     # brings several GB of NVIDIA libraries that training and export here never use. Where that index
@@ -29,6 +38,11 @@ step "installing requirements/${set_name}.txt"
 if [ "$set_name" = dev ]; then  # statsforecast declares pandas<3 (requirements/bench-nodeps.txt)
     step "installing requirements/bench-nodeps.txt (without their dependencies)"
     "${pip[@]}" --no-deps -r requirements/bench-nodeps.txt
+fi
+if $fresh; then
+    step "compiling the installed packages"
+    # A file that does not compile (a package's Python 2 test data) is skipped, as pip skips it.
+    .venv/bin/python -m compileall -q -j 0 .venv/lib >/dev/null 2>&1 || true
 fi
 # The CPU `onnxruntime` wheel would shadow onnxruntime-gpu: refuse to continue if anything pulled it in.
 if .venv/bin/python -m pip list --disable-pip-version-check 2>/dev/null | grep -qiE '^onnxruntime '; then
