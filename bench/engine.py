@@ -47,6 +47,7 @@ from app.artifacts.contract import FORECAST_INPUT, FORECAST_OUTPUT, MODEL_FILE, 
 from bench.harness.cli import add_device_argument, bench_parser, ints, parse_with_smoke
 from bench.harness.measure import interleaved, median_ms
 from bench.harness.models import (
+    NO_INTERVALS,
     Feed,
     ort_session,
     quiet_exporter,
@@ -235,7 +236,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             checkpoint = untrained_checkpoint(
                 ModelConfig.from_dict(arch), Path(tmp) / "untrained.safetensors"
             )
-        version_dir = export_model(checkpoint, Path(tmp) / "repo", BENCH_MODEL, version=1)
+        version_dir = export_model(
+            checkpoint, Path(tmp) / "repo", BENCH_MODEL, version=1, levels=NO_INTERVALS
+        )
         what = (
             f"trained ({args.train_windows} windows, 1 epoch)"
             if args.train_windows

@@ -303,6 +303,16 @@ def _version_dirs() -> list[str]:
     return [str(p.parent) for p in sorted(MODEL_DIR.glob("*/model.onnx"))]
 
 
+def version_dirs(versions: Sequence[int]) -> list[str]:
+    """The folders of these versions of etth1-rsa; a version that is not there is refused by name."""
+    missing = [v for v in versions if not (MODEL_DIR / str(v) / "model.onnx").is_file()]
+    if missing:
+        raise SystemExit(
+            f"no version {missing} of {MODEL_DIR.name}; it has {[Path(d).name for d in _version_dirs()]}"
+        )
+    return [str(MODEL_DIR / str(v)) for v in versions]
+
+
 def _subprocess(mode: str, spec: Mapping[str, Any], env: Mapping[str, str], timeout_s: float) -> Any:
     """`python -m bench.memory --MODE SPEC` in a fresh process; its JSON answer (last line of stdout)."""
     proc = subprocess.run(
@@ -416,6 +426,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--latency-repeats", default="200,20,8", help="timed calls per batch size and round")
     ap.add_argument("--rounds", type=int, default=3, help="latency rounds (one process per variant each)")
     ap.add_argument("--threads", type=int, default=1, help="intra_op_num_threads (the tests run with 1)")
+    ap.add_argument("--versions", default="", help="versions of etth1-rsa to load, e.g. 1,3 (default: all)")
     args = ap.parse_args(argv)
     if args.memory:
         print(json.dumps(asdict(measure_memory(json.loads(args.memory)))))
@@ -423,6 +434,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.latency:
         print(json.dumps(measure_latency(json.loads(args.latency))))
         return
+    versions = version_dirs(ints(args.versions)) if args.versions else None
     memory = []
     for name in _names(args.variants):
         res = run_memory(
@@ -431,6 +443,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             burst_calls=args.burst_calls,
             cycles=args.cycles,
             threads=args.threads,
+            version_dirs=versions,
         )
         memory.append(res)
         print(f"memory {name}: {json.dumps(asdict(res))}", file=sys.stderr)
@@ -442,6 +455,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             repeats=ints(args.latency_repeats),
             threads=args.threads,
             rounds=args.rounds,
+            version_dirs=versions,
         )
         print(f"latency: {json.dumps(latency)}", file=sys.stderr)
     print(

@@ -82,7 +82,12 @@ def export_lengths(lengths: Sequence[int], repo: Path, tmp: Path, version: int) 
         cfg = ModelConfig.from_dict({**hm.shipped_architecture(version=version), "input_length": length})
         checkpoint = hm.untrained_checkpoint(cfg, tmp / f"l{length}.safetensors")
         export_model(
-            checkpoint, repo, model_name(length), version=1, verify_batch_sizes=hm.LONG_INPUT_VERIFY_BATCHES
+            checkpoint,
+            repo,
+            model_name(length),
+            version=1,
+            verify_batch_sizes=hm.LONG_INPUT_VERIFY_BATCHES,
+            levels=hm.NO_INTERVALS,
         )
         model, info = load_checkpoint(checkpoint)
         exported[length] = Exported(model.cfg, info)

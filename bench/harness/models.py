@@ -31,6 +31,9 @@ ETTH1 = ETT_DIR / "ETTh1.csv"
 # Verification batches for models exported at long inputs: the exporter's default includes 64, where
 # the inspection graph at L = 720 would hold ~4 GB per attention output.
 LONG_INPUT_VERIFY_BATCHES = (1, 7)
+# `levels` for the exports of speed and memory benches: no interval calibrated (its pass over the
+# validation windows was 5 of an export's 12 s at L 16 on the 2-core machine, 2026-12-06).
+NO_INTERVALS: tuple[float, ...] = ()
 
 Feed = dict[str, np.ndarray]  # graph input name -> array, one row per window
 
