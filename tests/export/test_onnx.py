@@ -1,4 +1,7 @@
-"""ONNX export of a tiny model: folded REM constants, parity with PyTorch, manifest, atomic publish."""
+"""ONNX export of a tiny model: folded REM constants, parity with PyTorch, manifest, atomic publish.
+
+The module's `version_dir` is a whole export; the tests' own exports, about their graphs, pass
+`levels=()`: no interval calibrated (that pass was about 40% of an export's time, 2026-12-06)."""
 
 from __future__ import annotations
 
@@ -192,15 +195,16 @@ def test_parity_failure_raises_export_error(checkpoint, tmp_path, monkeypatch):
     assert sorted(p.name for p in (repo / "tiny").iterdir()) == ["1"]
 
 
-def test_cuda_parity_is_recorded_beside_the_cpu_one_where_cuda_runs(checkpoint, tmp_path, monkeypatch):
+def test_cuda_parity_is_recorded_beside_the_cpu_one_where_cuda_runs(
+    checkpoint, version_dir, tmp_path, monkeypatch
+):
     """This machine has no GPU (cuda_provider() is None, the manifest has no `cuda` entry); the same code
     with a stand-in provider shows what a GPU host records. The real CUDA check runs in tests/gpu/."""
     assert onnx_export.cuda_provider() is None
-    plain = export_model(checkpoint, tmp_path / "plain", "tiny", verify_batch_sizes=(2,))
-    assert "cuda" not in json.loads((plain / "manifest.json").read_text())["verification"]
+    assert "cuda" not in json.loads((version_dir / "manifest.json").read_text())["verification"]
     monkeypatch.setattr(onnx_export, "cuda_provider", lambda: ("CPUExecutionProvider", {}))
-    version_dir = export_model(checkpoint, tmp_path / "repo", "tiny", verify_batch_sizes=(2,))
-    verification = json.loads((version_dir / "manifest.json").read_text())["verification"]
+    stood_in = export_model(checkpoint, tmp_path / "repo", "tiny", verify_batch_sizes=(2,), levels=())
+    verification = json.loads((stood_in / "manifest.json").read_text())["verification"]
     assert verification["provider"] == "CPUExecutionProvider"
     cuda = verification["cuda"]
     assert cuda["provider"] == "CUDAExecutionProvider" and cuda["options"] == {"use_tf32": "0"}
@@ -226,7 +230,7 @@ def test_verification_batch_sizes_can_be_chosen(checkpoint, tmp_path, monkeypatc
         return windows
 
     monkeypatch.setattr(onnx_export, "_check_windows", recording)
-    version_dir = export_model(checkpoint, tmp_path / "repo", "tiny", verify_batch_sizes=(2, 3))
+    version_dir = export_model(checkpoint, tmp_path / "repo", "tiny", verify_batch_sizes=(2, 3), levels=())
     assert sorted(set(seen)) == [2, 3]
     m = json.loads((version_dir / "manifest.json").read_text())
     assert m["verification"]["batch_sizes"] == [2, 3]
@@ -266,7 +270,7 @@ def cycle_version(tmp_path_factory):
     fit_cycle(model, ds.train)
     meta = checkpoint_meta(ds, csv)
     save_checkpoint(d / "checkpoint.safetensors", model, meta)
-    return export_model(d / "checkpoint.safetensors", d / "repo", "cyc"), model.eval(), ds
+    return export_model(d / "checkpoint.safetensors", d / "repo", "cyc", levels=()), model.eval(), ds
 
 
 def test_cycle_model_takes_a_phase_and_matches_pytorch(cycle_version):
@@ -302,7 +306,7 @@ def test_last_head_model_matches_pytorch(tmp_path):
     torch.manual_seed(0)
     model = RSAForecaster(cfg)
     save_checkpoint(tmp_path / "checkpoint.safetensors", model, checkpoint_meta(ds, csv))
-    version_dir = export_model(tmp_path / "checkpoint.safetensors", tmp_path / "repo", "last")
+    version_dir = export_model(tmp_path / "checkpoint.safetensors", tmp_path / "repo", "last", levels=())
     x, _ = ds.test.windows(np.arange(0, 40, 3))
     raw = ds.scaler.inverse_transform(x.numpy()).astype(np.float32)
     got = sessions(version_dir)[0].run(["forecast"], {"window": raw})[0]
@@ -334,7 +338,7 @@ def test_state_head_model_exports_the_last_rem_row_and_matches_pytorch(tmp_path)
     torch.manual_seed(0)
     model = RSAForecaster(cfg).eval()
     save_checkpoint(tmp_path / "checkpoint.safetensors", model, checkpoint_meta(ds, csv))
-    version_dir = export_model(tmp_path / "checkpoint.safetensors", tmp_path / "repo", "state")
+    version_dir = export_model(tmp_path / "checkpoint.safetensors", tmp_path / "repo", "state", levels=())
     manifest = json.loads((version_dir / "manifest.json").read_text())
     L, C = cfg.input_length, cfg.channels
     shapes = {o["name"]: o["shape"] for o in manifest["inspect_outputs"]}
@@ -388,7 +392,7 @@ def test_large_valued_series_export_and_a_real_mismatch_still_fails(tmp_path, mo
     float32 step there is above the old absolute bound of 1e-4, and a mismatch of a thousandth of a
     channel's spread is still refused."""
     checkpoint = _scaled_checkpoint(tmp_path, 10_000.0)
-    version_dir = export_model(checkpoint, tmp_path / "repo", "big")
+    version_dir = export_model(checkpoint, tmp_path / "repo", "big", levels=())
     v = json.loads((version_dir / "manifest.json").read_text())["verification"]
     assert v["max_abs_error"] > onnx_export.TOLERANCE, v  # the raw error the absolute check refused
     assert v["max_error"] <= onnx_export.TOLERANCE, v
