@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from export.reports import CompetitionGeoMean, CompetitionRun, ReportError, from_dict
 
 __all__ = [
@@ -242,6 +244,24 @@ def benchmark_section(name: str, run: CompetitionRun) -> list[str]:
     return lines
 
 
+def _brief(value: object) -> str:
+    """A model's setting as a reader wants it in a sentence: numbers to 4 figures, and an array of more
+    than a few numbers (a learned tilt's coefficients) by its shape, not its values (model.json has them)."""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_brief(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        try:
+            shape = np.shape(value) if all(isinstance(v, list | int | float) for v in value) else ()
+        except ValueError:  # ragged: listed as it is
+            shape = ()
+        if len(shape) > 1 or (shape and shape[0] > 8):
+            return f"({' x '.join(map(str, shape))} numbers)"
+        return "[" + ", ".join(_brief(v) for v in value) + "]"
+    return str(value)
+
+
 def _candidates_and_reruns(run: CompetitionRun, ours: str) -> list[str]:
     """Our model's candidates (validation beside test MASE) and this run's statsforecast models against
     fev's runs of them on the same tasks, where the run has them."""
@@ -263,7 +283,7 @@ def _candidates_and_reruns(run: CompetitionRun, ours: str) -> list[str]:
             )
         lines += [*_markdown(["data", "candidates: validation / test MASE"], rows), ""]
         extras = [(d, m.extra) for d, m in run.data.items() if m.extra]
-        lines += [f"- {d}: " + "; ".join(f"{k}: {v}" for k, v in e.items()) for d, e in extras]
+        lines += [f"- {d}: " + "; ".join(f"{k}: {_brief(v)}" for k, v in e.items()) for d, e in extras]
         lines += [""] if extras else []
     fev_stats = {(p.data, p.model): p for p in run.published if p.kind == "statsforecast"}
     rerun = [s for s in run.scores if (s.data, s.model) in fev_stats]

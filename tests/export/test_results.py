@@ -494,3 +494,17 @@ def test_the_results_page_holds_the_competitions_section_as_rendered_from_its_ru
     start = page.index(section[0])
     end = next(i for i in range(start + 1, len(page)) if page[i].startswith("## "))
     assert page[start:end] == section
+
+
+def test_a_models_settings_are_written_as_a_reader_wants_them():
+    """The candidates' settings line: a learned tilt's coefficients by their shape (model.json holds them),
+    numbers to four figures, a short list as it is."""
+    from export.results_competitions import _brief
+
+    local = {"members": ["theta", "ces"], "weights": [0.5, 0.5], "tilt": {"coef": [[0.123456] * 5] * 8}}
+    assert _brief(local) == "{members: [theta, ces], weights: [0.5, 0.5], tilt: {coef: (8 x 5 numbers)}}"
+    assert (
+        _brief([0.1] * 9) == "(9 numbers)"
+        and _brief(2.0 / 3) == "0.6667"
+        and _brief([[1], [2, 3]]) == "[[1], [2, 3]]"
+    )
