@@ -1,15 +1,19 @@
-"""Session-wide: the `slow` mark of the tests outside the fast tier (tests/tiers.py), the groups and order
-of xdist's workers under `-n` and their share of the CPUs (tests/utils/parallel.py), and the figure the
-time-bounded tests were scaled by (tests/utils/speed.py), if any asked."""
+"""Session-wide: the folder of the models built once per run (tests/utils/once.py), the `slow` mark of the
+tests outside the fast tier (tests/tiers.py), the groups and order of xdist's workers under `-n` and their
+share of the CPUs (tests/utils/parallel.py), and the figure the time-bounded tests were scaled by
+(tests/utils/speed.py), if any asked."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from typing import Any
 
 import pytest
 
 from tests import tiers
-from tests.utils import parallel, speed
+from tests.utils import once, parallel, speed
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -19,6 +23,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "which bash scripts/test-fast.sh does)",
     )
     parallel.share_cpus(config)  # under -n: each worker's thread pools get its share of the CPUs
+    if not hasattr(config, "workerinput") and once.SHARED not in os.environ:
+        # The folder of the models built once per run (tests/utils/once.py): made before xdist starts its
+        # workers, which inherit the variable, and removed when the run ends.
+        os.environ[once.SHARED] = tempfile.mkdtemp(prefix="rsa-built-")
+        config.add_cleanup(lambda: shutil.rmtree(os.environ.pop(once.SHARED), ignore_errors=True))
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m reads the marks
