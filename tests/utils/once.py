@@ -34,7 +34,7 @@ def built(key: Hashable, folder: Path, build: Callable[[Path], object]) -> None:
 
 def _build(name: str, build: Callable[[Path], object]) -> Path:
     shared = os.environ.get(SHARED)
-    if shared is None:  # a process the run's conftest did not start (a test module run by hand)
+    if shared is None:  # outside a pytest run of this suite (tests/conftest.py sets the folder)
         root = Path(tempfile.mkdtemp(prefix="built-"))
         atexit.register(shutil.rmtree, root, ignore_errors=True)
         return _built_into(root / "model", build)
