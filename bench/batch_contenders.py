@@ -119,6 +119,7 @@ def batch_rate(
     process goes to Ray's own handler, which ends the process, so no handler of ours can save them)."""
     from batch.progress import Progress
     from batch.score import Job, run
+    from batch.stderr import without_lines
 
     class Checkpointed(Progress):
         def update(self, series: int) -> None:
@@ -140,15 +141,16 @@ def batch_rate(
     start = time.perf_counter()
     with PeakRss(os.getpid(), print_every_s=every_s) as rss:
         try:
-            summary = run(
-                job,
-                str(input_dir),
-                str(output_dir),
-                num_cpus=threads,
-                cpus_per_actor=threads,
-                worker_niceness=niceness,
-                progress=progress,
-            )
+            with without_lines():  # what the batch command leaves out of its standard error (batch/stderr.py)
+                summary = run(
+                    job,
+                    str(input_dir),
+                    str(output_dir),
+                    num_cpus=threads,
+                    cpus_per_actor=threads,
+                    worker_niceness=niceness,
+                    progress=progress,
+                )
             result.series, result.parts, result.scoring_seconds = (
                 summary.series,
                 summary.parts - summary.skipped,
@@ -242,6 +244,7 @@ def fit_compare(limit: int | None, blocks: int, threads: int) -> dict[str, float
 
     from batch.fit import fit_dataset, series_dataset
     from batch.score import init_local_ray
+    from batch.stderr import without_lines
     from bench.competition_data import load_competition
     from export.global_models.config import PanelConfig
     from export.global_models.model import fit_global
@@ -254,7 +257,8 @@ def fit_compare(limit: int | None, blocks: int, threads: int) -> dict[str, float
     init_local_ray(num_cpus=threads, configure_logging=False)
     try:
         start = time.perf_counter()
-        distributed = fit_dataset(series_dataset(m3.train, blocks=blocks), cfg, 24)
+        with without_lines():
+            distributed = fit_dataset(series_dataset(m3.train, blocks=blocks), cfg, 24)
         distributed_s = time.perf_counter() - start
     finally:
         ray.shutdown()
