@@ -402,6 +402,33 @@ def load_future_values(path: Path, options: ReadOptions, future: Sequence[str]) 
     return out
 
 
+def load_future_wide(
+    path: Path, options: ReadOptions, future: Sequence[str], series_id: str
+) -> dict[str, CovariateSeries]:
+    """A wide model's future-values file: one timestamp column and exactly the columns `future`, the
+    steps after its one series' end, read by the wide reader's rules (`load_csv`, as `options` read the
+    history); keyed by `series_id` as `load_future_values` keys a long file's series."""
+    header = file_columns(path)
+    missing = [n for n in future if n not in header]
+    if missing:
+        raise DataError(
+            f"{path.name} line 1, column {missing[0]!r}: missing; the model's future covariates are "
+            f"{list(future)}; the columns are {header}"
+        )
+    others = [c for c in header if c not in future]  # the timestamp column, and nothing else
+    if len(others) > 1:
+        raise DataError(
+            f"{path.name} line 1: columns {others} are not future covariates of the model (its future "
+            f"covariates are {list(future)}); the file holds the timestamp and those columns only"
+        )
+    series = load_csv(path, dataclasses.replace(options, drop=(), keep=tuple(future)))
+    stamps = np.asarray(series.timestamps).astype("datetime64[ns]")
+    one = CovariateSeries(series_id, np.full(len(stamps), np.nan), stamps)
+    for name in future:
+        one.future[name] = series.values[:, series.columns.index(name)].astype(np.float64)
+    return {series_id: one}
+
+
 # The covariate report's origins (issue 45, item 6). A panel of many series holds out each series' last
 # H, H + H//2, ... values (export/global_models/hybrid.py `origins`' spacing, REPORT_ORIGINS of them in
 # export/global_models/search.py): their windows share calendar time, but each origin scores every series. On

@@ -68,6 +68,7 @@ from export.global_models.options import (
     OutOption,
     PastOption,
     PeriodOption,
+    ReadLayoutOption,
     SeedOption,
     SortOption,
     StartOption,
@@ -77,6 +78,7 @@ from export.global_models.options import (
     TrainOptions,
     WindowsPerEpochOption,
     read_as_trained,
+    read_histories,
     read_training,
 )
 from export.global_models.search import (
@@ -196,8 +198,8 @@ def train(
         lift=checked.lift,
     )
     # how the file was read, so that export and forecast read theirs alike (issue 45, item 9: --drop
-    # repeated at export; the same for the columns, fill and date format)
-    path, read = out / "model.json", checked.read.changed() if layout == "long" else {}
+    # repeated at export; the same for the layout, the columns, fill and date format)
+    path, read = out / "model.json", checked.read.changed()
     try:
         if network == "transformer":
             lines = train_transformer(training, cfg, timezone, path, checked.budget, read)
@@ -253,9 +255,7 @@ def export_command(
     timezone: Annotated[
         str | None, typer.Option(help="the zone --data's local times were written in (as at train)")
     ] = None,
-    layout: Annotated[
-        str, typer.Option(help="--data is long, or wide (one series, as train read it)")
-    ] = "long",
+    layout: ReadLayoutOption = None,
     drop: Annotated[
         str | None,
         typer.Option(help="--data's columns to leave out, comma-separated (default: those train left out)"),
@@ -293,8 +293,8 @@ def export_command(
 
             try:
                 zone = timezone or saved.timezone
-                read = read_as_trained({"read": net.read}, timezone=zone, sort=sort, drop=drop)
-                series = _training_series(data, net.covariates, layout, read)
+                read = read_as_trained({"read": net.read}, timezone=zone, sort=sort, drop=drop, layout=layout)
+                series = _training_series(data, net.covariates, read)
                 intervals, said = calibrate_transformer(net, series)
                 intervals, note = _with_nonnegative(intervals, nonnegative, series)
             except DataError as e:
@@ -319,9 +319,11 @@ def export_command(
     intervals, said = None, "no intervals (give --data, the training file, to calibrate them)"
     note = None
     if data is not None:
-        read = read_as_trained(fitted.training, timezone=timezone or fitted.timezone, sort=sort, drop=drop)
+        read = read_as_trained(
+            fitted.training, timezone=timezone or fitted.timezone, sort=sort, drop=drop, layout=layout
+        )
         try:
-            series = _training_series(data, fitted.covariates, layout, read)
+            series = _training_series(data, fitted.covariates, read)
         except DataError as e:
             raise typer.BadParameter(str(e), param_hint="--data") from None
         intervals, said = calibrate_global(fitted, series)
@@ -370,20 +372,18 @@ def _echo_serving(repository: Path) -> None:
     )
 
 
-def _training_series(data: Path, covs: CovariateLayout | None, layout: str, read: Any) -> list[Any]:
+def _training_series(data: Path, covs: CovariateLayout | None, read: Any) -> list[Any]:
     """The training file's series as train read them (`read`, an export.data.ReadOptions from
-    `read_as_trained`): values alone, or (a covariate model) with the covariates by name, the calendar in
-    the model's zone."""
-    from export.data import load_panel
-
+    `read_as_trained`: long or wide): values alone, or (a covariate model) with the covariates by name,
+    the calendar in the model's zone."""
     if covs is None:
-        return [s.values for s in load_panel(data, read).series]
+        return [s.values for s in read_histories(data, read)[0]]
     from export.covariates import load_covariate_panel, load_covariate_wide
 
     options = dataclasses.replace(read, timezone=covs.timezone)
     statics = [s.name for s in covs.static]
-    if layout == "wide":
-        return load_covariate_wide(data, options, None, covs.past, covs.future)[0]
+    if read.layout == "wide":
+        return load_covariate_wide(data, options, read.target_column, covs.past, covs.future)[0]
     return load_covariate_panel(data, options, covs.past, covs.future, statics)[0]
 
 
@@ -419,6 +419,7 @@ def forecast(
         str | None,
         typer.Option(help="columns of --data to leave out, comma-separated (default: those train left out)"),
     ] = None,
+    layout: ReadLayoutOption = None,
     future_file: Annotated[
         Path | None,
         typer.Option(
@@ -439,7 +440,7 @@ def forecast(
     and the forecast in a column named after the model (NeuralForecast's and TimeGPT's rule)."""
     import pandas as pd
 
-    from export.data import DataError, load_panel
+    from export.data import DataError
     from export.global_models.transformer_onnx import is_transformer_file
 
     if is_transformer_file(model):
@@ -454,15 +455,14 @@ def forecast(
             "the model reads no covariates: it takes no future values", param_hint="--future-file"
         )
     # the histories read as train read its file: the same columns, date format and fill (its record)
-    read = read_as_trained(fitted.training, timezone=zone, sort=sort, drop=drop)
-    histories: Sequence[Any]  # PanelSeries, or a covariate model's CovariateSeries
+    read = read_as_trained(fitted.training, timezone=zone, sort=sort, drop=drop, layout=layout)
+    histories: Sequence[Any]  # PanelSeries, or a (wide or covariate) CovariateSeries
     rows: np.ndarray | None = None
     if fitted.covariates is None:
         try:
-            panel = load_panel(data, read)
+            histories, frequency = read_histories(data, read)
         except DataError as e:
             raise typer.BadParameter(str(e), param_hint="--data") from None
-        histories, frequency = panel.series, panel.frequency
     else:
         histories, frequency, rows = with_covariates(fitted, data, future_file, read)
     try:

@@ -75,7 +75,7 @@ def _bad(message: str, option: str = "--future-file") -> typer.BadParameter:
 def _histories(fitted: GlobalModel, data: Path, read: ReadOptions) -> tuple[list[CovariateSeries], str]:
     """The history file's series with the past and static covariates the model reads (each a column
     by name: a missing one is named with the file's columns), the future covariates' columns unread."""
-    from export.covariates import file_columns, load_covariate_panel
+    from export.covariates import file_columns, load_covariate_panel, load_covariate_wide
     from export.data import DataError
 
     covs = fitted.covariates
@@ -94,6 +94,8 @@ def _histories(fitted: GlobalModel, data: Path, read: ReadOptions) -> tuple[list
         # The future covariates' past values, if the file has them (the training file does), are not read.
         unread = (*read.drop, *(n for n in covs.future if n in header))
         options = dataclasses.replace(read, drop=unread)
+        if read.layout == "wide":  # one series, named after the file
+            return load_covariate_wide(data, options, read.target_column, covs.past, ())
         return load_covariate_panel(data, options, covs.past, (), statics)[:2]
     except DataError as e:
         raise _bad(str(e), "--data") from None
@@ -105,7 +107,7 @@ def _future_values(
     """The future file's values by series (empty for a model without future covariates, which refuses
     one), its id and timestamp columns and dates read as `read` says; a series the history file does not
     hold is refused."""
-    from export.covariates import load_future_values
+    from export.covariates import load_future_values, load_future_wide
     from export.data import DataError
 
     covs = fitted.covariates
@@ -130,6 +132,9 @@ def _future_values(
             "cannot tell the step; forecast it through the service (docs/panels.md, Covariates)"
         )
     try:
+        if read.layout == "wide":  # the history's one series: a timestamp column and the future columns
+            (series_id,) = known
+            return load_future_wide(future_file, read, covs.future, series_id)
         how = ReadOptions(
             id_column=read.id_column,
             timestamp_column=read.timestamp_column,

@@ -143,7 +143,6 @@ def _target_constants(model: GlobalModel, kernels: np.ndarray) -> list[Any]:
         _const("zero", 0.0),
         _const("one", 1.0),
         _const("tiny", _TINY),
-        _const("still_share", _STILL_SHARE),
         _const("sums", sums),
         _const("pick_last", [[1.0], [0.0]]),
         _const("pick_whole", [[0.0], [1.0]]),
@@ -241,7 +240,7 @@ def _hold_still(model: GlobalModel, nodes: list[Any], inits: list[Any]) -> None:
 
     node = helper.make_node
     L, H, period = model.input_length, model.config.horizon, max(model.config.period, 1)
-    inits += [_const("start", [0], np.int64)]
+    inits += [_const("start", [0], np.int64), _const("still_share", _STILL_SHARE)]
     held: list[Any] = []
 
     def change(lag: int) -> tuple[str, str]:

@@ -15,7 +15,15 @@ import typer
 
 from export.covariates import CovariatePlan, CovariateSeries
 
-__all__ = ["Checked", "TrainOptions", "Training", "names", "read_as_trained", "read_training"]
+__all__ = [
+    "Checked",
+    "TrainOptions",
+    "Training",
+    "names",
+    "read_as_trained",
+    "read_histories",
+    "read_training",
+]
 
 DataOption = Annotated[Path, typer.Option(help="a long file (CSV or Parquet): id, timestamp, target")]
 HorizonOption = Annotated[int, typer.Option(help="steps to forecast")]
@@ -50,6 +58,10 @@ HolidaysOption = Annotated[
 LayoutOption = Annotated[
     str,
     typer.Option(help="long (id, timestamp, target), or wide: one series, a column each (covariates)"),
+]
+# export's and forecast's --layout: None reads --data as train read its file (model.json's training.read)
+ReadLayoutOption = Annotated[
+    str | None, typer.Option(help="--data is long, or wide (one series) (default: as train read its file)")
 ]
 EffectOption = Annotated[
     str,
@@ -183,6 +195,8 @@ class TrainOptions:
                 dayfirst=self.dayfirst,
                 timezone=self.timezone,
                 drop=tuple(names(self.drop)),
+                # recorded (model.json's training.read) so that export and forecast read a wide file as wide
+                layout="wide" if self.layout == "wide" else "auto",
             )
         except DataError as e:  # a zone name that is none
             raise typer.BadParameter(str(e), param_hint="--timezone") from None
@@ -271,21 +285,14 @@ def read_training(given: TrainOptions, checked: Checked) -> Training:
     """The training file read as the options say; a file the reader refuses is a BadParameter on --data,
     a calendar feature or holiday country the model cannot derive one on --calendar."""
     from export.covariates import load_covariate_panel, load_covariate_wide
-    from export.data import DataError, ReadOptions, load_panel
+    from export.data import DataError, load_panel
 
     kinds, cal = checked.kinds, checked.calendar
     holidays, timezone, effect = given.holidays, given.timezone, given.effect
     try:
         if given.layout == "wide":
-            wide = ReadOptions(
-                timestamp_column=given.timestamp_column,
-                fill=given.fill,
-                date_format=given.date_format,
-                dayfirst=given.dayfirst,
-                timezone=timezone,
-            )
             one, frequency = load_covariate_wide(
-                given.data, wide, given.target_column, kinds["past"], kinds["future"]
+                given.data, checked.read, given.target_column, kinds["past"], kinds["future"]
             )
             if not (kinds["past"] or kinds["future"] or cal):
                 return Training([one[0].values], one, frequency, None, 1)
@@ -314,11 +321,13 @@ def read_as_trained(
     timezone: str | None,
     sort: bool | None = None,
     drop: str | None = None,
+    layout: str | None = None,
 ) -> Any:
     """How `export --data` and `forecast --data` read a file (an export.data.ReadOptions): as train read
-    its own, by the options model.json's training record holds (`read`: the columns, fill, date format and
-    order, sort, the columns left out; a record of before them holds `drop` alone), in `timezone`, with
-    the command's own `--sort` and `--drop` where given."""
+    its own, by the options model.json's training record holds (`read`: the layout, the columns, fill,
+    date format and order, sort, the columns left out; a record of before them holds `drop` alone), in
+    `timezone`, with the command's own `--sort`, `--drop` and `--layout` where given (a bad layout is a
+    BadParameter on it)."""
     from export.data import ReadOptions
 
     record = dict(training or {})
@@ -328,4 +337,22 @@ def read_as_trained(
         changes["sort"] = sort
     if drop is not None:
         changes["drop"] = tuple(names(drop))
+    if layout is not None:
+        if layout not in ("long", "wide"):
+            raise typer.BadParameter(f"must be long or wide, got {layout!r}", param_hint="--layout")
+        changes["layout"] = "wide" if layout == "wide" else "auto"
     return ReadOptions.of(read, **changes)
+
+
+def read_histories(data: Path, read: Any) -> tuple[list[Any], str]:
+    """A file's series as `read` (an export.data.ReadOptions, from `read_as_trained`) says, without
+    covariates: a long file's (`PanelSeries`), or a wide file's one series (named after the file, its
+    target the `target_column` or the one column left), and their frequency; DataError as the readers
+    raise it."""
+    from export.covariates import load_covariate_wide
+    from export.data import load_panel
+
+    if read.layout == "wide":
+        return load_covariate_wide(data, read, read.target_column)
+    panel = load_panel(data, read)
+    return list(panel.series), panel.frequency

@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from typer.testing import CliRunner
 
+from export.covariates import CovariateSeries, series_covariate_rows
 from export.global_models.cli import cli
+from export.global_models.model import GlobalModel
 from export.global_models.options import read_as_trained
 from tests.utils.panel import HORIZON, write_long
 
@@ -73,3 +76,95 @@ def test_a_record_of_before_read_options_keeps_its_dropped_columns() -> None:
         ("b", "c"),
         "Europe/Berlin",
     )
+
+
+def one_series(path: Path, *, extra: bool = False) -> pd.DataFrame:
+    """fpp3's form of one monthly series (`souvenirs`, `insurance`): `Month` as `1987 Jan`, a value
+    column, and (extra) a future-known covariate."""
+    n = 60
+    t = np.arange(n)
+    month = pd.date_range("2015-01-01", periods=n, freq="MS").strftime("%Y %b")
+    sales = 100 + 0.5 * t + 20 * np.sin(2 * np.pi * t / 12)
+    frame = pd.DataFrame({"Month": month, "Sales": sales.round(3)})
+    if extra:
+        adverts = 5 + np.random.default_rng(1).uniform(0, 3, n)
+        frame["Sales"] = (frame["Sales"] + 4 * adverts).round(3)
+        frame["Adverts"] = adverts.round(3)
+    frame.to_csv(path, index=False)
+    return frame
+
+
+def test_a_wide_file_is_exported_and_forecast_as_train_read_it(tmp_path: Path) -> None:
+    """One series in its own file, trained with `--layout wide`: model.json records the layout, and
+    `export --data` (intervals) and `forecast --data` read the file without it. Before, both read it as a
+    long file and refused it (no id column), and a model without covariates could not be read as wide at
+    all (export's --layout was the covariate path's alone; forecast had none)."""
+    data, run = tmp_path / "souvenirs.csv", tmp_path / "run"
+    one_series(data)
+    runner = CliRunner()
+    train = ["train", "--data", str(data), "--horizon", "6", "--layout", "wide", "--out", str(run)]
+    trained = runner.invoke(cli, [*train, "--input-periods", "1"])
+    assert trained.exit_code == 0, trained.output
+    assert json.loads((run / "model.json").read_text())["training"]["read"] == {"layout": "wide"}
+
+    export = ["export", "--model", str(run / "model.json"), "--name", "souvenirs", "--repository"]
+    exported = runner.invoke(cli, [*export, str(tmp_path / "repo"), "--data", str(data)])
+    assert exported.exit_code == 0, exported.output
+    manifest = json.loads((tmp_path / "repo" / "souvenirs" / "1" / "manifest.json").read_text())
+    assert 80.0 in manifest["intervals"]["levels"], exported.output  # one series, rolling windows
+
+    out = tmp_path / "forecast.csv"
+    forecast = ["forecast", "--model", str(run / "model.json"), "--data", str(data), "--out", str(out)]
+    done = runner.invoke(cli, forecast)
+    assert done.exit_code == 0, done.output
+    table = pd.read_csv(out)
+    assert table["unique_id"].unique().tolist() == ["souvenirs"]  # the series named after its file
+    assert table["ds"].tolist()[:2] == ["2020-01-01", "2020-02-01"]
+    model = GlobalModel.load(run / "model.json")
+    expected = model.forecast([pd.read_csv(data)["Sales"].to_numpy(dtype=float)])[0]
+    np.testing.assert_allclose(table["run"].to_numpy(), expected)
+
+    as_long = runner.invoke(cli, [*forecast[:-2], "--layout", "long"])  # the command's own --layout wins
+    assert as_long.exit_code != 0 and "no series id column" in " ".join(as_long.output.split())
+    bad = runner.invoke(cli, [*forecast[:-2], "--layout", "tall"])
+    assert bad.exit_code != 0 and "must be long or wide, got 'tall'" in bad.output
+
+
+def test_a_wide_covariate_model_is_forecast_with_a_wide_future_file(tmp_path: Path) -> None:
+    """The same with a future-known covariate: forecast reads the history as wide and the future values
+    from a file of the timestamp and that column, as the history writes them; the answer equals the
+    Python model's with the same rows."""
+    data, run = tmp_path / "insurance.csv", tmp_path / "run"
+    frame = one_series(data, extra=True)
+    runner = CliRunner()
+    train = ["train", "--data", str(data), "--horizon", "6", "--layout", "wide", "--future", "Adverts"]
+    trained = runner.invoke(cli, [*train, "--input-periods", "1", "--out", str(run)])
+    assert trained.exit_code == 0, trained.output
+    export = ["export", "--model", str(run / "model.json"), "--name", "ins", "--repository"]
+    exported = runner.invoke(cli, [*export, str(tmp_path / "repo"), "--data", str(data)])
+    assert exported.exit_code == 0, exported.output
+
+    ahead = [3.0, 7.5, 6.0, 4.0, 5.5, 7.0]
+    months = pd.date_range("2020-01-01", periods=6, freq="MS").strftime("%Y %b")
+    future = tmp_path / "future.csv"
+    pd.DataFrame({"Month": months, "Adverts": ahead}).to_csv(future, index=False)
+    out = tmp_path / "forecast.csv"
+    forecast = ["forecast", "--model", str(run / "model.json"), "--data", str(data), "--out", str(out)]
+    done = runner.invoke(cli, [*forecast, "--future-file", str(future)])
+    assert done.exit_code == 0, done.output
+    model = GlobalModel.load(run / "model.json")
+    assert model.covariates is not None
+    stamps = pd.date_range("2015-01-01", periods=66, freq="MS").to_numpy()
+    full = CovariateSeries(
+        "insurance",
+        np.r_[frame["Sales"].to_numpy(dtype=float), np.full(6, np.nan)],
+        stamps,
+        future={"Adverts": np.r_[np.zeros(60), ahead]},
+    )
+    rows = series_covariate_rows(full, model.covariates, np.array([60]))
+    expected = model.forecast([frame["Sales"].to_numpy(dtype=float)], covariates=rows)[0]
+    np.testing.assert_allclose(pd.read_csv(out)["run"].to_numpy(), expected, rtol=1e-9)
+
+    pd.DataFrame({"Month": months, "Adverts": ahead, "Other": 1}).to_csv(future, index=False)
+    extra = runner.invoke(cli, [*forecast, "--future-file", str(future)])
+    assert extra.exit_code != 0 and "not future covariates of the model" in " ".join(extra.output.split())
