@@ -27,7 +27,7 @@ import numpy as np
 
 from app.artifacts.covariates import CovariateLayout, StaticCovariate, calendar_columns, calendar_values
 from export.data import DataError, PanelSeries, ReadOptions, load_csv, load_panel
-from export.data.layout import ID_NAMES, PANEL_TIMESTAMP_NAMES
+from export.data.layout import ID_NAMES, TIMESTAMP_NAMES
 
 __all__ = [
     "CovariatePlan",
@@ -252,9 +252,16 @@ def load_covariate_wide(
     if target is None:
         rest = [c for c in series.columns if c not in names]
         if len(rest) != 1:
+            stamp = next((c for c in file_columns(path) if c not in (*series.columns, *options.drop)), "ds")
+            many = (
+                f"; if each is a series, turn the file long (pandas: frame.melt(id_vars={stamp!r}, "
+                "var_name='unique_id', value_name='y')) and train one model on them all"
+                if len(rest) > 1
+                else ""
+            )
             raise DataError(
-                f"{path.name}: name the target with --target-column; the columns besides the covariates "
-                f"are {rest}"
+                f"{path.name}: a wide file is one series and its covariates: name the target with "
+                f"--target-column; the columns besides the covariates are {rest}{many}"
             )
         target = rest[0]
     missing = [c for c in (target, *names) if c not in series.columns]
@@ -367,11 +374,11 @@ def load_future_values(path: Path, options: ReadOptions, future: Sequence[str]) 
     header = file_columns(path)
     lower = {h.lower(): h for h in header}
     id_col = options.id_column or next((lower[n] for n in ID_NAMES if n in lower), None)
-    ts_col = options.timestamp_column or next((lower[n] for n in PANEL_TIMESTAMP_NAMES if n in lower), None)
+    ts_col = options.timestamp_column or next((lower[n] for n in TIMESTAMP_NAMES if n in lower), None)
     if id_col is None or ts_col is None:
         raise DataError(
             f"{path.name} line 1: no {'series id' if id_col is None else 'timestamp'} column (one of "
-            f"{'/'.join(ID_NAMES if id_col is None else PANEL_TIMESTAMP_NAMES)}); the columns are {header}"
+            f"{'/'.join(ID_NAMES if id_col is None else TIMESTAMP_NAMES)}); the columns are {header}"
         )
     missing = [n for n in future if n not in header]
     if missing:

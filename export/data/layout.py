@@ -5,11 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["ID_NAMES", "PANEL_TIMESTAMP_NAMES", "TARGET_NAMES", "long_hint"]
+import pandas as pd
+
+from rsa_core.written import candidate_formats
+
+__all__ = ["ID_NAMES", "TARGET_NAMES", "TIMESTAMP_NAMES", "column_hint", "long_hint"]
 
 # Column names (case-insensitive) detected as a long file's id, timestamp and target, first match wins.
 ID_NAMES = ("unique_id", "item_id", "series_id", "series", "id")
-PANEL_TIMESTAMP_NAMES = ("ds", "timestamp", "date", "datetime", "time")
+# Either reader's timestamp column: the usual names, then the calendar's words as fpp3's tsibbles name
+# their index (`Month` holding `1987 Jan`, `Quarter`, `Week`, `Year` holding 1981).
+TIMESTAMP_NAMES = ("ds", "timestamp", "date", "datetime", "time", "month", "quarter", "week", "year")
 TARGET_NAMES = ("y", "target", "value")
 
 
@@ -22,7 +28,7 @@ def long_hint(fname: str, header: Sequence[str], rows: Sequence[Sequence[str]]) 
     """For the wide reader: when the file looks long (an id-like column holding several ids beside a
     timestamp column whose values repeat: a wide file never repeats a timestamp), a message naming the
     option that reads it; else None."""
-    id_pos, ts_pos = _find(header, ID_NAMES), _find(header, PANEL_TIMESTAMP_NAMES)
+    id_pos, ts_pos = _find(header, ID_NAMES), _find(header, TIMESTAMP_NAMES)
     if id_pos is None or ts_pos is None or len(rows) < 2:
         return None
     width = max(id_pos, ts_pos)
@@ -36,3 +42,53 @@ def long_hint(fname: str, header: Sequence[str], rows: Sequence[Sequence[str]]) 
         f"`python -m export.panel train --data {fname} --horizon H` (columns named with --id-column, "
         "--timestamp-column, --target-column), or pivot it to one column per series"
     )
+
+
+def _kinds(frame: pd.DataFrame, columns: Sequence[str], rows: int = 200) -> dict[str, list[str]]:
+    """`columns` of a long file's `frame` by what their first `rows` non-empty cells hold: numbers,
+    timestamps (the first reads in some format and is no plain number), or other text."""
+    out: dict[str, list[str]] = {"number": [], "timestamp": [], "text": []}
+    for c in columns:
+        cells = frame[c].head(rows).astype(str).str.strip()
+        cells = cells[cells != ""]
+        if cells.empty:
+            continue
+        if pd.to_numeric(cells, errors="coerce").notna().all():
+            out["number"].append(c)
+        elif candidate_formats(str(cells.iloc[0]), None):
+            out["timestamp"].append(c)
+        else:
+            out["text"].append(c)
+    return out
+
+
+def column_hint(frame: pd.DataFrame, id_col: str | None, ts_col: str | None, y_col: str | None) -> str:
+    """For the long reader's refusal of a file whose id, timestamp or target column it did not find
+    (None): what the file's cells suggest. A timestamp column and number columns alone are a wide file:
+    one series (read it as wide), or a column per series or channel (the readers that take it, or the
+    long form); otherwise the options naming each missing column that one column alone could be (a text
+    id, a timestamp, a number), or "" where the cells leave it open."""
+    rest = [c for c in frame.columns if c not in (id_col, ts_col, y_col)]
+    kinds = _kinds(frame, rest)
+    stamp = ts_col or (kinds["timestamp"][0] if len(kinds["timestamp"]) == 1 else None)
+    values = [c for c in (y_col, *kinds["number"]) if c is not None]
+    if id_col is None and not kinds["text"] and stamp is not None and values:
+        if len(frame.columns) == 2:
+            return (
+                f". The file holds one series (timestamps in {stamp!r}, values in {values[0]!r}): train on "
+                "it with --layout wide (python -m export.panel train), which names the series after the file"
+            )
+        return (
+            f". The file is wide (timestamps in {stamp!r} and {len(values)} number columns): read it with "
+            "--layout wide --target-column <one of them> (one series, the others its covariates) or "
+            "python -m export.train (one model of them as channels), or turn it long (pandas: "
+            f"frame.melt(id_vars={stamp!r}, var_name='unique_id', value_name='y')) for one model of them "
+            "as series"
+        )
+    guess = {
+        "id": kinds["text"] if id_col is None else [],
+        "timestamp": kinds["timestamp"] if ts_col is None else [],
+        "target": kinds["number"] if y_col is None else [],
+    }
+    named = [f"--{what}-column {cols[0]}" for what, cols in guess.items() if len(cols) == 1]
+    return f"; its cells suggest {' '.join(named)}" if named else ""

@@ -6,7 +6,8 @@ CSV line, header = line 1; the Parquet row, first = 1). Unsorted rows are refuse
 `ReadOptions.sort` asks for them sorted by (id, timestamp). Missing values and steps follow
 `ReadOptions.fill`, series by series.
 
-A file without an id column is told that it is wide and which reader takes it (export/data/layout.py
+A file without an id, timestamp or target column is told what its cells suggest: a file of one series
+the option that reads it as wide, else the options naming the columns (export/data/layout.py, which
 tells the wide reader the reverse).
 """
 
@@ -23,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from export.data.errors import _MISSING_TOKENS, DataError, _raise
-from export.data.layout import ID_NAMES, PANEL_TIMESTAMP_NAMES, TARGET_NAMES
+from export.data.layout import ID_NAMES, TARGET_NAMES, TIMESTAMP_NAMES, column_hint
 from export.data.options import ReadOptions
 from export.data.reading import _fill, _number_problem, _step_clock
 from export.data.timestamps import (
@@ -145,7 +146,7 @@ def load_panel(
     before it are left out whatever they hold, and the column's own gaps after it are missing values.
 
     The id, timestamp and target columns are `options.id_column`, `timestamp_column` and
-    `target_column` when given, else the first header names among `ID_NAMES`, `PANEL_TIMESTAMP_NAMES`
+    `target_column` when given, else the first header names among `ID_NAMES`, `TIMESTAMP_NAMES`
     and `TARGET_NAMES` (case-insensitive); other columns must be named in `options.drop`. A file with
     no id column is refused with the option that reads it as wide. Every problem raises one
     `DataError` naming the series and the row."""
@@ -153,7 +154,7 @@ def load_panel(
     path = Path(path)
     fname = path.name
     raw, frame, first = _read_table(path)
-    id_col, ts_col, y_col = _columns(list(frame.columns), options, fname)
+    id_col, ts_col, y_col = _columns(frame, options, fname)
     if len(frame) == 0:
         raise DataError(f"{fname}: the file has no data row")
 
@@ -235,18 +236,19 @@ def load_panel(
     )
 
 
-def _columns(header: list[str], options: ReadOptions, fname: str) -> tuple[str, str, str]:
+def _columns(frame: pd.DataFrame, options: ReadOptions, fname: str) -> tuple[str, str, str]:
     """The id, timestamp and target columns (given, or the first header names among ID_NAMES,
-    PANEL_TIMESTAMP_NAMES and TARGET_NAMES); a file with none, or with columns neither of them nor
-    dropped, is refused, a wide file with the option that reads it."""
+    TIMESTAMP_NAMES and TARGET_NAMES); a file with none, or with columns neither of them nor
+    dropped, is refused with what its cells suggest (`column_hint`: a file of one series with the
+    option that reads it as wide, else the options naming the columns)."""
+    header = [str(c) for c in frame.columns]
     id_col = _pick(header, options.id_column, ID_NAMES, "id", fname)
-    ts_col = _pick(header, options.timestamp_column, PANEL_TIMESTAMP_NAMES, "timestamp", fname)
+    ts_col = _pick(header, options.timestamp_column, TIMESTAMP_NAMES, "timestamp", fname)
     y_col = _pick(header, options.target_column, TARGET_NAMES, "target", fname)
     if id_col is None:
         raise DataError(
             f"{fname} line 1: no series id column (none is named {'/'.join(ID_NAMES)}; name it with "
-            f"--id-column). If each column is a series of one timestamp column, the file is wide: read it "
-            f"with --layout wide (python -m export.train); the columns are {header}"
+            f"--id-column); the columns are {header}" + column_hint(frame, id_col, ts_col, y_col)
         )
     missing = [w for w, c in (("timestamp", ts_col), ("target", y_col)) if c is None]
     if missing:
@@ -254,6 +256,7 @@ def _columns(header: list[str], options: ReadOptions, fname: str) -> tuple[str, 
             f"{fname} line 1: no {' or '.join(missing)} column (name it with "
             + " and ".join(f"--{w if w == 'target' else 'timestamp'}-column" for w in missing)
             + f"); the columns are {header}"
+            + column_hint(frame, id_col, ts_col, y_col)
         )
     assert ts_col is not None and y_col is not None
     extra = [c for c in header if c not in (id_col, ts_col, y_col) and c not in options.drop]

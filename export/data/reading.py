@@ -161,9 +161,10 @@ def _find_timestamp_column(
         if requested in header:
             return header.index(requested)
         raise DataError(f"{_where(fname, 1, requested)}: no such timestamp column; the columns are {header}")
-    for pos, name in enumerate(header):
-        if name.lower() in TIMESTAMP_NAMES:
-            return pos
+    lower = [h.lower() for h in header]
+    named = next((lower.index(n) for n in TIMESTAMP_NAMES if n in lower), None)  # the long reader's order
+    if named is not None:
+        return named
     # Fall back to the first column if its first value looks like a date. Plain numbers are excluded
     # because e.g. "2016" or "20160701" would also "parse" as dates.
     first = rows[0][0].strip() if rows[0] else ""
@@ -254,7 +255,8 @@ def load_csv(path: str | Path, options: ReadOptions | None = None, **overrides: 
     """Read and validate a CSV of one timestamp column and numeric columns on a regular time grid.
 
     The timestamp column is ``timestamp_column`` if given, else the first column named
-    date/timestamp/time/datetime (case-insensitive), else the first column if its first value is a
+    ds/timestamp/date/datetime/time/month/quarter/week/year (case-insensitive, in that order), else the
+    first column if its first value is a
     date. Every other column must hold finite numbers in every row. Timestamps must be strictly
     increasing and lie on one grid of the series' step (its most common one; months for data stamped on
     the first or last day of a month). Timestamps are read in one format, the one that reads the most of

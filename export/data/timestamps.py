@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from export.data.errors import _MISSING_TOKENS, _where
+from export.data.layout import TIMESTAMP_NAMES as TIMESTAMP_NAMES
 from rsa_core.calendar import calendar_step
 from rsa_core.frequency import infer_step as _infer_frequency  # the one frequency rule (exported name)
 from rsa_core.steps import shifted
@@ -19,9 +20,6 @@ from rsa_core.wallclock import localize as localize  # the one rule of naive loc
 from rsa_core.written import WrittenDates, day_order
 from rsa_core.written import candidate_formats as candidate_formats  # the one rule of written dates
 from rsa_core.written import has_offsets as has_offsets
-
-#: Column names (case-insensitive) recognised as the timestamp column when none is given.
-TIMESTAMP_NAMES = ("date", "timestamp", "time", "datetime")
 
 
 def _timestamp_problem(cell: str, fmt: str | None, out_of_range: bool) -> str:

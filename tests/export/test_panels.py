@@ -200,9 +200,47 @@ def test_a_wide_file_read_as_long_is_told_the_option(tmp_path: Path) -> None:
     wide = pd.DataFrame(
         {"date": pd.date_range("2020-01-01", periods=5, freq="D").astype(str), "a": 1.0, "b": 2.0}
     )
-    with pytest.raises(DataError, match=r"no series id column.*the file is wide: read it with --layout wide"):
+    wide_hint = r"no series id column.*The file is wide .*--layout wide --target-column"
+    with pytest.raises(DataError, match=wide_hint):
         load_panel(write(tmp_path, wide, "wide.csv"))
     assert load_csv(tmp_path / "wide.csv").columns == ["a", "b"]  # and the wide reader still takes it
+    one_hint = r"holds one series \(timestamps in 'date', values in 'a'\).*--layout wide"
+    with pytest.raises(DataError, match=one_hint):
+        load_panel(write(tmp_path, wide[["date", "a"]], "one.csv"))
+
+
+def test_columns_of_other_names_are_suggested_by_their_cells(tmp_path: Path) -> None:
+    """fpp3's `aus_arrivals` as R writes it: `Quarter` (found by its name, as `Month`, `Week` and `Year`
+    are), `Origin` and `Arrivals`: the refusal names the options that read it, and they do."""
+    frame = pd.DataFrame(
+        {
+            "Quarter": [f"{1981 + q // 4} Q{q % 4 + 1}" for q in range(12)] * 2,
+            "Origin": ["Japan"] * 12 + ["UK"] * 12,
+            "Arrivals": np.arange(24) * 10.0 + 1000,
+        }
+    )
+    path = write(tmp_path, frame, "arrivals.csv")
+    with pytest.raises(DataError, match=r"its cells suggest --id-column Origin --target-column Arrivals$"):
+        load_panel(path)
+    panel = load_panel(path, id_column="Origin", target_column="Arrivals")
+    assert panel.ids == ["Japan", "UK"] and panel.frequency == "3MS" and panel.timestamp_column == "Quarter"
+    # two number columns: which is the target the cells cannot tell, so only the id is named
+    frame["Departures"] = 1.0
+    with pytest.raises(DataError, match=r"its cells suggest --id-column Origin$"):
+        load_panel(write(tmp_path, frame, "two.csv"))
+
+
+def test_integer_years_are_read_in_a_column_named_year(tmp_path: Path) -> None:
+    """fpp3's yearly data names its index `Year` and holds integers (1800): both readers take it by its
+    name, as a year; a plain number in an unnamed first column is still no timestamp."""
+    long = pd.DataFrame({"Year": [1800, 1801, 1802] * 2, "unique_id": ["a"] * 3 + ["b"] * 3, "y": 1.0})
+    panel = load_panel(write(tmp_path, long, "long.csv"))
+    assert [str(t)[:10] for t in panel.series[0].timestamps] == ["1800-01-01", "1801-01-01", "1802-01-01"]
+    wide = pd.DataFrame({"nails": [3.0, 2.0, 1.0], "year": [1800, 1801, 1802]})
+    series = load_csv(write(tmp_path, wide, "wide.csv"))
+    assert series.columns == ["nails"] and series.frequency == "12MS"
+    with pytest.raises(DataError, match="is not a timestamp"):
+        load_csv(write(tmp_path, wide.rename(columns={"year": "when"})[["when", "nails"]], "plain.csv"))
 
 
 def test_short_series_are_kept(tmp_path: Path) -> None:
