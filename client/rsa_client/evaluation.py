@@ -4,6 +4,7 @@ into long frames with the pooled metrics."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
@@ -65,7 +66,9 @@ class _Evaluating(_Models):
         statsforecast and NeuralForecast backtest; False scores the served weights at every cutoff; None
         (default) lets the service choose (a refit where the version can be refitted). A refit reads every
         series of its request: series beyond one request's share go in several, each refitted on its own
-        series. `frame.attrs["refit"]`: whether every request was refitted.
+        series. `frame.attrs["refit"]`: whether every request was refitted. Without a refit, a window
+        that begins at or before the version's training end (`frame.attrs["training_end"]`) is scored
+        in-sample: `frame.attrs["in_sample"]` lists them (`series`, `cutoff`), and a UserWarning says so.
 
         `on_too_long`: what a request refused as too long for the service's deadline now (422
         `evaluation_too_long`, naming the `n_windows` that fits) does: "raise" (default) raises that
@@ -120,6 +123,7 @@ class _Evaluating(_Models):
         frame.attrs["series_metrics"] = metrics
         # Whether the service refitted its read-out before each cutoff (on each request's series).
         frame.attrs["refit"] = all(bool(answer.get("refit")) for _, answer, _ in answers)
+        _mark_in_sample(frame, chunks, answers)
         frame.attrs["shrunk"] = shrunk
         with _reading(answers[-1][0]):  # the per-series metrics as the answers gave them
             frame.attrs["metrics"] = _pooled(list(metrics.values()))
@@ -251,6 +255,37 @@ class _Evaluating(_Models):
             raise ServiceError(
                 e.status, e.message + hint, e.series, code=e.code, field=e.field, limit=e.limit
             ) from None
+
+
+def _mark_in_sample(
+    frame: pd.DataFrame, chunks: Sequence[Sequence[_History]], answers: Sequence[tuple[Any, Any, Any]]
+) -> None:
+    """`frame.attrs["training_end"]` (the last timestamp the version was trained on, as the service's
+    answer says it; None for a version exported without that record) and `frame.attrs["in_sample"]`:
+    each window whose values the served weights may have been fitted on (`series`, `cutoff`), which
+    the service marks where it did not refit. Any such window is also said as a warning: its scores
+    flatter the model (docs/backtest.md)."""
+    ends = [answer.get("training_end") for _, answer, _ in answers]
+    end = next((e for e in ends if e is not None), None)
+    frame.attrs["training_end"] = None if end is None else pd.Timestamp(end)
+    marked = [
+        {"series": history.id, "cutoff": history.stamps[window["cutoff"] - 1]}
+        for chunk, (_, answer, _) in zip(chunks, answers, strict=True)
+        for history, result in zip(chunk, answer["series"], strict=True)
+        for window in result["windows"]
+        if window.get("in_sample")
+    ]
+    frame.attrs["in_sample"] = marked
+    if marked:
+        total = sum(len(result["windows"]) for _, answer, _ in answers for result in answer["series"])
+        warnings.warn(
+            f"{len(marked)} of {total} backtest windows begin at or before the model's training end "
+            f"({end}) and were scored with the served weights: in-sample, their metrics flatter the model. "
+            "refit=True refits the read-out before each cutoff where the version can be refitted and "
+            "every cutoff leaves a training window (fewer n_windows); frame.attrs['in_sample'] lists them",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 def _window_frame(

@@ -5,10 +5,12 @@ read-out that can be refitted)."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import httpx
 import numpy as np
+import pandas as pd
 from rsa_client import Client
 
 from tests.app.live import LiveService
@@ -32,7 +34,9 @@ def test_refit_is_sent_as_asked(served: tuple[LiveService, Path]) -> None:
     got = {}
     with Client(service.url, api_key=KEY) as client:
         for refit in (True, False, None):
-            out = client.cross_validation(frame, h=4, n_windows=3, model=NAME, refit=refit)
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always")
+                out = client.cross_validation(frame, h=4, n_windows=3, model=NAME, refit=refit)
             rest = httpx.post(
                 f"{service.url}/v1/models/{NAME}/cross_validation",
                 json=body if refit is None else {**body, "refit": refit},
@@ -43,6 +47,12 @@ def test_refit_is_sent_as_asked(served: tuple[LiveService, Path]) -> None:
             column = NAME if NAME in out.columns else "forecast"  # the model-named column (item 8)
             np.testing.assert_allclose(out[column].to_numpy(), want, rtol=1e-6)
             assert out.attrs["refit"] is rest["refit"]
+            # the service's in-sample marks, kept (the served weights were fitted on some windows here)
+            marked = sum(bool(w["in_sample"]) for s in rest["series"] for w in s["windows"])
+            assert len(out.attrs["in_sample"]) == marked and (marked > 0) is (refit is False)
+            assert out.attrs["training_end"] == pd.Timestamp(rest["training_end"])
+            in_sample = [str(w.message) for w in said if "in-sample" in str(w.message)]
+            assert len(in_sample) == (refit is False), in_sample
             got[refit] = want
     assert rest["refit"] is True  # the service's default for a refittable read-out
     assert not np.allclose(got[True], got[False])  # the served weights are not the refit's
