@@ -35,6 +35,7 @@ from export.data.timestamps import (
     _timestamp_problem,
     has_offsets,
     localize,
+    refuses_grid,
 )
 from rsa_core.written import read_written
 
@@ -428,7 +429,7 @@ def _series_of(
                     f"{alias} (its most common step); resample it or leave it out"
                 )
                 continue
-            if grid.off.size or (grid.missing and (options.fill == "none" or grid.missing > len(s_stamps))):
+            if refuses_grid(grid, options.fill, len(s_stamps)):
                 problems.append(
                     _grid_problem(label, grid, judged, s_rows, options.fill).replace(" lines ", f" {unit}s ")
                 )

@@ -31,6 +31,7 @@ from export.data.timestamps import (
     candidate_formats,
     has_offsets,
     localize,
+    refuses_grid,
 )
 from rsa_core.calendar import calendar_step
 from rsa_core.steps import calendar_units
@@ -314,11 +315,7 @@ def _load(path: str | Path, options: ReadOptions) -> _Loaded:
     # A zoned file's daily or monthly steps on its wall clock, as the panel reader judges them.
     judged, on_wall = _step_clock(wall, stamps) if timestamps_ok else (stamps, False)
     grid = _grid(judged) if timestamps_ok else None
-    # Without a fill, missing steps are an error; with one, too, when they outnumber the rows (a fill
-    # would invent most of the series: the dates are more likely misread).
-    if grid is not None and (
-        grid.off.size or (grid.missing and (fill == "none" or grid.missing > len(rows)))
-    ):
+    if grid is not None and refuses_grid(grid, fill, len(rows)):
         messages.append(_grid_problem(fname, grid, judged, lines, fill))
         grid = None
     if messages or grid is None:

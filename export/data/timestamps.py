@@ -125,6 +125,16 @@ def _gap_list(grid: _Grid, stamps: np.ndarray, lines: list[int], shown: int = 3)
     return ", ".join(parts) + (f" and {more} more gap{'s' if more > 1 else ''}" if more > 0 else "")
 
 
+def refuses_grid(grid: _Grid, fill: str, rows: int) -> bool:
+    """Whether a series of `rows` rows on `grid` is refused (both readers' rule): rows off the grid; steps
+    missing without a fill; or more missing than there are rows, filled by interpolation or the last
+    value (which would invent most of the series: the dates are more likely misread). `--fill zero` fills
+    any number: an absent row is a count of zero (a business closed at night, fpp3's `bank_calls`)."""
+    if grid.off.size:
+        return True
+    return bool(grid.missing) and (fill == "none" or (grid.missing > rows and fill != "zero"))
+
+
 def _grid_problem(fname: str, grid: _Grid, stamps: np.ndarray, lines: list[int], fill: str) -> str:
     """Rows off the grid of the series' step, or steps missing from it: without a fill, or more than the
     file has rows (then a fill would invent most of the series: the dates are more likely misread)."""
@@ -145,6 +155,7 @@ def _grid_problem(fname: str, grid: _Grid, stamps: np.ndarray, lines: list[int],
             f"{fname}: {grid.missing} step(s) of {grid.alias} have no row, more than the file has rows "
             f"({len(stamps)}): {_gap_list(grid, stamps, lines)}. A fill would invent most of the series; "
             "check how the dates were read (--date-format, --dayfirst or --monthfirst) or resample the file"
+            "; where an absent row means zero (counts while closed), --fill zero inserts them as zeros"
         )
     return (
         f"{fname}: {grid.missing} step(s) of {grid.alias} have no row (the series steps {grid.alias}, its "

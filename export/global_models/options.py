@@ -28,7 +28,13 @@ __all__ = [
 DataOption = Annotated[Path, typer.Option(help="a long file (CSV or Parquet): id, timestamp, target")]
 HorizonOption = Annotated[int, typer.Option(help="steps to forecast")]
 OutOption = Annotated[Path, typer.Option(help="folder for model.json")]
-PeriodOption = Annotated[int | None, typer.Option(help="the cycle in steps (default: from the frequency)")]
+PeriodOption = Annotated[
+    int | None,
+    typer.Option(
+        help="the cycle in steps (default: from the frequency: 12 monthly, 4 quarterly, 7 daily, 52 weekly, "
+        "a day of hourly to 15-minute steps)"
+    ),
+]
 InputPeriodsOption = Annotated[int | None, typer.Option(help="L in periods (default: searched)")]
 ColumnOption = Annotated[str | None, typer.Option()]
 SortOption = Annotated[bool, typer.Option(help="sort rows by series and time")]

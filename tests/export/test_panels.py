@@ -371,3 +371,26 @@ def test_an_extra_column_is_offered_as_a_covariate_or_dropped(tmp_path: Path) ->
     assert "read them as covariates (--future, --past or --static)" in said and "--drop price" in said
     done = CliRunner().invoke(cli, [*args, "--drop", "price"])
     assert done.exit_code == 0, done.output
+
+
+def test_a_business_day_of_counts_is_filled_with_zeros_only(tmp_path: Path) -> None:
+    """Hourly calls from 9:00 to 16:00 each day (fpp3's bank_calls keeps business hours only): the night
+    steps outnumber the rows, so filling them by interpolation or the last value would invent most of
+    the series and is refused, naming --fill zero; with it both readers insert the nights as zeros."""
+    days = pd.date_range("2024-03-04", periods=10, freq="D")
+    stamps = [d + pd.Timedelta(hours=h) for d in days for h in range(9, 17)]
+    calls = np.arange(len(stamps)) % 7 + 3.0
+    wide = pd.DataFrame({"ds": [str(t) for t in stamps], "calls": calls})
+    long = wide.assign(unique_id="bank")[["unique_id", "ds", "calls"]].rename(columns={"calls": "y"})
+    wide_path, long_path = write(tmp_path, wide, "calls.csv"), write(tmp_path, long, "calls_long.csv")
+    refused = r"more than the file has rows.*--fill zero inserts them as zeros"
+    for fill in ("linear", "ffill"):
+        with pytest.raises(DataError, match=refused):
+            load_csv(wide_path, fill=fill)
+        with pytest.raises(DataError, match=refused):
+            load_panel(long_path, fill=fill)
+    series = load_csv(wide_path, fill="zero")
+    (panel,) = load_panel(long_path, fill="zero").series
+    for values in (series.values[:, 0], panel.values):
+        assert len(values) == 9 * 24 + 8  # from the first day's 9:00 to the last day's 16:00
+        assert values[8:24].tolist() == [0.0] * 16 and values[:8].tolist() == calls[:8].tolist()
