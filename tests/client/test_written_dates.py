@@ -51,3 +51,18 @@ def test_an_open_day_month_order_and_a_cell_that_does_not_read_are_refused() -> 
     bad = pd.DataFrame({"ds": ["2015-01-01", "2015-02-01", "soon"], "y": 1.0}, index=[10, 11, 12])
     with pytest.raises(ValueError, match=r"row 12, column 'ds': not a date: 'soon'.*pd.to_datetime"):
         read_times(bad, "ds")
+
+
+def test_integer_years_are_read_as_the_exporter_reads_a_year_column(tmp_path: Path) -> None:
+    """fpp3's yearly data holds its `Year` as integers (a frame of `prices`): pandas would take 1800 as
+    1,800 nanoseconds after 1970 (a service then read a `1ns` frequency and refused it); the client reads
+    them as years, as the exporter reads a year column, and refuses an integer index that is no date."""
+    years = pd.DataFrame({"unique_id": "nails", "ds": np.arange(1800, 1830), "y": np.arange(30.0)})
+    years.rename(columns={"ds": "year"}).to_csv(tmp_path / "f.csv", index=False)
+    exporter = load_panel(tmp_path / "f.csv").series[0].timestamps
+    read = read_times(years, "ds")["ds"]
+    np.testing.assert_array_equal(read.to_numpy(dtype="datetime64[ns]"), exporter)
+    assert read.iloc[0] == pd.Timestamp("1800-01-01")
+    index = years.assign(ds=np.arange(1, 31))  # statsforecast's integer time index: no date to forecast at
+    with pytest.raises(ValueError, match=r"row 0, column 'ds': not a date: '1'"):
+        read_times(index, "ds")
