@@ -34,3 +34,16 @@ def test_an_open_day_month_order_and_a_bad_cell_are_refused_naming_the_row() -> 
         _utc_micros(pa.chunked_array([months]), None, None, "ds")
     with pytest.raises(ValueError, match=r"row 2, column 'ds': not a date: 'soon'"):
         _utc_micros(pa.chunked_array([["2015-01-01", "2015-02-01", "soon"]]), None, None, "ds")
+
+
+def test_integer_years_are_read_as_years_and_an_integer_index_refused() -> None:
+    """A Parquet part of yearly data with an int64 `ds` (1800, 1801...): Arrow's cast took them as
+    microseconds since 1970; they are read as the client and the exporter read them (years)."""
+    years = pa.chunked_array([pa.array(np.arange(1800, 1805), pa.int64())])
+    micros = _utc_micros(years, None, None, "ds")
+    assert micros.astype("datetime64[us]").astype(str).tolist()[:2] == [
+        "1800-01-01T00:00:00.000000",
+        "1801-01-01T00:00:00.000000",
+    ]
+    with pytest.raises(ValueError, match=r"row 0, column 'ds': not a date: '1'"):
+        _utc_micros(pa.chunked_array([pa.array([1, 2, 3], pa.int32())]), None, None, "ds")
