@@ -225,6 +225,12 @@ class TrainOptions:
             raise typer.BadParameter(
                 "a wide file is one series: it has no static covariates", param_hint="--static"
             )
+        if self.layout == "wide" and self.id_column is not None:
+            raise typer.BadParameter(
+                "a wide file is one series, named after the file: it has no id column (leave --id-column "
+                "out, or read the file as long)",
+                param_hint="--id-column",
+            )
         return Checked(options, kinds, cal, budget, self._lift(bool(any(kinds.values()) or cal)))
 
     def _lift(self, covariates: bool) -> int | None:

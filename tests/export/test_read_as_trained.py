@@ -103,6 +103,8 @@ def test_a_wide_file_is_exported_and_forecast_as_train_read_it(tmp_path: Path) -
     one_series(data)
     runner = CliRunner()
     train = ["train", "--data", str(data), "--horizon", "6", "--layout", "wide", "--out", str(run)]
+    with_id = runner.invoke(cli, [*train, "--id-column", "Month"])
+    assert with_id.exit_code != 0 and "a wide file is one series" in " ".join(with_id.output.split())
     trained = runner.invoke(cli, [*train, "--input-periods", "1"])
     assert trained.exit_code == 0, trained.output
     assert json.loads((run / "model.json").read_text())["training"]["read"] == {"layout": "wide"}
