@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from export.data.errors import _MISSING_TOKENS
 from rsa_core.written import candidate_formats
 
 __all__ = ["ID_NAMES", "TARGET_NAMES", "TIMESTAMP_NAMES", "column_hint", "long_hint"]
@@ -49,8 +50,8 @@ def _kinds(frame: pd.DataFrame, columns: Sequence[str], rows: int = 200) -> dict
     timestamps (the first reads in some format and is no plain number), or other text."""
     out: dict[str, list[str]] = {"number": [], "timestamp": [], "text": []}
     for c in columns:
-        cells = frame[c].head(rows).astype(str).str.strip()
-        cells = cells[cells != ""]
+        cells = frame[c].head(rows).dropna().astype(str).str.strip()
+        cells = cells[~cells.str.lower().isin(_MISSING_TOKENS)]  # empty, NA, nan: no kind either way
         if cells.empty:
             continue
         if pd.to_numeric(cells, errors="coerce").notna().all():

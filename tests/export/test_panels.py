@@ -224,6 +224,9 @@ def test_columns_of_other_names_are_suggested_by_their_cells(tmp_path: Path) -> 
         load_panel(path)
     panel = load_panel(path, id_column="Origin", target_column="Arrivals")
     assert panel.ids == ["Japan", "UK"] and panel.frequency == "3MS" and panel.timestamp_column == "Quarter"
+    frame.loc[0, "Arrivals"] = None  # a missing value is no text: Arrivals is still the one number column
+    with pytest.raises(DataError, match=r"its cells suggest --id-column Origin --target-column Arrivals$"):
+        load_panel(write(tmp_path, frame, "gap.csv"))
     # two number columns: which is the target the cells cannot tell, so only the id is named
     frame["Departures"] = 1.0
     with pytest.raises(DataError, match=r"its cells suggest --id-column Origin$"):
