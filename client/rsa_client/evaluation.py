@@ -260,16 +260,17 @@ class _Evaluating(_Models):
 def _mark_in_sample(
     frame: pd.DataFrame, chunks: Sequence[Sequence[_History]], answers: Sequence[tuple[Any, Any, Any]]
 ) -> None:
-    """`frame.attrs["training_end"]` (the last timestamp the version was trained on, as the service's
-    answer says it; None for a version exported without that record) and `frame.attrs["in_sample"]`:
-    each window whose values the served weights may have been fitted on (`series`, `cutoff`), which
-    the service marks where it did not refit. Any such window is also said as a warning: its scores
-    flatter the model (docs/backtest.md)."""
+    """`frame.attrs["training_end"]` (the last timestamp the version was trained on, ISO 8601 as the
+    service's answer says it; None for a version exported without that record) and
+    `frame.attrs["in_sample"]`: each window whose values the served weights may have been fitted on
+    (`series`, `cutoff` in ISO 8601: attrs stay JSON, which `to_parquet` writes), which the service marks
+    where it did not refit. Any such window is also said as a warning: its scores flatter the model
+    (docs/backtest.md)."""
     ends = [answer.get("training_end") for _, answer, _ in answers]
     end = next((e for e in ends if e is not None), None)
-    frame.attrs["training_end"] = None if end is None else pd.Timestamp(end)
+    frame.attrs["training_end"] = end
     marked = [
-        {"series": history.id, "cutoff": history.stamps[window["cutoff"] - 1]}
+        {"series": history.id, "cutoff": pd.Timestamp(history.stamps[window["cutoff"] - 1]).isoformat()}
         for chunk, (_, answer, _) in zip(chunks, answers, strict=True)
         for history, result in zip(chunk, answer["series"], strict=True)
         for window in result["windows"]

@@ -143,6 +143,8 @@ def _target_constants(model: GlobalModel, kernels: np.ndarray) -> list[Any]:
         _const("zero", 0.0),
         _const("one", 1.0),
         _const("tiny", _TINY),
+        # read by the still-window rule alone (`_hold_still`), which a covariate graph has not
+        *([_const("still_share", _STILL_SHARE)] if model.covariates is None else []),
         _const("sums", sums),
         _const("pick_last", [[1.0], [0.0]]),
         _const("pick_whole", [[0.0], [1.0]]),
@@ -240,7 +242,7 @@ def _hold_still(model: GlobalModel, nodes: list[Any], inits: list[Any]) -> None:
 
     node = helper.make_node
     L, H, period = model.input_length, model.config.horizon, max(model.config.period, 1)
-    inits += [_const("start", [0], np.int64), _const("still_share", _STILL_SHARE)]
+    inits += [_const("start", [0], np.int64)]
     held: list[Any] = []
 
     def change(lag: int) -> tuple[str, str]:

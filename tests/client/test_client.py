@@ -204,5 +204,6 @@ def test_the_client_imports_nothing_of_the_service():
         "dataclasses",
         "datetime",
         "typing",
+        "warnings",  # an in-sample backtest is said as a UserWarning
         "rsa_core",  # the rules it shares with the service (installed on its own, client/pyproject.toml)
     }, imported

@@ -20,7 +20,7 @@ from tests.utils.panel import NAME
 __all__ = ["served"]
 
 
-def test_refit_is_sent_as_asked(served: tuple[LiveService, Path]) -> None:
+def test_refit_is_sent_as_asked(served: tuple[LiveService, Path], tmp_path: Path) -> None:
     service, _ = served
     frame = long_frame({"a": 120, "b": 96})
     body = {
@@ -50,7 +50,9 @@ def test_refit_is_sent_as_asked(served: tuple[LiveService, Path]) -> None:
             # the service's in-sample marks, kept (the served weights were fitted on some windows here)
             marked = sum(bool(w["in_sample"]) for s in rest["series"] for w in s["windows"])
             assert len(out.attrs["in_sample"]) == marked and (marked > 0) is (refit is False)
-            assert out.attrs["training_end"] == pd.Timestamp(rest["training_end"])
+            assert out.attrs["training_end"] == rest["training_end"]
+            out.to_parquet(tmp_path / "cv.parquet")  # attrs stay JSON (pandas writes them into the file)
+            assert pd.read_parquet(tmp_path / "cv.parquet").attrs["in_sample"] == out.attrs["in_sample"]
             in_sample = [str(w.message) for w in said if "in-sample" in str(w.message)]
             assert len(in_sample) == (refit is False), in_sample
             got[refit] = want
