@@ -10,7 +10,8 @@ import pandas as pd
 
 from rsa_client.explain import Explanation, explanation
 from rsa_client.frames import _channel_columns, _start, read_times
-from rsa_client.models import _Models
+from rsa_client.models import ModelSpec, _Models
+from rsa_client.series import _histories
 from rsa_client.transport import _json, _unreadable
 
 
@@ -47,6 +48,8 @@ class _Inspecting(_Models):
         model: str | None = None,
         version: int | None = None,
         *,
+        X_df: pd.DataFrame | None = None,  # noqa: N803 (NeuralForecast's and statsforecast's name)
+        id_col: str = "unique_id",
         time_col: str = "ds",
         target_col: str | None = None,
         future: dict[str, list[float]] | None = None,
@@ -56,11 +59,23 @@ class _Inspecting(_Models):
         """What a global model's forecast of one series (`df`: its rows, oldest first by `time_col`) is
         made of, as DataFrames (rsa_client.explain): each lag's weight and contribution per horizon step,
         each term's (REM kernel, direct lags, missing share, bias, covariate) share and contribution, a
-        hybrid's members; a covariate model's `future`, `past` and `static` as /v1 takes them. A
-        multichannel model answers matrices: `attention`."""
+        hybrid's members. A covariate model's covariates as `forecast` takes them: `df`'s other columns
+        (past and future ones a value per row, a static one constant) and `X_df` the future ones over the
+        H steps after the last row (`id_col` optional: one series); or as /v1 takes them, `future`,
+        `past` and `static`. A multichannel model answers matrices: `attention`."""
         df = read_times(df, time_col)  # text dates: the exporter's rule (rsa_core.written)
-        # past covariates need a value per value sent: then the whole history goes
-        series, path = self._one_series(df, model, version, time_col, target_col, whole=bool(past))
+        spec = self.model(self._only_model(model, "attention and explain"), version)
+        names = {c["name"] for c in spec.covariates if c["kind"] != "calendar"}
+        if X_df is not None or names & set(df.columns):  # the frame conventions of forecast
+            if future is not None or past is not None or static is not None:
+                raise ValueError(
+                    "give a covariate model's covariates as df's columns and X_df, or as future, past and "
+                    "static, not both"
+                )
+            series, path = self._one_history(df, spec, X_df, id_col, time_col, target_col)
+        else:
+            # past covariates need a value per value sent: then the whole history goes
+            series, path = self._one_series(df, spec.name, version, time_col, target_col, whole=bool(past))
         for key, value in (("future", future), ("past", past), ("static", static)):
             if value is not None:
                 series[key] = value
@@ -68,6 +83,36 @@ class _Inspecting(_Models):
         if not isinstance(answer, dict):
             raise ValueError(f"the attention answer is a JSON {type(answer).__name__}, not an object")
         return explanation(answer)
+
+    def _one_history(
+        self,
+        df: pd.DataFrame,
+        spec: ModelSpec,
+        x_df: pd.DataFrame | None,
+        id_col: str,
+        time_col: str,
+        target_col: str | None,
+    ) -> tuple[dict[str, Any], str]:
+        """/v1 attention's `series` for a covariate model's one series of `df` with its covariate columns
+        and `x_df`'s future rows (read by the rules `forecast` reads them by: `_histories`); the path."""
+        x_df = None if x_df is None else read_times(x_df, time_col)
+        one = df if id_col in df.columns else df.assign(**{id_col: "series"})
+        if one[id_col].nunique() != 1:
+            raise ValueError(f"explain reads one series; df's {id_col!r} holds {one[id_col].nunique()}")
+        if x_df is not None and id_col not in x_df.columns:
+            x_df = x_df.assign(**{id_col: one[id_col].iloc[0]})
+        columns = _channel_columns(one, spec, target_col)
+        reach = spec.horizon if x_df is not None else 0
+        (history,) = _histories(one, columns, id_col, time_col, spec, x_df, reach)
+        series = history.body(reach=reach)
+        if "future" in series:  # /v1 forecast's and attention's future: the H steps forecast alone
+            if x_df is None:
+                raise ValueError(
+                    f"model {spec.name} reads the future covariates {list(series['future'])}: give their "
+                    f"values over the {spec.horizon} steps after the last row as X_df"
+                )
+            series["future"] = {k: v[-spec.horizon :] for k, v in series["future"].items()}
+        return series, f"/v1/models/{spec.name}/versions/{spec.version}/attention"
 
     def _one_series(
         self,

@@ -183,3 +183,25 @@ def test_x_df_for_a_model_without_covariates_is_refused(served: tuple[LiveServic
     empty = np.array([], np.int64)
     with pytest.raises(ValueError, match="takes no covariates; X_df would not be read"):
         _covariate_tensors(spec, shops.history, shops.future, empty, empty, empty, empty, "unique_id", "ds")
+
+
+def test_explain_reads_the_covariates_as_forecast_does(served: tuple[LiveService, Shops]) -> None:
+    """`explain` of one shop with its covariates as `forecast` takes them (past and static columns of
+    `df`, the future in `X_df`): its terms add up to the forecast that `forecast` answers for the same
+    frame. Before, explain took /v1's dicts alone (`future=`, `past=`, `static=`)."""
+    service, shops = served
+    one = shops.history[shops.history["unique_id"] == "shop_1"]
+    future = shops.future[shops.future["unique_id"] == "shop_1"]
+    with Client(service.url, concurrency=1) as client:
+        got = client.explain(one, model=NAME, X_df=future)
+        served_forecast = client.forecast(one, model=NAME, X_df=future)[NAME].to_numpy()
+        without_id = client.explain(
+            one.drop(columns="unique_id"), model=NAME, X_df=future.drop(columns="unique_id")
+        )
+        with pytest.raises(ValueError, match=r"reads the future covariates \['promo'\]: give their values"):
+            client.explain(one, model=NAME)
+        with pytest.raises(ValueError, match="not both"):
+            client.explain(one, model=NAME, X_df=future, static={"size": "large"})
+    np.testing.assert_allclose(got.forecast.to_numpy(), served_forecast, rtol=1e-5)
+    np.testing.assert_allclose(without_id.forecast.to_numpy(), got.forecast.to_numpy(), rtol=1e-9)
+    assert {"future", "past", "static"} <= set(got.terms["kind"]), set(got.terms["kind"])
