@@ -332,6 +332,12 @@ class _Forecasting(_Models):
         spec = self.model(model, version) if X_df is not None or len(df.columns) > 3 else None
         if spec is not None and spec.covariates:  # the history's covariates, X_df's future after it
             reach = spec.horizon if h is None else h
+            futures = [c["name"] for c in spec.covariates if c["kind"] == "future"]
+            if futures and X_df is None:  # said before the request, as forecast says it
+                raise ValueError(
+                    f"model {model} reads the future covariates {futures}: give their values over the "
+                    f"{reach} steps forecast after each series' last row as X_df"
+                )
             histories = _histories(
                 frame, [target], id_col, time_col, spec, X_df, reach if X_df is not None else 0
             )
