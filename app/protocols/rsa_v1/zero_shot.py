@@ -43,7 +43,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
-from app.core.errors import InvalidInput
+from app.core.errors import InvalidInput, ModelNotReady
 from app.protocols.datetimes import IsoDatetime
 from app.protocols.parsing import Refusal
 from app.protocols.rsa_v1.handlers import V1Handlers
@@ -312,6 +312,13 @@ async def zero_shot_forecast(v1: V1Handlers, body: ZeroShotBody, freq: str | Non
     used = request_frequency(freq, body.forecast.series, body.timestamps)
     models = pretrained_models(v1)
     if used.name not in models:
+        loading = sorted(m.name for m in v1.service.models() if m.latest is None and m.loading)
+        if loading:  # its model may be among them (their manifests are read as they load): not the client's
+            raise ModelNotReady(
+                f"no pretrained model forecasts {used.name} series yet: {', '.join(loading)} still "
+                "loading; try again",
+                retry_after_s=v1.settings.retry_after_s,
+            )
         have = sorted(models)
         where = {"freq": "freq", "timestamps": "the series' timestamps", "start": "the series' start"}
         named = sorted(m.name for m in v1.service.models())

@@ -50,9 +50,18 @@ def test_readyz_is_503_until_models_are_loaded(toy_repository: Path, monkeypatch
         assert busy.json()["error"]["code"] == "model_not_ready"
         assert "retry-after" in busy.headers
         assert client.get("/v1/models/toy").json()["versions"][0]["state"] == "loading"
+        # the pretrained route too: a model still loading may be the one of the series' frequency, so
+        # "none forecasts monthly series" would be a 422 for the server's state (serve.sh's first seconds)
+        monthly = {"series": [{"start": "2020-01-01", "values": [1.0] * 24}], "freq": "MS"}
+        early = client.post("/v1/forecast", json=monthly)
+        assert early.status_code == 503 and early.json()["error"]["code"] == "model_not_ready", early.text
+        assert "toy still loading" in early.json()["error"]["message"] and "retry-after" in early.headers
         release.set()
         wait_for(lambda: client.get("/readyz").status_code == 200, what="ready after release")
         assert client.post("/v1/models/toy/forecast", json=BODY).status_code == 200
+        # loaded, and no pretrained model among them: now the client's to change (422 naming freq)
+        late = client.post("/v1/forecast", json=monthly)
+        assert late.status_code == 422 and late.json()["error"]["field"] == "freq", late.text
 
 
 @pytest.fixture
