@@ -20,6 +20,10 @@ from rsa_client.series import _covariate_tensors
 from tests.app.live import LiveService, live_service
 from tests.utils.shops import NAME, H, Shops, publish_shops, v1_series
 
+# These backtests score the served weights on purpose (`refit=False`, or windows before any training
+# window): the client's in-sample warning is expected here (tests/client/test_cross_validation_refit.py).
+pytestmark = pytest.mark.filterwarnings("ignore:.*backtest windows begin at or before:UserWarning")
+
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveService, Shops]]:

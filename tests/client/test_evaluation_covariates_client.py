@@ -21,6 +21,10 @@ __all__ = ["served"]
 H, N = 7, 100  # the shops model's horizon; rows of history per series
 SHOPS = ("shop_0", "shop_3")
 
+# These backtests score the served weights on purpose (`refit=False`, or windows before any training
+# window): the client's in-sample warning is expected here (tests/client/test_cross_validation_refit.py).
+pytestmark = pytest.mark.filterwarnings("ignore:.*backtest windows begin at or before:UserWarning")
+
 
 @pytest.fixture()
 def client(served: Served) -> Iterator[Client]:
