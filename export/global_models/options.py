@@ -32,7 +32,7 @@ PeriodOption = Annotated[
     int | None,
     typer.Option(
         help="the cycle in steps (default: from the frequency: 12 monthly, 4 quarterly, 7 daily, 52 weekly, "
-        "a day of hourly to 15-minute steps)"
+        "a day of steps from 12 hours to 15 minutes)"
     ),
 ]
 InputPeriodsOption = Annotated[int | None, typer.Option(help="L in periods (default: searched)")]

@@ -20,6 +20,7 @@ from export.global_models.cli import MAX_DAILY_STEPS, _cycle_note, period_of
         ("1h", 24),
         ("2h", 12),
         ("30min", 48),
+        ("12h", 2),
         ("15min", 96),
         ("5min", 1),
         ("7min", 1),
