@@ -148,8 +148,8 @@ def load_panel(
 
     The id, timestamp and target columns are `options.id_column`, `timestamp_column` and
     `target_column` when given, else the first header names among `ID_NAMES`, `TIMESTAMP_NAMES`
-    and `TARGET_NAMES` (case-insensitive); other columns must be named in `options.drop`. A file with
-    no id column is refused with the option that reads it as wide. Every problem raises one
+    and `TARGET_NAMES` (case-insensitive); other columns must be named in `options.drop`. A file
+    without one of them is refused with what its cells suggest (`column_hint`). Every problem raises one
     `DataError` naming the series and the row."""
     options = ReadOptions.of(options, **overrides)
     path = Path(path)
