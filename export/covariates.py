@@ -380,12 +380,7 @@ def load_future_values(path: Path, options: ReadOptions, future: Sequence[str]) 
             f"{path.name} line 1: no {'series id' if id_col is None else 'timestamp'} column (one of "
             f"{'/'.join(ID_NAMES if id_col is None else TIMESTAMP_NAMES)}); the columns are {header}"
         )
-    missing = [n for n in future if n not in header]
-    if missing:
-        raise DataError(
-            f"{path.name} line 1, column {missing[0]!r}: missing; the model's future covariates are "
-            f"{list(future)}; the columns are {header}"
-        )
+    _check_future_columns(path, header, future)
     extra = [c for c in header if c not in (id_col, ts_col, *future)]
     if extra:
         raise DataError(
@@ -409,6 +404,17 @@ def load_future_values(path: Path, options: ReadOptions, future: Sequence[str]) 
     return out
 
 
+def _check_future_columns(path: Path, header: Sequence[str], future: Sequence[str]) -> None:
+    """A future-values file's header holds every future covariate of the model: else DataError naming
+    the first missing."""
+    missing = [n for n in future if n not in header]
+    if missing:
+        raise DataError(
+            f"{path.name} line 1, column {missing[0]!r}: missing; the model's future covariates are "
+            f"{list(future)}; the columns are {list(header)}"
+        )
+
+
 def load_future_wide(
     path: Path, options: ReadOptions, future: Sequence[str], series_id: str
 ) -> dict[str, CovariateSeries]:
@@ -416,12 +422,7 @@ def load_future_wide(
     steps after its one series' end, read by the wide reader's rules (`load_csv`, as `options` read the
     history); keyed by `series_id` as `load_future_values` keys a long file's series."""
     header = file_columns(path)
-    missing = [n for n in future if n not in header]
-    if missing:
-        raise DataError(
-            f"{path.name} line 1, column {missing[0]!r}: missing; the model's future covariates are "
-            f"{list(future)}; the columns are {header}"
-        )
+    _check_future_columns(path, header, future)
     others = [c for c in header if c not in future]  # the timestamp column, and nothing else
     if len(others) > 1:
         raise DataError(

@@ -33,7 +33,8 @@ class _Inspecting(_Models):
         last L rows are read): `options` are /v1's (`matrices`, `channel`, `average_heads`, `layers`,
         `format`). The JSON answer, or the PNG's bytes with format="png"."""
         df = read_times(df, time_col)  # text dates: the exporter's rule (rsa_core.written)
-        series, path = self._one_series(df, model, version, time_col, target_col)
+        spec = self.model(self._only_model(model, "attention and explain"), version)
+        series, path = self._one_series(df, spec, time_col, target_col)
         response = self._send("POST", path, json={"series": series, **options})
         if response.headers.get("content-type", "").startswith("image/"):
             return response.content
@@ -75,7 +76,7 @@ class _Inspecting(_Models):
             series, path = self._one_history(df, spec, X_df, id_col, time_col, target_col)
         else:
             # past covariates need a value per value sent: then the whole history goes
-            series, path = self._one_series(df, spec.name, version, time_col, target_col, whole=bool(past))
+            series, path = self._one_series(df, spec, time_col, target_col, whole=bool(past))
         for key, value in (("future", future), ("past", past), ("static", static)):
             if value is not None:
                 series[key] = value
@@ -117,16 +118,13 @@ class _Inspecting(_Models):
     def _one_series(
         self,
         df: pd.DataFrame,
-        model: str | None,
-        version: int | None,
+        spec: ModelSpec,
         time_col: str,
         target_col: str | None,
         whole: bool = False,
     ) -> tuple[dict[str, Any], str]:
         """/v1 attention's `series` for the one series of `df`: its last L rows (`whole`: every row, oldest
         first by `time_col`) in the model's channel columns, and their start; and the path it goes to."""
-        model = self._only_model(model, "attention and explain")
-        spec = self.model(model, version)
         columns = _channel_columns(df, spec, target_col)
         frame = df.sort_values(time_col, kind="stable")
         if not whole:
@@ -134,4 +132,4 @@ class _Inspecting(_Models):
         series: dict[str, Any] = {"values": frame[columns].to_numpy(np.float64).tolist()}
         if time_col in frame:
             series["start"] = _start(frame[time_col])
-        return series, f"/v1/models/{model}/versions/{spec.version}/attention"
+        return series, f"/v1/models/{spec.name}/versions/{spec.version}/attention"

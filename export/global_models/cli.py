@@ -88,6 +88,7 @@ from export.global_models.search import (
     train_global,
     training_record,
 )
+from rsa_core.frequency import parse_alias
 
 if TYPE_CHECKING:  # the transformer is imported where the command line asks for it
     from export.global_models.transformer import Budget
@@ -128,31 +129,28 @@ def period_of(frequency: str) -> int:
     table = {"1MS": 12, "1ME": 12, "3MS": 4, "3ME": 4, "12MS": 1, "12ME": 1, "1D": 7, "7D": 52}
     if frequency in table:
         return table[frequency]
-    seconds = _step_seconds(frequency)
-    steps = 86_400 / seconds if seconds > 0 else 0
-    return int(steps) if 1 < steps <= MAX_DAILY_STEPS and steps == int(steps) else 1
+    steps = _steps_a_day(frequency)
+    return steps if steps is not None and steps <= MAX_DAILY_STEPS else 1
 
 
-def _step_seconds(frequency: str) -> float:
-    """A fixed step's seconds (0 for a calendar alias such as 1MS)."""
-    import pandas as pd
-
-    try:
-        return float(pd.Timedelta(frequency).total_seconds())
-    except ValueError:
-        return 0.0
+def _steps_a_day(frequency: str) -> int | None:
+    """How many steps of a fixed step shorter than a day make one, where they divide it exactly (the
+    alias read by rsa_core.frequency's rule); None for a calendar step, a day or longer, or a remainder."""
+    parsed = parse_alias(frequency)
+    if parsed is None or parsed[0] or not 0 < parsed[1] < 86_400:
+        return None
+    steps = 86_400 / parsed[1]
+    return int(steps) if steps.is_integer() else None
 
 
 def _cycle_note(frequency: str, period: int, given: int | None) -> list[str]:
     """The line that says a sub-daily series got no cycle by default, and the --period that gives one."""
-    if given is not None or period > 1:
-        return []
-    seconds = _step_seconds(frequency)
-    if not 0 < seconds < 86_400 or 86_400 % seconds:
+    steps = _steps_a_day(frequency)
+    if given is not None or period > 1 or steps is None:
         return []
     return [
-        f"  no cycle assumed for {frequency} steps (a day is {int(86_400 // seconds)} of them, more than "
-        f"{MAX_DAILY_STEPS}): --period {int(86_400 // seconds)} trains on a daily cycle, at a higher cost"
+        f"  no cycle assumed for {frequency} steps (a day is {steps} of them, more than {MAX_DAILY_STEPS}): "
+        f"--period {steps} trains on a daily cycle, at a higher cost"
     ]
 
 
