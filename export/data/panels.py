@@ -107,6 +107,16 @@ def _pick(
     return next((lower[n] for n in names if n in lower), None)
 
 
+def key_columns(header: Sequence[str], options: ReadOptions) -> tuple[str, str]:
+    """The id and timestamp columns of a file's `header` as the readers pick them (given, or the first
+    among ID_NAMES and TIMESTAMP_NAMES; a wide file has no id: `unique_id`), so that a forecast is written
+    back under the file's own names, as the client and the batch command write theirs."""
+    wide = options.layout == "wide"
+    id_col = None if wide else _pick(header, options.id_column, ID_NAMES, "id", "")
+    ts_col = _pick(header, options.timestamp_column, TIMESTAMP_NAMES, "timestamp", "")
+    return id_col or "unique_id", ts_col or ("ds" if not wide or not header else header[0])
+
+
 def _read_table(path: Path) -> tuple[bytes, pd.DataFrame, int]:
     """The file's bytes and its cells as text (CSV) or as stored (Parquet), and the row number of the
     first data row (CSV: line 2; Parquet: row 1)."""

@@ -470,11 +470,14 @@ def forecast(
         ),
     ] = None,
 ) -> None:
-    """Forecast every series of a long file (series never seen in training included): `unique_id, ds`
-    and the forecast in a column named after the model (NeuralForecast's and TimeGPT's rule)."""
+    """Forecast every series of a long file (series never seen in training included): the file's own id
+    and timestamp columns (`unique_id` for a wide file's one series) and the forecast in a column named
+    after the model (NeuralForecast's and TimeGPT's rule), as the client and the batch command write
+    theirs."""
     import pandas as pd
 
-    from export.data import DataError
+    from export.covariates import file_columns
+    from export.data import DataError, key_columns
     from export.global_models.transformer_onnx import is_transformer_file
 
     if is_transformer_file(model):
@@ -511,7 +514,7 @@ def forecast(
             for t, v in zip(_horizon(s.timestamps, frequency, len(f), zone, fitted.timezone), f, strict=True)
         ]
     column = forecast_columns(name or model.resolve().parent.name, ["y"])[0]
-    frame = pd.DataFrame(table, columns=["unique_id", "ds", column])
+    frame = pd.DataFrame(table, columns=[*key_columns(file_columns(data), read), column])
     if out is None:
         typer.echo(frame.to_csv(index=False), nl=False)
     else:

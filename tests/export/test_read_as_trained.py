@@ -59,7 +59,8 @@ def test_export_and_forecast_read_the_file_as_train_did(tmp_path: Path) -> None:
     forecast = ["forecast", "--model", str(run / "model.json"), "--data", str(data), "--out", str(out)]
     assert runner.invoke(cli, forecast).exit_code == 0
     table = pd.read_csv(out)
-    first = table[table["unique_id"] == "store_00"]["ds"].tolist()
+    assert list(table.columns) == ["store", "month", "run"]  # the file's own names, to merge on
+    first = table[table["store"] == "store_00"]["month"].tolist()
     assert first[:2] == ["2024-01-01", "2024-02-01"]  # 48 months from January 2020, read day-first
 
 
@@ -120,8 +121,9 @@ def test_a_wide_file_is_exported_and_forecast_as_train_read_it(tmp_path: Path) -
     done = runner.invoke(cli, forecast)
     assert done.exit_code == 0, done.output
     table = pd.read_csv(out)
+    assert list(table.columns) == ["unique_id", "Month", "run"]  # a wide file has no id column
     assert table["unique_id"].unique().tolist() == ["souvenirs"]  # the series named after its file
-    assert table["ds"].tolist()[:2] == ["2020-01-01", "2020-02-01"]
+    assert table["Month"].tolist()[:2] == ["2020-01-01", "2020-02-01"]
     model = GlobalModel.load(run / "model.json")
     expected = model.forecast([pd.read_csv(data)["Sales"].to_numpy(dtype=float)])[0]
     np.testing.assert_allclose(table["run"].to_numpy(), expected)
