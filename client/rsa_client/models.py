@@ -101,23 +101,38 @@ class _Models(_Session):
 
     def served(self) -> list[str]:
         """The names of the models ready to answer (`GET /v1/models`), in the service's order."""
+        return list(self._served_steps())
+
+    def _served_steps(self) -> dict[str, str | None]:
+        """The models ready to answer, each with its latest ready version's frequency (`1MS`; None
+        where the listing gives none), in the service's order."""
         response = self._send("GET", "/v1/models")
         listed = _json(response)
         models = listed.get("models") if isinstance(listed, dict) else None
         if not isinstance(models, list):
             raise _unreadable(response, "no `models` list")
-        return [str(m["name"]) for m in models if isinstance(m, dict) and m.get("ready")]
+        steps: dict[str, str | None] = {}
+        for m in models:
+            if isinstance(m, dict) and m.get("ready"):
+                ready = [
+                    v for v in m.get("versions") or [] if isinstance(v, dict) and v.get("state") == "ready"
+                ]
+                steps[str(m["name"])] = (
+                    str(ready[-1]["frequency"]) if ready and ready[-1].get("frequency") else None
+                )
+        return steps
 
     def _only_model(self, model: str | None, call: str) -> str:
         """`model`, or with None the one model the service serves; ValueError naming the served models
-        when there are several (or none): a call that names no model must not reach one by chance."""
+        and their frequencies when there are several (or none): a call that names no model must not
+        reach one by chance."""
         if model is not None:
             return model
-        served = self.served()
+        served = self._served_steps()
         if len(served) == 1:
-            return served[0]
-        have = ", ".join(served) if served else "none"
-        raise ValueError(f"{call} needs a model: name one (model=...); the service serves {have}")
+            return next(iter(served))
+        have = ", ".join(name if step is None else f"{name} ({step})" for name, step in served.items())
+        raise ValueError(f"{call} needs a model: name one (model=...); the service serves {have or 'none'}")
 
     # -- the repository API -----------------------------------------------------------------------
     def index(self, ready_only: bool = False) -> list[dict[str, Any]]:

@@ -120,9 +120,10 @@ def test_refusals_name_what_is_wrong(service: LiveService) -> None:
         with pytest.raises(ServiceError) as caught:
             client.forecast(long("h", {"hourly": 100}))  # no hourly model in this repository
         served = "pretrained-monthly, pretrained-quarterly, pretrained-yearly"
-        with pytest.raises(ValueError, match=f"cross_validation needs a model.*serves {served}"):
+        steps = r"pretrained-monthly \(1MS\), pretrained-quarterly \(3MS\), pretrained-yearly \(12MS\)"
+        with pytest.raises(ValueError, match=f"cross_validation needs a model.*serves {steps}"):
             client.cross_validation(long("MS", {"m": 40}))  # several served: no default
-        with pytest.raises(ValueError, match=f"fit_forecast needs a model.*serves {served}"):
+        with pytest.raises(ValueError, match=f"fit_forecast needs a model.*serves {steps}"):
             client.fit_forecast(long("MS", {"m": 40}))
     assert caught.value.status == 422 and "monthly, quarterly" in str(caught.value)
     assert (
