@@ -41,8 +41,10 @@ if [ "$set_name" = dev ]; then  # statsforecast declares pandas<3 (requirements/
 fi
 if $fresh; then
     step "compiling the installed packages"
-    # A file that does not compile (a package's Python 2 test data) is skipped, as pip skips it.
-    .venv/bin/python -m compileall -q -j 0 .venv/lib >/dev/null 2>&1 || true
+    # A file that does not compile (a package's Python 2 test data) is skipped, as pip skips it. The
+    # packages' own test folders are never imported: left out, a quarter of the files (the dev set: 31 s
+    # -> 19 s on the quiet 2-core machine, 2026-12-07).
+    .venv/bin/python -m compileall -q -j 0 -x '/tests?/' .venv/lib >/dev/null 2>&1 || true
 fi
 # The CPU `onnxruntime` wheel would shadow onnxruntime-gpu: refuse to continue if anything pulled it in.
 if .venv/bin/python -m pip list --disable-pip-version-check 2>/dev/null | grep -qiE '^onnxruntime '; then
