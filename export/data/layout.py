@@ -3,6 +3,7 @@ timestamp column, a column per channel), so that each reader can name the option
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 
 import pandas as pd
@@ -63,6 +64,22 @@ def _kinds(frame: pd.DataFrame, columns: Sequence[str], rows: int = 200) -> dict
     return out
 
 
+def joined_ids(keys: Sequence[str]) -> str:
+    """What to do with several columns that together tell a long file's series apart (Nixtla's tools,
+    and these readers, take one id column)."""
+    listed = ", ".join(repr(k) for k in keys)
+    return (
+        f"if {listed} together tell the series apart, join them into one id column (pandas: "
+        f"frame['unique_id'] = frame[{list(keys)!r}].astype(str).agg('/'.join, axis=1)) and leave them "
+        f"out with --drop {shlex.quote(','.join(keys))}"
+    )
+
+
+def text_columns(frame: pd.DataFrame, columns: Sequence[str]) -> list[str]:
+    """Those of `columns` whose cells are text (neither numbers nor timestamps)."""
+    return _kinds(frame, columns)["text"]
+
+
 def column_hint(frame: pd.DataFrame, id_col: str | None, ts_col: str | None, y_col: str | None) -> str:
     """For the long reader's refusal of a file whose id, timestamp or target column it did not find
     (None): what the file's cells suggest. A timestamp column and number columns alone are a wide file:
@@ -92,4 +109,7 @@ def column_hint(frame: pd.DataFrame, id_col: str | None, ts_col: str | None, y_c
         "target": kinds["number"] if y_col is None else [],
     }
     named = [f"--{what}-column {cols[0]}" for what, cols in guess.items() if len(cols) == 1]
-    return f"; its cells suggest {' '.join(named)}" if named else ""
+    hint = f"; its cells suggest {' '.join(named)}" if named else ""
+    if len(guess["id"]) > 1:  # fpp2's prisonLF: state, gender and legal
+        hint += "; " + joined_ids(guess["id"])
+    return hint

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from export.data.errors import _MISSING_TOKENS, DataError, _raise
-from export.data.layout import ID_NAMES, TARGET_NAMES, TIMESTAMP_NAMES, column_hint
+from export.data.layout import ID_NAMES, TARGET_NAMES, TIMESTAMP_NAMES, column_hint, joined_ids, text_columns
 from export.data.options import ReadOptions
 from export.data.reading import _fill, _number_problem, _step_clock
 from export.data.timestamps import (
@@ -272,10 +272,12 @@ def _columns(frame: pd.DataFrame, options: ReadOptions, fname: str) -> tuple[str
     assert ts_col is not None and y_col is not None
     extra = [c for c in header if c not in (id_col, ts_col, y_col) and c not in options.drop]
     if extra:
+        texts = text_columns(frame, extra)
         raise DataError(
             f"{fname} line 1: columns {extra} are neither the id ({id_col!r}), the timestamp ({ts_col!r}) "
             f"nor the target ({y_col!r}); read them as covariates (--future, --past or --static) or leave "
             f"them out with --drop {shlex.quote(','.join(extra))}"
+            + (f"; or, {joined_ids([id_col, *texts])}" if texts else "")
         )
     return id_col, ts_col, y_col
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -231,6 +232,53 @@ def test_columns_of_other_names_are_suggested_by_their_cells(tmp_path: Path) -> 
     frame["Departures"] = 1.0
     with pytest.raises(DataError, match=r"its cells suggest --id-column Origin$"):
         load_panel(write(tmp_path, frame, "two.csv"))
+
+
+def test_several_key_columns_are_told_how_to_make_one_id_that_then_reads(tmp_path: Path) -> None:
+    """fpp2's `prisonLF`: `state`, `gender` and `legal` together tell its 32 series apart, `t` the
+    quarter, `count` the value. The refusal, with no id named or with one of the keys, says how to join
+    them into one id column (the readers, as Nixtla's tools, take one) in pandas code that runs as printed,
+    and the file then reads with the options it names."""
+    keys = [
+        (s, g, legal)
+        for s in ("ACT", "NSW")
+        for g in ("Female", "Male")
+        for legal in ("Remanded", "Sentenced")
+    ]
+    frame = pd.DataFrame(
+        [
+            {"state": s, "gender": g, "legal": legal, "t": str(t.date()), "count": float(i + q)}
+            for i, (s, g, legal) in enumerate(keys)
+            for q, t in enumerate(pd.date_range("2005-03-01", periods=12, freq="3MS"))
+        ]
+    )
+    path = write(tmp_path, frame, "prisonLF.csv")
+    code = (
+        r"frame\['unique_id'\] = "
+        r"(frame\[\['state', 'gender', 'legal'\]\]\.astype\(str\)\.agg\('/'\.join, axis=1\))\)"
+    )
+    with pytest.raises(
+        DataError,
+        match=r"its cells suggest --timestamp-column t --target-column count; if "
+        r"'state', 'gender', 'legal' together tell the series apart.*"
+        + code
+        + r" and leave them out with --drop state,gender,legal",
+    ) as caught:
+        load_panel(path)
+    printed = re.search(code, str(caught.value))
+    assert printed is not None
+    with pytest.raises(
+        DataError, match=r"--drop gender,legal; or, if 'state', 'gender', 'legal' together.*" + code
+    ):
+        load_panel(path, id_column="state", timestamp_column="t", target_column="count")
+    frame["unique_id"] = eval(printed.group(1), {"frame": frame})  # the printed pandas code, as it runs
+    joined = load_panel(
+        write(tmp_path, frame, "joined.csv"),
+        timestamp_column="t",
+        target_column="count",
+        drop=("state", "gender", "legal"),
+    )
+    assert len(joined) == 8 and joined.ids[0] == "ACT/Female/Remanded" and joined.frequency == "3MS"
 
 
 def test_integer_years_are_read_in_a_column_named_year(tmp_path: Path) -> None:
