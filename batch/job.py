@@ -1,6 +1,7 @@
 """A batch job and its model: what to score with and how the input names its columns (`Job`), the
 published version it scores with (`published`), the input's columns for the model's channels, and what a
-covariate model needs that is checked before Ray starts (`check_covariates`)."""
+covariate model needs that is checked before Ray starts (`check_covariates`), as the input's own columns are
+(`check_input_columns`)."""
 
 from __future__ import annotations
 
@@ -59,6 +60,25 @@ def channel_columns(names: Sequence[str], manifest: Manifest) -> list[str]:
     if len(channels) == 1 and "y" in names:
         return ["y"]
     raise ValueError(f"model {manifest.name} reads channels {channels}; the table has columns {list(names)}")
+
+
+def check_input_columns(job: Job, manifest: Manifest, parts: io.Parts, todo: Sequence[str]) -> None:
+    """Each input part to score has the id, time and channel columns, read from its header (or footer)
+    before Ray starts: a part without them failed inside a Ray actor with Arrow's `Field "unique_id" does
+    not exist in schema` and a traceback. ValueError naming the part, the column and the option."""
+    for rel in todo:
+        columns = io.read_columns(parts.fs, parts.path(rel))
+        where = f"input part {parts.path(rel)}"
+        for column, option in ((job.id_col, "--id-column"), (job.time_col, "--time-column")):
+            if column not in columns:
+                raise ValueError(
+                    f"{where} has no column {column!r}; name the part's own with {option} (its columns are "
+                    f"{columns})"
+                )
+        try:
+            channel_columns(columns, manifest)
+        except ValueError as e:
+            raise ValueError(f"{where}: {e}") from None
 
 
 def covariate_layout(manifest: Manifest) -> CovariateLayout | None:

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from batch import io
 from batch.forecaster import Forecaster
-from batch.job import Job, check_covariates, covariate_layout, published
+from batch.job import Job, check_covariates, check_input_columns, covariate_layout, published
 from batch.progress import Progress
 from batch.ray_local import init_local_ray
 from batch.reading import FutureRows
@@ -170,6 +170,7 @@ def run(
     summary = Summary(parts=len(parts.relative), skipped=len(parts.relative) - len(todo))
     if not todo:
         return summary
+    check_input_columns(job, manifest, parts, todo)  # before Ray starts, as the covariates' check
     started_here = not ray.is_initialized()
     if started_here:
         if address is None:

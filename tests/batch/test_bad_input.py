@@ -118,3 +118,38 @@ def test_the_command_refuses_a_repeated_time_and_walks_a_loop_once(
         p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*.parquet")
     )
     assert written in ([], ["part-0.parquet"]), written  # never loop/part-0.parquet, loop/loop/...
+
+
+def test_a_part_without_the_id_time_or_channel_columns_is_refused_before_ray_starts(
+    repository: Path, tmp_path: Path
+) -> None:
+    """A part without the id column (one series written as `ds, y`), without the time column or without
+    a channel: refused naming the part, the column and the option, read from the parts' headers before Ray
+    starts. Before, an actor failed with Arrow's `Field "unique_id" does not exist in schema` and a Ray
+    traceback."""
+    import pyarrow.csv as pacsv
+    import ray
+
+    from batch.score import run
+
+    table = etth1_table(1, seed=3)
+    renamed = table.rename_columns(["unique_id", "when", *table.column_names[2:]])
+    cases = {
+        "no-id.parquet": (
+            table.drop(["unique_id"]),
+            "has no column 'unique_id'; name the part's own with --id-column",
+        ),
+        "no-time.csv": (renamed, "has no column 'ds'; name the part's own with --time-column"),
+        "no-channel.parquet": (table.drop(["OT"]), r": model etth1-rsa reads channels .*OT"),
+    }
+    job = Job(str(repository), "etth1-rsa", horizon=24, threads=1)
+    for name, (part, said) in cases.items():
+        folder = tmp_path / name.split(".")[0]
+        folder.mkdir()
+        if name.endswith(".csv"):
+            pacsv.write_csv(part, folder / name)
+        else:
+            pq.write_table(part, folder / name)
+        with pytest.raises(ValueError, match=rf"input part .*{name}:? ?{said}"):
+            run(job, str(folder), str(tmp_path / "out"))
+        assert not ray.is_initialized()
