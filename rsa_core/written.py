@@ -17,13 +17,12 @@ import pandas as pd
 from pandas.tseries.api import guess_datetime_format
 
 __all__ = [
-    "BETWEEN_MONTHS",
     "WrittenDates",
-    "between_months",
     "candidate_formats",
     "day_order",
     "first_problem",
     "has_offsets",
+    "number_hint",
     "read_written",
 ]
 
@@ -75,16 +74,28 @@ _DECIMAL_YEAR = re.compile(r"^(?P<year>\d{4})(?:\.(?P<fraction>\d*))?$")
 _MONTH_SLACK = 0.1  # of a month
 
 
-BETWEEN_MONTHS = (
-    "a decimal year reads only where it names a month (R's time() of a monthly, quarterly or yearly ts): "
-    "write a weekly or daily series' dates out"
-)
+_INDEX = re.compile(r"^[+-]?\d{1,3}(?:\.\d*)?$")  # 1, 2, 3 or 1.43: no year of ours is under 1000
 
 
-def between_months(cell: str) -> bool:
-    """Whether `cell` is a decimal year that names no month (a weekly or daily ts's time(), as fpp2's
-    `gasoline`): the readers' refusals then say `BETWEEN_MONTHS`."""
-    return _DECIMAL_YEAR.match(cell) is not None and _decimal_year_month(cell) is None
+def number_hint(cell: str) -> str | None:
+    """What to say of a number that does not read as a date (the readers' refusals add it): a decimal
+    year between months (a weekly or daily ts's time(), as fpp2's `gasoline`), or a time index that names
+    no date at all (R's ts without a calendar: fpp2's `goog200` counts trading days 1, 2, 3..., `hyndsight`
+    weeks 1.43, 1.57...); None for any other cell."""
+    if _DECIMAL_YEAR.match(cell) is not None:
+        if _decimal_year_month(cell) is not None:
+            return None
+        return (
+            "a decimal year reads only where it names a month (R's time() of a monthly, quarterly or yearly "
+            "ts): write a weekly or daily series' dates out"
+        )
+    if _INDEX.match(cell) is None:
+        return None
+    return (
+        "a plain number is a time index, not a date (R's ts without a calendar: 1, 2, 3...): write the dates "
+        "in its place, with the data's own start and step (pandas: frame[column] = "
+        "pd.date_range('2015-01-01', periods=len(frame), freq='D'))"
+    )
 
 
 def _decimal_year_month(cell: str) -> str | None:
@@ -265,8 +276,9 @@ def first_problem(cells: np.ndarray, read: WrittenDates) -> tuple[int, str] | No
     if read.fmt is None or np.isnat(read.stamps).any():
         i = int(np.argmax(np.isnat(read.stamps)))
         shown = "" if read.fmt is None else f" (or not in the format {read.fmt!r} of the column's first)"
-        if between_months(str(cells[i])):
-            shown += f"; {BETWEEN_MONTHS}"
+        hint = number_hint(str(cells[i]))
+        if hint is not None:
+            shown += f"; {hint}"
         return i, f"not a date: {cells[i]!r}{shown}"
     if read.rival is None:
         return None

@@ -17,7 +17,7 @@ from rsa_core.calendar import calendar_step
 from rsa_core.frequency import infer_step as _infer_frequency  # the one frequency rule (exported name)
 from rsa_core.steps import shifted
 from rsa_core.wallclock import localize as localize  # the one rule of naive local times (readers use it)
-from rsa_core.written import BETWEEN_MONTHS, WrittenDates, between_months, day_order
+from rsa_core.written import WrittenDates, day_order, number_hint
 from rsa_core.written import candidate_formats as candidate_formats  # the one rule of written dates
 from rsa_core.written import has_offsets as has_offsets
 
@@ -28,8 +28,7 @@ def _timestamp_problem(cell: str, fmt: str | None, out_of_range: bool) -> str:
     if out_of_range:
         return f"timestamp {cell!r} is outside the supported years 1678-2261"
     hint = "give the column's format with --date-format (config: date_format), e.g. --date-format '%d/%m/%Y'"
-    if between_months(cell):
-        hint = BETWEEN_MONTHS
+    hint = number_hint(cell) or hint
     if fmt is None:
         return f"not a timestamp: {cell!r}; {hint}"
     return f"not a timestamp (or not in the format {fmt!r} of the column's first value): {cell!r}; {hint}"

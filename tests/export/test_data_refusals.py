@@ -359,6 +359,19 @@ def test_decimal_years_between_months_are_refused_saying_what_reads(tmp_path: Pa
     assert "--date-format" not in str(e.value)
 
 
+@pytest.mark.parametrize(
+    "cells", [[str(i) for i in range(1, 31)], [f"{1 + i / 7:.15g}" for i in range(3, 33)]]
+)
+def test_a_time_index_is_told_to_write_dates(tmp_path: Path, cells: list[str]) -> None:
+    """R's ts without a calendar: fpp2's `goog200` counts trading days 1, 2, 3..., `hyndsight` days of a
+    weekly cycle 1.43, 1.57...: no date to step or to forecast at. The refusal says to write the dates in
+    its place (pandas' line), not a --date-format that could not read them."""
+    path = write_csv(tmp_path / "i.csv", "time,value", [f"{c},{i}" for i, c in enumerate(cells)])
+    with pytest.raises(DataError, match=r"a plain number is a time index, not a date.*pd\.date_range") as e:
+        load_csv(path)
+    assert "--date-format" not in str(e.value)
+
+
 def test_bare_years_with_the_column_named(tmp_path: Path) -> None:
     path = write_csv(tmp_path / "y.csv", "year,gdp", [f"{y},{i}" for i, y in enumerate(range(2017, 2020))])
     series = load_csv(path, timestamp_column="year")
