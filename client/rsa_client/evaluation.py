@@ -4,7 +4,6 @@ into long frames with the pooled metrics."""
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
@@ -13,7 +12,7 @@ import httpx
 import numpy as np
 import pandas as pd
 
-from rsa_client.frames import _channel_columns, _forecast_prefix, one_series, read_times
+from rsa_client.frames import _channel_columns, _forecast_prefix, one_series, read_times, warn_user
 from rsa_client.models import _Models
 from rsa_client.series import _histories, _History
 from rsa_client.transport import ServiceError, _json, _reading
@@ -281,13 +280,11 @@ def _mark_in_sample(
     frame.attrs["in_sample"] = marked
     if marked:
         total = sum(len(result["windows"]) for _, answer, _ in answers for result in answer["series"])
-        warnings.warn(
+        warn_user(
             f"{len(marked)} of {total} backtest windows begin at or before the model's training end "
             f"({end}) and were scored with the served weights: in-sample, their metrics flatter the model. "
             "refit=True refits the read-out before each cutoff where the version can be refitted and "
             "every cutoff leaves a training window (fewer n_windows); frame.attrs['in_sample'] lists them",
-            UserWarning,
-            stacklevel=3,
         )
 
 

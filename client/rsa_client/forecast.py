@@ -42,7 +42,7 @@ from rsa_client.frames import (
     read_times,
 )
 from rsa_client.models import _DEFAULT_MAX_SERIES, ModelSpec, _Models
-from rsa_client.series import _covariate_tensors, _histories
+from rsa_client.series import _covariate_tensors, _histories, unread_columns
 from rsa_client.transport import ServiceError, _decode, _json, _reading
 from rsa_core.frequency import infer_frequency  # the one frequency rule (the service's /v1/forecast too)
 from rsa_core.windows import right_aligned as _right_aligned
@@ -105,6 +105,7 @@ class _Forecasting(_Models):
             raise ValueError(f"h must be between 1 and the model's horizon {spec.horizon}, got {h}")
         levels = _calibrated(spec, level)
         columns = _channel_columns(df, spec, target_col)
+        unread_columns(df, columns, id_col, time_col, spec)
         frame, instants = _ordered(df, id_col, time_col, spec.timezone)
         ids = frame[id_col].to_numpy()
         values = frame[columns].to_numpy(np.float64)
@@ -185,6 +186,7 @@ class _Forecasting(_Models):
         target = target_col or "y"
         if target not in df.columns:
             raise ValueError(f"df has no column {target!r} (give target_col)")
+        unread_columns(df, [target], id_col, time_col, None)
         frame = df.sort_values([id_col, time_col], kind="stable")
         parts = list(frame.groupby(id_col, sort=False))
         keys = _wire_ids([sid for sid, _ in parts])  # the answer's ids read back as df's
@@ -349,6 +351,8 @@ class _Forecasting(_Models):
             keys = _wire_ids([s.id for s in histories])
         elif X_df is not None:
             raise ValueError(f"model {model} takes no covariates; X_df would not be read")
+        else:
+            unread_columns(df, [target], id_col, time_col, spec)
         if spec is None:  # its frequency (the rows' steps) and zone (the answer's wall clock)
             spec = self.model(model, version)
         if not series:  # the rows sent as consecutive steps from each `start`: checked first

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import warnings
 from collections.abc import Callable, Sequence
 from datetime import tzinfo
 from typing import Any, TypeVar
@@ -26,6 +27,18 @@ from rsa_core.zones import model_zone
 _wall_clock = localize
 
 ONE_SERIES = "series"  # the id a frame without an id column is sent under
+
+
+def warn_user(message: str) -> None:
+    """A UserWarning shown at the caller's own line, the first frame outside this package: the calls go
+    through `one_series` and through each other, so a fixed stacklevel pointed inside the client."""
+    level, frame = 2, inspect.currentframe()
+    frame = frame.f_back if frame is not None else None
+    while frame is not None and str(frame.f_globals.get("__name__", "")).startswith("rsa_client."):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, UserWarning, stacklevel=level)
+
+
 _Call = TypeVar("_Call", bound=Callable[..., Any])
 
 

@@ -11,10 +11,28 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rsa_client.frames import _aware, _check_steps, _future, _model_frequency, _ordered, _zone
+from rsa_client.frames import _aware, _check_steps, _future, _model_frequency, _ordered, _zone, warn_user
 from rsa_client.models import ModelSpec
 from rsa_core.future import future_rows_problem
 from rsa_core.windows import right_aligned as _right_aligned
+
+
+def unread_columns(
+    df: pd.DataFrame, columns: list[str], id_col: str, time_col: str, spec: ModelSpec | None
+) -> None:
+    """The one rule of a frame's other columns, on every call: a column that is neither the id, the time,
+    the model's channels (`columns`) nor one of its covariates (`spec`'s; None: none) is not read, and
+    said in one UserWarning (an R data set's `rownames`; a covariate the model was not trained with), as
+    NeuralForecast leaves undeclared columns unread. Before, `cross_validation` and `detect_anomalies`
+    refused such a frame and `forecast` ignored the column without a word."""
+    covariates = [c["name"] for c in spec.covariates if c["kind"] != "calendar"] if spec is not None else []
+    unread = [c for c in df.columns if c not in (id_col, time_col, *columns, *covariates)]
+    if unread:
+        has = f"its covariates are {covariates}" if covariates else "it reads no covariates"
+        warn_user(
+            f"columns {unread} are not read: neither the model's channels {columns} nor its covariates "
+            f"({has})"
+        )
 
 
 @dataclass(frozen=True)
@@ -70,15 +88,8 @@ def _histories(
     kinds = (
         {c["name"]: c["kind"] for c in spec.covariates if c["kind"] != "calendar"} if spec is not None else {}
     )
-    extra = [c for c in df.columns if c not in (id_col, time_col, *columns)]
     if spec is not None:
-        unknown = [c for c in extra if c not in kinds]
-        if unknown:
-            has = f"its covariates are {list(kinds)}" if kinds else "it takes no covariates"
-            raise ValueError(
-                f"columns {unknown} are neither the model's channels {columns} nor its covariates: {has} "
-                "(every other column of the frame is read as a covariate)"
-            )
+        unread_columns(df, columns, id_col, time_col, spec)
         absent = [c for c in kinds if c not in df.columns]
         if absent:
             raise ValueError(f"model {spec.name} reads covariates {list(kinds)}; the frame lacks {absent}")

@@ -40,3 +40,23 @@ def test_target_col_names_a_one_channel_models_target() -> None:
     wide = pd.DataFrame({"HUFL": [1.0], "OT": [2.0]})
     with pytest.raises(ValueError, match=r"one-channel model; model etth1-rsa reads the channels"):
         _channel_columns(wide, WIDE, "OT")
+
+
+def test_columns_no_call_reads_are_said_once_at_the_callers_line() -> None:
+    """The one rule of a frame's other columns (`unread_columns`, every call): an R data set's `rownames`
+    beside the model's channel is left unread and said in a UserWarning shown at the user's own line (the
+    client's calls go through each other and `one_series`, so a fixed stacklevel pointed inside them); a
+    frame of the model's columns alone says nothing."""
+    import warnings
+
+    from rsa_client.series import unread_columns
+
+    frame = pd.DataFrame({"rownames": [1, 2], "unique_id": "a", "ds": ["2015-01-01", "2015-02-01"], "y": 1.0})
+    with pytest.warns(
+        UserWarning, match=r"columns \['rownames'\] are not read: .*\(it reads no covariates\)"
+    ) as said:
+        unread_columns(frame, ["y"], "unique_id", "ds", ONE)
+    assert [w.filename for w in said] == [__file__]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        unread_columns(frame.drop(columns="rownames"), ["y"], "unique_id", "ds", ONE)
