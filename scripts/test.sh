@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up .venv (dev set) and the system tools of the deployment tests, then run the whole test suite:
-# lint, type check, then pytest.
+# lint, then pytest with the type check (mypy) beside it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The system tools (apt) install beside the venv (pip): neither reads what the other writes.
