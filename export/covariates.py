@@ -358,8 +358,12 @@ def file_columns(path: Path) -> list[str]:
     if not path.is_file():
         raise DataError(f"{path}: no such file")
     try:
-        if path.suffix.lower() in (".parquet", ".pq"):
-            return [str(c) for c in pd.read_parquet(path).columns]
+        if path.suffix.lower() in (".parquet", ".pq"):  # the schema alone, not the rows
+            import pyarrow.parquet as pq
+
+            schema = pq.read_schema(path)
+            index = {c for c in (schema.pandas_metadata or {}).get("index_columns", []) if isinstance(c, str)}
+            return [name for name in schema.names if name not in index]
         return [str(c).strip() for c in pd.read_csv(path, nrows=0, dtype=str, encoding="utf-8-sig").columns]
     except Exception as exc:  # the long reader says the same of an unreadable file
         raise DataError(f"{path.name}: not a readable file: {exc}") from None

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from rsa_client.explain import Explanation, explanation
-from rsa_client.frames import ONE_SERIES, _channel_columns, _start, read_times
+from rsa_client.frames import _channel_columns, _start, one_series, read_times
 from rsa_client.models import ModelSpec, _Models
 from rsa_client.series import _histories
 from rsa_client.transport import _json, _unreadable
@@ -43,6 +43,7 @@ class _Inspecting(_Models):
             raise _unreadable(response, f"a JSON {type(answer).__name__}, not an object")
         return answer
 
+    @one_series
     def explain(
         self,
         df: pd.DataFrame,
@@ -97,14 +98,11 @@ class _Inspecting(_Models):
         """/v1 attention's `series` for a covariate model's one series of `df` with its covariate columns
         and `x_df`'s future rows (read by the rules `forecast` reads them by: `_histories`); the path."""
         x_df = None if x_df is None else read_times(x_df, time_col)
-        one = df if id_col in df.columns else df.assign(**{id_col: ONE_SERIES})
-        if one[id_col].nunique() != 1:
-            raise ValueError(f"explain reads one series; df's {id_col!r} holds {one[id_col].nunique()}")
-        if x_df is not None and id_col not in x_df.columns:
-            x_df = x_df.assign(**{id_col: one[id_col].iloc[0]})
-        columns = _channel_columns(one, spec, target_col)
+        if df[id_col].nunique() != 1:  # a frame without id_col is one series already (`one_series`)
+            raise ValueError(f"explain reads one series; df's {id_col!r} holds {df[id_col].nunique()}")
+        columns = _channel_columns(df, spec, target_col)
         reach = spec.horizon if x_df is not None else 0
-        (history,) = _histories(one, columns, id_col, time_col, spec, x_df, reach)
+        (history,) = _histories(df, columns, id_col, time_col, spec, x_df, reach)
         series = history.body(reach=reach)
         if "future" in series:  # /v1 forecast's and attention's future: the H steps forecast alone
             if x_df is None:
