@@ -37,6 +37,8 @@ from app.artifacts.initializers import replace_initializers
 from app.artifacts.manifest import Manifest
 from app.artifacts.publish import publish_version
 from app.artifacts.readout import (
+    PARITY_TOLERANCE,
+    PARITY_UNIT,
     CovariateRows,
     ReadoutSpec,
     cache_rows,
@@ -44,6 +46,7 @@ from app.artifacts.readout import (
     calibration_tail,
     fit_weights,
     forecast,
+    scale_errors,
     training_windows,
 )
 from app.artifacts.repository import model_folder, sha256_of
@@ -75,8 +78,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-# ONNX Runtime's float32 graph against the numpy refit: export/global_models/onnx.py's TOLERANCE.
-GRAPH_TOLERANCE = 1e-4
 PROVIDER = "numpy (refit)"
 
 
@@ -547,11 +548,12 @@ def publish_refit(
         feed.update(local_inputs(local, fit.windows, spec.input_length))
         want = local.combine(want, fit.windows, spec.input_length)
     (got,) = session.run([FORECAST_OUTPUT], feed)
-    err = np.abs(np.asarray(got)[:, :, 0] - want) / (1.0 + np.abs(want))
-    if not np.isfinite(got).all() or float(err.max()) > GRAPH_TOLERANCE:
+    err = scale_errors(np.asarray(got)[:, :, 0], want, histories, spec.input_length, spec.fit.period)
+    worst = float(err.max()) if np.isfinite(got).all() else float("inf")
+    if not worst <= PARITY_TOLERANCE:
         raise InvalidInput(
-            f"the refit's graph differs from its numpy forecast by {float(err.max()):.3g} (relative), over "
-            f"{GRAPH_TOLERANCE}: not published",
+            f"the refit's graph differs from its numpy forecast by {worst:.3g} in units of {PARITY_UNIT}, "
+            f"over {PARITY_TOLERANCE}: not published",
             field="publish",
         )
     manifest = json.loads((source / MANIFEST_FILE).read_text())
@@ -570,8 +572,9 @@ def publish_refit(
                 "verification": {
                     "provider": "CPUExecutionProvider",
                     "series": len(histories),
-                    "max_rel_error": float(err.max()),
-                    "tolerance": GRAPH_TOLERANCE,
+                    "max_error": worst,
+                    "in_units_of": PARITY_UNIT,
+                    "tolerance": PARITY_TOLERANCE,
                 },
                 "refit": {
                     "from": {"model": source_name, "version": source_version},

@@ -273,11 +273,22 @@ def _columns(frame: pd.DataFrame, options: ReadOptions, fname: str) -> tuple[str
     extra = [c for c in header if c not in (id_col, ts_col, y_col) and c not in options.drop]
     if extra:
         texts = text_columns(frame, extra)
+        # A text column with one value per series (fpp3's us_employment: `Title` beside `Series_ID`) is
+        # its label, which tells no series apart that the id does not.
+        labels = [c for c in texts if frame.groupby(id_col, sort=False)[c].nunique(dropna=False).max() <= 1]
+        keys = [c for c in texts if c not in labels]
         raise DataError(
             f"{fname} line 1: columns {extra} are neither the id ({id_col!r}), the timestamp ({ts_col!r}) "
             f"nor the target ({y_col!r}); read them as covariates (--future, --past or --static) or leave "
             f"them out with --drop {shlex.quote(','.join(extra))}"
-            + (f"; or, {joined_ids([id_col, *texts])}" if texts else "")
+            + (
+                f"; {', '.join(map(repr, labels))} hold{'s' if len(labels) == 1 else ''} one value per "
+                f"series of {id_col!r} (a label): leaving {'it' if len(labels) == 1 else 'them'} out "
+                "loses nothing"
+                if labels
+                else ""
+            )
+            + (f"; or, {joined_ids([id_col, *keys])}" if keys else "")
         )
     return id_col, ts_col, y_col
 

@@ -46,7 +46,7 @@ from app.artifacts.contract import (
     MODEL_FILE,
 )
 from app.artifacts.covariates import CovariateLayout
-from app.artifacts.readout import STILL_SHARE, TINY
+from app.artifacts.readout import PARITY_UNIT, STILL_SHARE, TINY, scale_errors
 from export.global_models.config import PanelConfig
 from export.global_models.onnx import check_covariates, check_histories, panel_manifest, windows_of
 from export.global_models.transformer_model import Budget, PanelTransformer, covariate_parts
@@ -72,7 +72,7 @@ SCHEMA_VERSION = 1
 WEIGHTS_FILE = "model.safetensors"
 # ONNX Runtime (float32 throughout) against `PanelTransformer.forecast` (float64 scaling around the float32
 # network): |onnx − reference| in units of each window's scale (the network's own output unit, so the bound
-# means the same for a series near 0.01 and one near 10,000).
+# means the same for a series near 0.01 and one near 10,000) or the forecast, the larger (`scale_errors`).
 TOLERANCE = 1e-4
 
 
@@ -210,7 +210,7 @@ def transformer_inspect_graph(model: PanelTransformer) -> TransformerInspectGrap
 
 def verify_inspect(path: Path, forecast_path: Path, model: PanelTransformer) -> dict[str, Any]:
     """The inspection graph's forecast against the forecast graph's on `_check_set` (ValueError past
-    TOLERANCE of a window's scale), and its matrices finite."""
+    TOLERANCE in units of `PARITY_UNIT`), and its matrices finite."""
     import onnxruntime as ort
 
     histories, covariates = _check_set(model)
@@ -222,7 +222,7 @@ def verify_inspect(path: Path, forecast_path: Path, model: PanelTransformer) -> 
         feed[COVARIATE_INPUT] = np.asarray(covariates, dtype=np.float32)
     out = session.run(list(INSPECT_OUTPUTS), feed)
     want = run_transformer_graph(forecast_path, histories, model.input_length, covariates)
-    err = np.abs(np.asarray(out[0])[:, :, 0] - want) / _scales(model, histories)[:, None]
+    err = scale_errors(np.asarray(out[0])[:, :, 0], want, histories, model.input_length, model.config.period)
     worst = float(err.max())
     if not (worst <= TOLERANCE and all(np.isfinite(a).all() for a in out)):
         raise ValueError(
@@ -258,32 +258,25 @@ def run_transformer_graph(
     return np.asarray(out)[:, :, 0]
 
 
-def _scales(model: PanelTransformer, histories: Sequence[np.ndarray]) -> np.ndarray:
-    from app.artifacts.readout import last_windows, window_scales
-
-    x, m = last_windows(histories, model.input_length)
-    return window_scales(x, m, model.config.period)
-
-
 def verify_transformer(path: Path, model: PanelTransformer) -> dict[str, Any]:
     """ONNX Runtime against `PanelTransformer.forecast` on `_check_set` (with random covariates for a
-    covariate model); raises ValueError past TOLERANCE (in units of each window's scale)."""
+    covariate model); raises ValueError past TOLERANCE (in units of `PARITY_UNIT`)."""
     histories, covariates = _check_set(model)
     want = model.forecast(histories, covariates=covariates)
     got = run_transformer_graph(path, histories, model.input_length, covariates)
     diff = np.abs(got - want)
-    err = diff / _scales(model, histories)[:, None]
+    err = scale_errors(got, want, histories, model.input_length, model.config.period)
     worst = float(err.max()) if np.isfinite(got).all() else float("inf")
     if not worst <= TOLERANCE:
         raise ValueError(
-            f"ONNX Runtime differs from PanelTransformer.forecast by {worst:.3g} of a window's scale "
+            f"ONNX Runtime differs from PanelTransformer.forecast by {worst:.3g} in units of {PARITY_UNIT} "
             f"(tolerance {TOLERANCE}); nothing published"
         )
     return {
         "series": len(histories),
         "max_error": worst,
         "max_abs_error": float(diff.max()),
-        "scale": "forecasts in units of each window's scale (the mean |value| of its last cycle)",
+        "in_units_of": PARITY_UNIT,
         "tolerance": TOLERANCE,
     }
 

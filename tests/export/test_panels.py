@@ -445,3 +445,27 @@ def test_a_business_day_of_counts_is_filled_with_zeros_only(tmp_path: Path) -> N
     for values in (series.values[:, 0], panel.values):
         assert len(values) == 9 * 24 + 8  # from the first day's 9:00 to the last day's 16:00
         assert values[8:24].tolist() == [0.0] * 16 and values[:8].tolist() == calls[:8].tolist()
+
+
+def test_a_label_column_beside_the_id_is_told_to_be_left_out_not_joined(tmp_path: Path) -> None:
+    """fpp3's `us_employment`: `Title` holds one text per `Series_ID`. The refusal says it is a label
+    (leaving it out loses nothing) instead of offering to join it into the id; the file then reads with
+    the --drop it names."""
+    frame = pd.DataFrame(
+        [
+            {"Month": str(t.date()), "Series_ID": sid, "Title": title, "Employed": float(i + q)}
+            for i, (sid, title) in enumerate((("CEU05", "Total Private"), ("CEU06", "Goods-Producing")))
+            for q, t in enumerate(pd.date_range("2015-01-01", periods=30, freq="MS"))
+        ]
+    )
+    path = write(tmp_path, frame, "us_employment.csv")
+    with pytest.raises(DataError) as caught:
+        load_panel(path, target_column="Employed")
+    said = str(caught.value)
+    assert "--drop Title; 'Title' holds one value per series of 'Series_ID' (a label)" in said
+    assert "together tell" not in said
+    frame.loc[0, "Title"] = "Total Private, revised"  # no longer a label: the join is offered
+    with pytest.raises(DataError, match=r"if 'Series_ID', 'Title' together tell the series apart"):
+        load_panel(write(tmp_path, frame, "two_titles.csv"), target_column="Employed")
+    panel = load_panel(path, target_column="Employed", drop=("Title",))
+    assert list(panel.ids) == ["CEU05", "CEU06"]

@@ -22,6 +22,9 @@ from __future__ import annotations
 __all__ = [
     "BUFFER_ROWS",
     "CACHE_ROWS",
+    "MAX_FIT_WINDOWS",
+    "PARITY_TOLERANCE",
+    "PARITY_UNIT",
     "READOUT_SCHEMA",
     "SCALE_FLOOR",
     "STILL_SHARE",
@@ -50,6 +53,7 @@ __all__ = [
     "random_layer",
     "raw_forecast",
     "rem_kernels",
+    "scale_errors",
     "series_windows",
     "service_spread",
     "solve_passes",
@@ -88,6 +92,9 @@ from app.artifacts.readout.spec import (
     rem_kernels,
 )
 from app.artifacts.readout.windows import (
+    MAX_FIT_WINDOWS,
+    PARITY_TOLERANCE,
+    PARITY_UNIT,
     STILL_SHARE,
     TINY,
     CovariateRows,
@@ -99,6 +106,7 @@ from app.artifacts.readout.windows import (
     naive_error,
     output_scales,
     raw_forecast,
+    scale_errors,
     series_windows,
     still_cycles,
     window_ends,

@@ -12,10 +12,10 @@ from app.artifacts.readout.spec import FitSettings, Lift
 from app.artifacts.readout.windows import (
     CovariateRows,
     features,
+    fit_ends,
     naive_error,
     output_scales,
-    series_windows,
-    window_ends,
+    windows_at,
 )
 
 # Windows gathered from consecutive series before they are added to the normal equations: bounds the
@@ -89,20 +89,19 @@ def _batches(
         return _Batch(f, t / s[:, None], w, d)
 
     for i, v in enumerate(series):
-        win = series_windows(np.asarray(v, dtype=np.float64), length, fit.horizon, fit.train_min)
-        if win is None:
-            continue
-        x, m, t = win
-        w = np.full((len(x), 1), 1.0 / len(x) if fit.weighting == "series" else 1.0)
-        if covariates is not None:  # the windows' ends, as series_windows draws them
-            c = covariates.rows(i, window_ends(len(v), fit.horizon, fit.train_min))
-        else:
-            c = np.zeros((len(x), 0))
-        parts.append((x, m, t, w, c))
-        rows += len(x)
-        if rows >= BUFFER_ROWS:
-            yield batch()
-            parts, rows = [], 0
+        v = np.asarray(v, dtype=np.float64)
+        ends = fit_ends(len(v), fit.horizon, fit.train_min)
+        # A long series' windows in pieces of a buffer: its [n, L] inputs would hold every window at once.
+        for at in range(0, len(ends), BUFFER_ROWS):
+            part = ends[at : at + BUFFER_ROWS]
+            x, m, t = windows_at(v, length, fit.horizon, part)
+            w = np.full((len(x), 1), 1.0 / len(ends) if fit.weighting == "series" else 1.0)
+            c = np.zeros((len(x), 0)) if covariates is None else covariates.rows(i, part)
+            parts.append((x, m, t, w, c))
+            rows += len(x)
+            if rows >= BUFFER_ROWS:
+                yield batch()
+                parts, rows = [], 0
     if parts:
         yield batch()
 
@@ -221,5 +220,5 @@ def fit_lift(
 
 
 def training_windows(series: Sequence[np.ndarray], fit: FitSettings) -> list[int]:
-    """How many training windows each series holds (`series_windows`' count at `fit.train_min`)."""
-    return [max(0, len(v) - fit.horizon + 1 - max(fit.train_min, 1)) for v in series]
+    """How many windows of each series a fit reads (`fit_ends`' count at `fit.train_min`)."""
+    return [len(fit_ends(len(v), fit.horizon, fit.train_min)) for v in series]

@@ -22,6 +22,19 @@ TINY = 1e-30
 # A window is still (`still_cycles`) where its seasonal-naive change is within this share of its mean
 # |value|: a cycle sent as decimals repeats to about 1e-16 of itself, not exactly.
 STILL_SHARE = 1e-8
+# The most windows of one series a read-out is fitted on (`fit_ends`). Neighbouring windows of a long
+# series share all but one value; a 5-minute series of 67,849 values (fpp3's bank_calls, zeros filled,
+# period 288) took 928 s and 8 GB to train (`export.panel train`, 2026-12-07), every window of it read.
+# Above every series the benchmarks and tests train on (elecdemand's 17,520 half-hours, ETTh1's 17,420 hours).
+MAX_FIT_WINDOWS = 32_768
+# A float32 graph against the float64 read-out it was built from: |graph − model| at most this many times
+# each window's scale or |model|, the larger (`scale_errors`): the exporter's parity checks and a
+# published refit's. Against 1 + |model| until 2026-12-07, a forecast near zero from a window at level 25
+# failed: fpp3's bank_calls (5-minute, L = 1728, 1,670 features with the random layer) missed by 2.0e-4
+# there while within 2.3e-5 of its windows' scales; float32 sums of terms ~200 times the result's size
+# lose that much.
+PARITY_TOLERANCE = 1e-4
+PARITY_UNIT = "each window's scale (the mean |value| of its last cycle) or the forecast, the larger"
 
 
 def _means(v: np.ndarray, m: np.ndarray, period: int) -> tuple[np.ndarray, np.ndarray]:
@@ -140,6 +153,18 @@ def features(
     return (f if lift is None else np.concatenate([f, lift.apply(f)], 1)), s
 
 
+def scale_errors(
+    got: np.ndarray, want: np.ndarray, histories: Sequence[np.ndarray], length: int, period: int
+) -> np.ndarray:
+    """|got − want| [S, H] in units of the larger of each history's window scale over its last `length`
+    values (the read-out's `window_scales`: the mean |value| of its last cycle, 1 for a window without a
+    value) and |want| (a covariate model's forecast can lie far from its window's level), so that a check
+    reads the same for a series at any level: the graphs' parity checks (the exporter's and a published
+    refit's)."""
+    x, m = last_windows(histories, length)
+    return np.abs(got - want) / np.maximum(window_scales(x, m, period)[:, None], np.abs(want))
+
+
 def covariate_features(
     layout: CovariateLayout, raw: np.ndarray, kernels: np.ndarray, scale: np.ndarray
 ) -> np.ndarray:
@@ -175,23 +200,38 @@ def window_ends(n: int, horizon: int, history: int) -> np.ndarray:
     return np.arange(max(history, 1), n - horizon + 1)
 
 
+def fit_ends(n: int, horizon: int, history: int) -> np.ndarray:
+    """The ends of the windows a read-out is fitted on (`window_ends`): every one up to
+    MAX_FIT_WINDOWS, else every k-th counted back from the last, the fewest k that keeps at most that many."""
+    ends = window_ends(n, horizon, history)
+    if len(ends) <= MAX_FIT_WINDOWS:
+        return ends
+    step = -(-len(ends) // MAX_FIT_WINDOWS)
+    return ends[::-1][::step][::-1]
+
+
+def windows_at(
+    v: np.ndarray, length: int, horizon: int, ends: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The windows of one series whose inputs end at `ends` (`window_ends`' or some of them): inputs
+    [n, L] (the start before the series masked), masks [n, L], targets [n, H]."""
+    padded = np.concatenate([np.zeros(length), v])
+    observed = np.concatenate([np.zeros(length), np.ones(len(v))])
+    view = np.lib.stride_tricks.sliding_window_view
+    x = view(padded, length)[ends]  # padded[end : end + L] = v[end - L : end]
+    m = view(observed, length)[ends]
+    t = view(v, horizon)[ends]
+    return x, m, t
+
+
 def series_windows(
     v: np.ndarray, length: int, horizon: int, history: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Every window of one series whose input has at least `history` values and whose H targets lie in
     it: inputs [n, L] (the start before the series masked), masks [n, L], targets [n, H]. Window i's
     input ends after value max(history, 1) + i."""
-    n = len(v)
-    ends = window_ends(n, horizon, history)
-    if not len(ends):
-        return None
-    padded = np.concatenate([np.zeros(length), v])
-    observed = np.concatenate([np.zeros(length), np.ones(n)])
-    view = np.lib.stride_tricks.sliding_window_view
-    x = view(padded, length)[ends]  # padded[end : end + L] = v[end - L : end]
-    m = view(observed, length)[ends]
-    t = view(v, horizon)[ends]
-    return x, m, t
+    ends = window_ends(len(v), horizon, history)
+    return windows_at(v, length, horizon, ends) if len(ends) else None
 
 
 def forecast(

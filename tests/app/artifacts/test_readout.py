@@ -45,6 +45,59 @@ def test_features_kept_between_passes_change_no_number(monkeypatch: pytest.Monke
     np.testing.assert_array_equal(readout.fit_weights(series, fit, kernels), cached)
 
 
+
+def test_a_long_series_is_read_in_buffers_and_changes_no_number(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A series of more windows than a buffer holds is cut into buffers (its [n, L] inputs all at once took
+    8 GB for 67,849 five-minute values): the same normal equations, summed in another order."""
+    series, fit = [store(0, 400), store(1, 60)], CFG.fit_settings
+    kernels = readout.rem_kernels(readout_spec(train_global(panel(), CFG)).heads, 24)
+    whole = readout.fit_weights(series, fit, kernels)
+    monkeypatch.setattr(readout.fit, "BUFFER_ROWS", 7)  # the 400-value series in 55 buffers
+    np.testing.assert_allclose(readout.fit_weights(series, fit, kernels), whole, rtol=1e-5, atol=1e-8)
+
+
+def test_a_fit_reads_at_most_max_fit_windows_of_a_series_evenly_and_its_last(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past MAX_FIT_WINDOWS windows a fit reads every k-th counted back from the last (the fewest k that
+    keeps at most that many); the fit's cost estimate (`training_windows`) counts the same windows, and a
+    fit on the series equals the fit on those windows alone."""
+    monkeypatch.setattr(readout.windows, "MAX_FIT_WINDOWS", 100)
+    fit = CFG.fit_settings
+    every = readout.window_ends(1000, fit.horizon, fit.train_min)
+    ends = readout.windows.fit_ends(1000, fit.horizon, fit.train_min)
+    step = -(-len(every) // 100)
+    assert len(every) > 100 >= len(ends) > 100 - step and ends[-1] == every[-1]
+    assert set(np.diff(ends)) == {step} and set(ends) <= set(every)
+    assert readout.training_windows([np.ones(1000), np.ones(80)], fit) == [
+        len(ends),
+        len(readout.window_ends(80, fit.horizon, fit.train_min)),
+    ]
+    v = store(0, 1000)
+    kernels = readout.rem_kernels(readout_spec(train_global(panel(), CFG)).heads, 24)
+    plain = dataclasses.replace(fit, irls=0)
+    eq = readout.fit.NormalEquations(len(kernels) + fit.n_lags + 1, fit.horizon)
+    x, m, t = readout.windows.windows_at(v, 24, fit.horizon, ends)
+    f, s = readout.features(x, m, fit.period, fit.n_lags, kernels)
+    d = readout.naive_error(x, m, fit.period) / s
+    eq.add(f, t / s[:, None], 1 / np.maximum(d, fit.mase_floor)[:, None] ** 2)
+    np.testing.assert_allclose(readout.fit_weights([v], plain, kernels), eq.solve(fit.ridge)[0], rtol=1e-9)
+
+
+def test_parity_errors_are_in_units_of_the_window_or_the_forecast_at_any_level() -> None:
+    """The graphs' parity check (`scale_errors`): a forecast near zero from a window at level 25 is judged
+    against 25, a forecast far above a small window against itself, and the same numbers read alike at
+    any level."""
+    histories = [np.full(24, 25.0), np.full(24, 0.01)]
+    want = np.array([[0.01, 0.0], [5.0, 5.0]])
+    got = want + np.array([[0.0005, 0.0], [0.0, 0.0005]])
+    err = readout.scale_errors(got, want, histories, 24, 12)
+    np.testing.assert_allclose(err, [[0.0005 / 25, 0.0], [0.0, 0.0005 / 5.0]])
+    big = readout.scale_errors(got * 1e6, want * 1e6, [h * 1e6 for h in histories], 24, 12)
+    np.testing.assert_allclose(big, err)
+    zeros = readout.scale_errors(np.zeros((1, 2)), np.zeros((1, 2)), [np.zeros(24)], 24, 12)
+    np.testing.assert_array_equal(zeros, 0.0)  # a window without a value: its scale is 1
+
 def test_initializers_are_replaced_in_place_and_read_by_onnx_runtime(tmp_path: Path) -> None:
     model = train_global(panel(), CFG, frequency="1MS")
     folder = export_global(model, tmp_path, "stores")

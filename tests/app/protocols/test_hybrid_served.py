@@ -36,7 +36,7 @@ def test_the_cli_default_is_the_hybrid_and_its_manifest_says_so(hybrid: tuple[Pa
     assert LocalSpec.from_json(manifest["panel"]["local"]) == model.local
     assert manifest["input_length"] == model.window_length >= model.input_length
     assert [t["name"] for t in manifest["inputs"]] == ["window", "local", "local_weight"]
-    assert manifest["verification"]["max_rel_error"] < 1e-4
+    assert manifest["verification"]["max_error"] < 1e-4
     assert any(k.startswith("local_") for k in model.search)  # the local window's validation scores
 
 
