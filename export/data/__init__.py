@@ -15,7 +15,7 @@ The package only reads files; it never writes any.
 from export.data.errors import DataError
 from export.data.layout import ID_NAMES, TARGET_NAMES
 from export.data.options import FILL_METHODS, LAYOUTS, PANEL_OPTIONS, READ_OPTIONS, ZONE_OPTIONS, ReadOptions
-from export.data.panels import Panel, PanelSeries, key_columns, load_panel
+from export.data.panels import Panel, PanelSeries, key_columns, load_panel, one_series_file
 from export.data.reading import Series, load_csv
 from export.data.scaling import StandardScaler
 from export.data.splits import ETT_DIR, PROTOCOLS, Dataset, Split, load_dataset, split_series
@@ -46,5 +46,6 @@ __all__ = [
     "load_csv",
     "load_dataset",
     "load_panel",
+    "one_series_file",
     "split_series",
 ]

@@ -11,7 +11,7 @@ import pandas as pd
 from export.data.errors import _MISSING_TOKENS
 from rsa_core.written import candidate_formats
 
-__all__ = ["ID_NAMES", "TARGET_NAMES", "TIMESTAMP_NAMES", "column_hint", "long_hint"]
+__all__ = ["ID_NAMES", "TARGET_NAMES", "TIMESTAMP_NAMES", "column_hint", "long_hint", "one_series"]
 
 # Column names (case-insensitive) detected as a long file's id, timestamp and target, first match wins.
 ID_NAMES = ("unique_id", "item_id", "series_id", "series", "id")
@@ -88,6 +88,18 @@ def text_columns(frame: pd.DataFrame, columns: Sequence[str]) -> list[str]:
     return _kinds(frame, columns)["text"]
 
 
+def one_series(frame: pd.DataFrame, ts_col: str | None, y_col: str | None) -> bool:
+    """Whether a file without an id column holds one series: two columns, its timestamps (`ts_col`, or
+    the one whose cells read as times) and its values (`y_col`, or a column of numbers), as fpp3's
+    single series come (`Month`, `Sales`). `column_hint`'s first case."""
+    if len(frame.columns) != 2:
+        return False
+    rest = [c for c in frame.columns if c not in (ts_col, y_col)]
+    kinds = _kinds(frame, rest)
+    stamp = ts_col or (kinds["timestamp"][0] if len(kinds["timestamp"]) == 1 else None)
+    return not kinds["text"] and stamp is not None and bool(y_col or kinds["number"])
+
+
 def column_hint(frame: pd.DataFrame, id_col: str | None, ts_col: str | None, y_col: str | None) -> str:
     """For the long reader's refusal of a file whose id, timestamp or target column it did not find
     (None): what the file's cells suggest. A timestamp column and number columns alone are a wide file:
@@ -99,10 +111,11 @@ def column_hint(frame: pd.DataFrame, id_col: str | None, ts_col: str | None, y_c
     stamp = ts_col or (kinds["timestamp"][0] if len(kinds["timestamp"]) == 1 else None)
     values = [c for c in (y_col, *kinds["number"]) if c is not None]
     if id_col is None and not kinds["text"] and stamp is not None and values:
-        if len(frame.columns) == 2:
+        if one_series(frame, ts_col, y_col):
             return (
-                f". The file holds one series (timestamps in {stamp!r}, values in {values[0]!r}): train on "
-                "it with --layout wide (python -m export.panel train), which names the series after the file"
+                f". The file holds one series (timestamps in {stamp!r}, values in {values[0]!r}): read it "
+                "with --layout wide, which names the series after the file (python -m export.panel train "
+                "reads such a file so by itself)"
             )
         return (
             f". The file is wide (timestamps in {stamp!r} and {len(values)} number columns): read it with "

@@ -24,7 +24,15 @@ import numpy as np
 import pandas as pd
 
 from export.data.errors import _MISSING_TOKENS, DataError, _raise
-from export.data.layout import ID_NAMES, TARGET_NAMES, TIMESTAMP_NAMES, column_hint, joined_ids, text_columns
+from export.data.layout import (
+    ID_NAMES,
+    TARGET_NAMES,
+    TIMESTAMP_NAMES,
+    column_hint,
+    joined_ids,
+    one_series,
+    text_columns,
+)
 from export.data.options import ReadOptions
 from export.data.reading import _fill, _number_problem, _step_clock
 from export.data.timestamps import (
@@ -39,7 +47,7 @@ from export.data.timestamps import (
 )
 from rsa_core.written import read_written
 
-__all__ = ["Panel", "PanelSeries", "load_panel"]
+__all__ = ["Panel", "PanelSeries", "load_panel", "one_series_file"]
 
 # Problems reported per file before the rest are summarised (a 100,000-series file can have many).
 _SHOWN = 5
@@ -107,6 +115,9 @@ def _pick(
     return next((lower[n] for n in names if n in lower), None)
 
 
+_SAMPLE_ROWS = 200  # the rows `one_series_file` reads (`layout._kinds` reads as many)
+
+
 def key_columns(header: Sequence[str], options: ReadOptions) -> tuple[str, str]:
     """The id and timestamp columns of a file's `header` as the readers pick them (given, or the first
     among ID_NAMES and TIMESTAMP_NAMES; a wide file has no id: `unique_id`), so that a forecast is written
@@ -115,6 +126,34 @@ def key_columns(header: Sequence[str], options: ReadOptions) -> tuple[str, str]:
     id_col = None if wide else _pick(header, options.id_column, ID_NAMES, "id", "")
     ts_col = _pick(header, options.timestamp_column, TIMESTAMP_NAMES, "timestamp", "")
     return id_col or "unique_id", ts_col or ("ds" if not wide or not header else header[0])
+
+
+def one_series_file(path: str | Path, options: ReadOptions) -> bool:
+    """Whether a file the long reader would refuse for want of an id column holds one series
+    (`layout.one_series`: a timestamp column and a value column, by their names or first cells), read
+    from its first rows; False where no id option could apply (one given) or the file does not read (its
+    reader says why)."""
+    path = Path(path)
+    if options.id_column is not None:
+        return False
+    try:
+        if path.suffix.lower() in (".parquet", ".pq"):
+            frame = pd.read_parquet(path).head(_SAMPLE_ROWS)
+        else:
+            frame = pd.read_csv(
+                path, dtype=str, keep_default_na=False, nrows=_SAMPLE_ROWS, encoding="utf-8-sig"
+            )
+    except Exception:  # the reader proper refuses it, saying why
+        return False
+    header = [str(c).strip() for c in frame.columns]
+    frame.columns = header
+    if any(h.lower() in ID_NAMES for h in header):
+        return False
+    lower = {h.lower(): h for h in header}
+    ts_col = options.timestamp_column or next((lower[n] for n in TIMESTAMP_NAMES if n in lower), None)
+    if any(c is not None and c not in header for c in (ts_col, options.target_column)):
+        return False
+    return one_series(frame, ts_col, options.target_column)
 
 
 def _read_table(path: Path) -> tuple[bytes, pd.DataFrame, int]:

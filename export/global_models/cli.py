@@ -113,12 +113,27 @@ __all__ = [
 # -- CLI -------------------------------------------------------------------------------------------
 
 cli = typer.Typer(add_completion=False, help=__doc__.split("\n\n")[0])
-ModelFileOption = Annotated[Path, typer.Option(help="a model.json written by train")]
+ModelFileOption = Annotated[
+    Path, typer.Option(help="a model.json written by train", exists=True, dir_okay=False, readable=True)
+]
+
+
+def _load_fitted(path: Path) -> GlobalModel:
+    """The read-out saved at `path`; a file that is none (not JSON, or JSON of another kind) is a
+    BadParameter on --model, not a traceback."""
+    try:
+        return GlobalModel.load(path)
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise typer.BadParameter(
+            f"{path}: not a model.json written by `python -m export.panel train` ({type(e).__name__}: {e})",
+            param_hint="--model",
+        ) from None
 
 
 # The most steps a day the default cycle spans: a day of 15-minute steps (96). Finer steps get no cycle
 # unless --period says it: one series of fpp3's 5-minute bank_calls (68k steps) trained in 28 s with
-# none and in 10.4 min at a day's 288 steps (the input and window searches grow with the cycle).
+# none and in 10.4 min at a day's 288 steps (the input and window searches grow with the cycle); 2.5 min
+# since a fit reads at most MAX_FIT_WINDOWS windows of a series (2026-12-07, app/artifacts/readout).
 MAX_DAILY_STEPS = 96
 
 
@@ -222,6 +237,11 @@ def train(
 ) -> None:
     """Train a global model on every series of a long file (with covariates: docs/panels.md)."""
     given = TrainOptions(**locals())
+    from export.data import one_series_file
+
+    one = layout == "long" and not static and one_series_file(data, given.check().read)
+    if one:  # a file of timestamps and values alone: one series, as the client reads a frame without ids
+        given = dataclasses.replace(given, layout="wide")
     checked = given.check()  # every option, before the data is read (export/global_models/options.py)
     training = read_training(given, checked)
     cfg = PanelConfig(
@@ -241,6 +261,10 @@ def train(
     except ValueError as e:  # too short for a window: said as an error, not a traceback
         raise typer.BadParameter(str(e), param_hint="--data") from None
     notes = [*(f"  {note}" for note in training.notes), *_cycle_note(training.frequency, cfg.period, period)]
+    if one:
+        notes.insert(
+            0, f"  read as one series named {data.stem!r} (a timestamp and a value column: --layout wide)"
+        )
     for line in [*lines[:1], *notes, *lines[1:]]:
         typer.echo(line)
 
@@ -349,7 +373,7 @@ def export_command(
         return
     from export.global_models.onnx import calibrate_global, export_global
 
-    fitted = GlobalModel.load(model)
+    fitted = _load_fitted(model)
     intervals, said = None, "no intervals (give --data, the training file, to calibrate them)"
     note = None
     if data is not None:
@@ -485,7 +509,7 @@ def forecast(
             "a global transformer is forecast through the service: export it (docs/panels.md)",
             param_hint="--model",
         )
-    fitted = GlobalModel.load(model)
+    fitted = _load_fitted(model)
     zone = timezone or fitted.timezone
     if fitted.covariates is None and future_file is not None:
         raise typer.BadParameter(

@@ -8,6 +8,7 @@ option export did not have: fpp3's `us_employment`, a discontinued series' trail
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -132,6 +133,56 @@ def test_a_wide_file_is_exported_and_forecast_as_train_read_it(tmp_path: Path) -
     assert as_long.exit_code != 0 and "no series id column" in " ".join(as_long.output.split())
     bad = runner.invoke(cli, [*forecast[:-2], "--layout", "tall"])
     assert bad.exit_code != 0 and "must be long or wide, got 'tall'" in bad.output
+
+
+def test_a_file_of_one_series_trains_without_the_layout_option(tmp_path: Path) -> None:
+    """A file of a timestamp and a value column alone (fpp3's `souvenirs`, `canadian_gas`) trains as one
+    series without `--layout wide`, as the client takes a frame without ids, says so, and records the
+    layout, so that export and forecast read the file alike. A file with an id, or an id option, stays
+    long; a file of two value columns is refused as before (which one is the target?)."""
+    data, run = tmp_path / "souvenirs.csv", tmp_path / "run"
+    one_series(data)
+    runner = CliRunner()
+    train = ["train", "--data", str(data), "--horizon", "6", "--input-periods", "1", "--out", str(run)]
+    trained = runner.invoke(cli, train)
+    assert trained.exit_code == 0, trained.output
+    assert "read as one series named 'souvenirs'" in trained.output
+    assert json.loads((run / "model.json").read_text())["training"]["read"] == {"layout": "wide"}
+    out = tmp_path / "forecast.csv"
+    done = runner.invoke(
+        cli, ["forecast", "--model", str(run / "model.json"), "--data", str(data), "--out", str(out)]
+    )
+    assert done.exit_code == 0, done.output
+    assert pd.read_csv(out)["unique_id"].unique().tolist() == ["souvenirs"]
+    as_id = runner.invoke(cli, [*train, "--id-column", "Month"])  # an id named: read as long, as asked
+    assert as_id.exit_code != 0 and "no target column" in " ".join(as_id.output.split())
+    two = pd.read_csv(data).assign(Other=1.0)
+    two.to_csv(tmp_path / "two.csv", index=False)
+    refused = runner.invoke(cli, ["train", "--data", str(tmp_path / "two.csv"), "--horizon", "6"])
+    assert refused.exit_code != 0 and "The file is wide" in " ".join(refused.output.split())
+
+
+def test_a_model_file_that_is_none_is_refused_on_the_option(tmp_path: Path) -> None:
+    """`--model` missing, a folder, not JSON or JSON of another kind: a refusal naming the option, never a
+    traceback."""
+    runner = CliRunner()
+    (tmp_path / "bad.json").write_text("{")
+    (tmp_path / "other.json").write_text('{"kind": "other"}')
+    data = tmp_path / "souvenirs.csv"
+    one_series(data)
+    for given, said in (
+        (tmp_path / "none.json", "does not exist"),
+        (tmp_path, "is a directory"),
+        (tmp_path / "bad.json", "not a model.json written by `python -m export.panel train`"),
+        (tmp_path / "other.json", "not a model.json written by `python -m export.panel train`"),
+    ):
+        for args in (
+            ["forecast", "--model", str(given), "--data", str(data), "--out", str(tmp_path / "f.csv")],
+            ["export", "--model", str(given), "--name", "x", "--repository", str(tmp_path / "repo")],
+        ):
+            result = runner.invoke(cli, args)
+            text = " ".join(re.sub("[│╭╮╰╯─]", " ", result.output).split())  # the error box's lines joined
+            assert result.exit_code == 2 and "--model" in text and said in text, (args, result.output)
 
 
 def test_a_wide_covariate_model_is_forecast_with_a_wide_future_file(tmp_path: Path) -> None:

@@ -45,7 +45,6 @@ def test_features_kept_between_passes_change_no_number(monkeypatch: pytest.Monke
     np.testing.assert_array_equal(readout.fit_weights(series, fit, kernels), cached)
 
 
-
 def test_a_long_series_is_read_in_buffers_and_changes_no_number(monkeypatch: pytest.MonkeyPatch) -> None:
     """A series of more windows than a buffer holds is cut into buffers (its [n, L] inputs all at once took
     8 GB for 67,849 five-minute values): the same normal equations, summed in another order."""
@@ -97,6 +96,7 @@ def test_parity_errors_are_in_units_of_the_window_or_the_forecast_at_any_level()
     np.testing.assert_allclose(big, err)
     zeros = readout.scale_errors(np.zeros((1, 2)), np.zeros((1, 2)), [np.zeros(24)], 24, 12)
     np.testing.assert_array_equal(zeros, 0.0)  # a window without a value: its scale is 1
+
 
 def test_initializers_are_replaced_in_place_and_read_by_onnx_runtime(tmp_path: Path) -> None:
     model = train_global(panel(), CFG, frequency="1MS")
