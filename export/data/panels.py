@@ -316,6 +316,10 @@ def _columns(frame: pd.DataFrame, options: ReadOptions, fname: str) -> tuple[str
         # its label, which tells no series apart that the id does not.
         labels = [c for c in texts if frame.groupby(id_col, sort=False)[c].nunique(dropna=False).max() <= 1]
         keys = [c for c in texts if c not in labels]
+        # Joining is offered where the id repeats a timestamp and the join does not (fpp2's prisonLF), never
+        # where the id alone tells the series apart (fpp3's boston_marathon: `Champion` differs every year).
+        if not frame.duplicated([id_col, ts_col]).any() or frame.duplicated([id_col, *keys, ts_col]).any():
+            keys = []
         raise DataError(
             f"{fname} line 1: columns {extra} are neither the id ({id_col!r}), the timestamp ({ts_col!r}) "
             f"nor the target ({y_col!r}); read them as covariates (--future, --past or --static) or leave "
