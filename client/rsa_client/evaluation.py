@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from rsa_client.frames import _channel_columns, _forecast_prefix, one_series, read_times, warn_user
-from rsa_client.models import _Models
+from rsa_client.models import ModelSpec, _Models
 from rsa_client.series import _histories, _History
 from rsa_client.transport import ServiceError, _json, _reading
 
@@ -21,6 +21,12 @@ from rsa_client.transport import ServiceError, _json, _reading
 # naming `n_windows` or `last` and the `limit` that fits: app/protocols/rsa_v1/evaluation.py).
 TOO_LONG = "evaluation_too_long"
 OnTooLong = Literal["raise", "shrink"]
+
+
+def _evaluating(concurrency: int, spec: ModelSpec) -> int:
+    """How many pieces of one backtest or anomaly check are sent at once: the client's `concurrency`, at
+    most the service's evaluations in flight per model (more are refused 503 while the first run)."""
+    return max(1, min(concurrency, spec.limits.max_evaluations_in_flight))
 
 
 class _Evaluating(_Models):
@@ -100,7 +106,7 @@ class _Evaluating(_Models):
             return self._evaluated(path, [s.id for s in chunk], body, "n_windows", on_too_long)
 
         chunks = [series[i : i + per_request] for i in range(0, len(series), per_request)]
-        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+        with ThreadPoolExecutor(max_workers=_evaluating(self.concurrency, spec)) as pool:
             answers = list(pool.map(run, chunks))
         prefix = _forecast_prefix(spec.name, columns)
         shrunk = [
@@ -194,7 +200,7 @@ class _Evaluating(_Models):
             ids = [p[0].id for p in group]
             return self._evaluated(path, ids, body, "last", on_too_long)
 
-        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+        with ThreadPoolExecutor(max_workers=_evaluating(self.concurrency, spec)) as pool:
             answers = list(pool.map(run, groups))
         prefix = _forecast_prefix(spec.name, columns)
         one = len(columns) == 1

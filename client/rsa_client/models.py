@@ -13,12 +13,17 @@ _HEADER_ALLOWANCE = 16 * 1024
 # The service's defaults (app/core/config.py), for a server whose metadata does not say its limits.
 _DEFAULT_MAX_SERIES = 1024
 _DEFAULT_MAX_BODY = 64 * 1024 * 1024
+_DEFAULT_MAX_EVALUATIONS = 2
 
 
 @dataclass(frozen=True)
 class ModelLimits:
     max_series_per_request: int
     max_body_bytes: int
+    # A model's backtests and anomaly checks waiting or running at once (RSA_MAX_EVALUATIONS_IN_FLIGHT): a
+    # long series' pieces sent more at once than this were refused 503 by the service while the first
+    # ran, and after the retries the call failed (one 67,849-value series, 2026-12-07).
+    max_evaluations_in_flight: int = _DEFAULT_MAX_EVALUATIONS
 
     def rows_per_request(
         self,
@@ -95,6 +100,7 @@ class _Models(_Session):
             limits = ModelLimits(
                 int(params.get("max_series_per_request", _DEFAULT_MAX_SERIES)),
                 int(params.get("max_body_bytes", _DEFAULT_MAX_BODY)),
+                int(params.get("max_evaluations_in_flight", _DEFAULT_MAX_EVALUATIONS)),
             )
             has_cycle = any(i["name"] == "start" or i["name"] == "phase" for i in meta["inputs"])
         return ModelSpec(name=name, version=int(number), has_cycle=has_cycle, limits=limits, **described)

@@ -509,3 +509,45 @@ def test_well_formed_answers_read_as_before() -> None:
         assert flagged["anomaly"].tolist() == [False, True] and "m-hi-99" in flagged
         fitted = client.fit_forecast(FRAME, model="m")
         assert fitted["m"].tolist() == [6.0, 7.0] and fitted.attrs["fit"]["series"] == 1
+
+
+@pytest.mark.parametrize("limit", [None, 1, 3])
+def test_a_backtests_pieces_are_sent_at_most_the_services_evaluations_in_flight_at_once(
+    limit: int | None,
+) -> None:
+    """The service refuses a model's evaluations past RSA_MAX_EVALUATIONS_IN_FLIGHT (503) while the first
+    run: a client sending more pieces of one call at once than that failed once its retries ran out (one
+    67,849-value series' anomaly check, 2026-12-07). It reads the limit from the OIP v2 metadata (2, the
+    service's default, where absent) and keeps at most that many pieces in flight, whatever its
+    `concurrency`."""
+    frame = pd.concat([FRAME.assign(unique_id=f"s{i}") for i in range(6)], ignore_index=True)
+    params: dict[str, int] = {"max_series_per_request": 1, "max_body_bytes": 2**20}
+    if limit is not None:
+        params["max_evaluations_in_flight"] = limit
+    lock, flying, most = threading.Lock(), [0], [0]
+
+    def counting(request: httpx.Request) -> httpx.Response | None:
+        path = request.url.path
+        if path == "/v2/models/m/versions/1":
+            return httpx.Response(200, json={**META, "parameters": params})
+        if not path.endswith("/cross_validation"):
+            return None
+        with lock:
+            flying[0] += 1
+            most[0] = max(most[0], flying[0])
+        time.sleep(0.05)  # long enough for the other workers to send theirs
+        with lock:
+            flying[0] -= 1
+        window = {"cutoff": 4, "forecast": [[4.5], [5.5]], "actual": [[4.0], [5.0]]}
+        metrics = {"mae": 0.5, "mse": 0.25, "mase": 1.0, "smape": 0.1, "coverage": {}, "points": 2}
+        ids = [s["id"] for s in json.loads(request.content)["series"]]
+        return httpx.Response(
+            200, json={"series": [{"id": i, "windows": [window], "metrics": metrics} for i in ids]}
+        )
+
+    with serving(counting) as client:
+        client.concurrency = 4
+        assert client.model("m").limits.max_evaluations_in_flight == (limit or 2)
+        backtest = client.cross_validation(frame, model="m")
+    assert sorted(backtest["unique_id"].unique()) == [f"s{i}" for i in range(6)]
+    assert 1 <= most[0] <= (limit or 2)

@@ -171,6 +171,7 @@ class OipV2Handlers:
             parameters={
                 "max_series_per_request": self.settings.max_series_per_request,
                 "max_body_bytes": self.settings.max_body_bytes,
+                "max_evaluations_in_flight": self.settings.max_evaluations_in_flight,
             },
         )
 

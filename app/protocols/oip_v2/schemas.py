@@ -75,8 +75,9 @@ class ModelMetadata(BaseModel):
     outputs: list[TensorMetadata]
     parameters: dict[str, int] | None = Field(
         default=None,
-        description="This service's request limits: `max_series_per_request` (windows per request) and "
-        "`max_body_bytes` (a request body's bytes); clients size their requests by them.",
+        description="This service's request limits: `max_series_per_request` (windows per request), "
+        "`max_body_bytes` (a request body's bytes) and `max_evaluations_in_flight` (a model's backtests and "
+        "anomaly checks waiting or running at once); clients size and pace their requests by them.",
     )
 
 

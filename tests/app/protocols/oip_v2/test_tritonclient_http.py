@@ -44,6 +44,12 @@ def test_model_metadata_has_the_tensors_with_a_dynamic_batch(
     assert plain["platform"] == "onnxruntime_onnx" and plain["versions"] == ["1"]
     assert plain["inputs"] == [{"name": "window", "datatype": "FP32", "shape": [-1, L, C]}]
     assert plain["outputs"] == [{"name": "forecast", "datatype": "FP32", "shape": [-1, H, C]}]
+    # the limits a client sizes and paces its requests by (rsa_client's ModelLimits)
+    assert set(plain["parameters"]) == {
+        "max_series_per_request",
+        "max_body_bytes",
+        "max_evaluations_in_flight",
+    }
     hourly = client.get_model_metadata("hourly", "1")
     assert [i["name"] for i in hourly["inputs"]] == ["window", "phase"]
     assert hourly["inputs"][1] == {"name": "phase", "datatype": "INT64", "shape": [-1]}
