@@ -200,6 +200,13 @@ def summary_lines(model: GlobalModel) -> list[str]:
             f"validation MASE {search['model']:.4f} ({what}), seasonal naive {search['seasonal_naive']:.4f} "
             f"on the same origins (each series' last H and H + H//2 values held out): {ratio:.3f} of the "
             "naive's"
+            + (
+                # fpp3's bank_calls at a day's 288 five-minute steps: 1.381 (Mondays follow closed Sundays)
+                ": WORSE THAN THE SEASONAL NAIVE (check the cycle, --period, and the input length, "
+                "--input-periods; the naive repeats the last cycle)"
+                if ratio > 1
+                else ""
+            )
         )
     lengths = sorted((int(k), v) for k, v in search.items() if k.isdigit())
     if len(lengths) > 1:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -132,6 +133,12 @@ def test_train_prints_the_validation_mase_beside_the_seasonal_naives_on_the_same
     assert table.startswith("input length searched (validation MASE of the read-out): 12: ")
     assert f"{model.input_length}: {model.search[str(model.input_length)]:.4f} (chosen)" in table
     assert table.endswith("; the longest within 1% of the lowest is chosen")  # not always the lowest printed
+    assert "WORSE THAN THE SEASONAL NAIVE" not in first  # 0.5 of the naive's or so here
+    worse = dataclasses.replace(model, search={**model.search, "model": 1.5 * model.search["seasonal_naive"]})
+    assert summary_lines(worse)[0].endswith(
+        "1.500 of the naive's: WORSE THAN THE SEASONAL NAIVE (check the cycle, --period, and the input "
+        "length, --input-periods; the naive repeats the last cycle)"
+    )
 
 
 def test_save_and_load(tmp_path: Path) -> None:
