@@ -51,11 +51,39 @@ BIG = [(50, 20000), (250, 4000)]
 LEVELS = [80.0, 95.0]
 # The covariate model's (daily, L = 28, H = 7): its fits' cost is mostly the calendar's reads.
 COVARIATE_GRID = [(1, 2000), (8, 400), (16, 2000), (64, 120), (64, 400)]
+# A read-out of wide windows (`long`: a day of 5-minute steps, L = 6 days = 1,728, H = 288, the random
+# layer of 512: 1,670 features, as fpp3's bank_calls trains): its fits are matrix products, done many times
+# faster per multiply-add than the small read-out's, whose cost is mostly each window's steps read one at
+# a time. Its calibrations forecast thousands of tail windows: levels on the shortest only.
+LONG_GRID = [(1, 2500), (1, 5000), (2, 5000), (1, 10000)]
+LONG_PERIOD = 288
+
+
+def long_series(seed: int, length: int) -> np.ndarray:
+    """A 5-minute series with a daily cycle: calls by day, none at night."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(length)
+    day = np.clip(np.sin(2 * np.pi * t / LONG_PERIOD), 0, None)
+    return np.round(80 * day * (1 + 0.1 * rng.standard_normal(length)).clip(0) + rng.poisson(2, length), 1)
+
+
+def publish_long(folder: Path) -> Path:
+    """The `long` model (LONG_GRID's note) trained on two such series and exported; its repository."""
+    from export.global_models.config import PanelConfig
+    from export.global_models.onnx import export_global
+    from export.global_models.search import train_global
+
+    cfg = PanelConfig(horizon=LONG_PERIOD, period=LONG_PERIOD, input_periods=6, lift=512)
+    trained = train_global([long_series(s, 4000) for s in range(2)], cfg, frequency="5min")
+    export_global(trained, folder / "repo", "long")
+    return folder / "repo"
 
 
 def model(folder: Path, kind: str) -> tuple[ReadoutSpec, Any, int, Any]:
     if kind == "covariates":
         repo, name = publish_shops(folder, n=6).repository, SHOPS
+    elif kind == "long":
+        repo, name = publish_long(folder), "long"
     else:
         repo, name = publish(folder, local=kind == "hybrid")[0], NAME
     manifest = load_manifest(repo / name / "1" / "manifest.json")
@@ -83,7 +111,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--out", type=Path, default=OUT)
     p.add_argument("--recompute", type=Path, default=None, help="a run's JSON: its fits, not timed again")
-    p.add_argument("--kinds", default="readout,hybrid,covariates", help="the models timed, comma-separated")
+    p.add_argument(
+        "--kinds", default="readout,long,hybrid,covariates", help="the models timed, comma-separated"
+    )
     return p.parse_args(argv)
 
 
@@ -106,16 +136,20 @@ def time_fits(kinds: list[str], repeats: int) -> list[dict[str, Any]]:
             folder = Path(tmp) / kind
             folder.mkdir()
             spec, hybrid, horizon, layout = model(folder, kind)
-            grid = {"readout": GRID + BIG, "hybrid": GRID, "covariates": COVARIATE_GRID}[kind]
+            grid = {"readout": GRID + BIG, "hybrid": GRID, "covariates": COVARIATE_GRID, "long": LONG_GRID}[
+                kind
+            ]
             for n_series, length in grid:
                 seeds = range(n_series)
-                if layout is None:
+                if kind == "long":
+                    histories, covariates = [long_series(10 + seed, length) for seed in seeds], None
+                elif layout is None:
                     histories = [store(seed, length).astype(np.float64) for seed in seeds]
                     covariates = None
                 else:
                     histories = [shop(seed, length)["y"].astype(np.float64) for seed in seeds]
                     covariates = shop_rows(layout, histories, seeds)
-                for levels in ([], LEVELS):
+                for levels in ([], LEVELS) if kind != "long" or length == LONG_GRID[0][1] else ([],):
                     work = refit.fit_work(spec, histories, levels, hybrid, layout)
                     best = float("inf")
                     for _ in range(repeats):
@@ -129,6 +163,7 @@ def time_fits(kinds: list[str], repeats: int) -> list[dict[str, Any]]:
                             "length": length,
                             "levels": levels,
                             "readout_work": work.readout,
+                            "step_work": work.steps,
                             "local_work": work.local,
                             "calendar_work": work.calendar,
                             "seconds": round(best, 4),
@@ -139,22 +174,23 @@ def time_fits(kinds: list[str], repeats: int) -> list[dict[str, Any]]:
     return rows
 
 
-def measured_constants(rows: list[dict[str, Any]]) -> tuple[float, float, float]:
-    """The read-out's, the local half's and the calendar's seconds per unit of work: medians, each over
-    what the constants before it leave unexplained (see the module's docstring)."""
-    readout = float(
-        np.median(
-            [
-                r["seconds"] / r["readout_work"]
-                for r in rows
-                if r["model"] == "readout" and r["seconds"] >= 0.1
-            ]
-        )
-    )
+def measured_constants(rows: list[dict[str, Any]]) -> tuple[float, float, float, float]:
+    """The read-out's seconds per multiply-add and per window step, the local half's and the calendar's
+    per unit of work (see the module's docstring)."""
+    from scipy.optimize import nnls
+
+    fits = [r for r in rows if r["model"] in ("readout", "long") and r["seconds"] >= 0.1]
+    # relative errors: each fit's estimate over its seconds, as near 1 as two non-negative constants allow
+    x = np.array([[r["readout_work"] / r["seconds"], r.get("step_work", 0.0) / r["seconds"]] for r in fits])
+    (readout, step), _ = nnls(x, np.ones(len(fits)))
+
+    def readout_of(r: dict[str, Any]) -> float:
+        return float(readout * r["readout_work"] + step * r.get("step_work", 0.0))
+
     local = float(
         np.median(
             [
-                (r["seconds"] - readout * r["readout_work"]) / r["local_work"]
+                (r["seconds"] - readout_of(r)) / r["local_work"]
                 for r in rows
                 if r["model"] == "hybrid" and r["local_work"] > 1e5
             ]
@@ -164,14 +200,14 @@ def measured_constants(rows: list[dict[str, Any]]) -> tuple[float, float, float]
     calendar = float(
         np.median(
             [
-                (r["seconds"] - readout * r["readout_work"] - local * r["local_work"]) / r["calendar_work"]
+                (r["seconds"] - readout_of(r) - local * r["local_work"]) / r["calendar_work"]
                 for r in calendar_fits
             ]
         )
         if calendar_fits
         else 0.0
     )
-    return readout, local, calendar
+    return float(readout), float(step), local, calendar
 
 
 def measured_over_estimate(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -203,16 +239,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows, command, load_before = previous_fits(args.recompute, load_before)
     if not rows:
         rows = time_fits(args.kinds.split(","), args.repeats)
-    readout, local, calendar = measured_constants(rows)
+    readout, step, local, calendar = measured_constants(rows)
     for r in rows:
         r["estimate_measured"] = round(
-            readout * r["readout_work"] + local * r["local_work"] + calendar * r.get("calendar_work", 0.0), 4
+            readout * r["readout_work"]
+            + step * r.get("step_work", 0.0)
+            + local * r["local_work"]
+            + calendar * r.get("calendar_work", 0.0),
+            4,
         )
     overall, by_model = measured_over_estimate(rows)
     out = {
         "command": command,
         "host": {"machine": platform.machine(), "cpus": usable_cpus(), "load_before": load_before},
         "readout_seconds": readout,
+        "step_seconds": step,
         "local_seconds": local,
         "calendar_seconds": calendar,
         "measured_over_estimate": overall,

@@ -331,6 +331,7 @@ _in_flight = 0
 # still pass it: RSA_MAX_FIT_SECONDS is also checked as it runs). A faster host refuses a little early; a
 # slower one late.
 READOUT_SECONDS = 1.27e-9
+STEP_SECONDS = 0.0
 LOCAL_SECONDS = 5.11e-6
 CALENDAR_SECONDS = 3.13e-6
 
@@ -342,9 +343,15 @@ class FitWork:
     readout: float  # windows x passes x multiply-adds per window
     local: float  # a hybrid's local windows x their length x members
     calendar: float = 0.0  # a calendar model's windows built x horizon steps x calendar features
+    steps: float = 0.0  # the window steps the read-out reads one at a time: windows built x L
 
     def __add__(self, other: FitWork) -> FitWork:
-        return FitWork(self.readout + other.readout, self.local + other.local, self.calendar + other.calendar)
+        return FitWork(
+            self.readout + other.readout,
+            self.local + other.local,
+            self.calendar + other.calendar,
+            self.steps + other.steps,
+        )
 
 
 def _covariate_units(spec: ReadoutSpec, layout: CovariateLayout | None) -> tuple[int, int, int]:
@@ -376,7 +383,9 @@ def _readout_work(spec: ReadoutSpec, windows: int, layout: CovariateLayout | Non
     passes = 1 + fit.irls
     features, equations = L * K + mix + lift, (F + 1) * (F + 1 + fit.horizon)
     built = windows if fit.irls and windows <= cache_rows(fit) else windows * passes  # features built
-    return FitWork(float(built * features + windows * passes * equations), 0.0, float(built * calendar))
+    return FitWork(
+        float(built * features + windows * passes * equations), 0.0, float(built * calendar), float(built * L)
+    )
 
 
 def _forecast_work(spec: ReadoutSpec, windows: int, layout: CovariateLayout | None = None) -> FitWork:
@@ -385,7 +394,7 @@ def _forecast_work(spec: ReadoutSpec, windows: int, layout: CovariateLayout | No
     mix, added, calendar = _covariate_units(spec, layout)
     width = 0 if fit.lift is None else fit.lift.width
     per = L * K + mix + _lift_units(spec) + (K + fit.n_lags + 2 + added + width) * fit.horizon
-    return FitWork(float(windows * per), 0.0, float(windows * calendar))
+    return FitWork(float(windows * per), 0.0, float(windows * calendar), float(windows * L))
 
 
 def _local_unit(local: LocalSpec | None) -> float:
@@ -438,7 +447,12 @@ def backtest_work(
 
 def estimated_seconds(work: FitWork) -> float:
     """The seconds a fit of this work takes on one core of a host like the one measured."""
-    return READOUT_SECONDS * work.readout + LOCAL_SECONDS * work.local + CALENDAR_SECONDS * work.calendar
+    return (
+        READOUT_SECONDS * work.readout
+        + STEP_SECONDS * work.steps
+        + LOCAL_SECONDS * work.local
+        + CALENDAR_SECONDS * work.calendar
+    )
 
 
 async def fit_in_slot(settings: Settings, func: Callable[..., T], work: FitWork, field: str, *args: Any) -> T:
