@@ -1,15 +1,16 @@
-"""The constants of a fit's cost estimate (app/inference/refit.py READOUT_SECONDS, LOCAL_SECONDS,
-CALENDAR_SECONDS; issue 46, items 2 and 6): fits of a read-out model (the panel tests' monthly stores), of
-a hybrid (60 M3 monthly series) and of a covariate model (tests/utils/shops.py's daily shops: a future,
+"""The constants of a fit's cost estimate (app/inference/refit.py READOUT_SECONDS, STEP_SECONDS,
+LOCAL_SECONDS, CALENDAR_SECONDS; issue 46, items 2 and 6): fits of a read-out model (the panel tests'
+monthly stores), of a wide-window read-out (`long`: a day of 5-minute steps, L = 1,728, the random layer),
+of a hybrid (60 M3 monthly series) and of a covariate model (tests/utils/shops.py's daily shops: a future,
 a past, a static and a day-of-week calendar covariate) on a grid of series counts, lengths and levels are
 timed through `run_fit` in this process (one thread, as a fit worker runs it), each the best of
-`--repeats`. The read-out's constant is the median of seconds / read-out work over the read-out's fits of
-0.1 s or more; the local half's, the median of what the hybrid's fits with a calibration (local work above
-1e5) took beyond their read-out's estimate, per unit of local work; the calendar's, the median of what the
-covariate model's fits of 0.1 s or more took beyond their read-out work's estimate (their covariate
-features' multiply-adds included), per calendar read. Medians, not a least-squares fit: the biggest fits
-(tens of seconds) would set a least-squares line and put the mid-sized ones, those near
-RSA_MAX_FIT_SECONDS, at twice their time.
+`--repeats`. The read-out's two constants (per multiply-add, per window step read one at a time) are the
+non-negative pair whose estimates of the two read-outs' fits of 0.1 s or more are nearest their seconds
+in relative terms (least squares on estimate / seconds − 1: the small read-out's cost is mostly its
+steps, the wide one's its matrix products); the local half's, the median of what the hybrid's fits with a
+calibration (local work above 1e5) took beyond their read-out's estimate, per unit of local work; the
+calendar's, the median of what the covariate model's fits of 0.1 s or more took beyond their read-out
+work's estimate (their covariate features' multiply-adds included), per calendar read.
 Prints each fit's seconds beside the estimate from the constants in the code now and from the measured
 ones. `--recompute FILE`: the constants again from a run's fits, without timing them again.
 

@@ -317,23 +317,26 @@ def run_backtest_refits(
 # Fits (and publishes) running in this process's workers: at most RSA_MAX_FITS_IN_FLIGHT.
 _in_flight = 0
 
-# A fit's cost before it starts (issue 46, items 2 and 6): seconds = READOUT_SECONDS x its read-out work
-# (windows x passes x the multiply-adds of one window: its REM features L x K and its normal equations'
-# (F + 1) x (F + 1 + H)) + LOCAL_SECONDS x a hybrid's local work (windows its local half fits x their
-# length x members) + CALENDAR_SECONDS x a calendar model's calendar reads. A covariate model's covariate
-# features (each window's raw row D through the mix D x G, and the read-out's G' more features in the
-# normal equations) count as read-out work; its calendar is read one Python datetime per horizon step and
-# feature of every window whose row is built. Medians measured by `nice -n 5 python -m bench.fit_cost
-# --repeats 2` (results/fit_cost.json: 38 fits of 1-256 series of 120-20,000 values, with and without
-# levels, read-out, hybrid and the shops' covariate model, on this 2-core host at load 15-17, shared with
-# other jobs): the fits of 0.5 s or more took 0.70-4.08 times their estimate (the covariate model's
-# 0.87-1.02), the biggest the most (so a fit estimated past the budget is refused, one within it may
-# still pass it: RSA_MAX_FIT_SECONDS is also checked as it runs). A faster host refuses a little early; a
-# slower one late.
-READOUT_SECONDS = 1.27e-9
-STEP_SECONDS = 0.0
-LOCAL_SECONDS = 5.11e-6
-CALENDAR_SECONDS = 3.13e-6
+# A fit's cost before it starts (issue 46, items 2 and 6): seconds = READOUT_SECONDS x its multiply-adds
+# (windows x passes x one window's: its REM features L x K and its normal equations' (F + 1) x (F + 1 + H))
+# + STEP_SECONDS x the window steps it reads one at a time (windows built x L: scales, masks, the naive
+# error) + LOCAL_SECONDS x a hybrid's local work (windows its local half fits x their length x members)
+# + CALENDAR_SECONDS x a calendar model's calendar reads. A covariate model's covariate features (each
+# window's raw row D through the mix D x G, and the read-out's G' more features in the normal equations)
+# count as multiply-adds; its calendar is read one Python datetime per horizon step and feature of every
+# window whose row is built. Measured by `python -m bench.fit_cost --repeats 2` (results/fit_cost.json,
+# 2026-12-07, this 2-core host at load 1.4, nothing else running: 43 fits of 1-256 series of 120-20,000
+# values, with and without levels, the small read-out, a wide-window one (L = 1,728, 1,670 features), the
+# hybrid and the shops' covariate model): the fits of 0.5 s or more took 0.84-1.07 times their estimate.
+# The multiply-adds alone (one constant, 1.27e-9 s each, measured at load 15-17 on 2026-12-05) estimated
+# the wide-window read-out's fits 14-18 times too long: its matrix products run many times faster per
+# multiply-add than the small read-out's steps (bank_calls' fit of 5,000 values: 10.3 s in the service,
+# refused as 152.5 s). A busier host takes longer than estimated: RSA_MAX_FIT_SECONDS is also checked as a
+# fit runs.
+READOUT_SECONDS = 7.34e-11
+STEP_SECONDS = 5.40e-8
+LOCAL_SECONDS = 5.95e-7
+CALENDAR_SECONDS = 1.76e-6
 
 
 @dataclass(frozen=True)

@@ -91,3 +91,33 @@ def test_fits_run_in_worker_processes_at_a_lower_priority() -> None:
         assert niceness() == mine  # the service's own priority untouched
     finally:
         pool.close()
+
+
+def test_window_steps_are_counted_apart_from_multiply_adds() -> None:
+    """A fit's window steps (windows built x L) are their own unit: the small read-out's cost is mostly
+    them, a wide-window one's its matrix products (bench/fit_cost.py)."""
+    histories = [np.ones(200) for _ in range(2)]
+    work = fit_work(SPEC, histories, [], None)
+    windows = sum(refit.training_windows(histories, SPEC.fit))
+    # the training windows (features kept between passes: built once), then each series' forecast window
+    assert work.steps == (windows + len(histories)) * SPEC.input_length
+    assert (work + work).steps == 2 * work.steps
+
+
+def test_the_constants_estimate_the_measured_fits() -> None:
+    """The constants in the code are those results/fit_cost.json measured: each fit of 0.5 s or more there
+    (the small and the wide-window read-out, the hybrid, the covariate model) is estimated within a factor
+    of 1.25 of its seconds from its recorded work."""
+    import json
+
+    run = json.loads((Path(__file__).resolve().parents[3] / "results" / "fit_cost.json").read_text())
+    assert {r["model"] for r in run["fits"] if r["seconds"] >= 0.5} == {
+        "readout",
+        "long",
+        "hybrid",
+        "covariates",
+    }
+    for r in run["fits"]:
+        work = FitWork(r["readout_work"], r["local_work"], r.get("calendar_work", 0.0), r["step_work"])
+        if r["seconds"] >= 0.5:
+            assert 0.8 <= r["seconds"] / estimated_seconds(work) <= 1.25, r

@@ -67,7 +67,9 @@ def test_a_calendar_costs_calendar_seconds_per_read_and_none_without_one() -> No
     work = fit_work(SPEC, histories(3, 300), [80.0], None, LAYOUT)
     assert fit_work(SPEC, histories(3, 300), [80.0], None, no_calendar).calendar == 0
     assert estimated_seconds(work) == pytest.approx(
-        refit.READOUT_SECONDS * work.readout + refit.CALENDAR_SECONDS * work.calendar
+        refit.READOUT_SECONDS * work.readout
+        + refit.STEP_SECONDS * work.steps
+        + refit.CALENDAR_SECONDS * work.calendar
     )
     assert refit.CALENDAR_SECONDS > 0  # measured: a calendar read is a Python datetime, not a multiply-add
 
