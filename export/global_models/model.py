@@ -171,9 +171,6 @@ class GlobalModel:
         return cls.from_json(json.loads(Path(path).read_text()))
 
 
-_series_windows = readout.series_windows  # every training window of one series
-
-
 def accumulate(
     series: Iterable[np.ndarray | CovariateSeries],
     cfg: PanelConfig,

@@ -165,18 +165,19 @@ def panel_windows(
     length: int,
     layout: CovariateLayout | None = None,
 ) -> Windows:
-    """Every training window of every series (app/artifacts/readout.py's `series_windows`), normalised;
-    with a covariate `layout` each window's covariate row (export/covariates.py's
-    `series_covariate_rows`, the read-out's rows) standardised by the layout's statistics."""
+    """Every training window of every series (at most MAX_FIT_WINDOWS of one, as the read-out's fit reads
+    them: app/artifacts/readout's `fit_ends`), normalised; with a covariate `layout` each window's
+    covariate row (export/covariates.py's `series_covariate_rows`, the read-out's rows) standardised by
+    the layout's statistics."""
     if layout is not None and not all(isinstance(v, CovariateSeries) for v in series):
         raise ValueError("a covariate model is trained on CovariateSeries (each with its covariates)")
     us, ts, ws, zs = [], [], [], []
     for item in series:
         v = series_values(item)
-        win = readout.series_windows(v, length, cfg.horizon, cfg.train_min)
-        if win is None:
+        ends = readout.fit_ends(len(v), cfg.horizon, cfg.train_min)
+        if not len(ends):
             continue
-        x, m, t = win
+        x, m, t = readout.windows_at(v, length, cfg.horizon, ends)
         u, s = _normalised(x, m, cfg.period, bool(cfg.mirror))
         d = readout.naive_error(x, m, cfg.period) / s
         us.append(u.astype(np.float32))
@@ -185,7 +186,6 @@ def panel_windows(
         ws.append(np.where(zero, 0.0, 1.0 / np.maximum(d, cfg.mase_floor)).astype(np.float32))
         if layout is not None:
             assert isinstance(item, CovariateSeries)
-            ends = readout.window_ends(len(v), cfg.horizon, cfg.train_min)  # the windows series_windows drew
             zs.append(layout.standardise(series_covariate_rows(item, layout, ends)).astype(np.float32))
     if not us:
         raise ValueError(

@@ -10,10 +10,11 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from app.artifacts.readout import series_windows
 from app.inference.metrics import mase, smape
 from export.global_models.cli import cli
 from export.global_models.config import PanelConfig, rem_kernels
-from export.global_models.model import GlobalModel, _series_windows, fit_global
+from export.global_models.model import GlobalModel, fit_global
 from export.global_models.search import LENGTH_TOLERANCE, train_global
 
 PERIOD, H = 12, 6
@@ -42,13 +43,13 @@ CFG = PanelConfig(horizon=H, period=PERIOD, input_periods=2, irls=1)
 
 def test_windows_mask_the_missing_start_and_need_min_history() -> None:
     v = np.arange(1.0, 11.0)  # 10 values
-    x, m, t = _series_windows(v, length=6, horizon=2, history=3)
+    x, m, t = series_windows(v, length=6, horizon=2, history=3)
     assert len(x) == 10 - 2 - 3 + 1  # inputs end after 3..8 values
     np.testing.assert_array_equal(x[0], [0, 0, 0, 1, 2, 3])  # zeros where the series had not begun
     np.testing.assert_array_equal(m[0], [0, 0, 0, 1, 1, 1])
     np.testing.assert_array_equal(t[0], [4, 5])
     np.testing.assert_array_equal(x[-1], [3, 4, 5, 6, 7, 8])
-    assert _series_windows(v[:4], length=6, horizon=2, history=3) is None
+    assert series_windows(v[:4], length=6, horizon=2, history=3) is None
 
 
 def test_kernels_are_the_rem_last_rows() -> None:

@@ -41,6 +41,7 @@ __all__ = [
     "calibration_tail",
     "covariate_features",
     "features",
+    "fit_ends",
     "fit_lift",
     "fit_weights",
     "forecast",
@@ -61,6 +62,7 @@ __all__ = [
     "training_windows",
     "window_ends",
     "window_scales",
+    "windows_at",
 ]
 
 from app.artifacts.readout.calibration import (
@@ -100,6 +102,7 @@ from app.artifacts.readout.windows import (
     CovariateRows,
     covariate_features,
     features,
+    fit_ends,
     forecast,
     hold_still,
     last_windows,
@@ -111,4 +114,5 @@ from app.artifacts.readout.windows import (
     still_cycles,
     window_ends,
     window_scales,
+    windows_at,
 )
