@@ -42,6 +42,7 @@ __all__ = [
     "TOLERANCE",
     "check_covariates",
     "check_histories",
+    "check_parity",
     "frequency_seconds",
     "global_graph",
     "run_graph",
@@ -405,16 +406,34 @@ def verify(path: Path, model: GlobalModel) -> dict[str, Any]:
     covariates = check_covariates(model.covariates, histories)
     want = model.forecast(histories, covariates=covariates)
     got = run_graph(path, histories, model.window_length, covariates, model.local, model.input_length)
-    err = scale_errors(got, want, histories, model.input_length, model.config.period)
+    return check_parity(
+        got, want, histories, model.input_length, model.config.period, "the numpy model", TOLERANCE
+    )
+
+
+def check_parity(
+    got: np.ndarray,
+    want: np.ndarray,
+    histories: Sequence[np.ndarray],
+    length: int,
+    period: int,
+    reference: str,
+    tolerance: float,
+) -> dict[str, Any]:
+    """A graph's forecasts `got` [S, H] against its `reference`'s `want` on `histories`: the manifest's
+    `verification` block, or ValueError past `tolerance` in units of PARITY_UNIT (`scale_errors`); a
+    forecast that is not finite fails. The global read-out's check and the transformer's."""
+    err = scale_errors(got, want, histories, length, period)
     worst = float(err.max()) if np.isfinite(got).all() else float("inf")
-    if not worst <= TOLERANCE:
+    if not worst <= tolerance:
         raise ValueError(
-            f"ONNX Runtime differs from the numpy model by {worst:.3g} in units of {PARITY_UNIT} "
-            f"(tolerance {TOLERANCE}); nothing published"
+            f"ONNX Runtime differs from {reference} by {worst:.3g} in units of {PARITY_UNIT} "
+            f"(tolerance {tolerance}); nothing published"
         )
     return {
         "series": len(histories),
         "max_error": worst,
+        "max_abs_error": float(np.abs(got - want).max()),
         "in_units_of": PARITY_UNIT,
-        "tolerance": TOLERANCE,
+        "tolerance": tolerance,
     }

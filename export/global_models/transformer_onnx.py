@@ -46,8 +46,9 @@ from app.artifacts.contract import (
     MODEL_FILE,
 )
 from app.artifacts.covariates import CovariateLayout
-from app.artifacts.readout import PARITY_UNIT, STILL_SHARE, TINY, scale_errors
+from app.artifacts.readout import PARITY_TOLERANCE, STILL_SHARE, TINY, scale_errors
 from export.global_models.config import PanelConfig
+from export.global_models.graph import check_parity
 from export.global_models.onnx import check_covariates, check_histories, panel_manifest, windows_of
 from export.global_models.transformer_model import Budget, PanelTransformer, covariate_parts
 from export.publish import publish_version
@@ -72,8 +73,9 @@ SCHEMA_VERSION = 1
 WEIGHTS_FILE = "model.safetensors"
 # ONNX Runtime (float32 throughout) against `PanelTransformer.forecast` (float64 scaling around the float32
 # network): |onnx − reference| in units of each window's scale (the network's own output unit, so the bound
-# means the same for a series near 0.01 and one near 10,000) or the forecast, the larger (`scale_errors`).
-TOLERANCE = 1e-4
+# means the same for a series near 0.01 and one near 10,000) or the forecast, the larger: the read-out's
+# check (export/global_models/graph.py `check_parity`).
+TOLERANCE = PARITY_TOLERANCE
 
 
 class TransformerGraph(nn.Module):
@@ -264,21 +266,9 @@ def verify_transformer(path: Path, model: PanelTransformer) -> dict[str, Any]:
     histories, covariates = _check_set(model)
     want = model.forecast(histories, covariates=covariates)
     got = run_transformer_graph(path, histories, model.input_length, covariates)
-    diff = np.abs(got - want)
-    err = scale_errors(got, want, histories, model.input_length, model.config.period)
-    worst = float(err.max()) if np.isfinite(got).all() else float("inf")
-    if not worst <= TOLERANCE:
-        raise ValueError(
-            f"ONNX Runtime differs from PanelTransformer.forecast by {worst:.3g} in units of {PARITY_UNIT} "
-            f"(tolerance {TOLERANCE}); nothing published"
-        )
-    return {
-        "series": len(histories),
-        "max_error": worst,
-        "max_abs_error": float(diff.max()),
-        "in_units_of": PARITY_UNIT,
-        "tolerance": TOLERANCE,
-    }
+    return check_parity(
+        got, want, histories, model.input_length, model.config.period, "PanelTransformer.forecast", TOLERANCE
+    )
 
 
 def _inspect_io(path: Path) -> list[dict[str, Any]]:
