@@ -133,7 +133,7 @@ def key_columns(header: Sequence[str], options: ReadOptions) -> tuple[str, str]:
 def one_series_file(path: str | Path, options: ReadOptions) -> bool:
     """Whether a file the long reader would refuse for want of an id column holds one series
     (`layout.one_series`: a timestamp column and a value column, by their names or first cells), read
-    from its first rows; False where no id option could apply (one given) or the file does not read (its
+    from its first rows; False where an id column is named (--id-column) or the file does not read (its
     reader says why)."""
     path = Path(path)
     if options.id_column is not None:
