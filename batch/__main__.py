@@ -67,6 +67,11 @@ def _parser() -> argparse.ArgumentParser:
     score.add_argument("--level", type=float, action="append", default=[], help="an interval level, %%")
     score.add_argument("--id-column", default="unique_id")
     score.add_argument("--time-column", default="ds")
+    score.add_argument(
+        "--target-column",
+        default=None,
+        help="a one-channel model's target column (default: its channel, or y)",
+    )
     score.add_argument("--address", default=None, help="an existing Ray cluster (default: a local Ray)")
     score.add_argument("--actors", type=int, default=1, help="sessions scoring side by side")
     score.add_argument("--cpus-per-actor", type=float, default=1.0)
@@ -129,6 +134,7 @@ def _score(args: argparse.Namespace) -> int:
         levels=tuple(args.level),
         id_col=args.id_column,
         time_col=args.time_column,
+        target_col=args.target_column,
         batch_rows=args.batch_rows,
         threads=args.threads,
         future=args.future,

@@ -69,7 +69,7 @@ class Forecaster:
         model's future-known covariates (long: id, time, one column per future covariate; the model's H
         steps after each series' last timestamp; rows of other series are ignored)."""
         job, manifest, h = self.job, self.manifest, self.horizon
-        L, columns = manifest.input_length, channel_columns(table.column_names, manifest)
+        L, columns = manifest.input_length, channel_columns(table.column_names, manifest, job.target_col)
         layout = covariate_layout(manifest)
         extra = [] if layout is None else [*layout.past, *(s.name for s in layout.static)]
         absent = [c for c in extra if c not in table.column_names]

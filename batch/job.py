@@ -27,6 +27,9 @@ class Job:
     levels: tuple[float, ...] = ()
     id_col: str = "unique_id"
     time_col: str = "ds"
+    # A one-channel model's target column in the input (None: the channel's name, or `y`), as `train`'s
+    # --target-column and the client's `target_col` name it.
+    target_col: str | None = None
     # Windows per session call. The default model's CPU arena grows with it: the batch job's process tree
     # peaked at 11.0 GiB with calls of 500 windows (L = 512, 87 heads) and 6.2 GiB with 256, while the raw
     # session ran no faster past 64 on this machine (bench/batch.py, 2026-11-27).
@@ -52,14 +55,29 @@ def published(repository: str, model: str, version: int | None) -> tuple[Path, M
     return chosen.path, load_manifest(chosen.path / MANIFEST_FILE)
 
 
-def channel_columns(names: Sequence[str], manifest: Manifest) -> list[str]:
-    """The input's columns for the model's channels, in its order: their names, or `y` for one channel."""
+def channel_columns(names: Sequence[str], manifest: Manifest, target: str | None = None) -> list[str]:
+    """The input's columns for the model's channels, in its order: their names, or for one channel
+    `target` (the job's --target-column) or `y`."""
     channels = list(manifest.channels)
+    if target is not None:
+        if len(channels) != 1:
+            raise ValueError(
+                f"--target-column names a one-channel model's target; model {manifest.name} reads the "
+                f"channels {channels}, each a column of its name"
+            )
+        if target not in names:
+            raise ValueError(
+                f"no target column {target!r} (--target-column); the table has columns {list(names)}"
+            )
+        return [target]
     if all(c in names for c in channels):
         return channels
     if len(channels) == 1 and "y" in names:
         return ["y"]
-    raise ValueError(f"model {manifest.name} reads channels {channels}; the table has columns {list(names)}")
+    how = "; name the target's column with --target-column" if len(channels) == 1 else ""
+    raise ValueError(
+        f"model {manifest.name} reads channels {channels}; the table has columns {list(names)}{how}"
+    )
 
 
 def check_input_columns(job: Job, manifest: Manifest, parts: io.Parts, todo: Sequence[str]) -> None:
@@ -76,7 +94,7 @@ def check_input_columns(job: Job, manifest: Manifest, parts: io.Parts, todo: Seq
                     f"{columns})"
                 )
         try:
-            channel_columns(columns, manifest)
+            channel_columns(columns, manifest, job.target_col)
         except ValueError as e:
             raise ValueError(f"{where}: {e}") from None
 

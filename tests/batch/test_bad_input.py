@@ -153,3 +153,27 @@ def test_a_part_without_the_id_time_or_channel_columns_is_refused_before_ray_sta
         with pytest.raises(ValueError, match=rf"input part .*{name}:? ?{said}"):
             run(job, str(folder), str(tmp_path / "out"))
         assert not ray.is_initialized()
+
+
+def test_a_one_channel_models_target_is_named_with_target_column(repository: Path) -> None:
+    """fpp3's `us_employment` scored as written (`Employed`, not the channel's `y`): refused saying
+    --target-column, which then reads it, as `train` and the client's `target_col` read it; a
+    multi-channel model's channels are columns of their own names, so the option is refused there."""
+    from batch.job import channel_columns, published
+
+    _, several = published(str(repository), "etth1-rsa", None)
+    one = several.model_copy(update={"channels": ("y",), "name": "us_employment"})
+    names = ["Month", "Series_ID", "Title", "Employed"]
+    with pytest.raises(
+        ValueError, match=r"reads channels \['y'\].*; name the target's column with --target-column$"
+    ):
+        channel_columns(names, one)
+    assert channel_columns(names, one, "Employed") == ["Employed"]
+    assert channel_columns(["ds", "y"], one) == ["y"]
+    with pytest.raises(ValueError, match=r"no target column 'Sales' \(--target-column\)"):
+        channel_columns(names, one, "Sales")
+    with pytest.raises(ValueError, match="--target-column names a one-channel model's target"):
+        channel_columns([*several.channels], several, "OT")
+    with pytest.raises(ValueError) as caught:
+        channel_columns(["ds"], several)
+    assert "--target-column" not in str(caught.value)
