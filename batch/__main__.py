@@ -157,6 +157,11 @@ def _score(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as e:  # no such model or version; a model it cannot score
         sys.stderr.write(f"error: {e}\n")
         return 2
+    if summary.unread:  # said, as the client's warning says it (rsa_client.series.unread_columns)
+        sys.stderr.write(
+            f"note: columns {summary.unread} are not read: neither the id, the time, the target nor a "
+            f"covariate of model {args.model}\n"
+        )
     rate = rate_text(summary.series, summary.seconds)
     sys.stdout.write(
         f"scored {summary.series:,} series in {_count(summary.parts - summary.skipped, 'part')} "

@@ -80,10 +80,15 @@ def channel_columns(names: Sequence[str], manifest: Manifest, target: str | None
     )
 
 
-def check_input_columns(job: Job, manifest: Manifest, parts: io.Parts, todo: Sequence[str]) -> None:
+def check_input_columns(job: Job, manifest: Manifest, parts: io.Parts, todo: Sequence[str]) -> list[str]:
     """Each input part to score has the id, time and channel columns, read from its header (or footer)
     before Ray starts: a part without them failed inside a Ray actor with Arrow's `Field "unique_id" does
-    not exist in schema` and a traceback. ValueError naming the part, the column and the option."""
+    not exist in schema` and a traceback. ValueError naming the part, the column and the option. Returns
+    the parts' columns that are not read (neither those nor a covariate of the model: fpp3's
+    us_employment's `Title`), which the command names as the client's warning does."""
+    layout = covariate_layout(manifest)
+    covariates = [] if layout is None else [*layout.past, *(s.name for s in layout.static)]
+    unread: list[str] = []
     for rel in todo:
         columns = io.read_columns(parts.fs, parts.path(rel))
         where = f"input part {parts.path(rel)}"
@@ -94,9 +99,16 @@ def check_input_columns(job: Job, manifest: Manifest, parts: io.Parts, todo: Seq
                     f"{columns})"
                 )
         try:
-            channel_columns(columns, manifest, job.target_col)
+            read = [
+                job.id_col,
+                job.time_col,
+                *channel_columns(columns, manifest, job.target_col),
+                *covariates,
+            ]
         except ValueError as e:
             raise ValueError(f"{where}: {e}") from None
+        unread += [c for c in columns if c not in read and c not in unread]
+    return unread
 
 
 def covariate_layout(manifest: Manifest) -> CovariateLayout | None:

@@ -141,6 +141,7 @@ class Summary:
     seconds: float = 0.0
     providers: set[str] = field(default_factory=set)
     nodes: set[str] = field(default_factory=set)  # the Ray nodes whose actors scored parts
+    unread: list[str] = field(default_factory=list)  # input columns not read (`check_input_columns`)
 
 
 def run(
@@ -170,7 +171,7 @@ def run(
     summary = Summary(parts=len(parts.relative), skipped=len(parts.relative) - len(todo))
     if not todo:
         return summary
-    check_input_columns(job, manifest, parts, todo)  # before Ray starts, as the covariates' check
+    summary.unread = check_input_columns(job, manifest, parts, todo)  # before Ray starts, as the covariates
     started_here = not ray.is_initialized()
     if started_here:
         if address is None:

@@ -177,3 +177,24 @@ def test_a_one_channel_models_target_is_named_with_target_column(repository: Pat
     with pytest.raises(ValueError) as caught:
         channel_columns(["ds"], several)
     assert "--target-column" not in str(caught.value)
+
+
+def test_the_columns_a_job_does_not_read_are_named(repository: Path, tmp_path: Path) -> None:
+    """An input column that is neither the id, the time, a channel nor a covariate (fpp3's us_employment's
+    `Title`) is named by the command's note, as the client's warning names it; read from the parts'
+    headers, each once."""
+    from batch.job import check_input_columns, published
+
+    _, manifest = published(str(repository), "etth1-rsa", None)
+    table = etth1_table(1, seed=4)
+    for i, extra in enumerate(([], ["Title"], ["Title", "rownames"])):
+        folder = tmp_path / f"in{i}"
+        folder.mkdir()
+        part = table
+        for name in extra:
+            part = part.append_column(name, pa.array(["x"] * part.num_rows))
+        pq.write_table(part, folder / "a.parquet")
+        pq.write_table(part, folder / "b.parquet")
+        parts = batch_io.list_parts(str(folder))
+        job = Job(str(repository), "etth1-rsa", threads=1)
+        assert check_input_columns(job, manifest, parts, parts.relative) == extra
