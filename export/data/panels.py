@@ -139,8 +139,15 @@ def one_series_file(path: str | Path, options: ReadOptions) -> bool:
     if options.id_column is not None:
         return False
     try:
-        if path.suffix.lower() in (".parquet", ".pq"):
-            frame = pd.read_parquet(path).head(_SAMPLE_ROWS)
+        if path.suffix.lower() in (".parquet", ".pq"):  # its first rows, never the whole file
+            import pyarrow.parquet as pq
+
+            file = pq.ParquetFile(path)
+            first = next(file.iter_batches(batch_size=_SAMPLE_ROWS), None)
+            if first is None:
+                return False
+            index = (file.schema_arrow.pandas_metadata or {}).get("index_columns", [])  # pandas' own index
+            frame = first.to_pandas().drop(columns=[c for c in index if isinstance(c, str)], errors="ignore")
         else:
             frame = pd.read_csv(
                 path, dtype=str, keep_default_na=False, nrows=_SAMPLE_ROWS, encoding="utf-8-sig"

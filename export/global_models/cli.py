@@ -239,10 +239,11 @@ def train(
     given = TrainOptions(**locals())
     from export.data import one_series_file
 
-    one = layout == "long" and not static and one_series_file(data, given.check().read)
+    checked = given.check()  # every option, before the data is read (export/global_models/options.py)
+    one = layout == "long" and not static and one_series_file(data, checked.read)
     if one:  # a file of timestamps and values alone: one series, as the client reads a frame without ids
         given = dataclasses.replace(given, layout="wide")
-    checked = given.check()  # every option, before the data is read (export/global_models/options.py)
+        checked = given.check()
     training = read_training(given, checked)
     cfg = PanelConfig(
         horizon=horizon,
