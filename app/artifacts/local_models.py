@@ -133,13 +133,8 @@ def seasonal_indices(x: np.ndarray, period: int) -> np.ndarray:
     # series below zero without its season in every member that reads the adjusted values: pretrained-
     # monthly forecast 50 + 10·sin(2πt/12) + noise (120 months) and its mirror image up to 8.5 apart
     # (the service, 2026-12-06).
-    # Zeros count on either side: a tourism series closed in some months (26 of Tourism monthly's 366
-    # series hold a zero in their last 120 values) had been left without its season, and adjusting it
-    # took the hybrid's Tourism monthly MASE from 1.381 to 1.367 (results/competitions/README.md). A
-    # phase whose index is 0 (zero in every cycle) cannot be divided out: such a series stays unadjusted.
-    nonneg = np.all(np.where(m, x0 >= 0, True), 1) & np.any(m & (x0 > 0), 1)
-    nonpos = np.all(np.where(m, x0 <= 0, True), 1) & np.any(m & (x0 < 0), 1)
-    use = (nonneg | nonpos) & (n >= 2 * period) & _seasonal_test(x0, m, n, period)
+    one_sided = np.all(np.where(m, x0 > 0, True), 1) | np.all(np.where(m, x0 < 0, True), 1)
+    use = one_sided & (n >= 2 * period) & _seasonal_test(x0, m, n, period)
     if not use.any():
         return out
     # The centred moving average: 2×m for even m (m + 1 points, the ends halved), m points for odd m.
@@ -147,10 +142,10 @@ def seasonal_indices(x: np.ndarray, period: int) -> np.ndarray:
     k = len(w)
     view = np.lib.stride_tricks.sliding_window_view
     ma = view(x0, k, axis=1) @ w  # [S, L - k + 1], centred on step j + k // 2
-    # A moving average over zeros alone has no ratio: such steps are not counted.
-    full = np.asarray(view(m, k, axis=1).all(2), dtype=bool) & (ma != 0)
+    full = np.asarray(view(m, k, axis=1).all(2), dtype=bool)
     centre = np.arange(k // 2, k // 2 + ma.shape[1])
-    ratio = np.where(full, x0[:, centre] / np.where(full, ma, 1.0), 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):  # a series not adjusted may average to 0
+        ratio = np.where(full, x0[:, centre] / np.where(full, ma, 1.0), 0.0)
     phase = (L - 1 - centre) % period
     sums = np.zeros((S, period))
     counts = np.zeros((S, period))
@@ -158,8 +153,8 @@ def seasonal_indices(x: np.ndarray, period: int) -> np.ndarray:
         at = phase == p
         sums[:, p] = ratio[:, at].sum(1)
         counts[:, p] = full[:, at].sum(1)
+    ok = use & (counts > 0).all(1)
     idx = sums / np.maximum(counts, 1)
-    ok = use & (counts > 0).all(1) & (idx > 0).all(1)
     idx = idx / np.maximum(idx.mean(1, keepdims=True), 1e-300)
     out[ok] = idx[ok]
     return out
