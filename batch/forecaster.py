@@ -33,7 +33,7 @@ from app.inference.windows import (
     require_finite,
     window_phase_of,
 )
-from batch.job import Job, channel_columns, covariate_layout, published
+from batch.job import Job, channel_columns, covariate_layout, published, table_covariates
 from batch.reading import _EPOCH, _changes, _shown, _sorted, _utc_micros, future_frame
 from rsa_core.frequency import Frequency, steps_ok
 from rsa_core.future import FutureProblem, future_rows_problem
@@ -71,7 +71,7 @@ class Forecaster:
         job, manifest, h = self.job, self.manifest, self.horizon
         L, columns = manifest.input_length, channel_columns(table.column_names, manifest, job.target_col)
         layout = covariate_layout(manifest)
-        extra = [] if layout is None else [*layout.past, *(s.name for s in layout.static)]
+        extra = table_covariates(manifest)
         absent = [c for c in extra if c not in table.column_names]
         if absent:
             kind = "past" if layout is not None and absent[0] in layout.past else "static"

@@ -86,8 +86,7 @@ def check_input_columns(job: Job, manifest: Manifest, parts: io.Parts, todo: Seq
     not exist in schema` and a traceback. ValueError naming the part, the column and the option. Returns
     the parts' columns that are not read (neither those nor a covariate of the model: fpp3's
     us_employment's `Title`), which the command names as the client's warning does."""
-    layout = covariate_layout(manifest)
-    covariates = [] if layout is None else [*layout.past, *(s.name for s in layout.static)]
+    covariates = table_covariates(manifest)
     unread: list[str] = []
     for rel in todo:
         columns = io.read_columns(parts.fs, parts.path(rel))
@@ -113,6 +112,13 @@ def check_input_columns(job: Job, manifest: Manifest, parts: io.Parts, todo: Seq
 
 def covariate_layout(manifest: Manifest) -> CovariateLayout | None:
     return manifest.panel.layout if manifest.panel is not None else None
+
+
+def table_covariates(manifest: Manifest) -> list[str]:
+    """The covariates a model reads from the input table itself: its past ones, then its statics (the
+    future ones come in their own table)."""
+    layout = covariate_layout(manifest)
+    return [] if layout is None else [*layout.past, *(s.name for s in layout.static)]
 
 
 def check_covariates(job: Job, manifest: Manifest) -> None:
