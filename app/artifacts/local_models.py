@@ -102,6 +102,14 @@ SEASONALITY_Z = 1.645
 # bench.unseen_hourly worse than at the daily cycle (theta, dotm, damped and sar at period 168 on the
 # last 336 / 504 / 672 hours: mean MASE 1.241 / 0.841 / 0.830, at 24 on 192: 0.927; scratch, 2026-12-06).
 LONG_CYCLES = 3
+# A window holding a zero (a month closed, a load switched off) is decomposed only if each of its seasonal
+# indices is at least this: x / index amplifies a phase whose index is near zero, and the members fitted on
+# the spikes forecast wildly (ETT: one 192-hour window's indices 0.087-3.7, ETS at 730 times its level).
+# Chosen on the searches' validation (2026-12-07, scratch): floors 0.1, 0.2, 0.3 gave the hourly search's
+# chosen local set 1.157 (1.173 with no window holding a zero decomposed, 1.172 with no floor) and
+# Tourism monthly's 1.750, 1.750, 1.753 (1.760 without); below 0.3 a 240-hour candidate validated 1.487
+# against 1.207, at 0.3 1.187. Tourism quarterly's search did not move.
+ZERO_FLOOR = 0.3
 
 
 def _observed(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -133,8 +141,12 @@ def seasonal_indices(x: np.ndarray, period: int) -> np.ndarray:
     # series below zero without its season in every member that reads the adjusted values: pretrained-
     # monthly forecast 50 + 10·sin(2πt/12) + noise (120 months) and its mirror image up to 8.5 apart
     # (the service, 2026-12-06).
-    one_sided = np.all(np.where(m, x0 > 0, True), 1) | np.all(np.where(m, x0 < 0, True), 1)
-    use = one_sided & (n >= 2 * period) & _seasonal_test(x0, m, n, period)
+    # Zeros count on either side: a tourism series closed in some months (26 of Tourism monthly's 366
+    # series hold a zero in their last 120 values) had been left without its season, under ZERO_FLOOR below.
+    nonneg = np.all(np.where(m, x0 >= 0, True), 1) & np.any(m & (x0 > 0), 1)
+    nonpos = np.all(np.where(m, x0 <= 0, True), 1) & np.any(m & (x0 < 0), 1)
+    zeros = np.any(m & (x0 == 0), 1)
+    use = (nonneg | nonpos) & (n >= 2 * period) & _seasonal_test(x0, m, n, period)
     if not use.any():
         return out
     # The centred moving average: 2×m for even m (m + 1 points, the ends halved), m points for odd m.
@@ -142,9 +154,10 @@ def seasonal_indices(x: np.ndarray, period: int) -> np.ndarray:
     k = len(w)
     view = np.lib.stride_tricks.sliding_window_view
     ma = view(x0, k, axis=1) @ w  # [S, L - k + 1], centred on step j + k // 2
-    full = np.asarray(view(m, k, axis=1).all(2), dtype=bool)
+    # A moving average over zeros alone has no ratio: such steps are not counted.
+    full = np.asarray(view(m, k, axis=1).all(2), dtype=bool) & (ma != 0)
     centre = np.arange(k // 2, k // 2 + ma.shape[1])
-    with np.errstate(divide="ignore", invalid="ignore"):  # a series not adjusted may average to 0
+    with np.errstate(over="ignore", invalid="ignore"):  # a series not adjusted may average near 0
         ratio = np.where(full, x0[:, centre] / np.where(full, ma, 1.0), 0.0)
     phase = (L - 1 - centre) % period
     sums = np.zeros((S, period))
@@ -153,9 +166,9 @@ def seasonal_indices(x: np.ndarray, period: int) -> np.ndarray:
         at = phase == p
         sums[:, p] = ratio[:, at].sum(1)
         counts[:, p] = full[:, at].sum(1)
-    ok = use & (counts > 0).all(1)
     idx = sums / np.maximum(counts, 1)
     idx = idx / np.maximum(idx.mean(1, keepdims=True), 1e-300)
+    ok = use & (counts > 0).all(1) & (~zeros | (idx >= ZERO_FLOOR).all(1))
     out[ok] = idx[ok]
     return out
 

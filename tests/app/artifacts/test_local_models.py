@@ -59,6 +59,39 @@ def test_a_series_without_a_season_or_crossing_zero_is_not_adjusted() -> None:
     np.testing.assert_array_equal(idx, 1.0)
 
 
+def test_a_season_with_zeros_is_adjusted_unless_a_phase_falls_below_the_floor() -> None:
+    """A series closed in some months (zeros at some steps, above zero elsewhere) keeps its season; one
+    whose phase is zero in every cycle, or nearly (an index under ZERO_FLOOR, which x / index would
+    amplify), stays unadjusted. Only series strictly above zero had been adjusted: 26 of Tourism
+    monthly's 366 series lost their season."""
+    period, cycles = 4, 10
+    shape = np.array([0.5, 1.0, 1.6, 0.9])
+    series = 40.0 * np.tile(shape, cycles)
+    closed = series.copy()
+    closed[[0, 8, 21]] = 0.0  # closed now and then: zeros in two phases, not in every cycle
+    always = series.copy()
+    always[::period] = 0.0  # phase 0 zero in every cycle
+    mostly = series.copy()
+    mostly[[0, 4, 8, 12, 16, 20, 28, 32, 36]] = 0.0  # phase 0 open once in ten cycles: its index near 0.05
+    gone = series.copy()
+    gone[4:12] = 0.0  # a moving average over zeros alone
+    below = -closed  # the mirror image: at or below zero
+    idx = seasonal_indices(padded([series, closed, always, mostly, gone, below], len(series)), period)
+    want = (shape / shape.mean())[::-1]
+    np.testing.assert_allclose(idx[0], want, rtol=1e-9)
+    for row in (1, 4):  # the season found, close to the clean series'
+        np.testing.assert_allclose(idx[row], want, rtol=0.15)
+        assert np.all(np.isfinite(idx[row])) and idx[row].argmax() == want.argmax()
+    np.testing.assert_allclose(idx[5], idx[1], rtol=1e-12)
+    np.testing.assert_array_equal(idx[2], 1.0)
+    np.testing.assert_array_equal(idx[3], 1.0)
+    assert want.min() * 0.85 >= local_models.ZERO_FLOOR  # the clean shape's trough stays above the floor
+    f = fit_forecast(padded([closed], len(series)), period, horizon=period)
+    for m in MEMBERS:
+        assert np.all(np.isfinite(f[m])), m
+        assert np.argmax(f[m][0]) == 2, m  # the peak phase forecast where it is
+
+
 def test_a_series_below_zero_is_forecast_as_the_mirror_of_its_mirror_image_by_every_member() -> None:
     """A seasonal series below zero throughout gets its mirror image's indices: adjusting only series above
     zero had left it without its season (pretrained-monthly forecast 50 + 10·sin(2πt/12) + noise and its
