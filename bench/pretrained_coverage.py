@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import sys
 import time
@@ -54,18 +53,46 @@ ETT_STEP = 48  # hours between the hourly model's test origins (its horizon)
 ETT_DAILY_STEP = 14  # days between the daily model's test origins (its horizon)
 
 
-def shipped(spec: PretrainedSpec, repository: Path = SHIPPED) -> tuple[dict[str, Any], str]:
-    """The shipped version 1's manifest and its graph's sha256."""
+def shipped(spec: PretrainedSpec, repository: Path = SHIPPED) -> tuple[dict[str, Any], Path]:
+    """The shipped version 1's manifest and the path of its graph."""
     folder = repository / spec.name / "1"
-    graph = hashlib.sha256((folder / "model.onnx").read_bytes()).hexdigest()
-    return json.loads((folder / "manifest.json").read_text()), graph
+    return json.loads((folder / "manifest.json").read_text()), folder / "model.onnx"
 
 
-def same_graph(model: GlobalModel, sha256: str) -> bool:
-    """Whether `model`'s ONNX graph is the shipped one, byte for byte."""
+# How far a weight of a graph trained again may lie from the shipped one's, relative to its tensor's
+# largest |value|: the same code and data trained on another processor sum in another order, and
+# pretrained-yearly's, -quarterly's and -daily's float32 weights came out up to 9.2e-8 apart, the
+# graphs otherwise byte-equal (2026-12-07, an AMD EPYC against the machine that built them).
+GRAPH_RTOL = 1e-6
+
+
+def same_graph(model: GlobalModel, path: Path) -> bool:
+    """Whether `model`'s ONNX graph is the one at `path`: the same nodes and tensors, byte for byte but
+    for float weights within GRAPH_RTOL."""
+    import onnx
+    from onnx import numpy_helper
+
     from export.global_models.graph import global_graph
 
-    return hashlib.sha256(global_graph(model).SerializeToString()).hexdigest() == sha256
+    ours, theirs = global_graph(model), onnx.load(str(path))
+    if ours.SerializeToString() == theirs.SerializeToString():
+        return True
+    weights = []
+    for graph in (ours, theirs):
+        weights.append({t.name: numpy_helper.to_array(t) for t in graph.graph.initializer})
+        del graph.graph.initializer[:]
+    if ours.SerializeToString() != theirs.SerializeToString() or weights[0].keys() != weights[1].keys():
+        return False
+    for name, a in weights[0].items():
+        b = weights[1][name]
+        if a.dtype != b.dtype or a.shape != b.shape:
+            return False
+        if a.dtype.kind != "f" or a.size == 0:
+            if not np.array_equal(a, b):
+                return False
+        elif np.max(np.abs(a.astype(np.float64) - b)) > GRAPH_RTOL * np.max(np.abs(b.astype(np.float64))):
+            return False
+    return True
 
 
 @dataclasses.dataclass
@@ -155,11 +182,11 @@ def _row(
 
 def evaluate(frequency: str, limit: int | None = None, repository: Path = SHIPPED) -> dict[str, Any]:
     spec = SPECS[frequency]
-    manifest, sha256 = shipped(spec, repository)
+    manifest, graph = shipped(spec, repository)
     series = [s for src in spec.sources for s in src.load()]
     start = time.perf_counter()
     model, _, _ = train_pretrained(spec, series)
-    if not same_graph(model, sha256):
+    if not same_graph(model, graph):
         raise SystemExit(f"{spec.name}: the model trained here is not the shipped one (graph differs)")
     # the local half the manifest serves (its members, window and tilt), not today's search's choice, so
     # that a past build (`--repository`) is scored as it was served

@@ -228,17 +228,17 @@ def own_models(
 def readout_alone(cases: Sequence[Case], setting: Setting = HOURLY) -> tuple[np.ndarray, float]:
     """The shipped model's read-out alone: its forecast [N, H] of every case (history filled, as
     `own_models`' are) and the seconds to train it again offline (`export.pretrained`'s code, its graph
-    checked byte-equal to the shipped one), its local half left out."""
+    checked equal to the shipped one, `same_graph`), its local half left out."""
     import dataclasses
 
     from bench.pretrained_coverage import same_graph, shipped
     from export.pretrained import SPECS, train_pretrained
 
     spec = SPECS[setting.frequency]
-    _, sha256 = shipped(spec)
+    _, graph = shipped(spec)
     start = time.perf_counter()
     model, _, _ = train_pretrained(spec, [s for source in spec.sources for s in source.load()])
-    if not same_graph(model, sha256):
+    if not same_graph(model, graph):
         raise SystemExit(f"{spec.name}: the model trained here is not the shipped one (graph differs)")
     seconds = time.perf_counter() - start
     alone = dataclasses.replace(model, local=None)
