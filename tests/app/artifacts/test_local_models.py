@@ -92,6 +92,28 @@ def test_a_season_with_zeros_is_adjusted_unless_a_phase_falls_below_the_floor() 
         assert np.argmax(f[m][0]) == 2, m  # the peak phase forecast where it is
 
 
+def test_holt_winters_stays_in_scale_after_a_closure_at_or_near_zero() -> None:
+    """A monthly series closed for 6-17 months (zeros, or values of 1e-4) and open again a few months
+    before its end: the level fell toward 0, and the first value after the closure divided by it had taught
+    one phase a factor of ~1e4-1e9 that the window's last cycle never scored (forecasts 1e4-3e5 times the
+    window's largest value). Every member's forecast stays within three times the window's largest value."""
+    period, L = 12, 120
+    t = np.arange(L)
+    rng = np.random.default_rng(3)
+    open_ = 60.0 * (1 + 0.3 * np.sin(2 * np.pi * t / period)) * (1 + 0.05 * rng.standard_normal(L))
+    rows = []
+    for closed in (0.0, 1e-4):
+        for reopened, months in ((3, 12), (3, 17), (10, 6)):  # open again 3 or 10 months before the end
+            x = open_.copy()
+            x[L - reopened - months : L - reopened] = closed
+            rows.append(x)
+    x = padded(rows, L)
+    f = fit_forecast(x, period, horizon=24, members=("hw", *MEMBERS))
+    for m in MEMBERS:
+        assert np.all(np.isfinite(f[m])), m
+        assert np.max(np.abs(f[m])) <= 3 * np.max(x), (m, np.max(np.abs(f[m])))
+
+
 def test_a_series_below_zero_is_forecast_as_the_mirror_of_its_mirror_image_by_every_member() -> None:
     """A seasonal series below zero throughout gets its mirror image's indices: adjusting only series above
     zero had left it without its season (pretrained-monthly forecast 50 + 10·sin(2πt/12) + noise and its
