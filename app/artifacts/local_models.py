@@ -122,6 +122,14 @@ def _observed(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.where(m, x, 0.0), m, m.sum(1)
 
 
+def _signs(x0: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per series: (no value below zero and one above, no value above zero and one below, a zero among
+    its values): the one reading of a window's sign that the decomposition and Holt-Winters' season share."""
+    nonneg = np.all(np.where(m, x0 >= 0, True), 1) & np.any(m & (x0 > 0), 1)
+    nonpos = np.all(np.where(m, x0 <= 0, True), 1) & np.any(m & (x0 < 0), 1)
+    return nonneg, nonpos, np.any(m & (x0 == 0), 1)
+
+
 def _seasonal_test(x0: np.ndarray, m: np.ndarray, n: np.ndarray, period: int) -> np.ndarray:
     """Per series: whether its autocorrelation at lag `period` passes M4's 90% test."""
     mean = x0.sum(1) / np.maximum(n, 1)
@@ -147,9 +155,7 @@ def seasonal_indices(x: np.ndarray, period: int) -> np.ndarray:
     # (the service, 2026-12-06).
     # Zeros count on either side: a tourism series closed in some months (26 of Tourism monthly's 366
     # series hold a zero in their last 120 values) had been left without its season, under ZERO_FLOOR below.
-    nonneg = np.all(np.where(m, x0 >= 0, True), 1) & np.any(m & (x0 > 0), 1)
-    nonpos = np.all(np.where(m, x0 <= 0, True), 1) & np.any(m & (x0 < 0), 1)
-    zeros = np.any(m & (x0 == 0), 1)
+    nonneg, nonpos, zeros = _signs(x0, m)
     use = (nonneg | nonpos) & (n >= 2 * period) & _seasonal_test(x0, m, n, period)
     if not use.any():
         return out
@@ -322,7 +328,8 @@ def _holt_winters(x0: np.ndarray, m: np.ndarray, idx: np.ndarray, period: int, h
     # value after them divided by that level (y / base) set one phase's factor to ~1e9, which the window's
     # last cycle never scored (a monthly series closed for 17 months: its forecast at that phase -7.4e8;
     # 20 of 750 such random series beyond 3 times their largest value, scratch, 2026-12-07).
-    one_sided = np.all(np.where(m, x0 > 0, True), 1) | np.all(np.where(m, x0 < 0, True), 1)
+    nonneg, nonpos, zeros = _signs(x0, m)
+    one_sided = (nonneg | nonpos) & ~zeros
     gamma = np.where(one_sided[:, None], gamma, np.float32(0.0))  # [S, G]
     ba = beta * alpha
     G = alpha.shape[1]
