@@ -139,11 +139,10 @@ def _written(column: pa.ChunkedArray, name: str) -> pa.ChunkedArray:
     if has_offsets(cells):
         return column
     read = read_written(cells)
-    problem = first_problem(cells, read)
+    problem = first_problem(cells, read, name)
     if problem is not None:
-        i, said = problem
-        fix = "write the times as ISO 8601 (2015-02-01) or as a timestamp type"
-        raise ValueError(f"row {i}, column {name!r}: {said}; {fix}")
+        fix = "" if problem.fixed else "; write the times as ISO 8601 (2015-02-01) or as a timestamp type"
+        raise ValueError(f"row {problem.at}, column {name!r}: {problem.said}{fix}")
     return pa.chunked_array([pa.array(read.stamps.astype("datetime64[us]"), pa.timestamp("us"))])
 
 

@@ -11,12 +11,14 @@ import re
 import warnings
 from dataclasses import dataclass
 from datetime import date
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 from pandas.tseries.api import guess_datetime_format
 
 __all__ = [
+    "CellProblem",
     "WrittenDates",
     "candidate_formats",
     "day_order",
@@ -77,24 +79,27 @@ _MONTH_SLACK = 0.1  # of a month
 _INDEX = re.compile(r"^[+-]?\d{1,3}(?:\.\d*)?$")  # 1, 2, 3 or 1.43: no year of ours is under 1000
 
 
-def number_hint(cell: str) -> str | None:
-    """What to say of a number that does not read as a date (the readers' refusals add it): a decimal
-    year between months (a weekly or daily ts's time(), as fpp2's `gasoline`), or a time index that names
-    no date at all (R's ts without a calendar: fpp2's `goog200` counts trading days 1, 2, 3..., `hyndsight`
-    weeks 1.43, 1.57...); None for any other cell."""
+def number_hint(cell: str, column: str) -> str | None:
+    """What to say of a number in time column `column` that does not read as a date (the readers' refusals
+    add it): a decimal year between months (a weekly or daily ts's time(), as fpp2's `gasoline`), or a time
+    index that names no date at all (R's ts without a calendar: fpp2's `goog200` counts trading days 1, 2,
+    3..., `hyndsight` weeks 1.43, 1.57...); None for any other cell. Each says the pandas line that writes
+    the dates in the column's place, with the data's own start and step to put in."""
     if _DECIMAL_YEAR.match(cell) is not None:
         if _decimal_year_month(cell) is not None:
             return None
         return (
             "a decimal year reads only where it names a month (R's time() of a monthly, quarterly or yearly "
-            "ts): write a weekly or daily series' dates out"
+            "ts): write a weekly or daily series' dates in its place, with the data's own first date and "
+            f"step (pandas: frame[{column!r}] = "
+            "pd.date_range('1991-02-02', periods=len(frame), freq='W-SAT'))"
         )
     if _INDEX.match(cell) is None:
         return None
     return (
         "a plain number is a time index, not a date (R's ts without a calendar: 1, 2, 3...): write the dates "
-        "in its place, with the data's own start and step (pandas: frame[column] = "
-        "pd.date_range('2015-01-01', periods=len(frame), freq='D'))"
+        "in its place, with the data's own start and step (pandas: "
+        f"frame[{column!r}] = pd.date_range('2015-01-01', periods=len(frame), freq='D'))"
     )
 
 
@@ -268,18 +273,28 @@ def has_offsets(cells: np.ndarray) -> bool:
     return any(_OFFSET.search(str(cell)) for cell in cells[:: max(1, len(cells) // 64)])
 
 
-def first_problem(cells: np.ndarray, read: WrittenDates) -> tuple[int, str] | None:
-    """The first cell of `cells` that `read` did not date, else the first that reads two ways (a day/month
-    order the column leaves open): its index and what is wrong with it, for the caller to add the fix in
-    its own terms (the client's and the batch scorer's; the exporter's readers name their options).
-    None where every cell reads, one way."""
+class CellProblem(NamedTuple):
+    """The first cell of a time column that does not read, or reads two ways: its position (`at`), what
+    is wrong, and whether that already says how to write the dates (`number_hint`), so that the caller
+    adds no fix of its own that could not read them (a format for a decimal year)."""
+
+    at: int
+    said: str
+    fixed: bool
+
+
+def first_problem(cells: np.ndarray, read: WrittenDates, column: str) -> CellProblem | None:
+    """The first cell of time column `column` (`cells`) that `read` did not date, else the first that reads
+    two ways (a day/month order the column leaves open), for the caller to add the fix in its own terms
+    (the client's and the batch scorer's; the exporter's readers name their options). None where every
+    cell reads, one way."""
     if read.fmt is None or np.isnat(read.stamps).any():
         i = int(np.argmax(np.isnat(read.stamps)))
         shown = "" if read.fmt is None else f" (or not in the format {read.fmt!r} of the column's first)"
-        hint = number_hint(str(cells[i]))
+        hint = number_hint(str(cells[i]), column)
         if hint is not None:
             shown += f"; {hint}"
-        return i, f"not a date: {cells[i]!r}{shown}"
+        return CellProblem(i, f"not a date: {cells[i]!r}{shown}", hint is not None)
     if read.rival is None:
         return None
     theirs = read.rival[1]
@@ -287,7 +302,8 @@ def first_problem(cells: np.ndarray, read: WrittenDates) -> tuple[int, str] | No
     ours = str(read.stamps[i])[:10]
     alt = str(theirs[i])[:10]
     day_first, month_first = (ours, alt) if day_order(read.fmt) else (alt, ours)
-    return i, (
+    said = (
         f"ambiguous date {cells[i]!r}: day-first it is {day_first}, month-first {month_first}, and every "
         "date in the column reads both ways"
     )
+    return CellProblem(i, said, False)

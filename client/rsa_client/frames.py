@@ -132,14 +132,14 @@ def read_times(df: pd.DataFrame, time_col: str) -> pd.DataFrame:
     if has_offsets(cells):
         return df
     read = read_written(cells)
-    problem = first_problem(cells, read)
+    problem = first_problem(cells, read, time_col)
     if problem is not None:
-        i, said = problem
-        key = df.index[i]
+        key = df.index[problem.at]
         row = key.item() if isinstance(key, np.generic) else key
         call = f"pd.to_datetime(df[{time_col!r}], "
         how = call + ("dayfirst=True) (or False, or format=...)" if read.rival is not None else "format=...)")
-        raise ValueError(f"row {row!r}, column {time_col!r}: {said}; convert it with {how}")
+        fix = "" if problem.fixed else f"; convert it with {how}"
+        raise ValueError(f"row {row!r}, column {time_col!r}: {problem.said}{fix}")
     out = df.copy()
     out[time_col] = pd.to_datetime(read.stamps)
     return out

@@ -414,7 +414,7 @@ def _cells(
         i = int(np.argmax(bad))
         more = int(bad.sum()) - 1
         problems.append(
-            f"{where(i)}, column {ts_col!r}: {_timestamp_problem(str(ts_cells[i]), fmt, False)}"
+            f"{where(i)}, column {ts_col!r}: {_timestamp_problem(str(ts_cells[i]), ts_col, fmt, False)}"
             + (f" (and {more} more rows)" if more else "")
         )
     with warnings.catch_warnings():

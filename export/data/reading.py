@@ -311,7 +311,7 @@ def _load(path: str | Path, options: ReadOptions) -> _Loaded:
     # how many more it has) in file order: the earliest row, and within it the leftmost column.
     problems: list[tuple[int, int, str]] = []  # (row index, column position, message)
     found = _Findings(problems, notes)
-    stamps, wall, parsed = _timestamps(rows, lines, ts_pos, options, found)
+    stamps, wall, parsed = _timestamps(rows, lines, (ts_pos, header[ts_pos]), options, found)
     values, fillable = _values(header, rows, value_pos, delimiter, fill, found)
     messages = [f"{_where(fname, lines[i], header[pos])}: {msg}" for i, pos, msg in sorted(problems)]
     timestamps_ok = not any(pos == ts_pos for _, pos, _ in problems)
@@ -419,13 +419,14 @@ def _column_cells(rows: list[list[str]], pos: int) -> np.ndarray:
 
 
 def _timestamps(
-    rows: list[list[str]], lines: list[int], ts_pos: int, options: ReadOptions, found: _Findings
+    rows: list[list[str]], lines: list[int], ts: tuple[int, str], options: ReadOptions, found: _Findings
 ) -> tuple[np.ndarray, np.ndarray | None, Any]:
-    """The timestamp column parsed (UTC instants; with `options.timezone`, local times read in that
-    zone), its problems (unparsed, skipped by the zone, ambiguous, out of order) appended to `problems`
-    and what was decided to `notes` (`found`): (stamps, the wall-clock times as written or None, the
-    parse)."""
+    """The timestamp column (its position and name) parsed (UTC instants; with `options.timezone`, local
+    times read in that zone), its problems (unparsed, skipped by the zone, ambiguous, out of order)
+    appended to `problems` and what was decided to `notes` (`found`): (stamps, the wall-clock times as
+    written or None, the parse)."""
     problems, notes = found.problems, found.notes
+    ts_pos, ts_name = ts
     ts_cells = _column_cells(rows, ts_pos)
     parsed = read_written(ts_cells, options.date_format, options.dayfirst)
     stamps = parsed.stamps
@@ -449,9 +450,8 @@ def _timestamps(
     bad = np.isnat(stamps)
     if bad.any():
         i = int(np.argmax(bad))
-        found.report(
-            bad, ts_pos, _timestamp_problem(str(ts_cells[i]), parsed.fmt, bool(parsed.out_of_range[i]))
-        )
+        problem = _timestamp_problem(str(ts_cells[i]), ts_name, parsed.fmt, bool(parsed.out_of_range[i]))
+        found.report(bad, ts_pos, problem)
     elif parsed.rival is not None:
         i, message = _ambiguity_problem(ts_cells, parsed)
         problems.append((i, ts_pos, message))

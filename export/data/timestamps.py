@@ -22,13 +22,13 @@ from rsa_core.written import candidate_formats as candidate_formats  # the one r
 from rsa_core.written import has_offsets as has_offsets
 
 
-def _timestamp_problem(cell: str, fmt: str | None, out_of_range: bool) -> str:
+def _timestamp_problem(cell: str, column: str, fmt: str | None, out_of_range: bool) -> str:
     if cell.lower() in _MISSING_TOKENS:
         return "missing timestamp"
     if out_of_range:
         return f"timestamp {cell!r} is outside the supported years 1678-2261"
     hint = "give the column's format with --date-format (config: date_format), e.g. --date-format '%d/%m/%Y'"
-    hint = number_hint(cell) or hint
+    hint = number_hint(cell, column) or hint
     if fmt is None:
         return f"not a timestamp: {cell!r}; {hint}"
     return f"not a timestamp (or not in the format {fmt!r} of the column's first value): {cell!r}; {hint}"

@@ -85,5 +85,9 @@ def test_float_decimal_years_are_read_as_the_exporter_reads_them(tmp_path: Path)
     weekly = pd.DataFrame({"ds": 1991.1 + np.arange(5) * 7 / 365.25, "y": 1.0})
     with pytest.raises(
         ValueError, match=r"row 1, column 'ds'.*a decimal year reads only where it names a month"
-    ):
+    ) as e:
         read_times(weekly, "ds")
+    # The pandas line that writes the dates, named for the column; no pd.to_datetime(format=...), which
+    # cannot read a decimal year.
+    assert "frame['ds'] = pd.date_range('1991-02-02', periods=len(frame), freq='W-SAT')" in str(e.value)
+    assert "pd.to_datetime" not in str(e.value)

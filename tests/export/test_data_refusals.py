@@ -357,6 +357,7 @@ def test_decimal_years_between_months_are_refused_saying_what_reads(tmp_path: Pa
     ) as e:
         load_csv(path)
     assert "--date-format" not in str(e.value)
+    assert "frame['time'] = pd.date_range('1991-02-02', periods=len(frame), freq='W-SAT')" in str(e.value)
 
 
 @pytest.mark.parametrize(
@@ -370,6 +371,7 @@ def test_a_time_index_is_told_to_write_dates(tmp_path: Path, cells: list[str]) -
     with pytest.raises(DataError, match=r"a plain number is a time index, not a date.*pd\.date_range") as e:
         load_csv(path)
     assert "--date-format" not in str(e.value)
+    assert "frame['time'] = pd.date_range('2015-01-01', periods=len(frame), freq='D')" in str(e.value)
 
 
 def test_bare_years_with_the_column_named(tmp_path: Path) -> None:
