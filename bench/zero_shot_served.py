@@ -1,16 +1,20 @@
-"""The shipped pretrained-monthly as the service answers it (issue 47): its ONNX graph and manifest in
-model_repository/, served by `python -m app` (`/v1/models/pretrained-monthly/forecast`, the 80%
+"""The shipped pretrained models as the service answers them (issue 47): their ONNX graphs and manifests
+in model_repository/, served by `python -m app` (`/v1/models/pretrained-monthly/forecast`, the 80%
 interval), on M3 and Tourism monthly's official hold-outs (bench/competitions.py's protocol: one window,
 the last H values). It checks that what is shipped and served is what bench.zero_shot's pooled row
 scored (that row trains the same settings on the same histories in numpy), and gives the 80% interval's
-coverage by history length.
+coverage by history length (the groups of the model's own calibration report, in its manifest).
 
     python -m bench.zero_shot_served --json results/zero_shot/served.json
     python -m bench.zero_shot_served --limit 20                   # a smoke run
     python -m bench.zero_shot_served --data fpp3:us_employment --json results/zero_shot/served_held_back.json
+    python -m bench.zero_shot_served --data M1:monthly --data M1:quarterly --data M1:yearly \
+        --json results/zero_shot/served_m1.json
 
 `--data fpp3:NAME` scores a monthly panel held back from everything (bench/competition_data.py
-`HELD_BACK`): there the served model is zero-shot.
+`HELD_BACK`), `--data M1:FREQUENCY` the M1 competition (held back too): there the served models are
+zero-shot. Each set goes to the shipped model of its cycle (`MODELS`: pretrained-monthly, -quarterly or
+-yearly), whose horizon covers the competitions' (24, 8 and 6).
 
 The competitions' series carry no dates: each is sent with the same made-up `start` (2000-01-01), which
 only names the answer's timestamps. pretrained-monthly saw these histories in training (never their
@@ -37,15 +41,22 @@ from bench.competition_scores import score
 from bench.harness import REPO
 from bench.harness.servers import local_server
 
-MODEL = "pretrained-monthly"
+MODELS = {12: "pretrained-monthly", 4: "pretrained-quarterly", 1: "pretrained-yearly"}  # by the set's cycle
 SETS = ("M3:monthly", "Tourism:monthly")  # the default sets
 BATCH = 50  # series per request, within the service's default per-request limit
-HISTORY_EDGES = (84, 101)  # the calibration report's history groups for the monthly model (its manifest)
+
+
+def history_edges(model: str) -> list[int]:
+    """The upper ends of the history groups of `model`'s calibration report (its manifest's
+    `intervals.calibration.coverage`, "history 24-84", ...), the last group's left open."""
+    manifest = json.loads((REPO / "model_repository" / model / "1" / "manifest.json").read_text())
+    groups = [c["group"] for c in manifest["intervals"]["calibration"]["coverage"]]
+    return [int(g.rsplit("-", 1)[1]) for g in groups[:-1]]
 
 
 def served_forecasts(url: str, comp: Competition) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The service's point forecast and 80% bounds for every series of `comp`, its first H steps:
-    (point, lower, upper), each [S, H]."""
+    """The service's point forecast and 80% bounds for every series of `comp` from the shipped model of its
+    cycle, its first H steps: (point, lower, upper), each [S, H]."""
     H = comp.horizon
     rows: list[list[np.ndarray]] = [[], [], []]
     with httpx.Client(base_url=url, timeout=120) as client:
@@ -58,7 +69,7 @@ def served_forecasts(url: str, comp: Competition) -> tuple[np.ndarray, np.ndarra
                 "horizon": H,
                 "level": [80],
             }
-            r = client.post(f"/v1/models/{MODEL}/forecast", json=body)
+            r = client.post(f"/v1/models/{MODELS[comp.period]}/forecast", json=body)
             r.raise_for_status()
             for f in r.json()["forecasts"]:
                 for k, key in enumerate(("forecast", "lo-80", "hi-80")):
@@ -71,7 +82,8 @@ def coverage_by_history(comp: Competition, inside: np.ndarray) -> dict[str, dict
     """The share of hold-out values inside the interval per group of history lengths ([S, H] `inside`)."""
     lengths = np.array([len(x) for x in comp.train])
     out: dict[str, dict[str, Any]] = {}
-    bounds = [0, *HISTORY_EDGES, int(lengths.max())]
+    edges = [e for e in history_edges(MODELS[comp.period]) if e < lengths.max()]
+    bounds = [0, *edges, int(lengths.max())]
     for lo, hi in itertools.pairwise(bounds):
         m = (lengths > lo) & (lengths <= hi)
         if m.any():
@@ -81,19 +93,21 @@ def coverage_by_history(comp: Competition, inside: np.ndarray) -> dict[str, dict
 
 
 def evaluate(url: str, limit: int | None = None, items: Sequence[str] = SETS) -> dict[str, Any]:
-    report: dict[str, Any] = {"model": MODEL, "sets": {}}
+    report: dict[str, Any] = {"sets": {}}
     for item in items:
         dataset, _, frequency = item.partition(":")
         comp = load_competition(dataset, frequency or "monthly", limit)
-        if comp.period != 12:
-            raise ValueError(f"{comp.name}: {MODEL} answers monthly series")
+        if comp.period not in MODELS:
+            raise ValueError(f"{comp.name}: no shipped model has its cycle {comp.period}; {sorted(MODELS)}")
+        model = MODELS[comp.period]
         start = time.perf_counter()
         point, lower, upper = served_forecasts(url, comp)
         seconds = time.perf_counter() - start
         inside = (comp.test >= lower) & (comp.test <= upper)
-        row = dataclasses.asdict(score(comp, f"{MODEL} (served)", point, 0.0, seconds))
+        row = dataclasses.asdict(score(comp, f"{model} (served)", point, 0.0, seconds))
         row["coverage_80"] = float(inside.mean())
         report["sets"][comp.name] = {
+            "model": model,
             "series": len(comp.ids),
             "horizon": comp.horizon,
             "row": row,
@@ -106,19 +120,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--limit", type=int, default=None, help="the first N series of each set (a smoke run)")
     ap.add_argument(
-        "--data", action="append", help="DATASET:FREQUENCY or fpp3:PANEL, monthly (default: M3 and Tourism)"
+        "--data",
+        action="append",
+        help="DATASET:FREQUENCY or fpp3:PANEL; monthly, quarterly or yearly (default: M3, Tourism monthly)",
     )
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
-    env = {"RSA_MODEL_REPOSITORY": str(REPO / "model_repository"), "RSA_MODELS": MODEL, "RSA_DEVICE": "cpu"}
+    models = ",".join(MODELS.values())
+    env = {"RSA_MODEL_REPOSITORY": str(REPO / "model_repository"), "RSA_MODELS": models, "RSA_DEVICE": "cpu"}
     with local_server(env) as server:
         report = evaluate(server.url, args.limit, args.data or SETS)
     report["command"] = "python -m bench.zero_shot_served " + " ".join(argv if argv is not None else [])
     for name, part in report["sets"].items():
         r = part["row"]
         print(
-            f"{name} ({part['series']} series, H = {part['horizon']}): MASE {r['mase']:.4f}, sMAPE "
-            f"{r['smape']:.2f}, 80% coverage {100 * r['coverage_80']:.1f}%; by history: "
+            f"{name} ({part['model']}, {part['series']} series, H = {part['horizon']}): MASE "
+            f"{r['mase']:.4f}, sMAPE {r['smape']:.2f}, 80% coverage {100 * r['coverage_80']:.1f}%; "
+            "by history: "
             + ", ".join(
                 f"{g} {100 * v['coverage_80']:.1f}% ({v['series']})"
                 for g, v in part["coverage_by_history"].items()
