@@ -47,9 +47,12 @@ BATCH = 50  # series per request, within the service's default per-request limit
 
 
 def history_edges(model: str) -> list[int]:
-    """The upper ends of the history groups of `model`'s calibration report (its manifest's
-    `intervals.calibration.coverage`, "history 24-84", ...), the last group's left open."""
-    manifest = json.loads((REPO / "model_repository" / model / "1" / "manifest.json").read_text())
+    """The upper ends of the history groups of `model`'s calibration report (the manifest of its newest
+    version, the one the service answers with: `intervals.calibration.coverage`, "history 24-84", ...),
+    the last group's left open."""
+    folder = REPO / "model_repository" / model
+    newest = max((p for p in folder.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+    manifest = json.loads((newest / "manifest.json").read_text())
     groups = [c["group"] for c in manifest["intervals"]["calibration"]["coverage"]]
     return [int(g.rsplit("-", 1)[1]) for g in groups[:-1]]
 
