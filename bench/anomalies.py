@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 from fastapi.testclient import TestClient
 
+from app.artifacts.publish import version_numbers
 from app.core.config import Settings
 from bench.harness.in_process import serve_in_process
 
@@ -255,7 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     rng = np.random.default_rng(args.seed)
     shipped = ROOT / "model_repository" / "etth1-rsa"
-    latest = max((p for p in shipped.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+    latest = shipped / str(version_numbers(shipped)[-1])
     from export.backtest import split_rows
 
     start, etth1 = split_rows(latest)

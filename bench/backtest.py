@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from app.artifacts.publish import version_numbers
 from app.core.config import Settings
 from bench.harness.in_process import serve_in_process
 from export.backtest import evaluate_version, split_rows
@@ -47,9 +48,7 @@ def deltas(served: dict[str, Any], offline: dict[str, Any]) -> list[float]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    folder = max(
-        (args.repository / args.model).iterdir(), key=lambda p: int(p.name) if p.name.isdigit() else -1
-    )
+    folder = args.repository / args.model / str(version_numbers(args.repository / args.model)[-1])
     manifest = json.loads((folder / "manifest.json").read_text())
     L, h = manifest["input_length"], args.horizon or manifest["horizon"]
     start, rows = split_rows(folder)

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from app.artifacts.manifest import load_manifest
+from app.artifacts.publish import version_numbers
 from app.core.config import Settings
 from bench.harness.in_process import serve_in_process
 from export.data import load_dataset
@@ -57,9 +58,7 @@ def coverage(answers: list[dict[str, Any]], truth: np.ndarray) -> dict[int, floa
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    folder = max(
-        (args.repository / args.model).iterdir(), key=lambda p: int(p.name) if p.name.isdigit() else -1
-    )
+    folder = args.repository / args.model / str(version_numbers(args.repository / args.model)[-1])
     manifest = load_manifest(folder / "manifest.json")
     L, H = manifest.input_length, manifest.horizon
     ds = load_dataset(ROOT / "data/ETT/ETTh1.csv", L, H, protocol=manifest.dataset["protocol"])

@@ -29,6 +29,7 @@ import numpy as np
 import onnxruntime as ort
 
 from app.artifacts.manifest import Manifest, load_manifest
+from app.artifacts.publish import version_numbers
 from app.engine.providers import CPU, CUDA, RuntimeOptions
 from app.engine.runners import BoundRunner, PlainRunner, Runner
 from app.engine.session import create_session
@@ -184,7 +185,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--model-dir", type=Path, default=SHIPPED_MODEL, help=argparse.SUPPRESS)
     args = parse_with_smoke(ap, argv, SMOKE_ARGS)
     if args.versions is None:
-        args.versions = tuple(sorted(int(p.name) for p in args.model_dir.iterdir() if p.name.isdigit()))
+        args.versions = tuple(version_numbers(args.model_dir))
     args.batches = tuple(sorted(set(args.batches)))
     if min(args.threads, args.repeats, *args.batches) < 1:
         ap.error("--threads, --repeats and --batches must be >= 1")

@@ -42,6 +42,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
+from app.artifacts.publish import version_numbers
 from bench.harness import REPO
 from bench.harness.cli import bench_parser, ints, parse_with_smoke
 from bench.harness.load import Connection, LoadResult
@@ -172,7 +173,7 @@ async def _big_request(url: str, body: bytes, check: Any, b: int) -> tuple[int, 
 
 
 SHIPPED = REPO / "model_repository" / "etth1-rsa"
-LATEST = max(int(p.name) for p in SHIPPED.iterdir() if p.name.isdigit())
+LATEST = version_numbers(SHIPPED)[-1]
 
 
 def _env(workers: int, repository: Path, device: str = "cpu") -> dict[str, str]:

@@ -36,7 +36,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from app.artifacts.publish import next_version
+from app.artifacts.publish import version_numbers
 from bench.competition_data import Competition, load_competition
 from bench.competition_scores import score
 from bench.harness import REPO
@@ -52,7 +52,7 @@ def history_edges(model: str) -> list[int]:
     version, the one the service answers with: `intervals.calibration.coverage`, "history 24-84", ...),
     the last group's left open."""
     folder = REPO / "model_repository" / model
-    newest = folder / str(next_version(folder) - 1)  # the service's rule of which folders are versions
+    newest = folder / str(version_numbers(folder)[-1])  # the service's rule of which folders are versions
     manifest = json.loads((newest / "manifest.json").read_text())
     groups = [c["group"] for c in manifest["intervals"]["calibration"]["coverage"]]
     return [int(g.rsplit("-", 1)[1]) for g in groups[:-1]]

@@ -19,7 +19,14 @@ from pathlib import Path
 
 from app.artifacts.contract import VERSION_FOLDER
 
-__all__ = ["VersionExistsError", "check_version", "is_version_folder", "next_version", "publish_version"]
+__all__ = [
+    "VersionExistsError",
+    "check_version",
+    "is_version_folder",
+    "next_version",
+    "publish_version",
+    "version_numbers",
+]
 
 
 class VersionExistsError(FileExistsError):
@@ -31,12 +38,26 @@ def is_version_folder(name: str) -> bool:
     return VERSION_FOLDER.fullmatch(name) is not None
 
 
+def version_numbers(model_dir: Path) -> list[int]:
+    """The versions the service would serve in `model_dir`, ascending (none when it is no folder): its
+    subfolders named by `is_version_folder`. The one reading of a model folder for the service's
+    discovery, publishing and the benchmarks: `str.isdigit()` would take "²" (which `int()` refuses) and
+    "٣" (which it reads as 3)."""
+    if not model_dir.is_dir():
+        return []
+    return sorted(int(p.name) for p in model_dir.iterdir() if is_version_folder(p.name) and _is_dir(p))
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:  # unreadable: not a version the service can serve, and not a reason to stop
+        return False
+
+
 def next_version(model_dir: Path) -> int:
     """One more than the highest version the service would serve in `model_dir` (1 when there is none)."""
-    if not model_dir.is_dir():
-        return 1
-    versions = [int(p.name) for p in model_dir.iterdir() if p.is_dir() and is_version_folder(p.name)]
-    return max(versions, default=0) + 1
+    return max(version_numbers(model_dir), default=0) + 1
 
 
 def check_version(version: int) -> int:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from app.artifacts.contract import MANIFEST_FILE
 from app.artifacts.manifest import Manifest, ManifestError, load_manifest
+from app.artifacts.publish import version_numbers
 
 logger = logging.getLogger(__name__)
 
@@ -104,13 +105,6 @@ def model_folder(repository: Path, name: str) -> Path:
     return folder
 
 
-def _version_number(folder: Path) -> int | None:
-    name = folder.name
-    if not name.isdigit() or name.startswith("0") or not _is_dir(folder):
-        return None
-    return int(name)
-
-
 def discover(repository: Path, names: list[str] | None = None) -> list[ModelRef]:
     """The models to serve, in `names` order or sorted by name, versions sorted ascending.
 
@@ -180,14 +174,7 @@ def read_model(repository: Path, name: str) -> ModelRef:
         if not folder.is_dir():
             logger.error("model %r is configured but %s does not exist", name, folder)
             return ModelRef(name=name, error=f"model {name!r} has no folder in the repository")
-        versions = sorted(
-            (
-                VersionRef(name, number, child)
-                for child in folder.iterdir()
-                if (number := _version_number(child)) is not None
-            ),
-            key=lambda ref: ref.version,
-        )
+        versions = [VersionRef(name, number, folder / str(number)) for number in version_numbers(folder)]
     except OSError as exc:
         logger.error("model %r: %s cannot be read: %s", name, folder, exc)
         reason = exc.strerror or type(exc).__name__

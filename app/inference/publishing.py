@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from app.artifacts.contract import MANIFEST_FILE, MODEL_FILE
-from app.artifacts.publish import is_version_folder
+from app.artifacts.publish import version_numbers
 from app.artifacts.repository import NameRefused, model_folder
 from app.core.config import Settings
 from app.core.errors import InvalidInput, PublishRefused
@@ -99,7 +99,7 @@ def plan_publish(
         folder = model_folder(repository, target)
     except NameRefused as e:
         raise InvalidInput(str(e), field="publish.model") from None
-    versions = _versions(folder)
+    versions = version_numbers(folder)
     if not versions:
         _check_room_for_a_model(repository, folder, settings.max_model_folders)
         return PublishPlan(folder)
@@ -173,13 +173,6 @@ def publish_lock(repository: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _versions(folder: Path) -> list[int]:
-    """The version numbers in a model's folder, ascending (none when it has no folder)."""
-    if not folder.is_dir():
-        return []
-    return sorted(int(p.name) for p in folder.iterdir() if is_version_folder(p.name) and p.is_dir())
 
 
 def _check_room_for_a_model(repository: Path, folder: Path, limit: int) -> None:

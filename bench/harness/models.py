@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from app.artifacts.contract import FORECAST_INPUT, MANIFEST_FILE, PHASE_INPUT
+from app.artifacts.publish import version_numbers
 from bench.harness.cli import add_device_argument
 from export.checkpoint import save_checkpoint
 from export.conformal import attention_bytes_per_row
@@ -40,8 +41,7 @@ Feed = dict[str, np.ndarray]  # graph input name -> array, one row per window
 
 def shipped_architecture(model_dir: Path = SHIPPED_MODEL, version: int | None = None) -> dict[str, Any]:
     """The ModelConfig of a shipped version (None: the latest), from its manifest."""
-    versions = sorted((p for p in model_dir.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
-    chosen = versions[-1] if version is None else model_dir / str(version)
+    chosen = model_dir / str(version_numbers(model_dir)[-1] if version is None else version)
     return json.loads((chosen / MANIFEST_FILE).read_text())["architecture"]
 
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from app.artifacts.repository import _version_number
+from app.artifacts.publish import version_numbers
+from app.artifacts.repository import discover
 from export.publish import (
     VersionExistsError,
     check_version,
@@ -15,15 +16,22 @@ from export.publish import (
     publish_version,
 )
 
-NAMES = ["1", "2", "10", "01", "0", "007", "-1", "1a", "", "tmp", ".3-abc", "999999"]
+SERVED = {"1": 1, "2": 2, "10": 10, "999999": 999999}
+# digits `str.isdigit()` takes: "²" (which int() refuses), "٣" and "１" (which it reads as 3 and 1)
+NOT_SERVED = ["01", "0", "007", "-1", "1a", "tmp", ".3-abc", "²", "٣", "１", " 4", "1_0"]
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_the_exporter_and_the_service_agree_on_version_folders(tmp_path: Path, name: str) -> None:
-    folder = tmp_path / (name or "empty")
-    folder.mkdir()
-    served = _version_number(folder) is not None if name else False
-    assert is_version_folder(name) == served
+@pytest.mark.parametrize("name", [*SERVED, *NOT_SERVED])
+def test_the_exporter_and_the_service_read_version_folders_alike(tmp_path: Path, name: str) -> None:
+    """One rule (`version_numbers`) for what the exporter publishes beside and the service discovers."""
+    model = tmp_path / "m"
+    (model / name).mkdir(parents=True)
+    (model / "5").write_text("a file, not a folder")
+    assert is_version_folder(name) == (name in SERVED)
+    assert version_numbers(model) == ([SERVED[name]] if name in SERVED else [])
+    (found,) = discover(tmp_path)
+    assert [v.version for v in found.versions] == version_numbers(model)
+    assert next_version(model) == SERVED.get(name, 0) + 1
 
 
 def test_next_version_counts_only_served_folders(tmp_path: Path) -> None:

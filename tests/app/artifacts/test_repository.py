@@ -23,6 +23,8 @@ def test_discovers_integer_version_folders_only(repo: Path) -> None:
     (repo / "toy" / ".tmp-export-3").mkdir()
     (repo / "toy" / "latest").mkdir()
     (repo / "toy" / "007").mkdir()
+    (repo / "toy" / "²").mkdir()  # isdigit() but not int(): once a ValueError out of discovery
+    (repo / "toy" / "٣").mkdir()  # isdigit() and int() == 3: never a version
     (repo / "toy" / "README.md").write_text("hi")
     (repo / "empty").mkdir()
     models = {m.name: m for m in discover(repo)}
