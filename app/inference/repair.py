@@ -23,9 +23,13 @@ after a spike in 78% of the series). So:
   judged again from the values as sent, as are the flags on the shift's side after it, until a point of
   that channel is not flagged.
 
-Each round is one batch through the engine; anomalies more than a window apart are repaired in the
-same rounds. After `ROUNDS` rounds (a run of anomalies in a row) the points not yet judged keep their
-latest forecasts.
+Each round is one batch through the engine. A round forecasts, per series, the points after the last
+one judged from the values as they are then, in time order up to the first whose latest forecast it
+flags (at most `AHEAD`): those before the next flag are judged from them, and a flag makes the ones after
+it, which read its row, wait for the next round. Every round judges at least the first point of each
+series not judged yet, so the rounds end, about one per anomaly in a series. (Once a point was forecast
+only when every point before it was judged: one point a round after a series' first anomaly, and after
+32 rounds the rest kept their first forecasts, the echo of every later spike in a long check.)
 """
 
 from __future__ import annotations
@@ -34,9 +38,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["ROUNDS", "SHIFT_SHARE", "Repair"]
+__all__ = ["AHEAD", "SHIFT_SHARE", "Repair"]
 
-ROUNDS = 32  # rounds of forecasts again at most (each one batch), after the first pass
+# Points of a series forecast again in one round at most: a bound on what a flag that comes sooner than
+# the latest forecasts say throws away.
+AHEAD = 64
 # A flag `lead` steps after a replaced value, on the same side and at least this share of its
 # difference, makes that value a level shift's onset rather than a spike.
 SHIFT_SHARE = 0.5
@@ -98,19 +104,27 @@ class Repair:
         return self.series[s].values
 
     def next_round(self) -> list[list[tuple[int, int]]]:
-        """Judge every point that can be, then the points to forecast again, each with its step: those
-        whose window changed and holds only judged values."""
+        """Judge every point that can be, then the points to forecast again, each with its step (empty
+        when every point is judged): per series, those whose window changed since their forecast, in
+        time order, up to the first one its latest forecast flags, at most AHEAD."""
         out = []
         for state in self.series:
             self._judge(state)
-            out.append(
-                [
-                    (j, self._step(state, j))
-                    for j in range(state.count)
-                    if not state.judged[j] and not state.fresh[j] and self._ready(state, j)
-                ]
-            )
+            planned: list[tuple[int, int]] = []
+            for j in np.flatnonzero(~state.judged & ~state.fresh).tolist():
+                planned.append((j, self._step(state, j)))
+                k = state.offset + j
+                if len(planned) == AHEAD or bool(
+                    ((self.actual[k] < self.lo[k]) | (self.actual[k] > self.hi[k])).any()
+                ):
+                    break
+            out.append(planned)
         return out
+
+    def rounds_at_most(self) -> int:
+        """A bound on the rounds: each judges the first point not judged of every series, and a point is
+        judged again only after a level shift's onset (once per onset)."""
+        return 2 * max((state.count for state in self.series), default=0) + 2
 
     def update(self, s: int, points: Sequence[int], answers: Sequence[np.ndarray]) -> None:
         """Series s's points forecast again: (forecast, lo, hi, width) [len(points), C]."""
@@ -121,12 +135,6 @@ class Repair:
         state.fresh[at] = True
 
     # -- the rules ------------------------------------------------------------------------------------
-
-    def _ready(self, state: _Series, j: int) -> bool:
-        """Every checked value point j's window may read (those `lead` steps before it and older) judged:
-        its forecast can be made again."""
-        upto = j - self.lead + 1  # positions 0 .. j − lead
-        return upto <= 0 or bool(state.judged[:upto].all())
 
     def _step(self, state: _Series, j: int) -> int:
         """The step point j is forecast at: `lead`, plus the replaced values its window would end with

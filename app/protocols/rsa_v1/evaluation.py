@@ -47,7 +47,7 @@ from app.inference.refit import (
     refit_spec,
     run_backtest_refits,
 )
-from app.inference.repair import ROUNDS, Repair
+from app.inference.repair import Repair
 from app.inference.windows import (
     check_horizon,
     check_series_count,
@@ -540,10 +540,10 @@ async def _repair(
         cut_rows = _covariates(manifest, [request.series[s] for s in keep], hs, cuts, manifest.horizon - lead)
         return again, keep, hs, cuts, steps, cut_rows
 
-    for _ in range(ROUNDS):
+    for _ in range(repair.rounds_at_most()):
         planned = await asyncio.to_thread(next_round)
         if planned is None:
-            break
+            return
         again, keep, hs, cuts, steps, cut_rows = planned
         redone = await check(hs, cuts, steps, None if cut_rows is None else np.concatenate(cut_rows))
         fields = [histories[s].field for s in keep for _ in again[s]]
@@ -555,6 +555,7 @@ async def _repair(
             for j, step in again[s]:
                 shown_cuts[s][j] = points[s][j] - step + 1
             at += n
+    raise RuntimeError(f"the repair did not end in {repair.rounds_at_most()} rounds, its bound")
 
 
 @_in_evaluation_slot

@@ -376,6 +376,36 @@ def test_the_repair_equals_judging_each_point_in_time_order_from_the_values_repa
         assert flagged.sum() == 1 + (event == "two spikes")
 
 
+def test_a_long_check_is_repaired_to_its_last_point(repository: Path) -> None:
+    """Spikes every 12 points and a shift over 232 checked points, each spike in the windows of the 8
+    points after it: the rounds judge every point as the sequential rule does, and the points after the
+    spikes are flagged no more than elsewhere. The rounds once forecast a point only when every point
+    before it was judged, one point a round after the first spike, and stopped after 32: every later
+    spike's echo stayed (the point after it flagged as often as without the repair)."""
+    v = own_history(repository, 240)
+    spikes = range(20, 200, 12)
+    for t in spikes:
+        v[t, t % C] += 60.0 if t % 24 else -60.0
+    v[205:, 1] += 60.0
+    body = {"series": [{"values": v.tolist()}], "level": 99}
+    with running_client(make_settings(repository, max_series_per_request=256)) as long_client:
+        answers = {
+            repair: long_client.post(f"{TOY}/detect_anomalies", json={**body, "repair": repair}).json()
+            for repair in (True, False)
+        }
+    repaired = answers[True]["series"][0]
+    first = repaired["index"][0]
+    want, shifted = sequential_repair(repository, v, first, 1, 99.0)
+    np.testing.assert_array_equal(np.array(repaired["forecast"], np.float32), want)
+    assert shifted
+    after = {}
+    for repair, answer in answers.items():
+        flagged = np.array(answer["series"][0]["anomaly"])
+        assert all(flagged[t - first, t % C] for t in spikes)
+        after[repair] = sum(bool(flagged[t + 1 - first, t % C]) for t in spikes)
+    assert after[True] <= 2 < after[False], after
+
+
 def test_the_online_form_checks_only_the_last_points_with_the_same_answers(client: TestClient) -> None:
     v = history(24, 4)
     body: dict[str, Any] = {
