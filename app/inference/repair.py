@@ -123,8 +123,9 @@ class Repair:
 
     def rounds_at_most(self) -> int:
         """A bound on the rounds: each judges the first point not judged of every series, and a point is
-        judged again only after a level shift's onset (once per onset)."""
-        return 2 * max((state.count for state in self.series), default=0) + 2
+        judged again only when it makes a level shift's onset of the spike `lead` steps before it, which
+        takes at least one channel out of that spike each time (C at most)."""
+        return max(((state.sent.shape[1] + 1) * state.count for state in self.series), default=0) + 2
 
     def update(self, s: int, points: Sequence[int], answers: Sequence[np.ndarray]) -> None:
         """Series s's points forecast again: (forecast, lo, hi, width) [len(points), C]."""
