@@ -155,10 +155,11 @@ class _Evaluating(_Models):
         """Check each series of `df` (long format) for values outside the model's calibrated interval at
         `level` (default: the highest the version calibrated), each forecast `lead` steps ahead from
         the rows before it; `last`: only each series' last `last` rows (the online form); `repair`:
-        the server's (values flagged are replaced by their forecasts in the windows of the points after
-        them, once). Long series are split over requests under the server's limit, each piece with the
-        rows its windows read: without `repair` the answers are the whole series' exactly; with it,
-        each piece repairs only its own flags.
+        the server's (the points judged in time order, a spike replaced by its forecast in the windows
+        of the points after it, a level shift read as sent; docs/backtest.md). Long series are split
+        over requests under the server's limit, each piece with the rows its windows read: without
+        `repair` the answers are the whole series' exactly; with it, each piece repairs only its own
+        flags (a spike in a piece's last rows stays in the next piece's first windows).
 
         Returns one row per series and checked row: `id_col`, `time_col`, the values in the channel
         columns, the forecast in a column named after the model (`{model}`, or `{model}-{channel}`), its
