@@ -127,6 +127,15 @@ class Repair:
         takes at least one channel out of that spike each time (C at most)."""
         return max(((state.sent.shape[1] + 1) * state.count for state in self.series), default=0) + 2
 
+    def replaced(self) -> np.ndarray:
+        """[N, C] over every checked point of every series (series-major): whether the windows after it
+        read the value as its forecast (a spike), not as sent."""
+        out = np.zeros(self.actual.shape, bool)
+        for state in self.series:
+            for j, (channels, _) in state.spikes.items():
+                out[state.offset + j] = channels
+        return out
+
     def update(self, s: int, points: Sequence[int], answers: Sequence[np.ndarray]) -> None:
         """Series s's points forecast again: (forecast, lo, hi, width) [len(points), C]."""
         state = self.series[s]

@@ -158,8 +158,11 @@ class _Evaluating(_Models):
         the server's (the points judged in time order, a spike replaced by its forecast in the windows
         of the points after it, a level shift read as sent; docs/backtest.md). Long series are split
         over requests under the server's limit, each piece with the rows its windows read: without
-        `repair` the answers are the whole series' exactly; with it, each piece repairs only its own
-        flags (a spike in a piece's last rows stays in the next piece's first windows).
+        `repair` the answers are the whole series' exactly, the pieces sent at once; with it, a series'
+        pieces go in order, each sent with the values the server's repair replaced before it (its
+        answer's `replaced`) as their forecasts, so its windows read them as one whole check's would
+        (but for a spike in a piece's last `lead` rows, whose next points one check would forecast
+        from further back or read as a level shift's onset).
 
         Returns one row per series and checked row: `id_col`, `time_col`, the values in the channel
         columns, the forecast in a column named after the model (`{model}`, or `{model}-{channel}`), its
@@ -181,16 +184,21 @@ class _Evaluating(_Models):
         spec = self.model(model, version)
         columns = _channel_columns(df, spec, target_col)
         series = _histories(df, columns, id_col, time_col, spec, X_df, spec.horizon - lead)
-        groups = _piece_groups(
-            series, spec.min_history or spec.input_length, lead, last, spec.limits.max_series_per_request
-        )
+        need, limit = spec.min_history or spec.input_length, spec.limits.max_series_per_request
+        rounds = _piece_rounds(series, need, lead, last, limit, repair)
         path = f"/v1/models/{model}/versions/{spec.version}/detect_anomalies"
+        # Each series' values as the windows of its next piece read them: with `repair`, the values the
+        # server replaced in its earlier pieces are their forecasts (the answers' `replaced`).
+        seen = {id(h): h.values.copy() for h in series} if repair else {}
 
         def run(group: list[tuple[_History, int, int]]) -> tuple[httpx.Response, Any, int | None]:
             # Each piece sends its checked rows and the L (+ lead − 1) rows before them that its
             # windows read: a window reads nothing older, so the answers are those of the whole series.
             reach = spec.horizon - lead
-            bodies = [h.body(max(0, a - lead + 1 - spec.input_length), b, reach) for h, a, b in group]
+            bodies = [
+                h.body(max(0, a - lead + 1 - spec.input_length), b, reach, seen.get(id(h)))
+                for h, a, b in group
+            ]
             body = {
                 "series": bodies,
                 "level": level,
@@ -201,8 +209,21 @@ class _Evaluating(_Models):
             ids = [p[0].id for p in group]
             return self._evaluated(path, ids, body, "last", on_too_long)
 
+        groups: list[list[tuple[_History, int, int]]] = []
+        answers: list[tuple[httpx.Response, Any, int | None]] = []
         with ThreadPoolExecutor(max_workers=_evaluating(self.concurrency, spec)) as pool:
-            answers = list(pool.map(run, groups))
+            for round_groups in rounds:
+                done = list(pool.map(run, round_groups))
+                for group, (response, answer, _) in zip(round_groups, done, strict=True):
+                    with _reading(response, [p[0].id for p in group]):
+                        for (history, _, b), result in zip(group, answer["series"], strict=True):
+                            if repair and "replaced" in result:
+                                at = b - len(result["anomaly"])  # the rows checked (`last` may shrink)
+                                replaced = np.array(result["replaced"], bool)
+                                rows = seen[id(history)][at:b]
+                                rows[replaced] = np.array(result["forecast"], np.float64)[replaced]
+                groups += round_groups
+                answers += done
         prefix = _forecast_prefix(spec.name, columns)
         one = len(columns) == 1
         frames = []
@@ -323,19 +344,28 @@ def _window_frame(
     return pd.DataFrame(data)
 
 
-def _piece_groups(
-    series: list[_History], need: int, lead: int, last: int | None, limit: int
-) -> list[list[tuple[_History, int, int]]]:
-    """An anomaly check's requests: each series cut into pieces (series, first row checked, end) of at
-    most `limit` checked rows, from its first checkable row (`need` values and `lead` − 1 before it)
-    or its last `last`; one request holds pieces of one size (they share `last`), at most `limit`
-    checked rows in all."""
-    pieces: list[tuple[_History, int, int]] = []
+def _piece_rounds(
+    series: list[_History], need: int, lead: int, last: int | None, limit: int, in_order: bool
+) -> list[list[list[tuple[_History, int, int]]]]:
+    """An anomaly check's requests, in rounds sent one after the other: each series cut into pieces
+    (series, first row checked, end) of at most `limit` checked rows, from its first checkable row
+    (`need` values and `lead` − 1 before it) or its last `last`; one request holds pieces of one size
+    (they share `last`), at most `limit` checked rows in all. `in_order` (a repaired check): round r
+    holds every series' r-th piece, which reads what the rounds before repaired; else one round."""
+    pieces: list[list[tuple[_History, int, int]]] = []
     for history in series:
         n = len(history.values)
         first = need + lead - 1 if last is None else n - last
-        for a in range(max(first, 0), n, limit):
-            pieces.append((history, a, min(a + limit, n)))
+        pieces.append([(history, a, min(a + limit, n)) for a in range(max(first, 0), n, limit)])
+    if in_order:
+        order = [[p[r] for p in pieces if r < len(p)] for r in range(max(map(len, pieces), default=0))]
+    else:
+        order = [[piece for p in pieces for piece in p]]
+    return [_same_size(round_pieces, limit) for round_pieces in order]
+
+
+def _same_size(pieces: list[tuple[_History, int, int]], limit: int) -> list[list[tuple[_History, int, int]]]:
+    """`pieces` in requests of pieces of one size, at most `limit` checked rows each."""
     by_size: dict[int, list[tuple[_History, int, int]]] = {}
     for piece in pieces:
         by_size.setdefault(piece[2] - piece[1], []).append(piece)

@@ -47,16 +47,18 @@ class _History:
     future: dict[str, np.ndarray] = field(default_factory=dict)
     static: dict[str, Any] = field(default_factory=dict)
 
-    def body(self, begin: int = 0, end: int | None = None, reach: int = 0) -> dict[str, Any]:
-        """/v1's `series` item for rows begin .. end − 1: values (null: missing) and their start, and
-        the covariates over those rows (the future ones `reach` rows further: what the last window's
-        forecast reads past them)."""
+    def body(
+        self, begin: int = 0, end: int | None = None, reach: int = 0, values: np.ndarray | None = None
+    ) -> dict[str, Any]:
+        """/v1's `series` item for rows begin .. end − 1: values (null: missing; `values` in place of the
+        series' own, an earlier check's repaired ones) and their start, and the covariates over those
+        rows (the future ones `reach` rows further: what the last window's forecast reads past them)."""
         stop = len(self.values) if end is None else end
-        rows = self.values[begin:stop]
-        values = [[None if v != v else v for v in row] for row in rows.tolist()]
+        rows = (self.values if values is None else values)[begin:stop]
+        sent = [[None if v != v else v for v in row] for row in rows.tolist()]
         start = pd.Timestamp(self.stamps[begin]).tz_localize("UTC").isoformat()
         item_id = None if self.id is None else str(self.id)
-        item: dict[str, Any] = {"id": item_id, "values": values, "start": start}
+        item: dict[str, Any] = {"id": item_id, "values": sent, "start": start}
         if self.past:
             item["past"] = {
                 k: [None if v != v else v for v in col[begin:stop].tolist()] for k, col in self.past.items()

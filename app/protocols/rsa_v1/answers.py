@@ -124,8 +124,10 @@ def anomaly_series(
     flag: np.ndarray,
     score: np.ndarray,
     unsent: list[list[int]],
+    replaced: np.ndarray | None = None,
 ) -> list[dict[str, Any]]:
-    """Each series' part of detect_anomalies' answer: its points' rows of the arrays over every point."""
+    """Each series' part of detect_anomalies' answer: its points' rows of the arrays over every point
+    (`replaced`: the repair's, [N, C]; a series' only where it replaced a value)."""
     forecast, lo, hi = shown
     series_out = []
     first = 0
@@ -135,6 +137,8 @@ def anomaly_series(
         answer: dict[str, Any] = {}
         if any(unsent[s]):
             answer["future_unsent"] = unsent[s]
+        if replaced is not None and replaced[rows].any():
+            answer["replaced"] = replaced[rows]
         series_out.append(
             {
                 "id": history.id,

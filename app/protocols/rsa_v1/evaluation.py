@@ -504,9 +504,10 @@ async def _repair(
     ],
     shown: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     shown_cuts: list[list[int]],
-) -> None:
+) -> np.ndarray:
     """detect_anomalies' repair: the points forecast again by `check` from windows whose spikes are
-    replaced, their forecast, bounds and width written into `shown` and their cutoffs into `shown_cuts`."""
+    replaced, their forecast, bounds and width written into `shown` and their cutoffs into `shown_cuts`;
+    returns which values [N, C] the windows after them read as their forecast (`Repair.replaced`)."""
     forecast, lo, hi, width = shown
     # The points judged in time order, each from a window whose spikes are replaced by their
     # forecasts (a level shift's onset read as sent), in rounds of one batch each:
@@ -543,7 +544,7 @@ async def _repair(
     for _ in range(repair.rounds_at_most()):
         planned = await asyncio.to_thread(next_round)
         if planned is None:
-            return
+            return repair.replaced()
         again, keep, hs, cuts, steps, cut_rows = planned
         redone = await check(hs, cuts, steps, None if cut_rows is None else np.concatenate(cut_rows))
         fields = [histories[s].field for s in keep for _ in again[s]]
@@ -644,14 +645,15 @@ async def detect_anomalies(v1: V1Handlers, name: str, version: int | None, reque
     # Each point's cutoff for the forecast the answer shows: the repair forecasts some again, further
     # ahead from an earlier window, and `future_unsent` counts what that window read (every pass).
     shown_cuts = [list(c) for c in all_cuts]
+    replaced = None
     if request.repair and flag.any():
-        await _repair(
+        replaced = await _repair(
             request, manifest, histories, points, lead, check, (forecast, lo, hi, width), shown_cuts
         )
         flag, score = judge(forecast, lo, hi, width)
     unsent = _unsent(manifest, request.series, histories, shown_cuts)
     series_out = await asyncio.to_thread(
-        anomaly_series, histories, points, stamps, actual, (forecast, lo, hi), flag, score, unsent
+        anomaly_series, histories, points, stamps, actual, (forecast, lo, hi), flag, score, unsent, replaced
     )
     return orjson.dumps(
         {

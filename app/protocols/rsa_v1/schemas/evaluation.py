@@ -215,6 +215,13 @@ class SeriesAnomalies(BaseModel):
         description="A covariate model's future steps past the values sent that each checked point's "
         "forecast read as the training mean (steps after `lead`; absent when none did).",
     )
+    replaced: list[list[bool]] | None = Field(
+        default=None,
+        description="With `repair`: whether the windows after each value read it as its forecast (a spike "
+        "replaced), not as sent (a normal value, a level shift's onset and the flags that absorb it); "
+        "absent where the repair replaced none. The values of a later check of the same series, sent "
+        "with these replaced by their `forecast`, are read as this check's windows read them.",
+    )
 
 
 class AnomalyResponse(BaseModel):

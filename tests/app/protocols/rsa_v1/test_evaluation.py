@@ -398,6 +398,11 @@ def test_a_long_check_is_repaired_to_its_last_point(repository: Path) -> None:
     want, shifted = sequential_repair(repository, v, first, 1, 99.0)
     np.testing.assert_array_equal(np.array(repaired["forecast"], np.float32), want)
     assert shifted
+    # the values the repair read as their forecast: each spike's, never the shift's
+    replaced = np.array(repaired["replaced"])
+    assert all(replaced[t - first, t % C] for t in spikes) and not replaced[205 - first :, 1].any()
+    assert not (replaced & ~np.array(repaired["anomaly"])).any()  # only flagged values
+    assert "replaced" not in answers[False]["series"][0]
     after = {}
     for repair, answer in answers.items():
         flagged = np.array(answer["series"][0]["anomaly"])
