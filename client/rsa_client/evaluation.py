@@ -187,9 +187,9 @@ class _Evaluating(_Models):
         need, limit = spec.min_history or spec.input_length, spec.limits.max_series_per_request
         rounds = _piece_rounds(series, need, lead, last, limit, repair)
         path = f"/v1/models/{model}/versions/{spec.version}/detect_anomalies"
-        # Each series' values as the windows of its next piece read them: with `repair`, the values the
-        # server replaced in its earlier pieces are their forecasts (the answers' `replaced`).
-        seen = {id(h): h.values.copy() for h in series} if repair else {}
+        # A series' values as the windows of its next piece read them, once the server's repair replaced
+        # some in its earlier pieces (the answers' `replaced`): those are their forecasts.
+        seen: dict[int, np.ndarray] = {}
 
         def run(group: list[tuple[_History, int, int]]) -> tuple[httpx.Response, Any, int | None]:
             # Each piece sends its checked rows and the L (+ lead − 1) rows before them that its
@@ -220,7 +220,7 @@ class _Evaluating(_Models):
                             if repair and "replaced" in result:
                                 at = b - len(result["anomaly"])  # the rows checked (`last` may shrink)
                                 replaced = np.array(result["replaced"], bool)
-                                rows = seen[id(history)][at:b]
+                                rows = seen.setdefault(id(history), history.values.copy())[at:b]
                                 rows[replaced] = np.array(result["forecast"], np.float64)[replaced]
                 groups += round_groups
                 answers += done
