@@ -25,6 +25,7 @@ __all__ = [
     "is_version_folder",
     "next_version",
     "publish_version",
+    "readable_dir",
     "version_numbers",
 ]
 
@@ -45,13 +46,15 @@ def version_numbers(model_dir: Path) -> list[int]:
     "٣" (which it reads as 3)."""
     if not model_dir.is_dir():
         return []
-    return sorted(int(p.name) for p in model_dir.iterdir() if is_version_folder(p.name) and _is_dir(p))
+    return sorted(int(p.name) for p in model_dir.iterdir() if is_version_folder(p.name) and readable_dir(p))
 
 
-def _is_dir(path: Path) -> bool:
+def readable_dir(path: Path) -> bool:
+    """Whether `path` is a folder; an unreadable one is not (not one the service can serve, and not a
+    reason to stop reading the others)."""
     try:
         return path.is_dir()
-    except OSError:  # unreadable: not a version the service can serve, and not a reason to stop
+    except OSError:
         return False
 
 

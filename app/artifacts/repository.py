@@ -21,7 +21,7 @@ from pathlib import Path
 
 from app.artifacts.contract import MANIFEST_FILE
 from app.artifacts.manifest import Manifest, ManifestError, load_manifest
-from app.artifacts.publish import version_numbers
+from app.artifacts.publish import readable_dir, version_numbers
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ def discover(repository: Path, names: list[str] | None = None) -> list[ModelRef]
     try:
         if not repository.is_dir():
             raise RepositoryError("the model repository does not exist or is not a directory")
-        found = sorted(p.name for p in repository.iterdir() if _is_dir(p) and not p.name.startswith("."))
+        found = sorted(p.name for p in repository.iterdir() if readable_dir(p) and not p.name.startswith("."))
     except OSError as exc:
         logger.error("model repository %s cannot be read: %s", repository, exc)
         reason = exc.strerror or type(exc).__name__
@@ -153,7 +153,7 @@ def model_names(repository: Path) -> list[str]:
     """The model folders in the repository now whose names the rule allows, sorted (none when it cannot
     be read)."""
     try:
-        found = sorted(p.name for p in repository.iterdir() if _is_dir(p) and not p.name.startswith("."))
+        found = sorted(p.name for p in repository.iterdir() if readable_dir(p) and not p.name.startswith("."))
     except OSError:
         return []
     return [name for name in found if _allowed(name)]
@@ -183,13 +183,6 @@ def read_model(repository: Path, name: str) -> ModelRef:
         logger.error("model %r has no version folder (positive integer) under %s", name, folder)
         return ModelRef(name=name, error=f"model {name!r} has no version folder (a positive integer)")
     return ModelRef(name=name, versions=versions)
-
-
-def _is_dir(path: Path) -> bool:
-    try:
-        return path.is_dir()
-    except OSError:  # unreadable: not a model folder we can serve, and not a reason to stop
-        return False
 
 
 def public_message(message: str, folder: Path) -> str:

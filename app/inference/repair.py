@@ -113,10 +113,7 @@ class Repair:
             planned: list[tuple[int, int]] = []
             for j in np.flatnonzero(~state.judged & ~state.fresh).tolist():
                 planned.append((j, self._step(state, j)))
-                k = state.offset + j
-                if len(planned) == AHEAD or bool(
-                    ((self.actual[k] < self.lo[k]) | (self.actual[k] > self.hi[k])).any()
-                ):
+                if len(planned) == AHEAD or self._outside(state.offset + j).any():
                     break
             out.append(planned)
         return out
@@ -146,6 +143,11 @@ class Repair:
 
     # -- the rules ------------------------------------------------------------------------------------
 
+    def _outside(self, k: int) -> np.ndarray:
+        """Per channel, whether checked point k (over every series) is outside its latest interval (a
+        missing value, NaN: never)."""
+        return (self.actual[k] < self.lo[k]) | (self.actual[k] > self.hi[k])
+
     def _step(self, state: _Series, j: int) -> int:
         """The step point j is forecast at: `lead`, plus the replaced values its window would end with
         (at most the horizon, and a window of `least` values)."""
@@ -173,7 +175,7 @@ class Repair:
             k = state.offset + j
             t = state.first + j
             difference = self.actual[k] - self.forecast[k]
-            flags = (self.actual[k] < self.lo[k]) | (self.actual[k] > self.hi[k])  # NaN: never
+            flags = self._outside(k)
             state.judged[j] = True
             if self._shift(state, j, flags, difference):
                 continue

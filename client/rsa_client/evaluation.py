@@ -209,50 +209,47 @@ class _Evaluating(_Models):
             ids = [p[0].id for p in group]
             return self._evaluated(path, ids, body, "last", on_too_long)
 
-        groups: list[list[tuple[_History, int, int]]] = []
-        answers: list[tuple[httpx.Response, Any, int | None]] = []
-        with ThreadPoolExecutor(max_workers=_evaluating(self.concurrency, spec)) as pool:
-            for round_groups in rounds:
-                done = list(pool.map(run, round_groups))
-                for group, (response, answer, _) in zip(round_groups, done, strict=True):
-                    with _reading(response, [p[0].id for p in group]):
-                        for (history, _, b), result in zip(group, answer["series"], strict=True):
-                            if repair and "replaced" in result:
-                                at = b - len(result["anomaly"])  # the rows checked (`last` may shrink)
-                                replaced = np.array(result["replaced"], bool)
-                                rows = seen.setdefault(id(history), history.values.copy())[at:b]
-                                rows[replaced] = np.array(result["forecast"], np.float64)[replaced]
-                groups += round_groups
-                answers += done
         prefix = _forecast_prefix(spec.name, columns)
         one = len(columns) == 1
+        futures = any(k["kind"] == "future" for k in spec.covariates)
+
+        def piece_frame(history: _History, a: int, b: int, result: Any, shown: float) -> pd.DataFrame:
+            """The rows a .. b − 1 of a series, as one piece's answer (`result`) checked them."""
+            data: dict[str, Any] = {id_col: history.id, time_col: history.stamps[a:b]}
+            arrays = {k: np.array(result[k], np.float64) for k in ("actual", "forecast", "lo", "hi", "score")}
+            flags = np.array(result["anomaly"], bool)
+            for c, name in enumerate(columns):
+                data[name] = arrays["actual"][:, c]
+                data[prefix(name)] = arrays["forecast"][:, c]
+                data[f"{prefix(name)}-lo-{shown:g}"] = arrays["lo"][:, c]
+                data[f"{prefix(name)}-hi-{shown:g}"] = arrays["hi"][:, c]
+                data["anomaly" if one else f"{name}-anomaly"] = flags[:, c]
+                data["score" if one else f"{name}-score"] = arrays["score"][:, c]
+            if futures:
+                # `future_unsent`: per row, the future steps past the values sent that its forecast
+                # read as the training mean, from every request's answer (0: none).
+                data["future_unsent"] = result.get("future_unsent", [0] * (b - a))
+            return pd.DataFrame(data)
+
         frames = []
         shrunk: list[dict[str, Any]] = []
-        for group, (response, answer, sent) in zip(groups, answers, strict=True):
-            with _reading(response, [p[0].id for p in group]):
-                for (history, a, b), result in zip(group, answer["series"], strict=True):
-                    if sent is not None:  # only the last `sent` rows of the piece were checked
-                        shrunk.append({"series": history.id, "field": "last", "asked": b - a, "sent": sent})
-                        a = b - sent
-                    data: dict[str, Any] = {id_col: history.id, time_col: history.stamps[a:b]}
-                    arrays = {
-                        k: np.array(result[k], np.float64)
-                        for k in ("actual", "forecast", "lo", "hi", "score")
-                    }
-                    flags = np.array(result["anomaly"], bool)
-                    shown = float(answer["level"])
-                    for c, name in enumerate(columns):
-                        data[name] = arrays["actual"][:, c]
-                        data[prefix(name)] = arrays["forecast"][:, c]
-                        data[f"{prefix(name)}-lo-{shown:g}"] = arrays["lo"][:, c]
-                        data[f"{prefix(name)}-hi-{shown:g}"] = arrays["hi"][:, c]
-                        data["anomaly" if one else f"{name}-anomaly"] = flags[:, c]
-                        data["score" if one else f"{name}-score"] = arrays["score"][:, c]
-                    if any(k["kind"] == "future" for k in spec.covariates):
-                        # `future_unsent`: per row, the future steps past the values sent that its
-                        # forecast read as the training mean, from every request's answer (0: none).
-                        data["future_unsent"] = result.get("future_unsent", [0] * (b - a))
-                    frames.append(pd.DataFrame(data))
+        with ThreadPoolExecutor(max_workers=_evaluating(self.concurrency, spec)) as pool:
+            for round_groups in rounds:
+                for group, (response, answer, sent) in zip(
+                    round_groups, pool.map(run, round_groups), strict=True
+                ):
+                    with _reading(response, [p[0].id for p in group]):
+                        for (history, a, b), result in zip(group, answer["series"], strict=True):
+                            if sent is not None:  # only the last `sent` rows of the piece were checked
+                                shrunk.append(
+                                    {"series": history.id, "field": "last", "asked": b - a, "sent": sent}
+                                )
+                                a = b - sent
+                            frames.append(piece_frame(history, a, b, result, float(answer["level"])))
+                            if repair and "replaced" in result:  # what the next piece's windows read
+                                replaced = np.array(result["replaced"], bool)
+                                rows = seen.setdefault(id(history), history.values.copy())[a:b]
+                                rows[replaced] = np.array(result["forecast"], np.float64)[replaced]
         frame = pd.concat(frames, ignore_index=True)
         frame = frame.sort_values([id_col, time_col], kind="stable", ignore_index=True)
         frame.attrs["shrunk"] = shrunk

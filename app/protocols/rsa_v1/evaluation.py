@@ -541,7 +541,8 @@ async def _repair(
         cut_rows = _covariates(manifest, [request.series[s] for s in keep], hs, cuts, manifest.horizon - lead)
         return again, keep, hs, cuts, steps, cut_rows
 
-    for _ in range(repair.rounds_at_most()):
+    bound = repair.rounds_at_most()
+    for _ in range(bound):
         planned = await asyncio.to_thread(next_round)
         if planned is None:
             return repair.replaced()
@@ -556,7 +557,7 @@ async def _repair(
             for j, step in again[s]:
                 shown_cuts[s][j] = points[s][j] - step + 1
             at += n
-    raise RuntimeError(f"the repair did not end in {repair.rounds_at_most()} rounds, its bound")
+    raise RuntimeError(f"the repair did not end in {bound} rounds, its bound")
 
 
 @_in_evaluation_slot
