@@ -142,7 +142,7 @@ def origin_scores(
     out = []
     for shift in (0, 1, 2, 3):
         held = [(series[i][: len(series[i]) - shift * horizon], horizon) for i in index]
-        scores, _ = held_out_scores(held, index, how)
+        scores, _, _ = held_out_scores(held, index, how)
         out.append(scores)
     return out
 

@@ -104,6 +104,16 @@ class WindowScaleSpec(_Frozen):
         return window_scale(windows, self.statistic, self.rows, self.power, self.floor, self.lag)
 
 
+class HistoryWidthsSpec(_Frozen):
+    """Widths for windows that hold few values (a global model's short series), calibrated on held-out
+    windows cut to as few (docs/intervals.md): a window whose observed values in its last
+    `window_scale.rows` rows number values[k] to values[k + 1] − 1 takes widths[k]; values[−1] or more,
+    the main `widths`; fewer than values[0] (none the service forecasts), widths[0]."""
+
+    values: tuple[PositiveInt, ...] = Field(min_length=2)  # ascending edges, K + 1 of them
+    widths: tuple[tuple[tuple[tuple[float, ...], ...], ...], ...]  # [K][levels][H][C]
+
+
 class IntervalsSpec(_Frozen):
     """Split-conformal prediction intervals (docs/intervals.md): per calibrated level (percent), horizon
     step and channel, a width; the interval is forecast ± width, on the raw scale (`scale` none) or
@@ -120,12 +130,38 @@ class IntervalsSpec(_Frozen):
     # Per channel: never negative (declared or detected at training, export/nonnegative.py), so the
     # service clips that channel's bounds at 0. Absent: no channel is clipped.
     nonnegative: tuple[bool, ...] | None = None
-    # `widths` as float32 [K, H, C], built once at load: what every request's arithmetic uses.
+    # Absent: every window takes `widths`. Only with `scale` window (a global model's).
+    history: HistoryWidthsSpec | None = None
+    # `widths` as float32 [K, H, C], built once at load: what every request's arithmetic uses; `history`'s
+    # with them as the last block, [B + 1, K, H, C] (None without it).
     _array: np.ndarray = PrivateAttr()
+    _by_history: np.ndarray | None = PrivateAttr(default=None)
 
     @property
     def array(self) -> np.ndarray:
         return self._array
+
+    def widths_for(self, horizon: int, window: np.ndarray | None) -> np.ndarray:
+        """The widths of a forecast of `horizon` steps (up to H; step k's width is step k's whatever the
+        horizon): [K, h, C] on the raw scale (`scale` none), else [K, S, h, C] float32 scaled by each
+        series' spread in its raw window [S, L, C], and taken from `history`'s block of the number of
+        values the window holds (per channel, in its last `window_scale.rows` rows) where there is one.
+        The one rule the service answers with and the exporter reports coverage with."""
+        widths = self._array[:, :horizon]
+        scale = self.window_scale
+        if scale is None:
+            return widths
+        if window is None:
+            raise ValueError("these intervals scale with each series' window: pass the windows forecast from")
+        s = scale.scale(window)  # [S, 1, C]
+        if self.history is None or self._by_history is None:
+            return widths[:, None] * s[None]
+        seen = (~np.isnan(np.asarray(window, dtype=np.float32)[:, -scale.rows :])).sum(axis=1)  # [S, C]
+        block = np.searchsorted(np.asarray(self.history.values), seen, side="right") - 1
+        block = np.maximum(block, 0)  # fewer than the first edge (none the service forecasts): the first
+        channel = np.arange(seen.shape[1])[None, :]
+        chosen = self._by_history[block, :, :horizon, channel]  # [S, C, K, h]; the last block is `widths`
+        return np.transpose(chosen, (2, 0, 3, 1)) * s[None]
 
     @model_validator(mode="after")
     def _check(self) -> IntervalsSpec:
@@ -148,7 +184,33 @@ class IntervalsSpec(_Frozen):
             raise ValueError('intervals.window_scale must be given exactly when intervals.scale is "window"')
         array.setflags(write=False)
         self._array = array
+        if self.history is not None:
+            self._by_history = self._check_history(self.history, array)
         return self
+
+    def _check_history(self, history: HistoryWidthsSpec, main: np.ndarray) -> np.ndarray:
+        if self.window_scale is None:
+            raise ValueError('intervals.history needs intervals.scale "window" (a global model\'s widths)')
+        edges = history.values
+        if any(b <= a for a, b in pairwise(edges)) or edges[-1] > self.window_scale.rows:
+            raise ValueError(
+                f"intervals.history.values must be strictly increasing, at most window_scale.rows = "
+                f"{self.window_scale.rows}, got {list(edges)}"
+            )
+        try:
+            blocks = np.asarray(history.widths, dtype=np.float32)
+        except ValueError:
+            raise ValueError("intervals.history.widths must be [K][levels][horizon][channels]") from None
+        if blocks.shape != (len(edges) - 1, *main.shape):
+            raise ValueError(
+                f"intervals.history.widths must be [{len(edges) - 1}, {', '.join(map(str, main.shape))}] "
+                f"(one block per pair of edges, each as widths), got shape {list(blocks.shape)}"
+            )
+        if not (np.isfinite(blocks).all() and (blocks >= 0).all()) or (np.diff(blocks, axis=1) < 0).any():
+            raise ValueError("intervals.history.widths must be finite, >= 0, never narrowing with the level")
+        stacked = np.concatenate([blocks, main[None]])
+        stacked.setflags(write=False)
+        return stacked
 
 
 class TrainingSpec(_Frozen):

@@ -174,13 +174,10 @@ def _widths(intervals: IntervalsSpec, forecast: np.ndarray, window: np.ndarray |
     """The widths for a forecast [S, h, C] of a horizon h up to the model's: step k's width is step k's,
     whatever horizon was asked. [K, h, C], or [K, S, h, C] float32 scaled by each series' spread when
     the intervals scale with it (`window` [S, L, C]: the raw windows the forecast came from)."""
-    widths = intervals.array[:, : forecast.shape[1]]
-    if intervals.window_scale is None:
-        return widths
-    if window is None or len(window) != len(forecast):
+    if intervals.window_scale is not None and (window is None or len(window) != len(forecast)):
         # A caller's mistake, not the client's: every protocol passes the windows it forecast from.
         raise ValueError("these intervals scale with each series' window: pass the windows forecast from")
-    return widths[:, None] * intervals.window_scale.scale(window)[None]
+    return intervals.widths_for(forecast.shape[1], window)
 
 
 def clip_nonnegative(intervals: IntervalsSpec, bounds: np.ndarray) -> np.ndarray:

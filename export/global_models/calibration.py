@@ -14,6 +14,7 @@ import numpy as np
 
 from app.artifacts.conformal import level_fits, windows_needed
 from app.artifacts.contract import window_scale
+from app.artifacts.manifest import IntervalsSpec
 from app.artifacts.readout import SCALE_FLOOR, CovariateRows, ReadoutSpec, calibrate
 from app.artifacts.readout.calibration import (
     EXTRAPOLATED_FROM,
@@ -222,7 +223,14 @@ def calibrate_global(
         cal.scores, n, real, dropped, why, before, cal.per_series, cal.windows, cal.extrapolated
     )
     intervals = {**cal.intervals, "calibration": to_dict(report)}
-    return intervals, f"intervals at {ok} from {what}" + extrapolated_note(cal.extrapolated, real) + (
+    history = intervals.get("history")
+    short = (
+        f"; a series of {history['values'][0]}-{history['values'][-1] - 1} values takes the widths of "
+        f"the same windows cut as short ({len(history['values']) - 1} blocks)"
+        if history
+        else ""
+    )
+    return intervals, f"intervals at {ok} from {what}" + extrapolated_note(cal.extrapolated, real) + short + (
         f"; {why}" if why else ""
     )
 
@@ -240,7 +248,9 @@ def extrapolated_note(extrapolated: Sequence[float], calibrated: Sequence[float]
 def interval_halfwidths(
     intervals: dict[str, Any], model: GlobalModel, histories: Sequence[np.ndarray]
 ) -> np.ndarray:
-    """The half-widths [levels, S, H] the service would answer for these histories: each level's
-    pooled width per step times each history's spread (`series_spread`)."""
-    widths = np.asarray(intervals["widths"], dtype=np.float64)[:, :, 0]  # [levels, H]
-    return widths[:, None, :] * series_spread(model, histories)[None, :, None]
+    """The half-widths [levels, S, H] the service answers for these histories (`IntervalsSpec.widths_for`,
+    the one rule: each level's width per step, of the history's block of values where the widths have
+    short-history blocks, times its spread)."""
+    spec = IntervalsSpec.model_validate(intervals)
+    windows = windows_of(histories, model.input_length)
+    return spec.widths_for(model.config.horizon, windows)[:, :, :, 0].astype(np.float64)

@@ -221,7 +221,8 @@ def test_the_calibration_report_gives_out_of_fold_coverage_per_history_group() -
     assert intervals is not None and intervals["levels"] == [50.0, 80.0, 90.0, 95.0, 99.0]
     assert said == (
         "intervals at [50.0, 80.0, 90.0, 95.0, 99.0] from 120 rolling windows over the last 10 values "
-        "(at most) of 24 series"
+        "(at most) of 24 series; a series of 12-23 values takes the widths of the same windows cut as short "
+        "(3 blocks)"
     )
     report = from_dict(IntervalCalibration, intervals["calibration"])
     assert (report.series, report.windows, report.dropped_levels, report.dropped_because) == (

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -115,8 +116,11 @@ def calibrate(
 
     if not held:
         return nothing(f"no series holds min_history + horizon = {spec.min_history} + {H} values")
+    # Short series' windows read fewer values than the held-out ones, most of them full: their widths are
+    # calibrated on the same windows cut as short (not for covariate models, whose rows are not cut).
+    edges = history_edges(spec.min_history, fit.period, L) if covariates is None else []
     try:
-        scores, counts = held_out_scores(held, index, how)
+        scores, counts, shorts = held_out_scores(held, index, how, edges)
     except ValueError:
         return nothing(
             f"no series leaves train_history + horizon = {fit.train_min} + {H} values to fit on "
@@ -129,6 +133,9 @@ def calibrate(
     if not ok:
         return Calibration(None, dropped, n, len(held), scores, per_series)
     intervals = pooled_intervals(scores, ok + extrapolated, L, fit.period)  # ascending, as level_plan gives
+    history = history_widths(shorts, edges, ok, extrapolated, intervals["widths"])
+    if history is not None:
+        intervals["history"] = history
     intervals["calibration"] = {
         "series": len(held),
         "windows": n,
@@ -156,14 +163,16 @@ class HeldOut:
 
 
 def held_out_scores(
-    held: Sequence[tuple[np.ndarray, int]], index: Sequence[int], how: HeldOut
-) -> tuple[np.ndarray, list[int]]:
+    held: Sequence[tuple[np.ndarray, int]], index: Sequence[int], how: HeldOut, history: Sequence[int] = ()
+) -> tuple[np.ndarray, list[int], list[np.ndarray]]:
     """`calibrate`'s scores [n, H] (|error| / the service's spread) of every window whose targets lie in
     the held-out tail k of each (series, k) in `held`, by a read-out fitted on what comes before, and how
-    many windows each gave (0 for none; series `index[j]` of the caller's covariate rows). ValueError
-    where no series leaves a training window before its tail."""
-    spec, window, kernels, covariates, local = how.spec, how.window, how.kernels, how.covariates, how.local
-    fit, L, H = spec.fit, spec.input_length, spec.fit.horizon
+    many windows each gave (0 for none; series `index[j]` of the caller's covariate rows), and with
+    `history` edges (`history_edges`) each short block's scores (`short_history_scores`: the same windows
+    cut to fewer values; none without). ValueError where no series leaves a training window before its
+    tail."""
+    spec, window, kernels, covariates = how.spec, how.window, how.kernels, how.covariates
+    fit, H = spec.fit, spec.fit.horizon
     inner = (
         None
         if covariates is None
@@ -184,20 +193,106 @@ def held_out_scores(
         if covariates is not None:
             cs.append(covariates.rows(index[j], window_ends(len(v), H, spec.min_history)[first:]))
     x_all, m_all, t = np.concatenate(xs), np.concatenate(ms), np.concatenate(ts)
-    x, m = x_all[:, window - L :], m_all[:, window - L :]
+    rows = np.concatenate(cs) if covariates is not None else None
+    scores = _scores(weights, x_all, m_all, t, rows, how)
+    shorts = short_history_scores(weights, x_all, m_all, t, how, history) if history else []
+    return scores, counts, shorts
+
+
+def _scores(
+    weights: np.ndarray,
+    x_all: np.ndarray,
+    m_all: np.ndarray,
+    t: np.ndarray,
+    rows: np.ndarray | None,
+    how: HeldOut,
+) -> np.ndarray:
+    """|error| / the service's spread [n, H] of the served windows x_all, m_all [n, W] (the read-out reads
+    their last L) against targets t [n, H]; a covariate model's `rows`."""
+    fit, L, kernels, local = how.spec.fit, how.spec.input_length, how.kernels, how.local
+    x, m = x_all[:, how.window - L :], m_all[:, how.window - L :]
     f, s = features(x, m, fit.period, fit.n_lags, kernels, fit.lift, fit.mirror)
-    if covariates is not None:
-        f = np.concatenate([f, covariate_features(covariates.layout, np.concatenate(cs), kernels, s)], 1)
+    if rows is not None and how.covariates is not None:
+        f = np.concatenate([f, covariate_features(how.covariates.layout, rows, kernels, s)], 1)
     y = f @ weights[:-1] + weights[-1]
-    predicted = raw_forecast(y, x, m, fit.period, covariates is not None, fit.mirror)
+    predicted = raw_forecast(y, x, m, fit.period, rows is not None, fit.mirror)
     if local is not None:  # the window as the service feeds it: float32, NaN before the series' start
         predicted = local.combine(
             predicted,
             np.where(m_all > 0, x_all, np.nan).astype(np.float32),
-            L if covariates is None else None,
+            L if rows is None else None,
         )
     errors = np.abs(t - predicted)  # [n, H]
-    return errors / service_spread(x, m, fit.period)[:, None], counts
+    return errors / service_spread(x, m, fit.period)[:, None]
+
+
+def history_edges(min_history: int, period: int, input_length: int) -> list[int]:
+    """The edges of the short-history blocks of a global read-out's widths (the manifest's
+    `intervals.history.values`): min_history, one cycle and one cycle and a value (the spread's first
+    pair a cycle apart, `window_scale`), then 1.5, 2, 3, 4, 6, 8... cycles below L, and L, from which a
+    window is full. Empty when min_history >= L (every window the service forecasts is full)."""
+    p = max(period, 1)
+    multiples = [1.0, 1.5] + [float(2**i) for i in range(1, 12)] + [float(3 * 2**i) for i in range(0, 11)]
+    inner = {math.ceil(p * m) for m in multiples} | {min_history} | ({p + 1} if p > 1 else set())
+    edges = sorted(e for e in inner if min_history <= e < input_length)
+    return [*edges, input_length] if edges else []
+
+
+def short_history_scores(
+    weights: np.ndarray,
+    x_all: np.ndarray,
+    m_all: np.ndarray,
+    t: np.ndarray,
+    how: HeldOut,
+    edges: Sequence[int],
+) -> list[np.ndarray]:
+    """Per block k of `edges` (values[k] to values[k + 1] − 1 observed values in the read-out's window),
+    the scores [n_k, H] of the held-out windows that hold values[k] or more, each cut to its last c values:
+    its own count if below values[k + 1], else values[k] + i mod (values[k + 1] − values[k]) for the i-th
+    of them, so that the block's counts are spread over it as the service's short series would be. Cut
+    windows read as a series that began later: the read-out's masked start, the local half's NaN, the
+    spread of what is left."""
+    L = how.spec.input_length
+    seen = m_all[:, -L:].sum(axis=1).astype(np.int64)  # min(count, L): the values of a series of L or more
+    out = []
+    for low, high in pairwise(edges):
+        rows = np.flatnonzero(seen >= low)
+        cut = np.minimum(seen[rows], low + np.arange(len(rows)) % (high - low))
+        keep = np.arange(m_all.shape[1])[None, :] >= m_all.shape[1] - cut[:, None]
+        m = m_all[rows] * keep
+        x = x_all[rows] * keep
+        out.append(_scores(weights, x, m, t[rows], None, how))
+    return out
+
+
+def history_widths(
+    shorts: Sequence[np.ndarray],
+    edges: Sequence[int],
+    calibrated: Sequence[float],
+    extrapolated: Sequence[float],
+    main: list[Any],
+) -> dict[str, Any] | None:
+    """The manifest's `intervals.history` from each short block's scores (`short_history_scores`), or
+    None without blocks: per block the widths `pooled_intervals` gives its scores at the main widths'
+    levels, where its windows calibrate every level the main ones do (else none of its own), and never
+    narrower than a block of more values or the main widths (widths taken from the longest block down):
+    a short series is never given a narrower interval than a longer one for want of windows."""
+    if not shorts:
+        return None
+    levels = [*calibrated, *extrapolated]
+    below = np.asarray(main, dtype=np.float64)  # [K, H, 1]
+    blocks: list[np.ndarray] = []
+    for scores in reversed(shorts):
+        n = len(scores)
+        own = (
+            np.asarray(pooled_intervals(scores, levels, 1, 1)["widths"], dtype=np.float64)
+            if n and all(level_fits(n, lv) for lv in calibrated)
+            else np.zeros_like(below)
+        )
+        below = np.maximum(own, below)
+        blocks.append(below)
+    widths = [[[[float(x) for x in row] for row in level] for level in block] for block in reversed(blocks)]
+    return {"values": [int(e) for e in edges], "widths": widths}
 
 
 def service_spread(x: np.ndarray, m: np.ndarray, period: int) -> np.ndarray:

@@ -212,3 +212,61 @@ def test_window_scale_spec_is_checked(change: dict, message: str) -> None:
     raw = {**scaled_spec().model_dump(), **change}
     with pytest.raises(ValueError, match=message):
         IntervalsSpec.model_validate(raw)
+
+
+def history_spec(rows: int = 8, edges: tuple[int, ...] = (2, 3, 6)) -> IntervalsSpec:
+    """scaled_spec's widths for full windows, and one block per pair of `edges`, each wider than the next."""
+    base = scaled_spec("mean_abs_diff", rows).array.astype(np.float64)
+    blocks = [base * 2.0 * (len(edges) - 1 - k) for k in range(len(edges) - 1)]  # 4x, 2x
+    return IntervalsSpec.model_validate(
+        {
+            **scaled_spec("mean_abs_diff", rows).model_dump(),
+            "history": {"values": list(edges), "widths": [b.tolist() for b in blocks]},
+        }
+    )
+
+
+def test_a_window_holding_few_values_takes_the_widths_of_its_block() -> None:
+    """`intervals.history`: per series and channel, the observed values in the window's last `rows`
+    rows pick the block (values[k] to values[k + 1] − 1; from the last edge on, the main widths; below the
+    first, the first block), times that window's own spread, for levels and quantiles alike."""
+    s = history_spec()
+    w = np.random.default_rng(3).normal(50.0, 4.0, size=(4, 10, C)).astype(np.float32)
+    seen = np.array([[2, 3, 5], [6, 8, 10], [1, 2, 7], [3, 4, 6]])  # values per series and channel
+    for i, j in np.ndindex(seen.shape):
+        w[i, : 10 - seen[i, j], j] = np.nan
+    f = forecast(4)
+    lo, hi = level_bounds(s, f, [80], window=w)[80]
+    scale = s.window_scale.scale(w) if s.window_scale is not None else None
+    assert scale is not None
+    by_block = {0: s.array * 4.0, 1: s.array * 2.0, 2: s.array}  # [K, H, C] each
+    for i, j in np.ndindex(seen.shape):
+        n = min(seen[i, j], 8)
+        block = 0 if n < 3 else 1 if n < 6 else 2
+        want = by_block[block][1, :, j] * scale[i, 0, j]
+        np.testing.assert_allclose(hi[i, :, j] - f[i, :, j], want, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(f[i, :, j] - lo[i, :, j], want, rtol=1e-5, atol=1e-5)
+    q = quantile_bounds(s, f[:, :2], [0.1, 0.9], window=w)  # a shorter horizon: the blocks' first steps
+    np.testing.assert_allclose(q[1], hi[:, :2], rtol=1e-6)
+    np.testing.assert_allclose(q[0], lo[:, :2], rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("history", "message"),
+    [
+        ({"values": [2, 9], "widths": "block"}, "at most window_scale.rows"),
+        ({"values": [3, 2], "widths": "block"}, "strictly increasing"),
+        ({"values": [2, 4, 6], "widths": "block"}, r"must be \[2, 5, 6, 3\]"),
+        ({"values": [2, 4], "widths": "narrowing"}, "never narrowing"),
+    ],
+)
+def test_history_widths_are_checked(history: dict, message: str) -> None:
+    base = scaled_spec("mean_abs_diff", 8).array.astype(np.float64)
+    block = base[::-1] if history["widths"] == "narrowing" else base
+    raw = {**scaled_spec("mean_abs_diff", 8).model_dump(), "history": {**history, "widths": [block.tolist()]}}
+    with pytest.raises(ValueError, match=message):
+        IntervalsSpec.model_validate(raw)
+    with pytest.raises(ValueError, match=r"needs intervals\.scale"):
+        IntervalsSpec.model_validate(
+            {**spec().model_dump(), "history": {"values": [2, 4], "widths": [base.tolist()]}}
+        )

@@ -334,21 +334,32 @@ def test_kserve_timeseries_univariate_series_of_any_length(served: Panel) -> Non
 
 def test_v1_intervals_scale_with_each_series_own_seasonal_naive_error(served: Panel) -> None:
     """Pooled widths (in units of a series' spread) times each series' mean |x_t − x_{t−12}| over its
-    window's observed values: a short series (its start masked) gets finite bounds of its own."""
+    window's observed values: a short series (its start masked) gets finite bounds of its own, from the
+    widths calibrated on windows cut to as few values (`intervals.history`), never narrower than a full
+    window's."""
     L = served.model.input_length
-    manifest = json.loads((served.repo / NAME / "1" / "manifest.json").read_text())
-    widths = np.array(manifest["intervals"]["widths"])[:, :, 0]  # [levels, H]
-    k = manifest["intervals"]["levels"].index(80.0)
+    intervals = json.loads((served.repo / NAME / "1" / "manifest.json").read_text())["intervals"]
+    k = intervals["levels"].index(80.0)
+    main = np.array(intervals["widths"])[k, :, 0]  # [H]
+    edges = intervals["history"]["values"]
+    blocks = np.array(intervals["history"]["widths"])[:, k, :, 0]  # [blocks, H]
+    assert edges[0] == served.model.min_history and edges[-1] == L, edges
+    assert (blocks >= main).all()
     series = unseen()
     body = {"series": [{"id": i, "values": v.tolist()} for i, (_, v) in series.items()], "level": [80]}
     r = served.post(f"/v1/models/{NAME}/forecast", body)
     assert r.status_code == 200, r.text
+    short = 0
     for f, (_, v) in zip(r.json()["forecasts"], series.values(), strict=True):
         tail = v[-L:]
         spread = np.abs(tail[12:] - tail[:-12]).mean()  # every series here has a pair a period apart
+        block = int(np.searchsorted(edges, len(tail), side="right")) - 1
+        widths = blocks[block] if block < len(blocks) else main
+        short += block < len(blocks)
         point = np.array(f["forecast"])[:, 0]
-        np.testing.assert_allclose(np.array(f["hi-80"])[:, 0] - point, widths[k] * spread, rtol=1e-4)
-        np.testing.assert_allclose(point - np.array(f["lo-80"])[:, 0], widths[k] * spread, rtol=1e-4)
+        np.testing.assert_allclose(np.array(f["hi-80"])[:, 0] - point, widths * spread, rtol=1e-4)
+        np.testing.assert_allclose(point - np.array(f["lo-80"])[:, 0], widths * spread, rtol=1e-4)
+    assert short == 1  # store_opened's 15 values: the block of 13 to 17
 
 
 def test_the_openapi_document_shows_a_global_model_request(served: Panel) -> None:
