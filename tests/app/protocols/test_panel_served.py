@@ -335,8 +335,7 @@ def test_kserve_timeseries_univariate_series_of_any_length(served: Panel) -> Non
 def test_v1_intervals_scale_with_each_series_own_seasonal_naive_error(served: Panel) -> None:
     """Pooled widths (in units of a series' spread) times each series' mean |x_t − x_{t−12}| over its
     window's observed values: a short series (its start masked) gets finite bounds of its own, from the
-    widths calibrated on windows cut to as few values (`intervals.history`), never narrower than a full
-    window's."""
+    widths calibrated on windows cut to as few values (`intervals.history`)."""
     L = served.model.input_length
     intervals = json.loads((served.repo / NAME / "1" / "manifest.json").read_text())["intervals"]
     k = intervals["levels"].index(80.0)
@@ -344,7 +343,6 @@ def test_v1_intervals_scale_with_each_series_own_seasonal_naive_error(served: Pa
     edges = intervals["history"]["values"]
     blocks = np.array(intervals["history"]["widths"])[:, k, :, 0]  # [blocks, H]
     assert edges[0] == served.model.min_history and edges[-1] == L, edges
-    assert (blocks >= main).all()
     series = unseen()
     body = {"series": [{"id": i, "values": v.tolist()} for i, (_, v) in series.items()], "level": [80]}
     r = served.post(f"/v1/models/{NAME}/forecast", body)
