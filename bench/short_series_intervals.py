@@ -4,12 +4,14 @@ set (trained and calibrated as the competitions bench does: `ours_config`, the h
 forecasts every series from its first n values, scored on the next H of the same history (never the
 official hold-out), for n from min_history to past the read-out's window L.
 
-    python -m bench.short_series_intervals --json results/intervals/short_series.json   # about 5 min
+    python -m bench.short_series_intervals --json results/intervals/short_series.json   # about a minute
     python -m bench.short_series_intervals --data M3:monthly                             # one set
 
 Per set and n: the series long enough (n + H values), the share of their next H values inside the 80% and
 95% intervals the service answers (`interval_halfwidths`, the service's rule) with the blocks and with the
-pooled widths alone (the manifest without `history`), both in the same run, and the block n falls in."""
+pooled widths alone (the manifest without `history`), both in the same run, and the block n falls in.
+Without `--data`, also the shipped pretrained models with blocks, through the service, on the held-back
+M1 competition's series cut alike (`served`)."""
 
 from __future__ import annotations
 
@@ -85,16 +87,75 @@ def one_set(name: str) -> dict[str, Any]:
     }
 
 
+# The shipped pretrained models with blocks, on the held-back M1 competition (never used for a choice):
+# model -> (M1 frequency, H, the history lengths scored).
+PRETRAINED = {
+    "pretrained-quarterly": ("quarterly", 8, (8, 10, 12, 14, 16, 20, 24, 32)),
+    "pretrained-yearly": ("yearly", 6, (2, 3, 4, 5, 6, 8, 12)),
+}
+
+
+def served(name: str) -> dict[str, Any]:
+    """The shipped model `name` through the service (in-process, the shipped repository) on M1 series cut
+    to their first n values: coverage of the next H values by the intervals it answers, and by its pooled
+    widths alone (the manifest without `history`, the same rule, the same forecasts and windows)."""
+    from app.artifacts.manifest import IntervalsSpec, load_manifest
+    from app.core.config import Settings
+    from bench.competition_data import load_competition
+    from bench.harness.in_process import serve_in_process
+    from export.paths import REPO_ROOT
+    from rsa_core.windows import tail_windows
+
+    frequency, H, ns = PRETRAINED[name]
+    repository = REPO_ROOT / "model_repository"
+    manifest = load_manifest(repository / name / "1" / "manifest.json")
+    assert manifest.intervals is not None and manifest.intervals.history is not None, name
+    pooled = IntervalsSpec.model_validate({**manifest.intervals.model_dump(by_alias=True), "history": None})
+    comp = load_competition("M1", frequency)
+    settings = Settings(model_repository=repository, models=[name], device="cpu", request_timeout_s=600)
+    rows = []
+    with serve_in_process(settings) as client:
+        for n in ns:
+            series = [np.asarray(x, dtype=np.float64) for x in comp.train if len(x) >= n + H]
+            cut = [x[:n] for x in series]
+            body = {"series": [{"values": x.tolist()} for x in cut], "level": list(LEVELS)}
+            answer = client.post(f"/v1/models/{name}/forecast", json=body)
+            answer.raise_for_status()
+            forecasts = answer.json()["forecasts"]
+            y = np.stack([x[n : n + H] for x in series])
+            point = np.array([f["forecast"] for f in forecasts], dtype=np.float64)[:, :, 0]
+            windows = tail_windows(cut, manifest.input_length, dtype=np.float32)[:, :, None]
+            alone = pooled.widths_for(H, windows)  # [levels, S, H, 1]
+            row: dict[str, Any] = {"values": n, "series": len(series)}
+            for level in LEVELS:
+                lo = np.array([f[f"lo-{level:g}"] for f in forecasts], dtype=np.float64)[:, :, 0]
+                hi = np.array([f[f"hi-{level:g}"] for f in forecasts], dtype=np.float64)[:, :, 0]
+                k = list(pooled.levels).index(level)
+                row[f"blocks_{level:g}"] = round(float(((y >= lo) & (y <= hi)).mean()), 4)
+                inside = np.abs(y - point) <= alone[k, :, :, 0]
+                row[f"pooled_{level:g}"] = round(float(inside.mean()), 4)
+            rows.append(row)
+    return {
+        "data": f"M1 {frequency} (held back)",
+        "model": name,
+        "history": list(manifest.intervals.history.values),
+        "rows": rows,
+    }
+
+
 def table(report: dict[str, Any]) -> str:
+    shape = ""
+    if "input_length" in report:
+        shape = f"L = {report['input_length']}, min_history {report['min_history']}, "
     lines = [
-        f"{report['data']}: L = {report.get('input_length')}, min_history {report.get('min_history')}, "
-        f"blocks {report.get('history')} ({report.get('seconds')} s)",
+        f"{report['data']}{' ' + report['model'] if 'model' in report else ''}: {shape}"
+        f"blocks {report.get('history')}",
         "  n  series  block      80% blocks / pooled   95% blocks / pooled",
     ]
     for r in report.get("rows", []):
         lines.append(
-            f"{r['values']:>4} {r['series']:>6}  {r['block']:<9}  {r['blocks_80']:.3f} / {r['pooled_80']:.3f}"
-            f"        {r['blocks_95']:.3f} / {r['pooled_95']:.3f}"
+            f"{r['values']:>4} {r['series']:>6}  {r.get('block', ''):<9}  {r['blocks_80']:.3f} / "
+            f"{r['pooled_80']:.3f}        {r['blocks_95']:.3f} / {r['pooled_95']:.3f}"
         )
     return "\n".join(lines)
 
@@ -110,6 +171,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in args.data or SETS:
         reports.append(one_set(name))
         print(table(reports[-1]), flush=True)
+    shipped = []
+    if not args.data:
+        for name in PRETRAINED:
+            shipped.append(served(name))
+            print(table(shipped[-1]), flush=True)
     if args.json is not None:
         write_json(
             args.json,
@@ -118,6 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "command": "python -m bench.short_series_intervals",
                 "levels": list(LEVELS),
                 "sets": reports,
+                "pretrained": shipped,
                 "seconds": round(time.perf_counter() - start, 1),
             },
         )
