@@ -46,7 +46,9 @@ from app.artifacts.readout import (
     calibration_tail,
     fit_weights,
     forecast,
+    history_edges,
     scale_errors,
+    short_blocks,
     training_windows,
 )
 from app.artifacts.repository import model_folder, sha256_of
@@ -418,16 +420,23 @@ def fit_work(
     work = _readout_work(spec, sum(training_windows(histories, fit)), layout)
     forecast_windows = len(histories)
     if levels:
-        before_tails, tail = 0, _fit_tail(spec, histories, levels)
+        before_tails, tail, seen = 0, _fit_tail(spec, histories, levels), []
         for v in histories:
             n = len(v)
             if n < spec.min_history + H:
                 continue
             k = tail(n)
             before_tails += training_windows([v[:-k]], fit)[0]
-            held = max(0, n - H + 1 - max(spec.min_history, 1))  # every window, then those in the tail
-            forecast_windows += held - max(n - k - max(spec.min_history, 1), 0)
+            first = max(spec.min_history, 1)
+            held = max(0, n - H + 1 - first)  # every window, then those in the tail
+            skipped = max(n - k - first, 0)
+            forecast_windows += held - skipped
+            seen.append(np.minimum(np.arange(first + skipped, first + held), spec.input_length))
         work += _readout_work(spec, before_tails, layout)
+        if layout is None:  # the short series' blocks score the tail's windows again, cut as short
+            values = np.concatenate(seen) if seen else np.zeros(0, np.int64)
+            edges = history_edges(spec.min_history, fit.period, spec.input_length)
+            forecast_windows += sum(int((values >= low).sum()) for low, _ in short_blocks(values, edges))
     local_work = FitWork(0.0, forecast_windows * _local_unit(local))
     return work + _forecast_work(spec, forecast_windows, layout) + local_work
 

@@ -45,6 +45,7 @@ __all__ = [
     "fit_lift",
     "fit_weights",
     "forecast",
+    "history_edges",
     "hold_still",
     "last_windows",
     "level_plan",
@@ -57,6 +58,7 @@ __all__ = [
     "scale_errors",
     "series_windows",
     "service_spread",
+    "short_blocks",
     "solve_passes",
     "still_cycles",
     "training_windows",
@@ -70,9 +72,11 @@ from app.artifacts.readout.calibration import (
     Calibration,
     calibrate,
     calibration_tail,
+    history_edges,
     level_plan,
     pooled_intervals,
     service_spread,
+    short_blocks,
 )
 from app.artifacts.readout.fit import (
     BUFFER_ROWS,

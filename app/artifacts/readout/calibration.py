@@ -266,17 +266,27 @@ def short_history_scores(
     (265 of 645) covered their test values 94.2% against 89.3% (bench.competitions, 2026-12-07)."""
     L = how.spec.input_length
     seen = m_all[:, -L:].sum(axis=1).astype(np.int64)  # min(count, L): the values of a series of L or more
-    kept: list[int] = []
+    blocks = short_blocks(seen, edges)
     out = []
-    for low, high in pairwise(edges):
-        if (seen < high).mean() >= POOLED_SHORT_SHARE:
-            break
+    for low, high in blocks:
         rows = np.flatnonzero(seen >= low)
         cut = np.minimum(seen[rows], low + np.arange(len(rows)) % (high - low))
         keep = np.arange(m_all.shape[1])[None, :] >= m_all.shape[1] - cut[:, None]
         out.append(_scores(weights, x_all[rows] * keep, m_all[rows] * keep, t[rows], None, how))
-        kept = [*(kept or [low]), high]
-    return kept, out
+    return ([blocks[0][0], *(high for _, high in blocks)] if blocks else []), out
+
+
+def short_blocks(seen: np.ndarray, edges: Sequence[int]) -> list[tuple[int, int]]:
+    """The blocks of `edges` that held-out windows holding `seen` values each (in the read-out's window:
+    min(count, L)) leave to cut windows (`short_history_scores`): in order, while less than
+    POOLED_SHORT_SHARE of them hold fewer values than the block's end. Each scores the windows holding its
+    first value or more (the fit on request's cost counts them: app/inference/refit.py `fit_work`)."""
+    kept = []
+    for low, high in pairwise(edges):
+        if len(seen) and (seen < high).mean() >= POOLED_SHORT_SHARE:
+            break
+        kept.append((low, high))
+    return kept
 
 
 def history_widths(
