@@ -41,6 +41,7 @@ from app.artifacts.readout import (
     PARITY_UNIT,
     CovariateRows,
     ReadoutSpec,
+    block_cuts,
     cache_rows,
     calibrate,
     calibration_tail,
@@ -435,11 +436,16 @@ def fit_work(
             forecast_windows += held - skipped
             seen.append(np.minimum(np.arange(first + skipped, first + held), spec.input_length))
         work += _readout_work(spec, before_tails, layout)
-        if layout is None:  # the short series' blocks score the tail's windows again, cut as short
-            values = np.concatenate(seen) if seen else np.zeros(0, np.int64)
-            edges = history_edges(spec.min_history, fit.period, spec.input_length)
-            forecast_windows += sum(int((values >= low).sum()) for low, _ in short_blocks(values, edges))
-    local_work = FitWork(0.0, forecast_windows * _local_unit(local))
+    local_windows = forecast_windows
+    if levels and layout is None:  # the short series' blocks score the tail's windows again, cut as short
+        values = np.concatenate(seen) if seen else np.zeros(0, np.int64)
+        edges = history_edges(spec.min_history, fit.period, spec.input_length)
+        for low, high in short_blocks(values, edges):
+            _, cut = block_cuts(values, low, high)
+            forecast_windows += len(cut)
+            # the local half fits only the windows of min_values or more (`LocalSpec.feed`)
+            local_windows += 0 if local is None else int((cut >= local.min_values).sum())
+    local_work = FitWork(0.0, local_windows * _local_unit(local))
     return work + _forecast_work(spec, forecast_windows, layout) + local_work
 
 

@@ -36,6 +36,7 @@ __all__ = [
     "NormalEquations",
     "ReadoutSpec",
     "accumulate",
+    "block_cuts",
     "cache_rows",
     "calibrate",
     "calibration_tail",
@@ -70,6 +71,7 @@ __all__ = [
 from app.artifacts.readout.calibration import (
     SCALE_FLOOR,
     Calibration,
+    block_cuts,
     calibrate,
     calibration_tail,
     history_edges,

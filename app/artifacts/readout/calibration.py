@@ -269,11 +269,18 @@ def short_history_scores(
     blocks = short_blocks(seen, edges)
     out = []
     for low, high in blocks:
-        rows = np.flatnonzero(seen >= low)
-        cut = np.minimum(seen[rows], low + np.arange(len(rows)) % (high - low))
+        rows, cut = block_cuts(seen, low, high)
         keep = np.arange(m_all.shape[1])[None, :] >= m_all.shape[1] - cut[:, None]
         out.append(_scores(weights, x_all[rows] * keep, m_all[rows] * keep, t[rows], None, how))
     return ([blocks[0][0], *(high for _, high in blocks)] if blocks else []), out
+
+
+def block_cuts(seen: np.ndarray, low: int, high: int) -> tuple[np.ndarray, np.ndarray]:
+    """The held-out windows a block of `low` to `high` − 1 values scores (those holding `low` or more of
+    `seen`) and the values each is cut to: its own count below `high`, else low + i mod (high − low) for
+    the i-th of them."""
+    rows = np.flatnonzero(seen >= low)
+    return rows, np.minimum(seen[rows], low + np.arange(len(rows)) % (high - low))
 
 
 def short_blocks(seen: np.ndarray, edges: Sequence[int]) -> list[tuple[int, int]]:
