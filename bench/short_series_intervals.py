@@ -103,8 +103,8 @@ def served(name: str) -> dict[str, Any]:
     from app.core.config import Settings
     from bench.competition_data import load_competition
     from bench.harness.in_process import serve_in_process
+    from export.global_models.graph import windows_of
     from export.paths import REPO_ROOT
-    from rsa_core.windows import tail_windows
 
     frequency, H, ns = PRETRAINED[name]
     repository = REPO_ROOT / "model_repository"
@@ -124,7 +124,7 @@ def served(name: str) -> dict[str, Any]:
             forecasts = answer.json()["forecasts"]
             y = np.stack([x[n : n + H] for x in series])
             point = np.array([f["forecast"] for f in forecasts], dtype=np.float64)[:, :, 0]
-            windows = tail_windows(cut, manifest.input_length, dtype=np.float32)[:, :, None]
+            windows = windows_of(cut, manifest.input_length)  # [S, W, 1], as the service reads them
             alone = pooled.widths_for(H, windows)  # [levels, S, H, 1]
             row: dict[str, Any] = {"values": n, "series": len(series)}
             for level in LEVELS:
