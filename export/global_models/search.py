@@ -217,6 +217,15 @@ def summary_lines(model: GlobalModel) -> list[str]:
             f"input length searched (validation MASE of the read-out): {cells}; the longest within "
             f"{LENGTH_TOLERANCE:.0%} of the lowest is chosen"
         )
+    tried = {k: v for k, v in search.items() if k.startswith("local_")}
+    if tried and model.local is None and "global" in search:
+        best = min(tried, key=lambda k: tried[k])
+        members, _, length = best.removeprefix("local_").rpartition("_")
+        out.append(
+            f"local models searched (validation MASE of the hybrid, {len(tried)} sets and windows): the "
+            f"best, {members.replace('+', ', ')} on the last {length} values, {tried[best]:.4f}; not kept: "
+            f"the read-out alone validates {search['global']:.4f}"
+        )
     lifts = sorted((int(k.removeprefix("lift_")), v) for k, v in search.items() if k.startswith("lift_"))
     if len(lifts) > 1:
         cells = ", ".join(
