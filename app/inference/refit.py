@@ -241,9 +241,12 @@ def fit_readout(
             )
             intervals, dropped, n_cal = cal.intervals, cal.dropped, cal.windows
             extrapolated = cal.extrapolated
-            short = {} if intervals is None else intervals.get("history", {})
-            blocks = [] if intervals is None else [intervals["widths"], *short.get("widths", [])]
-            if intervals is not None and not all(np.isfinite(np.asarray(b)).all() for b in blocks):
+            blocks = (
+                []
+                if intervals is None
+                else [intervals["widths"], *intervals.get("history", {}).get("widths", [])]
+            )
+            if not all(np.isfinite(np.asarray(b)).all() for b in blocks):
                 why = "the calibration errors overflow float32: send the values in smaller units"
                 intervals, dropped, extrapolated = None, {float(lv): why for lv in levels}, ()
     seconds = time.perf_counter() - start
