@@ -455,6 +455,10 @@ def load_future_wide(
 # instead, over the latter half of its longest series.
 REPORT_SPREAD_BELOW = 10  # series; a chosen bound, not a measured one
 REPORT_SPREAD_ORIGINS = 8
+# The fewest origins a covariate can be said to help at: below it the verdict is "unclear". A lone monthly
+# series of 34 values (fpp3's insurance quotes with TV adverts, H 6) leaves room for one, where a covariate
+# "helped" at 1 of 1 origins by a MASE equal to the fourth decimal (1.2442 both; scratch, 2026-12-07).
+VERDICT_ORIGINS = 2
 
 _DAY_NS = 86_400 * 10**9
 
@@ -580,7 +584,8 @@ def ablation_rows(
     `helps` where it lowers the mean MASE, the MASE at more than half the origins (`wins` of `origins`)
     and does not raise the scaled MSE; `verdict` is "helps", "does not help" (mean MASE not lower) or
     "unclear" (lower on the mean only: at too few origins, or with a higher MSE: a raw temperature once
-    "helped" by 0.15% on one window per series while its MSE was worse). Without it, `helps` is a lower
+    "helped" by 0.15% on one window per series while its MSE was worse; or scored at fewer than
+    VERDICT_ORIGINS origins, where series too short for more left one). Without it, `helps` is a lower
     mean MASE. `where` (the origins' positions: `origin_starts`, `origin_spacing`) is copied into each
     row."""
     with_all = scored(plan)
@@ -601,7 +606,8 @@ def ablation_rows(
         if len(with_all) > 2:  # per origin
             wins = sum(a < b for a, b in zip(with_all[2], w_all[2], strict=True))
             lower = with_mase < w_mase
-            helps = lower and wins * 2 > len(with_all[2]) and with_mse <= w_mse
+            n = len(with_all[2])
+            helps = lower and wins * 2 > n and with_mse <= w_mse and n >= VERDICT_ORIGINS
             row.update(
                 origins=len(with_all[2]),
                 wins=wins,
@@ -616,9 +622,15 @@ def covariate_lines(report: Sequence[dict[str, Any]]) -> list[str]:
     """The report as `python -m export.panel train` prints it: one line per covariate group."""
     lines = []
     for row in report:
+        few = row.get("origins", VERDICT_ORIGINS) < VERDICT_ORIGINS
         verdict = {
             "helps": "helps",
-            "unclear": "UNCLEAR: lower MASE on the mean only (kept; retrain without it to compare)",
+            "unclear": (
+                f"UNCLEAR: scored at {row.get('origins')} origin only, too few to judge"
+                if few
+                else "UNCLEAR: lower MASE on the mean only"
+            )
+            + " (kept; retrain without it to compare)",
         }.get(
             row.get("verdict", "helps" if row["helps"] else ""),
             "DOES NOT HELP (kept; retrain without it to drop it)",

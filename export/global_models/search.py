@@ -281,6 +281,7 @@ def train_global(
     With covariates (`plan`, series of `CovariateSeries`), each is also scored on validation with and
     without it (`covariate_report`, unless `report` is False)."""
     start = time.perf_counter()
+    cfg = cfg.fitted_to(series)
     if cfg.mirror is None:
         cfg = dataclasses.replace(cfg, mirror=never_below_zero(series))
     search: dict[str, float] = {}

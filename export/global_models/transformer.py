@@ -229,6 +229,7 @@ def train_panel_transformer(
     each covariate group is scored on validation with and without it (`covariate_report`, at
     `report_budget(budget)`: 1 + groups further trainings)."""
     budget = budget or Budget()
+    cfg = cfg.fitted_to(series)  # the read-out's rule for short series (PanelConfig.fitted_to)
     if cfg.mirror is None:  # as the read-out's search: series that never go below zero mirror one that does
         cfg = dataclasses.replace(cfg, mirror=never_below_zero(series))
     layout = None

@@ -87,6 +87,17 @@ def test_a_verdict_needs_most_origins_and_no_worse_mse() -> None:
     assert "DOES NOT HELP" in lines[1], lines
 
 
+def test_one_origin_is_too_few_to_say_a_covariate_helps() -> None:
+    """A lone short series leaves room for one validation origin: lower there is "unclear", said so."""
+    rows = ablation_rows(
+        plan_of(shops(2, 60), "relative"),
+        fake({"": (0.50, 0.20, (0.50,)), "footfall": (0.51, 0.21, (0.51,)), "promo": (0.9, 0.8, (0.9,))}),
+    )
+    got = [(r["verdict"], r["helps"], r["wins"], r["origins"]) for r in rows]
+    assert got == [("unclear", False, 1, 1)] * 2
+    assert all("UNCLEAR: scored at 1 origin only, too few to judge" in line for line in covariate_lines(rows))
+
+
 def test_the_report_scores_several_origins() -> None:
     series = shops()  # six series: few, so the origins are spread a week and a day apart
     cfg = PanelConfig(horizon=H, period=7, input_periods=2)

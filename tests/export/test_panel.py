@@ -96,6 +96,24 @@ def test_short_histories_forecast_down_to_min_history() -> None:
         model.forecast([train[0][-5:]])
 
 
+def test_a_lone_short_series_trains_on_windows_of_fewer_observed_values() -> None:
+    """A series shorter than train_min + 2H (50 monthly values at H 18, as 340 lone M3 monthly series) had
+    no training window before validation's origin and was refused, naming 24 + 18 values it had: its
+    windows now need what it leaves there (50 − 2·18 = 14 observed values, at least min_history); one too
+    short for that is refused with what it needs and the longest horizon that fits."""
+    cfg = PanelConfig(horizon=18, period=PERIOD)
+    v = seasonal_panel(1, seed=3, lengths=(50, 51))[0]
+    assert cfg.train_min == 24 and cfg.fitted_to([v]).train_history == 14
+    assert cfg.fitted_to([v, np.ones(60)]) is cfg  # one series holds the default's windows: as before
+    given = dataclasses.replace(cfg, train_history=30)
+    assert given.fitted_to([v]) is given  # a train_history given is kept
+    with pytest.raises(ValueError, match=r"has 40 values: .* = 12 \+ 2 × 18 = 48 .*a horizon of at most 14,"):
+        cfg.fitted_to([v[:40]])
+    model = train_global([v], cfg, "1MS", local=True)
+    assert model.config.train_history == 14  # saved: the exporter's calibration and refits read the same
+    assert np.isfinite(model.forecast([v])).all()
+
+
 def test_the_input_length_is_searched_in_periods_on_validation() -> None:
     series = seasonal_panel(50, seed=5)
     cfg = PanelConfig(horizon=H, period=PERIOD, irls=0)
