@@ -22,12 +22,14 @@ from app.inference.metrics import seasonal_naive, seasonal_naive_scale
 from export.covariates import CovariatePlan, CovariateSeries, report_ablation, series_covariate_rows
 from export.global_models.config import PanelConfig, never_below_zero, series_values
 from export.global_models.hybrid import (
+    N_ORIGINS,
     TILT_ORIGINS,
     Origin,
     hybrid_score,
     local_key,
     local_search,
     origins,
+    search_origins,
     short_lengths,
     short_min_values,
     tail_windows,
@@ -93,9 +95,9 @@ def _cut(v: Any, k: int) -> Any:
 
 
 def _origins(series: Sequence[Any], cfg: PanelConfig, n_origins: int | None = None) -> list[Origin]:
-    if n_origins is None:
-        return origins(series, cfg.horizon, cfg.history, cfg.train_min, _cut)
-    return origins(series, cfg.horizon, cfg.history, cfg.train_min, _cut, n_origins)
+    """The validation origins: `n_origins`, or as many as `search_origins` asks for these series."""
+    n = search_origins(len(series)) if n_origins is None else n_origins
+    return origins(series, cfg.horizon, cfg.history, cfg.train_min, _cut, n)
 
 
 def _readout(o: Origin, cfg: PanelConfig, length: int, layout: CovariateLayout | None = None) -> GlobalModel:
@@ -189,6 +191,14 @@ def seasonal_naive_score(val: Sequence[Origin], period: int, horizon: int) -> fl
     return float(np.mean(scores))
 
 
+def _origins_said(search: dict[str, float]) -> str:
+    """The validation origins as the summary says them (a model saved before `origins` was recorded: 2)."""
+    n = int(search.get("origins", N_ORIGINS))
+    if n <= 2:
+        return "origins (each series' last H and H + H//2 values held out)"
+    return f"{n} origins (each series' last H, H + H//2, ... H + {n - 1}·(H//2) values held out)"
+
+
 def summary_lines(model: GlobalModel) -> list[str]:
     """What `export.panel train` prints after its first line: the validation MASE beside the seasonal
     naive's on the same origins, and the input lengths searched."""
@@ -198,8 +208,7 @@ def summary_lines(model: GlobalModel) -> list[str]:
         ratio = search["model"] / search["seasonal_naive"] if search["seasonal_naive"] > 0 else float("nan")
         out.append(
             f"validation MASE {search['model']:.4f} ({what}), seasonal naive {search['seasonal_naive']:.4f} "
-            f"on the same origins (each series' last H and H + H//2 values held out): {ratio:.3f} of the "
-            "naive's"
+            f"on the same {_origins_said(search)}: {ratio:.3f} of the naive's"
             + (
                 # fpp3's bank_calls at a day's 288 five-minute steps: 1.381 (Mondays follow closed Sundays)
                 ": WORSE THAN THE SEASONAL NAIVE (check the cycle, --period, and the input length, "
@@ -366,7 +375,9 @@ def train_global(
     else:  # the input length given: scored on validation all the same, for the summary
         chosen = _validate(series, cfg, best, plan)[0]
     search["model"] = chosen
-    search["seasonal_naive"] = seasonal_naive_score(_origins(series, cfg), cfg.period, cfg.horizon)
+    val = _origins(series, cfg)
+    search["seasonal_naive"] = seasonal_naive_score(val, cfg.period, cfg.horizon)
+    search["origins"] = float(len(val))
     model = fit_global(series, cfg, best, None if plan is None else plan.layout(best, cfg.horizon))
     model.local = hybrid
     if plan is not None and report:

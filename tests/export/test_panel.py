@@ -114,12 +114,35 @@ def test_a_lone_short_series_trains_on_windows_of_fewer_observed_values() -> Non
     assert np.isfinite(model.forecast([v])).all()
 
 
+def test_few_series_are_validated_at_more_origins() -> None:
+    """Rolling origins for few series (export/global_models/hybrid.py SEARCH_WINDOWS): a panel keeps its
+    two, one series takes up to ten, each H//2 further back while a training window remains before it."""
+    from export.global_models.hybrid import search_origins
+    from export.global_models.search import summary_lines
+
+    assert [search_origins(n) for n in (1, 2, 3, 5, 8, 10, 100)] == [10, 10, 7, 4, 3, 2, 2]
+    cfg = PanelConfig(horizon=H, period=PERIOD, irls=0)
+    long, short = (
+        seasonal_panel(2, seed=11, lengths=(120, 121))[0],
+        seasonal_panel(1, seed=12, lengths=(45, 46))[0],
+    )
+    assert train_global([long], cfg).search["origins"] == 10  # 120 values hold windows before all ten
+    # 45 values: origin j holds out 6 + 3j and needs 24 + 6 before it, so j <= 3 (four origins)
+    model = train_global([short], cfg)
+    assert model.search["origins"] == 4
+    assert (
+        "on the same 4 origins (each series' last H, H + H//2, ... H + 3·(H//2) values held out)"
+        in (summary_lines(model)[0])
+    )
+
+
 def test_the_input_length_is_searched_in_periods_on_validation() -> None:
     series = seasonal_panel(50, seed=5)
     cfg = PanelConfig(horizon=H, period=PERIOD, irls=0)
     model = train_global(series, cfg)
     lengths = {k: v for k, v in model.search.items() if k.isdigit()}
-    assert set(model.search) == {"12", "24", "36", "48", "72", "model", "seasonal_naive"}
+    assert set(model.search) == {"12", "24", "36", "48", "72", "model", "seasonal_naive", "origins"}
+    assert model.search["origins"] == 2  # 50 series: the two origins of a panel
     low = min(lengths.values())
     near = [int(k) for k, v in lengths.items() if v <= low * (1 + LENGTH_TOLERANCE)]
     assert model.input_length == max(near)  # the longest within the tolerance of the best
