@@ -10,7 +10,8 @@ of input for a training window, its H targets, and the H values validation holds
 1,428 histories (48-58 months at H 18). Until 2026-12-07 `export.panel train` refused every such lone
 series; its windows now need what the series leaves (`PanelConfig.fitted_to`). `--sample N`: N series drawn
 (seed 0) from every one. `--search-origins K`: the search validated at K origins whatever the series count
-(2: the rule before few series got rolling origins, export/global_models/hybrid.py `search_origins`).
+(2: the rule before few series got rolling origins and a fixed local half, export/global_models/hybrid.py
+`search_origins`, `fixed_local`: every set and window searched).
 
 Per set: how many were trained and refused (fewer than min_history + 2H values), how many chose the
 read-out alone, the mean MASE on the official hold-out of ours, of its read-out alone, of its local half
@@ -88,11 +89,11 @@ def one_set(name: str, short: bool, sample: int, search_origins: int | None, n_j
     local: list[np.ndarray] = []
     got: dict[str, int] = {}
     inside: list[np.ndarray] = []
-    forced = (
-        mock.patch.object(search, "search_origins", lambda n: search_origins)
-        if search_origins is not None
-        else contextlib.nullcontext()
-    )
+    forced: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
+    if search_origins is not None:  # K origins whatever the count, few series' fixed half where K > 2
+        forced = contextlib.ExitStack()
+        forced.enter_context(mock.patch.object(search, "search_origins", lambda n: search_origins))
+        forced.enter_context(mock.patch.object(search, "few_series", lambda n: search_origins > 2))
     start = time.perf_counter()
     for i in picked:
         train = [comp.train[i]]

@@ -25,6 +25,7 @@ from export.global_models.hybrid import (
     N_ORIGINS,
     TILT_ORIGINS,
     Origin,
+    few_series,
     hybrid_score,
     local_key,
     local_search,
@@ -342,7 +343,12 @@ def train_global(
             return more, _validation_forecasts(series, cfg, best, None, more)
 
         hybrid, scores = local_search(
-            val, _validation_forecasts(series, cfg, best, None, val), cfg.period, cfg.horizon, earlier
+            val,
+            _validation_forecasts(series, cfg, best, None, val),
+            cfg.period,
+            cfg.horizon,
+            earlier,
+            few=few_series(len(series)),
         )
         search.update(scores)
         if auto_lift and hybrid is not None:

@@ -136,6 +136,31 @@ def test_few_series_are_validated_at_more_origins() -> None:
     )
 
 
+def test_few_series_take_the_widest_local_half_on_the_longest_window() -> None:
+    """Fewer than ten series: no search of member sets and windows (export/global_models/hybrid.py
+    `fixed_local`); ten or more: searched as before."""
+    from export.global_models.hybrid import LOCAL_PERIODS, candidate_sets, few_series
+
+    assert few_series(1) and few_series(9) and not few_series(10)
+    cfg = PanelConfig(horizon=H, period=PERIOD, irls=0)
+    widest = max(candidate_sets(PERIOD), key=len)
+    fixed = f"local_{'+'.join(widest)}_{max(LOCAL_PERIODS) * PERIOD}"
+    t = np.arange(120)
+    walk = 100 + np.cumsum(np.random.default_rng(0).normal(0, 3, 120)) + 10 * np.sin(2 * np.pi * t / 12)
+    smooth = seasonal_panel(1, seed=13, lengths=(120, 121))[0]
+    chose = []
+    for v in (walk, smooth):  # a seasonal random walk the hybrid wins, a smooth season the read-out wins
+        model = train_global([v], cfg, local=True)
+        chose.append(model.local is not None)
+        assert {k for k in model.search if k.startswith("local_")} == {fixed}  # nothing else was tried
+        if model.search[fixed] < model.search["global"]:
+            assert model.local is not None and model.local.tilt is None
+            assert (model.local.members, model.local.length) == (widest, max(LOCAL_PERIODS) * PERIOD)
+        else:
+            assert model.local is None  # the read-out alone, where it validates better still
+    assert chose == [True, False]
+
+
 def test_the_input_length_is_searched_in_periods_on_validation() -> None:
     series = seasonal_panel(50, seed=5)
     cfg = PanelConfig(horizon=H, period=PERIOD, irls=0)
