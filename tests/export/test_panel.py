@@ -153,11 +153,11 @@ def test_few_series_take_the_widest_local_half_on_the_longest_window() -> None:
         model = train_global([v], cfg, local=True)
         chose.append(model.local is not None)
         assert {k for k in model.search if k.startswith("local_")} == {fixed}  # nothing else was tried
-        if model.search[fixed] < model.search["global"]:
-            assert model.local is not None and model.local.tilt is None
+        if model.local is not None:
+            assert model.local.tilt is None
             assert (model.local.members, model.local.length) == (widest, max(LOCAL_PERIODS) * PERIOD)
-        else:
-            assert model.local is None  # the read-out alone, where it validates better still
+        else:  # the read-out alone, where it validates better on the mean and at most origins
+            assert model.search["global"] < model.search[fixed]
     assert chose == [True, False]
 
 
