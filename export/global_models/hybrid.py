@@ -367,22 +367,24 @@ def few_series(n_series: int) -> bool:
 
 
 def fixed_local(
-    val: Sequence[Origin], global_forecasts: Sequence[np.ndarray], period: int, horizon: int
+    val: Sequence[Origin],
+    global_forecasts: Sequence[np.ndarray],
+    period: int,
+    horizon: int,
+    readout_alone: bool = True,
 ) -> tuple[LocalSpec | None, dict[str, float]]:
     """Few series' local half: the widest member set (the first of `candidate_sets`', the ETS choice
     rather than Holt-Winters) on the longest window, in equal shares with the read-out, no tilt. Two
     choices are left to validation: where the data have a long period (a week of hours), whether the
-    members decompose by it, the lower validation MASE of the two; and the read-out alone (None) where
-    it validates better on the mean and at most origins (one long series read out from thousands of
-    windows: fpp3's bank_calls, 0.40 against the best hybrid's 1.37). Few series' validation windows
-    cannot choose
-    among the search's hundred candidates: one M3 monthly series trained alone (200 drawn; official
-    hold-outs, `python -m bench.lone_series`) scored MASE 0.832 with the search at up to ten origins
-    against 0.775 with this half (a scratch rescoring, /work/scratch/s29/lone_fixed.py), and on the
-    held-back M1 competition, quarterly 1.782 against 1.737, yearly 3.682 against 3.452: the combination
+    members decompose by it, the lower validation MASE of the two; and, where `readout_alone` allows it
+    (a read-out fitted on enough windows per feature: export/global_models/search.py `readout_trusted`),
+    the read-out alone (None) where it validates better on the mean and at most origins (one long series
+    read out from thousands of windows: fpp3's bank_calls validated 0.40 against the best hybrid's 1.37
+    at two origins). Few
+    series' validation windows cannot choose among the search's hundred candidates: the combination
     literature's rule that a wide combination is the safer one where a choice cannot be validated
-    (../shared/docs/global-models.md), measured in results/competitions/README.md ("Series trained
-    alone")."""
+    (../shared/docs/global-models.md). Measured in results/competitions/README.md ("Series trained
+    alone"): FIXED_NUMBERS"""
     unit = period if period > 1 else 4
     sets = candidate_sets(period)
     members = max(sets, key=len)  # the first of the widest
@@ -417,7 +419,8 @@ def fixed_local(
     # series (200 drawn, bench.lone_series) took it for 18 monthly and 69 quarterly ones and scored 1.130
     # and 1.755, against 1.048 and 1.737 with the hybrid for every one (its read-out alone 1.91 and 2.25).
     wins = sum(a < b for a, b in zip(alone, per, strict=True))
-    return (None if np.mean(alone) < np.mean(per) and 2 * wins > len(per) else spec), scores
+    better = readout_alone and np.mean(alone) < np.mean(per) and 2 * wins > len(per)
+    return (None if better else spec), scores
 
 
 def widest_near_best(chosen: Sequence[tuple[float, LocalSpec]], alone: float) -> LocalSpec | None:
@@ -441,6 +444,7 @@ def local_search(
     horizon: int,
     earlier: Callable[[], tuple[Sequence[Origin], Sequence[np.ndarray]]] | None = None,
     few: bool = False,
+    readout_alone: bool = True,
 ) -> tuple[LocalSpec | None, dict[str, float]]:
     """The local members and window, chosen by the hybrid's mean validation MASE over the origins (each
     origin's read-out forecasts `global_forecasts[j]`), and the validation scores: `global` (the read-out
@@ -454,10 +458,11 @@ def local_search(
     gives (further origins, up to TILT_ORIGINS in all, with the read-out's forecasts at them; called only
     where a hybrid is chosen).
 
-    `few` (fewer than ten series, `few_series`): no search of sets and windows, `fixed_local` instead."""
+    `few` (fewer than ten series, `few_series`): no search of sets and windows, `fixed_local` instead
+    (`readout_alone`: whether it may choose the read-out alone)."""
     unit = period if period > 1 else 4
     if few:
-        return fixed_local(val, global_forecasts, period, horizon)
+        return fixed_local(val, global_forecasts, period, horizon, readout_alone)
     scores: dict[str, float] = {
         "global": float(np.mean([o.score(g, period) for o, g in zip(val, global_forecasts, strict=True)]))
     }

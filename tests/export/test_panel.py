@@ -149,7 +149,10 @@ def test_few_series_take_the_widest_local_half_on_the_longest_window() -> None:
     walk = 100 + np.cumsum(np.random.default_rng(0).normal(0, 3, 120)) + 10 * np.sin(2 * np.pi * t / 12)
     smooth = seasonal_panel(1, seed=13, lengths=(120, 121))[0]
     chose = []
-    for v in (walk, smooth):  # a seasonal random walk the hybrid wins, a smooth season the read-out wins
+    # a seasonal random walk the hybrid wins; a smooth season the read-out wins on validation, but
+    # fitted on fewer windows than READOUT_WINDOWS_PER_FEATURE per feature it is not trusted alone;
+    # 3,000 values of it are enough
+    for v in (walk, smooth, seasonal_panel(1, seed=13, lengths=(3000, 3001))[0]):
         model = train_global([v], cfg, local=True)
         chose.append(model.local is not None)
         assert {k for k in model.search if k.startswith("local_")} == {fixed}  # nothing else was tried
@@ -158,7 +161,7 @@ def test_few_series_take_the_widest_local_half_on_the_longest_window() -> None:
             assert (model.local.members, model.local.length) == (widest, max(LOCAL_PERIODS) * PERIOD)
         else:  # the read-out alone, where it validates better on the mean and at most origins
             assert model.search["global"] < model.search[fixed]
-    assert chose == [True, False]
+    assert chose == [True, True, False]
 
 
 def test_the_input_length_is_searched_in_periods_on_validation() -> None:
