@@ -89,16 +89,20 @@ def one_set(name: str, short: bool, sample: int, search_origins: int | None, n_j
     local: list[np.ndarray] = []
     got: dict[str, int] = {}
     inside: list[np.ndarray] = []
-    forced: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
-    if search_origins is not None:  # K origins whatever the count, few series' fixed half where K > 2
-        forced = contextlib.ExitStack()
-        forced.enter_context(mock.patch.object(search, "search_origins", lambda n: search_origins))
-        forced.enter_context(mock.patch.object(search, "few_series", lambda n: search_origins > 2))
+
+    def forced() -> contextlib.ExitStack[Any]:
+        """K origins whatever the count, few series' fixed half only where K > 2 (a new stack per use)."""
+        stack = contextlib.ExitStack()
+        if search_origins is not None:
+            stack.enter_context(mock.patch.object(search, "search_origins", lambda n: search_origins))
+            stack.enter_context(mock.patch.object(search, "few_series", lambda n: search_origins > 2))
+        return stack
+
     start = time.perf_counter()
     for i in picked:
         train = [comp.train[i]]
         try:
-            with forced:
+            with forced():
                 model = search.train_global(train, cfg, frequency_code, local=True)
         except ValueError:  # shorter than min_history + 2H: refused, saying what it needs
             refused += 1
