@@ -384,7 +384,10 @@ def fixed_local(
     series' validation windows cannot choose among the search's hundred candidates: the combination
     literature's rule that a wide combination is the safer one where a choice cannot be validated
     (../shared/docs/global-models.md). Measured in results/competitions/README.md ("Series trained
-    alone"): FIXED_NUMBERS"""
+    alone"): one series of the held-back M1 competition trained alone scored MASE 1.058 / 1.717 / 3.426
+    (monthly / quarterly / yearly) against 1.192 / 1.917 / 3.694 with the search at two origins (the
+    StatisticalEnsemble 1.026 / 1.681 / 3.377 on the same series), and M3 monthly's 340 short series
+    0.711 against 0.761."""
     unit = period if period > 1 else 4
     sets = candidate_sets(period)
     members = max(sets, key=len)  # the first of the widest
