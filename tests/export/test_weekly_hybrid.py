@@ -34,8 +34,20 @@ def shops(n: int = 6, weeks: int = 16) -> list[np.ndarray]:
     return out
 
 
+def test_few_series_with_a_week_take_it_in_their_fixed_local_half() -> None:
+    """Fewer than ten series (export/global_models/hybrid.py `fixed_local`): the widest set on the day's
+    longest window or the week's, whichever validates better: here the week."""
+    from export.global_models.hybrid import candidate_sets
+
+    cfg = PanelConfig(horizon=H, period=DAY, input_periods=2, lift=0)
+    model = train_global(shops(6), cfg, frequency="1h", local=True)
+    assert model.local is not None and model.local.long_period == WEEK
+    assert model.local.members == max(candidate_sets(DAY), key=len)
+    assert len([k for k in model.search if k.startswith("local_")]) == 2  # the day's and the week's
+
+
 def test_a_panel_with_a_week_in_it_is_served_with_the_weekly_decomposition(tmp_path: Path) -> None:
-    series = shops()
+    series = shops(10)  # ten series: searched (fewer take the fixed half above)
     cfg = PanelConfig(horizon=H, period=DAY, input_periods=2, lift=0)
     model = train_global(series, cfg, frequency="1h", local=True)
     local = model.local
