@@ -213,7 +213,9 @@ def seasonal_naive_score(val: Sequence[Origin], period: int, horizon: int) -> fl
 def _origins_said(search: dict[str, float]) -> str:
     """The validation origins as the summary says them (a model saved before `origins` was recorded: 2)."""
     n = int(search.get("origins", N_ORIGINS))
-    if n <= 2:
+    if n == 1:  # a series too short for a second
+        return "origin (each series' last H values held out)"
+    if n == 2:
         return "origins (each series' last H and H + H//2 values held out)"
     return f"{n} origins (each series' last H, H + H//2, ... H + {n - 1}·(H//2) values held out)"
 
@@ -360,14 +362,15 @@ def train_global(
             more = _origins(series, cfg, TILT_ORIGINS)[len(val) :]
             return more, _validation_forecasts(series, cfg, best, None, more)
 
+        few = few_series(len(series))
         hybrid, scores = local_search(
             val,
             _validation_forecasts(series, cfg, best, None, val),
             cfg.period,
             cfg.horizon,
             earlier,
-            few=few_series(len(series)),
-            readout_alone=readout_trusted(val[0], cfg, best),
+            few=few,
+            readout_alone=not few or readout_trusted(val[0], cfg, best),
         )
         search.update(scores)
         if auto_lift and hybrid is not None:

@@ -130,6 +130,9 @@ def test_few_series_are_validated_at_more_origins() -> None:
     # 45 values: origin j holds out 6 + 3j and needs 24 + 6 before it, so j <= 3 (four origins)
     model = train_global([short], cfg)
     assert model.search["origins"] == 4
+    one = train_global([short[:37]], cfg)  # 37 values: one origin (6 + 3 more would leave 28 < 24 + 6)
+    assert one.search["origins"] == 1
+    assert "on the same origin (each series' last H values held out)" in summary_lines(one)[0]
     assert (
         "on the same 4 origins (each series' last H, H + H//2, ... H + 3·(H//2) values held out)"
         in (summary_lines(model)[0])
