@@ -380,14 +380,13 @@ def fixed_local(
     (a read-out fitted on enough windows per feature: export/global_models/search.py `readout_trusted`),
     the read-out alone (None) where it validates better on the mean and at most origins (one long series
     read out from thousands of windows: fpp3's bank_calls validated 0.40 against the best hybrid's 1.37
-    at two origins). Few
-    series' validation windows cannot choose among the search's hundred candidates: the combination
-    literature's rule that a wide combination is the safer one where a choice cannot be validated
-    (../shared/docs/global-models.md). Measured in results/competitions/README.md ("Series trained
-    alone"): one series of the held-back M1 competition trained alone scored MASE 1.058 / 1.717 / 3.426
-    (monthly / quarterly / yearly) against 1.192 / 1.917 / 3.694 with the search at two origins (the
-    StatisticalEnsemble 1.026 / 1.681 / 3.377 on the same series), and M3 monthly's 340 short series
-    0.711 against 0.761."""
+    at two origins). Few series' validation windows cannot choose among the search's hundred
+    candidates: the combination literature's rule that a wide combination is the safer one where a
+    choice cannot be validated (../shared/docs/global-models.md). Measured in
+    results/competitions/README.md ("Series trained alone"): one series of the held-back M1 competition
+    trained alone scored MASE 1.058 / 1.717 / 3.426 (monthly / quarterly / yearly) against 1.192 /
+    1.917 / 3.694 with the search at two origins (the StatisticalEnsemble 1.026 / 1.681 / 3.377 on the
+    same series), and M3 monthly's 340 short series 0.711 against 0.761."""
     unit = period if period > 1 else 4
     sets = candidate_sets(period)
     members = max(sets, key=len)  # the first of the widest
