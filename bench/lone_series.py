@@ -33,21 +33,10 @@ from typing import Any
 
 import numpy as np
 
+from bench.competition_data import ALL_DATA, HELD_BACK_COMPETITIONS
 from bench.harness.report import write_json
 
-SETS = (
-    "M3:monthly",
-    "M3:quarterly",
-    "M3:yearly",
-    "M3:other",
-    "Tourism:monthly",
-    "Tourism:quarterly",
-    "Tourism:yearly",
-    "M1:monthly",
-    "M1:quarterly",
-    "M1:yearly",
-)
-PEERS = ("SeasonalNaive", "AutoETS", "AutoTheta", "AutoARIMA", "AutoCES", "DynamicOptimizedTheta")
+SETS = (*ALL_DATA, *HELD_BACK_COMPETITIONS)
 
 
 def chosen_series(comp: Any, short: bool, sample: int) -> tuple[list[int], str]:
@@ -70,7 +59,7 @@ def one_set(name: str, short: bool, sample: int, search_origins: int | None, n_j
     from app.inference.metrics import mase
     from bench.competition_data import load_competition
     from bench.competition_ours import ours_config
-    from bench.competition_peers import ENSEMBLE, ensemble, run_statsforecast
+    from bench.competition_peers import ENSEMBLE, ENSEMBLE_MEMBERS, STATS_MODELS, ensemble, run_statsforecast
     from export.global_models import search
     from export.global_models.onnx import DEFAULT_LEVELS, calibrate_global, interval_halfwidths
 
@@ -144,12 +133,8 @@ def one_set(name: str, short: bool, sample: int, search_origins: int | None, n_j
         train=[comp.train[i] for i in trained],
         test=comp.test[trained],
     )
-    peers = run_statsforecast(sub, PEERS, n_jobs=n_jobs)
-    peers.append(
-        ensemble(
-            [f for f in peers if f.model in ("AutoETS", "AutoARIMA", "AutoCES", "DynamicOptimizedTheta")]
-        )
-    )
+    peers = run_statsforecast(sub, STATS_MODELS, n_jobs=n_jobs)
+    peers.append(ensemble([f for f in peers if f.model in ENSEMBLE_MEMBERS]))
 
     def score(point: np.ndarray) -> float:
         return round(float(mase(sub.train, sub.test, point, period).mean()), 4)
@@ -203,7 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     state = _code_state()
     start = time.perf_counter()
     reports = []
-    for name in args.data or SETS[:7]:
+    for name in args.data or ALL_DATA:
         reports.append(one_set(name, args.short, args.sample, args.search_origins, args.n_jobs))
         print(table(reports[-1]), flush=True)
     if args.json is not None:

@@ -360,6 +360,23 @@ def short_min_values(scores: dict[int, tuple[float, float]], period: int, length
     return max(min(cycles * period, length), local_min_values(period))
 
 
+def _equal_spec(
+    members: tuple[str, ...], length: int, period: int, horizon: int, long_period: int | None
+) -> LocalSpec:
+    """`members` in equal shares with the read-out on the window's last `length` values: a candidate the
+    search scores (its min_values the search's, `local_min_values`)."""
+    share = 1.0 / (len(members) + 1)
+    return LocalSpec(
+        members,
+        (share,) * len(members),
+        length,
+        period,
+        horizon,
+        local_min_values(period),
+        long_period=long_period,
+    )
+
+
 def few_series(n_series: int) -> bool:
     """Whether a search over `n_series` series is one of few series: validated at more than N_ORIGINS
     origins, its local half fixed (`fixed_local`)."""
@@ -369,6 +386,7 @@ def few_series(n_series: int) -> bool:
 def fixed_local(
     val: Sequence[Origin],
     global_forecasts: Sequence[np.ndarray],
+    alone: Sequence[float],
     period: int,
     horizon: int,
     readout_alone: bool = True,
@@ -386,27 +404,18 @@ def fixed_local(
     results/competitions/README.md ("Series trained alone"): one series of the held-back M1 competition
     trained alone scored MASE 1.058 / 1.717 / 3.426 (monthly / quarterly / yearly) against 1.192 /
     1.917 / 3.694 with the search at two origins (the StatisticalEnsemble 1.026 / 1.681 / 3.377 on the
-    same series), and M3 monthly's 340 short series 0.711 against 0.761."""
+    same series), and M3 monthly's 340 short series 0.711 against 0.761. `alone`: the read-out alone's
+    MASE at each origin."""
     unit = period if period > 1 else 4
     sets = candidate_sets(period)
     members = max(sets, key=len)  # the first of the widest
-    share = 1.0 / (len(members) + 1)
     candidates = [(max(LOCAL_PERIODS) * unit, None)] + [
         (max(LONG_WINDOWS) * lp, lp) for lp in long_periods(period)
     ]
-    alone = [o.score(g, period) for o, g in zip(val, global_forecasts, strict=True)]
     scores = {"global": float(np.mean(alone))}
     tried = []
     for length, lp in candidates:
-        spec = LocalSpec(
-            members,
-            (share,) * len(members),
-            length,
-            period,
-            horizon,
-            local_min_values(period),
-            long_period=lp,
-        )
+        spec = _equal_spec(members, length, period, horizon, lp)
         per = [
             _equal_shares_score(
                 o, g, *o.members(length, period, horizon, members, spec.min_values, lp)[:2], members, period
@@ -463,11 +472,10 @@ def local_search(
     `few` (fewer than ten series, `few_series`): no search of sets and windows, `fixed_local` instead
     (`readout_alone`: whether it may choose the read-out alone)."""
     unit = period if period > 1 else 4
+    alone = [o.score(g, period) for o, g in zip(val, global_forecasts, strict=True)]
     if few:
-        return fixed_local(val, global_forecasts, period, horizon, readout_alone)
-    scores: dict[str, float] = {
-        "global": float(np.mean([o.score(g, period) for o, g in zip(val, global_forecasts, strict=True)]))
-    }
+        return fixed_local(val, global_forecasts, alone, period, horizon, readout_alone)
+    scores: dict[str, float] = {"global": float(np.mean(alone))}
     member_sets = candidate_sets(period)
     every = tuple(dict.fromkeys(m for ms in member_sets for m in ms))
     # Each window tried: (its length, the long period its members decompose by where they can, or None).
@@ -481,18 +489,9 @@ def local_search(
             local[length, lp, j] = forecasts, enough
     chosen_per_set: list[tuple[float, LocalSpec]] = []
     for members in member_sets:
-        share = 1.0 / (len(members) + 1)
         by_cycle: dict[int | None, list[tuple[float, LocalSpec]]] = {}
         for length, lp in windows_tried:
-            spec = LocalSpec(
-                members,
-                (share,) * len(members),
-                length,
-                period,
-                horizon,
-                local_min_values(period),
-                long_period=lp,
-            )
+            spec = _equal_spec(members, length, period, horizon, lp)
             per = [
                 _equal_shares_score(o, g, *local[length, lp, j], members, period)
                 for j, (o, g) in enumerate(zip(val, global_forecasts, strict=True))
