@@ -13,11 +13,13 @@ series; its windows now need what the series leaves (`PanelConfig.fitted_to`). `
 (2: the rule before few series got rolling origins and a fixed local half, export/global_models/hybrid.py
 `search_origins`, `fixed_local`: every set and window searched).
 
-Per set: how many were trained and refused (fewer than min_history + 2H values), how many chose the
-read-out alone, the mean MASE on the official hold-out of ours, of its read-out alone, of its local half
-alone (the chosen members in equal shares, no read-out) and of statsforecast's models and their
-StatisticalEnsemble (the competitions bench's peers, fitted per series), and the levels the exporter's
-calibration gave them (`calibrate_global`) with the coverage where it gave 80%."""
+Per set: how many were trained, how many of them too short to validate (fewer than min_history + 2H
+values: fixed choices, export/global_models/search.py `train_global`; their scores also apart), how many
+refused (fewer than min_history + H), how many chose the read-out alone, the mean MASE on the official
+hold-out of ours, of its read-out alone, of its local half alone (the chosen members in equal shares, no
+read-out) and of statsforecast's models and their StatisticalEnsemble (the competitions bench's peers,
+fitted per series), and the levels the exporter's calibration gave them (`calibrate_global`) with the
+coverage where it gave 80%."""
 
 from __future__ import annotations
 
@@ -72,7 +74,7 @@ def one_set(name: str, short: bool, sample: int, search_origins: int | None, n_j
     if not picked:
         return out
     frequency_code = {12: "1MS", 4: "3MS", 1: "12MS"}.get(period, "1D")
-    trained, refused, readout_alone = [], 0, 0
+    trained, refused, readout_alone, unvalidated = [], 0, 0, []
     ours: list[np.ndarray] = []
     alone: list[np.ndarray] = []
     local: list[np.ndarray] = []
@@ -93,10 +95,12 @@ def one_set(name: str, short: bool, sample: int, search_origins: int | None, n_j
         try:
             with forced():
                 model = search.train_global(train, cfg, frequency_code, local=True)
-        except ValueError:  # shorter than min_history + 2H: refused, saying what it needs
+        except ValueError:  # shorter than min_history + H: refused, saying what it needs
             refused += 1
             continue
         trained.append(i)
+        if model.search.get("origins") == 0:  # too short to validate: fixed choices (`train_global`)
+            unvalidated.append(len(trained) - 1)
         point = model.forecast(train)
         ours.append(point[0])
         readout = copy.copy(model)
@@ -121,6 +125,7 @@ def one_set(name: str, short: bool, sample: int, search_origins: int | None, n_j
     out.update(
         trained=len(trained),
         refused=refused,
+        unvalidated=len(unvalidated),
         readout_alone_chosen=readout_alone,
         ours_seconds=round(seconds, 1),
         levels=got,
@@ -136,16 +141,23 @@ def one_set(name: str, short: bool, sample: int, search_origins: int | None, n_j
     peers = run_statsforecast(sub, STATS_MODELS, n_jobs=n_jobs)
     peers.append(ensemble([f for f in peers if f.model in ENSEMBLE_MEMBERS]))
 
-    def score(point: np.ndarray) -> float:
-        return round(float(mase(sub.train, sub.test, point, period).mean()), 4)
+    def score(point: np.ndarray, rows: Sequence[int] | None = None) -> float:
+        pick = list(range(len(trained))) if rows is None else list(rows)
+        train = [sub.train[j] for j in pick]
+        return round(float(mase(train, sub.test[pick], np.asarray(point)[pick], period).mean()), 4)
 
-    scores = {
-        "ours (the hybrid)": score(np.array(ours)),
-        "ours: read-out alone": score(np.array(alone)),
-        "ours: local half alone": score(np.array(local)),
-    }
-    scores |= {f.model: score(f.point) for f in peers}
-    out["mase"] = dict(sorted(scores.items(), key=lambda kv: kv[1]))
+    def table_of(rows: Sequence[int] | None = None) -> dict[str, float]:
+        scores = {
+            "ours (the hybrid)": score(np.array(ours), rows),
+            "ours: read-out alone": score(np.array(alone), rows),
+            "ours: local half alone": score(np.array(local), rows),
+        }
+        scores |= {f.model: score(f.point, rows) for f in peers}
+        return dict(sorted(scores.items(), key=lambda kv: kv[1]))
+
+    out["mase"] = table_of()
+    if unvalidated:  # the series trained without validation, apart
+        out["mase_unvalidated"] = table_of(unvalidated)
     out["peers_seconds"] = round(sum(f.fit_s + f.forecast_s for f in peers if f.model != ENSEMBLE), 1)
     out["coverage_80"] = (
         {"series": len(inside), "coverage": round(float(np.concatenate(inside).mean()), 4)}
@@ -160,11 +172,14 @@ def table(r: dict[str, Any]) -> str:
     if "trained" not in r:
         return head
     lines = [
-        head + f"; trained {r['trained']}, refused {r['refused']}, the read-out alone chosen for "
+        head + f"; trained {r['trained']} ({r.get('unvalidated', 0)} too short to validate), refused "
+        f"{r['refused']}, the read-out alone chosen for "
         f"{r['readout_alone_chosen']}; levels got {r['levels']}"
     ]
     for model, v in r.get("mase", {}).items():
         lines.append(f"  {model:<28} MASE {v:.4f}")
+    for model, v in r.get("mase_unvalidated", {}).items():
+        lines.append(f"  too short to validate: {model:<28} MASE {v:.4f}")
     if r.get("coverage_80"):
         c = r["coverage_80"]
         lines.append(f"  80% interval: {c['series']} series, coverage {c['coverage']:.3f}")

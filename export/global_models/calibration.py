@@ -195,6 +195,8 @@ def calibrate_global(
         else f"{cal.windows} rolling windows over the last {max(map(tail, lengths))} values (at most) of "
         f"{n} series"
     )
+    if cal.intervals is None and not cal.windows and cal.dropped:  # nothing scored: the reason it gives
+        return None, f"no interval: {next(iter(cal.dropped.values()))}"
     if cal.intervals is None:
         return (
             None,

@@ -92,28 +92,46 @@ class PanelConfig:
     def train_min(self) -> int:
         return self.train_history if self.train_history is not None else max(2 * self.period, self.history)
 
-    def fitted_to(self, series: Sequence[Any]) -> PanelConfig:
+    def fitted_to(self, series: Sequence[Any], unvalidated: bool = False) -> PanelConfig:
         """These settings for training on `series`. Where `train_history` is not given and no series is
         long enough for a training window of `train_min` observed values before validation's first origin
         (each series' last H values held out, the window's H targets before them), a window needs fewer:
         as many as the longest series leaves there, longest − 2H, at least `history`. The default's two
         cycles (chosen on M3 and Tourism panels of many long series) had refused a lone monthly series of
         48 values at H 18, the length of 340 of M3 monthly's 1,428 series, with a message naming 24 + 18
-        values it had. ValueError where even `history` values are too many, naming what is needed."""
+        values it had. Shorter still, `unvalidated` (the read-out's training, which can fall back on fixed
+        choices: `validates`) takes the one window the longest series holds, longest − H observed values
+        and its H targets, where that is at least `history`. ValueError where even that is too many,
+        naming what is needed."""
         longest = max((len(v) for v in series), default=0)
         room = longest - 2 * self.horizon
         if self.train_history is not None or room >= self.train_min:
             return self
-        if room < self.history:
-            most = (longest - self.history) // 2
-            fix = f"a horizon of at most {most}, or longer series" if most >= 1 else "longer series"
-            raise ValueError(
-                f"the longest series has {longest} values: training needs at least min history + 2 × horizon"
-                f" = {self.history} + 2 × {self.horizon} = {self.history + 2 * self.horizon} (validation "
-                f"holds out each series' last {self.horizon} values, and a training window needs "
-                f"{self.horizon} values after its input): give {fix}"
-            )
-        return replace(self, train_history=room)
+        if room >= self.history:
+            return replace(self, train_history=room)
+        if unvalidated and longest - self.horizon >= self.history:
+            return replace(self, train_history=longest - self.horizon)
+        holds = 1 if unvalidated else 2
+        most = (longest - self.history) // holds
+        fix = f"a horizon of at most {most}, or longer series" if most >= 1 else "longer series"
+        need = self.history + holds * self.horizon
+        said = "" if unvalidated else "2 × "
+        why = (
+            "a training window needs its input and the horizon's values after it"
+            if unvalidated
+            else f"validation holds out each series' last {self.horizon} values, and a training window needs "
+            f"{self.horizon} values after its input"
+        )
+        raise ValueError(
+            f"the longest series has {longest} values: training needs at least min history + {said}horizon"
+            f" = {self.history} + {said}{self.horizon} = {need} ({why}): give {fix}"
+        )
+
+    def validates(self, series: Sequence[Any]) -> bool:
+        """Whether validation can be held out of `series`: the longest holds a training window of
+        `train_min` values and its H targets before its last H values. Not where `fitted_to` took the one
+        window a series too short to validate holds (`train_global` then makes fixed choices)."""
+        return max((len(v) for v in series), default=0) >= self.train_min + 2 * self.horizon
 
     @property
     def spec(self) -> dict[str, Any]:

@@ -71,6 +71,7 @@ __all__ = [
     "short_lengths",
     "short_min_values",
     "tail_windows",
+    "widest_local",
     "widest_near_best",
 ]
 
@@ -383,6 +384,17 @@ def few_series(n_series: int) -> bool:
     return search_origins(n_series) > N_ORIGINS
 
 
+def widest_local(period: int, horizon: int) -> LocalSpec:
+    """The widest member set (the first of `candidate_sets`' widest: the ETS choice rather than
+    Holt-Winters) on the longest window the search tries, in equal shares with the read-out, from two
+    cycles of values (`local_min_values`): few series' local half before validation's choices
+    (`fixed_local`), and the whole of it where no validation can be held out (export/global_models/
+    search.py `train_global`: a series too short for one)."""
+    unit = period if period > 1 else 4
+    members = max(candidate_sets(period), key=len)
+    return _equal_spec(members, max(LOCAL_PERIODS) * unit, period, horizon, None)
+
+
 def fixed_local(
     val: Sequence[Origin],
     global_forecasts: Sequence[np.ndarray],
@@ -406,10 +418,8 @@ def fixed_local(
     1.917 / 3.694 with the search at two origins (the StatisticalEnsemble 1.026 / 1.681 / 3.377 on the
     same series), and M3 monthly's 340 short series 0.711 against 0.761. `alone`: the read-out alone's
     MASE at each origin."""
-    unit = period if period > 1 else 4
-    sets = candidate_sets(period)
-    members = max(sets, key=len)  # the first of the widest
-    candidates = [(max(LOCAL_PERIODS) * unit, None)] + [
+    members = widest_local(period, horizon).members
+    candidates = [(widest_local(period, horizon).length, None)] + [
         (max(LONG_WINDOWS) * lp, lp) for lp in long_periods(period)
     ]
     scores = {"global": float(np.mean(alone))}

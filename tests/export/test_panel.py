@@ -108,10 +108,48 @@ def test_a_lone_short_series_trains_on_windows_of_fewer_observed_values() -> Non
     given = dataclasses.replace(cfg, train_history=30)
     assert given.fitted_to([v]) is given  # a train_history given is kept
     with pytest.raises(ValueError, match=r"has 40 values: .* = 12 \+ 2 × 18 = 48 .*a horizon of at most 14,"):
-        cfg.fitted_to([v[:40]])
+        cfg.fitted_to([v[:40]])  # the transformer's rule: it needs validation
     model = train_global([v], cfg, "1MS", local=True)
     assert model.config.train_history == 14  # saved: the exporter's calibration and refits read the same
     assert np.isfinite(model.forecast([v])).all()
+
+
+def test_a_series_too_short_to_validate_trains_on_fixed_choices() -> None:
+    """Shorter than min_history + 2H (40 monthly values at H 18, as 43 of 200 lone M1 monthly series): no
+    validation can be held out, so the read-out trains on the one window the series holds (40 − 18 = 22
+    observed values and the 18 after them) with fixed choices, and says so; no interval (nothing is left
+    to calibrate on). Shorter than min_history + H is refused naming what is needed; so is a covariate
+    model, judged on validation."""
+    from export.covariates import CovariatePlan, CovariateSeries
+    from export.global_models.hybrid import widest_local
+    from export.global_models.onnx import calibrate_global
+    from export.global_models.search import summary_lines
+
+    cfg = PanelConfig(horizon=18, period=PERIOD)
+    v = seasonal_panel(1, seed=3, lengths=(40, 41))[0]
+    assert cfg.fitted_to([v], unvalidated=True).train_history == 22
+    assert not cfg.fitted_to([v], unvalidated=True).validates([v])
+    assert cfg.fitted_to([np.ones(50)], unvalidated=True).validates([np.ones(50)])  # the rule before
+    model = train_global([v], cfg, "1MS", local=True)
+    assert model.config.train_history == 22 and model.config.lift == 0 and model.input_length == 72
+    assert model.local == widest_local(PERIOD, 18) and model.search == {"origins": 0.0}
+    point = model.forecast([v])
+    assert point.shape == (1, 18) and np.isfinite(point).all()
+    readout = train_global([v], cfg, "1MS")
+    assert readout.local is None and not np.allclose(readout.forecast([v]), point)
+    [said] = summary_lines(model)
+    assert said.startswith("not validated: no series holds train_history + 2 × horizon = 22 + 2 × 18 values")
+    intervals, why = calibrate_global(model, [v])
+    assert intervals is None and why == (
+        "no interval: no series leaves train_history + horizon = 22 + 18 values to fit on before its "
+        "calibration tail"
+    )
+    with pytest.raises(ValueError, match=r"has 29 values: .* = 12 \+ 18 = 30 .*a horizon of at most 17,"):
+        train_global([v[:29]], cfg, "1MS", local=True)
+    stamps = pd.date_range("2020-01-01", periods=40, freq="MS").to_numpy()
+    item = CovariateSeries("a", v, stamps, future={"price": np.arange(40.0)})
+    with pytest.raises(ValueError, match="a covariate model is judged on validation"):
+        train_global([item], cfg, "1MS", plan=CovariatePlan(future=("price",)))
 
 
 def test_few_series_are_validated_at_more_origins() -> None:
