@@ -36,7 +36,10 @@ from typing import Any
 import numpy as np
 
 from bench.competition_data import ALL_DATA, HELD_BACK_COMPETITIONS
+from bench.harness import REPO
 from bench.harness.report import write_json
+from bench.harness.servers import local_server
+from bench.zero_shot_served import MODELS, served_forecasts
 
 SETS = (*ALL_DATA, *HELD_BACK_COMPETITIONS)
 
@@ -55,7 +58,9 @@ def chosen_series(comp: Any, short: bool, sample: int) -> tuple[list[int], str]:
     return sorted(order[:sample].tolist()), f"{min(sample, len(order))} drawn (seed 0)"
 
 
-def one_set(name: str, short: bool, sample: int, search_origins: int | None, n_jobs: int) -> dict[str, Any]:
+def one_set(
+    name: str, short: bool, sample: int, search_origins: int | None, n_jobs: int, url: str | None = None
+) -> dict[str, Any]:
     from unittest import mock
 
     from app.inference.metrics import mase
@@ -80,6 +85,7 @@ def one_set(name: str, short: bool, sample: int, search_origins: int | None, n_j
     local: list[np.ndarray] = []
     got: dict[str, int] = {}
     inside: list[np.ndarray] = []
+    calibrated: list[int] = []  # the trained series the exporter gave 80% (rows of `sub`)
 
     def forced() -> contextlib.ExitStack[Any]:
         """K origins whatever the count, few series' fixed half only where K > 2 (a new stack per use)."""
@@ -119,6 +125,7 @@ def one_set(name: str, short: bool, sample: int, search_origins: int | None, n_j
         key = "/".join(f"{lv:g}" for lv in levels) or "none above 50"
         got[key] = got.get(key, 0) + 1
         if intervals is not None and 80.0 in intervals["levels"]:
+            calibrated.append(len(trained) - 1)
             half = interval_halfwidths(intervals, model, train)[list(intervals["levels"]).index(80.0)]
             inside.append(np.abs(comp.test[i] - point[0]) <= half[0])
     seconds = time.perf_counter() - start
@@ -140,6 +147,9 @@ def one_set(name: str, short: bool, sample: int, search_origins: int | None, n_j
     )
     peers = run_statsforecast(sub, STATS_MODELS, n_jobs=n_jobs)
     peers.append(ensemble([f for f in peers if f.model in ENSEMBLE_MEMBERS]))
+    # The shipped model of the set's cycle through the service, on the same series (docs/pretrained.md):
+    # what a user with one series gets without training; it saw M3's and Tourism's histories, not M1's.
+    shipped = served_forecasts(url, sub) if url is not None and period in MODELS else None
 
     def score(point: np.ndarray, rows: Sequence[int] | None = None) -> float:
         pick = list(range(len(trained))) if rows is None else list(rows)
@@ -153,6 +163,8 @@ def one_set(name: str, short: bool, sample: int, search_origins: int | None, n_j
             "ours: local half alone": score(np.array(local), rows),
         }
         scores |= {f.model: score(f.point, rows) for f in peers}
+        if shipped is not None:
+            scores[f"shipped {MODELS[period]} (zero-shot)"] = score(shipped[0], rows)
         return dict(sorted(scores.items(), key=lambda kv: kv[1]))
 
     out["mase"] = table_of()
@@ -164,6 +176,13 @@ def one_set(name: str, short: bool, sample: int, search_origins: int | None, n_j
         if inside
         else None
     )
+    if shipped is not None:
+        within = (sub.test >= shipped[1]) & (sub.test <= shipped[2])  # [trained, H]
+        out["coverage_80_shipped"] = {
+            "series": len(trained),
+            "coverage": round(float(within.mean()), 4),
+            "where_ours_has_80": round(float(within[calibrated].mean()), 4) if calibrated else None,
+        }
     return out
 
 
@@ -183,6 +202,16 @@ def table(r: dict[str, Any]) -> str:
     if r.get("coverage_80"):
         c = r["coverage_80"]
         lines.append(f"  80% interval: {c['series']} series, coverage {c['coverage']:.3f}")
+    if r.get("coverage_80_shipped"):
+        c = r["coverage_80_shipped"]
+        lines.append(
+            f"  the shipped model's 80% interval: {c['series']} series, coverage {c['coverage']:.3f}"
+            + (
+                f" ({c['where_ours_has_80']:.3f} on those ours has one)"
+                if c["where_ours_has_80"] is not None
+                else ""
+            )
+        )
     return "\n".join(lines)
 
 
@@ -198,14 +227,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sample", type=int, default=200, help="without --short: series drawn per set")
     parser.add_argument("--search-origins", type=int, default=None, help="validate at this many origins")
     parser.add_argument("--n-jobs", type=int, default=2, help="statsforecast's processes")
+    parser.add_argument(
+        "--no-shipped", action="store_true", help="leave out the shipped pretrained models (no service)"
+    )
     parser.add_argument("--json", type=Path, help="write the report here")
     args = parser.parse_args(argv)
     state = _code_state()
     start = time.perf_counter()
     reports = []
-    for name in args.data or ALL_DATA:
-        reports.append(one_set(name, args.short, args.sample, args.search_origins, args.n_jobs))
-        print(table(reports[-1]), flush=True)
+    env = {
+        "RSA_MODEL_REPOSITORY": str(REPO / "model_repository"),
+        "RSA_MODELS": ",".join(MODELS.values()),
+        "RSA_DEVICE": "cpu",
+    }
+    with contextlib.nullcontext(None) if args.no_shipped else local_server(env) as server:
+        for name in args.data or ALL_DATA:
+            url = None if server is None else server.url
+            reports.append(one_set(name, args.short, args.sample, args.search_origins, args.n_jobs, url))
+            print(table(reports[-1]), flush=True)
     if args.json is not None:
         write_json(
             args.json,
@@ -215,6 +254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 + "".join(f" --data {d}" for d in args.data or [])
                 + (" --short" if args.short else f" --sample {args.sample}")
                 + (f" --search-origins {args.search_origins}" if args.search_origins else "")
+                + (" --no-shipped" if args.no_shipped else "")
                 + f" --n-jobs {args.n_jobs}",
                 "code": _code_state(state),
                 "sets": reports,
