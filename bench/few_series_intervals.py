@@ -120,7 +120,7 @@ def one_size(comp: Any, size: int, groups_at_most: int, rng: np.random.Generator
             # `export.panel train`'s defaults: the local half and the random layer chosen on validation
             config = PanelConfig(horizon=H, period=period, lift=None)
             model = train_global(train, config, frequency, local=True)
-        except ValueError:  # too short to validate on: no model (export.panel train refuses it too)
+        except ValueError:  # fewer than min_history + H values: no model (export.panel train refuses it too)
             unfit += 1
             continue
         intervals, _ = calibrate_global(model, train, DEFAULT_LEVELS)  # as export.panel export asks
