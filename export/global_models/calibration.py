@@ -189,8 +189,13 @@ def calibrate_global(
     cal = calibrate(values, spec, levels, tail=tail, covariates=rows, local=model.local)
     n = cal.series
     lengths = [len(v) for v in values if len(v) >= model.min_history + H] or [0]
+    scored = (cal.intervals or {}).get("calibration", {})
     what = (
-        f"{n} series' last {H} values"
+        f"its local half's errors at {cal.windows} windows of {n} series, each fitted on the window alone "
+        f"(the hybrid's own held-out windows, {scored['held_out_windows']}, reach no level from "
+        f"{EXTRAPOLATED_FROM:g}%: too few values before them for the read-out)"
+        if scored.get("scored") == "local_half"
+        else f"{n} series' last {H} values"
         if k == 1
         else f"{cal.windows} rolling windows over the last {max(map(tail, lengths))} values (at most) of "
         f"{n} series"

@@ -332,3 +332,44 @@ def test_one_pass_streams_series_that_are_never_held_whole() -> None:
     np.testing.assert_allclose(streamed.forecast(train), held.forecast(train), rtol=1e-9)
     with pytest.raises(ValueError, match="once per pass: give a sequence"):
         fit_global((s for s in train), CFG, 24)
+
+
+def test_a_lone_series_too_short_for_held_out_windows_is_calibrated_on_its_local_half() -> None:
+    """48 monthly values at H 18 hold one held-out window after the read-out's training window (50%
+    only); the hybrid's local half, fitted on each window alone, is out of sample at every window that
+    holds its min_values (7 here), so the widths come from its errors: 80% and up, the export says so,
+    and each score is the members' forecast alone against the window's targets over the service's
+    spread. A read-out without a local half keeps its one window."""
+    from app.artifacts import readout
+    from app.artifacts.readout.calibration import service_spread
+    from app.artifacts.readout.windows import series_windows
+    from export.global_models.onnx import calibrate_global, readout_spec
+
+    v = seasonal_panel(1, seed=3, lengths=(48, 49))[0]
+    model = train_global([v], PanelConfig(horizon=18, period=PERIOD), "1MS", local=True)
+    local, spec, levels = model.local, readout_spec(model), [50.0, 80.0, 90.0]
+    assert local is not None and local.min_values == 24
+    alone = readout.calibrate([v], spec, levels, lambda n: 18)
+    assert alone.windows == 1 and alone.intervals is not None and alone.intervals["levels"] == [50.0]
+    cal = readout.calibrate([v], spec, levels, lambda n: 18, local=local)
+    assert cal.intervals is not None and cal.intervals["levels"] == levels
+    report = cal.intervals["calibration"]
+    assert report["scored"] == "local_half" and report["held_out_windows"] == 1
+    assert cal.windows == 48 - 24 - 18 + 1 == len(cal.scores) and cal.per_series == (7,)
+    W, L = max(spec.input_length, local.length), spec.input_length
+    win = series_windows(v, W, 18, 24)  # every window whose input holds the members' min_values
+    assert win is not None
+    x, m, t = win
+    members = dataclasses.replace(local, weights=tuple(w / local.share for w in local.weights))
+    window = np.where(m > 0, x, np.nan).astype(np.float32)
+    point = members.combine(np.zeros((len(x), 18)), window, L)  # the read-out's share 0
+    spread = service_spread(x[:, W - L :], m[:, W - L :], PERIOD)
+    np.testing.assert_allclose(cal.scores, np.abs(t - point) / spread[:, None], rtol=1e-9)
+    want = readout.pooled_intervals(cal.scores, levels, L, PERIOD)["widths"]
+    assert cal.intervals["widths"] == want
+    intervals, said = calibrate_global(model, [v], levels)
+    assert intervals is not None and intervals["levels"] == levels
+    assert said.startswith(
+        "intervals at [50.0, 80.0, 90.0] from its local half's errors at 7 windows of 1 series, each "
+        "fitted on the window alone (the hybrid's own held-out windows, 1, reach no level from 80%"
+    )
