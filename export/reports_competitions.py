@@ -49,6 +49,12 @@ class IntervalCalibration:
     # Levels calibrated by the largest window's score alone, held at least the level below's width times
     # the tail ratio (app/artifacts/readout/calibration.py `floored_levels`); none in reports written before.
     floored_levels: list[float] = dataclasses.field(default_factory=list)
+    # What the widths' windows scored (app/artifacts/readout/calibration.py `calibrate`): "held_out", the
+    # model's forecasts of each series' held-out last values (every report written before says nothing);
+    # "local_half", a hybrid's local models fitted on each window alone, where the held-out windows
+    # (`held_out_windows` of them) reach no level from 80%.
+    scored: str = "held_out"
+    held_out_windows: int | None = None
 
 
 # -- bench/competitions.py -------------------------------------------------------------------------

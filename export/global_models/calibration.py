@@ -117,6 +117,7 @@ def calibration_report(
     per_series: Sequence[int],
     windows: int | None = None,
     extrapolated: Sequence[float] = (),
+    held_out_windows: int | None = None,
 ) -> IntervalCalibration:
     """The report of a pooled calibration (the manifest's `intervals.calibration`), for every global
     model: `scores` [windows, H] of `series` series, `per_series` windows each in order, `before` each
@@ -133,6 +134,8 @@ def calibration_report(
         windows=windows,
         extrapolated_levels=list(extrapolated),
         floored_levels=floored_levels(len(scores), levels),
+        scored="held_out" if held_out_windows is None else "local_half",
+        held_out_windows=held_out_windows,
     )
 
 
@@ -224,10 +227,21 @@ def calibrate_global(
         if dropped
         else None
     )
+    if scored.get("scored") == "local_half" and model.local is not None:  # the series its windows came from
+        lengths = [len(v) for v in values if len(v) >= model.local.min_values + H]
     before = [m - H for m in lengths]  # each series' values before its last window
     real = [lv for lv in ok if lv not in cal.extrapolated]
     report = calibration_report(
-        cal.scores, n, real, dropped, why, before, cal.per_series, cal.windows, cal.extrapolated
+        cal.scores,
+        n,
+        real,
+        dropped,
+        why,
+        before,
+        cal.per_series,
+        cal.windows,
+        cal.extrapolated,
+        scored.get("held_out_windows"),
     )
     intervals = {**cal.intervals, "calibration": to_dict(report)}
     history = intervals.get("history")

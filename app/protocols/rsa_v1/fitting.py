@@ -373,6 +373,9 @@ async def fit_forecast(
         "windows": n_windows,
         "seconds": round(result.seconds, 6),
         "calibration_windows": result.calibration_windows,
+        "calibrated_on": None
+        if result.intervals is None
+        else result.intervals.get("calibration", {}).get("scored", "held_out"),
         "levels": answered,
         "no_interval": {f"{lv:g}": why for lv, why in result.dropped.items() if lv in levels},
         # widths stretched from the highest level the windows calibrate (app/artifacts/readout/calibration.py)

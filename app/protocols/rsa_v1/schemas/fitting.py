@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.protocols.numbers import Count
@@ -77,6 +79,13 @@ class FitInfo(BaseModel):
     windows: int = Field(description="Training windows in all.")
     seconds: float = Field(description="The fit's time (read-out, intervals and forecast).")
     calibration_windows: int = Field(description="Held-out windows the interval widths were calibrated on.")
+    calibrated_on: Literal["held_out", "local_half"] | None = Field(
+        default=None,
+        description="What the widths were calibrated on: `held_out`, the model's forecasts of each series' "
+        "held-out last values; `local_half`, a hybrid's local models fitted on each window alone, where "
+        "too few values precede the held-out ones for 80% (app/artifacts/readout/calibration.py); null "
+        "without intervals.",
+    )
     levels: list[float] = Field(description="The levels answered with intervals.")
     no_interval: dict[str, str] = Field(description="Each requested level without intervals, and why.")
     published: PublishedVersion | None = None
