@@ -232,7 +232,12 @@ def summary_lines(model: GlobalModel) -> list[str]:
             f"{H} values (a training window before the last {H} held out): the input length "
             f"{model.input_length}, no random layer"
             + ("" if model.local is None else ", the widest local models in equal shares")
-            + ", none of them chosen; no interval can be calibrated either"
+            + ", none of them chosen; no held-out window for intervals either"
+            + (
+                ""
+                if model.local is None
+                else " (the export calibrates them on the local models' errors where those reach 80%)"
+            )
         )
     if "model" in search and "seasonal_naive" in search:
         what = "the hybrid" if model.local is not None else "the read-out"
