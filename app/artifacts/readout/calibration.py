@@ -185,7 +185,10 @@ def local_half_calibration(
     0.756 / 0.857 / 0.916 with the hybrid's own widths, 0.776 / 0.889 / 0.935 with these; 80 M3
     quarterly 0.831 / 0.927 / 0.961 and 0.852 / 0.923 / 0.961; 120 of M3 monthly's 340 series of 48-58
     values, which the hybrid's own calibration leaves one window (50% only), 0.810 / 0.928 / 0.961 for
-    the 101 these give 80%."""
+    the 101 these give 80%. With it (`python -m bench.few_series_intervals`, results/intervals/
+    few_series*.json, 2026-12-08, beside the fixed local half of few series): lone M3 monthly series
+    1,086 → 1,373 of 1,428 given 80-99%, covered 0.798 / 0.893 / 0.940 at 80 / 90 / 95%; lone M3 yearly
+    332 → 645 of 645, but 0.857 at 80%, too wide (docs/panels.md)."""
     local, spec = how.local, how.spec
     if local is None:
         return None
