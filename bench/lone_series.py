@@ -36,10 +36,8 @@ from typing import Any
 import numpy as np
 
 from bench.competition_data import ALL_DATA, HELD_BACK_COMPETITIONS
-from bench.harness import REPO
 from bench.harness.report import write_json
-from bench.harness.servers import local_server
-from bench.zero_shot_served import MODELS, served_forecasts
+from bench.zero_shot_served import MODELS, served_forecasts, shipped_server
 
 SETS = (*ALL_DATA, *HELD_BACK_COMPETITIONS)
 
@@ -235,12 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     state = _code_state()
     start = time.perf_counter()
     reports = []
-    env = {
-        "RSA_MODEL_REPOSITORY": str(REPO / "model_repository"),
-        "RSA_MODELS": ",".join(MODELS.values()),
-        "RSA_DEVICE": "cpu",
-    }
-    with contextlib.nullcontext(None) if args.no_shipped else local_server(env) as server:
+    with contextlib.nullcontext(None) if args.no_shipped else shipped_server() as server:
         for name in args.data or ALL_DATA:
             url = None if server is None else server.url
             reports.append(one_set(name, args.short, args.sample, args.search_origins, args.n_jobs, url))

@@ -24,6 +24,7 @@ hold-outs): this is its in-sample-series, out-of-sample-window score, not a zero
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import itertools
 import json
@@ -40,11 +41,21 @@ from app.artifacts.publish import version_numbers
 from bench.competition_data import Competition, load_competition
 from bench.competition_scores import score
 from bench.harness import REPO
-from bench.harness.servers import local_server
+from bench.harness.servers import LocalServer, local_server
 
 MODELS = {12: "pretrained-monthly", 4: "pretrained-quarterly", 1: "pretrained-yearly"}  # by the set's cycle
 SETS = ("M3:monthly", "Tourism:monthly")  # the default sets
 BATCH = 50  # series per request, within the service's default per-request limit
+
+
+def shipped_server() -> contextlib.AbstractContextManager[LocalServer]:
+    """The service of the shipped models of `MODELS` from the repository's model_repository/, on CPU."""
+    env = {
+        "RSA_MODEL_REPOSITORY": str(REPO / "model_repository"),
+        "RSA_MODELS": ",".join(MODELS.values()),
+        "RSA_DEVICE": "cpu",
+    }
+    return local_server(env)
 
 
 def history_edges(model: str) -> list[int]:
@@ -130,9 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
-    models = ",".join(MODELS.values())
-    env = {"RSA_MODEL_REPOSITORY": str(REPO / "model_repository"), "RSA_MODELS": models, "RSA_DEVICE": "cpu"}
-    with local_server(env) as server:
+    with shipped_server() as server:
         report = evaluate(server.url, args.limit, args.data or SETS)
     report["command"] = "python -m bench.zero_shot_served " + " ".join(argv if argv is not None else [])
     for name, part in report["sets"].items():

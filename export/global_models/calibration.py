@@ -227,9 +227,7 @@ def calibrate_global(
         if dropped
         else None
     )
-    if scored.get("scored") == "local_half" and model.local is not None:  # the series its windows came from
-        lengths = [len(v) for v in values if len(v) >= model.local.min_values + H]
-    before = [m - H for m in lengths]  # each series' values before its last window
+    before = [len(values[i]) - H for i in cal.positions]  # each series' values before its last window
     real = [lv for lv in ok if lv not in cal.extrapolated]
     report = calibration_report(
         cal.scores,

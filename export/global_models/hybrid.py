@@ -418,10 +418,9 @@ def fixed_local(
     1.917 / 3.694 with the search at two origins (the StatisticalEnsemble 1.026 / 1.681 / 3.377 on the
     same series), and M3 monthly's 340 short series 0.711 against 0.761. `alone`: the read-out alone's
     MASE at each origin."""
-    members = widest_local(period, horizon).members
-    candidates = [(widest_local(period, horizon).length, None)] + [
-        (max(LONG_WINDOWS) * lp, lp) for lp in long_periods(period)
-    ]
+    widest = widest_local(period, horizon)
+    members = widest.members
+    candidates = [(widest.length, None)] + [(max(LONG_WINDOWS) * lp, lp) for lp in long_periods(period)]
     scores = {"global": float(np.mean(alone))}
     tried = []
     for length, lp in candidates:

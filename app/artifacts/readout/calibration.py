@@ -80,8 +80,10 @@ class Calibration:
     # Each scored window's |error| / spread [windows, H] (empty when none was scored): the exporter's
     # coverage report per series group (export/global_models/calibration.py).
     scores: np.ndarray = field(default_factory=lambda: np.empty((0, 0)))
-    # How many of `scores`' rows each series holding windows gave, in order.
+    # How many of `scores`' rows each series holding windows gave, in order, and those series' positions
+    # in the `series` calibrated.
     per_series: tuple[int, ...] = ()
+    positions: tuple[int, ...] = ()
     # The levels whose widths were extrapolated from the highest the windows calibrate (`pooled_intervals`).
     extrapolated: tuple[float, ...] = ()
 
@@ -151,8 +153,9 @@ def _held_out_calibration(
     ok, extrapolated, left_out = level_plan(n, ordered)
     dropped = {float(lv): too_few(n, lv) for lv in left_out}
     per_series = tuple(c for c in counts if c)
+    positions = tuple(i for i, c in zip(index, counts, strict=True) if c)
     if not ok:
-        return Calibration(None, dropped, n, len(held), scores, per_series)
+        return Calibration(None, dropped, n, len(held), scores, per_series, positions)
     intervals = pooled_intervals(scores, ok + extrapolated, L, fit.period)  # ascending, as level_plan gives
     history = history_widths(shorts, edges, ok, extrapolated, intervals["widths"])
     if history is not None:
@@ -166,7 +169,7 @@ def _held_out_calibration(
         "floored_levels": floored_levels(n, ok),
         "rule": "split_conformal",
     }
-    return Calibration(intervals, dropped, n, len(held), scores, per_series, tuple(extrapolated))
+    return Calibration(intervals, dropped, n, len(held), scores, per_series, positions, tuple(extrapolated))
 
 
 def local_half_calibration(
@@ -202,6 +205,7 @@ def local_half_calibration(
     if not parts:
         return None
     x, m, t = (np.concatenate(p) for p in zip(*parts, strict=True))
+    owners = np.concatenate(owner)
     if how.check is not None:
         how.check()
     windows = np.where(m > 0, x, np.nan).astype(np.float32)  # as the service feeds the members
@@ -216,7 +220,7 @@ def local_half_calibration(
         return None
     intervals = pooled_intervals(scores, ok + extrapolated, L, period)
     intervals["calibration"] = {
-        "series": len(np.unique(np.concatenate(owner)[scored])),
+        "series": len(np.unique(owners[scored])),
         "windows": n,
         "pooled": "across series, per horizon step",
         "scored": "local_half",
@@ -227,9 +231,16 @@ def local_half_calibration(
         "rule": "split_conformal",
     }
     dropped = {float(lv): too_few(n, lv) for lv in left_out}
-    per_series = tuple(int(c) for c in np.bincount(np.concatenate(owner)[scored]) if c)
+    positions, counts = np.unique(owners[scored], return_counts=True)
     return Calibration(
-        intervals, dropped, n, intervals["calibration"]["series"], scores, per_series, tuple(extrapolated)
+        intervals,
+        dropped,
+        n,
+        len(positions),
+        scores,
+        tuple(int(c) for c in counts),
+        tuple(int(i) for i in positions),
+        tuple(extrapolated),
     )
 
 
